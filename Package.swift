@@ -1,0 +1,49 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Module graph (see README "Architecture"):
+//   DiptychCore  pure Swift: geometry, layouts, orientation, clock, policies, configuration
+//   DiptychGPU   EGL + GLES only (no FFmpeg), so GPU-only binaries stay small and portable
+//   DiptychMedia FFmpeg: sources, encoders, muxers
+//   Diptych      the session that ties them together; public embedding API
+//   diptych      the command-line tool
+let package = Package(
+    name: "Diptych",
+    products: [
+        .library(name: "Diptych", targets: ["Diptych"]),
+        .library(name: "DiptychCore", targets: ["DiptychCore"]),
+        .library(name: "DiptychGPU", targets: ["DiptychGPU"]),
+        .library(name: "DiptychMedia", targets: ["DiptychMedia"]),
+        .executable(name: "diptych", targets: ["diptych"]),
+    ],
+    targets: [
+        // System libraries, found with pkg-config. Each module's shim.h also
+        // holds the prefixed static inline helpers for macros Swift cannot import.
+        .systemLibrary(name: "CEGL", pkgConfig: "egl", providers: [.apt(["libegl-dev"])]),
+        .systemLibrary(name: "CGLES", pkgConfig: "glesv2", providers: [.apt(["libgles-dev"])]),
+        // GBM is header-only at build time and loaded with dlopen at run time,
+        // so binaries run on machines without libgbm (NVIDIA headless servers).
+        .systemLibrary(name: "CGBM", pkgConfig: "gbm", providers: [.apt(["libgbm-dev"])]),
+        .systemLibrary(name: "CVA", pkgConfig: "libva-drm", providers: [.apt(["libva-dev"])]),
+        .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
+
+        .target(name: "DiptychCore"),
+        // Shaders live in the top-level Shaders/ folder, one file per role;
+        // the EmbedShaders build-tool plugin turns them into string constants.
+        .executableTarget(name: "shader-embed", path: "Sources/shader-embed"),
+        .plugin(name: "EmbedShaders", capability: .buildTool(), dependencies: ["shader-embed"]),
+        .target(name: "DiptychGPU",
+                dependencies: ["DiptychCore", "CEGL", "CGLES", "CGBM"],
+                plugins: ["EmbedShaders"]),
+        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA"]),
+        .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychGPU", "DiptychMedia"]),
+        .executableTarget(name: "diptych", dependencies: ["Diptych"]),
+
+        .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),
+        .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU"]),
+        .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia"]),
+        .testTarget(name: "DiptychTests", dependencies: ["Diptych"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,3 @@
+import Testing
+@testable import DiptychGPU
+@Test func shadersAreEmbedded() { #expect(ShaderLibrary.source(named: "fullscreen.vert") != nil) }

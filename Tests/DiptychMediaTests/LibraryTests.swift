@@ -1,0 +1,3 @@
+import Testing
+@testable import DiptychMedia
+@Test func reportsLibraryVersions() { #expect(MediaLibraries.versions.count == 4) }

@@ -1,0 +1,3 @@
+import Testing
+@testable import Diptych
+@Test func versionIsSet() { #expect(!DiptychVersion.string.isEmpty) }
