@@ -1,0 +1,134 @@
+/// Where a stream comes from, as written on the command line:
+/// a media file or URL, `testsrc:NAME[:WxH[@FPS]]`, `-` (Y4M on stdin) or `none`.
+public enum SourceSpec: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// A media file or URL libavformat opens.
+    case url(String)
+    /// A synthetic pattern (`smpte`, `gradient`, `counter`, `solid-RRGGBB`, ...).
+    case testPattern(name: String, size: PixelSize, rate: FrameRate)
+    /// A Y4M stream on standard input.
+    case stdin
+    /// No stream (single-stream recording).
+    case none
+
+    public static let defaultTestSize = PixelSize.hd1080
+    public static let defaultTestRate = FrameRate(30)
+
+    /// Parses the command-line form. Throws `ConfigurationError` naming `field`.
+    public static func parse(_ text: String, field: String) throws(ConfigurationError) -> SourceSpec {
+        if text == "-" { return .stdin }
+        if text == "none" { return .none }
+        if text.isEmpty { throw ConfigurationError(field: field, value: text, reason: "is empty") }
+        guard text.hasPrefix("testsrc:") else { return .url(text) }
+        let parts = text.dropFirst("testsrc:".count).split(separator: ":", omittingEmptySubsequences: false)
+        guard let name = parts.first, !name.isEmpty, parts.count <= 2 else {
+            throw ConfigurationError(field: field, value: text, reason: "expected testsrc:NAME[:WxH[@FPS]]")
+        }
+        var size = defaultTestSize
+        var rate = defaultTestRate
+        if parts.count == 2 {
+            let geo = parts[1].split(separator: "@", omittingEmptySubsequences: false)
+            guard geo.count <= 2, let s = PixelSize(parsing: String(geo[0])) else {
+                throw ConfigurationError(field: field, value: text, reason: "expected testsrc:NAME[:WxH[@FPS]]")
+            }
+            size = s
+            if geo.count == 2 {
+                guard let r = FrameRate(parsing: String(geo[1])) else {
+                    throw ConfigurationError(field: field, value: text, reason: "frame rate must be a positive number such as 30, 29.97 or 30000/1001")
+                }
+                rate = r
+            }
+        }
+        return .testPattern(name: String(name), size: size, rate: rate)
+    }
+
+    public var description: String {
+        switch self {
+        case .url(let u): return u
+        case .testPattern(let n, let s, let r): return "testsrc:\(n):\(s)@\(r)"
+        case .stdin: return "-"
+        case .none: return "none"
+        }
+    }
+}
+
+/// Which encoder implementation to use.
+public enum EncoderChoice: String, Hashable, Sendable, Codable, CaseIterable {
+    /// VA-API when a VA display with an encode entrypoint exists, else software.
+    case auto
+    /// Hardware through VA-API; fails when unavailable.
+    case vaapi
+    /// Software: libx264 for H.264, libx265 for HEVC.
+    case x264
+}
+
+public enum VideoCodec: String, Hashable, Sendable, Codable, CaseIterable {
+    case h264, hevc
+}
+
+/// Output container, chosen from the output's extension or URL scheme.
+public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
+    /// Fragmented MP4 (crash-safe).
+    case mp4
+    /// MPEG transport stream.
+    case mpegts
+    /// FLV over RTMP.
+    case rtmp
+    /// MPEG-TS over SRT.
+    case srt
+
+    /// The container for an output path or URL, or nil when it cannot be told.
+    public static func infer(from output: String) -> ContainerFormat? {
+        let lower = output.lowercased()
+        if lower.hasPrefix("rtmp://") || lower.hasPrefix("rtmps://") { return .rtmp }
+        if lower.hasPrefix("srt://") { return .srt }
+        if lower.hasSuffix(".mp4") || lower.hasSuffix(".m4v") || lower.hasSuffix(".mov") { return .mp4 }
+        if lower.hasSuffix(".ts") || lower.hasSuffix(".m2ts") { return .mpegts }
+        return nil
+    }
+}
+
+/// Whether the take has an audio track. Frozen when the take starts.
+public enum AudioMode: String, Hashable, Sendable, Codable, CaseIterable {
+    /// Copy (or re-encode to AAC) the primary source's audio.
+    case primary
+    /// No audio track at all (not a silent one).
+    case none
+}
+
+/// A bad configuration value: which field, which value, what is wrong.
+public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var field: String
+    public var value: String
+    public var reason: String
+    public init(field: String, value: String, reason: String) {
+        self.field = field; self.value = value; self.reason = reason
+    }
+    /// One line, e.g. `--size '12x0': width and height must be positive`.
+    public var description: String { "\(field) '\(value)': \(reason)" }
+}
+
+extension PixelSize {
+    /// Parses `WxH` (positive integers). Returns nil when malformed.
+    public init?(parsing text: String) {
+        let p = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+        guard p.count == 2, let w = Int(p[0]), let h = Int(p[1]), w > 0, h > 0, w <= 16384, h <= 16384 else { return nil }
+        self.init(width: w, height: h)
+    }
+}
+
+extension FrameRate {
+    /// Parses `30`, `29.97` or `30000/1001`. Returns nil when malformed or not positive.
+    public init?(parsing text: String) {
+        if let slash = text.firstIndex(of: "/") {
+            guard let n = Int32(text[..<slash]), let d = Int32(text[text.index(after: slash)...]), n > 0, d > 0 else { return nil }
+            self.init(n, d)
+            return
+        }
+        if let n = Int32(text), n > 0 { self.init(n); return }
+        guard let v = Double(text), v > 0, v <= 1000, v.isFinite else { return nil }
+        // 29.97 → 30000/1001, 59.94 → 60000/1001; otherwise milli-precision.
+        let ntsc = (v * 1001).rounded()
+        if abs(ntsc / 1001 - v) < 0.005, Int(ntsc) % 1000 == 0 { self.init(Int32(ntsc), 1001); return }
+        self.init(Int32((v * 1000).rounded()), 1000)
+    }
+}
