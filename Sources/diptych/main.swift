@@ -1,4 +1,5 @@
 import Diptych
+import DiptychGPU
 import DiptychMedia
 import Foundation
 
@@ -6,15 +7,87 @@ let usage = """
 usage: diptych <command> [options]
 
 commands:
-  demo       synthetic streams composited into demo.mp4 + demo.png
+  demo       synthetic streams for ten seconds -> demo.mp4 + demo.png
   record     --primary SRC --secondary SRC --out FILE|URL [options]
-  probe      EGL platform/GPU, GL renderer, encoders, VA-API profiles, library versions
-  bench      layouts x sizes x formats -> table + JSON
+  probe      EGL platform/GPU, GL renderer, encoders, VA-API profiles, cameras
+  bench      layouts x sizes x formats -> table + JSON (diptych bench --help)
+
+SRC is a media file or URL, testsrc:NAME[:WxH[@FPS]] (smpte, gradient,
+counter, solid-RRGGBB), - for Y4M on stdin, or none (secondary only).
+
+record options:
+  --layout pip|side-by-side|stacked|primary-only|secondary-only
+  --pip-corner top-left|top-right|bottom-left|bottom-right
+  --pip-size FRACTION          inset size as a fraction of the canvas
+  --size WxH                   canvas (default: the primary's upright size)
+  --mirror-primary, --mirror-secondary
+  --rotate-primary DEG, --rotate-secondary DEG   0, 90, 180 or 270
+  --encoder auto|vaapi|x264    --codec h264|hevc   --bitrate 10M   --preset veryfast
+  --audio primary|none         --duration SECONDS  --format mp4|mpegts
+  --preview FILE.png           the composite at 1 s, from the encoder's render target
+  --switch-secondary S=SRC     replace the secondary at S seconds (repeatable)
+  --secondary-timeout SECONDS  hold a stopped secondary this long, then primary only
+  --thermal-state nominal|fair|serious|critical   force the thermal state
+  --gpu auto|software|N|/dev/dri/renderDN
+  --config FILE.json           options from a JSON file (flags override)
+  --json                       print a JSON summary at the end
+
+exit status: 0 success, 1 runtime failure (what was recorded is finalized),
+2 bad usage or bad input.
 
 options:
   -h, --help     show this help
   --version      print the version
 """
+
+func fail(_ message: String, code: Int32) -> Never {
+    FileHandle.standardError.write(Data("diptych: \(message)\n".utf8))
+    exit(code)
+}
+
+let isTerminal = isatty(STDERR_FILENO) == 1
+
+func stderrLine(_ s: String) {
+    FileHandle.standardError.write(Data(((isTerminal ? "\r\u{1B}[K" : "") + s + "\n").utf8))
+}
+
+/// Runs one take with progress on a terminal, signals funnelled into a clean stop.
+func record(_ config: TakeConfiguration) -> Never {
+    let session = RecordingSession(configuration: config, hooks: SessionHooks(
+        log: { stderrLine("diptych: \($0)") },
+        progress: isTerminal ? { p in
+            let line = String(format: "frames %d  %.1f fps  %.2fx realtime  secondary repeated %d dropped %d",
+                              p.frames, p.fps, p.realtimeFactor, p.secondaryRepeated, p.secondaryDropped)
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+        } : nil))
+    var sources: [DispatchSourceSignal] = []
+    for sig in [SIGINT, SIGTERM] {
+        signal(sig, SIG_IGN)
+        let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        let name = sig == SIGINT ? "SIGINT" : "SIGTERM"
+        s.setEventHandler { session.stop(.requested(name)) }
+        s.resume()
+        sources.append(s)
+    }
+    let result: Result<TakeSummary, SessionError>
+    do { result = .success(try session.run()) } catch { result = .failure(error) }
+    if config.json, let summary = session.summary {
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+        if let data = try? enc.encode(summary) { print(String(decoding: data, as: UTF8.self)) }
+    }
+    switch result {
+    case .success(let s):
+        if isTerminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if !config.json {
+            stderrLine(String(format: "diptych: %d frames (%.2f s) -> %@ at %.1f fps (%.2fx realtime)",
+                              s.frames, s.durationSeconds, s.output, s.fps, s.realtimeFactor))
+        }
+        exit(0)
+    case .failure(let e):
+        fail(e.description, code: e.exitCode)
+    }
+}
 
 let args = Array(CommandLine.arguments.dropFirst())
 switch args.first {
@@ -22,10 +95,26 @@ case nil, "-h", "--help", "help":
     print(usage)
 case "--version":
     print("diptych \(DiptychVersion.string)")
+case "record":
+    let rest = Array(args.dropFirst())
+    if rest.contains("-h") || rest.contains("--help") { print(usage); exit(0) }
+    do { record(try TakeConfiguration.parse(arguments: rest)) }
+    catch { fail(error.description, code: 2) }
+case "demo":
+    let rest = Array(args.dropFirst())
+    if rest.contains("-h") || rest.contains("--help") {
+        print("usage: diptych demo [record options]\nRecords ten seconds of synthetic streams (colour bars with a mirrored\ncounter inset) into demo.mp4, with demo.png as the preview.")
+        exit(0)
+    }
+    let defaults = ["--primary", "testsrc:smpte:1280x720@30", "--secondary", "testsrc:counter:640x480@30",
+                    "--layout", "pip", "--mirror-secondary", "--duration", "10",
+                    "--out", "demo.mp4", "--preview", "demo.png"]
+    do { record(try TakeConfiguration.parse(arguments: defaults + rest)) }
+    catch { fail(error.description, code: 2) }
 case "probe":
-    print("diptych \(DiptychVersion.string)")
-    for (name, version) in MediaLibraries.versions { print("\(name) \(version)") }
+    Probe.run(arguments: Array(args.dropFirst()))
+case "bench":
+    Bench.run(arguments: Array(args.dropFirst()))
 default:
-    FileHandle.standardError.write(Data("diptych: unknown command '\(args[0])' (see diptych --help)\n".utf8))
-    exit(2)
+    fail("unknown command '\(args[0])' (see diptych --help)", code: 2)
 }

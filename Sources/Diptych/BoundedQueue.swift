@@ -1,0 +1,74 @@
+import Foundation
+
+/// A blocking FIFO with a fixed capacity: `push` waits while it is full
+/// (backpressure), `pop` waits while it is empty. `close()` wakes every waiter;
+/// after it, `push` drops its element and `pop` drains what is left, then
+/// returns nil. Safe to use from any thread.
+final class BoundedQueue<Element>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var items: [Element] = []
+    private var head = 0
+    private(set) var isClosed = false
+    let capacity: Int
+
+    init(capacity: Int) {
+        precondition(capacity > 0, "BoundedQueue capacity must be positive")
+        self.capacity = capacity
+    }
+
+    private var count: Int { items.count - head }
+
+    /// Appends `element`, waiting while the queue is full. Returns false if
+    /// the queue was closed (the element is dropped).
+    @discardableResult
+    func push(_ element: Element) -> Bool {
+        condition.lock(); defer { condition.unlock() }
+        while count >= capacity && !isClosed { condition.wait() }
+        if isClosed { return false }
+        items.append(element)
+        condition.broadcast()
+        return true
+    }
+
+    /// Removes the oldest element, waiting while the queue is empty and open.
+    /// Returns nil once the queue is closed and drained, or when `timeout`
+    /// (seconds) passes with nothing to take.
+    func pop(timeout: Double? = nil) -> Element? {
+        condition.lock(); defer { condition.unlock() }
+        let deadline = timeout.map { Date(timeIntervalSinceNow: $0) }
+        while count == 0 && !isClosed {
+            if let deadline {
+                if !condition.wait(until: deadline) && count == 0 { return nil }
+            } else {
+                condition.wait()
+            }
+        }
+        guard count > 0 else { return nil }
+        let element = items[head]
+        head += 1
+        if head > 64 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+        condition.broadcast()
+        return element
+    }
+
+    /// Removes the oldest element if there is one, without waiting.
+    func tryPop() -> Element? {
+        condition.lock(); defer { condition.unlock() }
+        guard count > 0 else { return nil }
+        let element = items[head]
+        head += 1
+        if head > 64 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+        condition.broadcast()
+        return element
+    }
+
+    /// Closes the queue: pending and future pushes fail, pops drain then return nil.
+    func close() {
+        condition.lock(); isClosed = true; condition.broadcast(); condition.unlock()
+    }
+
+    /// Closes the queue and discards everything still in it.
+    func closeAndDiscard() {
+        condition.lock(); isClosed = true; items.removeAll(); head = 0; condition.broadcast(); condition.unlock()
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import DiptychCore
+
+/// Why a take ended. Every reason goes through the same finalize path.
+public enum StopReason: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The primary stream ended: the normal end of a take.
+    case endOfPrimary
+    /// `--duration` was reached.
+    case durationReached
+    /// Stopped by the host program or a signal (SIGINT, SIGTERM).
+    case requested(String)
+    /// The primary stream stopped delivering (interrupted, disconnected, failed to decode).
+    case primaryInterrupted(String)
+    /// The machine reached the critical thermal state.
+    case thermalCritical(String)
+    /// Free space fell below the stop threshold.
+    case storageLow(freeBytes: Int64)
+    /// A write failed because the disk is full.
+    case storageFull(String)
+    /// The output could not be written (network error, I/O error).
+    case outputFailed(String)
+    /// The GPU context was lost more often than it could be rebuilt.
+    case gpuFailed(String)
+
+    /// Whether the take ended the way the user asked (exit status 0).
+    public var isNormal: Bool {
+        switch self {
+        case .endOfPrimary, .durationReached, .requested: return true
+        default: return false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .endOfPrimary: return "end of primary stream"
+        case .durationReached: return "duration reached"
+        case .requested(let why): return "stopped (\(why))"
+        case .primaryInterrupted(let why): return "primary stream interrupted: \(why)"
+        case .thermalCritical(let why): return "stopped: critical thermal state (\(why))"
+        case .storageLow(let free): return "stopped: storage low (\(free / (1 << 20)) MiB free, need 100 MiB to continue)"
+        case .storageFull(let why): return "stopped: storage full (\(why))"
+        case .outputFailed(let why): return "stopped: output failed (\(why))"
+        case .gpuFailed(let why): return "stopped: GPU failed (\(why))"
+        }
+    }
+}
+
+/// A session error: `badInput` (exit status 2, nothing was recorded) or
+/// `runtime` (exit status 1).
+public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Bad usage or bad input, found before anything was recorded.
+    case badInput(String)
+    /// The take could not start or failed; whatever was recorded was finalized.
+    case runtime(String)
+
+    public var description: String {
+        switch self { case .badInput(let m), .runtime(let m): m }
+    }
+    public var exitCode: Int32 {
+        switch self { case .badInput: 2; case .runtime: 1 }
+    }
+}
+
+/// Progress of a running take, reported about every half second.
+public struct TakeProgress: Sendable {
+    public var frames: Int
+    public var mediaSeconds: Double
+    public var wallSeconds: Double
+    public var fps: Double { wallSeconds > 0 ? Double(frames) / wallSeconds : 0 }
+    public var realtimeFactor: Double { wallSeconds > 0 ? mediaSeconds / wallSeconds : 0 }
+    public var secondaryRepeated: Int
+    public var secondaryDropped: Int
+}
+
+/// What a finished take produced. `--json` prints this.
+public struct TakeSummary: Sendable, Codable {
+    public var output: String
+    public var frames: Int
+    public var durationSeconds: Double
+    public var frameRate: String
+    public var canvas: String
+    public var encoder: String
+    public var encoderReason: String
+    public var gpu: String
+    public var wallSeconds: Double
+    public var fps: Double
+    public var realtimeFactor: Double
+    public var secondaryFramesShown: Int
+    public var secondaryRepeated: Int
+    public var secondaryDropped: Int
+    public var primaryOnlyFrames: Int
+    public var gpuRebuilds: Int
+    public var hotSwaps: Int
+    public var stopReason: String
+    public var normalStop: Bool
+    public var warnings: [String]
+    public var preview: String?
+}

@@ -1,0 +1,89 @@
+import Foundation
+import DiptychCore
+import DiptychMedia
+
+/// What a reader thread delivers.
+enum ReaderEvent: @unchecked Sendable {
+    case frame(VideoFrame)
+    case end
+    case failed(String)
+}
+
+/// Pulls frames from one source on its own thread into a small bounded queue
+/// (backpressure: the thread blocks when the session falls behind, so memory
+/// stays flat). The source may be opened on that thread too, so a hot swap
+/// never stalls the render loop while a file or device opens.
+final class SourceReader: @unchecked Sendable {
+    let spec: SourceSpec
+    let queue: BoundedQueue<ReaderEvent>
+    private let lock = NSLock()
+    private var source: VideoSource?
+    private var _info: SourceInfo?
+    private let opened = DispatchSemaphore(value: 0)
+    private var thread: Thread?
+    private let done = DispatchSemaphore(value: 0)
+
+    /// Starts a reader over an already opened source.
+    init(spec: SourceSpec, source: VideoSource, capacity: Int = 4) {
+        self.spec = spec
+        self.queue = BoundedQueue(capacity: capacity)
+        self.source = source
+        self._info = source.info
+        start(openFirst: nil)
+    }
+
+    /// Starts a reader that opens `spec` on its own thread first.
+    init(opening spec: SourceSpec, duration: Double?, capacity: Int = 4) {
+        self.spec = spec
+        self.queue = BoundedQueue(capacity: capacity)
+        start(openFirst: duration)
+    }
+
+    /// The source's description once it is open, else nil.
+    var info: SourceInfo? { lock.lock(); defer { lock.unlock() }; return _info }
+
+    private func start(openFirst duration: Double??) {
+        let t = Thread { [self] in
+            defer { done.signal() }
+            if case .some(let d) = duration {
+                do {
+                    let s = try MediaSources.open(spec, duration: d)
+                    lock.lock(); source = s; _info = s.info; lock.unlock()
+                } catch {
+                    queue.push(.failed("\(error)"))
+                    queue.close()
+                    return
+                }
+            }
+            lock.lock(); let s = source; lock.unlock()
+            guard let s else { return }
+            while !queue.isClosed {
+                do {
+                    guard let f = try s.nextFrame() else { queue.push(.end); break }
+                    if !queue.push(.frame(f)) { break }
+                } catch {
+                    queue.push(.failed("\(error)"))
+                    break
+                }
+            }
+            queue.close()
+        }
+        t.name = "diptych.reader"
+        t.stackSize = 1 << 20
+        thread = t
+        t.start()
+    }
+
+    /// Stops the thread and closes the source. Blocks until the thread has
+    /// left the source (a blocked read on a pipe ends when the source closes).
+    /// A thread blocked in a read that never returns (a silent pipe) is left
+    /// behind after two seconds together with its source, rather than closing
+    /// the source under it.
+    func stop() {
+        queue.closeAndDiscard()
+        guard done.wait(timeout: .now() + 2) == .success else { return }
+        done.signal()
+        lock.lock(); let s = source; source = nil; lock.unlock()
+        s?.close()
+    }
+}
