@@ -22,18 +22,36 @@ enum JSONFile {
     /// A one-line description of a decoding error: the key path and what was wrong.
     static func describe(_ error: any Error) -> String {
         func path(_ keys: [any CodingKey]) -> String {
-            keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            var out = ""
+            for k in keys {
+                if let i = k.intValue { out += "[\(i)]" } else { out += (out.isEmpty ? "" : ".") + k.stringValue }
+            }
+            return out
+        }
+        func at(_ keys: [any CodingKey], _ text: String) -> String {
+            keys.isEmpty ? text : "\(path(keys)): \(text)"
+        }
+        func kind(_ type: Any.Type) -> String {
+            let name = String(describing: type)
+            if name.hasPrefix("Dictionary") { return "an object" }
+            if name.hasPrefix("Array") { return "a list" }
+            switch name {
+            case "String": return "a string"
+            case "Int", "Int32", "Int64", "Double", "Float": return "a number"
+            case "Bool": return "true or false"
+            default: return name
+            }
         }
         let text: String
         switch error {
         case DecodingError.dataCorrupted(let c):
-            text = c.codingPath.isEmpty ? "not valid JSON" : "\(path(c.codingPath)): \(c.debugDescription)"
+            text = c.codingPath.isEmpty ? "not valid JSON" : at(c.codingPath, c.debugDescription)
         case DecodingError.keyNotFound(let k, let c):
-            text = "\(path(c.codingPath + [k])): missing"
+            text = at(c.codingPath + [k], "missing")
         case DecodingError.typeMismatch(let t, let c):
-            text = "\(path(c.codingPath)): expected \(t)"
+            text = at(c.codingPath, "expected \(kind(t))")
         case DecodingError.valueNotFound(let t, let c):
-            text = "\(path(c.codingPath)): expected \(t), found null"
+            text = at(c.codingPath, "expected \(kind(t)), found null")
         case let e as ConfigurationError:
             text = e.description
         default:

@@ -419,8 +419,11 @@ extension TakeConfiguration: Codable {
         t.layout = try c.decodeIfPresent(Layout.self, forKey: .layout) ?? Layout()
         if let s = try? c.decodeIfPresent(PixelSize.self, forKey: .size) {
             t.canvasSize = s
-        } else {
+        } else if (try? c.decodeIfPresent(String.self, forKey: .size)) != nil {
             t.canvasSize = try parsed(.size) { (s) throws(ConfigurationError) in try TakeConfiguration.parseSize(s) }
+        } else if c.contains(.size), try !c.decodeNil(forKey: .size) {
+            throw DecodingError.dataCorruptedError(forKey: .size, in: c,
+                debugDescription: "expected \"WxH\" or {\"width\": W, \"height\": H}")
         }
         t.primaryOrientation = Orientation(rotation: try rotation(.rotatePrimary) ?? .r0,
                                            mirrored: try c.decodeIfPresent(Bool.self, forKey: .mirrorPrimary) ?? false)
@@ -430,9 +433,12 @@ extension TakeConfiguration: Codable {
         t.codec = try c.decodeIfPresent(VideoCodec.self, forKey: .codec) ?? .h264
         if let n = try? c.decodeIfPresent(Int.self, forKey: .bitrate) {
             t.bitrate = n
-        } else {
+        } else if (try? c.decodeIfPresent(String.self, forKey: .bitrate)) != nil {
             t.bitrate = try parsed(.bitrate) { (s) throws(ConfigurationError) in try TakeConfiguration.parseBitrate(s) }
                 ?? TakeConfiguration.defaultBitrate
+        } else if c.contains(.bitrate), try !c.decodeNil(forKey: .bitrate) {
+            throw DecodingError.dataCorruptedError(forKey: .bitrate, in: c,
+                debugDescription: "expected bits per second as a number (8000000) or a string (\"10M\", \"2500k\")")
         }
         t.preset = try c.decodeIfPresent(String.self, forKey: .preset) ?? t.preset
         t.keyframeInterval = try c.decodeIfPresent(Double.self, forKey: .keyframeInterval) ?? t.keyframeInterval
