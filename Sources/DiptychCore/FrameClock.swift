@@ -225,14 +225,16 @@ public struct FrameClock<Payload> {
         if endedAt == nil { endedAt = now }
     }
 
-    /// Hot swap (DESIGN rule 9): a new secondary stream replaces the old one.
-    /// Unshown frames of the old stream are dropped; the frame on screen is
-    /// held until the new stream's first frame, so output never stalls.
-    public mutating func replaceSecondary() {
+    /// Hot swap (DESIGN rule 9): at `now` a new secondary stream replaces
+    /// the old one. Unshown frames of the old stream are dropped; the frame
+    /// on screen is held until the new stream's first frame, so output never
+    /// stalls. `stallTimeout` counts from `now`, so a new stream that never
+    /// delivers still falls back to the primary alone.
+    public mutating func replaceSecondary(now: MediaTime) {
         for old in pending { drop(old) }
         pending = []
         endedAt = nil
-        lastArrival = nil
+        if hasReceivedSecondary { lastArrival = now }
     }
 
     /// The primary stream has ended: every later tick answers `.endOfTake`

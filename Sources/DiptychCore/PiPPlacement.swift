@@ -130,7 +130,9 @@ public struct PiPPlacement: Hashable, Sendable {
     /// `content`. Width, height, x and y are even; the rectangle lies inside
     /// the canvas at `margin` from the two edges of `corner`.
     public func insetRect(canvas: PixelSize, content: PixelSize) -> PixelRect {
-        let m = min(margin.pixels(for: canvas), max(0, (canvas.shorterSide - 2) / 2 / 2 * 2))
+        // The margin may not leave less than 2 px for the inset.
+        let largestMargin = max(0, (canvas.shorterSide - 2) / 4 * 2)
+        let m = min(max(0, margin.pixels(for: canvas)), largestMargin)
         let shorter = size * Double(canvas.shorterSide)
         var w: Double, h: Double
         if content.isEmpty {

@@ -121,7 +121,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         guard let out = output, !out.isEmpty else {
             throw ConfigurationError(field: "--out", value: output ?? "", reason: "is required (an output file or URL)")
         }
-        guard let container else {
+        guard container != nil else {
             throw ConfigurationError(field: "--out", value: out,
                                      reason: "cannot tell the container from the name; use .mp4, .ts, rtmp://, srt:// or --format")
         }
@@ -129,7 +129,6 @@ public struct TakeConfiguration: Hashable, Sendable {
            inferred == .rtmp || inferred == .srt || f == .rtmp || f == .srt {
             throw ConfigurationError(field: "--format", value: f.rawValue, reason: "does not match the output '\(out)' (\(inferred.rawValue))")
         }
-        _ = container
         if let s = canvasSize {
             if s.width <= 0 || s.height <= 0 {
                 throw ConfigurationError(field: "--size", value: s.description, reason: "width and height must be positive")

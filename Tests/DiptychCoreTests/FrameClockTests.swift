@@ -173,12 +173,22 @@ private func ms(_ v: Int64) -> MediaTime { MediaTime(value: v, timescale: 1000) 
         clock.pushSecondary("A", pts: .zero, now: .zero)
         #expect(clock.tick(primaryPTS: .zero, now: .zero).secondary?.payload == "A")
         clock.pushSecondary("B", pts: ms(33), now: ms(33))
-        clock.replaceSecondary()
+        clock.replaceSecondary(now: ms(33))
         let held = clock.tick(primaryPTS: ms(33), now: ms(33))
         #expect(held.secondary?.payload == "A" && held.outputPTS == ms(33))    // no wait, no gap
         clock.pushSecondary("C", pts: ms(9000), now: ms(60))
         #expect(clock.tick(primaryPTS: ms(66), now: ms(66)).secondary?.payload == "C")
         #expect(clock.counters.secondaryFramesDropped == 1 && clock.counters.outputFrames == 3 && clock.counters.waits == 0)
+    }
+
+    /// A replacement stream that never delivers falls back to the primary after the stall timeout.
+    @Test func hotSwapToADeadStreamFallsBack() {
+        var clock = FrameClock<String>(configuration: FrameClockConfiguration(afterEnd: .primaryOnlyAfter(.zero), stallTimeout: ms(500)))
+        clock.pushSecondary("A", pts: .zero, now: .zero)
+        _ = clock.tick(primaryPTS: .zero, now: .zero)
+        clock.replaceSecondary(now: ms(1000))
+        #expect(clock.tick(primaryPTS: ms(1400), now: ms(1400)).secondary?.payload == "A")
+        #expect(clock.tick(primaryPTS: ms(1500), now: ms(1500)) == .primaryOnly(pts: ms(1500), reason: .secondaryStalled))
     }
 
     /// Generic payload: a reference type (a texture, say) is handed back as is.
