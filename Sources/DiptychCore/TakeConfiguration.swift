@@ -225,7 +225,7 @@ public struct TakeConfiguration: Hashable, Sendable {
                     i += 1
                 }
             } else {
-                throw ConfigurationError(field: "option", value: flag, reason: "unknown option")
+                throw unknownOption(flag)
             }
         }
 
@@ -304,9 +304,60 @@ public struct TakeConfiguration: Hashable, Sendable {
         case "--json": json = true
         case "--switch-secondary": switches.append(try SecondarySwitch.parse(v, field: flag))
         default:
-            throw ConfigurationError(field: "option", value: flag, reason: "unknown option")
+            throw TakeConfiguration.unknownOption(flag)
         }
     }
+
+    /// `option '--pip-sise': unknown option (did you mean --pip-size?)`.
+    static func unknownOption(_ flag: String) -> ConfigurationError {
+        func distance(_ a: [Character], _ b: [Character]) -> Int {
+            var row = Array(0...b.count)
+            for i in 1...max(a.count, 1) where !a.isEmpty {
+                var previous = row[0]
+                row[0] = i
+                for j in 1...max(b.count, 1) where !b.isEmpty {
+                    let old = row[j]
+                    row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                    previous = old
+                }
+            }
+            return row[b.count]
+        }
+        let known = (valueFlags.union(switchFlags)).sorted()
+        let best = known.map { ($0, distance(Array(flag), Array($0))) }.min { $0.1 < $1.1 }
+        var reason = "unknown option"
+        if let (name, d) = best, d <= 2 { reason += " (did you mean \(name)?)" }
+        return ConfigurationError(field: "option", value: flag, reason: reason)
+    }
+
+    /// Help text for `diptych record` options (kept in step with the parser by a test).
+    public static let usage = """
+        diptych record --primary SRC [--secondary SRC] --out FILE|URL [options]
+          SRC: a media file or URL, testsrc:NAME[:WxH[@FPS]], - (Y4M on stdin) or none
+          --layout pip|side-by-side|stacked|primary-only|secondary-only   (default pip)
+          --pip-corner top-left|top-right|bottom-left|bottom-right          (default bottom-right)
+          --pip-size F        inset's shorter side as a fraction of the canvas's shorter side (0.05-1, default 0.3; or 30%)
+          --pip-margin M      pixels (24, 24px) or a fraction of the shorter side (0.03, 3%; default 0.03)
+          --swap-roles        the secondary is the big picture
+          --content-mode fill|fit   crop to fill (default) or letterbox
+          --background RRGGBB       canvas colour (default 000000)
+          --size WxH          even canvas size (default: the primary's upright size)
+          --rotate-primary DEG, --rotate-secondary DEG   0, 90, 180 or 270 (clockwise, to upright)
+          --mirror-primary, --mirror-secondary
+          --encoder auto|vaapi|x264   --codec h264|hevc   --preset NAME (default veryfast)
+          --bitrate B         bits per second: 10M, 2500k, 8000000 (default 10M)
+          --keyframe-interval SECONDS (default 1)
+          --audio primary|none        (default primary)
+          --duration SECONDS          stop after this much output
+          --format mp4|mpegts|rtmp|srt   container (default: from --out)
+          --preview FILE      PNG of the composite
+          --config FILE.json  load options from JSON first; flags override
+          --thermal-state nominal|fair|serious|critical   pretend thermal state
+          --secondary-timeout SECONDS   continue with the primary alone after this long without secondary frames (default 2)
+          --gpu auto|software|N|/dev/dri/renderDN
+          --switch-secondary SECONDS=SRC   hot-swap the secondary at that time (repeatable)
+          --json              machine-readable report
+        """
 
     /// Parses `WxH`, distinguishing malformed from out-of-range values.
     public static func parseSize(_ text: String, field: String = "--size") throws(ConfigurationError) -> PixelSize {

@@ -118,6 +118,21 @@ private func tempPath(_ name: String) -> String {
         }
     }
 
+    @Test func unknownOptionSuggestsTheNearestFlag() {
+        #expect(throws: ConfigurationError(field: "option", value: "--pip-sise", reason: "unknown option (did you mean --pip-size?)")) {
+            try parse("--pip-sise 0.3")
+        }
+        #expect(throws: ConfigurationError(field: "option", value: "--frobnicate", reason: "unknown option")) {
+            try parse("--frobnicate")
+        }
+    }
+
+    @Test func usageListsEveryFlag() {
+        for flag in TakeConfiguration.valueFlags.union(TakeConfiguration.switchFlags) {
+            #expect(TakeConfiguration.usage.contains(flag), "\(flag) missing from usage")
+        }
+    }
+
     @Test func lastFlagWinsAndStdinSource() throws {
         let c = try parse("--primary - --layout stacked --layout pip --bitrate 1M --bitrate 3M --out a.mp4")
         #expect(c.primary == .stdin && c.layout.kind == .pip && c.bitrate == 3_000_000)
