@@ -7,6 +7,7 @@
 //   StreamGeometry                sensor size + orientation; ContentMode (aspect fill / fit)
 //   Layout, PiPPlacement          arrangements → CompositionPlan (DrawDescription per draw)
 //   CompositionPlan+PointMapping  canvas ⇄ sensor points ("tap to focus")
+//   AffineTransform2D             one per-draw local → sensor (texture) uv map for shaders
 //   FrameClock                    primary-driven pairing of secondary frames (rule 1)
 //   ThermalPolicy, StoragePolicy, CostBudget   rule 4 and rule 5 as pure functions
 //   TakeConfiguration             `diptych record` flags + JSON config, validation

@@ -65,8 +65,11 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// nothing (at the start or mid-take) before the take continues with the
     /// primary alone (see `clockConfiguration`).
     public var secondaryTimeout = 2.0
-    /// `--gpu auto|software|N|/dev/dri/renderDN`.
-    public var gpu = GPUSelection.auto
+    /// `--gpu auto|software|N|/dev/dri/renderDN`, optionally as `PLATFORM`
+    /// or `PLATFORM:DEVICE` (platforms `gbm`, `device`, `surfaceless`).
+    /// Kept as text: DiptychGPU's `GPUSelection(parsing:)` interprets it;
+    /// `parse` and `validate` check the grammar (`checkGPU`).
+    public var gpu = "auto"
     /// `--json`: machine-readable report on stdout.
     public var json = false
     /// `--switch-secondary SECONDS=SRC` (repeatable), in the order given.
@@ -159,6 +162,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         if !(secondaryTimeout > 0 && secondaryTimeout.isFinite) {
             throw ConfigurationError(field: "--secondary-timeout", value: "\(secondaryTimeout)", reason: "must be a positive number of seconds")
         }
+        try TakeConfiguration.checkGPU(gpu)
         if let p = preview, p.isEmpty {
             throw ConfigurationError(field: "--preview", value: p, reason: "must be a file path")
         }
@@ -300,7 +304,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         case "--format": format = try TakeConfiguration.parseFormat(v, field: flag)
         case "--thermal-state": thermalState = try ThermalState.parse(v, field: flag)
         case "--secondary-timeout": secondaryTimeout = try number()
-        case "--gpu": gpu = try GPUSelection.parse(v, field: flag)
+        case "--gpu": try TakeConfiguration.checkGPU(v, field: flag); gpu = v
         case "--json": json = true
         case "--switch-secondary": switches.append(try SecondarySwitch.parse(v, field: flag))
         default:
@@ -354,7 +358,7 @@ public struct TakeConfiguration: Hashable, Sendable {
           --config FILE.json  load options from JSON first; flags override
           --thermal-state nominal|fair|serious|critical   pretend thermal state
           --secondary-timeout SECONDS   continue with the primary alone after this long without secondary frames (default 2)
-          --gpu auto|software|N|/dev/dri/renderDN
+          --gpu auto|software|N|/dev/dri/renderDN|PLATFORM[:DEVICE]   PLATFORM: gbm, device, surfaceless
           --switch-secondary SECONDS=SRC   hot-swap the secondary at that time (repeatable)
           --json              machine-readable report
         """
@@ -386,6 +390,30 @@ public struct TakeConfiguration: Hashable, Sendable {
             throw ConfigurationError(field: field, value: text, reason: "expected bits per second such as 10M, 2500k or 8000000")
         }
         return Int((d * scale).rounded())
+    }
+
+    /// EGL platforms `--gpu` may name (DiptychGPU's display ladder).
+    public static let gpuPlatforms = ["gbm", "device", "surfaceless"]
+
+    /// Checks a `--gpu` value: `auto`, `software` (or `cpu`, `llvmpipe`), a
+    /// device index `N` ≥ 0, a render node `/dev/dri/...`, a platform name,
+    /// or `PLATFORM:DEVICE` (`device:1`, `gbm:/dev/dri/renderD129`).
+    public static func checkGPU(_ text: String, field: String = "--gpu") throws(ConfigurationError) {
+        func isDevice(_ d: Substring) -> Bool {
+            if ["auto", "software", "cpu", "llvmpipe"].contains(d) { return true }
+            if let n = Int(d) { return n >= 0 }
+            return d.hasPrefix("/dev/dri/") && d.count > "/dev/dri/".count
+        }
+        let t = Substring(text)
+        if gpuPlatforms.contains(String(t)) || isDevice(t) { return }
+        if let colon = t.firstIndex(of: ":"), gpuPlatforms.contains(String(t[..<colon])),
+           isDevice(t[t.index(after: colon)...]) { return }
+        if let n = Int(t), n < 0 {
+            throw ConfigurationError(field: field, value: text, reason: "device index must be 0 or more")
+        }
+        throw ConfigurationError(field: field, value: text, reason:
+            "expected auto, software, a device index (0, 1, ...), a render node such as /dev/dri/renderD128, "
+            + "or PLATFORM[:DEVICE] with PLATFORM gbm, device or surfaceless")
     }
 
     /// Parses `--format` (`mp4`, `mpegts` or its alias `ts`, `rtmp`, `srt`).
@@ -498,7 +526,14 @@ extension TakeConfiguration: Codable {
         t.preview = try c.decodeIfPresent(String.self, forKey: .preview)
         t.thermalState = try parsed(.thermalState) { (s) throws(ConfigurationError) in try ThermalState.parse(s) }
         t.secondaryTimeout = try c.decodeIfPresent(Double.self, forKey: .secondaryTimeout) ?? t.secondaryTimeout
-        t.gpu = try c.decodeIfPresent(GPUSelection.self, forKey: .gpu) ?? .auto
+        if let n = try? c.decodeIfPresent(Int.self, forKey: .gpu) {
+            t.gpu = String(n)
+        } else if let text = try c.decodeIfPresent(String.self, forKey: .gpu) {
+            do { try TakeConfiguration.checkGPU(text) } catch {
+                throw DecodingError.dataCorruptedError(forKey: .gpu, in: c, debugDescription: "'\(error.value)': \(error.reason)")
+            }
+            t.gpu = text
+        }
         t.json = try c.decodeIfPresent(Bool.self, forKey: .json) ?? false
         t.secondarySwitches = try c.decodeIfPresent([SecondarySwitch].self, forKey: .switchSecondary) ?? []
         self = t

@@ -135,3 +135,25 @@ struct MappingCase: Sendable, CustomTestStringConvertible {
         }
     }
 }
+
+@Suite struct LocalToSensorTransformTests {
+    /// The single uv transform a shader uses agrees with the point mapping.
+    @Test(arguments: Rotation.allCases, [false, true])
+    func agreesWithPointMapping(rotation: Rotation, mirrored: Bool) {
+        let d = DrawDescription(role: .primary, destination: rect(100, 40, 540, 960), crop: nrect(0.25, 0.1, 0.5, 0.7),
+                                orientation: Orientation(rotation: rotation, mirrored: mirrored))
+        let m = d.localToSensor
+        for s in stride(from: 0.0, through: 1.0, by: 0.125) { for t in stride(from: 0.0, through: 1.0, by: 0.25) {
+            let expected = d.sensorPoint(canvasPixelX: 100 + s * 540, y: 40 + t * 960)
+            #expect(approx(m.apply(NormalizedPoint(x: s, y: t)), expected, 1e-12))
+        } }
+    }
+
+    @Test func rotation90Matrix() {
+        // Rule 7: rotation 90 maps upright (x, y) to sensor (y, 1 − x).
+        let d = DrawDescription(role: .primary, destination: rect(0, 0, 1080, 1920), orientation: Orientation(rotation: .r90))
+        #expect(d.localToSensor == AffineTransform2D(m11: 0, m12: -1, m21: 1, m22: 0, tx: 0, ty: 1))
+        #expect(d.localToSensor.columnMajor3x3 == [0, -1, 0, 1, 0, 0, 0, 1, 1])
+        #expect(DrawDescription(role: .primary, destination: rect(0, 0, 2, 2)).localToSensor == .identity)
+    }
+}

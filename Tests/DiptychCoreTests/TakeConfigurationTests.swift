@@ -13,7 +13,7 @@ private func tempPath(_ name: String) -> String {
     @Test func defaults() {
         let c = TakeConfiguration()
         #expect(c.bitrate == 10_000_000 && c.preset == "veryfast" && c.keyframeInterval == 1)
-        #expect(c.encoder == .auto && c.codec == .h264 && c.audio == .primary && c.gpu == .auto)
+        #expect(c.encoder == .auto && c.codec == .h264 && c.audio == .primary && c.gpu == "auto")
         #expect(c.layout == Layout() && c.layout.kind == .pip && c.canvasSize == nil && !c.json)
         #expect(c.secondary == SourceSpec.none && c.secondarySwitches.isEmpty)
     }
@@ -39,7 +39,7 @@ private func tempPath(_ name: String) -> String {
         #expect(c.encoder == .x264 && c.codec == .hevc && c.bitrate == 2_500_000 && c.preset == "medium")
         #expect(c.audio == AudioMode.none && c.duration == 12.5 && c.preview == "p.png")
         #expect(c.format == .mp4 && c.container == .mp4)     // --format overrides the .ts extension
-        #expect(c.thermalState == .serious && c.secondaryTimeout == 0.75 && c.gpu == .renderNode("/dev/dri/renderD129"))
+        #expect(c.thermalState == .serious && c.secondaryTimeout == 0.75 && c.gpu == "/dev/dri/renderD129")
         #expect(c.json && c.keyframeInterval == 2)
         #expect(c.secondarySwitches == [SecondarySwitch(time: 5, source: .testPattern(name: "gradient", size: .hd1080, rate: FrameRate(30))),
                                         SecondarySwitch(time: 7.5, source: .url("b.mp4?x=1"))])
@@ -52,10 +52,10 @@ private func tempPath(_ name: String) -> String {
         #expect(try TakeConfiguration.parseBitrate(text) == expected)
     }
 
-    @Test(arguments: [("auto", GPUSelection.auto), ("software", .software), ("0", .index(0)), ("3", .index(3)),
-                      ("/dev/dri/renderD128", .renderNode("/dev/dri/renderD128"))])
-    func gpuSelections(text: String, expected: GPUSelection) throws {
-        #expect(try GPUSelection.parse(text) == expected)
+    @Test(arguments: ["auto", "software", "llvmpipe", "0", "3", "/dev/dri/renderD128", "surfaceless", "device:1",
+                      "gbm:/dev/dri/renderD129", "device:software"])
+    func gpuSelections(text: String) throws {
+        #expect(try parse("--gpu \(text)").gpu == text)
     }
 
     @Test(arguments: [("take.mp4", ContainerFormat.mp4), ("a/b.MOV", .mp4), ("x.ts", .mpegts),
@@ -89,7 +89,9 @@ private func tempPath(_ name: String) -> String {
         ("--format avi", "--format", "avi", "expected mp4, mpegts"),
         ("--thermal-state hot", "--thermal-state", "hot", "expected nominal"),
         ("--gpu cuda", "--gpu", "cuda", "expected auto, software"),
-        ("--gpu -1", "--gpu", "-1", "device index must be 0 or more"),
+        ("--gpu=-1", "--gpu", "-1", "device index must be 0 or more"),
+        ("--gpu vulkan:0", "--gpu", "vulkan:0", "expected auto, software"),
+        ("--gpu device:x", "--gpu", "device:x", "expected auto, software"),
         ("--switch-secondary 5", "--switch-secondary", "5", "expected SECONDS=SRC"),
         ("--switch-secondary x=a.mp4", "--switch-secondary", "x=a.mp4", "time before '='"),
         ("--secondary testsrc:", "--secondary", "testsrc:", "expected testsrc:NAME"),
@@ -177,6 +179,7 @@ private func tempPath(_ name: String) -> String {
         ("switch after end", "--switch-secondary", "time is after the end"),
         ("switch to stdin", "--switch-secondary", "cannot switch to standard input"),
         ("empty preview", "--preview", "must be a file path"),
+        ("bad gpu", "--gpu", "expected auto"),
     ])
     func invalid(name: String, field: String, reason: String) {
         var c = Self.valid()
@@ -208,6 +211,7 @@ private func tempPath(_ name: String) -> String {
         case "switch after end": c.duration = 5; c.secondarySwitches = [SecondarySwitch(time: 5, source: .url("b.mp4"))]
         case "switch to stdin": c.secondarySwitches = [SecondarySwitch(time: 1, source: .stdin)]
         case "empty preview": c.preview = ""
+        case "bad gpu": c.gpu = "nvidia"
         default: Issue.record("unknown case \(name)")
         }
         do {
@@ -271,7 +275,7 @@ private func tempPath(_ name: String) -> String {
           "rotatePrimary": 180, "gpu": 2, "switchSecondary": [ { "at": 3, "source": "c.mp4" } ] }
         """.utf8).write(to: URL(fileURLWithPath: path))
         let fromFile = try TakeConfiguration.load(path: path)
-        #expect(fromFile.bitrate == 4_000_000 && fromFile.canvasSize == size(1280, 720) && fromFile.gpu == .index(2))
+        #expect(fromFile.bitrate == 4_000_000 && fromFile.canvasSize == size(1280, 720) && fromFile.gpu == "2")
         #expect(fromFile.layout.pip.corner == .topLeft && fromFile.layout.pip.size == 0.2)
         #expect(fromFile.primaryOrientation.rotation == .r180 && fromFile.secondarySwitches.count == 1)
 
