@@ -103,10 +103,12 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// The frame clock settings this take implies: hold the latest secondary
     /// frame; wait up to `secondaryTimeout` for the secondary's first frame;
     /// a secondary that ends, or delivers nothing for `secondaryTimeout`,
-    /// leaves the primary alone (rule 11).
+    /// leaves the primary alone (rule 11). Without a secondary (`.none`)
+    /// there is nothing to wait for: primary-only from the first frame.
     public var clockConfiguration: FrameClockConfiguration {
         let timeout = MediaTime(seconds: secondaryTimeout)
-        return FrameClockConfiguration(mode: .latest, beforeFirstFrame: .wait(upTo: timeout),
+        return FrameClockConfiguration(mode: .latest,
+                                       beforeFirstFrame: secondary == .none ? .primaryOnly : .wait(upTo: timeout),
                                        afterEnd: .primaryOnlyAfter(.zero), stallTimeout: timeout)
     }
 

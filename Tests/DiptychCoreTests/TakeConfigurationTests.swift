@@ -240,6 +240,8 @@ private func tempPath(_ name: String) -> String {
         c.primaryOrientation = Orientation(rotation: .r90)
         #expect(c.geometry(.primary, sensorSize: .hd1080).uprightSize == size(1080, 1920))
         c.secondaryTimeout = 1.5
+        #expect(c.clockConfiguration.beforeFirstFrame == .primaryOnly)      // no secondary: nothing to wait for
+        c.secondary = .url("b.mp4")
         let clock = c.clockConfiguration
         #expect(clock.mode == .latest && clock.stallTimeout == MediaTime(seconds: 1.5))
         #expect(clock.beforeFirstFrame == .wait(upTo: MediaTime(seconds: 1.5)) && clock.afterEnd == .primaryOnlyAfter(.zero))
