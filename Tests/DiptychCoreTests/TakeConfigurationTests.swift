@@ -1,0 +1,337 @@
+import Foundation
+import Testing
+@testable import DiptychCore
+
+private func parse(_ line: String) throws(ConfigurationError) -> TakeConfiguration {
+    try TakeConfiguration.parse(arguments: line.split(separator: " ").map(String.init))
+}
+private func tempPath(_ name: String) -> String {
+    FileManager.default.temporaryDirectory.appendingPathComponent("\(UUID().uuidString)-\(name)").path
+}
+
+@Suite struct TakeConfigurationParseTests {
+    @Test func defaults() {
+        let c = TakeConfiguration()
+        #expect(c.bitrate == 10_000_000 && c.preset == "veryfast" && c.keyframeInterval == 1)
+        #expect(c.encoder == .auto && c.codec == .h264 && c.audio == .primary && c.gpu == "auto")
+        #expect(c.layout == Layout() && c.layout.kind == .pip && c.canvasSize == nil && !c.json)
+        #expect(c.secondary == SourceSpec.none && c.secondarySwitches.isEmpty)
+    }
+
+    @Test func parsesEveryFlag() throws {
+        let c = try TakeConfiguration.parse(arguments: [
+            "--primary", "testsrc:smpte:1920x1080@60", "--secondary", "cam.mp4", "--out", "take.ts",
+            "--layout", "side-by-side", "--pip-corner", "top-left", "--pip-size", "25%", "--pip-margin", "16",
+            "--size", "1080x1920", "--mirror-secondary", "--mirror-primary", "--rotate-primary", "90",
+            "--rotate-secondary", "-90", "--encoder", "x264", "--codec", "hevc", "--bitrate", "2500k",
+            "--preset", "medium", "--audio", "none", "--duration", "12.5", "--preview", "p.png",
+            "--format", "mp4", "--thermal-state", "serious", "--secondary-timeout", "0.75", "--gpu", "/dev/dri/renderD129",
+            "--json", "--switch-secondary", "5=testsrc:gradient", "--switch-secondary=7.5=b.mp4?x=1",
+            "--keyframe-interval", "2", "--swap-roles", "--content-mode", "fit", "--background", "102030",
+        ])
+        #expect(c.primary == .testPattern(name: "smpte", size: .hd1080, rate: FrameRate(60)))
+        #expect(c.secondary == .url("cam.mp4") && c.output == "take.ts")
+        #expect(c.layout.kind == .sideBySide && c.layout.pip == PiPPlacement(corner: .topLeft, size: 0.25, margin: .pixels(16)))
+        #expect(c.layout.swapRoles && c.layout.contentMode == .aspectFit && c.layout.background == RGBAColor(hex: "102030"))
+        #expect(c.canvasSize == size(1080, 1920))
+        #expect(c.primaryOrientation == Orientation(rotation: .r90, mirrored: true))
+        #expect(c.secondaryOrientation == Orientation(rotation: .r270, mirrored: true))
+        #expect(c.encoder == .x264 && c.codec == .hevc && c.bitrate == 2_500_000 && c.preset == "medium")
+        #expect(c.audio == AudioMode.none && c.duration == 12.5 && c.preview == "p.png")
+        #expect(c.format == .mp4 && c.container == .mp4)     // --format overrides the .ts extension
+        #expect(c.thermalState == .serious && c.secondaryTimeout == 0.75 && c.gpu == "/dev/dri/renderD129")
+        #expect(c.json && c.keyframeInterval == 2)
+        #expect(c.secondarySwitches == [SecondarySwitch(time: 5, source: .testPattern(name: "gradient", size: .hd1080, rate: FrameRate(30))),
+                                        SecondarySwitch(time: 7.5, source: .url("b.mp4?x=1"))])
+        try c.validate()
+    }
+
+    @Test(arguments: [("8000000", 8_000_000), ("10M", 10_000_000), ("2500k", 2_500_000), ("1.5M", 1_500_000),
+                      ("2500K", 2_500_000), ("1G", 1_000_000_000), ("-5M", -5_000_000), ("0", 0)])
+    func bitrates(text: String, expected: Int) throws {
+        #expect(try TakeConfiguration.parseBitrate(text) == expected)
+    }
+
+    @Test(arguments: ["auto", "software", "llvmpipe", "0", "3", "/dev/dri/renderD128", "surfaceless", "device:1",
+                      "gbm:/dev/dri/renderD129", "device:software"])
+    func gpuSelections(text: String) throws {
+        #expect(try parse("--gpu \(text)").gpu == text)
+    }
+
+    @Test(arguments: [("take.mp4", ContainerFormat.mp4), ("a/b.MOV", .mp4), ("x.ts", .mpegts),
+                      ("rtmp://host/app/key", .rtmp), ("srt://host:9000", .srt)])
+    func containerIsInferredFromOutput(out: String, expected: ContainerFormat) throws {
+        let c = try parse("--primary a.mp4 --out \(out)")
+        #expect(c.container == expected)
+        try c.validate()
+    }
+
+    /// Parse errors: (arguments, field, value, reason prefix).
+    @Test(arguments: [
+        ("--primary a.mp4 --bogus 3", "option", "--bogus", "unknown option"),
+        ("--primary a.mp4 --out", "--out", "", "needs a value"),
+        ("--primary --out x.mp4", "--primary", "", "needs a value"),
+        ("a.mp4", "argument", "a.mp4", "unexpected argument"),
+        ("--size 12x0", "--size", "12x0", "width and height must be positive"),
+        ("--size big", "--size", "big", "expected WxH"),
+        ("--size 20000x100", "--size", "20000x100", "width and height must be at most 16384"),
+        ("--layout grid", "--layout", "grid", "unknown layout"),
+        ("--pip-corner middle", "--pip-corner", "middle", "expected one of"),
+        ("--pip-size huge", "--pip-size", "huge", "expected a fraction"),
+        ("--pip-margin wide", "--pip-margin", "wide", "expected pixels"),
+        ("--rotate-primary 45", "--rotate-primary", "45", "must be 0, 90, 180 or 270"),
+        ("--rotate-secondary up", "--rotate-secondary", "up", "must be 0, 90, 180 or 270"),
+        ("--encoder nvenc", "--encoder", "nvenc", "expected auto, vaapi or x264"),
+        ("--codec av1", "--codec", "av1", "expected h264 or hevc"),
+        ("--bitrate fast", "--bitrate", "fast", "expected bits per second"),
+        ("--audio stereo", "--audio", "stereo", "expected primary or none"),
+        ("--duration forever", "--duration", "forever", "must be a number"),
+        ("--format avi", "--format", "avi", "expected mp4, mpegts"),
+        ("--thermal-state hot", "--thermal-state", "hot", "expected nominal"),
+        ("--gpu cuda", "--gpu", "cuda", "expected auto, software"),
+        ("--gpu=-1", "--gpu", "-1", "device index must be 0 or more"),
+        ("--gpu vulkan:0", "--gpu", "vulkan:0", "expected auto, software"),
+        ("--gpu device:x", "--gpu", "device:x", "expected auto, software"),
+        ("--switch-secondary 5", "--switch-secondary", "5", "expected SECONDS=SRC"),
+        ("--switch-secondary x=a.mp4", "--switch-secondary", "x=a.mp4", "time before '='"),
+        ("--secondary testsrc:", "--secondary", "testsrc:", "expected testsrc:NAME"),
+        ("--json=yes", "--json", "yes", "takes no value"),
+        ("--background purple", "--background", "purple", "expected a colour"),
+        ("--content-mode stretch", "--content-mode", "stretch", "expected fill or fit"),
+    ])
+    func parseErrorsNameTheFlag(line: String, field: String, value: String, reason: String) {
+        do {
+            _ = try parse(line)
+            Issue.record("expected an error for \(line)")
+        } catch {
+            #expect(error.field == field && error.value == value)
+            #expect(error.reason.hasPrefix(reason), "\(error)")
+            #expect(error.description == "\(field) '\(value)': \(error.reason)")
+            #expect(!error.description.contains("\n"))
+        }
+    }
+
+    @Test func exampleErrorLine() {
+        #expect(throws: ConfigurationError(field: "--size", value: "12x0", reason: "width and height must be positive")) {
+            try parse("--size 12x0")
+        }
+        do { _ = try parse("--size 12x0") } catch {
+            #expect(error.description == "--size '12x0': width and height must be positive")
+        }
+    }
+
+    @Test func unknownOptionSuggestsTheNearestFlag() {
+        #expect(throws: ConfigurationError(field: "option", value: "--pip-sise", reason: "unknown option (did you mean --pip-size?)")) {
+            try parse("--pip-sise 0.3")
+        }
+        #expect(throws: ConfigurationError(field: "option", value: "--frobnicate", reason: "unknown option")) {
+            try parse("--frobnicate")
+        }
+    }
+
+    @Test func usageListsEveryFlag() {
+        for flag in TakeConfiguration.valueFlags.union(TakeConfiguration.switchFlags) {
+            #expect(TakeConfiguration.usage.contains(flag), "\(flag) missing from usage")
+        }
+    }
+
+    @Test func lastFlagWinsAndStdinSource() throws {
+        let c = try parse("--primary - --layout stacked --layout pip --bitrate 1M --bitrate 3M --out a.mp4")
+        #expect(c.primary == .stdin && c.layout.kind == .pip && c.bitrate == 3_000_000)
+    }
+}
+
+@Suite struct TakeConfigurationValidateTests {
+    static func valid() -> TakeConfiguration {
+        var c = TakeConfiguration()
+        c.primary = .url("a.mp4"); c.output = "out.mp4"
+        return c
+    }
+
+    @Test func minimalIsValid() throws { try Self.valid().validate() }
+
+    /// Invalid configurations: (change, field, reason prefix).
+    @Test(arguments: [
+        ("no primary", "--primary", "a primary stream is required"),
+        ("no out", "--out", "is required"),
+        ("empty out", "--out", "is required"),
+        ("unknown container", "--out", "cannot tell the container"),
+        ("format mismatch", "--format", "does not match"),
+        ("both stdin", "--secondary", "only one stream"),
+        ("odd size", "--size", "width and height must be even"),
+        ("zero size", "--size", "width and height must be positive"),
+        ("negative bitrate", "--bitrate", "must be positive"),
+        ("zero bitrate", "--bitrate", "must be positive"),
+        ("huge bitrate", "--bitrate", "must be at most"),
+        ("empty preset", "--preset", "must be a preset name"),
+        ("zero keyframe interval", "--keyframe-interval", "must be a positive"),
+        ("zero duration", "--duration", "must be a positive"),
+        ("negative duration", "--duration", "must be a positive"),
+        ("infinite duration", "--duration", "must be a positive"),
+        ("zero secondary timeout", "--secondary-timeout", "must be a positive"),
+        ("pip size 0", "--pip-size", "must be between 0.05 and 1"),
+        ("pip size 1.5", "--pip-size", "must be between 0.05 and 1"),
+        ("negative pip margin", "--pip-margin", "pixels must be between"),
+        ("pip margin fraction 0.5", "--pip-margin", "fraction must be"),
+        ("custom rect out of range", "layout.custom.secondary", "must have a positive size"),
+        ("inset opacity", "layout.insetStyle.opacity", "must be between 0 and 1"),
+        ("switch before 0", "--switch-secondary", "time must be 0 or more"),
+        ("switch after end", "--switch-secondary", "time is after the end"),
+        ("switch to stdin", "--switch-secondary", "cannot switch to standard input"),
+        ("empty preview", "--preview", "must be a file path"),
+        ("bad gpu", "--gpu", "expected auto"),
+    ])
+    func invalid(name: String, field: String, reason: String) {
+        var c = Self.valid()
+        switch name {
+        case "no primary": c.primary = .none
+        case "no out": c.output = nil
+        case "empty out": c.output = ""
+        case "unknown container": c.output = "take.avi"
+        case "format mismatch": c.output = "rtmp://host/app"; c.format = .mp4
+        case "both stdin": c.primary = .stdin; c.secondary = .stdin
+        case "odd size": c.canvasSize = size(1921, 1080)
+        case "zero size": c.canvasSize = size(0, 1080)
+        case "negative bitrate": c.bitrate = -5
+        case "zero bitrate": c.bitrate = 0
+        case "huge bitrate": c.bitrate = 2_000_000_000
+        case "empty preset": c.preset = ""
+        case "zero keyframe interval": c.keyframeInterval = 0
+        case "zero duration": c.duration = 0
+        case "negative duration": c.duration = -1
+        case "infinite duration": c.duration = .infinity
+        case "zero secondary timeout": c.secondaryTimeout = 0
+        case "pip size 0": c.layout.pip.size = 0
+        case "pip size 1.5": c.layout.pip.size = 1.5
+        case "negative pip margin": c.layout.pip.margin = .pixels(-2)
+        case "pip margin fraction 0.5": c.layout.pip.margin = .fraction(0.5)
+        case "custom rect out of range": c.layout = .custom(primary: .unit, secondary: nrect(0.8, 0, 0.5, 1))
+        case "inset opacity": c.layout.insetStyle.opacity = -0.1
+        case "switch before 0": c.secondarySwitches = [SecondarySwitch(time: -1, source: .url("b.mp4"))]
+        case "switch after end": c.duration = 5; c.secondarySwitches = [SecondarySwitch(time: 5, source: .url("b.mp4"))]
+        case "switch to stdin": c.secondarySwitches = [SecondarySwitch(time: 1, source: .stdin)]
+        case "empty preview": c.preview = ""
+        case "bad gpu": c.gpu = "nvidia"
+        default: Issue.record("unknown case \(name)")
+        }
+        do {
+            try c.validate()
+            Issue.record("\(name) should be invalid")
+        } catch {
+            #expect(error.field == field, "\(name): \(error)")
+            #expect(error.reason.hasPrefix(reason), "\(name): \(error)")
+        }
+    }
+
+    @Test func pipSizeFromTheCommandLineIsValidatedWithItsValue() throws {
+        let c = try parse("--primary a.mp4 --out a.mp4 --pip-size 0")
+        #expect(throws: ConfigurationError(field: "--pip-size", value: "0.0",
+                                           reason: "must be between 0.05 and 1 (fraction of the canvas's shorter side)")) {
+            try c.validate()
+        }
+    }
+
+    @Test func derivedValues() {
+        var c = Self.valid()
+        #expect(c.resolvedCanvas(primaryUprightSize: size(1281, 721)) == size(1280, 720))
+        #expect(c.resolvedCanvas(primaryUprightSize: nil) == .hd1080)
+        c.canvasSize = size(1080, 1920)
+        #expect(c.resolvedCanvas(primaryUprightSize: size(1281, 721)) == size(1080, 1920))
+        c.primaryOrientation = Orientation(rotation: .r90)
+        #expect(c.geometry(.primary, sensorSize: .hd1080).uprightSize == size(1080, 1920))
+        c.secondaryTimeout = 1.5
+        #expect(c.clockConfiguration.beforeFirstFrame == .primaryOnly)      // no secondary: nothing to wait for
+        c.secondary = .url("b.mp4")
+        let clock = c.clockConfiguration
+        #expect(clock.mode == .latest && clock.stallTimeout == MediaTime(seconds: 1.5))
+        #expect(clock.beforeFirstFrame == .wait(upTo: MediaTime(seconds: 1.5)) && clock.afterEnd == .primaryOnlyAfter(.zero))
+    }
+}
+
+@Suite struct TakeConfigurationJSONTests {
+    static func full() throws -> TakeConfiguration {
+        var c = try parse("--primary testsrc:counter:1280x720@30000/1001 --secondary rtsp://cam/1 --out rtmp://h/app --layout stacked "
+            + "--size 720x1280 --rotate-secondary 270 --mirror-secondary --bitrate 6M --duration 30 --thermal-state fair --gpu 1 "
+            + "--switch-secondary 10=none --pip-margin 0.05 --json --preview p.png --format rtmp --audio none")
+        c.layout.insetStyle = DrawStyle(opacity: 0.8, cornerRadius: 12, borderWidth: 3, borderColor: RGBAColor(r: 1, g: 0, b: 0))
+        return c
+    }
+
+    @Test func roundTripsThroughData() throws {
+        let c = try Self.full()
+        let data = c.jsonData()
+        #expect(try TakeConfiguration(jsonData: data) == c)
+        let text = String(decoding: data, as: UTF8.self)
+        #expect(text.contains(#""primary" : "testsrc:counter:1280x720@30000\/1001""#) || text.contains(#""primary" : "testsrc:counter:1280x720@30000/1001""#))
+        #expect(text.contains(#""size" : "720x1280""#))
+        #expect(TakeConfiguration().jsonData().count > 0)
+        #expect(try TakeConfiguration(jsonData: TakeConfiguration().jsonData()) == TakeConfiguration())
+    }
+
+    @Test func configFileThenFlagsOverride() throws {
+        let path = tempPath("take.json")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data("""
+        { "primary": "a.mp4", "secondary": "b.mp4", "out": "file.mp4", "bitrate": "4M", "size": {"width": 1280, "height": 720},
+          "layout": { "kind": "pip", "pip": { "corner": "top-left", "size": 0.2 } },
+          "rotatePrimary": 180, "gpu": 2, "switchSecondary": [ { "at": 3, "source": "c.mp4" } ] }
+        """.utf8).write(to: URL(fileURLWithPath: path))
+        let fromFile = try TakeConfiguration.load(path: path)
+        #expect(fromFile.bitrate == 4_000_000 && fromFile.canvasSize == size(1280, 720) && fromFile.gpu == "2")
+        #expect(fromFile.layout.pip.corner == .topLeft && fromFile.layout.pip.size == 0.2)
+        #expect(fromFile.primaryOrientation.rotation == .r180 && fromFile.secondarySwitches.count == 1)
+
+        // --config is read first wherever it appears; the flags override it.
+        let c = try TakeConfiguration.parse(arguments: ["--pip-corner", "bottom-left", "--config", path, "--out", "cli.ts",
+                                                        "--switch-secondary", "1=d.mp4", "--switch-secondary", "2=e.mp4"])
+        #expect(c.output == "cli.ts" && c.container == .mpegts && c.primary == .url("a.mp4") && c.bitrate == 4_000_000)
+        #expect(c.layout.pip.corner == .bottomLeft && c.layout.pip.size == 0.2)
+        #expect(c.secondarySwitches.map(\.time) == [1, 2])
+        try c.validate()
+    }
+
+    @Test func missingConfigFileNamesTheFile() {
+        #expect(throws: ConfigurationError(field: "--config", value: "/no/such/take.json", reason: "cannot read file")) {
+            try TakeConfiguration.parse(arguments: ["--config", "/no/such/take.json"])
+        }
+    }
+
+    @Test(arguments: [
+        ("{ not json", "not valid JSON"),
+        (#"{"layout": {"kind": "grid"}}"#, "layout.kind: unknown layout 'grid'"),
+        (#"{"primary": "testsrc:"}"#, "primary: 'testsrc:': expected testsrc:NAME"),
+        (#"{"pipCorner": "top-left"}"#, "pipCorner: unknown key"),
+        (#"{"rotatePrimary": 45}"#, "rotatePrimary: '45': must be 0, 90, 180 or 270"),
+        (#"{"bitrate": true}"#, "bitrate: expected bits per second"),
+        (#"{"size": 5}"#, "size: expected \"WxH\""),
+        (#"{"switchSecondary": [{"at": 1}]}"#, "switchSecondary[0].source: missing"),
+        (#"{"size": "12x0"}"#, "size: '12x0': width and height must be positive"),
+        (#"{"gpu": "cuda"}"#, "gpu: 'cuda': expected auto"),
+        (#"[1, 2]"#, "invalid configuration: expected an object"),
+    ])
+    func invalidConfigFileNamesFileAndKey(json: String, reason: String) throws {
+        let path = tempPath("bad.json")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+        do {
+            _ = try TakeConfiguration.parse(arguments: ["--config", path])
+            Issue.record("expected an error for \(json)")
+        } catch {
+            #expect(error.field == "--config" && error.value == path)
+            #expect(error.reason.contains(reason), "\(error)")
+            #expect(!error.description.contains("\n"))
+        }
+    }
+
+    @Test func configGivenTwiceIsAnError() {
+        #expect(throws: ConfigurationError.self) { try parse("--config a.json --config b.json") }
+    }
+
+    @Test func saveAndLoad() throws {
+        let path = tempPath("saved.json")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let c = try Self.full()
+        try c.save(toPath: path)
+        #expect(try TakeConfiguration.load(path: path) == c)
+    }
+}
