@@ -81,6 +81,7 @@ public struct TakeSummary: Sendable, Codable {
     public var canvas: String
     public var encoder: String
     public var encoderReason: String
+    public var audio: String
     public var gpu: String
     public var wallSeconds: Double
     public var fps: Double
@@ -95,4 +96,6 @@ public struct TakeSummary: Sendable, Codable {
     public var normalStop: Bool
     public var warnings: [String]
     public var preview: String?
+    /// Timestamp of the frame the preview shows.
+    public var previewSeconds: Double?
 }

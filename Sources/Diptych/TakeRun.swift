@@ -12,110 +12,110 @@ private struct InFlight {
     var pts: MediaTime
 }
 
-/// The secondary stream's state: its reader, the held frame and the next one.
+/// The secondary stream's reader and the decoded frame not yet due.
 private struct SecondaryState {
     var reader: SourceReader?
-    var geometry: StreamGeometry?
-    var held: VideoFrame?
-    var heldUploaded = false
-    var heldShownCount = 0
+    var orientation = Orientation.identity
     /// The next decoded frame, already rebased to the take's timeline.
     var next: VideoFrame?
     var firstPTS: MediaTime?
     var base = MediaTime.zero
     var ended = false
-    var endedAt: MediaTime?
-    var lastDelivery = Date()
     var stalled = false
 }
 
-/// The state of one running take (see `RecordingSession`).
+/// The state of one running take (see `RecordingSession`). Used by one thread.
 final class TakeRun {
     let session: RecordingSession
     let config: TakeConfiguration
     let hooks: SessionHooks
     let log: @Sendable (String) -> Void
+    let outputPath: String
 
-    var canvas: PixelSize
+    let canvas: PixelSize
     var layout: Layout
-    var primaryReader: SourceReader
-    var primaryInfo: SourceInfo
-    var primaryGeometry: StreamGeometry
-    var primaryFirstPTS: MediaTime?
-    var primaryBase = MediaTime.zero
-    var pendingPrimary: (reader: SourceReader, base: MediaTime?)?
-    private var secondary = SecondaryState()
-    private var pendingSecondary: SourceReader?
-    var scheduledSwitches: [(at: Double, spec: SourceSpec)]
     let frameRate: FrameRate
 
-    var gpu: GPUCompositor
-    var output: OutputID
-    let writer: MediaWriter
-    let encodeQueue = BoundedQueue<VideoFrame>(capacity: 4)
-    var encoderThread: Thread?
-    let encoderDone = DispatchSemaphore(value: 0)
-    let encoderState = EncoderState()
+    private var primaryReader: SourceReader
+    private var primaryOrientation: Orientation
+    private var primaryFirstPTS: MediaTime?
+    private var primaryBase = MediaTime.zero
+    private var pendingPrimary: SourceReader?
+    private var secondary = SecondaryState()
+    private var pendingSecondary: SourceReader?
+    private var scheduledSwitches: [SecondarySwitch]
+    private var clock: FrameClock<VideoFrame>
+    /// The clock frame whose picture is in the GPU's secondary texture.
+    private var uploadedSecondary: SecondaryFrameID?
+
+    private var gpu: GPUCompositor
+    private var output: OutputID
+    private let selection: GPUSelection
+    private let writer: MediaWriter
+    private let encodeQueue = BoundedQueue<VideoFrame>(capacity: 4)
+    private let encoderDone = DispatchSemaphore(value: 0)
+    private let encoderState = EncoderState()
     private var inFlight: [InFlight] = []
 
-    // Counters.
-    var frames = 0
-    var primaryOnlyFrames = 0
-    var secondaryShown = 0
-    var secondaryRepeated = 0
-    var secondaryDropped = 0
-    var gpuRebuilds = 0
-    var hotSwaps = 0
-    var warnings: [String] = []
-    var lastPTS: MediaTime?
-    var previewPath: String?
-    var previewWritten = false
-    var previewSeconds: Double?
-    var lastThermal: ThermalState = .nominal
-    let started = Date()
-
-    /// Secondary held this long (media seconds) after its stream stops, then primary-only.
-    var secondaryTimeout: Double { config.secondaryTimeout }
+    private var frames = 0
+    private var gpuRebuilds = 0
+    private var hotSwaps = 0
+    private var warnings: [String] = []
+    private var lastPTS: MediaTime?
+    private var previewWritten = false
+    private var lastThermal: ThermalState
+    private let started = Date()
+    private(set) var summary: TakeSummary?
 
     init(session: RecordingSession) throws(SessionError) {
         self.session = session
-        self.config = session.configuration
+        let config = session.configuration
+        self.config = config
         self.hooks = session.hooks
         self.log = session.hooks.log
         do { try config.validate() } catch { throw .badInput("\(error)") }
+        guard let outputPath = config.output else { throw .badInput("--out: missing (give a file or URL)") }
+        self.outputPath = outputPath
+        guard let gpuSelection = GPUSelection(parsing: config.gpu) else {
+            throw .badInput("--gpu '\(config.gpu)': expected auto, software, an index or /dev/dri/renderDN")
+        }
+        selection = gpuSelection
 
         // Sources first: bad input must fail before anything is written.
-        let primarySource: VideoSource
+        let primarySource: any VideoSource
         do { primarySource = try MediaSources.open(config.primary, duration: config.duration) }
         catch { throw .badInput("\(error)") }
-        primaryInfo = primarySource.info
-        primaryGeometry = StreamGeometry(size: primaryInfo.size,
-                                         orientation: Self.orientation(metadata: primaryInfo.rotation,
-                                                                       forced: config.primaryRotation,
-                                                                       mirrored: config.mirrorPrimary))
-        var secondarySource: VideoSource?
+        var secondarySource: (any VideoSource)?
         if config.secondary != .none {
             do { secondarySource = try MediaSources.open(config.secondary, duration: nil) }
             catch { primarySource.close(); throw .badInput("\(error)") }
         }
-        frameRate = primaryInfo.frameRate ?? FrameRate(30)
-        layout = config.layout
-        scheduledSwitches = config.secondarySwitches.map { ($0.seconds, $0.source) }.sorted { $0.0 < $1.0 }
+        func closeSources() { primarySource.close(); secondarySource?.close() }
 
-        var canvas = config.canvas ?? primaryGeometry.uprightSize
-        canvas = PixelSize(width: canvas.width & ~1, height: canvas.height & ~1)
+        primaryOrientation = Self.orientation(metadata: primarySource.info.orientation, configured: config.primaryOrientation)
+        frameRate = primarySource.info.frameRate
+        layout = config.layout
+        scheduledSwitches = config.secondarySwitches.sorted { $0.time < $1.time }
+        var clockConfig = config.clockConfiguration
+        // File sources are paced by timestamp below, so the clock never has to wait.
+        clockConfig.beforeFirstFrame = .primaryOnly
+        clockConfig.afterEnd = .primaryOnlyAfter(MediaTime(seconds: config.secondaryTimeout))
+        clock = FrameClock(configuration: clockConfig)
+
+        var canvas = config.resolvedCanvas(primaryUprightSize: primarySource.info.size.rotated(primaryOrientation.rotation))
 
         // Thermal policy before the take: critical refuses, serious drops 1080p to 720p.
         let thermal = Self.readThermal(config: config, hooks: hooks)
-        switch ThermalPolicy.decide(state: thermal.state, recording: false, isAbove720p: canvas.height > 720 && canvas.width > 720) {
-        case .stopRecording:
-            primarySource.close(); secondarySource?.close()
+        switch ThermalPolicy.decide(state: thermal.state, recording: false, canvas: canvas) {
+        case .refuseToStart, .stopRecording:
+            closeSources()
             throw .runtime("not starting: critical thermal state (\(thermal.source))")
         case .dropTo720p:
-            let scaled = canvas.scaled(toShortSide: 720)
-            hooks.log("thermal state serious (\(thermal.source)): recording at \(scaled) instead of \(canvas)")
-            warnings.append("thermal state serious: canvas reduced from \(canvas) to \(scaled)")
-            canvas = scaled
+            let reduced = ThermalPolicy.reducedCanvas(for: canvas)
+            let message = "thermal state serious (\(thermal.source)): recording at \(reduced) instead of \(canvas)"
+            hooks.log(message)
+            warnings.append(message)
+            canvas = reduced
         case .warn:
             hooks.log("warning: thermal state \(thermal.state) (\(thermal.source))")
         case .none:
@@ -125,54 +125,49 @@ final class TakeRun {
         self.canvas = canvas
 
         // Storage: 200 MiB free to start.
-        if let free = hooks.storage.freeBytes(at: config.output) {
-            if case .refuse(let why) = StoragePolicy.canStart(freeBytes: free) {
-                primarySource.close(); secondarySource?.close()
-                throw .runtime("not starting: \(config.output): \(why)")
-            }
+        if case .startRefused(let why) = StoragePolicy.standard.decide(freeBytes: hooks.storage.freeBytes(at: outputPath), recording: false) {
+            closeSources()
+            throw .runtime("not starting: \(outputPath): \(why)")
         }
 
-        // GPU.
         do {
-            gpu = try GPUCompositor(selection: try GPUSelection(parsing: config.gpu), log: hooks.log)
+            gpu = try GPUCompositor(selection: gpuSelection, log: hooks.log)
             output = try gpu.addOutput(canvas: canvas)
         } catch {
-            primarySource.close(); secondarySource?.close()
+            closeSources()
             throw .runtime("GPU: \(error)")
         }
 
-        // Output last, so a failure above leaves no file behind.
-        let audio: AudioTrack? = config.audio == .primary ? primarySource.audioTrack : nil
+        // The output last, so a failure above leaves no file behind.
+        let audio = config.audio == .primary ? primarySource.audioTrack : nil
         do {
             writer = try MediaWriter(
-                url: config.output,
-                container: config.container,
+                url: outputPath, container: config.container,
                 video: VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec,
-                                            encoder: config.encoder, bitrate: config.bitrate,
-                                            preset: config.preset, keyframeInterval: config.keyframeInterval),
+                                            encoder: config.encoder, bitrate: config.bitrate, preset: config.preset,
+                                            gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded()))),
                 audio: audio)
         } catch {
-            gpu.shutdown(); primarySource.close(); secondarySource?.close()
+            gpu.shutdown()
+            closeSources()
             switch error {
             case .encoderUnavailable: throw .badInput("\(error)")
             default: throw .runtime("\(error)")
             }
         }
-        hooks.log("encoder: \(writer.encoderName) (\(writer.encoderReason))")
+        hooks.log("encoder: \(writer.encoderDescription); audio: \(writer.audioDescription)")
 
         primaryReader = SourceReader(spec: config.primary, source: primarySource)
         if let s = secondarySource {
             secondary.reader = SourceReader(spec: config.secondary, source: s)
-            secondary.geometry = StreamGeometry(size: s.info.size,
-                                                orientation: Self.orientation(metadata: s.info.rotation,
-                                                                              forced: config.secondaryRotation,
-                                                                              mirrored: config.mirrorSecondary))
+            secondary.orientation = Self.orientation(metadata: s.info.orientation, configured: config.secondaryOrientation)
         }
-        previewPath = config.preview
     }
 
-    static func orientation(metadata: Rotation, forced: Rotation?, mirrored: Bool) -> Orientation {
-        Orientation(rotation: forced ?? metadata, mirrored: mirrored)
+    /// A configured rotation wins over the stream's metadata; mirror is configured only.
+    static func orientation(metadata: Orientation, configured: Orientation) -> Orientation {
+        Orientation(rotation: configured.rotation != .r0 ? configured.rotation : metadata.rotation,
+                    mirrored: configured.mirrored != metadata.mirrored)
     }
 
     static func readThermal(config: TakeConfiguration, hooks: SessionHooks) -> (state: ThermalState, source: String) {
@@ -194,7 +189,7 @@ final class TakeRun {
         while true {
             let (stop, switches, newLayout) = session.pollControl()
             if let stop { return stop }
-            if let r = encoderState.failure { return r }
+            if let failure = encoderState.failure { return failure }
             if let newLayout { layout = newLayout }
             for s in switches { beginSwitch(s.role, to: s.spec) }
 
@@ -217,15 +212,15 @@ final class TakeRun {
                 warn("primary frame at \(t.seconds) s is not after the previous one; skipped")
                 continue
             }
-
-            while let s = scheduledSwitches.first, s.at <= t.seconds {
+            while let s = scheduledSwitches.first, s.time <= t.seconds {
                 scheduledSwitches.removeFirst()
-                beginSwitch(.secondary, to: s.spec)
+                beginSwitch(.secondary, to: s.source)
             }
             pumpSecondary(until: t)
 
-            let showSecondary = secondaryVisible(at: t)
-            if let r = renderFrame(primary: primary, t: t, showSecondary: showSecondary) { return r }
+            let decision = clock.tick(primaryPTS: t, now: t)
+            let shown = decision.secondary
+            if let r = renderFrame(primary: primary, secondary: shown, t: t) { return r }
             lastPTS = t
             frames += 1
             if let r = collectReadbacks(wait: false) { return r }
@@ -240,54 +235,46 @@ final class TakeRun {
     private enum PrimaryEvent { case frame(VideoFrame), stop(StopReason) }
 
     /// The next primary frame on the take's timeline, or why the take ends.
+    /// Nil means "nothing yet, loop again" (while a primary swap is pending).
     private func nextPrimary() -> PrimaryEvent? {
-        // A pending primary swap takes over once its first frame is ready.
         if let pending = pendingPrimary {
-            switch pending.reader.queue.tryPop() {
+            switch pending.queue.tryPop() {
             case .frame(let f)?:
                 let old = primaryReader
                 DispatchQueue.global().async { old.stop() }
-                primaryReader = pending.reader
-                if let info = pending.reader.info {
-                    primaryInfo = info
-                    primaryGeometry = StreamGeometry(size: info.size,
-                                                     orientation: Self.orientation(metadata: info.rotation,
-                                                                                   forced: config.primaryRotation,
-                                                                                   mirrored: config.mirrorPrimary))
+                primaryReader = pending
+                pendingPrimary = nil
+                if let info = pending.info {
+                    primaryOrientation = Self.orientation(metadata: info.orientation, configured: config.primaryOrientation)
                 }
                 primaryBase = (lastPTS ?? .zero) + frameRate.frameDuration
                 primaryFirstPTS = f.pts
-                pendingPrimary = nil
                 hotSwaps += 1
-                log("primary switched to \(pending.reader.spec)")
+                log("primary switched to \(pending.spec)")
                 return .frame(rebasedPrimary(f))
             case .failed(let m)?:
-                warn("primary switch to \(pending.reader.spec) failed: \(m); keeping the current stream")
-                let r = pending.reader
-                DispatchQueue.global().async { r.stop() }
+                warn("primary switch to \(pending.spec) failed: \(m); keeping the current stream")
+                DispatchQueue.global().async { pending.stop() }
                 pendingPrimary = nil
             case .end?:
-                warn("primary switch to \(pending.reader.spec) failed: the stream is empty; keeping the current stream")
-                let r = pending.reader
-                DispatchQueue.global().async { r.stop() }
+                warn("primary switch to \(pending.spec) failed: the stream is empty; keeping the current stream")
+                DispatchQueue.global().async { pending.stop() }
                 pendingPrimary = nil
             case nil:
                 break
             }
         }
-        switch primaryReader.queue.pop(timeout: pendingPrimary == nil ? nil : 0.05) {
+        let swapping = pendingPrimary != nil
+        switch primaryReader.queue.pop(timeout: swapping ? 0.02 : nil) {
         case .frame(let f)?:
             if primaryFirstPTS == nil { primaryFirstPTS = f.pts }
             return .frame(rebasedPrimary(f))
         case .end?:
-            if pendingPrimary != nil { return nil }
-            return .stop(.endOfPrimary)
+            return swapping ? nil : .stop(.endOfPrimary)
         case .failed(let m)?:
-            if pendingPrimary != nil { return nil }
-            return .stop(.primaryInterrupted(m))
+            return swapping ? nil : .stop(.primaryInterrupted(m))
         case nil:
-            if pendingPrimary != nil { return nil }
-            return .stop(.endOfPrimary)
+            return swapping ? nil : .stop(.endOfPrimary)
         }
     }
 
@@ -300,16 +287,16 @@ final class TakeRun {
     private func beginSwitch(_ role: StreamRole, to spec: SourceSpec) {
         switch role {
         case .primary:
-            if let p = pendingPrimary { let r = p.reader; DispatchQueue.global().async { r.stop() } }
-            pendingPrimary = (SourceReader(opening: spec, duration: nil), nil)
+            if let p = pendingPrimary { DispatchQueue.global().async { p.stop() } }
+            pendingPrimary = SourceReader(opening: spec, duration: nil)
             log("switching primary to \(spec)")
         case .secondary:
             if let p = pendingSecondary { DispatchQueue.global().async { p.stop() } }
+            pendingSecondary = nil
             if spec == .none {
-                pendingSecondary = nil
                 if let r = secondary.reader { DispatchQueue.global().async { r.stop() } }
                 secondary = SecondaryState()
-                gpu.clearStream(.secondary)
+                clock.secondaryEnded(now: lastPTS ?? .zero)
                 hotSwaps += 1
                 log("secondary removed")
                 return
@@ -319,9 +306,11 @@ final class TakeRun {
         }
     }
 
-    /// Advances the secondary to the newest frame due at `t` (DESIGN rule 1).
-    /// File sources are paced by timestamp; a source that delivers nothing for
-    /// `secondaryTimeout` wall seconds counts as stalled and is no longer waited for.
+    /// Feeds the clock every secondary frame due at `t` (DESIGN rule 1).
+    /// Files are paced by timestamp, so the take is deterministic; a source
+    /// that delivers nothing for `secondaryTimeout` wall seconds counts as
+    /// stalled and is no longer waited for (the clock then falls back to the
+    /// primary alone after the same time on the take's timeline).
     private func pumpSecondary(until t: MediaTime) {
         if let pending = pendingSecondary {
             switch pending.queue.tryPop() {
@@ -330,23 +319,18 @@ final class TakeRun {
                 var s = SecondaryState()
                 s.reader = pending
                 if let info = pending.info {
-                    s.geometry = StreamGeometry(size: info.size,
-                                                orientation: Self.orientation(metadata: info.rotation,
-                                                                              forced: config.secondaryRotation,
-                                                                              mirrored: config.mirrorSecondary))
+                    s.orientation = Self.orientation(metadata: info.orientation, configured: config.secondaryOrientation)
                 }
                 s.base = t
                 s.firstPTS = f.pts
-                var g = f; g.pts = t
-                s.next = g
-                // The old picture stays until the new frame replaces it below.
-                s.held = secondary.held
-                s.heldUploaded = secondary.heldUploaded
-                s.heldShownCount = 1
+                var first = f
+                first.pts = t
+                s.next = first
                 secondary = s
                 pendingSecondary = nil
+                clock.replaceSecondary(now: t)
                 hotSwaps += 1
-                log("secondary switched to \(pending.spec)")
+                log("secondary switched to \(pending.spec) at \(String(format: "%.3f", t.seconds)) s")
             case .failed(let m)?:
                 warn("secondary switch to \(pending.spec) failed: \(m); keeping the current stream")
                 DispatchQueue.global().async { pending.stop() }
@@ -361,77 +345,60 @@ final class TakeRun {
         }
         guard let reader = secondary.reader else { return }
         while true {
-            if secondary.next == nil, !secondary.ended {
-                let wait: Double? = secondary.stalled ? 0 : config.secondaryTimeout
-                let event = wait == 0 ? reader.queue.tryPop() : reader.queue.pop(timeout: wait)
+            if secondary.next == nil && !secondary.ended {
+                let event = secondary.stalled ? reader.queue.tryPop() : reader.queue.pop(timeout: config.secondaryTimeout)
                 switch event {
                 case .frame(var f)?:
-                    if secondary.firstPTS == nil { secondary.firstPTS = f.pts }
-                    f.pts = secondary.base + (f.pts - secondary.firstPTS!)
+                    let first = secondary.firstPTS ?? f.pts
+                    secondary.firstPTS = first
+                    f.pts = secondary.base + (f.pts - first)
                     secondary.next = f
-                    secondary.lastDelivery = Date()
                     if secondary.stalled { secondary.stalled = false; log("secondary stream resumed") }
                 case .end?:
-                    markSecondaryEnded(at: t)
-                case nil where reader.queue.isClosed:
-                    markSecondaryEnded(at: t)
+                    endSecondary(at: t, because: "ended")
                 case .failed(let m)?:
-                    secondary.ended = true
-                    secondary.endedAt = t
-                    warn("secondary stream interrupted at \(String(format: "%.3f", t.seconds)) s: \(m); holding its last frame")
+                    endSecondary(at: t, because: "interrupted: \(m)")
                 case nil:
-                    if !secondary.stalled {
+                    if reader.queue.isClosed {
+                        endSecondary(at: t, because: "ended")
+                    } else if !secondary.stalled {
                         secondary.stalled = true
-                        warn("secondary stream delivered nothing for \(config.secondaryTimeout) s; holding its last frame")
+                        warn("secondary stream delivered nothing for \(config.secondaryTimeout) s at \(String(format: "%.3f", t.seconds)) s; holding its last frame")
                     }
                 }
             }
             guard let next = secondary.next, next.pts <= t else { return }
-            if secondary.held != nil, secondary.heldShownCount == 0 { secondaryDropped += 1 }
-            secondary.held = next
-            secondary.heldUploaded = false
-            secondary.heldShownCount = 0
+            clock.pushSecondary(next, pts: next.pts, now: next.pts)
             secondary.next = nil
         }
     }
 
-    private func markSecondaryEnded(at t: MediaTime) {
+    private func endSecondary(at t: MediaTime, because why: String) {
         secondary.ended = true
-        secondary.endedAt = t
-        if secondary.held != nil {
-            log("secondary stream ended at \(String(format: "%.3f", t.seconds)) s; holding its last frame for \(config.secondaryTimeout) s")
-        }
-    }
-
-    private func secondaryVisible(at t: MediaTime) -> Bool {
-        guard secondary.reader != nil, secondary.held != nil else { return false }
-        if let endedAt = secondary.endedAt, (t - endedAt).seconds > config.secondaryTimeout { return false }
-        if secondary.stalled, Date().timeIntervalSince(secondary.lastDelivery) > 2 * config.secondaryTimeout { return false }
-        return true
+        clock.secondaryEnded(now: t)
+        log("secondary stream \(why) at \(String(format: "%.3f", t.seconds)) s; holding its last frame for \(config.secondaryTimeout) s, then primary only")
     }
 
     /// Uploads, composites and starts the readback of one output frame.
     /// A lost GPU context is rebuilt (nothing old reused) and the frame retried.
-    private func renderFrame(primary: VideoFrame, t: MediaTime, showSecondary: Bool) -> StopReason? {
-        let secondaryFrame = showSecondary ? secondary.held : nil
-        let plan = layout.resolve(canvas: canvas,
-                                  primary: StreamGeometry(size: primary.size, orientation: primaryGeometry.orientation),
-                                  secondary: secondaryFrame.map { StreamGeometry(size: $0.size, orientation: secondary.geometry?.orientation ?? .identity) })
-        let entry = InFlight(primary: primary, secondary: secondaryFrame, plan: plan, pts: t)
+    private func renderFrame(primary: VideoFrame, secondary shown: ClockFrame<VideoFrame>?, t: MediaTime) -> StopReason? {
+        let plan = layout.resolve(
+            canvas: canvas,
+            primary: StreamGeometry(sensorSize: primary.size, orientation: primaryOrientation),
+            secondary: shown.map { StreamGeometry(sensorSize: $0.payload.size, orientation: secondary.orientation) })
+        let entry = InFlight(primary: primary, secondary: shown?.payload, plan: plan, pts: t)
         var attempts = 0
         while true {
-            do {
-                if hooks.simulateContextLossAtFrames.contains(frames), attempts == 0, gpuRebuilds < hooks.simulateContextLossAtFrames.count {
-                    throw GPUError.contextLost("simulated context loss at frame \(frames)")
-                }
+            do throws(GPUError) {
+                if attempts == 0, hooks.simulateContextLossAtFrames.contains(frames) { gpu.simulateContextLoss() }
                 try gpu.upload(primary, role: .primary)
-                if let s = secondaryFrame, !secondary.heldUploaded {
-                    try gpu.upload(s, role: .secondary)
-                    secondary.heldUploaded = true
+                if let s = shown, uploadedSecondary != s.id {
+                    try gpu.upload(s.payload, role: .secondary)
+                    uploadedSecondary = s.id
                 }
                 try gpu.render(output: output, plan: plan, pts: t)
                 break
-            } catch let error {
+            } catch {
                 attempts += 1
                 if case .contextLost = error, attempts <= 3 {
                     if let r = rebuildGPU(after: error) { return r }
@@ -441,35 +408,28 @@ final class TakeRun {
             }
         }
         inFlight.append(entry)
-        if secondaryFrame != nil {
-            if secondary.heldShownCount > 0 { secondaryRepeated += 1 } else { secondaryShown += 1 }
-            secondary.heldShownCount += 1
-        } else {
-            primaryOnlyFrames += 1
-        }
         if let cb = hooks.frameCallback, frames % hooks.frameCallbackInterval == 0,
            let rgba = try? gpu.previewRGBA(output: output) {
             cb(rgba, frames)
         }
-        if let path = previewPath, !previewWritten, t.seconds >= previewTime {
+        if let path = config.preview, !previewWritten, t.seconds >= previewTime {
             writePreview(path, at: t)
         }
         return nil
     }
 
-    /// The preview shows the first frame at or after one second (or the last
-    /// frame of a shorter take).
+    /// The preview shows the first frame at or after one second (half the
+    /// duration for shorter takes), or the last frame of a take that ends sooner.
     var previewTime: Double { min(1.0, (config.duration ?? 2.0) / 2) }
+    private(set) var previewSeconds: Double?
 
     private func writePreview(_ path: String, at t: MediaTime) {
+        previewWritten = true
         do {
-            let rgba = try gpu.previewRGBA(output: output)
-            try PNGWriter.write(rgba, to: path)
-            previewWritten = true
+            try PNGWriter.write(try gpu.previewRGBA(output: output), to: path)
             previewSeconds = t.seconds
         } catch {
             warn("preview \(path): \(error)")
-            previewWritten = true
         }
     }
 
@@ -477,19 +437,16 @@ final class TakeRun {
     /// render again every frame whose readback had not completed.
     private func rebuildGPU(after error: GPUError) -> StopReason? {
         gpuRebuilds += 1
-        warn("GPU context lost (\(error)); rebuilding the GPU side (\(inFlight.count) frames in flight are rendered again)")
+        warn("GPU context lost (\(error)); rebuilding the GPU side and rendering \(inFlight.count) frames in flight again")
         gpu.shutdown()
-        do {
-            gpu = try GPUCompositor(selection: try GPUSelection(parsing: config.gpu), log: hooks.log)
+        uploadedSecondary = nil
+        do throws(GPUError) {
+            gpu = try GPUCompositor(selection: selection, log: hooks.log)
             output = try gpu.addOutput(canvas: canvas)
-            secondary.heldUploaded = false
-            let pending = inFlight
-            inFlight = []
-            for e in pending {
+            for e in inFlight {
                 try gpu.upload(e.primary, role: .primary)
                 if let s = e.secondary { try gpu.upload(s, role: .secondary) }
                 try gpu.render(output: output, plan: e.plan, pts: e.pts)
-                inFlight.append(e)
             }
             return nil
         } catch {
@@ -497,36 +454,42 @@ final class TakeRun {
         }
     }
 
-    /// Moves finished readbacks to the encoder (blocking when it is behind).
+    /// Moves finished readbacks to the encoder (blocking while it is behind).
     private func collectReadbacks(wait: Bool) -> StopReason? {
+        var rebuilt = 0
         while true {
-            let f: VideoFrame?
-            do { f = try gpu.nextNV12(wait: wait && !inFlight.isEmpty) }
-            catch {
-                if case .contextLost = error, gpuRebuilds < 3 + hooks.simulateContextLossAtFrames.count {
+            let frame: VideoFrame?
+            do throws(GPUError) {
+                frame = try gpu.nextNV12(wait: wait && !inFlight.isEmpty)
+            } catch {
+                rebuilt += 1
+                if case .contextLost = error, rebuilt <= 3 {
                     if let r = rebuildGPU(after: error) { return r }
                     continue
                 }
                 return .gpuFailed("\(error)")
             }
-            guard let frame = f else { return nil }
+            guard let frame else { return nil }
             if !inFlight.isEmpty { inFlight.removeFirst() }
             encodeQueue.push(frame)
         }
     }
 
     private func checkMonitors() -> StopReason? {
-        if let free = hooks.storage.freeBytes(at: config.output),
-           case .stop = StoragePolicy.canContinue(freeBytes: free) {
+        let free = hooks.storage.freeBytes(at: outputPath)
+        if case .stop = StoragePolicy.standard.decide(freeBytes: free, recording: true), let free {
             return .storageLow(freeBytes: free)
         }
         let thermal = Self.readThermal(config: config, hooks: hooks)
-        let action = ThermalPolicy.decide(state: thermal.state, recording: true, isAbove720p: canvas.height > 720)
-        switch action {
-        case .stopRecording: return .thermalCritical(thermal.source)
+        switch ThermalPolicy.decide(state: thermal.state, recording: true, canvas: canvas) {
+        case .stopRecording, .refuseToStart:
+            return .thermalCritical(thermal.source)
         case .warn, .dropTo720p:
-            if thermal.state != lastThermal { warn("thermal state \(thermal.state) (\(thermal.source)); resolution stays \(canvas) for this take") }
-        case .none: break
+            if thermal.state != lastThermal {
+                warn("thermal state \(thermal.state) (\(thermal.source)); the resolution stays \(canvas) for this take")
+            }
+        case .none:
+            break
         }
         lastThermal = thermal.state
         return nil
@@ -537,10 +500,11 @@ final class TakeRun {
         log("warning: \(message)")
     }
 
-    func progress() -> TakeProgress {
-        TakeProgress(frames: frames, mediaSeconds: (lastPTS ?? .zero).seconds + (frames > 0 ? frameRate.frameDuration.seconds : 0),
+    private func progress() -> TakeProgress {
+        TakeProgress(frames: frames, mediaSeconds: Double(frames) * frameRate.frameDuration.seconds,
                      wallSeconds: Date().timeIntervalSince(started),
-                     secondaryRepeated: secondaryRepeated, secondaryDropped: secondaryDropped)
+                     secondaryRepeated: clock.counters.secondaryRepeatShows,
+                     secondaryDropped: clock.counters.secondaryFramesDropped)
     }
 
     // MARK: - Encoder thread
@@ -561,7 +525,7 @@ final class TakeRun {
             defer { done.signal() }
             while let frame = queue.pop() {
                 if state.failure != nil { continue }
-                do {
+                do throws(MediaError) {
                     try writer.write(frame)
                     state.wrote()
                 } catch {
@@ -571,57 +535,52 @@ final class TakeRun {
             }
         }
         t.name = "diptych.encoder"
-        encoderThread = t
         t.start()
     }
 
     // MARK: - Finalize: the one path every ending takes
 
-    private func finalize(_ reason: StopReason) throws(SessionError) -> TakeSummary {
-        var reason = reason
+    private func finalize(_ stopReason: StopReason) throws(SessionError) -> TakeSummary {
+        var reason = stopReason
         primaryReader.stop()
         secondary.reader?.stop()
         pendingSecondary?.stop()
-        pendingPrimary?.reader.stop()
+        pendingPrimary?.stop()
+        clock.primaryEnded()
 
         // Drain the GPU: every rendered frame reaches the encoder.
-        if encoderState.failure == nil {
-            if let r = collectReadbacks(wait: true), reason.isNormal { reason = r }
-        }
-        if let path = previewPath, !previewWritten, frames > 0, let t = lastPTS {
-            writePreview(path, at: t)
-        }
+        if encoderState.failure == nil, let r = collectReadbacks(wait: true), reason.isNormal { reason = r }
+        if let path = config.preview, !previewWritten, frames > 0, let t = lastPTS { writePreview(path, at: t) }
         encodeQueue.close()
         encoderDone.wait()
-        if let failure = encoderState.failure, reason.isNormal || reason == .endOfPrimary { reason = failure }
+        if let failure = encoderState.failure, reason.isNormal { reason = failure }
+        let gpuSummary = gpu.info.description
         gpu.shutdown()
 
         var finishError: String?
         do { try writer.finish() } catch { finishError = "\(error)" }
+
         let written = encoderState.written
         let wall = Date().timeIntervalSince(started)
-        let duration = frames > 0 ? ((lastPTS ?? .zero) + frameRate.frameDuration).seconds : 0
-        let summary = TakeSummary(
-            output: config.output, frames: written, durationSeconds: duration,
+        let duration = Double(written) * frameRate.frameDuration.seconds
+        let c = clock.counters
+        let s = TakeSummary(
+            output: outputPath, frames: written, durationSeconds: duration,
             frameRate: frameRate.description, canvas: canvas.description,
-            encoder: writer.encoderName, encoderReason: writer.encoderReason, gpu: gpu.info.summary,
-            wallSeconds: wall, fps: wall > 0 ? Double(written) / wall : 0,
+            encoder: writer.encoderName, encoderReason: writer.encoderReason, audio: writer.audioDescription,
+            gpu: gpuSummary, wallSeconds: wall, fps: wall > 0 ? Double(written) / wall : 0,
             realtimeFactor: wall > 0 ? duration / wall : 0,
-            secondaryFramesShown: secondaryShown, secondaryRepeated: secondaryRepeated,
-            secondaryDropped: secondaryDropped, primaryOnlyFrames: primaryOnlyFrames,
+            secondaryFramesShown: c.secondaryFramesShown, secondaryRepeated: c.secondaryRepeatShows,
+            secondaryDropped: c.secondaryFramesDropped, primaryOnlyFrames: c.primaryOnlyFrames,
             gpuRebuilds: gpuRebuilds, hotSwaps: hotSwaps,
             stopReason: reason.description, normalStop: reason.isNormal && finishError == nil,
-            warnings: warnings + (finishError.map { ["finishing \(config.output): \($0)"] } ?? []),
-            preview: previewPath.flatMap { previewWritten ? $0 : nil })
-        self.summary = summary
-        if let finishError, reason.isNormal {
-            throw .runtime("\(config.output): \(finishError)")
-        }
+            warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
+            preview: previewSeconds != nil ? config.preview : nil, previewSeconds: previewSeconds)
+        summary = s
         if !reason.isNormal {
-            throw .runtime("\(reason); \(written) frames (\(String(format: "%.2f", duration)) s) saved to \(config.output)")
+            throw .runtime("\(reason); \(written) frames (\(String(format: "%.2f", duration)) s) saved in \(outputPath)")
         }
-        return summary
+        if let finishError { throw .runtime("\(outputPath): \(finishError)") }
+        return s
     }
-
-    var summary: TakeSummary?
 }
