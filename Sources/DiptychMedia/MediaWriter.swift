@@ -17,7 +17,8 @@ import Glibc
 ///   container can carry the codec, else re-encoded to AAC. No track → no
 ///   audio stream at all.
 /// - Timestamps: frame pts become exact encoder ticks; N frames at F fps
-///   last exactly N/F seconds.
+///   last exactly N/F seconds. MP4 and FLV are written without B-frames
+///   unless `maxBFrames` asks for them, so every stream starts at zero.
 /// - A write failing with ENOSPC throws `MediaError.storageFull`.
 ///
 /// Not thread-safe: call from one thread.
@@ -61,6 +62,13 @@ public final class MediaWriter: @unchecked Sendable {
         }
         self.url = url
         self.container = container
+        var video = video
+        if video.maxBFrames == nil && (container == .mp4 || container == .rtmp) {
+            // Fragmented MP4 has no edit list to hide the B-frame reorder delay:
+            // with B-frames the muxer shifts every stream by it. Without them
+            // video and audio start exactly at zero.
+            video.maxBFrames = 0
+        }
         self.settings = video
         self.audioTrack = audio
         network = url.contains("://") && !url.hasPrefix("file:")

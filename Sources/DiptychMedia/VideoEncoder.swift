@@ -18,7 +18,8 @@ public struct VideoEncoderSettings: Hashable, Sendable {
     public var tune: String?
     /// Frames between keyframes; nil = one second.
     public var gop: Int?
-    /// Maximum consecutive B-frames; nil = the encoder's default for the preset.
+    /// Maximum consecutive B-frames; nil = none in MP4/FLV (see `MediaWriter`),
+    /// the preset's default in MPEG-TS.
     public var maxBFrames: Int?
     /// Colour signalled in the stream (the frames' YUV encoding).
     public var matrix: ColorMatrix

@@ -82,7 +82,7 @@ import DiptychCore
     @Test func zeroLengthFile() throws {
         let dir = TempDir(); defer { dir.remove() }
         let p = dir.path("empty.mp4")
-        FileManager.default.createFile(atPath: p, contents: Data())
+        _ = FileManager.default.createFile(atPath: p, contents: Data())
         #expect(expectMediaError { _ = try FileSource(url: p) } == .emptyFile(path: p))
     }
 

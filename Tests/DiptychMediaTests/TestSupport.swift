@@ -13,7 +13,11 @@ struct TempDir {
         try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
     func path(_ file: String) -> String { url.appendingPathComponent(file).path }
-    func remove() { try? FileManager.default.removeItem(at: url) }
+    /// Removes the directory (kept when DIPTYCH_KEEP_TEST_FILES is set, for debugging).
+    func remove() {
+        if ProcessInfo.processInfo.environment["DIPTYCH_KEEP_TEST_FILES"] != nil { return }
+        try? FileManager.default.removeItem(at: url)
+    }
 }
 
 /// Quiets FFmpeg's per-take encoder summaries once per test process.
@@ -37,6 +41,8 @@ struct ProbedFile {
     var streams: [(type: String, codec: String)] = []
     var durationSeconds: Double?
     var videoStreamDuration: Double?
+    var videoStart: Double?
+    var audioStart: Double?
     var frames: [VideoFrame] = []
     var counters: [Int?] = []
     var error: MediaError?
@@ -54,6 +60,10 @@ struct ProbedFile {
                 let par = st.pointee.codecpar!
                 let type = par.pointee.codec_type == AVMEDIA_TYPE_VIDEO ? "video" : par.pointee.codec_type == AVMEDIA_TYPE_AUDIO ? "audio" : "other"
                 streams.append((type, String(cString: avcodec_get_name(par.pointee.codec_id))))
+                if st.pointee.start_time != diptych_av_nopts_value() {
+                    let start = Double(st.pointee.start_time) * av_q2d(st.pointee.time_base)
+                    if type == "video" { videoStart = start } else if type == "audio" { audioStart = start }
+                }
                 if type == "video", st.pointee.duration > 0 {
                     videoStreamDuration = Double(st.pointee.duration) * av_q2d(st.pointee.time_base)
                 }
