@@ -122,6 +122,12 @@ final class VideoEncoder {
         guard !settings.size.isEmpty else { throw .invalidFrame(reason: "encoder size \(settings.size) is empty") }
         let sel = try EncoderProbe.choose(codec: settings.codec, choice: settings.encoder, driDirectory: settings.driDirectory)
         selection = sel
+        let size = settings.size
+        guard size.width % 2 == 0, size.height % 2 == 0 else {
+            let down = PixelSize(width: size.width & ~1, height: size.height & ~1)
+            let up = PixelSize(width: (size.width + 1) & ~1, height: (size.height + 1) & ~1)
+            throw .encoderFailed(encoder: sel.name, detail: "size \(size): 4:2:0 video needs an even width and height (use \(down) or \(up))")
+        }
         guard let codec = avcodec_find_encoder_by_name(sel.name) else {
             throw .encoderUnavailable(encoder: sel.name, reason: "FFmpeg lacks the encoder")
         }

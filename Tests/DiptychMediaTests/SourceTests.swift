@@ -319,3 +319,33 @@ extension Rotation {
         }
     }
 }
+
+@Suite struct NetworkTimeoutTests {
+    /// A server that accepts the connection but never sends a byte: the
+    /// interrupt callback / rw_timeout end the open instead of hanging.
+    @Test(.timeLimit(.minutes(1)))
+    func silentServerTimesOut() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &addr) { p in
+            try p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                try #require(bind(fd, sa, len) == 0)
+                try #require(getsockname(fd, sa, &len) == 0)
+            }
+        }
+        try #require(listen(fd, 4) == 0)
+        let port = Int(UInt16(bigEndian: addr.sin_port))
+        let url = "tcp://127.0.0.1:\(port)"
+        let start = Date()
+        let e = expectMediaError { _ = try FileSource(url: url, networkTimeout: 1) }
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(e == .timedOut(path: url), "\(String(describing: e))")
+        #expect(elapsed < 8, "took \(elapsed) s")
+    }
+}
