@@ -210,6 +210,47 @@ import DiptychCore
         #expect(probe.streams.map(\.codec) == ["h264", "aac"])
         #expect(probe.frames.count == 60)
     }
+
+    /// The counter survives real compression at the smallest and a mid size.
+    @Test(arguments: [(64, 64, 100_000), (640, 360, 500_000)])
+    func counterSurvivesLowBitrate(width: Int, height: Int, bitrate: Int) throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let size = PixelSize(width: width, height: height), rate = FrameRate(30)
+        let path = dir.path("low.mp4")
+        let src = try TestPatternSource(name: "counter", size: size, rate: rate)
+        let w = try MediaWriter(url: path, video: VideoEncoderSettings(size: size, frameRate: rate, bitrate: bitrate))
+        for _ in 0..<60 { try w.write(try #require(try src.nextFrame())) }
+        try w.finish()
+        #expect(ProbedFile(path: path).counters == (0..<60).map { Optional($0) })
+    }
+
+    /// Variable frame rate in, the same timestamps out.
+    @Test func variableFrameRateIsPreserved() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let input = dir.path("vfr.mp4")
+        try #require(try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc=size=160x120:rate=30", "-frames:v", "20",
+                                        "-vf", "setpts='if(lt(N,10),N,10+3*(N-10))'", "-fps_mode", "passthrough",
+                                        "-video_track_timescale", "90000", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-bf", "0", input]) == 0)
+        let src = try FileSource(url: input)
+        let inputPTS = try readAll(src).map(\.pts)
+        let again = try FileSource(url: input)
+        let out = dir.path("out.mp4")
+        let w = try MediaWriter(url: out, video: VideoEncoderSettings(size: again.info.size, frameRate: again.info.frameRate))
+        while let f = try again.nextFrame() { try w.write(f) }
+        try w.finish()
+        let probe = ProbedFile(path: out)
+        #expect(probe.videoPTS == inputPTS)
+    }
+
+    /// Network outputs go through the same avio path: with no server they fail
+    /// quickly with an error naming the URL (never hang).
+    @Test(.timeLimit(.minutes(1)), arguments: ["rtmp://127.0.0.1:9/live/test", "srt://127.0.0.1:9"])
+    func networkOutputWithoutServerFailsClearly(url: String) throws {
+        let start = Date()
+        let e = expectMediaError { _ = try MediaWriter(url: url, video: VideoEncoderSettings(size: PixelSize(width: 320, height: 240), frameRate: FrameRate(30)), networkTimeout: 2) }
+        #expect(e?.description.hasPrefix(url) == true, "\(String(describing: e))")
+        #expect(Date().timeIntervalSince(start) < 15)
+    }
 }
 
 final class ReleaseFlag: @unchecked Sendable {
