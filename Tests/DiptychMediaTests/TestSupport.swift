@@ -45,6 +45,8 @@ struct ProbedFile {
     var audioStart: Double?
     var frames: [VideoFrame] = []
     var counters: [Int?] = []
+    /// Indices (in file order) of the video packets flagged as keyframes.
+    var keyframePackets: [Int] = []
     var error: MediaError?
 
     var videoPTS: [MediaTime] { frames.map(\.pts) }
@@ -69,6 +71,17 @@ struct ProbedFile {
                 }
             }
             if f.pointee.duration > 0 { durationSeconds = Double(f.pointee.duration) / Double(AV_TIME_BASE) }
+            let pkt = av_packet_alloc()
+            var index = 0
+            while av_read_frame(f, pkt) >= 0 {
+                if f.pointee.streams[Int(pkt!.pointee.stream_index)]!.pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+                    if pkt!.pointee.flags & AV_PKT_FLAG_KEY != 0 { keyframePackets.append(index) }
+                    index += 1
+                }
+                av_packet_unref(pkt)
+            }
+            var p = pkt
+            av_packet_free(&p)
         }
         avformat_close_input(&fmt)
         do {
@@ -108,4 +121,21 @@ func expectMediaError(_ body: () throws -> Void, sourceLocation: SourceLocation 
     }
     Issue.record("expected a MediaError", sourceLocation: sourceLocation)
     return nil
+}
+
+/// Top-level ISO BMFF boxes of an MP4 file, in order (`ftyp`, `moov`, `moof`, `mdat`, ...).
+func topLevelBoxes(_ path: String) throws -> [String] {
+    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    var boxes: [String] = []
+    var offset = 0
+    while offset + 8 <= data.count {
+        var size = data[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+        let type = String(decoding: data[offset + 4..<offset + 8], as: UTF8.self)
+        if size == 1, offset + 16 <= data.count { size = data[offset + 8..<offset + 16].reduce(0) { $0 << 8 | Int($1) } }
+        if size == 0 { size = data.count - offset }
+        guard size >= 8 else { break }
+        boxes.append(type)
+        offset += size
+    }
+    return boxes
 }

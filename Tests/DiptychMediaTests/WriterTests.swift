@@ -34,6 +34,33 @@ import DiptychCore
         #expect(probe.durationSeconds == 2.0)
         #expect(probe.videoStreamDuration == 2.0)
         #expect(probe.videoStart == 0)
+        // A keyframe every second, one fragment per second.
+        #expect(probe.keyframePackets == [0, 30])
+        #expect(try topLevelBoxes(path) == ["ftyp", "moov", "moof", "mdat", "moof", "mdat", "mfra"])
+    }
+
+    /// With keyframes further apart than a second, fragments are still cut at one second.
+    @Test func fragmentsAreAtMostOneSecond() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let size = PixelSize(width: 160, height: 120), rate = FrameRate(30)
+        let path = dir.path("gop.mp4")
+        let src = try TestPatternSource(name: "counter", size: size, rate: rate)
+        let w = try MediaWriter(url: path, video: VideoEncoderSettings(size: size, frameRate: rate, gop: 90))
+        for _ in 0..<90 { try w.write(try #require(try src.nextFrame())) }
+        try w.finish()
+        #expect(try topLevelBoxes(path).filter { $0 == "moof" }.count >= 3)
+        let probe = ProbedFile(path: path)
+        #expect(probe.keyframePackets == [0])
+        #expect(probe.counters == (0..<90).map { Optional($0) })
+    }
+
+    @Test func badPresetFailsClearly() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let e = expectMediaError { _ = try MediaWriter(url: dir.path("p.mp4"), video: VideoEncoderSettings(size: PixelSize(width: 320, height: 240), frameRate: FrameRate(30), preset: "warp9")) }
+        #expect(e?.description.hasPrefix("encoder libx264 failed: cannot open (320x240 @ 30 fps, preset warp9)") == true, "\(String(describing: e))")
+        // A valid tune is accepted.
+        let ok = try MediaWriter(url: dir.path("t.mp4"), video: VideoEncoderSettings(size: PixelSize(width: 320, height: 240), frameRate: FrameRate(30), tune: "zerolatency"))
+        try ok.finish()
     }
 
     @Test func roundTripMPEGTS() throws {
