@@ -55,9 +55,10 @@ final class AudioTranscoder {
     }
 
     /// Decodes `input` and returns the AAC packets ready (timestamps in the encoder's time base).
-    func transcode(_ input: AudioPacket) throws(MediaError) -> [UnsafeMutablePointer<AVPacket>] {
+    /// `origin` is subtracted from the input's timestamps (the writer's zero).
+    func transcode(_ input: AudioPacket, origin: MediaTime) throws(MediaError) -> [UnsafeMutablePointer<AVPacket>] {
         if nextPTS == nil, let pts = input.pts {
-            nextPTS = pts.converted(to: encoder.pointee.time_base.den).value
+            nextPTS = max(0, (pts - origin).converted(to: encoder.pointee.time_base.den).value)
         }
         let r = avcodec_send_packet(decoder, input.packet)
         if r < 0 && r != averrorEAGAIN { return [] }  // a damaged packet: skip it

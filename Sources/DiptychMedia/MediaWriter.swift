@@ -35,6 +35,9 @@ public final class MediaWriter: @unchecked Sendable {
     /// How audio is written: `none`, `copy aac`, `aac (re-encoded from pcm_s16le)`.
     public private(set) var audioDescription = "none"
     public private(set) var framesWritten = 0
+    /// The first frame's pts: the output's zero. Video and audio timestamps
+    /// are written relative to it, so a take starting mid-stream starts at 0.
+    public private(set) var timestampOrigin: MediaTime?
     public private(set) var audioPacketsWritten = 0
 
     private let encoder: VideoEncoder
@@ -172,11 +175,15 @@ public final class MediaWriter: @unchecked Sendable {
     public func write(_ frame: VideoFrame) throws(MediaError) {
         precondition(!finished, "MediaWriter.write after finish")
         if let e = firstError { throw e }
+        let origin = timestampOrigin ?? frame.pts
+        var frame = frame
+        frame.pts = frame.pts - origin
         let packets: [EncodedPacket]
         do { packets = try encoder.encode(frame) } catch {
             if case .invalidFrame = error {} else { firstError = error }
             throw error
         }
+        timestampOrigin = origin
         try afterVideo(packets, frameEnd: frame.pts.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
     }
 
@@ -184,7 +191,11 @@ public final class MediaWriter: @unchecked Sendable {
     public func write(_ image: DMABufFrame) throws(MediaError) {
         precondition(!finished, "MediaWriter.write after finish")
         if let e = firstError { image.release?(); throw e }
+        let origin = timestampOrigin ?? image.pts
+        var image = image
+        image.pts = image.pts - origin
         let packets = try encoder.encode(image)
+        timestampOrigin = origin
         try afterVideo(packets, frameEnd: image.pts.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
     }
 
@@ -217,21 +228,26 @@ public final class MediaWriter: @unchecked Sendable {
 
     private func writePendingAudio(until endTicks: Int64) throws(MediaError) {
         guard let format, let st = audioStream, let track = audioTrack else { pendingAudio.removeAll(); return }
+        guard let origin = timestampOrigin else { return }  // audio waits for the first video frame
         let end = encoder.timeBase.mediaTime(endTicks)
+        let shift = av_rescale_q(origin.value, AVRational(num: 1, den: origin.timescale), track.timeBase)
         var i = 0
         while i < pendingAudio.count {
             let a = pendingAudio[i]
-            guard let pts = a.pts else { i += 1; continue }
+            guard let sourcePTS = a.pts else { i += 1; continue }
+            let pts = sourcePTS - origin
             if pts >= end { break }
             i += 1
             // Skip audio wholly before the first video frame.
             if pts + a.duration <= .zero { continue }
             if let t = audioTranscoder {
-                try writeOwned(try t.transcode(a), stream: st, from: t.encoder.pointee.time_base, format: format)
+                try writeOwned(try t.transcode(a, origin: origin), stream: st, from: t.encoder.pointee.time_base, format: format)
             } else {
                 let copy = av_packet_clone(a.packet)!
                 var c: UnsafeMutablePointer<AVPacket>? = copy
                 defer { av_packet_free(&c) }
+                if copy.pointee.pts != avNoPTS { copy.pointee.pts -= shift }
+                if copy.pointee.dts != avNoPTS { copy.pointee.dts -= shift }
                 try writeAudioPacket(copy, stream: st, from: track.timeBase, format: format)
             }
         }

@@ -251,6 +251,26 @@ import DiptychCore
         #expect(ProbedFile(path: path).counters == (0..<60).map { Optional($0) })
     }
 
+    /// A take that starts mid-stream (first pts 10 s) starts at zero in the file.
+    @Test func outputStartsAtZero() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let size = PixelSize(width: 160, height: 120), rate = FrameRate(30)
+        let path = dir.path("late.mp4")
+        let src = try TestPatternSource(name: "counter", size: size, rate: rate)
+        let w = try MediaWriter(url: path, video: VideoEncoderSettings(size: size, frameRate: rate))
+        for _ in 0..<30 {
+            var f = try #require(try src.nextFrame())
+            f.pts = f.pts + MediaTime(value: 10, timescale: 1)
+            try w.write(f)
+        }
+        try w.finish()
+        #expect(w.timestampOrigin == MediaTime(value: 10, timescale: 1))
+        let probe = ProbedFile(path: path)
+        #expect(probe.videoStart == 0)
+        #expect(probe.videoPTS == (0..<30).map { rate.time(ofFrame: Int64($0)) })
+        #expect(probe.durationSeconds == 1.0)
+    }
+
     /// Variable frame rate in, the same timestamps out.
     @Test func variableFrameRateIsPreserved() throws {
         let dir = TempDir(); defer { dir.remove() }
