@@ -96,6 +96,8 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     private var finished = false
     private var lastPTS: Int64?
     private var consecutiveErrors = 0
+    /// A read error met mid-stream: thrown once the decoder has delivered what it holds.
+    private var endError: MediaError?
 
     /// Opens `url` (a path, a URL, `pipe:N`). `forcedFormat` names a demuxer
     /// (`yuv4mpegpipe`) instead of probing. `displayName` is used in errors.
@@ -258,6 +260,11 @@ public final class FileSource: VideoSource, @unchecked Sendable {
 
     deinit { close() }
 
+    /// Makes a blocked network read return (thread-safe; the next or current
+    /// `nextFrame` throws `readFailed(... interrupted)`). Plain files and pipes
+    /// do not block on FFmpeg's interrupt check.
+    public func interrupt() { deadline.interrupt() }
+
     public func close() {
         finished = true
         if decoder != nil { avcodec_free_context(&decoder) }
@@ -279,21 +286,39 @@ public final class FileSource: VideoSource, @unchecked Sendable {
                 if let out = try deliver() { return out }
                 continue
             }
-            if r == averrorEOF { finish(); return nil }
+            if r == averrorEOF {
+                finish()
+                if let e = endError { endError = nil; throw e }
+                return nil
+            }
             if r != averrorEAGAIN {
                 try noteDecodeError(r)
                 continue
             }
-            if draining { finish(); return nil }
+            if draining {
+                finish()
+                if let e = endError { endError = nil; throw e }
+                return nil
+            }
             deadline.arm()
             let rr = av_read_frame(fmt, packet)
             deadline.disarm()
             if rr < 0 {
+                if deadline.interrupted {
+                    finish()
+                    throw .readFailed(path: path, detail: "interrupted")
+                }
                 if deadline.fired { throw .timedOut(path: path) }
                 if rr != averrorEOF && framesDelivered == 0 && decodeErrors > 0 {
                     throw .corrupt(path: path, detail: avErrorString(rr))
                 }
-                // End of input (or a truncated tail): drain what the decoder holds.
+                // A truncated tail (invalid data) ends the stream like EOF; an I/O
+                // error (a network source disconnecting) is thrown after the
+                // frames still in the decoder.
+                if rr != averrorEOF && rr != averrorInvalidData {
+                    endError = .readFailed(path: path, detail: avErrorString(rr))
+                }
+                // Drain what the decoder holds.
                 draining = true
                 avcodec_send_packet(dec, nil)
                 continue
@@ -372,23 +397,11 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             finish()
             throw .unsupportedFormat(path: path, detail: "cannot convert \(pixelFormatName(fmt)) to \(target.rawValue)")
         }
-        withUnsafePointer(to: &frame.pointee.data) { src in
-            withUnsafePointer(to: &frame.pointee.linesize) { srcStride in
-                withUnsafePointer(to: &owned.pointee.data) { dst in
-                    withUnsafePointer(to: &owned.pointee.linesize) { dstStride in
-                        src.withMemoryRebound(to: UnsafePointer<UInt8>?.self, capacity: 8) { s in
-                            dst.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 8) { d in
-                                srcStride.withMemoryRebound(to: Int32.self, capacity: 8) { ss in
-                                    dstStride.withMemoryRebound(to: Int32.self, capacity: 8) { ds in
-                                        _ = sws_scale(scaler, s, ss, 0, h, d, ds)
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        var srcPlanes: [UnsafePointer<UInt8>?] = (0..<4).map { UnsafePointer(diptych_frame_data(frame, Int32($0))) }
+        var srcStrides: [Int32] = (0..<4).map { diptych_frame_linesize(frame, Int32($0)) }
+        var dstPlanes: [UnsafeMutablePointer<UInt8>?] = (0..<4).map { diptych_frame_data(owned, Int32($0)) }
+        var dstStrides: [Int32] = (0..<4).map { diptych_frame_linesize(owned, Int32($0)) }
+        _ = sws_scale(scaler, &srcPlanes, &srcStrides, 0, h, &dstPlanes, &dstStrides)
         framesDelivered += 1
         return wrapFrame(owned, format: target, pts: pts, matrix: matrix, range: target.isYUV ? .limited : .full)
     }

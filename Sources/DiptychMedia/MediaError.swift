@@ -1,5 +1,6 @@
 import CFFmpeg
 import DiptychCore
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -91,6 +92,10 @@ final class InterruptDeadline: @unchecked Sendable {
     var timeout: Double
     private var deadline: Double = .infinity
     var fired = false
+    /// Set from any thread by `interrupt()`.
+    private let cancelled = Atomic<Bool>(false)
+    func interrupt() { cancelled.store(true, ordering: .relaxed) }
+    var interrupted: Bool { cancelled.load(ordering: .relaxed) }
     init(timeout: Double) { self.timeout = timeout }
     static func now() -> Double {
         var ts = timespec()
@@ -104,6 +109,7 @@ final class InterruptDeadline: @unchecked Sendable {
         AVIOInterruptCB(callback: { opaque in
             guard let opaque else { return 0 }
             let me = Unmanaged<InterruptDeadline>.fromOpaque(opaque).takeUnretainedValue()
+            if me.interrupted { return 1 }
             if InterruptDeadline.now() > me.deadline { me.fired = true; return 1 }
             return 0
         }, opaque: Unmanaged.passUnretained(self).toOpaque())
