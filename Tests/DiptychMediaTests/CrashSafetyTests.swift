@@ -73,4 +73,28 @@ func fixtureExecutable(_ name: String) -> URL? {
         #expect(probe.frames.count == 45)
         #expect(probe.durationSeconds == 1.5)
     }
+
+    /// `-` reads Y4M from standard input: ffmpeg | diptych-writer-fixture --stdin.
+    @Test(.timeLimit(.minutes(1)))
+    func stdinY4M() throws {
+        let exe = try #require(fixtureExecutable("diptych-writer-fixture"))
+        let ffmpeg = Process()
+        ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        ffmpeg.arguments = ["-hide_banner", "-loglevel", "error", "-nostdin", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25",
+                            "-frames:v", "30", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", "-"]
+        let pipe = Pipe(), out = Pipe()
+        ffmpeg.standardOutput = pipe
+        let child = Process()
+        child.executableURL = exe
+        child.arguments = ["--stdin"]
+        child.standardInput = pipe
+        child.standardOutput = out
+        try child.run()
+        try ffmpeg.run()
+        ffmpeg.waitUntilExit()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        child.waitUntilExit()
+        #expect(child.terminationStatus == 0)
+        #expect(text == "320x240 25 i420 30 29/25\n")
+    }
 }
