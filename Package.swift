@@ -42,7 +42,9 @@ let package = Package(
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),
         .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU"]),
-        .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia"]),
+        // A writer a media test SIGKILLs mid-take (crash safety of fragmented MP4).
+        .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
+        .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
         .testTarget(name: "DiptychTests", dependencies: ["Diptych"]),
     ],
     swiftLanguageModes: [.v6]

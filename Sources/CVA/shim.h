@@ -2,4 +2,5 @@
 #define DIPTYCH_CVA_SHIM_H
 #include <va/va.h>
 #include <va/va_drm.h>
+#include <va/va_str.h>
 #endif

@@ -1,0 +1,78 @@
+import CFFmpeg
+import DiptychCore
+import Synchronization
+
+/// One compressed audio packet read from a source, timestamps already
+/// shifted so that the source's start is zero (same zero as its video frames).
+public final class AudioPacket: @unchecked Sendable {
+    /// Owned; freed in deinit.
+    let packet: UnsafeMutablePointer<AVPacket>
+    let timeBase: AVRational
+    init(moving src: UnsafeMutablePointer<AVPacket>, timeBase: AVRational) {
+        packet = av_packet_alloc()
+        av_packet_move_ref(packet, src)
+        self.timeBase = timeBase
+    }
+    deinit { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
+    /// Presentation time (nil when the input gave none).
+    public var pts: MediaTime? {
+        packet.pointee.pts == avNoPTS ? nil : timeBase.mediaTime(packet.pointee.pts)
+    }
+    public var duration: MediaTime { timeBase.mediaTime(packet.pointee.duration) }
+    public var byteCount: Int { Int(packet.pointee.size) }
+}
+
+/// A source file's audio stream, offered for passthrough: its codec
+/// parameters and the packets the demuxer met while reading video.
+///
+/// The source queues packets as it demuxes (at most `capacity`; the oldest
+/// are dropped beyond that, so an unused track costs bounded memory); a
+/// `MediaWriter` given this track drains them as video is written.
+/// Thread-safe.
+public final class AudioTrack: @unchecked Sendable {
+    public let codecName: String
+    public let sampleRate: Int
+    public let channels: Int
+    /// Owned copy of the stream's parameters.
+    let parameters: UnsafeMutablePointer<AVCodecParameters>
+    let timeBase: AVRational
+    /// The source's start time in `timeBase`, subtracted from every packet.
+    let startOffset: Int64
+    public let capacity: Int
+    private let queue = Mutex<(packets: [AudioPacket], dropped: Int, ended: Bool)>(([], 0, false))
+
+    init(stream: UnsafeMutablePointer<AVStream>, startOffset: Int64, capacity: Int = 4096) {
+        parameters = avcodec_parameters_alloc()
+        avcodec_parameters_copy(parameters, stream.pointee.codecpar)
+        timeBase = stream.pointee.time_base
+        self.startOffset = startOffset
+        self.capacity = capacity
+        codecName = String(cString: avcodec_get_name(parameters.pointee.codec_id))
+        sampleRate = Int(parameters.pointee.sample_rate)
+        channels = Int(parameters.pointee.ch_layout.nb_channels)
+    }
+    deinit { var p: UnsafeMutablePointer<AVCodecParameters>? = parameters; avcodec_parameters_free(&p) }
+
+    var codecID: AVCodecID { parameters.pointee.codec_id }
+
+    /// Called by the demuxer: takes the packet's data (leaves `packet` blank).
+    func enqueue(moving packet: UnsafeMutablePointer<AVPacket>) {
+        if packet.pointee.pts != avNoPTS { packet.pointee.pts -= startOffset }
+        if packet.pointee.dts != avNoPTS { packet.pointee.dts -= startOffset }
+        let p = AudioPacket(moving: packet, timeBase: timeBase)
+        queue.withLock { q in
+            q.packets.append(p)
+            if q.packets.count > capacity { q.packets.removeFirst(q.packets.count - capacity); q.dropped += 1 }
+        }
+    }
+    func markEnded() { queue.withLock { $0.ended = true } }
+
+    /// Removes and returns the queued packets (in demux order).
+    public func drain() -> [AudioPacket] {
+        queue.withLock { q in let out = q.packets; q.packets.removeAll(); return out }
+    }
+    /// Packets dropped because nobody drained the queue in time.
+    public var droppedPackets: Int { queue.withLock { $0.dropped } }
+    /// Whether the source has read its whole input (no more packets will come).
+    public var ended: Bool { queue.withLock { $0.ended } }
+}

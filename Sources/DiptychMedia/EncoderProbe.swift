@@ -1,0 +1,214 @@
+import CFFmpeg
+import CVA
+import DiptychCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One VA profile a device supports and its entrypoints (`VAEntrypointEncSlice`, ...).
+public struct VAProfileSupport: Hashable, Sendable {
+    public var profile: String
+    public var entrypoints: [String]
+}
+
+/// What one DRM render node offers through VA-API.
+public struct VADeviceReport: Hashable, Sendable {
+    /// `/dev/dri/renderD128`, ...
+    public var path: String
+    /// The driver's vendor string when `vaInitialize` succeeded.
+    public var vendor: String?
+    public var vaVersion: String?
+    public var profiles: [VAProfileSupport]
+    /// Why the device is unusable (cannot open, no VA driver), nil when it initialized.
+    public var error: String?
+
+    /// The encode entrypoints (`VAEntrypointEncSlice[LP]`) for `codec`'s 8-bit profiles.
+    public func encodeSupport(for codec: VideoCodec) -> [VAProfileSupport] {
+        let wanted = codec == .h264
+            ? ["VAProfileH264High", "VAProfileH264Main", "VAProfileH264ConstrainedBaseline"]
+            : ["VAProfileHEVCMain"]
+        return profiles.filter { wanted.contains($0.profile) }.compactMap { p in
+            let enc = p.entrypoints.filter { $0 == "VAEntrypointEncSlice" || $0 == "VAEntrypointEncSliceLP" }
+            return enc.isEmpty ? nil : VAProfileSupport(profile: p.profile, entrypoints: enc)
+        }
+    }
+}
+
+/// Every VA-API device found, or why there is none.
+public struct VAAPIReport: Hashable, Sendable, CustomStringConvertible {
+    public var directory: String
+    public var devices: [VADeviceReport]
+    /// Why no device could be examined (no directory, no render nodes), else nil.
+    public var problem: String?
+
+    public var description: String {
+        if let problem { return "VA-API: \(problem)" }
+        var lines: [String] = []
+        for d in devices {
+            if let e = d.error { lines.append("VA-API \(d.path): \(e)"); continue }
+            lines.append("VA-API \(d.path): \(d.vendor ?? "?") (VA-API \(d.vaVersion ?? "?"))")
+            for p in d.profiles { lines.append("  \(p.profile): \(p.entrypoints.joined(separator: ", "))") }
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// An encoder considered for a codec, and whether it can be used here.
+public struct EncoderCandidate: Hashable, Sendable, CustomStringConvertible {
+    /// FFmpeg encoder name (`h264_vaapi`, `libx264`, ...).
+    public var name: String
+    public var isHardware: Bool
+    public var available: Bool
+    /// Why it is (un)available: `VA-API on /dev/dri/renderD128 (...)`, `no /dev/dri`, ...
+    public var reason: String
+    /// Render node for VA-API encoders.
+    public var devicePath: String?
+    public var description: String { "\(name): \(available ? "available" : "unavailable") (\(reason))" }
+}
+
+/// The encoder chosen for a take, and why.
+public struct EncoderSelection: Hashable, Sendable, CustomStringConvertible {
+    public var name: String
+    public var isHardware: Bool
+    public var reason: String
+    public var devicePath: String?
+    public var description: String { "\(name) (\(reason))" }
+}
+
+/// Finds which encoders can run here: VA-API (a DRM render node whose VA
+/// driver has an encode entrypoint for the codec's profile) or software.
+public enum EncoderProbe {
+    public static let defaultDRIDirectory = "/dev/dri"
+
+    /// The FFmpeg encoders considered for `codec`, hardware first.
+    public static func encoderNames(codec: VideoCodec) -> (hardware: String, software: String) {
+        codec == .h264 ? ("h264_vaapi", "libx264") : ("hevc_vaapi", "libx265")
+    }
+
+    /// Examines every render node in `directory` (`vaInitialize`, profiles, entrypoints).
+    public static func vaapi(directory: String = defaultDRIDirectory) -> VAAPIReport {
+        var st = stat()
+        guard stat(directory, &st) == 0 else {
+            return VAAPIReport(directory: directory, devices: [], problem: "no \(directory)")
+        }
+        guard let dir = opendir(directory) else {
+            return VAAPIReport(directory: directory, devices: [], problem: "cannot read \(directory): \(String(cString: strerror(errno)))")
+        }
+        var nodes: [String] = []
+        while let e = readdir(dir) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            if name.hasPrefix("renderD") { nodes.append(name) }
+        }
+        closedir(dir)
+        guard !nodes.isEmpty else {
+            return VAAPIReport(directory: directory, devices: [], problem: "no DRM render node (renderD*) in \(directory)")
+        }
+        return VAAPIReport(directory: directory, devices: nodes.sorted().map { queryDevice(path: directory + "/" + $0) }, problem: nil)
+    }
+
+    /// Opens one render node with libva and lists its profiles and entrypoints.
+    /// Every fd and display is released before returning.
+    static func queryDevice(path: String) -> VADeviceReport {
+        var report = VADeviceReport(path: path, vendor: nil, vaVersion: nil, profiles: [], error: nil)
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else {
+            report.error = "cannot open: \(String(cString: strerror(errno)))"
+            return report
+        }
+        defer { close(fd) }
+        guard let dpy = vaGetDisplayDRM(fd) else {
+            report.error = "no VA driver (vaGetDisplayDRM failed)"
+            return report
+        }
+        _ = vaSetInfoCallback(dpy, nil, nil)
+        _ = vaSetErrorCallback(dpy, nil, nil)
+        var major: Int32 = 0, minor: Int32 = 0
+        let status = vaInitialize(dpy, &major, &minor)
+        // vaTerminate also releases a display whose initialization failed.
+        defer { vaTerminate(dpy) }
+        guard status == VA_STATUS_SUCCESS else {
+            report.error = "no VA driver (vaInitialize failed: \(String(cString: vaErrorStr(status))))"
+            return report
+        }
+        report.vaVersion = "\(major).\(minor)"
+        report.vendor = vaQueryVendorString(dpy).map { String(cString: $0) }
+        let maxProfiles = Int(vaMaxNumProfiles(dpy))
+        var profiles = [VAProfile](repeating: VAProfileNone, count: max(maxProfiles, 1))
+        var count: Int32 = 0
+        guard vaQueryConfigProfiles(dpy, &profiles, &count) == VA_STATUS_SUCCESS else {
+            report.error = "vaQueryConfigProfiles failed"
+            return report
+        }
+        let maxEntrypoints = Int(vaMaxNumEntrypoints(dpy))
+        for p in profiles.prefix(Int(count)) {
+            var eps = [VAEntrypoint](repeating: VAEntrypoint(rawValue: 0), count: max(maxEntrypoints, 1))
+            var n: Int32 = 0
+            guard vaQueryConfigEntrypoints(dpy, p, &eps, &n) == VA_STATUS_SUCCESS else { continue }
+            report.profiles.append(VAProfileSupport(
+                profile: String(cString: vaProfileStr(p)),
+                entrypoints: eps.prefix(Int(n)).map { String(cString: vaEntrypointStr($0)) }))
+        }
+        return report
+    }
+
+    /// Every encoder considered for `codec` (hardware first) and why each is
+    /// or is not available.
+    public static func candidates(codec: VideoCodec, driDirectory: String = defaultDRIDirectory) -> [EncoderCandidate] {
+        let names = encoderNames(codec: codec)
+        var hw = EncoderCandidate(name: names.hardware, isHardware: true, available: false, reason: "", devicePath: nil)
+        if avcodec_find_encoder_by_name(names.hardware) == nil {
+            hw.reason = "FFmpeg lacks the \(names.hardware) encoder"
+        } else {
+            let report = vaapi(directory: driDirectory)
+            if let problem = report.problem {
+                hw.reason = problem
+            } else if let (dev, support) = report.devices.lazy.compactMap({ d -> (VADeviceReport, [VAProfileSupport])? in
+                let s = d.encodeSupport(for: codec)
+                return s.isEmpty ? nil : (d, s)
+            }).first {
+                hw.available = true
+                hw.devicePath = dev.path
+                hw.reason = "VA-API on \(dev.path) (\(dev.vendor ?? "unknown driver"); \(support[0].profile) \(support[0].entrypoints.joined(separator: "/")))"
+            } else {
+                let why = report.devices.map { d in
+                    d.error.map { "\(d.path): \($0)" }
+                        ?? "\(d.path): no encode entrypoint for \(codec == .h264 ? "H.264" : "HEVC") (\(d.vendor ?? "unknown driver"))"
+                }
+                hw.reason = why.joined(separator: "; ")
+            }
+        }
+        var sw = EncoderCandidate(name: names.software, isHardware: false, available: false, reason: "", devicePath: nil)
+        if avcodec_find_encoder_by_name(names.software) == nil {
+            sw.reason = "FFmpeg lacks the \(names.software) encoder"
+        } else {
+            sw.available = true
+            sw.reason = "software"
+        }
+        return [hw, sw]
+    }
+
+    /// Picks the encoder for `codec` under `choice`: `.auto` takes VA-API when
+    /// available, else software (recording why VA-API was passed over);
+    /// `.vaapi` and `.x264` force one and throw `encoderUnavailable` when it cannot run.
+    public static func choose(codec: VideoCodec, choice: EncoderChoice,
+                              driDirectory: String = defaultDRIDirectory) throws(MediaError) -> EncoderSelection {
+        let c = candidates(codec: codec, driDirectory: driDirectory)
+        let hw = c[0], sw = c[1]
+        switch choice {
+        case .vaapi:
+            guard hw.available else { throw .encoderUnavailable(encoder: hw.name, reason: hw.reason) }
+            return EncoderSelection(name: hw.name, isHardware: true, reason: hw.reason, devicePath: hw.devicePath)
+        case .x264:
+            guard sw.available else { throw .encoderUnavailable(encoder: sw.name, reason: sw.reason) }
+            return EncoderSelection(name: sw.name, isHardware: false, reason: "software encoder requested", devicePath: nil)
+        case .auto:
+            if hw.available {
+                return EncoderSelection(name: hw.name, isHardware: true, reason: hw.reason, devicePath: hw.devicePath)
+            }
+            guard sw.available else {
+                throw .encoderUnavailable(encoder: "\(hw.name) or \(sw.name)", reason: "\(hw.name): \(hw.reason); \(sw.name): \(sw.reason)")
+            }
+            return EncoderSelection(name: sw.name, isHardware: false, reason: "VA-API unavailable: \(hw.reason)", devicePath: nil)
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import DiptychCore
+
+/// What a source delivers, known once it is open.
+public struct SourceInfo: Hashable, Sendable, CustomStringConvertible {
+    /// The input as named by the user (path, URL, `testsrc:...`, `-`).
+    public var name: String
+    /// Coded picture size of the frames delivered (before rotation).
+    public var size: PixelSize
+    /// Nominal frame rate (the real timestamps may vary: see `VideoFrame.pts`).
+    public var frameRate: FrameRate
+    /// How to turn the frames upright (from the container's display matrix).
+    public var orientation: Orientation
+    public var matrix: ColorMatrix
+    public var range: ColorRange
+    /// The pixel format frames arrive in.
+    public var pixelFormat: PixelFormat
+    /// The decoder's own format name (`yuv420p`, `yuv422p10le`, ...) or `generated`.
+    public var nativeFormat: String
+    /// Whether the input carries an audio stream (see `VideoSource.audioTrack`).
+    public var hasAudio: Bool
+    /// Length in seconds when known (files), nil for endless or live sources.
+    public var duration: Double?
+    /// Codec name (`h264`, `hevc`, `rawvideo`, ...) or `generated`.
+    public var codec: String
+
+    public init(name: String, size: PixelSize, frameRate: FrameRate, orientation: Orientation = .identity,
+                matrix: ColorMatrix = .bt709, range: ColorRange = .limited, pixelFormat: PixelFormat = .nv12,
+                nativeFormat: String = "generated", hasAudio: Bool = false, duration: Double? = nil,
+                codec: String = "generated") {
+        self.name = name; self.size = size; self.frameRate = frameRate; self.orientation = orientation
+        self.matrix = matrix; self.range = range; self.pixelFormat = pixelFormat; self.nativeFormat = nativeFormat
+        self.hasAudio = hasAudio; self.duration = duration; self.codec = codec
+    }
+
+    public var description: String {
+        var s = "\(name): \(codec) \(size) @ \(frameRate) fps, \(nativeFormat)→\(pixelFormat.rawValue), \(matrix.rawValue)/\(range.rawValue)"
+        if orientation.rotation != .r0 { s += ", rotate \(orientation.rotation.rawValue)°" }
+        if let duration { s += ", \(duration) s" }
+        if hasAudio { s += ", audio" }
+        return s
+    }
+}
+
+/// A stream of video frames: a decoded file or URL, a Y4M pipe, a synthetic pattern.
+///
+/// Not thread-safe: call from one thread at a time (it may be handed to
+/// another thread between calls, hence `Sendable`).
+public protocol VideoSource: AnyObject, Sendable {
+    var info: SourceInfo { get }
+    /// The next frame in presentation order, or nil at the end of the stream.
+    /// Timestamps start near zero (the input's start time is subtracted) and
+    /// keep the input's spacing (variable frame rate is preserved).
+    func nextFrame() throws(MediaError) -> VideoFrame?
+    /// The input's audio, for passthrough into a `MediaWriter` (nil when none).
+    var audioTrack: AudioTrack? { get }
+    /// Releases decoders and files. Idempotent; `nextFrame` returns nil afterwards.
+    func close()
+}
+
+extension VideoSource {
+    public var audioTrack: AudioTrack? { nil }
+}
+
+/// Opens sources from their command-line spec.
+public enum MediaSources {
+    /// Opens `spec`. `duration` (seconds) ends the stream after that much
+    /// time (frames with pts ≥ duration are not delivered); synthetic
+    /// sources are endless without it.
+    public static func open(_ spec: SourceSpec, duration: Double? = nil) throws(MediaError) -> any VideoSource {
+        switch spec {
+        case .url(let url):
+            return try FileSource(url: url, duration: duration)
+        case .testPattern(let name, let size, let rate):
+            return try TestPatternSource(name: name, size: size, rate: rate, duration: duration)
+        case .stdin:
+            return try openY4M(pipe: 0, duration: duration)
+        case .none:
+            throw .invalidSource(spec: "none", reason: "no source to open")
+        }
+    }
+
+    /// Reads a Y4M (yuv4mpegpipe) stream from file descriptor `fd`
+    /// (0 = standard input). The descriptor is not closed.
+    public static func openY4M(pipe fd: Int32, duration: Double? = nil) throws(MediaError) -> any VideoSource {
+        try FileSource(url: "pipe:\(fd)", duration: duration, forcedFormat: "yuv4mpegpipe",
+                       displayName: fd == 0 ? "-" : "pipe:\(fd)")
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+import DiptychCore
+@testable import DiptychMedia
+
+/// The fixture executable built next to the test bundle (.build/<config>/).
+func fixtureExecutable(_ name: String) -> URL? {
+    var dirs = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+                Bundle.main.bundleURL.deletingLastPathComponent(), Bundle.main.bundleURL]
+    dirs.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug"))
+    return dirs.map { $0.appendingPathComponent(name) }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+}
+
+@Suite struct CrashSafetyTests {
+    init() { _ = quietFFmpeg }
+
+    /// A recording killed with SIGKILL mid-take leaves a playable MP4 holding
+    /// every fragment (one second each) completed before the kill.
+    @Test(.timeLimit(.minutes(2)))
+    func killedRecordingKeepsCompletedFragments() throws {
+        let exe = try #require(fixtureExecutable("diptych-writer-fixture"), "diptych-writer-fixture not built")
+        let dir = TempDir(); defer { dir.remove() }
+        let out = dir.path("killed.mp4")
+        let child = Process()
+        child.executableURL = exe
+        child.arguments = [out, "60"]  // paced at 60 frames/s of 30 fps media
+        let pipe = Pipe()
+        child.standardOutput = pipe
+        try child.run()
+        var written = 0
+        var buffer = ""
+        // Read progress until 4.5 s of media (135 frames) are handed to the writer.
+        while written < 135 {
+            let data = pipe.fileHandleForReading.availableData
+            if data.isEmpty { break }  // the child died early
+            buffer += String(decoding: data, as: UTF8.self)
+            let lines = buffer.split(separator: "\n", omittingEmptySubsequences: false)
+            buffer = String(lines.last ?? "")
+            if let n = lines.dropLast().last.flatMap({ Int($0) }) { written = n }
+        }
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        #expect(child.terminationReason == .uncaughtSignal)
+        try #require(written >= 135, "fixture stopped after \(written) frames")
+
+        let probe = ProbedFile(path: out)
+        #expect(probe.error == nil)
+        let decoded = probe.frames.count
+        print("SIGKILL after \(written) frames written: \(decoded) frames decoded")
+        // Fragments close at each keyframe (every 30 frames) once the encoder
+        // (a few frames of delay) has emitted it: all whole seconds but the last.
+        let encoderDelay = 10
+        #expect(decoded >= (written - encoderDelay) / 30 * 30, "decoded \(decoded) of \(written) written")
+        #expect(decoded % 30 == 0, "only whole fragments reach the file (decoded \(decoded))")
+        #expect(probe.counters == (0..<decoded).map { Optional($0) })
+        #expect(probe.frames.enumerated().allSatisfy { $0.element.pts == FrameRate(30).time(ofFrame: Int64($0.offset)) })
+    }
+
+    /// The same fixture, allowed to finish, writes every frame.
+    @Test(.timeLimit(.minutes(1)))
+    func fixtureFinishesCleanly() throws {
+        let exe = try #require(fixtureExecutable("diptych-writer-fixture"))
+        let dir = TempDir(); defer { dir.remove() }
+        let out = dir.path("done.mp4")
+        let child = Process()
+        child.executableURL = exe
+        child.arguments = [out, "100000", "45"]
+        child.standardOutput = FileHandle.nullDevice
+        try child.run()
+        child.waitUntilExit()
+        #expect(child.terminationStatus == 0)
+        let probe = ProbedFile(path: out)
+        #expect(probe.frames.count == 45)
+        #expect(probe.durationSeconds == 1.5)
+    }
+
+    /// `-` reads Y4M from standard input: ffmpeg | diptych-writer-fixture --stdin.
+    @Test(.timeLimit(.minutes(1)))
+    func stdinY4M() throws {
+        let exe = try #require(fixtureExecutable("diptych-writer-fixture"))
+        let ffmpeg = Process()
+        ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        ffmpeg.arguments = ["-hide_banner", "-loglevel", "error", "-nostdin", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25",
+                            "-frames:v", "30", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", "-"]
+        let pipe = Pipe(), out = Pipe()
+        ffmpeg.standardOutput = pipe
+        let child = Process()
+        child.executableURL = exe
+        child.arguments = ["--stdin"]
+        child.standardInput = pipe
+        child.standardOutput = out
+        try child.run()
+        try ffmpeg.run()
+        ffmpeg.waitUntilExit()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        child.waitUntilExit()
+        #expect(child.terminationStatus == 0)
+        #expect(text == "320x240 25 i420 30 29/25\n")
+    }
+}
