@@ -10,11 +10,11 @@ public enum PNGWriter {
         let data = try encode(frame)
         let tmp = path + ".partial"
         guard FileManager.default.createFile(atPath: tmp, contents: data) else {
-            throw MediaError.io(path: path, reason: "cannot write preview image")
+            throw MediaError.writeFailed(path: path, detail: "cannot create the file")
         }
         if rename(tmp, path) != 0 {
             unlink(tmp)
-            throw MediaError.io(path: path, reason: "cannot write preview image: \(String(cString: strerror(errno)))")
+            throw MediaError.writeFailed(path: path, detail: String(cString: strerror(errno)))
         }
     }
 
@@ -22,7 +22,7 @@ public enum PNGWriter {
     public static func encode(_ frame: VideoFrame) throws(MediaError) -> Data {
         precondition(frame.format == .rgba, "PNGWriter takes RGBA frames")
         guard let codec = avcodec_find_encoder(AV_CODEC_ID_PNG), let ctx = avcodec_alloc_context3(codec) else {
-            throw MediaError.io(path: "png", reason: "FFmpeg has no PNG encoder")
+            throw MediaError.encoderUnavailable(encoder: "png", reason: "FFmpeg has no PNG encoder")
         }
         var context: UnsafeMutablePointer<AVCodecContext>? = ctx
         defer { avcodec_free_context(&context) }
@@ -30,8 +30,8 @@ public enum PNGWriter {
         ctx.pointee.height = Int32(frame.height)
         ctx.pointee.pix_fmt = AV_PIX_FMT_RGBA
         ctx.pointee.time_base = AVRational(num: 1, den: 1)
-        guard avcodec_open2(ctx, codec, nil) >= 0, var av = av_frame_alloc() else {
-            throw MediaError.io(path: "png", reason: "cannot open the PNG encoder")
+        guard avcodec_open2(ctx, codec, nil) >= 0, let av = av_frame_alloc() else {
+            throw MediaError.encoderFailed(encoder: "png", detail: "cannot open the encoder")
         }
         var avOpt: UnsafeMutablePointer<AVFrame>? = av
         defer { av_frame_free(&avOpt) }
@@ -41,16 +41,14 @@ public enum PNGWriter {
         av.pointee.data.0 = UnsafeMutablePointer(mutating: frame.planes[0].baseAddress.assumingMemoryBound(to: UInt8.self))
         av.pointee.linesize.0 = Int32(frame.planes[0].stride)
         av.pointee.pts = 0
-        guard avcodec_send_frame(ctx, av) >= 0, avcodec_send_frame(ctx, nil) >= 0, var pkt = av_packet_alloc() else {
-            throw MediaError.io(path: "png", reason: "PNG encoding failed")
+        guard avcodec_send_frame(ctx, av) >= 0, avcodec_send_frame(ctx, nil) >= 0, let pkt = av_packet_alloc() else {
+            throw MediaError.encoderFailed(encoder: "png", detail: "encoding failed")
         }
         var pktOpt: UnsafeMutablePointer<AVPacket>? = pkt
         defer { av_packet_free(&pktOpt) }
         guard avcodec_receive_packet(ctx, pkt) >= 0 else {
-            throw MediaError.io(path: "png", reason: "PNG encoding produced no image")
+            throw MediaError.encoderFailed(encoder: "png", detail: "no image produced")
         }
-        _ = av
-        _ = pkt
         return Data(bytes: pkt.pointee.data, count: Int(pkt.pointee.size))
     }
 }

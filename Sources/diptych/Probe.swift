@@ -1,0 +1,51 @@
+import Diptych
+import DiptychGPU
+import DiptychMedia
+import Foundation
+
+/// `diptych probe`: what this machine offers Diptych.
+enum Probe {
+    static func run(arguments: [String]) -> Never {
+        var selectionText = "auto"
+        var i = 0
+        while i < arguments.count {
+            switch arguments[i] {
+            case "-h", "--help":
+                print("usage: diptych probe [--gpu auto|software|N|/dev/dri/renderDN]\nPrints the EGL display ladder, the GL context taken, encoders, VA-API profiles, cameras and library versions.")
+                exit(0)
+            case "--gpu":
+                guard i + 1 < arguments.count else { fail("--gpu: missing value", code: 2) }
+                selectionText = arguments[i + 1]; i += 2
+            default:
+                fail("probe: unknown option '\(arguments[i])'", code: 2)
+            }
+        }
+        guard let selection = GPUSelection(parsing: selectionText) else {
+            fail("--gpu '\(selectionText)': expected auto, software, an index or /dev/dri/renderDN", code: 2)
+        }
+        print("diptych \(DiptychVersion.string)")
+        print("\nEGL display ladder (\(selection)):")
+        for rung in GPUCompositor.probeLadder(selection) { print("  \(rung)") }
+        print("\nGL context:")
+        do {
+            let gpu = try GPUCompositor(selection: selection)
+            print("  \(gpu.info)")
+            for (name, present) in gpu.info.capabilities.summary { print("  \(present ? "yes" : "no ")  \(name)") }
+            gpu.shutdown()
+        } catch {
+            print("  none: \(error)")
+        }
+        print("")
+        print(MediaProbeReport.current().description)
+        print("\nCameras (V4L2):")
+        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev")) ?? [])
+            .filter { $0.hasPrefix("video") }.sorted()
+        if devices.isEmpty { print("  none (no /dev/video*)") }
+        for d in devices {
+            let name = (try? String(contentsOfFile: "/sys/class/video4linux/\(d)/name", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+            print("  /dev/\(d): \(name)")
+        }
+        exit(0)
+    }
+}
