@@ -354,13 +354,14 @@ final class GPURenderer {
         }
         let nv12Program = readback ? try shaders.program(.nv12Pack) : nil
 
-        timer.begin(.composite)
         let W = out.canvas.width, H = out.canvas.height
         glBindFramebuffer(GL.framebuffer, out.target.fbo)
         glViewport(0, 0, GLsizei(W), GLsizei(H))
         glDisable(GL.scissorTest); glDisable(GL.depthTest); glDisable(GL.cullFace); glDisable(GL.dither)
         let bg = plan.background
         glClearColor(GLfloat(bg.r * bg.a), GLfloat(bg.g * bg.a), GLfloat(bg.b * bg.a), GLfloat(bg.a))
+        // Begun after the bind and clear: llvmpipe times the bound framebuffer's scene.
+        timer.begin(.composite)
         glClear(GL.colorBufferBit)
         glEnable(GL.blend)
         glBlendFunc(GL.one, GL.oneMinusSrcAlpha)
@@ -405,9 +406,9 @@ final class GPURenderer {
 
         var slot = -1
         if let nv12Program {
-            timer.begin(.nv12)
             glBindFramebuffer(GL.framebuffer, out.nv12.fbo)
             glViewport(0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height))
+            timer.begin(.nv12)
             glUseProgram(nv12Program.id)
             glActiveTexture(GL.texture0)
             glBindTexture(GL.texture2D, out.target.texture)

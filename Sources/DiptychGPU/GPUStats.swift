@@ -93,7 +93,8 @@ final class PassTimer {
             pending.removeFirst()
             done += 1
             free.append(q)
-            if disjoint == 0 {
+            // Disjoint periods (and nonsense values a driver may report) are dropped.
+            if disjoint == 0 && ns < 60_000_000_000 {
                 let ms = Double(ns) / 1e6
                 update(pass) { $0.gpuCount += 1; $0.gpuTotalMs += ms; $0.gpuLastMs = ms }
             }

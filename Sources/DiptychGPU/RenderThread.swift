@@ -54,18 +54,18 @@ final class RenderThread: @unchecked Sendable {
         let slot = Slot<T>()
         let done = DispatchSemaphore(value: 0)
         withoutActuallyEscaping(work) { work in
-            let box = UncheckedBox(work)
+            let box = WorkBox(work)
             condition.lock()
             let accepted = !stopped
             if accepted {
                 queue.append {
-                    do throws(GPUError) { slot.result = .success(try box.value()) } catch { slot.result = .failure(error) }
+                    do throws(GPUError) { slot.result = .success(try box.run()) } catch { slot.result = .failure(error) }
                     done.signal()
                 }
                 condition.signal()
             }
             condition.unlock()
-            if accepted { done.wait() } else { slot.result = .failure(.shutDown) }
+            if accepted { done.wait() } else { box.drop(); slot.result = .failure(.shutDown) }
         }
         return try slot.result!.get()
     }
@@ -81,6 +81,20 @@ final class RenderThread: @unchecked Sendable {
     }
 
     private final class Slot<T>: @unchecked Sendable { var result: Result<T, GPUError>? }
+
+    /// Holds the caller's closure until the render thread takes it, so no
+    /// reference outlives `withoutActuallyEscaping`.
+    private final class WorkBox<T>: @unchecked Sendable {
+        private var work: (() throws(GPUError) -> T)?
+        init(_ work: @escaping () throws(GPUError) -> T) { self.work = work }
+        /// Runs the closure and lets go of it before returning.
+        func run() throws(GPUError) -> T {
+            let w = work!
+            work = nil
+            return try w()
+        }
+        func drop() { work = nil }
+    }
 }
 
 /// Carries a value across threads where the caller guarantees exclusive use
