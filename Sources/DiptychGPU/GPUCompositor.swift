@@ -94,6 +94,22 @@ public final class GPUCompositor: @unchecked Sendable {
         try withRenderer { r throws(GPUError) in try r.render(output: output, plan: plan, pts: pts, readback: readback) }
     }
 
+    /// One call for one output frame (one hop to the render thread instead of
+    /// several): uploads `uploads`, renders `plan` with NV12 readback, and
+    /// returns the readbacks already completed, in submission order, without
+    /// waiting (it waits only when every readback buffer is busy).
+    public func composite(uploads: [(VideoFrame, StreamRole)], output: OutputID, plan: CompositionPlan,
+                          pts: MediaTime) throws(GPUError) -> [VideoFrame] {
+        let u = UncheckedBox(uploads)
+        return try withRenderer { r throws(GPUError) in
+            for (frame, role) in u.value { try r.upload(frame, role: role) }
+            try r.render(output: output, plan: plan, pts: pts, readback: true)
+            var done: [VideoFrame] = []
+            while let f = try r.nextNV12(wait: false) { done.append(f) }
+            return done
+        }
+    }
+
     /// The next completed NV12 frame in submission order; nil when none is
     /// ready (or, with `wait`, when none is outstanding). `wait` blocks on its fence.
     public func nextNV12(wait: Bool) throws(GPUError) -> VideoFrame? {

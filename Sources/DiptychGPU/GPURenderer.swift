@@ -27,6 +27,8 @@ final class GPURenderer {
     private var nextPack = 0
     private(set) var pending: [PendingReadback] = []
     private var ready: [VideoFrame] = []
+    /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
+    private let framePool = FrameBufferPool()
     private(set) var lost = false
     private(set) var isShutDown = false
     /// Test hook: the next reset check reports a lost context.
@@ -465,7 +467,7 @@ final class GPURenderer {
             try checkGL("readback: map pack buffer")
             throw .gl(label: "readback: map pack buffer", code: 0)
         }
-        let storage = FrameStorage(copying: UnsafeRawBufferPointer(start: src, count: r.bytes))
+        let storage = framePool.storage(count: r.bytes) { $0.copyMemory(from: src, byteCount: r.bytes) }
         glUnmapBuffer(GL.pixelPackBuffer)
         glBindBuffer(GL.pixelPackBuffer, 0)
         timer.stats.framesDelivered += 1
