@@ -131,10 +131,12 @@ final class GLContext {
         var caps = GPUCapabilities(egl: eglExt, gl: glExt)
         caps.robustContext = robust
         let renderer = glString(GL.renderer)
+        var maxTexture: GLint = 0
+        glGetIntegerv(GLenum(GL_MAX_TEXTURE_SIZE), &maxTexture)
         let isSoftware = rung.isSoftware || renderer.contains("llvmpipe") || renderer.contains("softpipe")
         self.info = GPUInfo(platform: rung.platform, device: rung.label, isSoftware: isSoftware,
                             vendor: glString(GL.vendor), renderer: renderer, version: glString(GL.version),
-                            eglVersion: eglVersion, capabilities: caps)
+                            eglVersion: eglVersion, maxTextureSize: Int(maxTexture), capabilities: caps)
         self.display = display; self.context = context; self.surface = surface; self.gbm = gbm
         self.procs = GLProcs.load(caps)
         ok = true

@@ -105,19 +105,30 @@ public final class GPUCompositor: @unchecked Sendable {
             for (frame, role) in u.value { try r.upload(frame, role: role) }
             try r.render(output: output, plan: plan, pts: pts, readback: true)
             var done: [VideoFrame] = []
-            while let f = try r.nextNV12(wait: false) { done.append(f) }
+            while let f = try r.nextReadback(wait: false) { done.append(f.frame) }
             return done
         }
     }
 
-    /// The next completed NV12 frame in submission order; nil when none is
-    /// ready (or, with `wait`, when none is outstanding). `wait` blocks on its fence.
+    /// The next completed NV12 frame (of any output) in submission order; nil
+    /// when none is ready (or, with `wait`, when none is outstanding). `wait`
+    /// blocks on its fence. With several outputs, `nextReadback` says whose it is.
     public func nextNV12(wait: Bool) throws(GPUError) -> VideoFrame? {
-        try withRenderer { r throws(GPUError) in try r.nextNV12(wait: wait) }
+        try withRenderer { r throws(GPUError) in try r.nextReadback(wait: wait)?.frame }
+    }
+
+    /// Like `nextNV12`, with the output the frame belongs to.
+    public func nextReadback(wait: Bool) throws(GPUError) -> NV12Readback? {
+        try withRenderer { r throws(GPUError) in try r.nextReadback(wait: wait) }
     }
 
     /// Waits for every outstanding readback and returns them in submission order.
     public func flush() throws(GPUError) -> [VideoFrame] {
+        try withRenderer { r throws(GPUError) in try r.flush().map(\.frame) }
+    }
+
+    /// Like `flush`, with the output each frame belongs to.
+    public func flushReadbacks() throws(GPUError) -> [NV12Readback] {
         try withRenderer { r throws(GPUError) in try r.flush() }
     }
 

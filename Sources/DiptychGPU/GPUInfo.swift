@@ -47,6 +47,8 @@ public struct GPUInfo: Hashable, Sendable, Codable, CustomStringConvertible {
     public var renderer: String
     public var version: String
     public var eglVersion: String
+    /// GL_MAX_TEXTURE_SIZE: the largest input frame or canvas side.
+    public var maxTextureSize: Int
     public var capabilities: GPUCapabilities
 
     public var description: String {

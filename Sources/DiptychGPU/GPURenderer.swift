@@ -26,7 +26,7 @@ final class GPURenderer {
     private(set) var pack: [RingBuffer] = []
     private var nextPack = 0
     private(set) var pending: [PendingReadback] = []
-    private var ready: [VideoFrame] = []
+    private var ready: [NV12Readback] = []
     /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
     private let framePool = FrameBufferPool()
     private(set) var lost = false
@@ -45,9 +45,7 @@ final class GPURenderer {
         self.log = log
         timeline = FenceTimeline(ops: hooks.fenceOps ?? .gl)
         timer = PassTimer(timerQuery: context.caps.timerQuery, getResult: context.procs.getQueryObjectui64v)
-        var m: GLint = 0
-        glGetIntegerv(GLenum(GL_MAX_TEXTURE_SIZE), &m)
-        maxTextureSize = Int(m)
+        maxTextureSize = context.info.maxTextureSize
         glGenVertexArrays(1, &vao)
         var ids = [GLuint](repeating: 0, count: uploadDepth + readbackDepth)
         glGenBuffers(GLsizei(ids.count), &ids)
@@ -69,7 +67,13 @@ final class GPURenderer {
     /// Reads the reset status (robust contexts) and the simulated-loss hook.
     func checkReset() throws(GPUError) {
         var reset = simulateLoss
-        if !reset, let status = context.procs.getGraphicsResetStatus, status() != GL.noError { reset = true }
+        if !reset {
+            if let status = context.procs.getGraphicsResetStatus {
+                reset = status() != GL.noError
+            } else {
+                reset = context.eglReportsLost()   // EGL_CONTEXT_LOST from eglMakeCurrent
+            }
+        }
         if reset { markLost(); throw .contextLost }
     }
 
@@ -87,7 +91,7 @@ final class GPURenderer {
         let e = glGetError()
         guard e != GL.noError else { return }
         while glGetError() != GL.noError {}
-        if e == GLenum(GL_CONTEXT_LOST) { markLost(); throw .contextLost }
+        if e == GLenum(GL_CONTEXT_LOST) || context.eglReportsLost() { markLost(); throw .contextLost }
         throw .gl(label: label(), code: e)
     }
 
@@ -457,7 +461,7 @@ final class GPURenderer {
     }
 
     /// Maps the oldest readback (waiting for its fence) and copies it into an NV12 frame.
-    private func completeOldest() throws(GPUError) -> VideoFrame {
+    private func completeOldest() throws(GPUError) -> NV12Readback {
         let r = pending.removeFirst()
         timeline.wait(for: r.serial)
         pack[r.slot].busy = false
@@ -472,13 +476,14 @@ final class GPURenderer {
         glBindBuffer(GL.pixelPackBuffer, 0)
         timer.stats.framesDelivered += 1
         try checkGL("readback \(r.output)")
-        return VideoFrame(width: r.width, height: r.height, format: .nv12,
-                          planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
-                                   FramePlane(storage: storage, offset: r.stride * r.height, stride: r.stride)],
-                          pts: r.pts, matrix: r.matrix, range: r.range)
+        return NV12Readback(output: r.output, frame: VideoFrame(
+            width: r.width, height: r.height, format: .nv12,
+            planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
+                     FramePlane(storage: storage, offset: r.stride * r.height, stride: r.stride)],
+            pts: r.pts, matrix: r.matrix, range: r.range))
     }
 
-    func nextNV12(wait: Bool) throws(GPUError) -> VideoFrame? {
+    func nextReadback(wait: Bool) throws(GPUError) -> NV12Readback? {
         try checkUsable()
         timer.poll()
         if !ready.isEmpty { return ready.removeFirst() }
@@ -489,7 +494,7 @@ final class GPURenderer {
         return f
     }
 
-    func flush() throws(GPUError) -> [VideoFrame] {
+    func flush() throws(GPUError) -> [NV12Readback] {
         try checkUsable()
         var out = ready
         ready.removeAll()

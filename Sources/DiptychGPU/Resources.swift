@@ -8,6 +8,12 @@ public struct OutputID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "output \(rawValue)" }
 }
 
+/// A delivered NV12 frame and the output it was rendered for.
+public struct NV12Readback: Sendable {
+    public var output: OutputID
+    public var frame: VideoFrame
+}
+
 /// The kinds of GL/EGL object the renderer deletes (for the test deleter hook).
 enum GLResourceKind: String, Hashable, Sendable { case texture, buffer, framebuffer, image }
 

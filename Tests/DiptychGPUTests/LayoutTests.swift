@@ -206,7 +206,9 @@ extension GPU {
                                                       draws: da.map { ($0, $0.role == .primary ? pf : sf) })) == [])
             #expect(mismatches(ib, referenceComposite(canvas: PixelSize(width: 32, height: 64), background: RGBA8(r: 0, g: 0, b: 0),
                                                       draws: db.map { ($0, $0.role == .primary ? pf : sf) })) == [])
-            #expect(try c.flush().count == 2)
+            let done = try c.flushReadbacks()
+            #expect(done.map(\.output) == [a, b])
+            #expect(done.map(\.frame.width) == [64, 32])
         }
 
         @Test func missingStreamIsSkippedAndBackgroundShows() throws {

@@ -60,6 +60,7 @@ extension GPU {
             #expect(caps.robustContext)
             #expect(caps.eglFenceSync)
             #expect(c.stats.timerQueries == caps.timerQuery)
+            #expect(c.info.maxTextureSize >= 2048)
         }
 
         @Test func gbmWithoutRenderNodeFailsListingEveryRung() throws {
