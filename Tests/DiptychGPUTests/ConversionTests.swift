@@ -143,6 +143,39 @@ extension GPU {
             let s = c.stats
             #expect(s.framesRendered == 10 && s.framesDelivered == 10)
             #expect(s.upload.count == 10 && s.composite.count == 10 && s.nv12.count == 10)
+            if s.timerQueries { #expect(s.nv12.gpuCount > 0 && s.nv12.gpuMeanMs != nil) }
+            c.resetStats()
+            #expect(c.stats.framesRendered == 0)
+        }
+
+        @Test func batchedCompositeCall() throws {
+            let c = try makeCompositor(readbackDepth: 2)
+            defer { c.shutdown() }
+            let size = PixelSize(width: 16, height: 8)
+            let a = try c.addOutput(canvas: size, range: .full)
+            let b = try c.addOutput(canvas: PixelSize(width: 8, height: 8), range: .full)
+            let plan = CompositionPlan(canvas: size, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: 8, height: 8)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 8, y: 0, width: 8, height: 8))])
+            var frames: [VideoFrame] = []
+            for i in 0..<6 {
+                frames += try c.composite(uploads: [(solidFrame(8, 8, RGBA8(r: 255, g: 255, b: 255)), .primary),
+                                                    (solidFrame(8, 8, RGBA8(r: UInt8(i * 40), g: UInt8(i * 40), b: UInt8(i * 40))), .secondary)],
+                                          output: a, plan: plan, pts: MediaTime(value: Int64(i), timescale: 10))
+            }
+            // A second output from the same textures, then everything left, in order.
+            try c.render(output: b, plan: CompositionPlan(canvas: PixelSize(width: 8, height: 8), draws: [
+                DrawDescription(role: .secondary, destination: PixelRect(x: 0, y: 0, width: 8, height: 8))]), pts: MediaTime(value: 99, timescale: 10))
+            let rest = try c.flushReadbacks()
+            #expect(rest.last?.output == b)
+            frames += rest.filter { $0.output == a }.map(\.frame)
+            #expect(frames.map(\.pts.value) == Array(0..<6))
+            for (i, f) in frames.enumerated() {
+                #expect(f.byte(plane: 0, 2, 2) == 255)
+                #expect(abs(Int(f.byte(plane: 0, 12, 4)) - i * 40) <= 1)
+            }
+            c.removeOutput(b)
+            #expect(try c.flush().isEmpty)
         }
     }
 }
