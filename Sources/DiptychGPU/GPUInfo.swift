@@ -18,6 +18,25 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
     public var robustContext = false
     public init() {}
 
+    /// Each flag with the extension it stands for, in a fixed order (for `diptych probe`).
+    public var summary: [(name: String, present: Bool)] {
+        [("EGL_EXT_image_dma_buf_import", dmaBufImport),
+         ("EGL_EXT_image_dma_buf_import_modifiers", dmaBufImportModifiers),
+         ("EGL_MESA_image_dma_buf_export", dmaBufExport),
+         ("EGL_KHR_fence_sync", eglFenceSync),
+         ("EGL_ANDROID_native_fence_sync", nativeFenceSync),
+         ("EGL_KHR_image_base", eglImageBase),
+         ("EGL_KHR_gl_texture_2D_image", glTextureImage),
+         ("EGL_EXT_create_context_robustness", createContextRobustness),
+         ("EGL_KHR_no_config_context", noConfigContext),
+         ("EGL_KHR_surfaceless_context", surfacelessContext),
+         ("GL_EXT_disjoint_timer_query", timerQuery),
+         ("GL_KHR_robustness/GL_EXT_robustness", glRobustness),
+         ("GL_OES_EGL_image", eglImageTexture),
+         ("GL_OES_EGL_image_external_essl3", eglImageExternal),
+         ("robust context (lose context on reset)", robustContext)]
+    }
+
     /// Sets the flags from the EGL display and GL extension strings (exact tokens).
     init(egl: Set<String>, gl: Set<String>) {
         dmaBufImport = egl.contains("EGL_EXT_image_dma_buf_import")
