@@ -39,3 +39,23 @@ final class FrameBufferPool: @unchecked Sendable {
 
     deinit { for list in free.values { for p in list { p.deallocate() } } }
 }
+
+/// Copies large blocks on several cores where the machine has them to spare
+/// (a 1080p NV12 frame is 3 MB; one core copies about 10 GB/s). Small copies,
+/// and machines with few cores, copy on the calling thread.
+enum BulkCopy {
+    static let lanes = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount / 4))
+    static let threshold = 1 << 20
+
+    static func copy(_ dst: UnsafeMutableRawPointer, _ src: UnsafeRawPointer, _ count: Int, lanes: Int = BulkCopy.lanes) {
+        guard lanes > 1, count >= threshold else { dst.copyMemory(from: src, byteCount: count); return }
+        let chunk = (count / lanes + 4095) & ~4095
+        let d = UInt(bitPattern: dst), s = UInt(bitPattern: src)
+        DispatchQueue.concurrentPerform(iterations: lanes) { i in
+            let start = i * chunk
+            guard start < count else { return }
+            UnsafeMutableRawPointer(bitPattern: d + UInt(start))!
+                .copyMemory(from: UnsafeRawPointer(bitPattern: s + UInt(start))!, byteCount: min(chunk, count - start))
+        }
+    }
+}

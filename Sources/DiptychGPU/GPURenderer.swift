@@ -232,7 +232,7 @@ final class GPURenderer {
         for (i, s) in shapes.enumerated() {
             let p = frame.planes[i], l = layout[i]
             if l.bulk {
-                (dst + l.offset).copyMemory(from: p.baseAddress, byteCount: l.bytes)
+                BulkCopy.copy(dst + l.offset, p.baseAddress, l.bytes)
             } else {
                 for row in 0..<s.height {
                     (dst + l.offset + row * s.rowBytes).copyMemory(from: p.baseAddress + row * p.stride, byteCount: s.rowBytes)
@@ -471,7 +471,7 @@ final class GPURenderer {
             try checkGL("readback: map pack buffer")
             throw .gl(label: "readback: map pack buffer", code: 0)
         }
-        let storage = framePool.storage(count: r.bytes) { $0.copyMemory(from: src, byteCount: r.bytes) }
+        let storage = framePool.storage(count: r.bytes) { BulkCopy.copy($0, src, r.bytes) }
         glUnmapBuffer(GL.pixelPackBuffer)
         glBindBuffer(GL.pixelPackBuffer, 0)
         timer.stats.framesDelivered += 1

@@ -1,4 +1,5 @@
 import CGLES
+import Foundation
 import DiptychCore
 import Testing
 @testable import DiptychGPU
@@ -151,5 +152,31 @@ final class FakeFences: @unchecked Sendable {
         t.drain()
         #expect(ran == 1)
         #expect(fakes.issued == 1)
+    }
+}
+
+@Suite struct CopyAndPool {
+    @Test(arguments: [1, 3, 4])
+    func bulkCopyCopiesEveryByte(_ lanes: Int) {
+        let n = 3 * 1024 * 1024 + 13
+        let src = UnsafeMutableRawPointer.allocate(byteCount: n, alignment: 64)
+        let dst = UnsafeMutableRawPointer.allocate(byteCount: n, alignment: 64)
+        defer { src.deallocate(); dst.deallocate() }
+        var rng = LCG(state: 3)
+        for i in 0..<n { src.storeBytes(of: rng.next(), toByteOffset: i, as: UInt8.self) }
+        dst.initializeMemory(as: UInt8.self, repeating: 0, count: n)
+        BulkCopy.copy(dst, src, n, lanes: lanes)
+        #expect(memcmp(dst, src, n) == 0)
+    }
+
+    @Test func poolReusesReleasedBuffers() {
+        let pool = FrameBufferPool(keep: 2)
+        var a: FrameStorage? = pool.storage(count: 1000) { $0.storeBytes(of: 7, as: UInt8.self) }
+        let first = a!.base
+        a = nil
+        let b = pool.storage(count: 1000) { _ in }
+        #expect(b.base == first)
+        let c = pool.storage(count: 1000) { _ in }
+        #expect(c.base != first)
     }
 }
