@@ -18,10 +18,10 @@ final class GBMLibrary: @unchecked Sendable {
     static let shared: Result<GBMLibrary, GPUError> = {
         guard let h = dlopen("libgbm.so.1", RTLD_NOW | RTLD_LOCAL) else {
             let why = dlerror().map { String(cString: $0) } ?? "dlopen failed"
-            return .failure(.unsupported("libgbm.so.1 (\(why))"))
+            return .failure(.deviceUnavailable("libgbm.so.1 cannot be loaded (\(why))"))
         }
         guard let c = dlsym(h, "gbm_create_device"), let d = dlsym(h, "gbm_device_destroy") else {
-            return .failure(.unsupported("gbm_create_device in libgbm.so.1"))
+            return .failure(.deviceUnavailable("libgbm.so.1 lacks gbm_create_device"))
         }
         return .success(GBMLibrary(createDevice: unsafeBitCast(c, to: CreateDevice.self),
                                    destroyDevice: unsafeBitCast(d, to: DestroyDevice.self)))
@@ -58,10 +58,10 @@ final class GBMDevice {
         case .failure(let e): throw e
         }
         let fd = open(path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw .unsupported("\(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw .deviceUnavailable("open \(path): \(String(cString: strerror(errno)))") }
         guard let dev = library.createDevice(fd) else {
             close(fd)
-            throw .unsupported("gbm_create_device(\(path)) failed")
+            throw .deviceUnavailable("gbm_create_device(\(path)) failed")
         }
         self.path = path; self.fd = fd; self.device = dev; self.library = library
     }

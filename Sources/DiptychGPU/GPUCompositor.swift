@@ -21,14 +21,17 @@ public final class GPUCompositor: @unchecked Sendable {
     /// `log` gets one line naming the platform, device and GL_RENDERER taken.
     /// Throws `GPUError.noDisplay` listing every rung tried and why it failed.
     /// - Parameters:
-    ///   - readbackDepth: NV12 readbacks that may be in flight (pack-buffer ring size).
-    ///   - uploadDepth: unpack buffers in the upload ring.
-    public convenience init(selection: GPUSelection = .auto, readbackDepth: Int = 4, uploadDepth: Int = 4,
+    ///   - readbackDepth: frames that may be in flight: the pack-buffer ring
+    ///     holds this many NV12 readbacks, and each role keeps `readbackDepth + 2`
+    ///     texture sets so an upload never waits for a frame still being drawn.
+    ///   - uploadDepth: unpack buffers in the upload ring (default `2 × readbackDepth`:
+    ///     two uploads per frame).
+    public convenience init(selection: GPUSelection = .auto, readbackDepth: Int = 4, uploadDepth: Int? = nil,
                             log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
         try self.init(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, hooks: GPUTestHooks(), log: log)
     }
 
-    init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int = 4, hooks: GPUTestHooks,
+    init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int? = nil, hooks: GPUTestHooks,
          log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
         thread = RenderThread(name: "diptych-gpu")
         box = RendererBox()

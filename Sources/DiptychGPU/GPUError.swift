@@ -2,6 +2,8 @@
 public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
     /// No rung of the display ladder gave a working context; every attempt is listed.
     case noDisplay(attempts: [RungOutcome])
+    /// A device could not be opened (render node, libgbm, gbm_device).
+    case deviceUnavailable(String)
     /// The GPU context was lost (reset, device removed, or a simulated loss).
     /// Every object of this compositor is dead: build a new `GPUCompositor`.
     case contextLost
@@ -26,6 +28,7 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .noDisplay(let attempts):
             return "no usable EGL display: " + attempts.map(\.description).joined(separator: "; ")
+        case .deviceUnavailable(let r): return "device unavailable: \(r)"
         case .contextLost: return "GPU context lost"
         case .badFrame(let r): return "bad frame: \(r)"
         case .unsupported(let e): return "unsupported: needs \(e)"

@@ -21,6 +21,8 @@ final class GPURenderer {
     private(set) var streams: [StreamRole: StreamSlot] = [:]
     private(set) var outputs: [OutputID: Output] = [:]
     private var nextOutput = 1
+    /// Texture sets kept per role: the current one, one per frame in flight, one being uploaded.
+    let maxSetsPerRole: Int
     private(set) var unpack: [RingBuffer] = []
     private var nextUnpack = 0
     private(set) var pack: [RingBuffer] = []
@@ -38,8 +40,10 @@ final class GPURenderer {
     var caps: GPUCapabilities { context.caps }
 
     init(selection: GPUSelection, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
-         readbackDepth: Int = 4, uploadDepth: Int = 4) throws(GPUError) {
+         readbackDepth: Int = 4, uploadDepth: Int? = nil) throws(GPUError) {
+        let uploadDepth = uploadDepth ?? 2 * readbackDepth
         precondition(readbackDepth >= 1 && uploadDepth >= 1)
+        maxSetsPerRole = readbackDepth + 2
         context = try DisplayLadder.open(selection, log: log)
         self.hooks = hooks
         self.log = log
@@ -167,7 +171,7 @@ final class GPURenderer {
         }
         let candidates = slot.pool.filter { $0 !== slot.current }
         if let free = candidates.first(where: { timeline.isComplete($0.lastUse) }) { return free }
-        if slot.pool.count < StreamSlot.maxSets || candidates.isEmpty {
+        if slot.pool.count < maxSetsPerRole || candidates.isEmpty {
             let s = TextureSet.make(format: format, width: width, height: height)
             slot.pool.append(s)
             return s

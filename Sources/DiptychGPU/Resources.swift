@@ -76,8 +76,6 @@ final class TextureSet {
 final class StreamSlot {
     var pool: [TextureSet] = []
     var current: TextureSet?
-    /// Sets kept per role: one drawn, one being uploaded, one spare in flight.
-    static let maxSets = 3
 }
 
 /// A framebuffer with one color texture.

@@ -17,8 +17,10 @@ extension GPU {
         @Test func textureReleasedInFlightOutlivesItsFence() throws {
             let fences = FakeFences(finishGL: true)
             let deletions = DeletionLog()
-            let c = try makeCompositor(hooks: GPUTestHooks(fenceOps: fences.ops, onDelete: deletions.hook))
+            // readbackDepth 1: three texture sets per role.
+            let c = try makeCompositor(hooks: GPUTestHooks(fenceOps: fences.ops, onDelete: deletions.hook), readbackDepth: 1)
             defer { c.shutdown() }
+            #expect(try c.withRenderer { $0.maxSetsPerRole } == 3)
             let canvas = PixelSize(width: 32, height: 32)
             let out = try c.addOutput(canvas: canvas)
             let plan = CompositionPlan(canvas: canvas, draws: [DrawDescription(role: .primary, destination: PixelRect(size: canvas))])
