@@ -225,7 +225,7 @@ enum DisplayLadder {
                 case .renderNode(let p): chosen = all.filter { $0.node == p }
                 }
                 if chosen.isEmpty {
-                    skipped.append(RungOutcome(platform: .device, device: "\(selection.device)",
+                    skipped.append(RungOutcome(platform: .device, device: "EGL device \(selection.device)",
                                                failure: all.isEmpty ? "eglQueryDevicesEXT lists no device" : "no EGL device matches (\(all.count) listed)"))
                 }
                 for d in chosen {
@@ -278,7 +278,7 @@ enum DisplayLadder {
                 outcomes.append(RungOutcome(platform: rung.platform, device: rung.label, failure: error.description))
             }
         }
-        let e = GPUError.noDisplay(attempts: outcomes)
+        let e = GPUError.noDisplay(attempts: ladderOrder(outcomes))
         log("diptych-gpu: \(e)")
         throw e
     }
@@ -296,6 +296,11 @@ enum DisplayLadder {
                 outcomes.append(RungOutcome(platform: rung.platform, device: rung.label, failure: error.description))
             }
         }
-        return outcomes
+        return ladderOrder(outcomes)
+    }
+
+    /// Outcomes in ladder order (stable within a platform).
+    static func ladderOrder(_ o: [RungOutcome]) -> [RungOutcome] {
+        o.enumerated().sorted { ($0.element.platform.rank, $0.offset) < ($1.element.platform.rank, $1.offset) }.map(\.element)
     }
 }

@@ -1,5 +1,7 @@
 /// An EGL platform, one rung of the display ladder.
 public enum GPUPlatform: String, Hashable, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    /// Position on the ladder (GBM first).
+    var rank: Int { self == .gbm ? 0 : self == .device ? 1 : 2 }
     /// GBM on a DRM render node (`/dev/dri/renderD*`), libgbm loaded with dlopen.
     case gbm
     /// `EGL_EXT_platform_device`: hardware devices first, Mesa's software device last.
@@ -15,7 +17,7 @@ public enum GPUPlatform: String, Hashable, Sendable, Codable, CaseIterable, Cust
 /// lists them), `/dev/dri/renderDN`, a platform name (`gbm`, `device`,
 /// `surfaceless`), or `PLATFORM:DEVICE` such as `device:1` or `gbm:/dev/dri/renderD129`.
 public struct GPUSelection: Hashable, Sendable, Codable, CustomStringConvertible {
-    public enum Device: Hashable, Sendable, Codable {
+    public enum Device: Hashable, Sendable, Codable, CustomStringConvertible {
         /// Hardware first, software last.
         case auto
         /// Mesa's software rasterizer only.
@@ -24,6 +26,15 @@ public struct GPUSelection: Hashable, Sendable, Codable, CustomStringConvertible
         case index(Int)
         /// The device behind this DRM render node.
         case renderNode(String)
+
+        public var description: String {
+            switch self {
+            case .auto: return "auto"
+            case .software: return "software"
+            case .index(let n): return "\(n)"
+            case .renderNode(let p): return p
+            }
+        }
     }
     public var device: Device
     /// Force one platform; nil tries the whole ladder.
@@ -64,13 +75,7 @@ public struct GPUSelection: Hashable, Sendable, Codable, CustomStringConvertible
     }
 
     public var description: String {
-        let d: String
-        switch device {
-        case .auto: d = "auto"
-        case .software: d = "software"
-        case .index(let n): d = "\(n)"
-        case .renderNode(let p): d = p
-        }
+        let d = device.description
         guard let platform else { return d }
         return device == .auto ? platform.rawValue : "\(platform.rawValue):\(d)"
     }
