@@ -67,6 +67,38 @@ extension GPU {
             #expect(img.rgba(3, 3) == RGBA8(r: 9, g: 9, b: 9))
         }
 
+        @Test func hotSwapChangesSizeAndFormatWithoutStalling() throws {
+            // The secondary is replaced mid-take by streams of other sizes and
+            // formats; every primary frame still yields exactly one output frame.
+            let c = try makeCompositor(readbackDepth: 2)
+            defer { c.shutdown() }
+            let canvas = PixelSize(width: 32, height: 32)
+            let out = try c.addOutput(canvas: canvas, range: .full)
+            let pip = PixelRect(x: 16, y: 16, width: 16, height: 16)
+            var delivered: [VideoFrame] = []
+            let secondaries: [VideoFrame] = [
+                solidFrame(32, 16, RGBA8(r: 255, g: 0, b: 0)),
+                yuvFrame(16, 32, format: .nv12, matrix: .bt709, range: .full) { _, _ in (255, 128, 128) },
+                yuvFrame(24, 24, format: .i420, matrix: .bt601, range: .limited) { _, _ in (16, 128, 128) },
+                rgbaFrame(8, 8, format: .bgra) { _, _ in RGBA8(r: 0, g: 0, b: 255) },
+            ]
+            let expected = [RGBA8(r: 255, g: 0, b: 0), RGBA8(r: 255, g: 255, b: 255), RGBA8(r: 0, g: 0, b: 0), RGBA8(r: 0, g: 0, b: 255)]
+            for i in 0..<16 {
+                try c.upload(solidFrame(32, 32, RGBA8(r: 0, g: 128, b: 0)), role: .primary)
+                if i % 4 == 0 { try c.upload(secondaries[i / 4], role: .secondary) }
+                let s = secondaries[i / 4]
+                let plan = CompositionPlan(canvas: canvas, draws: [
+                    DrawDescription(role: .primary, destination: PixelRect(size: canvas)),
+                    DrawDescription(role: .secondary, destination: pip,
+                                    crop: aspectFillCrop(picture: s.size, destination: pip.size), zIndex: 1)])
+                try c.render(output: out, plan: plan, pts: MediaTime(value: Int64(i), timescale: 60))
+                #expect(try c.previewRGBA(output: out).rgba(24, 24).close(to: expected[i / 4], within: 1), "frame \(i)")
+                while let f = try c.nextNV12(wait: false) { delivered.append(f) }
+            }
+            delivered += try c.flush()
+            #expect(delivered.map(\.pts.value) == Array(0..<16))
+        }
+
         @Test func shutdownDrainsAndDeletesEverything() throws {
             let deletions = DeletionLog()
             let c = try makeCompositor(hooks: GPUTestHooks(onDelete: deletions.hook))
