@@ -62,7 +62,11 @@ final class GLContext {
         guard display != diptych_egl_no_display() else { throw .egl(call: "eglGetPlatformDisplayEXT", code: eglGetError()) }
         guard DisplayRegistry.acquire(display) else { throw .egl(call: "eglInitialize", code: eglGetError()) }
         var ok = false
-        defer { if !ok { DisplayRegistry.release(display) } }
+        defer {
+            // On failure: terminate the display before the gbm_device goes.
+            if !ok { DisplayRegistry.release(display) }
+            withExtendedLifetime(gbm) {}
+        }
 
         let eglExt = extensionTokens(eglQueryString(display, EGLc.extensions).map { String(cString: $0) })
         let eglVersion = eglQueryString(display, EGLint(EGL_VERSION)).map { String(cString: $0) } ?? "?"

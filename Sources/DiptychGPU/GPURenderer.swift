@@ -37,6 +37,8 @@ final class GPURenderer {
     var simulateLoss = false
 
     var info: GPUInfo { context.info }
+
+    deinit { assert(isShutDown, "GPURenderer released without shutdown(): GL objects leaked") }
     var caps: GPUCapabilities { context.caps }
 
     init(selection: GPUSelection, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
