@@ -71,6 +71,9 @@ enum GL {
     static let depthTest = GLenum(GL_DEPTH_TEST)
     static let dither = GLenum(GL_DITHER)
     static let cullFace = GLenum(GL_CULL_FACE)
+    static let maxTextureSize = GLenum(GL_MAX_TEXTURE_SIZE)
+    static let contextLost = GLenum(GL_CONTEXT_LOST)
+    static let noTranspose = GLboolean(GL_FALSE)
 }
 
 /// EGL attribute values as `EGLint` (the macros import as `Int32` already) and enums.

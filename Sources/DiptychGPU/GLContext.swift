@@ -136,7 +136,7 @@ final class GLContext {
         caps.robustContext = robust
         let renderer = glString(GL.renderer)
         var maxTexture: GLint = 0
-        glGetIntegerv(GLenum(GL_MAX_TEXTURE_SIZE), &maxTexture)
+        glGetIntegerv(GL.maxTextureSize, &maxTexture)
         let isSoftware = rung.isSoftware || renderer.contains("llvmpipe") || renderer.contains("softpipe")
         self.info = GPUInfo(platform: rung.platform, device: rung.label, isSoftware: isSoftware,
                             vendor: glString(GL.vendor), renderer: renderer, version: glString(GL.version),

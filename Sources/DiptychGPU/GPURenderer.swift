@@ -97,7 +97,7 @@ final class GPURenderer {
         let e = glGetError()
         guard e != GL.noError else { return }
         while glGetError() != GL.noError {}
-        if e == GLenum(GL_CONTEXT_LOST) || context.eglReportsLost() { markLost(); throw .contextLost }
+        if e == GL.contextLost || context.eglReportsLost() { markLost(); throw .contextLost }
         throw .gl(label: label(), code: e)
     }
 
@@ -385,13 +385,13 @@ final class GPURenderer {
             glUniform4f(prog.uniform("u_dest"), GLfloat(r.x), GLfloat(r.y), GLfloat(r.width), GLfloat(r.height))
             glUniform2f(prog.uniform("u_canvas"), GLfloat(W), GLfloat(H))
             GPURenderer.texFromLocal(crop: d.crop, orientation: d.orientation).withUnsafeBufferPointer {
-                glUniformMatrix3x2fv(prog.uniform("u_texFromLocal"), 1, GLboolean(GL_FALSE), $0.baseAddress)
+                glUniformMatrix3x2fv(prog.uniform("u_texFromLocal"), 1, GL.noTranspose, $0.baseAddress)
             }
             glUniform1f(prog.uniform("u_opacity"), GLfloat(min(max(d.opacity, 0), 1)))
             if set.input == .nv12 || set.input == .i420 {
                 let c = YUVCoefficients(matrix: set.matrix, range: set.range)
                 YUVCoefficients.columnMajor(c.yuvToRGB).withUnsafeBufferPointer {
-                    glUniformMatrix3fv(prog.uniform("u_yuvToRgb"), 1, GLboolean(GL_FALSE), $0.baseAddress)
+                    glUniformMatrix3fv(prog.uniform("u_yuvToRgb"), 1, GL.noTranspose, $0.baseAddress)
                 }
                 glUniform3f(prog.uniform("u_yuvOffset"), GLfloat(c.offset[0]), GLfloat(c.offset[1]), GLfloat(c.offset[2]))
             }
