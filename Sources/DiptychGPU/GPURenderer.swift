@@ -37,8 +37,6 @@ final class GPURenderer {
     var simulateLoss = false
 
     var info: GPUInfo { context.info }
-
-    deinit { assert(isShutDown, "GPURenderer released without shutdown(): GL objects leaked") }
     var caps: GPUCapabilities { context.caps }
 
     init(selection: GPUSelection, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
@@ -61,6 +59,8 @@ final class GPURenderer {
         glDisable(GL.dither)
         _ = glGetError()
     }
+
+    deinit { assert(isShutDown, "GPURenderer released without shutdown(): GL objects leaked") }
 
     // MARK: State checks
 
