@@ -18,6 +18,7 @@ struct Options {
     var streams = 1
     var batched = true
     var quiet = false
+    var probe = false
 }
 
 let usage = """
@@ -35,6 +36,7 @@ usage: diptych-gpu-bench [options]
   --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
   --json FILE         also write the results as JSON
+  --probe             list every display-ladder rung and the chosen GPU's extensions, then exit
 """
 
 func fail(_ message: String) -> Never {
@@ -65,6 +67,7 @@ func parse() -> Options {
         case "--api": let v = value(a); guard v == "batched" || v == "calls" else { fail("--api expects batched|calls") }; o.batched = v == "batched"
         case "--json": o.json = value(a)
         case "--quiet": o.quiet = true
+        case "--probe": o.probe = true
         case "-h", "--help": print(usage); exit(0)
         default: fail("unknown option \(a)\n\(usage)")
         }
@@ -164,6 +167,20 @@ final class Runs: @unchecked Sendable {
 }
 
 let o = parse()
+if o.probe {
+    for r in GPUCompositor.probeLadder(o.gpu) { print("rung \(r)") }
+    do {
+        let c = try GPUCompositor(selection: o.gpu)
+        print("chosen: \(c.info)")
+        print("max texture size: \(c.info.maxTextureSize)")
+        for (name, present) in c.info.capabilities.summary { print("  \(present ? "yes" : "no ") \(name)") }
+        c.shutdown()
+        exit(0)
+    } catch {
+        print("no GPU: \(error)")
+        exit(1)
+    }
+}
 let input = o.input ?? o.size
 let lines = o.quiet ? { (_: String) in } : { (l: String) in FileHandle.standardError.write(Data((l + "\n").utf8)) }
 
