@@ -1,0 +1,185 @@
+import DiptychCore
+
+/// The GPU compositor: one EGL context on its own render thread, the uploaded
+/// stream textures shared by every output, one render target per output, and
+/// asynchronous NV12 readback.
+///
+/// Thread-safe: every method may be called from any thread; each runs its GL
+/// work on the render thread and blocks until that is done (calls are
+/// serialized). After `GPUError.contextLost` every method throws it again:
+/// build a new compositor (nothing old is reused).
+public final class GPUCompositor: @unchecked Sendable {
+    private let thread: RenderThread
+    /// Touched only on the render thread.
+    private let box: RendererBox
+    /// The GPU in use (fixed at creation).
+    public let info: GPUInfo
+
+    final class RendererBox: @unchecked Sendable { var renderer: GPURenderer? }
+
+    /// Walks the display ladder for `selection` and creates the context.
+    /// `log` gets one line naming the platform, device and GL_RENDERER taken.
+    /// Throws `GPUError.noDisplay` listing every rung tried and why it failed.
+    /// - Parameters:
+    ///   - readbackDepth: frames that may be in flight: the pack-buffer ring
+    ///     holds this many NV12 readbacks, and each role keeps `readbackDepth + 2`
+    ///     texture sets so an upload never waits for a frame still being drawn.
+    ///   - uploadDepth: unpack buffers in the upload ring (default `2 × readbackDepth`:
+    ///     two uploads per frame).
+    public convenience init(selection: GPUSelection = .auto, readbackDepth: Int = 4, uploadDepth: Int? = nil,
+                            log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
+        try self.init(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, hooks: GPUTestHooks(), log: log)
+    }
+
+    init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int? = nil, hooks: GPUTestHooks,
+         log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
+        thread = RenderThread(name: "diptych-gpu")
+        box = RendererBox()
+        let b = box
+        let hooksBox = UncheckedBox(hooks)
+        do throws(GPUError) {
+            info = try thread.sync { () throws(GPUError) -> GPUInfo in
+                let r = try GPURenderer(selection: selection, log: log, hooks: hooksBox.value,
+                                        readbackDepth: readbackDepth, uploadDepth: uploadDepth)
+                b.renderer = r
+                return r.info
+            }
+        } catch {
+            thread.stop()
+            throw error
+        }
+    }
+
+    deinit { shutdown() }
+
+    /// Runs `body` with the renderer on the render thread.
+    func withRenderer<T>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
+        let b = box
+        return try thread.sync { () throws(GPUError) -> T in
+            guard let r = b.renderer else { throw .shutDown }
+            return try body(r)
+        }
+    }
+
+    /// Adds an output with its own render target. The canvas needs even width
+    /// and height (NV12). Frames come out in `matrix`/`range` (BT.709 limited by default).
+    public func addOutput(canvas: PixelSize, matrix: ColorMatrix = .bt709, range: ColorRange = .limited) throws(GPUError) -> OutputID {
+        try withRenderer { r throws(GPUError) in try r.addOutput(canvas: canvas, matrix: matrix, range: range) }
+    }
+
+    /// Removes an output; its targets are deleted once in-flight work is done.
+    public func removeOutput(_ id: OutputID) {
+        _ = try? withRenderer { r in r.removeOutput(id) }
+    }
+
+    /// Uploads `frame` (RGBA, BGRA, NV12 or I420, any strides); it becomes the
+    /// role's current picture for every output. The frame's bytes are copied
+    /// before this returns. Throws `.badFrame` (no GL error left behind).
+    public func upload(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
+        try withRenderer { r throws(GPUError) in try r.upload(frame, role: role) }
+    }
+
+    /// Imports a dma-buf as the role's current picture (EGL_EXT_image_dma_buf_import);
+    /// `.unsupported` where the extension is absent.
+    public func upload(_ frame: DmaBufFrame, role: StreamRole) throws(GPUError) {
+        try withRenderer { r throws(GPUError) in try r.upload(frame, role: role) }
+    }
+
+    /// Forgets the role's picture; draws of that role are skipped until the next upload.
+    public func clearStream(_ role: StreamRole) {
+        _ = try? withRenderer { r in r.clearStream(role) }
+    }
+
+    /// Draws `plan` into the output's render target and, when `readback` is
+    /// true, converts it to NV12 and starts an asynchronous readback carrying
+    /// `pts`. Does not wait for the GPU unless every readback buffer is busy.
+    public func render(output: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool = true) throws(GPUError) {
+        try withRenderer { r throws(GPUError) in try r.render(output: output, plan: plan, pts: pts, readback: readback) }
+    }
+
+    /// One call for one output frame (one hop to the render thread instead of
+    /// several): uploads `uploads`, renders `plan` with NV12 readback, and
+    /// returns the readbacks already completed, in submission order, without
+    /// waiting (it waits only when every readback buffer is busy).
+    public func composite(uploads: [(VideoFrame, StreamRole)], output: OutputID, plan: CompositionPlan,
+                          pts: MediaTime) throws(GPUError) -> [VideoFrame] {
+        let u = UncheckedBox(uploads)
+        return try withRenderer { r throws(GPUError) in
+            for (frame, role) in u.value { try r.upload(frame, role: role) }
+            try r.render(output: output, plan: plan, pts: pts, readback: true)
+            var done: [VideoFrame] = []
+            while let f = try r.nextReadback(wait: false) { done.append(f.frame) }
+            return done
+        }
+    }
+
+    /// The next completed NV12 frame (of any output) in submission order; nil
+    /// when none is ready (or, with `wait`, when none is outstanding). `wait`
+    /// blocks on its fence. With several outputs, `nextReadback` says whose it is.
+    public func nextNV12(wait: Bool) throws(GPUError) -> VideoFrame? {
+        try withRenderer { r throws(GPUError) in try r.nextReadback(wait: wait)?.frame }
+    }
+
+    /// Like `nextNV12`, with the output the frame belongs to.
+    public func nextReadback(wait: Bool) throws(GPUError) -> NV12Readback? {
+        try withRenderer { r throws(GPUError) in try r.nextReadback(wait: wait) }
+    }
+
+    /// Waits for every outstanding readback and returns them in submission order.
+    public func flush() throws(GPUError) -> [VideoFrame] {
+        try withRenderer { r throws(GPUError) in try r.flush().map(\.frame) }
+    }
+
+    /// Like `flush`, with the output each frame belongs to.
+    public func flushReadbacks() throws(GPUError) -> [NV12Readback] {
+        try withRenderer { r throws(GPUError) in try r.flush() }
+    }
+
+    /// NV12 readbacks submitted and not yet taken.
+    public var outstandingReadbacks: Int {
+        (try? withRenderer { r in r.readbacksOutstanding }) ?? 0
+    }
+
+    /// The output's render target as RGBA now (the same pixels the NV12 frames
+    /// are made from). Blocks until the GPU has finished drawing it.
+    public func previewRGBA(output: OutputID) throws(GPUError) -> VideoFrame {
+        try withRenderer { r throws(GPUError) in try r.previewRGBA(output: output) }
+    }
+
+    /// Exports the output's render target as dma-buf (EGL_MESA_image_dma_buf_export);
+    /// `.unsupported` where absent. The caller owns and closes the fds.
+    public func exportDmaBuf(output: OutputID) throws(GPUError) -> ExportedDmaBuf {
+        try withRenderer { r throws(GPUError) in try r.exportDmaBuf(output: output) }
+    }
+
+    /// Per-pass timings (GPU timer queries where available, CPU otherwise).
+    public var stats: GPUStats { (try? withRenderer { r in r.stats }) ?? GPUStats() }
+
+    public func resetStats() { _ = try? withRenderer { r in r.resetStats() } }
+
+    /// Waits for in-flight work, deletes every GPU object in the documented
+    /// order (see `GPURenderer.shutdown`), destroys the context and ends the
+    /// render thread. Outstanding readbacks are dropped: `flush()` first to
+    /// keep them. Idempotent; later calls throw `.shutDown`.
+    public func shutdown() {
+        let b = box
+        _ = try? thread.sync { () throws(GPUError) in
+            b.renderer?.shutdown()
+            b.renderer = nil   // GLContext teardown happens here, on the render thread
+        }
+        thread.stop()
+    }
+
+    /// Test hook: the next GPU call reports a lost context, as a reset would.
+    func simulateContextLoss() {
+        _ = try? withRenderer { r in r.simulateLoss = true }
+    }
+
+    /// Lists what every rung of the display ladder does for `selection`
+    /// (for `diptych probe`). Runs on a temporary thread; contexts are released.
+    public static func probeLadder(_ selection: GPUSelection = .auto) -> [RungOutcome] {
+        let t = RenderThread(name: "diptych-gpu-probe")
+        defer { t.stop() }
+        return (try? t.sync { () throws(GPUError) in DisplayLadder.probe(selection) }) ?? []
+    }
+}

@@ -1,0 +1,596 @@
+import CEGL
+import CGLES
+import DiptychCore
+
+/// The GL side of the compositor. Lives on the render thread, which owns the
+/// context; not Sendable. `GPUCompositor` is the thread-safe front.
+///
+/// Per output frame: composite pass (draws into the RGBA render target) →
+/// NV12 pass (packs Y and UV into one RGBA8 target) → glReadPixels into a
+/// pack buffer of a ring → fence. Readbacks are mapped once their fence has
+/// signalled and delivered in submission order.
+final class GPURenderer {
+    let context: GLContext
+    let timeline: FenceTimeline
+    let shaders = ShaderCache()
+    let timer: PassTimer
+    let maxTextureSize: Int
+    private let hooks: GPUTestHooks
+    private let log: (String) -> Void
+    private var vao: GLuint = 0
+    private(set) var streams: [StreamRole: StreamSlot] = [:]
+    private(set) var outputs: [OutputID: Output] = [:]
+    private var nextOutput = 1
+    /// Texture sets kept per role: the current one, one per frame in flight, one being uploaded.
+    let maxSetsPerRole: Int
+    private(set) var unpack: [RingBuffer] = []
+    private var nextUnpack = 0
+    private(set) var pack: [RingBuffer] = []
+    private var nextPack = 0
+    private(set) var pending: [PendingReadback] = []
+    private var ready: [NV12Readback] = []
+    /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
+    private let framePool = FrameBufferPool()
+    private(set) var lost = false
+    private(set) var isShutDown = false
+    /// Test hook: the next reset check reports a lost context.
+    var simulateLoss = false
+
+    var info: GPUInfo { context.info }
+    var caps: GPUCapabilities { context.caps }
+
+    init(selection: GPUSelection, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
+         readbackDepth: Int = 4, uploadDepth: Int? = nil) throws(GPUError) {
+        let uploadDepth = uploadDepth ?? 2 * readbackDepth
+        precondition(readbackDepth >= 1 && uploadDepth >= 1)
+        maxSetsPerRole = readbackDepth + 2
+        context = try DisplayLadder.open(selection, log: log)
+        self.hooks = hooks
+        self.log = log
+        timeline = FenceTimeline(ops: hooks.fenceOps ?? .gl)
+        timer = PassTimer(timerQuery: context.caps.timerQuery, getResult: context.procs.getQueryObjectui64v)
+        maxTextureSize = context.info.maxTextureSize
+        glGenVertexArrays(1, &vao)
+        var ids = [GLuint](repeating: 0, count: uploadDepth + readbackDepth)
+        glGenBuffers(GLsizei(ids.count), &ids)
+        unpack = ids.prefix(uploadDepth).map { RingBuffer(buffer: $0) }
+        pack = ids.suffix(readbackDepth).map { RingBuffer(buffer: $0) }
+        for r in StreamRole.allCases { streams[r] = StreamSlot() }
+        glDisable(GL.dither)
+        _ = glGetError()
+    }
+
+    deinit { assert(isShutDown, "GPURenderer released without shutdown(): GL objects leaked") }
+
+    // MARK: State checks
+
+    func checkUsable() throws(GPUError) {
+        if isShutDown { throw .shutDown }
+        if simulateLoss { markLost() }
+        if lost { throw .contextLost }
+    }
+
+    /// Reads the reset status (robust contexts) and the simulated-loss hook.
+    func checkReset() throws(GPUError) {
+        var reset = simulateLoss
+        if !reset {
+            if let status = context.procs.getGraphicsResetStatus {
+                reset = status() != GL.noError
+            } else {
+                reset = context.eglReportsLost()   // EGL_CONTEXT_LOST from eglMakeCurrent
+            }
+        }
+        if reset { markLost(); throw .contextLost }
+    }
+
+    private func markLost() {
+        guard !lost else { return }
+        lost = true
+        simulateLoss = false
+        timeline.abandoned = true
+        pending.removeAll(); ready.removeAll()
+        log("diptych-gpu: context lost; every GPU object of this compositor is dead")
+    }
+
+    /// Checks GL errors at a pass boundary; GL_CONTEXT_LOST becomes `.contextLost`.
+    func checkGL(_ label: @autoclosure () -> String) throws(GPUError) {
+        let e = glGetError()
+        guard e != GL.noError else { return }
+        while glGetError() != GL.noError {}
+        if e == GL.contextLost || context.eglReportsLost() { markLost(); throw .contextLost }
+        throw .gl(label: label(), code: e)
+    }
+
+    // MARK: Deletion (the only places GL objects die)
+
+    private func delete(_ kind: GLResourceKind, _ ids: [GLuint]) {
+        guard !ids.isEmpty else { return }
+        hooks.onDelete?(kind, ids)
+        switch kind {
+        case .texture: glDeleteTextures(GLsizei(ids.count), ids)
+        case .buffer: glDeleteBuffers(GLsizei(ids.count), ids)
+        case .framebuffer: glDeleteFramebuffers(GLsizei(ids.count), ids)
+        case .image: break
+        }
+    }
+
+    /// Deletes `set` once its last use has completed: textures first, then the EGLImage.
+    private func retire(_ set: TextureSet) {
+        timeline.retire(lastUse: set.lastUse) { [unowned self] in
+            self.delete(.texture, set.textures)
+            if let image = set.image {
+                self.hooks.onDelete?(.image, [])
+                _ = self.context.procs.destroyImage?(self.context.display, image)
+            }
+        }
+    }
+
+    private func retire(_ target: ColorTarget) {
+        timeline.retire(lastUse: target.lastUse) { [unowned self] in
+            self.delete(.framebuffer, [target.fbo])
+            self.delete(.texture, [target.texture])
+        }
+    }
+
+    // MARK: Outputs
+
+    func addOutput(canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) throws(GPUError) -> OutputID {
+        try checkUsable()
+        guard !canvas.isEmpty else { throw .badCanvas("canvas \(canvas) is empty") }
+        guard canvas.width % 2 == 0, canvas.height % 2 == 0 else { throw .badCanvas("canvas \(canvas) must have even width and height for NV12") }
+        guard canvas.width <= maxTextureSize, canvas.height * 3 / 2 <= maxTextureSize else {
+            throw .badCanvas("canvas \(canvas) exceeds the GPU's maximum texture size \(maxTextureSize)")
+        }
+        let id = OutputID(rawValue: nextOutput)
+        nextOutput += 1
+        let target = try ColorTarget(width: canvas.width, height: canvas.height, label: "\(id) render target")
+        let nv12: ColorTarget
+        do throws(GPUError) {
+            nv12 = try ColorTarget(width: (canvas.width + 3) / 4, height: canvas.height + canvas.height / 2, label: "\(id) nv12")
+        } catch { retire(target); throw error }
+        outputs[id] = Output(id: id, canvas: canvas, target: target, nv12: nv12, matrix: matrix, range: range)
+        try checkGL("addOutput \(canvas)")
+        return id
+    }
+
+    func removeOutput(_ id: OutputID) {
+        guard let out = outputs.removeValue(forKey: id) else { return }
+        retire(out.target)
+        retire(out.nv12)
+    }
+
+    // MARK: Uploads
+
+    /// A free texture set for `role` that fits the frame: a matching set whose
+    /// last use has completed, a new one while the pool has room, else the
+    /// oldest matching set after waiting for its fence.
+    private func textureSet(for role: StreamRole, format: PixelFormat, width: Int, height: Int) -> TextureSet {
+        let slot = streams[role]!
+        slot.pool.removeAll { s in
+            guard s !== slot.current, !s.matches(format, width, height) else { return false }
+            retire(s)
+            return true
+        }
+        let candidates = slot.pool.filter { $0 !== slot.current }
+        if let free = candidates.first(where: { timeline.isComplete($0.lastUse) }) { return free }
+        if slot.pool.count < maxSetsPerRole || candidates.isEmpty {
+            let s = TextureSet.make(format: format, width: width, height: height)
+            slot.pool.append(s)
+            return s
+        }
+        let oldest = candidates.min { $0.lastUse < $1.lastUse }!
+        timeline.wait(for: oldest.lastUse)
+        return oldest
+    }
+
+    private func makeCurrent(_ set: TextureSet, role: StreamRole) {
+        let slot = streams[role]!
+        if let old = slot.current, old !== set {
+            let keep = old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height)
+            if !keep {
+                slot.pool.removeAll { $0 === old }
+                retire(old)
+            }
+        }
+        slot.current = set
+    }
+
+    /// The next unpack buffer with at least `size` bytes, after its last use completed.
+    private func acquireUnpack(size: Int) -> Int {
+        let i = nextUnpack
+        nextUnpack = (nextUnpack + 1) % unpack.count
+        if unpack[i].lastUse > timeline.completed { timeline.wait(for: unpack[i].lastUse) }
+        glBindBuffer(GL.pixelUnpackBuffer, unpack[i].buffer)
+        if unpack[i].capacity < size {
+            let cap = (size + 4095) & ~4095
+            glBufferData(GL.pixelUnpackBuffer, GLsizeiptr(cap), nil, GL.streamDraw)
+            unpack[i].capacity = cap
+        }
+        return i
+    }
+
+    func upload(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
+        try checkUsable()
+        try validateUpload(frame, maxTextureSize: maxTextureSize)
+        timeline.poll(); timer.poll()
+        let shapes = frame.format.planeShapes(width: frame.width, height: frame.height)
+        // Where each plane goes in the unpack buffer, and its GL row length.
+        var layout: [(offset: Int, bytes: Int, rowLength: Int, bulk: Bool)] = []
+        var total = 0
+        for (i, s) in shapes.enumerated() {
+            let p = frame.planes[i]
+            let bulk = p.stride % s.bytesPerPixel == 0 && p.stride <= 2 * s.rowBytes + 256
+            let bytes = bulk ? p.stride * (s.height - 1) + s.rowBytes : s.rowBytes * s.height
+            total = (total + 63) & ~63
+            layout.append((total, bytes, bulk ? p.stride / s.bytesPerPixel : s.width, bulk))
+            total += bytes
+        }
+        let set = textureSet(for: role, format: frame.format, width: frame.width, height: frame.height)
+        timer.begin(.upload)
+        let slot = acquireUnpack(size: total)
+        guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(total),
+                                         GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
+            timer.cancel()
+            glBindBuffer(GL.pixelUnpackBuffer, 0)
+            try checkGL("upload: map unpack buffer")
+            throw .gl(label: "upload: map unpack buffer", code: 0)
+        }
+        for (i, s) in shapes.enumerated() {
+            let p = frame.planes[i], l = layout[i]
+            if l.bulk {
+                BulkCopy.copy(dst + l.offset, p.baseAddress, l.bytes)
+            } else {
+                for row in 0..<s.height {
+                    (dst + l.offset + row * s.rowBytes).copyMemory(from: p.baseAddress + row * p.stride, byteCount: s.rowBytes)
+                }
+            }
+        }
+        glUnmapBuffer(GL.pixelUnpackBuffer)
+        glPixelStorei(GL.unpackAlignment, 1)
+        glActiveTexture(GL.texture0)
+        for (i, s) in shapes.enumerated() {
+            glBindTexture(GL.texture2D, set.textures[i])
+            glPixelStorei(GL.unpackRowLength, GLint(layout[i].rowLength))
+            glTexSubImage2D(GL.texture2D, 0, 0, 0, GLsizei(s.width), GLsizei(s.height), s.format, GL.unsignedByte,
+                            diptych_gl_offset(layout[i].offset))
+        }
+        glPixelStorei(GL.unpackRowLength, 0)
+        glBindTexture(GL.texture2D, 0)
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        timer.end(.upload)
+        let serial = timeline.pendingSerial
+        set.lastUse = serial
+        unpack[slot].lastUse = serial
+        set.matrix = frame.matrix
+        set.range = frame.range
+        timeline.submit()
+        makeCurrent(set, role: role)
+        try checkGL("upload \(role) \(frame.format.rawValue) \(frame.width)x\(frame.height)")
+        try checkReset()
+    }
+
+    /// Imports a dma-buf as the role's current texture (EGL_EXT_image_dma_buf_import).
+    func upload(_ frame: DmaBufFrame, role: StreamRole) throws(GPUError) {
+        try checkUsable()
+        try frame.validate()
+        guard caps.dmaBufImport else { throw .unsupported("EGL_EXT_image_dma_buf_import") }
+        if frame.modifier != nil && !caps.dmaBufImportModifiers { throw .unsupported("EGL_EXT_image_dma_buf_import_modifiers") }
+        guard caps.eglImageExternal, let bind = context.procs.imageTargetTexture2D else { throw .unsupported("GL_OES_EGL_image_external_essl3") }
+        guard let create = context.procs.createImage else { throw .unsupported("EGL_KHR_image_base") }
+        timeline.poll()
+        let planeAttrs: [(fd: Int32, offset: Int32, pitch: Int32, lo: Int32, hi: Int32)] = [
+            (EGL_DMA_BUF_PLANE0_FD_EXT, EGL_DMA_BUF_PLANE0_OFFSET_EXT, EGL_DMA_BUF_PLANE0_PITCH_EXT, EGL_DMA_BUF_PLANE0_MODIFIER_LO_EXT, EGL_DMA_BUF_PLANE0_MODIFIER_HI_EXT),
+            (EGL_DMA_BUF_PLANE1_FD_EXT, EGL_DMA_BUF_PLANE1_OFFSET_EXT, EGL_DMA_BUF_PLANE1_PITCH_EXT, EGL_DMA_BUF_PLANE1_MODIFIER_LO_EXT, EGL_DMA_BUF_PLANE1_MODIFIER_HI_EXT),
+            (EGL_DMA_BUF_PLANE2_FD_EXT, EGL_DMA_BUF_PLANE2_OFFSET_EXT, EGL_DMA_BUF_PLANE2_PITCH_EXT, EGL_DMA_BUF_PLANE2_MODIFIER_LO_EXT, EGL_DMA_BUF_PLANE2_MODIFIER_HI_EXT),
+            (EGL_DMA_BUF_PLANE3_FD_EXT, EGL_DMA_BUF_PLANE3_OFFSET_EXT, EGL_DMA_BUF_PLANE3_PITCH_EXT, EGL_DMA_BUF_PLANE3_MODIFIER_LO_EXT, EGL_DMA_BUF_PLANE3_MODIFIER_HI_EXT),
+        ]
+        var a: [EGLint] = [EGLint(EGL_WIDTH), EGLint(frame.width), EGLint(EGL_HEIGHT), EGLint(frame.height),
+                           EGLint(EGL_LINUX_DRM_FOURCC_EXT), EGLint(bitPattern: frame.fourcc)]
+        for (i, p) in frame.planes.enumerated() {
+            let k = planeAttrs[i]
+            a += [k.fd, p.fd, k.offset, EGLint(p.offset), k.pitch, EGLint(p.stride)]
+            if let m = frame.modifier {
+                a += [k.lo, EGLint(bitPattern: UInt32(truncatingIfNeeded: m)), k.hi, EGLint(bitPattern: UInt32(truncatingIfNeeded: m >> 32))]
+            }
+        }
+        a += [EGLint(EGL_YUV_COLOR_SPACE_HINT_EXT), EGLint(frame.matrix == .bt709 ? EGL_ITU_REC709_EXT : EGL_ITU_REC601_EXT),
+              EGLint(EGL_SAMPLE_RANGE_HINT_EXT), EGLint(frame.range == .limited ? EGL_YUV_NARROW_RANGE_EXT : EGL_YUV_FULL_RANGE_EXT),
+              EGLc.none]
+        guard let image = create(context.display, diptych_egl_no_context(), EGLenum(EGL_LINUX_DMA_BUF_EXT), nil, a),
+              image != diptych_egl_no_image() else {
+            throw .dmaBuf("eglCreateImageKHR(EGL_LINUX_DMA_BUF_EXT, \(DmaBufFrame.fourccName(frame.fourcc)) \(frame.width)x\(frame.height)) failed: EGL error 0x\(String(eglGetError(), radix: 16))")
+        }
+        var tex: GLuint = 0
+        glGenTextures(1, &tex)
+        glBindTexture(GL.textureExternalOES, tex)
+        glTexParameteri(GL.textureExternalOES, GL.textureMinFilter, GL.linear)
+        glTexParameteri(GL.textureExternalOES, GL.textureMagFilter, GL.linear)
+        glTexParameteri(GL.textureExternalOES, GL.textureWrapS, GL.clampToEdge)
+        glTexParameteri(GL.textureExternalOES, GL.textureWrapT, GL.clampToEdge)
+        bind(GL.textureExternalOES, image)
+        glBindTexture(GL.textureExternalOES, 0)
+        let set = TextureSet(format: nil, input: .external, width: frame.width, height: frame.height, textures: [tex], image: image)
+        set.matrix = frame.matrix; set.range = frame.range
+        set.lastUse = timeline.pendingSerial
+        do throws(GPUError) { try checkGL("import dma-buf \(DmaBufFrame.fourccName(frame.fourcc))") } catch {
+            retire(set); throw error
+        }
+        makeCurrent(set, role: role)
+        try checkReset()
+    }
+
+    func clearStream(_ role: StreamRole) {
+        let slot = streams[role]!
+        var all = slot.pool
+        if let c = slot.current, !all.contains(where: { $0 === c }) { all.append(c) }
+        for s in all { retire(s) }
+        slot.pool.removeAll(); slot.current = nil
+    }
+
+    // MARK: Rendering
+
+    /// Whether the draw samples its picture 1:1 (then nearest filtering is exact).
+    static func isUnitScale(_ d: DrawDescription, textureWidth: Int, textureHeight: Int) -> Bool {
+        let upright = PixelSize(width: textureWidth, height: textureHeight).rotated(d.orientation.rotation)
+        let cw = d.crop.width * Double(upright.width), ch = d.crop.height * Double(upright.height)
+        let cx = d.crop.x * Double(upright.width), cy = d.crop.y * Double(upright.height)
+        func integral(_ v: Double) -> Bool { abs(v - v.rounded()) < 1e-6 }
+        return abs(cw - Double(d.destination.width)) < 1e-6 && abs(ch - Double(d.destination.height)) < 1e-6
+            && integral(cx) && integral(cy)
+    }
+
+    /// Local (s, t) → texture coordinate as GL's column-major mat3x2: the
+    /// upright crop point mapped through `orientation.sensorPoint(fromUpright:)`
+    /// (affine, so three points define it). Texture row 0 is the picture's top.
+    static func texFromLocal(crop: NormalizedRect, orientation: Orientation) -> [Float] {
+        let c0 = orientation.sensorPoint(fromUpright: NormalizedPoint(x: crop.x, y: crop.y))
+        let px = orientation.sensorPoint(fromUpright: NormalizedPoint(x: crop.x + crop.width, y: crop.y))
+        let py = orientation.sensorPoint(fromUpright: NormalizedPoint(x: crop.x, y: crop.y + crop.height))
+        return [px.x - c0.x, px.y - c0.y, py.x - c0.x, py.y - c0.y, c0.x, c0.y].map { Float($0) }
+    }
+
+    func render(output id: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool) throws(GPUError) {
+        try checkUsable()
+        guard let out = outputs[id] else { preconditionFailure("\(id) does not exist") }
+        guard plan.canvas == out.canvas else { throw .badCanvas("plan canvas \(plan.canvas) differs from \(id) canvas \(out.canvas)") }
+        timeline.poll(); timer.poll()
+        if readback {
+            while pending.count >= pack.count { ready.append(try completeOldest()) }
+        }
+        // Programs first, so a compile error leaves no pass open.
+        var work: [(DrawDescription, TextureSet, ShaderProgram)] = []
+        for d in plan.draws where d.destination.width > 0 && d.destination.height > 0 {
+            guard let set = streams[d.role]?.current else { continue }
+            let masked = d.cornerRadius > 0 || d.borderWidth > 0
+            work.append((d, set, try shaders.program(.composite(set.input, masked: masked))))
+        }
+        let nv12Program = readback ? try shaders.program(.nv12Pack) : nil
+
+        let W = out.canvas.width, H = out.canvas.height
+        glBindFramebuffer(GL.framebuffer, out.target.fbo)
+        glViewport(0, 0, GLsizei(W), GLsizei(H))
+        glDisable(GL.scissorTest); glDisable(GL.depthTest); glDisable(GL.cullFace); glDisable(GL.dither)
+        let bg = plan.background
+        glClearColor(GLfloat(bg.r * bg.a), GLfloat(bg.g * bg.a), GLfloat(bg.b * bg.a), GLfloat(bg.a))
+        // Begun after the bind and clear: llvmpipe times the bound framebuffer's scene.
+        timer.begin(.composite)
+        glClear(GL.colorBufferBit)
+        glEnable(GL.blend)
+        glBlendFunc(GL.one, GL.oneMinusSrcAlpha)
+        glBindVertexArray(vao)
+        for (d, set, prog) in work {
+            glUseProgram(prog.id)
+            // Every draw sets all of its own uniforms (no shared buffer).
+            let r = d.destination
+            glUniform4f(prog.uniform("u_dest"), GLfloat(r.x), GLfloat(r.y), GLfloat(r.width), GLfloat(r.height))
+            glUniform2f(prog.uniform("u_canvas"), GLfloat(W), GLfloat(H))
+            GPURenderer.texFromLocal(crop: d.crop, orientation: d.orientation).withUnsafeBufferPointer {
+                glUniformMatrix3x2fv(prog.uniform("u_texFromLocal"), 1, GL.noTranspose, $0.baseAddress)
+            }
+            glUniform1f(prog.uniform("u_opacity"), GLfloat(min(max(d.opacity, 0), 1)))
+            if set.input == .nv12 || set.input == .i420 {
+                let c = YUVCoefficients(matrix: set.matrix, range: set.range)
+                YUVCoefficients.columnMajor(c.yuvToRGB).withUnsafeBufferPointer {
+                    glUniformMatrix3fv(prog.uniform("u_yuvToRgb"), 1, GL.noTranspose, $0.baseAddress)
+                }
+                glUniform3f(prog.uniform("u_yuvOffset"), GLfloat(c.offset[0]), GLfloat(c.offset[1]), GLfloat(c.offset[2]))
+            }
+            if prog.key.masked {
+                glUniform1f(prog.uniform("u_radius"), GLfloat(max(d.cornerRadius, 0)))
+                glUniform1f(prog.uniform("u_border"), GLfloat(max(d.borderWidth, 0)))
+                let b = d.borderColor
+                glUniform4f(prog.uniform("u_borderColor"), GLfloat(b.r), GLfloat(b.g), GLfloat(b.b), GLfloat(b.a))
+            }
+            let filter = GPURenderer.isUnitScale(d, textureWidth: set.width, textureHeight: set.height) ? GL.nearest : GL.linear
+            let target = set.input == .external ? GL.textureExternalOES : GL.texture2D
+            for (unit, tex) in set.textures.enumerated() {
+                glActiveTexture(GL.texture0 + GLenum(unit))
+                glBindTexture(target, tex)
+                glTexParameteri(target, GL.textureMinFilter, filter)
+                glTexParameteri(target, GL.textureMagFilter, filter)
+                glUniform1i(prog.uniform("u_tex\(unit)"), GLint(unit))
+            }
+            glDrawArrays(GL.triangleStrip, 0, 4)
+            set.lastUse = timeline.pendingSerial
+        }
+        glDisable(GL.blend)
+        timer.end(.composite)
+
+        var slot = -1
+        if let nv12Program {
+            glBindFramebuffer(GL.framebuffer, out.nv12.fbo)
+            glViewport(0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height))
+            timer.begin(.nv12)
+            glUseProgram(nv12Program.id)
+            glActiveTexture(GL.texture0)
+            glBindTexture(GL.texture2D, out.target.texture)
+            glUniform1i(nv12Program.uniform("u_src"), 0)
+            glUniform2i(nv12Program.uniform("u_size"), GLint(W), GLint(H))
+            let c = YUVCoefficients(matrix: out.matrix, range: out.range)
+            let m = c.rgbToYUV
+            glUniform3f(nv12Program.uniform("u_yCoef"), GLfloat(m[0][0]), GLfloat(m[0][1]), GLfloat(m[0][2]))
+            glUniform3f(nv12Program.uniform("u_uCoef"), GLfloat(m[1][0]), GLfloat(m[1][1]), GLfloat(m[1][2]))
+            glUniform3f(nv12Program.uniform("u_vCoef"), GLfloat(m[2][0]), GLfloat(m[2][1]), GLfloat(m[2][2]))
+            glUniform3f(nv12Program.uniform("u_offset"), GLfloat(c.offset[0]), GLfloat(c.offset[1]), GLfloat(c.offset[2]))
+            glDrawArrays(GL.triangles, 0, 3)
+            // Asynchronous readback into the next pack buffer of the ring.
+            slot = nextPack
+            nextPack = (nextPack + 1) % pack.count
+            precondition(!pack[slot].busy, "pack buffer \(slot) still holds an undelivered readback")
+            let bytes = out.nv12Stride * out.nv12.height
+            glBindBuffer(GL.pixelPackBuffer, pack[slot].buffer)
+            if pack[slot].capacity < bytes {
+                glBufferData(GL.pixelPackBuffer, GLsizeiptr(bytes), nil, GL.streamRead)
+                pack[slot].capacity = bytes
+            }
+            glPixelStorei(GL.packAlignment, 4)
+            glReadPixels(0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height), GL.rgba, GL.unsignedByte, nil) // offset 0 into the bound pack buffer
+            glBindBuffer(GL.pixelPackBuffer, 0)
+            timer.end(.nv12)
+        }
+        glBindFramebuffer(GL.framebuffer, 0)
+        let serial = timeline.pendingSerial
+        out.target.lastUse = serial
+        out.nv12.lastUse = serial
+        timeline.submit()
+        if slot >= 0 {
+            pack[slot].busy = true
+            pack[slot].lastUse = serial
+            pending.append(PendingReadback(serial: serial, slot: slot, output: id, pts: pts, width: W, height: H,
+                                           stride: out.nv12Stride, bytes: out.nv12Stride * out.nv12.height,
+                                           matrix: out.matrix, range: out.range))
+        }
+        out.lastPTS = pts
+        timer.stats.framesRendered += 1
+        try checkGL("render \(id)")
+        try checkReset()
+    }
+
+    /// Maps the oldest readback (waiting for its fence) and copies it into an NV12 frame.
+    private func completeOldest() throws(GPUError) -> NV12Readback {
+        let r = pending.removeFirst()
+        timeline.wait(for: r.serial)
+        pack[r.slot].busy = false
+        glBindBuffer(GL.pixelPackBuffer, pack[r.slot].buffer)
+        guard let src = glMapBufferRange(GL.pixelPackBuffer, 0, GLsizeiptr(r.bytes), GL.mapReadBit) else {
+            glBindBuffer(GL.pixelPackBuffer, 0)
+            try checkGL("readback: map pack buffer")
+            throw .gl(label: "readback: map pack buffer", code: 0)
+        }
+        let storage = framePool.storage(count: r.bytes) { BulkCopy.copy($0, src, r.bytes) }
+        glUnmapBuffer(GL.pixelPackBuffer)
+        glBindBuffer(GL.pixelPackBuffer, 0)
+        timer.stats.framesDelivered += 1
+        try checkGL("readback \(r.output)")
+        return NV12Readback(output: r.output, frame: VideoFrame(
+            width: r.width, height: r.height, format: .nv12,
+            planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
+                     FramePlane(storage: storage, offset: r.stride * r.height, stride: r.stride)],
+            pts: r.pts, matrix: r.matrix, range: r.range))
+    }
+
+    func nextReadback(wait: Bool) throws(GPUError) -> NV12Readback? {
+        try checkUsable()
+        timer.poll()
+        if !ready.isEmpty { return ready.removeFirst() }
+        guard let first = pending.first else { return nil }
+        guard wait || timeline.isComplete(first.serial) else { return nil }
+        let f = try completeOldest()
+        try checkReset()
+        return f
+    }
+
+    func flush() throws(GPUError) -> [NV12Readback] {
+        try checkUsable()
+        var out = ready
+        ready.removeAll()
+        while !pending.isEmpty { out.append(try completeOldest()) }
+        timer.poll()
+        try checkReset()
+        return out
+    }
+
+    var readbacksOutstanding: Int { ready.count + pending.count }
+
+    func previewRGBA(output id: OutputID) throws(GPUError) -> VideoFrame {
+        try checkUsable()
+        guard let out = outputs[id] else { preconditionFailure("\(id) does not exist") }
+        let frame = VideoFrame.allocate(width: out.canvas.width, height: out.canvas.height, format: .rgba, pts: out.lastPTS)
+        glBindFramebuffer(GL.readFramebuffer, out.target.fbo)
+        glBindBuffer(GL.pixelPackBuffer, 0)
+        glPixelStorei(GL.packAlignment, 4)
+        glReadPixels(0, 0, GLsizei(out.canvas.width), GLsizei(out.canvas.height), GL.rgba, GL.unsignedByte,
+                     frame.planes[0].storage.mutableBase)
+        glBindFramebuffer(GL.readFramebuffer, 0)
+        try checkGL("preview \(id)")
+        try checkReset()
+        return frame
+    }
+
+    /// Exports the output's render target as dma-buf (EGL_MESA_image_dma_buf_export).
+    func exportDmaBuf(output id: OutputID) throws(GPUError) -> ExportedDmaBuf {
+        try checkUsable()
+        guard let out = outputs[id] else { preconditionFailure("\(id) does not exist") }
+        guard caps.dmaBufExport, let query = context.procs.exportDmaBufQuery, let export = context.procs.exportDmaBuf else {
+            throw .unsupported("EGL_MESA_image_dma_buf_export")
+        }
+        guard caps.glTextureImage, let create = context.procs.createImage, let destroy = context.procs.destroyImage else {
+            throw .unsupported("EGL_KHR_gl_texture_2D_image")
+        }
+        glFinish()
+        let attrs: [EGLint] = [EGLint(EGL_GL_TEXTURE_LEVEL_KHR), 0, EGLc.none]
+        guard let image = create(context.display, context.context, EGLenum(EGL_GL_TEXTURE_2D_KHR),
+                                 UnsafeMutableRawPointer(bitPattern: UInt(out.target.texture)), attrs),
+              image != diptych_egl_no_image() else {
+            throw .dmaBuf("eglCreateImageKHR(EGL_GL_TEXTURE_2D_KHR) failed: EGL error 0x\(String(eglGetError(), radix: 16))")
+        }
+        defer { _ = destroy(context.display, image) }
+        var fourcc: Int32 = 0, planes: Int32 = 0
+        var modifiers = [EGLuint64KHR](repeating: 0, count: 4)
+        guard query(context.display, image, &fourcc, &planes, &modifiers) == EGLBoolean(EGL_TRUE), (1...4).contains(planes) else {
+            throw .dmaBuf("eglExportDMABUFImageQueryMESA failed: EGL error 0x\(String(eglGetError(), radix: 16))")
+        }
+        var fds = [Int32](repeating: -1, count: 4)
+        var strides = [EGLint](repeating: 0, count: 4), offsets = [EGLint](repeating: 0, count: 4)
+        guard export(context.display, image, &fds, &strides, &offsets) == EGLBoolean(EGL_TRUE) else {
+            throw .dmaBuf("eglExportDMABUFImageMESA failed: EGL error 0x\(String(eglGetError(), radix: 16))")
+        }
+        let n = Int(planes)
+        let invalid: UInt64 = 0x00ff_ffff_ffff_ffff
+        return ExportedDmaBuf(width: out.canvas.width, height: out.canvas.height, fourcc: UInt32(bitPattern: fourcc),
+                              modifier: modifiers[0] == invalid ? nil : modifiers[0],
+                              planes: (0..<n).map { DmaBufFrame.Plane(fd: fds[$0], offset: Int(offsets[$0]), stride: Int(strides[$0])) })
+    }
+
+    var stats: GPUStats {
+        timer.poll()
+        var s = timer.stats
+        s.inFlight = timeline.inFlight
+        return s
+    }
+
+    func resetStats() { timer.poll(); timer.reset() }
+
+    /// Teardown, in this order:
+    /// 1. drop readbacks nobody collected;
+    /// 2. retire every stream texture set and output target, wait for every
+    ///    fence (not when the context is lost) and run the queued releases, so
+    ///    nothing is deleted while the GPU may still use it;
+    /// 3. delete the ring buffers, timer queries, programs and the VAO;
+    /// 4. the context itself goes when this object is released (GLContext:
+    ///    context → display → gbm_device → fd).
+    func shutdown() {
+        guard !isShutDown else { return }
+        isShutDown = true
+        pending.removeAll(); ready.removeAll()
+        for r in StreamRole.allCases { clearStream(r) }
+        for id in Array(outputs.keys) { removeOutput(id) }
+        timeline.drain()
+        delete(.buffer, unpack.map(\.buffer) + pack.map(\.buffer))
+        unpack.removeAll(); pack.removeAll()
+        timer.deleteAll()
+        shaders.deleteAll()
+        glDeleteVertexArrays(1, &vao)
+        glFinish()
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+
+/// A dedicated thread that owns the GL context: every GL call runs here.
+/// `sync` blocks the caller until the work has run; `async` queues work (used
+/// for releases that happen on other threads). Thread-safe.
+final class RenderThread: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var queue: [@Sendable () -> Void] = []
+    private var stopped = false
+    private var thread: Thread?
+    nonisolated(unsafe) private static var currentKey = pthread_key_t()
+    private static let keyOnce: Void = { pthread_key_create(&currentKey, nil) }()
+
+    init(name: String) {
+        _ = RenderThread.keyOnce
+        let t = Thread { [unowned self] in self.loop() }
+        t.name = name
+        t.stackSize = 4 << 20
+        thread = t
+        t.start()
+    }
+
+    /// True on this render thread.
+    var isCurrent: Bool {
+        pthread_getspecific(RenderThread.currentKey) == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    private func loop() {
+        pthread_setspecific(RenderThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
+        while true {
+            condition.lock()
+            while queue.isEmpty && !stopped { condition.wait() }
+            if queue.isEmpty && stopped { condition.unlock(); break }
+            let work = queue.removeFirst()
+            condition.unlock()
+            work()
+        }
+        condition.lock(); thread = nil; condition.broadcast(); condition.unlock()
+    }
+
+    /// Queues `work`; it runs after everything queued before it.
+    func async(_ work: @escaping @Sendable () -> Void) {
+        condition.lock()
+        if stopped { condition.unlock(); return }
+        queue.append(work)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Runs `work` on the render thread and returns its result. Blocks.
+    /// Reentrant: on the render thread itself it runs inline.
+    func sync<T>(_ work: () throws(GPUError) -> T) throws(GPUError) -> T {
+        if isCurrent { return try work() }
+        let slot = Slot<T>()
+        let done = DispatchSemaphore(value: 0)
+        withoutActuallyEscaping(work) { work in
+            let box = WorkBox(work)
+            condition.lock()
+            let accepted = !stopped
+            if accepted {
+                queue.append {
+                    do throws(GPUError) { slot.result = .success(try box.run()) } catch { slot.result = .failure(error) }
+                    done.signal()
+                }
+                condition.signal()
+            }
+            condition.unlock()
+            if accepted { done.wait() } else { box.drop(); slot.result = .failure(.shutDown) }
+        }
+        return try slot.result!.get()
+    }
+
+    /// Runs what is queued, then ends the thread. Blocks until it has ended.
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        if isCurrent { condition.unlock(); return }
+        while thread != nil { condition.wait() }
+        condition.unlock()
+    }
+
+    private final class Slot<T>: @unchecked Sendable { var result: Result<T, GPUError>? }
+
+    /// Holds the caller's closure until the render thread takes it, so no
+    /// reference outlives `withoutActuallyEscaping`.
+    private final class WorkBox<T>: @unchecked Sendable {
+        private var work: (() throws(GPUError) -> T)?
+        init(_ work: @escaping () throws(GPUError) -> T) { self.work = work }
+        /// Runs the closure and lets go of it before returning.
+        func run() throws(GPUError) -> T {
+            let w = work!
+            work = nil
+            return try w()
+        }
+        func drop() { work = nil }
+    }
+}
+
+/// Carries a value across threads where the caller guarantees exclusive use
+/// (the render thread runs it while the owner waits).
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}

@@ -1,0 +1,137 @@
+import CGLES
+import DiptychCore
+
+/// A program variant: which program, and the `#define`s rendered into its prelude.
+/// Small and hashable; programs are cached by it.
+struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
+    enum Program: String, Hashable, Sendable, CaseIterable { case composite, nv12Pack }
+    enum Input: String, Hashable, Sendable, CaseIterable { case rgb, nv12, i420, external }
+    var program: Program
+    var input: Input = .rgb
+    var masked: Bool = false
+
+    static func composite(_ input: Input, masked: Bool) -> ShaderKey { ShaderKey(program: .composite, input: input, masked: masked) }
+    static let nv12Pack = ShaderKey(program: .nv12Pack)
+
+    var vertexFile: String { program == .composite ? "quad.vert" : "fullscreen.vert" }
+    var fragmentFile: String { program == .composite ? "composite.frag" : "nv12.frag" }
+
+    /// The `#define` lines inserted after `#version`.
+    var prelude: String {
+        guard program == .composite else { return "" }
+        var s = ""
+        if input == .external { s += "#extension GL_OES_EGL_image_external_essl3 : require\n" }
+        s += "#define INPUT_\(input.rawValue.uppercased()) 1\n"
+        if masked { s += "#define MASKED 1\n" }
+        return s
+    }
+
+    /// Every variant; `external` only where GL_OES_EGL_image_external_essl3 exists.
+    static func all(external: Bool) -> [ShaderKey] {
+        var keys = [nv12Pack]
+        for input in Input.allCases where input != .external || external {
+            for masked in [false, true] { keys.append(.composite(input, masked: masked)) }
+        }
+        return keys
+    }
+
+    var description: String { program == .composite ? "composite[\(input.rawValue)\(masked ? ",masked" : "")]" : program.rawValue }
+}
+
+/// A linked program and its uniform locations (looked up once).
+final class ShaderProgram {
+    let id: GLuint
+    let key: ShaderKey
+    private var locations: [String: GLint] = [:]
+    init(id: GLuint, key: ShaderKey) { self.id = id; self.key = key }
+    func uniform(_ name: String) -> GLint {
+        if let l = locations[name] { return l }
+        let l = glGetUniformLocation(id, name)
+        locations[name] = l
+        return l
+    }
+}
+
+/// Compiles programs on demand and caches them by key. Render thread only.
+final class ShaderCache {
+    private var programs: [ShaderKey: ShaderProgram] = [:]
+    var count: Int { programs.count }
+
+    func program(_ key: ShaderKey) throws(GPUError) -> ShaderProgram {
+        if let p = programs[key] { return p }
+        let p = try ShaderCache.build(key)
+        programs[key] = p
+        return p
+    }
+
+    /// Deletes every program (render thread, context current).
+    func deleteAll() {
+        for p in programs.values { glDeleteProgram(p.id) }
+        programs.removeAll()
+    }
+
+    /// The file's source with the key's prelude after its `#version` line.
+    static func source(file: String, prelude: String) -> String {
+        guard let text = ShaderLibrary.source(named: file) else { preconditionFailure("shader \(file) is not embedded") }
+        guard !prelude.isEmpty else { return text }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let v = lines.firstIndex { $0.hasPrefix("#version") } ?? -1
+        lines.insert(prelude.hasSuffix("\n") ? String(prelude.dropLast()) : prelude, at: v + 1)
+        return lines.joined(separator: "\n")
+    }
+
+    static func numbered(_ source: String) -> String {
+        source.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+            .map { String(format4($0.offset + 1)) + ": " + $0.element }.joined(separator: "\n")
+    }
+    private static func format4(_ n: Int) -> String { let s = String(n); return String(repeating: " ", count: max(0, 4 - s.count)) + s }
+
+    static func compile(_ type: GLenum, name: String, source: String) throws(GPUError) -> GLuint {
+        let shader = glCreateShader(type)
+        source.withCString { p in
+            var ptr: UnsafePointer<GLchar>? = p
+            glShaderSource(shader, 1, &ptr, nil)
+        }
+        glCompileShader(shader)
+        var ok: GLint = 0
+        glGetShaderiv(shader, GL.compileStatus, &ok)
+        if ok == 0 {
+            var len: GLint = 0
+            glGetShaderiv(shader, GL.infoLogLength, &len)
+            var buf = [GLchar](repeating: 0, count: Int(max(len, 1)) + 1)
+            glGetShaderInfoLog(shader, GLsizei(buf.count), nil, &buf)
+            glDeleteShader(shader)
+            throw .shaderCompile(name: name, log: cLogString(buf), numberedSource: numbered(source))
+        }
+        return shader
+    }
+
+    static func build(_ key: ShaderKey) throws(GPUError) -> ShaderProgram {
+        let vs = try compile(GL.vertexShader, name: key.vertexFile, source: source(file: key.vertexFile, prelude: ""))
+        let fsName = "\(key.fragmentFile) \(key)"
+        let fs: GLuint
+        do throws(GPUError) {
+            fs = try compile(GL.fragmentShader, name: fsName, source: source(file: key.fragmentFile, prelude: key.prelude))
+        } catch { glDeleteShader(vs); throw error }
+        let prog = glCreateProgram()
+        glAttachShader(prog, vs); glAttachShader(prog, fs)
+        glLinkProgram(prog)
+        glDeleteShader(vs); glDeleteShader(fs)
+        var ok: GLint = 0
+        glGetProgramiv(prog, GL.linkStatus, &ok)
+        if ok == 0 {
+            var len: GLint = 0
+            glGetProgramiv(prog, GL.infoLogLength, &len)
+            var buf = [GLchar](repeating: 0, count: Int(max(len, 1)) + 1)
+            glGetProgramInfoLog(prog, GLsizei(buf.count), nil, &buf)
+            glDeleteProgram(prog)
+            throw .shaderCompile(name: "link \(key)", log: cLogString(buf),
+                                 numberedSource: numbered(source(file: key.fragmentFile, prelude: key.prelude)))
+        }
+        return ShaderProgram(id: prog, key: key)
+    }
+}
+
+func cLogString(_ buf: [GLchar]) -> String {
+    String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

@@ -1,0 +1,124 @@
+import DiptychCore
+import Foundation
+import Testing
+@testable import DiptychGPU
+
+extension GPU {
+    @Suite struct Platforms {
+        /// Renders a solid colour and reads it back: proves a working context.
+        func provesWorking(_ c: GPUCompositor) throws {
+            let out = try c.addOutput(canvas: PixelSize(width: 8, height: 4))
+            try c.upload(solidFrame(8, 4, RGBA8(r: 10, g: 200, b: 30)), role: .primary)
+            let p = CompositionPlan(canvas: PixelSize(width: 8, height: 4),
+                                    draws: [DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: 8, height: 4))])
+            let img = try renderPreview(c, out, p)
+            #expect(img.rgba(3, 2) == RGBA8(r: 10, g: 200, b: 30))
+        }
+
+        @Test func surfacelessPlatformWorks() throws {
+            let lines = LogLines()
+            let c = try GPUCompositor(selection: .platform(.surfaceless), log: lines.add)
+            defer { c.shutdown() }
+            #expect(c.info.platform == .surfaceless)
+            #expect(c.info.version.contains("OpenGL ES 3"))
+            #expect(lines.all.contains { $0.contains("platform surfaceless") && $0.contains("GL_RENDERER") })
+            try provesWorking(c)
+        }
+
+        @Test func devicePlatformWorks() throws {
+            let lines = LogLines()
+            let c = try GPUCompositor(selection: GPUSelection(device: .software, platform: .device), log: lines.add)
+            defer { c.shutdown() }
+            #expect(c.info.platform == .device)
+            #expect(c.info.isSoftware)
+            #expect(c.info.device.contains("software"))
+            #expect(lines.all.contains { $0.contains("platform device") && $0.contains(c.info.renderer) })
+            try provesWorking(c)
+        }
+
+        @Test func deviceByIndexWorks() throws {
+            let c = try GPUCompositor(selection: GPUSelection(device: .index(0), platform: .device))
+            defer { c.shutdown() }
+            #expect(c.info.device.hasPrefix("EGL device 0"))
+            try provesWorking(c)
+        }
+
+        @Test func autoTakesAWorkingRung() throws {
+            let c = try GPUCompositor(selection: .auto)
+            defer { c.shutdown() }
+            try provesWorking(c)
+        }
+
+        @Test func capabilitiesOfThisContext() throws {
+            let c = try makeCompositor()
+            defer { c.shutdown() }
+            let caps = c.info.capabilities
+            // llvmpipe offers these; flags come from exact tokens.
+            #expect(caps.timerQuery)
+            #expect(caps.glRobustness)
+            #expect(caps.createContextRobustness)
+            #expect(caps.robustContext)
+            #expect(caps.eglFenceSync)
+            #expect(c.stats.timerQueries == caps.timerQuery)
+            #expect(c.info.maxTextureSize >= 2048)
+        }
+
+        @Test func gbmWithoutRenderNodeFailsListingEveryRung() throws {
+            try #require(drmRenderNodes().isEmpty, "this machine has /dev/dri render nodes")
+            do {
+                let c = try GPUCompositor(selection: .platform(.gbm))
+                c.shutdown()
+                Issue.record("GBM worked without /dev/dri")
+            } catch {
+                guard case .noDisplay(let attempts) = error else { Issue.record("\(error)"); return }
+                #expect(attempts.count == 1)
+                #expect(attempts.first?.platform == .gbm)
+                #expect(attempts.first?.failure?.contains("/dev/dri") == true)
+            }
+        }
+
+        @Test func unknownRenderNodeFailsOnEveryRung() throws {
+            do {
+                let c = try GPUCompositor(selection: .renderNode("/dev/dri/renderD250"))
+                c.shutdown()
+                Issue.record("a missing render node worked")
+            } catch {
+                guard case .noDisplay(let attempts) = error else { Issue.record("\(error)"); return }
+                #expect(Set(attempts.map(\.platform)) == [.gbm, .device])
+                #expect(attempts.allSatisfy { $0.failure != nil })
+                #expect(error.description.contains("gbm") && error.description.contains("device"))
+            }
+        }
+
+        @Test func probeListsEveryRung() {
+            let rungs = GPUCompositor.probeLadder(.auto)
+            #expect(rungs.contains { $0.platform == .gbm })
+            #expect(rungs.contains { $0.platform == .device && $0.succeeded && $0.renderer?.contains("llvmpipe") == true })
+            #expect(rungs.contains { $0.platform == .surfaceless && $0.succeeded })
+        }
+
+        @Test func probeWhileACompositorRunsLeavesItWorking() throws {
+            let c = try makeCompositor()
+            defer { c.shutdown() }
+            _ = GPUCompositor.probeLadder(.software)
+            try provesWorking(c)
+        }
+
+        @Test func twoCompositorsAtOnce() throws {
+            let a = try makeCompositor()
+            let b = try GPUCompositor(selection: .platform(.surfaceless))
+            try provesWorking(a)
+            try provesWorking(b)
+            a.shutdown()
+            try provesWorking(b)
+            b.shutdown()
+        }
+    }
+}
+
+final class LogLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    var add: @Sendable (String) -> Void { { [self] l in lock.lock(); lines.append(l); lock.unlock() } }
+    var all: [String] { lock.lock(); defer { lock.unlock() }; return lines }
+}

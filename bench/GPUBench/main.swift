@@ -1,0 +1,299 @@
+// diptych-gpu-bench: composites per second on the GPU module alone
+// (upload → draw → NV12 readback), no FFmpeg. See --help.
+import DiptychCore
+import DiptychGPU
+import Foundation
+
+struct Options {
+    var layout = "pip"
+    var size = PixelSize.hd1080
+    var input: PixelSize?
+    var format = PixelFormat.nv12
+    var frames = 240
+    var warmup = 20
+    var inFlight = 3
+    var gpu = GPUSelection.auto
+    var json: String?
+    var secondaryEvery = 1
+    var streams = 1
+    var batched = true
+    var quiet = false
+    var probe = false
+}
+
+let usage = """
+usage: diptych-gpu-bench [options]
+  --layout pip|side-by-side|stacked|primary-only   (default pip)
+  --size WxH          output canvas (default 1920x1080)
+  --input WxH         both input streams (default: the canvas size)
+  --format rgba|bgra|nv12|i420   input pixel format (default nv12)
+  --frames N          measured composites (default 240)
+  --warmup N          composites before measuring (default 20)
+  --in-flight N       NV12 readbacks kept in flight (default 3)
+  --secondary-every N upload the secondary every Nth frame (default 1)
+  --streams N         independent compositors (own context and render thread) run
+                      at once, as a server compositing N stream pairs (default 1)
+  --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
+  --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
+  --json FILE         also write the results as JSON
+  --probe             list every display-ladder rung and the chosen GPU's extensions, then exit
+"""
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("diptych-gpu-bench: \(message)\n".utf8))
+    exit(2)
+}
+
+func parse() -> Options {
+    var o = Options()
+    var args = CommandLine.arguments.dropFirst()
+    func value(_ flag: String) -> String {
+        guard let v = args.popFirst() else { fail("\(flag) needs a value") }
+        return v
+    }
+    while let a = args.popFirst() {
+        switch a {
+        case "--layout": o.layout = value(a)
+            guard ["pip", "side-by-side", "stacked", "primary-only"].contains(o.layout) else { fail("--layout '\(o.layout)': unknown layout") }
+        case "--size": guard let s = PixelSize(parsing: value(a)) else { fail("--size expects WxH") }; o.size = s
+        case "--input": guard let s = PixelSize(parsing: value(a)) else { fail("--input expects WxH") }; o.input = s
+        case "--format": guard let f = PixelFormat(rawValue: value(a)) else { fail("--format expects rgba|bgra|nv12|i420") }; o.format = f
+        case "--frames": guard let n = Int(value(a)), n > 0 else { fail("--frames expects a positive number") }; o.frames = n
+        case "--warmup": guard let n = Int(value(a)), n >= 0 else { fail("--warmup expects a number") }; o.warmup = n
+        case "--in-flight": guard let n = Int(value(a)), n >= 1 else { fail("--in-flight expects a positive number") }; o.inFlight = n
+        case "--secondary-every": guard let n = Int(value(a)), n >= 1 else { fail("--secondary-every expects a positive number") }; o.secondaryEvery = n
+        case "--gpu": let v = value(a); guard let g = GPUSelection(parsing: v) else { fail("--gpu '\(v)': expected auto|software|N|/dev/dri/renderDN|PLATFORM[:DEVICE]") }; o.gpu = g
+        case "--streams": guard let n = Int(value(a)), n >= 1 else { fail("--streams expects a positive number") }; o.streams = n
+        case "--api": let v = value(a); guard v == "batched" || v == "calls" else { fail("--api expects batched|calls") }; o.batched = v == "batched"
+        case "--json": o.json = value(a)
+        case "--quiet": o.quiet = true
+        case "--probe": o.probe = true
+        case "-h", "--help": print(usage); exit(0)
+        default: fail("unknown option \(a)\n\(usage)")
+        }
+    }
+    return o
+}
+
+/// Aspect-fill crop of `picture` into `destination` (layouts crop, by arithmetic).
+func fill(_ picture: PixelSize, _ destination: PixelSize) -> NormalizedRect {
+    let pa = picture.aspect, da = destination.aspect
+    if pa > da { let w = da / pa; return NormalizedRect(x: (1 - w) / 2, y: 0, width: w, height: 1) }
+    let h = pa / da
+    return NormalizedRect(x: 0, y: (1 - h) / 2, width: 1, height: h)
+}
+
+func plan(_ layout: String, canvas: PixelSize, input: PixelSize) -> CompositionPlan {
+    let W = canvas.width, H = canvas.height
+    switch layout {
+    case "side-by-side":
+        let half = PixelSize(width: W / 2, height: H)
+        return CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: W / 2, height: H), crop: fill(input, half)),
+            DrawDescription(role: .secondary, destination: PixelRect(x: W / 2, y: 0, width: W - W / 2, height: H),
+                            crop: fill(input, half), orientation: Orientation(rotation: .r0, mirrored: true))])
+    case "stacked":
+        let half = PixelSize(width: W, height: H / 2)
+        return CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: W, height: H / 2), crop: fill(input, half)),
+            DrawDescription(role: .secondary, destination: PixelRect(x: 0, y: H / 2, width: W, height: H - H / 2), crop: fill(input, half))])
+    case "primary-only":
+        return CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(size: canvas), crop: fill(input, canvas))])
+    default: // pip: secondary a quarter of the width, bottom-right, margin 2 %
+        let pw = W / 4, ph = pw * H / W
+        let m = max(W / 50, 2)
+        return CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(size: canvas), crop: fill(input, canvas)),
+            DrawDescription(role: .secondary, destination: PixelRect(x: W - pw - m, y: H - ph - m, width: pw, height: ph),
+                            crop: fill(input, PixelSize(width: pw, height: ph)), orientation: Orientation(rotation: .r0, mirrored: true),
+                            cornerRadius: Double(ph) / 10, borderWidth: 2, zIndex: 1)])
+    }
+}
+
+/// A moving test pattern frame in `format`.
+func testFrame(_ size: PixelSize, _ format: PixelFormat, seed: Int) -> VideoFrame {
+    let f = VideoFrame.allocate(width: size.width, height: size.height, format: format)
+    for p in 0..<format.planeCount {
+        let rows = format.planeHeight(plane: p, height: size.height)
+        let stride = f.planes[p].stride
+        let b = f.planes[p].storage.mutableBase.advanced(by: f.planes[p].offset).assumingMemoryBound(to: UInt8.self)
+        for y in 0..<rows {
+            for x in 0..<stride { b[y * stride + x] = UInt8(truncatingIfNeeded: x &+ y &* 3 &+ seed &* 17 &+ p &* 64) }
+        }
+    }
+    return f
+}
+
+struct Result: Codable {
+    var layout: String
+    var canvas: String
+    var input: String
+    var format: String
+    var frames: Int
+    var streams: Int
+    var inFlight: Int
+    var api: String
+    var platform: String
+    var device: String
+    var renderer: String
+    /// All streams together.
+    var compositesPerSecond: Double
+    var latencyP50Ms: Double
+    var latencyP99Ms: Double
+    var latencyMaxMs: Double
+    var gpuTimerQueries: Bool
+    /// Per composite, averaged over streams.
+    var uploadGPUMs: Double?
+    var compositeGPUMs: Double?
+    var nv12GPUMs: Double?
+    var uploadCPUMs: Double
+    var compositeCPUMs: Double
+    var nv12CPUMs: Double
+}
+
+/// What one stream (one compositor) measured.
+struct StreamRun: Sendable {
+    var latencies: [Double] = []
+    var stats = GPUStats()
+    var info: GPUInfo?
+    var error: String?
+}
+
+final class Runs: @unchecked Sendable {
+    let lock = NSLock()
+    var runs: [StreamRun] = []
+    func add(_ r: StreamRun) { lock.lock(); runs.append(r); lock.unlock() }
+}
+
+let o = parse()
+if o.probe {
+    for r in GPUCompositor.probeLadder(o.gpu) { print("rung \(r)") }
+    do {
+        let c = try GPUCompositor(selection: o.gpu)
+        print("chosen: \(c.info)")
+        print("max texture size: \(c.info.maxTextureSize)")
+        for (name, present) in c.info.capabilities.summary { print("  \(present ? "yes" : "no ") \(name)") }
+        c.shutdown()
+        exit(0)
+    } catch {
+        print("no GPU: \(error)")
+        exit(1)
+    }
+}
+let input = o.input ?? o.size
+let lines = o.quiet ? { (_: String) in } : { (l: String) in FileHandle.standardError.write(Data((l + "\n").utf8)) }
+
+func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore) -> StreamRun {
+    var result = StreamRun()
+    let compositor: GPUCompositor
+    do {
+        compositor = try GPUCompositor(selection: o.gpu, readbackDepth: o.inFlight + 1, log: { l in if index == 0 { lines(l) } })
+    } catch {
+        ready.signal()
+        result.error = "\(error)"
+        return result
+    }
+    defer { compositor.shutdown() }
+    result.info = compositor.info
+    do {
+        let out = try compositor.addOutput(canvas: o.size)
+        let p = plan(o.layout, canvas: o.size, input: input)
+        let primaries = (0..<3).map { testFrame(input, o.format, seed: $0 + index) }
+        let secondaries = (0..<3).map { testFrame(input, o.format, seed: $0 + 7 + index) }
+        var submitted: [Int64: UInt64] = [:]
+        var latencies: [Double] = []
+        let rate = FrameRate(60)
+        func collect(_ f: VideoFrame) {
+            if let t0 = submitted.removeValue(forKey: f.pts.value) {
+                latencies.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6)
+            }
+        }
+        func run(_ count: Int, from first: Int) throws {
+            for i in first..<(first + count) {
+                submitted[Int64(i)] = DispatchTime.now().uptimeNanoseconds
+                var uploads = [(primaries[i % primaries.count], StreamRole.primary)]
+                if i % o.secondaryEvery == 0 || i == first { uploads.append((secondaries[i % secondaries.count], .secondary)) }
+                let pts = rate.time(ofFrame: Int64(i))
+                if o.batched {
+                    for f in try compositor.composite(uploads: uploads, output: out, plan: p, pts: pts) { collect(f) }
+                } else {
+                    for (f, role) in uploads { try compositor.upload(f, role: role) }
+                    try compositor.render(output: out, plan: p, pts: pts)
+                    while let f = try compositor.nextNV12(wait: false) { collect(f) }
+                }
+                // Keep at most `inFlight` readbacks outstanding.
+                while compositor.outstandingReadbacks > o.inFlight, let f = try compositor.nextNV12(wait: true) { collect(f) }
+            }
+            for f in try compositor.flush() { collect(f) }
+        }
+        try run(o.warmup, from: 0)
+        latencies.removeAll()
+        compositor.resetStats()
+        ready.signal()
+        start.wait()
+        try run(o.frames, from: o.warmup)
+        result.latencies = latencies
+        result.stats = compositor.stats
+    } catch {
+        result.error = "\(error)"
+    }
+    return result
+}
+
+let runs = Runs()
+let startAll = DispatchSemaphore(value: 0)
+let readyAll = DispatchSemaphore(value: 0)
+let finished = DispatchGroup()
+for i in 0..<o.streams {
+    finished.enter()
+    Thread {
+        runs.add(runStream(i, start: startAll, ready: readyAll))
+        finished.leave()
+    }.start()
+}
+for _ in 0..<o.streams { readyAll.wait() }
+let t0 = DispatchTime.now().uptimeNanoseconds
+for _ in 0..<o.streams { startAll.signal() }
+finished.wait()
+let seconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+
+if let failed = runs.runs.first(where: { $0.error != nil }) {
+    FileHandle.standardError.write(Data("diptych-gpu-bench: \(failed.error!)\n".utf8))
+    exit(1)
+}
+let all = runs.runs
+let sorted = all.flatMap(\.latencies).sorted()
+func pct(_ q: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int((q * Double(sorted.count - 1)).rounded()))] }
+func mean(_ f: (GPUStats) -> Double?) -> Double? {
+    let v = all.compactMap { f($0.stats) }
+    return v.isEmpty ? nil : v.reduce(0, +) / Double(v.count)
+}
+let info = all[0].info!
+let frames = o.frames * o.streams
+let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format: o.format.rawValue, frames: o.frames,
+               streams: o.streams, inFlight: o.inFlight, api: o.batched ? "batched" : "calls",
+               platform: info.platform.rawValue, device: info.device, renderer: info.renderer,
+               compositesPerSecond: Double(frames) / seconds,
+               latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99), latencyMaxMs: sorted.last ?? 0,
+               gpuTimerQueries: all[0].stats.timerQueries,
+               uploadGPUMs: mean { s in s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / Double(max(s.framesRendered, 1)) } },
+               compositeGPUMs: mean { $0.composite.gpuMeanMs }, nv12GPUMs: mean { $0.nv12.gpuMeanMs },
+               uploadCPUMs: mean { $0.upload.cpuTotalMs / Double(max($0.framesRendered, 1)) } ?? 0,
+               compositeCPUMs: mean { $0.composite.cpuMeanMs } ?? 0, nv12CPUMs: mean { $0.nv12.cpuMeanMs } ?? 0)
+func ms(_ v: Double?) -> String { v.map { String(format: "%.3f", $0) } ?? "n/a" }
+print("\(info.renderer) [\(info.platform) \(info.device)]")
+print(String(format: "%@ %@ from %@ %@ x%d streams: %.1f composites/s, latency p50 %.2f ms, p99 %.2f ms (in flight %d, %d frames/stream, %@)",
+             o.layout, "\(o.size)", o.format.rawValue, "\(input)", o.streams, r.compositesPerSecond, r.latencyP50Ms, r.latencyP99Ms,
+             o.inFlight, o.frames, r.api))
+print("per composite GPU: upload \(ms(r.uploadGPUMs)) ms, composite \(ms(r.compositeGPUMs)) ms, nv12 \(ms(r.nv12GPUMs)) ms"
+      + (r.gpuTimerQueries ? "" : " (no GL_EXT_disjoint_timer_query)"))
+print("per composite CPU: upload \(ms(r.uploadCPUMs)) ms, composite \(ms(r.compositeCPUMs)) ms, nv12 \(ms(r.nv12CPUMs)) ms")
+if let path = o.json {
+    let enc = JSONEncoder()
+    enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+    do { try enc.encode(r).write(to: URL(fileURLWithPath: path)) } catch {
+        FileHandle.standardError.write(Data("diptych-gpu-bench: cannot write \(path): \(error)\n".utf8))
+        exit(1)
+    }
+}
