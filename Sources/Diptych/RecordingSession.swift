@@ -104,5 +104,5 @@ public final class RecordingSession: @unchecked Sendable {
     /// The summary of the last take that started, also when it ended abnormally.
     public var summary: TakeSummary? { control.lock(); defer { control.unlock() }; return _summary }
 
-    fileprivate func pollControl() -> (StopReason?, [(role: StreamRole, spec: SourceSpec)], Layout?) { takeControl() }
+    func pollControl() -> (StopReason?, [(role: StreamRole, spec: SourceSpec)], Layout?) { takeControl() }
 }

@@ -170,8 +170,9 @@ public final class GPUCompositor: @unchecked Sendable {
         thread.stop()
     }
 
-    /// Test hook: the next GPU call reports a lost context, as a reset would.
-    func simulateContextLoss() {
+    /// Fault injection: the next GPU call reports a lost context, exactly as a
+    /// reset would (sessions use it to test their rebuild path).
+    public func simulateContextLoss() {
         _ = try? withRenderer { r in r.simulateLoss = true }
     }
 

@@ -53,24 +53,26 @@ func stderrLine(_ s: String) {
 
 /// Runs one take with progress on a terminal, signals funnelled into a clean stop.
 func record(_ config: TakeConfiguration) -> Never {
-    let session = RecordingSession(configuration: config, hooks: SessionHooks(
-        log: { stderrLine("diptych: \($0)") },
-        progress: isTerminal ? { p in
-            let line = String(format: "frames %d  %.1f fps  %.2fx realtime  secondary repeated %d dropped %d",
-                              p.frames, p.fps, p.realtimeFactor, p.secondaryRepeated, p.secondaryDropped)
+    var hooks = SessionHooks(log: { stderrLine("diptych: \($0)") })
+    if isTerminal {
+        hooks.progress = { (p: TakeProgress) in
+            let line = "frames \(p.frames)  " + String(format: "%.1f fps  %.2fx realtime", p.fps, p.realtimeFactor)
+                + "  secondary repeated \(p.secondaryRepeated) dropped \(p.secondaryDropped)"
             FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
-        } : nil))
+        }
+    }
+    let session = RecordingSession(configuration: config, hooks: hooks)
     var sources: [DispatchSourceSignal] = []
     for sig in [SIGINT, SIGTERM] {
         signal(sig, SIG_IGN)
         let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         let name = sig == SIGINT ? "SIGINT" : "SIGTERM"
-        s.setEventHandler { session.stop(.requested(name)) }
+        s.setEventHandler { session.stop(StopReason.requested(name)) }
         s.resume()
         sources.append(s)
     }
     let result: Result<TakeSummary, SessionError>
-    do { result = .success(try session.run()) } catch { result = .failure(error) }
+    do throws(SessionError) { result = .success(try session.run()) } catch { result = .failure(error) }
     if config.json, let summary = session.summary {
         let enc = JSONEncoder()
         enc.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -80,8 +82,8 @@ func record(_ config: TakeConfiguration) -> Never {
     case .success(let s):
         if isTerminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         if !config.json {
-            stderrLine(String(format: "diptych: %d frames (%.2f s) -> %@ at %.1f fps (%.2fx realtime)",
-                              s.frames, s.durationSeconds, s.output, s.fps, s.realtimeFactor))
+            stderrLine("diptych: \(s.frames) frames (" + String(format: "%.2f s", s.durationSeconds) + ") -> \(s.output) at "
+                       + String(format: "%.1f fps (%.2fx realtime)", s.fps, s.realtimeFactor))
         }
         exit(0)
     case .failure(let e):
@@ -89,6 +91,7 @@ func record(_ config: TakeConfiguration) -> Never {
     }
 }
 
+MediaLibraries.setLogLevel(.error)
 let args = Array(CommandLine.arguments.dropFirst())
 switch args.first {
 case nil, "-h", "--help", "help":
