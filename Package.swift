@@ -46,7 +46,7 @@ let package = Package(
         // A writer a media test SIGKILLs mid-take (crash safety of fragmented MP4).
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
-        .testTarget(name: "DiptychTests", dependencies: ["Diptych"]),
+        .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -22,6 +22,11 @@ public struct SessionHooks: Sendable {
     public var simulateContextLossAtFrames: Set<Int>
     /// Seconds between storage and thermal checks.
     public var monitorInterval: Double
+    /// When to measure the canvas's cost before the take (DESIGN rule 4).
+    public var costTrial: CostTrialMode
+    /// Replaces the real measurement in the cost trial: per-frame seconds
+    /// for a canvas (tests).
+    public var costMeasurement: (@Sendable (PixelSize) -> [Double])?
 
     public init(thermal: (any ThermalMonitor)? = nil,
                 storage: any StorageMonitor = FileSystemStorageMonitor(),
@@ -30,11 +35,23 @@ public struct SessionHooks: Sendable {
                 frameCallback: (@Sendable (VideoFrame, Int) -> Void)? = nil,
                 frameCallbackInterval: Int = 1,
                 simulateContextLossAtFrames: Set<Int> = [],
-                monitorInterval: Double = 1.0) {
+                monitorInterval: Double = 1.0,
+                costTrial: CostTrialMode = .liveSources,
+                costMeasurement: (@Sendable (PixelSize) -> [Double])? = nil) {
         self.thermal = thermal; self.storage = storage; self.log = log; self.progress = progress
         self.frameCallback = frameCallback; self.frameCallbackInterval = max(1, frameCallbackInterval)
         self.simulateContextLossAtFrames = simulateContextLossAtFrames; self.monitorInterval = monitorInterval
+        self.costTrial = costTrial; self.costMeasurement = costMeasurement
     }
+}
+
+/// When a take measures whether its canvas can be sustained before it starts.
+public enum CostTrialMode: Sendable {
+    /// Only when a source is live (stdin, a network stream, a device), where
+    /// falling behind loses frames; files can be processed at any speed.
+    case liveSources
+    case always
+    case never
 }
 
 /// One take: two streams in, one composited, encoded, crash-safe output.

@@ -32,7 +32,7 @@ final class TakeRun {
     let log: @Sendable (String) -> Void
     let outputPath: String
 
-    let canvas: PixelSize
+    private(set) var canvas: PixelSize
     var layout: Layout
     let frameRate: FrameRate
 
@@ -138,6 +138,38 @@ final class TakeRun {
             throw .runtime("GPU: \(error)")
         }
 
+        // Live sources: measure the canvas's cost and roll back while it is over budget.
+        let live = Self.isLive(config.primary) || Self.isLive(config.secondary)
+        let trialWanted: Bool
+        switch hooks.costTrial {
+        case .liveSources: trialWanted = live
+        case .always: trialWanted = true
+        case .never: trialWanted = false
+        }
+        if trialWanted {
+            let settings = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec,
+                                                encoder: config.encoder, bitrate: config.bitrate, preset: config.preset)
+            let g = gpu
+            let measure: (PixelSize) throws -> [Double] = hooks.costMeasurement.map { m in { m($0) } }
+                ?? CostTrial.real(gpu: g, primary: primarySource.info.size, secondary: secondarySource?.info.size,
+                                  layout: config.layout,
+                                  orientations: (primaryOrientation, Self.orientation(metadata: secondarySource?.info.orientation ?? .identity,
+                                                                                      configured: config.secondaryOrientation)),
+                                  settings: settings, frames: 12)
+            let outcome = CostTrial(frames: 12, measure: measure).choose(requested: canvas, frameRate: frameRate)
+            for m in outcome.messages { hooks.log(m) }
+            if outcome.canvas != canvas {
+                warnings.append(contentsOf: outcome.messages)
+                canvas = outcome.canvas
+                self.canvas = canvas
+                gpu.removeOutput(output)
+                do { output = try gpu.addOutput(canvas: canvas) } catch {
+                    gpu.shutdown(); closeSources()
+                    throw .runtime("GPU: \(error)")
+                }
+            }
+        }
+
         // The output last, so a failure above leaves no file behind.
         let audio = config.audio == .primary ? primarySource.audioTrack : nil
         do {
@@ -161,6 +193,18 @@ final class TakeRun {
         if let s = secondarySource {
             secondary.reader = SourceReader(spec: config.secondary, source: s)
             secondary.orientation = Self.orientation(metadata: s.info.orientation, configured: config.secondaryOrientation)
+        }
+    }
+
+    /// Whether a source delivers in real time (falling behind loses frames).
+    static func isLive(_ spec: SourceSpec) -> Bool {
+        switch spec {
+        case .stdin: return true
+        case .url(let u):
+            if u.hasPrefix("/dev/") { return true }
+            guard let scheme = u.split(separator: ":").first?.lowercased(), u.contains("://") else { return false }
+            return ["rtsp", "rtmp", "rtmps", "srt", "udp", "tcp", "rtp", "http", "https"].contains(scheme)
+        case .testPattern, .none: return false
         }
     }
 
@@ -203,6 +247,8 @@ final class TakeRun {
             guard let event = nextPrimary() else { continue }
             let primary: VideoFrame
             switch event {
+            case .stop(.endOfPrimary) where config.duration != nil && Double(frames) * frameRate.frameDuration.seconds >= config.duration! - 1e-6:
+                return .durationReached
             case .stop(let r): return r
             case .frame(let f): primary = f
             }

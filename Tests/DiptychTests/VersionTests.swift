@@ -1,3 +1,0 @@
-import Testing
-@testable import Diptych
-@Test func versionIsSet() { #expect(!DiptychVersion.string.isEmpty) }
