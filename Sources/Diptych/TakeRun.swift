@@ -81,7 +81,9 @@ final class TakeRun {
         }
         selection = gpuSelection
 
-        // Sources first: bad input must fail before anything is written.
+        // The encoder choice, sources: bad input must fail before anything starts.
+        do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) }
+        catch { throw .badInput("\(error)") }
         let primarySource: any VideoSource
         do { primarySource = try MediaSources.open(config.primary, duration: config.duration) }
         catch { throw .badInput("\(error)") }

@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+@testable import Diptych
+import DiptychCore
+import DiptychMedia
+
+/// The command line as users run it: exit status, one-line errors, signals,
+/// crash safety, the JSON summary and the demo.
+@Suite(.serialized) struct CLITests {
+    init() { _ = quietMedia }
+
+    @Test func helpAndVersion() throws {
+        let help = try runCLI(["--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("record") && help.stdout.contains("--primary SRC"))
+        let version = try runCLI(["--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout.hasPrefix("diptych \(DiptychVersion.string)"))
+    }
+
+    /// Bad usage and bad input: exit 2, one line on stderr naming the input, no file.
+    @Test(arguments: [
+        (["record", "--primary", "/nonexistent/cam.mp4", "--secondary", "none"], "/nonexistent/cam.mp4"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--layout", "diagonal"], "--layout"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--size", "12x0"], "--size"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--bitrate", "-5"], "--bitrate"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--encoder", "vaapi"], "vaapi"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--frobnicate"], "--frobnicate"),
+        (["record", "--secondary", "none"], "--primary"),
+        (["transmogrify"], "transmogrify"),
+    ])
+    func badInputExitsTwo(args: [String], named: String) throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let out = dir.path("never.mp4")
+        let full = args.first == "record" && !args.contains("--out") ? args + ["--out", out, "--duration", "1"] : args
+        let r = try runCLI(full, in: dir.url.path)
+        #expect(r.status == 2, "\(r.stderr)")
+        let lines = r.stderr.split(separator: "\n").filter { !$0.isEmpty }
+        #expect(lines.count == 1, "one line: \(r.stderr)")
+        #expect(r.stderr.contains(named), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
+    /// A take with a JSON summary; a 1080p60 primary with a 720p30 secondary
+    /// gives 60 fps out (here one second of it).
+    @Test func recordWithJSONSummary() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["record", "--primary", "testsrc:counter:1920x1080@60", "--secondary", "testsrc:gradient:1280x720@30",
+                            "--out", "take.mp4", "--duration", "1", "--json", "--preset", "ultrafast"], in: dir.url.path)
+        #expect(r.status == 0, "\(r.stderr)")
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        #expect(summary.frames == 60)
+        #expect(summary.frameRate == "60")
+        #expect(summary.canvas == "1920x1080")
+        #expect(summary.encoder == "libx264")
+        #expect(summary.secondaryFramesShown == 30)
+        let (info, frames) = try decodeAll(dir.path("take.mp4"))
+        #expect(frames.count == 60)
+        #expect(abs((info.duration ?? 0) - 1.0) < 1e-6)
+    }
+
+    /// SIGINT and SIGTERM stop through the normal finalize path: exit 0 and a
+    /// complete file (trailer written) holding every frame rendered.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func signalsFinalize(sig: Int32) throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:solid-ff0000:160x120@30",
+                            "--out", "take.mp4", "--json"], in: dir.url.path, signal: sig, after: 2.5)
+        #expect(r.status == 0, "\(r.stderr)")
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        #expect(summary.stopReason.contains(sig == SIGINT ? "SIGINT" : "SIGTERM"))
+        let frames = try decodeAll(dir.path("take.mp4")).frames
+        #expect(frames.count == summary.frames)
+        #expect(frames.count > 10)
+        #expect(frames.map(\.counter) == (0..<frames.count).map { Optional($0) })
+        // A complete file ends with the fragment index (mfra) the trailer writes.
+        let data = try Data(contentsOf: dir.url.appendingPathComponent("take.mp4"))
+        #expect(data.suffix(16).range(of: Data("mfro".utf8)) != nil)
+    }
+
+    /// Killed with SIGKILL at an arbitrary moment, the file still plays with
+    /// every frame of every completed fragment (one second each).
+    @Test func sigkillLeavesAPlayableFile() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:solid-ff0000:160x120@30",
+                            "--out", "take.mp4"], in: dir.url.path, signal: SIGKILL, after: 3.5)
+        #expect(r.signalled)
+        let frames = try decodeAll(dir.path("take.mp4")).frames
+        #expect(frames.count >= 30, "at least one whole fragment")
+        #expect(frames.count % 30 == 0, "whole one-second fragments: \(frames.count)")
+        #expect(frames.map(\.counter) == (0..<frames.count).map { Optional($0) })
+    }
+
+    /// `-` reads a Y4M stream on stdin; a live source goes through the cost trial.
+    @Test func y4mOnStdin() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let y4m = dir.path("in.y4m")
+        try makeFixture(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-t", "1", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m])
+        let input = try FileHandle(forReadingFrom: URL(fileURLWithPath: y4m))
+        let r = try runCLI(["record", "--primary", "-", "--secondary", "testsrc:solid-00ff00:160x120@30", "--out", "pipe.ts", "--json"],
+                           in: dir.url.path, stdin: input)
+        #expect(r.status == 0, "\(r.stderr)")
+        let (info, frames) = try decodeAll(dir.path("pipe.ts"))
+        #expect(frames.count == 25)
+        #expect(info.size == PixelSize(width: 320, height: 240))
+    }
+
+    /// The README's first command: ten seconds of synthetic streams into
+    /// demo.mp4 and demo.png in the current folder.
+    @Test func demo() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["demo"], in: dir.url.path)
+        #expect(r.status == 0, "\(r.stderr)")
+        let (info, frames) = try decodeAll(dir.path("demo.mp4"))
+        #expect(frames.count == 300)
+        #expect(abs((info.duration ?? 0) - 10) < 1e-6)
+        let png = try #require(try decodeAll(dir.path("demo.png")).frames.first?.frame)
+        #expect(png.width == info.size.width && png.height == info.size.height)
+    }
+
+    @Test func probe() throws {
+        let r = try runCLI(["probe"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("EGL display ladder"))
+        #expect(r.stdout.contains("llvmpipe") || r.stdout.contains("GL_RENDERER"))
+        #expect(r.stdout.contains("libx264"))
+        #expect(r.stdout.contains("libavcodec"))
+    }
+}
+
+@Suite struct CostTrialLadderTests {
+    @Test func ladderSteps() {
+        #expect(CostTrial.ladder(from: PixelSize(width: 1920, height: 1080)).map(\.description) == ["1920x1080", "1280x720", "854x480", "640x360"])
+        #expect(CostTrial.ladder(from: PixelSize(width: 1080, height: 1920)).map(\.description) == ["1080x1920", "720x1280", "480x854", "360x640"])
+        #expect(CostTrial.ladder(from: PixelSize(width: 320, height: 240)).map(\.description) == ["320x240"])
+    }
+
+    @Test func nothingFitsKeepsTheSmallest() {
+        let trial = CostTrial(frames: 4, measure: { _ in [1, 1, 1, 1] })
+        let outcome = trial.choose(requested: PixelSize(width: 1280, height: 720), frameRate: FrameRate(30))
+        #expect(outcome.canvas == PixelSize(width: 640, height: 360))
+        #expect(outcome.messages.last?.contains("no canvas fits") == true)
+    }
+
+    @Test func firstThatFitsWins() {
+        let trial = CostTrial(frames: 4, measure: { c in Array(repeating: c.height >= 720 ? 0.03 : 0.01, count: 4) })
+        let outcome = trial.choose(requested: PixelSize(width: 1920, height: 1080), frameRate: FrameRate(60))
+        #expect(outcome.canvas == PixelSize(width: 854, height: 480))
+    }
+}
