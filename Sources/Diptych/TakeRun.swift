@@ -313,7 +313,11 @@ final class TakeRun {
             }
         }
         let swapping = pendingPrimary != nil
-        switch primaryReader.queue.pop(timeout: swapping ? 0.02 : nil) {
+        let event = primaryReader.queue.pop(timeout: swapping ? 0.02 : config.primaryTimeout)
+        if event == nil, !swapping, !primaryReader.queue.isClosed {
+            return .stop(.primaryInterrupted("\(config.primary) delivered nothing for \(config.primaryTimeout) s"))
+        }
+        switch event {
         case .frame(let f)?:
             if primaryFirstPTS == nil { primaryFirstPTS = f.pts }
             return .frame(rebasedPrimary(f))

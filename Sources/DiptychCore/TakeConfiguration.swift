@@ -65,6 +65,9 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// nothing (at the start or mid-take) before the take continues with the
     /// primary alone (see `clockConfiguration`).
     public var secondaryTimeout = 2.0
+    /// `--primary-timeout SECONDS`: a primary that delivers nothing for this
+    /// long counts as interrupted and the take is finalized.
+    public var primaryTimeout = 10.0
     /// `--gpu auto|software|N|/dev/dri/renderDN`, optionally as `PLATFORM`
     /// or `PLATFORM:DEVICE` (platforms `gbm`, `device`, `surfaceless`).
     /// Kept as text: DiptychGPU's `GPUSelection(parsing:)` interprets it;
@@ -155,14 +158,17 @@ public struct TakeConfiguration: Hashable, Sendable {
         if preset.isEmpty || preset.contains(where: { $0 == " " || $0 == "\t" || $0 == "\n" }) {
             throw ConfigurationError(field: "--preset", value: preset, reason: "must be a preset name such as veryfast")
         }
-        if !(keyframeInterval > 0 && keyframeInterval.isFinite) {
-            throw ConfigurationError(field: "--keyframe-interval", value: "\(keyframeInterval)", reason: "must be a positive number of seconds")
+        if !(keyframeInterval > 0 && keyframeInterval <= 3600) {
+            throw ConfigurationError(field: "--keyframe-interval", value: "\(keyframeInterval)", reason: "must be a positive number of seconds, at most 3600")
         }
-        if let d = duration, !(d > 0 && d.isFinite) {
-            throw ConfigurationError(field: "--duration", value: "\(d)", reason: "must be a positive number of seconds")
+        if let d = duration, !(d > 0 && d <= 1e7) {
+            throw ConfigurationError(field: "--duration", value: "\(d)", reason: "must be a positive number of seconds, at most 10000000")
         }
-        if !(secondaryTimeout > 0 && secondaryTimeout.isFinite) {
-            throw ConfigurationError(field: "--secondary-timeout", value: "\(secondaryTimeout)", reason: "must be a positive number of seconds")
+        if !(primaryTimeout > 0 && primaryTimeout <= 3600) {
+            throw ConfigurationError(field: "--primary-timeout", value: "\(primaryTimeout)", reason: "must be a positive number of seconds, at most 3600")
+        }
+        if !(secondaryTimeout > 0 && secondaryTimeout <= 3600) {
+            throw ConfigurationError(field: "--secondary-timeout", value: "\(secondaryTimeout)", reason: "must be a positive number of seconds, at most 3600")
         }
         try TakeConfiguration.checkGPU(gpu)
         if let p = preview, p.isEmpty {
@@ -190,7 +196,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         "--primary", "--secondary", "--out", "--layout", "--pip-corner", "--pip-size", "--pip-margin", "--size",
         "--rotate-primary", "--rotate-secondary", "--encoder", "--codec", "--bitrate", "--preset",
         "--keyframe-interval", "--audio", "--duration", "--preview", "--config", "--format", "--thermal-state",
-        "--secondary-timeout", "--gpu", "--switch-secondary", "--content-mode", "--background",
+        "--secondary-timeout", "--primary-timeout", "--gpu", "--switch-secondary", "--content-mode", "--background",
     ]
     /// Flags that take no value.
     static let switchFlags: Set<String> = ["--mirror-primary", "--mirror-secondary", "--json", "--swap-roles"]
@@ -306,6 +312,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         case "--format": format = try TakeConfiguration.parseFormat(v, field: flag)
         case "--thermal-state": thermalState = try ThermalState.parse(v, field: flag)
         case "--secondary-timeout": secondaryTimeout = try number()
+        case "--primary-timeout": primaryTimeout = try number()
         case "--gpu": try TakeConfiguration.checkGPU(v, field: flag); gpu = v
         case "--json": json = true
         case "--switch-secondary": switches.append(try SecondarySwitch.parse(v, field: flag))
@@ -360,6 +367,7 @@ public struct TakeConfiguration: Hashable, Sendable {
           --config FILE.json  load options from JSON first; flags override
           --thermal-state nominal|fair|serious|critical   pretend thermal state
           --secondary-timeout SECONDS   continue with the primary alone after this long without secondary frames (default 2)
+          --primary-timeout SECONDS     finalize when the primary delivers nothing for this long (default 10)
           --gpu auto|software|N|/dev/dri/renderDN|PLATFORM[:DEVICE]   PLATFORM: gbm, device, surfaceless
           --switch-secondary SECONDS=SRC   hot-swap the secondary at that time (repeatable)
           --json              machine-readable report
@@ -462,7 +470,7 @@ extension TakeConfiguration: Codable {
     enum Keys: String, CodingKey, CaseIterable {
         case primary, secondary, out, layout, size, rotatePrimary, rotateSecondary, mirrorPrimary, mirrorSecondary
         case encoder, codec, bitrate, preset, keyframeInterval, audio, duration, format, preview, thermalState
-        case secondaryTimeout, gpu, json, switchSecondary
+        case secondaryTimeout, primaryTimeout, gpu, json, switchSecondary
     }
     private struct AnyKey: CodingKey {
         var stringValue: String
@@ -528,6 +536,7 @@ extension TakeConfiguration: Codable {
         t.preview = try c.decodeIfPresent(String.self, forKey: .preview)
         t.thermalState = try parsed(.thermalState) { (s) throws(ConfigurationError) in try ThermalState.parse(s) }
         t.secondaryTimeout = try c.decodeIfPresent(Double.self, forKey: .secondaryTimeout) ?? t.secondaryTimeout
+        t.primaryTimeout = try c.decodeIfPresent(Double.self, forKey: .primaryTimeout) ?? t.primaryTimeout
         if let n = try? c.decodeIfPresent(Int.self, forKey: .gpu) {
             t.gpu = String(n)
         } else if let text = try c.decodeIfPresent(String.self, forKey: .gpu) {
@@ -563,6 +572,7 @@ extension TakeConfiguration: Codable {
         try c.encodeIfPresent(preview, forKey: .preview)
         try c.encodeIfPresent(thermalState?.rawValue, forKey: .thermalState)
         try c.encode(secondaryTimeout, forKey: .secondaryTimeout)
+        try c.encode(primaryTimeout, forKey: .primaryTimeout)
         try c.encode(gpu, forKey: .gpu)
         try c.encode(json, forKey: .json)
         if !secondarySwitches.isEmpty { try c.encode(secondarySwitches, forKey: .switchSecondary) }

@@ -12,30 +12,11 @@ commands:
   probe      EGL platform/GPU, GL renderer, encoders, VA-API profiles, cameras
   bench      layouts x sizes x formats -> table + JSON (diptych bench --help)
 
-SRC is a media file or URL, testsrc:NAME[:WxH[@FPS]] (smpte, gradient,
-counter, solid-RRGGBB), - for Y4M on stdin, or none (secondary only).
-
-record options:
-  --layout pip|side-by-side|stacked|primary-only|secondary-only
-  --pip-corner top-left|top-right|bottom-left|bottom-right
-  --pip-size FRACTION          inset size as a fraction of the canvas
-  --size WxH                   canvas (default: the primary's upright size)
-  --mirror-primary, --mirror-secondary
-  --rotate-primary DEG, --rotate-secondary DEG   0, 90, 180 or 270
-  --encoder auto|vaapi|x264    --codec h264|hevc   --bitrate 10M   --preset veryfast
-  --audio primary|none         --duration SECONDS  --format mp4|mpegts
-  --preview FILE.png           the composite at 1 s, from the encoder's render target
-  --switch-secondary S=SRC     replace the secondary at S seconds (repeatable)
-  --secondary-timeout SECONDS  hold a stopped secondary this long, then primary only
-  --thermal-state nominal|fair|serious|critical   force the thermal state
-  --gpu auto|software|N|/dev/dri/renderDN
-  --config FILE.json           options from a JSON file (flags override)
-  --json                       print a JSON summary at the end
+""" + TakeConfiguration.usage + """
 
 exit status: 0 success, 1 runtime failure (what was recorded is finalized),
 2 bad usage or bad input.
 
-options:
   -h, --help     show this help
   --version      print the version
 """

@@ -26,6 +26,8 @@ import DiptychMedia
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--bitrate", "-5"], "--bitrate"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--encoder", "vaapi"], "vaapi"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--frobnicate"], "--frobnicate"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--keyframe-interval", "1e300"], "--keyframe-interval"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--secondary-timeout", "1e300"], "--secondary-timeout"),
         (["record", "--secondary", "none"], "--primary"),
         (["transmogrify"], "transmogrify"),
     ])
@@ -103,6 +105,41 @@ import DiptychMedia
         let (info, frames) = try decodeAll(dir.path("pipe.ts"))
         #expect(frames.count == 25)
         #expect(info.size == PixelSize(width: 320, height: 240))
+    }
+
+    /// Failure path 1 for the primary: a primary that stops delivering (a
+    /// pipe that stays open but silent) finalizes the take with every frame
+    /// it delivered, exit 1 and a message naming it.
+    @Test func stalledPrimaryFinalizes() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let y4m = dir.path("in.y4m")
+        try makeFixture(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-t", "1", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: y4m))
+        let pipe = Pipe()
+        // Header + 8 whole frames, then silence with the pipe left open.
+        let frameBytes = 320 * 240 * 3 / 2 + 6
+        let header = bytes.firstIndex(of: 0x0A)! + 1
+        let head = bytes.prefix(header + 8 * frameBytes)
+        let writer = pipe.fileHandleForWriting
+        DispatchQueue.global().async { writer.write(head) }
+        let r = try runCLI(["record", "--primary", "-", "--secondary", "none", "--out", "stall.mp4", "--primary-timeout", "1"],
+                           in: dir.url.path, stdin: pipe.fileHandleForReading)
+        try? pipe.fileHandleForWriting.close()
+        #expect(r.status == 1, "\(r.stderr)")
+        let last = r.stderr.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last.contains("primary stream interrupted") && last.contains("delivered nothing for 1.0 s"), "\(last)")
+        #expect(last.contains("8 frames"), "\(last)")
+        #expect(try decodeAll(dir.path("stall.mp4")).frames.count == 8)
+    }
+
+    /// A critical machine refuses to start a take: exit 1, no file.
+    @Test func criticalThermalStateRefusesFromTheCLI() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--out", "hot.mp4",
+                            "--thermal-state", "critical"], in: dir.url.path)
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("not starting: critical thermal state"))
+        #expect(!FileManager.default.fileExists(atPath: dir.path("hot.mp4")))
     }
 
     /// The README's first command: ten seconds of synthetic streams into
