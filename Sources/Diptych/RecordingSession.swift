@@ -55,6 +55,8 @@ public struct SessionHooks: Sendable {
 public final class RecordingSession: @unchecked Sendable {
     public let configuration: TakeConfiguration
     let hooks: SessionHooks
+    /// Set by `EmbeddedSession` before `run()`: push sources and host outputs.
+    var embedding: EmbeddingBridge?
 
     private let control = NSLock()
     private var stopRequest: StopReason?

@@ -51,7 +51,7 @@ final class TakeRun {
     private var gpu: GPUCompositor
     private var output: OutputID
     private let selection: GPUSelection
-    private let writer: MediaWriter
+    private let writer: any TakeOutput
     private let encodeQueue = BoundedQueue<VideoFrame>(capacity: 4)
     private let encoderDone = DispatchSemaphore(value: 0)
     private let encoderState = EncoderState()
@@ -83,11 +83,11 @@ final class TakeRun {
 
         // Sources first: bad input must fail before anything is written.
         let primarySource: any VideoSource
-        do { primarySource = try MediaSources.open(config.primary, duration: config.duration) }
+        do { primarySource = try session.embedding?.source(.primary) ?? MediaSources.open(config.primary, duration: config.duration) }
         catch { throw .badInput("\(error)") }
         var secondarySource: (any VideoSource)?
         if config.secondary != .none {
-            do { secondarySource = try MediaSources.open(config.secondary, duration: nil) }
+            do { secondarySource = try session.embedding?.source(.secondary) ?? MediaSources.open(config.secondary, duration: nil) }
             catch { primarySource.close(); throw .badInput("\(error)") }
         }
         func closeSources() { primarySource.close(); secondarySource?.close() }
@@ -141,12 +141,14 @@ final class TakeRun {
         // The output last, so a failure above leaves no file behind.
         let audio = config.audio == .primary ? primarySource.audioTrack : nil
         do {
-            writer = try MediaWriter(
-                url: outputPath, container: config.container,
-                video: VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec,
-                                            encoder: config.encoder, bitrate: config.bitrate, preset: config.preset,
-                                            gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded()))),
-                audio: audio)
+            let video = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec,
+                                             encoder: config.encoder, bitrate: config.bitrate, preset: config.preset,
+                                             gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded())))
+            if let embedding = session.embedding {
+                writer = try embedding.makeOutput(video: video)
+            } else {
+                writer = try MediaWriter(url: outputPath, container: config.container, video: video, audio: audio)
+            }
         } catch {
             gpu.shutdown()
             closeSources()
@@ -178,6 +180,7 @@ final class TakeRun {
     // MARK: - The take
 
     func run() throws(SessionError) -> TakeSummary {
+        session.embedding?.takeStarted(gpu: gpu.info)
         startEncoderThread()
         let reason = renderLoop()
         return try finalize(reason)
@@ -207,6 +210,7 @@ final class TakeRun {
             case .frame(let f): primary = f
             }
             let t = primary.pts
+            if let l = session.embedding?.layout(at: t) { layout = l }
             if let d = config.duration, t.seconds >= d - 1e-9 { return .durationReached }
             if let last = lastPTS, t <= last {
                 warn("primary frame at \(t.seconds) s is not after the previous one; skipped")
@@ -391,9 +395,9 @@ final class TakeRun {
         while true {
             do throws(GPUError) {
                 if attempts == 0, hooks.simulateContextLossAtFrames.contains(frames) { gpu.simulateContextLoss() }
-                try gpu.upload(primary, role: .primary)
+                try upload(primary, role: .primary, to: gpu)
                 if let s = shown, uploadedSecondary != s.id {
-                    try gpu.upload(s.payload, role: .secondary)
+                    try upload(s.payload, role: .secondary, to: gpu)
                     uploadedSecondary = s.id
                 }
                 try gpu.render(output: output, plan: plan, pts: t)
@@ -408,6 +412,7 @@ final class TakeRun {
             }
         }
         inFlight.append(entry)
+        session.embedding?.rendered(gpu: gpu, output: output, pts: t, index: frames)
         if let cb = hooks.frameCallback, frames % hooks.frameCallbackInterval == 0,
            let rgba = try? gpu.previewRGBA(output: output) {
             cb(rgba, frames)
@@ -444,8 +449,8 @@ final class TakeRun {
             gpu = try GPUCompositor(selection: selection, log: hooks.log)
             output = try gpu.addOutput(canvas: canvas)
             for e in inFlight {
-                try gpu.upload(e.primary, role: .primary)
-                if let s = e.secondary { try gpu.upload(s, role: .secondary) }
+                try upload(e.primary, role: .primary, to: gpu)
+                if let s = e.secondary { try upload(s, role: .secondary, to: gpu) }
                 try gpu.render(output: output, plan: e.plan, pts: e.pts)
             }
             return nil
@@ -542,6 +547,7 @@ final class TakeRun {
 
     private func finalize(_ stopReason: StopReason) throws(SessionError) -> TakeSummary {
         var reason = stopReason
+        session.embedding?.takeEnding(stopReason)
         primaryReader.stop()
         secondary.reader?.stop()
         pendingSecondary?.stop()
