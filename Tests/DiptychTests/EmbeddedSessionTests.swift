@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+@testable import Diptych
+import DiptychGPU
+import DiptychMedia
+
+/// Collects what an embedded session's callbacks deliver (they run on the session's threads).
+final class Collected: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _rgba: [VideoFrame] = []
+    private var _nv12: [VideoFrame] = []
+    private var _packets: [EncodedVideoPacket] = []
+    var rgba: [VideoFrame] { lock.lock(); defer { lock.unlock() }; return _rgba }
+    var nv12: [VideoFrame] { lock.lock(); defer { lock.unlock() }; return _nv12 }
+    var packets: [EncodedVideoPacket] { lock.lock(); defer { lock.unlock() }; return _packets }
+    func add(rgba f: VideoFrame) { lock.lock(); _rgba.append(f); lock.unlock() }
+    func add(nv12 f: VideoFrame) { lock.lock(); _nv12.append(f); lock.unlock() }
+    func add(packet p: EncodedVideoPacket) { lock.lock(); _packets.append(p); lock.unlock() }
+}
+
+/// A solid RGBA frame with `padding` extra bytes per row.
+func solidFrame(_ w: Int, _ h: Int, _ rgb: (UInt8, UInt8, UInt8), pts: MediaTime, padding: Int = 0) -> VideoFrame {
+    let stride = w * 4 + padding
+    let storage = FrameStorage(zeroedCount: stride * h)
+    let p = storage.mutableBase.assumingMemoryBound(to: UInt8.self)
+    for y in 0..<h {
+        for x in 0..<w {
+            let o = y * stride + x * 4
+            p[o] = rgb.0; p[o + 1] = rgb.1; p[o + 2] = rgb.2; p[o + 3] = 255
+        }
+    }
+    return VideoFrame(width: w, height: h, format: .rgba, planes: [FramePlane(storage: storage, stride: stride)], pts: pts)
+}
+
+func pixel(_ f: VideoFrame, _ x: Int, _ y: Int) -> (Int, Int, Int) {
+    let p = f.planes[0].baseAddress.assumingMemoryBound(to: UInt8.self) + y * f.planes[0].stride + x * 4
+    return (Int(p[0]), Int(p[1]), Int(p[2]))
+}
+
+func near(_ a: (Int, Int, Int), _ b: (Int, Int, Int), _ t: Int = 12) -> Bool {
+    abs(a.0 - b.0) <= t && abs(a.1 - b.1) <= t && abs(a.2 - b.2) <= t
+}
+
+let red = (255, 0, 0), blue = (0, 0, 255)
+
+/// Embedded sessions share the one software GPU: one at a time.
+@Suite(.serialized) struct EmbeddedSessionTests {
+    func config(_ w: Int = 320, _ h: Int = 180) -> EmbeddedConfiguration {
+        var c = EmbeddedConfiguration(canvas: PixelSize(width: w, height: h), frameRate: FrameRate(30))
+        c.gpu = "software"
+        c.preset = "ultrafast"
+        return c
+    }
+
+    @Test func pushFramesChangeLayoutAndReadPixels() throws {
+        let got = Collected()
+        let s = try EmbeddedSession(configuration: config(),
+                                    outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }, onNV12: { got.add(nv12: $0) }))
+        // Host timestamps in microseconds, starting far from zero.
+        let base: Int64 = 5_000_000
+        for i in 0..<12 {
+            let pts = MediaTime(value: base + Int64(i) * 33_333, timescale: 1_000_000)
+            if i == 6 { try s.setLayout(.sideBySide) }
+            try s.push(solidFrame(320, 180, (0, 0, 255), pts: pts), to: .secondary)
+            try s.push(solidFrame(320, 180, (255, 0, 0), pts: pts, padding: 64), to: .primary)
+        }
+        let summary = try s.finish()
+        #expect(summary.frames == 12)
+        let rgba = got.rgba, nv12 = got.nv12
+        #expect(rgba.count == 12)
+        #expect(nv12.count == 12)
+        for (i, f) in rgba.enumerated() {
+            #expect(f.pts == MediaTime(value: base + Int64(i) * 33_333, timescale: 1_000_000))
+            #expect(f.pts.timescale == 1_000_000)
+            if i < 6 {
+                #expect(near(pixel(f, 10, 10), red), "frame \(i) top-left \(pixel(f, 10, 10))")
+                #expect(near(pixel(f, 288, 160), blue), "frame \(i) PiP \(pixel(f, 288, 160))")
+            } else {
+                #expect(near(pixel(f, 80, 90), red), "frame \(i) left \(pixel(f, 80, 90))")
+                #expect(near(pixel(f, 240, 90), blue), "frame \(i) right \(pixel(f, 240, 90))")
+            }
+        }
+        #expect(nv12.map(\.pts) == rgba.map(\.pts))
+        #expect(nv12.allSatisfy { $0.format == .nv12 && $0.width == 320 && $0.height == 180 })
+    }
+
+    @Test func packetsAreAnnexBWithHostTimestamps() throws {
+        let got = Collected()
+        var c = config()
+        c.hasSecondary = false
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onPacket: { got.add(packet: $0) }))
+        for i in 0..<20 {
+            try s.push(solidFrame(320, 180, (UInt8(i * 10), 128, 0), pts: MediaTime(value: 1000 + Int64(i), timescale: 30)), to: .primary)
+        }
+        let summary = try s.finish()
+        #expect(summary.frames == 20)
+        #expect(summary.encoder == "libx264")
+        let p = got.packets
+        #expect(p.count == 20)
+        #expect(p.first?.isKeyframe == true)
+        #expect(p.first.map { Array($0.data.prefix(4)) == [0, 0, 0, 1] || Array($0.data.prefix(3)) == [0, 0, 1] } == true)
+        #expect(p.map(\.pts) == (0..<20).map { MediaTime(value: 1000 + Int64($0), timescale: 30) })
+        #expect(p.allSatisfy { $0.dts == $0.pts })
+    }
+
+    @Test func fileOutputIsPlayable() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("embedded-\(UUID().uuidString).mp4").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(file: path))
+        for i in 0..<15 {
+            let pts = MediaTime(value: Int64(i), timescale: 30)
+            try s.push(solidFrame(160, 90, (0, 200, 0), pts: pts), to: .secondary)
+            try s.push(solidFrame(320, 180, (200, 0, 0), pts: pts), to: .primary)
+        }
+        let summary = try s.finish()
+        #expect(summary.frames == 15)
+        let source = try MediaSources.open(.url(path))
+        defer { source.close() }
+        var n = 0
+        while try source.nextFrame() != nil { n += 1 }
+        #expect(n == 15)
+    }
+
+    @Test func badUseGivesErrorsNotCrashes() throws {
+        let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs())
+        let t0 = MediaTime(value: 10, timescale: 30)
+        // Stride below the minimum.
+        var bad = solidFrame(320, 180, (1, 2, 3), pts: t0)
+        bad.planes[0].stride = 100
+        do { try s.push(bad, to: .primary); Issue.record("accepted a bad stride") } catch { #expect(error.code == .badFrame) }
+        // Storage too small for the rows claimed.
+        var short = solidFrame(320, 10, (1, 2, 3), pts: t0)
+        short.height = 180
+        do { try s.push(short, to: .primary); Issue.record("accepted a short frame") } catch { #expect(error.code == .badFrame) }
+        // Zero size, odd NV12.
+        var zero = solidFrame(2, 2, (1, 2, 3), pts: t0); zero.width = 0
+        do { try s.push(zero, to: .primary); Issue.record("accepted zero width") } catch { #expect(error.code == .badFrame) }
+        let odd = VideoFrame.allocate(width: 33, height: 20, format: .nv12, pts: t0)
+        do { try s.push(odd, to: .primary); Issue.record("accepted odd NV12") } catch { #expect(error.code == .badFrame) }
+        // Out-of-order timestamps.
+        try s.push(solidFrame(320, 180, (0, 0, 255), pts: t0), to: .secondary)
+        try s.push(solidFrame(320, 180, (255, 0, 0), pts: t0), to: .primary)
+        do { try s.push(solidFrame(320, 180, (255, 0, 0), pts: t0), to: .primary); Issue.record("accepted a repeated pts") }
+        catch { #expect(error.code == .timestamp); #expect(error.message.contains("not after")) }
+        do { try s.push(solidFrame(320, 180, (255, 0, 0), pts: MediaTime(value: 9, timescale: 30)), to: .primary); Issue.record("accepted an earlier pts") }
+        catch { #expect(error.code == .timestamp) }
+        // A bad layout.
+        var l = Layout.pip(); l.pip.size = 7
+        do { try s.setLayout(l); Issue.record("accepted PiP size 7") } catch { #expect(error.code == .invalidArgument) }
+        // dma-buf on a GPU without import: a clear error.
+        if !s.gpu.capabilities.dmaBufImport {
+            let d = DmaBufFrame(width: 320, height: 180, fourcc: DmaBufFrame.abgr8888, planes: [.init(fd: 0, stride: 1280)])
+            do { try s.push(d, pts: MediaTime(value: 11, timescale: 30), to: .primary); Issue.record("dma-buf accepted") }
+            catch { #expect(error.code == .unsupported); #expect(error.message.contains("EGL_EXT_image_dma_buf_import")) }
+        }
+        let summary = try s.finish()
+        #expect(summary.frames == 1)
+        // After finish.
+        do { try s.push(solidFrame(320, 180, (255, 0, 0), pts: MediaTime(value: 20, timescale: 30)), to: .primary); Issue.record("accepted after finish") }
+        catch { #expect(error.code == .state) }
+        do { try s.finish(); Issue.record("finished twice") } catch { #expect(error.code == .state) }
+    }
+
+    @Test func badConfigurationsAreRefused() {
+        #expect(throws: EmbeddingError.self) { try EmbeddedSession(configuration: config(321, 180)) }
+        var c = config(); c.queueCapacity = 0
+        #expect(throws: EmbeddingError.self) { try EmbeddedSession(configuration: c) }
+        c = config(); c.gpu = "nonsense-gpu"
+        #expect(throws: EmbeddingError.self) { try EmbeddedSession(configuration: c) }
+        #expect(throws: EmbeddingError.self) { try EmbeddedConfiguration.parse(arguments: ["--size", "320x180"]) }
+        #expect(throws: EmbeddingError.self) { try EmbeddedConfiguration.parse(arguments: ["--fps", "30"]) }
+        #expect(throws: EmbeddingError.self) { try EmbeddedConfiguration.parse(arguments: ["--size", "320x180", "--fps", "30", "--primary", "x.mp4"]) }
+        #expect(throws: EmbeddingError.self) { try EmbeddedConfiguration.parseLayout(arguments: ["--layout", "diagonal"]) }
+        #expect(throws: EmbeddingError.self) { try EmbeddedConfiguration.parseLayout(arguments: ["--bitrate", "5M"]) }
+    }
+
+    @Test func parsesCommandLineStyleOptions() throws {
+        let (c, file, format) = try EmbeddedConfiguration.parse(arguments: [
+            "--size", "640x360", "--fps", "30000/1001", "--layout", "side-by-side", "--secondary", "none",
+            "--queue", "2", "--out", "x.ts", "--bitrate", "2M"])
+        #expect(c.canvas == PixelSize(width: 640, height: 360))
+        #expect(c.frameRate == FrameRate(30000, 1001))
+        #expect(c.layout.kind == .sideBySide)
+        #expect(!c.hasSecondary)
+        #expect(c.queueCapacity == 2)
+        #expect(c.bitrate == 2_000_000)
+        #expect(file == "x.ts")
+        #expect(format == nil)
+        let (d, _, _) = try EmbeddedConfiguration.parse(arguments: ["--size", "640x360", "--fps", "30"])
+        #expect(d.hasSecondary)
+        let l = try EmbeddedConfiguration.parseLayout(arguments: ["--layout", "pip", "--pip-corner", "top-left"])
+        #expect(l.kind == .pip && l.pip.corner == .topLeft)
+    }
+
+    @Test func nonBlockingPushSaysWouldBlockWhenFull() throws {
+        var c = config()
+        c.queueCapacity = 1
+        c.secondaryTimeout = 20
+        let s = try EmbeddedSession(configuration: c)
+        // No secondary frame comes, so the loop waits for one and the primary backs up.
+        var results: [EmbeddedSession.PushResult] = []
+        for i in 0..<40 {
+            let r = try s.push(solidFrame(320, 180, (255, 0, 0), pts: MediaTime(value: Int64(i), timescale: 30)), to: .primary, mode: .nonBlocking)
+            results.append(r)
+            if r == .wouldBlock { break }
+        }
+        #expect(results.last == .wouldBlock)
+        #expect(results.count < 20)
+        s.endStream(.secondary)
+        let summary = try s.finish()
+        #expect(summary.frames == results.count - 1)
+    }
+}
