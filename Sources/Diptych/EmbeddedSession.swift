@@ -281,6 +281,13 @@ public final class EmbeddedSession: @unchecked Sendable {
             default: throw EmbeddingError(.runtime, "the session ended before it started")
             }
         }
+        if outputs.onDmaBuf != nil, let info = bridge.gpu, !info.capabilities.dmaBufExport {
+            lock.lock(); finishing = true; lock.unlock()
+            bridge.primary.endStream(); bridge.secondary?.endStream()
+            done.wait()
+            finished = true
+            throw EmbeddingError(.unsupported, "dma-buf output needs EGL_MESA_image_dma_buf_export, which this GPU (\(info.renderer)) does not offer; take RGBA or NV12 frames instead")
+        }
     }
 
     private let resultBox: ResultBox
