@@ -47,7 +47,7 @@ let package = Package(
         // The @_cdecl entry points. RUNPATH $ORIGIN/diptych finds the Swift runtime
         // that scripts/install copies next to the installed library.
         .target(name: "DiptychC", dependencies: ["Diptych", "CDiptych"],
-                linkerSettings: [.unsafeFlags(["-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
+                linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
                                                "-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/diptych"])]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
 

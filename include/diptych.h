@@ -181,7 +181,7 @@ typedef void (*diptych_log_fn)(void *user, const char *line);
  * session options. */
 typedef struct diptych_outputs {
     uint32_t struct_size;      /* sizeof(diptych_outputs), set by diptych_outputs_init */
-    int32_t rgba_interval;     /* deliver every n-th frame to on_rgba; 1 = every frame */
+    int32_t rgba_interval;     /* deliver every n-th frame to on_rgba; 0 or 1 = every frame */
     void *user;
     diptych_frame_fn on_rgba;  /* RGBA, top row first, read back from the render target */
     diptych_frame_fn on_nv12;  /* NV12 (BT.709 limited range), as the encoder gets it */
