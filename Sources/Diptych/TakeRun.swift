@@ -353,7 +353,8 @@ final class TakeRun {
                 let event = secondary.stalled ? reader.queue.tryPop() : reader.queue.pop(timeout: config.secondaryTimeout)
                 switch event {
                 case .frame(var f)?:
-                    let first = secondary.firstPTS ?? f.pts
+                    // Pushed streams share one clock: both are rebased on the primary's first frame.
+                    let first = secondary.firstPTS ?? session.embedding?.primary.firstPTS ?? f.pts
                     secondary.firstPTS = first
                     f.pts = secondary.base + (f.pts - first)
                     secondary.next = f

@@ -84,6 +84,24 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         #expect(nv12.allSatisfy { $0.format == .nv12 && $0.width == 320 && $0.height == 180 })
     }
 
+    @Test func streamsShareOneClockWhenTheSecondaryStartsLate() throws {
+        let got = Collected()
+        let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }))
+        for i in 0..<12 {
+            let pts = MediaTime(value: 300 + Int64(i), timescale: 30)
+            // The secondary starts five frames after the primary, in 90 kHz ticks.
+            if i >= 5 { try s.push(solidFrame(320, 180, (0, 0, 255), pts: pts.converted(to: 90_000)), to: .secondary) }
+            try s.push(solidFrame(320, 180, (255, 0, 0), pts: pts), to: .primary)
+        }
+        try s.finish()
+        let rgba = got.rgba
+        #expect(rgba.count == 12)
+        for (i, f) in rgba.enumerated() {
+            let corner = pixel(f, 288, 160)
+            #expect(near(corner, i < 5 ? red : blue), "frame \(i) PiP corner \(corner)")
+        }
+    }
+
     @Test func packetsAreAnnexBWithHostTimestamps() throws {
         let got = Collected()
         var c = config()
