@@ -245,6 +245,14 @@ public final class EmbeddedSession: @unchecked Sendable {
             throw EmbeddingError(.invalidArgument, "queueCapacity \(c.queueCapacity): expected 1 to 256")
         }
         guard outputs.rgbaInterval >= 1 else { throw EmbeddingError(.invalidArgument, "rgbaInterval \(outputs.rgbaInterval): must be at least 1") }
+        // Bounds that keep every later timestamp and GOP computation far from Int64 overflow.
+        guard c.frameRate.fps <= 1000 else { throw EmbeddingError(.invalidArgument, "frame rate \(c.frameRate): at most 1000 fps") }
+        guard c.keyframeInterval > 0, c.keyframeInterval <= 3600 else {
+            throw EmbeddingError(.invalidArgument, "keyframe interval \(c.keyframeInterval) s: must be above 0 and at most 3600")
+        }
+        guard c.secondaryTimeout > 0, c.secondaryTimeout <= 3600 else {
+            throw EmbeddingError(.invalidArgument, "secondary timeout \(c.secondaryTimeout) s: must be above 0 and at most 3600")
+        }
         let take = c.takeConfiguration(file: outputs.file, format: outputs.fileFormat)
         do { try take.validate() } catch { throw EmbeddingError(.invalidArgument, "\(error)") }
         self.configuration = c
@@ -388,9 +396,16 @@ public final class EmbeddedSession: @unchecked Sendable {
         return try enqueue(placeholder, role: role, mode: mode)
     }
 
+    /// Timestamps beyond ±2^31 s (68 years) are refused: within it, every
+    /// timescale conversion (to at most 2^31 ticks a second) stays in Int64.
+    public static let maximumTimestampSeconds = 2_147_483_648.0
+
     private final class StorageIDHolder: @unchecked Sendable { var id: ObjectIdentifier? }
 
     private func enqueue(_ frame: VideoFrame, role: StreamRole, mode: PushMode) throws(EmbeddingError) -> PushResult {
+        guard abs(frame.pts.seconds) < EmbeddedSession.maximumTimestampSeconds else {
+            throw EmbeddingError(.timestamp, "\(role) frame at \(frame.pts) (\(frame.pts.seconds) s): timestamps must lie within ±2^31 seconds")
+        }
         lock.lock(); let over = finished || finishing; lock.unlock()
         if over { throw EmbeddingError(.state, "\(role) frame pushed after finish") }
         guard let source = role == .primary ? bridge.primary : bridge.secondary else {

@@ -192,6 +192,40 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         #expect(throws: EmbeddingError.self) { try EmbeddedConfiguration.parseLayout(arguments: ["--bitrate", "5M"]) }
     }
 
+    @Test func hostileNumbersAreErrorsNotTraps() throws {
+        for args in [["--keyframe-interval", "1e300"], ["--secondary-timeout", "1e300"], ["--fps", "1000000"],
+                     ["--bitrate", "99999999999999999999"], ["--pip-size", "1e308"], ["--pip-margin", "99999999999px"],
+                     ["--size", "99999999x2"], ["--size", "-2x2"], ["--queue", "-1"]] {
+            var all = ["--size", "320x180", "--fps", "30", "--gpu", "software"]
+            all += args
+            #expect(throws: EmbeddingError.self, "\(args)") {
+                let (c, _, _) = try EmbeddedConfiguration.parse(arguments: all)
+                _ = try EmbeddedSession(configuration: c)
+            }
+        }
+        let s = try EmbeddedSession(configuration: config())
+        for (value, scale) in [(Int64.max, Int32(1)), (Int64.min, 1), (Int64.max, Int32.max), (Int64(1) << 62, 90_000)] {
+            let f = solidFrame(16, 16, (1, 2, 3), pts: MediaTime(value: value, timescale: scale))
+            do { try s.push(f, to: .primary); Issue.record("accepted pts \(value)/\(scale)") } catch { #expect(error.code == .timestamp) }
+        }
+        // Near the bound on both streams, in different timescales: fine.
+        let t = MediaTime(value: 2_000_000_000 * 90_000, timescale: 90_000)
+        try s.push(solidFrame(16, 16, (0, 0, 255), pts: t.converted(to: Int32.max)), to: .secondary)
+        try s.push(solidFrame(16, 16, (255, 0, 0), pts: t), to: .primary)
+        s.endStream(.secondary)
+        #expect(try s.finish().frames == 1)
+    }
+
+    @Test func finishWithoutFrames() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("embedded-empty-\(UUID().uuidString).ts").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let got = Collected()
+        let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(file: path, onPacket: { got.add(packet: $0) }))
+        let summary = try s.finish()
+        #expect(summary.frames == 0)
+        #expect(got.packets.isEmpty)
+    }
+
     @Test func parsesCommandLineStyleOptions() throws {
         let (c, file, format) = try EmbeddedConfiguration.parse(arguments: [
             "--size", "640x360", "--fps", "30000/1001", "--layout", "side-by-side", "--secondary", "none",
