@@ -235,8 +235,14 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// Creates the session and starts it: opens the GPU context and the
     /// outputs, and returns when frames can be pushed. Blocks for that
     /// (typically well under a second; up to `startTimeout`).
-    public init(configuration: EmbeddedConfiguration, outputs: EmbeddedOutputs = EmbeddedOutputs(),
-                log: @escaping @Sendable (String) -> Void = { _ in }, startTimeout: Double = 60) throws(EmbeddingError) {
+    public convenience init(configuration: EmbeddedConfiguration, outputs: EmbeddedOutputs = EmbeddedOutputs(),
+                            log: @escaping @Sendable (String) -> Void = { _ in }, startTimeout: Double = 60) throws(EmbeddingError) {
+        try self.init(configuration: configuration, outputs: outputs, log: log, startTimeout: startTimeout, adjustHooks: { _ in })
+    }
+
+    /// `adjustHooks` changes the take's hooks (tests: thermal and storage monitors).
+    init(configuration: EmbeddedConfiguration, outputs: EmbeddedOutputs, log: @escaping @Sendable (String) -> Void,
+         startTimeout: Double, adjustHooks: (inout SessionHooks) -> Void) throws(EmbeddingError) {
         let c = configuration
         guard c.canvas.width > 0, c.canvas.height > 0, c.canvas.isEven else {
             throw EmbeddingError(.invalidArgument, "canvas \(c.canvas): width and height must be positive and even")
@@ -259,7 +265,8 @@ public final class EmbeddedSession: @unchecked Sendable {
         let primary = PushSource(name: "push:primary", size: c.canvas, frameRate: c.frameRate, capacity: c.queueCapacity)
         let secondary = c.hasSecondary ? PushSource(name: "push:secondary", size: c.canvas, frameRate: c.frameRate, capacity: c.queueCapacity) : nil
         bridge = EmbeddingBridge(primary: primary, secondary: secondary, outputs: outputs, log: log)
-        let hooks = SessionHooks(storage: outputs.file == nil ? NoStorageMonitor() : FileSystemStorageMonitor(), log: log)
+        var hooks = SessionHooks(storage: outputs.file == nil ? NoStorageMonitor() : FileSystemStorageMonitor(), log: log)
+        adjustHooks(&hooks)
         session = RecordingSession(configuration: take, hooks: hooks)
         session.embedding = bridge
         let s = session, b = bridge, d = done

@@ -119,6 +119,8 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         #expect(p.first.map { Array($0.data.prefix(4)) == [0, 0, 0, 1] || Array($0.data.prefix(3)) == [0, 0, 1] } == true)
         #expect(p.map(\.pts) == (0..<20).map { MediaTime(value: 1000 + Int64($0), timescale: 30) })
         #expect(p.allSatisfy { $0.dts == $0.pts })
+        do { try s.push(solidFrame(320, 180, (0, 0, 255), pts: MediaTime(value: 2000, timescale: 30)), to: .secondary); Issue.record("secondary accepted") }
+        catch { #expect(error.code == .state) }
     }
 
     @Test func fileOutputIsPlayable() throws {
@@ -214,6 +216,60 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         try s.push(solidFrame(16, 16, (255, 0, 0), pts: t), to: .primary)
         s.endStream(.secondary)
         #expect(try s.finish().frames == 1)
+    }
+
+    /// Nominal for the first `nominalReads` reads, then critical.
+    final class OverheatingMonitor: ThermalMonitor, @unchecked Sendable {
+        private let lock = NSLock()
+        private var reads = 0
+        let nominalReads: Int
+        init(nominalReads: Int) { self.nominalReads = nominalReads }
+        func read() -> (state: ThermalState, source: String) {
+            lock.lock(); defer { lock.unlock() }
+            reads += 1
+            return (reads > nominalReads ? .critical : .nominal, "test sensor")
+        }
+    }
+
+    @Test func aTakeThatEndsByItselfFailsPushesAndFinish() throws {
+        let monitor = OverheatingMonitor(nominalReads: 1)
+        let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(), log: { _ in }, startTimeout: 60,
+                                    adjustHooks: { $0.thermal = monitor; $0.monitorInterval = 0 })
+        // The loop checks the monitors before each frame: the first check after the start reads critical.
+        let started = Date()
+        var ended: EmbeddingError?
+        for i in 0..<200 {
+            let pts = MediaTime(value: Int64(i), timescale: 30)
+            do {
+                try s.push(solidFrame(32, 18, (0, 0, 255), pts: pts), to: .secondary)
+                try s.push(solidFrame(32, 18, (255, 0, 0), pts: pts), to: .primary)
+            } catch {
+                ended = error
+                break
+            }
+        }
+        #expect(ended?.code == .state)
+        #expect(ended?.message.contains("critical thermal state") == true, "\(String(describing: ended))")
+        #expect(Date().timeIntervalSince(started) < 1.5, "pushes must fail at once, not after the reader's stop timeout")
+        do { try s.finish(); Issue.record("finish succeeded") } catch {
+            #expect(error.code == .runtime)
+            #expect(error.message.contains("critical thermal state"))
+        }
+        #expect(s.summary?.normalStop == false)
+    }
+
+    @Test func dmaBufOutputWhereExportIsMissingIsRefused() throws {
+        let probe = try EmbeddedSession(configuration: config())
+        let canExport = probe.gpu.capabilities.dmaBufExport
+        try probe.finish()
+        guard !canExport else { return }
+        do {
+            _ = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(onDmaBuf: { _ in }))
+            Issue.record("dma-buf output accepted without EGL_MESA_image_dma_buf_export")
+        } catch {
+            #expect(error.code == .unsupported)
+            #expect(error.message.contains("EGL_MESA_image_dma_buf_export"))
+        }
     }
 
     @Test func finishWithoutFrames() throws {
