@@ -67,7 +67,8 @@ typedef int32_t diptych_status;
  * 4:2:0, a stride below the minimum, a plane smaller than its rows need, a
  * missing plane pointer, an unknown format or fourcc, a closed fd. */
 #define DIPTYCH_ERR_BAD_FRAME         (-2)
-/* A timestamp not after the previous one of the same stream, or timescale <= 0. */
+/* A timestamp not after the previous one of the same stream, timescale <= 0,
+ * or a timestamp beyond +-2^31 seconds. */
 #define DIPTYCH_ERR_TIMESTAMP         (-3)
 /* The call does not fit the session's state: after finish, after the take
  * ended by itself, a secondary push to a session without a secondary, a
@@ -110,8 +111,9 @@ typedef int32_t diptych_status;
  * for Y, width rounded up to even for NV12's UV, (width+1)/2 for I420's U
  * and V) and size[i] >= stride[i] * (rows - 1) + the row's bytes; unused
  * planes are ignored. Timestamps are pts / timescale seconds, timescale > 0,
- * strictly increasing per stream; both streams must use one clock (they may
- * use different timescales).
+ * strictly increasing per stream, within +-2^31 seconds; both streams must use
+ * one clock (they may use different timescales): the primary's first frame is
+ * the output's zero, and a secondary frame is shown from its own time on.
  * In callbacks: filled in by the library, valid during the callback only;
  * pts and timescale are the primary frame's, exactly as pushed. */
 typedef struct diptych_frame {
