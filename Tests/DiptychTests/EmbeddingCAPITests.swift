@@ -41,26 +41,18 @@ import Testing
         return Run(status: p.terminationStatus, output: String(decoding: data, as: UTF8.self))
     }
 
-    /// Installs into a fresh prefix once for the suite's tests.
-    static let prefix: Result<URL, any Error> = {
-        do {
-            guard let bin = binDirectory else {
-                struct Missing: Error, CustomStringConvertible { var description: String { "libDiptychEmbedded.so not found next to the test binary" } }
-                throw Missing()
-            }
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-install-\(getpid())")
-            try? FileManager.default.removeItem(at: dir)
-            let r = try sh("scripts/install --no-build --build-dir '\(bin.path)' '\(dir.path)'")
-            struct Failed: Error, CustomStringConvertible { var description: String }
-            guard r.status == 0 else { throw Failed(description: "scripts/install failed (\(r.status)): \(r.output)") }
-            return .success(dir)
-        } catch {
-            return .failure(error)
-        }
-    }()
+    /// Installs into a fresh temporary prefix; `body` runs with it, then it is removed.
+    static func withInstall(_ body: (URL) throws -> Void) throws {
+        struct Failed: Error, CustomStringConvertible { var description: String }
+        guard let bin = binDirectory else { throw Failed(description: "libDiptychEmbedded.so not found next to the test binary") }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-install-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let r = try sh("scripts/install --no-build --build-dir '\(bin.path)' '\(dir.path)'")
+        guard r.status == 0 else { throw Failed(description: "scripts/install failed (\(r.status)): \(r.output)") }
+        try body(dir)
+    }
 
-    @Test func installedLayoutAndPkgConfig() throws {
-        let prefix = try Self.prefix.get()
+    @Test func installedLayoutAndPkgConfig() throws { try Self.withInstall { prefix in
         let fm = FileManager.default
         for path in ["include/diptych.h", "lib/libdiptych.so.0", "lib/libdiptych.so", "lib/pkgconfig/diptych.pc",
                      "lib/diptych/libswiftCore.so", "lib/diptych/libFoundation.so"] {
@@ -78,10 +70,9 @@ import Testing
         #expect(elf.output.contains("[libdiptych.so.0]"), "SONAME: \(elf.output)")
         #expect(elf.output.contains("$ORIGIN/diptych"), "RUNPATH: \(elf.output)")
         #expect(!elf.output.contains("/opt/swift"), "RUNPATH must not point into the toolchain: \(elf.output)")
-    }
+    } }
 
-    @Test func cExamplePushesFramesAndChecksPixels() throws {
-        let prefix = try Self.prefix.get()
+    @Test func cExamplePushesFramesAndChecksPixels() throws { try Self.withInstall { prefix in
         let exe = prefix.appendingPathComponent("push_frames").path
         let ts = prefix.appendingPathComponent("push_frames.ts").path
         let env = ["PKG_CONFIG_PATH": prefix.appendingPathComponent("lib/pkgconfig").path]
@@ -104,12 +95,11 @@ import Testing
         let probe = try Self.sh("ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 '\(ts)'")
         let counts = probe.output.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         #expect(counts.first == "30", "ffprobe: \(probe.output)")
-    }
+    } }
 
-    @Test func pythonCtypesExample() throws {
-        let prefix = try Self.prefix.get()
+    @Test func pythonCtypesExample() throws { try Self.withInstall { prefix in
         let run = try Self.sh("python3 examples/python/push_frames.py '\(prefix.path)/lib/libdiptych.so.0'")
         #expect(run.status == 0, "push_frames.py: \(run.output)")
         #expect(run.output.contains("push_frames.py: OK"))
-    }
+    } }
 }
