@@ -272,6 +272,54 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         }
     }
 
+    /// Where the GPU imports and exports dma-bufs (not llvmpipe): a render
+    /// target of another compositor, exported, goes in as the secondary, and
+    /// the session's own render target comes out as dma-buf.
+    @Test func dmaBufInAndOutWhereOffered() throws {
+        var c = config()
+        c.gpu = "auto"
+        let probe = try EmbeddedSession(configuration: c)
+        let caps = probe.gpu.capabilities
+        try probe.finish()
+        guard caps.dmaBufImport, caps.dmaBufExport, caps.eglImageExternal else { return }
+
+        let source = try GPUCompositor(selection: GPUSelection(parsing: "auto")!)
+        defer { source.shutdown() }
+        let size = PixelSize(width: 160, height: 90)
+        let target = try source.addOutput(canvas: size)
+        try source.upload(solidFrame(160, 90, (0, 0, 255), pts: .zero), role: .primary)
+        try source.render(output: target, plan: CompositionPlan(canvas: size, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(size: size))]), pts: .zero, readback: false)
+        let exported = try source.exportDmaBuf(output: target)
+        defer { for p in exported.planes { close(p.fd) } }
+
+        final class Seen: @unchecked Sendable { let lock = NSLock(); var buffers = 0; var pts: [MediaTime] = [] }
+        let seen = Seen(), got = Collected()
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(
+            onRGBA: { got.add(rgba: $0) },
+            onDmaBuf: { d in
+                seen.lock.lock(); seen.buffers += 1; seen.pts.append(d.pts); seen.lock.unlock()
+                #expect(d.buffer.width == 320 && d.buffer.height == 180 && !d.buffer.planes.isEmpty)
+                #expect(d.buffer.planes.allSatisfy { fcntl($0.fd, F_GETFD) != -1 })
+                #expect(d.syncFenceFD == -1)
+            }))
+        for i in 0..<4 {
+            let pts = MediaTime(value: Int64(i), timescale: 30)
+            try s.push(DmaBufFrame(width: 160, height: 90, fourcc: exported.fourcc, modifier: exported.modifier,
+                                   planes: exported.planes), pts: pts, to: .secondary)
+            try s.push(solidFrame(320, 180, (255, 0, 0), pts: pts), to: .primary)
+        }
+        try s.finish()
+        #expect(seen.buffers == 4)
+        #expect(seen.pts == (0..<4).map { MediaTime(value: Int64($0), timescale: 30) })
+        let rgba = got.rgba
+        #expect(rgba.count == 4)
+        for f in rgba {
+            #expect(near(pixel(f, 10, 10), red))
+            #expect(near(pixel(f, 288, 160), blue), "imported secondary in the PiP corner: \(pixel(f, 288, 160))")
+        }
+    }
+
     @Test func finishWithoutFrames() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("embedded-empty-\(UUID().uuidString).ts").path
         defer { try? FileManager.default.removeItem(atPath: path) }
