@@ -58,11 +58,12 @@ final class PushSource: VideoSource, @unchecked Sendable {
         condition.lock(); defer { condition.unlock() }
         if closed || ended { return .closed }
         if let last = lastPTS, frame.pts <= last { return .outOfOrder(previous: last) }
-        while count >= capacity && !closed {
+        while count >= capacity && !closed && !ended {
             if !wait { return .wouldBlock }
             condition.wait()
         }
-        if closed { return .closed }
+        // A push still waiting when the stream ends (finish) is refused, not queued.
+        if closed || ended { return .closed }
         // Checked again: another thread may have pushed while this one waited.
         if let last = lastPTS, frame.pts <= last { return .outOfOrder(previous: last) }
         items.append(frame)

@@ -320,6 +320,31 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         }
     }
 
+    @Test func finishReleasesABlockedPush() throws {
+        var c = config()
+        c.queueCapacity = 1
+        c.secondaryTimeout = 30
+        let s = try EmbeddedSession(configuration: c)
+        final class Outcome: @unchecked Sendable { var accepted = 0; var error: EmbeddingError? }
+        let outcome = Outcome()
+        let pusherDone = DispatchSemaphore(value: 0)
+        // No secondary comes, so the loop waits for one and the blocking pushes back up.
+        Thread {
+            for i in 0..<100 {
+                do throws(EmbeddingError) { try s.push(solidFrame(32, 18, (255, 0, 0), pts: MediaTime(value: Int64(i), timescale: 30)), to: .primary); outcome.accepted += 1 }
+                catch { outcome.error = error; break }
+            }
+            pusherDone.signal()
+        }.start()
+        Thread.sleep(forTimeInterval: 0.3)
+        let started = Date()
+        let summary = try s.finish()
+        #expect(pusherDone.wait(timeout: .now() + 5) == .success)
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(outcome.error?.code == .state)
+        #expect(summary.frames == outcome.accepted)
+    }
+
     @Test func finishWithoutFrames() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("embedded-empty-\(UUID().uuidString).ts").path
         defer { try? FileManager.default.removeItem(atPath: path) }
