@@ -15,6 +15,9 @@ let package = Package(
         .library(name: "DiptychGPU", targets: ["DiptychGPU"]),
         .library(name: "DiptychMedia", targets: ["DiptychMedia"]),
         .executable(name: "diptych", targets: ["diptych"]),
+        // The C API (include/diptych.h) as a shared library: libDiptychEmbedded.so
+        // with SONAME libdiptych.so.0; scripts/install puts it in place as libdiptych.so.
+        .library(name: "DiptychEmbedded", type: .dynamic, targets: ["DiptychC"]),
     ],
     targets: [
         // System libraries, found with pkg-config. Each module's shim.h also
@@ -39,6 +42,13 @@ let package = Package(
         .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA"]),
         .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychGPU", "DiptychMedia"]),
         .executableTarget(name: "diptych", dependencies: ["Diptych"]),
+        // include/diptych.h as a module, so the C API's Swift side uses the header's own types.
+        .systemLibrary(name: "CDiptych", path: "Sources/CDiptych"),
+        // The @_cdecl entry points. RUNPATH $ORIGIN/diptych finds the Swift runtime
+        // that scripts/install copies next to the installed library.
+        .target(name: "DiptychC", dependencies: ["Diptych", "CDiptych"],
+                linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
+                                               "-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/diptych"])]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),

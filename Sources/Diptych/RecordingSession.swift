@@ -72,6 +72,8 @@ public enum CostTrialMode: Sendable {
 public final class RecordingSession: @unchecked Sendable {
     public let configuration: TakeConfiguration
     let hooks: SessionHooks
+    /// Set by `EmbeddedSession` before `run()`: push sources and host outputs.
+    var embedding: EmbeddingBridge?
 
     private let control = NSLock()
     private var stopRequest: StopReason?

@@ -51,7 +51,7 @@ final class TakeRun {
     private var gpu: GPUCompositor
     private var output: OutputID
     private let selection: GPUSelection
-    private let writer: MediaWriter
+    private let writer: any TakeOutput
     private let encodeQueue = BoundedQueue<VideoFrame>(capacity: 4)
     private let encoderDone = DispatchSemaphore(value: 0)
     private let encoderState = EncoderState()
@@ -85,11 +85,11 @@ final class TakeRun {
         do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) }
         catch { throw .badInput("\(error)") }
         let primarySource: any VideoSource
-        do { primarySource = try MediaSources.open(config.primary, duration: config.duration) }
+        do { primarySource = try session.embedding?.source(.primary) ?? MediaSources.open(config.primary, duration: config.duration) }
         catch { throw .badInput("\(error)") }
         var secondarySource: (any VideoSource)?
         if config.secondary != .none {
-            do { secondarySource = try MediaSources.open(config.secondary, duration: nil) }
+            do { secondarySource = try session.embedding?.source(.secondary) ?? MediaSources.open(config.secondary, duration: nil) }
             catch { primarySource.close(); throw .badInput("\(error)") }
         }
         func closeSources() { primarySource.close(); secondarySource?.close() }
@@ -175,12 +175,14 @@ final class TakeRun {
         // The output last, so a failure above leaves no file behind.
         let audio = config.audio == .primary ? primarySource.audioTrack : nil
         do {
-            writer = try MediaWriter(
-                url: outputPath, container: config.container,
-                video: VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec,
-                                            encoder: config.encoder, bitrate: config.bitrate, preset: config.preset,
-                                            gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded()))),
-                audio: audio)
+            let video = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec,
+                                             encoder: config.encoder, bitrate: config.bitrate, preset: config.preset,
+                                             gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded())))
+            if let embedding = session.embedding {
+                writer = try embedding.makeOutput(video: video)
+            } else {
+                writer = try MediaWriter(url: outputPath, container: config.container, video: video, audio: audio)
+            }
         } catch {
             gpu.shutdown()
             closeSources()
@@ -224,6 +226,7 @@ final class TakeRun {
     // MARK: - The take
 
     func run() throws(SessionError) -> TakeSummary {
+        session.embedding?.takeStarted(gpu: gpu.info)
         startEncoderThread()
         let reason = renderLoop()
         return try finalize(reason)
@@ -255,6 +258,7 @@ final class TakeRun {
             case .frame(let f): primary = f
             }
             let t = primary.pts
+            if let l = session.embedding?.layout(at: t) { layout = l }
             if let d = config.duration, t.seconds >= d - 1e-9 { return .durationReached }
             if let last = lastPTS, t <= last {
                 warn("primary frame at \(t.seconds) s is not after the previous one; skipped")
@@ -401,7 +405,8 @@ final class TakeRun {
                 let event = secondary.stalled ? reader.queue.tryPop() : reader.queue.pop(timeout: config.secondaryTimeout)
                 switch event {
                 case .frame(var f)?:
-                    let first = secondary.firstPTS ?? f.pts
+                    // Pushed streams share one clock: both are rebased on the primary's first frame.
+                    let first = secondary.firstPTS ?? session.embedding?.primary.firstPTS ?? f.pts
                     secondary.firstPTS = first
                     f.pts = secondary.base + (f.pts - first)
                     secondary.next = f
@@ -443,9 +448,9 @@ final class TakeRun {
         while true {
             do throws(GPUError) {
                 if attempts == 0, hooks.simulateContextLossAtFrames.contains(frames) { gpu.simulateContextLoss() }
-                try gpu.upload(primary, role: .primary)
+                try upload(primary, role: .primary, to: gpu)
                 if let s = shown, uploadedSecondary != s.id {
-                    try gpu.upload(s.payload, role: .secondary)
+                    try upload(s.payload, role: .secondary, to: gpu)
                     uploadedSecondary = s.id
                 }
                 try gpu.render(output: output, plan: plan, pts: t)
@@ -460,6 +465,7 @@ final class TakeRun {
             }
         }
         inFlight.append(entry)
+        session.embedding?.rendered(gpu: gpu, output: output, pts: t, index: frames)
         if let cb = hooks.frameCallback, frames % hooks.frameCallbackInterval == 0,
            let rgba = try? gpu.previewRGBA(output: output) {
             cb(rgba, frames)
@@ -496,8 +502,8 @@ final class TakeRun {
             gpu = try GPUCompositor(selection: selection, log: hooks.log)
             output = try gpu.addOutput(canvas: canvas)
             for e in inFlight {
-                try gpu.upload(e.primary, role: .primary)
-                if let s = e.secondary { try gpu.upload(s, role: .secondary) }
+                try upload(e.primary, role: .primary, to: gpu)
+                if let s = e.secondary { try upload(s, role: .secondary, to: gpu) }
                 try gpu.render(output: output, plan: e.plan, pts: e.pts)
             }
             return nil
@@ -594,6 +600,7 @@ final class TakeRun {
 
     private func finalize(_ stopReason: StopReason) throws(SessionError) -> TakeSummary {
         var reason = stopReason
+        session.embedding?.takeEnding(stopReason)
         primaryReader.stop()
         secondary.reader?.stop()
         pendingSecondary?.stop()

@@ -1,0 +1,72 @@
+import CFFmpeg
+import DiptychCore
+
+/// One compressed video access unit, handed to an embedding host.
+///
+/// H.264 and HEVC come out in Annex B (start codes); the parameter sets
+/// (SPS/PPS, and VPS for HEVC) are repeated in band before every keyframe,
+/// so a receiver can start at any keyframe.
+public struct EncodedVideoPacket: Sendable {
+    /// The access unit's bytes.
+    public var data: [UInt8]
+    public var pts: MediaTime
+    /// Decode timestamp; equals `pts` when the stream has no B-frames.
+    public var dts: MediaTime
+    public var duration: MediaTime
+    /// An IDR (random access) picture: decoding may start here.
+    public var isKeyframe: Bool
+
+    public init(data: [UInt8], pts: MediaTime, dts: MediaTime, duration: MediaTime, isKeyframe: Bool) {
+        self.data = data; self.pts = pts; self.dts = dts; self.duration = duration; self.isKeyframe = isKeyframe
+    }
+}
+
+/// An encoder without a muxer: NV12 frames in, Annex B access units out.
+/// The same encoder choice as `MediaWriter` (VA-API where it works, else
+/// libx264/libx265), opened without global headers so parameter sets travel
+/// in band. B-frames are off unless `settings.maxBFrames` asks for them, so
+/// packets come out in presentation order with `dts == pts`.
+///
+/// Not thread-safe: call from one thread.
+public final class PacketEncoder: @unchecked Sendable {
+    private let encoder: VideoEncoder
+    private var finished = false
+    public var encoderName: String { encoder.name }
+    public var encoderReason: String { encoder.selection.reason }
+    public var encoderDescription: String { encoder.selection.description }
+    public private(set) var packetsOut = 0
+
+    public init(settings: VideoEncoderSettings) throws(MediaError) {
+        var s = settings
+        if s.maxBFrames == nil { s.maxBFrames = 0 }
+        encoder = try VideoEncoder(settings: s, globalHeader: false)
+    }
+
+    /// Encodes `frame` (its size must be `settings.size`) and returns the
+    /// packets that are complete, in decode order.
+    public func encode(_ frame: VideoFrame) throws(MediaError) -> [EncodedVideoPacket] {
+        guard !finished else { throw .invalidFrame(reason: "PacketEncoder.encode after finish") }
+        return convert(try encoder.encode(frame))
+    }
+
+    /// Drains the encoder: the packets still inside it. Idempotent.
+    public func finish() throws(MediaError) -> [EncodedVideoPacket] {
+        guard !finished else { return [] }
+        finished = true
+        return convert(try encoder.flush())
+    }
+
+    private func convert(_ packets: [EncodedPacket]) -> [EncodedVideoPacket] {
+        let tb = encoder.timeBase
+        return packets.map { p in
+            let av = p.packet.pointee
+            let bytes = av.data.map { Array(UnsafeBufferPointer(start: $0, count: Int(av.size))) } ?? []
+            let pts = av.pts == avNoPTS ? av.dts : av.pts
+            let dts = av.dts == avNoPTS ? pts : av.dts
+            packetsOut += 1
+            return EncodedVideoPacket(data: bytes, pts: tb.mediaTime(pts), dts: tb.mediaTime(dts),
+                                      duration: tb.mediaTime(av.duration),
+                                      isKeyframe: av.flags & AV_PKT_FLAG_KEY != 0)
+        }
+    }
+}
