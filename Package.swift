@@ -50,6 +50,7 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
                                                "-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/diptych"])]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
+        .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU"], path: "bench/GPUCheck"),
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),
         .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU"]),

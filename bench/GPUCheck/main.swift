@@ -1,0 +1,177 @@
+// diptych-gpu-check: checks the compositor on a machine's real GPU, without
+// Swift or FFmpeg installed there (it links only DiptychGPU and DiptychCore).
+// For each EGL platform it creates a context, draws known patterns and
+// checks pixels exactly, checks the NV12 conversion against a CPU reference,
+// round-trips a render target through dma-buf export and import where the
+// platform offers both, and reads timer queries. Exit 0 when every check
+// passed, 1 otherwise.
+//
+//   diptych-gpu-check [--gpu SELECTION]...
+import DiptychCore
+import DiptychGPU
+import Foundation
+
+struct Failure: Error, CustomStringConvertible { var description: String }
+
+var failures = 0
+@MainActor func check(_ name: String, _ body: () throws -> String) {
+    do {
+        let note = try body()
+        print("PASS  \(name)\(note.isEmpty ? "" : ": \(note)")")
+    } catch {
+        failures += 1
+        print("FAIL  \(name): \(error)")
+    }
+}
+
+func rgbaFrame(_ w: Int, _ h: Int, _ f: (Int, Int) -> (UInt8, UInt8, UInt8)) -> VideoFrame {
+    let frame = VideoFrame.allocate(width: w, height: h, format: .rgba)
+    let p = frame.planes[0].storage.mutableBase.assumingMemoryBound(to: UInt8.self)
+    for y in 0..<h { for x in 0..<w {
+        let c = f(x, y), o = y * w * 4 + x * 4
+        p[o] = c.0; p[o + 1] = c.1; p[o + 2] = c.2; p[o + 3] = 255
+    } }
+    return frame
+}
+
+func pixel(_ f: VideoFrame, _ x: Int, _ y: Int) -> (UInt8, UInt8, UInt8) {
+    let p = f.planes[0].baseAddress.assumingMemoryBound(to: UInt8.self) + y * f.planes[0].stride + x * 4
+    return (p[0], p[1], p[2])
+}
+
+func expectPixel(_ f: VideoFrame, _ x: Int, _ y: Int, _ want: (UInt8, UInt8, UInt8), _ what: String) throws {
+    let got = pixel(f, x, y)
+    guard got == want else { throw Failure(description: "\(what) at (\(x), \(y)): got \(got), want \(want)") }
+}
+
+var selections = [String]()
+var args = Array(CommandLine.arguments.dropFirst())
+while !args.isEmpty {
+    let a = args.removeFirst()
+    if a == "--gpu", !args.isEmpty { selections.append(args.removeFirst()) }
+    else if a == "-h" || a == "--help" { print("usage: diptych-gpu-check [--gpu SELECTION]..."); exit(0) }
+    else { FileHandle.standardError.write(Data("diptych-gpu-check: unknown option '\(a)'\n".utf8)); exit(2) }
+}
+if selections.isEmpty { selections = ["device", "surfaceless"] }
+
+print("EGL display ladder:")
+for rung in GPUCompositor.probeLadder(.auto) { print("  \(rung)") }
+
+for text in selections {
+    guard let selection = GPUSelection(parsing: text) else {
+        FileHandle.standardError.write(Data("diptych-gpu-check: --gpu '\(text)' is not a GPU selection\n".utf8)); exit(2)
+    }
+    print("\n== \(text)")
+    let gpu: GPUCompositor
+    do { gpu = try GPUCompositor(selection: selection) } catch {
+        failures += 1
+        print("FAIL  context: \(error)")
+        continue
+    }
+    defer { gpu.shutdown() }
+    print("      \(gpu.info)")
+    for (name, present) in gpu.info.capabilities.summary { print("      \(present ? "yes" : "no ")  \(name)") }
+
+    // Placement, crop, rotation and mirror: a 64x64 canvas, primary as a
+    // coordinate pattern 1:1, secondary rotated 90° and mirrored in a 16x16 inset.
+    check("composite pixels (1:1 primary, rotated mirrored inset)") {
+        let canvas = PixelSize(width: 64, height: 64)
+        let out = try gpu.addOutput(canvas: canvas)
+        defer { gpu.removeOutput(out) }
+        try gpu.upload(rgbaFrame(64, 64) { x, y in (UInt8(x * 4), UInt8(y * 4), 7) }, role: .primary)
+        try gpu.upload(rgbaFrame(16, 16) { x, y in (UInt8(x * 16), UInt8(y * 16), 200) }, role: .secondary)
+        let orientation = Orientation(rotation: .r90, mirrored: true)
+        let plan = CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(size: canvas)),
+            DrawDescription(role: .secondary, destination: PixelRect(x: 40, y: 40, width: 16, height: 16),
+                            orientation: orientation, zIndex: 1)])
+        try gpu.render(output: out, plan: plan, pts: .zero, readback: false)
+        let img = try gpu.previewRGBA(output: out)
+        for (x, y) in [(0, 0), (63, 0), (0, 63), (10, 50), (39, 39), (56, 56)] {
+            try expectPixel(img, x, y, (UInt8(x * 4), UInt8(y * 4), 7), "primary")
+        }
+        for (lx, ly) in [(0, 0), (15, 0), (0, 15), (5, 11)] {
+            // Canvas pixel centre → upright point → sensor texel.
+            let s = orientation.sensorPoint(fromUpright: NormalizedPoint(x: (Double(lx) + 0.5) / 16, y: (Double(ly) + 0.5) / 16))
+            let tx = Int(s.x * 16), ty = Int(s.y * 16)
+            try expectPixel(img, 40 + lx, 40 + ly, (UInt8(tx * 16), UInt8(ty * 16), 200), "inset")
+        }
+        return "12 pixels exact"
+    }
+
+    // NV12 out against a CPU BT.709 limited-range reference (±1).
+    check("NV12 conversion (BT.709 limited) within ±1") {
+        let canvas = PixelSize(width: 32, height: 16)
+        let out = try gpu.addOutput(canvas: canvas)
+        defer { gpu.removeOutput(out) }
+        let colours: [(UInt8, UInt8, UInt8)] = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (128, 128, 128)]
+        try gpu.upload(rgbaFrame(32, 16) { x, _ in colours[x / 8] }, role: .primary)
+        try gpu.render(output: out, plan: CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(size: canvas))]), pts: .zero)
+        guard let nv12 = try gpu.flush().first else { throw Failure(description: "no NV12 frame came back") }
+        var worst = 0
+        for (i, c) in colours.enumerated() {
+            let r = Double(c.0) / 255, g = Double(c.1) / 255, b = Double(c.2) / 255
+            let yv = 0.2126 * r + 0.7152 * g + 0.0722 * b
+            let want = (Int((16 + 219 * yv).rounded()), Int((128 + 224 * (b - yv) / 1.8556).rounded()),
+                        Int((128 + 224 * (r - yv) / 1.5748).rounded()))
+            let x = i * 8 + 4, y = 8
+            let Y = Int(nv12.planes[0].baseAddress.load(fromByteOffset: y * nv12.planes[0].stride + x, as: UInt8.self))
+            let uvo = (y / 2) * nv12.planes[1].stride + (x / 2) * 2
+            let U = Int(nv12.planes[1].baseAddress.load(fromByteOffset: uvo, as: UInt8.self))
+            let V = Int(nv12.planes[1].baseAddress.load(fromByteOffset: uvo + 1, as: UInt8.self))
+            worst = max(worst, abs(Y - want.0), abs(U - want.1), abs(V - want.2))
+            if worst > 1 { throw Failure(description: "colour \(c): got YUV (\(Y), \(U), \(V)), want \(want)") }
+        }
+        return "worst difference \(worst)"
+    }
+
+    check("dma-buf export → import → draw") {
+        let caps = gpu.info.capabilities
+        guard caps.dmaBufExport else { return "skipped: no EGL_MESA_image_dma_buf_export" }
+        let canvas = PixelSize(width: 16, height: 16)
+        let out = try gpu.addOutput(canvas: canvas)
+        defer { gpu.removeOutput(out) }
+        try gpu.upload(rgbaFrame(16, 16) { _, _ in (40, 80, 120) }, role: .primary)
+        try gpu.render(output: out, plan: CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(size: canvas))]), pts: .zero, readback: false)
+        let exported = try gpu.exportDmaBuf(output: out)
+        defer { for p in exported.planes { close(p.fd) } }
+        var note = "exported \(DmaBufFrame.fourccName(exported.fourcc)) modifier \(exported.modifier.map { String($0, radix: 16) } ?? "none"), \(exported.planes.count) plane(s)"
+        guard caps.dmaBufImport else { return note + "; import skipped: no EGL_EXT_image_dma_buf_import" }
+        try gpu.upload(DmaBufFrame(width: 16, height: 16, fourcc: exported.fourcc, modifier: exported.modifier,
+                                   planes: exported.planes), role: .secondary)
+        try gpu.upload(rgbaFrame(16, 16) { _, _ in (0, 0, 0) }, role: .primary)
+        try gpu.render(output: out, plan: CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .secondary, destination: PixelRect(size: canvas))]), pts: .zero, readback: false)
+        let img = try gpu.previewRGBA(output: out)
+        let got = pixel(img, 8, 8)
+        guard abs(Int(got.0) - 40) <= 1 && abs(Int(got.1) - 80) <= 1 && abs(Int(got.2) - 120) <= 1 else {
+            throw Failure(description: "imported picture shows \(got), want (40, 80, 120)")
+        }
+        note += "; imported and drawn: \(got)"
+        return note
+    }
+
+    check("GPU timing") {
+        gpu.resetStats()
+        let canvas = PixelSize(width: 256, height: 256)
+        let out = try gpu.addOutput(canvas: canvas)
+        defer { gpu.removeOutput(out) }
+        for i in 0..<8 {
+            try gpu.upload(rgbaFrame(256, 256) { x, y in (UInt8(x), UInt8(y), UInt8(i)) }, role: .primary)
+            try gpu.render(output: out, plan: CompositionPlan(canvas: canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: canvas))]), pts: .zero)
+        }
+        _ = try gpu.flush()
+        let s = gpu.stats
+        func ms(_ p: GPUPassStats) -> String {
+            p.gpuCount > 0 ? String(format: "%.3f ms GPU", p.gpuTotalMs / Double(p.gpuCount))
+                           : String(format: "%.3f ms CPU", p.cpuTotalMs / Double(max(p.count, 1)))
+        }
+        guard s.framesDelivered == 8 else { throw Failure(description: "\(s.framesDelivered) of 8 frames delivered") }
+        return "timer queries \(s.timerQueries ? "on" : "off"); 256x256 per frame: upload \(ms(s.upload)), composite \(ms(s.composite)), nv12 \(ms(s.nv12))"
+    }
+}
+print(failures == 0 ? "\nall checks passed" : "\n\(failures) check(s) failed")
+exit(failures == 0 ? 0 : 1)
