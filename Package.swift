@@ -26,7 +26,8 @@ let package = Package(
         .systemLibrary(name: "CGLES", pkgConfig: "glesv2", providers: [.apt(["libgles-dev"])]),
         // GBM is header-only at build time and loaded with dlopen at run time,
         // so binaries run on machines without libgbm (NVIDIA headless servers).
-        .systemLibrary(name: "CGBM", pkgConfig: "gbm", providers: [.apt(["libgbm-dev"])]),
+        // (No pkgConfig here: pkg-config would add -lgbm and make libgbm a hard dependency.)
+        .systemLibrary(name: "CGBM", providers: [.apt(["libgbm-dev"])]),
         .systemLibrary(name: "CVA", pkgConfig: "libva-drm", providers: [.apt(["libva-dev"])]),
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),

@@ -1,3 +1,4 @@
+import Foundation
 import CEGL
 import CGLES
 import DiptychCore
@@ -553,7 +554,11 @@ final class GPURenderer {
         var fds = [Int32](repeating: -1, count: 4)
         var strides = [EGLint](repeating: 0, count: 4), offsets = [EGLint](repeating: 0, count: 4)
         guard export(context.display, image, &fds, &strides, &offsets) == EGLBoolean(EGL_TRUE) else {
-            throw .dmaBuf("eglExportDMABUFImageMESA failed: EGL error 0x\(String(eglGetError(), radix: 16))")
+            let code = String(eglGetError(), radix: 16)
+            // Drivers allocate exportable memory through their DRM device; without one
+            // (a VM with no /dev/dri) the extension is advertised but export fails.
+            let hint = FileManager.default.fileExists(atPath: "/dev/dri") ? "" : " (this machine has no /dev/dri, so the driver has no DRM device to share buffers through)"
+            throw .dmaBuf("eglExportDMABUFImageMESA failed: EGL error 0x\(code)\(hint)")
         }
         let n = Int(planes)
         let invalid: UInt64 = 0x00ff_ffff_ffff_ffff
