@@ -43,17 +43,17 @@ final class BoundedQueue<Element>: @unchecked Sendable {
                 condition.wait()
             }
         }
-        guard count > 0 else { return nil }
-        let element = items[head]
-        head += 1
-        if head > 64 && head * 2 > items.count { items.removeFirst(head); head = 0 }
-        condition.broadcast()
-        return element
+        return removeFirstLocked()
     }
 
     /// Removes the oldest element if there is one, without waiting.
     func tryPop() -> Element? {
         condition.lock(); defer { condition.unlock() }
+        return removeFirstLocked()
+    }
+
+    /// Takes the oldest element while the lock is held, compacting now and then.
+    private func removeFirstLocked() -> Element? {
         guard count > 0 else { return nil }
         let element = items[head]
         head += 1

@@ -305,12 +305,10 @@ final class TakeRun {
                 log("primary switched to \(pending.spec)")
                 return .frame(rebasedPrimary(f))
             case .failed(let m)?:
-                warn("primary switch to \(pending.spec) failed: \(m); keeping the current stream")
-                DispatchQueue.global().async { pending.stop() }
+                abandonSwitch(pending, role: .primary, because: m)
                 pendingPrimary = nil
             case .end?:
-                warn("primary switch to \(pending.spec) failed: the stream is empty; keeping the current stream")
-                DispatchQueue.global().async { pending.stop() }
+                abandonSwitch(pending, role: .primary, because: "the stream is empty")
                 pendingPrimary = nil
             case nil:
                 break
@@ -338,6 +336,13 @@ final class TakeRun {
         var f = f
         f.pts = primaryBase + (f.pts - (primaryFirstPTS ?? f.pts))
         return f
+    }
+
+    /// A pending switch whose stream failed before its first frame: the
+    /// current stream stays.
+    private func abandonSwitch(_ reader: SourceReader, role: StreamRole, because why: String) {
+        warn("\(role) switch to \(reader.spec) failed: \(why); keeping the current stream")
+        DispatchQueue.global().async { reader.stop() }
     }
 
     private func beginSwitch(_ role: StreamRole, to spec: SourceSpec) {
@@ -388,12 +393,10 @@ final class TakeRun {
                 hotSwaps += 1
                 log("secondary switched to \(pending.spec) at \(String(format: "%.3f", t.seconds)) s")
             case .failed(let m)?:
-                warn("secondary switch to \(pending.spec) failed: \(m); keeping the current stream")
-                DispatchQueue.global().async { pending.stop() }
+                abandonSwitch(pending, role: .secondary, because: m)
                 pendingSecondary = nil
             case .end?:
-                warn("secondary switch to \(pending.spec) failed: the stream is empty; keeping the current stream")
-                DispatchQueue.global().async { pending.stop() }
+                abandonSwitch(pending, role: .secondary, because: "the stream is empty")
                 pendingSecondary = nil
             case nil:
                 break
