@@ -320,6 +320,33 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         #expect(summary.frames == 5)
     }
 
+    /// Rule 6: audio is decided at the start: the primary's AAC is copied, and
+    /// `--audio none` writes no audio track at all (not a silent one).
+    @Test func audioFollowsThePrimaryOrIsAbsent() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let input = dir.path("with-audio.mp4")
+        try makeFixture(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                         "-t", "1", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-c:a", "aac", "-shortest", input])
+        for audio in ["primary", "none"] {
+            let out = dir.path("out-\(audio).mp4")
+            let config = try takeConfig(primary: input, out: out, duration: nil, extra: ["--audio", audio])
+            let summary = try RecordingSession(configuration: config, hooks: SessionHooks(storage: plentyOfSpace)).run()
+            #expect(summary.frames == 30)
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/ffprobe")
+            p.arguments = ["-v", "error", "-show_entries", "stream=codec_type,codec_name", "-of", "csv=p=0", out]
+            let pipe = Pipe(); p.standardOutput = pipe
+            try p.run(); p.waitUntilExit()
+            let streams = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            if audio == "primary" {
+                #expect(streams.contains("aac,audio"), "\(streams)")
+                #expect(summary.audio.contains("aac"))
+            } else {
+                #expect(!streams.contains("audio"), "\(streams)")
+            }
+        }
+    }
+
     /// Bad input fails before anything is written, as `.badInput` (exit 2).
     @Test(arguments: [
         (["--primary", "/nonexistent/a.mp4"], "/nonexistent/a.mp4"),
