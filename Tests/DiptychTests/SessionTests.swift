@@ -268,6 +268,30 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         #expect(hue(frames[30].frame, 240, 60) != .blue)
     }
 
+    /// Replacing the primary mid-take: the timeline continues without a gap
+    /// or a repeated timestamp, and the new stream (another size) fills the canvas.
+    @Test func hotSwapPrimary() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let out = dir.path("swap-primary.mp4")
+        let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: out, duration: 2)
+        final class Ref: @unchecked Sendable { var session: RecordingSession? }
+        let ref = Ref()
+        let hooks = SessionHooks(storage: plentyOfSpace, frameCallback: { _, index in
+            if index == 20 { ref.session?.switchSource(.primary, to: .testPattern(name: "solid-00ff00", size: PixelSize(width: 640, height: 480), rate: FrameRate(30))) }
+        }, frameCallbackInterval: 10)
+        let session = RecordingSession(configuration: config, hooks: hooks)
+        ref.session = session
+        let summary = try session.run()
+        #expect(summary.hotSwaps == 1)
+        #expect(summary.frames == 60)
+        let frames = try decodeAll(out).frames
+        #expect(frames.count == 60)
+        for (k, f) in frames.enumerated() { #expect(f.pts == FrameRate(30).time(ofFrame: Int64(k)), "frame \(k) at \(f.pts)") }
+        #expect(frames[10].counter == 10)
+        #expect(hue(frames[50].frame, 40, 40) == .green, "the new primary fills the canvas")
+        #expect(frames[50].counter == nil)
+    }
+
     /// The preview is read from the render target the encoder consumes: it
     /// equals the decoded file frame at its timestamp within codec tolerance.
     @Test func previewMatchesTheFile() throws {
