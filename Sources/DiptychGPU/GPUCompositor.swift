@@ -26,12 +26,22 @@ public final class GPUCompositor: @unchecked Sendable {
     ///     texture sets so an upload never waits for a frame still being drawn.
     ///   - uploadDepth: unpack buffers in the upload ring (default `2 × readbackDepth`:
     ///     two uploads per frame).
+    ///   - directCopy: the direct-copy path. An NV12/I420 `upload` then keeps
+    ///     a reference to the frame (its bytes must not change until the next
+    ///     upload of that role) instead of copying it at once; where the draws
+    ///     at the bottom of a plan are opaque 1:1 copies of such frames covering
+    ///     the canvas, their bytes go straight into the output's NV12 planes and
+    ///     only the region of the draws above them is rendered and converted
+    ///     (results equal the general path within ±1 code value; the preview is
+    ///     then made from the NV12 frame itself). Other plans take the general path.
     public convenience init(selection: GPUSelection = .auto, readbackDepth: Int = 4, uploadDepth: Int? = nil,
+                            directCopy: Bool = false,
                             log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
-        try self.init(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, hooks: GPUTestHooks(), log: log)
+        try self.init(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, directCopy: directCopy,
+                      hooks: GPUTestHooks(), log: log)
     }
 
-    init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int? = nil, hooks: GPUTestHooks,
+    init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: Bool = false, hooks: GPUTestHooks,
          log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
         thread = RenderThread(name: "diptych-gpu")
         box = RendererBox()
@@ -40,7 +50,7 @@ public final class GPUCompositor: @unchecked Sendable {
         do throws(GPUError) {
             info = try thread.sync { () throws(GPUError) -> GPUInfo in
                 let r = try GPURenderer(selection: selection, log: log, hooks: hooksBox.value,
-                                        readbackDepth: readbackDepth, uploadDepth: uploadDepth)
+                                        readbackDepth: readbackDepth, uploadDepth: uploadDepth, directCopy: directCopy)
                 b.renderer = r
                 return r.info
             }

@@ -1,6 +1,7 @@
 import CEGL
 import CGLES
 import DiptychCore
+import Dispatch
 
 /// The GL side of the compositor. Lives on the render thread, which owns the
 /// context; not Sendable. `GPUCompositor` is the thread-safe front.
@@ -31,6 +32,10 @@ final class GPURenderer {
     private var ready: [NV12Readback] = []
     /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
     private let framePool = FrameBufferPool()
+    /// Direct-copy path (see `renderDirect`): NV12/I420 frames are kept on
+    /// upload and their bytes copied straight into the output's NV12 planes
+    /// wherever a draw is an opaque 1:1 copy of them.
+    let directCopy: Bool
     private(set) var lost = false
     private(set) var isShutDown = false
     /// Test hook: the next reset check reports a lost context.
@@ -40,7 +45,8 @@ final class GPURenderer {
     var caps: GPUCapabilities { context.caps }
 
     init(selection: GPUSelection, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
-         readbackDepth: Int = 4, uploadDepth: Int? = nil) throws(GPUError) {
+         readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: Bool = false) throws(GPUError) {
+        self.directCopy = directCopy
         let uploadDepth = uploadDepth ?? 2 * readbackDepth
         precondition(readbackDepth >= 1 && uploadDepth >= 1)
         maxSetsPerRole = readbackDepth + 2
@@ -209,9 +215,30 @@ final class GPURenderer {
         return i
     }
 
+    /// Makes `frame` the role's picture. With `directCopy` a YUV frame is only
+    /// kept (its texture upload happens when a draw needs it; a draw that is a
+    /// 1:1 opaque copy takes its bytes straight into the output's NV12 planes).
     func upload(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
         try checkUsable()
         try validateUpload(frame, maxTextureSize: maxTextureSize)
+        let slot = streams[role]!
+        if directCopy && frame.format.isYUV {
+            slot.cpuFrame = frame
+            slot.textureFresh = false
+            return
+        }
+        slot.cpuFrame = nil
+        try uploadNow(frame, role: role)
+    }
+
+    /// Uploads the role's kept frame into a texture if a draw samples it.
+    private func ensureTexture(_ role: StreamRole) throws(GPUError) {
+        guard let slot = streams[role], let f = slot.cpuFrame, !slot.textureFresh else { return }
+        try uploadNow(f, role: role)
+        slot.textureFresh = true
+    }
+
+    private func uploadNow(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
         timeline.poll(); timer.poll()
         let shapes = frame.format.planeShapes(width: frame.width, height: frame.height)
         // Where each plane goes in the unpack buffer, and its GL row length.
@@ -277,6 +304,7 @@ final class GPURenderer {
         if frame.modifier != nil && !caps.dmaBufImportModifiers { throw .unsupported("EGL_EXT_image_dma_buf_import_modifiers") }
         guard caps.eglImageExternal, let bind = context.procs.imageTargetTexture2D else { throw .unsupported("GL_OES_EGL_image_external_essl3") }
         guard let create = context.procs.createImage else { throw .unsupported("EGL_KHR_image_base") }
+        streams[role]!.cpuFrame = nil
         timeline.poll()
         let planeAttrs: [(fd: Int32, offset: Int32, pitch: Int32, lo: Int32, hi: Int32)] = [
             (EGL_DMA_BUF_PLANE0_FD_EXT, EGL_DMA_BUF_PLANE0_OFFSET_EXT, EGL_DMA_BUF_PLANE0_PITCH_EXT, EGL_DMA_BUF_PLANE0_MODIFIER_LO_EXT, EGL_DMA_BUF_PLANE0_MODIFIER_HI_EXT),
@@ -325,6 +353,7 @@ final class GPURenderer {
         if let c = slot.current, !all.contains(where: { $0 === c }) { all.append(c) }
         for s in all { retire(s) }
         slot.pool.removeAll(); slot.current = nil
+        slot.cpuFrame = nil
     }
 
     // MARK: Rendering
@@ -357,6 +386,11 @@ final class GPURenderer {
         if readback {
             while pending.count >= pack.count { ready.append(try completeOldest()) }
         }
+        if directCopy, readback, let direct = directPlan(out, plan) {
+            try renderDirect(out, plan: plan, direct, pts: pts)
+            return
+        }
+        for d in plan.draws where d.destination.width > 0 && d.destination.height > 0 { try ensureTexture(d.role) }
         // Programs first, so a compile error leaves no pass open.
         var work: [(DrawDescription, TextureSet, ShaderProgram)] = []
         for d in plan.draws where d.destination.width > 0 && d.destination.height > 0 {
@@ -377,6 +411,27 @@ final class GPURenderer {
         glClear(GL.colorBufferBit)
         glEnable(GL.blend)
         glBlendFunc(GL.one, GL.oneMinusSrcAlpha)
+        drawAll(work, canvas: out.canvas)
+        glDisable(GL.blend)
+        timer.end(.composite)
+        out.directLast = false
+
+        var slot = -1
+        if let nv12Program {
+            glBindFramebuffer(GL.framebuffer, out.nv12.fbo)
+            glViewport(0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height))
+            timer.begin(.nv12)
+            setNV12Uniforms(nv12Program, out)
+            glDrawArrays(GL.triangles, 0, 3)
+            slot = startReadback(out)
+            timer.end(.nv12)
+        }
+        try finishSubmission(out, id: id, pts: pts, slot: slot)
+    }
+
+    /// The draws of a composite pass, each with all of its own uniforms.
+    private func drawAll(_ work: [(DrawDescription, TextureSet, ShaderProgram)], canvas: PixelSize) {
+        let W = canvas.width, H = canvas.height
         glBindVertexArray(vao)
         for (d, set, prog) in work {
             glUseProgram(prog.id)
@@ -413,41 +468,46 @@ final class GPURenderer {
             glDrawArrays(GL.triangleStrip, 0, 4)
             set.lastUse = timeline.pendingSerial
         }
-        glDisable(GL.blend)
-        timer.end(.composite)
+    }
 
-        var slot = -1
-        if let nv12Program {
-            glBindFramebuffer(GL.framebuffer, out.nv12.fbo)
-            glViewport(0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height))
-            timer.begin(.nv12)
-            glUseProgram(nv12Program.id)
-            glActiveTexture(GL.texture0)
-            glBindTexture(GL.texture2D, out.target.texture)
-            glUniform1i(nv12Program.uniform("u_src"), 0)
-            glUniform2i(nv12Program.uniform("u_size"), GLint(W), GLint(H))
-            let c = YUVCoefficients(matrix: out.matrix, range: out.range)
-            let m = c.rgbToYUV
-            glUniform3f(nv12Program.uniform("u_yCoef"), GLfloat(m[0][0]), GLfloat(m[0][1]), GLfloat(m[0][2]))
-            glUniform3f(nv12Program.uniform("u_uCoef"), GLfloat(m[1][0]), GLfloat(m[1][1]), GLfloat(m[1][2]))
-            glUniform3f(nv12Program.uniform("u_vCoef"), GLfloat(m[2][0]), GLfloat(m[2][1]), GLfloat(m[2][2]))
-            glUniform3f(nv12Program.uniform("u_offset"), GLfloat(c.offset[0]), GLfloat(c.offset[1]), GLfloat(c.offset[2]))
-            glDrawArrays(GL.triangles, 0, 3)
-            // Asynchronous readback into the next pack buffer of the ring.
-            slot = nextPack
-            nextPack = (nextPack + 1) % pack.count
-            precondition(!pack[slot].busy, "pack buffer \(slot) still holds an undelivered readback")
-            let bytes = out.nv12Stride * out.nv12.height
-            glBindBuffer(GL.pixelPackBuffer, pack[slot].buffer)
-            if pack[slot].capacity < bytes {
-                glBufferData(GL.pixelPackBuffer, GLsizeiptr(bytes), nil, GL.streamRead)
-                pack[slot].capacity = bytes
-            }
-            glPixelStorei(GL.packAlignment, 4)
-            glReadPixels(0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height), GL.rgba, GL.unsignedByte, nil) // offset 0 into the bound pack buffer
-            glBindBuffer(GL.pixelPackBuffer, 0)
-            timer.end(.nv12)
+    /// Binds the NV12 pack program with the output's conversion.
+    private func setNV12Uniforms(_ nv12Program: ShaderProgram, _ out: Output) {
+        let W = out.canvas.width, H = out.canvas.height
+        glUseProgram(nv12Program.id)
+        glActiveTexture(GL.texture0)
+        glBindTexture(GL.texture2D, out.target.texture)
+        glUniform1i(nv12Program.uniform("u_src"), 0)
+        glUniform2i(nv12Program.uniform("u_size"), GLint(W), GLint(H))
+        let c = YUVCoefficients(matrix: out.matrix, range: out.range)
+        let m = c.rgbToYUV
+        glUniform3f(nv12Program.uniform("u_yCoef"), GLfloat(m[0][0]), GLfloat(m[0][1]), GLfloat(m[0][2]))
+        glUniform3f(nv12Program.uniform("u_uCoef"), GLfloat(m[1][0]), GLfloat(m[1][1]), GLfloat(m[1][2]))
+        glUniform3f(nv12Program.uniform("u_vCoef"), GLfloat(m[2][0]), GLfloat(m[2][1]), GLfloat(m[2][2]))
+        glUniform3f(nv12Program.uniform("u_offset"), GLfloat(c.offset[0]), GLfloat(c.offset[1]), GLfloat(c.offset[2]))
+    }
+
+    /// Starts the asynchronous readback of the output's NV12 target into the
+    /// next pack buffer of the ring; returns the slot.
+    private func startReadback(_ out: Output) -> Int {
+        glBindFramebuffer(GL.framebuffer, out.nv12.fbo)
+        let slot = nextPack
+        nextPack = (nextPack + 1) % pack.count
+        precondition(!pack[slot].busy, "pack buffer \(slot) still holds an undelivered readback")
+        let bytes = out.nv12Stride * out.nv12.height
+        glBindBuffer(GL.pixelPackBuffer, pack[slot].buffer)
+        if pack[slot].capacity < bytes {
+            glBufferData(GL.pixelPackBuffer, GLsizeiptr(bytes), nil, GL.streamRead)
+            pack[slot].capacity = bytes
         }
+        glPixelStorei(GL.packAlignment, 4)
+        glReadPixels(0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height), GL.rgba, GL.unsignedByte, nil) // offset 0 into the bound pack buffer
+        glBindBuffer(GL.pixelPackBuffer, 0)
+        return slot
+    }
+
+    /// Fences the frame's work and queues its readback (slot < 0: none).
+    private func finishSubmission(_ out: Output, id: OutputID, pts: MediaTime, slot: Int) throws(GPUError) {
+        let W = out.canvas.width, H = out.canvas.height
         glBindFramebuffer(GL.framebuffer, 0)
         let serial = timeline.pendingSerial
         out.target.lastUse = serial
@@ -464,6 +524,243 @@ final class GPURenderer {
         timer.stats.framesRendered += 1
         try checkGL("render \(id)")
         try checkReset()
+    }
+
+    // MARK: Direct copy
+
+    /// A composite whose bottom draws are opaque 1:1 copies of YUV frames
+    /// covering the whole canvas: their bytes go straight into the output's
+    /// NV12 planes, and only `region` (the bounding box of the draws above
+    /// them, aligned to 4 × 2 pixels) is rendered and converted on the GPU.
+    struct DirectPlan {
+        var copies: [(draw: DrawDescription, frame: VideoFrame, cropX: Int, cropY: Int)]
+        var rendered: [DrawDescription]
+        var region: PixelRect?
+    }
+
+    /// The source pixel offset of a 1:1 copy draw of `frame`, or nil when the
+    /// draw is not one (scaled, rotated, mirrored, translucent, masked,
+    /// unaligned, or another colour conversion than the output's).
+    func copySource(_ d: DrawDescription, frame f: VideoFrame, out: Output) -> (x: Int, y: Int)? {
+        guard f.format.isYUV, f.matrix == out.matrix, f.range == out.range,
+              d.orientation == .identity, d.opacity >= 1, d.cornerRadius <= 0, d.borderWidth <= 0,
+              GPURenderer.isUnitScale(d, textureWidth: f.width, textureHeight: f.height) else { return nil }
+        let r = d.destination
+        guard r.x >= 0, r.y >= 0, r.x + r.width <= out.canvas.width, r.y + r.height <= out.canvas.height,
+              r.x % 4 == 0, r.width % 4 == 0, r.y % 2 == 0, r.height % 2 == 0 else { return nil }
+        let cx = Int((d.crop.x * Double(f.width)).rounded()), cy = Int((d.crop.y * Double(f.height)).rounded())
+        guard cx % 2 == 0, cy % 2 == 0, cx >= 0, cy >= 0, cx + r.width <= f.width, cy + r.height <= f.height else { return nil }
+        return (cx, cy)
+    }
+
+    func directPlan(_ out: Output, _ plan: CompositionPlan) -> DirectPlan? {
+        let W = out.canvas.width, H = out.canvas.height
+        guard W % 4 == 0, H % 2 == 0 else { return nil }
+        let draws = plan.draws.filter { d in
+            d.destination.width > 0 && d.destination.height > 0
+                && (streams[d.role]?.current != nil || streams[d.role]?.cpuFrame != nil)
+        }
+        var copies: [(draw: DrawDescription, frame: VideoFrame, cropX: Int, cropY: Int)] = []
+        var area = 0
+        for d in draws {
+            guard let f = streams[d.role]?.cpuFrame, let c = copySource(d, frame: f, out: out) else { break }
+            for other in copies {
+                let a = other.draw.destination, b = d.destination
+                if a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height { return nil }
+            }
+            copies.append((d, f, c.x, c.y))
+            area += d.destination.width * d.destination.height
+        }
+        guard !copies.isEmpty, area == W * H else { return nil }
+        let rendered = Array(draws[copies.count...])
+        var region: PixelRect?
+        if !rendered.isEmpty {
+            var x0 = W, y0 = H, x1 = 0, y1 = 0
+            for d in rendered {
+                let r = d.destination
+                x0 = min(x0, r.x); y0 = min(y0, r.y); x1 = max(x1, r.x + r.width); y1 = max(y1, r.y + r.height)
+            }
+            x0 = max(0, x0) & ~3; y0 = max(0, y0) & ~1
+            x1 = min(W, (x1 + 3) & ~3); y1 = min(H, (y1 + 1) & ~1)
+            if x1 > x0 && y1 > y0 { region = PixelRect(x: x0, y: y0, width: x1 - x0, height: y1 - y0) }
+        }
+        return DirectPlan(copies: copies, rendered: rendered, region: region)
+    }
+
+    /// Copies `rows` rows of `rowBytes` (on several cores for large blocks).
+    static func copyRows(_ dst: UnsafeMutableRawPointer, dstStride: Int, _ src: UnsafeRawPointer, srcStride: Int,
+                         rowBytes: Int, rows: Int) {
+        if dstStride == rowBytes && srcStride == rowBytes {
+            BulkCopy.copy(dst, src, rowBytes * rows)
+            return
+        }
+        let lanes = rowBytes * rows >= BulkCopy.threshold ? BulkCopy.lanes : 1
+        let d = UInt(bitPattern: dst), s = UInt(bitPattern: src)
+        let band = (rows + lanes - 1) / lanes
+        let work: @Sendable (Int) -> Void = { lane in
+            for row in (lane * band)..<min(rows, (lane + 1) * band) {
+                UnsafeMutableRawPointer(bitPattern: d + UInt(row * dstStride))!
+                    .copyMemory(from: UnsafeRawPointer(bitPattern: s + UInt(row * srcStride))!, byteCount: rowBytes)
+            }
+        }
+        if lanes > 1 { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) } else { work(0) }
+    }
+
+    /// Interleaves I420 U and V rows into NV12 UV rows (`pairs` samples a row).
+    static func interleaveRows(_ dst: UnsafeMutableRawPointer, dstStride: Int, u: UnsafeRawPointer, v: UnsafeRawPointer,
+                               srcStride: Int, pairs: Int, rows: Int) {
+        for row in 0..<rows {
+            let o = dst.advanced(by: row * dstStride).assumingMemoryBound(to: UInt8.self)
+            let a = u.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
+            let b = v.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
+            for i in 0..<pairs { o[2 * i] = a[i]; o[2 * i + 1] = b[i] }
+        }
+    }
+
+    /// The direct-copy path: (1) the copy draws' planes go through the unpack
+    /// ring straight into the output's packed NV12 target; (2) in `region`
+    /// only, the composite pass draws that NV12 picture (nv12unpack.frag) and
+    /// the draws above it, and the NV12 pass converts the region back; (3) the
+    /// whole NV12 target is read back as in the general path. The RGBA render
+    /// target then holds the region only: `refreshTarget` rebuilds it from the
+    /// NV12 target before a preview or export, so the preview shows exactly
+    /// the pixels the encoder gets.
+    private func renderDirect(_ out: Output, plan: CompositionPlan, _ direct: DirectPlan, pts: MediaTime) throws(GPUError) {
+        let W = out.canvas.width, H = out.canvas.height
+        for d in direct.rendered { try ensureTexture(d.role) }
+        var work: [(DrawDescription, TextureSet, ShaderProgram)] = []
+        for d in direct.rendered {
+            guard let set = streams[d.role]?.current else { continue }
+            let masked = d.cornerRadius > 0 || d.borderWidth > 0
+            work.append((d, set, try shaders.program(.composite(set.input, masked: masked))))
+        }
+        let nv12Program = try shaders.program(.nv12Pack)
+        let unpackProgram = try shaders.program(.nv12Unpack)
+
+        // (1) Copies into the NV12 planes.
+        timeline.poll()
+        var offsets: [(y: Int, uv: Int)] = []
+        var total = 0
+        for c in direct.copies {
+            let r = c.draw.destination
+            total = (total + 63) & ~63
+            let y = total
+            total += r.width * r.height
+            total = (total + 63) & ~63
+            offsets.append((y, total))
+            total += r.width * r.height / 2
+        }
+        timer.begin(.upload)
+        let slot = acquireUnpack(size: total)
+        guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(total),
+                                         GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
+            timer.cancel()
+            glBindBuffer(GL.pixelUnpackBuffer, 0)
+            try checkGL("direct copy: map unpack buffer")
+            throw .gl(label: "direct copy: map unpack buffer", code: 0)
+        }
+        for (i, c) in direct.copies.enumerated() {
+            let r = c.draw.destination, f = c.frame
+            let yp = f.planes[0]
+            GPURenderer.copyRows(dst + offsets[i].y, dstStride: r.width, yp.baseAddress + c.cropY * yp.stride + c.cropX,
+                                 srcStride: yp.stride, rowBytes: r.width, rows: r.height)
+            if f.format == .nv12 {
+                let uv = f.planes[1]
+                GPURenderer.copyRows(dst + offsets[i].uv, dstStride: r.width, uv.baseAddress + (c.cropY / 2) * uv.stride + c.cropX,
+                                     srcStride: uv.stride, rowBytes: r.width, rows: r.height / 2)
+            } else {
+                let u = f.planes[1], v = f.planes[2]
+                for row in 0..<(r.height / 2) {
+                    GPURenderer.interleaveRows(dst + offsets[i].uv + row * r.width, dstStride: r.width,
+                                               u: u.baseAddress + (c.cropY / 2 + row) * u.stride + c.cropX / 2,
+                                               v: v.baseAddress + (c.cropY / 2 + row) * v.stride + c.cropX / 2,
+                                               srcStride: 0, pairs: r.width / 2, rows: 1)
+                }
+            }
+        }
+        glUnmapBuffer(GL.pixelUnpackBuffer)
+        glPixelStorei(GL.unpackAlignment, 4)
+        glPixelStorei(GL.unpackRowLength, 0)
+        glActiveTexture(GL.texture0)
+        glBindTexture(GL.texture2D, out.nv12.texture)
+        for (i, c) in direct.copies.enumerated() {
+            let r = c.draw.destination
+            glTexSubImage2D(GL.texture2D, 0, GLint(r.x / 4), GLint(r.y), GLsizei(r.width / 4), GLsizei(r.height),
+                            GL.rgba, GL.unsignedByte, diptych_gl_offset(offsets[i].y))
+            glTexSubImage2D(GL.texture2D, 0, GLint(r.x / 4), GLint(H + r.y / 2), GLsizei(r.width / 4), GLsizei(r.height / 2),
+                            GL.rgba, GL.unsignedByte, diptych_gl_offset(offsets[i].uv))
+        }
+        glBindTexture(GL.texture2D, 0)
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        timer.end(.upload)
+        unpack[slot].lastUse = timeline.pendingSerial
+
+        // (2) The region above the copies.
+        glDisable(GL.depthTest); glDisable(GL.cullFace); glDisable(GL.dither)
+        if let R = direct.region {
+            glBindFramebuffer(GL.framebuffer, out.target.fbo)
+            glViewport(0, 0, GLsizei(W), GLsizei(H))
+            glEnable(GL.scissorTest)
+            glScissor(GLint(R.x), GLint(R.y), GLsizei(R.width), GLsizei(R.height))
+            timer.begin(.composite)
+            drawNV12Picture(unpackProgram, out)
+            glEnable(GL.blend)
+            glBlendFunc(GL.one, GL.oneMinusSrcAlpha)
+            drawAll(work, canvas: out.canvas)
+            glDisable(GL.blend)
+            timer.end(.composite)
+            glBindFramebuffer(GL.framebuffer, out.nv12.fbo)
+            glViewport(0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height))
+            timer.begin(.nv12)
+            setNV12Uniforms(nv12Program, out)
+            glScissor(GLint(R.x / 4), GLint(R.y), GLsizei(R.width / 4), GLsizei(R.height))
+            glDrawArrays(GL.triangles, 0, 3)
+            glScissor(GLint(R.x / 4), GLint(H + R.y / 2), GLsizei(R.width / 4), GLsizei(R.height / 2))
+            glDrawArrays(GL.triangles, 0, 3)
+            glDisable(GL.scissorTest)
+        } else {
+            timer.begin(.nv12)
+        }
+        // (3) Readback.
+        let packSlot = startReadback(out)
+        timer.end(.nv12)
+        out.directLast = true
+        timer.stats.framesDirect += 1
+        try finishSubmission(out, id: out.id, pts: pts, slot: packSlot)
+    }
+
+    /// Draws the output's NV12 target as RGB into the bound framebuffer
+    /// (full canvas; the scissor, if any, limits it).
+    private func drawNV12Picture(_ program: ShaderProgram, _ out: Output) {
+        glUseProgram(program.id)
+        glActiveTexture(GL.texture0)
+        glBindTexture(GL.texture2D, out.nv12.texture)
+        glUniform1i(program.uniform("u_src"), 0)
+        glUniform1i(program.uniform("u_height"), GLint(out.canvas.height))
+        let c = YUVCoefficients(matrix: out.matrix, range: out.range)
+        YUVCoefficients.columnMajor(c.yuvToRGB).withUnsafeBufferPointer {
+            glUniformMatrix3fv(program.uniform("u_yuvToRgb"), 1, GL.noTranspose, $0.baseAddress)
+        }
+        glUniform3f(program.uniform("u_yuvOffset"), GLfloat(c.offset[0]), GLfloat(c.offset[1]), GLfloat(c.offset[2]))
+        glBindVertexArray(vao)
+        glDrawArrays(GL.triangles, 0, 3)
+    }
+
+    /// After a direct-copy frame the RGBA target holds only the rendered
+    /// region: rebuild all of it from the NV12 target (the encoder's pixels).
+    private func refreshTarget(_ out: Output) throws(GPUError) {
+        guard out.directLast else { return }
+        let program = try shaders.program(.nv12Unpack)
+        glBindFramebuffer(GL.framebuffer, out.target.fbo)
+        glViewport(0, 0, GLsizei(out.canvas.width), GLsizei(out.canvas.height))
+        glDisable(GL.scissorTest); glDisable(GL.blend)
+        drawNV12Picture(program, out)
+        glBindFramebuffer(GL.framebuffer, 0)
+        out.target.lastUse = timeline.pendingSerial
+        out.nv12.lastUse = timeline.pendingSerial
+        timeline.submit()
+        out.directLast = false
+        try checkGL("refresh \(out.id) from NV12")
     }
 
     /// Maps the oldest readback (waiting for its fence) and copies it into an NV12 frame.
@@ -515,6 +812,7 @@ final class GPURenderer {
     func previewRGBA(output id: OutputID) throws(GPUError) -> VideoFrame {
         try checkUsable()
         guard let out = outputs[id] else { preconditionFailure("\(id) does not exist") }
+        try refreshTarget(out)
         let frame = VideoFrame.allocate(width: out.canvas.width, height: out.canvas.height, format: .rgba, pts: out.lastPTS)
         glBindFramebuffer(GL.readFramebuffer, out.target.fbo)
         glBindBuffer(GL.pixelPackBuffer, 0)
@@ -537,6 +835,7 @@ final class GPURenderer {
         guard caps.glTextureImage, let create = context.procs.createImage, let destroy = context.procs.destroyImage else {
             throw .unsupported("EGL_KHR_gl_texture_2D_image")
         }
+        try refreshTarget(out)
         glFinish()
         let attrs: [EGLint] = [EGLint(EGL_GL_TEXTURE_LEVEL_KHR), 0, EGLc.none]
         guard let image = create(context.display, context.context, EGLenum(EGL_GL_TEXTURE_2D_KHR),

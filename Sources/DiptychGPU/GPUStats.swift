@@ -25,6 +25,8 @@ public struct GPUStats: Hashable, Sendable, Codable {
     public var nv12 = GPUPassStats()
     public var framesRendered = 0
     public var framesDelivered = 0
+    /// Frames that took the direct-copy path (planes copied, only the region above them rendered).
+    public var framesDirect = 0
     /// Submissions whose fence has not signalled yet.
     public var inFlight = 0
     public init() {}

@@ -76,6 +76,10 @@ final class TextureSet {
 final class StreamSlot {
     var pool: [TextureSet] = []
     var current: TextureSet?
+    /// Direct-copy mode: the latest YUV frame, kept until the next upload.
+    var cpuFrame: VideoFrame?
+    /// Whether `current` already holds `cpuFrame`'s picture.
+    var textureFresh = false
 }
 
 /// A framebuffer with one color texture.
@@ -120,6 +124,8 @@ final class Output {
     let matrix: ColorMatrix
     let range: ColorRange
     var lastPTS: MediaTime = .zero
+    /// The last frame took the direct-copy path: the RGBA target holds only its rendered region.
+    var directLast = false
     init(id: OutputID, canvas: PixelSize, target: ColorTarget, nv12: ColorTarget, matrix: ColorMatrix, range: ColorRange) {
         self.id = id; self.canvas = canvas; self.target = target; self.nv12 = nv12; self.matrix = matrix; self.range = range
     }

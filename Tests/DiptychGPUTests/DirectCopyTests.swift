@@ -1,0 +1,136 @@
+import DiptychCore
+import Testing
+@testable import DiptychGPU
+
+/// The direct-copy path (opaque 1:1 YUV draws copied straight into the output's
+/// NV12 planes, only the region above them rendered) against the general path.
+extension GPU {
+    @Suite struct DirectCopy {
+        /// An in-gamut YUV frame (Y 80...180, U and V 112...144), smooth with some detail.
+        static func yuvFrame(_ w: Int, _ h: Int, format: PixelFormat, seed: Int) -> VideoFrame {
+            let f = VideoFrame.allocate(width: w, height: h, format: format)
+            let y = f.planes[0].storage.mutableBase.advanced(by: f.planes[0].offset).assumingMemoryBound(to: UInt8.self)
+            for r in 0..<h { for x in 0..<w { y[r * f.planes[0].stride + x] = UInt8(80 + (x * 3 + r * 5 + seed * 11 + (x ^ r) % 7) % 100) } }
+            for r in 0..<(h / 2) {
+                for x in 0..<(w / 2) {
+                    let u = UInt8(112 + (x + seed * 3) % 32), v = UInt8(112 + (r * 2 + seed) % 32)
+                    if format == .nv12 {
+                        let p = f.planes[1].storage.mutableBase.advanced(by: f.planes[1].offset).assumingMemoryBound(to: UInt8.self)
+                        p[r * f.planes[1].stride + 2 * x] = u; p[r * f.planes[1].stride + 2 * x + 1] = v
+                    } else {
+                        let pu = f.planes[1].storage.mutableBase.advanced(by: f.planes[1].offset).assumingMemoryBound(to: UInt8.self)
+                        let pv = f.planes[2].storage.mutableBase.advanced(by: f.planes[2].offset).assumingMemoryBound(to: UInt8.self)
+                        pu[r * f.planes[1].stride + x] = u; pv[r * f.planes[2].stride + x] = v
+                    }
+                }
+            }
+            return f
+        }
+
+        struct Result { var nv12: VideoFrame; var preview: VideoFrame; var stats: GPUStats }
+
+        static func run(direct: Bool, canvas: PixelSize, plan: CompositionPlan, primary: VideoFrame, secondary: VideoFrame?) throws -> Result {
+            let c = try GPUCompositor(selection: .software, directCopy: direct)
+            defer { c.shutdown() }
+            let out = try c.addOutput(canvas: canvas)
+            try c.upload(primary, role: .primary)
+            if let secondary { try c.upload(secondary, role: .secondary) }
+            try c.render(output: out, plan: plan, pts: .zero)
+            let frames = try c.flush()
+            let preview = try c.previewRGBA(output: out)
+            return Result(nv12: frames[0], preview: preview, stats: c.stats)
+        }
+
+        /// Largest difference between two NV12 frames, and where.
+        static func maxDifference(_ a: VideoFrame, _ b: VideoFrame) -> (Int, String) {
+            var worst = (0, "")
+            for plane in 0..<2 {
+                for y in 0..<(plane == 0 ? a.height : a.height / 2) {
+                    for x in 0..<a.width {
+                        let d = abs(Int(a.byte(plane: plane, x, y)) - Int(b.byte(plane: plane, x, y)))
+                        if d > worst.0 { worst = (d, "plane \(plane) (\(x), \(y))") }
+                    }
+                }
+            }
+            return worst
+        }
+
+        static let canvas = PixelSize(width: 128, height: 72)
+
+        static func pipPlan(mirrored: Bool) -> CompositionPlan {
+            CompositionPlan(canvas: canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 77, y: 37, width: 41, height: 27),
+                                crop: NormalizedRect(x: 0, y: 0.05, width: 1, height: 0.9),
+                                orientation: Orientation(rotation: .r0, mirrored: mirrored),
+                                cornerRadius: 5, borderWidth: 2, zIndex: 1)])
+        }
+
+        @Test(arguments: [PixelFormat.nv12, .i420])
+        func pipMatchesGeneralPath(_ format: PixelFormat) throws {
+            let primary = Self.yuvFrame(128, 72, format: format, seed: 1)
+            let secondary = Self.yuvFrame(64, 48, format: format, seed: 2)
+            let plan = Self.pipPlan(mirrored: true)
+            let general = try Self.run(direct: false, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            let direct = try Self.run(direct: true, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            #expect(general.stats.framesDirect == 0)
+            #expect(direct.stats.framesDirect == 1)
+            let (d, at) = Self.maxDifference(general.nv12, direct.nv12)
+            #expect(d <= 1, "direct and general paths differ by \(d) at \(at)")
+            // Outside the inset the primary's bytes arrive untouched.
+            #expect(direct.nv12.byte(plane: 0, 5, 5) == primary.byte(plane: 0, 5, 5))
+        }
+
+        @Test func sideBySideCopiesBothHalves() throws {
+            let primary = Self.yuvFrame(128, 72, format: .nv12, seed: 3)
+            let secondary = Self.yuvFrame(128, 72, format: .nv12, seed: 4)
+            let half = NormalizedRect(x: 0.25, y: 0, width: 0.5, height: 1)
+            let plan = CompositionPlan(canvas: Self.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: 64, height: 72), crop: half),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 64, y: 0, width: 64, height: 72), crop: half)])
+            let general = try Self.run(direct: false, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            let direct = try Self.run(direct: true, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            #expect(direct.stats.framesDirect == 1)
+            let (d, at) = Self.maxDifference(general.nv12, direct.nv12)
+            #expect(d <= 1, "direct and general paths differ by \(d) at \(at)")
+            #expect(direct.nv12.byte(plane: 0, 64, 10) == secondary.byte(plane: 0, 32, 10))
+            #expect(direct.nv12.byte(plane: 1, 0, 3) == primary.byte(plane: 1, 32, 3))
+        }
+
+        @Test func scaledOrMirroredPrimaryTakesGeneralPath() throws {
+            let primary = Self.yuvFrame(64, 36, format: .nv12, seed: 5)
+            let plan = CompositionPlan(canvas: Self.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1))])
+            let scaled = try Self.run(direct: true, canvas: Self.canvas, plan: plan, primary: primary, secondary: nil)
+            #expect(scaled.stats.framesDirect == 0)
+            let mirrored = CompositionPlan(canvas: Self.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1),
+                                orientation: Orientation(rotation: .r0, mirrored: true))])
+            let m = try Self.run(direct: true, canvas: Self.canvas, plan: mirrored,
+                                 primary: Self.yuvFrame(128, 72, format: .nv12, seed: 6), secondary: nil)
+            #expect(m.stats.framesDirect == 0)
+        }
+
+        /// The preview after a direct-copy frame is the NV12 frame the encoder gets.
+        @Test func previewShowsTheEncodedPixels() throws {
+            let primary = Self.yuvFrame(128, 72, format: .nv12, seed: 7)
+            let secondary = Self.yuvFrame(64, 48, format: .nv12, seed: 8)
+            let r = try Self.run(direct: true, canvas: Self.canvas, plan: Self.pipPlan(mirrored: false), primary: primary, secondary: secondary)
+            let k = YUVCoefficients(matrix: .bt709, range: .limited)
+            var worst = 0
+            for y in 0..<72 {
+                for x in 0..<128 {
+                    let Y = Double(r.nv12.byte(plane: 0, x, y)) / 255
+                    let U = Double(r.nv12.byte(plane: 1, (x / 2) * 2, y / 2)) / 255
+                    let V = Double(r.nv12.byte(plane: 1, (x / 2) * 2 + 1, y / 2)) / 255
+                    let c = k.rgb(y: Y, u: U, v: V)
+                    let p = r.preview.rgba(x, y)
+                    for (a, b) in [(c.r, p.r), (c.g, p.g), (c.b, p.b)] {
+                        worst = max(worst, abs(Int((min(max(a, 0), 1) * 255).rounded()) - Int(b)))
+                    }
+                }
+            }
+            #expect(worst <= 1, "preview differs from the NV12 frame by \(worst)")
+        }
+    }
+}
