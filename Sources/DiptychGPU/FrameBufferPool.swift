@@ -59,3 +59,41 @@ enum BulkCopy {
         }
     }
 }
+
+/// One block of rows to copy between a frame and a mapped GL buffer. Made on
+/// the render thread, run on any thread (the caller's, so that the render
+/// thread only issues GL calls) while the buffer stays mapped.
+struct CopyJob: @unchecked Sendable {
+    var dst: UnsafeMutableRawPointer
+    var dstStride: Int
+    var src: UnsafeRawPointer
+    var srcStride: Int
+    var rowBytes: Int
+    var rows: Int
+    /// I420 → NV12 chroma: `src` is U, `src2` V, each `rowBytes / 2` bytes a row.
+    var src2: UnsafeRawPointer?
+
+    init(dst: UnsafeMutableRawPointer, dstStride: Int, src: UnsafeRawPointer, srcStride: Int, rowBytes: Int, rows: Int,
+         interleaving v: UnsafeRawPointer? = nil) {
+        self.dst = dst; self.dstStride = dstStride; self.src = src; self.srcStride = srcStride
+        self.rowBytes = rowBytes; self.rows = rows; self.src2 = v
+    }
+
+    var bytes: Int { rowBytes * rows }
+
+    func run() {
+        if let v = src2 {
+            let pairs = rowBytes / 2
+            for row in 0..<rows {
+                let o = dst.advanced(by: row * dstStride).assumingMemoryBound(to: UInt8.self)
+                let a = src.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
+                let b = v.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
+                for i in 0..<pairs { o[2 * i] = a[i]; o[2 * i + 1] = b[i] }
+            }
+        } else if rows == 1 || (dstStride == rowBytes && srcStride == rowBytes) {
+            BulkCopy.copy(dst, src, rowBytes * rows)
+        } else {
+            GPURenderer.copyRows(dst, dstStride: dstStride, src, srcStride: srcStride, rowBytes: rowBytes, rows: rows)
+        }
+    }
+}

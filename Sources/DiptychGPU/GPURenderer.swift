@@ -44,13 +44,16 @@ final class GPURenderer {
     var info: GPUInfo { context.info }
     var caps: GPUCapabilities { context.caps }
 
-    init(selection: GPUSelection, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
+    /// A renderer with its own context (walks the display ladder for `selection`),
+    /// or, with `sharing`, one more renderer in an existing context (same
+    /// render thread; the context goes when its last renderer is released).
+    init(selection: GPUSelection, sharing: GLContext? = nil, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
          readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: Bool = false) throws(GPUError) {
         self.directCopy = directCopy
         let uploadDepth = uploadDepth ?? 2 * readbackDepth
         precondition(readbackDepth >= 1 && uploadDepth >= 1)
         maxSetsPerRole = readbackDepth + 2
-        context = try DisplayLadder.open(selection, log: log)
+        if let sharing { context = sharing } else { context = try DisplayLadder.open(selection, log: log) }
         self.hooks = hooks
         self.log = log
         timeline = FenceTimeline(ops: hooks.fenceOps ?? .gl)
@@ -72,6 +75,7 @@ final class GPURenderer {
 
     func checkUsable() throws(GPUError) {
         if isShutDown { throw .shutDown }
+        unmapDelivered()
         if simulateLoss { markLost() }
         if lost { throw .contextLost }
     }
@@ -231,14 +235,26 @@ final class GPURenderer {
         try uploadNow(frame, role: role)
     }
 
-    /// Uploads the role's kept frame into a texture if a draw samples it.
-    private func ensureTexture(_ role: StreamRole) throws(GPUError) {
-        guard let slot = streams[role], let f = slot.cpuFrame, !slot.textureFresh else { return }
-        try uploadNow(f, role: role)
-        slot.textureFresh = true
+    private func uploadNow(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
+        var jobs: [CopyJob] = []
+        let staged = try stageUpload(frame, role: role, jobs: &jobs)
+        for j in jobs { j.run() }
+        try commitUpload(staged)
     }
 
-    private func uploadNow(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
+    /// An upload whose unpack buffer is mapped and whose copies are listed in
+    /// `CopyJob`s (run on any thread) before `commitUpload`.
+    struct StagedUpload {
+        var frame: VideoFrame
+        var role: StreamRole
+        var set: TextureSet
+        var slot: Int
+        var layout: [(offset: Int, bytes: Int, rowLength: Int, bulk: Bool)]
+    }
+
+    /// Picks the texture set and the unpack buffer, maps the buffer and lists
+    /// the copies into it. The buffer stays mapped until `commitUpload`.
+    private func stageUpload(_ frame: VideoFrame, role: StreamRole, jobs: inout [CopyJob]) throws(GPUError) -> StagedUpload {
         timeline.poll(); timer.poll()
         let shapes = frame.format.planeShapes(width: frame.width, height: frame.height)
         // Where each plane goes in the unpack buffer, and its GL row length.
@@ -253,33 +269,42 @@ final class GPURenderer {
             total += bytes
         }
         let set = textureSet(for: role, format: frame.format, width: frame.width, height: frame.height)
-        timer.begin(.upload)
         let slot = acquireUnpack(size: total)
         guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(total),
                                          GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
-            timer.cancel()
             glBindBuffer(GL.pixelUnpackBuffer, 0)
             try checkGL("upload: map unpack buffer")
             throw .gl(label: "upload: map unpack buffer", code: 0)
         }
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        // In use from now on: a second staging before the commit must not pick them.
+        set.lastUse = timeline.pendingSerial
+        unpack[slot].lastUse = timeline.pendingSerial
         for (i, s) in shapes.enumerated() {
             let p = frame.planes[i], l = layout[i]
             if l.bulk {
-                BulkCopy.copy(dst + l.offset, p.baseAddress, l.bytes)
+                jobs.append(CopyJob(dst: dst + l.offset, dstStride: l.bytes, src: p.baseAddress, srcStride: l.bytes, rowBytes: l.bytes, rows: 1))
             } else {
-                for row in 0..<s.height {
-                    (dst + l.offset + row * s.rowBytes).copyMemory(from: p.baseAddress + row * p.stride, byteCount: s.rowBytes)
-                }
+                jobs.append(CopyJob(dst: dst + l.offset, dstStride: s.rowBytes, src: p.baseAddress, srcStride: p.stride, rowBytes: s.rowBytes, rows: s.height))
             }
         }
+        return StagedUpload(frame: frame, role: role, set: set, slot: slot, layout: layout)
+    }
+
+    /// Unmaps the staged buffer and copies it into the textures (GPU side).
+    private func commitUpload(_ st: StagedUpload) throws(GPUError) {
+        let frame = st.frame, set = st.set
+        let shapes = frame.format.planeShapes(width: frame.width, height: frame.height)
+        timer.begin(.upload)
+        glBindBuffer(GL.pixelUnpackBuffer, unpack[st.slot].buffer)
         glUnmapBuffer(GL.pixelUnpackBuffer)
         glPixelStorei(GL.unpackAlignment, 1)
         glActiveTexture(GL.texture0)
         for (i, s) in shapes.enumerated() {
             glBindTexture(GL.texture2D, set.textures[i])
-            glPixelStorei(GL.unpackRowLength, GLint(layout[i].rowLength))
+            glPixelStorei(GL.unpackRowLength, GLint(st.layout[i].rowLength))
             glTexSubImage2D(GL.texture2D, 0, 0, 0, GLsizei(s.width), GLsizei(s.height), s.format, GL.unsignedByte,
-                            diptych_gl_offset(layout[i].offset))
+                            diptych_gl_offset(st.layout[i].offset))
         }
         glPixelStorei(GL.unpackRowLength, 0)
         glBindTexture(GL.texture2D, 0)
@@ -287,12 +312,12 @@ final class GPURenderer {
         timer.end(.upload)
         let serial = timeline.pendingSerial
         set.lastUse = serial
-        unpack[slot].lastUse = serial
+        unpack[st.slot].lastUse = serial
         set.matrix = frame.matrix
         set.range = frame.range
         timeline.submit()
-        makeCurrent(set, role: role)
-        try checkGL("upload \(role) \(frame.format.rawValue) \(frame.width)x\(frame.height)")
+        makeCurrent(set, role: st.role)
+        try checkGL("upload \(st.role) \(frame.format.rawValue) \(frame.width)x\(frame.height)")
         try checkReset()
     }
 
@@ -379,6 +404,27 @@ final class GPURenderer {
     }
 
     func render(output id: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool) throws(GPUError) {
+        var jobs: [CopyJob] = []
+        let prepared = try prepareRender(output: id, plan: plan, readback: readback, jobs: &jobs)
+        for j in jobs { j.run() }
+        try commitRender(prepared, pts: pts)
+    }
+
+    /// A render whose CPU copies (uploads of kept frames, direct copies) are
+    /// staged in mapped buffers; `commitRender` issues the GL work.
+    struct PreparedRender {
+        var id: OutputID
+        var plan: CompositionPlan
+        var readback: Bool
+        var uploads: [StagedUpload]
+        var direct: (plan: DirectPlan, staged: StagedDirect)?
+    }
+
+    /// First half of a render (render thread): waits for a free readback
+    /// buffer, decides the path, maps buffers and lists the copies in `jobs`
+    /// (which the caller runs, on any thread, before `commitRender`).
+    func prepareRender(output id: OutputID, plan: CompositionPlan, readback: Bool, staged: Set<StreamRole> = [],
+                       jobs: inout [CopyJob]) throws(GPUError) -> PreparedRender {
         try checkUsable()
         guard let out = outputs[id] else { preconditionFailure("\(id) does not exist") }
         guard plan.canvas == out.canvas else { throw .badCanvas("plan canvas \(plan.canvas) differs from \(id) canvas \(out.canvas)") }
@@ -386,11 +432,29 @@ final class GPURenderer {
         if readback {
             while pending.count >= pack.count { ready.append(try completeOldest()) }
         }
-        if directCopy, readback, let direct = directPlan(out, plan) {
-            try renderDirect(out, plan: plan, direct, pts: pts)
+        let direct = directCopy && readback ? directPlan(out, plan, staged: staged) : nil
+        var uploads: [StagedUpload] = []
+        var seen = Set<StreamRole>()
+        for d in direct?.rendered ?? plan.draws where d.destination.width > 0 && d.destination.height > 0 && !seen.contains(d.role) {
+            seen.insert(d.role)
+            guard let slot = streams[d.role], let f = slot.cpuFrame, !slot.textureFresh else { continue }
+            uploads.append(try stageUpload(f, role: d.role, jobs: &jobs))
+            slot.textureFresh = true
+        }
+        var staged: (plan: DirectPlan, staged: StagedDirect)?
+        if let direct { staged = (direct, try stageDirect(out, direct, jobs: &jobs)) }
+        return PreparedRender(id: id, plan: plan, readback: readback, uploads: uploads, direct: staged)
+    }
+
+    /// Second half of a render (render thread): uploads, draws, NV12 pass and readback.
+    func commitRender(_ p: PreparedRender, pts: MediaTime) throws(GPUError) {
+        for u in p.uploads { try commitUpload(u) }
+        let id = p.id, plan = p.plan, readback = p.readback
+        guard let out = outputs[id] else { preconditionFailure("\(id) does not exist") }
+        if let direct = p.direct {
+            try commitDirect(out, direct.plan, direct.staged, pts: pts)
             return
         }
-        for d in plan.draws where d.destination.width > 0 && d.destination.height > 0 { try ensureTexture(d.role) }
         // Programs first, so a compile error leaves no pass open.
         var work: [(DrawDescription, TextureSet, ShaderProgram)] = []
         for d in plan.draws where d.destination.width > 0 && d.destination.height > 0 {
@@ -553,12 +617,12 @@ final class GPURenderer {
         return (cx, cy)
     }
 
-    func directPlan(_ out: Output, _ plan: CompositionPlan) -> DirectPlan? {
+    func directPlan(_ out: Output, _ plan: CompositionPlan, staged: Set<StreamRole> = []) -> DirectPlan? {
         let W = out.canvas.width, H = out.canvas.height
         guard W % 4 == 0, H % 2 == 0 else { return nil }
         let draws = plan.draws.filter { d in
             d.destination.width > 0 && d.destination.height > 0
-                && (streams[d.role]?.current != nil || streams[d.role]?.cpuFrame != nil)
+                && (streams[d.role]?.current != nil || streams[d.role]?.cpuFrame != nil || staged.contains(d.role))
         }
         var copies: [(draw: DrawDescription, frame: VideoFrame, cropX: Int, cropY: Int)] = []
         var area = 0
@@ -606,17 +670,6 @@ final class GPURenderer {
         if lanes > 1 { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) } else { work(0) }
     }
 
-    /// Interleaves I420 U and V rows into NV12 UV rows (`pairs` samples a row).
-    static func interleaveRows(_ dst: UnsafeMutableRawPointer, dstStride: Int, u: UnsafeRawPointer, v: UnsafeRawPointer,
-                               srcStride: Int, pairs: Int, rows: Int) {
-        for row in 0..<rows {
-            let o = dst.advanced(by: row * dstStride).assumingMemoryBound(to: UInt8.self)
-            let a = u.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
-            let b = v.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
-            for i in 0..<pairs { o[2 * i] = a[i]; o[2 * i + 1] = b[i] }
-        }
-    }
-
     /// The direct-copy path: (1) the copy draws' planes go through the unpack
     /// ring straight into the output's packed NV12 target; (2) in `region`
     /// only, the composite pass draws that NV12 picture (nv12unpack.frag) and
@@ -625,19 +678,13 @@ final class GPURenderer {
     /// target then holds the region only: `refreshTarget` rebuilds it from the
     /// NV12 target before a preview or export, so the preview shows exactly
     /// the pixels the encoder gets.
-    private func renderDirect(_ out: Output, plan: CompositionPlan, _ direct: DirectPlan, pts: MediaTime) throws(GPUError) {
-        let W = out.canvas.width, H = out.canvas.height
-        for d in direct.rendered { try ensureTexture(d.role) }
-        var work: [(DrawDescription, TextureSet, ShaderProgram)] = []
-        for d in direct.rendered {
-            guard let set = streams[d.role]?.current else { continue }
-            let masked = d.cornerRadius > 0 || d.borderWidth > 0
-            work.append((d, set, try shaders.program(.composite(set.input, masked: masked))))
-        }
-        let nv12Program = try shaders.program(.nv12Pack)
-        let unpackProgram = try shaders.program(.nv12Unpack)
+    struct StagedDirect {
+        var slot: Int
+        var offsets: [(y: Int, uv: Int)]
+    }
 
-        // (1) Copies into the NV12 planes.
+    /// Maps an unpack buffer and lists the copy draws' planes into it.
+    private func stageDirect(_ out: Output, _ direct: DirectPlan, jobs: inout [CopyJob]) throws(GPUError) -> StagedDirect {
         timeline.poll()
         var offsets: [(y: Int, uv: Int)] = []
         var total = 0
@@ -650,34 +697,58 @@ final class GPURenderer {
             offsets.append((y, total))
             total += r.width * r.height / 2
         }
-        timer.begin(.upload)
         let slot = acquireUnpack(size: total)
         guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(total),
                                          GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
-            timer.cancel()
             glBindBuffer(GL.pixelUnpackBuffer, 0)
             try checkGL("direct copy: map unpack buffer")
             throw .gl(label: "direct copy: map unpack buffer", code: 0)
         }
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        unpack[slot].lastUse = timeline.pendingSerial
         for (i, c) in direct.copies.enumerated() {
             let r = c.draw.destination, f = c.frame
             let yp = f.planes[0]
-            GPURenderer.copyRows(dst + offsets[i].y, dstStride: r.width, yp.baseAddress + c.cropY * yp.stride + c.cropX,
-                                 srcStride: yp.stride, rowBytes: r.width, rows: r.height)
+            jobs.append(CopyJob(dst: dst + offsets[i].y, dstStride: r.width, src: yp.baseAddress + c.cropY * yp.stride + c.cropX,
+                                srcStride: yp.stride, rowBytes: r.width, rows: r.height))
             if f.format == .nv12 {
                 let uv = f.planes[1]
-                GPURenderer.copyRows(dst + offsets[i].uv, dstStride: r.width, uv.baseAddress + (c.cropY / 2) * uv.stride + c.cropX,
-                                     srcStride: uv.stride, rowBytes: r.width, rows: r.height / 2)
+                jobs.append(CopyJob(dst: dst + offsets[i].uv, dstStride: r.width, src: uv.baseAddress + (c.cropY / 2) * uv.stride + c.cropX,
+                                    srcStride: uv.stride, rowBytes: r.width, rows: r.height / 2))
             } else {
                 let u = f.planes[1], v = f.planes[2]
-                for row in 0..<(r.height / 2) {
-                    GPURenderer.interleaveRows(dst + offsets[i].uv + row * r.width, dstStride: r.width,
-                                               u: u.baseAddress + (c.cropY / 2 + row) * u.stride + c.cropX / 2,
-                                               v: v.baseAddress + (c.cropY / 2 + row) * v.stride + c.cropX / 2,
-                                               srcStride: 0, pairs: r.width / 2, rows: 1)
+                if u.stride == v.stride {
+                    jobs.append(CopyJob(dst: dst + offsets[i].uv, dstStride: r.width, src: u.baseAddress + (c.cropY / 2) * u.stride + c.cropX / 2,
+                                        srcStride: u.stride, rowBytes: r.width, rows: r.height / 2,
+                                        interleaving: v.baseAddress + (c.cropY / 2) * v.stride + c.cropX / 2))
+                } else {
+                    for row in 0..<(r.height / 2) {
+                        jobs.append(CopyJob(dst: dst + offsets[i].uv + row * r.width, dstStride: r.width,
+                                            src: u.baseAddress + (c.cropY / 2 + row) * u.stride + c.cropX / 2, srcStride: 0,
+                                            rowBytes: r.width, rows: 1,
+                                            interleaving: v.baseAddress + (c.cropY / 2 + row) * v.stride + c.cropX / 2))
+                    }
                 }
             }
         }
+        return StagedDirect(slot: slot, offsets: offsets)
+    }
+
+    private func commitDirect(_ out: Output, _ direct: DirectPlan, _ staged: StagedDirect, pts: MediaTime) throws(GPUError) {
+        let W = out.canvas.width, H = out.canvas.height
+        var work: [(DrawDescription, TextureSet, ShaderProgram)] = []
+        for d in direct.rendered {
+            guard let set = streams[d.role]?.current else { continue }
+            let masked = d.cornerRadius > 0 || d.borderWidth > 0
+            work.append((d, set, try shaders.program(.composite(set.input, masked: masked))))
+        }
+        let nv12Program = try shaders.program(.nv12Pack)
+        let unpackProgram = try shaders.program(.nv12Unpack)
+
+        // (1) Copies into the NV12 planes.
+        let slot = staged.slot, offsets = staged.offsets
+        timer.begin(.upload)
+        glBindBuffer(GL.pixelUnpackBuffer, unpack[slot].buffer)
         glUnmapBuffer(GL.pixelUnpackBuffer)
         glPixelStorei(GL.unpackAlignment, 4)
         glPixelStorei(GL.unpackRowLength, 0)
@@ -786,6 +857,78 @@ final class GPURenderer {
             pts: r.pts, matrix: r.matrix, range: r.range))
     }
 
+    // MARK: One composite, copies on the caller's thread
+
+    /// First half of `GPUCompositor.composite`: validates and stages the
+    /// uploads and the render; the caller runs `jobs` on its own thread.
+    func prepareComposite(uploads: [(VideoFrame, StreamRole)], output: OutputID, plan: CompositionPlan,
+                          jobs: inout [CopyJob]) throws(GPUError) -> (uploads: [StagedUpload], render: PreparedRender) {
+        try checkUsable()
+        for (frame, _) in uploads { try validateUpload(frame, maxTextureSize: maxTextureSize) }
+        var staged: [StagedUpload] = []
+        var roles = Set<StreamRole>()
+        for (frame, role) in uploads {
+            let slot = streams[role]!
+            if directCopy && frame.format.isYUV {
+                slot.cpuFrame = frame
+                slot.textureFresh = false
+            } else {
+                slot.cpuFrame = nil
+                staged.append(try stageUpload(frame, role: role, jobs: &jobs))
+                roles.insert(role)
+            }
+        }
+        let render = try prepareRender(output: output, plan: plan, readback: true, staged: roles, jobs: &jobs)
+        return (staged, render)
+    }
+
+    /// Second half: GL work for the uploads and the render, then the
+    /// readbacks already complete, whose bytes `jobs` copy out of their
+    /// mapped pack buffers (unmapped at this renderer's next call).
+    func commitComposite(_ p: (uploads: [StagedUpload], render: PreparedRender), pts: MediaTime,
+                         jobs: inout [CopyJob]) throws(GPUError) -> [VideoFrame] {
+        for u in p.uploads { try commitUpload(u) }
+        try commitRender(p.render, pts: pts)
+        var done = ready.map(\.frame)
+        ready.removeAll()
+        while let first = pending.first, timeline.isComplete(first.serial) {
+            let r = pending.removeFirst()
+            glBindBuffer(GL.pixelPackBuffer, pack[r.slot].buffer)
+            guard let src = glMapBufferRange(GL.pixelPackBuffer, 0, GLsizeiptr(r.bytes), GL.mapReadBit) else {
+                glBindBuffer(GL.pixelPackBuffer, 0)
+                pack[r.slot].busy = false
+                try checkGL("readback: map pack buffer")
+                throw .gl(label: "readback: map pack buffer", code: 0)
+            }
+            glBindBuffer(GL.pixelPackBuffer, 0)
+            mappedPack.append(r.slot)
+            let storage = framePool.storage(count: r.bytes) { _ in }
+            jobs.append(CopyJob(dst: storage.mutableBase, dstStride: r.bytes, src: src, srcStride: r.bytes, rowBytes: r.bytes, rows: 1))
+            timer.stats.framesDelivered += 1
+            done.append(VideoFrame(width: r.width, height: r.height, format: .nv12,
+                                   planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
+                                            FramePlane(storage: storage, offset: r.stride * r.height, stride: r.stride)],
+                                   pts: r.pts, matrix: r.matrix, range: r.range))
+        }
+        try checkGL("readback")
+        try checkReset()
+        return done
+    }
+
+    /// Pack buffers mapped for a caller's copy, unmapped at the next call.
+    private var mappedPack: [Int] = []
+
+    private func unmapDelivered() {
+        guard !mappedPack.isEmpty else { return }
+        for slot in mappedPack {
+            glBindBuffer(GL.pixelPackBuffer, pack[slot].buffer)
+            glUnmapBuffer(GL.pixelPackBuffer)
+            pack[slot].busy = false
+        }
+        glBindBuffer(GL.pixelPackBuffer, 0)
+        mappedPack.removeAll()
+    }
+
     func nextReadback(wait: Bool) throws(GPUError) -> NV12Readback? {
         try checkUsable()
         timer.poll()
@@ -880,6 +1023,7 @@ final class GPURenderer {
     ///    context → display → gbm_device → fd).
     func shutdown() {
         guard !isShutDown else { return }
+        unmapDelivered()
         isShutDown = true
         pending.removeAll(); ready.removeAll()
         for r in StreamRole.allCases { clearStream(r) }

@@ -134,3 +134,41 @@ extension GPU {
         }
     }
 }
+
+extension GPU {
+    /// Compositors sharing one context (one render thread), driven through the
+    /// batched `composite` call whose copies run on the caller's thread.
+    @Suite struct SharedContext {
+        @Test func sharedCompositorsMatchAndOutliveTheFirst() throws {
+            let canvas = DirectCopy.canvas
+            let plan = DirectCopy.pipPlan(mirrored: true)
+            let p = DirectCopy.yuvFrame(128, 72, format: .nv12, seed: 1), s = DirectCopy.yuvFrame(64, 48, format: .nv12, seed: 2)
+            let reference = try DirectCopy.run(direct: false, canvas: canvas, plan: plan, primary: p, secondary: s)
+
+            let a = try GPUCompositor(selection: .software, directCopy: true)
+            let b = try GPUCompositor(sharingContextOf: a)   // general path
+            let oa = try a.addOutput(canvas: canvas), ob = try b.addOutput(canvas: canvas)
+            var fa: [VideoFrame] = [], fb: [VideoFrame] = []
+            for i in 0..<6 {
+                let t = MediaTime(value: Int64(i), timescale: 60)
+                fa += try a.composite(uploads: [(p, .primary), (s, .secondary)], output: oa, plan: plan, pts: t)
+                fb += try b.composite(uploads: [(p, .primary), (s, .secondary)], output: ob, plan: plan, pts: t)
+            }
+            fa += try a.flush()
+            a.shutdown()
+            fb += try b.flush()
+            #expect(fa.count == 6 && fb.count == 6)
+            #expect(fa.map(\.pts.value) == Array(0..<6))
+            for f in fa + fb {
+                let (d, at) = DirectCopy.maxDifference(reference.nv12, f)
+                #expect(d <= 1, "differs by \(d) at \(at)")
+            }
+            // The shared context outlives the first compositor.
+            try b.upload(p, role: .primary)
+            try b.render(output: ob, plan: plan, pts: MediaTime(value: 6, timescale: 60))
+            #expect(try b.flush().count == 1)
+            b.shutdown()
+            #expect(throws: GPUError.shutDown) { try b.flush() }
+        }
+    }
+}
