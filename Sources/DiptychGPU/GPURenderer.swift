@@ -452,7 +452,7 @@ final class GPURenderer {
         let id = p.id, plan = p.plan, readback = p.readback
         guard let out = outputs[id] else { preconditionFailure("\(id) does not exist") }
         if let direct = p.direct {
-            try commitDirect(out, direct.plan, direct.staged, pts: pts)
+            try commitDirect(out, direct.plan, direct.staged, background: plan.background, pts: pts)
             return
         }
         // Programs first, so a compile error leaves no pass open.
@@ -635,7 +635,7 @@ final class GPURenderer {
             copies.append((d, f, c.x, c.y))
             area += d.destination.width * d.destination.height
         }
-        guard !copies.isEmpty, area == W * H else { return nil }
+        guard !copies.isEmpty else { return nil }
         let rendered = Array(draws[copies.count...])
         var region: PixelRect?
         if !rendered.isEmpty {
@@ -648,7 +648,20 @@ final class GPURenderer {
             x1 = min(W, (x1 + 3) & ~3); y1 = min(H, (y1 + 1) & ~1)
             if x1 > x0 && y1 > y0 { region = PixelRect(x: x0, y: y0, width: x1 - x0, height: y1 - y0) }
         }
+        // Every pixel comes from a copy or from the rendered region (copies are disjoint).
+        var covered = area
+        if let R = region {
+            covered += R.width * R.height
+            for c in copies { covered -= GPURenderer.intersection(R, c.draw.destination).map { $0.width * $0.height } ?? 0 }
+        }
+        guard covered == W * H else { return nil }
         return DirectPlan(copies: copies, rendered: rendered, region: region)
+    }
+
+    static func intersection(_ a: PixelRect, _ b: PixelRect) -> PixelRect? {
+        let x0 = max(a.x, b.x), y0 = max(a.y, b.y)
+        let x1 = min(a.x + a.width, b.x + b.width), y1 = min(a.y + a.height, b.y + b.height)
+        return x1 > x0 && y1 > y0 ? PixelRect(x: x0, y: y0, width: x1 - x0, height: y1 - y0) : nil
     }
 
     /// Copies `rows` rows of `rowBytes` (on several cores for large blocks).
@@ -734,7 +747,8 @@ final class GPURenderer {
         return StagedDirect(slot: slot, offsets: offsets)
     }
 
-    private func commitDirect(_ out: Output, _ direct: DirectPlan, _ staged: StagedDirect, pts: MediaTime) throws(GPUError) {
+    private func commitDirect(_ out: Output, _ direct: DirectPlan, _ staged: StagedDirect, background: RGBAColor,
+                              pts: MediaTime) throws(GPUError) {
         let W = out.canvas.width, H = out.canvas.height
         var work: [(DrawDescription, TextureSet, ShaderProgram)] = []
         for d in direct.rendered {
@@ -773,8 +787,17 @@ final class GPURenderer {
             glViewport(0, 0, GLsizei(W), GLsizei(H))
             glEnable(GL.scissorTest)
             glScissor(GLint(R.x), GLint(R.y), GLsizei(R.width), GLsizei(R.height))
+            let bg = background
+            glClearColor(GLfloat(bg.r * bg.a), GLfloat(bg.g * bg.a), GLfloat(bg.b * bg.a), GLfloat(bg.a))
             timer.begin(.composite)
-            drawNV12Picture(unpackProgram, out)
+            glClear(GL.colorBufferBit)
+            // Beneath the draws: the copies' pixels, read back from the NV12 planes.
+            for c in direct.copies {
+                guard let i = GPURenderer.intersection(R, c.draw.destination) else { continue }
+                glScissor(GLint(i.x), GLint(i.y), GLsizei(i.width), GLsizei(i.height))
+                drawNV12Picture(unpackProgram, out)
+            }
+            glScissor(GLint(R.x), GLint(R.y), GLsizei(R.width), GLsizei(R.height))
             glEnable(GL.blend)
             glBlendFunc(GL.one, GL.oneMinusSrcAlpha)
             drawAll(work, canvas: out.canvas)

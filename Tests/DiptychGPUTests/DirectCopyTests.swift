@@ -97,6 +97,23 @@ extension GPU {
             #expect(direct.nv12.byte(plane: 1, 0, 3) == primary.byte(plane: 1, 32, 3))
         }
 
+        /// A mirrored half is rendered (the region), the other half copied.
+        @Test func sideBySideWithMirroredHalf() throws {
+            let primary = Self.yuvFrame(128, 72, format: .nv12, seed: 9)
+            let secondary = Self.yuvFrame(96, 64, format: .i420, seed: 10)
+            let plan = CompositionPlan(canvas: Self.canvas, background: RGBAColor(r: 0.2, g: 0.4, b: 0.6, a: 1), draws: [
+                DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: 64, height: 72),
+                                crop: NormalizedRect(x: 0.25, y: 0, width: 0.5, height: 1)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 64, y: 0, width: 64, height: 72),
+                                crop: NormalizedRect(x: 0.125, y: 0, width: 0.75, height: 1),
+                                orientation: Orientation(rotation: .r0, mirrored: true), cornerRadius: 6)])
+            let general = try Self.run(direct: false, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            let direct = try Self.run(direct: true, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            #expect(direct.stats.framesDirect == 1)
+            let (d, at) = Self.maxDifference(general.nv12, direct.nv12)
+            #expect(d <= 1, "direct and general paths differ by \(d) at \(at)")
+        }
+
         @Test func scaledOrMirroredPrimaryTakesGeneralPath() throws {
             let primary = Self.yuvFrame(64, 36, format: .nv12, seed: 5)
             let plan = CompositionPlan(canvas: Self.canvas, draws: [
