@@ -683,33 +683,37 @@ final class GPURenderer {
         if lanes > 1 { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) } else { work(0) }
     }
 
-    /// The direct-copy path: (1) the copy draws' planes go through the unpack
-    /// ring straight into the output's packed NV12 target; (2) in `region`
-    /// only, the composite pass draws that NV12 picture (nv12unpack.frag) and
-    /// the draws above it, and the NV12 pass converts the region back; (3) the
-    /// whole NV12 target is read back as in the general path. The RGBA render
-    /// target then holds the region only: `refreshTarget` rebuilds it from the
-    /// NV12 target before a preview or export, so the preview shows exactly
-    /// the pixels the encoder gets.
+    /// The direct-copy path. The copy draws' bytes never go through the GPU
+    /// except where the region `R` (the draws above them) needs them beneath:
+    /// (1) the copies' parts inside `R` go through the unpack ring into the
+    /// output's packed NV12 target; (2) in `R` only, the composite pass draws
+    /// that NV12 picture (nv12unpack.frag) and the draws above it, and the NV12
+    /// pass converts `R` back; (3) only `R` is read back. On delivery the frame
+    /// is assembled on the CPU: each copy's planes into place, then `R` from
+    /// the GPU (see `deliveryJobs`). The preview is made from that frame
+    /// (`refreshTarget`), so it shows exactly the pixels the encoder gets.
     struct StagedDirect {
         var slot: Int
-        var offsets: [(y: Int, uv: Int)]
+        /// Per copy, the part inside the region and where its Y and UV bytes are staged.
+        var parts: [(copy: Int, rect: PixelRect, y: Int, uv: Int)]
     }
 
-    /// Maps an unpack buffer and lists the copy draws' planes into it.
+    /// Maps an unpack buffer and lists the copies' parts inside the region.
     private func stageDirect(_ out: Output, _ direct: DirectPlan, jobs: inout [CopyJob]) throws(GPUError) -> StagedDirect {
-        timeline.poll()
-        var offsets: [(y: Int, uv: Int)] = []
+        guard let R = direct.region else { return StagedDirect(slot: -1, parts: []) }
+        var parts: [(copy: Int, rect: PixelRect, y: Int, uv: Int)] = []
         var total = 0
-        for c in direct.copies {
-            let r = c.draw.destination
+        for (k, c) in direct.copies.enumerated() {
+            guard let r = GPURenderer.intersection(R, c.draw.destination) else { continue }
             total = (total + 63) & ~63
             let y = total
             total += r.width * r.height
             total = (total + 63) & ~63
-            offsets.append((y, total))
+            parts.append((k, r, y, total))
             total += r.width * r.height / 2
         }
+        guard !parts.isEmpty else { return StagedDirect(slot: -1, parts: []) }
+        timeline.poll()
         let slot = acquireUnpack(size: total)
         guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(total),
                                          GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
@@ -719,32 +723,27 @@ final class GPURenderer {
         }
         glBindBuffer(GL.pixelUnpackBuffer, 0)
         unpack[slot].lastUse = timeline.pendingSerial
-        for (i, c) in direct.copies.enumerated() {
-            let r = c.draw.destination, f = c.frame
+        for part in parts {
+            let c = direct.copies[part.copy], r = part.rect, f = c.frame
+            let sx = c.cropX + (r.x - c.draw.destination.x), sy = c.cropY + (r.y - c.draw.destination.y)
             let yp = f.planes[0]
-            jobs.append(CopyJob(dst: dst + offsets[i].y, dstStride: r.width, src: yp.baseAddress + c.cropY * yp.stride + c.cropX,
+            jobs.append(CopyJob(dst: dst + part.y, dstStride: r.width, src: yp.baseAddress + sy * yp.stride + sx,
                                 srcStride: yp.stride, rowBytes: r.width, rows: r.height))
             if f.format == .nv12 {
                 let uv = f.planes[1]
-                jobs.append(CopyJob(dst: dst + offsets[i].uv, dstStride: r.width, src: uv.baseAddress + (c.cropY / 2) * uv.stride + c.cropX,
+                jobs.append(CopyJob(dst: dst + part.uv, dstStride: r.width, src: uv.baseAddress + (sy / 2) * uv.stride + sx,
                                     srcStride: uv.stride, rowBytes: r.width, rows: r.height / 2))
             } else {
                 let u = f.planes[1], v = f.planes[2]
-                if u.stride == v.stride {
-                    jobs.append(CopyJob(dst: dst + offsets[i].uv, dstStride: r.width, src: u.baseAddress + (c.cropY / 2) * u.stride + c.cropX / 2,
-                                        srcStride: u.stride, rowBytes: r.width, rows: r.height / 2,
-                                        interleaving: v.baseAddress + (c.cropY / 2) * v.stride + c.cropX / 2))
-                } else {
-                    for row in 0..<(r.height / 2) {
-                        jobs.append(CopyJob(dst: dst + offsets[i].uv + row * r.width, dstStride: r.width,
-                                            src: u.baseAddress + (c.cropY / 2 + row) * u.stride + c.cropX / 2, srcStride: 0,
-                                            rowBytes: r.width, rows: 1,
-                                            interleaving: v.baseAddress + (c.cropY / 2 + row) * v.stride + c.cropX / 2))
-                    }
+                for row in 0..<(r.height / 2) {
+                    jobs.append(CopyJob(dst: dst + part.uv + row * r.width, dstStride: r.width,
+                                        src: u.baseAddress + (sy / 2 + row) * u.stride + sx / 2, srcStride: 0,
+                                        rowBytes: r.width, rows: 1,
+                                        interleaving: v.baseAddress + (sy / 2 + row) * v.stride + sx / 2))
                 }
             }
         }
-        return StagedDirect(slot: slot, offsets: offsets)
+        return StagedDirect(slot: slot, parts: parts)
     }
 
     private func commitDirect(_ out: Output, _ direct: DirectPlan, _ staged: StagedDirect, background: RGBAColor,
@@ -758,31 +757,32 @@ final class GPURenderer {
         }
         let nv12Program = try shaders.program(.nv12Pack)
         let unpackProgram = try shaders.program(.nv12Unpack)
+        var packSlot = -1, packBytes = 0
 
-        // (1) Copies into the NV12 planes.
-        let slot = staged.slot, offsets = staged.offsets
-        timer.begin(.upload)
-        glBindBuffer(GL.pixelUnpackBuffer, unpack[slot].buffer)
-        glUnmapBuffer(GL.pixelUnpackBuffer)
-        glPixelStorei(GL.unpackAlignment, 4)
-        glPixelStorei(GL.unpackRowLength, 0)
-        glActiveTexture(GL.texture0)
-        glBindTexture(GL.texture2D, out.nv12.texture)
-        for (i, c) in direct.copies.enumerated() {
-            let r = c.draw.destination
-            glTexSubImage2D(GL.texture2D, 0, GLint(r.x / 4), GLint(r.y), GLsizei(r.width / 4), GLsizei(r.height),
-                            GL.rgba, GL.unsignedByte, diptych_gl_offset(offsets[i].y))
-            glTexSubImage2D(GL.texture2D, 0, GLint(r.x / 4), GLint(H + r.y / 2), GLsizei(r.width / 4), GLsizei(r.height / 2),
-                            GL.rgba, GL.unsignedByte, diptych_gl_offset(offsets[i].uv))
-        }
-        glBindTexture(GL.texture2D, 0)
-        glBindBuffer(GL.pixelUnpackBuffer, 0)
-        timer.end(.upload)
-        unpack[slot].lastUse = timeline.pendingSerial
-
-        // (2) The region above the copies.
-        glDisable(GL.depthTest); glDisable(GL.cullFace); glDisable(GL.dither)
         if let R = direct.region {
+            // (1) The copies' parts inside the region, into the NV12 planes.
+            if staged.slot >= 0 {
+                timer.begin(.upload)
+                glBindBuffer(GL.pixelUnpackBuffer, unpack[staged.slot].buffer)
+                glUnmapBuffer(GL.pixelUnpackBuffer)
+                glPixelStorei(GL.unpackAlignment, 4)
+                glPixelStorei(GL.unpackRowLength, 0)
+                glActiveTexture(GL.texture0)
+                glBindTexture(GL.texture2D, out.nv12.texture)
+                for part in staged.parts {
+                    let r = part.rect
+                    glTexSubImage2D(GL.texture2D, 0, GLint(r.x / 4), GLint(r.y), GLsizei(r.width / 4), GLsizei(r.height),
+                                    GL.rgba, GL.unsignedByte, diptych_gl_offset(part.y))
+                    glTexSubImage2D(GL.texture2D, 0, GLint(r.x / 4), GLint(H + r.y / 2), GLsizei(r.width / 4), GLsizei(r.height / 2),
+                                    GL.rgba, GL.unsignedByte, diptych_gl_offset(part.uv))
+                }
+                glBindTexture(GL.texture2D, 0)
+                glBindBuffer(GL.pixelUnpackBuffer, 0)
+                timer.end(.upload)
+                unpack[staged.slot].lastUse = timeline.pendingSerial
+            }
+            // (2) The region: background, the copies beneath, the draws above.
+            glDisable(GL.depthTest); glDisable(GL.cullFace); glDisable(GL.dither)
             glBindFramebuffer(GL.framebuffer, out.target.fbo)
             glViewport(0, 0, GLsizei(W), GLsizei(H))
             glEnable(GL.scissorTest)
@@ -791,9 +791,8 @@ final class GPURenderer {
             glClearColor(GLfloat(bg.r * bg.a), GLfloat(bg.g * bg.a), GLfloat(bg.b * bg.a), GLfloat(bg.a))
             timer.begin(.composite)
             glClear(GL.colorBufferBit)
-            // Beneath the draws: the copies' pixels, read back from the NV12 planes.
-            for c in direct.copies {
-                guard let i = GPURenderer.intersection(R, c.draw.destination) else { continue }
+            for part in staged.parts {
+                let i = part.rect
                 glScissor(GLint(i.x), GLint(i.y), GLsizei(i.width), GLsizei(i.height))
                 drawNV12Picture(unpackProgram, out)
             }
@@ -812,15 +811,43 @@ final class GPURenderer {
             glScissor(GLint(R.x / 4), GLint(H + R.y / 2), GLsizei(R.width / 4), GLsizei(R.height / 2))
             glDrawArrays(GL.triangles, 0, 3)
             glDisable(GL.scissorTest)
-        } else {
-            timer.begin(.nv12)
+            // (3) Read back the region only: its Y rows, then its UV rows.
+            packSlot = nextPack
+            nextPack = (nextPack + 1) % pack.count
+            precondition(!pack[packSlot].busy, "pack buffer \(packSlot) still holds an undelivered readback")
+            packBytes = R.width * R.height * 3 / 2
+            glBindBuffer(GL.pixelPackBuffer, pack[packSlot].buffer)
+            if pack[packSlot].capacity < packBytes {
+                let cap = max(packBytes, out.nv12Stride * out.nv12.height)
+                glBufferData(GL.pixelPackBuffer, GLsizeiptr(cap), nil, GL.streamRead)
+                pack[packSlot].capacity = cap
+            }
+            glPixelStorei(GL.packAlignment, 4)
+            glReadPixels(GLint(R.x / 4), GLint(R.y), GLsizei(R.width / 4), GLsizei(R.height), GL.rgba, GL.unsignedByte, nil)
+            glReadPixels(GLint(R.x / 4), GLint(H + R.y / 2), GLsizei(R.width / 4), GLsizei(R.height / 2), GL.rgba, GL.unsignedByte,
+                         UnsafeMutableRawPointer(mutating: diptych_gl_offset(R.width * R.height)))
+            glBindBuffer(GL.pixelPackBuffer, 0)
+            timer.end(.nv12)
+            out.target.lastUse = timeline.pendingSerial
         }
-        // (3) Readback.
-        let packSlot = startReadback(out)
-        timer.end(.nv12)
+        glBindFramebuffer(GL.framebuffer, 0)
+        let serial = timeline.pendingSerial
+        out.nv12.lastUse = serial
+        timeline.submit()
+        if packSlot >= 0 {
+            pack[packSlot].busy = true
+            pack[packSlot].lastUse = serial
+        }
+        pending.append(PendingReadback(serial: serial, slot: packSlot, output: out.id, pts: pts, width: W, height: H,
+                                       stride: out.nv12Stride, bytes: packBytes, matrix: out.matrix, range: out.range,
+                                       direct: DirectFrame(copies: direct.copies.map { ($0.draw.destination, $0.frame, $0.cropX, $0.cropY) },
+                                                           region: direct.region)))
         out.directLast = true
+        out.lastPTS = pts
         timer.stats.framesDirect += 1
-        try finishSubmission(out, id: out.id, pts: pts, slot: packSlot)
+        timer.stats.framesRendered += 1
+        try checkGL("render \(out.id) (direct copy)")
+        try checkReset()
     }
 
     /// Draws the output's NV12 target as RGB into the bound framebuffer
@@ -840,16 +867,39 @@ final class GPURenderer {
         glDrawArrays(GL.triangles, 0, 3)
     }
 
-    /// After a direct-copy frame the RGBA target holds only the rendered
-    /// region: rebuild all of it from the NV12 target (the encoder's pixels).
+    /// After a direct-copy frame the GPU holds only the rendered region: the
+    /// frame is complete only once delivered (assembled on the CPU). Waits for
+    /// it, uploads it whole into the NV12 target and converts that into the
+    /// RGBA target, so preview and export show exactly the encoder's pixels.
     private func refreshTarget(_ out: Output) throws(GPUError) {
         guard out.directLast else { return }
+        while pending.contains(where: { $0.output == out.id }) { ready.append(try completeOldest()) }
+        guard let last = out.lastDirectFrame else { return }
         let program = try shaders.program(.nv12Unpack)
+        let bytes = last.planes[0].stride * last.height * 3 / 2
+        let slot = acquireUnpack(size: bytes)
+        guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(bytes),
+                                         GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
+            glBindBuffer(GL.pixelUnpackBuffer, 0)
+            try checkGL("preview: map unpack buffer")
+            throw .gl(label: "preview: map unpack buffer", code: 0)
+        }
+        BulkCopy.copy(dst, last.planes[0].baseAddress, bytes)   // one block: Y rows then UV rows, stride = nv12Stride
+        glUnmapBuffer(GL.pixelUnpackBuffer)
+        glPixelStorei(GL.unpackAlignment, 4)
+        glPixelStorei(GL.unpackRowLength, 0)
+        glActiveTexture(GL.texture0)
+        glBindTexture(GL.texture2D, out.nv12.texture)
+        glTexSubImage2D(GL.texture2D, 0, 0, 0, GLsizei(out.nv12.width), GLsizei(out.nv12.height), GL.rgba, GL.unsignedByte,
+                        diptych_gl_offset(0))
+        glBindTexture(GL.texture2D, 0)
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
         glBindFramebuffer(GL.framebuffer, out.target.fbo)
         glViewport(0, 0, GLsizei(out.canvas.width), GLsizei(out.canvas.height))
         glDisable(GL.scissorTest); glDisable(GL.blend)
         drawNV12Picture(program, out)
         glBindFramebuffer(GL.framebuffer, 0)
+        unpack[slot].lastUse = timeline.pendingSerial
         out.target.lastUse = timeline.pendingSerial
         out.nv12.lastUse = timeline.pendingSerial
         timeline.submit()
@@ -861,23 +911,69 @@ final class GPURenderer {
     private func completeOldest() throws(GPUError) -> NV12Readback {
         let r = pending.removeFirst()
         timeline.wait(for: r.serial)
-        pack[r.slot].busy = false
-        glBindBuffer(GL.pixelPackBuffer, pack[r.slot].buffer)
-        guard let src = glMapBufferRange(GL.pixelPackBuffer, 0, GLsizeiptr(r.bytes), GL.mapReadBit) else {
-            glBindBuffer(GL.pixelPackBuffer, 0)
-            try checkGL("readback: map pack buffer")
-            throw .gl(label: "readback: map pack buffer", code: 0)
+        var src: UnsafeRawPointer?
+        if r.slot >= 0 {
+            pack[r.slot].busy = false
+            glBindBuffer(GL.pixelPackBuffer, pack[r.slot].buffer)
+            guard let p = glMapBufferRange(GL.pixelPackBuffer, 0, GLsizeiptr(r.bytes), GL.mapReadBit) else {
+                glBindBuffer(GL.pixelPackBuffer, 0)
+                try checkGL("readback: map pack buffer")
+                throw .gl(label: "readback: map pack buffer", code: 0)
+            }
+            src = UnsafeRawPointer(p)
         }
-        let storage = framePool.storage(count: r.bytes) { BulkCopy.copy($0, src, r.bytes) }
-        glUnmapBuffer(GL.pixelPackBuffer)
+        let storage = framePool.storage(count: r.frameBytes) { dst in
+            for j in GPURenderer.deliveryJobs(r, packed: src, into: dst) { j.run() }
+        }
+        if r.slot >= 0 { glUnmapBuffer(GL.pixelPackBuffer) }
         glBindBuffer(GL.pixelPackBuffer, 0)
         timer.stats.framesDelivered += 1
         try checkGL("readback \(r.output)")
-        return NV12Readback(output: r.output, frame: VideoFrame(
-            width: r.width, height: r.height, format: .nv12,
-            planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
-                     FramePlane(storage: storage, offset: r.stride * r.height, stride: r.stride)],
-            pts: r.pts, matrix: r.matrix, range: r.range))
+        let f = GPURenderer.frame(r, storage)
+        if r.direct != nil { outputs[r.output]?.lastDirectFrame = f }
+        return NV12Readback(output: r.output, frame: f)
+    }
+
+    static func frame(_ r: PendingReadback, _ storage: FrameStorage) -> VideoFrame {
+        VideoFrame(width: r.width, height: r.height, format: .nv12,
+                   planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
+                            FramePlane(storage: storage, offset: r.stride * r.height, stride: r.stride)],
+                   pts: r.pts, matrix: r.matrix, range: r.range)
+    }
+
+    /// The copies that fill a delivered frame at `dst`: the pack buffer as is,
+    /// or, for a direct-copy frame, each copy's planes and then the region.
+    static func deliveryJobs(_ r: PendingReadback, packed src: UnsafeRawPointer?, into dst: UnsafeMutableRawPointer) -> [CopyJob] {
+        guard let direct = r.direct else {
+            return [CopyJob(dst: dst, dstStride: r.bytes, src: src!, srcStride: r.bytes, rowBytes: r.bytes, rows: 1)]
+        }
+        let S = r.stride, uvBase = dst + S * r.height
+        var jobs: [CopyJob] = []
+        for c in direct.copies {
+            let d = c.destination, f = c.frame, yp = f.planes[0]
+            jobs.append(CopyJob(dst: dst + d.y * S + d.x, dstStride: S, src: yp.baseAddress + c.cropY * yp.stride + c.cropX,
+                                srcStride: yp.stride, rowBytes: d.width, rows: d.height))
+            let uvDst = uvBase + (d.y / 2) * S + d.x
+            if f.format == .nv12 {
+                let uv = f.planes[1]
+                jobs.append(CopyJob(dst: uvDst, dstStride: S, src: uv.baseAddress + (c.cropY / 2) * uv.stride + c.cropX,
+                                    srcStride: uv.stride, rowBytes: d.width, rows: d.height / 2))
+            } else {
+                let u = f.planes[1], v = f.planes[2]
+                for row in 0..<(d.height / 2) {
+                    jobs.append(CopyJob(dst: uvDst + row * S, dstStride: S,
+                                        src: u.baseAddress + (c.cropY / 2 + row) * u.stride + c.cropX / 2, srcStride: 0,
+                                        rowBytes: d.width, rows: 1,
+                                        interleaving: v.baseAddress + (c.cropY / 2 + row) * v.stride + c.cropX / 2))
+                }
+            }
+        }
+        if let R = direct.region, let src {
+            jobs.append(CopyJob(dst: dst + R.y * S + R.x, dstStride: S, src: src, srcStride: R.width, rowBytes: R.width, rows: R.height))
+            jobs.append(CopyJob(dst: uvBase + (R.y / 2) * S + R.x, dstStride: S, src: src + R.width * R.height,
+                                srcStride: R.width, rowBytes: R.width, rows: R.height / 2))
+        }
+        return jobs
     }
 
     // MARK: One composite, copies on the caller's thread
@@ -916,22 +1012,25 @@ final class GPURenderer {
         ready.removeAll()
         while let first = pending.first, timeline.isComplete(first.serial) {
             let r = pending.removeFirst()
-            glBindBuffer(GL.pixelPackBuffer, pack[r.slot].buffer)
-            guard let src = glMapBufferRange(GL.pixelPackBuffer, 0, GLsizeiptr(r.bytes), GL.mapReadBit) else {
+            var src: UnsafeRawPointer?
+            if r.slot >= 0 {
+                glBindBuffer(GL.pixelPackBuffer, pack[r.slot].buffer)
+                guard let p = glMapBufferRange(GL.pixelPackBuffer, 0, GLsizeiptr(r.bytes), GL.mapReadBit) else {
+                    glBindBuffer(GL.pixelPackBuffer, 0)
+                    pack[r.slot].busy = false
+                    try checkGL("readback: map pack buffer")
+                    throw .gl(label: "readback: map pack buffer", code: 0)
+                }
                 glBindBuffer(GL.pixelPackBuffer, 0)
-                pack[r.slot].busy = false
-                try checkGL("readback: map pack buffer")
-                throw .gl(label: "readback: map pack buffer", code: 0)
+                mappedPack.append(r.slot)
+                src = UnsafeRawPointer(p)
             }
-            glBindBuffer(GL.pixelPackBuffer, 0)
-            mappedPack.append(r.slot)
-            let storage = framePool.storage(count: r.bytes) { _ in }
-            jobs.append(CopyJob(dst: storage.mutableBase, dstStride: r.bytes, src: src, srcStride: r.bytes, rowBytes: r.bytes, rows: 1))
+            let storage = framePool.storage(count: r.frameBytes) { _ in }
+            jobs += GPURenderer.deliveryJobs(r, packed: src, into: storage.mutableBase)
             timer.stats.framesDelivered += 1
-            done.append(VideoFrame(width: r.width, height: r.height, format: .nv12,
-                                   planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
-                                            FramePlane(storage: storage, offset: r.stride * r.height, stride: r.stride)],
-                                   pts: r.pts, matrix: r.matrix, range: r.range))
+            let f = GPURenderer.frame(r, storage)
+            if r.direct != nil { outputs[r.output]?.lastDirectFrame = f }
+            done.append(f)
         }
         try checkGL("readback")
         try checkReset()

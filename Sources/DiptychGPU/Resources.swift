@@ -126,6 +126,9 @@ final class Output {
     var lastPTS: MediaTime = .zero
     /// The last frame took the direct-copy path: the RGBA target holds only its rendered region.
     var directLast = false
+    /// The last direct-copy frame delivered (its bytes are filled once the
+    /// caller has run the delivery copies, before the next call).
+    var lastDirectFrame: VideoFrame?
     init(id: OutputID, canvas: PixelSize, target: ColorTarget, nv12: ColorTarget, matrix: ColorMatrix, range: ColorRange) {
         self.id = id; self.canvas = canvas; self.target = target; self.nv12 = nv12; self.matrix = matrix; self.range = range
     }
@@ -144,6 +147,7 @@ struct RingBuffer {
 /// An NV12 readback submitted but not yet delivered.
 struct PendingReadback {
     var serial: UInt64
+    /// The pack buffer, or -1 when nothing is read from the GPU (a direct-copy frame without a rendered region).
     var slot: Int
     var output: OutputID
     var pts: MediaTime
@@ -153,4 +157,17 @@ struct PendingReadback {
     var bytes: Int
     var matrix: ColorMatrix
     var range: ColorRange
+    /// A direct-copy frame: assembled on the CPU from the copies' frames, then
+    /// the rendered region read from the GPU (`bytes` of it in the pack buffer).
+    var direct: DirectFrame?
+    /// Bytes of the delivered NV12 frame.
+    var frameBytes: Int { stride * height + stride * (height / 2) }
+}
+
+/// How a direct-copy frame is put together: each copy's source rectangle of
+/// its (kept) frame into its destination, then the region from the GPU.
+struct DirectFrame {
+    var copies: [(destination: PixelRect, frame: VideoFrame, cropX: Int, cropY: Int)]
+    /// The rendered region; its Y rows then its UV rows, tightly packed, lead the pack buffer.
+    var region: PixelRect?
 }
