@@ -72,11 +72,13 @@ struct CopyJob: @unchecked Sendable {
     var rows: Int
     /// I420 → NV12 chroma: `src` is U, `src2` V, each `rowBytes / 2` bytes a row.
     var src2: UnsafeRawPointer?
+    /// 0: copy; 1: mirror bytes (Y rows); 2: mirror byte pairs (UV rows). Mirrored rows are a multiple of 4 bytes.
+    var mirror: Int
 
     init(dst: UnsafeMutableRawPointer, dstStride: Int, src: UnsafeRawPointer, srcStride: Int, rowBytes: Int, rows: Int,
-         interleaving v: UnsafeRawPointer? = nil) {
+         interleaving v: UnsafeRawPointer? = nil, mirror: Int = 0) {
         self.dst = dst; self.dstStride = dstStride; self.src = src; self.srcStride = srcStride
-        self.rowBytes = rowBytes; self.rows = rows; self.src2 = v
+        self.rowBytes = rowBytes; self.rows = rows; self.src2 = v; self.mirror = mirror
     }
 
     var bytes: Int { rowBytes * rows }
@@ -88,7 +90,21 @@ struct CopyJob: @unchecked Sendable {
                 let o = dst.advanced(by: row * dstStride).assumingMemoryBound(to: UInt8.self)
                 let a = src.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
                 let b = v.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
-                for i in 0..<pairs { o[2 * i] = a[i]; o[2 * i + 1] = b[i] }
+                if mirror != 0 {
+                    for i in 0..<pairs { o[2 * i] = a[pairs - 1 - i]; o[2 * i + 1] = b[pairs - 1 - i] }
+                } else {
+                    for i in 0..<pairs { o[2 * i] = a[i]; o[2 * i + 1] = b[i] }
+                }
+            }
+        } else if mirror != 0 {
+            // Four bytes at a time from the row's end: reversed bytes (Y) or reversed pairs (UV).
+            let words = rowBytes / 4
+            for row in 0..<rows {
+                let o = dst.advanced(by: row * dstStride), a = src.advanced(by: row * srcStride + rowBytes)
+                for k in 0..<words {
+                    let w = a.advanced(by: -4 * (k + 1)).loadUnaligned(as: UInt32.self)
+                    o.advanced(by: 4 * k).storeBytes(of: mirror == 1 ? w.byteSwapped : (w >> 16) | (w << 16), as: UInt32.self)
+                }
             }
         } else if rows == 1 || (dstStride == rowBytes && srcStride == rowBytes) {
             BulkCopy.copy(dst, src, rowBytes * rows)

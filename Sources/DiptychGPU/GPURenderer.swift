@@ -597,7 +597,7 @@ final class GPURenderer {
     /// NV12 planes, and only `region` (the bounding box of the draws above
     /// them, aligned to 4 × 2 pixels) is rendered and converted on the GPU.
     struct DirectPlan {
-        var copies: [(draw: DrawDescription, frame: VideoFrame, cropX: Int, cropY: Int)]
+        var copies: [CopyDraw]
         var rendered: [DrawDescription]
         var region: PixelRect?
     }
@@ -605,16 +605,19 @@ final class GPURenderer {
     /// The source pixel offset of a 1:1 copy draw of `frame`, or nil when the
     /// draw is not one (scaled, rotated, mirrored, translucent, masked,
     /// unaligned, or another colour conversion than the output's).
-    func copySource(_ d: DrawDescription, frame f: VideoFrame, out: Output) -> (x: Int, y: Int)? {
+    func copySource(_ d: DrawDescription, frame f: VideoFrame, out: Output) -> CopyDraw? {
         guard f.format.isYUV, f.matrix == out.matrix, f.range == out.range,
-              d.orientation == .identity, d.opacity >= 1, d.cornerRadius <= 0, d.borderWidth <= 0,
+              d.orientation.rotation == .r0, d.opacity >= 1, d.cornerRadius <= 0, d.borderWidth <= 0,
               GPURenderer.isUnitScale(d, textureWidth: f.width, textureHeight: f.height) else { return nil }
         let r = d.destination
         guard r.x >= 0, r.y >= 0, r.x + r.width <= out.canvas.width, r.y + r.height <= out.canvas.height,
               r.x % 4 == 0, r.width % 4 == 0, r.y % 2 == 0, r.height % 2 == 0 else { return nil }
         let cx = Int((d.crop.x * Double(f.width)).rounded()), cy = Int((d.crop.y * Double(f.height)).rounded())
         guard cx % 2 == 0, cy % 2 == 0, cx >= 0, cy >= 0, cx + r.width <= f.width, cy + r.height <= f.height else { return nil }
-        return (cx, cy)
+        // Mirrored: the upright crop [cx, cx + w) is sensor [W - cx - w, W - cx), read right to left.
+        let sx = d.orientation.mirrored ? f.width - cx - r.width : cx
+        guard sx % 2 == 0 else { return nil }
+        return CopyDraw(destination: r, frame: f, sourceX: sx, sourceY: cy, mirrored: d.orientation.mirrored)
     }
 
     func directPlan(_ out: Output, _ plan: CompositionPlan, staged: Set<StreamRole> = []) -> DirectPlan? {
@@ -624,15 +627,15 @@ final class GPURenderer {
             d.destination.width > 0 && d.destination.height > 0
                 && (streams[d.role]?.current != nil || streams[d.role]?.cpuFrame != nil || staged.contains(d.role))
         }
-        var copies: [(draw: DrawDescription, frame: VideoFrame, cropX: Int, cropY: Int)] = []
+        var copies: [CopyDraw] = []
         var area = 0
         for d in draws {
             guard let f = streams[d.role]?.cpuFrame, let c = copySource(d, frame: f, out: out) else { break }
             for other in copies {
-                let a = other.draw.destination, b = d.destination
+                let a = other.destination, b = d.destination
                 if a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height { return nil }
             }
-            copies.append((d, f, c.x, c.y))
+            copies.append(c)
             area += d.destination.width * d.destination.height
         }
         guard !copies.isEmpty else { return nil }
@@ -652,7 +655,7 @@ final class GPURenderer {
         var covered = area
         if let R = region {
             covered += R.width * R.height
-            for c in copies { covered -= GPURenderer.intersection(R, c.draw.destination).map { $0.width * $0.height } ?? 0 }
+            for c in copies { covered -= GPURenderer.intersection(R, c.destination).map { $0.width * $0.height } ?? 0 }
         }
         guard covered == W * H else { return nil }
         return DirectPlan(copies: copies, rendered: rendered, region: region)
@@ -704,7 +707,7 @@ final class GPURenderer {
         var parts: [(copy: Int, rect: PixelRect, y: Int, uv: Int)] = []
         var total = 0
         for (k, c) in direct.copies.enumerated() {
-            guard let r = GPURenderer.intersection(R, c.draw.destination) else { continue }
+            guard let r = GPURenderer.intersection(R, c.destination) else { continue }
             total = (total + 63) & ~63
             let y = total
             total += r.width * r.height
@@ -724,24 +727,8 @@ final class GPURenderer {
         glBindBuffer(GL.pixelUnpackBuffer, 0)
         unpack[slot].lastUse = timeline.pendingSerial
         for part in parts {
-            let c = direct.copies[part.copy], r = part.rect, f = c.frame
-            let sx = c.cropX + (r.x - c.draw.destination.x), sy = c.cropY + (r.y - c.draw.destination.y)
-            let yp = f.planes[0]
-            jobs.append(CopyJob(dst: dst + part.y, dstStride: r.width, src: yp.baseAddress + sy * yp.stride + sx,
-                                srcStride: yp.stride, rowBytes: r.width, rows: r.height))
-            if f.format == .nv12 {
-                let uv = f.planes[1]
-                jobs.append(CopyJob(dst: dst + part.uv, dstStride: r.width, src: uv.baseAddress + (sy / 2) * uv.stride + sx,
-                                    srcStride: uv.stride, rowBytes: r.width, rows: r.height / 2))
-            } else {
-                let u = f.planes[1], v = f.planes[2]
-                for row in 0..<(r.height / 2) {
-                    jobs.append(CopyJob(dst: dst + part.uv + row * r.width, dstStride: r.width,
-                                        src: u.baseAddress + (sy / 2 + row) * u.stride + sx / 2, srcStride: 0,
-                                        rowBytes: r.width, rows: 1,
-                                        interleaving: v.baseAddress + (sy / 2 + row) * v.stride + sx / 2))
-                }
-            }
+            jobs += GPURenderer.copyJobs(direct.copies[part.copy], part: part.rect, y: dst + part.y, yStride: part.rect.width,
+                                         uv: dst + part.uv, uvStride: part.rect.width)
         }
         return StagedDirect(slot: slot, parts: parts)
     }
@@ -840,7 +827,7 @@ final class GPURenderer {
         }
         pending.append(PendingReadback(serial: serial, slot: packSlot, output: out.id, pts: pts, width: W, height: H,
                                        stride: out.nv12Stride, bytes: packBytes, matrix: out.matrix, range: out.range,
-                                       direct: DirectFrame(copies: direct.copies.map { ($0.draw.destination, $0.frame, $0.cropX, $0.cropY) },
+                                       direct: DirectFrame(copies: direct.copies,
                                                            region: direct.region)))
         out.directLast = true
         out.lastPTS = pts
@@ -934,6 +921,33 @@ final class GPURenderer {
         return NV12Readback(output: r.output, frame: f)
     }
 
+    /// The jobs copying rectangle `r` (canvas pixels, inside `c.destination`,
+    /// aligned to 2) of copy draw `c` from its frame: Y rows to `y`, NV12 UV rows to `uv`.
+    static func copyJobs(_ c: CopyDraw, part r: PixelRect, y: UnsafeMutableRawPointer, yStride: Int,
+                         uv: UnsafeMutableRawPointer, uvStride: Int) -> [CopyJob] {
+        let d = c.destination, f = c.frame
+        let dx = r.x - d.x, dy = r.y - d.y
+        let sx = c.mirrored ? c.sourceX + (d.width - dx - r.width) : c.sourceX + dx
+        let sy = c.sourceY + dy
+        let yp = f.planes[0]
+        var jobs = [CopyJob(dst: y, dstStride: yStride, src: yp.baseAddress + sy * yp.stride + sx, srcStride: yp.stride,
+                            rowBytes: r.width, rows: r.height, mirror: c.mirrored ? 1 : 0)]
+        if f.format == .nv12 {
+            let p = f.planes[1]
+            jobs.append(CopyJob(dst: uv, dstStride: uvStride, src: p.baseAddress + (sy / 2) * p.stride + sx, srcStride: p.stride,
+                                rowBytes: r.width, rows: r.height / 2, mirror: c.mirrored ? 2 : 0))
+        } else {
+            let u = f.planes[1], v = f.planes[2]
+            for row in 0..<(r.height / 2) {
+                jobs.append(CopyJob(dst: uv + row * uvStride, dstStride: uvStride,
+                                    src: u.baseAddress + (sy / 2 + row) * u.stride + sx / 2, srcStride: 0,
+                                    rowBytes: r.width, rows: 1,
+                                    interleaving: v.baseAddress + (sy / 2 + row) * v.stride + sx / 2, mirror: c.mirrored ? 2 : 0))
+            }
+        }
+        return jobs
+    }
+
     static func frame(_ r: PendingReadback, _ storage: FrameStorage) -> VideoFrame {
         VideoFrame(width: r.width, height: r.height, format: .nv12,
                    planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
@@ -950,23 +964,8 @@ final class GPURenderer {
         let S = r.stride, uvBase = dst + S * r.height
         var jobs: [CopyJob] = []
         for c in direct.copies {
-            let d = c.destination, f = c.frame, yp = f.planes[0]
-            jobs.append(CopyJob(dst: dst + d.y * S + d.x, dstStride: S, src: yp.baseAddress + c.cropY * yp.stride + c.cropX,
-                                srcStride: yp.stride, rowBytes: d.width, rows: d.height))
-            let uvDst = uvBase + (d.y / 2) * S + d.x
-            if f.format == .nv12 {
-                let uv = f.planes[1]
-                jobs.append(CopyJob(dst: uvDst, dstStride: S, src: uv.baseAddress + (c.cropY / 2) * uv.stride + c.cropX,
-                                    srcStride: uv.stride, rowBytes: d.width, rows: d.height / 2))
-            } else {
-                let u = f.planes[1], v = f.planes[2]
-                for row in 0..<(d.height / 2) {
-                    jobs.append(CopyJob(dst: uvDst + row * S, dstStride: S,
-                                        src: u.baseAddress + (c.cropY / 2 + row) * u.stride + c.cropX / 2, srcStride: 0,
-                                        rowBytes: d.width, rows: 1,
-                                        interleaving: v.baseAddress + (c.cropY / 2 + row) * v.stride + c.cropX / 2))
-                }
-            }
+            let d = c.destination
+            jobs += copyJobs(c, part: d, y: dst + d.y * S + d.x, yStride: S, uv: uvBase + (d.y / 2) * S + d.x, uvStride: S)
         }
         if let R = direct.region, let src {
             jobs.append(CopyJob(dst: dst + R.y * S + R.x, dstStride: S, src: src, srcStride: R.width, rowBytes: R.width, rows: R.height))

@@ -164,10 +164,21 @@ struct PendingReadback {
     var frameBytes: Int { stride * height + stride * (height / 2) }
 }
 
+/// A draw that is a 1:1 copy of a YUV frame: `destination` on the canvas
+/// from the same-sized rectangle at (`sourceX`, `sourceY`) of `frame`
+/// (sensor pixels), mirrored horizontally or not.
+struct CopyDraw {
+    var destination: PixelRect
+    var frame: VideoFrame
+    var sourceX: Int
+    var sourceY: Int
+    var mirrored: Bool
+}
+
 /// How a direct-copy frame is put together: each copy's source rectangle of
 /// its (kept) frame into its destination, then the region from the GPU.
 struct DirectFrame {
-    var copies: [(destination: PixelRect, frame: VideoFrame, cropX: Int, cropY: Int)]
+    var copies: [CopyDraw]
     /// The rendered region; its Y rows then its UV rows, tightly packed, lead the pack buffer.
     var region: PixelRect?
 }

@@ -114,18 +114,31 @@ extension GPU {
             #expect(d <= 1, "direct and general paths differ by \(d) at \(at)")
         }
 
-        @Test func scaledOrMirroredPrimaryTakesGeneralPath() throws {
+        @Test func scaledPrimaryTakesGeneralPath() throws {
             let primary = Self.yuvFrame(64, 36, format: .nv12, seed: 5)
             let plan = CompositionPlan(canvas: Self.canvas, draws: [
                 DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1))])
             let scaled = try Self.run(direct: true, canvas: Self.canvas, plan: plan, primary: primary, secondary: nil)
             #expect(scaled.stats.framesDirect == 0)
-            let mirrored = CompositionPlan(canvas: Self.canvas, draws: [
-                DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1),
+        }
+
+        /// Mirrored 1:1 draws are copies too (bytes, and UV pairs, reversed).
+        @Test(arguments: [PixelFormat.nv12, .i420])
+        func mirroredCopiesMatchGeneralPath(_ format: PixelFormat) throws {
+            let primary = Self.yuvFrame(160, 72, format: format, seed: 6)
+            let secondary = Self.yuvFrame(128, 72, format: format, seed: 11)
+            let plan = CompositionPlan(canvas: Self.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: 64, height: 72),
+                                crop: NormalizedRect(x: 0.1, y: 0, width: 0.4, height: 1),
+                                orientation: Orientation(rotation: .r0, mirrored: true)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 64, y: 0, width: 64, height: 72),
+                                crop: NormalizedRect(x: 0.25, y: 0, width: 0.5, height: 1),
                                 orientation: Orientation(rotation: .r0, mirrored: true))])
-            let m = try Self.run(direct: true, canvas: Self.canvas, plan: mirrored,
-                                 primary: Self.yuvFrame(128, 72, format: .nv12, seed: 6), secondary: nil)
-            #expect(m.stats.framesDirect == 0)
+            let general = try Self.run(direct: false, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            let direct = try Self.run(direct: true, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            #expect(direct.stats.framesDirect == 1)
+            let (d, at) = Self.maxDifference(general.nv12, direct.nv12)
+            #expect(d <= 1, "direct and general paths differ by \(d) at \(at)")
         }
 
         /// The preview after a direct-copy frame is the NV12 frame the encoder gets.
