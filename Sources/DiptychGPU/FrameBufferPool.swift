@@ -83,6 +83,13 @@ struct CopyJob: @unchecked Sendable {
 
     var bytes: Int { rowBytes * rows }
 
+    /// Bytes b0 b1 b2 b3 → b0 0 b1 0 b2 0 b3 0 (little endian).
+    @inline(__always) static func spread(_ x: UInt64) -> UInt64 {
+        var x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF
+        x = (x | (x << 8)) & 0x00FF_00FF_00FF_00FF
+        return x
+    }
+
     func run() {
         if let v = src2 {
             let pairs = rowBytes / 2
@@ -93,7 +100,15 @@ struct CopyJob: @unchecked Sendable {
                 if mirror != 0 {
                     for i in 0..<pairs { o[2 * i] = a[pairs - 1 - i]; o[2 * i + 1] = b[pairs - 1 - i] }
                 } else {
-                    for i in 0..<pairs { o[2 * i] = a[i]; o[2 * i + 1] = b[i] }
+                    // Four U and four V bytes → eight interleaved bytes at a time.
+                    let quads = pairs / 4
+                    let ra = UnsafeRawPointer(a), rb = UnsafeRawPointer(b), ro = UnsafeMutableRawPointer(o)
+                    for q in 0..<quads {
+                        let u = CopyJob.spread(UInt64(ra.loadUnaligned(fromByteOffset: 4 * q, as: UInt32.self)))
+                        let w = CopyJob.spread(UInt64(rb.loadUnaligned(fromByteOffset: 4 * q, as: UInt32.self)))
+                        ro.storeBytes(of: u | (w << 8), toByteOffset: 8 * q, as: UInt64.self)
+                    }
+                    for i in (4 * quads)..<pairs { o[2 * i] = a[i]; o[2 * i + 1] = b[i] }
                 }
             }
         } else if mirror != 0 {

@@ -661,6 +661,21 @@ final class GPURenderer {
         return DirectPlan(copies: copies, rendered: rendered, region: region)
     }
 
+    /// `a` minus `b`: up to four rectangles (above, below, left, right of `b`).
+    static func subtract(_ a: PixelRect, _ b: PixelRect) -> [PixelRect] {
+        guard let i = intersection(a, b) else { return [a] }
+        var out: [PixelRect] = []
+        if i.y > a.y { out.append(PixelRect(x: a.x, y: a.y, width: a.width, height: i.y - a.y)) }
+        if i.y + i.height < a.y + a.height {
+            out.append(PixelRect(x: a.x, y: i.y + i.height, width: a.width, height: a.y + a.height - i.y - i.height))
+        }
+        if i.x > a.x { out.append(PixelRect(x: a.x, y: i.y, width: i.x - a.x, height: i.height)) }
+        if i.x + i.width < a.x + a.width {
+            out.append(PixelRect(x: i.x + i.width, y: i.y, width: a.x + a.width - i.x - i.width, height: i.height))
+        }
+        return out
+    }
+
     static func intersection(_ a: PixelRect, _ b: PixelRect) -> PixelRect? {
         let x0 = max(a.x, b.x), y0 = max(a.y, b.y)
         let x1 = min(a.x + a.width, b.x + b.width), y1 = min(a.y + a.height, b.y + b.height)
@@ -773,15 +788,22 @@ final class GPURenderer {
             glBindFramebuffer(GL.framebuffer, out.target.fbo)
             glViewport(0, 0, GLsizei(W), GLsizei(H))
             glEnable(GL.scissorTest)
-            glScissor(GLint(R.x), GLint(R.y), GLsizei(R.width), GLsizei(R.height))
             let bg = background
             glClearColor(GLfloat(bg.r * bg.a), GLfloat(bg.g * bg.a), GLfloat(bg.b * bg.a), GLfloat(bg.a))
             timer.begin(.composite)
-            glClear(GL.colorBufferBit)
-            for part in staged.parts {
-                let i = part.rect
+            // What an opaque, unmasked draw covers needs neither background nor
+            // the picture beneath (a software rasterizer pays for every pass).
+            let cover = direct.rendered.first { $0.opacity >= 1 && $0.cornerRadius <= 0 && $0.borderWidth <= 0 }?.destination
+            func uncovered(_ r: PixelRect) -> [PixelRect] { cover.map { GPURenderer.subtract(r, $0) } ?? [r] }
+            for i in uncovered(R) {
                 glScissor(GLint(i.x), GLint(i.y), GLsizei(i.width), GLsizei(i.height))
-                drawNV12Picture(unpackProgram, out)
+                glClear(GL.colorBufferBit)
+            }
+            for part in staged.parts {
+                for i in uncovered(part.rect) {
+                    glScissor(GLint(i.x), GLint(i.y), GLsizei(i.width), GLsizei(i.height))
+                    drawNV12Picture(unpackProgram, out)
+                }
             }
             glScissor(GLint(R.x), GLint(R.y), GLsizei(R.width), GLsizei(R.height))
             glEnable(GL.blend)

@@ -81,6 +81,22 @@ extension GPU {
             #expect(direct.nv12.byte(plane: 0, 5, 5) == primary.byte(plane: 0, 5, 5))
         }
 
+        /// A plain (opaque, unmasked) inset: the region is not cleared or
+        /// unpacked beneath it, only around it (alignment margins).
+        @Test func plainInsetMatchesGeneralPath() throws {
+            let primary = Self.yuvFrame(128, 72, format: .i420, seed: 12)
+            let secondary = Self.yuvFrame(64, 48, format: .nv12, seed: 13)
+            let plan = CompositionPlan(canvas: Self.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 70, y: 35, width: 50, height: 30),
+                                crop: NormalizedRect(x: 0, y: 0.1, width: 1, height: 0.8), zIndex: 1)])
+            let general = try Self.run(direct: false, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            let direct = try Self.run(direct: true, canvas: Self.canvas, plan: plan, primary: primary, secondary: secondary)
+            #expect(direct.stats.framesDirect == 1)
+            let (d, at) = Self.maxDifference(general.nv12, direct.nv12)
+            #expect(d <= 1, "direct and general paths differ by \(d) at \(at)")
+        }
+
         @Test func sideBySideCopiesBothHalves() throws {
             let primary = Self.yuvFrame(128, 72, format: .nv12, seed: 3)
             let secondary = Self.yuvFrame(128, 72, format: .nv12, seed: 4)
