@@ -19,6 +19,7 @@ struct Options {
     var contexts: Int?
     var direct = true
     var bandwidth = false
+    var pace: Double?
     var batched = true
     var quiet = false
     var probe = false
@@ -39,6 +40,8 @@ usage: diptych-gpu-bench [options]
   --contexts K        GL contexts the streams share (default: one per stream);
                       streams i, i+K, ... share context i (one render thread each)
   --direct on|off     the direct-copy path (default on)
+  --pace FPS          each stream submits at FPS (a live 1080p60 source) and polls for its
+                      readbacks, so latency is upload → NV12 in host memory at that rate
   --bandwidth         measure host memcpy bandwidth (1..16 threads) and exit
   --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
@@ -74,6 +77,7 @@ func parse() -> Options {
         case "--contexts": guard let n = Int(value(a)), n >= 1 else { fail("--contexts expects a positive number") }; o.contexts = n
         case "--direct": let v = value(a); guard v == "on" || v == "off" else { fail("--direct expects on|off") }; o.direct = v == "on"
         case "--bandwidth": o.bandwidth = true
+        case "--pace": guard let v = Double(value(a)), v > 0 else { fail("--pace expects frames per second") }; o.pace = v
         case "--api": let v = value(a); guard v == "batched" || v == "calls" else { fail("--api expects batched|calls") }; o.batched = v == "batched"
         case "--json": o.json = value(a)
         case "--quiet": o.quiet = true
@@ -256,7 +260,16 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
             }
         }
         func run(_ count: Int, from first: Int) throws {
+            let start = DispatchTime.now().uptimeNanoseconds
             for i in first..<(first + count) {
+                if let pace = o.pace {
+                    // Wait for the frame's time, collecting readbacks meanwhile (polling, never blocking the shared render thread).
+                    let due = start + UInt64(Double(i - first) * 1e9 / pace)
+                    while DispatchTime.now().uptimeNanoseconds < due {
+                        while let f = try compositor.nextNV12(wait: false) { collect(f) }
+                        usleep(200)
+                    }
+                }
                 submitted[Int64(i)] = DispatchTime.now().uptimeNanoseconds
                 var uploads = [(primaries[i % primaries.count], StreamRole.primary)]
                 if i % o.secondaryEvery == 0 || i == first { uploads.append((secondaries[i % secondaries.count], .secondary)) }
