@@ -38,7 +38,10 @@ let package = Package(
                 plugins: ["EmbedShaders"]),
         .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA"]),
         .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychGPU", "DiptychMedia"]),
-        .executableTarget(name: "diptych", dependencies: ["Diptych"]),
+        // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
+        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia"],
+                path: "bench/Sources/DiptychBench"),
+        .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychBench"]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),
@@ -47,6 +50,7 @@ let package = Package(
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
         .testTarget(name: "DiptychTests", dependencies: ["Diptych"]),
+        .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench"], path: "bench/Tests/DiptychBenchTests"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -265,9 +265,13 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
                 if let pace = o.pace {
                     // Wait for the frame's time, collecting readbacks meanwhile (polling, never blocking the shared render thread).
                     let due = start + UInt64(Double(i - first) * 1e9 / pace)
-                    while DispatchTime.now().uptimeNanoseconds < due {
+                    while true {
+                        let now = DispatchTime.now().uptimeNanoseconds
+                        guard now < due else { break }
+                        // Poll only while this stream has readbacks outstanding: every poll is a hop to the shared render thread.
+                        if submitted.isEmpty { usleep(UInt32(min((due - now) / 1000, 1_000_000))); continue }
                         while let f = try compositor.nextNV12(wait: false) { collect(f) }
-                        usleep(200)
+                        if !submitted.isEmpty { usleep(250) }
                     }
                 }
                 submitted[Int64(i)] = DispatchTime.now().uptimeNanoseconds
