@@ -313,6 +313,8 @@ final class GPURenderer {
         let serial = timeline.pendingSerial
         set.lastUse = serial
         unpack[st.slot].lastUse = serial
+        uploadCounter += 1
+        set.uploadSerial = uploadCounter
         set.matrix = frame.matrix
         set.range = frame.range
         timeline.submit()
@@ -365,6 +367,8 @@ final class GPURenderer {
         let set = TextureSet(format: nil, input: .external, width: frame.width, height: frame.height, textures: [tex], image: image)
         set.matrix = frame.matrix; set.range = frame.range
         set.lastUse = timeline.pendingSerial
+        uploadCounter += 1
+        set.uploadSerial = uploadCounter
         do throws(GPUError) { try checkGL("import dma-buf \(DmaBufFrame.fourccName(frame.fourcc))") } catch {
             retire(set); throw error
         }
@@ -600,6 +604,21 @@ final class GPURenderer {
         var copies: [CopyDraw]
         var rendered: [DrawDescription]
         var region: PixelRect?
+
+        /// What an opaque, unmasked rendered draw covers needs neither the
+        /// background nor the copies' pixels beneath it.
+        var cover: PixelRect? { rendered.first { $0.opacity >= 1 && $0.cornerRadius <= 0 && $0.borderWidth <= 0 }?.destination }
+        func uncovered(_ r: PixelRect) -> [PixelRect] { cover.map { GPURenderer.subtract(r, $0) } ?? [r] }
+    }
+
+    /// What a rendered region's pixels depend on when nothing beneath shows:
+    /// its rectangle, the draws and the exact uploads they sample. Equal keys
+    /// give equal bytes, so a 30 fps secondary under a 60 fps primary is
+    /// rendered once per secondary frame.
+    struct RegionKey: Hashable {
+        var region: PixelRect
+        var draws: [DrawDescription]
+        var uploads: [UInt64]
     }
 
     /// The source pixel offset of a 1:1 copy draw of `frame`, or nil when the
@@ -722,13 +741,19 @@ final class GPURenderer {
         var parts: [(copy: Int, rect: PixelRect, y: Int, uv: Int)] = []
         var total = 0
         for (k, c) in direct.copies.enumerated() {
-            guard let r = GPURenderer.intersection(R, c.destination) else { continue }
-            total = (total + 63) & ~63
-            let y = total
-            total += r.width * r.height
-            total = (total + 63) & ~63
-            parts.append((k, r, y, total))
-            total += r.width * r.height / 2
+            guard let i = GPURenderer.intersection(R, c.destination) else { continue }
+            for u in direct.uncovered(i) {
+                // Whole NV12 texels: 4 pixels wide, 2 rows high (`i` is aligned so).
+                let x0 = u.x & ~3, y0 = u.y & ~1
+                let r = PixelRect(x: x0, y: y0, width: min((u.x + u.width + 3) & ~3, i.x + i.width) - x0,
+                                  height: min((u.y + u.height + 1) & ~1, i.y + i.height) - y0)
+                total = (total + 63) & ~63
+                let y = total
+                total += r.width * r.height
+                total = (total + 63) & ~63
+                parts.append((k, r, y, total))
+                total += r.width * r.height / 2
+            }
         }
         guard !parts.isEmpty else { return StagedDirect(slot: -1, parts: []) }
         timeline.poll()
@@ -760,8 +785,26 @@ final class GPURenderer {
         let nv12Program = try shaders.program(.nv12Pack)
         let unpackProgram = try shaders.program(.nv12Unpack)
         var packSlot = -1, packBytes = 0
+        var frame = DirectFrame(copies: direct.copies, region: direct.region)
 
-        if let R = direct.region {
+        // A region that nothing beneath shows through, drawn from the same uploads as last time: reuse its bytes.
+        var key: RegionKey?
+        if let R = direct.region, staged.parts.isEmpty, direct.uncovered(R).isEmpty, work.count == direct.rendered.count {
+            key = RegionKey(region: R, draws: direct.rendered, uploads: work.map { $0.1.uploadSerial })
+        }
+        if let key, key == out.regionKey, let cache = out.regionCache {
+            frame.reuse = cache
+            timer.stats.regionsReused += 1
+        } else if let R = direct.region {
+            if let key {
+                let cache = RegionCache(region: R)
+                out.regionCache = cache
+                out.regionKey = key
+                frame.fill = cache
+            } else {
+                out.regionKey = nil
+                out.regionCache = nil
+            }
             // (1) The copies' parts inside the region, into the NV12 planes.
             if staged.slot >= 0 {
                 timer.begin(.upload)
@@ -793,17 +836,14 @@ final class GPURenderer {
             timer.begin(.composite)
             // What an opaque, unmasked draw covers needs neither background nor
             // the picture beneath (a software rasterizer pays for every pass).
-            let cover = direct.rendered.first { $0.opacity >= 1 && $0.cornerRadius <= 0 && $0.borderWidth <= 0 }?.destination
-            func uncovered(_ r: PixelRect) -> [PixelRect] { cover.map { GPURenderer.subtract(r, $0) } ?? [r] }
-            for i in uncovered(R) {
+            for i in direct.uncovered(R) {
                 glScissor(GLint(i.x), GLint(i.y), GLsizei(i.width), GLsizei(i.height))
                 glClear(GL.colorBufferBit)
             }
             for part in staged.parts {
-                for i in uncovered(part.rect) {
-                    glScissor(GLint(i.x), GLint(i.y), GLsizei(i.width), GLsizei(i.height))
-                    drawNV12Picture(unpackProgram, out)
-                }
+                let i = part.rect
+                glScissor(GLint(i.x), GLint(i.y), GLsizei(i.width), GLsizei(i.height))
+                drawNV12Picture(unpackProgram, out)
             }
             glScissor(GLint(R.x), GLint(R.y), GLsizei(R.width), GLsizei(R.height))
             glEnable(GL.blend)
@@ -839,6 +879,7 @@ final class GPURenderer {
             timer.end(.nv12)
             out.target.lastUse = timeline.pendingSerial
         }
+        if frame.reuse != nil { frame.region = nil }
         glBindFramebuffer(GL.framebuffer, 0)
         let serial = timeline.pendingSerial
         out.nv12.lastUse = serial
@@ -849,8 +890,7 @@ final class GPURenderer {
         }
         pending.append(PendingReadback(serial: serial, slot: packSlot, output: out.id, pts: pts, width: W, height: H,
                                        stride: out.nv12Stride, bytes: packBytes, matrix: out.matrix, range: out.range,
-                                       direct: DirectFrame(copies: direct.copies,
-                                                           region: direct.region)))
+                                       direct: frame))
         out.directLast = true
         out.lastPTS = pts
         timer.stats.framesDirect += 1
@@ -989,9 +1029,14 @@ final class GPURenderer {
             let d = c.destination
             jobs += copyJobs(c, part: d, y: dst + d.y * S + d.x, yStride: S, uv: uvBase + (d.y / 2) * S + d.x, uvStride: S)
         }
-        if let R = direct.region, let src {
-            jobs.append(CopyJob(dst: dst + R.y * S + R.x, dstStride: S, src: src, srcStride: R.width, rowBytes: R.width, rows: R.height))
-            jobs.append(CopyJob(dst: uvBase + (R.y / 2) * S + R.x, dstStride: S, src: src + R.width * R.height,
+        // The region, tightly packed (Y rows, then UV rows): from the pack buffer, or from the last rendered one.
+        let packed: UnsafeRawPointer? = direct.reuse.map { UnsafeRawPointer($0.base) } ?? src
+        if let R = direct.region ?? direct.reuse?.region, let packed {
+            if let fill = direct.fill {
+                jobs.append(CopyJob(dst: fill.base, dstStride: fill.bytes, src: packed, srcStride: fill.bytes, rowBytes: fill.bytes, rows: 1))
+            }
+            jobs.append(CopyJob(dst: dst + R.y * S + R.x, dstStride: S, src: packed, srcStride: R.width, rowBytes: R.width, rows: R.height))
+            jobs.append(CopyJob(dst: uvBase + (R.y / 2) * S + R.x, dstStride: S, src: packed + R.width * R.height,
                                 srcStride: R.width, rowBytes: R.width, rows: R.height / 2))
         }
         return jobs
@@ -1057,6 +1102,9 @@ final class GPURenderer {
         try checkReset()
         return done
     }
+
+    /// Counts uploads and imports (`TextureSet.uploadSerial`).
+    private var uploadCounter: UInt64 = 0
 
     /// Pack buffers mapped for a caller's copy, unmapped at the next call.
     private var mappedPack: [Int] = []

@@ -41,6 +41,8 @@ final class TextureSet {
     var lastUse: UInt64 = 0
     var matrix: ColorMatrix = .bt709
     var range: ColorRange = .limited
+    /// Which upload its pictures hold (unique per upload in a renderer).
+    var uploadSerial: UInt64 = 0
 
     init(format: PixelFormat?, input: ShaderKey.Input, width: Int, height: Int, textures: [GLuint], image: EGLImageKHR? = nil) {
         self.format = format; self.input = input; self.width = width; self.height = height
@@ -129,6 +131,10 @@ final class Output {
     /// The last direct-copy frame delivered (its bytes are filled once the
     /// caller has run the delivery copies, before the next call).
     var lastDirectFrame: VideoFrame?
+    /// The last direct-copy region rendered with nothing beneath showing, and
+    /// where its bytes land once that frame is delivered (see `RegionKey`).
+    var regionKey: GPURenderer.RegionKey?
+    var regionCache: RegionCache?
     init(id: OutputID, canvas: PixelSize, target: ColorTarget, nv12: ColorTarget, matrix: ColorMatrix, range: ColorRange) {
         self.id = id; self.canvas = canvas; self.target = target; self.nv12 = nv12; self.matrix = matrix; self.range = range
     }
@@ -181,4 +187,22 @@ struct DirectFrame {
     var copies: [CopyDraw]
     /// The rendered region; its Y rows then its UV rows, tightly packed, lead the pack buffer.
     var region: PixelRect?
+    /// Copy the region into this cache on delivery (a later frame may reuse it).
+    var fill: RegionCache?
+    /// The region was not rendered: its bytes come from this cache, filled by
+    /// an earlier frame's delivery (frames are delivered in order).
+    var reuse: RegionCache?
+}
+
+/// The bytes of one rendered region (Y rows then UV rows, tightly packed).
+final class RegionCache: @unchecked Sendable {
+    let region: PixelRect
+    let bytes: Int
+    let base: UnsafeMutableRawPointer
+    init(region: PixelRect) {
+        self.region = region
+        bytes = region.width * region.height * 3 / 2
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(bytes, 1), alignment: 64)
+    }
+    deinit { base.deallocate() }
 }

@@ -97,6 +97,40 @@ extension GPU {
             #expect(d <= 1, "direct and general paths differ by \(d) at \(at)")
         }
 
+        /// A 30 fps secondary under a 60 fps primary: with nothing beneath the
+        /// (aligned, opaque) inset showing, its region is rendered once per
+        /// secondary frame and reused in between; every frame still matches.
+        @Test func regionReusedWhileTheSecondaryHolds() throws {
+            let plan = CompositionPlan(canvas: Self.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 72, y: 36, width: 48, height: 30),
+                                crop: NormalizedRect(x: 0, y: 0.1, width: 1, height: 0.8), zIndex: 1)])
+            let primaries = (0..<6).map { Self.yuvFrame(128, 72, format: .i420, seed: 20 + $0) }
+            let secondaries = (0..<3).map { Self.yuvFrame(64, 48, format: .nv12, seed: 40 + $0) }
+            func run(direct: Bool) throws -> ([VideoFrame], GPUStats) {
+                let c = try GPUCompositor(selection: .software, directCopy: direct)
+                defer { c.shutdown() }
+                let out = try c.addOutput(canvas: Self.canvas)
+                var frames: [VideoFrame] = []
+                for i in 0..<6 {
+                    var uploads = [(primaries[i], StreamRole.primary)]
+                    if i % 2 == 0 { uploads.append((secondaries[i / 2], .secondary)) }
+                    frames += try c.composite(uploads: uploads, output: out, plan: plan, pts: MediaTime(value: Int64(i), timescale: 60))
+                }
+                frames += try c.flush()
+                return (frames, c.stats)
+            }
+            let (general, _) = try run(direct: false)
+            let (direct, stats) = try run(direct: true)
+            #expect(stats.framesDirect == 6)
+            #expect(stats.regionsReused == 3)
+            #expect(direct.count == 6 && general.count == 6)
+            for (g, d) in zip(general, direct) {
+                let (diff, at) = Self.maxDifference(g, d)
+                #expect(diff <= 1, "frame \(d.pts.value): direct and general paths differ by \(diff) at \(at)")
+            }
+        }
+
         @Test func sideBySideCopiesBothHalves() throws {
             let primary = Self.yuvFrame(128, 72, format: .nv12, seed: 3)
             let secondary = Self.yuvFrame(128, 72, format: .nv12, seed: 4)
