@@ -60,6 +60,12 @@ enum BulkCopy {
     }
 }
 
+/// Holds whatever owns a copy job's memory (frames, region caches).
+final class KeepAlive: @unchecked Sendable {
+    let value: Any
+    init(_ value: Any) { self.value = value }
+}
+
 /// One block of rows to copy between a frame and a mapped GL buffer. Made on
 /// the render thread, run on any thread (the caller's, so that the render
 /// thread only issues GL calls) while the buffer stays mapped.
@@ -74,6 +80,10 @@ struct CopyJob: @unchecked Sendable {
     var src2: UnsafeRawPointer?
     /// 0: copy; 1: mirror bytes (Y rows); 2: mirror byte pairs (UV rows). Mirrored rows are a multiple of 4 bytes.
     var mirror: Int
+    /// Keeps the memory behind `src`/`dst` alive until the job has run (a job
+    /// may outlive the record it was made from: delivery copies run on the
+    /// caller's thread after the render thread has moved on).
+    var owner: KeepAlive?
 
     init(dst: UnsafeMutableRawPointer, dstStride: Int, src: UnsafeRawPointer, srcStride: Int, rowBytes: Int, rows: Int,
          interleaving v: UnsafeRawPointer? = nil, mirror: Int = 0) {

@@ -1,14 +1,15 @@
 import DiptychCore
 import Foundation
 
-/// The GPU compositor: one EGL context on its own render thread, the uploaded
+/// The GPU compositor: one EGL context on its own render thread (or one
+/// shared with other compositors, `init(sharingContextOf:)`), the uploaded
 /// stream textures shared by every output, one render target per output, and
 /// asynchronous NV12 readback.
 ///
 /// Thread-safe: every method may be called from any thread; each runs its GL
-/// work on the render thread and blocks until that is done (calls are
-/// serialized). After `GPUError.contextLost` every method throws it again:
-/// build a new compositor (nothing old is reused).
+/// work on the render thread and blocks until that is done (one compositor's
+/// calls are serialized). After `GPUError.contextLost` every method throws it
+/// again: build a new compositor (nothing old is reused).
 public final class GPUCompositor: @unchecked Sendable {
     private let thread: RenderThread
     /// Compositors sharing `thread` (and its context); the last one stops it.
@@ -145,10 +146,13 @@ public final class GPUCompositor: @unchecked Sendable {
         try withRenderer { r throws(GPUError) in try r.render(output: output, plan: plan, pts: pts, readback: readback) }
     }
 
-    /// One call for one output frame (one hop to the render thread instead of
-    /// several): uploads `uploads`, renders `plan` with NV12 readback, and
-    /// returns the readbacks already completed, in submission order, without
-    /// waiting (it waits only when every readback buffer is busy).
+    /// One call for one output frame: uploads `uploads`, renders `plan` with
+    /// NV12 readback, and returns the readbacks already completed, in
+    /// submission order, without waiting (it waits only when every readback
+    /// buffer is busy). The frames' bytes are copied into the staging buffers,
+    /// and the completed readbacks out of theirs, on the calling thread, so
+    /// compositors sharing one render thread copy in parallel; two hops to the
+    /// render thread, which only issues GL calls.
     public func composite(uploads: [(VideoFrame, StreamRole)], output: OutputID, plan: CompositionPlan,
                           pts: MediaTime) throws(GPUError) -> [VideoFrame] {
         // Three steps, so the render thread only issues GL calls: (1) on the

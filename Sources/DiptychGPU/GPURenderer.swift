@@ -288,6 +288,8 @@ final class GPURenderer {
                 jobs.append(CopyJob(dst: dst + l.offset, dstStride: s.rowBytes, src: p.baseAddress, srcStride: p.stride, rowBytes: s.rowBytes, rows: s.height))
             }
         }
+        let keep = KeepAlive(frame)
+        for i in jobs.indices.suffix(shapes.count) { jobs[i].owner = keep }
         return StagedUpload(frame: frame, role: role, set: set, slot: slot, layout: layout)
     }
 
@@ -766,9 +768,13 @@ final class GPURenderer {
         }
         glBindBuffer(GL.pixelUnpackBuffer, 0)
         unpack[slot].lastUse = timeline.pendingSerial
+        let keep = KeepAlive(direct.copies)
         for part in parts {
-            jobs += GPURenderer.copyJobs(direct.copies[part.copy], part: part.rect, y: dst + part.y, yStride: part.rect.width,
-                                         uv: dst + part.uv, uvStride: part.rect.width)
+            for var j in GPURenderer.copyJobs(direct.copies[part.copy], part: part.rect, y: dst + part.y, yStride: part.rect.width,
+                                              uv: dst + part.uv, uvStride: part.rect.width) {
+                j.owner = keep
+                jobs.append(j)
+            }
         }
         return StagedDirect(slot: slot, parts: parts)
     }
@@ -1023,6 +1029,8 @@ final class GPURenderer {
         guard let direct = r.direct else {
             return [CopyJob(dst: dst, dstStride: r.bytes, src: src!, srcStride: r.bytes, rowBytes: r.bytes, rows: 1)]
         }
+        // The copies' frames and the region caches must outlive `r`: the jobs may run later, on another thread.
+        let keep = KeepAlive(direct)
         let S = r.stride, uvBase = dst + S * r.height
         var jobs: [CopyJob] = []
         for c in direct.copies {
@@ -1039,6 +1047,7 @@ final class GPURenderer {
             jobs.append(CopyJob(dst: uvBase + (R.y / 2) * S + R.x, dstStride: S, src: packed + R.width * R.height,
                                 srcStride: R.width, rowBytes: R.width, rows: R.height / 2))
         }
+        for i in jobs.indices { jobs[i].owner = keep }
         return jobs
     }
 

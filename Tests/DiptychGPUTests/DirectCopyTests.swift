@@ -131,6 +131,38 @@ extension GPU {
             }
         }
 
+        /// Delivery copies run on the caller's thread after the render thread
+        /// has moved on: they must keep the copied frames (which the caller
+        /// drops at once here) and the region caches alive.
+        @Test func deliveryKeepsItsSourcesAlive() throws {
+            let plan = CompositionPlan(canvas: Self.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 72, y: 36, width: 48, height: 30),
+                                crop: NormalizedRect(x: 0, y: 0.1, width: 1, height: 0.8), zIndex: 1)])
+            let c = try GPUCompositor(selection: .software, readbackDepth: 6, directCopy: true)
+            defer { c.shutdown() }
+            let out = try c.addOutput(canvas: Self.canvas)
+            var frames: [VideoFrame] = []
+            for i in 0..<24 {
+                var uploads = [(Self.yuvFrame(128, 72, format: .nv12, seed: 100 + i), StreamRole.primary)]
+                if i % 2 == 0 { uploads.append((Self.yuvFrame(64, 48, format: .nv12, seed: 200 + i), .secondary)) }
+                frames += try c.composite(uploads: uploads, output: out, plan: plan, pts: MediaTime(value: Int64(i), timescale: 60))
+                uploads.removeAll()
+                // Churn the allocator with frames of the same size.
+                _ = (0..<3).map { Self.yuvFrame(128, 72, format: .nv12, seed: $0) }
+            }
+            frames += try c.flush()
+            #expect(frames.count == 24)
+            for f in frames {
+                let expected = Self.yuvFrame(128, 72, format: .nv12, seed: 100 + Int(f.pts.value))
+                // The first bytes of a freed block are the allocator's: check them too.
+                for (x, y) in [(0, 0), (3, 0), (9, 0), (7, 3), (64, 40)] {
+                    #expect(f.byte(plane: 0, x, y) == expected.byte(plane: 0, x, y), "frame \(f.pts.value): Y(\(x), \(y)) is not its primary's")
+                }
+                #expect(f.byte(plane: 1, 2, 0) == expected.byte(plane: 1, 2, 0) && f.byte(plane: 1, 10, 2) == expected.byte(plane: 1, 10, 2))
+            }
+        }
+
         @Test func sideBySideCopiesBothHalves() throws {
             let primary = Self.yuvFrame(128, 72, format: .nv12, seed: 3)
             let secondary = Self.yuvFrame(128, 72, format: .nv12, seed: 4)
