@@ -42,7 +42,6 @@ let package = Package(
                 plugins: ["EmbedShaders"]),
         .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA"]),
         .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychGPU", "DiptychMedia"]),
-        .executableTarget(name: "diptych", dependencies: ["Diptych"]),
         // include/diptych.h as a module, so the C API's Swift side uses the header's own types.
         .systemLibrary(name: "CDiptych", path: "Sources/CDiptych"),
         // The @_cdecl entry points. RUNPATH $ORIGIN/diptych finds the Swift runtime
@@ -50,6 +49,10 @@ let package = Package(
         .target(name: "DiptychC", dependencies: ["Diptych", "CDiptych"],
                 linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
                                                "-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/diptych"])]),
+        // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
+        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia"],
+                path: "bench/Sources/DiptychBench"),
+        .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychBench"]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
         .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU"], path: "bench/GPUCheck"),
 
@@ -59,6 +62,7 @@ let package = Package(
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
         .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych"]),
+        .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench"], path: "bench/Tests/DiptychBenchTests"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -133,7 +133,7 @@ final class TakeRun {
         }
 
         do {
-            gpu = try GPUCompositor(selection: gpuSelection, log: hooks.log)
+            gpu = try GPUCompositor(selection: gpuSelection, directCopy: true, log: hooks.log)
             output = try gpu.addOutput(canvas: canvas)
         } catch {
             closeSources()
@@ -502,7 +502,7 @@ final class TakeRun {
         gpu.shutdown()
         uploadedSecondary = nil
         do throws(GPUError) {
-            gpu = try GPUCompositor(selection: selection, log: hooks.log)
+            gpu = try GPUCompositor(selection: selection, directCopy: true, log: hooks.log)
             output = try gpu.addOutput(canvas: canvas)
             for e in inFlight {
                 try upload(e.primary, role: .primary, to: gpu)

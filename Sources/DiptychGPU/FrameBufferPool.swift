@@ -59,3 +59,82 @@ enum BulkCopy {
         }
     }
 }
+
+/// Holds whatever owns a copy job's memory (frames, region caches).
+final class KeepAlive: @unchecked Sendable {
+    let value: Any
+    init(_ value: Any) { self.value = value }
+}
+
+/// One block of rows to copy between a frame and a mapped GL buffer. Made on
+/// the render thread, run on any thread (the caller's, so that the render
+/// thread only issues GL calls) while the buffer stays mapped.
+struct CopyJob: @unchecked Sendable {
+    var dst: UnsafeMutableRawPointer
+    var dstStride: Int
+    var src: UnsafeRawPointer
+    var srcStride: Int
+    var rowBytes: Int
+    var rows: Int
+    /// I420 → NV12 chroma: `src` is U, `src2` V, each `rowBytes / 2` bytes a row.
+    var src2: UnsafeRawPointer?
+    /// 0: copy; 1: mirror bytes (Y rows); 2: mirror byte pairs (UV rows). Mirrored rows are a multiple of 4 bytes.
+    var mirror: Int
+    /// Keeps the memory behind `src`/`dst` alive until the job has run (a job
+    /// may outlive the record it was made from: delivery copies run on the
+    /// caller's thread after the render thread has moved on).
+    var owner: KeepAlive?
+
+    init(dst: UnsafeMutableRawPointer, dstStride: Int, src: UnsafeRawPointer, srcStride: Int, rowBytes: Int, rows: Int,
+         interleaving v: UnsafeRawPointer? = nil, mirror: Int = 0) {
+        self.dst = dst; self.dstStride = dstStride; self.src = src; self.srcStride = srcStride
+        self.rowBytes = rowBytes; self.rows = rows; self.src2 = v; self.mirror = mirror
+    }
+
+    var bytes: Int { rowBytes * rows }
+
+    /// Bytes b0 b1 b2 b3 → b0 0 b1 0 b2 0 b3 0 (little endian).
+    @inline(__always) static func spread(_ x: UInt64) -> UInt64 {
+        var x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF
+        x = (x | (x << 8)) & 0x00FF_00FF_00FF_00FF
+        return x
+    }
+
+    func run() {
+        if let v = src2 {
+            let pairs = rowBytes / 2
+            for row in 0..<rows {
+                let o = dst.advanced(by: row * dstStride).assumingMemoryBound(to: UInt8.self)
+                let a = src.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
+                let b = v.advanced(by: row * srcStride).assumingMemoryBound(to: UInt8.self)
+                if mirror != 0 {
+                    for i in 0..<pairs { o[2 * i] = a[pairs - 1 - i]; o[2 * i + 1] = b[pairs - 1 - i] }
+                } else {
+                    // Four U and four V bytes → eight interleaved bytes at a time.
+                    let quads = pairs / 4
+                    let ra = UnsafeRawPointer(a), rb = UnsafeRawPointer(b), ro = UnsafeMutableRawPointer(o)
+                    for q in 0..<quads {
+                        let u = CopyJob.spread(UInt64(ra.loadUnaligned(fromByteOffset: 4 * q, as: UInt32.self)))
+                        let w = CopyJob.spread(UInt64(rb.loadUnaligned(fromByteOffset: 4 * q, as: UInt32.self)))
+                        ro.storeBytes(of: u | (w << 8), toByteOffset: 8 * q, as: UInt64.self)
+                    }
+                    for i in (4 * quads)..<pairs { o[2 * i] = a[i]; o[2 * i + 1] = b[i] }
+                }
+            }
+        } else if mirror != 0 {
+            // Four bytes at a time from the row's end: reversed bytes (Y) or reversed pairs (UV).
+            let words = rowBytes / 4
+            for row in 0..<rows {
+                let o = dst.advanced(by: row * dstStride), a = src.advanced(by: row * srcStride + rowBytes)
+                for k in 0..<words {
+                    let w = a.advanced(by: -4 * (k + 1)).loadUnaligned(as: UInt32.self)
+                    o.advanced(by: 4 * k).storeBytes(of: mirror == 1 ? w.byteSwapped : (w >> 16) | (w << 16), as: UInt32.self)
+                }
+            }
+        } else if rows == 1 || (dstStride == rowBytes && srcStride == rowBytes) {
+            BulkCopy.copy(dst, src, rowBytes * rows)
+        } else {
+            GPURenderer.copyRows(dst, dstStride: dstStride, src, srcStride: srcStride, rowBytes: rowBytes, rows: rows)
+        }
+    }
+}

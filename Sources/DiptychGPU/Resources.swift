@@ -41,6 +41,8 @@ final class TextureSet {
     var lastUse: UInt64 = 0
     var matrix: ColorMatrix = .bt709
     var range: ColorRange = .limited
+    /// Which upload its pictures hold (unique per upload in a renderer).
+    var uploadSerial: UInt64 = 0
 
     init(format: PixelFormat?, input: ShaderKey.Input, width: Int, height: Int, textures: [GLuint], image: EGLImageKHR? = nil) {
         self.format = format; self.input = input; self.width = width; self.height = height
@@ -76,6 +78,10 @@ final class TextureSet {
 final class StreamSlot {
     var pool: [TextureSet] = []
     var current: TextureSet?
+    /// Direct-copy mode: the latest YUV frame, kept until the next upload.
+    var cpuFrame: VideoFrame?
+    /// Whether `current` already holds `cpuFrame`'s picture.
+    var textureFresh = false
 }
 
 /// A framebuffer with one color texture.
@@ -120,6 +126,15 @@ final class Output {
     let matrix: ColorMatrix
     let range: ColorRange
     var lastPTS: MediaTime = .zero
+    /// The last frame took the direct-copy path: the RGBA target holds only its rendered region.
+    var directLast = false
+    /// The last direct-copy frame delivered (its bytes are filled once the
+    /// caller has run the delivery copies, before the next call).
+    var lastDirectFrame: VideoFrame?
+    /// The last direct-copy region rendered with nothing beneath showing, and
+    /// where its bytes land once that frame is delivered (see `RegionKey`).
+    var regionKey: GPURenderer.RegionKey?
+    var regionCache: RegionCache?
     init(id: OutputID, canvas: PixelSize, target: ColorTarget, nv12: ColorTarget, matrix: ColorMatrix, range: ColorRange) {
         self.id = id; self.canvas = canvas; self.target = target; self.nv12 = nv12; self.matrix = matrix; self.range = range
     }
@@ -138,6 +153,7 @@ struct RingBuffer {
 /// An NV12 readback submitted but not yet delivered.
 struct PendingReadback {
     var serial: UInt64
+    /// The pack buffer, or -1 when nothing is read from the GPU (a direct-copy frame without a rendered region).
     var slot: Int
     var output: OutputID
     var pts: MediaTime
@@ -147,4 +163,46 @@ struct PendingReadback {
     var bytes: Int
     var matrix: ColorMatrix
     var range: ColorRange
+    /// A direct-copy frame: assembled on the CPU from the copies' frames, then
+    /// the rendered region read from the GPU (`bytes` of it in the pack buffer).
+    var direct: DirectFrame?
+    /// Bytes of the delivered NV12 frame.
+    var frameBytes: Int { stride * height + stride * (height / 2) }
+}
+
+/// A draw that is a 1:1 copy of a YUV frame: `destination` on the canvas
+/// from the same-sized rectangle at (`sourceX`, `sourceY`) of `frame`
+/// (sensor pixels), mirrored horizontally or not.
+struct CopyDraw {
+    var destination: PixelRect
+    var frame: VideoFrame
+    var sourceX: Int
+    var sourceY: Int
+    var mirrored: Bool
+}
+
+/// How a direct-copy frame is put together: each copy's source rectangle of
+/// its (kept) frame into its destination, then the region from the GPU.
+struct DirectFrame {
+    var copies: [CopyDraw]
+    /// The rendered region; its Y rows then its UV rows, tightly packed, lead the pack buffer.
+    var region: PixelRect?
+    /// Copy the region into this cache on delivery (a later frame may reuse it).
+    var fill: RegionCache?
+    /// The region was not rendered: its bytes come from this cache, filled by
+    /// an earlier frame's delivery (frames are delivered in order).
+    var reuse: RegionCache?
+}
+
+/// The bytes of one rendered region (Y rows then UV rows, tightly packed).
+final class RegionCache: @unchecked Sendable {
+    let region: PixelRect
+    let bytes: Int
+    let base: UnsafeMutableRawPointer
+    init(region: PixelRect) {
+        self.region = region
+        bytes = region.width * region.height * 3 / 2
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(bytes, 1), alignment: 64)
+    }
+    deinit { base.deallocate() }
 }

@@ -4,7 +4,7 @@ import DiptychCore
 /// A program variant: which program, and the `#define`s rendered into its prelude.
 /// Small and hashable; programs are cached by it.
 struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
-    enum Program: String, Hashable, Sendable, CaseIterable { case composite, nv12Pack }
+    enum Program: String, Hashable, Sendable, CaseIterable { case composite, nv12Pack, nv12Unpack }
     enum Input: String, Hashable, Sendable, CaseIterable { case rgb, nv12, i420, external }
     var program: Program
     var input: Input = .rgb
@@ -12,9 +12,12 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
 
     static func composite(_ input: Input, masked: Bool) -> ShaderKey { ShaderKey(program: .composite, input: input, masked: masked) }
     static let nv12Pack = ShaderKey(program: .nv12Pack)
+    static let nv12Unpack = ShaderKey(program: .nv12Unpack)
 
     var vertexFile: String { program == .composite ? "quad.vert" : "fullscreen.vert" }
-    var fragmentFile: String { program == .composite ? "composite.frag" : "nv12.frag" }
+    var fragmentFile: String {
+        switch program { case .composite: "composite.frag"; case .nv12Pack: "nv12.frag"; case .nv12Unpack: "nv12unpack.frag" }
+    }
 
     /// The `#define` lines inserted after `#version`.
     var prelude: String {
@@ -28,7 +31,7 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
 
     /// Every variant; `external` only where GL_OES_EGL_image_external_essl3 exists.
     static func all(external: Bool) -> [ShaderKey] {
-        var keys = [nv12Pack]
+        var keys = [nv12Pack, nv12Unpack]
         for input in Input.allCases where input != .external || external {
             for masked in [false, true] { keys.append(.composite(input, masked: masked)) }
         }

@@ -17,7 +17,7 @@ extension GPU {
             let c = try makeCompositor()
             defer { c.shutdown() }
             let keys = ShaderKey.all(external: c.info.capabilities.eglImageExternal)
-            #expect(keys.count == (c.info.capabilities.eglImageExternal ? 9 : 7))
+            #expect(keys.count == (c.info.capabilities.eglImageExternal ? 10 : 8))   // + nv12Unpack
             try c.withRenderer { r throws(GPUError) in
                 for k in keys { _ = try r.shaders.program(k) }
                 #expect(r.shaders.count == keys.count)

@@ -16,6 +16,10 @@ struct Options {
     var json: String?
     var secondaryEvery = 1
     var streams = 1
+    var contexts: Int?
+    var direct = true
+    var bandwidth = false
+    var pace: Double?
     var batched = true
     var quiet = false
     var probe = false
@@ -33,6 +37,12 @@ usage: diptych-gpu-bench [options]
   --secondary-every N upload the secondary every Nth frame (default 1)
   --streams N         independent compositors (own context and render thread) run
                       at once, as a server compositing N stream pairs (default 1)
+  --contexts K        GL contexts the streams share (default: one per stream);
+                      streams i, i+K, ... share context i (one render thread each)
+  --direct on|off     the direct-copy path (default on)
+  --pace FPS          each stream submits at FPS (a live 1080p60 source) and polls for its
+                      readbacks, so latency is upload → NV12 in host memory at that rate
+  --bandwidth         measure host memcpy bandwidth (1..16 threads) and exit
   --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
   --json FILE         also write the results as JSON
@@ -64,6 +74,10 @@ func parse() -> Options {
         case "--secondary-every": guard let n = Int(value(a)), n >= 1 else { fail("--secondary-every expects a positive number") }; o.secondaryEvery = n
         case "--gpu": let v = value(a); guard let g = GPUSelection(parsing: v) else { fail("--gpu '\(v)': expected auto|software|N|/dev/dri/renderDN|PLATFORM[:DEVICE]") }; o.gpu = g
         case "--streams": guard let n = Int(value(a)), n >= 1 else { fail("--streams expects a positive number") }; o.streams = n
+        case "--contexts": guard let n = Int(value(a)), n >= 1 else { fail("--contexts expects a positive number") }; o.contexts = n
+        case "--direct": let v = value(a); guard v == "on" || v == "off" else { fail("--direct expects on|off") }; o.direct = v == "on"
+        case "--bandwidth": o.bandwidth = true
+        case "--pace": guard let v = Double(value(a)), v > 0 else { fail("--pace expects frames per second") }; o.pace = v
         case "--api": let v = value(a); guard v == "batched" || v == "calls" else { fail("--api expects batched|calls") }; o.batched = v == "batched"
         case "--json": o.json = value(a)
         case "--quiet": o.quiet = true
@@ -132,6 +146,9 @@ struct Result: Codable {
     var format: String
     var frames: Int
     var streams: Int
+    var contexts: Int
+    var direct: Bool
+    var directFrames: Int
     var inFlight: Int
     var api: String
     var platform: String
@@ -181,14 +198,47 @@ if o.probe {
         exit(1)
     }
 }
+if o.bandwidth {
+    // Host memcpy bandwidth: the CPU side of the copy bound (frames start in
+    // ordinary memory and must reach driver-owned staging, and back).
+    let block = 3_110_400, rounds = 400
+    for threads in [1, 2, 4, 8, 12, 16] where threads <= ProcessInfo.processInfo.activeProcessorCount {
+        let bufs = (0..<threads).map { _ in (UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 64),
+                                             UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 64)) }
+        for (a, b) in bufs { memset(a, 1, block); memset(b, 2, block) }
+        let addrs = bufs.map { (UInt(bitPattern: $0.0), UInt(bitPattern: $0.1)) }
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        DispatchQueue.concurrentPerform(iterations: threads) { i in
+            let (a, b) = addrs[i]
+            for _ in 0..<rounds { UnsafeMutableRawPointer(bitPattern: b)!.copyMemory(from: UnsafeRawPointer(bitPattern: a)!, byteCount: block) }
+        }
+        let s = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+        print(String(format: "memcpy %2d threads: %.1f GB/s", threads, Double(block * rounds * threads) / s / 1e9))
+        for (a, b) in bufs { a.deallocate(); b.deallocate() }
+    }
+    exit(0)
+}
 let input = o.input ?? o.size
+let contexts = min(o.contexts ?? o.streams, o.streams)
 let lines = o.quiet ? { (_: String) in } : { (l: String) in FileHandle.standardError.write(Data((l + "\n").utf8)) }
+
+/// The first compositor of each context (made before the streams start).
+nonisolated(unsafe) var roots: [GPUCompositor] = []
+for i in 0..<contexts {
+    do {
+        roots.append(try GPUCompositor(selection: o.gpu, readbackDepth: o.inFlight + 1, directCopy: o.direct,
+                                       log: { l in if i == 0 { lines(l) } }))
+    } catch {
+        fail("GPU: \(error)")
+    }
+}
 
 func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore) -> StreamRun {
     var result = StreamRun()
     let compositor: GPUCompositor
     do {
-        compositor = try GPUCompositor(selection: o.gpu, readbackDepth: o.inFlight + 1, log: { l in if index == 0 { lines(l) } })
+        compositor = index < contexts ? roots[index]
+            : try GPUCompositor(sharingContextOf: roots[index % contexts], readbackDepth: o.inFlight + 1, directCopy: o.direct)
     } catch {
         ready.signal()
         result.error = "\(error)"
@@ -210,7 +260,20 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
             }
         }
         func run(_ count: Int, from first: Int) throws {
+            let start = DispatchTime.now().uptimeNanoseconds
             for i in first..<(first + count) {
+                if let pace = o.pace {
+                    // Wait for the frame's time, collecting readbacks meanwhile (polling, never blocking the shared render thread).
+                    let due = start + UInt64(Double(i - first) * 1e9 / pace)
+                    while true {
+                        let now = DispatchTime.now().uptimeNanoseconds
+                        guard now < due else { break }
+                        // Poll only while this stream has readbacks outstanding: every poll is a hop to the shared render thread.
+                        if submitted.isEmpty { usleep(UInt32(min((due - now) / 1000, 1_000_000))); continue }
+                        while let f = try compositor.nextNV12(wait: false) { collect(f) }
+                        if !submitted.isEmpty { usleep(250) }
+                    }
+                }
                 submitted[Int64(i)] = DispatchTime.now().uptimeNanoseconds
                 var uploads = [(primaries[i % primaries.count], StreamRole.primary)]
                 if i % o.secondaryEvery == 0 || i == first { uploads.append((secondaries[i % secondaries.count], .secondary)) }
@@ -272,7 +335,8 @@ func mean(_ f: (GPUStats) -> Double?) -> Double? {
 let info = all[0].info!
 let frames = o.frames * o.streams
 let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format: o.format.rawValue, frames: o.frames,
-               streams: o.streams, inFlight: o.inFlight, api: o.batched ? "batched" : "calls",
+               streams: o.streams, contexts: contexts, direct: o.direct, directFrames: all.map(\.stats.framesDirect).reduce(0, +),
+               inFlight: o.inFlight, api: o.batched ? "batched" : "calls",
                platform: info.platform.rawValue, device: info.device, renderer: info.renderer,
                compositesPerSecond: Double(frames) / seconds,
                latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99), latencyMaxMs: sorted.last ?? 0,
@@ -283,6 +347,7 @@ let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format:
                compositeCPUMs: mean { $0.composite.cpuMeanMs } ?? 0, nv12CPUMs: mean { $0.nv12.cpuMeanMs } ?? 0)
 func ms(_ v: Double?) -> String { v.map { String(format: "%.3f", $0) } ?? "n/a" }
 print("\(info.renderer) [\(info.platform) \(info.device)]")
+print("contexts \(contexts), direct copy \(o.direct ? "on" : "off") (\(r.directFrames) of \(frames) frames took it)")
 print(String(format: "%@ %@ from %@ %@ x%d streams: %.1f composites/s, latency p50 %.2f ms, p99 %.2f ms (in flight %d, %d frames/stream, %@)",
              o.layout, "\(o.size)", o.format.rawValue, "\(input)", o.streams, r.compositesPerSecond, r.latencyP50Ms, r.latencyP99Ms,
              o.inFlight, o.frames, r.api))

@@ -1,0 +1,189 @@
+import DiptychCore
+import Foundation
+
+/// What `diptych bench` measures. A stage of a case.
+public enum BenchStage: String, Sendable, Codable, CaseIterable {
+    /// Upload both frames → draw → NV12 readback, pipelined as in production.
+    case composite
+    /// Decode → composite → encode → mux with the real `RecordingSession`.
+    case endToEnd = "e2e"
+}
+
+/// Programs run beside ours on the same inputs (end-to-end stage).
+public enum BenchPeer: String, Sendable, Codable, CaseIterable {
+    case ffmpeg, gstreamer
+}
+
+/// A one-line usage error (`diptych bench` exits 2 with it).
+public struct BenchUsageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// `diptych bench` options. The default (`--quick`) finishes in a few minutes
+/// on a 2-core machine with Mesa's software rasterizer; `--full` is the whole
+/// matrix (layouts × 720p/1080p/2160p × RGBA/NV12 × both stages).
+public struct BenchOptions: Sendable, Equatable {
+    public var layouts: [LayoutKind] = BenchOptions.allLayouts
+    public var sizes: [PixelSize] = [.hd1080]
+    public var formats: [PixelFormat] = [.nv12, .rgba]
+    public var stages: [BenchStage] = BenchStage.allCases
+    /// Layouts of the end-to-end stage (quick: PiP and side by side).
+    public var e2eLayouts: [LayoutKind] = [.pip, .sideBySide]
+    /// Sizes of the end-to-end stage.
+    public var e2eSizes: [PixelSize] = [.hd1080]
+    /// Measured composites per composite case (after `warmup`).
+    public var frames = 120
+    public var warmup = 10
+    /// Seconds of primary video per end-to-end case (60 fps primary, 30 fps secondary).
+    public var duration = 10.0
+    public var peers: [BenchPeer] = BenchPeer.allCases
+    /// x264 preset for us and the peers.
+    public var preset = "ultrafast"
+    public var bitrate = 10_000_000
+    public var gpu = "auto"
+    public var json: String?
+    public var chart: String? = "bench-fps.svg"
+    public var sheet: String? = "bench-layouts.png"
+    /// Cached inputs and outputs of the end-to-end stage.
+    public var workDir = NSTemporaryDirectory() + "diptych-bench"
+    public var full = false
+
+    public static let allLayouts: [LayoutKind] = [.pip, .sideBySide, .stacked, .primaryOnly]
+    public static let allSizes: [PixelSize] = [.hd720, .hd1080, PixelSize(width: 3840, height: 2160)]
+
+    public init() {}
+
+    public static let usage = """
+    usage: diptych bench [options]
+      --quick              the default: composite stage for every layout at 1080p (NV12, RGBA);
+                           end to end for pip and side-by-side at 1080p, with the peers
+      --full               every layout x 720p, 1080p, 2160p x NV12, RGBA, both stages
+      --layouts L,...      pip, side-by-side, stacked, primary-only (both stages)
+      --sizes S,...        720p, 1080p, 2160p or WxH (both stages)
+      --formats F,...      nv12, rgba (composite stage input)
+      --stages S,...       composite, e2e
+      --frames N           measured composites per composite case (default 120)
+      --duration SECONDS   primary video per end-to-end case (default 10)
+      --peers P,...|none   ffmpeg, gstreamer (default both; a missing one is skipped with a note)
+      --preset P           x264 preset for us and the peers (default ultrafast)
+      --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
+      --json FILE          the results as JSON
+      --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
+      --sheet FILE.png     one composite of each layout (default bench-layouts.png; --sheet none)
+      --work-dir DIR       cached input files and outputs (default $TMPDIR/diptych-bench)
+    """
+
+    /// Parses the arguments after `bench`. `-h`/`--help` → nil (print usage).
+    public static func parse(_ arguments: [String]) throws(BenchUsageError) -> BenchOptions? {
+        var o = BenchOptions()
+        var explicitLayouts = false, explicitSizes = false
+        var args = arguments[...]
+        func value(_ flag: String) throws(BenchUsageError) -> String {
+            guard let v = args.popFirst(), !v.hasPrefix("--") || v == "--" else { throw BenchUsageError("\(flag) needs a value") }
+            return v
+        }
+        func list(_ flag: String) throws(BenchUsageError) -> [String] {
+            let items = try value(flag).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !items.isEmpty, !items.contains("") else { throw BenchUsageError("\(flag) expects a comma-separated list") }
+            return items
+        }
+        while let a = args.popFirst() {
+            switch a {
+            case "-h", "--help": return nil
+            case "--quick": o.full = false
+            case "--full": o.full = true
+            case "--layouts":
+                var ls: [LayoutKind] = []
+                for item in try list(a) {
+                    guard let k = LayoutKind(rawValue: item), allLayouts.contains(k) else {
+                        throw BenchUsageError("--layouts '\(item)': expected pip, side-by-side, stacked or primary-only")
+                    }
+                    ls.append(k)
+                }
+                o.layouts = ls; explicitLayouts = true
+            case "--sizes":
+                var ss: [PixelSize] = []
+                for item in try list(a) {
+                    guard let s = parseSize(item) else { throw BenchUsageError("--sizes '\(item)': expected 720p, 1080p, 2160p or WxH (even)") }
+                    ss.append(s)
+                }
+                o.sizes = ss; explicitSizes = true
+            case "--formats":
+                var fs: [PixelFormat] = []
+                for item in try list(a) {
+                    guard let f = PixelFormat(rawValue: item), f == .nv12 || f == .rgba else {
+                        throw BenchUsageError("--formats '\(item)': expected nv12 or rgba")
+                    }
+                    fs.append(f)
+                }
+                o.formats = fs
+            case "--stages":
+                var st: [BenchStage] = []
+                for item in try list(a) {
+                    guard let s = BenchStage(rawValue: item == "end-to-end" ? "e2e" : item) else {
+                        throw BenchUsageError("--stages '\(item)': expected composite or e2e")
+                    }
+                    st.append(s)
+                }
+                o.stages = st
+            case "--frames":
+                let v = try value(a)
+                guard let n = Int(v), n >= 1, n <= 1_000_000 else { throw BenchUsageError("--frames '\(v)': expected a positive number") }
+                o.frames = n
+            case "--duration":
+                let v = try value(a)
+                guard let d = Double(v), d >= 0.5, d <= 3600 else { throw BenchUsageError("--duration '\(v)': expected seconds, 0.5 to 3600") }
+                o.duration = d
+            case "--peers":
+                let v = try list(a)
+                if v == ["none"] { o.peers = [] } else {
+                    var ps: [BenchPeer] = []
+                    for item in v {
+                        guard let p = BenchPeer(rawValue: item) else { throw BenchUsageError("--peers '\(item)': expected ffmpeg, gstreamer or none") }
+                        ps.append(p)
+                    }
+                    o.peers = ps
+                }
+            case "--preset":
+                let v = try value(a)
+                let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
+                guard presets.contains(v) else { throw BenchUsageError("--preset '\(v)': expected an x264 preset (ultrafast ... veryslow)") }
+                o.preset = v
+            case "--gpu":
+                let v = try value(a)
+                do throws(ConfigurationError) { try TakeConfiguration.checkGPU(v) } catch { throw BenchUsageError("\(error)") }
+                o.gpu = v
+            case "--json": o.json = try value(a)
+            case "--chart": let v = try value(a); o.chart = v == "none" ? nil : v
+            case "--sheet": let v = try value(a); o.sheet = v == "none" ? nil : v
+            case "--work-dir": o.workDir = try value(a)
+            default:
+                throw BenchUsageError("unknown option '\(a)' (see diptych bench --help)")
+            }
+        }
+        if o.full {
+            if !explicitLayouts { o.layouts = allLayouts }
+            if !explicitSizes { o.sizes = allSizes }
+            o.e2eLayouts = o.layouts
+            o.e2eSizes = o.sizes
+        } else {
+            if explicitLayouts { o.e2eLayouts = o.layouts }
+            if explicitSizes { o.e2eSizes = o.sizes }
+        }
+        return o
+    }
+
+    static func parseSize(_ s: String) -> PixelSize? {
+        switch s.lowercased() {
+        case "720p": return .hd720
+        case "1080p": return .hd1080
+        case "2160p", "4k": return PixelSize(width: 3840, height: 2160)
+        default:
+            guard let p = PixelSize(parsing: s), p.width >= 64, p.height >= 64, p.width % 2 == 0, p.height % 2 == 0,
+                  p.width <= 8192, p.height <= 8192 else { return nil }
+            return p
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import DiptychCore
+import Foundation
+
+/// One measured case (a row of the table).
+public struct BenchResult: Sendable, Codable {
+    public var stage: BenchStage
+    public var layout: String
+    public var canvas: String
+    /// Composite stage: the upload format. End to end: the files' codec and pixel format.
+    public var input: String
+    public var frames: Int
+    public var seconds: Double
+    public var fps: Double
+    /// fps / 60: how many 60 fps streams of this case one process sustains.
+    public var realtime60: Double
+    public var latencyP50Ms: Double?
+    public var latencyP99Ms: Double?
+    /// GPU time per pass and composite (timer queries), milliseconds.
+    public var gpuUploadMs: Double?
+    public var gpuCompositeMs: Double?
+    public var gpuNV12Ms: Double?
+    /// Frames that took the direct-copy path (composite stage).
+    public var directFrames: Int?
+    /// Process CPU time (user + system, all threads) per output frame, milliseconds.
+    public var cpuMsPerFrame: Double
+    public var peers: [PeerResult] = []
+    public var notes: [String] = []
+}
+
+/// A peer's figure for the same end-to-end case.
+public struct PeerResult: Sendable, Codable {
+    public var peer: BenchPeer
+    /// Nil when skipped or failed (see `note`).
+    public var fps: Double?
+    public var frames: Int?
+    public var cpuMsPerFrame: Double?
+    /// Our fps divided by theirs.
+    public var ratio: Double?
+    public var command: String?
+    public var note: String?
+}
+
+/// Everything one `diptych bench` run produced.
+public struct BenchReport: Sendable, Codable {
+    public var version = 1
+    public var date: String
+    public var command: String
+    public var machine: MachineInfo
+    public var results: [BenchResult]
+}
+
+public struct MachineInfo: Sendable, Codable {
+    public var cpu: String
+    public var cores: Int
+    public var memoryGiB: Double
+    public var os: String
+    public var gpu: String?
+    public var ffmpeg: String?
+    public var gstreamer: String?
+
+    static func current() -> MachineInfo {
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+            .map { String($0.split(separator: ":", maxSplits: 1).last ?? "").trimmingCharacters(in: .whitespaces) } ?? "unknown"
+        let osRelease = (try? String(contentsOfFile: "/etc/os-release", encoding: .utf8)) ?? ""
+        let os = osRelease.split(separator: "\n").first { $0.hasPrefix("PRETTY_NAME=") }
+            .map { $0.dropFirst("PRETTY_NAME=".count).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) } ?? "Linux"
+        return MachineInfo(cpu: model, cores: ProcessInfo.processInfo.activeProcessorCount,
+                           memoryGiB: (Double(ProcessInfo.processInfo.physicalMemory) / Double(1 << 30) * 10).rounded() / 10,
+                           os: os, gpu: nil, ffmpeg: nil, gstreamer: nil)
+    }
+}
+
+/// CPU time of this process (all threads) or of its waited-for children.
+struct CPUClock {
+    static func seconds(children: Bool = false) -> Double {
+        var u = rusage()
+        getrusage(children ? RUSAGE_CHILDREN.rawValue : RUSAGE_SELF.rawValue, &u)
+        return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6 + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+    }
+}
+
+func percentile(_ sorted: [Double], _ q: Double) -> Double? {
+    sorted.isEmpty ? nil : sorted[min(sorted.count - 1, Int((q * Double(sorted.count - 1)).rounded()))]
+}
+
+func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }

@@ -1,0 +1,143 @@
+import DiptychCore
+import DiptychGPU
+import DiptychMedia
+import Foundation
+
+/// `diptych bench`: layouts × canvas sizes × input formats × stages, with
+/// FFmpeg and GStreamer beside ours where installed. See `BenchOptions.usage`
+/// and bench/README.md.
+public enum DiptychBench {
+    /// Runs the benchmark; returns the exit status (0, 1 on a failed case, 2 on bad usage).
+    public static func run(arguments: [String]) -> Int32 {
+        let options: BenchOptions
+        do throws(BenchUsageError) {
+            guard let o = try BenchOptions.parse(arguments) else { print(BenchOptions.usage); return 0 }
+            options = o
+        } catch {
+            FileHandle.standardError.write(Data("diptych bench: \(error.message)\n".utf8))
+            return 2
+        }
+        guard let gpu = GPUSelection(parsing: options.gpu) else {
+            FileHandle.standardError.write(Data("diptych bench: --gpu '\(options.gpu)': unknown selection\n".utf8))
+            return 2
+        }
+        return Runner(options: options, gpu: gpu, arguments: arguments).run()
+    }
+}
+
+/// One run of the matrix, with a progress line on a terminal.
+final class Runner {
+    let options: BenchOptions
+    let gpu: GPUSelection
+    let arguments: [String]
+    let terminal = isatty(STDERR_FILENO) == 1
+    var done = 0
+    var total = 0
+    var failures = 0
+
+    init(options: BenchOptions, gpu: GPUSelection, arguments: [String]) {
+        self.options = options; self.gpu = gpu; self.arguments = arguments
+    }
+
+    func progress(_ what: String) {
+        guard terminal else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K[\(done + 1)/\(total)] \(what)".utf8))
+    }
+
+    func note(_ line: String) {
+        FileHandle.standardError.write(Data(((terminal ? "\r\u{1B}[K" : "") + "diptych bench: " + line + "\n").utf8))
+    }
+
+    func run() -> Int32 {
+        var machine = MachineInfo.current()
+        let peers = Peers(options: options)
+        let v = peers.versions()
+        machine.ffmpeg = v.ffmpeg; machine.gstreamer = v.gstreamer
+        let composite = options.stages.contains(.composite)
+        let e2e = options.stages.contains(.endToEnd)
+        total = (composite ? options.layouts.count * options.sizes.count * options.formats.count : 0)
+            + (e2e ? options.e2eLayouts.count * options.e2eSizes.count : 0)
+        var results: [BenchResult] = []
+        var previews: [LayoutKind: VideoFrame] = [:]
+
+        if composite {
+            let stage = CompositeStage(options: options)
+            for size in options.sizes {
+                for layout in options.layouts {
+                    for format in options.formats {
+                        progress("composite \(layout.rawValue) \(size) \(format.rawValue)")
+                        let wantPreview = options.sheet != nil && previews[layout] == nil
+                        do {
+                            let r = try stage.run(layout: layout, canvas: size, format: format, gpu: gpu,
+                                                  preview: wantPreview ? { previews[layout] = $0 } : nil,
+                                                  gpuName: { machine.gpu = $0 })
+                            results.append(r)
+                        } catch {
+                            failures += 1
+                            note("composite \(layout.rawValue) \(size) \(format.rawValue) failed: \(error)")
+                        }
+                        done += 1
+                    }
+                }
+            }
+        }
+        if e2e {
+            let stage = EndToEndStage(options: options, log: { [unowned self] in self.note($0) })
+            for size in options.e2eSizes {
+                let inputs: EndToEndStage.Inputs
+                do {
+                    progress("end to end: inputs \(size)")
+                    inputs = try stage.inputs(canvas: size)
+                } catch {
+                    failures += 1
+                    note("inputs for \(size): \(error)")
+                    done += options.e2eLayouts.count
+                    continue
+                }
+                for layout in options.e2eLayouts {
+                    progress("end to end \(layout.rawValue) \(size)")
+                    do {
+                        var r = try stage.runOurs(layout: layout, inputs: inputs)
+                        for p in options.peers {
+                            progress("end to end \(layout.rawValue) \(size): \(p.rawValue)")
+                            r.peers.append(peers.run(p, layout: layout, inputs: inputs, ours: r.fps))
+                        }
+                        results.append(r)
+                    } catch {
+                        failures += 1
+                        note("end to end \(layout.rawValue) \(size) failed: \(error)")
+                    }
+                    done += 1
+                }
+            }
+        }
+        if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+
+        let report = BenchReport(date: ISO8601DateFormatter().string(from: Date()),
+                                 command: (["diptych", "bench"] + arguments).joined(separator: " "),
+                                 machine: machine, results: results)
+        print(Report.markdown(report))
+        if let path = options.json {
+            let enc = JSONEncoder()
+            enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+            do { try enc.encode(report).write(to: URL(fileURLWithPath: path)) } catch {
+                note("cannot write \(path): \(error)"); failures += 1
+            }
+        }
+        if let path = options.chart, !results.isEmpty {
+            do { try Report.svg(report).write(toFile: path, atomically: true, encoding: .utf8) } catch {
+                note("cannot write \(path): \(error)"); failures += 1
+            }
+        }
+        if let path = options.sheet {
+            let order = options.layouts.filter { previews[$0] != nil }
+            if let sheet = Report.contactSheet(order.map { previews[$0]! }) {
+                do {
+                    try PNGWriter.write(sheet, to: path)
+                    note("\(path): " + order.map(\.rawValue).joined(separator: ", ") + " (left to right, top to bottom)")
+                } catch { note("cannot write \(path): \(error)"); failures += 1 }
+            }
+        }
+        return failures == 0 ? 0 : 1
+    }
+}

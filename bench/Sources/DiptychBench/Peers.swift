@@ -1,0 +1,143 @@
+import DiptychCore
+import Foundation
+
+/// FFmpeg and GStreamer doing our end-to-end case: same files, same geometry
+/// (each draw's crop and destination from our `CompositionPlan`), libx264 with
+/// the same preset, bitrate, keyframe interval and no B-frames, fragmented MP4.
+///
+/// Frame rate: the output follows the primary (60 fps, one frame per primary
+/// frame), as in Diptych. FFmpeg's `hstack`/`vstack` of a 60 fps and a 30 fps
+/// input without a rate set write 153,599 frames at 15360 fps for a 10 s take,
+/// so the secondary branch gets `fps=60` and the output `-r 60`; `overlay`
+/// already follows its main input. GStreamer's secondary goes through
+/// `videorate` to 60 fps and the compositor's output caps say 60/1. Every
+/// peer's output frame count is checked (ffprobe) against the primary's.
+struct Peers {
+    let options: BenchOptions
+    let ffmpeg = Tools.find("ffmpeg")
+    let ffprobe = Tools.find("ffprobe")
+    let gst = Tools.find("gst-launch-1.0")
+
+    func run(_ peer: BenchPeer, layout: LayoutKind, inputs: EndToEndStage.Inputs, ours: Double) -> PeerResult {
+        let plan = CompositeStage.plan(layout, canvas: inputs.primarySize, primary: inputs.primarySize, secondary: inputs.secondarySize)
+        let out = "\(options.workDir)/\(peer.rawValue)-\(layout.rawValue)-\(inputs.primarySize).mp4"
+        let exe: String?, args: [String]
+        switch peer {
+        case .ffmpeg:
+            exe = ffmpeg
+            args = ffmpegArguments(layout: layout, plan: plan, inputs: inputs, out: out)
+        case .gstreamer:
+            exe = gst
+            args = gstArguments(plan: plan, inputs: inputs, out: out)
+        }
+        let shown = ([peer == .ffmpeg ? "ffmpeg" : "gst-launch-1.0"] + args.map { $0.contains(" ") || $0.contains(";") ? "'\($0)'" : $0 }).joined(separator: " ")
+        guard let exe else {
+            return PeerResult(peer: peer, command: shown, note: "\(peer == .ffmpeg ? "ffmpeg" : "gst-launch-1.0") not installed: skipped")
+        }
+        try? FileManager.default.removeItem(atPath: out)
+        let r = Tools.run(exe, args)
+        guard r.status == 0 else {
+            return PeerResult(peer: peer, command: shown, note: "failed (exit \(r.status)): \(r.stderrTail)")
+        }
+        let frames = countFrames(out)
+        var result = PeerResult(peer: peer, command: shown)
+        if let frames {
+            result.frames = frames
+            result.fps = Double(frames) / r.seconds
+            result.cpuMsPerFrame = r.cpuSeconds * 1000 / Double(max(frames, 1))
+            result.ratio = ours / (Double(frames) / r.seconds)
+            if frames != inputs.frames { result.note = "wrote \(frames) frames, expected \(inputs.frames) (not comparable)" }
+        } else {
+            result.note = "could not count the output's frames (no ffprobe)"
+        }
+        return result
+    }
+
+    /// Source crop (pixels) of a draw: identity orientation in the benchmark.
+    static func crop(_ d: DrawDescription, source: PixelSize) -> (x: Int, y: Int, w: Int, h: Int) {
+        func px(_ v: Double, _ n: Int) -> Int { Int((v * Double(n)).rounded()) }
+        return (px(d.crop.x, source.width), px(d.crop.y, source.height), px(d.crop.width, source.width), px(d.crop.height, source.height))
+    }
+
+    func ffmpegArguments(layout: LayoutKind, plan: CompositionPlan, inputs: EndToEndStage.Inputs, out: String) -> [String] {
+        var graph: [String] = []
+        var labels: [StreamRole: String] = [:]
+        let usesSecondary = plan.draws.contains { $0.role == .secondary }
+        for d in plan.draws {
+            let src = d.role == .primary ? inputs.primarySize : inputs.secondarySize
+            let c = Self.crop(d, source: src)
+            var chain: [String] = []
+            if d.role == .secondary && layout != .pip { chain.append("fps=60") }
+            if c.x != 0 || c.y != 0 || c.w != src.width || c.h != src.height { chain.append("crop=\(c.w):\(c.h):\(c.x):\(c.y)") }
+            if c.w != d.destination.width || c.h != d.destination.height {
+                chain.append("scale=\(d.destination.width):\(d.destination.height):flags=bilinear")
+            }
+            if d.orientation.mirrored { chain.append("hflip") }
+            if chain.isEmpty { chain.append("null") }
+            let label = d.role == .primary ? "p" : "s"
+            graph.append("[\(d.role == .primary ? 0 : 1):v]\(chain.joined(separator: ","))[\(label)]")
+            labels[d.role] = label
+        }
+        switch layout {
+        case .pip:
+            let inset = plan.draws.first { $0.role == .secondary }!.destination
+            graph.append("[p][s]overlay=x=\(inset.x):y=\(inset.y):eof_action=repeat[v]")
+        case .sideBySide:
+            let order = plan.draws.sorted { $0.destination.x < $1.destination.x }.map { labels[$0.role]! }
+            graph.append("[\(order[0])][\(order[1])]hstack=inputs=2:shortest=1[v]")
+        case .stacked:
+            let order = plan.draws.sorted { $0.destination.y < $1.destination.y }.map { labels[$0.role]! }
+            graph.append("[\(order[0])][\(order[1])]vstack=inputs=2:shortest=1[v]")
+        default:
+            graph.append("[p]null[v]")
+        }
+        var args = ["-hide_banner", "-loglevel", "error", "-y", "-i", inputs.primary]
+        if usesSecondary { args += ["-i", inputs.secondary] }
+        args += ["-filter_complex", graph.joined(separator: ";"), "-map", "[v]", "-an",
+                 "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "60", "-bf", "0"]
+        if layout == .sideBySide || layout == .stacked { args += ["-r", "60"] }
+        args += ["-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", out]
+        return args
+    }
+
+    func gstArguments(plan: CompositionPlan, inputs: EndToEndStage.Inputs, out: String) -> [String] {
+        let W = plan.canvas.width, H = plan.canvas.height
+        var a = ["-q", "-e", "compositor", "name=c", "background=black"]
+        var branches: [[String]] = []
+        for (i, d) in plan.draws.enumerated() {
+            let r = d.destination
+            a += ["sink_\(i)::xpos=\(r.x)", "sink_\(i)::ypos=\(r.y)", "sink_\(i)::width=\(r.width)",
+                  "sink_\(i)::height=\(r.height)", "sink_\(i)::zorder=\(d.zIndex)"]
+            let src = d.role == .primary ? inputs.primarySize : inputs.secondarySize
+            let c = Self.crop(d, source: src)
+            var b = ["filesrc", "location=\(d.role == .primary ? inputs.primary : inputs.secondary)", "!", "qtdemux", "!",
+                     "h264parse", "!", "avdec_h264"]
+            if d.role == .secondary { b += ["!", "videorate", "!", "video/x-raw,framerate=60/1"] }
+            if c.x != 0 || c.y != 0 || c.w != src.width || c.h != src.height {
+                b += ["!", "videocrop", "left=\(c.x)", "top=\(c.y)", "right=\(src.width - c.x - c.w)", "bottom=\(src.height - c.y - c.h)"]
+            }
+            if d.orientation.mirrored { b += ["!", "videoflip", "method=horizontal-flip"] }
+            b += ["!", "c.sink_\(i)"]
+            branches.append(b)
+        }
+        a += ["!", "video/x-raw,format=I420,width=\(W),height=\(H),framerate=60/1", "!",
+              "x264enc", "speed-preset=\(options.preset)", "bitrate=\(options.bitrate / 1000)", "key-int-max=60", "bframes=0", "!",
+              "h264parse", "!", "mp4mux", "fragment-duration=1000", "!", "filesink", "location=\(out)"]
+        for b in branches { a += b }
+        return a
+    }
+
+    /// Video frames in a file (ffprobe's packet count).
+    func countFrames(_ path: String) -> Int? {
+        guard let ffprobe else { return nil }
+        let r = Tools.run(ffprobe, ["-v", "error", "-select_streams", "v:0", "-count_packets", "-show_entries",
+                                    "stream=nb_read_packets", "-of", "csv=p=0", path])
+        return Int(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    func versions() -> (ffmpeg: String?, gstreamer: String?) {
+        let f = ffmpeg.map { Tools.run($0, ["-version"]).stdout.split(separator: "\n").first.map(String.init) ?? "ffmpeg" }
+        let g = gst.map { Tools.run($0, ["--version"]).stdout.split(separator: "\n").first.map(String.init) ?? "gstreamer" }
+        return (f ?? nil, g ?? nil)
+    }
+}

@@ -1,0 +1,110 @@
+import DiptychCore
+import DiptychMedia
+import Foundation
+
+/// The table, the chart and the contact sheet.
+enum Report {
+    static func f(_ v: Double?, _ digits: Int = 1) -> String { v.map { String(format: "%.\(digits)f", $0) } ?? "–" }
+
+    static func markdown(_ report: BenchReport) -> String {
+        let m = report.machine
+        var s = "## diptych bench\n\n"
+        s += "Machine: \(m.cpu), \(m.cores) cores, \(m.memoryGiB) GiB, \(m.os)\n"
+        if let g = m.gpu { s += "GPU: \(g)\n" }
+        s += "Peers: \(m.ffmpeg ?? "ffmpeg not installed"); \(m.gstreamer ?? "GStreamer not installed")\n"
+        s += "Command: `\(report.command)`\n\n"
+        s += "| stage | layout | canvas | input | fps | × 60 fps | p50 / p99 ms | GPU ms upload · composite · nv12 | CPU ms/frame | FFmpeg fps (ours ÷) | GStreamer fps (ours ÷) |\n"
+        s += "| --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n"
+        for r in report.results {
+            func peer(_ p: BenchPeer) -> String {
+                guard let x = r.peers.first(where: { $0.peer == p }) else { return "" }
+                guard let fps = x.fps else { return "skipped" }
+                return "\(f(fps)) (\(f(x.ratio, 2))×)"
+            }
+            let lat = r.latencyP50Ms == nil ? "–" : "\(f(r.latencyP50Ms, 2)) / \(f(r.latencyP99Ms, 2))"
+            let gpu = r.gpuUploadMs == nil && r.gpuCompositeMs == nil && r.gpuNV12Ms == nil ? "–"
+                : "\(f(r.gpuUploadMs, 3)) · \(f(r.gpuCompositeMs, 3)) · \(f(r.gpuNV12Ms, 3))"
+            s += "| \(r.stage.rawValue) | \(r.layout) | \(r.canvas) | \(r.input) | \(f(r.fps)) | \(f(r.realtime60, 2)) | \(lat) | \(gpu) | \(f(r.cpuMsPerFrame, 2)) | \(peer(.ffmpeg)) | \(peer(.gstreamer)) |\n"
+        }
+        var notes: [String] = []
+        for r in report.results {
+            for n in r.notes { notes.append("\(r.stage.rawValue) \(r.layout) \(r.canvas) \(r.input): \(n)") }
+            for p in r.peers { if let n = p.note { notes.append("\(p.peer.rawValue) \(r.layout) \(r.canvas): \(n)") } }
+        }
+        s += "\nfps: output frames per wall second, one stream pair; × 60 fps: fps / 60 (≥ 1 is real time at 60 fps). "
+        s += "Latency: upload of the primary → its NV12 frame in host memory (composite stage). "
+        s += "GPU ms: timer queries per output frame (direct-copy frames skip the passes they don't need). "
+        s += "CPU ms/frame: user + system time of all threads (ours) or of the peer process, per output frame. "
+        s += "Peers write the same frame count as ours (one output frame per primary frame, 60 fps): "
+        s += "the secondary branch of `hstack`/`vstack` gets `fps=60` and the output `-r 60` (without them FFmpeg writes "
+        s += "153,599 frames at 15360 fps for a 10 s take); GStreamer's secondary goes through `videorate`; counts are checked with ffprobe.\n"
+        if !notes.isEmpty { s += "\nNotes:\n" + notes.map { "- \($0)" }.joined(separator: "\n") + "\n" }
+        return s
+    }
+
+    /// Horizontal bars of fps per case, ours beside the peers, with the 60 fps line.
+    static func svg(_ report: BenchReport) -> String {
+        struct Bar { var label: String; var value: Double; var color: String }
+        var groups: [(String, [Bar])] = []
+        for r in report.results {
+            var bars = [Bar(label: "diptych", value: r.fps, color: "#2b6cb0")]
+            for p in r.peers { if let v = p.fps { bars.append(Bar(label: p.peer.rawValue, value: v, color: p.peer == .ffmpeg ? "#c05621" : "#2f855a")) } }
+            groups.append(("\(r.stage.rawValue) · \(r.layout) · \(r.canvas) · \(r.input)", bars))
+        }
+        let maxV = max(60, groups.flatMap { $0.1.map(\.value) }.max() ?? 60) * 1.1
+        let left = 330.0, width = 520.0, barH = 14.0, gap = 10.0
+        var y = 40.0
+        var body = ""
+        func esc(_ s: String) -> String { s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;") }
+        for (title, bars) in groups {
+            body += "<text x=\"\(left - 8)\" y=\"\(y + barH - 3)\" text-anchor=\"end\" font-size=\"11\">\(esc(title))</text>\n"
+            for b in bars {
+                let w = max(1, b.value / maxV * width)
+                body += "<rect x=\"\(left)\" y=\"\(y)\" width=\"\(String(format: "%.1f", w))\" height=\"\(barH - 2)\" fill=\"\(b.color)\"/>"
+                body += "<text x=\"\(left + w + 4)\" y=\"\(y + barH - 4)\" font-size=\"10\">\(esc(b.label)) \(String(format: "%.1f", b.value))</text>\n"
+                y += barH
+            }
+            y += gap
+        }
+        let x60 = left + 60 / maxV * width
+        let height = y + 20
+        var s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(left + width + 120))\" height=\"\(Int(height))\" font-family=\"sans-serif\">\n"
+        s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+        s += "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">diptych bench: output frames per second (higher is better)</text>\n"
+        s += body
+        s += "<line x1=\"\(x60)\" y1=\"30\" x2=\"\(x60)\" y2=\"\(height - 15)\" stroke=\"#e53e3e\" stroke-dasharray=\"4 3\"/>"
+        s += "<text x=\"\(x60 + 3)\" y=\"\(height - 5)\" font-size=\"10\" fill=\"#e53e3e\">60 fps</text>\n</svg>\n"
+        return s
+    }
+
+    /// Tiles of one composite per layout, each scaled down (box filter) to
+    /// `tileWidth`, two columns, in the order given.
+    static func contactSheet(_ frames: [VideoFrame], tileWidth: Int = 640) -> VideoFrame? {
+        guard !frames.isEmpty else { return nil }
+        let cols = min(2, frames.count), rows = (frames.count + cols - 1) / cols
+        let aspect = Double(frames[0].height) / Double(frames[0].width)
+        let tw = tileWidth, th = Int(Double(tileWidth) * aspect) & ~1, pad = 8
+        let W = cols * tw + (cols + 1) * pad, H = rows * th + (rows + 1) * pad
+        let sheet = VideoFrame.allocate(width: W, height: H, format: .rgba)
+        let d = sheet.planes[0].storage.mutableBase.assumingMemoryBound(to: UInt8.self)
+        for i in 0..<(W * H) { d[4 * i] = 32; d[4 * i + 1] = 32; d[4 * i + 2] = 32; d[4 * i + 3] = 255 }
+        for (k, f) in frames.enumerated() {
+            let ox = pad + (k % cols) * (tw + pad), oy = pad + (k / cols) * (th + pad)
+            let src = f.planes[0].baseAddress.assumingMemoryBound(to: UInt8.self), stride = f.planes[0].stride
+            for y in 0..<th {
+                let y0 = y * f.height / th, y1 = max(y0 + 1, (y + 1) * f.height / th)
+                for x in 0..<tw {
+                    let x0 = x * f.width / tw, x1 = max(x0 + 1, (x + 1) * f.width / tw)
+                    var acc = (0, 0, 0), n = 0
+                    for sy in y0..<y1 { for sx in x0..<x1 {
+                        let p = sy * stride + sx * 4
+                        acc.0 += Int(src[p]); acc.1 += Int(src[p + 1]); acc.2 += Int(src[p + 2]); n += 1
+                    } }
+                    let o = ((oy + y) * W + ox + x) * 4
+                    d[o] = UInt8(acc.0 / n); d[o + 1] = UInt8(acc.1 / n); d[o + 2] = UInt8(acc.2 / n)
+                }
+            }
+        }
+        return sheet
+    }
+}

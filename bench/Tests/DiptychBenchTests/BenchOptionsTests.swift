@@ -1,0 +1,41 @@
+import DiptychCore
+import Testing
+@testable import DiptychBench
+
+@Suite struct BenchOptionsTests {
+    @Test func quickDefaults() throws {
+        let o = try #require(try BenchOptions.parse([]))
+        #expect(o.layouts == [.pip, .sideBySide, .stacked, .primaryOnly])
+        #expect(o.sizes == [.hd1080])
+        #expect(o.formats == [.nv12, .rgba])
+        #expect(o.e2eLayouts == [.pip, .sideBySide])
+        #expect(o.stages == [.composite, .endToEnd])
+    }
+
+    @Test func fullIsTheWholeMatrix() throws {
+        let o = try #require(try BenchOptions.parse(["--full"]))
+        #expect(o.sizes.count == 3 && o.e2eSizes.count == 3 && o.e2eLayouts.count == 4)
+    }
+
+    @Test func listsAndValues() throws {
+        let o = try #require(try BenchOptions.parse(["--layouts", "pip,stacked", "--sizes", "720p,640x360", "--formats", "rgba",
+                                                    "--stages", "e2e", "--frames", "30", "--peers", "none", "--chart", "none"]))
+        #expect(o.layouts == [.pip, .stacked] && o.e2eLayouts == [.pip, .stacked])
+        #expect(o.sizes == [.hd720, PixelSize(width: 640, height: 360)])
+        #expect(o.formats == [.rgba] && o.stages == [.endToEnd] && o.frames == 30 && o.peers.isEmpty && o.chart == nil)
+        #expect(try BenchOptions.parse(["--help"]) == nil)
+    }
+
+    @Test(arguments: [["--layouts", "diagonal"], ["--sizes", "721x480"], ["--formats", "yuyv"], ["--frames", "0"],
+                      ["--frames"], ["--stages", "render"], ["--peers", "vlc"], ["--preset", "warp"], ["--bogus"],
+                      ["--duration", "-1"], ["--gpu", "nowhere"]])
+    func badFlagsAreOneLineErrors(_ args: [String]) {
+        do {
+            _ = try BenchOptions.parse(args)
+            Issue.record("\(args) parsed")
+        } catch {
+            #expect(!error.message.contains("\n"))
+            #expect(!error.message.isEmpty)
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import DiptychCore
+import Testing
+@testable import DiptychBench
+
+/// The peers must write one frame per primary frame at 60 fps, with our geometry.
+@Suite struct PeerCommandTests {
+    static let inputs = EndToEndStage.Inputs(primary: "p.mp4", secondary: "s.mp4", primarySize: .hd1080,
+                                             secondarySize: .hd720, frames: 600, note: nil)
+
+    static func ffmpeg(_ layout: LayoutKind) -> [String] {
+        let peers = Peers(options: BenchOptions())
+        let plan = CompositeStage.plan(layout, canvas: .hd1080, primary: .hd1080, secondary: .hd720)
+        return peers.ffmpegArguments(layout: layout, plan: plan, inputs: inputs, out: "o.mp4")
+    }
+
+    @Test func stacksGetASixtyFPSSecondaryAndOutput() {
+        for layout in [LayoutKind.sideBySide, .stacked] {
+            let a = Self.ffmpeg(layout)
+            let graph = a[a.firstIndex(of: "-filter_complex")! + 1]
+            #expect(graph.contains("[1:v]fps=60,"), "\(graph)")
+            #expect(graph.contains(layout == .sideBySide ? "hstack=inputs=2:shortest=1" : "vstack=inputs=2:shortest=1"))
+            #expect(a.contains("-r") && a[a.firstIndex(of: "-r")! + 1] == "60")
+        }
+    }
+
+    @Test func pipOverlaysAtOurInset() {
+        let plan = CompositeStage.plan(.pip, canvas: .hd1080, primary: .hd1080, secondary: .hd720)
+        let inset = plan.draws.first { $0.role == .secondary }!.destination
+        let a = Self.ffmpeg(.pip)
+        let graph = a[a.firstIndex(of: "-filter_complex")! + 1]
+        #expect(graph.contains("scale=\(inset.width):\(inset.height):flags=bilinear"))
+        #expect(graph.contains("overlay=x=\(inset.x):y=\(inset.y)"))
+        #expect(!a.contains("-r"))
+        for flag in ["-preset", "-b:v", "-g", "-bf"] { #expect(a.contains(flag)) }
+    }
+
+    @Test func primaryOnlyReadsOneInput() {
+        let a = Self.ffmpeg(.primaryOnly)
+        #expect(a.filter { $0 == "-i" }.count == 1)
+    }
+
+    @Test func gstreamerResamplesTheSecondaryToSixty() {
+        let peers = Peers(options: BenchOptions())
+        let plan = CompositeStage.plan(.sideBySide, canvas: .hd1080, primary: .hd1080, secondary: .hd720)
+        let a = peers.gstArguments(plan: plan, inputs: Self.inputs, out: "o.mp4")
+        #expect(a.contains("videorate"))
+        #expect(a.contains("video/x-raw,format=I420,width=1920,height=1080,framerate=60/1"))
+        #expect(a.contains("speed-preset=ultrafast") && a.contains("bframes=0"))
+        #expect(a.filter { $0.hasPrefix("sink_1::xpos=") } == ["sink_1::xpos=\(plan.draws[1].destination.x)"])
+    }
+}
+
+@Suite struct ReportTests {
+    static func report() -> BenchReport {
+        var r = BenchResult(stage: .endToEnd, layout: "pip", canvas: "1920x1080", input: "files", frames: 600, seconds: 10,
+                            fps: 60, realtime60: 1, cpuMsPerFrame: 20)
+        r.peers = [PeerResult(peer: .ffmpeg, fps: 120, frames: 600, cpuMsPerFrame: 12, ratio: 0.5),
+                   PeerResult(peer: .gstreamer, note: "gst-launch-1.0 not installed: skipped")]
+        let machine = MachineInfo(cpu: "cpu", cores: 2, memoryGiB: 1, os: "Linux", gpu: "llvmpipe", ffmpeg: nil, gstreamer: nil)
+        return BenchReport(date: "now", command: "diptych bench", machine: machine, results: [r])
+    }
+
+    @Test func tableHasPeersRatiosAndNotes() {
+        let md = Report.markdown(Self.report())
+        #expect(md.contains("| e2e | pip | 1920x1080 | files | 60.0 | 1.00 |"))
+        #expect(md.contains("120.0 (0.50×)"))
+        #expect(md.contains("skipped"))
+        #expect(md.contains("gstreamer pip 1920x1080: gst-launch-1.0 not installed: skipped"))
+    }
+
+    @Test func chartIsOneSVGWithEveryBar() {
+        let svg = Report.svg(Self.report())
+        #expect(svg.hasPrefix("<svg") && svg.hasSuffix("</svg>\n"))
+        #expect(svg.contains("diptych 60.0") && svg.contains("ffmpeg 120.0") && svg.contains("60 fps"))
+    }
+
+    @Test func contactSheetTilesEveryLayout() throws {
+        let frames = (0..<4).map { _ in VideoFrame.allocate(width: 64, height: 36, format: .rgba) }
+        let sheet = try #require(Report.contactSheet(frames, tileWidth: 32))
+        #expect(sheet.width == 2 * 32 + 3 * 8 && sheet.height == 2 * 18 + 3 * 8 && sheet.format == .rgba)
+    }
+}
