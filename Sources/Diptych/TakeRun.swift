@@ -43,6 +43,9 @@ final class TakeRun {
     private var pendingPrimary: SourceReader?
     private var secondary = SecondaryState()
     private var pendingSecondary: SourceReader?
+    /// When the pending secondary is a scheduled switch (`--switch-secondary`),
+    /// opened ahead of time: the take time at which it replaces the current one.
+    private var pendingSecondaryAt: MediaTime?
     private var scheduledSwitches: [SecondarySwitch]
     private var clock: FrameClock<VideoFrame>
     /// The clock frame whose picture is in the GPU's secondary texture.
@@ -264,10 +267,7 @@ final class TakeRun {
                 warn("primary frame at \(t.seconds) s is not after the previous one; skipped")
                 continue
             }
-            while let s = scheduledSwitches.first, s.time <= t.seconds {
-                scheduledSwitches.removeFirst()
-                beginSwitch(.secondary, to: s.source)
-            }
+            scheduleSwitches(at: t)
             pumpSecondary(until: t)
 
             let decision = clock.tick(primaryPTS: t, now: t)
@@ -345,6 +345,21 @@ final class TakeRun {
         DispatchQueue.global().async { reader.stop() }
     }
 
+    /// Scheduled switches are opened ahead of time, so the new stream takes
+    /// over exactly at its time; removing the secondary (`S=none`) happens at S.
+    private func scheduleSwitches(at t: MediaTime) {
+        while let s = scheduledSwitches.first, s.source == .none, s.time <= t.seconds {
+            scheduledSwitches.removeFirst()
+            beginSwitch(.secondary, to: .none)
+        }
+        if pendingSecondary == nil, let s = scheduledSwitches.first, s.source != .none {
+            scheduledSwitches.removeFirst()
+            pendingSecondary = SourceReader(opening: s.source, duration: nil)
+            pendingSecondaryAt = MediaTime(seconds: s.time)
+            log("secondary switches to \(s.source) at \(s.time) s")
+        }
+    }
+
     private func beginSwitch(_ role: StreamRole, to spec: SourceSpec) {
         switch role {
         case .primary:
@@ -354,6 +369,7 @@ final class TakeRun {
         case .secondary:
             if let p = pendingSecondary { DispatchQueue.global().async { p.stop() } }
             pendingSecondary = nil
+            pendingSecondaryAt = nil
             if spec == .none {
                 if let r = secondary.reader { DispatchQueue.global().async { r.stop() } }
                 secondary = SecondaryState()
@@ -373,8 +389,12 @@ final class TakeRun {
     /// stalled and is no longer waited for (the clock then falls back to the
     /// primary alone after the same time on the take's timeline).
     private func pumpSecondary(until t: MediaTime) {
-        if let pending = pendingSecondary {
-            switch pending.queue.tryPop() {
+        if let pending = pendingSecondary, pendingSecondaryAt.map({ t >= $0 }) ?? true {
+            // A scheduled switch is waited for (as file sources are), once, up to the timeout.
+            let event = pendingSecondaryAt != nil ? pending.queue.pop(timeout: config.secondaryTimeout) : pending.queue.tryPop()
+            let switchTime = pendingSecondaryAt ?? t
+            pendingSecondaryAt = nil
+            switch event {
             case .frame(let f)?:
                 if let old = secondary.reader { DispatchQueue.global().async { old.stop() } }
                 var s = SecondaryState()
@@ -382,10 +402,10 @@ final class TakeRun {
                 if let info = pending.info {
                     s.orientation = Self.orientation(metadata: info.orientation, configured: config.secondaryOrientation)
                 }
-                s.base = t
+                s.base = switchTime
                 s.firstPTS = f.pts
                 var first = f
-                first.pts = t
+                first.pts = switchTime
                 s.next = first
                 secondary = s
                 pendingSecondary = nil

@@ -236,8 +236,9 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         #expect(frames.map(\.counter) == (0..<120).map { Optional($0) })
         let before = insetCentre(config, canvas: PixelSize(width: 320, height: 240), secondary: PixelSize(width: 160, height: 120))
         let after = insetCentre(config, canvas: PixelSize(width: 320, height: 240), secondary: PixelSize(width: 200, height: 200))
-        #expect(hue(frames[50].frame, before.0, before.1) == .red)
-        #expect(hue(frames[70].frame, after.0, after.1) == .green)
+        // Opened ahead of time, the new stream takes over exactly at 1 s.
+        #expect(hue(frames[59].frame, before.0, before.1) == .red)
+        #expect(frames[60...].allSatisfy { hue($0.frame, after.0, after.1) == .green })
         #expect(summary.primaryOnlyFrames == 0, "the old picture stays until the new stream's first frame")
     }
 
@@ -250,6 +251,7 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         let ref = Ref()
         let hooks = SessionHooks(storage: plentyOfSpace, frameCallback: { _, index in
             if index == 20 { ref.session?.switchSource(.secondary, to: .testPattern(name: "solid-0000ff", size: PixelSize(width: 160, height: 120), rate: FrameRate(30))) }
+            if index == 30 { Thread.sleep(forTimeInterval: 0.5) }
             if index == 40 { ref.session?.setLayout(.sideBySide) }
         }, frameCallbackInterval: 10)
         let session = RecordingSession(configuration: config, hooks: hooks)
@@ -278,6 +280,8 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         let ref = Ref()
         let hooks = SessionHooks(storage: plentyOfSpace, frameCallback: { _, index in
             if index == 20 { ref.session?.switchSource(.primary, to: .testPattern(name: "solid-00ff00", size: PixelSize(width: 640, height: 480), rate: FrameRate(30))) }
+            // The loop never waits for a new stream; give this one time to open.
+            if index == 30 { Thread.sleep(forTimeInterval: 0.5) }
         }, frameCallbackInterval: 10)
         let session = RecordingSession(configuration: config, hooks: hooks)
         ref.session = session
@@ -287,9 +291,11 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         let frames = try decodeAll(out).frames
         #expect(frames.count == 60)
         for (k, f) in frames.enumerated() { #expect(f.pts == FrameRate(30).time(ofFrame: Int64(k)), "frame \(k) at \(f.pts)") }
-        #expect(frames[10].counter == 10)
-        #expect(hue(frames[50].frame, 40, 40) == .green, "the new primary fills the canvas")
-        #expect(frames[50].counter == nil)
+        // Frames up to the switch come from the old primary, in order; then the new one fills the canvas.
+        let k = try #require(frames.firstIndex { $0.counter == nil })
+        #expect(k > 20 && k <= 32, "switched at frame \(k)")
+        #expect(frames[..<k].map(\.counter) == (0..<k).map { Optional($0) })
+        #expect(frames[k...].allSatisfy { hue($0.frame, 40, 40) == .green })
     }
 
     /// The preview is read from the render target the encoder consumes: it
