@@ -126,6 +126,53 @@ for text in selections {
         return "worst difference \(worst)"
     }
 
+    // The direct-copy path (the one `diptych record` uses): a 1:1 NV12 primary
+    // copied on the CPU, only the inset rendered, equals the general path (±1).
+    check("direct-copy path equals the general path (±1)") {
+        func yuvFrame(_ w: Int, _ h: Int, seed: Int) -> VideoFrame {
+            let f = VideoFrame.allocate(width: w, height: h, format: .nv12)
+            let y = f.planes[0].storage.mutableBase.assumingMemoryBound(to: UInt8.self)
+            // Values inside the RGB gamut, so the general path's RGB round trip is lossless but for rounding.
+            for r in 0..<h { for x in 0..<w { y[r * w + x] = UInt8(60 + (x / 8 + r / 8 + seed * 31) % 120) } }
+            let uv = f.planes[1].storage.mutableBase.advanced(by: f.planes[1].offset).assumingMemoryBound(to: UInt8.self)
+            for r in 0..<(h / 2) { for x in 0..<(w / 2) {
+                uv[r * f.planes[1].stride + 2 * x] = UInt8(108 + (x / 4 + seed * 17) % 40)
+                uv[r * f.planes[1].stride + 2 * x + 1] = UInt8(108 + (r / 4 + seed * 13) % 40)
+            } }
+            return f
+        }
+        let canvas = PixelSize(width: 1920, height: 1080)
+        let plan = CompositionPlan(canvas: canvas, draws: [
+            DrawDescription(role: .primary, destination: PixelRect(size: canvas)),
+            DrawDescription(role: .secondary, destination: PixelRect(x: 1312, y: 724, width: 576, height: 324),
+                            orientation: Orientation(rotation: .r0, mirrored: true), cornerRadius: 16, borderWidth: 2, zIndex: 1)])
+        let primary = yuvFrame(1920, 1080, seed: 1), secondary = yuvFrame(1280, 720, seed: 2)
+        var results: [VideoFrame] = []
+        for direct in [false, true] {
+            let c = try GPUCompositor(selection: selection, directCopy: direct)
+            defer { c.shutdown() }
+            let out = try c.addOutput(canvas: canvas)
+            try c.upload(primary, role: .primary)
+            try c.upload(secondary, role: .secondary)
+            try c.render(output: out, plan: plan, pts: .zero)
+            guard let f = try c.flush().first else { throw Failure(description: "no frame (direct: \(direct))") }
+            results.append(f)
+        }
+        var worst = 0, at = "", over = 0
+        for plane in 0..<2 {
+            let rows = plane == 0 ? 1080 : 540
+            for y in 0..<rows { for x in 0..<1920 {
+                let a = results[0].planes[plane].baseAddress.load(fromByteOffset: y * results[0].planes[plane].stride + x, as: UInt8.self)
+                let b = results[1].planes[plane].baseAddress.load(fromByteOffset: y * results[1].planes[plane].stride + x, as: UInt8.self)
+                let d = abs(Int(a) - Int(b))
+                if d > 1 { over += 1 }
+                if d > worst { worst = d; at = "plane \(plane) (\(x), \(y)): general \(a), direct \(b)" }
+            } }
+        }
+        guard worst <= 1 else { throw Failure(description: "largest difference \(worst) code values at \(at); \(over) bytes differ by more than 1") }
+        return "1080p PiP, largest difference \(worst)"
+    }
+
     check("dma-buf export → import → draw") {
         let caps = gpu.info.capabilities
         guard caps.dmaBufExport else { return "skipped: no EGL_MESA_image_dma_buf_export" }
