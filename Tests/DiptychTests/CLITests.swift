@@ -155,6 +155,26 @@ import DiptychMedia
         #expect(png.width == info.size.width && png.height == info.size.height)
     }
 
+    /// `diptych bench` end to end on a small matrix: table, JSON, chart and contact sheet.
+    @Test func bench() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["bench", "--stages", "composite,e2e", "--layouts", "pip,side-by-side", "--sizes", "320x240",
+                            "--formats", "nv12", "--frames", "10", "--duration", "1", "--peers", "ffmpeg",
+                            "--json", "b.json", "--chart", "b.svg", "--sheet", "b.png", "--work-dir", dir.path("work")],
+                           in: dir.url.path, timeout: 300)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("| composite | pip | 320x240 | nv12 |"))
+        #expect(r.stdout.contains("| e2e | side-by-side | 320x240 |"))
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: dir.url.appendingPathComponent("b.json")))
+        #expect(json is [String: Any])
+        #expect(try String(contentsOfFile: dir.path("b.svg"), encoding: .utf8).contains("<svg"))
+        let sheet = try #require(try decodeAll(dir.path("b.png")).frames.first?.frame)
+        #expect(sheet.width > 0)
+        let bad = try runCLI(["bench", "--frames", "-3"], in: dir.url.path)
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("--frames"))
+    }
+
     @Test func probe() throws {
         let r = try runCLI(["probe"])
         #expect(r.status == 0, "\(r.stderr)")
