@@ -53,10 +53,13 @@ public struct EmbeddedConfiguration: Hashable, Sendable {
         var i = 0
         let refused: Set<String> = ["--primary", "--duration", "--preview", "--audio", "--switch-secondary", "--json", "--thermal-state"]
         while i < arguments.count {
-            let a = arguments[i]
+            // `--flag=value` is the same as `--flag value`.
+            let parts = arguments[i].split(separator: "=", maxSplits: 1).map(String.init)
+            let a = arguments[i].hasPrefix("--") && parts.count == 2 ? parts[0] : arguments[i]
+            let inline = arguments[i].hasPrefix("--") && parts.count == 2 ? parts[1] : nil
             if a == "--fps" || a == "--queue" {
-                guard i + 1 < arguments.count else { throw EmbeddingError(.invalidArgument, "\(a): needs a value") }
-                let v = arguments[i + 1]
+                guard inline != nil || i + 1 < arguments.count else { throw EmbeddingError(.invalidArgument, "\(a): needs a value") }
+                let v = inline ?? arguments[i + 1]
                 if a == "--fps" {
                     guard let r = FrameRate(parsing: v) else { throw EmbeddingError(.invalidArgument, "--fps '\(v)': expected a positive rate such as 30, 29.97 or 30000/1001") }
                     fps = r
@@ -64,11 +67,11 @@ public struct EmbeddedConfiguration: Hashable, Sendable {
                     guard let n = Int(v), (1...256).contains(n) else { throw EmbeddingError(.invalidArgument, "--queue '\(v)': expected 1 to 256 frames") }
                     queue = n
                 }
-                i += 2
+                i += inline == nil ? 2 : 1
                 continue
             }
             if refused.contains(a) { throw EmbeddingError(.invalidArgument, "\(a): not an embedding option (frames come from the host)") }
-            rest.append(a)
+            rest.append(arguments[i])
             i += 1
         }
         let t: TakeConfiguration
@@ -91,7 +94,7 @@ public struct EmbeddedConfiguration: Hashable, Sendable {
     /// (fields not named take their defaults).
     public static func parseLayout(arguments: [String]) throws(EmbeddingError) -> Layout {
         let allowed: Set<String> = ["--layout", "--pip-corner", "--pip-size", "--pip-margin", "--swap-roles", "--content-mode", "--background"]
-        for a in arguments where a.hasPrefix("--") && !allowed.contains(a) {
+        for a in arguments where a.hasPrefix("--") && !allowed.contains(String(a.split(separator: "=", maxSplits: 1)[0])) {
             throw EmbeddingError(.invalidArgument, "\(a): not a layout option (use --layout, --pip-corner, --pip-size, --pip-margin, --swap-roles, --content-mode, --background)")
         }
         do { return try TakeConfiguration.parse(arguments: arguments).layout } catch { throw EmbeddingError(.invalidArgument, "\(error)") }
@@ -110,6 +113,8 @@ public struct EmbeddedConfiguration: Hashable, Sendable {
         t.keyframeInterval = keyframeInterval
         t.audio = .none
         t.secondaryTimeout = secondaryTimeout
+        // The host ends its streams explicitly; a pause in its pushes is not an interruption.
+        t.primaryTimeout = 3600
         t.gpu = gpu
         if let file { t.output = file; t.format = format } else { t.output = "(embedded)"; t.format = .mpegts }
         return t
@@ -240,9 +245,14 @@ public final class EmbeddedSession: @unchecked Sendable {
         try self.init(configuration: configuration, outputs: outputs, log: log, startTimeout: startTimeout, adjustHooks: { _ in })
     }
 
+    /// FFmpeg's own log (libx264's banner and statistics) stays off the host's
+    /// stderr; errors still come back through the API.
+    static let quietFFmpeg: Void = MediaLibraries.setLogLevel(.error)
+
     /// `adjustHooks` changes the take's hooks (tests: thermal and storage monitors).
     init(configuration: EmbeddedConfiguration, outputs: EmbeddedOutputs, log: @escaping @Sendable (String) -> Void,
          startTimeout: Double, adjustHooks: (inout SessionHooks) -> Void) throws(EmbeddingError) {
+        _ = EmbeddedSession.quietFFmpeg
         let c = configuration
         guard c.canvas.width > 0, c.canvas.height > 0, c.canvas.isEven else {
             throw EmbeddingError(.invalidArgument, "canvas \(c.canvas): width and height must be positive and even")

@@ -115,11 +115,18 @@ public final class RecordingSession: @unchecked Sendable {
     /// `TakeRun.summary` describes it.
     public func run() throws(SessionError) -> TakeSummary {
         let take = try TakeRun(session: self)
+        control.lock(); _hasStarted = true; control.unlock()
         defer { control.lock(); _summary = take.summary; control.unlock() }
         return try take.run()
     }
 
     private var _summary: TakeSummary?
+    private var _hasStarted = false
+    /// Whether the take has started (sources, GPU and output open). Before
+    /// that, nothing has been recorded and a stop has nothing to finalize.
+    public var hasStarted: Bool { control.lock(); defer { control.unlock() }; return _hasStarted }
+    /// Whether `stop` has been called.
+    var isStopRequested: Bool { control.lock(); defer { control.unlock() }; return stopRequest != nil }
     /// The summary of the last take that started, also when it ended abnormally.
     public var summary: TakeSummary? { control.lock(); defer { control.unlock() }; return _summary }
 

@@ -41,6 +41,7 @@ final class TakeRun {
     private var primaryFirstPTS: MediaTime?
     private var primaryBase = MediaTime.zero
     private var pendingPrimary: SourceReader?
+    private var pendingPrimarySince = Date()
     private var secondary = SecondaryState()
     private var pendingSecondary: SourceReader?
     /// When the pending secondary is a scheduled switch (`--switch-secondary`),
@@ -83,6 +84,9 @@ final class TakeRun {
             throw .badInput("--gpu '\(config.gpu)': expected auto, software, an index or /dev/dri/renderDN")
         }
         selection = gpuSelection
+
+        // The output must not be one of the inputs, nor the preview the output.
+        try Self.checkDistinctFiles(config: config, output: outputPath)
 
         // The encoder choice, sources: bad input must fail before anything starts.
         do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) }
@@ -191,6 +195,7 @@ final class TakeRun {
             closeSources()
             switch error {
             case .encoderUnavailable: throw .badInput("\(error)")
+            case .writeFailed: throw .badInput("--out \(error)")
             default: throw .runtime("\(error)")
             }
         }
@@ -200,6 +205,30 @@ final class TakeRun {
         if let s = secondarySource {
             secondary.reader = SourceReader(spec: config.secondary, source: s)
             secondary.orientation = Self.orientation(metadata: s.info.orientation, configured: config.secondaryOrientation)
+        }
+    }
+
+    /// Throws `.badInput` when `--out` is also an input file or the preview
+    /// (recording over an input destroys it while it is read).
+    static func checkDistinctFiles(config: TakeConfiguration, output: String) throws(SessionError) {
+        func identity(_ path: String) -> (UInt64, UInt64)? {
+            var st = stat()
+            guard stat(path, &st) == 0 else { return nil }
+            return (UInt64(st.st_dev), UInt64(st.st_ino))
+        }
+        func canonical(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
+        var inputs: [String] = []
+        for spec in [config.primary, config.secondary] + config.secondarySwitches.map(\.source) {
+            if case .url(let u) = spec, !u.contains("://") { inputs.append(u) }
+        }
+        let outID = identity(output)
+        for input in inputs {
+            if canonical(input) == canonical(output) || (outID != nil && identity(input).map { $0 == outID! } == true) {
+                throw .badInput("--out '\(output)': is also an input; recording over it would destroy it")
+            }
+        }
+        if let preview = config.preview, canonical(preview) == canonical(output) {
+            throw .badInput("--preview '\(preview)': is the same file as --out")
         }
     }
 
@@ -314,10 +343,28 @@ final class TakeRun {
                 break
             }
         }
+        if let pending = pendingPrimary, Date().timeIntervalSince(pendingPrimarySince) > config.primaryTimeout {
+            abandonSwitch(pending, role: .primary, because: "it delivered nothing for \(config.primaryTimeout) s")
+            pendingPrimary = nil
+        }
         let swapping = pendingPrimary != nil
-        let event = primaryReader.queue.pop(timeout: swapping ? 0.02 : config.primaryTimeout)
-        if event == nil, !swapping, !primaryReader.queue.isClosed {
-            return .stop(.primaryInterrupted("\(config.primary) delivered nothing for \(config.primaryTimeout) s"))
+        var event: ReaderEvent?
+        if swapping {
+            event = primaryReader.queue.pop(timeout: 0.02)
+            // The old primary has ended: wait for the new one without spinning.
+            if event == nil || primaryReader.queue.isClosed { Thread.sleep(forTimeInterval: 0.01) }
+        } else {
+            // Waits in slices, so a stop request is seen while the primary is silent.
+            let deadline = Date(timeIntervalSinceNow: config.primaryTimeout)
+            while true {
+                // Returns queued frames even after the reader closed the queue; nil once drained.
+                event = primaryReader.queue.pop(timeout: 0.1)
+                if event != nil || primaryReader.queue.isClosed { break }
+                if session.isStopRequested { return nil }
+                if Date() >= deadline {
+                    return .stop(.primaryInterrupted("\(config.primary) delivered nothing for \(config.primaryTimeout) s"))
+                }
+            }
         }
         switch event {
         case .frame(let f)?:
@@ -365,6 +412,7 @@ final class TakeRun {
         case .primary:
             if let p = pendingPrimary { DispatchQueue.global().async { p.stop() } }
             pendingPrimary = SourceReader(opening: spec, duration: nil)
+            pendingPrimarySince = Date()
             log("switching primary to \(spec)")
         case .secondary:
             if let p = pendingSecondary { DispatchQueue.global().async { p.stop() } }
@@ -660,8 +708,9 @@ final class TakeRun {
             preview: previewSeconds != nil ? config.preview : nil, previewSeconds: previewSeconds)
         summary = s
         if !reason.isNormal {
-            throw .runtime("\(reason); \(written) frames (\(String(format: "%.2f", duration)) s) saved in \(outputPath)")
+            throw .runtime("\(reason); \(written) frames (\(String(format: "%.2f", duration)) s) encoded, \(outputPath) keeps every complete fragment")
         }
+        if written == 0, session.embedding == nil { throw .runtime("\(reason): no frames recorded in \(outputPath)") }
         if let finishError { throw .runtime("\(outputPath): \(finishError)") }
         return s
     }

@@ -120,12 +120,14 @@ extension FrameRate {
     /// Parses `30`, `29.97` or `30000/1001`. Returns nil when malformed or not positive.
     public init?(parsing text: String) {
         if let slash = text.firstIndex(of: "/") {
-            guard let n = Int32(text[..<slash]), let d = Int32(text[text.index(after: slash)...]), n > 0, d > 0 else { return nil }
+            guard let n = Int32(text[..<slash]), let d = Int32(text[text.index(after: slash)...]), n > 0, d > 0,
+                  Double(n) / Double(d) >= 0.01, Double(n) / Double(d) <= 1000 else { return nil }
             self.init(n, d)
             return
         }
-        if let n = Int32(text), n > 0 { self.init(n); return }
-        guard let v = Double(text), v > 0, v <= 1000, v.isFinite else { return nil }
+        if let n = Int32(text), n > 0, n <= 1000 { self.init(n); return }
+        // At least one frame in 100 s, at most 1000 a second (also for n/d above).
+        guard let v = Double(text), v >= 0.01, v <= 1000 else { return nil }
         // 29.97 → 30000/1001, 59.94 → 60000/1001; otherwise milli-precision.
         let ntsc = (v * 1001).rounded()
         if abs(ntsc / 1001 - v) < 0.005, Int(ntsc) % 1000 == 0 { self.init(Int32(ntsc), 1001); return }

@@ -177,8 +177,8 @@ public struct TakeConfiguration: Hashable, Sendable {
         if let e = layout.validationError() { throw e }
         for s in secondarySwitches {
             let text = "\(s.time)=\(s.source)"
-            if !(s.time >= 0 && s.time.isFinite) {
-                throw ConfigurationError(field: "--switch-secondary", value: text, reason: "time must be 0 or more seconds")
+            if !(s.time >= 0 && s.time <= 1e7) {
+                throw ConfigurationError(field: "--switch-secondary", value: text, reason: "time must be 0 or more seconds, at most 10000000")
             }
             if let d = duration, s.time >= d {
                 throw ConfigurationError(field: "--switch-secondary", value: text, reason: "time is after the end of the take (--duration \(d))")

@@ -48,7 +48,12 @@ func record(_ config: TakeConfiguration) -> Never {
         signal(sig, SIG_IGN)
         let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         let name = sig == SIGINT ? "SIGINT" : "SIGTERM"
-        s.setEventHandler { session.stop(StopReason.requested(name)) }
+        s.setEventHandler {
+            // Before the take has started (a source still opening, e.g. stdin
+            // waiting for its header) nothing is recorded: leave at once.
+            guard session.hasStarted else { fail("stopped by \(name) before the take started; nothing was recorded", code: 1) }
+            session.stop(StopReason.requested(name))
+        }
         s.resume()
         sources.append(s)
     }

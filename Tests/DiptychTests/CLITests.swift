@@ -28,6 +28,8 @@ import DiptychMedia
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--frobnicate"], "--frobnicate"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--keyframe-interval", "1e300"], "--keyframe-interval"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--secondary-timeout", "1e300"], "--secondary-timeout"),
+        (["record", "--primary", "testsrc:smpte:320x240@0.0001", "--secondary", "none"], "@0.0001"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--switch-secondary", "1e300=testsrc:smpte"], "--switch-secondary"),
         (["record", "--secondary", "none"], "--primary"),
         (["transmogrify"], "transmogrify"),
     ])
@@ -130,6 +132,33 @@ import DiptychMedia
         #expect(last.contains("primary stream interrupted") && last.contains("delivered nothing for 1.0 s"), "\(last)")
         #expect(last.contains("8 frames"), "\(last)")
         #expect(try decodeAll(dir.path("stall.mp4")).frames.count == 8)
+    }
+
+    /// Recording over an input would destroy it while it is read: refused, exit 2, input intact.
+    @Test func outputSameAsInputIsRefused() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let input = dir.path("in.mp4")
+        try makeFixture(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-t", "1", "-pix_fmt", "yuv420p", "-c:v", "libx264", input])
+        let before = try Data(contentsOf: URL(fileURLWithPath: input))
+        let r = try runCLI(["record", "--primary", "in.mp4", "--secondary", "none", "--out", "./in.mp4"], in: dir.url.path)
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("is also an input"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: input)) == before)
+        let p = try runCLI(["record", "--primary", "in.mp4", "--secondary", "none", "--out", "o.mp4", "--preview", "o.mp4"], in: dir.url.path)
+        #expect(p.status == 2)
+        #expect(p.stderr.contains("--preview"))
+    }
+
+    /// SIGINT while a source is still opening (stdin with no header yet) ends
+    /// at once: nothing was recorded, exit 1.
+    @Test func interruptBeforeTheTakeStarts() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let pipe = Pipe()
+        let r = try runCLI(["record", "--primary", "-", "--secondary", "none", "--out", "never.mp4"],
+                           in: dir.url.path, stdin: pipe.fileHandleForReading, signal: SIGINT, after: 1.5, timeout: 20)
+        try? pipe.fileHandleForWriting.close()
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("before the take started"))
     }
 
     /// A critical machine refuses to start a take: exit 1, no file.
