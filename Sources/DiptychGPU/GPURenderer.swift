@@ -207,6 +207,19 @@ final class GPURenderer {
     }
 
     /// The next unpack buffer with at least `size` bytes, after its last use completed.
+    /// Maps the unpack buffer `acquireUnpack` just bound for writing (no
+    /// synchronization: the slot's fence has passed) and unbinds it.
+    private func mapUnpack(size: Int, label: String) throws(GPUError) -> UnsafeMutableRawPointer {
+        guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(size),
+                                         GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
+            glBindBuffer(GL.pixelUnpackBuffer, 0)
+            try checkGL("\(label): map unpack buffer")
+            throw .gl(label: "\(label): map unpack buffer", code: 0)
+        }
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        return dst
+    }
+
     private func acquireUnpack(size: Int) -> Int {
         let i = nextUnpack
         nextUnpack = (nextUnpack + 1) % unpack.count
@@ -271,13 +284,7 @@ final class GPURenderer {
         }
         let set = textureSet(for: role, format: frame.format, width: frame.width, height: frame.height)
         let slot = acquireUnpack(size: total)
-        guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(total),
-                                         GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
-            glBindBuffer(GL.pixelUnpackBuffer, 0)
-            try checkGL("upload: map unpack buffer")
-            throw .gl(label: "upload: map unpack buffer", code: 0)
-        }
-        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        let dst = try mapUnpack(size: total, label: "upload")
         // In use from now on: a second staging before the commit must not pick them.
         set.lastUse = timeline.pendingSerial
         unpack[slot].lastUse = timeline.pendingSerial
@@ -761,13 +768,7 @@ final class GPURenderer {
         guard !parts.isEmpty else { return StagedDirect(slot: -1, parts: []) }
         timeline.poll()
         let slot = acquireUnpack(size: total)
-        guard let dst = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(total),
-                                         GL.mapWriteBit | GL.mapInvalidateBufferBit | GL.mapUnsynchronizedBit) else {
-            glBindBuffer(GL.pixelUnpackBuffer, 0)
-            try checkGL("direct copy: map unpack buffer")
-            throw .gl(label: "direct copy: map unpack buffer", code: 0)
-        }
-        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        let dst = try mapUnpack(size: total, label: "direct copy")
         unpack[slot].lastUse = timeline.pendingSerial
         let keep = KeepAlive(direct.copies)
         for part in parts {
