@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "Diptych", targets: ["Diptych"]),
         .library(name: "DiptychCore", targets: ["DiptychCore"]),
+        .library(name: "DiptychOptions", targets: ["DiptychOptions"]),
         .library(name: "DiptychGPU", targets: ["DiptychGPU"]),
         .library(name: "DiptychMedia", targets: ["DiptychMedia"]),
         .executable(name: "diptych", targets: ["diptych"]),
@@ -33,6 +34,9 @@ let package = Package(
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
 
         .target(name: "DiptychCore"),
+        // The option table: command-line flags, --help, the JSON form, the
+        // embedding API's option strings and the server's request bodies.
+        .target(name: "DiptychOptions", dependencies: ["DiptychCore"]),
         // Shaders live in the top-level Shaders/ folder, one file per role;
         // the EmbedShaders build-tool plugin turns them into string constants.
         .executableTarget(name: "shader-embed", path: "Sources/shader-embed"),
@@ -41,7 +45,7 @@ let package = Package(
                 dependencies: ["DiptychCore", "CEGL", "CGLES", "CGBM"],
                 plugins: ["EmbedShaders"]),
         .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA"]),
-        .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychGPU", "DiptychMedia"]),
+        .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia"]),
         // include/diptych.h as a module, so the C API's Swift side uses the header's own types.
         .systemLibrary(name: "CDiptych", path: "Sources/CDiptych"),
         // The @_cdecl entry points. RUNPATH $ORIGIN/diptych finds the Swift runtime
@@ -57,6 +61,7 @@ let package = Package(
         .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU"], path: "bench/GPUCheck"),
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),
+        .testTarget(name: "DiptychOptionsTests", dependencies: ["DiptychOptions"]),
         .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU"]),
         // A writer a media test SIGKILLs mid-take (crash safety of fragmented MP4).
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),

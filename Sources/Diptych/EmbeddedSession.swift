@@ -6,121 +6,6 @@ import DiptychMedia
 import Glibc
 #endif
 
-/// How an embedded session composites and encodes. The same settings as
-/// `diptych record` (`TakeConfiguration`), minus the inputs: frames come
-/// from the host. `canvas` and `frameRate` are required because no source
-/// can tell them.
-public struct EmbeddedConfiguration: Hashable, Sendable {
-    /// Output size (even width and height).
-    public var canvas: PixelSize
-    /// Nominal output rate, for the encoder's rate control and GOP length.
-    /// Output timestamps are the primary's own (variable rate is kept).
-    public var frameRate: FrameRate
-    /// Whether a secondary stream will be pushed. Without one every output
-    /// frame shows the primary alone and nothing waits for a secondary.
-    public var hasSecondary = true
-    public var layout = Layout()
-    public var primaryOrientation = Orientation.identity
-    public var secondaryOrientation = Orientation.identity
-    public var codec = VideoCodec.h264
-    public var encoder = EncoderChoice.auto
-    public var bitrate = TakeConfiguration.defaultBitrate
-    public var preset = "veryfast"
-    /// Seconds between keyframes.
-    public var keyframeInterval = 1.0
-    /// How long the session waits for a secondary frame (see `EmbeddedSession`).
-    public var secondaryTimeout = 2.0
-    /// `auto`, `software`, an index, a render node (as `--gpu`).
-    public var gpu = "auto"
-    /// Frames each push queue holds before `push` blocks (or says `.wouldBlock`).
-    public var queueCapacity = 4
-
-    public init(canvas: PixelSize, frameRate: FrameRate) {
-        self.canvas = canvas; self.frameRate = frameRate
-    }
-
-    /// Builds a configuration from `diptych record` flags (`--size`,
-    /// `--layout`, `--pip-corner`, `--pip-size`, `--rotate-*`, `--mirror-*`,
-    /// `--codec`, `--encoder`, `--bitrate`, `--preset`, `--keyframe-interval`,
-    /// `--secondary-timeout`, `--gpu`, `--config FILE`, `--secondary none`)
-    /// plus `--fps RATE` (required) and `--queue N`. `--out`/`--format`
-    /// name an optional file output (returned separately). Flags about inputs
-    /// or takes (`--primary`, `--duration`, `--preview`, `--audio`, ...) are errors.
-    public static func parse(arguments: [String]) throws(EmbeddingError) -> (EmbeddedConfiguration, file: String?, format: ContainerFormat?) {
-        var rest: [String] = []
-        var fps: FrameRate?
-        var queue = 4
-        var i = 0
-        let refused: Set<String> = ["--primary", "--duration", "--preview", "--audio", "--switch-secondary", "--json", "--thermal-state"]
-        while i < arguments.count {
-            // `--flag=value` is the same as `--flag value`.
-            let parts = arguments[i].split(separator: "=", maxSplits: 1).map(String.init)
-            let a = arguments[i].hasPrefix("--") && parts.count == 2 ? parts[0] : arguments[i]
-            let inline = arguments[i].hasPrefix("--") && parts.count == 2 ? parts[1] : nil
-            if a == "--fps" || a == "--queue" {
-                guard inline != nil || i + 1 < arguments.count else { throw EmbeddingError(.invalidArgument, "\(a): needs a value") }
-                let v = inline ?? arguments[i + 1]
-                if a == "--fps" {
-                    guard let r = FrameRate(parsing: v) else { throw EmbeddingError(.invalidArgument, "--fps '\(v)': expected a positive rate such as 30, 29.97 or 30000/1001") }
-                    fps = r
-                } else {
-                    guard let n = Int(v), (1...256).contains(n) else { throw EmbeddingError(.invalidArgument, "--queue '\(v)': expected 1 to 256 frames") }
-                    queue = n
-                }
-                i += inline == nil ? 2 : 1
-                continue
-            }
-            if refused.contains(a) { throw EmbeddingError(.invalidArgument, "\(a): not an embedding option (frames come from the host)") }
-            rest.append(arguments[i])
-            i += 1
-        }
-        let t: TakeConfiguration
-        do { t = try TakeConfiguration.parse(arguments: rest) } catch { throw EmbeddingError(.invalidArgument, "\(error)") }
-        guard let size = t.canvasSize else { throw EmbeddingError(.invalidArgument, "--size: required (the output size, e.g. 1280x720)") }
-        guard let fps else { throw EmbeddingError(.invalidArgument, "--fps: required (the nominal output rate, e.g. 30)") }
-        var c = EmbeddedConfiguration(canvas: size, frameRate: fps)
-        c.hasSecondary = t.secondary != .none || !rest.contains("--secondary")
-        c.layout = t.layout
-        c.primaryOrientation = t.primaryOrientation
-        c.secondaryOrientation = t.secondaryOrientation
-        c.codec = t.codec; c.encoder = t.encoder; c.bitrate = t.bitrate; c.preset = t.preset
-        c.keyframeInterval = t.keyframeInterval; c.secondaryTimeout = t.secondaryTimeout; c.gpu = t.gpu
-        c.queueCapacity = queue
-        return (c, t.output, t.format)
-    }
-
-    /// Parses a layout from `--layout`, `--pip-corner`, `--pip-size`,
-    /// `--pip-margin`, `--swap-roles`, `--content-mode`, `--background`
-    /// (fields not named take their defaults).
-    public static func parseLayout(arguments: [String]) throws(EmbeddingError) -> Layout {
-        let allowed: Set<String> = ["--layout", "--pip-corner", "--pip-size", "--pip-margin", "--swap-roles", "--content-mode", "--background"]
-        for a in arguments where a.hasPrefix("--") && !allowed.contains(String(a.split(separator: "=", maxSplits: 1)[0])) {
-            throw EmbeddingError(.invalidArgument, "\(a): not a layout option (use --layout, --pip-corner, --pip-size, --pip-margin, --swap-roles, --content-mode, --background)")
-        }
-        do { return try TakeConfiguration.parse(arguments: arguments).layout } catch { throw EmbeddingError(.invalidArgument, "\(error)") }
-    }
-
-    /// The take configuration the session runs (push sources stand in for the inputs).
-    func takeConfiguration(file: String?, format: ContainerFormat?) -> TakeConfiguration {
-        var t = TakeConfiguration()
-        t.primary = .url("push:primary")
-        t.secondary = hasSecondary ? .url("push:secondary") : .none
-        t.layout = layout
-        t.canvasSize = canvas
-        t.primaryOrientation = primaryOrientation
-        t.secondaryOrientation = secondaryOrientation
-        t.encoder = encoder; t.codec = codec; t.bitrate = bitrate; t.preset = preset
-        t.keyframeInterval = keyframeInterval
-        t.audio = .none
-        t.secondaryTimeout = secondaryTimeout
-        // The host ends its streams explicitly; a pause in its pushes is not an interruption.
-        t.primaryTimeout = 3600
-        t.gpu = gpu
-        if let file { t.output = file; t.format = format } else { t.output = "(embedded)"; t.format = .mpegts }
-        return t
-    }
-}
-
 /// The render target of one output frame, exported as dma-buf.
 public struct CompositedDmaBuf: Sendable {
     /// Size, DRM fourcc, modifier and planes. The fds are valid during the
@@ -189,6 +74,8 @@ public struct EmbeddingError: Error, Hashable, Sendable, CustomStringConvertible
     public var code: Code
     public var message: String
     public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+    /// A session's error: bad input is `.invalidArgument`, anything else `.runtime`.
+    public init(_ error: SessionError) { self.init(error.isBadInput ? .invalidArgument : .runtime, error.description) }
     public var description: String { message }
 }
 
@@ -254,21 +141,12 @@ public final class EmbeddedSession: @unchecked Sendable {
          startTimeout: Double, adjustHooks: (inout SessionHooks) -> Void) throws(EmbeddingError) {
         _ = EmbeddedSession.quietFFmpeg
         let c = configuration
-        guard c.canvas.width > 0, c.canvas.height > 0, c.canvas.isEven else {
-            throw EmbeddingError(.invalidArgument, "canvas \(c.canvas): width and height must be positive and even")
-        }
         guard (1...256).contains(c.queueCapacity) else {
             throw EmbeddingError(.invalidArgument, "queueCapacity \(c.queueCapacity): expected 1 to 256")
         }
         guard outputs.rgbaInterval >= 1 else { throw EmbeddingError(.invalidArgument, "rgbaInterval \(outputs.rgbaInterval): must be at least 1") }
         // Bounds that keep every later timestamp and GOP computation far from Int64 overflow.
         guard c.frameRate.fps <= 1000 else { throw EmbeddingError(.invalidArgument, "frame rate \(c.frameRate): at most 1000 fps") }
-        guard c.keyframeInterval > 0, c.keyframeInterval <= 3600 else {
-            throw EmbeddingError(.invalidArgument, "keyframe interval \(c.keyframeInterval) s: must be above 0 and at most 3600")
-        }
-        guard c.secondaryTimeout > 0, c.secondaryTimeout <= 3600 else {
-            throw EmbeddingError(.invalidArgument, "secondary timeout \(c.secondaryTimeout) s: must be above 0 and at most 3600")
-        }
         let take = c.takeConfiguration(file: outputs.file, format: outputs.fileFormat)
         do { try take.validate() } catch { throw EmbeddingError(.invalidArgument, "\(error)") }
         self.configuration = c
@@ -277,8 +155,7 @@ public final class EmbeddedSession: @unchecked Sendable {
         bridge = EmbeddingBridge(primary: primary, secondary: secondary, outputs: outputs, log: log)
         var hooks = SessionHooks(storage: outputs.file == nil ? NoStorageMonitor() : FileSystemStorageMonitor(), log: log)
         adjustHooks(&hooks)
-        session = RecordingSession(configuration: take, hooks: hooks)
-        session.embedding = bridge
+        session = RecordingSession(configuration: take, hooks: hooks, io: bridge.io)
         let s = session, b = bridge, d = done
         let box = ResultBox()
         resultBox = box
@@ -301,8 +178,7 @@ public final class EmbeddedSession: @unchecked Sendable {
             done.wait()
             finished = true
             switch box.value {
-            case .failure(.badInput(let m))?: throw EmbeddingError(.invalidArgument, m)
-            case .failure(.runtime(let m))?: throw EmbeddingError(.runtime, m)
+            case .failure(let e)?: throw EmbeddingError(e)
             default: throw EmbeddingError(.runtime, "the session ended before it started")
             }
         }
@@ -340,9 +216,9 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// ended, or for a secondary the configuration does not have.
     @discardableResult
     public func push(_ frame: VideoFrame, to role: StreamRole, mode: PushMode = .blocking) throws(EmbeddingError) -> PushResult {
-        do { try validateUpload(frame, maxTextureSize: bridge.gpu?.maxTextureSize ?? 16384) }
+        do { try validateUpload(frame, maxTextureSize: bridge.gpu?.maxTextureSize ?? TakeConfiguration.maximumDimension) }
         catch { throw EmbeddingError(.badFrame, "\(role) frame: \(error)") }
-        return try enqueue(frame, role: role, mode: mode)
+        return try enqueue(InputFrame(frame), role: role, mode: mode)
     }
 
     /// Queues a dma-buf frame of `role`, imported by the GPU without a copy
@@ -363,31 +239,15 @@ public final class EmbeddedSession: @unchecked Sendable {
         guard caps.eglImageExternal else {
             throw EmbeddingError(.unsupported, "dma-buf import needs GL_OES_EGL_image_external_essl3, which this GPU does not offer")
         }
-        let format: PixelFormat
-        switch frame.fourcc {
-        case DmaBufFrame.nv12: format = .nv12
-        case DmaBufFrame.abgr8888: format = .rgba
-        case DmaBufFrame.argb8888: format = .bgra
-        case DmaBufFrame.yuv420: format = .i420
-        default: throw EmbeddingError(.badFrame, "\(role) dma-buf: fourcc \(DmaBufFrame.fourccName(frame.fourcc)) is not one of NV12, AB24, AR24, YU12")
+        guard let format = FrameValidator.format(ofFourcc: frame.fourcc) else {
+            throw EmbeddingError(.badFrame, "\(role) dma-buf: fourcc \(DmaBufFrame.fourccName(frame.fourcc)) is not one of NV12, AB24, AR24, YU12")
         }
-        guard frame.width > 0, frame.height > 0, frame.width <= 16384, frame.height <= 16384 else {
-            throw EmbeddingError(.badFrame, "\(role) dma-buf: size \(frame.width)x\(frame.height)")
+        do { try FrameValidator.check(frame, format: format, maxDimension: bridge.gpu?.maxTextureSize ?? TakeConfiguration.maximumDimension) }
+        catch { throw EmbeddingError(.badFrame, "\(role) dma-buf: \(error)") }
+        for (i, p) in frame.planes.enumerated() where fcntl(p.fd, F_GETFD) == -1 {
+            throw EmbeddingError(.badFrame, "\(role) dma-buf plane \(i): fd \(p.fd) is not open")
         }
-        if format.isYUV && (frame.width % 2 != 0 || frame.height % 2 != 0) {
-            throw EmbeddingError(.badFrame, "\(role) dma-buf: odd dimensions \(frame.width)x\(frame.height) for \(DmaBufFrame.fourccName(frame.fourcc))")
-        }
-        guard frame.planes.count == format.planeCount else {
-            throw EmbeddingError(.badFrame, "\(role) dma-buf: \(DmaBufFrame.fourccName(frame.fourcc)) needs \(format.planeCount) plane(s), got \(frame.planes.count)")
-        }
-        for (i, p) in frame.planes.enumerated() {
-            guard p.fd >= 0, fcntl(p.fd, F_GETFD) != -1 else { throw EmbeddingError(.badFrame, "\(role) dma-buf plane \(i): fd \(p.fd) is not open") }
-            let minimum = format.minimumStride(plane: i, width: frame.width)
-            guard p.stride >= minimum, p.offset >= 0 else {
-                throw EmbeddingError(.badFrame, "\(role) dma-buf plane \(i): stride \(p.stride) (minimum \(minimum)), offset \(p.offset)")
-            }
-        }
-        // Our own fds, closed when the last reference to the frame is gone.
+        // Our own fds, closed when the last copy of the frame is gone.
         var owned = frame
         var dups: [Int32] = []
         for i in owned.planes.indices {
@@ -399,27 +259,15 @@ public final class EmbeddedSession: @unchecked Sendable {
             dups.append(d)
             owned.planes[i].fd = d
         }
-        let b = bridge
-        let holder = StorageIDHolder()
-        let storage = FrameStorage(base: UnsafeRawPointer(bitPattern: 0x40)!, count: 0, release: { [dups] in
-            if let id = holder.id { b.unregister(id) }
-            for d in dups { close(d) }
-        })
-        holder.id = ObjectIdentifier(storage)
-        b.register(owned, storage: storage)
-        let planes = owned.planes.map { FramePlane(storage: storage, offset: 0, stride: $0.stride) }
-        let placeholder = VideoFrame(width: frame.width, height: frame.height, format: format, planes: planes, pts: pts,
-                                     matrix: frame.matrix, range: frame.range)
-        return try enqueue(placeholder, role: role, mode: mode)
+        let owner = PayloadOwner(release: { [dups] in for d in dups { close(d) } })
+        return try enqueue(InputFrame(owned, pts: pts, owner: owner), role: role, mode: mode)
     }
 
     /// Timestamps beyond ±2^31 s (68 years) are refused: within it, every
     /// timescale conversion (to at most 2^31 ticks a second) stays in Int64.
     public static let maximumTimestampSeconds = 2_147_483_648.0
 
-    private final class StorageIDHolder: @unchecked Sendable { var id: ObjectIdentifier? }
-
-    private func enqueue(_ frame: VideoFrame, role: StreamRole, mode: PushMode) throws(EmbeddingError) -> PushResult {
+    private func enqueue(_ frame: InputFrame, role: StreamRole, mode: PushMode) throws(EmbeddingError) -> PushResult {
         guard abs(frame.pts.seconds) < EmbeddedSession.maximumTimestampSeconds else {
             throw EmbeddingError(.timestamp, "\(role) frame at \(frame.pts) (\(frame.pts.seconds) s): timestamps must lie within ±2^31 seconds")
         }
@@ -428,9 +276,10 @@ public final class EmbeddedSession: @unchecked Sendable {
         guard let source = role == .primary ? bridge.primary : bridge.secondary else {
             throw EmbeddingError(.state, "secondary frame pushed, but the session was configured without a secondary stream")
         }
-        let attached = role == .primary ? bridge.attachPendingLayout(to: frame.pts) : nil
+        var frame = frame
+        if role == .primary { frame.layout = bridge.takePendingLayout() }
         let outcome = source.push(frame, wait: mode == .blocking)
-        if outcome != .accepted, let l = attached { bridge.detachLayout(l, from: frame.pts) }
+        if outcome != .accepted, let l = frame.layout { bridge.restoreLayout(l) }
         switch outcome {
         case .accepted: return .accepted
         case .wouldBlock: return .wouldBlock

@@ -2,20 +2,20 @@ import Foundation
 import DiptychCore
 import DiptychMedia
 
-/// A `VideoSource` that a host program pushes frames into (the embedding
+/// A take input that a host program pushes frames into (the embedding
 /// API's sources). A bounded FIFO: `push` waits while it is full, or returns
 /// `.wouldBlock` when asked not to wait; `nextFrame` (the session's reader
 /// thread) waits while it is empty.
 ///
 /// Two ways it ends: `endStream()` (the host has no more frames: what is
-/// queued is still delivered, then `nextFrame` returns nil) and `close()`
+/// queued is still delivered, then `next` returns nil) and `close()`
 /// (the take is over: everything queued is dropped, pushes fail with
 /// `.closed`, blocked pushes wake up).
 ///
 /// Timestamps must increase strictly; `push` checks this under the same lock
 /// that queues the frame, so the order the session sees is the order checked.
 /// Safe to use from any thread.
-final class PushSource: VideoSource, @unchecked Sendable {
+final class PushSource: TakeInput, @unchecked Sendable {
     enum Outcome: Equatable {
         case accepted
         case wouldBlock
@@ -28,7 +28,7 @@ final class PushSource: VideoSource, @unchecked Sendable {
     let info: SourceInfo
     let capacity: Int
     private let condition = NSCondition()
-    private var items: [VideoFrame] = []
+    private var items: [InputFrame] = []
     private var head = 0
     private var ended = false
     private var closed = false
@@ -54,7 +54,7 @@ final class PushSource: VideoSource, @unchecked Sendable {
 
     /// Queues `frame`. With `wait`, blocks while the queue is full (until a
     /// frame is taken or the source closes).
-    func push(_ frame: VideoFrame, wait: Bool) -> Outcome {
+    func push(_ frame: InputFrame, wait: Bool) -> Outcome {
         condition.lock(); defer { condition.unlock() }
         if closed || ended { return .closed }
         if let last = lastPTS, frame.pts <= last { return .outOfOrder(previous: last) }
@@ -79,7 +79,9 @@ final class PushSource: VideoSource, @unchecked Sendable {
         condition.lock(); ended = true; condition.broadcast(); condition.unlock()
     }
 
-    func nextFrame() throws(MediaError) -> VideoFrame? {
+    var audioTrack: AudioTrack? { nil }
+
+    func next() throws(MediaError) -> InputFrame? {
         condition.lock(); defer { condition.unlock() }
         while count == 0 && !ended && !closed { condition.wait() }
         guard !closed, count > 0 else { return nil }

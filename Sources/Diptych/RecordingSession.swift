@@ -27,6 +27,10 @@ public struct SessionHooks: Sendable {
     /// Replaces the real measurement in the cost trial: per-frame seconds
     /// for a canvas (tests).
     public var costMeasurement: (@Sendable (PixelSize) -> [Double])?
+    /// Makes the take's compositor (and again after a context loss), e.g. one
+    /// sharing a context with other takes' (`GPUCompositor(sharingContextOf:)`).
+    /// nil: a compositor of its own on the configured GPU.
+    public var makeCompositor: (@Sendable (GPUSelection) throws(GPUError) -> GPUCompositor)?
 
     public init(thermal: (any ThermalMonitor)? = nil,
                 storage: any StorageMonitor = FileSystemStorageMonitor(),
@@ -52,6 +56,24 @@ public enum CostTrialMode: Sendable {
     case liveSources
     case always
     case never
+
+    func applies(live: Bool) -> Bool {
+        switch self { case .liveSources: live; case .always: true; case .never: false }
+    }
+}
+
+/// An output added to or removed from a running take; the reply comes from the render loop.
+enum OutputChange: Sendable {
+    case add(OutputSpec, reply: @Sendable (Result<Int, SessionError>) -> Void)
+    case remove(Int, reply: @Sendable (Bool) -> Void)
+}
+
+/// What the host asked of a running take since the last frame.
+struct TakeControl {
+    var stop: StopReason?
+    var switches: [(role: StreamRole, spec: SourceSpec)]
+    var layout: Layout?
+    var outputs: [OutputChange]
 }
 
 /// One take: two streams in, one composited, encoded, crash-safe output.
@@ -72,17 +94,23 @@ public enum CostTrialMode: Sendable {
 public final class RecordingSession: @unchecked Sendable {
     public let configuration: TakeConfiguration
     let hooks: SessionHooks
-    /// Set by `EmbeddedSession` before `run()`: push sources and host outputs.
-    var embedding: EmbeddingBridge?
+    /// Where the streams come from and the outputs go (`TakeIO.media`, or an embedding host's).
+    let io: TakeIO
 
     private let control = NSLock()
     private var stopRequest: StopReason?
     private var pendingSwitches: [(role: StreamRole, spec: SourceSpec)] = []
     private var pendingLayout: Layout?
+    private var pendingOutputs: [OutputChange] = []
 
-    public init(configuration: TakeConfiguration, hooks: SessionHooks = SessionHooks()) {
+    public convenience init(configuration: TakeConfiguration, hooks: SessionHooks = SessionHooks()) {
+        self.init(configuration: configuration, hooks: hooks, io: .media)
+    }
+
+    init(configuration: TakeConfiguration, hooks: SessionHooks, io: TakeIO) {
         self.configuration = configuration
         self.hooks = hooks
+        self.io = io
     }
 
     /// Asks the running take to stop after the current frame and finalize.
@@ -102,26 +130,70 @@ public final class RecordingSession: @unchecked Sendable {
         control.lock(); pendingLayout = layout; control.unlock()
     }
 
-    private func takeControl() -> (StopReason?, [(role: StreamRole, spec: SourceSpec)], Layout?) {
+    /// Adds an output fed from the same stream textures, with its own layout
+    /// (nil: the take's) and render target, from the next frame on. Blocks
+    /// until the take has opened it; returns its index for `removeOutput`.
+    /// Throws `.output` when it cannot be opened, `.ended` once the take is over.
+    public func addOutput(_ spec: OutputSpec) throws(SessionError) -> Int {
+        if let e = spec.layout?.validationError() { throw .configuration(e) }
+        let box = ReplyBox<Result<Int, SessionError>>()
+        guard enqueue(.add(spec, reply: { box.put($0) })) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
+        guard let r = box.take(while: { self.isRunning }) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
+        return try r.get()
+    }
+
+    /// Removes an output added with `addOutput` (or `--also-out`): its
+    /// encoder is flushed and its file completed. False for an unknown index
+    /// or the main output (0).
+    public func removeOutput(_ index: Int) -> Bool {
+        let box = ReplyBox<Bool>()
+        guard enqueue(.remove(index, reply: { box.put($0) })) else { return false }
+        return box.take(while: { self.isRunning }) ?? false
+    }
+
+    private func enqueue(_ change: OutputChange) -> Bool {
         control.lock(); defer { control.unlock() }
-        let r = (stopRequest, pendingSwitches, pendingLayout)
-        pendingSwitches = []; pendingLayout = nil
+        guard _hasStarted, !_hasEnded else { return false }
+        pendingOutputs.append(change)
+        return true
+    }
+
+    private var isRunning: Bool { control.lock(); defer { control.unlock() }; return _hasStarted && !_hasEnded }
+
+    func takeControl() -> TakeControl {
+        control.lock(); defer { control.unlock() }
+        let r = TakeControl(stop: stopRequest, switches: pendingSwitches, layout: pendingLayout, outputs: pendingOutputs)
+        pendingSwitches = []; pendingLayout = nil; pendingOutputs = []
         return r
     }
 
-    /// Runs the take to its end. Throws `.badInput` (nothing recorded) for bad
-    /// sources or configuration, `.runtime` when the take could not start or
-    /// ended abnormally — in which case what was recorded has been finalized and
-    /// `TakeRun.summary` describes it.
+    /// Runs the take to its end. Throws, with the typed reason: bad input
+    /// (`isBadInput`, nothing recorded), a refusal to start, or `.ended` when
+    /// the take ended abnormally — in which case what was recorded has been
+    /// finalized and `summary` describes it.
     public func run() throws(SessionError) -> TakeSummary {
-        let take = try TakeRun(session: self)
+        let take = TakeRun(session: self, prepared: try TakeSetup.prepare(self))
         control.lock(); _hasStarted = true; control.unlock()
-        defer { control.lock(); _summary = take.summary; control.unlock() }
+        defer {
+            control.lock()
+            _summary = take.summary
+            _hasEnded = true
+            let orphans = pendingOutputs
+            pendingOutputs = []
+            control.unlock()
+            for o in orphans {
+                switch o {
+                case .add(let spec, let reply): reply(.failure(.ended(.nothingRecorded(.requested("take over"), output: spec.out))))
+                case .remove(_, let reply): reply(false)
+                }
+            }
+        }
         return try take.run()
     }
 
     private var _summary: TakeSummary?
     private var _hasStarted = false
+    private var _hasEnded = false
     /// Whether the take has started (sources, GPU and output open). Before
     /// that, nothing has been recorded and a stop has nothing to finalize.
     public var hasStarted: Bool { control.lock(); defer { control.unlock() }; return _hasStarted }
@@ -129,6 +201,20 @@ public final class RecordingSession: @unchecked Sendable {
     var isStopRequested: Bool { control.lock(); defer { control.unlock() }; return stopRequest != nil }
     /// The summary of the last take that started, also when it ended abnormally.
     public var summary: TakeSummary? { control.lock(); defer { control.unlock() }; return _summary }
+}
 
-    func pollControl() -> (StopReason?, [(role: StreamRole, spec: SourceSpec)], Layout?) { takeControl() }
+/// One reply from the render loop to a waiting caller.
+final class ReplyBox<T: Sendable>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var value: T?
+    func put(_ v: T) { condition.lock(); value = v; condition.broadcast(); condition.unlock() }
+    /// Waits for the reply while `alive()` holds (checked every 50 ms).
+    func take(while alive: () -> Bool) -> T? {
+        condition.lock(); defer { condition.unlock() }
+        while value == nil {
+            if !alive() { return nil }
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.05))
+        }
+        return value
+    }
 }

@@ -1,8 +1,10 @@
 import Foundation
 import DiptychCore
+import DiptychGPU
+import DiptychMedia
 
 /// Why a take ended. Every reason goes through the same finalize path.
-public enum StopReason: Hashable, Sendable, Codable, CustomStringConvertible {
+public enum StopReason: Hashable, Sendable, CustomStringConvertible {
     /// The primary stream ended: the normal end of a take.
     case endOfPrimary
     /// `--duration` was reached.
@@ -16,11 +18,11 @@ public enum StopReason: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Free space fell below the stop threshold.
     case storageLow(freeBytes: Int64)
     /// A write failed because the disk is full.
-    case storageFull(String)
+    case storageFull(MediaError)
     /// The output could not be written (network error, I/O error).
-    case outputFailed(String)
-    /// The GPU context was lost more often than it could be rebuilt.
-    case gpuFailed(String)
+    case outputFailed(MediaError)
+    /// The GPU failed (the context was lost more often than it could be rebuilt).
+    case gpuFailed(GPUError)
 
     /// Whether the take ended the way the user asked (exit status 0).
     public var isNormal: Bool {
@@ -42,22 +44,6 @@ public enum StopReason: Hashable, Sendable, Codable, CustomStringConvertible {
         case .outputFailed(let why): return "stopped: output failed (\(why))"
         case .gpuFailed(let why): return "stopped: GPU failed (\(why))"
         }
-    }
-}
-
-/// A session error: `badInput` (exit status 2, nothing was recorded) or
-/// `runtime` (exit status 1).
-public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// Bad usage or bad input, found before anything was recorded.
-    case badInput(String)
-    /// The take could not start or failed; whatever was recorded was finalized.
-    case runtime(String)
-
-    public var description: String {
-        switch self { case .badInput(let m), .runtime(let m): m }
-    }
-    public var exitCode: Int32 {
-        switch self { case .badInput: 2; case .runtime: 1 }
     }
 }
 
@@ -98,4 +84,14 @@ public struct TakeSummary: Sendable, Codable {
     public var preview: String?
     /// Timestamp of the frame the preview shows.
     public var previewSeconds: Double?
+    /// The outputs besides the main one (`--also-out`, added while running), as they ended.
+    public var outputs: [OutputSummary] = []
+}
+
+/// What one more output of a take received.
+public struct OutputSummary: Sendable, Codable, Hashable {
+    public var output: String
+    public var frames: Int
+    /// Why it closed early, if it did.
+    public var failure: String?
 }

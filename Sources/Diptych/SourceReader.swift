@@ -3,10 +3,10 @@ import DiptychCore
 import DiptychMedia
 
 /// What a reader thread delivers.
-enum ReaderEvent: @unchecked Sendable {
-    case frame(VideoFrame)
+enum ReaderEvent: Sendable {
+    case frame(InputFrame)
     case end
-    case failed(String)
+    case failed(MediaError)
 }
 
 /// Pulls frames from one source on its own thread into a small bounded queue
@@ -17,14 +17,14 @@ final class SourceReader: @unchecked Sendable {
     let spec: SourceSpec
     let queue: BoundedQueue<ReaderEvent>
     private let lock = NSLock()
-    private var source: VideoSource?
+    private var source: (any TakeInput)?
     private var _info: SourceInfo?
     private let opened = DispatchSemaphore(value: 0)
     private var thread: Thread?
     private let done = DispatchSemaphore(value: 0)
 
     /// Starts a reader over an already opened source.
-    init(spec: SourceSpec, source: VideoSource, capacity: Int = 4) {
+    init(spec: SourceSpec, source: any TakeInput, capacity: Int = 4) {
         self.spec = spec
         self.queue = BoundedQueue(capacity: capacity)
         self.source = source
@@ -32,12 +32,15 @@ final class SourceReader: @unchecked Sendable {
         start(openFirst: nil)
     }
 
-    /// Starts a reader that opens `spec` on its own thread first.
-    init(opening spec: SourceSpec, duration: Double?, capacity: Int = 4) {
+    /// Starts a reader that opens `spec` with `open` on its own thread first.
+    init(opening spec: SourceSpec, duration: Double?, capacity: Int = 4,
+         open: @escaping @Sendable (SourceSpec, Double?) throws(MediaError) -> any TakeInput) {
         self.spec = spec
         self.queue = BoundedQueue(capacity: capacity)
+        self.opener = open
         start(openFirst: duration)
     }
+    private var opener: (@Sendable (SourceSpec, Double?) throws(MediaError) -> any TakeInput)?
 
     /// The source's description once it is open, else nil.
     var info: SourceInfo? { lock.lock(); defer { lock.unlock() }; return _info }
@@ -45,12 +48,12 @@ final class SourceReader: @unchecked Sendable {
     private func start(openFirst duration: Double??) {
         let t = Thread { [self] in
             defer { done.signal() }
-            if case .some(let d) = duration {
-                do {
-                    let s = try MediaSources.open(spec, duration: d)
+            if case .some(let d) = duration, let opener {
+                do throws(MediaError) {
+                    let s = try opener(spec, d)
                     lock.lock(); source = s; _info = s.info; lock.unlock()
                 } catch {
-                    queue.push(.failed("\(error)"))
+                    queue.push(.failed(error))
                     queue.close()
                     return
                 }
@@ -58,11 +61,11 @@ final class SourceReader: @unchecked Sendable {
             lock.lock(); let s = source; lock.unlock()
             guard let s else { return }
             while !queue.isClosed {
-                do {
-                    guard let f = try s.nextFrame() else { queue.push(.end); break }
+                do throws(MediaError) {
+                    guard let f = try s.next() else { queue.push(.end); break }
                     if !queue.push(.frame(f)) { break }
                 } catch {
-                    queue.push(.failed("\(error)"))
+                    queue.push(.failed(error))
                     break
                 }
             }

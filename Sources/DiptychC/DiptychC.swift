@@ -117,12 +117,8 @@ private func copyFrame(_ f: diptych_frame, role: StreamRole) throws(EmbeddingErr
     guard let format = pixelFormat(f.format) else {
         throw EmbeddingError(.badFrame, "\(name): format \(f.format) is not one of DIPTYCH_FORMAT_RGBA/BGRA/NV12/I420")
     }
-    guard f.width > 0, f.height > 0, f.width <= 16384, f.height <= 16384 else {
-        throw EmbeddingError(.badFrame, "\(name): size \(f.width)x\(f.height) (each side must be 1 to 16384)")
-    }
-    if format.isYUV && (f.width % 2 != 0 || f.height % 2 != 0) {
-        throw EmbeddingError(.badFrame, "\(name): odd dimensions \(f.width)x\(f.height) for \(format.rawValue) (must be even)")
-    }
+    do { try FrameValidator.checkSize(width: Int(f.width), height: Int(f.height), format: format) }
+    catch { throw EmbeddingError(.badFrame, "\(name): \(error)") }
     guard f.timescale > 0 else { throw EmbeddingError(.timestamp, "\(name): timescale \(f.timescale) must be positive") }
     let width = Int(f.width), height = Int(f.height)
     let data = tuple4(f.data), strides = tuple4(f.stride), sizes = tuple4(f.size)
@@ -130,15 +126,9 @@ private func copyFrame(_ f: diptych_frame, role: StreamRole) throws(EmbeddingErr
     for i in 0..<format.planeCount {
         guard let p = data[i] else { throw EmbeddingError(.badFrame, "\(name): data[\(i)] is NULL (\(format.rawValue) has \(format.planeCount) planes)") }
         let stride = Int(strides[i])
-        let minimum = format.minimumStride(plane: i, width: width)
-        guard stride >= minimum else {
-            throw EmbeddingError(.badFrame, "\(name): stride[\(i)] \(stride) < minimum \(minimum) for \(format.rawValue) width \(width)")
-        }
-        let rows = format.planeHeight(plane: i, height: height)
-        let needed = stride * (rows - 1) + minimum
-        guard sizes[i] >= needed else {
-            throw EmbeddingError(.badFrame, "\(name): size[\(i)] \(sizes[i]) < \(needed) bytes (\(rows) rows of stride \(stride))")
-        }
+        do { try FrameValidator.checkPlane(i, format: format, width: width, height: height, stride: stride, available: sizes[i]) }
+        catch { throw EmbeddingError(.badFrame, "\(name): \(error)") }
+        let needed = stride * (format.planeHeight(plane: i, height: height) - 1) + format.minimumStride(plane: i, width: width)
         let storage = FrameStorage(copying: UnsafeRawBufferPointer(start: p, count: needed))
         planes.append(FramePlane(storage: storage, offset: 0, stride: stride))
     }

@@ -52,6 +52,12 @@ public struct NormalizedRect: Hashable, Sendable, Codable, CustomStringConvertib
     public var maxX: Double { x + width }
     public var maxY: Double { y + height }
     public var description: String { "(\(x), \(y), \(width)x\(height))" }
+    /// The centred 1/`factor` of this rectangle (factor ≤ 1 leaves it as it is).
+    public func zoomed(by factor: Double) -> NormalizedRect {
+        guard factor > 1 else { return self }
+        let w = width / factor, h = height / factor
+        return NormalizedRect(x: x + (width - w) / 2, y: y + (height - h) / 2, width: w, height: h)
+    }
 }
 
 /// A normalized point (origin top-left, 0...1).

@@ -120,6 +120,15 @@ public struct Layout: Hashable, Sendable {
     /// Opacity, corner radius and border of the inset (the top draw of
     /// `pip` and `custom`). Other draws are plain.
     public var insetStyle: DrawStyle
+    /// Per-stream zoom, 1...8: the centre 1/zoom of what the layout would
+    /// show of that stream, enlarged to the same destination.
+    public var primaryZoom: Double = 1
+    public var secondaryZoom: Double = 1
+
+    public static let zoomRange: ClosedRange<Double> = 1...8
+
+    /// The zoom of `role`.
+    public func zoom(_ role: StreamRole) -> Double { role == .primary ? primaryZoom : secondaryZoom }
 
     public init(kind: LayoutKind = .pip, pip: PiPPlacement = PiPPlacement(), custom: CustomRects = CustomRects(),
                 swapRoles: Bool = false, zOrder: ZOrder = .automatic, contentMode: ContentMode = .aspectFill,
@@ -154,7 +163,27 @@ public struct Layout: Hashable, Sendable {
                 }
             }
         }
+        for role in StreamRole.allCases where !(zoom(role).isFinite && Layout.zoomRange.contains(zoom(role))) {
+            return ConfigurationError(field: "--zoom-\(role.rawValue)", value: "\(zoom(role))", reason: "must be between 1 and 8")
+        }
         return insetStyle.validationError(field: "layout.insetStyle")
+    }
+
+    /// Nil when the layout fits `canvas`, else why not (a PiP margin that
+    /// leaves no room for the inset).
+    public func validationError(canvas: PixelSize) -> ConfigurationError? {
+        guard kind == .pip, !canvas.isEmpty else { return nil }
+        let shorter = canvas.shorterSide
+        // The inset's shorter side must fit between the margins (at least
+        // half of it, where a large inset is shrunk to fit anyway).
+        let inset = min(pip.size * Double(shorter), Double(shorter) / 2)
+        let margin = pip.margin.pixels(for: canvas)
+        if Double(2 * margin) + inset > Double(shorter) {
+            let most = max(0, PixelRect.evenEdge((Double(shorter) - inset) / 2 - 1))
+            return ConfigurationError(field: "--pip-margin", value: pip.margin.description,
+                                      reason: "leaves no room for the inset on a \(canvas) canvas (at most \(most) px with --pip-size \(pip.size))")
+        }
+        return nil
     }
 
     /// The draws for one output frame.
@@ -172,7 +201,7 @@ public struct Layout: Hashable, Sendable {
                   mode: ContentMode? = nil) -> DrawDescription? {
             guard let g = geometry(role), !cell.isEmpty else { return nil }
             let placed = (mode ?? contentMode).place(content: g.uprightSize, in: cell)
-            return DrawDescription(role: role, destination: placed.destination, crop: placed.crop,
+            return DrawDescription(role: role, destination: placed.destination, crop: placed.crop.zoomed(by: zoom(role)),
                                    orientation: g.orientation, opacity: style.opacity, cornerRadius: style.cornerRadius,
                                    borderWidth: style.borderWidth, borderColor: style.borderColor, zIndex: z)
         }

@@ -104,14 +104,23 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
         self.field = field; self.value = value; self.reason = reason
     }
     /// One line, e.g. `--size '12x0': width and height must be positive`.
-    public var description: String { "\(field) '\(value)': \(reason)" }
+    /// A long value is shortened and line breaks are escaped, so the line
+    /// stays short whatever the input.
+    public var description: String { "\(field) '\(ConfigurationError.quoted(value))': \(reason)" }
+
+    /// `value` as it may be echoed: at most 120 characters, one line.
+    public static func quoted(_ value: String) -> String {
+        var s = value.utf8.count <= 120 ? value : String(value.prefix(117)) + "..."
+        if s.contains(where: \.isNewline) { s = s.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).joined(separator: "\\n") }
+        return s
+    }
 }
 
 extension PixelSize {
     /// Parses `WxH` (positive integers). Returns nil when malformed.
     public init?(parsing text: String) {
         let p = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
-        guard p.count == 2, let w = Int(p[0]), let h = Int(p[1]), w > 0, h > 0, w <= 16384, h <= 16384 else { return nil }
+        guard p.count == 2, let w = Int(p[0]), let h = Int(p[1]), w > 0, h > 0, w <= TakeConfiguration.maximumDimension, h <= TakeConfiguration.maximumDimension else { return nil }
         self.init(width: w, height: h)
     }
 }

@@ -116,6 +116,12 @@ public final class GPUCompositor: @unchecked Sendable {
         try withRenderer { r throws(GPUError) in try r.addOutput(canvas: canvas, matrix: matrix, range: range) }
     }
 
+    /// Throws `.badCanvas` saying this GPU's real limit when it cannot render
+    /// and convert a `canvas`-sized output (checked without allocating).
+    public func checkCanvas(_ canvas: PixelSize) throws(GPUError) {
+        try withRenderer { r throws(GPUError) in try r.checkCanvas(canvas) }
+    }
+
     /// Removes an output; its targets are deleted once in-flight work is done.
     public func removeOutput(_ id: OutputID) {
         _ = try? withRenderer { r in r.removeOutput(id) }

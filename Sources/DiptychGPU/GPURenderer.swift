@@ -147,11 +147,7 @@ final class GPURenderer {
 
     func addOutput(canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) throws(GPUError) -> OutputID {
         try checkUsable()
-        guard !canvas.isEmpty else { throw .badCanvas("canvas \(canvas) is empty") }
-        guard canvas.width % 2 == 0, canvas.height % 2 == 0 else { throw .badCanvas("canvas \(canvas) must have even width and height for NV12") }
-        guard canvas.width <= maxTextureSize, canvas.height * 3 / 2 <= maxTextureSize else {
-            throw .badCanvas("canvas \(canvas) exceeds the GPU's maximum texture size \(maxTextureSize)")
-        }
+        try checkCanvas(canvas)
         let id = OutputID(rawValue: nextOutput)
         nextOutput += 1
         let target = try ColorTarget(width: canvas.width, height: canvas.height, label: "\(id) render target")
@@ -162,6 +158,17 @@ final class GPURenderer {
         outputs[id] = Output(id: id, canvas: canvas, target: target, nv12: nv12, matrix: matrix, range: range)
         try checkGL("addOutput \(canvas)")
         return id
+    }
+
+    /// The largest canvas this renderer can draw and convert: the render
+    /// target is canvas-sized, the NV12 target holds 1.5 × the height.
+    func checkCanvas(_ canvas: PixelSize) throws(GPUError) {
+        guard !canvas.isEmpty else { throw .badCanvas("canvas \(canvas) is empty") }
+        guard canvas.width % 2 == 0, canvas.height % 2 == 0 else { throw .badCanvas("canvas \(canvas) must have even width and height for NV12") }
+        let maxHeight = (maxTextureSize * 2 / 3) & ~1
+        guard canvas.width <= maxTextureSize, canvas.height <= maxHeight else {
+            throw .badCanvas("this GPU (\(info.renderer)) renders canvases up to \(maxTextureSize)x\(maxHeight) (GL_MAX_TEXTURE_SIZE \(maxTextureSize))")
+        }
     }
 
     func removeOutput(_ id: OutputID) {

@@ -61,6 +61,11 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+extension MediaError {
+    /// Whether this is a full disk (ENOSPC).
+    public var isStorageFull: Bool { if case .storageFull = self { return true }; return false }
+}
+
 /// FFmpeg error code → readable text (`av_strerror`).
 func avErrorString(_ code: Int32) -> String {
     var buf = [CChar](repeating: 0, count: 256)

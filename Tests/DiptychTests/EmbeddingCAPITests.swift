@@ -83,7 +83,7 @@ import Testing
         #expect(run.status == 0, "push_frames: \(run.output)")
         #expect(run.output.contains("push_frames: OK"))
         #expect(run.output.contains("rgba frames 30, packets 30"))
-        #expect(run.output.contains("small stride -> primary frame: stride[0] 640 < minimum 1280"))
+        #expect(run.output.contains("small stride -> primary frame: plane 0 stride 640 < minimum 1280"))
         #expect(run.output.contains("pts backwards -> "))
         #expect(run.output.contains("push after finish -> "))
         // Every Swift runtime library came from the prefix.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import DiptychCore
+import DiptychCore
+@testable import DiptychOptions
 
 private func parse(_ line: String) throws(ConfigurationError) -> TakeConfiguration {
     try TakeConfiguration.parse(arguments: line.split(separator: " ").map(String.init))
@@ -130,8 +131,8 @@ private func tempPath(_ name: String) -> String {
     }
 
     @Test func usageListsEveryFlag() {
-        for flag in TakeConfiguration.valueFlags.union(TakeConfiguration.switchFlags) {
-            #expect(TakeConfiguration.usage.contains(flag), "\(flag) missing from usage")
+        for flag in OptionParser.options(.record).compactMap(\.flag) {
+            #expect(TakeConfiguration.usage.contains(flag + " "), "\(flag) missing from usage")
         }
     }
 

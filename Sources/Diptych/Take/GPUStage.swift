@@ -1,0 +1,161 @@
+import DiptychCore
+import DiptychGPU
+
+/// A take's output as the GPU stage sees it: its key in the take and its
+/// render target in the current compositor.
+struct RenderOutput {
+    let key: Int
+    var target: OutputID
+}
+
+/// Something that reads an output's render target right after each frame is
+/// drawn into it (preview, RGBA and dma-buf callbacks): the same target the
+/// encoder's frames come from (docs/ARCHITECTURE.md, "One render target").
+protocol RenderTap: AnyObject {
+    /// Called on the render loop's thread after output `key`'s frame `index` at `pts` is drawn.
+    func rendered(gpu: GPUCompositor, target: OutputID, output key: Int, pts: MediaTime, index: Int)
+}
+
+/// The GPU side of a take: the compositor (its own, or one handed in to
+/// share a context), one render target per output, uploads of the paired
+/// frames, and the readbacks that go to the encoders. A lost context is
+/// rebuilt from nothing and every frame whose readback had not come back is
+/// rendered again (docs/ARCHITECTURE.md, "Failure paths"). Used by one thread.
+final class GPUStage {
+    typealias Factory = () throws(GPUError) -> GPUCompositor
+
+    private let makeCompositor: Factory
+    /// The outputs' canvas (set before the first output is added).
+    var canvas = PixelSize.hd1080
+    private let warn: (String) -> Void
+    private(set) var gpu: GPUCompositor
+    private(set) var outputs: [RenderOutput] = []
+    private(set) var rebuilds = 0
+    /// The clock frame whose picture is in the GPU's secondary texture.
+    private var uploadedSecondary: SecondaryFrameID?
+    private var inFlight: [InFlight] = []
+    /// Test hook: frame indices at which the context is lost as by a reset.
+    var simulateLossAt: Set<Int> = []
+
+    /// A frame rendered but not yet read back in full: kept so it can be
+    /// rendered again on a fresh context.
+    private struct InFlight {
+        var frame: PairedFrame
+        var plans: [Int: CompositionPlan]
+        var pending: Set<Int>
+    }
+
+    init(makeCompositor: @escaping Factory, warn: @escaping (String) -> Void) throws(GPUError) {
+        self.makeCompositor = makeCompositor
+        self.warn = warn
+        gpu = try makeCompositor()
+    }
+
+    /// Adds a render target for output `key`.
+    func addOutput(_ key: Int) throws(GPUError) {
+        outputs.append(RenderOutput(key: key, target: try gpu.addOutput(canvas: canvas)))
+    }
+
+    /// Removes output `key`'s render target (readbacks already in flight still arrive).
+    func removeOutput(_ key: Int) {
+        guard let i = outputs.firstIndex(where: { $0.key == key }) else { return }
+        gpu.removeOutput(outputs[i].target)
+        outputs.remove(at: i)
+    }
+
+    /// Uploads the frame's pictures and draws every output's plan. A lost
+    /// context is rebuilt (up to three times in a row) and the frame retried.
+    func render(_ frame: PairedFrame, plans: [Int: CompositionPlan], index: Int, taps: [RenderTap]) throws(GPUError) {
+        let entry = InFlight(frame: frame, plans: plans, pending: Set(plans.keys))
+        var attempts = 0
+        while true {
+            do throws(GPUError) {
+                if attempts == 0, simulateLossAt.contains(index) { gpu.simulateContextLoss() }
+                try draw(entry)
+                break
+            } catch {
+                attempts += 1
+                guard case .contextLost = error, attempts <= 3 else { throw error }
+                try rebuild(after: error)
+            }
+        }
+        if !entry.pending.isEmpty { inFlight.append(entry) }
+        for o in outputs where plans[o.key] != nil {
+            for tap in taps { tap.rendered(gpu: gpu, target: o.target, output: o.key, pts: frame.primary.pts, index: index) }
+        }
+    }
+
+    private func draw(_ e: InFlight) throws(GPUError) {
+        try upload(e.frame.primary, role: .primary)
+        if let s = e.frame.secondary, uploadedSecondary != s.id {
+            try upload(s.payload, role: .secondary)
+            uploadedSecondary = s.id
+        }
+        for o in outputs {
+            guard let plan = e.plans[o.key] else { continue }
+            try gpu.render(output: o.target, plan: plan, pts: e.frame.primary.pts)
+        }
+    }
+
+    private func upload(_ f: InputFrame, role: StreamRole) throws(GPUError) {
+        switch f.payload {
+        case .cpu(let v): try gpu.upload(v, role: role)
+        case .dmaBuf(let d, _): try gpu.upload(d, role: role)
+        }
+    }
+
+    /// Context lost: throw every GPU object away, build a new compositor, and
+    /// render again every frame whose readback had not completed.
+    private func rebuild(after error: GPUError) throws(GPUError) {
+        rebuilds += 1
+        warn("GPU context lost (\(error)); rebuilding the GPU side and rendering \(inFlight.count) frames in flight again")
+        gpu.shutdown()
+        uploadedSecondary = nil
+        do throws(GPUError) {
+            gpu = try makeCompositor()
+            for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
+            for e in inFlight {
+                try upload(e.frame.primary, role: .primary)
+                if let s = e.frame.secondary { try upload(s.payload, role: .secondary) }
+                for o in outputs where e.pending.contains(o.key) {
+                    try gpu.render(output: o.target, plan: e.plans[o.key]!, pts: e.frame.primary.pts)
+                }
+            }
+        } catch {
+            throw .deviceUnavailable("cannot rebuild the GPU context: \(error)")
+        }
+    }
+
+    /// The NV12 frames read back so far, with the output each belongs to,
+    /// in submission order. `wait` blocks until everything in flight is back.
+    func readbacks(wait: Bool) throws(GPUError) -> [(key: Int, frame: VideoFrame)] {
+        var out: [(key: Int, frame: VideoFrame)] = []
+        var rebuilt = 0
+        while true {
+            let r: NV12Readback?
+            do throws(GPUError) {
+                r = try gpu.nextReadback(wait: wait && !inFlight.isEmpty)
+            } catch {
+                rebuilt += 1
+                guard case .contextLost = error, rebuilt <= 3 else { throw error }
+                try rebuild(after: error)
+                continue
+            }
+            guard let r else { return out }
+            guard let o = outputs.first(where: { $0.target == r.output }) else { continue }
+            if let i = inFlight.firstIndex(where: { $0.pending.contains(o.key) }) {
+                inFlight[i].pending.remove(o.key)
+                if inFlight[i].pending.isEmpty { inFlight.remove(at: i) }
+            }
+            out.append((o.key, r.frame))
+        }
+    }
+
+    /// The output's render target as RGBA now.
+    func previewRGBA(output key: Int) throws(GPUError) -> VideoFrame? {
+        guard let o = outputs.first(where: { $0.key == key }) else { return nil }
+        return try gpu.previewRGBA(output: o.target)
+    }
+
+    func shutdown() { gpu.shutdown() }
+}

@@ -1,0 +1,34 @@
+import DiptychCore
+import DiptychGPU
+import DiptychMedia
+
+/// What a take plugs in at its two ends: where its streams come from and
+/// where its outputs go. `diptych record` and the server use `TakeIO.media`
+/// (files, URLs, patterns, standard input; `MediaWriter` outputs); an
+/// embedding host supplies its push sources and its callbacks. Nothing
+/// between the two ends knows which.
+struct TakeIO: Sendable {
+    /// Opens the stream of `role` (the take's configured spec, or a hot swap's).
+    var openInput: @Sendable (StreamRole, SourceSpec, _ duration: Double?) throws(MediaError) -> any TakeInput
+    /// Opens output `index` (0 is `--out`, then `--also-out` in order).
+    var openOutput: @Sendable (_ index: Int, OutputSpec, VideoEncoderSettings, AudioTrack?) throws(MediaError) -> any TakeOutput
+    /// Readers of the render target after each frame (callbacks).
+    var taps: [any RenderTap & Sendable] = []
+    /// Both streams' timestamps are on one clock (pushed frames).
+    var sharedClock = false
+    /// Whether a take with no frames at all is a failure (a host may push none).
+    var emptyTakeFails = true
+    /// Told once the take runs (GPU and outputs open), before the first frame.
+    var started: @Sendable (GPUInfo) -> Void = { _ in }
+    /// Told the take's zero on the inputs' own timeline, at its first frame.
+    var timelineOrigin: @Sendable (MediaTime) -> Void = { _ in }
+    /// Told first thing in finalize, whatever ended the take.
+    var ending: @Sendable (StopReason) -> Void = { _ in }
+
+    /// Files, URLs, synthetic patterns and standard input in; `MediaWriter`s out.
+    static let media = TakeIO(
+        openInput: { _, spec, duration throws(MediaError) in try MediaInput.open(spec, duration: duration) },
+        openOutput: { _, spec, video, audio throws(MediaError) in
+            try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio)
+        })
+}

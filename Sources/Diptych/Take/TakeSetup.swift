@@ -1,0 +1,206 @@
+import Foundation
+import DiptychCore
+import DiptychGPU
+import DiptychMedia
+
+/// Everything a take needs once it has started: the configuration as it
+/// will run (canvas, rate, orientations), its open inputs, GPU and outputs.
+struct PreparedTake {
+    var config: TakeConfiguration
+    var canvas: PixelSize
+    var frameRate: FrameRate
+    var inputs: InputStage
+    var gpu: GPUStage
+    var encoders: [EncoderStage]
+    var warnings: [String]
+    var audio: AudioTrack?
+    var encoderSettings: VideoEncoderSettings
+}
+
+/// The take's setup stage: every check that can fail on bad input runs
+/// before anything is opened, then the GPU, the inputs, the machine's state
+/// (thermal, storage), the cost trial for live sources, and the outputs
+/// last, so a failure leaves no file behind.
+enum TakeSetup {
+    static func prepare(_ session: RecordingSession) throws(SessionError) -> PreparedTake {
+        let config = session.configuration, hooks = session.hooks, io = session.io
+        do { try config.validate() } catch { throw .configuration(error) }
+        guard let outputPath = config.output else {
+            throw .configuration(ConfigurationError(field: "--out", value: "", reason: "is required (an output file or URL)"))
+        }
+        try checkDistinctFiles(config: config, output: outputPath)
+        do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
+        if case .startRefused(let why) = StoragePolicy.standard.decide(freeBytes: hooks.storage.freeBytes(at: outputPath), recording: false) {
+            throw .refused(.storage(path: outputPath, reason: why))
+        }
+
+        guard let selection = GPUSelection(parsing: config.gpu) else {
+            throw .configuration(ConfigurationError(field: "--gpu", value: config.gpu, reason: "expected auto, software, an index or /dev/dri/renderDN"))
+        }
+        let make = hooks.makeCompositor
+        // The GPU's lines wait until the take starts: bad input found later gets one line only.
+        let held = HeldLog(hooks.log)
+        let log: @Sendable (String) -> Void = { held.write($0) }
+        let gpu: GPUStage
+        do {
+            gpu = try GPUStage(makeCompositor: { () throws(GPUError) -> GPUCompositor in
+                if let make { return try make(selection) }
+                return try GPUCompositor(selection: selection, directCopy: true, log: log)
+            }, warn: { log("warning: \($0)") })
+        } catch { throw .gpu(error) }
+        var keepGPU = false
+        defer { if !keepGPU { gpu.shutdown() } }
+        if let size = config.canvasSize { try checkCanvas(size, on: gpu.gpu, field: "--size", value: size.description) }
+
+        // Inputs.
+        let primary: any TakeInput
+        do { primary = try io.openInput(.primary, config.primary, config.duration) } catch { throw .source(.primary, error) }
+        var secondary: (any TakeInput)?
+        if config.secondary != .none {
+            do { secondary = try io.openInput(.secondary, config.secondary, nil) } catch { primary.close(); throw .source(.secondary, error) }
+        }
+        var keepInputs = false
+        defer { if !keepInputs { primary.close(); secondary?.close() } }
+        let frameRate = primary.info.frameRate
+        let primaryOrientation = InputStage.orientation(metadata: primary.info.orientation, configured: config.primaryOrientation)
+        for (role, input) in [(StreamRole.primary, Optional(primary)), (.secondary, secondary)] {
+            guard let input else { continue }
+            let size = input.info.size
+            let limit = gpu.gpu.info.maxTextureSize
+            if size.width > limit || size.height > limit {
+                throw .configuration(ConfigurationError(field: "--\(role.rawValue)", value: input.info.name,
+                    reason: "its \(size) frames exceed this GPU's largest texture (\(limit)x\(limit), \(gpu.gpu.info.renderer))"))
+            }
+        }
+        var canvas = config.resolvedCanvas(primaryUprightSize: primary.info.size.rotated(primaryOrientation.rotation))
+        if config.canvasSize == nil {
+            try checkCanvas(canvas, on: gpu.gpu, field: "--primary", value: "\(config.primary) (canvas \(canvas))")
+        }
+        for layout in [config.layout] + config.extraOutputs.compactMap(\.layout) {
+            if let e = layout.validationError(canvas: canvas) { throw .configuration(e) }
+        }
+
+        held.release()
+
+        // The machine: critical refuses, serious drops 1080p to 720p.
+        var warnings: [String] = []
+        let thermal = TakeRun.readThermal(config: config, hooks: hooks)
+        switch ThermalPolicy.decide(state: thermal.state, recording: false, canvas: canvas) {
+        case .refuseToStart, .stopRecording:
+            throw .refused(.thermalCritical(source: thermal.source))
+        case .dropTo720p:
+            let reduced = ThermalPolicy.reducedCanvas(for: canvas)
+            let message = "thermal state serious (\(thermal.source)): recording at \(reduced) instead of \(canvas)"
+            hooks.log(message)
+            warnings.append(message)
+            canvas = reduced
+        case .warn:
+            hooks.log("warning: thermal state \(thermal.state) (\(thermal.source))")
+        case .none:
+            break
+        }
+
+        // Live sources: measure the canvas's cost and roll back while it is over budget.
+        let settings = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec, encoder: config.encoder,
+                                            bitrate: config.bitrate, preset: config.preset,
+                                            gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded())))
+        if hooks.costTrial.applies(live: TakeRun.isLive(config.primary) || TakeRun.isLive(config.secondary)) {
+            let g = gpu.gpu
+            let secondaryOrientation = InputStage.orientation(metadata: secondary?.info.orientation ?? .identity,
+                                                              configured: config.secondaryOrientation)
+            let measure: (PixelSize) throws -> [Double] = hooks.costMeasurement.map { m in { m($0) } }
+                ?? CostTrial.real(gpu: g, primary: primary.info.size, secondary: secondary?.info.size, layout: config.layout,
+                                  orientations: (primaryOrientation, secondaryOrientation), settings: settings, frames: 12)
+            let outcome = CostTrial(frames: 12, measure: measure).choose(requested: canvas, frameRate: frameRate)
+            for m in outcome.messages { hooks.log(m) }
+            if outcome.canvas != canvas { warnings.append(contentsOf: outcome.messages); canvas = outcome.canvas }
+        }
+        var video = settings
+        video.size = canvas
+        gpu.canvas = canvas
+
+        // The outputs last, so a failure above leaves no file behind.
+        let audio = config.audio == .primary ? primary.audioTrack : nil
+        let specs = [OutputSpec(out: outputPath, format: config.format)] + config.extraOutputs
+        do { for i in specs.indices { try gpu.addOutput(i) } } catch { throw .gpu(error) }
+        var encoders: [EncoderStage] = []
+        for (i, spec) in specs.enumerated() {
+            do throws(MediaError) {
+                let sink = try io.openOutput(i, spec, video, i == 0 ? audio : nil)
+                encoders.append(EncoderStage(key: i, name: spec.out, sink: sink))
+            } catch {
+                for e in encoders { _ = e.finish() }
+                throw .output(spec.out, error)
+            }
+        }
+        hooks.log("encoder: \(encoders[0].sink.encoderDescription); audio: \(encoders[0].sink.audioDescription)")
+
+        let inputSettings = InputSettings(primarySpec: config.primary, primaryOrientation: config.primaryOrientation,
+                                          secondaryOrientation: config.secondaryOrientation, frameRate: frameRate,
+                                          primaryTimeout: config.primaryTimeout, secondaryTimeout: config.secondaryTimeout,
+                                          switches: config.secondarySwitches, sharedClock: io.sharedClock,
+                                          open: { spec, d throws(MediaError) in try io.openInput(.secondary, spec, d) })
+        var clock = config.clockConfiguration
+        // File sources are paced by timestamp, so the clock never has to wait.
+        clock.beforeFirstFrame = .primaryOnly
+        clock.afterEnd = .primaryOnlyAfter(MediaTime(seconds: config.secondaryTimeout))
+        let inputs = InputStage(primary: SourceReader(spec: config.primary, source: primary),
+                                secondary: secondary.map { SourceReader(spec: config.secondary, source: $0) },
+                                settings: inputSettings, clock: clock, log: hooks.log,
+                                warn: { hooks.log("warning: \($0)") }, isStopRequested: { session.isStopRequested })
+        keepGPU = true
+        keepInputs = true
+        return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
+                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: video)
+    }
+
+    /// A canvas the GPU cannot render is bad input, named by `field`.
+    static func checkCanvas(_ canvas: PixelSize, on gpu: GPUCompositor, field: String, value: String) throws(SessionError) {
+        do { try gpu.checkCanvas(canvas) } catch {
+            guard case .badCanvas(let why) = error else { throw .gpu(error) }
+            throw .configuration(ConfigurationError(field: field, value: value, reason: why))
+        }
+    }
+
+    /// `--out` must not be an input file or the preview (recording over an
+    /// input destroys it while it is read).
+    static func checkDistinctFiles(config: TakeConfiguration, output: String) throws(SessionError) {
+        func identity(_ path: String) -> (UInt64, UInt64)? {
+            var st = stat()
+            guard stat(path, &st) == 0 else { return nil }
+            return (UInt64(st.st_dev), UInt64(st.st_ino))
+        }
+        func canonical(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
+        var inputs: [String] = []
+        for spec in [config.primary, config.secondary] + config.secondarySwitches.map(\.source) {
+            if case .url(let u) = spec, !u.contains("://") { inputs.append(u) }
+        }
+        for out in [output] + config.extraOutputs.map(\.out) where !out.contains("://") {
+            let outID = identity(out)
+            for input in inputs where canonical(input) == canonical(out) || (outID != nil && identity(input).map { $0 == outID! } == true) {
+                throw .configuration(ConfigurationError(field: "--out", value: out, reason: "is also an input; recording over it would destroy it"))
+            }
+        }
+        if let preview = config.preview, canonical(preview) == canonical(output) {
+            throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: "is the same file as --out"))
+        }
+    }
+}
+
+/// Log lines held back until `release()`, then passed straight through.
+final class HeldLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private let out: @Sendable (String) -> Void
+    private var held: [String]? = []
+    init(_ out: @escaping @Sendable (String) -> Void) { self.out = out }
+    func write(_ line: String) {
+        lock.lock()
+        if held != nil { held!.append(line); lock.unlock(); return }
+        lock.unlock()
+        out(line)
+    }
+    func release() {
+        lock.lock(); let lines = held ?? []; held = nil; lock.unlock()
+        for l in lines { out(l) }
+    }
+}

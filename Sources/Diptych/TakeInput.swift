@@ -1,0 +1,30 @@
+import DiptychCore
+import DiptychMedia
+
+/// An input stream a take reads, on its reader thread: a decoded file, pipe
+/// or synthetic pattern (`MediaInput`), or a host's pushes (`PushSource`).
+/// The take does not know which: everything downstream sees `InputFrame`s.
+protocol TakeInput: AnyObject, Sendable {
+    var info: SourceInfo { get }
+    /// The input's audio, for passthrough (nil when none).
+    var audioTrack: AudioTrack? { get }
+    /// The next frame, or nil at the end of the stream. Blocks.
+    func next() throws(MediaError) -> InputFrame?
+    /// Releases the input. Idempotent; `next` returns nil afterwards.
+    func close()
+}
+
+/// A `VideoSource` of DiptychMedia as a take input.
+final class MediaInput: TakeInput, @unchecked Sendable {
+    let source: any VideoSource
+    init(_ source: any VideoSource) { self.source = source }
+    var info: SourceInfo { source.info }
+    var audioTrack: AudioTrack? { source.audioTrack }
+    func next() throws(MediaError) -> InputFrame? { try source.nextFrame().map { InputFrame($0) } }
+    func close() { source.close() }
+
+    /// Opens `spec` (a file or URL, a pattern, standard input).
+    static func open(_ spec: SourceSpec, duration: Double?) throws(MediaError) -> MediaInput {
+        MediaInput(try MediaSources.open(spec, duration: duration))
+    }
+}

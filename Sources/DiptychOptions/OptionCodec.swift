@@ -1,0 +1,139 @@
+import DiptychCore
+
+/// JSON forms of the structured option values (colours, rectangles,
+/// margins, switch lists, outputs). Objects are read strictly: a key that
+/// is not expected is an error naming its path.
+enum OptionCodec {
+    static func object(_ j: JSONValue, field: String, keys: Set<String>) throws(ConfigurationError) -> [String: JSONValue] {
+        guard case .object(let o) = j else { throw .json(field, j, "expected an object, found \(j.kindName)") }
+        if let bad = o.keys.sorted().first(where: { !keys.contains($0) }) {
+            throw .json("\(field).\(bad)", o[bad]!, "unknown key (expected \(keys.sorted().joined(separator: ", ")))")
+        }
+        return o
+    }
+
+    static func decodeNumber(_ j: JSONValue, field: String) throws(ConfigurationError) -> Double {
+        guard case .number(let d) = j else { throw .json(field, j, "expected a number, found \(j.kindName)") }
+        return d
+    }
+
+    static func decodeString(_ j: JSONValue, field: String) throws(ConfigurationError) -> String {
+        guard case .string(let s) = j else { throw .json(field, j, "expected a string, found \(j.kindName)") }
+        guard s.utf8.count <= Option.maximumTextLength else {
+            throw ConfigurationError(field: field, value: s, reason: "is longer than \(Option.maximumTextLength) characters")
+        }
+        return s
+    }
+
+    static func decodeSize(_ j: JSONValue, field: String) throws(ConfigurationError) -> PixelSize? {
+        switch j {
+        case .null: return nil
+        case .string(let s): return try TakeConfiguration.parseSize(s, field: field)
+        case .object:
+            let o = try object(j, field: field, keys: ["width", "height"])
+            guard let w = o["width"], let h = o["height"] else { throw .json(field, j, "needs width and height") }
+            let text = "\(Int(try decodeNumber(w, field: "\(field).width")))x\(Int(try decodeNumber(h, field: "\(field).height")))"
+            return try TakeConfiguration.parseSize(text, field: field)
+        default: throw .json(field, j, "expected \"WxH\" or {\"width\": W, \"height\": H}")
+        }
+    }
+
+    static func encode(_ m: PiPMargin) -> JSONValue {
+        switch m {
+        case .pixels(let p): .object(["pixels": .number(Double(p))])
+        case .fraction(let f): .object(["fraction": .number(f)])
+        }
+    }
+
+    static func decodeMargin(_ j: JSONValue, field: String) throws(ConfigurationError) -> PiPMargin {
+        switch j {
+        case .number(let d): return d.rounded() == d && d >= 1 ? .pixels(Int(d)) : .fraction(d)
+        case .string(let s): return try PiPMargin.parse(s, field: field)
+        case .object:
+            let o = try object(j, field: field, keys: ["pixels", "fraction"])
+            if let p = o["pixels"] { return .pixels(Int(try decodeNumber(p, field: "\(field).pixels"))) }
+            if let f = o["fraction"] { return .fraction(try decodeNumber(f, field: "\(field).fraction")) }
+            throw .json(field, j, "needs pixels or fraction")
+        default: throw .json(field, j, "expected pixels, a fraction, or {\"pixels\": N} / {\"fraction\": F}")
+        }
+    }
+
+    static func encode(_ c: RGBAColor) -> JSONValue {
+        .object(["r": .number(c.r), "g": .number(c.g), "b": .number(c.b), "a": .number(c.a)])
+    }
+
+    static func decodeColor(_ j: JSONValue, field: String) throws(ConfigurationError) -> RGBAColor {
+        if case .string(let s) = j {
+            guard let c = RGBAColor(hex: s) else { throw .json(field, j, "expected RRGGBB or RRGGBBAA") }
+            return c
+        }
+        let o = try object(j, field: field, keys: ["r", "g", "b", "a"])
+        func part(_ k: String, _ d: Double?) throws(ConfigurationError) -> Double {
+            guard let v = o[k] else {
+                if let d { return d }
+                throw .json(field, j, "needs r, g and b (0...1)")
+            }
+            let x = try decodeNumber(v, field: "\(field).\(k)")
+            guard (0...1).contains(x) else { throw .json("\(field).\(k)", v, "must be between 0 and 1") }
+            return x
+        }
+        return RGBAColor(r: try part("r", nil), g: try part("g", nil), b: try part("b", nil), a: try part("a", 1))
+    }
+
+    static func encode(_ r: NormalizedRect) -> JSONValue {
+        .object(["x": .number(r.x), "y": .number(r.y), "width": .number(r.width), "height": .number(r.height)])
+    }
+
+    static func decodeRect(_ j: JSONValue, field: String) throws(ConfigurationError) -> NormalizedRect? {
+        if case .null = j { return nil }
+        let o = try object(j, field: field, keys: ["x", "y", "width", "height"])
+        func part(_ k: String) throws(ConfigurationError) -> Double {
+            guard let v = o[k] else { throw .json(field, j, "needs x, y, width and height") }
+            return try decodeNumber(v, field: "\(field).\(k)")
+        }
+        return NormalizedRect(x: try part("x"), y: try part("y"), width: try part("width"), height: try part("height"))
+    }
+
+    static func encode(_ s: SecondarySwitch) -> JSONValue {
+        .object(["at": .number(s.time), "source": .string(s.source.description)])
+    }
+
+    static func decodeSwitches(_ j: JSONValue, field: String) throws(ConfigurationError) -> [SecondarySwitch] {
+        guard case .array(let items) = j else { throw .json(field, j, "expected a list of {\"at\": SECONDS, \"source\": SRC}") }
+        var out: [SecondarySwitch] = []
+        for (i, item) in items.enumerated() {
+            let f = "\(field)[\(i)]"
+            let o = try object(item, field: f, keys: ["at", "source"])
+            guard let at = o["at"] else { throw .json("\(f).at", item, "missing") }
+            guard let source = o["source"] else { throw .json("\(f).source", item, "missing") }
+            let t = try decodeNumber(at, field: "\(f).at")
+            out.append(SecondarySwitch(time: t, source: try SourceSpec.parse(try decodeString(source, field: "\(f).source"), field: "\(f).source")))
+        }
+        return out
+    }
+
+    static func encode(_ o: OutputSpec) -> JSONValue {
+        var out: [String: JSONValue] = ["out": .string(o.out)]
+        if let f = o.format { out["format"] = .string(f.rawValue) }
+        if let l = o.layout { out["layout"] = OptionParser.encodeLayout(l) }
+        return .object(out)
+    }
+
+    static func decodeOutputs(_ j: JSONValue, field: String) throws(ConfigurationError) -> [OutputSpec] {
+        guard case .array(let items) = j else { throw .json(field, j, "expected a list of {\"out\": URL, \"layout\": {...}}") }
+        var out: [OutputSpec] = []
+        for (i, item) in items.enumerated() { out.append(try decodeOutput(item, field: "\(field)[\(i)]")) }
+        return out
+    }
+
+    /// One output: `{"out": URL, "format": "mp4", "layout": {...}}` (the
+    /// server's `POST /v1/takes/{id}/outputs` body, one `alsoOut` element).
+    static func decodeOutput(_ item: JSONValue, field f: String) throws(ConfigurationError) -> OutputSpec {
+        let o = try object(item, field: f, keys: ["out", "format", "layout"])
+        guard let url = o["out"] else { throw .json(f, item, "needs out") }
+        var spec = OutputSpec(out: try decodeString(url, field: "\(f).out"))
+        if let fmt = o["format"] { spec.format = try TakeConfiguration.parseFormat(try decodeString(fmt, field: "\(f).format"), field: "\(f).format") }
+        if let l = o["layout"] { spec.layout = try OptionParser.decodeLayout(l, field: "\(f).layout") }
+        return spec
+    }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import DiptychCore
+
+/// Reads and writes options through the table (`Option.table`): command
+/// lines, the JSON form, and `--help`. What one scope accepts is exactly
+/// the table's options of that scope.
+public enum OptionParser {
+    /// The table's options of `scope`.
+    public static func options(_ scope: OptionScope) -> [Option] {
+        Option.table.filter { !$0.scopes.isDisjoint(with: scope) }
+    }
+
+    /// The command-line reader for `scope`'s flags.
+    public static func reader(_ scope: OptionScope) -> ArgumentReader {
+        ArgumentReader(options(scope).compactMap { o in o.flag.map { ($0, o.takesValue) } })
+    }
+
+    /// Flags repeated to build a list; given on the command line, they
+    /// replace the list a `--config` file had.
+    static let listFlags: Set<String> = ["--switch-secondary", "--also-out"]
+
+    /// Parses a command line of `scope`. `--config FILE` is loaded first,
+    /// wherever it appears; the other flags then apply in order and override
+    /// it (a repeated flag: the last wins; list flags accumulate and replace
+    /// the file's list). Does not call `validate()`.
+    public static func parse(arguments: [String], scope: OptionScope,
+                             into start: OptionValues = OptionValues()) throws(ConfigurationError) -> OptionValues {
+        let given = try reader(scope).read(arguments)
+        let configs = given.filter { $0.flag == "--config" }
+        if configs.count > 1 { throw ConfigurationError(field: "--config", value: configs[1].value ?? "", reason: "given more than once") }
+        var v = start
+        if let path = configs.first?.value {
+            v.take = try load(path: path, scope: scope.intersection([.embedded]).isEmpty ? [.json] : [.json, .embedded], into: v.take)
+        }
+        let byFlag = Dictionary(options(scope).compactMap { o in o.flag.map { ($0, o) } }, uniquingKeysWith: { a, _ in a })
+        var cleared: Set<String> = []
+        for (flag, value) in given where flag != "--config" {
+            if listFlags.contains(flag), cleared.insert(flag).inserted {
+                if flag == "--switch-secondary" { v.take.secondarySwitches = [] } else { v.take.extraOutputs = []; v.alsoLayoutKinds = [:] }
+            }
+            try byFlag[flag]!.apply(&v, .text(value ?? ""), flag)
+        }
+        for (i, kind) in v.alsoLayoutKinds where i < v.take.extraOutputs.count {
+            var l = v.take.layout
+            l.kind = kind
+            v.take.extraOutputs[i].layout = l
+        }
+        v.alsoLayoutKinds = [:]
+        return v
+    }
+
+    // MARK: JSON
+
+    /// Reads a JSON configuration file; errors name the file and the key.
+    public static func load(path: String, scope: OptionScope = [.json],
+                            into start: TakeConfiguration = TakeConfiguration()) throws(ConfigurationError) -> TakeConfiguration {
+        guard !path.isEmpty else { throw ConfigurationError(field: "--config", value: path, reason: "needs a file path") }
+        let data = try readFile(path)
+        return try decode(data, source: path, scope: scope, into: start)
+    }
+
+    /// Decodes the JSON form. Every key at every depth must be an option of
+    /// `scope` (errors: `--config 'take.json': layout.pip.sise: unknown key ...`).
+    public static func decode(_ data: Data, source: String, scope: OptionScope = [.json],
+                              into start: TakeConfiguration = TakeConfiguration()) throws(ConfigurationError) -> TakeConfiguration {
+        do {
+            let json = try JSONValue(parsing: data, source: source)
+            var v = OptionValues(take: start)
+            try apply(json, scope: scope, to: &v)
+            return v.take
+        } catch {
+            let detail = error.field == source || error.field.isEmpty ? error.reason
+                : "\(error.field): " + (error.value.isEmpty ? "" : "'\(ConfigurationError.quoted(error.value))': ") + error.reason
+            throw ConfigurationError(field: "--config", value: source, reason: "invalid configuration: \(detail)")
+        }
+    }
+
+    /// Applies a JSON object's keys to `values`. `root` is the key path of
+    /// `json` itself (`["layout"]` to apply only a layout object).
+    public static func apply(_ json: JSONValue, scope: OptionScope, to values: inout OptionValues,
+                             root: [String] = []) throws(ConfigurationError) {
+        let known = options(scope).filter { $0.key != nil && $0.scopes.contains(.json) }
+        try walk(json, path: root, known: known, into: &values)
+    }
+
+    private static func walk(_ json: JSONValue, path: [String], known: [Option], into v: inout OptionValues) throws(ConfigurationError) {
+        let here = path.joined(separator: ".")
+        guard case .object(let object) = json else {
+            throw .json(here, json, "expected an object, found \(json.kindName)")
+        }
+        for key in object.keys.sorted() {
+            let p = path + [key]
+            let value = object[key]!
+            let field = p.joined(separator: ".")
+            if let o = known.first(where: { $0.key! == p }) {
+                if case .null = value { continue }   // null: the default
+                try o.apply(&v, .json(value), field)
+            } else if known.contains(where: { $0.key!.count > p.count && Array($0.key!.prefix(p.count)) == p }) {
+                try walk(value, path: p, known: known, into: &v)
+            } else {
+                let siblings = Set(known.compactMap { o -> String? in
+                    guard o.key!.count > path.count, Array(o.key!.prefix(path.count)) == path else { return nil }
+                    return o.key![path.count]
+                }).sorted()
+                throw .json(field, value, "unknown key (expected \(siblings.joined(separator: ", ")))")
+            }
+        }
+    }
+
+    /// The JSON form of `values`, keys of `scope` only.
+    public static func encode(_ values: OptionValues, scope: OptionScope = [.json]) -> JSONValue {
+        var out = JSONValue.object([:])
+        for o in options(scope) where o.scopes.contains(.json) {
+            guard let key = o.key, let j = o.read(values) else { continue }
+            out.set(j, at: key[...])
+        }
+        return out
+    }
+
+    /// A layout object (`{"kind": "pip", "pip": {...}}`), read strictly.
+    public static func decodeLayout(_ json: JSONValue, field: String, base: Layout = Layout()) throws(ConfigurationError) -> Layout {
+        var v = OptionValues()
+        v.take.layout = base
+        do { try apply(json, scope: [.json], to: &v, root: ["layout"]) } catch {
+            // Paths inside the object are relative to `field`, not to a take's "layout".
+            var e = error
+            if e.field.hasPrefix("layout") { e.field = field + e.field.dropFirst("layout".count) }
+            throw e
+        }
+        return v.take.layout
+    }
+
+    public static func encodeLayout(_ layout: Layout) -> JSONValue {
+        var v = OptionValues()
+        v.take.layout = layout
+        return encode(v)["layout"] ?? .object([:])
+    }
+
+    // MARK: Help
+
+    /// One line per option of `scope` that has a flag.
+    public static func usage(_ scope: OptionScope) -> String {
+        options(scope).compactMap { o -> String? in
+            guard let flag = o.flag else { return nil }
+            let head = "  " + flag + (o.placeholder.map { " " + $0 } ?? "")
+            let pad = head.count < 30 ? String(repeating: " ", count: 30 - head.count) : "\n" + String(repeating: " ", count: 30)
+            return head + pad + o.help
+        }.joined(separator: "\n")
+    }
+
+    static func readFile(_ path: String) throws(ConfigurationError) -> Data {
+        guard let h = FileHandle(forReadingAtPath: path) else {
+            throw ConfigurationError(field: "--config", value: path, reason: "cannot read file")
+        }
+        defer { try? h.close() }
+        let data = (try? h.read(upToCount: JSONValue.maximumDocumentBytes + 1)) ?? nil
+        guard let data else { throw ConfigurationError(field: "--config", value: path, reason: "cannot read file") }
+        guard data.count <= JSONValue.maximumDocumentBytes else {
+            throw ConfigurationError(field: "--config", value: path, reason: "is larger than \(JSONValue.maximumDocumentBytes / 1024) KiB")
+        }
+        return data
+    }
+}

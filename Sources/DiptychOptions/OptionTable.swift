@@ -1,0 +1,230 @@
+import DiptychCore
+
+/// Every option of a take, in `--help` order. Each is spelled here once.
+extension Option {
+    public static let table: [Option] = inputs + layout + encoding + takeControl + embedding
+
+    private static func enumValue<E: RawRepresentable & CaseIterable>(_ type: E.Type, _ text: String, field: String,
+                                                                       _ expected: String) throws(ConfigurationError) -> E where E.RawValue == String {
+        guard let e = E(rawValue: text.lowercased()) else { throw ConfigurationError(field: field, value: text, reason: expected) }
+        return e
+    }
+
+    private static func seconds(_ text: String, field: String) throws(ConfigurationError) -> Double {
+        guard let d = Double(text), d.isFinite else {
+            throw ConfigurationError(field: field, value: text, reason: "must be a number of seconds")
+        }
+        return d
+    }
+
+    private static func rotation(_ text: String, field: String) throws(ConfigurationError) -> Rotation {
+        guard let n = Int(text), let r = Rotation(degrees: n) else {
+            throw ConfigurationError(field: field, value: text, reason: "must be 0, 90, 180 or 270")
+        }
+        return r
+    }
+
+    private static func number(_ text: String, field: String) throws(ConfigurationError) -> Double {
+        guard let d = Double(text), d.isFinite else { throw ConfigurationError(field: field, value: text, reason: "must be a number") }
+        return d
+    }
+
+    // MARK: Inputs and outputs
+
+    static let inputs: [Option] = [
+        .text("--primary", ["primary"], "SRC", "the clock stream: a media file or URL, testsrc:NAME[:WxH[@FPS]] or - (Y4M on stdin)",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.primary = try SourceSpec.parse(t, field: f) },
+              get: { .string($0.take.primary.description) }),
+        .text("--secondary", ["secondary"], "SRC", "the second stream, or none (default)",
+              set: { v, t, f throws(ConfigurationError) in v.take.secondary = try SourceSpec.parse(t, field: f) },
+              get: { .string($0.take.secondary.description) }),
+        .text("--out", ["out"], "FILE|URL", "the output: .mp4 (fragmented), .ts, rtmp://, srt://",
+              set: { v, t, _ in v.take.output = t }, get: { $0.take.output.map(JSONValue.string) }),
+        .text("--format", ["format"], "mp4|mpegts|rtmp|srt", "container (default: from --out)",
+              set: { v, t, f throws(ConfigurationError) in v.take.format = try TakeConfiguration.parseFormat(t, field: f) },
+              get: { $0.take.format.map { .string($0.rawValue) } }),
+        .text("--also-out", ["alsoOut"], "FILE|URL",
+              "another output from the same streams, with its own layout (repeatable; JSON: a list of {\"out\", \"format\", \"layout\"})",
+              scopes: .take, set: { v, t, _ in v.take.extraOutputs.append(OutputSpec(out: t)) },
+              get: { v in v.take.extraOutputs.isEmpty ? nil : .array(v.take.extraOutputs.map(OptionCodec.encode)) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.extraOutputs = try OptionCodec.decodeOutputs(j, field: f) },
+        .text("--also-layout", nil, "KIND", "the layout of the last --also-out (default: --layout's)", scopes: [.record],
+              set: { v, t, f throws(ConfigurationError) in
+                  guard !v.take.extraOutputs.isEmpty else {
+                      throw ConfigurationError(field: f, value: t, reason: "comes after the --also-out it applies to")
+                  }
+                  v.alsoLayoutKinds[v.take.extraOutputs.count - 1] = try LayoutKind.parse(t, field: f)
+              }, get: { _ in nil }),
+        .text("--preview", ["preview"], "FILE", "PNG of the composite (the render target the encoder reads)", scopes: .take,
+              set: { v, t, f throws(ConfigurationError) in v.take.preview = t }, get: { $0.take.preview.map(JSONValue.string) }),
+        .text("--size", ["size"], "WxH", "even canvas size (default: the primary's upright size)",
+              set: { v, t, f throws(ConfigurationError) in v.take.canvasSize = try TakeConfiguration.parseSize(t, field: f) },
+              get: { $0.take.canvasSize.map { .string($0.description) } })
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.canvasSize = try OptionCodec.decodeSize(j, field: f) },
+        .text("--rotate-primary", ["rotatePrimary"], "DEG", "0, 90, 180 or 270, clockwise to upright (default: from the file)",
+              set: { v, t, f throws(ConfigurationError) in v.take.primaryOrientation.rotation = try rotation(t, field: f) },
+              get: { .number(Double($0.take.primaryOrientation.rotation.rawValue)) }),
+        .text("--rotate-secondary", ["rotateSecondary"], "DEG", "the same for the secondary",
+              set: { v, t, f throws(ConfigurationError) in v.take.secondaryOrientation.rotation = try rotation(t, field: f) },
+              get: { .number(Double($0.take.secondaryOrientation.rotation.rawValue)) }),
+        .toggle("--mirror-primary", ["mirrorPrimary"], "mirror the primary left to right",
+                set: { $0.take.primaryOrientation.mirrored = $1 }, get: { $0.take.primaryOrientation.mirrored }),
+        .toggle("--mirror-secondary", ["mirrorSecondary"], "mirror the secondary (a selfie camera)",
+                set: { $0.take.secondaryOrientation.mirrored = $1 }, get: { $0.take.secondaryOrientation.mirrored }),
+    ]
+
+    // MARK: Layout
+
+    static let layout: [Option] = [
+        .text("--layout", ["layout", "kind"], "pip|side-by-side|stacked|primary-only|secondary-only", "the arrangement (default pip)",
+              set: { v, t, f throws(ConfigurationError) in v.take.layout.kind = try LayoutKind.parse(t, field: f) },
+              get: { .string($0.take.layout.kind.rawValue) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in
+                guard case .string(let s) = j else { throw .json(f, j, "expected a string, found \(j.kindName)") }
+                guard let k = LayoutKind(rawValue: s) else {
+                    throw ConfigurationError(field: f, value: "", reason: "unknown layout '\(ConfigurationError.quoted(s))'; "
+                                             + "expected pip, side-by-side, stacked, primary-only, secondary-only or custom")
+                }
+                v.take.layout.kind = k
+            },
+        .text("--pip-corner", ["layout", "pip", "corner"], "top-left|top-right|bottom-left|bottom-right", "the inset's corner (default bottom-right)",
+              set: { v, t, f throws(ConfigurationError) in v.take.layout.pip.corner = try PiPCorner.parse(t, field: f) },
+              get: { .string($0.take.layout.pip.corner.rawValue) }),
+        .text("--pip-size", ["layout", "pip", "size"], "F", "inset's shorter side as a fraction of the canvas's (0.05-1 or 30%; default 0.3)",
+              set: { v, t, f throws(ConfigurationError) in v.take.layout.pip.size = try PiPPlacement.parseSize(t, field: f) },
+              get: { .number($0.take.layout.pip.size) }),
+        .text("--pip-margin", ["layout", "pip", "margin"], "M", "pixels (24, 24px) or a fraction of the shorter side (0.03, 3%; default 0.03)",
+              set: { v, t, f throws(ConfigurationError) in v.take.layout.pip.margin = try PiPMargin.parse(t, field: f) },
+              get: { OptionCodec.encode($0.take.layout.pip.margin) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.layout.pip.margin = try OptionCodec.decodeMargin(j, field: f) },
+        .toggle("--swap-roles", ["layout", "swapRoles"], "the secondary is the big picture",
+                set: { $0.take.layout.swapRoles = $1 }, get: { $0.take.layout.swapRoles }),
+        .text("--content-mode", ["layout", "contentMode"], "fill|fit", "crop to fill (default) or letterbox",
+              set: { v, t, f throws(ConfigurationError) in
+                  v.take.layout.contentMode = try enumValue(ContentMode.self, t, field: f, "expected fill or fit")
+              }, get: { .string($0.take.layout.contentMode.rawValue) }),
+        .text("--background", ["layout", "background"], "RRGGBB", "canvas colour (default 000000)",
+              set: { v, t, f throws(ConfigurationError) in
+                  guard let c = RGBAColor(hex: t) else { throw ConfigurationError(field: f, value: t, reason: "expected a colour as RRGGBB or RRGGBBAA") }
+                  v.take.layout.background = c
+              }, get: { OptionCodec.encode($0.take.layout.background) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.layout.background = try OptionCodec.decodeColor(j, field: f) },
+        .text("--zoom-primary", ["layout", "zoomPrimary"], "F", "show the centre 1/F of the primary, enlarged (1-8, default 1)",
+              set: { v, t, f throws(ConfigurationError) in v.take.layout.primaryZoom = try number(t, field: f) },
+              get: { .number($0.take.layout.primaryZoom) }),
+        .text("--zoom-secondary", ["layout", "zoomSecondary"], "F", "the same for the secondary",
+              set: { v, t, f throws(ConfigurationError) in v.take.layout.secondaryZoom = try number(t, field: f) },
+              get: { .number($0.take.layout.secondaryZoom) }),
+        .text(nil, ["layout", "zOrder"], "automatic|primary-on-top|secondary-on-top", "which stream is drawn on top",
+              scopes: [.json], set: { v, t, f throws(ConfigurationError) in
+                  v.take.layout.zOrder = try enumValue(ZOrder.self, t, field: f, "expected automatic, primary-on-top or secondary-on-top")
+              }, get: { .string($0.take.layout.zOrder.rawValue) }),
+        .json(["layout", "custom", "primary"], "the primary's rectangle for the custom layout: {\"x\", \"y\", \"width\", \"height\"} in 0...1",
+              set: { v, j, f throws(ConfigurationError) in v.take.layout.custom.primary = try OptionCodec.decodeRect(j, field: f) },
+              get: { $0.take.layout.custom.primary.map(OptionCodec.encode) }),
+        .json(["layout", "custom", "secondary"], "the secondary's rectangle for the custom layout",
+              set: { v, j, f throws(ConfigurationError) in v.take.layout.custom.secondary = try OptionCodec.decodeRect(j, field: f) },
+              get: { $0.take.layout.custom.secondary.map(OptionCodec.encode) }),
+        .json(["layout", "insetStyle", "opacity"], "the inset's opacity, 0...1",
+              set: { v, j, f throws(ConfigurationError) in v.take.layout.insetStyle.opacity = try OptionCodec.decodeNumber(j, field: f) },
+              get: { .number($0.take.layout.insetStyle.opacity) }),
+        .json(["layout", "insetStyle", "cornerRadius"], "the inset's corner radius in canvas pixels",
+              set: { v, j, f throws(ConfigurationError) in v.take.layout.insetStyle.cornerRadius = try OptionCodec.decodeNumber(j, field: f) },
+              get: { .number($0.take.layout.insetStyle.cornerRadius) }),
+        .json(["layout", "insetStyle", "borderWidth"], "the inset's border width in canvas pixels",
+              set: { v, j, f throws(ConfigurationError) in v.take.layout.insetStyle.borderWidth = try OptionCodec.decodeNumber(j, field: f) },
+              get: { .number($0.take.layout.insetStyle.borderWidth) }),
+        .json(["layout", "insetStyle", "borderColor"], "the inset's border colour (RRGGBB or {\"r\", \"g\", \"b\", \"a\"})",
+              set: { v, j, f throws(ConfigurationError) in v.take.layout.insetStyle.borderColor = try OptionCodec.decodeColor(j, field: f) },
+              get: { OptionCodec.encode($0.take.layout.insetStyle.borderColor) }),
+    ]
+
+    // MARK: Encoding
+
+    static let encoding: [Option] = [
+        .text("--encoder", ["encoder"], "auto|vaapi|x264", "VA-API where the machine has it (auto), or software",
+              set: { v, t, f throws(ConfigurationError) in v.take.encoder = try enumValue(EncoderChoice.self, t, field: f, "expected auto, vaapi or x264") },
+              get: { .string($0.take.encoder.rawValue) }),
+        .text("--codec", ["codec"], "h264|hevc", "video codec (default h264)",
+              set: { v, t, f throws(ConfigurationError) in v.take.codec = try enumValue(VideoCodec.self, t, field: f, "expected h264 or hevc") },
+              get: { .string($0.take.codec.rawValue) }),
+        .text("--bitrate", ["bitrate"], "B", "bits per second: 10M, 2500k, 8000000 (default 10M)",
+              set: { v, t, f throws(ConfigurationError) in v.take.bitrate = try TakeConfiguration.parseBitrate(t, field: f) },
+              get: { .number(Double($0.take.bitrate)) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in
+                switch j {
+                case .number(let d) where d.isFinite && abs(d) < 1e15: v.take.bitrate = Int(d)
+                case .string(let s): v.take.bitrate = try TakeConfiguration.parseBitrate(s, field: f)
+                default: throw .json(f, j, "expected bits per second as a number (8000000) or a string (\"10M\", \"2500k\")")
+                }
+            },
+        .text("--preset", ["preset"], "NAME", "x264/x265 preset (default veryfast)",
+              set: { v, t, _ in v.take.preset = t }, get: { .string($0.take.preset) }),
+        .text("--keyframe-interval", ["keyframeInterval"], "SECONDS", "GOP length (default 1)",
+              set: { v, t, f throws(ConfigurationError) in v.take.keyframeInterval = try seconds(t, field: f) },
+              get: { .number($0.take.keyframeInterval) }),
+        .text("--audio", ["audio"], "primary|none", "copy the primary's audio (default) or no audio track", scopes: .take,
+              set: { v, t, f throws(ConfigurationError) in v.take.audio = try enumValue(AudioMode.self, t, field: f, "expected primary or none") },
+              get: { .string($0.take.audio.rawValue) }),
+    ]
+
+    // MARK: The take
+
+    static let takeControl: [Option] = [
+        .text("--duration", ["duration"], "SECONDS", "stop after this much output", scopes: .take,
+              set: { v, t, f throws(ConfigurationError) in v.take.duration = try seconds(t, field: f) },
+              get: { $0.take.duration.map(JSONValue.number) }),
+        .text("--secondary-timeout", ["secondaryTimeout"], "SECONDS",
+              "continue with the primary alone after this long without secondary frames (default 2)",
+              set: { v, t, f throws(ConfigurationError) in v.take.secondaryTimeout = try seconds(t, field: f) },
+              get: { .number($0.take.secondaryTimeout) }),
+        .text("--primary-timeout", ["primaryTimeout"], "SECONDS", "finalize when the primary delivers nothing for this long (default 10)",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.primaryTimeout = try seconds(t, field: f) },
+              get: { .number($0.take.primaryTimeout) }),
+        .text("--switch-secondary", ["switchSecondary"], "SECONDS=SRC", "hot-swap the secondary at that time (repeatable)",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.secondarySwitches.append(try SecondarySwitch.parse(t, field: f)) },
+              get: { v in v.take.secondarySwitches.isEmpty ? nil : .array(v.take.secondarySwitches.map(OptionCodec.encode)) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.secondarySwitches = try OptionCodec.decodeSwitches(j, field: f) },
+        .text("--gpu", ["gpu"], "auto|software|N|/dev/dri/renderDN|PLATFORM[:DEVICE]", "the GPU (PLATFORM: gbm, device, surfaceless)",
+              set: { v, t, f throws(ConfigurationError) in try TakeConfiguration.checkGPU(t, field: f); v.take.gpu = t },
+              get: { .string($0.take.gpu) }),
+        .text("--thermal-state", ["thermalState"], "nominal|fair|serious|critical", "pretend the machine is in this thermal state",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.thermalState = try ThermalState.parse(t, field: f) },
+              get: { $0.take.thermalState.map { .string($0.rawValue) } }),
+        .text("--config", nil, "FILE.json", "load options from JSON first; flags override", scopes: [.record, .embedded],
+              set: { _, _, _ in }, get: { _ in nil }),
+        .toggle("--json", ["json"], "machine-readable report on stdout", scopes: .take,
+                set: { $0.take.json = $1 }, get: { $0.take.json }),
+    ]
+
+    // MARK: Embedding only
+
+    static let embedding: [Option] = [
+        .text("--fps", nil, "RATE", "nominal output rate of the pushed streams (required)", scopes: [.embedded],
+              set: { v, t, f throws(ConfigurationError) in
+                  guard let r = FrameRate(parsing: t) else {
+                      throw ConfigurationError(field: f, value: t, reason: "expected a positive rate such as 30, 29.97 or 30000/1001")
+                  }
+                  v.fps = r
+              }, get: { _ in nil }),
+        .text("--queue", nil, "N", "frames each push queue holds (1-256, default 4)", scopes: [.embedded],
+              set: { v, t, f throws(ConfigurationError) in
+                  guard let n = Int(t), (1...256).contains(n) else { throw ConfigurationError(field: f, value: t, reason: "expected 1 to 256 frames") }
+                  v.queue = n
+              }, get: { _ in nil }),
+    ]
+}
+
+extension Option {
+    /// The same option, with its own reading of JSON values (objects, numbers
+    /// that are not text on the command line).
+    func replacingJSON(_ decode: @escaping @Sendable (inout OptionValues, JSONValue, String) throws(ConfigurationError) -> Void) -> Option {
+        let text = apply
+        return Option(flag: flag, key: key, placeholder: placeholder, help: help, scopes: scopes, apply: { v, input, field throws(ConfigurationError) in
+            switch input {
+            case .text: try text(&v, input, field)
+            case .json(let j): try decode(&v, j, field)
+            }
+        }, read: read)
+    }
+}
