@@ -56,7 +56,7 @@ let package = Package(
         // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
         .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia"],
                 path: "bench/Sources/DiptychBench"),
-        .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychBench"]),
+        .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychOptions", "DiptychBench"]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
         .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU"], path: "bench/GPUCheck"),
 

@@ -1,4 +1,5 @@
 import Foundation
+import CEGL
 
 /// A dedicated thread that owns the GL context: every GL call runs here.
 /// `sync` blocks the caller until the work has run; `async` queues work (used
@@ -7,17 +8,33 @@ final class RenderThread: @unchecked Sendable {
     private let condition = NSCondition()
     private var queue: [@Sendable () -> Void] = []
     private var stopped = false
-    private var thread: Thread?
+    private var joined = false
+    /// The thread, joined by `stop()`: it has left EGL and the C library's
+    /// per-thread state before `stop()` returns, so a process that exits
+    /// right after (a take that failed to start) never races its teardown.
+    private var handle = pthread_t()
     nonisolated(unsafe) private static var currentKey = pthread_key_t()
     private static let keyOnce: Void = { pthread_key_create(&currentKey, nil) }()
 
     init(name: String) {
         _ = RenderThread.keyOnce
-        let t = Thread { [unowned self] in self.loop() }
-        t.name = name
-        t.stackSize = 4 << 20
-        thread = t
-        t.start()
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        pthread_attr_setstacksize(&attr, 4 << 20)
+        let box = Unmanaged.passRetained(StartBox(thread: self, name: name))
+        let rc = pthread_create(&handle, &attr, { arg in
+            let start = Unmanaged<StartBox>.fromOpaque(arg!).takeRetainedValue()
+            start.thread.loop()
+            return nil
+        }, box.toOpaque())
+        pthread_attr_destroy(&attr)
+        precondition(rc == 0, "pthread_create failed for the render thread: \(rc)")
+    }
+
+    private final class StartBox {
+        let thread: RenderThread
+        let name: String
+        init(thread: RenderThread, name: String) { self.thread = thread; self.name = name }
     }
 
     /// True on this render thread.
@@ -35,7 +52,8 @@ final class RenderThread: @unchecked Sendable {
             condition.unlock()
             work()
         }
-        condition.lock(); thread = nil; condition.broadcast(); condition.unlock()
+        // EGL's per-thread state goes with the thread, not with the process's exit handlers.
+        _ = eglReleaseThread()
     }
 
     /// Queues `work`; it runs after everything queued before it.
@@ -75,9 +93,13 @@ final class RenderThread: @unchecked Sendable {
         condition.lock()
         stopped = true
         condition.broadcast()
-        if isCurrent { condition.unlock(); return }
-        while thread != nil { condition.wait() }
+        let join = !joined
+        joined = true
         condition.unlock()
+        guard join else { return }
+        // Called from the render thread itself (a release queued there): it ends after this work item.
+        if isCurrent { pthread_detach(handle); return }
+        pthread_join(handle, nil)
     }
 
     private final class Slot<T>: @unchecked Sendable { var result: Result<T, GPUError>? }

@@ -1,4 +1,5 @@
 import Diptych
+import DiptychOptions
 import DiptychGPU
 import DiptychMedia
 import Foundation
@@ -6,20 +7,17 @@ import Foundation
 /// `diptych probe`: what this machine offers Diptych.
 enum Probe {
     static func run(arguments: [String]) -> Never {
-        var selectionText = "auto"
-        var i = 0
-        while i < arguments.count {
-            switch arguments[i] {
-            case "-h", "--help":
-                print("usage: diptych probe [--gpu auto|software|N|/dev/dri/renderDN]\nPrints the EGL display ladder, the GL context taken, encoders, VA-API profiles, cameras and library versions.")
-                exit(0)
-            case "--gpu":
-                guard i + 1 < arguments.count else { fail("--gpu: missing value", code: 2) }
-                selectionText = arguments[i + 1]; i += 2
-            default:
-                fail("probe: unknown option '\(arguments[i])'", code: 2)
-            }
+        if arguments.contains("-h") || arguments.contains("--help") {
+            Console.out("usage: diptych probe [--gpu auto|software|N|/dev/dri/renderDN]\nPrints the EGL display ladder, the GL context taken, encoders, VA-API profiles, cameras and library versions.")
+            exit(0)
         }
+        var selectionText = "auto"
+        do {
+            for (flag, value) in try ArgumentReader(flags: ["--gpu": true]).read(arguments) where flag == "--gpu" {
+                try TakeConfiguration.checkGPU(value!)
+                selectionText = value!
+            }
+        } catch { fail("probe: \(error)", code: 2) }
         guard let selection = GPUSelection(parsing: selectionText) else {
             fail("--gpu '\(selectionText)': expected auto, software, an index or /dev/dri/renderDN", code: 2)
         }

@@ -1,6 +1,7 @@
 import Diptych
 import DiptychGPU
 import DiptychMedia
+import DiptychOptions
 import Foundation
 
 let usage = """
@@ -14,6 +15,7 @@ commands:
 
 """ + TakeConfiguration.usage + """
 
+
 exit status: 0 success, 1 runtime failure (what was recorded is finalized),
 2 bad usage or bad input.
 
@@ -21,33 +23,22 @@ exit status: 0 success, 1 runtime failure (what was recorded is finalized),
   --version      print the version
 """
 
-func fail(_ message: String, code: Int32) -> Never {
-    FileHandle.standardError.write(Data("diptych: \(message)\n".utf8))
-    exit(code)
-}
-
-let isTerminal = isatty(STDERR_FILENO) == 1
-
-func stderrLine(_ s: String) {
-    FileHandle.standardError.write(Data(((isTerminal ? "\r\u{1B}[K" : "") + s + "\n").utf8))
-}
-
-/// Runs one take with progress on a terminal, signals funnelled into a clean stop.
+/// Runs one take with progress on a terminal; SIGINT, SIGTERM and SIGHUP
+/// (a closed terminal) are funnelled into a clean stop.
 func record(_ config: TakeConfiguration) -> Never {
-    var hooks = SessionHooks(log: { stderrLine("diptych: \($0)") })
-    if isTerminal {
+    var hooks = SessionHooks(log: { Console.line("diptych: \($0)") })
+    if Console.isTerminal {
         hooks.progress = { (p: TakeProgress) in
             let line = "frames \(p.frames)  " + String(format: "%.1f fps  %.2fx realtime", p.fps, p.realtimeFactor)
                 + "  secondary repeated \(p.secondaryRepeated) dropped \(p.secondaryDropped)"
-            FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+            Console.raw("\r\u{1B}[K\(line)")
         }
     }
     let session = RecordingSession(configuration: config, hooks: hooks)
     var sources: [DispatchSourceSignal] = []
-    for sig in [SIGINT, SIGTERM] {
+    for (sig, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM"), (SIGHUP, "SIGHUP")] {
         signal(sig, SIG_IGN)
         let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        let name = sig == SIGINT ? "SIGINT" : "SIGTERM"
         s.setEventHandler {
             // Before the take has started (a source still opening, e.g. stdin
             // waiting for its header) nothing is recorded: leave at once.
@@ -62,14 +53,14 @@ func record(_ config: TakeConfiguration) -> Never {
     if config.json, let summary = session.summary {
         let enc = JSONEncoder()
         enc.outputFormatting = [.prettyPrinted, .sortedKeys]
-        if let data = try? enc.encode(summary) { print(String(decoding: data, as: UTF8.self)) }
+        if let data = try? enc.encode(summary) { Console.out(String(decoding: data, as: UTF8.self)) }
     }
     switch result {
     case .success(let s):
-        if isTerminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if Console.isTerminal { Console.raw("\r\u{1B}[K") }
         if !config.json {
-            stderrLine("diptych: \(s.frames) frames (" + String(format: "%.2f s", s.durationSeconds) + ") -> \(s.output) at "
-                       + String(format: "%.1f fps (%.2fx realtime)", s.fps, s.realtimeFactor))
+            Console.line("diptych: \(s.frames) frames (" + String(format: "%.2f s", s.durationSeconds) + ") -> \(s.output) at "
+                         + String(format: "%.1f fps (%.2fx realtime)", s.fps, s.realtimeFactor))
         }
         exit(0)
     case .failure(let e):
@@ -77,6 +68,12 @@ func record(_ config: TakeConfiguration) -> Never {
     }
 }
 
+/// `diptych record` arguments, or the one-line error (exit 2).
+func takeConfiguration(_ arguments: [String]) -> TakeConfiguration {
+    do { return try TakeConfiguration.parse(arguments: arguments) } catch { fail(error.description, code: 2) }
+}
+
+Console.ignoreBrokenPipes()
 MediaLibraries.setLogLevel(.error)
 // Video frames are megabytes each. glibc returns such blocks to the kernel on
 // free (mmap/trim), so every new frame would fault its pages in again
@@ -87,29 +84,27 @@ _ = glibcMallopt(-1 /* M_TRIM_THRESHOLD */, 512 << 20)
 let args = Array(CommandLine.arguments.dropFirst())
 switch args.first {
 case nil, "-h", "--help", "help":
-    print(usage)
+    Console.out(usage)
 case "--version":
-    print("diptych \(DiptychVersion.string)")
+    Console.out("diptych \(DiptychVersion.string)")
 case "record":
     let rest = Array(args.dropFirst())
-    if rest.contains("-h") || rest.contains("--help") { print(usage); exit(0) }
-    do { record(try TakeConfiguration.parse(arguments: rest)) }
-    catch { fail(error.description, code: 2) }
+    if rest.contains("-h") || rest.contains("--help") { Console.out(usage); exit(0) }
+    record(takeConfiguration(rest))
 case "demo":
     let rest = Array(args.dropFirst())
     if rest.contains("-h") || rest.contains("--help") {
-        print("usage: diptych demo [record options]\nRecords ten seconds of synthetic streams (colour bars with a mirrored\ncounter inset) into demo.mp4, with demo.png as the preview.")
+        Console.out("usage: diptych demo [record options]\nRecords ten seconds of synthetic streams (colour bars with a mirrored\ncounter inset) into demo.mp4, with demo.png as the preview.")
         exit(0)
     }
     let defaults = ["--primary", "testsrc:smpte:1280x720@30", "--secondary", "testsrc:counter:640x480@30",
                     "--layout", "pip", "--mirror-secondary", "--duration", "10",
                     "--out", "demo.mp4", "--preview", "demo.png"]
-    do { record(try TakeConfiguration.parse(arguments: defaults + rest)) }
-    catch { fail(error.description, code: 2) }
+    record(takeConfiguration(defaults + rest))
 case "probe":
     Probe.run(arguments: Array(args.dropFirst()))
 case "bench":
     Bench.run(arguments: Array(args.dropFirst()))
 default:
-    fail("unknown command '\(args[0])' (see diptych --help)", code: 2)
+    fail("unknown command '\(ConfigurationError.quoted(args[0]))' (see diptych --help)", code: 2)
 }

@@ -51,6 +51,11 @@ enum TakeSetup {
         var keepGPU = false
         defer { if !keepGPU { gpu.shutdown() } }
         if let size = config.canvasSize { try checkCanvas(size, on: gpu.gpu, field: "--size", value: size.description) }
+        // A pattern's size is known before it is opened (and making its first frame can take long).
+        if config.canvasSize == nil, case .testPattern(_, let size, _) = config.primary {
+            let canvas = config.resolvedCanvas(primaryUprightSize: size.rotated(config.primaryOrientation.rotation))
+            try checkCanvas(canvas, on: gpu.gpu, field: "--primary", value: "\(config.primary) (canvas \(canvas))")
+        }
 
         // Inputs.
         let primary: any TakeInput

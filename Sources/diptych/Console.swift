@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes to the terminal or whatever reads the process's output. A reader
+/// that went away (a closed pipe, `| head -1`, a dropped SSH session) must
+/// never end a take: SIGPIPE is ignored and failed writes are dropped.
+enum Console {
+    static let isTerminal = isatty(STDERR_FILENO) == 1
+
+    /// Once, before anything is written.
+    static func ignoreBrokenPipes() { signal(SIGPIPE, SIG_IGN) }
+
+    /// One line on stderr; on a terminal it first clears the progress line.
+    static func line(_ s: String) { write(STDERR_FILENO, (isTerminal ? "\r\u{1B}[K" : "") + s + "\n") }
+
+    /// Text on stderr as it is (the progress line).
+    static func raw(_ s: String) { write(STDERR_FILENO, s) }
+
+    /// Text on stdout (reports, `--json`).
+    static func out(_ s: String) { write(STDOUT_FILENO, s + "\n") }
+
+    private static func write(_ fd: Int32, _ s: String) {
+        var bytes = Array(s.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n > 0 { offset += n; continue }
+            if n < 0 && errno == EINTR { continue }
+            return   // EPIPE, EBADF, ...: nobody reads; drop it
+        }
+    }
+}
+
+/// `diptych: MESSAGE` on stderr, then exit with `code`.
+func fail(_ message: String, code: Int32) -> Never {
+    Console.line("diptych: \(message)")
+    exit(code)
+}
