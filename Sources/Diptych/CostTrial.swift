@@ -3,7 +3,7 @@ import DiptychCore
 import DiptychGPU
 import DiptychMedia
 
-/// DESIGN rule 4: whether a canvas can be sustained is only known by running
+/// docs/ARCHITECTURE.md, "Cost budget and rollback": whether a canvas can be sustained is only known by running
 /// it. Before a take from a live source, `CostTrial` renders and encodes a
 /// short burst of frames at the requested canvas with the real GPU and the
 /// real encoder (into a scratch output that is thrown away), and steps down

@@ -22,7 +22,7 @@ public struct SessionHooks: Sendable {
     public var simulateContextLossAtFrames: Set<Int>
     /// Seconds between storage and thermal checks.
     public var monitorInterval: Double
-    /// When to measure the canvas's cost before the take (DESIGN rule 4).
+    /// When to measure the canvas's cost before the take (docs/ARCHITECTURE.md, "Cost budget and rollback").
     public var costTrial: CostTrialMode
     /// Replaces the real measurement in the cost trial: per-frame seconds
     /// for a canvas (tests).

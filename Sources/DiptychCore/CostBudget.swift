@@ -4,12 +4,12 @@ public enum CostVerdict: Hashable, Sendable {
     case measuring(samples: Int, needed: Int)
     /// The configuration fits: `percentileCost` ≤ `limit` (seconds).
     case accept(percentileCost: Double, limit: Double)
-    /// Over budget: go back to the previous configuration (DESIGN rule 4).
+    /// Over budget: go back to the previous configuration (docs/ARCHITECTURE.md, "Cost budget and rollback").
     case rollBack(percentileCost: Double, limit: Double)
 }
 
 /// Whether a configuration can be sustained, decided by measurement
-/// (DESIGN rule 4: apply, measure, roll back when over budget).
+/// (docs/ARCHITECTURE.md, "Cost budget and rollback": apply, measure, roll back when over budget).
 ///
 /// Per-frame cost samples (GPU time, upload time, encode time, in seconds)
 /// are compared with the frame interval times a headroom factor: the
@@ -75,7 +75,7 @@ public struct CostBudget: Hashable, Sendable {
     }
 }
 
-/// A configuration change on trial (DESIGN rule 4): holds the previous
+/// A configuration change on trial (docs/ARCHITECTURE.md, "Cost budget and rollback"): holds the previous
 /// configuration and the candidate, records costs while the candidate runs,
 /// and settles on one. Generic over the configuration value.
 public struct BudgetedChange<Configuration> {

@@ -8,7 +8,7 @@
 //   Layout, PiPPlacement          arrangements → CompositionPlan (DrawDescription per draw)
 //   CompositionPlan+PointMapping  canvas ⇄ sensor points ("tap to focus")
 //   AffineTransform2D             one per-draw local → sensor (texture) uv map for shaders
-//   FrameClock                    primary-driven pairing of secondary frames (rule 1)
-//   ThermalPolicy, StoragePolicy, CostBudget   rule 4 and rule 5 as pure functions
+//   FrameClock                    primary-driven pairing of secondary frames (docs/ARCHITECTURE.md, "One clock")
+//   ThermalPolicy, StoragePolicy, CostBudget   "Cost budget and rollback" and "Failure paths" as pure functions
 //   TakeConfiguration             `diptych record` flags + JSON config, validation
 //   MediaOptions, MediaTime, VideoFrame        shared media vocabulary

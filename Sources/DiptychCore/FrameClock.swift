@@ -10,7 +10,7 @@ public struct SecondaryFrameID: Hashable, Sendable, Comparable, CustomStringConv
 /// How the clock chooses the secondary frame for a primary frame.
 public enum PairingMode: Hashable, Sendable {
     /// Hold the most recently pushed frame, whatever its timestamp (the
-    /// default; DESIGN rule 1). Frames replaced before any tick showed them
+    /// default; docs/ARCHITECTURE.md, "One clock"). Frames replaced before any tick showed them
     /// are dropped.
     case latest
     /// Pair by nearest timestamp (live sources on one timeline): the pending
@@ -36,7 +36,7 @@ public enum SecondaryEndPolicy: Hashable, Sendable {
     /// Keep compositing the last frame (its age keeps growing).
     case holdLast
     /// Keep the last frame for this long after the end, then output
-    /// primary-only frames (rule 11: continue with one stream).
+    /// primary-only frames ("Single-stream fallback": continue with one stream).
     case primaryOnlyAfter(MediaTime)
 }
 
@@ -146,7 +146,7 @@ public struct FrameClockCounters: Hashable, Sendable {
 }
 
 /// Decides, for each primary frame, which secondary frame to composite
-/// (DESIGN rule 1: the primary is the clock). Each `tick` for a primary
+/// (docs/ARCHITECTURE.md, "One clock": the primary is the clock). Each `tick` for a primary
 /// frame yields exactly one output frame with exactly the primary's pts
 /// (or `.wait` / `.endOfTake`); the secondary only replaces the frame the
 /// clock holds, and its age is tracked.
@@ -225,7 +225,7 @@ public struct FrameClock<Payload> {
         if endedAt == nil { endedAt = now }
     }
 
-    /// Hot swap (DESIGN rule 9): at `now` a new secondary stream replaces
+    /// Hot swap (docs/ARCHITECTURE.md, "Hot swap"): at `now` a new secondary stream replaces
     /// the old one. Unshown frames of the old stream are dropped; the frame
     /// on screen is held until the new stream's first frame, so output never
     /// stalls. `stallTimeout` counts from `now`, so a new stream that never

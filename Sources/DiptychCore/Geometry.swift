@@ -91,7 +91,7 @@ public enum Rotation: Int, Hashable, Sendable, Codable, CaseIterable {
 ///
 /// `sensorPoint(fromUpright:)` is the mapping every renderer uses: for a point
 /// of the upright picture it gives the sensor (texture) point shown there.
-/// Examples (DESIGN.md rule 7): rotation 90 maps upright (x, y) to sensor
+/// Examples (docs/ARCHITECTURE.md, "Explicit orientation"): rotation 90 maps upright (x, y) to sensor
 /// (y, 1 − x); rotation 90 mirrored maps it to (y, x).
 public struct Orientation: Hashable, Sendable, Codable {
     public var rotation: Rotation

@@ -95,7 +95,7 @@ public struct CustomRects: Hashable, Sendable, Codable {
 /// right half, the bottom half. For `custom`, `swapRoles` exchanges the two
 /// rectangles. `primaryOnly` and `secondaryOnly` ignore `swapRoles`.
 ///
-/// Fallback (DESIGN rule 11): whatever the kind, when only one stream is
+/// Fallback (docs/ARCHITECTURE.md, "Single-stream fallback"): whatever the kind, when only one stream is
 /// present it fills the canvas (with `contentMode`, plain style); when none
 /// is, the plan has no draws (background only). `secondaryOnly` without a
 /// secondary shows the primary, and `primaryOnly` without a primary shows

@@ -100,7 +100,7 @@ extension PiPMargin: Codable {
     }
 }
 
-/// Where the picture-in-picture inset sits (DESIGN rule 12): a corner, a
+/// Where the picture-in-picture inset sits (docs/ARCHITECTURE.md, "PiP snapping"): a corner, a
 /// size and a margin. Snaps to the nearest corner after a drag; can be saved
 /// as JSON and loaded for the next take.
 ///

@@ -1,5 +1,5 @@
 /// A scheduled hot swap of the secondary stream (`--switch-secondary SECONDS=SRC`,
-/// DESIGN rule 9): at `time` seconds of output the secondary becomes `source`.
+/// docs/ARCHITECTURE.md, "Hot swap"): at `time` seconds of output the secondary becomes `source`.
 public struct SecondarySwitch: Hashable, Sendable {
     /// Output time in seconds (on the primary's timeline).
     public var time: Double

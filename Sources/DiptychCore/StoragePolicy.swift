@@ -23,7 +23,7 @@ public enum StorageDecision: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// DESIGN rule 5, storage: need 200 MiB free to start a take; stop cleanly
+/// docs/ARCHITECTURE.md, "Failure paths", storage: need 200 MiB free to start a take; stop cleanly
 /// when free space falls *below* 100 MiB. A pure function:
 ///
 /// | recording | free bytes            | decision      |

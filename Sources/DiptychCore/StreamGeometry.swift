@@ -22,7 +22,7 @@ public struct StreamGeometry: Hashable, Sendable, Codable {
 /// How a stream's upright picture fills a layout cell whose aspect differs.
 public enum ContentMode: String, Hashable, Sendable, Codable, CaseIterable {
     /// Fill the whole cell and crop the overflow equally on both sides
-    /// (DESIGN rule 8: a 720×1280 stream in a 540×1920 column shows the
+    /// (docs/ARCHITECTURE.md, "Crop arithmetic": a 720×1280 stream in a 540×1920 column shows the
     /// middle half of its width, losing 25 % on each side). The default.
     case aspectFill = "fill"
     /// Show the whole picture, centred, and leave the rest of the cell to the

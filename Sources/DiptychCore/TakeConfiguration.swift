@@ -45,7 +45,7 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var format: ContainerFormat?
     /// `--preview FILE`: PNG of the composite (same render target as the encoder).
     public var preview: String?
-    /// `--thermal-state`: pretend the machine is in this state (testing rule 5).
+    /// `--thermal-state`: pretend the machine is in this state (testing "Failure paths").
     public var thermalState: ThermalState?
     /// `--secondary-timeout SECONDS`: how long the secondary may deliver
     /// nothing (at the start or mid-take) before the take continues with the
@@ -95,7 +95,7 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// The frame clock settings this take implies: hold the latest secondary
     /// frame; wait up to `secondaryTimeout` for the secondary's first frame;
     /// a secondary that ends, or delivers nothing for `secondaryTimeout`,
-    /// leaves the primary alone (rule 11). Without a secondary (`.none`)
+    /// leaves the primary alone (docs/ARCHITECTURE.md, "Single-stream fallback"). Without a secondary (`.none`)
     /// there is nothing to wait for: primary-only from the first frame.
     public var clockConfiguration: FrameClockConfiguration {
         let timeout = MediaTime(seconds: secondaryTimeout)

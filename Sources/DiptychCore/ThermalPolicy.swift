@@ -31,7 +31,7 @@ public enum ThermalAction: String, Hashable, Sendable, Codable, CaseIterable {
     case refuseToStart
 }
 
-/// DESIGN rule 5, overheating. A pure function:
+/// docs/ARCHITECTURE.md, "Failure paths", overheating. A pure function:
 ///
 /// | state            | recording | ≥1080p | action          |
 /// |------------------|-----------|--------|-----------------|

@@ -45,7 +45,7 @@ import Testing
 }
 
 @Suite struct ContentModeTests {
-    // DESIGN rule 8: a 720×1280 stream in a 540×1920 column loses 25 % on each side.
+    // docs/ARCHITECTURE.md, "Crop arithmetic": a 720×1280 stream in a 540×1920 column loses 25 % on each side.
     @Test func rule8ColumnCropsQuarterEachSide() {
         let crop = ContentMode.aspectFillCrop(content: size(720, 1280), destination: size(540, 1920))
         #expect(crop == nrect(0.25, 0, 0.5, 1))

@@ -2,7 +2,7 @@ import Testing
 @testable import DiptychCore
 
 @Suite struct OrientationMappingTests {
-    // DESIGN.md rule 7: portrait canvas, rotation 90.
+    // docs/ARCHITECTURE.md, "Explicit orientation": portrait canvas, rotation 90.
     @Test func primaryRotation90() {
         let o = Orientation(rotation: .r90)
         let s = o.sensorPoint(fromUpright: NormalizedPoint(x: 0.25, y: 0.1))

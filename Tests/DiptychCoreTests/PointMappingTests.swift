@@ -20,7 +20,7 @@ struct MappingCase: Sendable, CustomTestStringConvertible {
 }
 
 @Suite struct PointMappingTests {
-    /// DESIGN rule 7: portrait canvas, rotation 90: primary (u, v) = (y, 1 − x).
+    /// docs/ARCHITECTURE.md, "Explicit orientation": portrait canvas, rotation 90: primary (u, v) = (y, 1 − x).
     @Test(arguments: [(0.25, 0.1), (0.5, 0.5), (0.9, 0.3), (0.05, 0.95)])
     func rule7PortraitPrimary(x: Double, y: Double) throws {
         let plan = Layout.primaryOnly.resolve(canvas: portrait, primary: stream(1920, 1080, .r90), secondary: nil)
@@ -30,7 +30,7 @@ struct MappingCase: Sendable, CustomTestStringConvertible {
         #expect(approx(hit.sensorPoint, NormalizedPoint(x: y, y: 1 - x)))
     }
 
-    /// DESIGN rule 7: portrait canvas, rotation 90, mirrored secondary: (u, v) = (y, x).
+    /// docs/ARCHITECTURE.md, "Explicit orientation": portrait canvas, rotation 90, mirrored secondary: (u, v) = (y, x).
     @Test(arguments: [(0.25, 0.1), (0.5, 0.5), (0.9, 0.3), (0.05, 0.95)])
     func rule7PortraitMirroredSecondary(x: Double, y: Double) throws {
         let plan = Layout.secondaryOnly.resolve(canvas: portrait, primary: stream(1920, 1080, .r90),
@@ -58,7 +58,7 @@ struct MappingCase: Sendable, CustomTestStringConvertible {
         #expect(hit2.role == .primary && approx(hit2.sensorPoint, NormalizedPoint(x: 0.5, y: 0.25)))
     }
 
-    /// Crops are respected: the rule 8 column shows sensor x 0.25...0.75 only.
+    /// Crops are respected: the "Crop arithmetic" column shows sensor x 0.25...0.75 only.
     @Test func croppedAwayPointsAreNil() throws {
         let plan = Layout.sideBySide.resolve(canvas: portrait, primary: stream(720, 1280), secondary: stream(720, 1280))
         #expect(plan.canvasPoint(for: .primary, sensorPoint: NormalizedPoint(x: 0.1, y: 0.5)) == nil)

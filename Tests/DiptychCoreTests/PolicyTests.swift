@@ -2,7 +2,7 @@ import Testing
 @testable import DiptychCore
 
 @Suite struct ThermalPolicyTests {
-    /// Every row of DESIGN rule 5 (overheating): 4 states × recording × resolution.
+    /// Every row of docs/ARCHITECTURE.md, "Failure paths" (overheating): 4 states × recording × resolution.
     @Test(arguments: [
         (ThermalState.nominal, false, false, ThermalAction.none), (.nominal, false, true, .none),
         (.nominal, true, false, .none), (.nominal, true, true, .none),
@@ -39,7 +39,7 @@ import Testing
 
 @Suite struct StoragePolicyTests {
     static let mib = StoragePolicy.mebibyte
-    /// DESIGN rule 5 (storage): 200 MiB to start, stop below 100 MiB; boundaries included.
+    /// docs/ARCHITECTURE.md, "Failure paths" (storage): 200 MiB to start, stop below 100 MiB; boundaries included.
     @Test(arguments: [
         (Int64?(500 * mib), false, "start allowed"), (200 * mib, false, "start allowed"),
         (200 * mib - 1, false, "start refused"), (0, false, "start refused"),
@@ -101,7 +101,7 @@ import Testing
         #expect(b.verdict == .measuring(samples: 0, needed: 4))
     }
 
-    /// DESIGN rule 4: apply, measure, roll back when over budget; never kill the session.
+    /// docs/ARCHITECTURE.md, "Cost budget and rollback": apply, measure, roll back when over budget; never kill the session.
     @Test func budgetedChangeRollsBackOrCommits() {
         let budget = CostBudget(frameRate: FrameRate(30), headroom: 0.8, window: 10, percentile: 0.95)
         var over = BudgetedChange(previous: PixelSize.hd720, candidate: PixelSize.hd1080, budget: budget)

@@ -100,7 +100,7 @@ extension GPU {
         static let orientations: [Orientation] = Rotation.allCases.flatMap { r in [false, true].map { Orientation(rotation: r, mirrored: $0) } }
 
         /// Which sensor pixel lands on the upright picture's top-left and top-right
-        /// corners, written out by hand from DESIGN.md rule 7 (independent of the reference).
+        /// corners, written out by hand from docs/ARCHITECTURE.md, "Explicit orientation" (independent of the reference).
         static func expectedCorners(_ o: Orientation, w: Int, h: Int) -> (topLeft: (Int, Int), topRight: (Int, Int)) {
             switch (o.rotation, o.mirrored) {
             case (.r0, false): return ((0, 0), (w - 1, 0))
