@@ -308,3 +308,16 @@ extension Layout: Codable {
         try c.encode(insetStyle, forKey: .insetStyle)
     }
 }
+
+extension CompositionPlan {
+    /// For each zoomed draw that shows its stream above the stream's own
+    /// resolution: the role and the enlargement (canvas pixels per stream
+    /// pixel). `uprightSizes` are the streams' upright picture sizes.
+    public func zoomUpsampling(layout: Layout, uprightSizes: [StreamRole: PixelSize]) -> [(role: StreamRole, scale: Double)] {
+        draws.compactMap { d in
+            guard layout.zoom(d.role) > 1, let size = uprightSizes[d.role], !size.isEmpty, d.crop.width > 0 else { return nil }
+            let scale = Double(d.destination.width) / (d.crop.width * Double(size.width))
+            return scale > 1.0001 ? (d.role, scale) : nil
+        }
+    }
+}

@@ -80,7 +80,7 @@ extension JSONValue: Codable {
 
 extension JSONValue {
     /// Builds an object from a key path and a leaf (`["layout","pip","corner"]`).
-    mutating func set(_ value: JSONValue, at path: ArraySlice<String>) {
+    public mutating func set(_ value: JSONValue, at path: ArraySlice<String>) {
         guard let key = path.first else { self = value; return }
         var object: [String: JSONValue]
         if case .object(let o) = self { object = o } else { object = [:] }

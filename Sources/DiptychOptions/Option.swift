@@ -52,6 +52,9 @@ public struct Option: Sendable {
     /// The value to write in the JSON form; nil leaves the key out.
     let read: @Sendable (OptionValues) -> JSONValue?
 
+    /// This option's value in `values`, as the JSON form writes it (nil: left out).
+    public func value(in values: OptionValues) -> JSONValue? { read(values) }
+
     public var takesValue: Bool { placeholder != nil }
     /// The JSON key path as text (`layout.pip.corner`).
     public var keyPath: String? { key?.joined(separator: ".") }

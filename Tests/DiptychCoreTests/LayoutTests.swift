@@ -32,7 +32,7 @@ let layoutCases: [LayoutCase] = [
                expected: [.init(.primary, rect(0, 0, 960, 1080), nrect(1.0 / 6, 0, 2.0 / 3, 1)),
                           .init(.secondary, rect(960, 0, 960, 1080), nrect(0, 0.18359375, 1, 0.6328125))]),
     // docs/ARCHITECTURE.md, "Crop arithmetic": 720×1280 into a 540×1920 column of a portrait canvas.
-    LayoutCase(name: "sbs 9:16 canvas, "Crop arithmetic" column", layout: .sideBySide, canvas: portrait,
+    LayoutCase(name: "sbs 9:16 canvas, crop arithmetic column", layout: .sideBySide, canvas: portrait,
                primary: stream(720, 1280), secondary: stream(720, 1280),
                expected: [.init(.primary, rect(0, 0, 540, 1920), nrect(0.25, 0, 0.5, 1)),
                           .init(.secondary, rect(540, 0, 540, 1920), nrect(0.25, 0, 0.5, 1))]),

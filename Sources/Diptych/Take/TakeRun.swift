@@ -115,10 +115,21 @@ final class TakeRun {
         var out: [Int: CompositionPlan] = [:]
         for e in encoders {
             let layout = (layouts[e.key] ?? nil) ?? (layouts[0] ?? nil) ?? config.layout
-            out[e.key] = layout.resolve(canvas: canvas, primary: p, secondary: s)
+            let plan = layout.resolve(canvas: canvas, primary: p, secondary: s)
+            out[e.key] = plan
+            if zoomChecked[e.key] != layout {
+                zoomChecked[e.key] = layout
+                let sizes = [StreamRole.primary: p.uprightSize, .secondary: s?.uprightSize ?? .init(width: 0, height: 0)]
+                for (role, scale) in plan.zoomUpsampling(layout: layout, uprightSizes: sizes) {
+                    warn("output \(e.name): --zoom-\(role.rawValue) \(layout.zoom(role)) shows the \(role) (\(sizes[role]!)) at "
+                         + String(format: "%.2f", scale) + "x its resolution (upsampled)")
+                }
+            }
         }
         return out
     }
+    /// The layout each output's zoom was last checked for.
+    private var zoomChecked: [Int: Layout] = [:]
 
     /// Moves finished readbacks to their encoders (blocking while one is behind).
     private func deliverReadbacks(wait: Bool) -> StopReason? {

@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+@testable import Diptych
+import DiptychCore
+import DiptychOptions
+
+/// The option table is the one place an option is spelled: `--help`, the
+/// command line, `--config` JSON (both ways) and the embedding API's option
+/// strings accept exactly the options of their scope.
+@Suite struct OptionTableTests {
+    /// A value each option accepts, as command-line text (nil: a switch).
+    static func sample(_ o: Option) -> String? {
+        guard o.takesValue else { return nil }
+        switch o.flag {
+        case "--primary", "--secondary": return "testsrc:smpte:320x240@30"
+        case "--out", "--also-out": return "x.ts"
+        case "--preview": return "p.png"
+        case "--duration": return "3"
+        case "--thermal-state": return "fair"
+        case "--switch-secondary": return "1=testsrc:gradient"
+        case "--also-layout": return "stacked"
+        case "--config": return nil
+        case "--fps": return "30"
+        case "--queue": return "8"
+        case "--size": return "640x360"
+        case "--format": return "mpegts"
+        case "--pip-margin": return "3%"
+        case "--background": return "102030"
+        default:
+            switch o.value(in: OptionValues()) {
+            case .string(let s)?: return s
+            case .number(let d)?: return d.rounded() == d ? String(Int(d)) : String(d)
+            default: return nil
+            }
+        }
+    }
+
+    @Test func everyOptionIsInItsScopesAndNowhereElse() throws {
+        let usage = TakeConfiguration.usage
+        for o in Option.table {
+            guard let flag = o.flag else { continue }
+            #expect(usage.contains(flag + " ") == o.scopes.contains(.record), "\(flag) in --help")
+            guard flag != "--config" else { continue }
+            let value = Self.sample(o)
+            var args = value.map { [flag, $0] } ?? [flag]
+            if flag == "--also-layout" { args = ["--also-out", "y.ts"] + args }
+            // diptych record
+            let record = Result { () throws(ConfigurationError) in try TakeConfiguration.parse(arguments: args) }
+            #expect((try? record.get()) != nil || !o.scopes.contains(.record), "\(flag) \(String(describing: value)) on the command line: \(record)")
+            if case .failure(let e) = record, !o.scopes.contains(.record) { #expect(e.reason.contains("unknown option")) }
+            // The embedding API (and so the C API, which parses through it).
+            let embeddedArgs = args + (flag == "--size" ? [] : ["--size", "320x240"]) + (flag == "--fps" ? [] : ["--fps", "30"])
+            let embedded = Result { () throws(EmbeddingError) in try EmbeddedConfiguration.parse(arguments: embeddedArgs) }
+            if o.scopes.contains(.embedded) {
+                #expect((try? embedded.get()) != nil || flag == "--secondary", "\(flag) in the embedding API: \(embedded)")
+            } else {
+                #expect((try? embedded.get()) == nil, "\(flag) must be refused by the embedding API")
+            }
+        }
+    }
+
+    /// Every JSON key the table writes is read back to the same value, and
+    /// each is accepted on its own in a `--config` document.
+    @Test func jsonRoundTripsEveryKey() throws {
+        var v = OptionValues()
+        v.take = try TakeConfiguration.parse(arguments: [
+            "--primary", "a.mp4", "--secondary", "b.mp4", "--out", "t.mp4", "--duration", "4", "--preview", "p.png",
+            "--thermal-state", "fair", "--switch-secondary", "2=testsrc:gradient", "--also-out", "s.ts",
+            "--also-layout", "stacked", "--zoom-secondary", "1.5", "--pip-margin", "24"])
+        v.take.layout.custom.primary = NormalizedRect(x: 0, y: 0, width: 0.5, height: 1)
+        v.take.layout.insetStyle.cornerRadius = 12
+        let json = OptionParser.encode(v)
+        let back = try OptionParser.decode(json.data(), source: "test.json")
+        #expect(back == v.take)
+        for o in Option.table where o.scopes.contains(.json) {
+            guard let key = o.key, let value = o.value(in: v) else { continue }
+            var doc = JSONValue.object([:])
+            doc.set(value, at: key[...])
+            #expect(throws: Never.self, "\(key)") { _ = try OptionParser.decode(doc.data(), source: "one.json") }
+        }
+    }
+
+    @Test func embeddingRefusesInputOptionsByName() {
+        do {
+            _ = try EmbeddedConfiguration.parse(arguments: ["--size", "320x240", "--fps", "30", "--primary", "a.mp4"])
+            Issue.record("accepted --primary")
+        } catch {
+            #expect(error.code == .invalidArgument && error.message.contains("not an embedding option"), "\(error)")
+        }
+    }
+}
