@@ -30,6 +30,16 @@ final class BoundedQueue<Element>: @unchecked Sendable {
         return true
     }
 
+    /// Appends `element` only if there is room now. False when full or closed
+    /// (the element is dropped).
+    func tryPush(_ element: Element) -> Bool {
+        condition.lock(); defer { condition.unlock() }
+        if isClosed || count >= capacity { return false }
+        items.append(element)
+        condition.broadcast()
+        return true
+    }
+
     /// Removes the oldest element, waiting while the queue is empty and open.
     /// Returns nil once the queue is closed and drained, or when `timeout`
     /// (seconds) passes with nothing to take.

@@ -73,6 +73,8 @@ public enum TakeEnding: Hashable, Sendable, CustomStringConvertible {
     case nothingRecorded(StopReason, output: String)
     /// The output could not be completed (trailer, flush).
     case finishFailed(output: String, MediaError)
+    /// The take finished, but an output failed on the way and was closed.
+    case outputLost(OutputSummary)
 
     public var description: String {
         switch self {
@@ -81,6 +83,8 @@ public enum TakeEnding: Hashable, Sendable, CustomStringConvertible {
             return "\(r); \(frames) frames (\(String(format2: seconds)) s) \(kept)"
         case .nothingRecorded(let r, let output): return "\(r): no frames recorded in \(output)"
         case .finishFailed(let output, let e): return "\(output): \(e)"
+        case .outputLost(let o):
+            return "output \(o.output) failed (\(o.failure ?? "?")) after \(o.frames) frames; the take went on in its other outputs"
         }
     }
 }

@@ -86,6 +86,12 @@ public struct TakeSummary: Sendable, Codable {
     public var previewSeconds: Double?
     /// The outputs besides the main one (`--also-out`, added while running), as they ended.
     public var outputs: [OutputSummary] = []
+    /// Frames live outputs repeated (the last frame or the slate) while the primary was interrupted.
+    public var heldFrames = 0
+    /// Frames the main output dropped because the network could not keep up (live outputs only).
+    public var droppedFrames = 0
+    /// Times the main output (a live stream) was disconnected and reopened.
+    public var outages: [OutputOutage] = []
 }
 
 /// What one more output of a take received.
@@ -94,4 +100,16 @@ public struct OutputSummary: Sendable, Codable, Hashable {
     public var frames: Int
     /// Why it closed early, if it did.
     public var failure: String?
+    /// Frames dropped because the network could not keep up (live outputs).
+    public var dropped = 0
+    /// Disconnections of a live output and how long each lasted.
+    public var outages: [OutputOutage] = []
+}
+
+/// A live output's disconnection: when (take time) and for how long.
+public struct OutputOutage: Sendable, Codable, Hashable {
+    public var at: Double
+    public var seconds: Double
+    /// Whether the output came back (false: closed after the reconnect window).
+    public var recovered: Bool
 }

@@ -76,15 +76,31 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
     /// MPEG-TS over SRT.
     case srt
 
+    /// Whether `output` is a live destination (a stream, a socket, a pipe):
+    /// real time matters, frames may be dropped, the connection may be reopened.
+    public static func isLive(_ output: String) -> Bool {
+        let lower = output.lowercased()
+        return ["rtmp://", "rtmps://", "srt://", "udp://", "tcp://", "pipe:"].contains { lower.hasPrefix($0) }
+    }
+
     /// The container for an output path or URL, or nil when it cannot be told.
     public static func infer(from output: String) -> ContainerFormat? {
         let lower = output.lowercased()
         if lower.hasPrefix("rtmp://") || lower.hasPrefix("rtmps://") { return .rtmp }
         if lower.hasPrefix("srt://") { return .srt }
+        if lower.hasPrefix("udp://") || lower.hasPrefix("pipe:") { return .mpegts }
         if lower.hasSuffix(".mp4") || lower.hasSuffix(".m4v") || lower.hasSuffix(".mov") { return .mp4 }
         if lower.hasSuffix(".ts") || lower.hasSuffix(".m2ts") { return .mpegts }
         return nil
     }
+}
+
+/// Whether frames leave at the primary's real-time rate (`--realtime`).
+public enum RealtimeMode: String, Hashable, Sendable, Codable, CaseIterable {
+    /// When an output is live and the sources are files or patterns.
+    case auto
+    case on
+    case off
 }
 
 /// Whether the take has an audio track. Frozen when the take starts.

@@ -63,6 +63,15 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var json = false
     /// `--switch-secondary SECONDS=SRC` (repeatable), in the order given.
     public var secondarySwitches: [SecondarySwitch] = []
+    /// `--realtime on|off|auto`: pace frames at the primary's real-time rate
+    /// (auto: when an output is live and no source is).
+    public var realtime = RealtimeMode.auto
+    /// `--reconnect-window SECONDS`: how long a live output that fails is
+    /// reopened (with backoff) before it is closed; 0 never reopens it.
+    public var reconnectWindow = 60.0
+    /// `--slate FILE.png`: shown on live outputs while the primary is interrupted
+    /// (instead of its last frame).
+    public var slate: String?
     /// `--also-out URL [--also-layout KIND]` (repeatable): more outputs fed
     /// from the same stream textures, each with its own layout.
     public var extraOutputs: [OutputSpec] = []
@@ -160,6 +169,10 @@ public struct TakeConfiguration: Hashable, Sendable {
             throw ConfigurationError(field: "--secondary-timeout", value: "\(secondaryTimeout)", reason: "must be a positive number of seconds, at most 3600")
         }
         try TakeConfiguration.checkGPU(gpu)
+        if !(reconnectWindow >= 0 && reconnectWindow <= 3600) {
+            throw ConfigurationError(field: "--reconnect-window", value: "\(reconnectWindow)", reason: "must be 0 to 3600 seconds")
+        }
+        if let s = slate, s.isEmpty { throw ConfigurationError(field: "--slate", value: s, reason: "must be a PNG file") }
         if let p = preview, p.isEmpty {
             throw ConfigurationError(field: "--preview", value: p, reason: "must be a file path")
         }

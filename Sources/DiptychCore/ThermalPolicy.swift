@@ -29,6 +29,9 @@ public enum ThermalAction: String, Hashable, Sendable, Codable, CaseIterable {
     case stopRecording
     /// Do not start a take (critical before starting).
     case refuseToStart
+    /// During a live stream with both streams: go on with the primary alone
+    /// (fewer cameras rather than a resolution change mid-stream).
+    case dropToOneStream
 }
 
 /// docs/ARCHITECTURE.md, "Failure paths", overheating. A pure function:
@@ -54,6 +57,22 @@ public enum ThermalPolicy {
         case (.serious, true): return .warn
         case (.critical, true): return .stopRecording
         case (.critical, false): return .refuseToStart
+        }
+    }
+
+    /// During a take that has a live output:
+    ///
+    /// | state            | both streams | action          |
+    /// |------------------|--------------|-----------------|
+    /// | nominal, fair    | any          | none            |
+    /// | serious          | yes          | dropToOneStream |
+    /// | serious          | no           | warn            |
+    /// | critical         | any          | stopRecording   |
+    public static func decideLive(state: ThermalState, bothStreams: Bool) -> ThermalAction {
+        switch state {
+        case .nominal, .fair: return .none
+        case .serious: return bothStreams ? .dropToOneStream : .warn
+        case .critical: return .stopRecording
         }
     }
 

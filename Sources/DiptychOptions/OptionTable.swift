@@ -191,6 +191,15 @@ extension Option {
         .text("--thermal-state", ["thermalState"], "nominal|fair|serious|critical", "pretend the machine is in this thermal state",
               scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.thermalState = try ThermalState.parse(t, field: f) },
               get: { $0.take.thermalState.map { .string($0.rawValue) } }),
+        .text("--realtime", ["realtime"], "on|off|auto", "pace frames at the primary's real-time rate (auto: when an output is live and no source is)",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in
+                  v.take.realtime = try enumValue(RealtimeMode.self, t, field: f, "expected on, off or auto")
+              }, get: { .string($0.take.realtime.rawValue) }),
+        .text("--reconnect-window", ["reconnectWindow"], "SECONDS", "reopen a failed live output with backoff for this long (default 60; 0: never)",
+              set: { v, t, f throws(ConfigurationError) in v.take.reconnectWindow = try seconds(t, field: f) },
+              get: { .number($0.take.reconnectWindow) }),
+        .text("--slate", ["slate"], "FILE.png", "shown on live outputs while the primary is interrupted (default: its last frame)",
+              scopes: .take, set: { v, t, _ in v.take.slate = t }, get: { $0.take.slate.map(JSONValue.string) }),
         .text("--config", nil, "FILE.json", "load options from JSON first; flags override", scopes: [.record, .embedded],
               set: { _, _, _ in }, get: { _ in nil }),
         .toggle("--json", ["json"], "machine-readable report on stdout", scopes: .take,

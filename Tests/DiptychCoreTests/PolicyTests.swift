@@ -17,6 +17,15 @@ import Testing
         #expect(ThermalPolicy.decide(state: state, recording: recording, is1080pOrAbove: hd) == expected)
     }
 
+    /// A take with a live output: serious with both streams drops the secondary.
+    @Test(arguments: [
+        (ThermalState.nominal, true, ThermalAction.none), (.nominal, false, .none), (.fair, true, .none), (.fair, false, .none),
+        (.serious, true, .dropToOneStream), (.serious, false, .warn), (.critical, true, .stopRecording), (.critical, false, .stopRecording),
+    ])
+    func liveTable(state: ThermalState, both: Bool, expected: ThermalAction) {
+        #expect(ThermalPolicy.decideLive(state: state, bothStreams: both) == expected)
+    }
+
     @Test(arguments: [
         (size(1920, 1080), true, size(1280, 720)), (size(1080, 1920), true, size(720, 1280)),
         (size(3840, 2160), true, size(1280, 720)), (size(1440, 1080), true, size(960, 720)),

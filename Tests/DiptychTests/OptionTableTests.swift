@@ -14,7 +14,7 @@ import DiptychOptions
         switch o.flag {
         case "--primary", "--secondary": return "testsrc:smpte:320x240@30"
         case "--out", "--also-out": return "x.ts"
-        case "--preview": return "p.png"
+        case "--preview", "--slate": return "p.png"
         case "--duration": return "3"
         case "--thermal-state": return "fair"
         case "--switch-secondary": return "1=testsrc:gradient"

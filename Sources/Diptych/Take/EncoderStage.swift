@@ -17,13 +17,17 @@ protocol TakeOutput: AnyObject, Sendable {
 extension MediaWriter: TakeOutput {}
 
 /// One output's encoder: a thread that takes NV12 frames from a bounded
-/// queue (the render loop blocks when it is full: a file loses no frame)
-/// and writes them to the output. The first failure is kept and later
-/// frames are dropped; the take decides what a failure means.
+/// queue and writes them to the output. A file's queue blocks the render
+/// loop when it is full (a file loses no frame); a live output's queue drops
+/// the frame instead, counted, so a slow network never slows the take or
+/// the other outputs. The first failure is kept and later frames are
+/// dropped; the take decides what a failure means.
 final class EncoderStage: @unchecked Sendable {
     let key: Int
     let name: String
     let sink: any TakeOutput
+    /// A live destination (a stream, a socket, a pipe): drops rather than blocks.
+    let live: Bool
     private let queue: BoundedQueue<VideoFrame>
     private let done = DispatchSemaphore(value: 0)
     private let lock = NSLock()
@@ -31,9 +35,12 @@ final class EncoderStage: @unchecked Sendable {
     private var _written = 0
     private var finished = false
 
-    init(key: Int, name: String, sink: any TakeOutput, depth: Int = 4) {
-        self.key = key; self.name = name; self.sink = sink
-        queue = BoundedQueue(capacity: depth)
+    private var _dropped = 0
+
+    init(key: Int, name: String, sink: any TakeOutput, live: Bool = false, depth: Int? = nil) {
+        self.key = key; self.name = name; self.sink = sink; self.live = live
+        // A live output's queue holds half a second at 60 fps: room for jitter, not for a backlog.
+        queue = BoundedQueue(capacity: depth ?? (live ? 30 : 4))
         let t = Thread { [self] in
             defer { done.signal() }
             while let frame = queue.pop() {
@@ -53,8 +60,15 @@ final class EncoderStage: @unchecked Sendable {
     var failure: MediaError? { lock.lock(); defer { lock.unlock() }; return _failure }
     var written: Int { lock.lock(); defer { lock.unlock() }; return _written }
 
-    /// Queues a frame, waiting while the encoder is behind.
-    func push(_ frame: VideoFrame) { queue.push(frame) }
+    /// Frames a live output dropped because its queue was full.
+    var dropped: Int { lock.lock(); defer { lock.unlock() }; return _dropped }
+
+    /// Queues a frame: waits while a file's encoder is behind; a live
+    /// output's frame is dropped then.
+    func push(_ frame: VideoFrame) {
+        if !live { queue.push(frame); return }
+        if !queue.tryPush(frame) { lock.lock(); _dropped += 1; lock.unlock() }
+    }
 
     /// Encodes what is queued, then ends the thread and completes the output
     /// (flush, trailer). Returns the error of the last step, if any.

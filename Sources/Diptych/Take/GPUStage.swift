@@ -41,8 +41,14 @@ final class GPUStage {
     /// rendered again on a fresh context.
     private struct InFlight {
         var frame: PairedFrame
-        var plans: [Int: CompositionPlan]
+        var plans: [Int: OutputPlan]
         var pending: Set<Int>
+    }
+
+    /// One output's draws for a frame, and the timestamp its frame carries.
+    struct OutputPlan {
+        var plan: CompositionPlan
+        var pts: MediaTime
     }
 
     init(makeCompositor: @escaping Factory, warn: @escaping (String) -> Void) throws(GPUError) {
@@ -65,7 +71,7 @@ final class GPUStage {
 
     /// Uploads the frame's pictures and draws every output's plan. A lost
     /// context is rebuilt (up to three times in a row) and the frame retried.
-    func render(_ frame: PairedFrame, plans: [Int: CompositionPlan], index: Int, taps: [RenderTap]) throws(GPUError) {
+    func render(_ frame: PairedFrame, plans: [Int: OutputPlan], index: Int, taps: [RenderTap]) throws(GPUError) {
         let entry = InFlight(frame: frame, plans: plans, pending: Set(plans.keys))
         var attempts = 0
         while true {
@@ -80,8 +86,9 @@ final class GPUStage {
             }
         }
         if !entry.pending.isEmpty { inFlight.append(entry) }
-        for o in outputs where plans[o.key] != nil {
-            for tap in taps { tap.rendered(gpu: gpu, target: o.target, output: o.key, pts: frame.primary.pts, index: index) }
+        for o in outputs {
+            guard let p = plans[o.key] else { continue }
+            for tap in taps { tap.rendered(gpu: gpu, target: o.target, output: o.key, pts: p.pts, index: index) }
         }
     }
 
@@ -92,8 +99,8 @@ final class GPUStage {
             uploadedSecondary = s.id
         }
         for o in outputs {
-            guard let plan = e.plans[o.key] else { continue }
-            try gpu.render(output: o.target, plan: plan, pts: e.frame.primary.pts)
+            guard let p = e.plans[o.key] else { continue }
+            try gpu.render(output: o.target, plan: p.plan, pts: p.pts)
         }
     }
 
@@ -118,7 +125,8 @@ final class GPUStage {
                 try upload(e.frame.primary, role: .primary)
                 if let s = e.frame.secondary { try upload(s.payload, role: .secondary) }
                 for o in outputs where e.pending.contains(o.key) {
-                    try gpu.render(output: o.target, plan: e.plans[o.key]!, pts: e.frame.primary.pts)
+                    let p = e.plans[o.key]!
+                    try gpu.render(output: o.target, plan: p.plan, pts: p.pts)
                 }
             }
         } catch {

@@ -74,7 +74,19 @@ final class InputStage {
         orientation(metadata: info?.orientation ?? .identity, configured: configured)
     }
 
-    enum PrimaryEvent { case frame(InputFrame), stop(StopReason) }
+    enum PrimaryEvent {
+        case frame(InputFrame)
+        case stop(StopReason)
+        /// No frame by the hold deadline: a live output should hold its last frame.
+        case late
+    }
+
+    /// When the primary last delivered (or the take started waiting for it).
+    private var lastArrival = Date()
+
+    /// Moves the primary's later frames `d` later on the take's timeline
+    /// (after frames were held for it on live outputs).
+    func shiftPrimary(by d: MediaTime) { primary.base = primary.base + d }
 
     // MARK: The primary
 
@@ -82,7 +94,7 @@ final class InputStage {
     /// Nil means "nothing yet, ask again" (a primary swap is pending, or a
     /// stop was requested while the primary was silent). `lastPTS` is the
     /// last output frame's time (a swapped-in primary continues after it).
-    func nextPrimary(lastPTS: MediaTime?) -> PrimaryEvent? {
+    func nextPrimary(lastPTS: MediaTime?, holdDeadline: UInt64? = nil) -> PrimaryEvent? {
         if let pending = pendingPrimary {
             switch pending.queue.tryPop() {
             case .frame(let f)?:
@@ -91,6 +103,7 @@ final class InputStage {
                 primary = StreamCursor(reader: pending, orientation: Self.orientation(pending.info, settings.primaryOrientation))
                 primary.base = (lastPTS ?? .zero) + settings.frameRate.frameDuration
                 primary.firstPTS = f.pts
+                lastArrival = Date()
                 pendingPrimary = nil
                 hotSwaps += 1
                 log("primary switched to \(pending.spec)")
@@ -118,19 +131,26 @@ final class InputStage {
             if event == nil || queue.isClosed { Thread.sleep(forTimeInterval: 0.01) }
         } else {
             // Waits in slices, so a stop request is seen while the primary is silent.
-            let deadline = Date(timeIntervalSinceNow: settings.primaryTimeout)
+            let deadline = lastArrival.addingTimeInterval(settings.primaryTimeout)
             while true {
                 // Returns queued frames even after the reader closed the queue; nil once drained.
-                event = queue.pop(timeout: 0.1)
+                var slice = 0.1
+                if let hold = holdDeadline {
+                    let now = LiveTiming.now()
+                    slice = hold > now ? min(slice, Double(hold - now) / 1e9) : 0
+                }
+                event = slice > 0 ? queue.pop(timeout: slice) : queue.tryPop()
                 if event != nil || queue.isClosed { break }
                 if isStopRequested() { return nil }
                 if Date() >= deadline {
                     return .stop(.primaryInterrupted("\(settings.primarySpec) delivered nothing for \(settings.primaryTimeout) s"))
                 }
+                if let hold = holdDeadline, LiveTiming.now() >= hold { return .late }
             }
         }
         switch event {
         case .frame(let f)?:
+            lastArrival = Date()
             if primary.firstPTS == nil { primary.firstPTS = f.pts }
             if timelineOrigin == nil { timelineOrigin = f.pts }
             return .frame(primary.rebased(f))
@@ -142,6 +162,8 @@ final class InputStage {
     }
 
     var primaryOrientation: Orientation { primary.orientation }
+    /// Whether a secondary stream is being read (or switched to).
+    var hasSecondary: Bool { secondary.reader != nil || pendingSecondary != nil }
 
     // MARK: Pairing
 

@@ -5,44 +5,60 @@ import DiptychMedia
 
 /// One running take: the render loop that pulls paired frames from the
 /// input stage, renders every output through the GPU stage, hands the
-/// readbacks to each output's encoder stage, watches the machine, and ends
-/// through `finalize`, the one path every ending takes (docs/ARCHITECTURE.md,
-/// "Failure paths"). Built by `TakeSetup`; used by one thread.
+/// readbacks to each output's encoder stage, keeps live outputs at real
+/// time, watches the machine, and ends through `finalize`, the one path
+/// every ending takes (docs/ARCHITECTURE.md, "Failure paths"). Built by
+/// `TakeSetup`; used by one thread.
 final class TakeRun {
     let session: RecordingSession
     let config: TakeConfiguration
     let hooks: SessionHooks
     let canvas: PixelSize
     let frameRate: FrameRate
-    private let inputs: InputStage
-    private let gpu: GPUStage
-    private var encoders: [EncoderStage]
+    let inputs: InputStage
+    let gpu: GPUStage
+    /// The outputs still open; `main` (`--out`, key 0) stays for the summary once closed.
+    var encoders: [EncoderStage]
+    let main: EncoderStage
     /// Layouts by output key; nil follows the main output's (key 0).
-    private var layouts: [Int: Layout?]
-    private let taps: [any RenderTap & Sendable]
-    private let encoderSettings: VideoEncoderSettings
-    private var nextOutputKey: Int
-    private var outputResults: [OutputSummary] = []
+    var layouts: [Int: Layout?]
+    let taps: [any RenderTap & Sendable]
+    let encoderSettings: VideoEncoderSettings
+    var nextOutputKey: Int
+    var outputResults: [OutputSummary] = []
+    let timing: LiveTiming
+    /// Shown on live outputs while the primary is interrupted (`--slate`).
+    let slate: InputFrame?
 
-    private var frames = 0
-    private var warnings: [String]
-    private var lastPTS: MediaTime?
-    private var lastThermal: ThermalState = .nominal
-    private let started = Date()
-    private let preview: PreviewTap?
-    private(set) var summary: TakeSummary?
+    var frames = 0
+    var warnings: [String]
+    var lastPTS: MediaTime?
+    var lastPaired: PairedFrame?
+    var lastThermal: ThermalState = .nominal
+    let started = Date()
+    let preview: PreviewTap?
+    var summary: TakeSummary?
+    /// The layout each output's zoom was last checked for.
+    var zoomChecked: [Int: Layout] = [:]
+    var droppedReported: [Int: Int] = [:]
 
     init(session: RecordingSession, prepared p: PreparedTake) {
         self.session = session
         config = p.config; hooks = session.hooks
         canvas = p.canvas; frameRate = p.frameRate
-        inputs = p.inputs; gpu = p.gpu; encoders = p.encoders
+        inputs = p.inputs; gpu = p.gpu; encoders = p.encoders; main = p.encoders[0]
         warnings = p.warnings
         encoderSettings = p.encoderSettings
+        slate = p.slate
         layouts = [0: p.config.layout]
         for (i, o) in p.config.extraOutputs.enumerated() { layouts[i + 1] = o.layout }
         nextOutputKey = p.encoders.count
         gpu.simulateLossAt = hooks.simulateContextLossAtFrames
+        let live = p.encoders.contains { $0.live }
+        let paced = p.config.realtime == .on || (p.config.realtime == .auto && live
+            && !TakeRun.isLive(p.config.primary) && !TakeRun.isLive(p.config.secondary))
+        timing = LiveTiming(frameRate: p.frameRate, paced: paced, keepsCadence: live)
+        if paced { hooks.log("pacing at the primary's real-time rate (\(p.frameRate) fps)") }
         preview = p.config.preview.map { PreviewTap(path: $0, at: min(1.0, (p.config.duration ?? 2.0) / 2)) }
         var taps = session.io.taps
         if let cb = hooks.frameCallback { taps.append(FrameCallbackTap(callback: cb, interval: hooks.frameCallbackInterval)) }
@@ -72,12 +88,16 @@ final class TakeRun {
             if now.timeIntervalSince(lastMonitor) >= hooks.monitorInterval {
                 lastMonitor = now
                 if let r = checkMonitors() { return r }
+                reportDrops()
             }
 
             // The primary drives: one output frame per primary frame.
-            guard let event = inputs.nextPrimary(lastPTS: lastPTS) else { continue }
+            guard let event = inputs.nextPrimary(lastPTS: lastPTS, holdDeadline: frames > 0 ? timing.holdDeadline : nil) else { continue }
             let primary: InputFrame
             switch event {
+            case .late:
+                if let r = holdFrame() { return r }
+                continue
             case .stop(.endOfPrimary) where config.duration != nil && Double(frames) * frameRate.frameDuration.seconds >= config.duration! - 1e-6:
                 return .durationReached
             case .stop(let r): return r
@@ -91,13 +111,19 @@ final class TakeRun {
                 warn("primary frame at \(t.seconds) s is not after the previous one; skipped")
                 continue
             }
+            guard timing.waitUntilDue(t, stopRequested: { session.isStopRequested }) else { continue }
+            if timing.holding {
+                log("primary resumed at \(String(format: "%.3f", t.seconds)) s; live outputs held \(timing.held) frames in all")
+            }
             let paired = inputs.pair(primary)
             do throws(GPUError) {
-                try gpu.render(paired, plans: plans(for: paired), index: frames, taps: taps)
+                try gpu.render(paired, plans: plans(for: paired, t: t, liveOnly: false), index: frames, taps: taps)
             } catch {
                 return .gpuFailed(error)
             }
+            timing.sent(held: false)
             lastPTS = t
+            lastPaired = paired
             frames += 1
             if let r = deliverReadbacks(wait: false) { return r }
 
@@ -108,16 +134,41 @@ final class TakeRun {
         }
     }
 
-    /// Each output's draws for this frame.
-    private func plans(for f: PairedFrame) -> [Int: CompositionPlan] {
+    /// The primary is late and a live output exists: live outputs get the
+    /// last frame again (or the slate) at the next frame time, file outputs
+    /// nothing; the primary's later frames move that much later.
+    private func holdFrame() -> StopReason? {
+        guard let last = lastPaired, let lastPTS else { return nil }
+        let t = lastPTS + frameRate.frameDuration
+        var frame = last
+        frame.primary.pts = t
+        if let slate {
+            frame = PairedFrame(primary: slate, primaryOrientation: .identity, secondary: nil, secondaryOrientation: .identity)
+            frame.primary.pts = t
+        }
+        if !timing.holding { log("primary interrupted at \(String(format: "%.3f", t.seconds)) s: live outputs hold its last frame\(slate == nil ? "" : " (the slate)")") }
+        do throws(GPUError) {
+            try gpu.render(frame, plans: plans(for: frame, t: t, liveOnly: true), index: frames, taps: [])
+        } catch {
+            return .gpuFailed(error)
+        }
+        inputs.shiftPrimary(by: frameRate.frameDuration)
+        timing.sent(held: true)
+        self.lastPTS = t
+        return deliverReadbacks(wait: false)
+    }
+
+    /// Each output's draws for this frame, and the time its frame carries:
+    /// the take's time on live outputs, less the held time on files.
+    private func plans(for f: PairedFrame, t: MediaTime, liveOnly: Bool) -> [Int: GPUStage.OutputPlan] {
         let p = StreamGeometry(sensorSize: f.primary.size, orientation: f.primaryOrientation)
         let s = f.secondary.map { StreamGeometry(sensorSize: $0.payload.size, orientation: f.secondaryOrientation) }
-        var out: [Int: CompositionPlan] = [:]
-        for e in encoders {
+        var out: [Int: GPUStage.OutputPlan] = [:]
+        for e in encoders where e.live || !liveOnly {
             let layout = (layouts[e.key] ?? nil) ?? (layouts[0] ?? nil) ?? config.layout
             let plan = layout.resolve(canvas: canvas, primary: p, secondary: s)
-            out[e.key] = plan
-            if zoomChecked[e.key] != layout {
+            out[e.key] = GPUStage.OutputPlan(plan: plan, pts: e.live ? t : t - timing.pause)
+            if !liveOnly, zoomChecked[e.key] != layout {
                 zoomChecked[e.key] = layout
                 let sizes = [StreamRole.primary: p.uprightSize, .secondary: s?.uprightSize ?? .init(width: 0, height: 0)]
                 for (role, scale) in plan.zoomUpsampling(layout: layout, uprightSizes: sizes) {
@@ -128,113 +179,18 @@ final class TakeRun {
         }
         return out
     }
-    /// The layout each output's zoom was last checked for.
-    private var zoomChecked: [Int: Layout] = [:]
 
-    /// Moves finished readbacks to their encoders (blocking while one is behind).
-    private func deliverReadbacks(wait: Bool) -> StopReason? {
+    /// Moves finished readbacks to their encoders (blocking while a file's is behind).
+    func deliverReadbacks(wait: Bool) -> StopReason? {
         let frames: [(key: Int, frame: VideoFrame)]
         do { frames = try gpu.readbacks(wait: wait) } catch { return .gpuFailed(error) }
         for (key, frame) in frames { encoders.first { $0.key == key }?.push(frame) }
         return nil
     }
 
-    /// The main output's failure ends the take; an added output's failure
-    /// closes that output alone.
-    private func encoderFailure() -> StopReason? {
-        for e in encoders {
-            guard let failure = e.failure else { continue }
-            if e.key == 0 {
-                if case .storageFull = failure { return .storageFull(failure) }
-                return .outputFailed(failure)
-            }
-            warn("output \(e.name) failed (\(failure)); the take goes on without it")
-            close(e, failure: failure)
-        }
-        return nil
-    }
+    func log(_ message: String) { hooks.log(message) }
 
-    // MARK: Outputs added and removed
-
-    private func apply(_ change: OutputChange) {
-        switch change {
-        case .add(let spec, let reply):
-            let key = nextOutputKey
-            nextOutputKey += 1
-            do throws(SessionError) {
-                do { try gpu.addOutput(key) } catch { throw .gpu(error) }
-                let sink: any TakeOutput
-                do { sink = try session.io.openOutput(key, spec, encoderSettings, nil) } catch {
-                    gpu.removeOutput(key)
-                    throw .output(spec.out, error)
-                }
-                layouts[key] = spec.layout
-                encoders.append(EncoderStage(key: key, name: spec.out, sink: sink))
-                log("output \(key) added: \(spec.out)")
-                reply(.success(key))
-            } catch {
-                reply(.failure(error))
-            }
-        case .remove(let key, let reply):
-            guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(false); return }
-            _ = deliverReadbacks(wait: true)
-            close(e, failure: nil)
-            log("output \(key) removed: \(e.name)")
-            reply(true)
-        }
-    }
-
-    private func close(_ e: EncoderStage, failure: MediaError?) {
-        encoders.removeAll { $0 === e }
-        gpu.removeOutput(e.key)
-        layouts[e.key] = nil
-        let finishError = e.finish()
-        outputResults.append(OutputSummary(output: e.name, frames: e.written, failure: (failure ?? finishError).map { "\($0)" }))
-    }
-
-    // MARK: The machine
-
-    private func checkMonitors() -> StopReason? {
-        let outputPath = config.output ?? ""
-        let free = hooks.storage.freeBytes(at: outputPath)
-        if case .stop = StoragePolicy.standard.decide(freeBytes: free, recording: true), let free {
-            return .storageLow(freeBytes: free)
-        }
-        let thermal = Self.readThermal(config: config, hooks: hooks)
-        switch ThermalPolicy.decide(state: thermal.state, recording: true, canvas: canvas) {
-        case .stopRecording, .refuseToStart:
-            return .thermalCritical(thermal.source)
-        case .warn, .dropTo720p:
-            if thermal.state != lastThermal {
-                warn("thermal state \(thermal.state) (\(thermal.source)); the resolution stays \(canvas) for this take")
-            }
-        case .none:
-            break
-        }
-        lastThermal = thermal.state
-        return nil
-    }
-
-    static func readThermal(config: TakeConfiguration, hooks: SessionHooks) -> (state: ThermalState, source: String) {
-        if let forced = config.thermalState { return (forced, "forced") }
-        return (hooks.thermal ?? SysfsThermalMonitor()).read()
-    }
-
-    /// Whether a source delivers in real time (falling behind loses frames).
-    static func isLive(_ spec: SourceSpec) -> Bool {
-        switch spec {
-        case .stdin: return true
-        case .url(let u):
-            if u.hasPrefix("/dev/") { return true }
-            guard let scheme = u.split(separator: ":").first?.lowercased(), u.contains("://") else { return false }
-            return ["rtsp", "rtmp", "rtmps", "srt", "udp", "tcp", "rtp", "http", "https"].contains(scheme)
-        case .testPattern, .none: return false
-        }
-    }
-
-    private func log(_ message: String) { hooks.log(message) }
-
-    private func warn(_ message: String) {
+    func warn(_ message: String) {
         warnings.append(message)
         log("warning: \(message)")
     }
@@ -244,59 +200,5 @@ final class TakeRun {
         return TakeProgress(frames: frames, mediaSeconds: Double(frames) * frameRate.frameDuration.seconds,
                             wallSeconds: Date().timeIntervalSince(started),
                             secondaryRepeated: c.secondaryRepeatShows, secondaryDropped: c.secondaryFramesDropped)
-    }
-
-    // MARK: Finalize: the one path every ending takes
-
-    private func finalize(_ stopReason: StopReason) throws(SessionError) -> TakeSummary {
-        var reason = stopReason
-        session.io.ending(stopReason)
-        inputs.stop()
-
-        // Drain the GPU: every rendered frame reaches its encoder.
-        if encoderFailure() == nil, let r = deliverReadbacks(wait: true), reason.isNormal { reason = r }
-        if let preview, frames > 0, let t = lastPTS { preview.writeIfPending(gpu: gpu, at: t) }
-        if let w = preview?.warning { warnings.append(w) }
-        let gpuSummary = gpu.gpu.info.description
-        var finishError: MediaError?
-        var main: EncoderStage?
-        for e in encoders {
-            let error = e.finish()
-            if e.key == 0 {
-                main = e
-                if let f = e.failure, reason.isNormal { reason = f.isStorageFull ? .storageFull(f) : .outputFailed(f) }
-                finishError = error
-            } else {
-                outputResults.append(OutputSummary(output: e.name, frames: e.written, failure: (e.failure ?? error).map { "\($0)" }))
-            }
-        }
-        gpu.shutdown()
-
-        let outputPath = config.output ?? ""
-        let written = main?.written ?? 0
-        let wall = Date().timeIntervalSince(started)
-        let duration = Double(written) * frameRate.frameDuration.seconds
-        let c = inputs.clock.counters
-        let sink = main?.sink
-        summary = TakeSummary(
-            output: outputPath, frames: written, durationSeconds: duration,
-            frameRate: frameRate.description, canvas: canvas.description,
-            encoder: sink?.encoderName ?? "none", encoderReason: sink?.encoderReason ?? "", audio: sink?.audioDescription ?? "none",
-            gpu: gpuSummary, wallSeconds: wall, fps: wall > 0 ? Double(written) / wall : 0,
-            realtimeFactor: wall > 0 ? duration / wall : 0,
-            secondaryFramesShown: c.secondaryFramesShown, secondaryRepeated: c.secondaryRepeatShows,
-            secondaryDropped: c.secondaryFramesDropped, primaryOnlyFrames: c.primaryOnlyFrames,
-            gpuRebuilds: gpu.rebuilds, hotSwaps: inputs.hotSwaps,
-            stopReason: reason.description, normalStop: reason.isNormal && finishError == nil,
-            warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
-            preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
-            outputs: outputResults)
-        if !reason.isNormal {
-            throw .ended(.abnormal(reason, frames: written, seconds: duration, output: outputPath,
-                                   live: config.container.map { $0 == .rtmp || $0 == .srt } ?? false))
-        }
-        if written == 0, session.io.emptyTakeFails { throw .ended(.nothingRecorded(reason, output: outputPath)) }
-        if let finishError { throw .ended(.finishFailed(output: outputPath, finishError)) }
-        return summary!
     }
 }

@@ -15,6 +15,8 @@ struct PreparedTake {
     var warnings: [String]
     var audio: AudioTrack?
     var encoderSettings: VideoEncoderSettings
+    /// `--slate`, decoded.
+    var slate: InputFrame?
 }
 
 /// The take's setup stage: every check that can fail on bad input runs
@@ -101,7 +103,7 @@ enum TakeSetup {
             canvas = reduced
         case .warn:
             hooks.log("warning: thermal state \(thermal.state) (\(thermal.source))")
-        case .none:
+        case .none, .dropToOneStream:
             break
         }
 
@@ -120,10 +122,22 @@ enum TakeSetup {
             for m in outcome.messages { hooks.log(m) }
             if outcome.canvas != canvas { warnings.append(contentsOf: outcome.messages); canvas = outcome.canvas }
         }
-        var video = settings
-        video.size = canvas
+        var resized = settings
+        resized.size = canvas
+        let video = resized
         gpu.canvas = canvas
 
+        var slate: InputFrame?
+        if let path = config.slate {
+            do throws(MediaError) {
+                let source = try MediaSources.open(.url(path))
+                defer { source.close() }
+                guard let f = try source.nextFrame() else { throw MediaError.emptyFile(path: path) }
+                slate = InputFrame(f)
+            } catch {
+                throw .configuration(ConfigurationError(field: "--slate", value: path, reason: "\(error)"))
+            }
+        }
         // The outputs last, so a failure above leaves no file behind.
         let audio = config.audio == .primary ? primary.audioTrack : nil
         let specs = [OutputSpec(out: outputPath, format: config.format)] + config.extraOutputs
@@ -131,8 +145,13 @@ enum TakeSetup {
         var encoders: [EncoderStage] = []
         for (i, spec) in specs.enumerated() {
             do throws(MediaError) {
-                let sink = try io.openOutput(i, spec, video, i == 0 ? audio : nil)
-                encoders.append(EncoderStage(key: i, name: spec.out, sink: sink))
+                let live = ContainerFormat.isLive(spec.out)
+                let track = i == 0 ? audio : nil
+                let sink: any TakeOutput = live && config.reconnectWindow > 0
+                    ? try ReconnectingOutput(name: spec.out, window: config.reconnectWindow, log: hooks.log,
+                                             open: { () throws(MediaError) in try io.openOutput(i, spec, video, track) })
+                    : try io.openOutput(i, spec, video, track)
+                encoders.append(EncoderStage(key: i, name: spec.out, sink: sink, live: live))
             } catch {
                 for e in encoders { _ = e.finish() }
                 throw .output(spec.out, error)
@@ -156,7 +175,7 @@ enum TakeSetup {
         keepGPU = true
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
-                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: video)
+                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: video, slate: slate)
     }
 
     /// A canvas the GPU cannot render is bad input, named by `field`.

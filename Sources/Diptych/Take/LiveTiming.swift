@@ -1,0 +1,79 @@
+import Foundation
+import DiptychCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Time for takes with live outputs (docs/ARCHITECTURE.md, "Live outputs"):
+/// pacing at the primary's real-time rate, and the cadence a live stream
+/// keeps while the primary is interrupted. All against the monotonic clock,
+/// with absolute deadlines, so nothing drifts however long the take.
+final class LiveTiming {
+    let frameDuration: MediaTime
+    /// Frames leave no earlier than their time on the take's timeline.
+    let paced: Bool
+    /// A live output exists: an interrupted primary is covered with held frames.
+    let keepsCadence: Bool
+    /// Monotonic nanoseconds at which the take's time 0 was (or is) due.
+    private var origin: UInt64?
+    /// Frames held on live outputs while the primary was interrupted, in all.
+    private(set) var held = 0
+    /// Wall time of the last frame sent, real or held.
+    private var lastSent: UInt64?
+    /// Whether the last frame sent was a held one.
+    private(set) var holding = false
+
+    init(frameRate: FrameRate, paced: Bool, keepsCadence: Bool) {
+        self.frameDuration = frameRate.frameDuration
+        self.paced = paced
+        self.keepsCadence = keepsCadence
+    }
+
+    /// Held time so far: file outputs write the take's time minus this, so
+    /// they pause without a gap while live outputs keep their cadence.
+    var pause: MediaTime { MediaTime(value: frameDuration.value * Int64(held), timescale: frameDuration.timescale) }
+
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    private func nanoseconds(_ t: MediaTime) -> UInt64 { UInt64(max(0, t.seconds) * 1e9) }
+
+    /// Paced: sleeps until `pts` is due (in slices, so `stopRequested` is
+    /// seen), the first frame setting the origin. Returns false when stopped.
+    func waitUntilDue(_ pts: MediaTime, stopRequested: () -> Bool) -> Bool {
+        guard paced else { return true }
+        if origin == nil { origin = Self.now() - nanoseconds(pts) }
+        let due = origin! + nanoseconds(pts)
+        while true {
+            let now = Self.now()
+            if now >= due { return true }
+            if stopRequested() { return false }
+            let slice = min(due - now, 50_000_000)
+            var ts = timespec(tv_sec: Int((now + slice) / 1_000_000_000), tv_nsec: Int((now + slice) % 1_000_000_000))
+            _ = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil)
+        }
+    }
+
+    /// The monotonic time by which the next primary frame must arrive before
+    /// a held frame is sent instead (nil: nothing is held). The first held
+    /// frame waits two frame times, the next ones one each.
+    var holdDeadline: UInt64? {
+        guard keepsCadence, let lastSent else { return nil }
+        return lastSent + nanoseconds(frameDuration) * (holding ? 1 : 2)
+    }
+
+    /// A frame went out: a real one, or one held for an interrupted primary
+    /// (held frames keep to a grid of frame times from the last real one).
+    func sent(held isHeld: Bool) {
+        if isHeld {
+            lastSent = holdDeadline ?? Self.now()
+            held += 1
+        } else {
+            lastSent = Self.now()
+        }
+        holding = isHeld
+    }
+}

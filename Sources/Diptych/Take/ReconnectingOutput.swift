@@ -1,0 +1,90 @@
+import Foundation
+import DiptychCore
+import DiptychMedia
+
+/// A live output that survives its receiver going away (docs/ARCHITECTURE.md,
+/// "Live outputs"): when a write fails, the output is closed and reopened
+/// with exponential backoff (1 s doubling to 30 s) for up to `window`
+/// seconds, on the output's own encoder thread, so the take and the other
+/// outputs never wait for it. Frames that come while it is down are
+/// dropped; a reopened stream starts with a keyframe (a new encoder) and
+/// the take's own timestamps. After the window the error is passed on and
+/// the take closes the output. Each attempt is logged; outages are kept
+/// for the summary. Used by the output's encoder thread.
+final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
+    private let name: String
+    private let window: Double
+    private let log: @Sendable (String) -> Void
+    private let open: @Sendable () throws(MediaError) -> any TakeOutput
+    private let first: any TakeOutput
+    private var current: (any TakeOutput)?
+    private var down: (since: UInt64, at: Double, error: MediaError)?
+    private var nextAttempt: UInt64 = 0
+    private var backoff = 1.0
+    private var attempts = 0
+    private let lock = NSLock()
+    private var _outages: [OutputOutage] = []
+
+    init(name: String, window: Double, log: @escaping @Sendable (String) -> Void,
+         open: @escaping @Sendable () throws(MediaError) -> any TakeOutput) throws(MediaError) {
+        self.name = name; self.window = window; self.log = log; self.open = open
+        first = try open()
+        current = first
+    }
+
+    var encoderName: String { first.encoderName }
+    var encoderReason: String { first.encoderReason }
+    var encoderDescription: String { first.encoderDescription }
+    var audioDescription: String { first.audioDescription }
+    var outages: [OutputOutage] { lock.lock(); defer { lock.unlock() }; return _outages }
+
+    func write(_ frame: VideoFrame) throws(MediaError) {
+        if let c = current {
+            do throws(MediaError) { try c.write(frame); return } catch {
+                guard window > 0, !error.isStorageFull else { throw error }
+                try? c.finish()
+                current = nil
+                let now = LiveTiming.now()
+                down = (now, frame.pts.seconds, error)
+                backoff = 1
+                attempts = 0
+                nextAttempt = now + 1_000_000_000
+                log("output \(name) lost at \(String(format: "%.3f", frame.pts.seconds)) s (\(error)); reconnecting for up to \(Int(window)) s")
+                return
+            }
+        }
+        guard let d = down else { return }
+        let now = LiveTiming.now()
+        let outage = Double(now - d.since) / 1e9
+        if outage > window {
+            record(OutputOutage(at: d.at, seconds: outage, recovered: false))
+            down = nil
+            throw .writeFailed(path: name, detail: "gave up reconnecting after \(Int(window)) s (\(d.error))")
+        }
+        guard now >= nextAttempt else { return }   // still down: this frame is dropped
+        attempts += 1
+        do throws(MediaError) {
+            let c = try open()
+            try c.write(frame)
+            current = c
+            down = nil
+            record(OutputOutage(at: d.at, seconds: outage, recovered: true))
+            log("output \(name) reconnected after \(String(format: "%.1f", outage)) s (attempt \(attempts))")
+        } catch {
+            backoff = min(backoff * 2, 30)
+            nextAttempt = LiveTiming.now() + UInt64(backoff * 1e9)
+            log("output \(name): reconnect attempt \(attempts) failed (\(error)); next in \(Int(backoff)) s")
+        }
+    }
+
+    func finish() throws(MediaError) {
+        if let d = down {
+            record(OutputOutage(at: d.at, seconds: Double(LiveTiming.now() - d.since) / 1e9, recovered: false))
+            down = nil
+        }
+        try current?.finish()
+        current = nil
+    }
+
+    private func record(_ o: OutputOutage) { lock.lock(); _outages.append(o); lock.unlock() }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import DiptychCore
+import DiptychMedia
+
+/// The one path every ending takes (docs/ARCHITECTURE.md, "Failure paths").
+extension TakeRun {
+    func finalize(_ stopReason: StopReason) throws(SessionError) -> TakeSummary {
+        var reason = stopReason
+        session.io.ending(stopReason)
+        inputs.stop()
+
+        // Drain the GPU: every rendered frame reaches its encoder.
+        if encoderFailure() == nil, let r = deliverReadbacks(wait: true), reason.isNormal { reason = r }
+        if let preview, frames > 0, let t = lastPTS { preview.writeIfPending(gpu: gpu, at: t) }
+        if let w = preview?.warning { warnings.append(w) }
+        let gpuSummary = gpu.gpu.info.description
+        var finishError: MediaError?
+        for e in encoders {
+            let error = e.finish()
+            if e === main {
+                if let f = e.failure, reason.isNormal { reason = f.isStorageFull ? .storageFull(f) : .outputFailed(f) }
+                finishError = error
+            } else {
+                outputResults.append(summary(of: e, failure: e.failure ?? error))
+            }
+        }
+        gpu.shutdown()
+
+        let outputPath = config.output ?? ""
+        let written = main.written
+        let wall = Date().timeIntervalSince(started)
+        let duration = Double(written) * frameRate.frameDuration.seconds
+        let c = inputs.clock.counters
+        let sink = main.sink
+        let mainResult = summary(of: main, failure: main.failure)
+        let lost = outputResults.filter { $0.failure != nil }
+        summary = TakeSummary(
+            output: outputPath, frames: written, durationSeconds: duration,
+            frameRate: frameRate.description, canvas: canvas.description,
+            encoder: sink.encoderName, encoderReason: sink.encoderReason, audio: sink.audioDescription,
+            gpu: gpuSummary, wallSeconds: wall, fps: wall > 0 ? Double(written) / wall : 0,
+            realtimeFactor: wall > 0 ? duration / wall : 0,
+            secondaryFramesShown: c.secondaryFramesShown, secondaryRepeated: c.secondaryRepeatShows,
+            secondaryDropped: c.secondaryFramesDropped, primaryOnlyFrames: c.primaryOnlyFrames,
+            gpuRebuilds: gpu.rebuilds, hotSwaps: inputs.hotSwaps,
+            stopReason: reason.description, normalStop: reason.isNormal && finishError == nil && lost.isEmpty,
+            warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
+            preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
+            outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages)
+        if !reason.isNormal {
+            throw .ended(.abnormal(reason, frames: written, seconds: duration, output: outputPath, live: main.live))
+        }
+        if written == 0, session.io.emptyTakeFails, main.failure == nil { throw .ended(.nothingRecorded(reason, output: outputPath)) }
+        if let finishError { throw .ended(.finishFailed(output: outputPath, finishError)) }
+        if let first = lost.first { throw .ended(.outputLost(first)) }
+        return summary!
+    }
+}

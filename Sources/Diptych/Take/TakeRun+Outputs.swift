@@ -1,0 +1,121 @@
+import Foundation
+import DiptychCore
+import DiptychGPU
+import DiptychMedia
+
+/// A take's outputs while it runs: failures, outputs added and removed,
+/// live outputs' dropped frames; and the machine's state.
+extension TakeRun {
+    /// A full disk ends the take (docs/ARCHITECTURE.md, "Failure paths"); so
+    /// does the failure of the last open output. Any other failed output is
+    /// closed and reported, and the take goes on with the others.
+    func encoderFailure() -> StopReason? {
+        for e in encoders {
+            guard let failure = e.failure else { continue }
+            if failure.isStorageFull { return .storageFull(failure) }
+            if encoders.count == 1 { return .outputFailed(failure) }
+            warn("output \(e.name) failed (\(failure)); the take goes on without it")
+            close(e, failure: failure)
+        }
+        return nil
+    }
+
+    func apply(_ change: OutputChange) {
+        switch change {
+        case .add(let spec, let reply):
+            let key = nextOutputKey
+            nextOutputKey += 1
+            do throws(SessionError) {
+                do { try gpu.addOutput(key) } catch { throw .gpu(error) }
+                let sink: any TakeOutput
+                do { sink = try session.io.openOutput(key, spec, encoderSettings, nil) } catch {
+                    gpu.removeOutput(key)
+                    throw .output(spec.out, error)
+                }
+                layouts[key] = spec.layout
+                encoders.append(EncoderStage(key: key, name: spec.out, sink: sink, live: ContainerFormat.isLive(spec.out)))
+                log("output \(key) added: \(spec.out)")
+                reply(.success(key))
+            } catch {
+                reply(.failure(error))
+            }
+        case .remove(let key, let reply):
+            guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(false); return }
+            _ = deliverReadbacks(wait: true)
+            close(e, failure: nil)
+            log("output \(key) removed: \(e.name)")
+            reply(true)
+        }
+    }
+
+    /// Closes an output: its queued frames are encoded and its file or stream completed.
+    func close(_ e: EncoderStage, failure: MediaError?) {
+        encoders.removeAll { $0 === e }
+        gpu.removeOutput(e.key)
+        layouts[e.key] = nil
+        let finishError = e.finish()
+        if e.key != 0 { outputResults.append(summary(of: e, failure: failure ?? finishError)) }
+    }
+
+    func summary(of e: EncoderStage, failure: MediaError?) -> OutputSummary {
+        OutputSummary(output: e.name, frames: e.written, failure: failure.map { "\($0)" }, dropped: e.dropped,
+                      outages: (e.sink as? ReconnectingOutput)?.outages ?? [])
+    }
+
+    /// Once a second: how many frames each live output dropped since the last report.
+    func reportDrops() {
+        for e in encoders where e.live {
+            let d = e.dropped, before = droppedReported[e.key] ?? 0
+            if d > before {
+                log("output \(e.name): \(d - before) frames dropped in the last second (the network is not keeping up)")
+                droppedReported[e.key] = d
+            }
+        }
+    }
+
+    // MARK: The machine
+
+    func checkMonitors() -> StopReason? {
+        let outputPath = config.output ?? ""
+        let free = hooks.storage.freeBytes(at: outputPath)
+        if case .stop = StoragePolicy.standard.decide(freeBytes: free, recording: true), let free {
+            return .storageLow(freeBytes: free)
+        }
+        let thermal = Self.readThermal(config: config, hooks: hooks)
+        defer { lastThermal = thermal.state }
+        let action = encoders.contains(where: \.live)
+            ? ThermalPolicy.decideLive(state: thermal.state, bothStreams: inputs.hasSecondary)
+            : ThermalPolicy.decide(state: thermal.state, recording: true, canvas: canvas)
+        switch action {
+        case .stopRecording, .refuseToStart:
+            return .thermalCritical(thermal.source)
+        case .dropToOneStream:
+            warn("thermal state \(thermal.state) (\(thermal.source)): the live stream goes on with the primary stream alone")
+            inputs.beginSwitch(.secondary, to: .none, at: lastPTS ?? .zero)
+        case .warn, .dropTo720p:
+            if thermal.state != lastThermal {
+                warn("thermal state \(thermal.state) (\(thermal.source)); the resolution stays \(canvas) for this take")
+            }
+        case .none:
+            break
+        }
+        return nil
+    }
+
+    static func readThermal(config: TakeConfiguration, hooks: SessionHooks) -> (state: ThermalState, source: String) {
+        if let forced = config.thermalState { return (forced, "forced") }
+        return (hooks.thermal ?? SysfsThermalMonitor()).read()
+    }
+
+    /// Whether a source delivers in real time (falling behind loses frames).
+    static func isLive(_ spec: SourceSpec) -> Bool {
+        switch spec {
+        case .stdin: return true
+        case .url(let u):
+            if u.hasPrefix("/dev/") { return true }
+            guard let scheme = u.split(separator: ":").first?.lowercased(), u.contains("://") else { return false }
+            return ["rtsp", "rtmp", "rtmps", "srt", "udp", "tcp", "rtp", "http", "https"].contains(scheme)
+        case .testPattern, .none: return false
+        }
+    }
+}
