@@ -33,7 +33,8 @@ extension TakeRun {
         let c = inputs.clock.counters
         let sink = main.sink
         let mainResult = summary(of: main, failure: main.failure)
-        let lost = outputResults.filter { $0.failure != nil }
+        // The main output may have failed and been closed while others went on.
+        let lost = (main.failure != nil && !encoders.contains { $0 === main } ? [mainResult] : []) + outputResults.filter { $0.failure != nil }
         summary = TakeSummary(
             output: outputPath, frames: written, durationSeconds: duration,
             frameRate: frameRate.description, canvas: canvas.description,
@@ -50,7 +51,7 @@ extension TakeRun {
         if !reason.isNormal {
             throw .ended(.abnormal(reason, frames: written, seconds: duration, output: outputPath, live: main.live))
         }
-        if written == 0, session.io.emptyTakeFails, main.failure == nil { throw .ended(.nothingRecorded(reason, output: outputPath)) }
+        if written == 0, session.io.emptyTakeFails, lost.isEmpty { throw .ended(.nothingRecorded(reason, output: outputPath)) }
         if let finishError { throw .ended(.finishFailed(output: outputPath, finishError)) }
         if let first = lost.first { throw .ended(.outputLost(first)) }
         return summary!

@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+@testable import Diptych
+import DiptychCore
+import DiptychMedia
+
+/// Live outputs with real receivers on loopback: pacing, reconnects, a
+/// receiver that never returns, an interrupted primary, thermal pressure.
+@Suite(.serialized) struct LiveOutputTests {
+    init() { _ = quietMedia }
+
+    static func clip(_ dir: Scratch, seconds: Int) throws -> String {
+        let path = dir.path("clip\(seconds).mp4")
+        let r = try run("/usr/bin/ffmpeg", ["-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30",
+                                             "-t", "\(seconds)", "-pix_fmt", "yuv420p", path])
+        try #require(r.status == 0)
+        return path
+    }
+
+    static func frameCount(_ path: String) throws -> Int { try decodeAll(path).frames.count }
+
+    /// A 10 s file streamed over SRT leaves at the file's rate: every frame
+    /// arrives, spread over 10 s, not in the 2 s it takes to encode.
+    @Test(.timeLimit(.minutes(2))) func srtIsPacedAtRealTime() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let clip = try Self.clip(dir, seconds: 10)
+        let url = "srt://127.0.0.1:\(LiveReceiver.freePort())"
+        let receiver = try LiveReceiver(url: url, path: dir.path("got.ts"))
+        let r = try runCLI(["record", "--primary", clip, "--secondary", "none", "--out", url, "--json", "--preset", "ultrafast"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(receiver.waitForEnd(timeout: 20))
+        #expect(try Self.frameCount(receiver.path) == 300)
+        #expect(abs(receiver.arrivalSpan - 10) <= 0.3, "frames arrived over \(receiver.arrivalSpan) s")
+        #expect(r.stderr.contains("pacing at the primary's real-time rate"))
+    }
+
+    /// An RTMP receiver killed at 3 s and started again at 6 s gets frames
+    /// again; the file beside the stream has every frame.
+    @Test(.timeLimit(.minutes(2))) func rtmpReconnectsAndTheFileHasEveryFrame() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let clip = try Self.clip(dir, seconds: 14)
+        let port = LiveReceiver.freePort()
+        let url = "rtmp://127.0.0.1:\(port)/live/take"
+        let first = try LiveReceiver(url: url, path: dir.path("first.ts"))
+        final class Box: @unchecked Sendable { var second: LiveReceiver? }
+        let box = Box()
+        DispatchQueue.global().asyncAfter(deadline: .now() + 3) { first.kill() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 6) { box.second = try? LiveReceiver(url: url, path: dir.path("second.ts")) }
+        let r = try runCLI(["record", "--primary", clip, "--secondary", "none", "--out", url, "--also-out", dir.path("file.mp4"),
+                            "--json", "--preset", "ultrafast"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let second = try #require(box.second)
+        #expect(second.waitForEnd(timeout: 20))
+        #expect(try Self.frameCount(dir.path("file.mp4")) == 420)
+        #expect(try Self.frameCount(second.path) > 60, "the restarted receiver got frames again")
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        #expect(summary.outages.contains { $0.recovered }, "\(summary.outages)")
+        #expect(r.stderr.contains("reconnected after"))
+    }
+
+    /// A receiver that never comes back: the stream is closed after the
+    /// reconnect window, the file completes, and the exit status says so.
+    @Test(.timeLimit(.minutes(2))) func receiverThatNeverReturnsIsClosedAfterTheWindow() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let clip = try Self.clip(dir, seconds: 8)
+        let url = "rtmp://127.0.0.1:\(LiveReceiver.freePort())/live/gone"
+        let receiver = try LiveReceiver(url: url, path: dir.path("gone.ts"))
+        DispatchQueue.global().asyncAfter(deadline: .now() + 2) { receiver.kill() }
+        let r = try runCLI(["record", "--primary", clip, "--secondary", "none", "--out", url, "--also-out", dir.path("file.mp4"),
+                            "--reconnect-window", "2", "--preset", "ultrafast"])
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("output \(url) failed") && r.stderr.contains("gave up reconnecting"), "\(r.stderr)")
+        #expect(try Self.frameCount(dir.path("file.mp4")) == 240)
+    }
+
+    /// A Y4M pipe that stops writing for 2 s: the live stream keeps its
+    /// cadence with held frames, the file pauses with continuous timestamps.
+    @Test(.timeLimit(.minutes(2))) func pausedPrimaryKeepsTheLiveCadence() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let y4m = dir.path("in.y4m")
+        try #require(try run("/usr/bin/ffmpeg", ["-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30",
+                                                  "-frames:v", "120", "-pix_fmt", "yuv420p", y4m]).status == 0)
+        let data = try Data(contentsOf: URL(fileURLWithPath: y4m))
+        let header = data.prefix { $0 != 0x0A }.count + 1
+        let frameBytes = 6 + 320 * 240 * 3 / 2
+        let pipe = Pipe()
+        DispatchQueue.global().async {
+            let h = pipe.fileHandleForWriting
+            h.write(data.prefix(header))
+            for i in 0..<120 {
+                if i == 60 { Thread.sleep(forTimeInterval: 2) }
+                h.write(data.subdata(in: (header + i * frameBytes)..<(header + (i + 1) * frameBytes)))
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+            try? h.close()
+        }
+        let url = "srt://127.0.0.1:\(LiveReceiver.freePort())"
+        let receiver = try LiveReceiver(url: url, path: dir.path("live.ts"))
+        let r = try runCLI(["record", "--primary", "-", "--secondary", "none", "--out", url, "--also-out", dir.path("file.mp4"),
+                            "--json", "--preset", "ultrafast"], stdin: pipe.fileHandleForReading)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(receiver.waitForEnd(timeout: 20))
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        #expect((50...70).contains(summary.heldFrames), "\(summary.heldFrames) held frames")
+        let file = try decodeAll(dir.path("file.mp4")).frames
+        #expect(file.count == 120)
+        for (i, f) in file.enumerated() { #expect(f.pts == FrameRate(30).time(ofFrame: Int64(i)), "file frame \(i) at \(f.pts)") }
+        let live = try decodeAll(receiver.path).frames
+        #expect(live.count == 120 + summary.heldFrames)
+        for (a, b) in zip(live, live.dropFirst()) { #expect(abs((b.pts - a.pts).seconds - 1.0 / 30) < 0.002) }
+    }
+
+    /// `--thermal-state serious` on a live take: the secondary is dropped at
+    /// the next frame and the stream goes on with the primary alone.
+    @Test(.timeLimit(.minutes(1))) func seriousThermalStateGoesPrimaryOnly() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let url = "srt://127.0.0.1:\(LiveReceiver.freePort())"
+        let receiver = try LiveReceiver(url: url, path: dir.path("hot.ts"))
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:solid-ff0000:160x120@30",
+                            "--out", url, "--duration", "2", "--thermal-state", "serious", "--json", "--preset", "ultrafast"])
+        #expect(r.status == 0, "\(r.stderr)")
+        receiver.waitForEnd(timeout: 10)
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        #expect(summary.frames == 60 && summary.primaryOnlyFrames == 60)
+        #expect(summary.warnings.contains { $0.contains("primary stream alone") })
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+
+/// A real receiver on loopback: an `ffmpeg` listening for RTMP or SRT that
+/// copies what it gets to stdout as MPEG-TS, read here with the arrival
+/// time of every chunk (to check pacing), and written to `path`.
+final class LiveReceiver: @unchecked Sendable {
+    let url: String
+    let path: String
+    private let process = Process()
+    private let lock = NSLock()
+    private var arrivals: [Date] = []
+    private let done = DispatchSemaphore(value: 0)
+
+    /// A free TCP/UDP port on 127.0.0.1 (bound and released).
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// Starts `ffmpeg` listening at `url` (`rtmp://127.0.0.1:P/live/x` or `srt://127.0.0.1:P`).
+    init(url: String, path: String) throws {
+        self.url = url
+        self.path = path
+        let input = url.hasPrefix("srt://") ? url + "?mode=listener" : url
+        var args = ["-loglevel", "error", "-nostdin"]
+        if url.hasPrefix("rtmp://") { args += ["-listen", "1"] }
+        args += ["-i", input, "-c", "copy", "-flush_packets", "1", "-f", "mpegts", "pipe:1"]
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        process.arguments = args
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        FileManager.default.createFile(atPath: path, contents: nil)
+        let file = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try process.run()
+        let reader = out.fileHandleForReading
+        DispatchQueue.global().async { [self] in
+            while true {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                lock.lock(); arrivals.append(Date()); lock.unlock()
+                file.write(chunk)
+            }
+            try? file.close()
+            done.signal()
+        }
+        Thread.sleep(forTimeInterval: 0.5)   // listening before the take connects
+    }
+
+    /// Seconds from the first bytes received to the last.
+    var arrivalSpan: Double {
+        lock.lock(); defer { lock.unlock() }
+        guard let a = arrivals.first, let b = arrivals.last else { return 0 }
+        return b.timeIntervalSince(a)
+    }
+
+    /// Kills the receiver at once (a crashed or vanished server).
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        waitForEnd(timeout: 5)
+    }
+
+    /// Waits until the stream has ended (the sender closed) and the file is complete.
+    @discardableResult
+    func waitForEnd(timeout: Double) -> Bool {
+        let ok = done.wait(timeout: .now() + timeout) == .success
+        if !ok { Foundation.kill(process.processIdentifier, SIGKILL); _ = done.wait(timeout: .now() + 5) }
+        process.waitUntilExit()
+        return ok
+    }
+}
