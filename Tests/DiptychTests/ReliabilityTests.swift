@@ -134,25 +134,3 @@ import DiptychMedia
         #expect(!FileManager.default.fileExists(atPath: dir.path("x.mp4")))
     }
 }
-
-/// Runs a program to its end and returns its status and output.
-@discardableResult
-func run(_ program: String, _ args: [String]) throws -> CLIResult {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: program)
-    p.arguments = args
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    p.standardInput = FileHandle.nullDevice
-    try p.run()
-    final class Box: @unchecked Sendable { var data = Data() }
-    let o = Box(), e = Box()
-    let g = DispatchGroup()
-    DispatchQueue.global().async(group: g) { o.data = out.fileHandleForReading.readDataToEndOfFile() }
-    DispatchQueue.global().async(group: g) { e.data = err.fileHandleForReading.readDataToEndOfFile() }
-    p.waitUntilExit()
-    g.wait()
-    return CLIResult(status: p.terminationStatus, stdout: String(decoding: o.data, as: UTF8.self),
-                     stderr: String(decoding: e.data, as: UTF8.self), signalled: p.terminationReason == .uncaughtSignal)
-}

@@ -132,8 +132,16 @@ struct CLIResult {
 func runCLI(_ args: [String], in directory: String? = nil, stdin: FileHandle? = nil,
             signal: Int32? = nil, after delay: Double = 0, timeout: Double = 120) throws -> CLIResult {
     let exe = try #require(diptychExecutable(), "the diptych executable is not built")
+    return try run(exe.path, args, in: directory, stdin: stdin, signal: signal, after: delay, timeout: timeout)
+}
+
+/// Runs a program to its end (killed after `timeout`, with an issue
+/// recorded) and returns its status and output. `signal` is sent after `delay`.
+@discardableResult
+func run(_ program: String, _ args: [String], in directory: String? = nil, stdin: FileHandle? = nil,
+         signal: Int32? = nil, after delay: Double = 0, timeout: Double = 300) throws -> CLIResult {
     let p = Process()
-    p.executableURL = exe
+    p.executableURL = URL(fileURLWithPath: program)
     p.arguments = args
     if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
     let out = Pipe(), err = Pipe()
@@ -153,7 +161,7 @@ func runCLI(_ args: [String], in directory: String? = nil, stdin: FileHandle? = 
     }
     let deadline = Date(timeIntervalSinceNow: timeout)
     while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-    if p.isRunning { kill(p.processIdentifier, SIGKILL); Issue.record("diptych \(args) timed out") }
+    if p.isRunning { kill(p.processIdentifier, SIGKILL); Issue.record("\(program) \(args) timed out") }
     p.waitUntilExit()
     g.wait()
     return CLIResult(status: p.terminationStatus, stdout: String(decoding: o.data, as: UTF8.self),
