@@ -61,23 +61,6 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// FFmpeg error code → readable text (`av_strerror`).
-func avErrorString(_ code: Int32) -> String {
-    var buf = [CChar](repeating: 0, count: 256)
-    return buf.withUnsafeMutableBufferPointer { b in
-        av_strerror(code, b.baseAddress, b.count)
-        return String(cString: b.baseAddress!)
-    }
-}
-
-let averrorEAGAIN = diptych_averror(EAGAIN)
-let averrorEOF = diptych_averror_eof()
-let averrorENOSPC = diptych_averror(ENOSPC)
-let averrorENOENT = diptych_averror(ENOENT)
-let averrorExit = diptych_averror_exit()
-let averrorInvalidData = diptych_averror_invaliddata()
-let avNoPTS = diptych_av_nopts_value()
-
 extension AVRational {
     /// `value` in this time base as a `MediaTime`.
     func mediaTime(_ value: Int64) -> MediaTime {
