@@ -93,7 +93,7 @@ public final class MediaWriter: @unchecked Sendable {
             videoStream = try out.newStream()
             videoStream.pointee.time_base = encoder.timeBase
             videoStream.pointee.avg_frame_rate = encoder.context.pointee.framerate
-            try encoder.encoder.copyParameters(to: videoStream.pointee.codecpar)
+            try encoder.copyParameters(to: videoStream.pointee.codecpar)
         } catch { throw .writeFailed(path: url, detail: "video stream: \(error)") }
         if let audio { try addAudioStream(audio, to: out, globalHeader: globalHeader) }
 

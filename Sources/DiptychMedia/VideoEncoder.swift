@@ -21,6 +21,8 @@ final class VideoEncoder {
     private(set) var hwDevice: FFBufferRef?
     private(set) var hwFrames: FFBufferRef?
     private let packet = FFPacket()
+    /// Rewrites the stream's VUI timing to the real frame rate (see `init`).
+    private var timing: FFBitstreamFilter?
     let scaler = FFScaler()
     private var lastPTS: Int64?
     private(set) var framesIn = 0
@@ -62,6 +64,35 @@ final class VideoEncoder {
         }
         if let left = options.first {
             throw .encoderFailed(encoder: sel.name, detail: "option \(left.key)=\(left.value) not recognised")
+        }
+        do { timing = try VideoEncoder.timingFilter(for: encoder, codec: settings.codec, rate: settings.frameRate, timeBase: timeBase) } catch {
+            throw .encoderFailed(encoder: sel.name, detail: "stream timing: \(error)")
+        }
+    }
+
+    /// libx264 states its time base in the VUI (`num_units_in_tick`/`time_scale`),
+    /// so the fine 1/90000-style base that keeps timestamps exact would read as
+    /// 90000 fps. `h264_metadata`/`hevc_metadata` rewrite the timing to the real
+    /// rate (H.264 counts field ticks: time_scale/num_units_in_tick = 2·fps;
+    /// HEVC counts frames). Timestamps are left as they are.
+    static func timingFilter(for encoder: FFCodecContext, codec: VideoCodec, rate: FrameRate,
+                             timeBase: AVRational) throws(FFmpegError) -> FFBitstreamFilter {
+        let parameters = FFCodecParameters()
+        try encoder.copyParameters(to: parameters.raw)
+        let ticks = codec == .h264 ? 2 * Int64(rate.numerator) : Int64(rate.numerator)
+        var num: Int32 = 0, den: Int32 = 0
+        av_reduce(&num, &den, ticks, Int64(rate.denominator), Int64(Int32.max))
+        return try FFBitstreamFilter(codec == .h264 ? "h264_metadata" : "hevc_metadata", parameters: parameters.raw,
+                                     timeBase: timeBase, options: ["tick_rate": "\(num)/\(den)"])
+    }
+
+    /// The stream's codec parameters as the muxer must see them (extradata
+    /// with the rewritten timing).
+    func copyParameters(to parameters: UnsafeMutablePointer<AVCodecParameters>) throws(FFmpegError) {
+        if let timing {
+            try ffCheck(avcodec_parameters_copy(parameters, timing.outputParameters), "avcodec_parameters_copy")
+        } else {
+            try encoder.copyParameters(to: parameters)
         }
     }
 
@@ -173,6 +204,14 @@ final class VideoEncoder {
             if packet.raw.pointee.duration <= 0 { packet.raw.pointee.duration = frameTicks }
             out.append(FFPacket(moving: packet.raw))
         }
-        return out
+        guard let timing else { return out }
+        do {
+            var filtered: [FFPacket] = []
+            for p in out { filtered += try timing.filter(p) }
+            if frame == nil { filtered += try timing.filter(nil) }
+            return filtered
+        } catch {
+            throw .encoderFailed(encoder: name, detail: "stream timing: \(error)")
+        }
     }
 }

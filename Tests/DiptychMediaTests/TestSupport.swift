@@ -139,3 +139,25 @@ func topLevelBoxes(_ path: String) throws -> [String] {
     }
     return boxes
 }
+
+/// The frame rate the video bitstream itself states (H.264/HEVC VUI timing),
+/// as libavcodec's decoder reads it from the parameter sets: nil when absent.
+func bitstreamFrameRate(path: String) throws -> AVRational? {
+    let input = try FFInputContext(url: path, format: nil, options: FFDictionary(), interrupt: AVIOInterruptCB())
+    try input.findStreamInfo()
+    let index = av_find_best_stream(input.raw, AVMEDIA_TYPE_VIDEO, -1, -1, nil, 0)
+    guard index >= 0 else { return nil }
+    let stream = input.stream(Int(index))
+    let codec = try #require(avcodec_find_decoder(stream.pointee.codecpar.pointee.codec_id))
+    let decoder = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
+    try decoder.open()
+    let packet = FFPacket(), frame = FFFrame()
+    while input.read(packet) >= 0 {
+        defer { packet.unref() }
+        guard packet.raw.pointee.stream_index == index else { continue }
+        _ = decoder.send(packet)
+        if decoder.receive(frame) == 0 { break }
+    }
+    let rate = decoder.raw.pointee.framerate
+    return rate.num > 0 && rate.den > 0 ? rate : nil
+}

@@ -92,10 +92,13 @@ final class FFBufferRef {
 /// One `AVCodecParameters` (a stream's codec description, copied).
 final class FFCodecParameters: @unchecked Sendable {
     let raw: UnsafeMutablePointer<AVCodecParameters>
-    /// A copy of `source`.
-    init(copying source: UnsafePointer<AVCodecParameters>) {
+    init() {
         guard let p = avcodec_parameters_alloc() else { fatalError("avcodec_parameters_alloc: out of memory") }
         raw = p
+    }
+    /// A copy of `source`.
+    convenience init(copying source: UnsafePointer<AVCodecParameters>) {
+        self.init()
         avcodec_parameters_copy(raw, source)
     }
     deinit { var p: UnsafeMutablePointer<AVCodecParameters>? = raw; avcodec_parameters_free(&p) }
