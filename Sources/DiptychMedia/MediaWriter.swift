@@ -7,7 +7,8 @@ import DiptychCore
 /// - MP4 is written fragmented (`frag_keyframe+empty_moov+default_base_moof`,
 ///   fragments of at most one second, each flushed to the file when complete),
 ///   so a process killed at any moment leaves a playable file holding every
-///   fragment but the last. `finish()` writes the rest and the index.
+///   fragment but the last. `finish()` writes the rest, the index (`mfra`)
+///   and the length into the movie header (see `FragmentedMP4`).
 /// - MPEG-TS to files or `srt://`, FLV to `rtmp://`, all through avio
 ///   (network outputs get a write timeout).
 /// - Audio (given an `AudioTrack`): copied without re-encoding when the
@@ -50,6 +51,9 @@ public final class MediaWriter: @unchecked Sendable {
     var videoEnd: Int64 = 0
     private var firstError: MediaError?
     private var finished = false
+    /// MP4 files: each stream's end (last pts + duration, in its time base),
+    /// written into the movie header by `finish()`.
+    private var trackEnds: [Int64]?
 
     /// Opens the output and writes its header.
     /// - Parameters:
@@ -113,6 +117,13 @@ public final class MediaWriter: @unchecked Sendable {
         if r >= 0, let io = out.io { avio_flush(io); if let e = out.ioError { r = e } }
         deadline.disarm()
         if r < 0 { throw MediaWriter.error(r, path: url, deadline: deadline, doing: "header") }
+        if container == .mp4 && !isURL(url), let io = out.io {
+            // Room for the movie length that a clean finish writes (FragmentedMP4).
+            avio_write(io, FragmentedMP4.reservedBox, Int32(FragmentedMP4.reservedBox.count))
+            avio_flush(io)
+            if let e = out.ioError { throw MediaWriter.error(e, path: url, deadline: deadline, doing: "header") }
+            trackEnds = Array(repeating: 0, count: out.streamCount)
+        }
         output = out
     }
 
@@ -140,6 +151,10 @@ public final class MediaWriter: @unchecked Sendable {
     /// `av_interleaved_write_frame` under the deadline (nothing once the output is closed).
     func mux(_ packet: UnsafeMutablePointer<AVPacket>, _ doing: String) throws(MediaError) {
         guard let output else { return }
+        if trackEnds != nil, packet.pointee.pts != avNoPTS {
+            let i = Int(packet.pointee.stream_index)
+            trackEnds![i] = max(trackEnds![i], packet.pointee.pts + max(0, packet.pointee.duration))
+        }
         deadline.arm()
         let r = av_interleaved_write_frame(output.raw, packet)
         deadline.disarm()
@@ -205,5 +220,14 @@ public final class MediaWriter: @unchecked Sendable {
         deadline.disarm()
         try check(r, "trailer")
         do { try output.closeIO() } catch { try check(error.code, "close") }
+        if let trackEnds {
+            let tracks = trackEnds.enumerated().map { i, end in
+                let tb = output.stream(i).pointee.time_base  // the muxer sets 1/mdhd timescale
+                return FragmentedMP4.TrackEnd(end: end * Int64(tb.num), timescale: tb.den)
+            }
+            do { try FragmentedMP4.writeDuration(path: url, tracks: tracks) } catch {
+                throw .writeFailed(path: url, detail: "writing the duration: \(error)")
+            }
+        }
     }
 }

@@ -66,6 +66,9 @@ final class FFOutputContext {
         try ffCheck(avio_closep(&raw.pointee.pb), "avio_closep")
     }
 
+    var streamCount: Int { Int(raw.pointee.nb_streams) }
+    func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> { raw.pointee.streams[index]! }
+
     func newStream() throws(FFmpegError) -> UnsafeMutablePointer<AVStream> {
         guard let s = avformat_new_stream(raw, nil) else { throw .outOfMemory("avformat_new_stream") }
         return s
