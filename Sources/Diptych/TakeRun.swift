@@ -111,7 +111,7 @@ final class TakeRun {
         clockConfig.afterEnd = .primaryOnlyAfter(MediaTime(seconds: config.secondaryTimeout))
         clock = FrameClock(configuration: clockConfig)
 
-        var canvas = config.resolvedCanvas(primaryUprightSize: primarySource.info.size.rotated(primaryOrientation.rotation))
+        var canvas = config.resolvedCanvas(primaryUprightSize: primarySource.info.geometry(orientation: primaryOrientation).uprightSize)
 
         // Thermal policy before the take: critical refuses, serious drops 1080p to 720p.
         let thermal = Self.readThermal(config: config, hooks: hooks)
@@ -512,8 +512,9 @@ final class TakeRun {
     private func renderFrame(primary: VideoFrame, secondary shown: ClockFrame<VideoFrame>?, t: MediaTime) -> StopReason? {
         let plan = layout.resolve(
             canvas: canvas,
-            primary: StreamGeometry(sensorSize: primary.size, orientation: primaryOrientation),
-            secondary: shown.map { StreamGeometry(sensorSize: $0.payload.size, orientation: secondary.orientation) })
+            primary: StreamGeometry(sensorSize: primary.size, orientation: primaryOrientation, sampleAspect: primary.sampleAspect),
+            secondary: shown.map { StreamGeometry(sensorSize: $0.payload.size, orientation: secondary.orientation,
+                                                  sampleAspect: $0.payload.sampleAspect) })
         let entry = InFlight(primary: primary, secondary: shown?.payload, plan: plan, pts: t)
         var attempts = 0
         while true {

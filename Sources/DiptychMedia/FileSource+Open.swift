@@ -99,7 +99,13 @@ extension FileSource {
                           frameRate: FrameRate(max(rn, 1), max(rd, 1)),
                           orientation: Orientation(rotation: rotation(of: stream)), matrix: matrix, range: range,
                           pixelFormat: decoder.deliveredFormat, nativeFormat: pixelFormatName(pixFmt),
-                          hasAudio: hasAudio, duration: dur, codec: decoder.context.name)
+                          hasAudio: hasAudio, duration: dur, codec: decoder.context.name,
+                          sampleAspect: sampleAspect(av_guess_sample_aspect_ratio(ctx.raw, stream, nil)))
+    }
+
+    /// FFmpeg's sample aspect ratio (0/1 when unknown) as a `SampleAspectRatio`.
+    static func sampleAspect(_ r: AVRational) -> SampleAspectRatio {
+        SampleAspectRatio(width: Int(r.num), height: Int(r.den))
     }
 
     static func matrix(_ space: AVColorSpace) -> ColorMatrix? {

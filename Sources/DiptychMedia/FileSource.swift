@@ -22,6 +22,8 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     private let videoIndex: Int32
     private let audioIndex: Int32
     private let timeBase: AVRational
+    /// The container's sample aspect ratio (0/1 when it states none).
+    private let containerSAR: AVRational
     private let startPTS: Int64
     private let limit: MediaTime?
     private let deadline: InterruptDeadline
@@ -48,6 +50,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         let (vi, stream, codec) = try FileSource.videoStream(in: ctx, name: name)
         videoIndex = vi
         timeBase = stream.pointee.time_base
+        containerSAR = stream.pointee.sample_aspect_ratio
         let dec = try VideoDecoder(stream: stream, codec: codec, path: name)
         decoder = dec
 
@@ -176,8 +179,11 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             return nil
         }
         let matrix = FileSource.matrix(frame.raw.pointee.colorspace) ?? info.matrix
+        // The container's ratio wins over the bitstream's, as av_guess_sample_aspect_ratio does.
+        let sar = containerSAR.num > 0 ? containerSAR : frame.raw.pointee.sample_aspect_ratio
         do {
-            let out = try decoder.videoFrame(from: frame, pts: pts, matrix: matrix, range: info.range)
+            var out = try decoder.videoFrame(from: frame, pts: pts, matrix: matrix, range: info.range)
+            out.sampleAspect = sar.num > 0 ? FileSource.sampleAspect(sar) : info.sampleAspect
             framesDelivered += 1
             return out
         } catch {

@@ -22,18 +22,27 @@ public struct SourceInfo: Hashable, Sendable, CustomStringConvertible {
     public var duration: Double?
     /// Codec name (`h264`, `hevc`, `rawvideo`, ...) or `generated`.
     public var codec: String
+    /// The shape of the stored pixels (the stream's sample aspect ratio;
+    /// frames carry their own in `VideoFrame.sampleAspect`).
+    public var sampleAspect: SampleAspectRatio
 
     public init(name: String, size: PixelSize, frameRate: FrameRate, orientation: Orientation = .identity,
                 matrix: ColorMatrix = .bt709, range: ColorRange = .limited, pixelFormat: PixelFormat = .nv12,
                 nativeFormat: String = "generated", hasAudio: Bool = false, duration: Double? = nil,
-                codec: String = "generated") {
+                codec: String = "generated", sampleAspect: SampleAspectRatio = .square) {
         self.name = name; self.size = size; self.frameRate = frameRate; self.orientation = orientation
         self.matrix = matrix; self.range = range; self.pixelFormat = pixelFormat; self.nativeFormat = nativeFormat
-        self.hasAudio = hasAudio; self.duration = duration; self.codec = codec
+        self.hasAudio = hasAudio; self.duration = duration; self.codec = codec; self.sampleAspect = sampleAspect
+    }
+
+    /// What layouts see of this stream, turned upright by `orientation`.
+    public func geometry(orientation: Orientation) -> StreamGeometry {
+        StreamGeometry(sensorSize: size, orientation: orientation, sampleAspect: sampleAspect)
     }
 
     public var description: String {
         var s = "\(name): \(codec) \(size) @ \(frameRate) fps, \(nativeFormat)→\(pixelFormat.rawValue), \(matrix.rawValue)/\(range.rawValue)"
+        if !sampleAspect.isSquare { s += ", SAR \(sampleAspect) (shown \(sampleAspect.displaySize(of: size)))" }
         if orientation.rotation != .r0 { s += ", rotate \(orientation.rotation.rawValue)°" }
         if let duration { s += ", \(duration) s" }
         if hasAudio { s += ", audio" }
