@@ -30,7 +30,8 @@ let package = Package(
         .systemLibrary(name: "CGBM", providers: [.apt(["libgbm-dev"])]),
         .systemLibrary(name: "CVA", pkgConfig: "libva-drm", providers: [.apt(["libva-dev"])]),
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
-                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev",
+                                         "libswresample-dev", "libavfilter-dev"])]),
 
         .target(name: "DiptychCore"),
         // Shaders live in the top-level Shaders/ folder, one file per role;

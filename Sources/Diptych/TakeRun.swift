@@ -200,6 +200,9 @@ final class TakeRun {
             }
         }
         hooks.log("encoder: \(writer.encoderDescription); audio: \(writer.audioDescription)")
+        for (role, s) in [("primary", primarySource), ("secondary", secondarySource)] as [(String, (any VideoSource)?)] {
+            for notice in s?.info.notices ?? [] { hooks.log("\(role): \(notice)") }
+        }
 
         primaryReader = SourceReader(spec: config.primary, source: primarySource)
         if let s = secondarySource {

@@ -5,8 +5,9 @@ import Glibc
 #endif
 
 /// A media file or URL demuxed by libavformat and decoded by libavcodec
-/// (see `VideoDecoder` for the formats delivered).
-/// Not thread-safe; use from one thread at a time.
+/// (see `VideoDecoder` for the formats delivered). Interlaced input is
+/// deinterlaced before a frame is delivered (see `Deinterlacer`), so every
+/// frame is progressive. Not thread-safe; use from one thread at a time.
 public final class FileSource: VideoSource, @unchecked Sendable {
     public let info: SourceInfo
     public let audioTrack: AudioTrack?
@@ -14,11 +15,16 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     public private(set) var framesDelivered = 0
     /// Packets the decoder rejected (corrupted data is skipped, not fatal).
     public private(set) var decodeErrors = 0
+    /// Frames that went through the deinterlacer (0 for progressive input).
+    public var framesDeinterlaced: Int { deinterlacer?.framesIn ?? 0 }
 
     private let path: String
     private var input: FFInputContext?
     private var decoder: VideoDecoder?
+    private var deinterlacer: Deinterlacer?
+    private var deinterlacerFlushed = false
     private let packet = FFPacket()
+    private let filtered = FFFrame()
     private let videoIndex: Int32
     private let audioIndex: Int32
     private let timeBase: AVRational
@@ -67,8 +73,19 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         for i in 0..<ctx.streamCount where Int32(i) != vi && Int32(i) != audioIndex {
             ctx.stream(i).pointee.discard = AVDISCARD_ALL
         }
-        info = FileSource.describe(name: name, input: ctx, stream: stream, decoder: dec,
-                                   hasAudio: audioTrack != nil, limit: duration)
+        var described = FileSource.describe(name: name, input: ctx, stream: stream, decoder: dec,
+                                            hasAudio: audioTrack != nil, limit: duration)
+        if let order = FieldOrder(stream.pointee.codecpar.pointee.field_order) {
+            described.interlaced = order
+            do {
+                deinterlacer = try Deinterlacer(width: dec.context.raw.pointee.width, height: dec.context.raw.pointee.height,
+                                                format: dec.nativeFormat, timeBase: timeBase)
+            } catch {
+                throw .unsupportedFormat(path: name, detail: "interlaced \(described.size) video cannot be deinterlaced: \(error)")
+            }
+            described.deinterlacer = deinterlacer?.filter
+        }
+        info = described
         deadline.disarm()
     }
 
@@ -82,6 +99,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     public func close() {
         finished = true
         decoder = nil
+        deinterlacer = nil
         input = nil
         audioTrack?.markEnded()
     }
@@ -89,16 +107,32 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     public func nextFrame() throws(MediaError) -> VideoFrame? {
         guard let decoder, let input else { return nil }
         while !finished {
+            if let d = deinterlacer {
+                let r = d.pull(into: filtered)
+                if r == 0 {
+                    if let out = try deliver(filtered, from: decoder) { return out }
+                    continue
+                }
+                if r == averrorEOF { return try endOfStream() }
+            }
             let r = decoder.receive()
             if r == 0 {
                 consecutiveErrors = 0
-                if let out = try deliver(decoder) { return out }
+                if let d = try deinterlacing(decoder.decoded) {
+                    do { try d.push(decoder.decoded) } catch { finish(); throw .readFailed(path: path, detail: "deinterlacing: \(error)") }
+                    continue
+                }
+                if let out = try deliver(decoder.decoded, from: decoder) { return out }
                 continue
             }
             if r == averrorEOF || (r == averrorEAGAIN && draining) {
-                finish()
-                if let e = endError { endError = nil; throw e }
-                return nil
+                // The deinterlacer holds a frame or two: flush it, then end.
+                if let d = deinterlacer, !deinterlacerFlushed {
+                    deinterlacerFlushed = true
+                    do { try d.push(nil) } catch { return try endOfStream() }
+                    continue
+                }
+                return try endOfStream()
             }
             if r != averrorEAGAIN {
                 try noteDecodeError(r)
@@ -125,6 +159,28 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             }
         }
         return nil
+    }
+
+    /// The stream is over: nil, or the read error met before the end.
+    private func endOfStream() throws(MediaError) -> VideoFrame? {
+        finish()
+        if let e = endError { endError = nil; throw e }
+        return nil
+    }
+
+    /// The deinterlacer `frame` goes through: the one made at open for an
+    /// interlaced stream, or one made now for the first frame flagged
+    /// interlaced in a stream whose parameters did not say so.
+    private func deinterlacing(_ frame: FFFrame) throws(MediaError) -> Deinterlacer? {
+        if let deinterlacer { return deinterlacer }
+        guard frame.raw.pointee.interlaced_frame != 0 else { return nil }
+        do {
+            deinterlacer = try Deinterlacer(width: frame.width, height: frame.height, format: frame.pixelFormat, timeBase: timeBase)
+        } catch {
+            finish()
+            throw .unsupportedFormat(path: path, detail: "interlaced \(frame.width)x\(frame.height) video cannot be deinterlaced: \(error)")
+        }
+        return deinterlacer
     }
 
     /// `av_read_frame` returned `code` < 0: throws for an interruption, a
@@ -161,9 +217,8 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         }
     }
 
-    /// Turns the decoded frame into a VideoFrame (or nil when past the duration limit).
-    private func deliver(_ decoder: VideoDecoder) throws(MediaError) -> VideoFrame? {
-        let frame = decoder.decoded
+    /// Turns a decoded (or deinterlaced) frame into a VideoFrame (or nil when past the duration limit).
+    private func deliver(_ frame: FFFrame, from decoder: VideoDecoder) throws(MediaError) -> VideoFrame? {
         var ts = frame.raw.pointee.best_effort_timestamp
         if ts == avNoPTS { ts = frame.raw.pointee.pts }
         if ts == avNoPTS {
