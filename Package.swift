@@ -33,6 +33,9 @@ let package = Package(
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev",
                                          "libswresample-dev", "libavfilter-dev"])]),
 
+        // libx264/libx265 headers only (their preset and tune names); FFmpeg links the libraries.
+        .systemLibrary(name: "CX26x", providers: [.apt(["libx264-dev", "libx265-dev"])]),
+
         .target(name: "DiptychCore"),
         // Shaders live in the top-level Shaders/ folder, one file per role;
         // the EmbedShaders build-tool plugin turns them into string constants.
@@ -41,7 +44,7 @@ let package = Package(
         .target(name: "DiptychGPU",
                 dependencies: ["DiptychCore", "CEGL", "CGLES", "CGBM"],
                 plugins: ["EmbedShaders"]),
-        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA"]),
+        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA", "CX26x"]),
         .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychGPU", "DiptychMedia"]),
         // include/diptych.h as a module, so the C API's Swift side uses the header's own types.
         .systemLibrary(name: "CDiptych", path: "Sources/CDiptych"),

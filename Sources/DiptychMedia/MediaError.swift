@@ -32,6 +32,9 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
     case encoderUnavailable(encoder: String, reason: String)
     /// The encoder rejected its settings or a frame.
     case encoderFailed(encoder: String, detail: String)
+    /// An encoder setting the encoder would refuse, found before anything is
+    /// opened (`VideoEncoderSettings.validate()`). `value` is cut to a short prefix.
+    case invalidSetting(EncoderSetting, value: String, reason: String)
     /// A frame given to the writer does not fit its settings (size, format).
     case invalidFrame(reason: String)
     /// Opening, writing or finalizing the output failed.
@@ -54,6 +57,7 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
         case .invalidSource(let s, let r): return "\(s): \(r)"
         case .encoderUnavailable(let e, let r): return "encoder \(e) unavailable: \(r)"
         case .encoderFailed(let e, let d): return "encoder \(e) failed: \(d)"
+        case .invalidSetting(let s, let v, let r): return "\(s.rawValue) '\(v)': \(r)"
         case .invalidFrame(let r): return "invalid frame: \(r)"
         case .writeFailed(let p, let d): return "\(p): write failed: \(d)"
         case .storageFull(let p): return "\(p): storage full (no space left on device)"
