@@ -16,6 +16,23 @@ extension FileSource {
         }
         if (st.st_mode & S_IFMT) == S_IFDIR { throw .openFailed(path: name, detail: "is a directory") }
         if (st.st_mode & S_IFMT) == S_IFREG && st.st_size == 0 { throw .emptyFile(path: name) }
+        if (st.st_mode & S_IFMT) == S_IFREG {
+            let head = Y4MHeader.readHead(path: url)
+            if Y4MHeader.isY4M(head) {
+                do { _ = try Y4MHeader.parse(head) } catch { throw .invalidHeader(path: name, format: "Y4M", detail: error.description) }
+            }
+        }
+    }
+
+    /// A Y4M stream on descriptor `fd` (`pipe:N`): its header is read and
+    /// checked here, then replayed to FFmpeg with the rest of the stream.
+    static func y4mPipe(fd: Int32, name: String, deadline: InterruptDeadline) throws(MediaError) -> FFCustomIO {
+        let head = Y4MHeader.readHead(fd: fd)
+        if head.isEmpty { throw .invalidHeader(path: name, format: "Y4M", detail: "the stream is empty") }
+        do { _ = try Y4MHeader.parse(head) } catch { throw .invalidHeader(path: name, format: "Y4M", detail: error.description) }
+        do { return try FFCustomIO(fd: fd, replay: head, interrupted: { deadline.interrupted }) } catch {
+            throw .openFailed(path: name, detail: "\(error)")
+        }
     }
 
     /// Opens the demuxer and reads the stream information.
@@ -27,12 +44,17 @@ extension FileSource {
             options.set("reconnect", "0")
         }
         let forced = forcedFormat.flatMap { av_find_input_format($0) }
+        var io: FFCustomIO?
+        if forcedFormat == "yuv4mpegpipe", url.hasPrefix("pipe:"), let fd = Int32(url.dropFirst(5)) {
+            io = try y4mPipe(fd: fd, name: name, deadline: deadline)
+        }
         let ctx: FFInputContext
         deadline.arm()
         do {
-            ctx = try FFInputContext(url: url, format: forced, options: options, interrupt: deadline.callback)
+            ctx = try FFInputContext(url: io == nil ? url : "", format: forced, options: options, interrupt: deadline.callback, io: io)
         } catch {
-            if deadline.fired { throw .timedOut(path: name) }
+            // The interrupt deadline or the protocol's own rw_timeout, whichever ends it first.
+            if deadline.fired || error.code == averrorETIMEDOUT { throw .timedOut(path: name) }
             if error.code == averrorENOENT { throw .fileNotFound(path: name) }
             if error.code == averrorInvalidData, !isURL(url) {
                 if let guessed = probeFormat(path: url) {
@@ -44,7 +66,7 @@ extension FileSource {
         }
         deadline.arm()
         do { try ctx.findStreamInfo() } catch {
-            if deadline.fired { throw .timedOut(path: name) }
+            if deadline.fired || error.code == averrorETIMEDOUT { throw .timedOut(path: name) }
             throw .corrupt(path: name, detail: error.message)
         }
         return ctx

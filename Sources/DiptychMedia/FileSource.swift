@@ -191,7 +191,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             finish()
             throw .readFailed(path: path, detail: "interrupted")
         }
-        if deadline.fired { throw .timedOut(path: path) }
+        if deadline.fired || code == averrorETIMEDOUT { throw .timedOut(path: path) }
         if code != averrorEOF && framesDelivered == 0 && decodeErrors > 0 {
             throw .corrupt(path: path, detail: avErrorString(code))
         }

@@ -16,6 +16,8 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
     case unrecognizedFormat(path: String, detail: String)
     /// The input is recognised but damaged (truncated, corrupted headers).
     case corrupt(path: String, detail: String)
+    /// The input's stream header is malformed (a Y4M header with `W0`, say).
+    case invalidHeader(path: String, format: String, detail: String)
     /// The input has no video stream (an audio-only file, say).
     case noVideoStream(path: String)
     /// The input's codec or pixel format cannot be decoded or converted.
@@ -49,6 +51,7 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
         case .emptyFile(let p): return "\(p): file is empty (0 bytes)"
         case .unrecognizedFormat(let p, let d): return "\(p): not a media file FFmpeg recognises (\(d))"
         case .corrupt(let p, let d): return "\(p): file is truncated or corrupted (\(d))"
+        case .invalidHeader(let p, let f, let d): return "\(p): invalid \(f) header: \(d)"
         case .noVideoStream(let p): return "\(p): has no video stream"
         case .unsupportedFormat(let p, let d): return "\(p): unsupported format: \(d)"
         case .openFailed(let p, let d): return "\(p): cannot open: \(d)"

@@ -3,13 +3,20 @@ import CFFmpeg
 /// A demuxer: one `AVFormatContext` opened with `avformat_open_input`.
 final class FFInputContext {
     let raw: UnsafeMutablePointer<AVFormatContext>
+    /// The reader in place of a protocol, kept until the context is closed.
+    private let io: FFCustomIO?
 
-    /// Opens `url`. `interrupt` is installed before anything blocks;
-    /// `format` forces a demuxer instead of probing.
+    /// Opens `url`, or reads through `io` when given. `interrupt` is
+    /// installed before anything blocks; `format` forces a demuxer instead of probing.
     init(url: String, format: UnsafePointer<AVInputFormat>?, options: FFDictionary,
-         interrupt: AVIOInterruptCB) throws(FFmpegError) {
+         interrupt: AVIOInterruptCB, io: FFCustomIO? = nil) throws(FFmpegError) {
         guard let ctx = avformat_alloc_context() else { throw .outOfMemory("avformat_alloc_context") }
         ctx.pointee.interrupt_callback = interrupt
+        self.io = io
+        if let io {
+            ctx.pointee.pb = io.raw
+            ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        }
         var fmt: UnsafeMutablePointer<AVFormatContext>? = ctx
         // On failure avformat_open_input frees the context itself.
         try ffCheck(avformat_open_input(&fmt, url, format, &options.raw), "avformat_open_input")
