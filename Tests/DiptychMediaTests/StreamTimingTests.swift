@@ -30,6 +30,19 @@ import DiptychCore
         }
     }
 
+    /// GStreamer reads the rate from the stream in MPEG-TS (it said 90000/1).
+    @Test(arguments: [VideoCodec.h264, .hevc], ["ts", "mp4"])
+    func gstreamerReadsTheFrameRate(codec: VideoCodec, ext: String) throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let path = dir.path("gst.\(ext)")
+        let size = PixelSize(width: 160, height: 120), rate = FrameRate(30000, 1001)
+        let src = try TestPatternSource(name: "smpte", size: size, rate: rate)
+        let w = try MediaWriter(url: path, video: VideoEncoderSettings(size: size, frameRate: rate, codec: codec, preset: "ultrafast"))
+        for _ in 0..<30 { try w.write(try #require(try src.nextFrame())) }
+        try w.finish()
+        #expect(try gstDiscover(path).frameRate == "30000/1001")
+    }
+
     /// Annex B packets for an embedding host carry the same timing in band.
     @Test func packetEncoderStatesTheFrameRate() throws {
         let dir = TempDir(); defer { dir.remove() }
