@@ -14,8 +14,8 @@ import Glibc
 /// On a clean finish the `moov` is patched in place: `mvhd`, every `tkhd`
 /// and `mdhd` get the real duration and a `mehd` (the whole movie's length)
 /// goes into `mvex`, taking its bytes from the reserved `free` box, so no
-/// fragment moves and the `mfra` index stays valid. The region is rewritten
-/// with one `pwrite`.
+/// fragment moves and the `mfra` index stays valid. The region (under 1 KiB)
+/// is rewritten with one `pwrite` and flushed on its own.
 enum FragmentedMP4 {
     /// The `free` box written after the header; large enough for a 64-bit `mehd`.
     static let reservedBox: [UInt8] = [0, 0, 0, 32] + Array("free".utf8) + Array(repeating: 0, count: 24)
@@ -40,7 +40,9 @@ enum FragmentedMP4 {
 
     /// Writes the durations of `tracks` (in `trak` order) into the file at `path`.
     static func writeDuration(path: String, tracks: [TrackEnd]) throws(PatchError) {
-        let fd = open(path, O_RDWR | O_CLOEXEC)
+        // O_DSYNC: the pwrite returns once its own bytes are on disk (Linux
+        // syncs just the written range, not the whole take).
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_DSYNC)
         guard fd >= 0 else { throw .io("reopen: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         // ftyp, moov and the reserved free box sit at the start; a few KiB at most.
@@ -60,7 +62,6 @@ enum FragmentedMP4 {
         region += box(type: "free", payload: [UInt8](repeating: 0, count: free.range.count - 8 - grown))
         let written = region.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(moov.range.lowerBound)) }
         guard written == region.count else { throw .io("write: \(String(cString: strerror(errno)))") }
-        guard fsync(fd) == 0 else { throw .io("fsync: \(String(cString: strerror(errno)))") }
     }
 
     /// `moov` with the durations set and a `mehd` added to `mvex` (children keep their order).
