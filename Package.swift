@@ -31,7 +31,11 @@ let package = Package(
         .systemLibrary(name: "CGBM", providers: [.apt(["libgbm-dev"])]),
         .systemLibrary(name: "CVA", pkgConfig: "libva-drm", providers: [.apt(["libva-dev"])]),
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
-                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev",
+                                         "libswresample-dev", "libavfilter-dev"])]),
+
+        // libx264/libx265 headers only (their preset and tune names); FFmpeg links the libraries.
+        .systemLibrary(name: "CX26x", providers: [.apt(["libx264-dev", "libx265-dev"])]),
 
         .target(name: "DiptychCore"),
         // The option table: command-line flags, --help, the JSON form, the
@@ -44,7 +48,7 @@ let package = Package(
         .target(name: "DiptychGPU",
                 dependencies: ["DiptychCore", "CEGL", "CGLES", "CGBM"],
                 plugins: ["EmbedShaders"]),
-        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA"]),
+        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA", "CX26x"]),
         .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia"]),
         // include/diptych.h as a module, so the C API's Swift side uses the header's own types.
         .systemLibrary(name: "CDiptych", path: "Sources/CDiptych"),

@@ -2,6 +2,7 @@
 #define DIPTYCH_CFFMPEG_SHIM_H
 #include <libavformat/avformat.h>
 #include <libavcodec/avcodec.h>
+#include <libavcodec/bsf.h>
 #include <libavutil/avutil.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
@@ -12,6 +13,9 @@
 #include <libavutil/channel_layout.h>
 #include <libavutil/audio_fifo.h>
 #include <libswscale/swscale.h>
+#include <libavfilter/avfilter.h>
+#include <libavfilter/buffersrc.h>
+#include <libavfilter/buffersink.h>
 #include <libswresample/swresample.h>
 #include <errno.h>
 
@@ -27,6 +31,8 @@ static inline const char *diptych_av_err2str(int err, char *buf, size_t size) {
 static inline int diptych_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }
 static inline int diptych_averror_exit(void) { return AVERROR_EXIT; }
 static inline int diptych_averror_encoder_not_found(void) { return AVERROR_ENCODER_NOT_FOUND; }
+static inline int diptych_averror_bsf_not_found(void) { return AVERROR_BSF_NOT_FOUND; }
+static inline int diptych_averror_filter_not_found(void) { return AVERROR_FILTER_NOT_FOUND; }
 
 /* AVFrame's fixed arrays import as tuples; index them here. */
 static inline uint8_t *diptych_frame_data(const AVFrame *f, int i) { return f->data[i]; }

@@ -21,6 +21,12 @@ public struct InputFrame: Sendable {
         payload = .dmaBuf(frame, owner: owner); self.pts = pts
     }
 
+    /// Shape of the picture's pixels (dma-bufs are square).
+    public var sampleAspect: SampleAspectRatio {
+        if case .cpu(let f) = payload { return f.sampleAspect }
+        return .square
+    }
+
     /// Coded size of the picture (before rotation).
     public var size: PixelSize {
         switch payload {

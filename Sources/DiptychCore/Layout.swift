@@ -200,7 +200,7 @@ public struct Layout: Hashable, Sendable {
         func draw(_ role: StreamRole, cell: PixelRect, style: DrawStyle = .plain, z: Int = 0,
                   mode: ContentMode? = nil) -> DrawDescription? {
             guard let g = geometry(role), !cell.isEmpty else { return nil }
-            let placed = (mode ?? contentMode).place(content: g.uprightSize, in: cell)
+            let placed = (mode ?? contentMode).place(content: g.uprightAspect, in: cell)
             return DrawDescription(role: role, destination: placed.destination, crop: placed.crop.zoomed(by: zoom(role)),
                                    orientation: g.orientation, opacity: style.opacity, cornerRadius: style.cornerRadius,
                                    borderWidth: style.borderWidth, borderColor: style.borderColor, zIndex: z)
@@ -230,7 +230,7 @@ public struct Layout: Hashable, Sendable {
         case .secondaryOnly:
             return plan([draw(.secondary, cell: full)])
         case .pip:
-            let content = geometry(other)!.uprightSize
+            let content = geometry(other)!.uprightAspect
             let inset = pip.insetRect(canvas: canvas, content: content)
             return plan([
                 draw(main, cell: full, z: z(main, defaultTop: other)),

@@ -1,22 +1,83 @@
+/// The shape of one stored pixel, width:height (FFmpeg's sample aspect
+/// ratio): 1:1 for square pixels, 128:117 for 352×288 PAL CIF shown at 4:3,
+/// 8:9 for 720×480 NTSC shown at 4:3. Kept in lowest terms; a ratio that is
+/// unknown or not positive is square.
+public struct SampleAspectRatio: Hashable, Sendable, Codable, CustomStringConvertible {
+    public let width: Int
+    public let height: Int
+
+    public init(width: Int, height: Int) {
+        guard width > 0, height > 0 else { self.width = 1; self.height = 1; return }
+        func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
+        let g = gcd(width, height)
+        self.width = width / g; self.height = height / g
+    }
+    public static let square = SampleAspectRatio(width: 1, height: 1)
+    public var isSquare: Bool { width == height }
+    public var description: String { "\(width):\(height)" }
+
+    /// The size `stored` pixels cover once each is shown `width:height`:
+    /// wide pixels stretch the width, tall ones the height (never shrinking
+    /// the picture, as players do), rounded to whole pixels.
+    public func displaySize(of stored: PixelSize) -> PixelSize {
+        if width > height {
+            return PixelSize(width: (stored.width * width + height / 2) / height, height: stored.height)
+        } else if height > width {
+            return PixelSize(width: stored.width, height: (stored.height * height + width / 2) / width)
+        }
+        return stored
+    }
+}
+
 /// What a layout needs to know about one stream: the size of its sensor
-/// (decoded) image and how that image is turned upright.
+/// (decoded) image, the shape of its pixels and how that image is turned upright.
 public struct StreamGeometry: Hashable, Sendable, Codable {
     /// Size of the decoded frame, as stored (before rotation).
     public var sensorSize: PixelSize
     /// Rotation and mirror that turn the sensor image upright.
     public var orientation: Orientation
+    /// The shape of the stored pixels (square for nearly every camera; not
+    /// for anamorphic SD video, see `SampleAspectRatio`).
+    public var sampleAspect: SampleAspectRatio
 
-    public init(sensorSize: PixelSize, orientation: Orientation = .identity) {
-        self.sensorSize = sensorSize; self.orientation = orientation
+    public init(sensorSize: PixelSize, orientation: Orientation = .identity, sampleAspect: SampleAspectRatio = .square) {
+        self.sensorSize = sensorSize; self.orientation = orientation; self.sampleAspect = sampleAspect
     }
-    public init(width: Int, height: Int, rotation: Rotation = .r0, mirrored: Bool = false) {
+    public init(width: Int, height: Int, rotation: Rotation = .r0, mirrored: Bool = false,
+                sampleAspect: SampleAspectRatio = .square) {
         self.init(sensorSize: PixelSize(width: width, height: height),
-                  orientation: Orientation(rotation: rotation, mirrored: mirrored))
+                  orientation: Orientation(rotation: rotation, mirrored: mirrored), sampleAspect: sampleAspect)
     }
 
-    /// Size of the upright picture (width and height swapped for 90° and 270°).
-    /// Layouts use this size: an inset's aspect follows the upright picture.
-    public var uprightSize: PixelSize { sensorSize.rotated(orientation.rotation) }
+    /// Size of the upright picture as it is meant to be seen: the stored
+    /// size with the pixel shape applied (`SampleAspectRatio.displaySize`),
+    /// width and height swapped for 90° and 270°. A canvas sized from the
+    /// primary uses this size.
+    public var uprightSize: PixelSize { sampleAspect.displaySize(of: sensorSize).rotated(orientation.rotation) }
+
+    /// The exact proportions of the upright picture, as integers
+    /// (stored width × SAR width : stored height × SAR height, rotated): not
+    /// a pixel size. Layouts use it, so an inset's aspect and the
+    /// aspect-fill crop follow the picture as shown, and the crop arithmetic
+    /// stays exact in integers (equal to `uprightSize` for square pixels).
+    public var uprightAspect: PixelSize {
+        PixelSize(width: sensorSize.width * sampleAspect.width, height: sensorSize.height * sampleAspect.height)
+            .rotated(orientation.rotation)
+    }
+
+    private enum Keys: String, CodingKey { case sensorSize, orientation, sampleAspect }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        self.init(sensorSize: try c.decode(PixelSize.self, forKey: .sensorSize),
+                  orientation: try c.decodeIfPresent(Orientation.self, forKey: .orientation) ?? .identity,
+                  sampleAspect: try c.decodeIfPresent(SampleAspectRatio.self, forKey: .sampleAspect) ?? .square)
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(sensorSize, forKey: .sensorSize)
+        try c.encode(orientation, forKey: .orientation)
+        try c.encode(sampleAspect, forKey: .sampleAspect)
+    }
 }
 
 /// How a stream's upright picture fills a layout cell whose aspect differs.

@@ -98,11 +98,13 @@ public struct VideoFrame: Sendable {
     public var pts: MediaTime
     public var matrix: ColorMatrix
     public var range: ColorRange
+    /// The shape of the stored pixels (square unless the stream says otherwise).
+    public var sampleAspect: SampleAspectRatio
 
     public init(width: Int, height: Int, format: PixelFormat, planes: [FramePlane], pts: MediaTime,
-                matrix: ColorMatrix = .bt709, range: ColorRange = .limited) {
+                matrix: ColorMatrix = .bt709, range: ColorRange = .limited, sampleAspect: SampleAspectRatio = .square) {
         self.width = width; self.height = height; self.format = format; self.planes = planes
-        self.pts = pts; self.matrix = matrix; self.range = range
+        self.pts = pts; self.matrix = matrix; self.range = range; self.sampleAspect = sampleAspect
     }
     public var size: PixelSize { PixelSize(width: width, height: height) }
 

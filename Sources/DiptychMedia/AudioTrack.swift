@@ -5,21 +5,18 @@ import Synchronization
 /// One compressed audio packet read from a source, timestamps already
 /// shifted so that the source's start is zero (same zero as its video frames).
 public final class AudioPacket: @unchecked Sendable {
-    /// Owned; freed in deinit.
-    let packet: UnsafeMutablePointer<AVPacket>
+    let packet: FFPacket
     let timeBase: AVRational
     init(moving src: UnsafeMutablePointer<AVPacket>, timeBase: AVRational) {
-        packet = av_packet_alloc()
-        av_packet_move_ref(packet, src)
+        packet = FFPacket(moving: src)
         self.timeBase = timeBase
     }
-    deinit { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
     /// Presentation time (nil when the input gave none).
     public var pts: MediaTime? {
-        packet.pointee.pts == avNoPTS ? nil : timeBase.mediaTime(packet.pointee.pts)
+        packet.raw.pointee.pts == avNoPTS ? nil : timeBase.mediaTime(packet.raw.pointee.pts)
     }
-    public var duration: MediaTime { timeBase.mediaTime(packet.pointee.duration) }
-    public var byteCount: Int { Int(packet.pointee.size) }
+    public var duration: MediaTime { timeBase.mediaTime(packet.raw.pointee.duration) }
+    public var byteCount: Int { Int(packet.raw.pointee.size) }
 }
 
 /// A source file's audio stream, offered for passthrough: its codec
@@ -34,7 +31,7 @@ public final class AudioTrack: @unchecked Sendable {
     public let sampleRate: Int
     public let channels: Int
     /// Owned copy of the stream's parameters.
-    let parameters: UnsafeMutablePointer<AVCodecParameters>
+    let parameters: FFCodecParameters
     let timeBase: AVRational
     /// The source's start time in `timeBase`, subtracted from every packet.
     let startOffset: Int64
@@ -42,18 +39,16 @@ public final class AudioTrack: @unchecked Sendable {
     private let queue = Mutex<(packets: [AudioPacket], dropped: Int, ended: Bool)>(([], 0, false))
 
     init(stream: UnsafeMutablePointer<AVStream>, startOffset: Int64, capacity: Int = 4096) {
-        parameters = avcodec_parameters_alloc()
-        avcodec_parameters_copy(parameters, stream.pointee.codecpar)
+        parameters = FFCodecParameters(copying: stream.pointee.codecpar)
         timeBase = stream.pointee.time_base
         self.startOffset = startOffset
         self.capacity = capacity
-        codecName = String(cString: avcodec_get_name(parameters.pointee.codec_id))
-        sampleRate = Int(parameters.pointee.sample_rate)
-        channels = Int(parameters.pointee.ch_layout.nb_channels)
+        codecName = String(cString: avcodec_get_name(parameters.raw.pointee.codec_id))
+        sampleRate = Int(parameters.raw.pointee.sample_rate)
+        channels = Int(parameters.raw.pointee.ch_layout.nb_channels)
     }
-    deinit { var p: UnsafeMutablePointer<AVCodecParameters>? = parameters; avcodec_parameters_free(&p) }
 
-    var codecID: AVCodecID { parameters.pointee.codec_id }
+    var codecID: AVCodecID { parameters.raw.pointee.codec_id }
 
     /// Called by the demuxer: takes the packet's data (leaves `packet` blank).
     func enqueue(moving packet: UnsafeMutablePointer<AVPacket>) {

@@ -16,6 +16,8 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
     case unrecognizedFormat(path: String, detail: String)
     /// The input is recognised but damaged (truncated, corrupted headers).
     case corrupt(path: String, detail: String)
+    /// The input's stream header is malformed (a Y4M header with `W0`, say).
+    case invalidHeader(path: String, format: String, detail: String)
     /// The input has no video stream (an audio-only file, say).
     case noVideoStream(path: String)
     /// The input's codec or pixel format cannot be decoded or converted.
@@ -32,6 +34,9 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
     case encoderUnavailable(encoder: String, reason: String)
     /// The encoder rejected its settings or a frame.
     case encoderFailed(encoder: String, detail: String)
+    /// An encoder setting the encoder would refuse, found before anything is
+    /// opened (`VideoEncoderSettings.validate()`). `value` is cut to a short prefix.
+    case invalidSetting(EncoderSetting, value: String, reason: String)
     /// A frame given to the writer does not fit its settings (size, format).
     case invalidFrame(reason: String)
     /// Opening, writing or finalizing the output failed.
@@ -46,6 +51,7 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
         case .emptyFile(let p): return "\(p): file is empty (0 bytes)"
         case .unrecognizedFormat(let p, let d): return "\(p): not a media file FFmpeg recognises (\(d))"
         case .corrupt(let p, let d): return "\(p): file is truncated or corrupted (\(d))"
+        case .invalidHeader(let p, let f, let d): return "\(p): invalid \(f) header: \(d)"
         case .noVideoStream(let p): return "\(p): has no video stream"
         case .unsupportedFormat(let p, let d): return "\(p): unsupported format: \(d)"
         case .openFailed(let p, let d): return "\(p): cannot open: \(d)"
@@ -54,6 +60,7 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
         case .invalidSource(let s, let r): return "\(s): \(r)"
         case .encoderUnavailable(let e, let r): return "encoder \(e) unavailable: \(r)"
         case .encoderFailed(let e, let d): return "encoder \(e) failed: \(d)"
+        case .invalidSetting(let s, let v, let r): return "\(s.rawValue) '\(v)': \(r)"
         case .invalidFrame(let r): return "invalid frame: \(r)"
         case .writeFailed(let p, let d): return "\(p): write failed: \(d)"
         case .storageFull(let p): return "\(p): storage full (no space left on device)"
@@ -65,23 +72,6 @@ extension MediaError {
     /// Whether this is a full disk (ENOSPC).
     public var isStorageFull: Bool { if case .storageFull = self { return true }; return false }
 }
-
-/// FFmpeg error code → readable text (`av_strerror`).
-func avErrorString(_ code: Int32) -> String {
-    var buf = [CChar](repeating: 0, count: 256)
-    return buf.withUnsafeMutableBufferPointer { b in
-        av_strerror(code, b.baseAddress, b.count)
-        return String(cString: b.baseAddress!)
-    }
-}
-
-let averrorEAGAIN = diptych_averror(EAGAIN)
-let averrorEOF = diptych_averror_eof()
-let averrorENOSPC = diptych_averror(ENOSPC)
-let averrorENOENT = diptych_averror(ENOENT)
-let averrorExit = diptych_averror_exit()
-let averrorInvalidData = diptych_averror_invaliddata()
-let avNoPTS = diptych_av_nopts_value()
 
 extension AVRational {
     /// `value` in this time base as a `MediaTime`.

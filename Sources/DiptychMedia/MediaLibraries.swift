@@ -8,7 +8,8 @@ public enum MediaLibraries {
         [("libavformat", format(avformat_version())),
          ("libavcodec", format(avcodec_version())),
          ("libavutil", format(avutil_version())),
-         ("libswscale", format(swscale_version()))]
+         ("libswscale", format(swscale_version())),
+         ("libavfilter", format(avfilter_version()))]
     }
 
     public enum LogLevel: Sendable {

@@ -1,8 +1,8 @@
 import CFFmpeg
-import DiptychCore
 #if canImport(Glibc)
 import Glibc
 #endif
+import DiptychCore
 
 /// Encodes video frames and muxes them, with the source's audio, into a file
 /// or a network stream.
@@ -10,7 +10,8 @@ import Glibc
 /// - MP4 is written fragmented (`frag_keyframe+empty_moov+default_base_moof`,
 ///   fragments of at most one second, each flushed to the file when complete),
 ///   so a process killed at any moment leaves a playable file holding every
-///   fragment but the last. `finish()` writes the rest and the index.
+///   fragment but the last. `finish()` writes the rest, the index (`mfra`)
+///   and the length into the movie header (see `FragmentedMP4`).
 /// - MPEG-TS to files or `srt://`, FLV to `rtmp://`, all through avio
 ///   (network outputs get a write timeout).
 /// - Audio (given an `AudioTrack`): copied without re-encoding when the
@@ -33,33 +34,38 @@ public final class MediaWriter: @unchecked Sendable {
     /// `"libx264 (VA-API unavailable: no /dev/dri)"`.
     public var encoderDescription: String { encoder.selection.description }
     /// How audio is written: `none`, `copy aac`, `aac (re-encoded from pcm_s16le)`.
-    public private(set) var audioDescription = "none"
+    public internal(set) var audioDescription = "none"
     public private(set) var framesWritten = 0
     /// The first frame's pts: the output's zero. Video and audio timestamps
     /// are written relative to it, so a take starting mid-stream starts at 0.
     public private(set) var timestampOrigin: MediaTime?
-    public private(set) var audioPacketsWritten = 0
+    public internal(set) var audioPacketsWritten = 0
 
-    private let encoder: VideoEncoder
-    private var format: UnsafeMutablePointer<AVFormatContext>?
-    private let videoStream: UnsafeMutablePointer<AVStream>
-    private var audioStream: UnsafeMutablePointer<AVStream>?
-    private let audioTrack: AudioTrack?
-    private var audioTranscoder: AudioTranscoder?
-    private var pendingAudio: [AudioPacket] = []
-    private let deadline: InterruptDeadline
-    private let network: Bool
+    let encoder: VideoEncoder
+    /// The muxer; nil once the output is closed.
+    private(set) var output: FFOutputContext?
+    let videoStream: UnsafeMutablePointer<AVStream>
+    var audioStream: UnsafeMutablePointer<AVStream>?
+    let audioTrack: AudioTrack?
+    var audioTranscoder: AudioTranscoder?
+    var pendingAudio: [AudioPacket] = []
+    let deadline: InterruptDeadline
     /// End of the last video frame written, in encoder ticks.
-    private var videoEnd: Int64 = 0
+    var videoEnd: Int64 = 0
     private var firstError: MediaError?
     private var finished = false
+    /// MP4 files: each stream's end (last pts + duration, in its time base),
+    /// written into the movie header by `finish()`.
+    private var trackEnds: [Int64]?
 
     /// Opens the output and writes its header.
     /// - Parameters:
     ///   - container: nil infers it from `url` (`.mp4`, `.ts`, `rtmp://`, `srt://`).
     ///   - audio: the primary source's audio (`AudioMode.primary`), or nil for no audio track.
+    ///   - timestampOrigin: the output's zero; nil takes the first frame's pts
+    ///     (a stream reopened mid-take passes the take's zero to keep its timeline).
     public init(url: String, container: ContainerFormat? = nil, video: VideoEncoderSettings,
-                audio: AudioTrack? = nil, networkTimeout: Double = 10) throws(MediaError) {
+                audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil) throws(MediaError) {
         guard let container = container ?? ContainerFormat.infer(from: url) else {
             throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .ts, rtmp:// or srt://)")
         }
@@ -74,7 +80,8 @@ public final class MediaWriter: @unchecked Sendable {
         }
         self.settings = video
         self.audioTrack = audio
-        network = url.contains("://") && !url.hasPrefix("file:")
+        self.timestampOrigin = timestampOrigin
+        let network = url.contains("://") && !url.hasPrefix("file:")
         deadline = InterruptDeadline(timeout: network ? networkTimeout : 0)
 
         let muxer: String
@@ -83,71 +90,61 @@ public final class MediaWriter: @unchecked Sendable {
         case .mpegts, .srt: muxer = "mpegts"
         case .rtmp: muxer = "flv"
         }
-        var fmt: UnsafeMutablePointer<AVFormatContext>? = nil
-        var r = avformat_alloc_output_context2(&fmt, nil, muxer, url)
-        guard r >= 0, let ctx = fmt else { throw .writeFailed(path: url, detail: "no \(muxer) muxer: \(avErrorString(r))") }
-        var ok = false
-        defer {
-            if !ok {
-                if ctx.pointee.pb != nil { avio_closep(&ctx.pointee.pb) }
-                avformat_free_context(ctx)
-            }
+        let out: FFOutputContext
+        do { out = try FFOutputContext(muxer: muxer, url: url) } catch {
+            throw .writeFailed(path: url, detail: "no \(muxer) muxer: \(error.message)")
         }
-        ctx.pointee.interrupt_callback = deadline.callback
+        out.raw.pointee.interrupt_callback = deadline.callback
         // Each completed fragment / packet goes to the file at once.
-        ctx.pointee.flush_packets = 1
-        let globalHeader = ctx.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0
+        out.raw.pointee.flush_packets = 1
+        let globalHeader = out.raw.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0
         encoder = try VideoEncoder(settings: video, globalHeader: globalHeader)
+        do {
+            videoStream = try out.newStream()
+            videoStream.pointee.time_base = encoder.timeBase
+            videoStream.pointee.avg_frame_rate = encoder.context.pointee.framerate
+            try encoder.copyParameters(to: videoStream.pointee.codecpar)
+        } catch { throw .writeFailed(path: url, detail: "video stream: \(error)") }
+        if let audio { try addAudioStream(audio, to: out, globalHeader: globalHeader) }
 
-        guard let vs = avformat_new_stream(ctx, nil) else { throw .writeFailed(path: url, detail: "cannot add video stream") }
-        videoStream = vs
-        vs.pointee.time_base = encoder.timeBase
-        vs.pointee.avg_frame_rate = encoder.context.pointee.framerate
-        r = avcodec_parameters_from_context(vs.pointee.codecpar, encoder.context)
-        guard r >= 0 else { throw .writeFailed(path: url, detail: "video parameters: \(avErrorString(r))") }
-
-        if let audio {
-            guard let st = avformat_new_stream(ctx, nil) else { throw .writeFailed(path: url, detail: "cannot add audio stream") }
-            audioStream = st
-            if avformat_query_codec(ctx.pointee.oformat, audio.codecID, FF_COMPLIANCE_NORMAL) == 1 {
-                avcodec_parameters_copy(st.pointee.codecpar, audio.parameters)
-                st.pointee.codecpar.pointee.codec_tag = 0
-                st.pointee.time_base = audio.timeBase
-                audioDescription = "copy \(audio.codecName)"
-            } else {
-                let t = try AudioTranscoder(track: audio, globalHeader: globalHeader, output: url)
-                avcodec_parameters_from_context(st.pointee.codecpar, t.encoder)
-                st.pointee.time_base = t.encoder.pointee.time_base
-                audioTranscoder = t
-                audioDescription = "aac (re-encoded from \(audio.codecName))"
-            }
-        }
-
-        var opts: OpaquePointer? = nil
-        defer { av_dict_free(&opts) }
-        if network { av_dict_set(&opts, "rw_timeout", String(Int(networkTimeout * 1_000_000)), 0) }
-        if ctx.pointee.oformat.pointee.flags & AVFMT_NOFILE == 0 {
-            var ioOpts: OpaquePointer? = nil
-            av_dict_copy(&ioOpts, opts, 0)
-            deadline.arm()
-            r = avio_open2(&ctx.pointee.pb, url, AVIO_FLAG_WRITE, &ctx.pointee.interrupt_callback, &ioOpts)
-            deadline.disarm()
-            av_dict_free(&ioOpts)
-            if r < 0 { throw MediaWriter.error(r, path: url, deadline: deadline, doing: "cannot open output") }
-        }
-        var muxOpts: OpaquePointer? = nil
-        defer { av_dict_free(&muxOpts) }
-        if container == .mp4 {
-            av_dict_set(&muxOpts, "movflags", "frag_keyframe+empty_moov+default_base_moof", 0)
-            av_dict_set(&muxOpts, "frag_duration", "1000000", 0)
-        }
-        format = ctx
+        let options = FFDictionary()
+        if network { options.set("rw_timeout", String(Int(networkTimeout * 1_000_000))) }
+        // SRT in live mode drops what is unsent when the socket closes: wait
+        // up to 2 s for the receiver to have the end of the take (unless the
+        // URL says otherwise; libsrt takes it from the URL, not the options).
+        var ioURL = url
+        if url.lowercased().hasPrefix("srt://") && !url.contains("linger=") { ioURL += (url.contains("?") ? "&" : "?") + "linger=2" }
         deadline.arm()
-        r = avformat_write_header(ctx, &muxOpts)
-        if r >= 0 { avio_flush(ctx.pointee.pb); if let e = ctx.pointee.pb?.pointee.error, e < 0 { r = e } }
+        do { try out.openIO(url: ioURL, options: options.copy()) } catch {
+            deadline.disarm()
+            throw MediaWriter.error(error.code, path: url, deadline: deadline, doing: "cannot open output")
+        }
+        let muxOptions = FFDictionary()
+        if container == .mp4 {
+            muxOptions.set("movflags", "frag_keyframe+empty_moov+default_base_moof")
+            muxOptions.set("frag_duration", "1000000")
+        }
+        var r = avformat_write_header(out.raw, &muxOptions.raw)
+        if r >= 0, let io = out.io { avio_flush(io); if let e = out.ioError { r = e } }
         deadline.disarm()
-        if r < 0 { format = nil; throw MediaWriter.error(r, path: url, deadline: deadline, doing: "header") }
-        ok = true
+        if r < 0 { throw MediaWriter.error(r, path: url, deadline: deadline, doing: "header") }
+        if container == .mp4 && !isURL(url), let io = out.io {
+            // Room for the movie length that a clean finish writes (FragmentedMP4).
+            avio_write(io, FragmentedMP4.reservedBox, Int32(FragmentedMP4.reservedBox.count))
+            avio_flush(io)
+            if let e = out.ioError { throw MediaWriter.error(e, path: url, deadline: deadline, doing: "header") }
+            trackEnds = Array(repeating: 0, count: out.streamCount)
+        }
+        output = out
+    }
+
+    /// The SRT latency in microseconds: the URL's `latency=` (as FFmpeg reads it), else SRT's 120 ms.
+    static func srtLatency(_ url: String) -> Int {
+        guard let q = url.split(separator: "?", maxSplits: 1).last, url.contains("?") else { return 120_000 }
+        for pair in q.split(separator: "&") where pair.hasPrefix("latency=") {
+            if let v = Int(pair.dropFirst("latency=".count)), v >= 0 { return min(v, 10_000_000) }
+        }
+        return 120_000
     }
 
     deinit {
@@ -161,13 +158,27 @@ public final class MediaWriter: @unchecked Sendable {
         return .writeFailed(path: path, detail: "\(doing): \(avErrorString(code))")
     }
 
-    private func check(_ r: Int32, _ doing: String) throws(MediaError) {
+    /// Throws for `r` < 0 or an error the output has recorded, remembering the first.
+    func check(_ r: Int32, _ doing: String) throws(MediaError) {
         var code = r
-        if code >= 0, let e = format?.pointee.pb?.pointee.error, e < 0 { code = e }
+        if code >= 0, let e = output?.ioError { code = e }
         guard code < 0 else { return }
         let e = MediaWriter.error(code, path: url, deadline: deadline, doing: doing)
         if firstError == nil { firstError = e }
         throw e
+    }
+
+    /// `av_interleaved_write_frame` under the deadline (nothing once the output is closed).
+    func mux(_ packet: UnsafeMutablePointer<AVPacket>, _ doing: String) throws(MediaError) {
+        guard let output else { return }
+        if trackEnds != nil, packet.pointee.pts != avNoPTS {
+            let i = Int(packet.pointee.stream_index)
+            trackEnds![i] = max(trackEnds![i], packet.pointee.pts + max(0, packet.pointee.duration))
+        }
+        deadline.arm()
+        let r = av_interleaved_write_frame(output.raw, packet)
+        deadline.disarm()
+        try check(r, doing)
     }
 
     /// Encodes and writes one frame (NV12 preferred, any `PixelFormat` accepted),
@@ -178,7 +189,7 @@ public final class MediaWriter: @unchecked Sendable {
         let origin = timestampOrigin ?? frame.pts
         var frame = frame
         frame.pts = frame.pts - origin
-        let packets: [EncodedPacket]
+        let packets: [FFPacket]
         do { packets = try encoder.encode(frame) } catch {
             if case .invalidFrame = error {} else { firstError = error }
             throw error
@@ -199,78 +210,17 @@ public final class MediaWriter: @unchecked Sendable {
         try afterVideo(packets, frameEnd: image.pts.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
     }
 
-    private func afterVideo(_ packets: [EncodedPacket], frameEnd: Int64) throws(MediaError) {
+    private func afterVideo(_ packets: [FFPacket], frameEnd: Int64) throws(MediaError) {
         framesWritten += 1
         videoEnd = max(videoEnd, frameEnd)
         for p in packets { try writeVideoPacket(p) }
         if let audioTrack { try writeAudio(audioTrack.drain()) }
     }
 
-    private func writeVideoPacket(_ p: EncodedPacket) throws(MediaError) {
-        guard let format else { return }
-        p.packet.pointee.stream_index = videoStream.pointee.index
-        av_packet_rescale_ts(p.packet, encoder.timeBase, videoStream.pointee.time_base)
-        deadline.arm()
-        let r = av_interleaved_write_frame(format, p.packet)
-        deadline.disarm()
-        try check(r, "video packet")
-    }
-
-    /// Writes audio packets from the writer's `AudioTrack` (copied or re-encoded).
-    /// Packets past the video written so far wait; at `finish()` those beyond
-    /// the last video frame are dropped, so audio never outlasts the video.
-    /// `write(_:)` calls this itself with whatever the source has queued.
-    public func writeAudio(_ packets: [AudioPacket]) throws(MediaError) {
-        guard audioStream != nil else { return }
-        pendingAudio.append(contentsOf: packets)
-        try writePendingAudio(until: videoEnd)
-    }
-
-    private func writePendingAudio(until endTicks: Int64) throws(MediaError) {
-        guard let format, let st = audioStream, let track = audioTrack else { pendingAudio.removeAll(); return }
-        guard let origin = timestampOrigin else { return }  // audio waits for the first video frame
-        let end = encoder.timeBase.mediaTime(endTicks)
-        let shift = av_rescale_q(origin.value, AVRational(num: 1, den: origin.timescale), track.timeBase)
-        var i = 0
-        while i < pendingAudio.count {
-            let a = pendingAudio[i]
-            guard let sourcePTS = a.pts else { i += 1; continue }
-            let pts = sourcePTS - origin
-            if pts >= end { break }
-            i += 1
-            // Skip audio wholly before the first video frame.
-            if pts + a.duration <= .zero { continue }
-            if let t = audioTranscoder {
-                try writeOwned(try t.transcode(a, origin: origin), stream: st, from: t.encoder.pointee.time_base, format: format)
-            } else {
-                let copy = av_packet_clone(a.packet)!
-                var c: UnsafeMutablePointer<AVPacket>? = copy
-                defer { av_packet_free(&c) }
-                if copy.pointee.pts != avNoPTS { copy.pointee.pts -= shift }
-                if copy.pointee.dts != avNoPTS { copy.pointee.dts -= shift }
-                try writeAudioPacket(copy, stream: st, from: track.timeBase, format: format)
-            }
-        }
-        pendingAudio.removeFirst(i)
-    }
-
-    /// Writes and frees packets the transcoder returned.
-    private func writeOwned(_ packets: [UnsafeMutablePointer<AVPacket>], stream: UnsafeMutablePointer<AVStream>,
-                            from tb: AVRational, format: UnsafeMutablePointer<AVFormatContext>) throws(MediaError) {
-        defer { for p in packets { var q: UnsafeMutablePointer<AVPacket>? = p; av_packet_free(&q) } }
-        for p in packets { try writeAudioPacket(p, stream: stream, from: tb, format: format) }
-    }
-
-    private func writeAudioPacket(_ p: UnsafeMutablePointer<AVPacket>, stream: UnsafeMutablePointer<AVStream>,
-                                  from tb: AVRational, format: UnsafeMutablePointer<AVFormatContext>) throws(MediaError) {
-        p.pointee.stream_index = stream.pointee.index
-        p.pointee.pos = -1
-        av_packet_rescale_ts(p, tb, stream.pointee.time_base)
-        deadline.arm()
-        let r = av_interleaved_write_frame(format, p)
-        deadline.disarm()
-        try check(r, "audio packet")
-        audioPacketsWritten += 1
+    private func writeVideoPacket(_ p: FFPacket) throws(MediaError) {
+        p.raw.pointee.stream_index = videoStream.pointee.index
+        av_packet_rescale_ts(p.raw, encoder.timeBase, videoStream.pointee.time_base)
+        try mux(p.raw, "video packet")
     }
 
     /// Flushes the encoder, writes the remaining audio and the trailer, and
@@ -280,32 +230,31 @@ public final class MediaWriter: @unchecked Sendable {
     public func finish() throws(MediaError) {
         guard !finished else { return }
         finished = true
-        defer { close() }
+        defer { output = nil }
         guard firstError == nil else { return }
         for p in try encoder.flush() { try writeVideoPacket(p) }
-        if let audioTrack { pendingAudio.append(contentsOf: audioTrack.drain()) }
-        try writePendingAudio(until: videoEnd)
-        pendingAudio.removeAll()
-        if let t = audioTranscoder, let st = audioStream, let format {
-            try writeOwned(try t.flush(), stream: st, from: t.encoder.pointee.time_base, format: format)
-        }
-        guard let format else { return }
+        try finishAudio()
+        guard let output else { return }
         deadline.arm()
-        var r = av_write_trailer(format)
+        let r = av_write_trailer(output.raw)
         deadline.disarm()
         try check(r, "trailer")
-        if format.pointee.pb != nil {
-            avio_flush(format.pointee.pb)
-            try check(0, "flush")
-            r = avio_closep(&format.pointee.pb)
-            try check(r, "close")
+        if container == .srt, let io = output.io {
+            // An SRT receiver delivers each packet its latency after it was sent, and
+            // one that sees the connection close drops what it still holds: keep the
+            // connection open until the end of the take has been delivered.
+            avio_flush(io)
+            usleep(UInt32(MediaWriter.srtLatency(url) * 2 + 100_000))
         }
-    }
-
-    private func close() {
-        guard let f = format else { return }
-        if f.pointee.oformat.pointee.flags & AVFMT_NOFILE == 0, f.pointee.pb != nil { avio_closep(&f.pointee.pb) }
-        avformat_free_context(f)
-        format = nil
+        do { try output.closeIO() } catch { try check(error.code, "close") }
+        if let trackEnds {
+            let tracks = trackEnds.enumerated().map { i, end in
+                let tb = output.stream(i).pointee.time_base  // the muxer sets 1/mdhd timescale
+                return FragmentedMP4.TrackEnd(end: end * Int64(tb.num), timescale: tb.den)
+            }
+            do { try FragmentedMP4.writeDuration(path: url, tracks: tracks) } catch {
+                throw .writeFailed(path: url, detail: "writing the duration: \(error)")
+            }
+        }
     }
 }

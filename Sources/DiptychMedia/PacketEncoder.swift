@@ -56,10 +56,10 @@ public final class PacketEncoder: @unchecked Sendable {
         return convert(try encoder.flush())
     }
 
-    private func convert(_ packets: [EncodedPacket]) -> [EncodedVideoPacket] {
+    private func convert(_ packets: [FFPacket]) -> [EncodedVideoPacket] {
         let tb = encoder.timeBase
         return packets.map { p in
-            let av = p.packet.pointee
+            let av = p.raw.pointee
             let bytes = av.data.map { Array(UnsafeBufferPointer(start: $0, count: Int(av.size))) } ?? []
             let pts = av.pts == avNoPTS ? av.dts : av.pts
             let dts = av.dts == avNoPTS ? pts : av.dts

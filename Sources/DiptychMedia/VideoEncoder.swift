@@ -1,97 +1,5 @@
 import CFFmpeg
 import DiptychCore
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// How the video of a take is encoded.
-public struct VideoEncoderSettings: Hashable, Sendable {
-    public var size: PixelSize
-    public var frameRate: FrameRate
-    public var codec: VideoCodec
-    public var encoder: EncoderChoice
-    /// Target bit rate in bits per second (default 10 Mbit/s).
-    public var bitrate: Int
-    /// x264/x265 preset (`ultrafast` ... `veryslow`).
-    public var preset: String
-    /// x264/x265 tune (`zerolatency`, `film`, ...), nil for none.
-    public var tune: String?
-    /// Frames between keyframes; nil = one second.
-    public var gop: Int?
-    /// Maximum consecutive B-frames; nil = none in MP4/FLV (see `MediaWriter`),
-    /// the preset's default in MPEG-TS.
-    public var maxBFrames: Int?
-    /// Colour signalled in the stream (the frames' YUV encoding).
-    public var matrix: ColorMatrix
-    public var range: ColorRange
-    /// Where VA-API render nodes are looked for.
-    public var driDirectory: String
-
-    public init(size: PixelSize, frameRate: FrameRate, codec: VideoCodec = .h264, encoder: EncoderChoice = .auto,
-                bitrate: Int = 10_000_000, preset: String = "veryfast", tune: String? = nil, gop: Int? = nil,
-                maxBFrames: Int? = nil, matrix: ColorMatrix = .bt709, range: ColorRange = .limited,
-                driDirectory: String = EncoderProbe.defaultDRIDirectory) {
-        self.size = size; self.frameRate = frameRate; self.codec = codec; self.encoder = encoder
-        self.bitrate = bitrate; self.preset = preset; self.tune = tune; self.gop = gop; self.maxBFrames = maxBFrames
-        self.matrix = matrix; self.range = range; self.driDirectory = driDirectory
-    }
-
-    /// Keyframe interval in frames (one second unless `gop` is set).
-    public var keyframeInterval: Int { gop ?? max(1, Int(frameRate.fps.rounded())) }
-}
-
-/// A GPU image shared as a dma-buf (DRM PRIME), for the zero-copy VA-API path.
-/// All planes live in the one buffer `fd`. `release` runs when the encoder
-/// no longer needs the buffer (the caller may then reuse it or close `fd`).
-public struct DMABufFrame: Sendable {
-    public var fd: Int32
-    /// DRM fourcc (`NV12` = 0x3231564E).
-    public var fourcc: UInt32
-    /// DRM format modifier (0 = linear).
-    public var modifier: UInt64
-    public var width: Int
-    public var height: Int
-    /// Total size of the buffer in bytes.
-    public var size: Int
-    public var offsets: [Int]
-    public var pitches: [Int]
-    public var pts: MediaTime
-    public var release: (@Sendable () -> Void)?
-
-    public static let fourccNV12: UInt32 = 0x3231_564E
-
-    public init(fd: Int32, fourcc: UInt32 = DMABufFrame.fourccNV12, modifier: UInt64 = 0, width: Int, height: Int,
-                size: Int, offsets: [Int], pitches: [Int], pts: MediaTime, release: (@Sendable () -> Void)? = nil) {
-        self.fd = fd; self.fourcc = fourcc; self.modifier = modifier; self.width = width; self.height = height
-        self.size = size; self.offsets = offsets; self.pitches = pitches; self.pts = pts; self.release = release
-    }
-}
-
-/// Keeps a `VideoFrame` (or a dma-buf) alive while FFmpeg holds the AVFrame wrapping it.
-private final class FrameKeepAlive {
-    let frame: VideoFrame?
-    let release: (@Sendable () -> Void)?
-    init(frame: VideoFrame?, release: (@Sendable () -> Void)? = nil) { self.frame = frame; self.release = release }
-    deinit { release?() }
-}
-
-private func releaseKeepAlive(_ opaque: UnsafeMutableRawPointer?, _ data: UnsafeMutablePointer<UInt8>?) {
-    guard let opaque else { return }
-    Unmanaged<FrameKeepAlive>.fromOpaque(opaque).release()
-}
-
-private func freeDescriptorAndKeepAlive(_ opaque: UnsafeMutableRawPointer?, _ data: UnsafeMutablePointer<UInt8>?) {
-    av_free(data)
-    guard let opaque else { return }
-    Unmanaged<FrameKeepAlive>.fromOpaque(opaque).release()
-}
-
-/// One compressed video packet, timestamps in `timeBase`.
-final class EncodedPacket {
-    let packet: UnsafeMutablePointer<AVPacket>
-    init(moving src: UnsafeMutablePointer<AVPacket>) { packet = av_packet_alloc(); av_packet_move_ref(packet, src) }
-    deinit { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
-}
 
 /// An H.264/HEVC encoder: libx264/libx265 on CPU frames, or h264_vaapi/hevc_vaapi
 /// on frames uploaded (NV12) or mapped (dma-buf) to VA surfaces.
@@ -102,20 +10,26 @@ final class EncodedPacket {
 final class VideoEncoder {
     let settings: VideoEncoderSettings
     let selection: EncoderSelection
-    let context: UnsafeMutablePointer<AVCodecContext>
+    let encoder: FFCodecContext
     /// Encoder time base: 1/T with T a multiple of the frame rate's numerator,
     /// so every frame time k·den/num is an exact tick.
     let timeBase: AVRational
     /// One frame duration in `timeBase` ticks.
     let frameTicks: Int64
-    private let inputFormat: AVPixelFormat
-    private var hwDevice: UnsafeMutablePointer<AVBufferRef>?
-    private var hwFrames: UnsafeMutablePointer<AVBufferRef>?
-    private let packet: UnsafeMutablePointer<AVPacket>
-    private var scaler: OpaquePointer?
+    let inputFormat: AVPixelFormat
+    /// VA-API only: the device and the surface pool frames are uploaded to.
+    private(set) var hwDevice: FFBufferRef?
+    private(set) var hwFrames: FFBufferRef?
+    private let packet = FFPacket()
+    /// Rewrites the stream's VUI timing to the real frame rate (see `init`).
+    private var timing: FFBitstreamFilter?
+    let scaler = FFScaler()
     private var lastPTS: Int64?
     private(set) var framesIn = 0
     private var flushed = false
+
+    var context: UnsafeMutablePointer<AVCodecContext> { encoder.raw }
+    var name: String { selection.name }
 
     init(settings: VideoEncoderSettings, globalHeader: Bool) throws(MediaError) {
         self.settings = settings
@@ -131,21 +45,73 @@ final class VideoEncoder {
         guard let codec = avcodec_find_encoder_by_name(sel.name) else {
             throw .encoderUnavailable(encoder: sel.name, reason: "FFmpeg lacks the encoder")
         }
-        var ctx: UnsafeMutablePointer<AVCodecContext>? = avcodec_alloc_context3(codec)
-        guard let c = ctx else { throw .encoderFailed(encoder: sel.name, detail: "out of memory") }
-        let rate = settings.frameRate
-        // T = lcm(90000, num) when it fits, else num itself.
+        do { encoder = try FFCodecContext(codec) } catch { throw .encoderFailed(encoder: sel.name, detail: "\(error)") }
+        (timeBase, frameTicks) = VideoEncoder.ticks(for: settings.frameRate)
+        inputFormat = sel.isHardware ? AV_PIX_FMT_NV12 : (sel.name == "libx265" ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12)
+        configure(globalHeader: globalHeader)
+
+        let options = FFDictionary()
+        if sel.isHardware {
+            try attachVAAPI()
+        } else {
+            encoder.raw.pointee.pix_fmt = inputFormat
+            options.set("preset", settings.preset)
+            if let t = settings.tune { options.set("tune", t) }
+            if sel.name == "libx265" { options.set("x265-params", "log-level=error") }
+        }
+        do { try encoder.open(options) } catch {
+            throw .encoderFailed(encoder: sel.name, detail: "cannot open (\(settings.size) @ \(settings.frameRate) fps, preset \(settings.preset)\(settings.tune.map { ", tune \($0)" } ?? "")): \(error.message)")
+        }
+        if let left = options.first {
+            throw .encoderFailed(encoder: sel.name, detail: "option \(left.key)=\(left.value) not recognised")
+        }
+        do { timing = try VideoEncoder.timingFilter(for: encoder, codec: settings.codec, rate: settings.frameRate, timeBase: timeBase) } catch {
+            throw .encoderFailed(encoder: sel.name, detail: "stream timing: \(error)")
+        }
+    }
+
+    /// libx264 states its time base in the VUI (`num_units_in_tick`/`time_scale`),
+    /// so the fine 1/90000-style base that keeps timestamps exact would read as
+    /// 90000 fps. `h264_metadata`/`hevc_metadata` rewrite the timing to the real
+    /// rate (H.264 counts field ticks: time_scale/num_units_in_tick = 2·fps;
+    /// HEVC counts frames). Timestamps are left as they are.
+    static func timingFilter(for encoder: FFCodecContext, codec: VideoCodec, rate: FrameRate,
+                             timeBase: AVRational) throws(FFmpegError) -> FFBitstreamFilter {
+        let parameters = FFCodecParameters()
+        try encoder.copyParameters(to: parameters.raw)
+        let ticks = codec == .h264 ? 2 * Int64(rate.numerator) : Int64(rate.numerator)
+        var num: Int32 = 0, den: Int32 = 0
+        av_reduce(&num, &den, ticks, Int64(rate.denominator), Int64(Int32.max))
+        return try FFBitstreamFilter(codec == .h264 ? "h264_metadata" : "hevc_metadata", parameters: parameters.raw,
+                                     timeBase: timeBase, options: ["tick_rate": "\(num)/\(den)"])
+    }
+
+    /// The stream's codec parameters as the muxer must see them (extradata
+    /// with the rewritten timing).
+    func copyParameters(to parameters: UnsafeMutablePointer<AVCodecParameters>) throws(FFmpegError) {
+        if let timing {
+            try ffCheck(avcodec_parameters_copy(parameters, timing.outputParameters), "avcodec_parameters_copy")
+        } else {
+            try encoder.copyParameters(to: parameters)
+        }
+    }
+
+    /// T = lcm(90000, num) when it fits, else num itself; one frame is den·T/num ticks.
+    static func ticks(for rate: FrameRate) -> (timeBase: AVRational, frameTicks: Int64) {
         func gcd(_ a: Int64, _ b: Int64) -> Int64 { b == 0 ? a : gcd(b, a % b) }
         let num = Int64(rate.numerator), den = Int64(rate.denominator)
         var ticks = 90_000 / gcd(90_000, num) * num
         if ticks > Int64(Int32.max) / 4 { ticks = num }
-        timeBase = AVRational(num: 1, den: Int32(ticks))
-        frameTicks = den * ticks / num
+        return (AVRational(num: 1, den: Int32(ticks)), den * ticks / num)
+    }
 
+    /// Size, timing, GOP, rate and colour signalling.
+    private func configure(globalHeader: Bool) {
+        let c = encoder.raw
         c.pointee.width = Int32(settings.size.width)
         c.pointee.height = Int32(settings.size.height)
         c.pointee.time_base = timeBase
-        c.pointee.framerate = AVRational(num: rate.numerator, den: rate.denominator)
+        c.pointee.framerate = AVRational(num: settings.frameRate.numerator, den: settings.frameRate.denominator)
         c.pointee.gop_size = Int32(settings.keyframeInterval)
         c.pointee.bit_rate = Int64(settings.bitrate)
         if let b = settings.maxBFrames { c.pointee.max_b_frames = Int32(b) }
@@ -157,71 +123,35 @@ final class VideoEncoder {
             c.pointee.colorspace = AVCOL_SPC_SMPTE170M; c.pointee.color_primaries = AVCOL_PRI_SMPTE170M; c.pointee.color_trc = AVCOL_TRC_SMPTE170M
         }
         if globalHeader { c.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
-
-        var opts: OpaquePointer? = nil
-        defer { av_dict_free(&opts) }
-        let fail: (String) -> MediaError = { .encoderFailed(encoder: sel.name, detail: $0) }
-        if sel.isHardware {
-            inputFormat = AV_PIX_FMT_NV12
-            c.pointee.pix_fmt = AV_PIX_FMT_VAAPI
-            var dev: UnsafeMutablePointer<AVBufferRef>? = nil
-            var r = av_hwdevice_ctx_create(&dev, AV_HWDEVICE_TYPE_VAAPI, sel.devicePath, nil, 0)
-            guard r >= 0, let dev else {
-                avcodec_free_context(&ctx)
-                throw .encoderUnavailable(encoder: sel.name, reason: "cannot create VA-API device on \(sel.devicePath ?? "default"): \(avErrorString(r))")
-            }
-            hwDevice = dev
-            var frames: UnsafeMutablePointer<AVBufferRef>? = av_hwframe_ctx_alloc(dev)
-            let fc = UnsafeMutableRawPointer(frames!.pointee.data).assumingMemoryBound(to: AVHWFramesContext.self)
-            fc.pointee.format = AV_PIX_FMT_VAAPI
-            fc.pointee.sw_format = AV_PIX_FMT_NV12
-            fc.pointee.width = c.pointee.width
-            fc.pointee.height = c.pointee.height
-            fc.pointee.initial_pool_size = 16
-            r = av_hwframe_ctx_init(frames)
-            guard r >= 0 else {
-                av_buffer_unref(&frames); av_buffer_unref(&hwDevice); avcodec_free_context(&ctx)
-                throw .encoderUnavailable(encoder: sel.name, reason: "cannot create VA surfaces \(settings.size) NV12: \(avErrorString(r))")
-            }
-            hwFrames = frames
-            c.pointee.hw_frames_ctx = av_buffer_ref(frames)
-        } else {
-            let isX265 = sel.name == "libx265"
-            inputFormat = isX265 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
-            c.pointee.pix_fmt = inputFormat
-            av_dict_set(&opts, "preset", settings.preset, 0)
-            if let t = settings.tune { av_dict_set(&opts, "tune", t, 0) }
-            if isX265 { av_dict_set(&opts, "x265-params", "log-level=error", 0) }
-        }
-        packet = av_packet_alloc()
-        let r = avcodec_open2(c, codec, &opts)
-        if r < 0 {
-            var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p)
-            av_buffer_unref(&hwFrames); av_buffer_unref(&hwDevice); avcodec_free_context(&ctx)
-            throw fail("cannot open (\(settings.size) @ \(rate) fps, preset \(settings.preset)\(settings.tune.map { ", tune \($0)" } ?? "")): \(avErrorString(r))")
-        }
-        if let left = av_dict_get(opts, "", nil, AV_DICT_IGNORE_SUFFIX) {
-            let key = String(cString: left.pointee.key), value = String(cString: left.pointee.value)
-            var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p)
-            av_buffer_unref(&hwFrames); av_buffer_unref(&hwDevice); avcodec_free_context(&ctx)
-            throw fail("option \(key)=\(value) not recognised")
-        }
-        context = c
     }
 
-    deinit {
-        var c: UnsafeMutablePointer<AVCodecContext>? = context
-        avcodec_free_context(&c)
-        av_buffer_unref(&hwFrames)
-        av_buffer_unref(&hwDevice)
-        var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p)
-        if scaler != nil { sws_freeContext(scaler) }
+    /// The VA-API device on the selected render node and a pool of NV12 surfaces.
+    private func attachVAAPI() throws(MediaError) {
+        encoder.raw.pointee.pix_fmt = AV_PIX_FMT_VAAPI
+        var dev: UnsafeMutablePointer<AVBufferRef>? = nil
+        let r = av_hwdevice_ctx_create(&dev, AV_HWDEVICE_TYPE_VAAPI, selection.devicePath, nil, 0)
+        guard r >= 0, let dev else {
+            throw .encoderUnavailable(encoder: name, reason: "cannot create VA-API device on \(selection.devicePath ?? "default"): \(avErrorString(r))")
+        }
+        let device = FFBufferRef(taking: dev)
+        hwDevice = device
+        guard let fr = av_hwframe_ctx_alloc(device.raw) else { throw .encoderFailed(encoder: name, detail: "av_hwframe_ctx_alloc: out of memory") }
+        let frames = FFBufferRef(taking: fr)
+        let fc = UnsafeMutableRawPointer(frames.raw.pointee.data).assumingMemoryBound(to: AVHWFramesContext.self)
+        fc.pointee.format = AV_PIX_FMT_VAAPI
+        fc.pointee.sw_format = AV_PIX_FMT_NV12
+        fc.pointee.width = encoder.raw.pointee.width
+        fc.pointee.height = encoder.raw.pointee.height
+        fc.pointee.initial_pool_size = 16
+        do { try ffCheck(av_hwframe_ctx_init(frames.raw), "av_hwframe_ctx_init") } catch {
+            throw .encoderUnavailable(encoder: name, reason: "cannot create VA surfaces \(settings.size) NV12: \(error.message)")
+        }
+        hwFrames = frames
+        encoder.raw.pointee.hw_frames_ctx = frames.newReference()
     }
-
-    var name: String { selection.name }
 
     /// The frame's pts in encoder ticks, kept strictly increasing.
-    private func ticks(for pts: MediaTime) -> Int64 {
+    func ticks(for pts: MediaTime) -> Int64 {
         var t = pts.converted(to: timeBase.den).value
         if let last = lastPTS, t <= last { t = last + 1 }
         lastPTS = t
@@ -230,149 +160,58 @@ final class VideoEncoder {
 
     /// Encodes `frame` (NV12 preferred; I420/RGBA/BGRA are converted) and
     /// returns the packets that came out (timestamps in `timeBase`, durations set).
-    func encode(_ frame: VideoFrame) throws(MediaError) -> [EncodedPacket] {
+    func encode(_ frame: VideoFrame) throws(MediaError) -> [FFPacket] {
         guard frame.width == settings.size.width, frame.height == settings.size.height else {
             throw .invalidFrame(reason: "frame is \(frame.size), encoder expects \(settings.size)")
         }
         guard frame.planes.count >= frame.format.planeCount else {
             throw .invalidFrame(reason: "\(frame.format.rawValue) frame has \(frame.planes.count) planes")
         }
-        var av: UnsafeMutablePointer<AVFrame>? = try makeAVFrame(frame)
-        defer { av_frame_free(&av) }
-        av!.pointee.pts = ticks(for: frame.pts)
-        if selection.isHardware {
-            var hw: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
-            defer { av_frame_free(&hw) }
-            var r = av_hwframe_get_buffer(hwFrames, hw, 0)
-            if r >= 0 { r = av_hwframe_transfer_data(hw, av, 0) }
-            guard r >= 0 else { throw .encoderFailed(encoder: name, detail: "upload to VA surface: \(avErrorString(r))") }
-            hw!.pointee.pts = av!.pointee.pts
+        let av = try makeAVFrame(frame)
+        av.raw.pointee.pts = ticks(for: frame.pts)
+        if let hwFrames {
+            let hw = FFFrame()
+            do {
+                try ffCheck(av_hwframe_get_buffer(hwFrames.raw, hw.raw, 0), "av_hwframe_get_buffer")
+                try ffCheck(av_hwframe_transfer_data(hw.raw, av.raw, 0), "av_hwframe_transfer_data")
+            } catch {
+                throw .encoderFailed(encoder: name, detail: "upload to VA surface: \(error.message)")
+            }
+            hw.raw.pointee.pts = av.raw.pointee.pts
             return try send(hw)
         }
         return try send(av)
     }
 
-    /// Encodes a dma-buf NV12 image by mapping it to a VA surface (VA-API only).
-    func encode(_ image: DMABufFrame) throws(MediaError) -> [EncodedPacket] {
-        guard selection.isHardware, let hwFrames else {
-            image.release?()
-            throw .invalidFrame(reason: "dma-buf frames need the VA-API encoder; \(name) takes CPU frames")
-        }
-        guard image.width == settings.size.width, image.height == settings.size.height, !image.offsets.isEmpty,
-              image.offsets.count == image.pitches.count, image.offsets.count <= 4 else {
-            image.release?()
-            throw .invalidFrame(reason: "dma-buf \(image.width)x\(image.height) with \(image.offsets.count) planes, encoder expects \(settings.size) NV12")
-        }
-        // The DRM-PRIME frame: data[0] is the descriptor, buf[0] owns it and the dma-buf keep-alive.
-        var src: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
-        defer { av_frame_free(&src) }
-        let desc = av_mallocz(MemoryLayout<AVDRMFrameDescriptor>.size)!.assumingMemoryBound(to: AVDRMFrameDescriptor.self)
-        let offsets = image.offsets.map { $0 }, pitches = image.pitches.map { $0 }
-        diptych_drm_descriptor_fill(desc, image.fd, image.size, image.modifier, image.fourcc, Int32(offsets.count), offsets, pitches)
-        let keep = Unmanaged.passRetained(FrameKeepAlive(frame: nil, release: image.release)).toOpaque()
-        let buf = av_buffer_create(UnsafeMutableRawPointer(desc).assumingMemoryBound(to: UInt8.self),
-                                   MemoryLayout<AVDRMFrameDescriptor>.size, freeDescriptorAndKeepAlive, keep, 0)
-        src!.pointee.format = AV_PIX_FMT_DRM_PRIME.rawValue
-        src!.pointee.width = Int32(image.width)
-        src!.pointee.height = Int32(image.height)
-        diptych_frame_set_buf(src, 0, buf)
-        diptych_frame_set_plane(src, 0, UnsafeMutableRawPointer(desc).assumingMemoryBound(to: UInt8.self), 0)
-        // Map into a VA surface of the encoder's frames context (vaapi map_to from DRM PRIME).
-        var dst: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
-        defer { av_frame_free(&dst) }
-        dst!.pointee.format = AV_PIX_FMT_VAAPI.rawValue
-        dst!.pointee.hw_frames_ctx = av_buffer_ref(hwFrames)
-        let r = av_hwframe_map(dst, src, Int32(AV_HWFRAME_MAP_READ))
-        guard r >= 0 else { throw .encoderFailed(encoder: name, detail: "map dma-buf (fourcc 0x\(String(image.fourcc, radix: 16)), modifier 0x\(String(image.modifier, radix: 16))) to VA surface: \(avErrorString(r))") }
-        dst!.pointee.pts = ticks(for: image.pts)
-        return try send(dst)
-    }
-
     /// Drains the encoder (end of stream). Further `encode` calls are a bug.
-    func flush() throws(MediaError) -> [EncodedPacket] {
+    func flush() throws(MediaError) -> [FFPacket] {
         guard !flushed else { return [] }
         flushed = true
         return try send(nil)
     }
 
-    private func send(_ frame: UnsafeMutablePointer<AVFrame>?) throws(MediaError) -> [EncodedPacket] {
+    func send(_ frame: FFFrame?) throws(MediaError) -> [FFPacket] {
         precondition(!flushed || frame == nil, "VideoEncoder.encode after flush")
-        let r = avcodec_send_frame(context, frame)
+        let r = encoder.send(frame?.raw)
         if r < 0 && r != averrorEOF { throw .encoderFailed(encoder: name, detail: avErrorString(r)) }
         if frame != nil { framesIn += 1 }
-        var out: [EncodedPacket] = []
+        var out: [FFPacket] = []
         while true {
-            let rr = avcodec_receive_packet(context, packet)
+            let rr = encoder.receive(packet)
             if rr == averrorEAGAIN || rr == averrorEOF { break }
             if rr < 0 { throw .encoderFailed(encoder: name, detail: avErrorString(rr)) }
             // FFmpeg 5.1's libx264 leaves duration 0: the muxer needs it for the last sample.
-            if packet.pointee.duration <= 0 { packet.pointee.duration = frameTicks }
-            out.append(EncodedPacket(moving: packet))
+            if packet.raw.pointee.duration <= 0 { packet.raw.pointee.duration = frameTicks }
+            out.append(FFPacket(moving: packet.raw))
         }
-        return out
-    }
-
-    /// Wraps `frame` as an AVFrame in `inputFormat`, without copying when the
-    /// formats match; the AVFrame's buffer keeps `frame` alive.
-    private func makeAVFrame(_ frame: VideoFrame) throws(MediaError) -> UnsafeMutablePointer<AVFrame> {
-        let av = av_frame_alloc()!
-        av.pointee.width = Int32(frame.width)
-        av.pointee.height = Int32(frame.height)
-        av.pointee.format = inputFormat.rawValue
-        av.pointee.color_range = frame.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
-        let keep = Unmanaged.passRetained(FrameKeepAlive(frame: frame)).toOpaque()
-        let p0 = UnsafeMutablePointer(mutating: frame.planes[0].baseAddress.assumingMemoryBound(to: UInt8.self))
-        diptych_frame_set_buf(av, 0, av_buffer_create(p0, frame.planes[0].availableBytes, releaseKeepAlive, keep, Int32(AV_BUFFER_FLAG_READONLY)))
-        let srcFormat = avPixelFormat(frame.format)
-        if srcFormat == inputFormat {
-            for i in 0..<frame.format.planeCount {
-                let p = frame.planes[i]
-                diptych_frame_set_plane(av, Int32(i), UnsafeMutablePointer(mutating: p.baseAddress.assumingMemoryBound(to: UInt8.self)), Int32(p.stride))
-            }
-            return av
+        guard let timing else { return out }
+        do {
+            var filtered: [FFPacket] = []
+            for p in out { filtered += try timing.filter(p) }
+            if frame == nil { filtered += try timing.filter(nil) }
+            return filtered
+        } catch {
+            throw .encoderFailed(encoder: name, detail: "stream timing: \(error)")
         }
-        // NV12 → I420 for libx265: Y stays where it is, only the chroma is de-interleaved.
-        if frame.format == .nv12 && inputFormat == AV_PIX_FMT_YUV420P {
-            let cw = (frame.width + 1) / 2, ch = (frame.height + 1) / 2
-            let chroma = av_buffer_alloc(2 * cw * ch)!
-            diptych_frame_set_buf(av, 1, chroma)
-            let u = chroma.pointee.data!, v = u + cw * ch
-            let uv = frame.planes[1]
-            let src = uv.baseAddress.assumingMemoryBound(to: UInt8.self)
-            for y in 0..<ch {
-                let row = src + y * uv.stride, ur = u + y * cw, vr = v + y * cw
-                for x in 0..<cw { ur[x] = row[2 * x]; vr[x] = row[2 * x + 1] }
-            }
-            diptych_frame_set_plane(av, 0, p0, Int32(frame.planes[0].stride))
-            diptych_frame_set_plane(av, 1, u, Int32(cw))
-            diptych_frame_set_plane(av, 2, v, Int32(cw))
-            return av
-        }
-        // Anything else: one swscale pass into a new buffer.
-        var tmp: UnsafeMutablePointer<AVFrame>? = av_frame_alloc()
-        tmp!.pointee.width = av.pointee.width; tmp!.pointee.height = av.pointee.height
-        tmp!.pointee.format = inputFormat.rawValue
-        var r = av_frame_get_buffer(tmp, 0)
-        scaler = sws_getCachedContext(scaler, Int32(frame.width), Int32(frame.height), srcFormat,
-                                      Int32(frame.width), Int32(frame.height), inputFormat, SWS_BILINEAR, nil, nil, nil)
-        if scaler == nil { r = -1 }
-        guard r >= 0 else {
-            av_frame_free(&tmp)
-            var a: UnsafeMutablePointer<AVFrame>? = av; av_frame_free(&a)
-            throw .invalidFrame(reason: "cannot convert \(frame.format.rawValue) to \(pixelFormatName(inputFormat))")
-        }
-        var srcPtrs: [UnsafePointer<UInt8>?] = [nil, nil, nil, nil]
-        var srcStrides: [Int32] = [0, 0, 0, 0]
-        for i in 0..<frame.format.planeCount {
-            srcPtrs[i] = frame.planes[i].baseAddress.assumingMemoryBound(to: UInt8.self)
-            srcStrides[i] = Int32(frame.planes[i].stride)
-        }
-        let t = tmp!
-        var dstPtrs: [UnsafeMutablePointer<UInt8>?] = (0..<4).map { diptych_frame_data(t, Int32($0)) }
-        var dstStrides: [Int32] = (0..<4).map { diptych_frame_linesize(t, Int32($0)) }
-        _ = sws_scale(scaler, &srcPtrs, &srcStrides, 0, Int32(frame.height), &dstPtrs, &dstStrides)
-        t.pointee.color_range = av.pointee.color_range
-        var a: UnsafeMutablePointer<AVFrame>? = av; av_frame_free(&a)
-        return t
     }
 }

@@ -22,18 +22,43 @@ public struct SourceInfo: Hashable, Sendable, CustomStringConvertible {
     public var duration: Double?
     /// Codec name (`h264`, `hevc`, `rawvideo`, ...) or `generated`.
     public var codec: String
+    /// The shape of the stored pixels (the stream's sample aspect ratio;
+    /// frames carry their own in `VideoFrame.sampleAspect`).
+    public var sampleAspect: SampleAspectRatio
+    /// The input's field order when it is interlaced, nil when progressive.
+    public var interlaced: FieldOrder?
+    /// The filter that deinterlaces the frames before they are delivered
+    /// (`bwdif`), nil when frames are delivered as decoded.
+    public var deinterlacer: String?
 
     public init(name: String, size: PixelSize, frameRate: FrameRate, orientation: Orientation = .identity,
                 matrix: ColorMatrix = .bt709, range: ColorRange = .limited, pixelFormat: PixelFormat = .nv12,
                 nativeFormat: String = "generated", hasAudio: Bool = false, duration: Double? = nil,
-                codec: String = "generated") {
+                codec: String = "generated", sampleAspect: SampleAspectRatio = .square) {
         self.name = name; self.size = size; self.frameRate = frameRate; self.orientation = orientation
         self.matrix = matrix; self.range = range; self.pixelFormat = pixelFormat; self.nativeFormat = nativeFormat
-        self.hasAudio = hasAudio; self.duration = duration; self.codec = codec
+        self.hasAudio = hasAudio; self.duration = duration; self.codec = codec; self.sampleAspect = sampleAspect
+    }
+
+    /// What the log should say about how the input is processed, one line each.
+    public var notices: [String] {
+        var lines: [String] = []
+        if let interlaced {
+            lines.append("interlaced (\(interlaced.rawValue)), " + (deinterlacer.map { "deinterlaced with \($0) before compositing" } ?? "not deinterlaced"))
+        }
+        if !sampleAspect.isSquare { lines.append("pixels \(sampleAspect) (SAR), shown as \(sampleAspect.displaySize(of: size))") }
+        return lines
+    }
+
+    /// What layouts see of this stream, turned upright by `orientation`.
+    public func geometry(orientation: Orientation) -> StreamGeometry {
+        StreamGeometry(sensorSize: size, orientation: orientation, sampleAspect: sampleAspect)
     }
 
     public var description: String {
         var s = "\(name): \(codec) \(size) @ \(frameRate) fps, \(nativeFormat)→\(pixelFormat.rawValue), \(matrix.rawValue)/\(range.rawValue)"
+        if !sampleAspect.isSquare { s += ", SAR \(sampleAspect) (shown \(sampleAspect.displaySize(of: size)))" }
+        if let interlaced { s += ", interlaced (\(interlaced.rawValue))" + (deinterlacer.map { ", deinterlaced with \($0)" } ?? "") }
         if orientation.rotation != .r0 { s += ", rotate \(orientation.rotation.rawValue)°" }
         if let duration { s += ", \(duration) s" }
         if hasAudio { s += ", audio" }

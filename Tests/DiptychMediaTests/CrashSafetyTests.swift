@@ -54,6 +54,13 @@ func fixtureExecutable(_ name: String) -> URL? {
         #expect(decoded % 30 == 0, "only whole fragments reach the file (decoded \(decoded))")
         #expect(probe.counters == (0..<decoded).map { Optional($0) })
         #expect(probe.frames.enumerated().allSatisfy { $0.element.pts == FrameRate(30).time(ofFrame: Int64($0.offset)) })
+        // Still the plain fragmented file: no length in the movie header (a
+        // clean finish writes it), and GStreamer plays it as well.
+        let header = try MovieHeader(path: out)
+        #expect(header.duration == 0 && header.fragmentDuration == nil)
+        #expect(try topLevelBoxes(out).prefix(4) == ["ftyp", "moov", "free", "moof"])
+        let gst = try runTool("/usr/bin/gst-discoverer-1.0", [out])
+        #expect(gst.status == 0 && gst.output.contains("H.264"), "\(gst.output)")
     }
 
     /// The same fixture, allowed to finish, writes every frame.

@@ -139,3 +139,94 @@ func topLevelBoxes(_ path: String) throws -> [String] {
     }
     return boxes
 }
+
+/// The frame rate the video bitstream itself states (H.264/HEVC VUI timing),
+/// as libavcodec's decoder reads it from the parameter sets: nil when absent.
+func bitstreamFrameRate(path: String) throws -> AVRational? {
+    let input = try FFInputContext(url: path, format: nil, options: FFDictionary(), interrupt: AVIOInterruptCB())
+    try input.findStreamInfo()
+    let index = av_find_best_stream(input.raw, AVMEDIA_TYPE_VIDEO, -1, -1, nil, 0)
+    guard index >= 0 else { return nil }
+    let stream = input.stream(Int(index))
+    let codec = try #require(avcodec_find_decoder(stream.pointee.codecpar.pointee.codec_id))
+    let decoder = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
+    try decoder.open()
+    let packet = FFPacket(), frame = FFFrame()
+    while input.read(packet) >= 0 {
+        defer { packet.unref() }
+        guard packet.raw.pointee.stream_index == index else { continue }
+        _ = decoder.send(packet)
+        if decoder.receive(frame) == 0 { break }
+    }
+    let rate = decoder.raw.pointee.framerate
+    return rate.num > 0 && rate.den > 0 ? rate : nil
+}
+
+/// Runs a reader's command-line tool (`ffprobe`, `gst-discoverer-1.0`) and returns its output.
+func runTool(_ path: String, _ args: [String]) throws -> (status: Int32, output: String) {
+    try #require(FileManager.default.isExecutableFile(atPath: path), "\(path) is missing: run scripts/setup")
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    let pipe = Pipe()
+    p.standardOutput = pipe
+    p.standardError = pipe
+    try p.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// What GStreamer's discoverer reports: the length in seconds and the video frame rate.
+func gstDiscover(_ path: String) throws -> (duration: Double?, frameRate: String?) {
+    let r = try runTool("/usr/bin/gst-discoverer-1.0", [path])
+    var duration: Double?, rate: String?
+    for line in r.output.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+        if line.hasPrefix("Duration: "), duration == nil {
+            let parts = line.dropFirst(10).split(separator: ":").compactMap { Double($0) }
+            if parts.count == 3 { duration = parts[0] * 3600 + parts[1] * 60 + parts[2] }
+        }
+        if line.hasPrefix("Frame rate: "), rate == nil { rate = String(line.dropFirst(12)) }
+    }
+    return (duration, rate)
+}
+
+/// `ffprobe`'s container duration in seconds.
+func ffprobeDuration(_ path: String) throws -> Double? {
+    let r = try runTool("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "default=nw=1:nk=1", path])
+    return Double(r.output.trimmingCharacters(in: .whitespacesAndNewlines))
+}
+
+/// The durations an MP4's movie box states: `mvhd` and `mehd` in the movie
+/// timescale, then each track's `tkhd` (movie timescale) and `mdhd` (its own).
+struct MovieHeader {
+    var timescale: UInt64 = 0
+    var duration: UInt64 = 0
+    var fragmentDuration: UInt64?
+    var tracks: [(tkhd: UInt64, mdhdTimescale: UInt64, mdhd: UInt64)] = []
+
+    init(path: String) throws {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let moov = try #require(MP4Boxes(bytes).first { $0.type == "moov" })
+        for child in MP4Boxes(bytes, from: moov.range.lowerBound + 8, to: moov.range.upperBound) {
+            let at = child.range.lowerBound
+            switch child.type {
+            case "mvhd":
+                timescale = FragmentedMP4.field(bytes, at: at, version0: 20, version1: 28, width32: true)
+                duration = FragmentedMP4.field(bytes, at: at, version0: 24, version1: 32)
+            case "mvex":
+                if let mehd = MP4Boxes(bytes, from: at + 8, to: child.range.upperBound).first(where: { $0.type == "mehd" }) {
+                    fragmentDuration = FragmentedMP4.field(bytes, at: mehd.range.lowerBound, version0: 12, version1: 12)
+                }
+            case "trak":
+                let tkhd = try #require(MP4Boxes(bytes, from: at + 8, to: child.range.upperBound).first { _ in true })
+                let mdia = try #require(MP4Boxes(bytes, from: at + 8, to: child.range.upperBound).first { $0.type == "mdia" })
+                let mdhd = try #require(MP4Boxes(bytes, from: mdia.range.lowerBound + 8, to: mdia.range.upperBound).first { $0.type == "mdhd" })
+                tracks.append((FragmentedMP4.field(bytes, at: tkhd.range.lowerBound, version0: 28, version1: 36),
+                               FragmentedMP4.field(bytes, at: mdhd.range.lowerBound, version0: 20, version1: 28, width32: true),
+                               FragmentedMP4.field(bytes, at: mdhd.range.lowerBound, version0: 24, version1: 32)))
+            default: break
+            }
+        }
+    }
+}

@@ -1,15 +1,16 @@
 import Foundation
 import Testing
 
-/// A real receiver on loopback: an `ffmpeg` listening for RTMP or SRT that
-/// copies what it gets to stdout as MPEG-TS, read here with the arrival
-/// time of every chunk (to check pacing), and written to `path`.
+/// A real receiver on loopback: `ffmpeg` listening for SRT (the stream's
+/// bytes as they arrive, through its raw `data` format: no probing, no
+/// delay) or for RTMP (`-listen 1`, copied to MPEG-TS), read here with the
+/// arrival time of every chunk (to check pacing) and written to `path`.
 final class LiveReceiver: @unchecked Sendable {
     let url: String
     let path: String
     private let process = Process()
     private let lock = NSLock()
-    private var arrivals: [Date] = []
+    private var arrivals: [(Date, Int)] = []
     private let done = DispatchSemaphore(value: 0)
 
     /// A free TCP/UDP port on 127.0.0.1 (bound and released).
@@ -30,12 +31,14 @@ final class LiveReceiver: @unchecked Sendable {
     init(url: String, path: String) throws {
         self.url = url
         self.path = path
-        let input = url.hasPrefix("srt://") ? url + "?mode=listener" : url
-        var args = ["-loglevel", "error", "-nostdin"]
-        if url.hasPrefix("rtmp://") { args += ["-listen", "1"] }
-        args += ["-i", input, "-c", "copy", "-flush_packets", "1", "-f", "mpegts", "pipe:1"]
         process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        process.arguments = args
+        if url.hasPrefix("srt://") {
+            process.arguments = ["-loglevel", "error", "-nostdin", "-f", "data", "-i", url + "?mode=listener",
+                                 "-map", "0", "-c", "copy", "-flush_packets", "1", "-f", "data", "pipe:1"]
+        } else {
+            process.arguments = ["-loglevel", "error", "-nostdin", "-listen", "1", "-i", url, "-c", "copy",
+                                 "-flush_packets", "1", "-f", "mpegts", "pipe:1"]
+        }
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -44,10 +47,12 @@ final class LiveReceiver: @unchecked Sendable {
         try process.run()
         let reader = out.fileHandleForReading
         DispatchQueue.global().async { [self] in
+            var total = 0
             while true {
                 let chunk = reader.availableData
                 if chunk.isEmpty { break }
-                lock.lock(); arrivals.append(Date()); lock.unlock()
+                total += chunk.count
+                lock.lock(); arrivals.append((Date(), total)); lock.unlock()
                 file.write(chunk)
             }
             try? file.close()
@@ -56,11 +61,12 @@ final class LiveReceiver: @unchecked Sendable {
         Thread.sleep(forTimeInterval: 0.5)   // listening before the take connects
     }
 
-    /// Seconds from the first bytes received to the last.
+    /// Seconds from the first bytes received to the last but one chunk (a
+    /// last partial read can wait for the connection's end).
     var arrivalSpan: Double {
         lock.lock(); defer { lock.unlock() }
-        guard let a = arrivals.first, let b = arrivals.last else { return 0 }
-        return b.timeIntervalSince(a)
+        guard arrivals.count >= 2 else { return 0 }
+        return arrivals[arrivals.count - 2].0.timeIntervalSince(arrivals[0].0)
     }
 
     /// Kills the receiver at once (a crashed or vanished server).

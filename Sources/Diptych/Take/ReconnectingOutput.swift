@@ -15,7 +15,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private let name: String
     private let window: Double
     private let log: @Sendable (String) -> Void
-    private let open: @Sendable () throws(MediaError) -> any TakeOutput
+    private let open: @Sendable (_ again: Bool) throws(MediaError) -> any TakeOutput
     private let first: any TakeOutput
     private var current: (any TakeOutput)?
     private var down: (since: UInt64, at: Double, error: MediaError)?
@@ -26,9 +26,9 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private var _outages: [OutputOutage] = []
 
     init(name: String, window: Double, log: @escaping @Sendable (String) -> Void,
-         open: @escaping @Sendable () throws(MediaError) -> any TakeOutput) throws(MediaError) {
+         open: @escaping @Sendable (_ again: Bool) throws(MediaError) -> any TakeOutput) throws(MediaError) {
         self.name = name; self.window = window; self.log = log; self.open = open
-        first = try open()
+        first = try open(false)
         current = first
     }
 
@@ -64,7 +64,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
         guard now >= nextAttempt else { return }   // still down: this frame is dropped
         attempts += 1
         do throws(MediaError) {
-            let c = try open()
+            let c = try open(true)
             try c.write(frame)
             current = c
             down = nil

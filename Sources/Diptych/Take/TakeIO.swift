@@ -11,7 +11,8 @@ struct TakeIO: Sendable {
     /// Opens the stream of `role` (the take's configured spec, or a hot swap's).
     var openInput: @Sendable (StreamRole, SourceSpec, _ duration: Double?) throws(MediaError) -> any TakeInput
     /// Opens output `index` (0 is `--out`, then `--also-out` in order).
-    var openOutput: @Sendable (_ index: Int, OutputSpec, VideoEncoderSettings, AudioTrack?) throws(MediaError) -> any TakeOutput
+    /// `origin` is the output's zero on the take's timeline (nil: its first frame).
+    var openOutput: @Sendable (_ index: Int, OutputSpec, VideoEncoderSettings, AudioTrack?, _ origin: MediaTime?) throws(MediaError) -> any TakeOutput
     /// Readers of the render target after each frame (callbacks).
     var taps: [any RenderTap & Sendable] = []
     /// Both streams' timestamps are on one clock (pushed frames).
@@ -28,7 +29,7 @@ struct TakeIO: Sendable {
     /// Files, URLs, synthetic patterns and standard input in; `MediaWriter`s out.
     static let media = TakeIO(
         openInput: { _, spec, duration throws(MediaError) in try MediaInput.open(spec, duration: duration) },
-        openOutput: { _, spec, video, audio throws(MediaError) in
-            try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio)
+        openOutput: { _, spec, video, audio, origin throws(MediaError) in
+            try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio, timestampOrigin: origin)
         })
 }

@@ -28,7 +28,7 @@ extension TakeRun {
             do throws(SessionError) {
                 do { try gpu.addOutput(key) } catch { throw .gpu(error) }
                 let sink: any TakeOutput
-                do { sink = try session.io.openOutput(key, spec, encoderSettings, nil) } catch {
+                do { sink = try session.io.openOutput(key, spec, encoderSettings, nil, nil) } catch {
                     gpu.removeOutput(key)
                     throw .output(spec.out, error)
                 }

@@ -161,8 +161,10 @@ final class TakeRun {
     /// Each output's draws for this frame, and the time its frame carries:
     /// the take's time on live outputs, less the held time on files.
     private func plans(for f: PairedFrame, t: MediaTime, liveOnly: Bool) -> [Int: GPUStage.OutputPlan] {
-        let p = StreamGeometry(sensorSize: f.primary.size, orientation: f.primaryOrientation)
-        let s = f.secondary.map { StreamGeometry(sensorSize: $0.payload.size, orientation: f.secondaryOrientation) }
+        let p = StreamGeometry(sensorSize: f.primary.size, orientation: f.primaryOrientation, sampleAspect: f.primary.sampleAspect)
+        let s = f.secondary.map {
+            StreamGeometry(sensorSize: $0.payload.size, orientation: f.secondaryOrientation, sampleAspect: $0.payload.sampleAspect)
+        }
         var out: [Int: GPUStage.OutputPlan] = [:]
         for e in encoders where e.live || !liveOnly {
             let layout = (layouts[e.key] ?? nil) ?? (layouts[0] ?? nil) ?? config.layout

@@ -32,6 +32,13 @@ enum TakeSetup {
         }
         try checkDistinctFiles(config: config, output: outputPath)
         do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
+        do {
+            try VideoEncoderSettings.validate(codec: config.codec, encoder: config.encoder, preset: config.preset, tune: nil,
+                                              bitrate: config.bitrate)
+        } catch {
+            guard case .invalidSetting(let setting, let value, let reason) = error else { throw .encoder(error) }
+            throw .configuration(ConfigurationError(field: "--\(setting.rawValue)", value: value, reason: reason))
+        }
         if case .startRefused(let why) = StoragePolicy.standard.decide(freeBytes: hooks.storage.freeBytes(at: outputPath), recording: false) {
             throw .refused(.storage(path: outputPath, reason: why))
         }
@@ -79,7 +86,7 @@ enum TakeSetup {
                     reason: "its \(size) frames exceed this GPU's largest texture (\(limit)x\(limit), \(gpu.gpu.info.renderer))"))
             }
         }
-        var canvas = config.resolvedCanvas(primaryUprightSize: primary.info.size.rotated(primaryOrientation.rotation))
+        var canvas = config.resolvedCanvas(primaryUprightSize: primary.info.geometry(orientation: primaryOrientation).uprightSize)
         if config.canvasSize == nil {
             try checkCanvas(canvas, on: gpu.gpu, field: "--primary", value: "\(config.primary) (canvas \(canvas))")
         }
@@ -147,10 +154,15 @@ enum TakeSetup {
             do throws(MediaError) {
                 let live = ContainerFormat.isLive(spec.out)
                 let track = i == 0 ? audio : nil
+                // A live stream is encoded without lookahead or frame-thread delay: frames leave when they are due.
+                var settings = video
+                if live { settings.tune = settings.tune ?? "zerolatency" }
+                let video = settings
+                // A reopened stream keeps the take's timeline (its zero is the take's).
                 let sink: any TakeOutput = live && config.reconnectWindow > 0
                     ? try ReconnectingOutput(name: spec.out, window: config.reconnectWindow, log: hooks.log,
-                                             open: { () throws(MediaError) in try io.openOutput(i, spec, video, track) })
-                    : try io.openOutput(i, spec, video, track)
+                                             open: { (again: Bool) throws(MediaError) in try io.openOutput(i, spec, video, track, again ? .zero : nil) })
+                    : try io.openOutput(i, spec, video, track, nil)
                 encoders.append(EncoderStage(key: i, name: spec.out, sink: sink, live: live))
             } catch {
                 for e in encoders { _ = e.finish() }
@@ -158,6 +170,9 @@ enum TakeSetup {
             }
         }
         hooks.log("encoder: \(encoders[0].sink.encoderDescription); audio: \(encoders[0].sink.audioDescription)")
+        for (role, input) in [("primary", Optional(primary)), ("secondary", secondary)] {
+            for notice in input?.info.notices ?? [] { hooks.log("\(role): \(notice)") }
+        }
 
         let inputSettings = InputSettings(primarySpec: config.primary, primaryOrientation: config.primaryOrientation,
                                           secondaryOrientation: config.secondaryOrientation, frameRate: frameRate,

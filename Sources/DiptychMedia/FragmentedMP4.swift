@@ -1,0 +1,148 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The length of a fragmented MP4, written once the take ends cleanly
+/// (a hybrid MP4, as OBS writes them).
+///
+/// While recording the file is an ordinary fragmented MP4: `ftyp`, a `moov`
+/// without samples (durations 0), a small `free` box reserved right after
+/// it, then one `moof`+`mdat` per fragment. A process killed at any moment
+/// leaves exactly that, playable up to the last complete fragment; readers
+/// that trust the movie header show a wrong length (0 or a guess).
+///
+/// On a clean finish the `moov` is patched in place: `mvhd`, every `tkhd`
+/// and `mdhd` get the real duration and a `mehd` (the whole movie's length)
+/// goes into `mvex`, taking its bytes from the reserved `free` box, so no
+/// fragment moves and the `mfra` index stays valid. The region (under 1 KiB)
+/// is rewritten with one `pwrite` and flushed on its own.
+enum FragmentedMP4 {
+    /// The `free` box written after the header; large enough for a 64-bit `mehd`.
+    static let reservedBox: [UInt8] = [0, 0, 0, 32] + Array("free".utf8) + Array(repeating: 0, count: 24)
+
+    /// One track's end: its last sample's end time in its media timescale
+    /// (the `mdhd` timescale, the muxer's stream time base).
+    struct TrackEnd: Sendable {
+        var end: Int64
+        var timescale: Int32
+    }
+
+    enum PatchError: Error, CustomStringConvertible {
+        case io(String)
+        case layout(String)
+        var description: String {
+            switch self {
+            case .io(let s): return s
+            case .layout(let s): return "unexpected MP4 layout: \(s)"
+            }
+        }
+    }
+
+    /// Writes the durations of `tracks` (in `trak` order) into the file at `path`.
+    static func writeDuration(path: String, tracks: [TrackEnd]) throws(PatchError) {
+        // O_DSYNC: the pwrite returns once its own bytes are on disk (Linux
+        // syncs just the written range, not the whole take).
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_DSYNC)
+        guard fd >= 0 else { throw .io("reopen: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        // ftyp, moov and the reserved free box sit at the start; a few KiB at most.
+        var head = [UInt8](repeating: 0, count: 1 << 16)
+        let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { throw .io("read: \(String(cString: strerror(errno)))") }
+        head.removeLast(head.count - n)
+        var boxes = MP4Boxes(head)
+        guard let ftyp = boxes.next(), ftyp.type == "ftyp", let moov = boxes.next(), moov.type == "moov",
+              let free = boxes.next(), free.type == "free" else {
+            throw .layout("expected ftyp, moov, free at the start")
+        }
+        let patched = try patchedMoov(Array(head[moov.range]), tracks: tracks)
+        let grown = patched.count - moov.range.count
+        guard grown <= free.range.count - 8 else { throw .layout("reserved space too small") }
+        var region = patched
+        region += box(type: "free", payload: [UInt8](repeating: 0, count: free.range.count - 8 - grown))
+        let written = region.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(moov.range.lowerBound)) }
+        guard written == region.count else { throw .io("write: \(String(cString: strerror(errno)))") }
+    }
+
+    /// `moov` with the durations set and a `mehd` added to `mvex` (children keep their order).
+    static func patchedMoov(_ moov: [UInt8], tracks: [TrackEnd]) throws(PatchError) -> [UInt8] {
+        var children = MP4Boxes(moov, from: 8).map { (type: $0.type, bytes: Array(moov[$0.range])) }
+        guard let mvhd = children.firstIndex(where: { $0.type == "mvhd" }),
+              let mvex = children.firstIndex(where: { $0.type == "mvex" }) else { throw .layout("no mvhd or mvex") }
+        let movieTimescale = Int64(field(children[mvhd].bytes, version0: 20, version1: 28, width32: true))
+        let traks = children.indices.filter { children[$0].type == "trak" }
+        guard traks.count == tracks.count, movieTimescale > 0 else { throw .layout("\(traks.count) traks for \(tracks.count) streams") }
+        var movieDuration: Int64 = 0
+        for (i, t) in zip(traks, tracks) {
+            guard t.timescale > 0 else { throw .layout("no timescale") }
+            movieDuration = max(movieDuration, (t.end * movieTimescale + Int64(t.timescale) / 2) / Int64(t.timescale))
+            children[i].bytes = try patchTrak(children[i].bytes, media: t.end)
+        }
+        // mvhd: duration (32-bit at 24 in version 0, 64-bit at 32 in version 1);
+        // tkhd (first in each trak): duration at 28 / 36, in the movie timescale.
+        setField(&children[mvhd].bytes, at: 0, version0: 24, version1: 32, value: movieDuration)
+        for i in traks { setField(&children[i].bytes, at: 8, version0: 28, version1: 36, value: movieDuration) }
+        let mehd = movieDuration <= Int64(UInt32.max)
+            ? box(type: "mehd", payload: [0, 0, 0, 0] + be32(UInt32(movieDuration)))
+            : box(type: "mehd", payload: [1, 0, 0, 0] + be64(UInt64(movieDuration)))
+        let old = children[mvex].bytes
+        let rest = MP4Boxes(old, from: 8).filter { $0.type != "mehd" }.flatMap { Array(old[$0.range]) }
+        children[mvex].bytes = box(type: "mvex", payload: mehd + rest)
+        return box(type: "moov", payload: children.flatMap(\.bytes))
+    }
+
+    /// `trak` with its `tkhd` first (patched by the caller) and `mdia/mdhd` set to `media` ticks.
+    static func patchTrak(_ trak: [UInt8], media: Int64) throws(PatchError) -> [UInt8] {
+        var out = trak
+        var children = MP4Boxes(trak, from: 8)
+        guard let tkhd = children.next(), tkhd.type == "tkhd",
+              let mdia = MP4Boxes(trak, from: 8).first(where: { $0.type == "mdia" }),
+              let mdhd = MP4Boxes(trak, from: mdia.range.lowerBound + 8, to: mdia.range.upperBound).first(where: { $0.type == "mdhd" })
+        else { throw .layout("trak without tkhd or mdia/mdhd") }
+        // mdhd: duration at 24 (version 0, 32-bit) or 32 (version 1, 64-bit).
+        if out[mdhd.range.lowerBound + 8] == 0 && media > Int64(UInt32.max) { throw .layout("mdhd version 0 cannot hold \(media)") }
+        setField(&out, at: mdhd.range.lowerBound, version0: 24, version1: 32, value: media)
+        return out
+    }
+
+    // MARK: Box bytes
+
+    static func be32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * $0)) } }
+    static func be64(_ v: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: v >> (56 - 8 * $0)) } }
+    static func box(type: String, payload: [UInt8]) -> [UInt8] { be32(UInt32(8 + payload.count)) + Array(type.utf8) + payload }
+
+    /// The field of a full box at `at` (box start) found at `version0`/`version1`
+    /// bytes from the box start, 32-bit in version 0 (or always when `width32`).
+    static func field(_ b: [UInt8], at: Int = 0, version0: Int, version1: Int, width32: Bool = false) -> UInt64 {
+        let v1 = b[at + 8] == 1
+        let o = at + (v1 ? version1 : version0)
+        let width = v1 && !width32 ? 8 : 4
+        return (0..<width).reduce(0) { $0 << 8 | UInt64(b[o + $1]) }
+    }
+
+    static func setField(_ b: inout [UInt8], at: Int, version0: Int, version1: Int, value: Int64) {
+        let v1 = b[at + 8] == 1
+        let bytes = v1 ? be64(UInt64(value)) : be32(UInt32(clamping: value))
+        let o = at + (v1 ? version1 : version0)
+        b.replaceSubrange(o..<o + bytes.count, with: bytes)
+    }
+}
+
+/// Iterates the boxes in `bytes[from..<to]` (32-bit and 64-bit sizes).
+struct MP4Boxes: Sequence, IteratorProtocol {
+    struct Box { let type: String; let range: Range<Int> }
+    let bytes: [UInt8]
+    var offset: Int
+    let end: Int
+    init(_ bytes: [UInt8], from: Int = 0, to: Int? = nil) { self.bytes = bytes; offset = from; end = to ?? bytes.count }
+    mutating func next() -> Box? {
+        guard offset + 8 <= end else { return nil }
+        var size = (0..<4).reduce(0) { $0 << 8 | Int(bytes[offset + $1]) }
+        if size == 1, offset + 16 <= end { size = (8..<16).reduce(0) { $0 << 8 | Int(bytes[offset + $1]) } }
+        if size == 0 { size = end - offset }
+        guard size >= 8, offset + size <= end else { return nil }
+        let type = String(decoding: bytes[offset + 4..<offset + 8], as: UTF8.self)
+        defer { offset += size }
+        return Box(type: type, range: offset..<offset + size)
+    }
+}

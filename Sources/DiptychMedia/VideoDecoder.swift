@@ -1,0 +1,67 @@
+import CFFmpeg
+import DiptychCore
+
+/// One video stream's decoder (frame and slice threads, thread count chosen
+/// by FFmpeg) and the conversion of what it decodes into `VideoFrame`s.
+///
+/// Frames whose decoder format the GPU uploads directly (NV12, yuv420p,
+/// yuvj420p, RGBA, BGRA) are wrapped without copying; any other format is
+/// converted once with libswscale (to I420, or RGBA for RGB/alpha formats).
+final class VideoDecoder {
+    let context: FFCodecContext
+    /// The decoder's own format once open (`yuv420p`, `yuv422p10le`, ...).
+    let nativeFormat: AVPixelFormat
+    /// What frames are delivered in.
+    let deliveredFormat: PixelFormat
+    /// The frame `receive()` fills.
+    let decoded = FFFrame()
+    private let scaler = FFScaler()
+    private let path: String
+
+    /// Opens the decoder for `stream`. `path` names the input in errors.
+    init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String) throws(MediaError) {
+        self.path = path
+        do {
+            context = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
+            context.raw.pointee.thread_count = 0
+            context.raw.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
+            context.raw.pointee.pkt_timebase = stream.pointee.time_base
+            try context.open()
+        } catch {
+            throw .unsupportedFormat(path: path, detail: "cannot open \(String(cString: codec.pointee.name)) decoder: \(error.message)")
+        }
+        nativeFormat = context.raw.pointee.pix_fmt
+        guard let delivered = deliveredPixelFormat(nativeFormat) else {
+            throw .unsupportedFormat(path: path, detail: "pixel format \(pixelFormatName(nativeFormat)) cannot be converted")
+        }
+        deliveredFormat = delivered
+    }
+
+    /// `avcodec_send_packet` (nil drains); the raw code.
+    func send(_ packet: FFPacket?) -> Int32 { context.send(packet) }
+    /// `avcodec_receive_frame` into `decoded`; the raw code.
+    func receive() -> Int32 { context.receive(decoded) }
+
+    /// Turns `frame` (`decoded`, or a frame derived from it) into a
+    /// `VideoFrame`, leaving `frame` blank.
+    func videoFrame(from frame: FFFrame, pts: MediaTime, matrix: ColorMatrix, range streamRange: ColorRange) throws(MediaError) -> VideoFrame {
+        let fmt = frame.pixelFormat
+        let owned = FFFrame()
+        if let direct = directPixelFormat(fmt), (0..<direct.planeCount).allSatisfy({ frame.linesize($0) > 0 }) {
+            owned.take(from: frame)
+            let full = owned.raw.pointee.color_range == AVCOL_RANGE_JPEG || fmt == AV_PIX_FMT_YUVJ420P
+            return wrapFrame(owned, format: direct, pts: pts, matrix: matrix, range: direct.isYUV ? (full ? .full : streamRange) : .full)
+        }
+        defer { frame.unref() }
+        guard let target = conversionTarget(fmt) else {
+            throw .unsupportedFormat(path: path, detail: "pixel format \(pixelFormatName(fmt)) cannot be converted")
+        }
+        do {
+            try owned.allocate(format: avPixelFormat(target), width: frame.width, height: frame.height)
+            try scaler.convert(frame, into: owned)
+        } catch {
+            throw .unsupportedFormat(path: path, detail: "cannot convert \(pixelFormatName(fmt)) to \(target.rawValue): \(error)")
+        }
+        return wrapFrame(owned, format: target, pts: pts, matrix: matrix, range: target.isYUV ? .limited : .full)
+    }
+}
