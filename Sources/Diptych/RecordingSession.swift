@@ -27,6 +27,15 @@ public struct SessionHooks: Sendable {
     /// Replaces the real measurement in the cost trial: per-frame seconds
     /// for a canvas (tests).
     public var costMeasurement: (@Sendable (PixelSize) -> [Double])?
+    /// Supplies the take's GPU compositor, at the start and again (`rebuild`
+    /// true) after a context loss; nil gives the take a context of its own.
+    /// A server running many takes hands out compositors sharing one context.
+    public var makeCompositor: (@Sendable (_ selection: GPUSelection, _ rebuild: Bool) throws(GPUError) -> GPUCompositor)?
+    /// Called when the render loop takes a primary frame and when its output
+    /// frame has been written, with the frame's timestamp (frame latency).
+    public var frameEvent: (@Sendable (_ event: FrameEvent, _ pts: MediaTime) -> Void)?
+    /// Encoder threads (nil: FFmpeg's choice); a server bounds them by its cores.
+    public var encoderThreads: Int?
 
     public init(thermal: (any ThermalMonitor)? = nil,
                 storage: any StorageMonitor = FileSystemStorageMonitor(),

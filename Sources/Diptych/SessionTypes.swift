@@ -61,6 +61,14 @@ public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A point an output frame passes on its way to the file (`SessionHooks.frameEvent`).
+public enum FrameEvent: Sendable {
+    /// The render loop took the primary frame.
+    case primaryTaken
+    /// The output frame made from it was written.
+    case written
+}
+
 /// Progress of a running take, reported about every half second.
 public struct TakeProgress: Sendable {
     public var frames: Int

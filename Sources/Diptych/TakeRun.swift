@@ -140,7 +140,7 @@ final class TakeRun {
         }
 
         do {
-            gpu = try GPUCompositor(selection: gpuSelection, directCopy: true, log: hooks.log)
+            gpu = try Self.compositor(gpuSelection, rebuild: false, hooks: hooks)
             output = try gpu.addOutput(canvas: canvas)
         } catch {
             closeSources()
@@ -182,9 +182,10 @@ final class TakeRun {
         // The output last, so a failure above leaves no file behind.
         let audio = config.audio == .primary ? primarySource.audioTrack : nil
         do {
-            let video = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec,
+            var video = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec,
                                              encoder: config.encoder, bitrate: config.bitrate, preset: config.preset,
                                              gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded())))
+            video.threads = hooks.encoderThreads ?? 0
             if let embedding = session.embedding {
                 writer = try embedding.makeOutput(video: video)
             } else {
@@ -230,6 +231,12 @@ final class TakeRun {
         if let preview = config.preview, canonical(preview) == canonical(output) {
             throw .badInput("--preview '\(preview)': is the same file as --out")
         }
+    }
+
+    /// The take's compositor: from `hooks.makeCompositor`, else one with its own context.
+    static func compositor(_ selection: GPUSelection, rebuild: Bool, hooks: SessionHooks) throws(GPUError) -> GPUCompositor {
+        if let make = hooks.makeCompositor { return try make(selection, rebuild) }
+        return try GPUCompositor(selection: selection, directCopy: true, log: hooks.log)
     }
 
     /// Whether a source delivers in real time (falling behind loses frames).
@@ -510,6 +517,7 @@ final class TakeRun {
     /// Uploads, composites and starts the readback of one output frame.
     /// A lost GPU context is rebuilt (nothing old reused) and the frame retried.
     private func renderFrame(primary: VideoFrame, secondary shown: ClockFrame<VideoFrame>?, t: MediaTime) -> StopReason? {
+        hooks.frameEvent?(.primaryTaken, t)
         let plan = layout.resolve(
             canvas: canvas,
             primary: StreamGeometry(sensorSize: primary.size, orientation: primaryOrientation),
@@ -570,7 +578,7 @@ final class TakeRun {
         gpu.shutdown()
         uploadedSecondary = nil
         do throws(GPUError) {
-            gpu = try GPUCompositor(selection: selection, directCopy: true, log: hooks.log)
+            gpu = try Self.compositor(selection, rebuild: true, hooks: hooks)
             output = try gpu.addOutput(canvas: canvas)
             for e in inFlight {
                 try upload(e.primary, role: .primary, to: gpu)
@@ -649,7 +657,7 @@ final class TakeRun {
     }
 
     private func startEncoderThread() {
-        let queue = encodeQueue, writer = self.writer, state = encoderState, done = encoderDone
+        let queue = encodeQueue, writer = self.writer, state = encoderState, done = encoderDone, event = hooks.frameEvent
         let t = Thread {
             defer { done.signal() }
             while let frame = queue.pop() {
@@ -657,6 +665,7 @@ final class TakeRun {
                 do throws(MediaError) {
                     try writer.write(frame)
                     state.wrote()
+                    event?(.written, frame.pts)
                 } catch {
                     if case .storageFull = error { state.fail(.storageFull("\(error)")) }
                     else { state.fail(.outputFailed("\(error)")) }

@@ -26,6 +26,8 @@ public struct VideoEncoderSettings: Hashable, Sendable {
     public var range: ColorRange
     /// Where VA-API render nodes are looked for.
     public var driDirectory: String
+    /// Encoder threads; 0 lets FFmpeg choose.
+    public var threads = 0
 
     public init(size: PixelSize, frameRate: FrameRate, codec: VideoCodec = .h264, encoder: EncoderChoice = .auto,
                 bitrate: Int = 10_000_000, preset: String = "veryfast", tune: String? = nil, gop: Int? = nil,
@@ -149,7 +151,7 @@ final class VideoEncoder {
         c.pointee.gop_size = Int32(settings.keyframeInterval)
         c.pointee.bit_rate = Int64(settings.bitrate)
         if let b = settings.maxBFrames { c.pointee.max_b_frames = Int32(b) }
-        c.pointee.thread_count = 0
+        c.pointee.thread_count = Int32(clamping: max(0, settings.threads))
         c.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
         if settings.matrix == .bt709 {
             c.pointee.colorspace = AVCOL_SPC_BT709; c.pointee.color_primaries = AVCOL_PRI_BT709; c.pointee.color_trc = AVCOL_TRC_BT709
