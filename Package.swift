@@ -6,6 +6,7 @@ import PackageDescription
 //   DiptychGPU   EGL + GLES only (no FFmpeg), so GPU-only binaries stay small and portable
 //   DiptychMedia FFmpeg: sources, encoders, muxers
 //   Diptych      the session that ties them together; public embedding API
+//   DiptychServer `diptych serve`: many takes on one GPU behind an HTTP API (libmicrohttpd)
 //   diptych      the command-line tool
 let package = Package(
     name: "Diptych",
@@ -31,6 +32,7 @@ let package = Package(
         .systemLibrary(name: "CVA", pkgConfig: "libva-drm", providers: [.apt(["libva-dev"])]),
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         .target(name: "DiptychCore"),
         // Shaders live in the top-level Shaders/ folder, one file per role;
@@ -52,7 +54,8 @@ let package = Package(
         // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
         .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia"],
                 path: "bench/Sources/DiptychBench"),
-        .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychBench"]),
+        .target(name: "DiptychServer", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia", "CMicroHTTPD"]),
+        .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychBench", "DiptychServer"]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
         .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU"], path: "bench/GPUCheck"),
 
@@ -62,6 +65,7 @@ let package = Package(
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
         .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych"]),
+        .testTarget(name: "DiptychServerTests", dependencies: ["DiptychServer", "DiptychMedia", "diptych"]),
         .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench"], path: "bench/Tests/DiptychBenchTests"),
     ],
     swiftLanguageModes: [.v6]

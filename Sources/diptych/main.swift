@@ -1,6 +1,7 @@
 import Diptych
 import DiptychGPU
 import DiptychMedia
+import DiptychServer
 import Foundation
 
 let usage = """
@@ -11,6 +12,7 @@ commands:
   record     --primary SRC --secondary SRC --out FILE|URL [options]
   probe      EGL platform/GPU, GL renderer, encoders, VA-API profiles, cameras
   bench      layouts x sizes x formats -> table + JSON (diptych bench --help)
+  serve      many takes on one GPU behind an HTTP API (diptych serve --help)
 
 """ + TakeConfiguration.usage + """
 
@@ -110,6 +112,8 @@ case "probe":
     Probe.run(arguments: Array(args.dropFirst()))
 case "bench":
     Bench.run(arguments: Array(args.dropFirst()))
+case "serve":
+    ServeCommand.run(arguments: Array(args.dropFirst()))
 default:
     fail("unknown command '\(args[0])' (see diptych --help)", code: 2)
 }
