@@ -5,19 +5,25 @@ import Foundation
 /// Reads media through DiptychMedia (libavformat/libavcodec): what a
 /// source delivers, and how many frames an output file holds.
 enum MediaProbe {
-    /// Size and rate of a local file or synthetic source, opened and closed
-    /// again; nil for network and device sources (not opened twice) and on error.
+    /// Size and rate of a regular file or synthetic source, opened and closed
+    /// again; nil for network sources, devices and pipes (opening them here
+    /// would take frames from the take) and on error.
     static func info(_ spec: SourceSpec) -> SourceInfo? {
         switch spec {
         case .testPattern(let name, let size, let rate):
             return SourceInfo(name: "testsrc:\(name)", size: size, frameRate: rate)
-        case .url(let u) where !u.contains("://") && !u.hasPrefix("/dev/"):
+        case .url(let u) where !u.contains("://") && isRegularFile(u):
             guard let s = try? MediaSources.open(spec) else { return nil }
             defer { s.close() }
             return s.info
         default:
             return nil
         }
+    }
+
+    static func isRegularFile(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 
     /// Decodes `path` and counts its frames (stopping after `budget` seconds

@@ -45,8 +45,8 @@ final class StateStore: @unchecked Sendable {
         return e
     }()
 
+    /// Callers hold `lock`.
     private func write(_ data: Data, _ name: String, of id: String) {
-        lock.lock(); defer { lock.unlock() }
         do {
             try FileManager.default.createDirectory(at: folder(id), withIntermediateDirectories: true)
             try data.write(to: folder(id).appendingPathComponent(name), options: .atomic)
@@ -57,11 +57,15 @@ final class StateStore: @unchecked Sendable {
 
     /// Writes the take's configuration (once, at creation).
     func saveConfiguration(_ take: Take) {
+        lock.lock(); defer { lock.unlock() }
         write(take.configuration.jsonData(), "config.json", of: take.id)
     }
 
     /// Writes the take's state, and its summary once there is one.
+    /// The snapshot is taken under the store's lock, so saves from several
+    /// threads land in the order they saw the take (the last one wins).
     func save(_ take: Take) {
+        lock.lock(); defer { lock.unlock() }
         let s = take.snapshot()
         let record = TakeRecord(id: s.id, state: s.state, created: s.created, updated: Date(), load: s.load,
                                 encoderThreads: s.encoderThreads, layout: s.layout, error: s.error, recovered: s.recovered)

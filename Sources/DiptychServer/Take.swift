@@ -48,6 +48,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var _badInput = false
     private var _summary: TakeSummary?
     private var _recovered: RecoveredOutput?
+    /// Set once the take has ended and its final state has been reported.
+    private var ended = false
     private var recent: [(time: Double, media: Double)] = []
     private var startTime = ProcessInfo.processInfo.systemUptime
     var onChange: (@Sendable (Take) -> Void)?
@@ -106,7 +108,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     /// Blocks until the take has ended.
     func waitUntilEnded() {
         lock.lock(); defer { lock.unlock() }
-        while _state.isActive { lock.wait() }
+        while session != nil && !ended { lock.wait() }
     }
 
     func setLayout(_ layout: Layout) {
@@ -176,9 +178,10 @@ final class Take: TakeEvents, @unchecked Sendable {
             _badInput = e.badInput
             _state = e.error == nil ? .finished : .failed
             if let s = e.summary { written = s.frames }
-            lock.broadcast()
         }
+        // The final state is saved before anyone waiting for the end is woken.
         changed()
+        lock.withLock { ended = true; lock.broadcast() }
     }
 
     // MARK: - Figures
