@@ -27,10 +27,10 @@ public struct SessionHooks: Sendable {
     /// Replaces the real measurement in the cost trial: per-frame seconds
     /// for a canvas (tests).
     public var costMeasurement: (@Sendable (PixelSize) -> [Double])?
-    /// Supplies the take's GPU compositor, at the start and again (`rebuild`
-    /// true) after a context loss; nil gives the take a context of its own.
-    /// A server running many takes hands out compositors sharing one context.
-    public var makeCompositor: (@Sendable (_ selection: GPUSelection, _ rebuild: Bool) throws(GPUError) -> GPUCompositor)?
+    /// Makes the take's compositor (and again after a context loss), e.g. one
+    /// sharing a context with other takes' (`GPUCompositor(sharingContextOf:)`).
+    /// nil: a compositor of its own on the configured GPU.
+    public var makeCompositor: (@Sendable (GPUSelection) throws(GPUError) -> GPUCompositor)?
     /// Called when the render loop takes a primary frame and when its output
     /// frame has been written, with the frame's timestamp (frame latency).
     public var frameEvent: (@Sendable (_ event: FrameEvent, _ pts: MediaTime) -> Void)?

@@ -140,7 +140,7 @@ final class TakeRun {
         }
 
         do {
-            gpu = try Self.compositor(gpuSelection, rebuild: false, hooks: hooks)
+            gpu = try Self.compositor(gpuSelection, hooks: hooks)
             output = try gpu.addOutput(canvas: canvas)
         } catch {
             closeSources()
@@ -234,8 +234,8 @@ final class TakeRun {
     }
 
     /// The take's compositor: from `hooks.makeCompositor`, else one with its own context.
-    static func compositor(_ selection: GPUSelection, rebuild: Bool, hooks: SessionHooks) throws(GPUError) -> GPUCompositor {
-        if let make = hooks.makeCompositor { return try make(selection, rebuild) }
+    static func compositor(_ selection: GPUSelection, hooks: SessionHooks) throws(GPUError) -> GPUCompositor {
+        if let make = hooks.makeCompositor { return try make(selection) }
         return try GPUCompositor(selection: selection, directCopy: true, log: hooks.log)
     }
 
@@ -578,7 +578,7 @@ final class TakeRun {
         gpu.shutdown()
         uploadedSecondary = nil
         do throws(GPUError) {
-            gpu = try Self.compositor(selection, rebuild: true, hooks: hooks)
+            gpu = try Self.compositor(selection, hooks: hooks)
             output = try gpu.addOutput(canvas: canvas)
             for e in inFlight {
                 try upload(e.primary, role: .primary, to: gpu)

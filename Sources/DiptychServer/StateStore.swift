@@ -10,7 +10,8 @@ struct TakeRecord: Codable, Sendable {
     var updated: Date
     var load: TakeLoad
     var encoderThreads: Int
-    var layout: Layout?
+    /// The layout now, in the configuration's JSON form.
+    var layout: AnyJSON?
     var error: String?
     var recovered: RecoveredOutput?
 }
@@ -68,7 +69,7 @@ final class StateStore: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         let s = take.snapshot()
         let record = TakeRecord(id: s.id, state: s.state, created: s.created, updated: Date(), load: s.load,
-                                encoderThreads: s.encoderThreads, layout: s.layout, error: s.error, recovered: s.recovered)
+                                encoderThreads: s.encoderThreads, layout: LayoutJSON.value(s.layout), error: s.error, recovered: s.recovered)
         if let d = try? Self.encoder.encode(record) { write(d, "state.json", of: s.id) }
         if let summary = s.summary, let d = try? Self.encoder.encode(summary) { write(d, "summary.json", of: s.id) }
     }

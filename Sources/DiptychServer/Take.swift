@@ -66,7 +66,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     convenience init(record: TakeRecord, configuration: TakeConfiguration, summary: TakeSummary?) {
         self.init(id: record.id, configuration: configuration, load: record.load, encoderThreads: record.encoderThreads,
                   state: record.state, created: record.created)
-        _layout = record.layout ?? configuration.layout
+        _layout = record.layout.flatMap { try? LayoutJSON.layout($0) } ?? configuration.layout
         _error = record.error
         _summary = summary
         _recovered = record.recovered

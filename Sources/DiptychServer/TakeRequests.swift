@@ -50,9 +50,7 @@ enum TakeRequests {
         guard let patch = o["layout"] else { throw .badRequest("request body: nothing to change; expected {\"layout\": {…}}") }
         guard let patchObject = patch as? [String: Any] else { throw .badRequest("layout: expected an object") }
         try checkLayoutKeys(patchObject)
-        let e = JSONEncoder()
-        guard let currentData = try? e.encode(current),
-              let currentObject = (try? JSONSerialization.jsonObject(with: currentData)) as? [String: Any],
+        guard let currentObject = (try? JSONSerialization.jsonObject(with: LayoutJSON.value(current).data)) as? [String: Any],
               let merged = try? JSONSerialization.data(withJSONObject: ["layout": merge(currentObject, patchObject)]) else {
             throw .failed("layout: cannot merge the change into the current layout")
         }
@@ -84,9 +82,14 @@ enum TakeRequests {
     private static let nestedKeys = ["pip": ["corner", "size", "margin"], "custom": ["primary", "secondary"],
                                      "insetStyle": ["opacity", "cornerRadius", "borderWidth", "borderColor"]]
 
-    /// Layout objects must not carry unknown keys (a typo is not ignored).
+    /// Whether the configuration's own decoder refuses unknown layout keys.
+    private static let decoderChecksLayoutKeys: Bool =
+        (try? TakeConfiguration(jsonData: Data(#"{"layout": {"no such key": 0}}"#.utf8))) == nil
+
+    /// Layout objects must not carry unknown keys (a typo is not ignored);
+    /// checked here unless the configuration decoder does it itself.
     static func checkLayoutKeys(_ value: Any) throws(RequestError) {
-        guard let o = value as? [String: Any] else { return }
+        guard !decoderChecksLayoutKeys, let o = value as? [String: Any] else { return }
         for key in o.keys.sorted() {
             guard layoutKeys.contains(key) else {
                 throw .badRequest("layout.\(key): unknown key; expected one of \(layoutKeys.joined(separator: ", "))")

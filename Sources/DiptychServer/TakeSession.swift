@@ -72,9 +72,10 @@ final class TakeSession: @unchecked Sendable {
             case .written: events?.takeWritten(pts)
             }
         }
-        hooks.makeCompositor = { _, rebuild throws(GPUError) in
+        hooks.makeCompositor = { _ throws(GPUError) in
             // The server's GPU is fixed (`diptych serve --gpu`); the take's selection is not used.
-            let lost: Int? = rebuild ? box.lock.withLock { box.generation } : nil
+            // A second call is a rebuild after a context loss of the compositor's generation.
+            let lost: Int? = box.lock.withLock { box.generation }
             let (c, generation) = try pool.make(replacing: lost)
             box.lock.withLock {
                 box.retired = box.retired + box.last

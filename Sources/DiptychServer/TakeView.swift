@@ -20,7 +20,7 @@ struct TakeView: Encodable {
     struct Output: Encodable {
         var index: Int
         var url: String
-        var layout: Layout
+        var layout: AnyJSON
         var preview: String?
     }
     struct Cost: Encodable {
@@ -35,8 +35,10 @@ struct TakeView: Encodable {
     var id: String
     var state: TakeState
     var created: String
-    var configuration: TakeConfiguration
-    var layout: Layout
+    /// The configuration as run, in the JSON form `POST` takes.
+    var configuration: AnyJSON
+    /// The layout now (after any PATCH).
+    var layout: AnyJSON
     /// Frames written to the output.
     var frames: Int
     var framesRendered: Int
@@ -57,8 +59,8 @@ struct TakeView: Encodable {
         id = s.id
         state = s.state
         created = ISO8601DateFormatter().string(from: s.created)
-        configuration = s.configuration
-        layout = s.layout
+        configuration = AnyJSON(data: s.configuration.jsonData())
+        layout = LayoutJSON.value(s.layout)
         frames = s.written
         framesRendered = max(s.figures.frames, s.written)
         framesInFlight = s.latency.inFlight
@@ -72,7 +74,7 @@ struct TakeView: Encodable {
         latency = Latency(p50Ms: s.latency.percentile(0.5).map { $0 * 1000 }, p99Ms: s.latency.percentile(0.99).map { $0 * 1000 },
                           samples: s.latency.count)
         encoder = s.encoder
-        outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: s.layout, preview: s.configuration.preview)]
+        outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: layout, preview: s.configuration.preview)]
         cost = Cost(cpuCores: model.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load)
         error = s.error
         summary = s.summary
