@@ -42,8 +42,7 @@ public struct Lagging: Hashable, Sendable {
     public init(id: String, realtimeFactor: Double) { self.id = id; self.realtimeFactor = realtimeFactor }
 }
 
-/// Admission by measured cost (see docs/ARCHITECTURE.md, "Serving many
-/// takes"): a new take is admitted only when the running takes plus its
+/// Admission by measured cost, not by hope (docs/ARCHITECTURE.md): a new take is admitted only when the running takes plus its
 /// estimate fit the capacity at real time, and no running take is already
 /// behind real time. Pure: the same inputs give the same decision.
 public enum Admission {

@@ -16,7 +16,9 @@ final class CompositorPool: @unchecked Sendable {
     private let log: @Sendable (String) -> Void
     private let lock = NSLock()
     private var root: GPUCompositor?
-    private var generation = 0
+    private var _generation = 0
+    /// How many times the shared context has been replaced after a loss.
+    var generation: Int { lock.withLock { _generation } }
     /// The GPU in use (from the first context).
     let info: GPUInfo
 
@@ -32,16 +34,16 @@ final class CompositorPool: @unchecked Sendable {
     /// `replacing` is the generation of a compositor whose context was lost.
     func make(replacing lost: Int?) throws(GPUError) -> (GPUCompositor, generation: Int) {
         lock.lock(); defer { lock.unlock() }
-        if root == nil || (lost != nil && lost == generation) {
+        if root == nil || (lost != nil && lost == _generation) {
             root?.shutdown()
             root = nil
             let r = try GPUCompositor(selection: selection, log: log)
             root = r
-            generation += 1
-            log("GPU: new shared context (generation \(generation)) after a context loss")
+            _generation += 1
+            log("GPU: new shared context (generation \(_generation)) after a context loss")
         }
         guard let root else { throw .shutDown }
-        return (try GPUCompositor(sharingContextOf: root, directCopy: true), generation)
+        return (try GPUCompositor(sharingContextOf: root, directCopy: true), _generation)
     }
 
     /// Releases the root; the context ends when the last take's compositor does.

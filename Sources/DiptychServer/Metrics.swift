@@ -35,8 +35,11 @@ struct Metrics {
 
     /// The whole exposition for the server's takes.
     static func render(takes: [(TakeSnapshot, GPUTotals)], admitted: Int, refusals: [String: Int],
-                       model: CostModel, capacity: Capacity, megapixels: Double) -> String {
+                       model: CostModel, capacity: Capacity, megapixels: Double, responses: [Int: Int]) -> String {
         var m = Metrics()
+        for (code, n) in responses.sorted(by: { $0.key < $1.key }) {
+            m.sample("diptych_http_responses_total", "counter", "HTTP responses sent, by status.", [("code", String(code))], Double(n))
+        }
         let byState = Dictionary(grouping: takes, by: { $0.0.state })
         for s in TakeState.allCases {
             m.sample("diptych_takes", "gauge", "Takes by state.", [("state", s.rawValue)], Double(byState[s]?.count ?? 0))
@@ -73,12 +76,10 @@ struct Metrics {
             if let ms = gpu.msPerFrame {
                 m.sample("diptych_take_gpu_ms_per_frame", "gauge", "GPU pass time (upload, composite, NV12) per frame.", t, ms)
             }
-            var cumulative = 0
             for (i, b) in FrameLatency.bounds.enumerated() {
-                cumulative = s.latency.bucketCounts[i]
                 m.sample("diptych_take_frame_latency_seconds_bucket", "histogram",
                          "Primary frame taken by the render loop to its output frame written.",
-                         t + [("le", number(b))], Double(cumulative))
+                         t + [("le", number(b))], Double(s.latency.bucketCounts[i]))
             }
             m.sample("diptych_take_frame_latency_seconds_bucket", "histogram", "", t + [("le", "+Inf")], Double(s.latency.count))
             m.sample("diptych_take_frame_latency_seconds_sum", "histogram", "", t, s.latency.sum)

@@ -16,7 +16,7 @@ public final class Server: @unchecked Sendable {
     private var router = Router()
     private let lock = NSLock()
     private var ready = false
-    private var requests: [Int: Int] = [:]
+    private var responses: [Int: Int] = [:]
 
     /// Checks the options that need no GPU: the listen address, the token,
     /// the folders. Throws `.badUsage` (exit 2) for any of them.
@@ -59,7 +59,8 @@ public final class Server: @unchecked Sendable {
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
                                              outputRoot: outputRoot)
         let registry = TakeRegistry(settings: settings, pool: pool, meter: CostMeter(calibration: model), store: store, log: log)
-        let r = TakesAPI(registry: registry, gpuDescription: pool.info.description).router()
+        let r = TakesAPI(registry: registry, gpuDescription: pool.info.description,
+                         responses: { [weak self] in self?.responseCounts ?? [:] }).router()
         lock.withLock { self.registry = registry; router = r; ready = true }
 
         let sampler = Thread { [weak registry] in
@@ -78,9 +79,11 @@ public final class Server: @unchecked Sendable {
         http?.stop()
     }
 
+    private var responseCounts: [Int: Int] { lock.withLock { responses } }
+
     private func handle(_ request: HTTPRequest) -> HTTPResponse {
         let response = respond(request)
-        lock.withLock { requests[response.status, default: 0] += 1 }
+        lock.withLock { responses[response.status, default: 0] += 1 }
         if response.status >= 400 && response.status != 404 {
             log("\(request.method) \(request.path) → \(response.status)")
         }

@@ -57,7 +57,10 @@ final class TakeSession: @unchecked Sendable {
         var ended = false
     }
 
-    init(configuration: TakeConfiguration, pool: CompositorPool, encoderThreads: Int, events: any TakeEvents) {
+    /// `simulateContextLossAtFrames`: output frames at which the take's GPU
+    /// context is reported lost (tests of the rebuild through the pool).
+    init(configuration: TakeConfiguration, pool: CompositorPool, encoderThreads: Int, events: any TakeEvents,
+         simulateContextLossAtFrames: Set<Int> = []) {
         let box = GPUBox()
         gpu = box
         self.events = events
@@ -86,6 +89,7 @@ final class TakeSession: @unchecked Sendable {
             return c
         }
         hooks.encoderThreads = encoderThreads
+        hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         session = RecordingSession(configuration: configuration, hooks: hooks)
     }
 

@@ -5,6 +5,8 @@ import Foundation
 struct TakesAPI {
     let registry: TakeRegistry
     let gpuDescription: String
+    /// Responses sent so far, by status.
+    let responses: @Sendable () -> [Int: Int]
 
     func router() -> Router {
         var r = Router()
@@ -74,7 +76,8 @@ struct TakesAPI {
         let takes = registry.all.map { ($0.snapshot(), $0.gpuTotals) }
         let c = registry.counts
         let text = Metrics.render(takes: takes, admitted: c.admitted, refusals: c.refusals, model: registry.meter.model,
-                                  capacity: registry.settings.capacity, megapixels: registry.meter.megapixels)
+                                  capacity: registry.settings.capacity, megapixels: registry.meter.megapixels,
+                                  responses: responses())
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
     }
 }

@@ -37,6 +37,12 @@ import Testing
         let metrics = try server.request("GET", "/metrics").text
         #expect(metrics.contains("diptych_takes{state=\"finished\"} 8"), "\(metrics)")
         #expect(metrics.contains("diptych_frames_total 480"))
+        #expect(metrics.contains("diptych_http_responses_total{code=\"201\"} 8"))
+        // Prometheus text format: comments, or `name{label="value",…} number`.
+        let sample = try Regex(#"^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [-+0-9.eInfNa]+$"#)
+        for line in metrics.split(separator: "\n") where !line.hasPrefix("# HELP ") && !line.hasPrefix("# TYPE ") {
+            #expect(line.wholeMatch(of: sample) != nil, "\(line)")
+        }
     }
 
     /// A PATCH half-way switches PiP to side by side at one frame: every
