@@ -42,8 +42,9 @@ public struct Lagging: Hashable, Sendable {
     public init(id: String, realtimeFactor: Double) { self.id = id; self.realtimeFactor = realtimeFactor }
 }
 
-/// Admission by measured cost, not by hope (docs/ARCHITECTURE.md): a new take is admitted only when the running takes plus its
-/// estimate fit the capacity at real time, and no running take is already
+/// Admission by measured cost, not by hope (docs/ARCHITECTURE.md): a new
+/// take is admitted only when the running takes plus its estimate fit the
+/// capacity at real time, and no running take is already
 /// behind real time. Pure: the same inputs give the same decision.
 public enum Admission {
     public struct Estimate: Hashable, Sendable, Codable {
@@ -65,19 +66,21 @@ public enum Admission {
         let cpuLimit = capacity.cpuCores * capacity.headroom
         if usedCPU + estimate.cpuCores > cpuLimit {
             return .failure(.unavailable(String(
-                format: "over capacity: %@ needs about %.2f CPU cores at real time; %d running takes use %.2f of %.2f (%g cores × %.0f %%), cost %@",
-                new.description, estimate.cpuCores, running.count, usedCPU, cpuLimit, capacity.cpuCores,
+                format: "over capacity: %@ needs about %.2f CPU cores at real time; %@ %.2f of %.2f (%g cores × %.0f %%), cost %@",
+                new.description, estimate.cpuCores, takes(running.count), usedCPU, cpuLimit, capacity.cpuCores,
                 capacity.headroom * 100, model.source)))
         }
         let usedGPU = running.reduce(0) { $0 + model.gpuMsPerSecond($1) }
         let gpuLimit = capacity.gpuMsPerSecond * capacity.headroom
         if usedGPU + estimate.gpuMsPerSecond > gpuLimit {
             return .failure(.unavailable(String(
-                format: "over GPU capacity: %@ needs about %.0f ms of GPU time per second; %d running takes use %.0f of %.0f, cost %@",
-                new.description, estimate.gpuMsPerSecond, running.count, usedGPU, gpuLimit, model.source)))
+                format: "over GPU capacity: %@ needs about %.0f ms of GPU time per second; %@ %.0f of %.0f, cost %@",
+                new.description, estimate.gpuMsPerSecond, takes(running.count), usedGPU, gpuLimit, model.source)))
         }
         return .success(estimate)
     }
+
+    private static func takes(_ n: Int) -> String { n == 1 ? "1 running take uses" : "\(n) running takes use" }
 
     /// Encoder threads for a take joining `active` others: a fair share of
     /// the cores, at least one, so the encoders together stay near the core count.
