@@ -49,15 +49,16 @@ public final class Server: @unchecked Sendable {
             http.stop()
             throw .runtime("GPU: \(error)")
         }
-        let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
-        let capacity = Capacity(cpuCores: options.cores ?? cores)
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let capacity = Capacity(cpuCores: options.cores ?? Double(cores))
+        let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
         let model: CostModel
-        do { model = try Calibration.run(pool: pool, gpu: options.gpu, cores: Int(capacity.cpuCores.rounded(.up)), log: log) } catch {
+        do { model = try Calibration.run(pool: pool, gpu: options.gpu, cores: encoderCores, log: log) } catch {
             pool.shutdown(); http.stop()
             throw error
         }
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
-                                             outputRoot: outputRoot)
+                                             outputRoot: outputRoot, encoderCores: encoderCores)
         let registry = TakeRegistry(settings: settings, pool: pool, meter: CostMeter(calibration: model), store: store, log: log)
         let r = TakesAPI(registry: registry, gpuDescription: pool.info.description,
                          responses: { [weak self] in self?.responseCounts ?? [:] }).router()

@@ -9,6 +9,8 @@ final class TakeRegistry: @unchecked Sendable {
         var capacity: Capacity
         var serverGPU: String
         var outputRoot: OutputRoot?
+        /// Cores encoder threads are shared out from (this machine's, at most the capacity).
+        var encoderCores: Int
         /// How long `POST` waits for a take to start before answering `starting`.
         var startWait = 15.0
     }
@@ -108,7 +110,7 @@ final class TakeRegistry: @unchecked Sendable {
         }
         var id: String
         repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while takes[id] != nil
-        let threads = Admission.encoderThreads(cores: max(1, Int(settings.capacity.cpuCores.rounded())), active: active.count)
+        let threads = Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
         let t = Take(id: id, configuration: config, load: load, encoderThreads: threads)
         register(t)
         return t
