@@ -11,7 +11,7 @@ libx264 into fragmented MP4 for --duration seconds. Sources are files, so a
 take runs as fast as it can; a set of N takes is "held in real time" when
 every take's realtime factor (media seconds / wall seconds, from its summary)
 is at least 1. CPU time and peak memory come from wait4() of the processes.
-The server runs with --cores set high so admission does not refuse the
+The server runs with --cores and --gpu-ms set high so admission does not refuse the
 takes being measured; its own admission estimate is reported beside.
 
 usage: bench/serve-capacity.py [--diptych .build/release/diptych] [--max-takes 6]
@@ -69,7 +69,7 @@ def http(port, method, path, body=None):
         return e.code, json.loads(e.read())
 
 def run_serve(n, prim, sec, work, a):
-    cmd = [a.diptych, "serve", "--listen", "127.0.0.1:0", "--gpu", "software", "--cores", "1000", "--max-takes", str(n)]
+    cmd = [a.diptych, "serve", "--listen", "127.0.0.1:0", "--gpu", "software", "--cores", "1000", "--gpu-ms", "1000000", "--max-takes", str(n)]
     srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"serve-{n}.log"), "w"), text=True)
     line = srv.stdout.readline()
     port = int(re.search(r":(\d+)$", line.strip()).group(1))

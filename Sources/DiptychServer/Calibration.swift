@@ -8,8 +8,10 @@ import Foundation
 /// megapixels. Start-up costs (encoder open, threads) are included, so the
 /// estimate errs high.
 enum Calibration {
-    static let canvas = PixelSize(width: 640, height: 360)
-    static let frames = 60
+    /// A common take size: costs are per megapixel, and a smaller canvas
+    /// would weigh the per-frame overheads (render-thread hops, fences) too much.
+    static let canvas = PixelSize(width: 1280, height: 720)
+    static let frames = 45
 
     static func run(pool: CompositorPool, gpu: String, cores: Int, log: @escaping @Sendable (String) -> Void) throws(ServerError) -> CostModel {
         let scratch = FileManager.default.temporaryDirectory
@@ -17,7 +19,7 @@ enum Calibration {
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         var config = TakeConfiguration()
         config.primary = .testPattern(name: "smpte", size: canvas, rate: FrameRate(30))
-        config.secondary = .testPattern(name: "counter", size: PixelSize(width: 320, height: 180), rate: FrameRate(30))
+        config.secondary = .testPattern(name: "counter", size: PixelSize(width: 640, height: 360), rate: FrameRate(30))
         config.output = scratch
         config.audio = .none
         config.duration = Double(frames) / 30

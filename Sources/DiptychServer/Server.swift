@@ -50,7 +50,7 @@ public final class Server: @unchecked Sendable {
             throw .runtime("GPU: \(error)")
         }
         let cores = ProcessInfo.processInfo.activeProcessorCount
-        let capacity = Capacity(cpuCores: options.cores ?? Double(cores))
+        let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: options.gpuMsPerSecond)
         let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
         let model: CostModel
         do { model = try Calibration.run(pool: pool, gpu: options.gpu, cores: encoderCores, log: log) } catch {
