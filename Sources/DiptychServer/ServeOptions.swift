@@ -13,6 +13,8 @@ public struct ServeOptions: Sendable {
     public var cores: Double?
     /// GPU milliseconds per second admission may fill (default 1000: all of one GPU).
     public var gpuMsPerSecond = 1000.0
+    /// GL contexts the takes are shared out to (default: `CompositorPool.defaultContexts`).
+    public var contexts: Int?
     /// Largest request body accepted (bytes).
     public var maxBodyBytes = 1 << 20
 
@@ -20,7 +22,8 @@ public struct ServeOptions: Sendable {
 
     public static let usage = """
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
-                             [--state-dir DIR] [--output-root DIR] [--cores N] [--gpu-ms N] [--max-body BYTES]
+                             [--state-dir DIR] [--output-root DIR] [--cores N] [--gpu-ms N] [--contexts N]
+                             [--max-body BYTES]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
           --listen HOST:PORT   address to listen on (default \(ListenAddress.defaultText); port 0 picks a free one).
                                Any address other than loopback needs --token-file.
@@ -31,6 +34,7 @@ public struct ServeOptions: Sendable {
           --output-root DIR    take outputs and previews must lie under DIR (relative paths are taken from it)
           --cores N            CPU cores admission may fill (default: all of this machine's)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000)
+          --contexts N         GL contexts the takes share (default 1 on a GPU, one per two cores in software)
           --max-body BYTES     largest request body (default 1048576)
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
                 GET /metrics, GET /healthz.
@@ -47,7 +51,7 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--cores", "--gpu-ms", "--max-body"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--cores", "--gpu-ms", "--contexts", "--max-body"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -74,6 +78,9 @@ public struct ServeOptions: Sendable {
             case "--gpu-ms":
                 guard let n = Double(v), n > 0, n <= 1e6 else { throw bad("must be a positive number of milliseconds per second") }
                 o.gpuMsPerSecond = n
+            case "--contexts":
+                guard let n = Int(v), n >= 1, n <= 64 else { throw bad("must be a whole number from 1 to 64") }
+                o.contexts = n
             case "--max-body":
                 guard let n = Int(v), n >= 1024, n <= 64 << 20 else { throw bad("must be a number of bytes from 1024 to 67108864") }
                 o.maxBodyBytes = n

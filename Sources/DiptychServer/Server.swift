@@ -44,12 +44,12 @@ public final class Server: @unchecked Sendable {
         let port = try http.start()
         self.http = http
 
+        let cores = ProcessInfo.processInfo.activeProcessorCount
         let pool: CompositorPool
-        do { pool = try CompositorPool(selection: selection, log: log) } catch {
+        do { pool = try CompositorPool(selection: selection, contexts: options.contexts, cores: cores, log: log) } catch {
             http.stop()
             throw .runtime("GPU: \(error)")
         }
-        let cores = ProcessInfo.processInfo.activeProcessorCount
         let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: options.gpuMsPerSecond)
         let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
         let model: CostModel

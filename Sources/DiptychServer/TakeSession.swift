@@ -50,7 +50,7 @@ final class TakeSession: @unchecked Sendable {
     private final class GPUBox: @unchecked Sendable {
         let lock = NSLock()
         var current: GPUCompositor?
-        var generation: Int?
+        var origin: CompositorPool.Origin?
         var last = GPUTotals()
         var retired = GPUTotals()
         /// The take has ended (its compositor is shut down).
@@ -78,13 +78,13 @@ final class TakeSession: @unchecked Sendable {
         hooks.makeCompositor = { _ throws(GPUError) in
             // The server's GPU is fixed (`diptych serve --gpu`); the take's selection is not used.
             // A second call is a rebuild after a context loss of the compositor's generation.
-            let lost: Int? = box.lock.withLock { box.generation }
-            let (c, generation) = try pool.make(replacing: lost)
+            let lost = box.lock.withLock { box.origin }
+            let (c, origin) = try pool.make(replacing: lost)
             box.lock.withLock {
                 box.retired = box.retired + box.last
                 box.last = GPUTotals()
                 box.current = c
-                box.generation = generation
+                box.origin = origin
             }
             return c
         }
