@@ -11,8 +11,9 @@ public struct ServeOptions: Sendable {
     public var outputRoot: String?
     /// CPU cores admission may fill (default: every core of this machine).
     public var cores: Double?
-    /// GPU milliseconds per second admission may fill (default 1000: all of one GPU).
-    public var gpuMsPerSecond = 1000.0
+    /// GPU milliseconds per second admission may fill (default 1000: all of
+    /// one GPU; no limit on a software rasterizer, whose work is CPU time).
+    public var gpuMsPerSecond: Double?
     /// GL contexts the takes are shared out to (default: `CompositorPool.defaultContexts`).
     public var contexts: Int?
     /// Largest request body accepted (bytes).
@@ -33,7 +34,7 @@ public struct ServeOptions: Sendable {
           --state-dir DIR      keep each take's configuration, state and summary here (survives restarts)
           --output-root DIR    take outputs and previews must lie under DIR (relative paths are taken from it)
           --cores N            CPU cores admission may fill (default: all of this machine's)
-          --gpu-ms N           GPU milliseconds per second admission may fill (default 1000)
+          --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
           --contexts N         GL contexts the takes share (default 1 on a GPU, one per two cores in software)
           --max-body BYTES     largest request body (default 1048576)
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,

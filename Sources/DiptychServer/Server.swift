@@ -50,7 +50,10 @@ public final class Server: @unchecked Sendable {
             http.stop()
             throw .runtime("GPU: \(error)")
         }
-        let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: options.gpuMsPerSecond)
+        // A software rasterizer's "GPU" is the CPU: its work is in the process CPU time
+        // admission already counts (and its timings swell with CPU contention).
+        let gpuMs = options.gpuMsPerSecond ?? (pool.info.isSoftware ? .infinity : 1000)
+        let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: gpuMs)
         let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
         let model: CostModel
         do { model = try Calibration.run(pool: pool, gpu: options.gpu, cores: encoderCores, log: log) } catch {
