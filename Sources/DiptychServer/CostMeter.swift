@@ -13,7 +13,8 @@ enum ProcessCPU {
 /// samples the process CPU time and each take's output megapixels and GPU
 /// milliseconds; over the last `window` seconds, cost per megapixel is CPU
 /// (or GPU) time divided by the megapixels produced. Until the window holds
-/// `minMegapixels` of output the model is the start-up calibration's.
+/// `minMegapixels` of output the model is the start-up calibration's, and
+/// before that has run there is none (admission waits for it).
 final class CostMeter: @unchecked Sendable {
     struct TakeCounters: Hashable, Sendable {
         var id: String
@@ -22,9 +23,10 @@ final class CostMeter: @unchecked Sendable {
     }
     private struct Sample { var time: Double; var cpu: Double; var megapixels: Double; var gpuMs: Double }
 
-    private let lock = NSLock()
-    private let calibration: CostModel
-    private var current: CostModel
+    private let lock = NSCondition()
+    private var calibration: CostModel?
+    private var current: CostModel?
+    private var calibrationFailure: String?
     private let window: Double
     private let minMegapixels: Double
     private var samples: [Sample] = []
@@ -32,11 +34,34 @@ final class CostMeter: @unchecked Sendable {
     private var totalMegapixels = 0.0
     private var totalGpuMs = 0.0
 
-    init(calibration: CostModel, window: Double = 10, minMegapixels: Double = 20) {
-        self.calibration = calibration; current = calibration; self.window = window; self.minMegapixels = minMegapixels
+    /// A meter waiting for its calibration (`calibrated` or `calibrationFailed`).
+    init(window: Double = 10, minMegapixels: Double = 20) {
+        self.window = window; self.minMegapixels = minMegapixels
     }
 
-    var model: CostModel { lock.withLock { current } }
+    convenience init(calibration: CostModel, window: Double = 10, minMegapixels: Double = 20) {
+        self.init(window: window, minMegapixels: minMegapixels)
+        calibrated(calibration)
+    }
+
+    func calibrated(_ model: CostModel) {
+        lock.withLock { calibration = model; current = model; lock.broadcast() }
+    }
+
+    func calibrationFailed(_ why: String) {
+        lock.withLock { calibrationFailure = why; lock.broadcast() }
+    }
+
+    /// The model now; nil while the calibration runs (or after it failed).
+    var model: CostModel? { lock.withLock { current } }
+
+    /// Waits for the calibration; the model, or 503 with why there is none.
+    func waitForModel() -> Result<CostModel, RequestError> {
+        lock.lock(); defer { lock.unlock() }
+        while current == nil && calibrationFailure == nil { lock.wait() }
+        if let current { return .success(current) }
+        return .failure(.unavailable("no cost model: \(calibrationFailure ?? "")"))
+    }
     /// Output megapixels of every take so far.
     var megapixels: Double { lock.withLock { totalMegapixels } }
 
@@ -57,7 +82,7 @@ final class CostMeter: @unchecked Sendable {
         while let first = samples.first, time - first.time > window { samples.removeFirst() }
         guard let a = samples.first, let b = samples.last else { return }
         let mp = b.megapixels - a.megapixels
-        guard mp >= minMegapixels else { return }
+        guard mp >= minMegapixels, let calibration else { return }
         let gpu = b.gpuMs - a.gpuMs
         current = CostModel(cpuSecondsPerMegapixel: (b.cpu - a.cpu) / mp,
                             gpuMsPerMegapixel: gpu > 0 ? gpu / mp : calibration.gpuMsPerMegapixel,

@@ -35,7 +35,7 @@ struct Metrics {
 
     /// The whole exposition for the server's takes.
     static func render(takes: [(TakeSnapshot, GPUTotals)], admitted: Int, refusals: [String: Int],
-                       model: CostModel, capacity: Capacity, megapixels: Double, responses: [Int: Int]) -> String {
+                       model: CostModel?, capacity: Capacity, megapixels: Double, responses: [Int: Int]) -> String {
         var m = Metrics()
         for (code, n) in responses.sorted(by: { $0.key < $1.key }) {
             m.sample("diptych_http_responses_total", "counter", "HTTP responses sent, by status.", [("code", String(code))], Double(n))
@@ -52,14 +52,16 @@ struct Metrics {
         m.sample("diptych_frames_total", "counter", "Output frames written by all takes.", [],
                  Double(takes.reduce(0) { $0 + $1.0.written }))
         m.sample("diptych_output_megapixels_total", "counter", "Output megapixels of all takes (the cost meter's measure).", [], megapixels)
-        m.sample("diptych_cost_cpu_seconds_per_megapixel", "gauge", "Measured CPU seconds per output megapixel.", [],
-                 model.cpuSecondsPerMegapixel)
-        m.sample("diptych_cost_gpu_ms_per_megapixel", "gauge", "Measured GPU milliseconds per output megapixel.", [],
-                 model.gpuMsPerMegapixel)
         m.sample("diptych_capacity_cpu_cores", "gauge", "CPU cores admission may fill.", [], capacity.cpuCores * capacity.headroom)
         let active = takes.filter { $0.0.state.isActive }
-        m.sample("diptych_load_cpu_cores", "gauge", "CPU cores the active takes need at real time (estimate).", [],
-                 active.reduce(0) { $0 + model.cpuCores($1.0.load) })
+        if let model {
+            m.sample("diptych_cost_cpu_seconds_per_megapixel", "gauge", "Measured CPU seconds per output megapixel.", [],
+                     model.cpuSecondsPerMegapixel)
+            m.sample("diptych_cost_gpu_ms_per_megapixel", "gauge", "Measured GPU milliseconds per output megapixel.", [],
+                     model.gpuMsPerMegapixel)
+            m.sample("diptych_load_cpu_cores", "gauge", "CPU cores the active takes need at real time (estimate).", [],
+                     active.reduce(0) { $0 + model.cpuCores($1.0.load) })
+        }
         for (s, gpu) in active {
             let t = [("take", s.id)]
             m.sample("diptych_take_frames_total", "counter", "Output frames written.", t, Double(s.written))

@@ -17,6 +17,8 @@ public final class Server: @unchecked Sendable {
     private let lock = NSLock()
     private var ready = false
     private var responses: [Int: Int] = [:]
+    /// Left when the calibration take has ended (shutdown waits for it).
+    private let calibrating = DispatchGroup()
 
     /// Checks the options that need no GPU: the listen address, the token,
     /// the folders. Throws `.badUsage` (exit 2) for any of them.
@@ -31,8 +33,8 @@ public final class Server: @unchecked Sendable {
     }
 
     /// Starts everything; returns the port listened on. Throws `.badUsage`
-    /// for bad folders or GPU selection, `.runtime` when the GPU, the
-    /// calibration take or the socket fails.
+    /// for bad folders or GPU selection, `.runtime` when the GPU or the
+    /// socket fails. The calibration take then runs in the background.
     public func start() throws(ServerError) -> UInt16 {
         let outputRoot = try options.outputRoot.map { (p) throws(ServerError) in try OutputRoot(p) }
         let store = try options.stateDir.map { (p) throws(ServerError) in try StateStore(path: p, log: log) }
@@ -55,29 +57,40 @@ public final class Server: @unchecked Sendable {
         let gpuMs = options.gpuMsPerSecond ?? (pool.info.isSoftware ? .infinity : 1000)
         let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: gpuMs)
         let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
-        let model: CostModel
-        do { model = try Calibration.run(pool: pool, gpu: options.gpu, cores: encoderCores, log: log) } catch {
-            pool.shutdown(); http.stop()
-            throw error
-        }
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
                                              outputRoot: outputRoot, encoderCores: encoderCores)
-        let registry = TakeRegistry(settings: settings, pool: pool, meter: CostMeter(calibration: model), store: store, log: log)
+        let meter = CostMeter()
+        let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log)
         let r = TakesAPI(registry: registry, gpuDescription: pool.info.description,
                          responses: { [weak self] in self?.responseCounts ?? [:] }).router()
         lock.withLock { self.registry = registry; router = r; ready = true }
 
-        let sampler = Thread { [weak registry] in
+        // The calibration take runs beside the requests (a POST waits for
+        // it); the cost sampler starts after it, so its CPU is not counted.
+        let gpu = options.gpu, say = log, group = calibrating
+        group.enter()
+        let calibration = Thread { [weak registry] in
+            do throws(ServerError) {
+                let model = try Calibration.run(pool: pool, gpu: gpu, cores: encoderCores, log: say)
+                meter.calibrated(model)
+                group.leave()
+            } catch {
+                say("\(error); takes are refused")
+                meter.calibrationFailed(error.description)
+                group.leave()
+                return
+            }
             while let registry { registry.sampleCosts(); Thread.sleep(forTimeInterval: 1) }
         }
-        sampler.name = "diptych.cost-meter"
-        sampler.start()
+        calibration.name = "diptych.cost-meter"
+        calibration.start()
         return port
     }
 
     /// Stop accepting, finalize every take, close the socket.
     public func shutdown(reason: String) {
         http?.quiesce()
+        calibrating.wait()
         let registry = lock.withLock { () -> TakeRegistry? in ready = false; return self.registry }
         registry?.shutdown(reason: reason)
         http?.stop()

@@ -67,7 +67,8 @@ final class TakeRegistry: @unchecked Sendable {
         let canvas = config.resolvedCanvas(primaryUprightSize: upright)
         let load = TakeLoad(width: canvas.width, height: canvas.height, fps: info?.frameRate.fps ?? 30)
 
-        let take = try admit(config: config, load: load)
+        let model = try meter.waitForModel().get()
+        let take = try admit(config: config, load: load, model: model)
         store?.saveConfiguration(take)
         store?.save(take)
         log("take \(take.id): \(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
@@ -88,7 +89,7 @@ final class TakeRegistry: @unchecked Sendable {
     }
 
     /// The admission decision and the registration, under one hold of the lock.
-    private func admit(config: TakeConfiguration, load: TakeLoad) throws(RequestError) -> Take {
+    private func admit(config: TakeConfiguration, load: TakeLoad, model: CostModel) throws(RequestError) -> Take {
         lock.lock(); defer { lock.unlock() }
         if draining { throw .unavailable("the server is shutting down") }
         let active = takes.values.filter { $0.state.isActive }
@@ -98,7 +99,7 @@ final class TakeRegistry: @unchecked Sendable {
         let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
             .min { $0.realtimeFactor < $1.realtimeFactor }
         let decision = Admission.decide(new: load, running: active.map(\.load), lagging: lagging, active: active.count,
-                                        maxTakes: settings.maxTakes, model: meter.model, capacity: settings.capacity)
+                                        maxTakes: settings.maxTakes, model: model, capacity: settings.capacity)
         switch decision {
         case .failure(let e):
             let key = e.description.hasPrefix("at the limit") ? "max-takes" : (lagging != nil ? "lagging" : "capacity")

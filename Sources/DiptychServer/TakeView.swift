@@ -24,8 +24,9 @@ struct TakeView: Encodable {
         var preview: String?
     }
     struct Cost: Encodable {
-        /// CPU cores the take needs at real time (the server's measured cost per megapixel × its load).
-        var cpuCores: Double
+        /// CPU cores the take needs at real time (the server's measured cost
+        /// per megapixel × its load); nil while the server calibrates.
+        var cpuCores: Double?
         /// GPU milliseconds per frame, from the take's compositor.
         var gpuMsPerFrame: Double?
         var encoderThreads: Int
@@ -55,7 +56,7 @@ struct TakeView: Encodable {
     var summary: TakeSummary?
     var recovered: RecoveredOutput?
 
-    init(_ s: TakeSnapshot, gpu: GPUTotals, model: CostModel) {
+    init(_ s: TakeSnapshot, gpu: GPUTotals, model: CostModel?) {
         id = s.id
         state = s.state
         created = ISO8601DateFormatter().string(from: s.created)
@@ -75,7 +76,7 @@ struct TakeView: Encodable {
                           samples: s.latency.count)
         encoder = s.encoder
         outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: layout, preview: s.configuration.preview)]
-        cost = Cost(cpuCores: model.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load)
+        cost = Cost(cpuCores: model?.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load)
         error = s.error
         summary = s.summary
         recovered = s.recovered
@@ -93,5 +94,6 @@ struct Health: Encodable {
     var gpu: String
     var takes: [String: Int]
     var capacity: Capacity
-    var cost: CostModel
+    /// Nil while the start-up calibration runs.
+    var cost: CostModel?
 }

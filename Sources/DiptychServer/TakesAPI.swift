@@ -68,8 +68,9 @@ struct TakesAPI {
     private func health() -> HTTPResponse {
         var counts: [String: Int] = [:]
         for t in registry.all { counts[t.state.rawValue, default: 0] += 1 }
-        return JSONOut.response(200, Health(status: "ok", gpu: gpuDescription, takes: counts,
-                                            capacity: registry.settings.capacity, cost: registry.meter.model))
+        let model = registry.meter.model
+        return JSONOut.response(200, Health(status: model == nil ? "calibrating" : "ok", gpu: gpuDescription, takes: counts,
+                                            capacity: registry.settings.capacity, cost: model))
     }
 
     private func metrics() -> HTTPResponse {

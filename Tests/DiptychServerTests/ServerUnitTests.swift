@@ -59,9 +59,15 @@ struct ServerUnitTests {
         #expect(meter.model == model)   // 10 Mpx: not enough yet
         // "a" ends; "b" starts: what "a" did stays counted.
         meter.sample(time: 2, cpu: 100.6, takes: [.init(id: "b", megapixels: 10, gpuMs: 60)])
-        #expect(abs(meter.model.cpuSecondsPerMegapixel - 0.03) < 1e-9)
-        #expect(abs(meter.model.gpuMsPerMegapixel - 5) < 1e-9)
+        #expect(abs((meter.model?.cpuSecondsPerMegapixel ?? 0) - 0.03) < 1e-9)
+        #expect(abs((meter.model?.gpuMsPerMegapixel ?? 0) - 5) < 1e-9)
         #expect(meter.megapixels == 20)
+        // Before its calibration a meter has no model; a failed one says why.
+        let pending = CostMeter()
+        #expect(pending.model == nil)
+        pending.calibrationFailed("calibration take failed: no GPU")
+        guard case .failure(let e) = pending.waitForModel() else { Issue.record("a model from nothing"); return }
+        #expect(e.status == 503 && e.description.contains("no GPU"))
     }
 
     @Test func bearerTokensCompareWholly() {
