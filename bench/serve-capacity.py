@@ -115,6 +115,7 @@ def main():
     a = p.parse_args()
     a.diptych = os.path.abspath(a.diptych)
     work = tempfile.mkdtemp(prefix="diptych-serve-bench-")
+    load_before = os.getloadavg()
     prim, sec = make_inputs(work, a.duration)
     rows = []
     contexts = [int(c) for c in a.contexts.split(",") if c] or [None]
@@ -128,14 +129,16 @@ def main():
                   f"CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mib']:.0f} MiB", file=sys.stderr, flush=True)
         for f in os.listdir(work):
             if f.startswith(("serve-", "record-")): os.remove(os.path.join(work, f))
-    machine = {"cores": os.cpu_count(), "uname": " ".join(os.uname()), "duration_s": a.duration, "preset": a.preset,
+    machine = {"load_average_before": load_before, "load_average_after": os.getloadavg(), "cores": os.cpu_count(), "uname": " ".join(os.uname()), "duration_s": a.duration, "preset": a.preset,
                "inputs": "ffmpeg testsrc2 1280x720@30 and testsrc 640x360@30, libx264 ultrafast, GOP 30"}
     with open(a.out + ".json", "w") as f:
         json.dump({"machine": machine, "rows": rows}, f, indent=1)
     with open(a.out + ".md", "w") as f:
         f.write(f"# diptych serve vs diptych record: 720p30 PiP takes at once\n\n"
                 f"Machine: {machine['cores']} cores, Mesa llvmpipe, libx264 preset {a.preset}, {a.duration:g} s takes "
-                f"(inputs: {machine['inputs']}). Command: `{' '.join(sys.argv)}`. "
+                f"(inputs: {machine['inputs']}). Load average (1/5/15 min) {'/'.join(f'{x:.1f}' for x in machine['load_average_before'])} before, "
+                f"{'/'.join(f'{x:.1f}' for x in machine['load_average_after'])} after (other work on the machine shares its cores). "
+                f"Command: `{' '.join(sys.argv)}`. "
                 "CPU s: the server's CPU time while its takes ran (its start-up, GPU and calibration take excluded); "
                 "the record processes' whole CPU time. Peak RSS: the server's, or the sum of the processes'.\n\n"
                 "| N | mode | min realtime factor | held in real time | wall s | CPU s | CPU s / take | peak RSS MiB |\n"
@@ -150,6 +153,12 @@ def main():
         if est:
             f.write(f"The server's admission estimate for one such take: {est:.2f} CPU cores "
                     f"(admits {int(machine['cores'] * 0.9 / est)} on {machine['cores']} cores at 90 %).\n")
+        f.write("\nReading: every take of a set runs as fast as it can (file sources), so a set is held in real time "
+                "when its slowest take still made 1 s of media per wall second. CPU s / take is the work per take, "
+                "the same in both modes within noise; the server saves each process's start-up and shares one "
+                "GL context (or a few) and the loaded libraries, hence its lower peak memory. The admission "
+                "estimate counts the whole machine as the server's; where other work shares the cores (as during "
+                "this run), `--cores` tells it how many it may fill.\n")
         f.write("\nCommands (first take of each set):\n\n")
         for r in rows:
             if r["takes"] == a.max_takes: f.write(f"- {r['mode']}: `{r['command']}`\n")

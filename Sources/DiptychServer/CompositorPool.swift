@@ -31,9 +31,11 @@ final class CompositorPool: @unchecked Sendable {
 
     /// Contexts to share out when `--contexts` is not given: one on a GPU
     /// (contexts time-slice it); on a software rasterizer, where part of each
-    /// draw runs on the submitting thread, one per two cores.
+    /// draw runs on the submitting thread, one per core up to eight (on two
+    /// cores, two contexts held five 720p30 takes in real time where one held
+    /// four: bench/results/serve-llvmpipe.md).
     static func defaultContexts(info: GPUInfo, cores: Int) -> Int {
-        info.isSoftware ? max(1, cores / 2) : 1
+        info.isSoftware ? min(8, max(1, cores)) : 1
     }
 
     init(selection: GPUSelection, contexts: Int?, cores: Int, log: @escaping @Sendable (String) -> Void) throws(GPUError) {

@@ -35,7 +35,7 @@ public struct ServeOptions: Sendable {
           --output-root DIR    take outputs and previews must lie under DIR (relative paths are taken from it)
           --cores N            CPU cores admission may fill (default: all of this machine's)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
-          --contexts N         GL contexts the takes share (default 1 on a GPU, one per two cores in software)
+          --contexts N         GL contexts the takes share (default 1 on a GPU, one per core in software)
           --max-body BYTES     largest request body (default 1048576)
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
                 GET /metrics, GET /healthz.
