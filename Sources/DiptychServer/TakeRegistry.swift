@@ -37,6 +37,7 @@ final class TakeRegistry: @unchecked Sendable {
         takes[t.id] = t
         order.append(t.id)
         if let store { t.onChange = { store.save($0) } }
+        t.onLog = log
     }
 
     func take(_ id: String) throws(RequestError) -> Take {
