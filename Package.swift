@@ -6,6 +6,7 @@ import PackageDescription
 //   DiptychGPU   EGL + GLES only (no FFmpeg), so GPU-only binaries stay small and portable
 //   DiptychMedia FFmpeg: sources, encoders, muxers
 //   Diptych      the session that ties them together; public embedding API
+//   DiptychServer `diptych serve`: many takes on one GPU behind an HTTP API (libmicrohttpd)
 //   diptych      the command-line tool
 let package = Package(
     name: "Diptych",
@@ -36,6 +37,7 @@ let package = Package(
 
         // libx264/libx265 headers only (their preset and tune names); FFmpeg links the libraries.
         .systemLibrary(name: "CX26x", providers: [.apt(["libx264-dev", "libx265-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         .target(name: "DiptychCore"),
         // The option table: command-line flags, --help, the JSON form, the
@@ -60,7 +62,8 @@ let package = Package(
         // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
         .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia"],
                 path: "bench/Sources/DiptychBench"),
-        .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychOptions", "DiptychBench"]),
+        .target(name: "DiptychServer", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CMicroHTTPD"]),
+        .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychOptions", "DiptychBench", "DiptychServer"]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
         .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU"], path: "bench/GPUCheck"),
 
@@ -71,6 +74,7 @@ let package = Package(
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
         .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych"]),
+        .testTarget(name: "DiptychServerTests", dependencies: ["DiptychServer", "DiptychMedia", "diptych"]),
         .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench"], path: "bench/Tests/DiptychBenchTests"),
     ],
     swiftLanguageModes: [.v6]

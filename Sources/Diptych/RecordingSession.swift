@@ -31,6 +31,11 @@ public struct SessionHooks: Sendable {
     /// sharing a context with other takes' (`GPUCompositor(sharingContextOf:)`).
     /// nil: a compositor of its own on the configured GPU.
     public var makeCompositor: (@Sendable (GPUSelection) throws(GPUError) -> GPUCompositor)?
+    /// Called when the render loop takes a primary frame and when its output
+    /// frame has been written, with the frame's timestamp (frame latency).
+    public var frameEvent: (@Sendable (_ event: FrameEvent, _ pts: MediaTime) -> Void)?
+    /// Encoder threads (nil: FFmpeg's choice); a server bounds them by its cores.
+    public var encoderThreads: Int?
 
     public init(thermal: (any ThermalMonitor)? = nil,
                 storage: any StorageMonitor = FileSystemStorageMonitor(),

@@ -47,6 +47,14 @@ public enum StopReason: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A point an output frame passes on its way to the file (`SessionHooks.frameEvent`).
+public enum FrameEvent: Sendable {
+    /// The render loop took the primary frame.
+    case primaryTaken
+    /// The output frame made from it was written.
+    case written
+}
+
 /// Progress of a running take, reported about every half second.
 public struct TakeProgress: Sendable {
     public var frames: Int

@@ -115,7 +115,7 @@ final class VideoEncoder {
         c.pointee.gop_size = Int32(settings.keyframeInterval)
         c.pointee.bit_rate = Int64(settings.bitrate)
         if let b = settings.maxBFrames { c.pointee.max_b_frames = Int32(b) }
-        c.pointee.thread_count = 0
+        c.pointee.thread_count = Int32(clamping: max(0, settings.threads))
         c.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
         if settings.matrix == .bt709 {
             c.pointee.colorspace = AVCOL_SPC_BT709; c.pointee.color_primaries = AVCOL_PRI_BT709; c.pointee.color_trc = AVCOL_TRC_BT709

@@ -22,6 +22,8 @@ public struct VideoEncoderSettings: Hashable, Sendable {
     public var range: ColorRange
     /// Where VA-API render nodes are looked for.
     public var driDirectory: String
+    /// Encoder threads; 0 lets FFmpeg choose.
+    public var threads = 0
 
     public init(size: PixelSize, frameRate: FrameRate, codec: VideoCodec = .h264, encoder: EncoderChoice = .auto,
                 bitrate: Int = 10_000_000, preset: String = "veryfast", tune: String? = nil, gop: Int? = nil,

@@ -2,6 +2,7 @@ import Diptych
 import DiptychGPU
 import DiptychMedia
 import DiptychOptions
+import DiptychServer
 import Foundation
 
 let usage = """
@@ -12,6 +13,7 @@ commands:
   record     --primary SRC --secondary SRC --out FILE|URL [options]
   probe      EGL platform/GPU, GL renderer, encoders, VA-API profiles, cameras
   bench      layouts x sizes x formats -> table + JSON (diptych bench --help)
+  serve      many takes on one GPU behind an HTTP API (diptych serve --help)
 
 """ + TakeConfiguration.usage + """
 
@@ -105,6 +107,8 @@ case "probe":
     Probe.run(arguments: Array(args.dropFirst()))
 case "bench":
     Bench.run(arguments: Array(args.dropFirst()))
+case "serve":
+    ServeCommand.run(arguments: Array(args.dropFirst()))
 default:
     fail("unknown command '\(ConfigurationError.quoted(args[0]))' (see diptych --help)", code: 2)
 }

@@ -37,7 +37,9 @@ final class EncoderStage: @unchecked Sendable {
 
     private var _dropped = 0
 
-    init(key: Int, name: String, sink: any TakeOutput, live: Bool = false, depth: Int? = nil) {
+    /// `onWritten` is told each frame's pts once the output has it (frame latency).
+    init(key: Int, name: String, sink: any TakeOutput, live: Bool = false, depth: Int? = nil,
+         onWritten: (@Sendable (MediaTime) -> Void)? = nil) {
         self.key = key; self.name = name; self.sink = sink; self.live = live
         // A live output's queue holds half a second at 60 fps: room for jitter, not for a backlog.
         queue = BoundedQueue(capacity: depth ?? (live ? 30 : 4))
@@ -48,6 +50,7 @@ final class EncoderStage: @unchecked Sendable {
                 do throws(MediaError) {
                     try sink.write(frame)
                     lock.lock(); _written += 1; lock.unlock()
+                    onWritten?(frame.pts)
                 } catch {
                     lock.lock(); if _failure == nil { _failure = error }; lock.unlock()
                 }

@@ -105,6 +105,7 @@ final class TakeRun {
             }
             if frames == 0, let origin = inputs.timelineOrigin { session.io.timelineOrigin(origin) }
             let t = primary.pts
+            hooks.frameEvent?(.primaryTaken, t)
             if let l = primary.layout { layouts[0] = l }
             if let d = config.duration, t.seconds >= d - 1e-9 { return .durationReached }
             if let last = lastPTS, t <= last {

@@ -131,6 +131,7 @@ enum TakeSetup {
         }
         var resized = settings
         resized.size = canvas
+        resized.threads = hooks.encoderThreads ?? 0
         let video = resized
         gpu.canvas = canvas
 
@@ -163,7 +164,9 @@ enum TakeSetup {
                     ? try ReconnectingOutput(name: spec.out, window: config.reconnectWindow, log: hooks.log,
                                              open: { (again: Bool) throws(MediaError) in try io.openOutput(i, spec, video, track, again ? .zero : nil) })
                     : try io.openOutput(i, spec, video, track, nil)
-                encoders.append(EncoderStage(key: i, name: spec.out, sink: sink, live: live))
+                var onWritten: (@Sendable (MediaTime) -> Void)?
+                if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
+                encoders.append(EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten))
             } catch {
                 for e in encoders { _ = e.finish() }
                 throw .output(spec.out, error)

@@ -1,0 +1,90 @@
+import Foundation
+
+/// What running a take at real time asks of the machine: its output pixels
+/// per second (canvas × frame rate). Costs scale with it.
+public struct TakeLoad: Hashable, Sendable, Codable, CustomStringConvertible {
+    public var width: Int
+    public var height: Int
+    public var fps: Double
+    public init(width: Int, height: Int, fps: Double) { self.width = width; self.height = height; self.fps = fps }
+    public var megapixelsPerSecond: Double { Double(width) * Double(height) * fps / 1e6 }
+    public var description: String { "\(width)x\(height) at \(String(format: "%g", fps)) fps" }
+}
+
+/// Measured cost per output megapixel: process CPU seconds (everything the
+/// takes run: decode, upload copies, llvmpipe, the encoder) and GPU
+/// milliseconds (the take compositors' passes on the shared render thread).
+public struct CostModel: Hashable, Sendable, Codable {
+    public var cpuSecondsPerMegapixel: Double
+    public var gpuMsPerMegapixel: Double
+    /// Where the figures come from (the start-up calibration take, or a window of running takes).
+    public var source: String
+
+    public func cpuCores(_ load: TakeLoad) -> Double { cpuSecondsPerMegapixel * load.megapixelsPerSecond }
+    public func gpuMsPerSecond(_ load: TakeLoad) -> Double { gpuMsPerMegapixel * load.megapixelsPerSecond }
+}
+
+/// What admission may fill: CPU cores and render-thread/GPU milliseconds
+/// per second, each times `headroom`.
+public struct Capacity: Hashable, Sendable, Codable {
+    public var cpuCores: Double
+    public var gpuMsPerSecond: Double = 1000
+    public var headroom: Double = 0.9
+    public init(cpuCores: Double, gpuMsPerSecond: Double = 1000, headroom: Double = 0.9) {
+        self.cpuCores = cpuCores; self.gpuMsPerSecond = gpuMsPerSecond; self.headroom = headroom
+    }
+}
+
+/// A running take that has fallen behind real time.
+public struct Lagging: Hashable, Sendable {
+    public var id: String
+    public var realtimeFactor: Double
+    public init(id: String, realtimeFactor: Double) { self.id = id; self.realtimeFactor = realtimeFactor }
+}
+
+/// Admission by measured cost, not by hope (docs/ARCHITECTURE.md): a new
+/// take is admitted only when the running takes plus its estimate fit the
+/// capacity at real time, and no running take is already
+/// behind real time. Pure: the same inputs give the same decision.
+public enum Admission {
+    public struct Estimate: Hashable, Sendable, Codable {
+        public var cpuCores: Double
+        public var gpuMsPerSecond: Double
+    }
+
+    public static func decide(new: TakeLoad, running: [TakeLoad], lagging: Lagging?, active: Int, maxTakes: Int,
+                              model: CostModel, capacity: Capacity) -> Result<Estimate, RequestError> {
+        if active >= maxTakes {
+            return .failure(.unavailable("at the limit of \(maxTakes) takes running at once (--max-takes)"))
+        }
+        if let l = lagging {
+            return .failure(.unavailable(String(format: "take %@ is running at %.2fx real time; no room for another take",
+                                                l.id, l.realtimeFactor)))
+        }
+        let estimate = Estimate(cpuCores: model.cpuCores(new), gpuMsPerSecond: model.gpuMsPerSecond(new))
+        let usedCPU = running.reduce(0) { $0 + model.cpuCores($1) }
+        let cpuLimit = capacity.cpuCores * capacity.headroom
+        if usedCPU + estimate.cpuCores > cpuLimit {
+            return .failure(.unavailable(String(
+                format: "over capacity: %@ needs about %.2f CPU cores at real time; %@ %.2f of %.2f (%g cores × %.0f %%), cost %@",
+                new.description, estimate.cpuCores, takes(running.count), usedCPU, cpuLimit, capacity.cpuCores,
+                capacity.headroom * 100, model.source)))
+        }
+        let usedGPU = running.reduce(0) { $0 + model.gpuMsPerSecond($1) }
+        let gpuLimit = capacity.gpuMsPerSecond * capacity.headroom
+        if usedGPU + estimate.gpuMsPerSecond > gpuLimit {
+            return .failure(.unavailable(String(
+                format: "over GPU capacity: %@ needs about %.0f ms of GPU time per second; %@ %.0f of %.0f, cost %@",
+                new.description, estimate.gpuMsPerSecond, takes(running.count), usedGPU, gpuLimit, model.source)))
+        }
+        return .success(estimate)
+    }
+
+    private static func takes(_ n: Int) -> String { n == 1 ? "1 running take uses" : "\(n) running takes use" }
+
+    /// Encoder threads for a take joining `active` others: a fair share of
+    /// the cores, at least one, so the encoders together stay near the core count.
+    public static func encoderThreads(cores: Int, active: Int) -> Int {
+        max(1, cores / max(1, active + 1))
+    }
+}

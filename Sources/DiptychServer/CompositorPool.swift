@@ -1,0 +1,87 @@
+import DiptychGPU
+import Foundation
+
+/// The GPU side every take of a server shares: a few root compositors, each
+/// owning one EGL context and its render thread, and for each take a
+/// compositor of its own in one of those contexts
+/// (`GPUCompositor(sharingContextOf:)`: own outputs, textures and buffer
+/// rings, no context switch between the takes of a context). Takes are
+/// dealt to the contexts in turn.
+///
+/// After a context loss a take asks for a replacement naming the context
+/// and generation its lost compositor came from; the first such request
+/// builds a new root there (nothing old is reused), later ones from the same
+/// generation get compositors in the new context. An old context lives until
+/// the last compositor in it is shut down.
+final class CompositorPool: @unchecked Sendable {
+    /// Where a compositor came from.
+    struct Origin: Hashable, Sendable {
+        var context: Int
+        var generation: Int
+    }
+
+    private let selection: GPUSelection
+    private let log: @Sendable (String) -> Void
+    private let lock = NSLock()
+    private var roots: [GPUCompositor?]
+    private var generations: [Int]
+    private var next = 0
+    /// The GPU in use (from the first context).
+    let info: GPUInfo
+
+    /// Contexts to share out when `--contexts` is not given: one on a GPU
+    /// (contexts time-slice it); on a software rasterizer, where part of each
+    /// draw runs on the submitting thread, one per core up to eight (on two
+    /// cores, two contexts held five 720p30 takes in real time where one held
+    /// four: bench/results/serve-llvmpipe.md).
+    static func defaultContexts(info: GPUInfo, cores: Int) -> Int {
+        info.isSoftware ? min(8, max(1, cores)) : 1
+    }
+
+    init(selection: GPUSelection, contexts: Int?, cores: Int, log: @escaping @Sendable (String) -> Void) throws(GPUError) {
+        self.selection = selection
+        self.log = log
+        let first = try GPUCompositor(selection: selection, log: log)
+        info = first.info
+        let n = max(1, contexts ?? Self.defaultContexts(info: first.info, cores: cores))
+        var roots: [GPUCompositor?] = [first]
+        for _ in 1..<n {
+            do { roots.append(try GPUCompositor(selection: selection)) } catch {
+                for r in roots { r?.shutdown() }
+                throw error
+            }
+        }
+        self.roots = roots
+        generations = Array(repeating: 0, count: n)
+        log("GPU: \(n) shared context\(n == 1 ? "" : "s") for the takes")
+    }
+
+    var contexts: Int { lock.withLock { roots.count } }
+    /// Context replacements after losses, over all contexts.
+    var generation: Int { lock.withLock { generations.reduce(0, +) } }
+
+    /// A compositor in a shared context, and where it came from. `replacing`
+    /// names a compositor whose context was lost.
+    func make(replacing lost: Origin?) throws(GPUError) -> (GPUCompositor, Origin) {
+        lock.lock(); defer { lock.unlock() }
+        guard !roots.isEmpty else { throw .shutDown }
+        let c: Int
+        if let lost, lost.context < roots.count { c = lost.context } else { c = next % roots.count; next += 1 }
+        if roots[c] == nil || (lost != nil && lost == Origin(context: c, generation: generations[c])) {
+            roots[c]?.shutdown()
+            roots[c] = nil
+            roots[c] = try GPUCompositor(selection: selection, log: log)
+            generations[c] += 1
+            log("GPU: context \(c) replaced (generation \(generations[c])) after a context loss")
+        }
+        guard let root = roots[c] else { throw .shutDown }
+        return (try GPUCompositor(sharingContextOf: root, directCopy: true), Origin(context: c, generation: generations[c]))
+    }
+
+    /// Releases the roots; each context ends when the last take's compositor in it does.
+    func shutdown() {
+        lock.lock(); defer { lock.unlock() }
+        for r in roots { r?.shutdown() }
+        roots = []
+    }
+}

@@ -1,0 +1,60 @@
+import DiptychCore
+import DiptychMedia
+import Foundation
+
+/// Reads media through DiptychMedia (libavformat/libavcodec): what a
+/// source delivers, and how many frames an output file holds.
+enum MediaProbe {
+    /// Size and rate of a regular file or synthetic source, opened and closed
+    /// again; nil for network sources, devices and pipes (opening them here
+    /// would take frames from the take) and on error.
+    static func info(_ spec: SourceSpec) -> SourceInfo? {
+        switch spec {
+        case .testPattern(let name, let size, let rate):
+            return SourceInfo(name: "testsrc:\(name)", size: size, frameRate: rate)
+        case .url(let u) where !u.contains("://") && isRegularFile(u):
+            guard let s = try? MediaSources.open(spec) else { return nil }
+            defer { s.close() }
+            return s.info
+        default:
+            return nil
+        }
+    }
+
+    static func isRegularFile(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+    }
+
+    /// Decodes `path` and counts its frames (stopping after `budget` seconds
+    /// of decoding). A file cut short by a crash is read up to its last
+    /// complete fragment.
+    static func countFrames(_ path: String, budget: Double = 10) -> RecoveredOutput {
+        guard FileManager.default.fileExists(atPath: path) else {
+            return RecoveredOutput(frames: 0, durationSeconds: 0, decodable: false, note: "the output file does not exist")
+        }
+        let source: any VideoSource
+        do { source = try MediaSources.open(.url(path)) } catch {
+            return RecoveredOutput(frames: 0, durationSeconds: 0, decodable: false, note: "\(error)")
+        }
+        defer { source.close() }
+        let start = Date()
+        var frames = 0
+        var end = 0.0
+        let step = source.info.frameRate.frameDuration.seconds
+        do {
+            while let f = try source.nextFrame() {
+                frames += 1
+                end = max(end, f.pts.seconds + step)
+                if Date().timeIntervalSince(start) > budget {
+                    return RecoveredOutput(frames: frames, durationSeconds: end, decodable: true,
+                                           note: "counted the first \(frames) frames in \(Int(budget)) s")
+                }
+            }
+        } catch {
+            return RecoveredOutput(frames: frames, durationSeconds: end, decodable: frames > 0,
+                                   note: "decoding stopped after \(frames) frames: \(error)")
+        }
+        return RecoveredOutput(frames: frames, durationSeconds: end, decodable: frames > 0, note: nil)
+    }
+}

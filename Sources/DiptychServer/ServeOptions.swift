@@ -1,0 +1,93 @@
+import DiptychCore
+import Foundation
+
+/// The options of `diptych serve`.
+public struct ServeOptions: Sendable {
+    public var listen = ListenAddress.defaultText
+    public var tokenFile: String?
+    public var maxTakes = 32
+    public var gpu = "auto"
+    public var stateDir: String?
+    public var outputRoot: String?
+    /// CPU cores admission may fill (default: every core of this machine).
+    public var cores: Double?
+    /// GPU milliseconds per second admission may fill (default 1000: all of
+    /// one GPU; no limit on a software rasterizer, whose work is CPU time).
+    public var gpuMsPerSecond: Double?
+    /// GL contexts the takes are shared out to (default: `CompositorPool.defaultContexts`).
+    public var contexts: Int?
+    /// Largest request body accepted (bytes).
+    public var maxBodyBytes = 1 << 20
+
+    public init() {}
+
+    public static let usage = """
+        usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
+                             [--state-dir DIR] [--output-root DIR] [--cores N] [--gpu-ms N] [--contexts N]
+                             [--max-body BYTES]
+        Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
+          --listen HOST:PORT   address to listen on (default \(ListenAddress.defaultText); port 0 picks a free one).
+                               Any address other than loopback needs --token-file.
+          --token-file FILE    every request must carry "Authorization: Bearer <the file's contents>"
+          --max-takes N        takes running at once (default 32)
+          --gpu SEL            the GPU all takes share: auto, software, N, /dev/dri/renderDN, PLATFORM[:DEVICE]
+          --state-dir DIR      keep each take's configuration, state and summary here (survives restarts)
+          --output-root DIR    take outputs and previews must lie under DIR (relative paths are taken from it)
+          --cores N            CPU cores admission may fill (default: all of this machine's)
+          --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
+          --contexts N         GL contexts the takes share (default 1 on a GPU, one per core in software)
+          --max-body BYTES     largest request body (default 1048576)
+        Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
+                GET /metrics, GET /healthz.
+        """
+
+    /// Parses the arguments after `serve` (`--flag value` or `--flag=value`).
+    public static func parse(_ arguments: [String]) throws(ServerError) -> ServeOptions {
+        var o = ServeOptions()
+        var i = 0
+        while i < arguments.count {
+            var flag = arguments[i]
+            var value: String?
+            if let eq = flag.firstIndex(of: "="), flag.hasPrefix("--") {
+                value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
+            }
+            i += 1
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--cores", "--gpu-ms", "--contexts", "--max-body"]
+            guard known.contains(flag) else {
+                throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
+            }
+            if value == nil {
+                guard i < arguments.count, !arguments[i].hasPrefix("--") else { throw .badUsage("\(flag): needs a value") }
+                value = arguments[i]; i += 1
+            }
+            let v = value!
+            func bad(_ why: String) -> ServerError { .badUsage("\(flag) '\(v)': \(why)") }
+            switch flag {
+            case "--listen": o.listen = v
+            case "--token-file": o.tokenFile = v
+            case "--max-takes":
+                guard let n = Int(v), n >= 1, n <= 4096 else { throw bad("must be a whole number from 1 to 4096") }
+                o.maxTakes = n
+            case "--gpu":
+                do { try TakeConfiguration.checkGPU(v) } catch { throw .badUsage(error.description) }
+                o.gpu = v
+            case "--state-dir": o.stateDir = v
+            case "--output-root": o.outputRoot = v
+            case "--cores":
+                guard let n = Double(v), n > 0, n <= 4096 else { throw bad("must be a positive number of cores, at most 4096") }
+                o.cores = n
+            case "--gpu-ms":
+                guard let n = Double(v), n > 0, n <= 1e6 else { throw bad("must be a positive number of milliseconds per second") }
+                o.gpuMsPerSecond = n
+            case "--contexts":
+                guard let n = Int(v), n >= 1, n <= 64 else { throw bad("must be a whole number from 1 to 64") }
+                o.contexts = n
+            case "--max-body":
+                guard let n = Int(v), n >= 1024, n <= 64 << 20 else { throw bad("must be a number of bytes from 1024 to 67108864") }
+                o.maxBodyBytes = n
+            default: break
+            }
+        }
+        return o
+    }
+}

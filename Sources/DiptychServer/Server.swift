@@ -1,0 +1,173 @@
+import DiptychCore
+import DiptychGPU
+import Foundation
+
+/// `diptych serve`: the HTTP front (authentication, routing, errors) over
+/// the take registry, and the process's life: start-up checks, calibration,
+/// the cost sampler, and SIGTERM/SIGINT (stop accepting, finalize every
+/// take, exit 0).
+public final class Server: @unchecked Sendable {
+    private let options: ServeOptions
+    private let address: ListenAddress
+    private let token: BearerToken?
+    private let log: @Sendable (String) -> Void
+    private var http: HTTPServer?
+    private var registry: TakeRegistry?
+    private var router = Router()
+    private let lock = NSLock()
+    private var ready = false
+    private var responses: [Int: Int] = [:]
+    /// Left when the calibration take has ended (shutdown waits for it).
+    private let calibrating = DispatchGroup()
+
+    /// Checks the options that need no GPU: the listen address, the token,
+    /// the folders. Throws `.badUsage` (exit 2) for any of them.
+    public init(options: ServeOptions, log: @escaping @Sendable (String) -> Void) throws(ServerError) {
+        self.options = options
+        self.log = log
+        address = try ListenAddress(parsing: options.listen)
+        token = try options.tokenFile.map { (f) throws(ServerError) in try BearerToken(file: f) }
+        if !address.isLoopback && token == nil {
+            throw .badUsage("--listen \(address): not a loopback address; listening there needs --token-file (a bearer token)")
+        }
+    }
+
+    /// Starts everything; returns the port listened on. Throws `.badUsage`
+    /// for bad folders or GPU selection, `.runtime` when the GPU or the
+    /// socket fails. The calibration take then runs in the background.
+    public func start() throws(ServerError) -> UInt16 {
+        let outputRoot = try options.outputRoot.map { (p) throws(ServerError) in try OutputRoot(p) }
+        let store = try options.stateDir.map { (p) throws(ServerError) in try StateStore(path: p, log: log) }
+        guard let selection = GPUSelection(parsing: options.gpu) else { throw .badUsage("--gpu '\(options.gpu)': not a GPU selection") }
+
+        let http = HTTPServer(address: address, maxBodyBytes: options.maxBodyBytes, log: log) { [weak self] request in
+            self?.handle(request) ?? HTTPErrors.response(503, "the server is stopping")
+        }
+        let port = try http.start()
+        self.http = http
+
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let pool: CompositorPool
+        do { pool = try CompositorPool(selection: selection, contexts: options.contexts, cores: cores, log: log) } catch {
+            http.stop()
+            throw .runtime("GPU: \(error)")
+        }
+        // A software rasterizer's "GPU" is the CPU: its work is in the process CPU time
+        // admission already counts (and its timings swell with CPU contention).
+        let gpuMs = options.gpuMsPerSecond ?? (pool.info.isSoftware ? .infinity : 1000)
+        let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: gpuMs)
+        let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
+        let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
+                                             outputRoot: outputRoot, encoderCores: encoderCores)
+        let meter = CostMeter()
+        let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log)
+        let r = TakesAPI(registry: registry, gpuDescription: pool.info.description,
+                         responses: { [weak self] in self?.responseCounts ?? [:] }).router()
+        lock.withLock { self.registry = registry; router = r; ready = true }
+
+        // The calibration take runs beside the requests (a POST waits for
+        // it); the cost sampler starts after it, so its CPU is not counted.
+        let gpu = options.gpu, say = log, group = calibrating
+        group.enter()
+        let calibration = Thread { [weak registry] in
+            do throws(ServerError) {
+                let model = try Calibration.run(pool: pool, gpu: gpu, cores: encoderCores, log: say)
+                meter.calibrated(model)
+                group.leave()
+            } catch {
+                say("\(error); takes are refused")
+                meter.calibrationFailed(error.description)
+                group.leave()
+                return
+            }
+            while let registry { registry.sampleCosts(); Thread.sleep(forTimeInterval: 1) }
+        }
+        calibration.name = "diptych.cost-meter"
+        calibration.start()
+        return port
+    }
+
+    /// Stop accepting, finalize every take, close the socket.
+    public func shutdown(reason: String) {
+        http?.quiesce()
+        calibrating.wait()
+        let registry = lock.withLock { () -> TakeRegistry? in ready = false; return self.registry }
+        registry?.shutdown(reason: reason)
+        http?.stop()
+    }
+
+    private var responseCounts: [Int: Int] { lock.withLock { responses } }
+
+    private func handle(_ request: HTTPRequest) -> HTTPResponse {
+        let response = respond(request)
+        lock.withLock { responses[response.status, default: 0] += 1 }
+        if response.status >= 400 && response.status != 404 {
+            log("\(request.method) \(request.path) → \(response.status)")
+        }
+        return response
+    }
+
+    private func respond(_ request: HTTPRequest) -> HTTPResponse {
+        // /healthz answers without a token (load balancers probe it); everything else needs one.
+        if let token, request.path != "/healthz", !token.accepts(authorization: request.authorization) {
+            return RequestError.unauthorized(request.authorization == nil
+                ? "missing Authorization: Bearer token" : "the bearer token is wrong").response
+        }
+        let (isReady, router) = lock.withLock { (ready, self.router) }
+        guard isReady else { return HTTPErrors.response(503, "the server is starting or stopping") }
+        do throws(RequestError) {
+            return try router.handle(request)
+        } catch {
+            return error.response
+        }
+    }
+}
+
+/// The `diptych serve` command: options, start, the signal-driven stop.
+public enum ServeCommand {
+    public static func run(arguments: [String]) -> Never {
+        if arguments.contains("-h") || arguments.contains("--help") { print(ServeOptions.usage); exit(0) }
+        let log: @Sendable (String) -> Void = { line in
+            FileHandle.standardError.write(Data("diptych serve: \(line)\n".utf8))
+        }
+        func fail(_ e: ServerError) -> Never {
+            FileHandle.standardError.write(Data("diptych serve: \(e.description)\n".utf8))
+            exit(e.exitCode)
+        }
+        let server: Server
+        let port: UInt16
+        do throws(ServerError) {
+            let options = try ServeOptions.parse(arguments)
+            server = try Server(options: options, log: log)
+            // Signals are taken over before the takes exist, so none is lost.
+            for sig in [SIGINT, SIGTERM] { signal(sig, SIG_IGN) }
+            port = try server.start()
+            let a = try ListenAddress(parsing: options.listen)
+            let shown = a.isIPv6 ? "[\(a.host)]:\(port)" : "\(a.host):\(port)"
+            FileHandle.standardOutput.write(Data("diptych serve: listening on http://\(shown)\n".utf8))
+            log("listening on http://\(shown)")
+        } catch {
+            fail(error)
+        }
+        let done = DispatchSemaphore(value: 0)
+        var sources: [DispatchSourceSignal] = []
+        let once = NSLock()
+        nonisolated(unsafe) var stopping = false
+        for sig in [SIGINT, SIGTERM] {
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            let name = sig == SIGINT ? "SIGINT" : "SIGTERM"
+            s.setEventHandler {
+                let first = once.withLock { () -> Bool in defer { stopping = true }; return !stopping }
+                guard first else { return }
+                log("\(name): no new takes; finalizing every take")
+                server.shutdown(reason: "server stopped by \(name)")
+                done.signal()
+            }
+            s.resume()
+            sources.append(s)
+        }
+        done.wait()
+        log("stopped")
+        exit(0)
+    }
+}

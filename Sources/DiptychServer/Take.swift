@@ -1,0 +1,236 @@
+import Diptych
+import DiptychCore
+import Foundation
+
+/// Where a take is in its life.
+public enum TakeState: String, Hashable, Sendable, Codable, CaseIterable {
+    /// Admitted; sources, GPU and output opening.
+    case starting
+    case recording
+    /// Asked to stop; the one finalize path is running.
+    case finishing
+    case finished
+    /// Ended abnormally (what was recorded is finalized), or was running when the server died.
+    case failed
+
+    public var isActive: Bool { self == .starting || self == .recording || self == .finishing }
+}
+
+/// What was found in a take's output after the server stopped while it ran.
+public struct RecoveredOutput: Hashable, Sendable, Codable {
+    public var frames: Int
+    public var durationSeconds: Double
+    public var decodable: Bool
+    public var note: String?
+}
+
+/// The server's record of one take: its configuration, state and live
+/// figures; thread-safe. It receives the session's events (`TakeEvents`)
+/// and tells `onChange` when its state changes.
+final class Take: TakeEvents, @unchecked Sendable {
+    let id: String
+    let created: Date
+    /// The configuration as run (outputs resolved under the output root).
+    let configuration: TakeConfiguration
+    let load: TakeLoad
+    let encoderThreads: Int
+
+    /// Guards everything below; broadcast when the state changes.
+    private let lock = NSCondition()
+    private var session: TakeSession?
+    private var _state: TakeState
+    private var _layout: Layout
+    private var figures = TakeFigures()
+    private var written = 0
+    private var latency = FrameLatency()
+    private var encoder: String?
+    private var _error: String?
+    private var _badInput = false
+    private var _summary: TakeSummary?
+    private var _recovered: RecoveredOutput?
+    /// Set once the take has ended and its final state has been reported.
+    private var ended = false
+    private var recent: [(time: Double, media: Double)] = []
+    private var startTime = ProcessInfo.processInfo.systemUptime
+    var onChange: (@Sendable (Take) -> Void)?
+    /// Where the session's log lines go (the server's log, prefixed with the take's id).
+    var onLog: (@Sendable (String) -> Void)?
+
+    init(id: String, configuration: TakeConfiguration, load: TakeLoad, encoderThreads: Int,
+         state: TakeState = .starting, created: Date = Date()) {
+        self.id = id; self.configuration = configuration; self.load = load; self.encoderThreads = encoderThreads
+        self.created = created
+        _state = state
+        _layout = configuration.layout
+    }
+
+    /// A take read back from the state folder.
+    convenience init(record: TakeRecord, configuration: TakeConfiguration, summary: TakeSummary?) {
+        self.init(id: record.id, configuration: configuration, load: record.load, encoderThreads: record.encoderThreads,
+                  state: record.state, created: record.created)
+        _layout = record.layout.flatMap { try? LayoutJSON.layout($0) } ?? configuration.layout
+        _error = record.error
+        _summary = summary
+        _recovered = record.recovered
+        if let s = summary { written = s.frames }
+    }
+
+    var state: TakeState { lock.withLock { _state } }
+    var layout: Layout { lock.withLock { _layout } }
+    var summary: TakeSummary? { lock.withLock { _summary } }
+    var error: String? { lock.withLock { _error } }
+    var badInput: Bool { lock.withLock { _badInput } }
+
+    // MARK: - Control
+
+    func run(_ session: TakeSession) {
+        lock.withLock { self.session = session; startTime = ProcessInfo.processInfo.systemUptime }
+        session.start(name: "diptych.take.\(id)")
+    }
+
+    /// Blocks until the take is recording or has ended, or `timeout` passes.
+    func waitUntilStarted(timeout: Double) {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        lock.lock(); defer { lock.unlock() }
+        while _state == .starting && lock.wait(until: deadline) {}
+    }
+
+    /// Asks an active take to finalize; false when it is not active.
+    @discardableResult
+    func stop(_ why: String) -> Bool {
+        lock.lock()
+        guard _state.isActive, let s = session else { lock.unlock(); return false }
+        if _state == .recording || _state == .starting { _state = .finishing; lock.broadcast() }
+        lock.unlock()
+        s.stop(why)
+        changed()
+        return true
+    }
+
+    /// Blocks until the take has ended.
+    func waitUntilEnded() {
+        lock.lock(); defer { lock.unlock() }
+        while session != nil && !ended { lock.wait() }
+    }
+
+    func setLayout(_ layout: Layout) {
+        let s: TakeSession? = lock.withLock { _layout = layout; return session }
+        s?.setLayout(layout)
+        changed()
+    }
+
+    func switchSource(_ role: StreamRole, to spec: SourceSpec) {
+        lock.withLock { session }?.switchSource(role, to: spec)
+    }
+
+    /// Marks a take that was running when the server stopped as failed, with what its file holds.
+    func markCrashed(_ recovered: RecoveredOutput, previous: TakeState) {
+        lock.withLock {
+            _state = .failed
+            _error = "the server stopped while the take was \(previous.rawValue); the output keeps what was written"
+            _recovered = recovered
+        }
+    }
+
+    private func changed() { onChange?(self) }
+
+    // MARK: - TakeEvents
+
+    func takeLogged(_ line: String) {
+        onLog?("take \(id): \(line)")
+        if line.hasPrefix("encoder: ") {
+            // "encoder: libx264 (why); audio: …" → "libx264"
+            let name = line.dropFirst("encoder: ".count).split(separator: ";").first?
+                .split(separator: " (").first.map { String($0) }
+            lock.withLock { encoder = name }
+        }
+    }
+
+    func takeProgressed(_ f: TakeFigures) {
+        lock.withLock {
+            figures = f
+            recent.append((f.wallSeconds, f.mediaSeconds))
+            while let first = recent.first, f.wallSeconds - first.time > 4 { recent.removeFirst() }
+        }
+    }
+
+    func takeStarted() {
+        let changedState: Bool = lock.withLock {
+            guard _state == .starting else { return false }
+            _state = .recording
+            lock.broadcast()
+            return true
+        }
+        if changedState { changed() }
+    }
+
+    func takePrimaryTaken(_ pts: MediaTime) {
+        let now = ProcessInfo.processInfo.systemUptime
+        lock.withLock { latency.primaryTaken(pts, at: now) }
+    }
+
+    func takeWritten(_ pts: MediaTime) {
+        let now = ProcessInfo.processInfo.systemUptime
+        lock.withLock { latency.written(pts, at: now); written += 1 }
+    }
+
+    func takeEnded(_ e: TakeEnding) {
+        lock.withLock {
+            _summary = e.summary
+            _error = e.error
+            _badInput = e.badInput
+            _state = e.error == nil ? .finished : .failed
+            if let s = e.summary { written = s.frames }
+        }
+        // The final state is saved before anyone waiting for the end is woken.
+        changed()
+        lock.withLock { ended = true; lock.broadcast() }
+    }
+
+    // MARK: - Figures
+
+    /// The realtime factor over the last few seconds, once the take has run for two.
+    var recentRealtimeFactor: Double? {
+        lock.withLock {
+            guard _state == .recording, let a = recent.first, let b = recent.last, b.time - a.time >= 2 else { return nil }
+            return (b.media - a.media) / (b.time - a.time)
+        }
+    }
+
+    /// Cumulative counters for the cost meter.
+    var counters: CostMeter.TakeCounters {
+        let gpu = lock.withLock { session }?.gpuTotals ?? GPUTotals()
+        let frames = lock.withLock { written }
+        return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * Double(load.width * load.height) / 1e6,
+                                      gpuMs: gpu.milliseconds)
+    }
+
+    var gpuTotals: GPUTotals { lock.withLock { session }?.gpuTotals ?? GPUTotals() }
+
+    /// A snapshot for the JSON view and the metrics.
+    func snapshot() -> TakeSnapshot {
+        lock.withLock {
+            TakeSnapshot(id: id, state: _state, created: created, configuration: configuration, layout: _layout,
+                         load: load, encoderThreads: encoderThreads, figures: figures, written: written, latency: latency,
+                         encoder: _summary?.encoder ?? encoder, error: _error, summary: _summary, recovered: _recovered)
+        }
+    }
+}
+
+/// A consistent copy of a take's record.
+struct TakeSnapshot: Sendable {
+    var id: String
+    var state: TakeState
+    var created: Date
+    var configuration: TakeConfiguration
+    var layout: Layout
+    var load: TakeLoad
+    var encoderThreads: Int
+    var figures: TakeFigures
+    var written: Int
+    var latency: FrameLatency
+    var encoder: String?
+    var error: String?
+    var summary: TakeSummary?
+    var recovered: RecoveredOutput?
+}

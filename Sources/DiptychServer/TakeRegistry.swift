@@ -1,0 +1,152 @@
+import DiptychCore
+import Foundation
+
+/// The takes of one server: creation (checks, output confinement,
+/// admission by measured cost), lookup, cost sampling and shutdown.
+final class TakeRegistry: @unchecked Sendable {
+    struct Settings: Sendable {
+        var maxTakes: Int
+        var capacity: Capacity
+        var serverGPU: String
+        var outputRoot: OutputRoot?
+        /// Cores encoder threads are shared out from (this machine's, at most the capacity).
+        var encoderCores: Int
+        /// How long `POST` waits for a take to start before answering `starting`.
+        var startWait = 15.0
+    }
+
+    let settings: Settings
+    let meter: CostMeter
+    private let pool: CompositorPool
+    private let store: StateStore?
+    private let log: @Sendable (String) -> Void
+    private let lock = NSLock()
+    private var takes: [String: Take] = [:]
+    private var order: [String] = []
+    private var draining = false
+    private var sampledLast: Set<String> = []
+    private(set) var admitted = 0
+    private(set) var refusals: [String: Int] = [:]
+
+    init(settings: Settings, pool: CompositorPool, meter: CostMeter, store: StateStore?, log: @escaping @Sendable (String) -> Void) {
+        self.settings = settings; self.pool = pool; self.meter = meter; self.store = store; self.log = log
+        for t in store?.load() ?? [] { register(t) }
+    }
+
+    private func register(_ t: Take) {
+        takes[t.id] = t
+        order.append(t.id)
+        if let store { t.onChange = { store.save($0) } }
+        t.onLog = log
+    }
+
+    func take(_ id: String) throws(RequestError) -> Take {
+        guard let t = lock.withLock({ takes[id] }) else { throw .notFound("take '\(id)': no such take") }
+        return t
+    }
+
+    var all: [Take] { lock.withLock { order.compactMap { takes[$0] } } }
+    var counts: (admitted: Int, refusals: [String: Int]) { lock.withLock { (admitted, refusals) } }
+
+    // MARK: - Creating a take
+
+    /// Checks the body, admits the take and starts it; returns once it is
+    /// recording (or after `startWait` while it is still starting).
+    func create(_ body: Data) throws(RequestError) -> Take {
+        if lock.withLock({ draining }) { throw .unavailable("the server is shutting down") }
+        var config = try TakeRequests.configuration(body)
+        if config.gpu != "auto" && config.gpu != settings.serverGPU {
+            throw .badRequest("gpu '\(config.gpu)': takes share the server's GPU (diptych serve --gpu \(settings.serverGPU))")
+        }
+        config.gpu = settings.serverGPU
+        config.output = try resolve(config.output ?? "", field: "out")
+        if let p = config.preview { config.preview = try resolve(p, field: "preview") }
+
+        // The take's load at real time: its canvas at the primary's rate.
+        let info = MediaProbe.info(config.primary)
+        let upright = info.map { $0.size.rotated(config.primaryOrientation.rotation) }
+        let canvas = config.resolvedCanvas(primaryUprightSize: upright)
+        let load = TakeLoad(width: canvas.width, height: canvas.height, fps: info?.frameRate.fps ?? 30)
+
+        let model = try meter.waitForModel().get()
+        let take = try admit(config: config, load: load, model: model)
+        store?.saveConfiguration(take)
+        store?.save(take)
+        log("take \(take.id): \(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
+        take.run(TakeSession(configuration: config, pool: pool, encoderThreads: take.encoderThreads, events: take))
+        take.waitUntilStarted(timeout: settings.startWait)
+        if take.state == .failed && take.summary == nil {
+            // Nothing was recorded: the request failed, and no take exists.
+            lock.withLock {
+                takes[take.id] = nil
+                order.removeAll { $0 == take.id }
+            }
+            store?.remove(take.id)
+            let why = take.error ?? "the take failed to start"
+            if take.badInput { throw .badRequest(why) }
+            throw why.hasPrefix("not starting") ? .unavailable(why) : .failed(why)
+        }
+        return take
+    }
+
+    /// The admission decision and the registration, under one hold of the lock.
+    private func admit(config: TakeConfiguration, load: TakeLoad, model: CostModel) throws(RequestError) -> Take {
+        lock.lock(); defer { lock.unlock() }
+        if draining { throw .unavailable("the server is shutting down") }
+        let active = takes.values.filter { $0.state.isActive }
+        if let out = config.output, let other = active.first(where: { $0.configuration.output == out }) {
+            throw .conflict("out '\(out)': take \(other.id) is writing it")
+        }
+        let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
+            .min { $0.realtimeFactor < $1.realtimeFactor }
+        let decision = Admission.decide(new: load, running: active.map(\.load), lagging: lagging, active: active.count,
+                                        maxTakes: settings.maxTakes, model: model, capacity: settings.capacity)
+        switch decision {
+        case .failure(let e):
+            let key = e.description.hasPrefix("at the limit") ? "max-takes" : (lagging != nil ? "lagging" : "capacity")
+            refusals[key, default: 0] += 1
+            log("refused a take (\(load)): \(e)")
+            throw e
+        case .success:
+            admitted += 1
+        }
+        var id: String
+        repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while takes[id] != nil
+        let threads = Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
+        let t = Take(id: id, configuration: config, load: load, encoderThreads: threads)
+        register(t)
+        return t
+    }
+    /// A take's output or preview path: under the output root when one is
+    /// set, else made absolute from the server's folder.
+    private func resolve(_ value: String, field: String) throws(RequestError) -> String {
+        if let root = settings.outputRoot { return try root.confine(value, field: field).get() }
+        if value.contains("://") || value.hasPrefix("/") { return value }
+        return URL(fileURLWithPath: value).standardizedFileURL.path
+    }
+
+    // MARK: - Running
+
+    /// One cost sample (called every second): the process CPU time and the
+    /// counters of the takes running now or at the last sample.
+    func sampleCosts() {
+        let (current, ids): ([Take], Set<String>) = lock.withLock {
+            let active = takes.values.filter { $0.state.isActive || sampledLast.contains($0.id) }
+            return (active, Set(takes.values.filter { $0.state.isActive }.map(\.id)))
+        }
+        meter.sample(time: ProcessInfo.processInfo.systemUptime, cpu: ProcessCPU.seconds(), takes: current.map(\.counters))
+        lock.withLock { sampledLast = ids }
+    }
+
+    /// Stops accepting takes, asks every active one to finalize and waits for all.
+    func shutdown(reason: String) {
+        let active: [Take] = lock.withLock {
+            draining = true
+            return order.compactMap { takes[$0] }.filter { $0.state.isActive }
+        }
+        if !active.isEmpty { log("finalizing \(active.count) takes (\(reason))") }
+        for t in active { t.stop(reason) }
+        for t in active { t.waitUntilEnded() }
+        pool.shutdown()
+    }
+}

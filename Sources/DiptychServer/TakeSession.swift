@@ -1,0 +1,163 @@
+import Diptych
+import DiptychCore
+import DiptychGPU
+import Foundation
+
+// The one file that drives the session API (`RecordingSession`,
+// `SessionHooks`): the rest of the server sees takes through `TakeSession`
+// and `TakeEvents`, so a change of that API is rewired here.
+
+/// Live figures of a take from the session's progress reports.
+struct TakeFigures: Hashable, Sendable {
+    var frames = 0
+    var mediaSeconds = 0.0
+    var wallSeconds = 0.0
+    var secondaryRepeated = 0
+    var secondaryDropped = 0
+    var fps: Double { wallSeconds > 0 ? Double(frames) / wallSeconds : 0 }
+    var realtimeFactor: Double { wallSeconds > 0 ? mediaSeconds / wallSeconds : 0 }
+}
+
+/// How a take ended.
+struct TakeEnding: Sendable {
+    /// The session's summary when the take started (also after an abnormal end).
+    var summary: TakeSummary?
+    /// Why the take failed (nil for a normal end).
+    var error: String?
+    /// The failure was bad input found before anything was recorded.
+    var badInput: Bool
+}
+
+/// What a running take reports, on the take's own threads.
+protocol TakeEvents: AnyObject, Sendable {
+    func takeLogged(_ line: String)
+    func takeProgressed(_ figures: TakeFigures)
+    func takeStarted()
+    func takePrimaryTaken(_ pts: MediaTime)
+    func takeWritten(_ pts: MediaTime)
+    func takeEnded(_ ending: TakeEnding)
+}
+
+/// One take run by the server: a `RecordingSession` on its own thread with
+/// a compositor from the server's pool.
+final class TakeSession: @unchecked Sendable {
+    private let session: RecordingSession
+    private let gpu: GPUBox
+    private weak var events: (any TakeEvents)?
+
+    /// The compositor the take is using, and what earlier ones (before a
+    /// context loss) did.
+    private final class GPUBox: @unchecked Sendable {
+        let lock = NSLock()
+        var current: GPUCompositor?
+        var origin: CompositorPool.Origin?
+        var last = GPUTotals()
+        var retired = GPUTotals()
+        /// The take has ended (its compositor is shut down).
+        var ended = false
+    }
+
+    /// `simulateContextLossAtFrames`: output frames at which the take's GPU
+    /// context is reported lost (tests of the rebuild through the pool).
+    init(configuration: TakeConfiguration, pool: CompositorPool, encoderThreads: Int, events: any TakeEvents,
+         simulateContextLossAtFrames: Set<Int> = []) {
+        let box = GPUBox()
+        gpu = box
+        self.events = events
+        var hooks = SessionHooks(log: { [weak events] in events?.takeLogged($0) })
+        hooks.progress = { [weak events] p in
+            events?.takeProgressed(TakeFigures(frames: p.frames, mediaSeconds: p.mediaSeconds, wallSeconds: p.wallSeconds,
+                                               secondaryRepeated: p.secondaryRepeated, secondaryDropped: p.secondaryDropped))
+        }
+        hooks.frameEvent = { [weak events] event, pts in
+            switch event {
+            case .primaryTaken: events?.takePrimaryTaken(pts)
+            case .written: events?.takeWritten(pts)
+            }
+        }
+        hooks.makeCompositor = { _ throws(GPUError) in
+            // The server's GPU is fixed (`diptych serve --gpu`); the take's selection is not used.
+            // A second call is a rebuild after a context loss of the compositor's generation.
+            let lost = box.lock.withLock { box.origin }
+            let (c, origin) = try pool.make(replacing: lost)
+            box.lock.withLock {
+                box.retired = box.retired + box.last
+                box.last = GPUTotals()
+                box.current = c
+                box.origin = origin
+            }
+            return c
+        }
+        hooks.encoderThreads = encoderThreads
+        hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
+        session = RecordingSession(configuration: configuration, hooks: hooks)
+    }
+
+    /// Runs the take on a thread of its own; `takeEnded` follows its end.
+    func start(name: String) {
+        let session = self.session
+        let events = self.events
+        let box = gpu
+        let t = Thread {
+            let watcher = Thread {
+                // Reports the start (sources, GPU and output open) as soon as it happens.
+                while !session.hasStarted && !Thread.current.isCancelled { Thread.sleep(forTimeInterval: 0.01) }
+                if session.hasStarted { events?.takeStarted() }
+            }
+            watcher.start()
+            var ending = TakeEnding(summary: nil, error: nil, badInput: false)
+            do throws(SessionError) {
+                ending.summary = try session.run()
+            } catch {
+                ending.summary = session.summary
+                ending.error = error.description
+                ending.badInput = error.isBadInput
+            }
+            watcher.cancel()
+            box.lock.withLock { box.ended = true }
+            events?.takeEnded(ending)
+        }
+        t.name = name
+        t.start()
+    }
+
+    /// Asks the take to finalize after the current frame.
+    func stop(_ why: String) { session.stop(.requested(why)) }
+
+    /// The layout from the next primary frame on, atomically.
+    func setLayout(_ layout: Layout) { session.setLayout(layout) }
+
+    /// Hot swap: the old stream stays on screen until the new one delivers.
+    func switchSource(_ role: StreamRole, to spec: SourceSpec) { session.switchSource(role, to: spec) }
+
+    var hasStarted: Bool { session.hasStarted }
+
+    /// GPU time of the take's passes so far (over every compositor it had).
+    var gpuTotals: GPUTotals {
+        let c = gpu.lock.withLock { gpu.ended ? nil : gpu.current }
+        let now = c.map { GPUTotals($0.stats) } ?? GPUTotals()
+        return gpu.lock.withLock {
+            // A compositor already shut down reports nothing: keep what it last said.
+            if now.frames >= gpu.last.frames { gpu.last = now }
+            return gpu.retired + gpu.last
+        }
+    }
+}
+
+/// A take's GPU work: frames rendered and milliseconds of upload, composite
+/// and NV12 passes (GPU timer queries where they cover every pass, else the
+/// render thread's time).
+struct GPUTotals: Hashable, Sendable {
+    var frames = 0
+    var milliseconds = 0.0
+    init() {}
+    init(_ s: GPUStats) {
+        frames = s.framesRendered
+        func ms(_ p: GPUPassStats) -> Double { max(p.cpuTotalMs, (p.gpuMeanMs ?? 0) * Double(p.count)) }
+        milliseconds = ms(s.upload) + ms(s.composite) + ms(s.nv12)
+    }
+    static func + (a: GPUTotals, b: GPUTotals) -> GPUTotals {
+        var r = GPUTotals(); r.frames = a.frames + b.frames; r.milliseconds = a.milliseconds + b.milliseconds; return r
+    }
+    var msPerFrame: Double? { frames > 0 ? milliseconds / Double(frames) : nil }
+}

@@ -1,0 +1,99 @@
+import Diptych
+import DiptychCore
+import Foundation
+
+/// The JSON form of a take (`GET /v1/takes/{id}`; the list holds these too).
+struct TakeView: Encodable {
+    struct Secondary: Encodable {
+        /// Secondary frames shown again because no newer one was due (held).
+        var repeated: Int
+        /// Secondary frames replaced before they were shown.
+        var dropped: Int
+        /// Distinct secondary frames shown (once finished).
+        var shown: Int?
+    }
+    struct Latency: Encodable {
+        var p50Ms: Double?
+        var p99Ms: Double?
+        var samples: Int
+    }
+    struct Output: Encodable {
+        var index: Int
+        var url: String
+        var layout: AnyJSON
+        var preview: String?
+    }
+    struct Cost: Encodable {
+        /// CPU cores the take needs at real time (the server's measured cost
+        /// per megapixel × its load); nil while the server calibrates.
+        var cpuCores: Double?
+        /// GPU milliseconds per frame, from the take's compositor.
+        var gpuMsPerFrame: Double?
+        var encoderThreads: Int
+        var load: TakeLoad
+    }
+
+    var id: String
+    var state: TakeState
+    var created: String
+    /// The configuration as run, in the JSON form `POST` takes.
+    var configuration: AnyJSON
+    /// The layout now (after any PATCH).
+    var layout: AnyJSON
+    /// Frames written to the output.
+    var frames: Int
+    var framesRendered: Int
+    var framesInFlight: Int
+    var fps: Double
+    var realtimeFactor: Double
+    var mediaSeconds: Double
+    var secondary: Secondary
+    var latency: Latency
+    var encoder: String?
+    var outputs: [Output]
+    var cost: Cost
+    var error: String?
+    var summary: TakeSummary?
+    var recovered: RecoveredOutput?
+
+    init(_ s: TakeSnapshot, gpu: GPUTotals, model: CostModel?) {
+        id = s.id
+        state = s.state
+        created = ISO8601DateFormatter().string(from: s.created)
+        configuration = AnyJSON(data: s.configuration.jsonData())
+        layout = LayoutJSON.value(s.layout)
+        frames = s.written
+        framesRendered = max(s.figures.frames, s.written)
+        framesInFlight = s.latency.inFlight
+        if let sum = s.summary {
+            fps = sum.fps; realtimeFactor = sum.realtimeFactor; mediaSeconds = sum.durationSeconds
+            secondary = Secondary(repeated: sum.secondaryRepeated, dropped: sum.secondaryDropped, shown: sum.secondaryFramesShown)
+        } else {
+            fps = s.figures.fps; realtimeFactor = s.figures.realtimeFactor; mediaSeconds = s.figures.mediaSeconds
+            secondary = Secondary(repeated: s.figures.secondaryRepeated, dropped: s.figures.secondaryDropped, shown: nil)
+        }
+        latency = Latency(p50Ms: s.latency.percentile(0.5).map { $0 * 1000 }, p99Ms: s.latency.percentile(0.99).map { $0 * 1000 },
+                          samples: s.latency.count)
+        encoder = s.encoder
+        outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: layout, preview: s.configuration.preview)]
+        cost = Cost(cpuCores: model?.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load)
+        error = s.error
+        summary = s.summary
+        recovered = s.recovered
+    }
+}
+
+/// `GET /v1/takes`.
+struct TakeList: Encodable {
+    var takes: [TakeView]
+}
+
+/// `GET /healthz`.
+struct Health: Encodable {
+    var status: String
+    var gpu: String
+    var takes: [String: Int]
+    var capacity: Capacity
+    /// Nil while the start-up calibration runs.
+    var cost: CostModel?
+}

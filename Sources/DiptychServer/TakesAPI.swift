@@ -1,0 +1,84 @@
+import Foundation
+
+/// The routes of `diptych serve`. Each is one `add`; a take's sub-resources
+/// (`/v1/takes/{id}/…`) go through `withTake`.
+struct TakesAPI {
+    let registry: TakeRegistry
+    let gpuDescription: String
+    /// Responses sent so far, by status.
+    let responses: @Sendable () -> [Int: Int]
+
+    func router() -> Router {
+        var r = Router()
+        let api = self
+        r.add("GET", "/healthz") { _, _ in api.health() }
+        r.add("GET", "/metrics") { _, _ in api.metrics() }
+        r.add("POST", "/v1/takes") { req, _ throws(RequestError) in
+            let t = try api.registry.create(req.body)
+            return JSONOut.response(201, api.view(t))
+        }
+        r.add("GET", "/v1/takes") { _, _ in
+            JSONOut.response(200, TakeList(takes: api.registry.all.map(api.view)))
+        }
+        r.add("GET", "/v1/takes/{id}") { _, p throws(RequestError) in
+            try api.withTake(p) { t throws(RequestError) in JSONOut.response(200, api.view(t)) }
+        }
+        r.add("PATCH", "/v1/takes/{id}") { req, p throws(RequestError) in
+            try api.withTake(p) { t throws(RequestError) in
+                let layout = try TakeRequests.patchedLayout(req.body, current: t.layout)
+                try api.requireRecording(t)
+                t.setLayout(layout)
+                return JSONOut.response(200, api.view(t))
+            }
+        }
+        r.add("POST", "/v1/takes/{id}/switch") { req, p throws(RequestError) in
+            try api.withTake(p) { t throws(RequestError) in
+                let (role, spec) = try TakeRequests.switchRequest(req.body)
+                try api.requireRecording(t)
+                t.switchSource(role, to: spec)
+                return JSONOut.response(202, ["id": t.id, "role": role.rawValue, "source": spec.description])
+            }
+        }
+        r.add("DELETE", "/v1/takes/{id}") { _, p throws(RequestError) in
+            try api.withTake(p) { t throws(RequestError) in
+                t.stop("stopped over HTTP")
+                t.waitUntilEnded()
+                return JSONOut.response(200, api.view(t))
+            }
+        }
+        return r
+    }
+
+    private func withTake(_ params: [String: String], _ body: (Take) throws(RequestError) -> HTTPResponse) throws(RequestError) -> HTTPResponse {
+        try body(try registry.take(params["id"] ?? ""))
+    }
+
+    /// Changes need a take that is still running.
+    private func requireRecording(_ t: Take) throws(RequestError) {
+        let s = t.state
+        guard s == .recording || s == .starting else {
+            throw .conflict("take '\(t.id)': is \(s.rawValue); only a running take can change")
+        }
+    }
+
+    func view(_ t: Take) -> TakeView {
+        TakeView(t.snapshot(), gpu: t.gpuTotals, model: registry.meter.model)
+    }
+
+    private func health() -> HTTPResponse {
+        var counts: [String: Int] = [:]
+        for t in registry.all { counts[t.state.rawValue, default: 0] += 1 }
+        let model = registry.meter.model
+        return JSONOut.response(200, Health(status: model == nil ? "calibrating" : "ok", gpu: gpuDescription, takes: counts,
+                                            capacity: registry.settings.capacity, cost: model))
+    }
+
+    private func metrics() -> HTTPResponse {
+        let takes = registry.all.map { ($0.snapshot(), $0.gpuTotals) }
+        let c = registry.counts
+        let text = Metrics.render(takes: takes, admitted: c.admitted, refusals: c.refusals, model: registry.meter.model,
+                                  capacity: registry.settings.capacity, megapixels: registry.meter.megapixels,
+                                  responses: responses())
+        return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
+    }
+}

@@ -1,0 +1,105 @@
+import DiptychCore
+import DiptychMedia
+import Foundation
+import Testing
+
+/// How a server and its takes end: SIGTERM finalizes every take, a take
+/// that fails ends alone, and the state folder answers after a restart
+/// (also after a crash).
+@Suite(.serialized) struct ServeLifecycleTests {
+    init() { MediaLibraries.setLogLevel(.error) }
+
+    private func endlessTake(_ server: ServeProcess, out: String) throws -> String {
+        let a = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:counter:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@30",
+            "out": out, "preset": "ultrafast"]))
+        #expect(a.status == 201, "\(a.text)")
+        return try #require(a.json["id"] as? String)
+    }
+
+    /// SIGTERM: no new takes, every take finalized (complete, decodable
+    /// files holding every frame counted), exit 0; after a restart on the
+    /// same state folder GET still answers with the summaries.
+    @Test func sigtermFinalizesEveryTake() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let stateDir = dir.path("state")
+        let server = try ServeProcess(["--state-dir", stateDir], in: dir.path)
+        let ids = try (0..<3).map { try endlessTake(server, out: "t\($0).mp4") }
+        for id in ids { try server.waitForTake(id) { frames($0) >= 20 } }
+        server.signal(SIGTERM)
+        #expect(server.waitForExit() == 0, "\(server.stderr.text)")
+        for i in 0..<3 {
+            let decoded = try decodeAll(dir.path("t\(i).mp4"))
+            #expect(decoded.count >= 20)
+            #expect(decoded.map { CounterPattern.decode(frame: $0) } == (0..<decoded.count).map { Optional($0) })
+        }
+
+        let again = try ServeProcess(["--state-dir", stateDir], in: dir.path); defer { again.stop() }
+        for (i, id) in ids.enumerated() {
+            let t = try again.take(id)
+            #expect(state(t) == "finished", "\(t)")
+            let summary = try #require(t["summary"] as? [String: Any])
+            #expect((summary["stopReason"] as? String)?.contains("SIGTERM") == true)
+            #expect(summary["frames"] as? Int == (try decodeAll(dir.path("t\(i).mp4"))).count)
+        }
+        #expect((try again.request("GET", "/v1/takes").json["takes"] as? [Any])?.count == 3)
+    }
+
+    /// A server killed mid-take: after a restart the take is `failed`, with
+    /// the frames its file holds (every complete fragment decodes).
+    @Test func takesRunningAtACrashAreReportedFailed() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let stateDir = dir.path("state")
+        let server = try ServeProcess(["--state-dir", stateDir], in: dir.path)
+        let id = try endlessTake(server, out: "crash.mp4")
+        try server.waitForTake(id) { frames($0) >= 90 }
+        Thread.sleep(forTimeInterval: 1.2)   // fragments are a keyframe interval (1 s) long
+        server.signal(SIGKILL)
+        server.waitForExit()
+
+        let again = try ServeProcess(["--state-dir", stateDir], in: dir.path); defer { again.stop() }
+        let t = try again.take(id)
+        #expect(state(t) == "failed", "\(t)")
+        #expect((t["error"] as? String)?.contains("server stopped") == true)
+        let recovered = try #require(t["recovered"] as? [String: Any])
+        #expect(recovered["decodable"] as? Bool == true)
+        let n = try #require(recovered["frames"] as? Int)
+        #expect(n >= 30)
+        let decoded = try decodeAll(dir.path("crash.mp4"))
+        #expect(decoded.count == n)
+        #expect(decoded.map { CounterPattern.decode(frame: $0) } == (0..<n).map { Optional($0) })
+    }
+
+    /// A take whose primary stops delivering ends through its own finalize
+    /// path (`failed`, its file complete); the take beside it keeps recording.
+    @Test func aFailingTakeEndsAlone() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let fifo = dir.path("primary.nut")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // One second of video into the pipe, then the writer holds it open and says nothing.
+        let feeder = Process()
+        feeder.executableURL = URL(fileURLWithPath: "/bin/sh")
+        feeder.arguments = ["-c", "exec 3>\"$0\"; ffmpeg -v error -f lavfi -i testsrc=size=320x180:rate=30 -t 1 "
+                            + "-c:v rawvideo -f nut - >&3; exec sleep 30", fifo]
+        try feeder.run()
+        defer { if feeder.isRunning { kill(feeder.processIdentifier, SIGKILL) }; feeder.waitUntilExit() }
+
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        let steady = try endlessTake(server, out: "steady.mp4")
+        let failing = try server.request("POST", "/v1/takes", json([
+            "primary": fifo, "size": "320x180", "out": "failing.mp4", "primaryTimeout": 1, "preset": "ultrafast"]))
+        #expect(failing.status == 201, "\(failing.text)")
+        let fid = try #require(failing.json["id"] as? String)
+        let failed = try server.waitForTake(fid) { state($0) == "failed" }
+        #expect((failed["error"] as? String)?.contains("primary stream interrupted") == true, "\(failed)")
+        #expect(frames(failed) == 30)
+        #expect(try decodeAll(dir.path("failing.mp4")).count == 30)
+
+        let before = frames(try server.take(steady))
+        let still = try server.waitForTake(steady) { frames($0) >= before + 30 }
+        #expect(state(still) == "recording")
+        let deleted = try server.request("DELETE", "/v1/takes/\(steady)")
+        #expect(state(deleted.json) == "finished")
+        #expect(try decodeAll(dir.path("steady.mp4")).count == frames(deleted.json))
+    }
+}

@@ -1,0 +1,162 @@
+import DiptychCore
+import DiptychMedia
+import Foundation
+import Testing
+
+/// `diptych serve` as users run it: a real process on a free loopback port,
+/// driven over HTTP, its files checked by decoding them.
+@Suite(.serialized) struct ServeTests {
+    init() { MediaLibraries.setLogLevel(.error) }
+
+    /// Eight takes posted at once each write the frames their primary
+    /// dictates: 2 s of a 30 fps counter → frames 0…59, in order.
+    @Test func eightTakesAtOnce() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        final class Ids: @unchecked Sendable { let lock = NSLock(); var ids: [Int: String] = [:]; var statuses: [Int: Int] = [:] }
+        let got = Ids()
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            let body = json(["primary": "testsrc:counter:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@15",
+                             "out": "take\(i).mp4", "duration": 2, "preset": "ultrafast"])
+            let a = try? server.request("POST", "/v1/takes", body)
+            got.lock.withLock { got.statuses[i] = a?.status ?? -1; got.ids[i] = a?.json["id"] as? String }
+        }
+        #expect(got.statuses.values.allSatisfy { $0 == 201 }, "\(got.statuses) \(server.stderr.text)")
+        #expect(Set(got.ids.values).count == 8)
+        for (i, id) in got.ids.sorted(by: { $0.key < $1.key }) {
+            let t = try server.waitForTake(id) { state($0) == "finished" }
+            #expect(frames(t) == 60)
+            let decoded = try decodeAll(dir.path("take\(i).mp4"))
+            #expect(decoded.map { CounterPattern.decode(frame: $0) } == (0..<60).map { Optional($0) }, "take \(i)")
+            let summary = try #require(t["summary"] as? [String: Any])
+            #expect(summary["frames"] as? Int == 60)
+            #expect(summary["secondaryFramesShown"] as? Int == 30)
+        }
+        let list = try server.request("GET", "/v1/takes").json["takes"] as? [[String: Any]]
+        #expect(list?.count == 8)
+        let metrics = try server.request("GET", "/metrics").text
+        #expect(metrics.contains("diptych_takes{state=\"finished\"} 8"), "\(metrics)")
+        #expect(metrics.contains("diptych_frames_total 480"))
+        #expect(metrics.contains("diptych_http_responses_total{code=\"201\"} 8"))
+        // Prometheus text format: comments, or `name{label="value",…} number`.
+        let sample = try Regex(#"^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [-+0-9.eInfNa]+$"#)
+        for line in metrics.split(separator: "\n") where !line.hasPrefix("# HELP ") && !line.hasPrefix("# TYPE ") {
+            #expect(line.wholeMatch(of: sample) != nil, "\(line)")
+        }
+    }
+
+    /// A PATCH half-way switches PiP to side by side at one frame: every
+    /// frame before it shows the primary (red) right of centre, every frame
+    /// from it on the secondary (blue). A switch then hot-swaps the
+    /// secondary (green). Frozen fields get 409, bad ones 400.
+    @Test func patchSwitchesLayoutAtOneFrame() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:solid-ff0000:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@30",
+            "out": "layout.mp4", "preset": "ultrafast", "audio": "none"]))
+        #expect(created.status == 201, "\(created.text)")
+        let id = try #require(created.json["id"] as? String)
+        try server.waitForTake(id) { frames($0) >= 30 }
+
+        let frozen = try server.request("PATCH", "/v1/takes/\(id)", json(["size": "640x360"]))
+        #expect(frozen.status == 409 && frozen.error.hasPrefix("size:"), "\(frozen.text)")
+        let audio = try server.request("PATCH", "/v1/takes/\(id)", json(["audio": "primary"]))
+        #expect(audio.status == 409 && audio.error.hasPrefix("audio:"), "\(audio.text)")
+        let badKind = try server.request("PATCH", "/v1/takes/\(id)", json(["layout": ["kind": "diagonal"]]))
+        #expect(badKind.status == 400 && badKind.error.contains("layout.kind"), "\(badKind.text)")
+        let unknown = try server.request("PATCH", "/v1/takes/\(id)", json(["frobnicate": 1]))
+        #expect(unknown.status == 400 && unknown.error.contains("frobnicate"), "\(unknown.text)")
+
+        let before = frames(try server.take(id))
+        let patched = try server.request("PATCH", "/v1/takes/\(id)", json(["layout": ["kind": "side-by-side"]]))
+        #expect(patched.status == 200, "\(patched.text)")
+        #expect((patched.json["layout"] as? [String: Any])?["kind"] as? String == "side-by-side")
+        let after = try server.waitForTake(id) { frames($0) >= before + 60 }
+        let switched = try server.request("POST", "/v1/takes/\(id)/switch", json(["role": "secondary", "source": "testsrc:solid-00ff00:160x90@30"]))
+        #expect(switched.status == 202, "\(switched.text)")
+        try server.waitForTake(id) { frames($0) >= frames(after) + 60 }
+        let deleted = try server.request("DELETE", "/v1/takes/\(id)")
+        #expect(deleted.status == 200 && state(deleted.json) == "finished", "\(deleted.text)")
+        #expect((deleted.json["summary"] as? [String: Any])?["hotSwaps"] as? Int == 1)
+
+        let decoded = try decodeAll(dir.path("layout.mp4"))
+        #expect(decoded.count == frames(deleted.json))
+        let right = decoded.map { hue($0, 240, 90) }
+        let firstSideBySide = try #require(right.firstIndex { $0 != .red }, "the layout never changed")
+        #expect(right[..<firstSideBySide].allSatisfy { $0 == .red })
+        #expect(firstSideBySide >= before && firstSideBySide <= frames(after), "switched at \(firstSideBySide), PATCH between \(before) and \(frames(after))")
+        // From that frame on: the secondary on the right (blue, then green after the swap), the primary on the left.
+        let rest = right[firstSideBySide...]
+        let firstGreen = try #require(rest.firstIndex(of: .green), "the secondary never switched")
+        #expect(rest[..<firstGreen].allSatisfy { $0 == .blue })
+        #expect(rest[firstGreen...].allSatisfy { $0 == .green })
+        #expect(decoded[firstSideBySide...].allSatisfy { hue($0, 80, 90) == .red })
+    }
+
+    /// Bad requests get their status and a one-line reason naming the input.
+    @Test func badRequestsAreRefusedWithReasons() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let root = dir.path("out")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let server = try ServeProcess(["--output-root", root, "--max-body", "4096"], in: dir.path); defer { server.stop() }
+        let cases: [(String, String, String?, Int, String)] = [
+            ("POST", "/v1/takes", "{\"primary\": ", 400, "not valid JSON"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "a.mp4", "frobnicate": 1]), 400, "frobnicate"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "a.mp4", "size": "12x0"]), 400, "size"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "a.mp4", "bitrate": -5]), 400, "bitrate"),
+            ("POST", "/v1/takes", json(["primary": "/nonexistent/cam.mp4", "size": "320x180", "out": "a.mp4"]), 400, "/nonexistent/cam.mp4"),
+            ("POST", "/v1/takes", json(["primary": "-", "out": "a.mp4"]), 400, "standard input"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "../escape.mp4"]), 400, "'..'"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "/tmp/elsewhere.mp4"]), 400, "outside the output root"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "pipe:1"]), 400, "out 'pipe:1'"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@60", "size": "7680x4320", "out": "big.mp4"]), 503,
+             "over capacity"),
+            ("POST", "/v1/takes", String(repeating: " ", count: 5000), 413, "limit"),
+            ("GET", "/v1/takes/nosuchtake", nil, 404, "nosuchtake"),
+            ("DELETE", "/v1/takes/nosuchtake", nil, 404, "nosuchtake"),
+            ("PATCH", "/v1/takes/nosuchtake", json(["layout": ["kind": "pip"]]), 404, "nosuchtake"),
+            ("PUT", "/v1/takes", "{}", 405, "PUT"),
+            ("GET", "/v2/nothing", nil, 404, "/v2/nothing"),
+        ]
+        for (method, path, body, status, named) in cases {
+            let a = try server.request(method, path, body)
+            #expect(a.status == status, "\(method) \(path) \(body ?? ""): \(a.status) \(a.text)")
+            #expect(a.error.contains(named), "\(method) \(path): \(a.text)")
+            #expect(!a.error.isEmpty && !a.error.contains("\n"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.path("out/big.mp4")))
+        let metrics = try server.request("GET", "/metrics").text
+        #expect(metrics.contains("diptych_admission_refusals_total{reason=\"capacity\"} 1"), "\(metrics)")
+        // A small take is admitted beside the refused big one, and lands under the root.
+        let ok = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "small.mp4", "duration": 1]))
+        #expect(ok.status == 201, "\(ok.text)")
+        try server.waitForTake(ok.json["id"] as? String ?? "") { state($0) == "finished" }
+        #expect(try decodeAll(dir.path("out/small.mp4")).count == 30)
+    }
+
+    /// A non-loopback address without a token refuses to start: exit 2, one line.
+    @Test func nonLoopbackWithoutTokenExitsTwo() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path, listen: "0.0.0.0:0", waitForListening: false)
+        #expect(server.waitForExit() == 2)
+        let lines = server.stderr.text.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains("--token-file"), "\(server.stderr.text)")
+    }
+
+    /// With --token-file every route but /healthz needs the bearer token.
+    @Test func requestsWithoutTheTokenGet401() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        try "s3cret-token-for-tests\n".write(toFile: dir.path("token"), atomically: true, encoding: .utf8)
+        let server = try ServeProcess(["--token-file", dir.path("token")], in: dir.path); defer { server.stop() }
+        let none = try server.request("GET", "/v1/takes")
+        #expect(none.status == 401 && none.error.contains("Bearer"), "\(none.text)")
+        let wrong = try server.request("GET", "/v1/takes", token: "s3cret-token-for-test")
+        #expect(wrong.status == 401)
+        let post = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "x.mp4"]))
+        #expect(post.status == 401)
+        #expect(!FileManager.default.fileExists(atPath: dir.path("x.mp4")))
+        #expect(try server.request("GET", "/v1/takes", token: "s3cret-token-for-tests").status == 200)
+        #expect(try server.request("GET", "/healthz").status == 200)
+    }
+}

@@ -1,0 +1,148 @@
+import DiptychCore
+import Foundation
+import Testing
+@testable import DiptychServer
+
+/// The server's pure parts: routing, admission, access control, request bodies, latency, cost.
+struct ServerUnitTests {
+    @Test func routerMatchesParametersAndSaysWhatIsAllowed() throws {
+        var r = Router()
+        r.add("GET", "/v1/takes/{id}") { _, p in HTTPResponse(status: 200, body: Data((p["id"] ?? "").utf8)) }
+        r.add("DELETE", "/v1/takes/{id}") { _, _ in HTTPResponse(status: 204, body: Data()) }
+        r.add("POST", "/v1/takes/{id}/outputs") { _, p in HTTPResponse(status: 201, body: Data((p["id"] ?? "").utf8)) }
+        let got = try r.handle(HTTPRequest(method: "GET", path: "/v1/takes/ab12"))
+        #expect(got.status == 200 && String(decoding: got.body, as: UTF8.self) == "ab12")
+        #expect(try r.handle(HTTPRequest(method: "POST", path: "/v1/takes/x/outputs/")).status == 201)
+        #expect(throws: RequestError.notFound("/v1/takes: no such resource")) { try r.handle(HTTPRequest(method: "GET", path: "/v1/takes")) }
+        do {
+            _ = try r.handle(HTTPRequest(method: "PUT", path: "/v1/takes/ab12"))
+            Issue.record("PUT was routed")
+        } catch {
+            #expect(error.status == 405)
+            #expect(error.response.headers["Allow"] == "GET, DELETE")
+        }
+    }
+
+    private let model = CostModel(cpuSecondsPerMegapixel: 0.02, gpuMsPerMegapixel: 5, source: "test")
+    private let small = TakeLoad(width: 320, height: 180, fps: 30)      // 1.728 Mpx/s → 0.035 cores
+    private let hd = TakeLoad(width: 1280, height: 720, fps: 30)        // 27.6 Mpx/s → 0.55 cores
+
+    @Test func admissionFitsTakesIntoTheCapacity() {
+        let cap = Capacity(cpuCores: 2)   // 1.8 usable
+        func decide(_ new: TakeLoad, _ running: [TakeLoad], lagging: Lagging? = nil, max: Int = 32) -> Result<Admission.Estimate, RequestError> {
+            Admission.decide(new: new, running: running, lagging: lagging, active: running.count, maxTakes: max, model: model, capacity: cap)
+        }
+        if case .success(let e) = decide(small, []) { #expect(abs(e.cpuCores - 0.03456) < 1e-9) } else { Issue.record("small refused") }
+        #expect((try? decide(hd, [hd, hd]).get()) != nil)            // 1.66 ≤ 1.8
+        guard case .failure(let e) = decide(hd, [hd, hd, hd]) else { Issue.record("a fourth 720p take fit"); return }
+        #expect(e.status == 503 && e.description.hasPrefix("over capacity: 1280x720 at 30 fps needs about 0.55 CPU cores"))
+        #expect((try? decide(small, [hd, hd, hd]).get()) != nil)      // a small one still fits
+        guard case .failure(let m) = decide(small, [small], max: 1) else { Issue.record("max takes ignored"); return }
+        #expect(m.description.contains("--max-takes"))
+        guard case .failure(let l) = decide(small, [small], lagging: Lagging(id: "ab", realtimeFactor: 0.7)) else {
+            Issue.record("a lagging take did not block"); return
+        }
+        #expect(l.description == "take ab is running at 0.70x real time; no room for another take")
+        let gpuBound = CostModel(cpuSecondsPerMegapixel: 0.001, gpuMsPerMegapixel: 20, source: "test")
+        guard case .failure(let g) = Admission.decide(new: hd, running: [hd], lagging: nil, active: 1, maxTakes: 32,
+                                                      model: gpuBound, capacity: cap) else { Issue.record("GPU ignored"); return }
+        #expect(g.description.hasPrefix("over GPU capacity"))
+        #expect(Admission.encoderThreads(cores: 16, active: 0) == 16)
+        #expect(Admission.encoderThreads(cores: 16, active: 3) == 4)
+        #expect(Admission.encoderThreads(cores: 2, active: 7) == 1)
+    }
+
+    @Test func costMeterMeasuresCPUPerMegapixelOverItsWindow() {
+        let meter = CostMeter(calibration: model, window: 10, minMegapixels: 20)
+        meter.sample(time: 0, cpu: 100, takes: [.init(id: "a", megapixels: 0, gpuMs: 0)])
+        meter.sample(time: 1, cpu: 100.2, takes: [.init(id: "a", megapixels: 10, gpuMs: 40)])
+        #expect(meter.model == model)   // 10 Mpx: not enough yet
+        // "a" ends; "b" starts: what "a" did stays counted.
+        meter.sample(time: 2, cpu: 100.6, takes: [.init(id: "b", megapixels: 10, gpuMs: 60)])
+        #expect(abs((meter.model?.cpuSecondsPerMegapixel ?? 0) - 0.03) < 1e-9)
+        #expect(abs((meter.model?.gpuMsPerMegapixel ?? 0) - 5) < 1e-9)
+        #expect(meter.megapixels == 20)
+        // Before its calibration a meter has no model; a failed one says why.
+        let pending = CostMeter()
+        #expect(pending.model == nil)
+        pending.calibrationFailed("calibration take failed: no GPU")
+        guard case .failure(let e) = pending.waitForModel() else { Issue.record("a model from nothing"); return }
+        #expect(e.status == 503 && e.description.contains("no GPU"))
+    }
+
+    @Test func bearerTokensCompareWholly() {
+        let t = BearerToken("abc123")
+        #expect(t.accepts(authorization: "Bearer abc123"))
+        #expect(t.accepts(authorization: "bearer abc123"))
+        #expect(!t.accepts(authorization: "Bearer abc12"))
+        #expect(!t.accepts(authorization: "Bearer abc1234"))
+        #expect(!t.accepts(authorization: "Basic abc123"))
+        #expect(!t.accepts(authorization: nil))
+        #expect(BearerToken.constantTimeEqual(Array("x".utf8), Array("x".utf8)))
+        #expect(!BearerToken.constantTimeEqual([], Array(repeating: 0, count: 256)))
+    }
+
+    @Test func outputRootConfinesPaths() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-root-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("sub"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createSymbolicLink(atPath: dir.appendingPathComponent("out").path, withDestinationPath: "/tmp")
+        let root = try OutputRoot(dir.path)
+        #expect(try root.confine("sub/a.mp4", field: "out").get() == root.path + "/sub/a.mp4")
+        #expect(try root.confine(root.path + "/a.mp4", field: "out").get() == root.path + "/a.mp4")
+        #expect(try root.confine("rtmp://host/live/key", field: "out").get() == "rtmp://host/live/key")
+        for bad in ["../a.mp4", "sub/../../a.mp4", "/etc/a.mp4", "out/a.mp4", "file:/etc/a.mp4", "pipe:1"] {
+            guard case .failure(let e) = root.confine(bad, field: "out") else { Issue.record("\(bad) allowed"); continue }
+            #expect(e.status == 400 && e.description.hasPrefix("out '\(bad)'"))
+        }
+    }
+
+    @Test func listenAddressesAndLoopback() throws {
+        #expect(try ListenAddress(parsing: "127.0.0.1:8737").isLoopback)
+        #expect(try ListenAddress(parsing: "[::1]:0").isLoopback)
+        #expect(try ListenAddress(parsing: "localhost:0").isLoopback)
+        #expect(try !ListenAddress(parsing: "0.0.0.0:80").isLoopback)
+        #expect(try !ListenAddress(parsing: "[::]:80").isLoopback)
+        for bad in ["8737", "127.0.0.1", "127.0.0.1:99999", ":80", "[::1]80"] {
+            #expect(throws: ServerError.self) { try ListenAddress(parsing: bad) }
+        }
+    }
+
+    @Test func patchesMergeIntoTheLayoutAndRefuseFrozenFields() throws {
+        var current = Layout()
+        current.pip.corner = .topLeft
+        let l = try TakeRequests.patchedLayout(Data(#"{"layout": {"pip": {"size": 0.25}}}"#.utf8), current: current)
+        #expect(l.pip.corner == .topLeft && l.pip.size == 0.25 && l.kind == .pip)
+        let s = try TakeRequests.patchedLayout(Data(#"{"layout": {"kind": "side-by-side", "swapRoles": true}}"#.utf8), current: l)
+        #expect(s.kind == .sideBySide && s.swapRoles && s.pip.size == 0.25)
+        let cases: [(String, Int, String)] = [
+            (#"{"size": "640x360"}"#, 409, "size:"), (#"{"audio": "none"}"#, 409, "audio:"),
+            (#"{"bitrate": "5M"}"#, 409, "bitrate:"), (#"{"sise": "640x360"}"#, 400, "sise"),
+            (#"{"layout": {"knd": "pip"}}"#, 400, "layout.knd"), (#"{"layout": {"pip": {"corner": "middle"}}}"#, 400, "layout.pip.corner"),
+            (#"{"layout": {"pip": {"size": 3}}}"#, 400, "layout.pip.size"), (#"[1]"#, 400, "object"), (#"{"#, 400, "JSON"),
+        ]
+        for (body, status, named) in cases {
+            do {
+                _ = try TakeRequests.patchedLayout(Data(body.utf8), current: current)
+                Issue.record("\(body) accepted")
+            } catch {
+                #expect(error.status == status, "\(body): \(error)")
+                #expect(error.description.contains(named), "\(body): \(error)")
+            }
+        }
+        #expect(TakeRequests.jsonName("--keyframe-interval") == "keyframeInterval")
+        #expect(TakeRequests.jsonName("--pip-size") == "layout.pip.size")
+    }
+
+    @Test func frameLatencyMatchesFramesByTimestamp() {
+        var f = FrameLatency(recent: 4)
+        for i in 0..<6 { f.primaryTaken(MediaTime(value: Int64(i), timescale: 30), at: Double(i)) }
+        #expect(f.inFlight == 6)
+        for i in 0..<6 { f.written(MediaTime(value: Int64(i), timescale: 30), at: Double(i) + 0.003 * Double(i + 1)) }
+        f.written(MediaTime(value: 99, timescale: 30), at: 100)   // never taken: ignored
+        #expect(f.inFlight == 0 && f.count == 6)
+        #expect(abs((f.percentile(0.5) ?? 0) - 0.012) < 1e-9)   // recent: 9, 12, 15, 18 ms
+        #expect(abs((f.percentile(0.99) ?? 0) - 0.018) < 1e-9)
+        #expect(f.bucketCounts[0] == 1 && f.bucketCounts[1] == 3 && f.bucketCounts[2] == 6)   // ≤5 ms, ≤10 ms, ≤25 ms
+    }
+}
