@@ -130,6 +130,11 @@ public enum OptionParser {
         return v.take.layout
     }
 
+    /// One output: `{"out": URL, "format": "mp4", "layout": {...}}`, read strictly.
+    public static func decodeOutput(_ json: JSONValue, field: String) throws(ConfigurationError) -> OutputSpec {
+        try OptionCodec.decodeOutput(json, field: field)
+    }
+
     public static func encodeLayout(_ layout: Layout) -> JSONValue {
         var v = OptionValues()
         v.take.layout = layout

@@ -123,6 +123,19 @@ final class Take: TakeEvents, @unchecked Sendable {
         lock.withLock { session }?.switchSource(role, to: spec)
     }
 
+    /// Adds an output to the running take: 400 when it cannot be opened, 409 once the take is over.
+    func addOutput(_ spec: OutputSpec) throws(RequestError) -> Int {
+        guard let s = lock.withLock({ session }) else { throw .conflict("take '\(id)': is not running") }
+        do { return try s.addOutput(spec) } catch {
+            if error.isBadInput { throw .badRequest("out '\(spec.out)': \(error)") }
+            if case .ended = error { throw .conflict("take '\(id)': has ended") }
+            throw .failed("\(error)")
+        }
+    }
+
+    /// Removes an added output; false for an unknown index or the main output.
+    func removeOutput(_ index: Int) -> Bool { lock.withLock { session }?.removeOutput(index) ?? false }
+
     /// Marks a take that was running when the server stopped as failed, with what its file holds.
     func markCrashed(_ recovered: RecoveredOutput, previous: TakeState) {
         lock.withLock {

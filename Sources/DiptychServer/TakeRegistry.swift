@@ -1,4 +1,5 @@
 import DiptychCore
+import DiptychOptions
 import Foundation
 
 /// The takes of one server: creation (checks, output confinement,
@@ -61,6 +62,9 @@ final class TakeRegistry: @unchecked Sendable {
         config.gpu = settings.serverGPU
         config.output = try resolve(config.output ?? "", field: "out")
         if let p = config.preview { config.preview = try resolve(p, field: "preview") }
+        for i in config.extraOutputs.indices {
+            config.extraOutputs[i].out = try resolve(config.extraOutputs[i].out, field: "alsoOut[\(i)].out")
+        }
 
         // The take's load at real time: its canvas at the primary's rate.
         let info = MediaProbe.info(config.primary)
@@ -117,6 +121,20 @@ final class TakeRegistry: @unchecked Sendable {
         register(t)
         return t
     }
+    /// `POST /v1/takes/{id}/outputs`: `{"out": URL, "format"?: ..., "layout"?: {...}}`, its path confined as a take's `out`.
+    func outputSpec(_ body: Data) throws(RequestError) -> OutputSpec {
+        let json: JSONValue
+        do { json = try JSONValue(parsing: body, source: "request body") } catch { throw .badRequest(error.description) }
+        var spec: OutputSpec
+        do { spec = try OptionParser.decodeOutput(json, field: "output") } catch { throw .badRequest(error.description) }
+        if let l = spec.layout, let e = l.validationError() { throw .badRequest(e.description) }
+        guard spec.container != nil else {
+            throw .badRequest("out '\(spec.out)': cannot tell the container from the name; use .mp4, .ts, rtmp:// or srt://")
+        }
+        spec.out = try resolve(spec.out, field: "out")
+        return spec
+    }
+
     /// A take's output or preview path: under the output root when one is
     /// set, else made absolute from the server's folder.
     private func resolve(_ value: String, field: String) throws(RequestError) -> String {

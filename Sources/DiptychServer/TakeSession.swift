@@ -130,6 +130,12 @@ final class TakeSession: @unchecked Sendable {
     /// Hot swap: the old stream stays on screen until the new one delivers.
     func switchSource(_ role: StreamRole, to spec: SourceSpec) { session.switchSource(role, to: spec) }
 
+    /// Adds an output with its own layout, fed from the same stream textures; returns its index.
+    func addOutput(_ spec: OutputSpec) throws(SessionError) -> Int { try session.addOutput(spec) }
+
+    /// Removes an added output (its file is completed); false for an unknown index.
+    func removeOutput(_ index: Int) -> Bool { session.removeOutput(index) }
+
     var hasStarted: Bool { session.hasStarted }
 
     /// GPU time of the take's passes so far (over every compositor it had).

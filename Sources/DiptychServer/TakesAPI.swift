@@ -39,6 +39,22 @@ struct TakesAPI {
                 return JSONOut.response(202, ["id": t.id, "role": role.rawValue, "source": spec.description])
             }
         }
+        r.add("POST", "/v1/takes/{id}/outputs") { req, p throws(RequestError) in
+            try api.withTake(p) { t throws(RequestError) in
+                let spec = try api.registry.outputSpec(req.body)
+                try api.requireRecording(t)
+                let index = try t.addOutput(spec)
+                return JSONOut.response(201, ["id": t.id, "index": String(index), "out": spec.out])
+            }
+        }
+        r.add("DELETE", "/v1/takes/{id}/outputs/{n}") { _, p throws(RequestError) in
+            try api.withTake(p) { t throws(RequestError) in
+                guard let n = Int(p["n"] ?? ""), n > 0, t.removeOutput(n) else {
+                    throw .notFound("take '\(t.id)': no added output '\(p["n"] ?? "")' (the main output is 0 and ends with the take)")
+                }
+                return JSONOut.response(200, ["id": t.id, "index": String(n), "removed": "true"])
+            }
+        }
         r.add("DELETE", "/v1/takes/{id}") { _, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in
                 t.stop("stopped over HTTP")

@@ -160,3 +160,78 @@ import Testing
         #expect(try server.request("GET", "/healthz").status == 200)
     }
 }
+
+/// Outputs added to a running take over HTTP: a file with its own layout,
+/// and an RTMP stream to a real receiver that is then killed.
+@Suite(.serialized) struct ServeOutputsTests {
+    init() { MediaLibraries.setLogLevel(.error) }
+
+    @Test func outputsAddedAndRemovedOverHTTP() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:solid-ff0000:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@30",
+            "out": "main.mp4", "preset": "ultrafast", "audio": "none"]))
+        #expect(created.status == 201, "\(created.text)")
+        let id = try #require(created.json["id"] as? String)
+        try server.waitForTake(id) { frames($0) >= 15 }
+
+        let bad = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "/nonexistent/dir/x.mp4"]))
+        #expect(bad.status == 400 && bad.error.contains("/nonexistent/dir/x.mp4"), "\(bad.text)")
+        let unknown = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "y.ts", "lay": 1]))
+        #expect(unknown.status == 400 && unknown.error.contains("output.lay"), "\(unknown.text)")
+        let added = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "added.ts", "layout": ["kind": "side-by-side"]]))
+        #expect(added.status == 201 && added.json["index"] as? String == "1", "\(added.text)")
+        let index = try #require(added.json["index"] as? String)
+
+        // An RTMP receiver that receives frames, then goes away: the take goes on.
+        let port = freePort()
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        receiver.arguments = ["-loglevel", "error", "-nostdin", "-y", "-analyzeduration", "500000", "-listen", "1",
+                              "-i", "rtmp://127.0.0.1:\(port)/live/x",
+                              "-c", "copy", "-flush_packets", "1", dir.path("rtmp.ts")]
+        try receiver.run()
+        Thread.sleep(forTimeInterval: 0.5)
+        let stream = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "rtmp://127.0.0.1:\(port)/live/x"]))
+        #expect(stream.status == 201, "\(stream.text)")
+        var received = 0
+        for _ in 0..<150 where received < 20_000 {
+            Thread.sleep(forTimeInterval: 0.1)
+            received = (try? FileManager.default.attributesOfItem(atPath: dir.path("rtmp.ts"))[.size] as? Int) ?? 0
+        }
+        let mid = try server.take(id)
+        kill(receiver.processIdentifier, SIGKILL)
+        receiver.waitUntilExit()
+        let later = try server.waitForTake(id) { frames($0) >= frames(mid) + 45 }
+        #expect(state(later) == "recording")
+        #expect(try decodeAll(dir.path("rtmp.ts")).count > 10, "the RTMP receiver got frames")
+
+        let removed = try server.request("DELETE", "/v1/takes/\(id)/outputs/\(index)")
+        #expect(removed.status == 200, "\(removed.text)")
+        let missing = try server.request("DELETE", "/v1/takes/\(id)/outputs/7")
+        #expect(missing.status == 404, "\(missing.text)")
+        let ended = try server.request("DELETE", "/v1/takes/\(id)")
+        #expect(ended.status == 200 && state(ended.json) == "finished", "\(ended.text)")
+
+        let side = try decodeAll(dir.path("added.ts"))
+        #expect(side.count > 20)
+        #expect(side.allSatisfy { hue($0, 240, 90) == .blue && hue($0, 80, 90) == .red })
+        let main = try decodeAll(dir.path("main.mp4"))
+        #expect(main.count == frames(ended.json))
+        #expect(main.allSatisfy { hue($0, 160, 90) == .red })
+    }
+}
+
+/// A free TCP port on 127.0.0.1.
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+    return Int(UInt16(bigEndian: addr.sin_port))
+}

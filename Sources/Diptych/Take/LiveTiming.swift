@@ -11,9 +11,9 @@ import Glibc
 final class LiveTiming {
     let frameDuration: MediaTime
     /// Frames leave no earlier than their time on the take's timeline.
-    let paced: Bool
+    private(set) var paced: Bool
     /// A live output exists: an interrupted primary is covered with held frames.
-    let keepsCadence: Bool
+    private(set) var keepsCadence: Bool
     /// Monotonic nanoseconds at which the take's time 0 was (or is) due.
     private var origin: UInt64?
     /// Frames held on live outputs while the primary was interrupted, in all.
@@ -27,6 +27,14 @@ final class LiveTiming {
         self.frameDuration = frameRate.frameDuration
         self.paced = paced
         self.keepsCadence = keepsCadence
+    }
+
+    /// A live output was added while the take runs: from now on it keeps
+    /// cadence, and is paced when `pace` (the sources are not live); the
+    /// next frame is due at once.
+    func liveOutputAdded(pace: Bool) {
+        keepsCadence = true
+        if pace && !paced { paced = true; origin = nil }
     }
 
     /// Held time so far: file outputs write the take's time minus this, so

@@ -33,8 +33,9 @@ extension TakeRun {
         let c = inputs.clock.counters
         let sink = main.sink
         let mainResult = summary(of: main, failure: main.failure)
-        // The main output may have failed and been closed while others went on.
-        let lost = (main.failure != nil && !encoders.contains { $0 === main } ? [mainResult] : []) + outputResults.filter { $0.failure != nil }
+        // The main output may have failed and been closed while others went on;
+        // the others' failures are reported in `outputs`.
+        let lost = main.failure != nil && !encoders.contains { $0 === main } ? [mainResult] : []
         summary = TakeSummary(
             output: outputPath, frames: written, durationSeconds: duration,
             frameRate: frameRate.description, canvas: canvas.description,
@@ -44,7 +45,8 @@ extension TakeRun {
             secondaryFramesShown: c.secondaryFramesShown, secondaryRepeated: c.secondaryRepeatShows,
             secondaryDropped: c.secondaryFramesDropped, primaryOnlyFrames: c.primaryOnlyFrames,
             gpuRebuilds: gpu.rebuilds, hotSwaps: inputs.hotSwaps,
-            stopReason: reason.description, normalStop: reason.isNormal && finishError == nil && lost.isEmpty,
+            stopReason: reason.description,
+            normalStop: reason.isNormal && finishError == nil && lost.isEmpty && !outputResults.contains { $0.failure != nil },
             warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
             preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
             outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages)

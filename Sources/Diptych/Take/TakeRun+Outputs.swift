@@ -24,16 +24,20 @@ extension TakeRun {
         switch change {
         case .add(let spec, let reply):
             let key = nextOutputKey
-            nextOutputKey += 1
             do throws(SessionError) {
                 do { try gpu.addOutput(key) } catch { throw .gpu(error) }
                 let sink: any TakeOutput
-                do { sink = try session.io.openOutput(key, spec, encoderSettings, nil, nil) } catch {
+                do { sink = try TakeSetup.openSink(key, spec, encoderSettings, nil, config: config, io: session.io, log: hooks.log) } catch {
                     gpu.removeOutput(key)
                     throw .output(spec.out, error)
                 }
+                nextOutputKey += 1
                 layouts[key] = spec.layout
-                encoders.append(EncoderStage(key: key, name: spec.out, sink: sink, live: ContainerFormat.isLive(spec.out)))
+                let live = ContainerFormat.isLive(spec.out)
+                encoders.append(EncoderStage(key: key, name: spec.out, sink: sink, live: live))
+                if live {
+                    timing.liveOutputAdded(pace: config.realtime != .off && !TakeRun.isLive(config.primary) && !TakeRun.isLive(config.secondary))
+                }
                 log("output \(key) added: \(spec.out)")
                 reply(.success(key))
             } catch {

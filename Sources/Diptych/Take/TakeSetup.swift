@@ -154,16 +154,7 @@ enum TakeSetup {
         for (i, spec) in specs.enumerated() {
             do throws(MediaError) {
                 let live = ContainerFormat.isLive(spec.out)
-                let track = i == 0 ? audio : nil
-                // A live stream is encoded without lookahead or frame-thread delay: frames leave when they are due.
-                var settings = video
-                if live { settings.tune = settings.tune ?? "zerolatency" }
-                let video = settings
-                // A reopened stream keeps the take's timeline (its zero is the take's).
-                let sink: any TakeOutput = live && config.reconnectWindow > 0
-                    ? try ReconnectingOutput(name: spec.out, window: config.reconnectWindow, log: hooks.log,
-                                             open: { (again: Bool) throws(MediaError) in try io.openOutput(i, spec, video, track, again ? .zero : nil) })
-                    : try io.openOutput(i, spec, video, track, nil)
+                let sink = try openSink(i, spec, video, i == 0 ? audio : nil, config: config, io: io, log: hooks.log)
                 var onWritten: (@Sendable (MediaTime) -> Void)?
                 if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
                 encoders.append(EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten))
@@ -194,6 +185,20 @@ enum TakeSetup {
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
                             encoders: encoders, warnings: warnings, audio: audio, encoderSettings: video, slate: slate)
+    }
+
+    /// Opens output `index`. A live stream is encoded without lookahead or
+    /// frame-thread delay (frames leave when they are due) and is reopened
+    /// when it fails (`ReconnectingOutput`), keeping the take's timeline.
+    static func openSink(_ index: Int, _ spec: OutputSpec, _ video: VideoEncoderSettings, _ audio: AudioTrack?,
+                         config: TakeConfiguration, io: TakeIO, log: @escaping @Sendable (String) -> Void) throws(MediaError) -> any TakeOutput {
+        guard ContainerFormat.isLive(spec.out) else { return try io.openOutput(index, spec, video, audio, nil) }
+        var settings = video
+        settings.tune = settings.tune ?? "zerolatency"
+        let live = settings
+        guard config.reconnectWindow > 0 else { return try io.openOutput(index, spec, live, audio, nil) }
+        return try ReconnectingOutput(name: spec.out, window: config.reconnectWindow, log: log,
+                                      open: { (again: Bool) throws(MediaError) in try io.openOutput(index, spec, live, audio, again ? .zero : nil) })
     }
 
     /// A canvas the GPU cannot render is bad input, named by `field`.
