@@ -28,7 +28,9 @@ let package = Package(
         // so binaries run on machines without libgbm (NVIDIA headless servers).
         // (No pkgConfig here: pkg-config would add -lgbm and make libgbm a hard dependency.)
         .systemLibrary(name: "CGBM", providers: [.apt(["libgbm-dev"])]),
-        .systemLibrary(name: "CVA", pkgConfig: "libva-drm", providers: [.apt(["libva-dev"])]),
+        // libva likewise: header-only here, loaded with dlopen by EncoderProbe, so the
+        // self-contained server build (whose FFmpeg has no VA-API) needs no libva.
+        .systemLibrary(name: "CVA", providers: [.apt(["libva-dev"])]),
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev"])]),
 
