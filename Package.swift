@@ -52,7 +52,7 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
                                                "-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/diptych"])]),
         // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
-        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia"],
+        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia", "CFFmpeg"],
                 path: "bench/Sources/DiptychBench"),
         .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychBench"]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),

@@ -82,6 +82,7 @@ struct EndToEndStage {
                             input: "h264 yuv420p files", frames: summary.frames, seconds: seconds,
                             fps: Double(summary.frames) / seconds, realtime60: Double(summary.frames) / seconds / 60,
                             cpuMsPerFrame: cpu * 1000 / Double(max(summary.frames, 1)))
+        r.preset = options.preset
         if summary.frames != inputs.frames {
             r.notes.append("wrote \(summary.frames) frames, expected \(inputs.frames)")
         }
@@ -97,8 +98,14 @@ struct BenchRunError: Error, CustomStringConvertible {
 
 /// External programs: lookup on PATH, run with captured output and child CPU time.
 enum Tools {
+    /// The program beside the running executable (a self-contained install's
+    /// bin/ holds its own ffmpeg), else the first on PATH.
     static func find(_ name: String) -> String? {
-        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+        var dirs = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            dirs.insert((exe as NSString).deletingLastPathComponent, at: 0)
+        }
+        for dir in dirs {
             let p = "\(dir)/\(name)"
             if FileManager.default.isExecutableFile(atPath: p) { return p }
         }
