@@ -64,7 +64,8 @@ let package = Package(
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
         .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych"]),
-        .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench"], path: "bench/Tests/DiptychBenchTests"),
+        .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench", "Diptych", "DiptychMedia", "CFFmpeg"],
+                    path: "bench/Tests/DiptychBenchTests"),
     ],
     swiftLanguageModes: [.v6]
 )

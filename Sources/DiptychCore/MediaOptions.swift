@@ -76,6 +76,15 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
     /// MPEG-TS over SRT.
     case srt
 
+    /// The FFmpeg muxer that writes it.
+    public var muxer: String {
+        switch self {
+        case .mp4: return "mp4"
+        case .mpegts, .srt: return "mpegts"
+        case .rtmp: return "flv"
+        }
+    }
+
     /// The container for an output path or URL, or nil when it cannot be told.
     public static func infer(from output: String) -> ContainerFormat? {
         let lower = output.lowercased()

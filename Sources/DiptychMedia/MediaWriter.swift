@@ -77,12 +77,7 @@ public final class MediaWriter: @unchecked Sendable {
         network = url.contains("://") && !url.hasPrefix("file:")
         deadline = InterruptDeadline(timeout: network ? networkTimeout : 0)
 
-        let muxer: String
-        switch container {
-        case .mp4: muxer = "mp4"
-        case .mpegts, .srt: muxer = "mpegts"
-        case .rtmp: muxer = "flv"
-        }
+        let muxer = container.muxer
         var fmt: UnsafeMutablePointer<AVFormatContext>? = nil
         var r = avformat_alloc_output_context2(&fmt, nil, muxer, url)
         guard r >= 0, let ctx = fmt else { throw .writeFailed(path: url, detail: "no \(muxer) muxer: \(avErrorString(r))") }
