@@ -215,7 +215,7 @@ import DiptychMedia
         #expect(r.stdout.contains("### Takes at once"))
         let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dir.url.appendingPathComponent("p.json"))) as? [String: Any])
         let results = try #require(json["concurrency"] as? [[String: Any]])
-        #expect(results.map { $0["runner"] as? String } == ["diptych", "ffmpeg", "ffmpeg-nvdec"])
+        #expect(results.map { $0["runner"] as? String } == ["diptych", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"])
         for res in results.prefix(2) {
             #expect(res["maxRealtimePairs"] as? Int == 2, "\(res)")
             let trials = try #require(res["trials"] as? [[String: Any]])
@@ -228,7 +228,7 @@ import DiptychMedia
         #expect((results[0]["command"] as? String)?.contains("record --primary") == true)
         #expect((results[1]["command"] as? String)?.contains("overlay=") == true)
         if !FileManager.default.fileExists(atPath: "/dev/nvidiactl") {
-            #expect((results[2]["note"] as? String)?.hasPrefix("skipped:") == true)
+            for res in results.suffix(2) { #expect((res["note"] as? String)?.hasPrefix("skipped:") == true, "\(res)") }
         }
         // Far above what any machine does: the take is stopped, nothing counts as real time, exit 1.
         let slow = try runCLI(["bench", "--stages", "e2e", "--pairs", "1", "--sizes", "320x240", "--duration", "1",
@@ -237,6 +237,7 @@ import DiptychMedia
         #expect(slow.status == 1)
         let sj = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dir.url.appendingPathComponent("s.json"))) as? [String: Any])
         let only = try #require((sj["concurrency"] as? [[String: Any]])?.first)
+        #expect(((only["trials"] as? [[String: Any]])?.first?["rssTimelineMiB"] as? [Double]) != nil)
         #expect(only["maxRealtimePairs"] as? Int == 0)
         #expect(((only["trials"] as? [[String: Any]])?.first?["notes"] as? [String])?.first?.contains("still running") == true)
         let bad = try runCLI(["bench", "--pairs", "0"], in: dir.url.path)

@@ -48,6 +48,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var pairs: PairCounts?
     /// The speed (× real time) every take of a `--pairs` trial must keep.
     public var minSpeed = 1.0
+    /// Which of `--pairs`' runners run (nil: ours, and FFmpeg's configurations when `--peers` has ffmpeg).
+    public var pairRunners: [String]?
     public var bitrate = 10_000_000
     public var gpu = "auto"
     public var json: String?
@@ -79,6 +81,8 @@ public struct BenchOptions: Sendable, Equatable {
                            every take stays real time, a list tries exactly those counts (PiP, 1080p60 + 720p30
                            unless --layouts/--sizes say otherwise; FFmpeg runs as many processes, CPU and NVDEC)
       --min-speed X        with --pairs: the speed every take must keep, x real time (default 1.0)
+      --pair-runners R,... with --pairs: diptych, ffmpeg, ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay
+                           (default: diptych and, with the ffmpeg peer, the three FFmpeg configurations)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -166,6 +170,12 @@ public struct BenchOptions: Sendable, Equatable {
                 o.presets = v; o.preset = v[0]
             case "--pairs":
                 o.pairs = try PairCounts.parse(try value(a))
+            case "--pair-runners":
+                let v = try list(a)
+                for item in v where !PairRunners.names.contains(item) {
+                    throw BenchUsageError("--pair-runners '\(item)': expected \(PairRunners.names.joined(separator: ", "))")
+                }
+                o.pairRunners = v
             case "--min-speed":
                 let v = try value(a)
                 guard let x = Double(v), x >= 0.01, x <= 100 else { throw BenchUsageError("--min-speed '\(v)': expected a speed from 0.01 to 100") }

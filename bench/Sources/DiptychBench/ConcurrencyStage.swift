@@ -23,6 +23,8 @@ public struct PairTrial: Sendable, Codable {
     /// from its second fifth to its last fifth (MiB).
     public var peakMiBPerTake: Double
     public var rssGrowthMiB: Double?
+    /// One take alone: its resident memory (MiB) once a second.
+    public var rssTimelineMiB: [Double]?
     public var notes: [String] = []
 }
 
@@ -107,6 +109,10 @@ struct ConcurrencyStage {
         let cpu = takes.map(\.cpuSeconds).reduce(0, +)
         var t = PairTrial(pairs: pairs, realtime: true, wallSeconds: wall, cpuBusy: cpu / (wall * Double(cores)),
                           peakMiBPerTake: takes.map(\.peakRSSMiB).max() ?? 0, rssGrowthMiB: takes.compactMap(\.rssGrowthMiB).max())
+        if pairs == 1, let samples = takes.first?.rssSamplesMiB {
+            let step = max(1, Int((1 / ChildGroup.sampleInterval).rounded()))
+            t.rssTimelineMiB = stride(from: 0, to: samples.count, by: step).map { (samples[$0] * 10).rounded() / 10 }
+        }
         if let gpu {
             t.gpuBusyPercent = gpu.gpu
             t.decoderBusyPercent = gpu.decoder

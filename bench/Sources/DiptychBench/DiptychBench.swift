@@ -55,7 +55,7 @@ final class Runner {
         machine.ffmpeg = v.ffmpeg; machine.gstreamer = v.gstreamer
         let composite = options.stages.contains(.composite)
         let e2e = options.stages.contains(.endToEnd)
-        let runners = options.pairs == nil ? 1 : 1 + (options.peers.contains(.ffmpeg) ? 2 : 0)
+        let runners = options.pairs == nil ? 1 : pairRunnerNames.count
         total = (composite ? options.layouts.count * options.sizes.count * options.formats.count : 0)
             + (e2e ? options.e2eLayouts.count * options.e2eSizes.count * options.presets.count * runners : 0)
         var results: [BenchResult] = []
@@ -152,6 +152,11 @@ final class Runner {
         return failures == 0 ? 0 : 1
     }
 
+    /// The runners `--pairs` times.
+    var pairRunnerNames: [String] {
+        options.pairRunners ?? (options.peers.contains(.ffmpeg) ? PairRunners.names : ["diptych"])
+    }
+
     /// `--pairs`: for each size, layout and preset, ours and FFmpeg's configurations, N takes at once.
     func runPairs() -> [ConcurrencyResult] {
         var out: [ConcurrencyResult] = []
@@ -175,9 +180,7 @@ final class Runner {
                     let peers = Peers(options: o)
                     let c = PairCase(layout: layout, inputs: inputs, preset: preset, bitrate: options.bitrate, gop: 60,
                                      gpu: options.gpu, workDir: options.workDir)
-                    var runners: [PairRunner] = [PairRunners.diptych()]
-                    if options.peers.contains(.ffmpeg) { runners += [PairRunners.ffmpeg(peers), PairRunners.ffmpegNVDEC(peers)] }
-                    for r in runners {
+                    for r in PairRunners.all(peers) where pairRunnerNames.contains(r.name) {
                         out.append(stage.measure(r, c, progress: { [unowned self] in self.progress($0) }))
                         done += 1
                     }

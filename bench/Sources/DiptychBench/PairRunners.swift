@@ -23,6 +23,8 @@ struct TakeOutcome: Sendable {
     var cpuSeconds: Double
     var peakRSSMiB: Double
     var rssGrowthMiB: Double?
+    /// Resident memory sampled while it ran (`ChildGroup.sampleInterval`).
+    var rssSamplesMiB: [Double] = []
     var failure: String?
 }
 
@@ -70,10 +72,11 @@ struct ProcessPairRunner: PairRunner {
         }
         defer { for out in outputs { try? FileManager.default.removeItem(atPath: out + ".stdout"); try? FileManager.default.removeItem(atPath: out + ".stderr") } }
         return zip(outputs, ends).map { out, e in
-            let failure: String? = e.killed ? "still running after \(String(format: "%.1f", deadline)) s"
-                : e.status != 0 ? "exit \(e.status): \(e.stderrTail)" : nil
+            let said = e.stderrTail.isEmpty ? "" : " (\(e.stderrTail))"
+            let failure: String? = e.killed ? "still running after \(String(format: "%.1f", deadline)) s" + said
+                : e.status != 0 ? "exit \(e.status)" + said : nil
             return TakeOutcome(output: out, seconds: failure == nil ? e.seconds : nil, cpuSeconds: e.cpuSeconds,
-                               peakRSSMiB: e.peakRSSMiB, rssGrowthMiB: e.rssGrowthMiB, failure: failure)
+                               peakRSSMiB: e.peakRSSMiB, rssGrowthMiB: e.rssGrowthMiB, rssSamplesMiB: e.rssSamples, failure: failure)
         }
     }
 }
@@ -108,17 +111,28 @@ enum PairRunners {
         }
     }
 
-    /// FFmpeg with NVDEC: CUDA decode, `scale_cuda` + `overlay_cuda`, `hwdownload`, libx264 (PiP only).
-    static func ffmpegNVDEC(_ peers: Peers) -> ProcessPairRunner {
-        var r = ProcessPairRunner(name: "ffmpeg-nvdec", summary: "ffmpeg: NVDEC decode, overlay_cuda, hwdownload, libx264",
-                                  executable: peers.ffmpeg, missing: "ffmpeg not installed") { c, out in
+    /// FFmpeg with NVDEC: CUDA decode, then `scale_cuda` + `overlay_cuda` and
+    /// `hwdownload` (`gpuOverlay`), or `hwdownload` and the CPU's `overlay`; libx264 (PiP only).
+    static func ffmpegNVDEC(_ peers: Peers, gpuOverlay: Bool) -> ProcessPairRunner {
+        @Sendable func args(_ c: PairCase, _ out: String) -> [String] {
             let plan = CompositeStage.plan(c.layout, canvas: c.inputs.primarySize, primary: c.inputs.primarySize, secondary: c.inputs.secondarySize)
-            return peers.ffmpegCUDAArguments(plan: plan, inputs: c.inputs, out: out)
+            return peers.ffmpegCUDAArguments(plan: plan, inputs: c.inputs, out: out, gpuOverlay: gpuOverlay)
         }
+        var r = ProcessPairRunner(name: gpuOverlay ? "ffmpeg-nvdec" : "ffmpeg-nvdec-cpu-overlay",
+                                  summary: gpuOverlay ? "ffmpeg: NVDEC decode, overlay_cuda, hwdownload, libx264"
+                                                      : "ffmpeg: NVDEC decode, hwdownload, CPU overlay, libx264",
+                                  executable: peers.ffmpeg, missing: "ffmpeg not installed", arguments: args)
         r.check = { c in
-            guard c.layout == .pip else { return "NVDEC configuration is PiP only (overlay_cuda)" }
-            return peers.cudaProblem(primary: c.inputs.primary)
+            guard c.layout == .pip else { return "the NVDEC configurations are PiP only" }
+            return peers.cudaProblem(args(c, "check.mp4"), workDir: c.workDir)
         }
         return r
+    }
+
+    /// Every runner `--pairs` knows, by name.
+    static let names = ["diptych", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"]
+
+    static func all(_ peers: Peers) -> [PairRunner] {
+        [diptych(), ffmpeg(peers), ffmpegNVDEC(peers, gpuOverlay: true), ffmpegNVDEC(peers, gpuOverlay: false)]
     }
 }

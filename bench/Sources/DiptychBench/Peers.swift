@@ -101,9 +101,10 @@ struct Peers {
 
     /// The PiP case with NVDEC: both inputs decoded to CUDA frames, the
     /// secondary scaled by `scale_cuda` (cropped on the CPU only when the plan
-    /// crops it), mirrored on the CPU (the inset is small: no `hflip` in CUDA),
-    /// `overlay_cuda` onto the primary, `hwdownload` to NV12, libx264.
-    func ffmpegCUDAArguments(plan: CompositionPlan, inputs: EndToEndStage.Inputs, out: String) -> [String] {
+    /// crops it, mirrored on the CPU: there is no CUDA `hflip`). `gpuOverlay`:
+    /// the inset uploaded again, `overlay_cuda` onto the primary, `hwdownload`
+    /// to NV12; else both downloaded and `overlay` on the CPU. Then libx264.
+    func ffmpegCUDAArguments(plan: CompositionPlan, inputs: EndToEndStage.Inputs, out: String, gpuOverlay: Bool = true) -> [String] {
         let inset = plan.draws.first { $0.role == .secondary }!
         let d = inset.destination
         let c = Self.crop(inset, source: inputs.secondarySize)
@@ -115,8 +116,14 @@ struct Peers {
             secondary = ["scale_cuda=\(d.width):\(d.height):interp_algo=bilinear", "hwdownload", "format=nv12"]
         }
         if inset.orientation.mirrored { secondary.append("hflip") }
-        secondary.append("hwupload")
-        let graph = "[1:v]\(secondary.joined(separator: ","))[s];[0:v][s]overlay_cuda=x=\(d.x):y=\(d.y):eof_action=repeat,hwdownload,format=nv12[v]"
+        let graph: String
+        if gpuOverlay {
+            graph = "[1:v]\((secondary + ["hwupload"]).joined(separator: ","))[s];"
+                + "[0:v][s]overlay_cuda=x=\(d.x):y=\(d.y):eof_action=repeat,hwdownload,format=nv12[v]"
+        } else {
+            graph = "[0:v]hwdownload,format=nv12[p];[1:v]\(secondary.joined(separator: ","))[s];"
+                + "[p][s]overlay=x=\(d.x):y=\(d.y):eof_action=repeat[v]"
+        }
         let hw = ["-hwaccel", "cuda", "-hwaccel_device", "cu", "-hwaccel_output_format", "cuda"]
         return ["-hide_banner", "-loglevel", "error", "-y", "-init_hw_device", "cuda=cu:0", "-filter_hw_device", "cu"]
             + hw + ["-i", inputs.primary] + hw + ["-i", inputs.secondary]
@@ -125,18 +132,24 @@ struct Peers {
                "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", out]
     }
 
-    /// Why the NVDEC configuration cannot run here (no ffmpeg, no CUDA
-    /// filters, no CUDA device), found by decoding a few frames; nil when it can.
-    func cudaProblem(primary: String) -> String? {
+    /// Why an NVDEC command line cannot run here (no ffmpeg, no CUDA filters,
+    /// no CUDA device, or it fails or hangs), found by running it on the
+    /// first 30 frames (stopped after 20 s); nil when it works.
+    func cudaProblem(_ arguments: [String], workDir: String) -> String? {
         guard let ffmpeg else { return "ffmpeg not installed" }
         let filters = Tools.run(ffmpeg, ["-hide_banner", "-filters"]).stdout
         for f in ["overlay_cuda", "scale_cuda", "hwupload", "hwdownload"] where !filters.contains(" \(f) ") {
             return "this ffmpeg lacks the \(f) filter"
         }
-        let r = Tools.run(ffmpeg, ["-hide_banner", "-loglevel", "error", "-init_hw_device", "cuda=cu:0", "-hwaccel", "cuda",
-                                   "-hwaccel_device", "cu", "-hwaccel_output_format", "cuda", "-i", primary,
-                                   "-frames:v", "5", "-vf", "hwdownload,format=nv12", "-f", "null", "-"], timeout: 60)
-        return r.status == 0 ? nil : "no CUDA decode here: \(r.stderrTail)"
+        let out = workDir + "/nvdec-check.mp4"
+        var args = arguments
+        args[args.count - 1] = out
+        args.insert(contentsOf: ["-frames:v", "30"], at: args.count - 3)
+        defer { for f in [out, out + ".out", out + ".err"] { try? FileManager.default.removeItem(atPath: f) } }
+        let cmd = ChildCommand(executable: ffmpeg, arguments: args, stdoutPath: out + ".out", stderrPath: out + ".err")
+        guard let r = (try? ChildGroup.run([cmd], deadline: 20))?.first else { return "cannot start ffmpeg" }
+        if r.killed { return "30 frames took over 20 s (stopped): \(r.stderrTail)" }
+        return r.status == 0 ? nil : "failed (exit \(r.status)): \(r.stderrTail)"
     }
 
     func gstArguments(plan: CompositionPlan, inputs: EndToEndStage.Inputs, out: String) -> [String] {

@@ -33,10 +33,11 @@ import Testing
         let l = try #require(try BenchOptions.parse(["--pairs", "8,2,4,2", "--layouts", "side-by-side", "--min-speed", "0.5"]))
         #expect(l.pairs == .counts([2, 4, 8]) && l.e2eLayouts == [.sideBySide] && l.minSpeed == 0.5)
         #expect(try BenchOptions.parse([])?.pairs == nil)
+        #expect(try BenchOptions.parse(["--pair-runners", "diptych,ffmpeg-nvdec"])?.pairRunners == ["diptych", "ffmpeg-nvdec"])
     }
 
     @Test(arguments: [["--pairs", "0"], ["--pairs", "x"], ["--pairs", "2,,3"], ["--pairs", "999"], ["--min-speed", "0"],
-                      ["--preset", "ultrafast,warp"]])
+                      ["--preset", "ultrafast,warp"], ["--pair-runners", "vlc"]])
     func badPairFlags(_ args: [String]) {
         #expect(throws: BenchUsageError.self) { _ = try BenchOptions.parse(args) }
     }

@@ -83,7 +83,9 @@ import Testing
             commands.append(peers.ffmpegArguments(layout: layout, plan: plan, inputs: inputs, out: "o.mp4"))
         }
         let pip = CompositeStage.plan(.pip, canvas: .hd1080, primary: .hd1080, secondary: .hd720)
-        commands.append(peers.ffmpegCUDAArguments(plan: pip, inputs: inputs, out: "o.mp4"))
+        for gpuOverlay in [true, false] {
+            commands.append(peers.ffmpegCUDAArguments(plan: pip, inputs: inputs, out: "o.mp4", gpuOverlay: gpuOverlay))
+        }
         return commands
     }
 
