@@ -23,7 +23,17 @@ exit status: 0 success, 1 runtime failure (what was recorded is finalized),
 
 func fail(_ message: String, code: Int32) -> Never {
     FileHandle.standardError.write(Data("diptych: \(message)\n".utf8))
-    exit(code)
+    leave(code)
+}
+
+/// Ends the process once a take is over (its output finalized): standard
+/// output flushed, then `_exit`. The take's threads (source readers, the render
+/// thread) signal that they are done before they have finished unwinding;
+/// `exit` would run the libraries' destructors while such a thread is still
+/// freeing its thread-local data (a double free in glibc's TSD teardown).
+func leave(_ code: Int32) -> Never {
+    fflush(nil)
+    _exit(code)
 }
 
 let isTerminal = isatty(STDERR_FILENO) == 1
@@ -71,7 +81,7 @@ func record(_ config: TakeConfiguration) -> Never {
             stderrLine("diptych: \(s.frames) frames (" + String(format: "%.2f s", s.durationSeconds) + ") -> \(s.output) at "
                        + String(format: "%.1f fps (%.2fx realtime)", s.fps, s.realtimeFactor))
         }
-        exit(0)
+        leave(0)
     case .failure(let e):
         fail(e.description, code: e.exitCode)
     }

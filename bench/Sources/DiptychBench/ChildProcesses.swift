@@ -101,10 +101,22 @@ enum ChildGroup {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, c.stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, c.stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        // The child starts with no signal blocked and every signal at its
+        // default action: the calling thread's mask (Dispatch blocks most
+        // signals on its threads) and ignored signals would otherwise carry over.
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attr, &none)
+        posix_spawnattr_setsigdefault(&attr, &all)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv = ([c.executable] + c.arguments).map { strdup($0) } + [nil]
         defer { for a in argv { free(a) } }
         var pid: pid_t = 0
-        let r = posix_spawn(&pid, c.executable, &actions, nil, argv, environ)
+        let r = posix_spawn(&pid, c.executable, &actions, &attr, argv, environ)
         guard r == 0 else { throw SpawnError(description: "cannot start \(c.executable): \(String(cString: strerror(r)))") }
         return pid
     }

@@ -88,16 +88,7 @@ final class Runner {
         } else if e2e {
             let stage = EndToEndStage(options: options, log: { [unowned self] in self.note($0) })
             for size in options.e2eSizes {
-                let inputs: EndToEndStage.Inputs
-                do {
-                    progress("end to end: inputs \(size)")
-                    inputs = try stage.inputs(canvas: size)
-                } catch {
-                    failures += 1
-                    note("inputs for \(size): \(error)")
-                    done += options.e2eLayouts.count
-                    continue
-                }
+                guard let inputs = inputs(stage, size) else { done += options.e2eLayouts.count * options.presets.count; continue }
                 for layout in options.e2eLayouts {
                     for preset in options.presets {
                         var o = options
@@ -152,6 +143,16 @@ final class Runner {
         return failures == 0 ? 0 : 1
     }
 
+    /// The end-to-end input files for `size` (made once), or nil after noting why not.
+    func inputs(_ stage: EndToEndStage, _ size: PixelSize) -> EndToEndStage.Inputs? {
+        progress("end to end: inputs \(size)")
+        do { return try stage.inputs(canvas: size) } catch {
+            failures += 1
+            note("inputs for \(size): \(error)")
+            return nil
+        }
+    }
+
     /// The runners `--pairs` times.
     var pairRunnerNames: [String] {
         options.pairRunners ?? (options.peers.contains(.ffmpeg) ? PairRunners.names : ["diptych"])
@@ -164,13 +165,8 @@ final class Runner {
         let stage = ConcurrencyStage(options: options, log: { [unowned self] in self.note($0) })
         if options.peers.contains(.gstreamer) { note("--pairs runs FFmpeg as the peer (GStreamer is timed one pair at a time)") }
         for size in options.e2eSizes {
-            let inputs: EndToEndStage.Inputs
-            do {
-                progress("end to end: inputs \(size)")
-                inputs = try inputStage.inputs(canvas: size)
-            } catch {
-                failures += 1
-                note("inputs for \(size): \(error)")
+            guard let inputs = inputs(inputStage, size) else {
+                done += options.e2eLayouts.count * options.presets.count * pairRunnerNames.count
                 continue
             }
             for layout in options.e2eLayouts {
