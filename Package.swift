@@ -30,7 +30,9 @@ let package = Package(
         // so binaries run on machines without libgbm (NVIDIA headless servers).
         // (No pkgConfig here: pkg-config would add -lgbm and make libgbm a hard dependency.)
         .systemLibrary(name: "CGBM", providers: [.apt(["libgbm-dev"])]),
-        .systemLibrary(name: "CVA", pkgConfig: "libva-drm", providers: [.apt(["libva-dev"])]),
+        // libva likewise: header-only here, loaded with dlopen by EncoderProbe, so the
+        // self-contained server build (whose FFmpeg has no VA-API) needs no libva.
+        .systemLibrary(name: "CVA", providers: [.apt(["libva-dev"])]),
         .systemLibrary(name: "CFFmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev",
                                          "libswresample-dev", "libavfilter-dev"])]),
@@ -60,7 +62,7 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
                                                "-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/diptych"])]),
         // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
-        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia"],
+        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia", "CFFmpeg"],
                 path: "bench/Sources/DiptychBench"),
         .target(name: "DiptychServer", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CMicroHTTPD"]),
         .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychOptions", "DiptychBench", "DiptychServer"]),
@@ -75,7 +77,8 @@ let package = Package(
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
         .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych"]),
         .testTarget(name: "DiptychServerTests", dependencies: ["DiptychServer", "DiptychMedia", "diptych"]),
-        .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench"], path: "bench/Tests/DiptychBenchTests"),
+        .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench", "Diptych", "DiptychMedia", "CFFmpeg"],
+                    path: "bench/Tests/DiptychBenchTests"),
     ],
     swiftLanguageModes: [.v6]
 )

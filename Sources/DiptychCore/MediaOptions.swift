@@ -83,6 +83,15 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
         return ["rtmp://", "rtmps://", "srt://", "udp://", "tcp://", "pipe:"].contains { lower.hasPrefix($0) }
     }
 
+    /// The FFmpeg muxer that writes it.
+    public var muxer: String {
+        switch self {
+        case .mp4: return "mp4"
+        case .mpegts, .srt: return "mpegts"
+        case .rtmp: return "flv"
+        }
+    }
+
     /// The container for an output path or URL, or nil when it cannot be told.
     public static func infer(from output: String) -> ContainerFormat? {
         let lower = output.lowercased()

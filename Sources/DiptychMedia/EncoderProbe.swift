@@ -103,12 +103,17 @@ public enum EncoderProbe {
         guard !nodes.isEmpty else {
             return VAAPIReport(directory: directory, devices: [], problem: "no DRM render node (renderD*) in \(directory)")
         }
-        return VAAPIReport(directory: directory, devices: nodes.sorted().map { queryDevice(path: directory + "/" + $0) }, problem: nil)
+        let va: VALibrary
+        switch VALibrary.shared {
+        case .success(let l): va = l
+        case .failure(let e): return VAAPIReport(directory: directory, devices: [], problem: e.reason)
+        }
+        return VAAPIReport(directory: directory, devices: nodes.sorted().map { queryDevice(path: directory + "/" + $0, va: va) }, problem: nil)
     }
 
     /// Opens one render node with libva and lists its profiles and entrypoints.
     /// Every fd and display is released before returning.
-    static func queryDevice(path: String) -> VADeviceReport {
+    static func queryDevice(path: String, va: VALibrary) -> VADeviceReport {
         var report = VADeviceReport(path: path, vendor: nil, vaVersion: nil, profiles: [], error: nil)
         let fd = open(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {
@@ -116,37 +121,37 @@ public enum EncoderProbe {
             return report
         }
         defer { close(fd) }
-        guard let dpy = vaGetDisplayDRM(fd) else {
+        guard let dpy = va.getDisplayDRM(fd) else {
             report.error = "no VA driver (vaGetDisplayDRM failed)"
             return report
         }
-        _ = vaSetInfoCallback(dpy, nil, nil)
-        _ = vaSetErrorCallback(dpy, nil, nil)
+        _ = va.setInfoCallback(dpy, nil, nil)
+        _ = va.setErrorCallback(dpy, nil, nil)
         var major: Int32 = 0, minor: Int32 = 0
-        let status = vaInitialize(dpy, &major, &minor)
+        let status = va.initialize(dpy, &major, &minor)
         // vaTerminate also releases a display whose initialization failed.
-        defer { vaTerminate(dpy) }
+        defer { _ = va.terminate(dpy) }
         guard status == VA_STATUS_SUCCESS else {
-            report.error = "no VA driver (vaInitialize failed: \(String(cString: vaErrorStr(status))))"
+            report.error = "no VA driver (vaInitialize failed: \(va.errorString(status).map { String(cString: $0) } ?? "status \(status)"))"
             return report
         }
         report.vaVersion = "\(major).\(minor)"
-        report.vendor = vaQueryVendorString(dpy).map { String(cString: $0) }
-        let maxProfiles = Int(vaMaxNumProfiles(dpy))
+        report.vendor = va.vendorString(dpy).map { String(cString: $0) }
+        let maxProfiles = Int(va.maxNumProfiles(dpy))
         var profiles = [VAProfile](repeating: VAProfileNone, count: max(maxProfiles, 1))
         var count: Int32 = 0
-        guard vaQueryConfigProfiles(dpy, &profiles, &count) == VA_STATUS_SUCCESS else {
+        guard va.queryConfigProfiles(dpy, &profiles, &count) == VA_STATUS_SUCCESS else {
             report.error = "vaQueryConfigProfiles failed"
             return report
         }
-        let maxEntrypoints = Int(vaMaxNumEntrypoints(dpy))
+        let maxEntrypoints = Int(va.maxNumEntrypoints(dpy))
         for p in profiles.prefix(Int(count)) {
             var eps = [VAEntrypoint](repeating: VAEntrypoint(rawValue: 0), count: max(maxEntrypoints, 1))
             var n: Int32 = 0
-            guard vaQueryConfigEntrypoints(dpy, p, &eps, &n) == VA_STATUS_SUCCESS else { continue }
+            guard va.queryConfigEntrypoints(dpy, p, &eps, &n) == VA_STATUS_SUCCESS else { continue }
             report.profiles.append(VAProfileSupport(
-                profile: String(cString: vaProfileStr(p)),
-                entrypoints: eps.prefix(Int(n)).map { String(cString: vaEntrypointStr($0)) }))
+                profile: va.profileString(p).map { String(cString: $0) } ?? "VAProfile \(p.rawValue)",
+                entrypoints: eps.prefix(Int(n)).map { e in va.entrypointString(e).map { String(cString: $0) } ?? "VAEntrypoint \(e.rawValue)" }))
         }
         return report
     }

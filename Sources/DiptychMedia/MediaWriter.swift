@@ -84,12 +84,7 @@ public final class MediaWriter: @unchecked Sendable {
         let network = url.contains("://") && !url.hasPrefix("file:")
         deadline = InterruptDeadline(timeout: network ? networkTimeout : 0)
 
-        let muxer: String
-        switch container {
-        case .mp4: muxer = "mp4"
-        case .mpegts, .srt: muxer = "mpegts"
-        case .rtmp: muxer = "flv"
-        }
+        let muxer = container.muxer
         let out: FFOutputContext
         do { out = try FFOutputContext(muxer: muxer, url: url) } catch {
             throw .writeFailed(path: url, detail: "no \(muxer) muxer: \(error.message)")

@@ -35,5 +35,15 @@ enum Console {
 /// `diptych: MESSAGE` on stderr, then exit with `code`.
 func fail(_ message: String, code: Int32) -> Never {
     Console.line("diptych: \(message)")
-    exit(code)
+    leave(code)
+}
+
+/// Ends the process once a take is over (its outputs finalized): standard
+/// output flushed, then `_exit`. Worker threads (source readers, encoders)
+/// signal that they are done before they have finished unwinding; `exit`
+/// would run the libraries' destructors while such a thread is still
+/// freeing its thread-local data (a double free in glibc's TSD teardown).
+func leave(_ code: Int32) -> Never {
+    fflush(nil)
+    _exit(code)
 }

@@ -44,6 +44,6 @@ enum Probe {
                 .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
             print("  /dev/\(d): \(name)")
         }
-        exit(0)
+        leave(0)
     }
 }

@@ -64,7 +64,7 @@ func record(_ config: TakeConfiguration) -> Never {
             Console.line("diptych: \(s.frames) frames (" + String(format: "%.2f s", s.durationSeconds) + ") -> \(s.output) at "
                          + String(format: "%.1f fps (%.2fx realtime)", s.fps, s.realtimeFactor))
         }
-        exit(0)
+        leave(0)
     case .failure(let e):
         fail(e.description, code: e.exitCode)
     }

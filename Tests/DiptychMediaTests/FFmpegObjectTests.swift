@@ -32,7 +32,7 @@ import DiptychCore
     /// A failed open names the call that failed, and the input.
     @Test func failedOpenNamesTheInput() throws {
         let dir = TempDir(); defer { dir.remove() }
-        let path = dir.path("noise.bin")
+        let path = dir.path("noise.junk")
         try [UInt8](repeating: 0x5a, count: 4096).withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: path)) }
         let e = expectMediaError { _ = try FileSource(url: path) }
         #expect(e?.description.hasPrefix("\(path): ") == true, "\(String(describing: e))")

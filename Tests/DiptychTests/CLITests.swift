@@ -204,6 +204,46 @@ import DiptychMedia
         #expect(bad.stderr.contains("--frames"))
     }
 
+    /// `diptych bench --pairs`: that many `diptych record` and FFmpeg processes
+    /// at once, every output read back; a take that cannot keep the speed is stopped.
+    @Test func benchPairs() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["bench", "--stages", "e2e", "--pairs", "1,2", "--sizes", "320x240", "--duration", "1",
+                            "--min-speed", "0.02", "--peers", "ffmpeg", "--preset", "ultrafast", "--json", "p.json",
+                            "--chart", "none", "--sheet", "none", "--work-dir", dir.path("work")], in: dir.url.path, timeout: 300)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("### Takes at once"))
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dir.url.appendingPathComponent("p.json"))) as? [String: Any])
+        let results = try #require(json["concurrency"] as? [[String: Any]])
+        #expect(results.map { $0["runner"] as? String } == ["diptych", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"])
+        for res in results.prefix(2) {
+            #expect(res["maxRealtimePairs"] as? Int == 2, "\(res)")
+            let trials = try #require(res["trials"] as? [[String: Any]])
+            #expect(trials.map { $0["pairs"] as? Int } == [1, 2])
+            for t in trials {
+                #expect(t["realtime"] as? Bool == true, "\(t)")
+                #expect((t["cpuSecondsPerFrame"] as? Double ?? 0) > 0 && (t["peakMiBPerTake"] as? Double ?? 0) > 10)
+            }
+        }
+        #expect((results[0]["command"] as? String)?.contains("record --primary") == true)
+        #expect((results[1]["command"] as? String)?.contains("overlay=") == true)
+        if !FileManager.default.fileExists(atPath: "/dev/nvidiactl") {
+            for res in results.suffix(2) { #expect((res["note"] as? String)?.hasPrefix("skipped:") == true, "\(res)") }
+        }
+        // Far above what any machine does: the take is stopped, nothing counts as real time, exit 1.
+        let slow = try runCLI(["bench", "--stages", "e2e", "--pairs", "1", "--sizes", "320x240", "--duration", "1",
+                               "--min-speed", "50", "--peers", "none", "--json", "s.json", "--chart", "none", "--sheet", "none",
+                               "--work-dir", dir.path("work")], in: dir.url.path, timeout: 120)
+        #expect(slow.status == 1)
+        let sj = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dir.url.appendingPathComponent("s.json"))) as? [String: Any])
+        let only = try #require((sj["concurrency"] as? [[String: Any]])?.first)
+        #expect(((only["trials"] as? [[String: Any]])?.first?["rssTimelineMiB"] as? [Double]) != nil)
+        #expect(only["maxRealtimePairs"] as? Int == 0)
+        #expect(((only["trials"] as? [[String: Any]])?.first?["notes"] as? [String])?.first?.contains("still running") == true)
+        let bad = try runCLI(["bench", "--pairs", "0"], in: dir.url.path)
+        #expect(bad.status == 2 && bad.stderr.contains("--pairs"))
+    }
+
     @Test func probe() throws {
         let r = try runCLI(["probe"])
         #expect(r.status == 0, "\(r.stderr)")

@@ -26,7 +26,7 @@ import DiptychMedia
         let clip = try Self.clip(dir, seconds: 10)
         let url = "srt://127.0.0.1:\(LiveReceiver.freePort())"
         let receiver = try LiveReceiver(url: url, path: dir.path("got.ts"))
-        let sender = url + "?latency=200000"   // SRT options pass through from the URL (FFmpeg counts microseconds)
+        let sender = url + "?latency=1000000"   // SRT options pass through from the URL (FFmpeg counts microseconds)
         let r = try runCLI(["record", "--primary", clip, "--secondary", "none", "--out", sender, "--json", "--preset", "ultrafast"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(receiver.waitForEnd(timeout: 20))
@@ -97,7 +97,7 @@ import DiptychMedia
         }
         let url = "srt://127.0.0.1:\(LiveReceiver.freePort())"
         let receiver = try LiveReceiver(url: url, path: dir.path("live.ts"))
-        let r = try runCLI(["record", "--primary", "-", "--secondary", "none", "--out", url, "--also-out", dir.path("file.mp4"),
+        let r = try runCLI(["record", "--primary", "-", "--secondary", "none", "--out", url + "?latency=1000000", "--also-out", dir.path("file.mp4"),
                             "--json", "--preset", "ultrafast"], stdin: pipe.fileHandleForReading)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(receiver.waitForEnd(timeout: 20))
@@ -118,7 +118,7 @@ import DiptychMedia
         let url = "srt://127.0.0.1:\(LiveReceiver.freePort())"
         let receiver = try LiveReceiver(url: url, path: dir.path("hot.ts"))
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:solid-ff0000:160x120@30",
-                            "--out", url, "--duration", "2", "--thermal-state", "serious", "--json", "--preset", "ultrafast"])
+                            "--out", url + "?latency=1000000", "--duration", "2", "--thermal-state", "serious", "--json", "--preset", "ultrafast"])
         #expect(r.status == 0, "\(r.stderr)")
         receiver.waitForEnd(timeout: 10)
         let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))

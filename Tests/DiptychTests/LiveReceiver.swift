@@ -33,7 +33,8 @@ final class LiveReceiver: @unchecked Sendable {
         self.path = path
         process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         if url.hasPrefix("srt://") {
-            process.arguments = ["-loglevel", "error", "-nostdin", "-f", "data", "-i", url + "?mode=listener",
+            // 1 s of SRT latency: a loaded test machine delays packets, and SRT drops those later than that.
+            process.arguments = ["-loglevel", "error", "-nostdin", "-f", "data", "-i", url + "?mode=listener&latency=1000000",
                                  "-map", "0", "-c", "copy", "-flush_packets", "1", "-f", "data", "pipe:1"]
         } else {
             process.arguments = ["-loglevel", "error", "-nostdin", "-listen", "1", "-i", url, "-c", "copy",

@@ -39,8 +39,17 @@ public struct BenchOptions: Sendable, Equatable {
     /// Seconds of primary video per end-to-end case (60 fps primary, 30 fps secondary).
     public var duration = 10.0
     public var peers: [BenchPeer] = BenchPeer.allCases
-    /// x264 preset for us and the peers.
+    /// x264 preset for us and the peers (the first of `presets`).
     public var preset = "ultrafast"
+    /// Every end-to-end case runs once per preset (`--preset ultrafast,veryfast`).
+    public var presets = ["ultrafast"]
+    /// Concurrent takes (`--pairs`): the end-to-end stage looks for the most
+    /// pairs that stay real time instead of timing one pair.
+    public var pairs: PairCounts?
+    /// The speed (× real time) every take of a `--pairs` trial must keep.
+    public var minSpeed = 1.0
+    /// Which of `--pairs`' runners run (nil: ours, and FFmpeg's configurations when `--peers` has ffmpeg).
+    public var pairRunners: [String]?
     public var bitrate = 10_000_000
     public var gpu = "auto"
     public var json: String?
@@ -67,7 +76,13 @@ public struct BenchOptions: Sendable, Equatable {
       --frames N           measured composites per composite case (default 120)
       --duration SECONDS   primary video per end-to-end case (default 10)
       --peers P,...|none   ffmpeg, gstreamer (default both; a missing one is skipped with a note)
-      --preset P           x264 preset for us and the peers (default ultrafast)
+      --preset P,...       x264 presets for us and the peers, each a case of its own (default ultrafast)
+      --pairs N|N,M,...    end to end with takes at once: N looks for the largest count from 1 to N at which
+                           every take stays real time, a list tries exactly those counts (PiP, 1080p60 + 720p30
+                           unless --layouts/--sizes say otherwise; FFmpeg runs as many processes, CPU and NVDEC)
+      --min-speed X        with --pairs: the speed every take must keep, x real time (default 1.0)
+      --pair-runners R,... with --pairs: diptych, ffmpeg, ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay
+                           (default: diptych and, with the ffmpeg peer, the three FFmpeg configurations)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -146,11 +161,25 @@ public struct BenchOptions: Sendable, Equatable {
                     }
                     o.peers = ps
                 }
-            case "--preset":
+            case "--preset", "--presets":
+                let known = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
+                let v = try list(a)
+                for item in v where !known.contains(item) {
+                    throw BenchUsageError("--preset '\(item)': expected an x264 preset (ultrafast ... veryslow)")
+                }
+                o.presets = v; o.preset = v[0]
+            case "--pairs":
+                o.pairs = try PairCounts.parse(try value(a))
+            case "--pair-runners":
+                let v = try list(a)
+                for item in v where !PairRunners.names.contains(item) {
+                    throw BenchUsageError("--pair-runners '\(item)': expected \(PairRunners.names.joined(separator: ", "))")
+                }
+                o.pairRunners = v
+            case "--min-speed":
                 let v = try value(a)
-                let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
-                guard presets.contains(v) else { throw BenchUsageError("--preset '\(v)': expected an x264 preset (ultrafast ... veryslow)") }
-                o.preset = v
+                guard let x = Double(v), x >= 0.01, x <= 100 else { throw BenchUsageError("--min-speed '\(v)': expected a speed from 0.01 to 100") }
+                o.minSpeed = x
             case "--gpu":
                 let v = try value(a)
                 do throws(ConfigurationError) { try TakeConfiguration.checkGPU(v) } catch { throw BenchUsageError("\(error)") }
@@ -169,7 +198,7 @@ public struct BenchOptions: Sendable, Equatable {
             o.e2eLayouts = o.layouts
             o.e2eSizes = o.sizes
         } else {
-            if explicitLayouts { o.e2eLayouts = o.layouts }
+            if explicitLayouts { o.e2eLayouts = o.layouts } else if o.pairs != nil { o.e2eLayouts = [.pip] }
             if explicitSizes { o.e2eSizes = o.sizes }
         }
         return o
@@ -185,5 +214,27 @@ public struct BenchOptions: Sendable, Equatable {
                   p.width <= 8192, p.height <= 8192 else { return nil }
             return p
         }
+    }
+}
+
+/// How many takes at once the end-to-end stage tries (`--pairs`).
+public enum PairCounts: Sendable, Equatable, Codable {
+    /// The largest count from 1 to N at which every take stays real time.
+    case search(max: Int)
+    /// Exactly these counts, ascending.
+    case counts([Int])
+
+    public static let limit = 256
+
+    static func parse(_ text: String) throws(BenchUsageError) -> PairCounts {
+        let items = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        var counts: [Int] = []
+        for item in items {
+            guard let n = Int(item), n >= 1, n <= limit else {
+                throw BenchUsageError("--pairs '\(text)': expected a count from 1 to \(limit) or a comma-separated list of them")
+            }
+            counts.append(n)
+        }
+        return counts.count == 1 ? .search(max: counts[0]) : .counts(Array(Set(counts)).sorted())
     }
 }

@@ -8,6 +8,8 @@ public struct BenchResult: Sendable, Codable {
     public var canvas: String
     /// Composite stage: the upload format. End to end: the files' codec and pixel format.
     public var input: String
+    /// x264 preset (end to end).
+    public var preset: String?
     public var frames: Int
     public var seconds: Double
     public var fps: Double
@@ -47,6 +49,8 @@ public struct BenchReport: Sendable, Codable {
     public var command: String
     public var machine: MachineInfo
     public var results: [BenchResult]
+    /// `--pairs`: takes at once, per runner and preset.
+    public var concurrency: [ConcurrencyResult]?
 }
 
 public struct MachineInfo: Sendable, Codable {

@@ -55,8 +55,9 @@ final class Runner {
         machine.ffmpeg = v.ffmpeg; machine.gstreamer = v.gstreamer
         let composite = options.stages.contains(.composite)
         let e2e = options.stages.contains(.endToEnd)
+        let runners = options.pairs == nil ? 1 : pairRunnerNames.count
         total = (composite ? options.layouts.count * options.sizes.count * options.formats.count : 0)
-            + (e2e ? options.e2eLayouts.count * options.e2eSizes.count : 0)
+            + (e2e ? options.e2eLayouts.count * options.e2eSizes.count * options.presets.count * runners : 0)
         var results: [BenchResult] = []
         var previews: [LayoutKind: VideoFrame] = [:]
 
@@ -81,33 +82,33 @@ final class Runner {
                 }
             }
         }
-        if e2e {
+        var concurrency: [ConcurrencyResult] = []
+        if e2e && options.pairs != nil {
+            concurrency = runPairs()
+        } else if e2e {
             let stage = EndToEndStage(options: options, log: { [unowned self] in self.note($0) })
             for size in options.e2eSizes {
-                let inputs: EndToEndStage.Inputs
-                do {
-                    progress("end to end: inputs \(size)")
-                    inputs = try stage.inputs(canvas: size)
-                } catch {
-                    failures += 1
-                    note("inputs for \(size): \(error)")
-                    done += options.e2eLayouts.count
-                    continue
-                }
+                guard let inputs = inputs(stage, size) else { done += options.e2eLayouts.count * options.presets.count; continue }
                 for layout in options.e2eLayouts {
-                    progress("end to end \(layout.rawValue) \(size)")
-                    do {
-                        var r = try stage.runOurs(layout: layout, inputs: inputs)
-                        for p in options.peers {
-                            progress("end to end \(layout.rawValue) \(size): \(p.rawValue)")
-                            r.peers.append(peers.run(p, layout: layout, inputs: inputs, ours: r.fps))
+                    for preset in options.presets {
+                        var o = options
+                        o.preset = preset
+                        let presetStage = EndToEndStage(options: o, log: stage.log), peers = Peers(options: o)
+                        let what = "end to end \(layout.rawValue) \(size)" + (options.presets.count > 1 ? " \(preset)" : "")
+                        progress(what)
+                        do {
+                            var r = try presetStage.runOurs(layout: layout, inputs: inputs)
+                            for p in options.peers {
+                                progress("\(what): \(p.rawValue)")
+                                r.peers.append(peers.run(p, layout: layout, inputs: inputs, ours: r.fps))
+                            }
+                            results.append(r)
+                        } catch {
+                            failures += 1
+                            note("\(what) failed: \(error)")
                         }
-                        results.append(r)
-                    } catch {
-                        failures += 1
-                        note("end to end \(layout.rawValue) \(size) failed: \(error)")
+                        done += 1
                     }
-                    done += 1
                 }
             }
         }
@@ -115,7 +116,7 @@ final class Runner {
 
         let report = BenchReport(date: ISO8601DateFormatter().string(from: Date()),
                                  command: (["diptych", "bench"] + arguments).joined(separator: " "),
-                                 machine: machine, results: results)
+                                 machine: machine, results: results, concurrency: concurrency.isEmpty ? nil : concurrency)
         print(Report.markdown(report))
         if let path = options.json {
             let enc = JSONEncoder()
@@ -124,6 +125,7 @@ final class Runner {
                 note("cannot write \(path): \(error)"); failures += 1
             }
         }
+        if concurrency.contains(where: { $0.maxRealtimePairs == 0 && $0.runner == "diptych" }) { failures += 1 }
         if let path = options.chart, !results.isEmpty {
             do { try Report.svg(report).write(toFile: path, atomically: true, encoding: .utf8) } catch {
                 note("cannot write \(path): \(error)"); failures += 1
@@ -139,5 +141,48 @@ final class Runner {
             }
         }
         return failures == 0 ? 0 : 1
+    }
+
+    /// The end-to-end input files for `size` (made once), or nil after noting why not.
+    func inputs(_ stage: EndToEndStage, _ size: PixelSize) -> EndToEndStage.Inputs? {
+        progress("end to end: inputs \(size)")
+        do { return try stage.inputs(canvas: size) } catch {
+            failures += 1
+            note("inputs for \(size): \(error)")
+            return nil
+        }
+    }
+
+    /// The runners `--pairs` times.
+    var pairRunnerNames: [String] {
+        options.pairRunners ?? (options.peers.contains(.ffmpeg) ? PairRunners.names : ["diptych"])
+    }
+
+    /// `--pairs`: for each size, layout and preset, ours and FFmpeg's configurations, N takes at once.
+    func runPairs() -> [ConcurrencyResult] {
+        var out: [ConcurrencyResult] = []
+        let inputStage = EndToEndStage(options: options, log: { [unowned self] in self.note($0) })
+        let stage = ConcurrencyStage(options: options, log: { [unowned self] in self.note($0) })
+        if options.peers.contains(.gstreamer) { note("--pairs runs FFmpeg as the peer (GStreamer is timed one pair at a time)") }
+        for size in options.e2eSizes {
+            guard let inputs = inputs(inputStage, size) else {
+                done += options.e2eLayouts.count * options.presets.count * pairRunnerNames.count
+                continue
+            }
+            for layout in options.e2eLayouts {
+                for preset in options.presets {
+                    var o = options
+                    o.preset = preset
+                    let peers = Peers(options: o)
+                    let c = PairCase(layout: layout, inputs: inputs, preset: preset, bitrate: options.bitrate, gop: 60,
+                                     gpu: options.gpu, workDir: options.workDir)
+                    for r in PairRunners.all(peers) where pairRunnerNames.contains(r.name) {
+                        out.append(stage.measure(r, c, progress: { [unowned self] in self.progress($0) }))
+                        done += 1
+                    }
+                }
+            }
+        }
+        return out
     }
 }

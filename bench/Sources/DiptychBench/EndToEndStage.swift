@@ -34,23 +34,30 @@ struct EndToEndStage {
         let s = "\(options.workDir)/secondary-\(Self.secondarySize)-30-\(tag).mp4"
         let frames = Int((d * 60).rounded())
         var note: String?
-        for (path, size, fps, pattern) in [(p, canvas, 60, "testsrc2"), (s, Self.secondarySize, 30, "testsrc")]
+        for (path, size, fps, pattern) in [(p, canvas, 60, Self.patterns.primary), (s, Self.secondarySize, 30, Self.patterns.secondary)]
             where !FileManager.default.fileExists(atPath: path) {
             log("making \(path)")
             if let ffmpeg = Tools.find("ffmpeg") {
-                let r = Tools.run(ffmpeg, ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi",
-                                           "-i", "\(pattern)=size=\(size.width)x\(size.height):rate=\(fps)", "-t", "\(d)",
-                                           "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-g", "\(fps)",
-                                           "-pix_fmt", "yuv420p", path + ".partial.mp4"])
+                let r = Tools.run(ffmpeg, Self.inputArguments(pattern: pattern, size: size, fps: fps, duration: d, out: path + ".partial.mp4"))
                 guard r.status == 0 else { throw BenchRunError("ffmpeg could not make \(path): \(r.stderrTail)") }
                 try FileManager.default.moveItem(atPath: path + ".partial.mp4", toPath: path)
             } else {
                 note = "inputs made with Diptych's test patterns (no ffmpeg CLI): still pictures decode faster than camera video"
-                try Self.writePattern(path, size: size, fps: fps, duration: d, pattern: pattern == "testsrc2" ? "smpte" : "counter")
+                try Self.writePattern(path, size: size, fps: fps, duration: d, pattern: pattern == Self.patterns.primary ? "smpte" : "counter")
             }
         }
         return Inputs(primary: p, secondary: s, primarySize: canvas, secondarySize: Self.secondarySize, frames: frames, note: note)
     }
+
+    /// The ffmpeg command line that makes one input file.
+    static func inputArguments(pattern: String, size: PixelSize, fps: Int, duration: Double, out: String) -> [String] {
+        ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi",
+         "-i", "\(pattern)=size=\(size.width)x\(size.height):rate=\(fps)", "-t", "\(duration)",
+         "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-g", "\(fps)", "-pix_fmt", "yuv420p", out]
+    }
+
+    /// The lavfi sources of the primary and the secondary.
+    static let patterns = (primary: "testsrc2", secondary: "testsrc")
 
     static func writePattern(_ path: String, size: PixelSize, fps: Int, duration: Double, pattern: String) throws {
         let rate = FrameRate(Int32(fps))
@@ -82,6 +89,7 @@ struct EndToEndStage {
                             input: "h264 yuv420p files", frames: summary.frames, seconds: seconds,
                             fps: Double(summary.frames) / seconds, realtime60: Double(summary.frames) / seconds / 60,
                             cpuMsPerFrame: cpu * 1000 / Double(max(summary.frames, 1)))
+        r.preset = options.preset
         if summary.frames != inputs.frames {
             r.notes.append("wrote \(summary.frames) frames, expected \(inputs.frames)")
         }
@@ -97,8 +105,14 @@ struct BenchRunError: Error, CustomStringConvertible {
 
 /// External programs: lookup on PATH, run with captured output and child CPU time.
 enum Tools {
+    /// The program beside the running executable (a self-contained install's
+    /// bin/ holds its own ffmpeg), else the first on PATH.
     static func find(_ name: String) -> String? {
-        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+        var dirs = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            dirs.insert((exe as NSString).deletingLastPathComponent, at: 0)
+        }
+        for dir in dirs {
             let p = "\(dir)/\(name)"
             if FileManager.default.isExecutableFile(atPath: p) { return p }
         }

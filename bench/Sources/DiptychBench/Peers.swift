@@ -11,11 +11,10 @@ import Foundation
 /// so the secondary branch gets `fps=60` and the output `-r 60`; `overlay`
 /// already follows its main input. GStreamer's secondary goes through
 /// `videorate` to 60 fps and the compositor's output caps say 60/1. Every
-/// peer's output frame count is checked (ffprobe) against the primary's.
+/// peer's output frame count is checked (its packets, read with libavformat) against the primary's.
 struct Peers {
     let options: BenchOptions
     let ffmpeg = Tools.find("ffmpeg")
-    let ffprobe = Tools.find("ffprobe")
     let gst = Tools.find("gst-launch-1.0")
 
     func run(_ peer: BenchPeer, layout: LayoutKind, inputs: EndToEndStage.Inputs, ours: Double) -> PeerResult {
@@ -48,7 +47,7 @@ struct Peers {
             result.ratio = ours / (Double(frames) / r.seconds)
             if frames != inputs.frames { result.note = "wrote \(frames) frames, expected \(inputs.frames) (not comparable)" }
         } else {
-            result.note = "could not count the output's frames (no ffprobe)"
+            result.note = "could not read the output's video track"
         }
         return result
     }
@@ -100,6 +99,59 @@ struct Peers {
         return args
     }
 
+    /// The PiP case with NVDEC: both inputs decoded to CUDA frames, the
+    /// secondary scaled by `scale_cuda` (cropped on the CPU only when the plan
+    /// crops it, mirrored on the CPU: there is no CUDA `hflip`). `gpuOverlay`:
+    /// the inset uploaded again, `overlay_cuda` onto the primary, `hwdownload`
+    /// to NV12; else both downloaded and `overlay` on the CPU. Then libx264.
+    func ffmpegCUDAArguments(plan: CompositionPlan, inputs: EndToEndStage.Inputs, out: String, gpuOverlay: Bool = true) -> [String] {
+        let inset = plan.draws.first { $0.role == .secondary }!
+        let d = inset.destination
+        let c = Self.crop(inset, source: inputs.secondarySize)
+        let cropped = c.x != 0 || c.y != 0 || c.w != inputs.secondarySize.width || c.h != inputs.secondarySize.height
+        var secondary: [String]
+        if cropped {
+            secondary = ["hwdownload", "format=nv12", "crop=\(c.w):\(c.h):\(c.x):\(c.y)", "scale=\(d.width):\(d.height):flags=bilinear"]
+        } else {
+            secondary = ["scale_cuda=\(d.width):\(d.height):interp_algo=bilinear", "hwdownload", "format=nv12"]
+        }
+        if inset.orientation.mirrored { secondary.append("hflip") }
+        let graph: String
+        if gpuOverlay {
+            graph = "[1:v]\((secondary + ["hwupload"]).joined(separator: ","))[s];"
+                + "[0:v][s]overlay_cuda=x=\(d.x):y=\(d.y):eof_action=repeat,hwdownload,format=nv12[v]"
+        } else {
+            graph = "[0:v]hwdownload,format=nv12[p];[1:v]\(secondary.joined(separator: ","))[s];"
+                + "[p][s]overlay=x=\(d.x):y=\(d.y):eof_action=repeat[v]"
+        }
+        let hw = ["-hwaccel", "cuda", "-hwaccel_device", "cu", "-hwaccel_output_format", "cuda"]
+        return ["-hide_banner", "-loglevel", "error", "-y", "-init_hw_device", "cuda=cu:0", "-filter_hw_device", "cu"]
+            + hw + ["-i", inputs.primary] + hw + ["-i", inputs.secondary]
+            + ["-filter_complex", graph, "-map", "[v]", "-an",
+               "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "60", "-bf", "0",
+               "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", out]
+    }
+
+    /// Why an NVDEC command line cannot run here (no ffmpeg, no CUDA filters,
+    /// no CUDA device, or it fails or hangs), found by running it on the
+    /// first 30 frames (stopped after 20 s); nil when it works.
+    func cudaProblem(_ arguments: [String], workDir: String) -> String? {
+        guard let ffmpeg else { return "ffmpeg not installed" }
+        let filters = Tools.run(ffmpeg, ["-hide_banner", "-filters"]).stdout
+        for f in ["overlay_cuda", "scale_cuda", "hwupload", "hwdownload"] where !filters.contains(" \(f) ") {
+            return "this ffmpeg lacks the \(f) filter"
+        }
+        let out = workDir + "/nvdec-check.mp4"
+        var args = arguments
+        args[args.count - 1] = out
+        args.insert(contentsOf: ["-frames:v", "30"], at: args.count - 3)
+        defer { for f in [out, out + ".out", out + ".err"] { try? FileManager.default.removeItem(atPath: f) } }
+        let cmd = ChildCommand(executable: ffmpeg, arguments: args, stdoutPath: out + ".out", stderrPath: out + ".err")
+        guard let r = (try? ChildGroup.run([cmd], deadline: 20))?.first else { return "cannot start ffmpeg" }
+        if r.killed { return "30 frames took over 20 s (stopped): \(r.stderrTail)" }
+        return r.status == 0 ? nil : "failed (exit \(r.status)): \(r.stderrTail)"
+    }
+
     func gstArguments(plan: CompositionPlan, inputs: EndToEndStage.Inputs, out: String) -> [String] {
         let W = plan.canvas.width, H = plan.canvas.height
         var a = ["-q", "-e", "compositor", "name=c", "background=black"]
@@ -127,12 +179,9 @@ struct Peers {
         return a
     }
 
-    /// Video frames in a file (ffprobe's packet count).
+    /// Video frames in a file (its packets, read with libavformat).
     func countFrames(_ path: String) -> Int? {
-        guard let ffprobe else { return nil }
-        let r = Tools.run(ffprobe, ["-v", "error", "-select_streams", "v:0", "-count_packets", "-show_entries",
-                                    "stream=nb_read_packets", "-of", "csv=p=0", path])
-        return Int(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        VideoTrackCount.of(path)?.frames
     }
 
     func versions() -> (ffmpeg: String?, gstreamer: String?) {

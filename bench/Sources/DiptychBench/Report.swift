@@ -37,7 +37,58 @@ enum Report {
         s += "CPU ms/frame: user + system time of all threads (ours) or of the peer process, per output frame. "
         s += "Peers write the same frame count as ours (one output frame per primary frame, 60 fps): "
         s += "the secondary branch of `hstack`/`vstack` gets `fps=60` and the output `-r 60` (without them FFmpeg writes "
-        s += "153,599 frames at 15360 fps for a 10 s take); GStreamer's secondary goes through `videorate`; counts are checked with ffprobe.\n"
+        s += "153,599 frames at 15360 fps for a 10 s take); GStreamer's secondary goes through `videorate`; counts are checked (the outputs' packets, read with libavformat).\n"
+        if !notes.isEmpty { s += "\nNotes:\n" + notes.map { "- \($0)" }.joined(separator: "\n") + "\n" }
+        if let c = report.concurrency { s += "\n" + pairs(c) }
+        return s
+    }
+
+    /// `--pairs`: the largest real-time count per runner and preset, what one
+    /// frame costs there, every trial, and ours against FFmpeg's best.
+    static func pairs(_ results: [ConcurrencyResult]) -> String {
+        var s = "### Takes at once\n\n"
+        s += "| preset | runner | real-time pairs | slowest take there | CPU s/frame (1 pair · there) | CPU busy there | GPU ms/frame · GPU % · NVDEC % there | peak MiB/take · growth | trials (pairs: slowest ×) |\n"
+        s += "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- |\n"
+        for r in results {
+            let b = r.best
+            let trials = r.trials.map { "\($0.pairs): \($0.slowest.map { f($0, 2) } ?? "<1")\($0.realtime ? "" : "✗")" }.joined(separator: ", ")
+            let gpu = b.map { "\(f($0.gpuMsPerFrame, 3)) · \(f($0.gpuBusyPercent, 0)) · \(f($0.decoderBusyPercent, 0))" } ?? "–"
+            let mem = b.map { "\(f($0.peakMiBPerTake, 0)) · \(f($0.rssGrowthMiB, 1))" } ?? "–"
+            let pairsText = r.note != nil && r.trials.isEmpty ? "skipped" : r.maxRealtimePairs.map(String.init) ?? "–"
+            s += "| \(r.preset) | \(r.runner) | \(pairsText) | \(f(b?.slowest, 2)) | \(f(r.single?.cpuSecondsPerFrame, 4)) · \(f(b?.cpuSecondsPerFrame, 4)) "
+            s += "| \(b.map { f($0.cpuBusy * 100, 0) + " %" } ?? "–") | \(gpu) | \(mem) | \(trials) |\n"
+        }
+        for preset in Array(Set(results.map(\.preset))).sorted() {
+            let here = results.filter { $0.preset == preset }
+            guard let ours = here.first(where: { $0.runner == "diptych" }), let n = ours.maxRealtimePairs else { continue }
+            let peers = here.filter { $0.runner != "diptych" && ($0.maxRealtimePairs ?? 0) > 0 }
+            guard let best = peers.max(by: { a, b in
+                (a.maxRealtimePairs!, -(a.best?.cpuSecondsPerFrame ?? .infinity)) < (b.maxRealtimePairs!, -(b.best?.cpuSecondsPerFrame ?? .infinity))
+            }) else { continue }
+            s += "\n\(preset): diptych \(n) real-time pairs, FFmpeg's best (\(best.runner)) \(best.maxRealtimePairs!): "
+            s += "\(f(Double(n) / Double(best.maxRealtimePairs!), 2))× as many"
+            if let a = ours.single?.cpuSecondsPerFrame, let b = best.single?.cpuSecondsPerFrame {
+                s += "; CPU s/frame at 1 pair \(f(a / b, 2))× FFmpeg's"
+            }
+            if let a = ours.best?.cpuSecondsPerFrame, let b = best.best?.cpuSecondsPerFrame {
+                s += ", at each one's largest count \(f(a / b, 2))×"
+            }
+            s += ".\n"
+        }
+        var notes: [String] = []
+        for r in results {
+            if let n = r.note { notes.append("\(r.runner) \(r.preset): \(n)") }
+            for t in r.trials { for n in t.notes { notes.append("\(r.runner) \(r.preset) \(t.pairs) at once: \(n)") } }
+        }
+        s += "\nEach take: \(results.first.map { "\($0.layout), \($0.canvas) 60 fps primary + \($0.secondary) 30 fps secondary, \(f($0.contentSeconds, 1)) s" } ?? ""), "
+        s += "same preset, bitrate, keyframe interval (1 s) and geometry for every runner. Real time: every take of the trial "
+        s += "finished at ≥ \(f(results.first?.minSpeed, 2))× (its content seconds ÷ its wall seconds from start to exit) and wrote exactly the primary's "
+        s += "frames and duration (read back with libavformat); a take still running after its content length is stopped (✗). "
+        s += "CPU s/frame: user + system time of all takes ÷ output frames. GPU: nvidia-smi's utilization over the trial "
+        s += "(GPU ms/frame = busy fraction × wall ÷ frames). Peak MiB: the largest peak RSS of one take; growth: its RSS "
+        s += "over the last fifth minus the second fifth of the take.\n\n"
+        var shown = Set<String>()
+        for r in results where shown.insert(r.runner).inserted { s += "- \(r.runner) (\(r.summary), \(r.preset)): `\(r.command)`\n" }
         if !notes.isEmpty { s += "\nNotes:\n" + notes.map { "- \($0)" }.joined(separator: "\n") + "\n" }
         return s
     }

@@ -26,6 +26,22 @@ import Testing
         #expect(try BenchOptions.parse(["--help"]) == nil)
     }
 
+    @Test func pairsAndPresets() throws {
+        let o = try #require(try BenchOptions.parse(["--stages", "e2e", "--pairs", "24", "--preset", "ultrafast,veryfast"]))
+        #expect(o.pairs == .search(max: 24) && o.e2eLayouts == [.pip] && o.e2eSizes == [.hd1080])
+        #expect(o.presets == ["ultrafast", "veryfast"] && o.preset == "ultrafast" && o.minSpeed == 1)
+        let l = try #require(try BenchOptions.parse(["--pairs", "8,2,4,2", "--layouts", "side-by-side", "--min-speed", "0.5"]))
+        #expect(l.pairs == .counts([2, 4, 8]) && l.e2eLayouts == [.sideBySide] && l.minSpeed == 0.5)
+        #expect(try BenchOptions.parse([])?.pairs == nil)
+        #expect(try BenchOptions.parse(["--pair-runners", "diptych,ffmpeg-nvdec"])?.pairRunners == ["diptych", "ffmpeg-nvdec"])
+    }
+
+    @Test(arguments: [["--pairs", "0"], ["--pairs", "x"], ["--pairs", "2,,3"], ["--pairs", "999"], ["--min-speed", "0"],
+                      ["--preset", "ultrafast,warp"], ["--pair-runners", "vlc"]])
+    func badPairFlags(_ args: [String]) {
+        #expect(throws: BenchUsageError.self) { _ = try BenchOptions.parse(args) }
+    }
+
     @Test(arguments: [["--layouts", "diagonal"], ["--sizes", "721x480"], ["--formats", "yuyv"], ["--frames", "0"],
                       ["--frames"], ["--stages", "render"], ["--peers", "vlc"], ["--preset", "warp"], ["--bogus"],
                       ["--duration", "-1"], ["--gpu", "nowhere"]])

@@ -1,0 +1,138 @@
+import DiptychCore
+import Foundation
+
+/// One concurrent case: the inputs, the layout and the encoder settings every take uses.
+struct PairCase: Sendable {
+    var layout: LayoutKind
+    var inputs: EndToEndStage.Inputs
+    var preset: String
+    var bitrate: Int
+    /// Keyframe interval in frames (one a second at 60 fps).
+    var gop: Int
+    var gpu: String
+    var workDir: String
+    /// Seconds of output each take writes (the primary's length).
+    var contentSeconds: Double { Double(inputs.frames) / 60 }
+}
+
+/// How one take of a concurrent trial went.
+struct TakeOutcome: Sendable {
+    var output: String
+    /// Wall seconds from its start to its end; nil when it did not finish in time or failed.
+    var seconds: Double?
+    var cpuSeconds: Double
+    var peakRSSMiB: Double
+    var rssGrowthMiB: Double?
+    /// Resident memory sampled while it ran (`ChildGroup.sampleInterval`).
+    var rssSamplesMiB: [Double] = []
+    var failure: String?
+}
+
+/// Runs N takes of one case at once. Every runner here starts N processes;
+/// a runner holding N takes in one server process plugs in the same way,
+/// returning one outcome per take (CPU and memory then shared out per take).
+protocol PairRunner: Sendable {
+    /// `diptych`, `ffmpeg`, `ffmpeg-nvdec`.
+    var name: String { get }
+    /// What it runs, in a few words (the report's legend).
+    var summary: String { get }
+    /// One take's command line, for the report.
+    func command(for c: PairCase, output: String) -> String
+    /// Why it cannot run here (missing program, no CUDA), or nil.
+    func unavailable(for c: PairCase) -> String?
+    /// Starts `pairs` takes at once; takes still running after `deadline` seconds are stopped.
+    func run(pairs: Int, case c: PairCase, outputs: [String], deadline: Double) throws -> [TakeOutcome]
+}
+
+/// N processes of one program, one take each.
+struct ProcessPairRunner: PairRunner {
+    let name: String
+    let summary: String
+    let executable: String?
+    let missing: String
+    let arguments: @Sendable (PairCase, String) -> [String]
+    var check: @Sendable (PairCase) -> String? = { _ in nil }
+
+    func command(for c: PairCase, output: String) -> String {
+        ChildCommand(executable: executable ?? name, arguments: arguments(c, output), stdoutPath: "", stderrPath: "").shown
+    }
+
+    func unavailable(for c: PairCase) -> String? {
+        executable == nil ? missing : check(c)
+    }
+
+    func run(pairs: Int, case c: PairCase, outputs: [String], deadline: Double) throws -> [TakeOutcome] {
+        guard let executable else { throw BenchRunError(missing) }
+        let commands = outputs.map { out in
+            ChildCommand(executable: executable, arguments: arguments(c, out), stdoutPath: out + ".stdout", stderrPath: out + ".stderr")
+        }
+        let ends: [ChildOutcome]
+        do throws(ChildGroup.SpawnError) { ends = try ChildGroup.run(commands, deadline: deadline) } catch {
+            throw BenchRunError(error.description)
+        }
+        defer { for out in outputs { try? FileManager.default.removeItem(atPath: out + ".stdout"); try? FileManager.default.removeItem(atPath: out + ".stderr") } }
+        return zip(outputs, ends).map { out, e in
+            let said = e.stderrTail.isEmpty ? "" : " (\(e.stderrTail))"
+            let failure: String? = e.killed ? "still running after \(String(format: "%.1f", deadline)) s" + said
+                : e.status != 0 ? "exit \(e.status)" + said : nil
+            return TakeOutcome(output: out, seconds: failure == nil ? e.seconds : nil, cpuSeconds: e.cpuSeconds,
+                               peakRSSMiB: e.peakRSSMiB, rssGrowthMiB: e.rssGrowthMiB, rssSamplesMiB: e.rssSamples, failure: failure)
+        }
+    }
+}
+
+enum PairRunners {
+    /// The `diptych` executable running this benchmark (or the one beside it / on PATH).
+    static func diptychExecutable() -> String? {
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            if (exe as NSString).lastPathComponent == "diptych" { return exe }
+            let beside = ((exe as NSString).deletingLastPathComponent as NSString).appendingPathComponent("diptych")
+            if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        }
+        return Tools.find("diptych")
+    }
+
+    /// `diptych record`, one process per take, with the CLI's defaults for the layout.
+    static func diptych() -> ProcessPairRunner {
+        ProcessPairRunner(name: "diptych", summary: "diptych record: decode, GPU composite, libx264, fragmented MP4",
+                          executable: diptychExecutable(), missing: "the diptych executable was not found") { c, out in
+            ["record", "--primary", c.inputs.primary, "--secondary", c.inputs.secondary, "--layout", c.layout.rawValue,
+             "--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(Double(c.gop) / 60)",
+             "--audio", "none", "--gpu", c.gpu, "--out", out, "--json"]
+        }
+    }
+
+    /// FFmpeg on the CPU: software decode, `overlay`/`hstack`/`vstack`, libx264.
+    static func ffmpeg(_ peers: Peers) -> ProcessPairRunner {
+        ProcessPairRunner(name: "ffmpeg", summary: "ffmpeg: CPU decode, CPU filters, libx264",
+                          executable: peers.ffmpeg, missing: "ffmpeg not installed") { c, out in
+            let plan = CompositeStage.plan(c.layout, canvas: c.inputs.primarySize, primary: c.inputs.primarySize, secondary: c.inputs.secondarySize)
+            return peers.ffmpegArguments(layout: c.layout, plan: plan, inputs: c.inputs, out: out)
+        }
+    }
+
+    /// FFmpeg with NVDEC: CUDA decode, then `scale_cuda` + `overlay_cuda` and
+    /// `hwdownload` (`gpuOverlay`), or `hwdownload` and the CPU's `overlay`; libx264 (PiP only).
+    static func ffmpegNVDEC(_ peers: Peers, gpuOverlay: Bool) -> ProcessPairRunner {
+        @Sendable func args(_ c: PairCase, _ out: String) -> [String] {
+            let plan = CompositeStage.plan(c.layout, canvas: c.inputs.primarySize, primary: c.inputs.primarySize, secondary: c.inputs.secondarySize)
+            return peers.ffmpegCUDAArguments(plan: plan, inputs: c.inputs, out: out, gpuOverlay: gpuOverlay)
+        }
+        var r = ProcessPairRunner(name: gpuOverlay ? "ffmpeg-nvdec" : "ffmpeg-nvdec-cpu-overlay",
+                                  summary: gpuOverlay ? "ffmpeg: NVDEC decode, overlay_cuda, hwdownload, libx264"
+                                                      : "ffmpeg: NVDEC decode, hwdownload, CPU overlay, libx264",
+                                  executable: peers.ffmpeg, missing: "ffmpeg not installed", arguments: args)
+        r.check = { c in
+            guard c.layout == .pip else { return "the NVDEC configurations are PiP only" }
+            return peers.cudaProblem(args(c, "check.mp4"), workDir: c.workDir)
+        }
+        return r
+    }
+
+    /// Every runner `--pairs` knows, by name.
+    static let names = ["diptych", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"]
+
+    static func all(_ peers: Peers) -> [PairRunner] {
+        [diptych(), ffmpeg(peers), ffmpegNVDEC(peers, gpuOverlay: true), ffmpegNVDEC(peers, gpuOverlay: false)]
+    }
+}
