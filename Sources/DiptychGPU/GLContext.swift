@@ -134,6 +134,10 @@ final class GLContext {
         }
         var caps = GPUCapabilities(egl: eglExt, gl: glExt)
         caps.robustContext = robust
+        var major: GLint = 0, minor: GLint = 0
+        glGetIntegerv(GLenum(GL_MAJOR_VERSION), &major)
+        glGetIntegerv(GLenum(GL_MINOR_VERSION), &minor)
+        caps.computeShaders = major > 3 || (major == 3 && minor >= 1)
         let renderer = glString(GL.renderer)
         var maxTexture: GLint = 0
         glGetIntegerv(GL.maxTextureSize, &maxTexture)

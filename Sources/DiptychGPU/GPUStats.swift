@@ -25,6 +25,10 @@ public struct GPUStats: Hashable, Sendable, Codable {
     public var nv12 = GPUPassStats()
     public var framesRendered = 0
     public var framesDelivered = 0
+    /// Frames rendered by one compute pass (composite and NV12 together).
+    public var framesCompute = 0
+    /// Frames rendered by the fragment passes (composite, then NV12).
+    public var framesFragment = 0
     /// Frames that took the direct-copy path (planes copied, only the region above them rendered).
     public var framesDirect = 0
     /// Direct-copy frames whose rendered region was reused from an earlier frame (same uploads, nothing beneath showing).

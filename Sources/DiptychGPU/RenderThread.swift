@@ -1,13 +1,22 @@
+import CGLES
 import Foundation
 
 /// A dedicated thread that owns the GL context: every GL call runs here.
 /// `sync` blocks the caller until the work has run; `async` queues work (used
 /// for releases that happen on other threads). Thread-safe.
+///
+/// Work queued by several compositors sharing the context runs back to back
+/// in one wake-up, and fenced work is flushed to the GPU once the queue is
+/// empty (or every `flushInterval`), not once per call.
 final class RenderThread: @unchecked Sendable {
     private let condition = NSCondition()
     private var queue: [@Sendable () -> Void] = []
     private var stopped = false
     private var thread: Thread?
+    /// Render thread only: a fence was inserted since the last glFlush.
+    private var flushWanted = false
+    private var lastFlush: UInt64 = 0
+    static let flushInterval: UInt64 = 250_000   // ns
     nonisolated(unsafe) private static var currentKey = pthread_key_t()
     private static let keyOnce: Void = { pthread_key_create(&currentKey, nil) }()
 
@@ -34,8 +43,24 @@ final class RenderThread: @unchecked Sendable {
             let work = queue.removeFirst()
             condition.unlock()
             work()
+            if flushWanted {
+                condition.lock(); let idle = queue.isEmpty; condition.unlock()
+                let now = DispatchTime.now().uptimeNanoseconds
+                if idle || now - lastFlush >= RenderThread.flushInterval {
+                    glFlush()
+                    flushWanted = false
+                    lastFlush = now
+                }
+            }
         }
         condition.lock(); thread = nil; condition.broadcast(); condition.unlock()
+    }
+
+    /// On a render thread: flush the context once the queued work is done
+    /// (fences must reach the GPU before anyone can see them signal).
+    static func requestFlush() {
+        guard let p = pthread_getspecific(currentKey) else { return }
+        Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue().flushWanted = true
     }
 
     /// Queues `work`; it runs after everything queued before it.

@@ -1,0 +1,151 @@
+#version 310 es
+// The whole composite of one output frame and its NV12 conversion in one
+// compute pass. Each invocation shades a 4×2 block of canvas pixels: the
+// background, then every draw of the plan in order (the same sampling, mask
+// and premultiplied blending as composite.frag, each blend rounded to 8 bits
+// as the fragment path's RGBA8 target rounds it), and writes the block's two
+// Y words and its interleaved UV word (U V U V of the 2×2 averages, as
+// nv12.frag) into the output's NV12 storage buffer: GLES has no r8/rg8 image
+// format, so four bytes go into each uint. Variants (#define prelude):
+// WRITE_NV12 (the storage buffer), WRITE_RGBA (the RGBA render target, for
+// preview and export), either or both.
+precision highp float;
+precision highp int;
+precision highp sampler2D;
+
+layout(local_size_x = 16, local_size_y = 8) in;
+
+#define MAX_DRAWS 16
+
+// std140, every member a vec4 (the Swift side writes 10 vec4 per draw).
+struct Draw {
+    vec4 dest;         // x, y, width, height (canvas pixels)
+    vec4 texST;        // texture coordinate from local (s, t): column s (xy), column t (zw)
+    vec4 texOrigin;    // texture coordinate of local (0, 0) (xy)
+    vec4 style;        // opacity, corner radius, border width (canvas pixels)
+    vec4 borderColor;  // straight alpha
+    vec4 yuvToRgb0;    // columns of the YUV → RGB matrix, applied to (yuv - yuvOffset)
+    vec4 yuvToRgb1;
+    vec4 yuvToRgb2;
+    vec4 yuvOffset;
+    ivec4 mode;        // source (0 primary, 1 secondary), input (0 RGB, 1 NV12, 2 I420), nearest, masked
+};
+
+// One block per frame, an array indexed by draw: every draw keeps its own parameters.
+layout(std140, binding = 0) uniform Frame {
+    vec4 background;   // premultiplied
+    vec4 yCoef;        // Y = dot(yCoef, rgb) + offsets.x
+    vec4 uCoef;
+    vec4 vCoef;
+    vec4 offsets;
+    ivec4 canvas;      // width, height, uint words per NV12 row, draw count
+    Draw draws[MAX_DRAWS];
+};
+
+layout(binding = 0) uniform sampler2D u_s0p0;
+layout(binding = 1) uniform sampler2D u_s0p1;
+layout(binding = 2) uniform sampler2D u_s0p2;
+layout(binding = 3) uniform sampler2D u_s1p0;
+layout(binding = 4) uniform sampler2D u_s1p1;
+layout(binding = 5) uniform sampler2D u_s1p2;
+
+#ifdef WRITE_NV12
+layout(std430, binding = 0) writeonly buffer NV12 { uint nv12[]; };
+#endif
+#ifdef WRITE_RGBA
+layout(rgba8, binding = 0) writeonly uniform highp image2D u_rgba;
+#endif
+
+vec4 tap(sampler2D s, vec2 tc, bool nearest) {
+    if (nearest) {
+        ivec2 size = textureSize(s, 0);
+        return texelFetch(s, clamp(ivec2(floor(tc * vec2(size))), ivec2(0), size - ivec2(1)), 0);
+    }
+    return textureLod(s, tc, 0.0);
+}
+
+vec3 picture(int i, vec2 tc) {
+    ivec4 mode = draws[i].mode;
+    bool nearest = mode.z != 0;
+    vec4 a, b = vec4(0.0), c = vec4(0.0);
+    if (mode.x == 0) {
+        a = tap(u_s0p0, tc, nearest);
+        if (mode.y != 0) b = tap(u_s0p1, tc, nearest);
+        if (mode.y == 2) c = tap(u_s0p2, tc, nearest);
+    } else {
+        a = tap(u_s1p0, tc, nearest);
+        if (mode.y != 0) b = tap(u_s1p1, tc, nearest);
+        if (mode.y == 2) c = tap(u_s1p2, tc, nearest);
+    }
+    if (mode.y == 0) return a.rgb;
+    vec3 yuv = mode.y == 1 ? vec3(a.r, b.rg) : vec3(a.r, b.r, c.r);
+    mat3 m = mat3(draws[i].yuvToRgb0.xyz, draws[i].yuvToRgb1.xyz, draws[i].yuvToRgb2.xyz);
+    return clamp(m * (yuv - draws[i].yuvOffset.xyz), 0.0, 1.0);
+}
+
+vec4 quantize(vec4 c) { return floor(clamp(c, 0.0, 1.0) * 255.0 + 0.5) / 255.0; }
+
+// Canvas pixel p after every draw, premultiplied, rounded to 8 bits.
+vec4 shade(ivec2 p) {
+    vec2 pc = vec2(p) + 0.5;
+    vec4 c = quantize(background);
+    for (int i = 0; i < canvas.w; i++) {
+        vec4 dest = draws[i].dest;
+        if (pc.x < dest.x || pc.y < dest.y || pc.x >= dest.x + dest.z || pc.y >= dest.y + dest.w) continue;
+        vec2 local = pc - dest.xy;
+        vec2 st = local / dest.zw;
+        vec2 tc = mat2(draws[i].texST.xy, draws[i].texST.zw) * st + draws[i].texOrigin.xy;
+        vec3 color = picture(i, tc);
+        vec4 style = draws[i].style;
+        float alpha = style.x;
+        if (draws[i].mode.w != 0) {
+            // Signed distance to the rounded rectangle (negative inside), as composite.frag.
+            vec2 half_size = 0.5 * dest.zw;
+            float r = min(style.y, min(half_size.x, half_size.y));
+            vec2 q = abs(local - half_size) - (half_size - vec2(r));
+            float d = length(max(q, 0.0)) + min(max(q.x, q.y), 0.0) - r;
+            float coverage = clamp(0.5 - d, 0.0, 1.0);
+            if (style.z > 0.0) {
+                float inner = clamp(0.5 - (d + style.z), 0.0, 1.0);
+                vec4 bc = draws[i].borderColor;
+                color = mix(bc.rgb, color, inner);
+                alpha *= mix(bc.a, 1.0, inner);
+            }
+            alpha *= coverage;
+        }
+        c = quantize(vec4(color * alpha, alpha) + c * (1.0 - alpha));
+    }
+    return c;
+}
+
+uint pack4(vec4 v) {
+    uvec4 u = uvec4(clamp(v, 0.0, 1.0) * 255.0 + 0.5);
+    return u.x | (u.y << 8) | (u.z << 16) | (u.w << 24);
+}
+
+void main() {
+    ivec2 b = ivec2(gl_GlobalInvocationID.xy);
+    int W = canvas.x, H = canvas.y, words = canvas.z;
+    if (b.x >= words || 2 * b.y >= H) return;
+    vec4 px[8];
+    for (int j = 0; j < 2; j++) {
+        for (int i = 0; i < 4; i++) {
+            int x = 4 * b.x + i, y = 2 * b.y + j;
+            px[4 * j + i] = shade(ivec2(min(x, W - 1), y));
+#ifdef WRITE_RGBA
+            if (x < W) imageStore(u_rgba, ivec2(x, y), px[4 * j + i]);
+#endif
+        }
+    }
+#ifdef WRITE_NV12
+    for (int j = 0; j < 2; j++) {
+        vec4 y4 = vec4(dot(yCoef.rgb, px[4 * j].rgb), dot(yCoef.rgb, px[4 * j + 1].rgb),
+                       dot(yCoef.rgb, px[4 * j + 2].rgb), dot(yCoef.rgb, px[4 * j + 3].rgb)) + offsets.x;
+        nv12[(2 * b.y + j) * words + b.x] = pack4(y4);
+    }
+    vec3 a = 0.25 * (px[0].rgb + px[1].rgb + px[4].rgb + px[5].rgb);
+    vec3 c = 0.25 * (px[2].rgb + px[3].rgb + px[6].rgb + px[7].rgb);
+    nv12[(H + b.y) * words + b.x] = pack4(vec4(dot(uCoef.rgb, a) + offsets.y, dot(vCoef.rgb, a) + offsets.z,
+                                               dot(uCoef.rgb, c) + offsets.y, dot(vCoef.rgb, c) + offsets.z));
+#endif
+}
