@@ -8,7 +8,7 @@
 // nv12.frag) into the output's NV12 storage buffer: GLES has no r8/rg8 image
 // format, so four bytes go into each uint. Variants (#define prelude):
 // WRITE_NV12 (the storage buffer), WRITE_RGBA (the RGBA render target, for
-// preview and export), either or both.
+// preview and export), either or both; DRAW_LIST, the kind of each draw.
 precision highp float;
 precision highp int;
 precision highp sampler2D;
@@ -28,7 +28,7 @@ struct Draw {
     vec4 yuvToRgb1;
     vec4 yuvToRgb2;
     vec4 yuvOffset;
-    ivec4 mode;        // source (0 primary, 1 secondary), input (0 RGB, 1 NV12, 2 I420), nearest, masked
+    ivec4 mode;        // source, input, nearest, masked (as the program's DRAW_LIST has them)
 };
 
 // One block per frame, an array indexed by draw: every draw keeps its own parameters.
@@ -64,57 +64,65 @@ vec4 tap(sampler2D s, vec2 tc, bool nearest) {
     return textureLod(s, tc, 0.0);
 }
 
-vec3 picture(int i, vec2 tc) {
-    ivec4 mode = draws[i].mode;
-    bool nearest = mode.z != 0;
-    vec4 a, b = vec4(0.0), c = vec4(0.0);
-    if (mode.x == 0) {
-        a = tap(u_s0p0, tc, nearest);
-        if (mode.y != 0) b = tap(u_s0p1, tc, nearest);
-        if (mode.y == 2) c = tap(u_s0p2, tc, nearest);
-    } else {
-        a = tap(u_s1p0, tc, nearest);
-        if (mode.y != 0) b = tap(u_s1p1, tc, nearest);
-        if (mode.y == 2) c = tap(u_s1p2, tc, nearest);
-    }
-    if (mode.y == 0) return a.rgb;
-    vec3 yuv = mode.y == 1 ? vec3(a.r, b.rg) : vec3(a.r, b.r, c.r);
+vec3 toRGB(int i, vec3 yuv) {
     mat3 m = mat3(draws[i].yuvToRgb0.xyz, draws[i].yuvToRgb1.xyz, draws[i].yuvToRgb2.xyz);
     return clamp(m * (yuv - draws[i].yuvOffset.xyz), 0.0, 1.0);
 }
 
+// The picture of source 0 (primary) or 1 (secondary); input 0 RGB, 1 NV12, 2 I420.
+#define PICTURE_BODY(p0, p1, p2) { \
+    vec4 a = tap(p0, tc, nearest); \
+    if (kind == 0) return a.rgb; \
+    vec4 b = tap(p1, tc, nearest); \
+    if (kind == 1) return toRGB(i, vec3(a.r, b.rg)); \
+    return toRGB(i, vec3(a.r, b.r, tap(p2, tc, nearest).r)); \
+}
+vec3 picture0(int i, int kind, bool nearest, vec2 tc) PICTURE_BODY(u_s0p0, u_s0p1, u_s0p2)
+vec3 picture1(int i, int kind, bool nearest, vec2 tc) PICTURE_BODY(u_s1p0, u_s1p1, u_s1p2)
+
 vec4 quantize(vec4 c) { return floor(clamp(c, 0.0, 1.0) * 255.0 + 0.5) / 255.0; }
+
+// Draw i over the pixel colour c at pixel centre pc: the draw's kind
+// (source, input, nearest, masked) is a constant of the program variant, so
+// the compiler drops every branch that does not apply.
+vec4 over(vec4 c, vec2 pc, int i, int src, int kind, bool nearest, bool masked) {
+    vec4 dest = draws[i].dest;
+    if (pc.x < dest.x || pc.y < dest.y || pc.x >= dest.x + dest.z || pc.y >= dest.y + dest.w) return c;
+    vec2 local = pc - dest.xy;
+    vec2 st = local / dest.zw;
+    vec2 tc = mat2(draws[i].texST.xy, draws[i].texST.zw) * st + draws[i].texOrigin.xy;
+    vec3 color = src == 0 ? picture0(i, kind, nearest, tc) : picture1(i, kind, nearest, tc);
+    vec4 style = draws[i].style;
+    float alpha = style.x;
+    if (masked) {
+        // Signed distance to the rounded rectangle (negative inside), as composite.frag.
+        vec2 half_size = 0.5 * dest.zw;
+        float r = min(style.y, min(half_size.x, half_size.y));
+        vec2 q = abs(local - half_size) - (half_size - vec2(r));
+        float d = length(max(q, 0.0)) + min(max(q.x, q.y), 0.0) - r;
+        float coverage = clamp(0.5 - d, 0.0, 1.0);
+        if (style.z > 0.0) {
+            float inner = clamp(0.5 - (d + style.z), 0.0, 1.0);
+            vec4 bc = draws[i].borderColor;
+            color = mix(bc.rgb, color, inner);
+            alpha *= mix(bc.a, 1.0, inner);
+        }
+        alpha *= coverage;
+    }
+    return quantize(vec4(color * alpha, alpha) + c * (1.0 - alpha));
+}
+
+// DRAW_LIST (from the prelude) is one DRAW(i, source, input, nearest, masked) per draw, in order.
+#define DRAW(i, src, kind, nearest, masked) c = over(c, pc, i, src, kind, nearest != 0, masked != 0);
+#ifndef DRAW_LIST
+#define DRAW_LIST
+#endif
 
 // Canvas pixel p after every draw, premultiplied, rounded to 8 bits.
 vec4 shade(ivec2 p) {
     vec2 pc = vec2(p) + 0.5;
     vec4 c = quantize(background);
-    for (int i = 0; i < canvas.w; i++) {
-        vec4 dest = draws[i].dest;
-        if (pc.x < dest.x || pc.y < dest.y || pc.x >= dest.x + dest.z || pc.y >= dest.y + dest.w) continue;
-        vec2 local = pc - dest.xy;
-        vec2 st = local / dest.zw;
-        vec2 tc = mat2(draws[i].texST.xy, draws[i].texST.zw) * st + draws[i].texOrigin.xy;
-        vec3 color = picture(i, tc);
-        vec4 style = draws[i].style;
-        float alpha = style.x;
-        if (draws[i].mode.w != 0) {
-            // Signed distance to the rounded rectangle (negative inside), as composite.frag.
-            vec2 half_size = 0.5 * dest.zw;
-            float r = min(style.y, min(half_size.x, half_size.y));
-            vec2 q = abs(local - half_size) - (half_size - vec2(r));
-            float d = length(max(q, 0.0)) + min(max(q.x, q.y), 0.0) - r;
-            float coverage = clamp(0.5 - d, 0.0, 1.0);
-            if (style.z > 0.0) {
-                float inner = clamp(0.5 - (d + style.z), 0.0, 1.0);
-                vec4 bc = draws[i].borderColor;
-                color = mix(bc.rgb, color, inner);
-                alpha *= mix(bc.a, 1.0, inner);
-            }
-            alpha *= coverage;
-        }
-        c = quantize(vec4(color * alpha, alpha) + c * (1.0 - alpha));
-    }
+    DRAW_LIST
     return c;
 }
 

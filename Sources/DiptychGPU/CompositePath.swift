@@ -16,7 +16,8 @@ public enum CompositePath: String, Sendable, Codable, CaseIterable, CustomString
 
 /// Which GPU pass renders a compositor's frames.
 public enum GPUPass: String, Sendable, Codable, CaseIterable {
-    /// Compute where the context offers OpenGL ES 3.1, else fragment.
+    /// Compute where a hardware GPU offers OpenGL ES 3.1, else fragment (a
+    /// software renderer such as llvmpipe rasterizes faster than it computes).
     case auto
     /// Compute; `GPUError.unsupported` on an OpenGL ES 3.0 context.
     case compute

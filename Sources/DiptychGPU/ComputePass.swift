@@ -53,7 +53,7 @@ final class ComputePass {
     /// Records the dispatch of `frame` into `out`'s NV12 buffer and/or RGBA target.
     func dispatch(_ frame: ComputeFrame, out: Output, nv12: Bool, rgba: Bool, shaders: ShaderCache, timer: PassTimer) throws(GPUError) {
         precondition(nv12 || rgba)
-        let program = try shaders.program(.compute(nv12: nv12, rgba: rgba))
+        let program = try shaders.program(.compute(nv12: nv12, rgba: rgba, drawList: ComputePass.drawList(frame)))
         encode(frame, out)
         let offset = next * slotBytes
         next = (next + 1) % slotCount
@@ -85,6 +85,21 @@ final class ComputePass {
         glActiveTexture(GL.texture0)
     }
 
+    /// The draws' kinds, compiled into the program variant (so no branch of
+    /// the shader depends on them); their parameters stay in the uniform block.
+    static func drawList(_ frame: ComputeFrame) -> String {
+        frame.draws.enumerated().map { i, e in
+            let m = mode(e.0, e.1)
+            return "DRAW(\(i), \(m.source), \(m.input), \(m.nearest), \(m.masked))"
+        }.joined(separator: " ")
+    }
+
+    static func mode(_ d: DrawDescription, _ set: TextureSet) -> (source: Int, input: Int, nearest: Int, masked: Int) {
+        (d.role == .primary ? 0 : 1, set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0,
+         DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height) ? 1 : 0,
+         d.cornerRadius > 0 || d.borderWidth > 0 ? 1 : 0)
+    }
+
     /// The frame's uniform block (std140: header, then one 10-vec4 record per draw).
     private func encode(_ frame: ComputeFrame, _ out: Output) {
         for i in words.indices { words[i] = 0 }
@@ -109,10 +124,8 @@ final class ComputePass {
             let k = YUVCoefficients(matrix: set.matrix, range: set.range)
             for col in 0..<3 { for row in 0..<3 { f(k.yuvToRGB[row][col]) }; f(0) }
             for v in k.offset { f(v) }; f(0)
-            n(d.role == .primary ? 0 : 1)
-            n(set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0)
-            n(DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height) ? 1 : 0)
-            n(d.cornerRadius > 0 || d.borderWidth > 0 ? 1 : 0)
+            let m = ComputePass.mode(d, set)
+            n(m.source); n(m.input); n(m.nearest); n(m.masked)
         }
     }
 

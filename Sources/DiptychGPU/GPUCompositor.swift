@@ -59,7 +59,7 @@ public final class GPUCompositor: @unchecked Sendable {
     ///     path within ±1 code value; the preview is then made from the NV12
     ///     frame itself). Other plans take the GPU path.
     ///   - pass: compute (one pass: composite and NV12) or fragment; `.auto`
-    ///     takes compute where the context offers OpenGL ES 3.1.
+    ///     takes compute on a hardware GPU with OpenGL ES 3.1, fragment elsewhere.
     public convenience init(selection: GPUSelection = .auto, readbackDepth: Int = 4, uploadDepth: Int? = nil,
                             directCopy: DirectCopyMode = .off, pass: GPUPass = .auto,
                             log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {

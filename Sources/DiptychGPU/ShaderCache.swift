@@ -9,14 +9,18 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
     var program: Program
     var input: Input = .rgb
     var masked: Bool = false
-    /// Compute variants: which targets the pass writes.
+    /// Compute variants: which targets the pass writes, and the kind of each
+    /// draw (`DRAW(i, source, input, nearest, masked)` per draw, in order).
     var writesNV12 = false
     var writesRGBA = false
+    var drawList = ""
 
     static func composite(_ input: Input, masked: Bool) -> ShaderKey { ShaderKey(program: .composite, input: input, masked: masked) }
     static let nv12Pack = ShaderKey(program: .nv12Pack)
     static let nv12Unpack = ShaderKey(program: .nv12Unpack)
-    static func compute(nv12: Bool, rgba: Bool) -> ShaderKey { ShaderKey(program: .compute, writesNV12: nv12, writesRGBA: rgba) }
+    static func compute(nv12: Bool, rgba: Bool, drawList: String = "") -> ShaderKey {
+        ShaderKey(program: .compute, writesNV12: nv12, writesRGBA: rgba, drawList: drawList)
+    }
 
     var vertexFile: String { program == .composite ? "quad.vert" : "fullscreen.vert" }
     var fragmentFile: String {
@@ -39,6 +43,7 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
             return s
         case .compute:
             return (writesNV12 ? "#define WRITE_NV12 1\n" : "") + (writesRGBA ? "#define WRITE_RGBA 1\n" : "")
+                + (drawList.isEmpty ? "" : "#define DRAW_LIST \(drawList)\n")
         case .nv12Pack, .nv12Unpack:
             return ""
         }
@@ -58,7 +63,7 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
     var description: String {
         switch program {
         case .composite: "composite[\(input.rawValue)\(masked ? ",masked" : "")]"
-        case .compute: "compute[\([writesNV12 ? "nv12" : nil, writesRGBA ? "rgba" : nil].compactMap { $0 }.joined(separator: ","))]"
+        case .compute: "compute[\([writesNV12 ? "nv12" : nil, writesRGBA ? "rgba" : nil].compactMap { $0 }.joined(separator: ","))]\(drawList)"
         case .nv12Pack, .nv12Unpack: program.rawValue
         }
     }

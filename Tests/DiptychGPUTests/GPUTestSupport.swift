@@ -18,7 +18,7 @@ struct RGBA8: Equatable, CustomStringConvertible {
 }
 
 func makeCompositor(_ selection: GPUSelection = .software, hooks: GPUTestHooks = GPUTestHooks(),
-                    readbackDepth: Int = 4, uploadDepth: Int? = nil, pass: GPUPass = .auto) throws -> GPUCompositor {
+                    readbackDepth: Int = 4, uploadDepth: Int? = nil, pass: GPUPass = .compute) throws -> GPUCompositor {
     try GPUCompositor(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, pass: pass, hooks: hooks)
 }
 
