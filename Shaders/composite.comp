@@ -109,7 +109,9 @@ vec4 over(vec4 c, vec2 pc, int i, int src, int kind, bool nearest, bool masked) 
         }
         alpha *= coverage;
     }
-    return quantize(vec4(color * alpha, alpha) + c * (1.0 - alpha));
+    // The fragment path's blender takes the shader's output as 8-bit values too.
+    vec4 out8 = quantize(vec4(color * alpha, alpha));
+    return quantize(out8 + c * (1.0 - out8.a));
 }
 
 // DRAW_LIST (from the prelude) is one DRAW(i, source, input, nearest, masked) per draw, in order.

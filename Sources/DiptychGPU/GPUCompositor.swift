@@ -139,6 +139,9 @@ public final class GPUCompositor: @unchecked Sendable {
         }
     }
 
+    /// Hops to the render thread so far (of every compositor sharing it).
+    var renderThreadHops: Int { thread.hopCounter.value }
+
     /// The renderer for work on this thread (no GL); `lock` is held.
     private func callerSide() throws(GPUError) -> GPURenderer {
         guard let r = box.renderer else { throw .shutDown }

@@ -13,6 +13,14 @@ final class RenderThread: @unchecked Sendable {
     private var queue: [@Sendable () -> Void] = []
     private var stopped = false
     private var thread: Thread?
+    /// Calls that went to the render thread and waited for it (`sync` from another thread).
+    let hopCounter = Counter()
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var n = 0
+        func add() { lock.lock(); n += 1; lock.unlock() }
+        var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+    }
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
     private var lastFlush: UInt64 = 0
@@ -76,6 +84,7 @@ final class RenderThread: @unchecked Sendable {
     /// Reentrant: on the render thread itself it runs inline.
     func sync<T>(_ work: () throws(GPUError) -> T) throws(GPUError) -> T {
         if isCurrent { return try work() }
+        hopCounter.add()
         let slot = Slot<T>()
         let done = DispatchSemaphore(value: 0)
         withoutActuallyEscaping(work) { work in
