@@ -54,6 +54,8 @@ final class GLContext {
     let gbm: GBMDevice?
     let info: GPUInfo
     let procs: GLProcs
+    /// The context's programs, shared by every compositor in it (deleted with the context).
+    let shaders = ShaderCache()
     var caps: GPUCapabilities { info.capabilities }
 
     /// Creates and makes current a context on `rung`. Throws with the reason.
@@ -160,6 +162,7 @@ final class GLContext {
     }
 
     deinit {
+        shaders.deleteAll()
         eglMakeCurrent(display, diptych_egl_no_surface(), diptych_egl_no_surface(), diptych_egl_no_context())
         if let surface { eglDestroySurface(display, surface) }
         eglDestroyContext(display, context)

@@ -184,6 +184,8 @@ extension GPURenderer {
             fragment.drawAll(work, canvas: out.canvas, serial: timeline.pendingSerial)
             glDisable(GL.blend)
             timer.end(.composite)
+            packSlot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.pixelPackBuffer, releaser: releaser)
+            glBindBuffer(GL.pixelPackBuffer, 0)
             glBindFramebuffer(GL.framebuffer, nv12.fbo)
             glViewport(0, 0, GLsizei(nv12.width), GLsizei(nv12.height))
             timer.begin(.nv12)
@@ -195,7 +197,7 @@ extension GPURenderer {
             glDisable(GL.scissorTest)
             // (3) Read back the region only: its Y rows, then its UV rows.
             packBytes = R.width * R.height * 3 / 2
-            packSlot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.pixelPackBuffer, releaser: releaser)
+            glBindBuffer(GL.pixelPackBuffer, readbacks.buffer(packSlot))
             glPixelStorei(GL.packAlignment, 4)
             glReadPixels(GLint(R.x / 4), GLint(R.y), GLsizei(R.width / 4), GLsizei(R.height), GL.rgba, GL.unsignedByte, nil)
             glReadPixels(GLint(R.x / 4), GLint(H + R.y / 2), GLsizei(R.width / 4), GLsizei(R.height / 2), GL.rgba, GL.unsignedByte,

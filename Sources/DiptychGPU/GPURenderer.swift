@@ -22,7 +22,7 @@ import Foundation
 final class GPURenderer {
     let context: GLContext
     let timeline: FenceTimeline
-    let shaders = ShaderCache()
+    var shaders: ShaderCache { context.shaders }
     let timer: PassTimer
     let releaser: GLReleaser
     let maxTextureSize: Int
@@ -231,8 +231,8 @@ final class GPURenderer {
             var slot = -1
             if readback {
                 let nv12 = out.nv12Storage()
-                timer.begin(.nv12)
                 slot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.copyWriteBuffer, releaser: releaser)
+                timer.begin(.nv12)
                 glBindBuffer(GL.copyReadBuffer, nv12.buffer)
                 glCopyBufferSubData(GL.copyReadBuffer, GL.copyWriteBuffer, 0, 0, GLsizeiptr(out.nv12Bytes))
                 glBindBuffer(GL.copyReadBuffer, 0)
@@ -371,9 +371,9 @@ final class GPURenderer {
     ///    fence (not when the context is lost) and run the queued releases, so
     ///    nothing is deleted while the GPU may still use it;
     /// 3. delete the staging and readback buffers, the uniform ring, timer
-    ///    queries, programs and the VAO;
+    ///    queries and the VAO;
     /// 4. the context itself goes when this object is released (GLContext:
-    ///    context → display → gbm_device → fd).
+    ///    programs → context → display → gbm_device → fd).
     func shutdown() {
         guard !isShutDown else { return }
         isShutDown = true
@@ -386,7 +386,6 @@ final class GPURenderer {
         readbacks.release(releaser)
         compute?.release(releaser)
         timer.deleteAll()
-        shaders.deleteAll()
         fragment.release()
         glFinish()
     }
