@@ -56,6 +56,8 @@ layout(std430, binding = 0) writeonly buffer NV12 { uint nv12[]; };
 layout(rgba8, binding = 0) writeonly uniform highp image2D u_rgba;
 #endif
 
+// `nearest`: a 1:1 draw of a source whose other draws filter (the texture is
+// set to linear), fetched texel by texel; otherwise the texture's own filter.
 vec4 tap(sampler2D s, vec2 tc, bool nearest) {
     if (nearest) {
         ivec2 size = textureSize(s, 0);
@@ -137,24 +139,24 @@ void main() {
     ivec2 b = ivec2(gl_GlobalInvocationID.xy);
     int W = canvas.x, H = canvas.y, words = canvas.z;
     if (b.x >= words || 2 * b.y >= H) return;
-    vec4 px[8];
-    for (int j = 0; j < 2; j++) {
-        for (int i = 0; i < 4; i++) {
-            int x = 4 * b.x + i, y = 2 * b.y + j;
-            px[4 * j + i] = shade(ivec2(min(x, W - 1), y));
+    int x0 = 4 * b.x, y0 = 2 * b.y;
+    // The block's pixels (a column past the canvas repeats its last column, as nv12.frag).
+    vec4 p0 = shade(ivec2(x0, y0)), p1 = shade(ivec2(min(x0 + 1, W - 1), y0));
+    vec4 p2 = shade(ivec2(min(x0 + 2, W - 1), y0)), p3 = shade(ivec2(min(x0 + 3, W - 1), y0));
+    vec4 q0 = shade(ivec2(x0, y0 + 1)), q1 = shade(ivec2(min(x0 + 1, W - 1), y0 + 1));
+    vec4 q2 = shade(ivec2(min(x0 + 2, W - 1), y0 + 1)), q3 = shade(ivec2(min(x0 + 3, W - 1), y0 + 1));
 #ifdef WRITE_RGBA
-            if (x < W) imageStore(u_rgba, ivec2(x, y), px[4 * j + i]);
+    imageStore(u_rgba, ivec2(x0, y0), p0); imageStore(u_rgba, ivec2(x0, y0 + 1), q0);
+    if (x0 + 1 < W) { imageStore(u_rgba, ivec2(x0 + 1, y0), p1); imageStore(u_rgba, ivec2(x0 + 1, y0 + 1), q1); }
+    if (x0 + 2 < W) { imageStore(u_rgba, ivec2(x0 + 2, y0), p2); imageStore(u_rgba, ivec2(x0 + 2, y0 + 1), q2); }
+    if (x0 + 3 < W) { imageStore(u_rgba, ivec2(x0 + 3, y0), p3); imageStore(u_rgba, ivec2(x0 + 3, y0 + 1), q3); }
 #endif
-        }
-    }
 #ifdef WRITE_NV12
-    for (int j = 0; j < 2; j++) {
-        vec4 y4 = vec4(dot(yCoef.rgb, px[4 * j].rgb), dot(yCoef.rgb, px[4 * j + 1].rgb),
-                       dot(yCoef.rgb, px[4 * j + 2].rgb), dot(yCoef.rgb, px[4 * j + 3].rgb)) + offsets.x;
-        nv12[(2 * b.y + j) * words + b.x] = pack4(y4);
-    }
-    vec3 a = 0.25 * (px[0].rgb + px[1].rgb + px[4].rgb + px[5].rgb);
-    vec3 c = 0.25 * (px[2].rgb + px[3].rgb + px[6].rgb + px[7].rgb);
+    vec3 k = yCoef.rgb;
+    nv12[y0 * words + b.x] = pack4(vec4(dot(k, p0.rgb), dot(k, p1.rgb), dot(k, p2.rgb), dot(k, p3.rgb)) + offsets.x);
+    nv12[(y0 + 1) * words + b.x] = pack4(vec4(dot(k, q0.rgb), dot(k, q1.rgb), dot(k, q2.rgb), dot(k, q3.rgb)) + offsets.x);
+    vec3 a = 0.25 * (p0.rgb + p1.rgb + q0.rgb + q1.rgb);
+    vec3 c = 0.25 * (p2.rgb + p3.rgb + q2.rgb + q3.rgb);
     nv12[(H + b.y) * words + b.x] = pack4(vec4(dot(uCoef.rgb, a) + offsets.y, dot(vCoef.rgb, a) + offsets.z,
                                                dot(uCoef.rgb, c) + offsets.y, dot(vCoef.rgb, c) + offsets.z));
 #endif

@@ -61,13 +61,15 @@ final class ComputePass {
         glBindBuffer(GL.uniformBuffer, ubo)
         words.withUnsafeBytes { glBufferSubData(GL.uniformBuffer, GLintptr(offset), GLsizeiptr($0.count), $0.baseAddress) }
         glBindBufferRange(GL.uniformBuffer, 0, ubo, GLintptr(offset), GLsizeiptr(ComputePass.blockBytes))
-        for (d, set) in frame.draws {
+        var bound = Set<ObjectIdentifier>()
+        for (d, set) in frame.draws where bound.insert(ObjectIdentifier(set)).inserted {
             let source = d.role == .primary ? 0 : 1
+            let filter = ComputePass.filtersLinearly(set, frame) ? GL.linear : GL.nearest
             for (plane, tex) in set.textures.enumerated() {
                 glActiveTexture(GL.texture0 + GLenum(3 * source + plane))
                 glBindTexture(GL.texture2D, tex)
-                glTexParameteri(GL.texture2D, GL.textureMinFilter, GL.linear)
-                glTexParameteri(GL.texture2D, GL.textureMagFilter, GL.linear)
+                glTexParameteri(GL.texture2D, GL.textureMinFilter, filter)
+                glTexParameteri(GL.texture2D, GL.textureMagFilter, filter)
             }
         }
         if nv12 { glBindBufferBase(GL.shaderStorageBuffer, 0, out.nv12Storage().buffer) }
@@ -89,15 +91,22 @@ final class ComputePass {
     /// the shader depends on them); their parameters stay in the uniform block.
     static func drawList(_ frame: ComputeFrame) -> String {
         frame.draws.enumerated().map { i, e in
-            let m = mode(e.0, e.1)
+            let m = mode(e.0, e.1, frame)
             return "DRAW(\(i), \(m.source), \(m.input), \(m.nearest), \(m.masked))"
         }.joined(separator: " ")
     }
 
-    static func mode(_ d: DrawDescription, _ set: TextureSet) -> (source: Int, input: Int, nearest: Int, masked: Int) {
-        (d.role == .primary ? 0 : 1, set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0,
-         DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height) ? 1 : 0,
-         d.cornerRadius > 0 || d.borderWidth > 0 ? 1 : 0)
+    /// A source's textures filter linearly unless every draw of it is 1:1 (then nearest, exact).
+    static func filtersLinearly(_ set: TextureSet, _ frame: ComputeFrame) -> Bool {
+        frame.draws.contains { $0.1 === set && !DrawSampling.isUnitScale($0.0, textureWidth: set.width, textureHeight: set.height) }
+    }
+
+    /// The draw's kind: source, input, nearest (a 1:1 draw of a linearly
+    /// filtered source, fetched texel by texel), masked.
+    static func mode(_ d: DrawDescription, _ set: TextureSet, _ frame: ComputeFrame) -> (source: Int, input: Int, nearest: Int, masked: Int) {
+        let unit = DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height)
+        return (d.role == .primary ? 0 : 1, set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0,
+                unit && filtersLinearly(set, frame) ? 1 : 0, d.cornerRadius > 0 || d.borderWidth > 0 ? 1 : 0)
     }
 
     /// The frame's uniform block (std140: header, then one 10-vec4 record per draw).
@@ -124,7 +133,7 @@ final class ComputePass {
             let k = YUVCoefficients(matrix: set.matrix, range: set.range)
             for col in 0..<3 { for row in 0..<3 { f(k.yuvToRGB[row][col]) }; f(0) }
             for v in k.offset { f(v) }; f(0)
-            let m = ComputePass.mode(d, set)
+            let m = ComputePass.mode(d, set, frame)
             n(m.source); n(m.input); n(m.nearest); n(m.masked)
         }
     }

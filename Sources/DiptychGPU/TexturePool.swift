@@ -136,11 +136,13 @@ final class TexturePool {
         let frame = st.frame
         let set = self.set(for: st.role, format: frame.format, width: frame.width, height: frame.height)
         timer.begin(.upload)
-        glPixelStorei(GL.unpackAlignment, 1)
         glActiveTexture(GL.texture0)
         for (i, s) in frame.format.planeShapes(width: frame.width, height: frame.height).enumerated() {
             let pixels = staging.bind(st.slot, offset: st.layout.planes[i].offset)
             glBindTexture(GL.texture2D, set.textures[i])
+            // The widest alignment the rows allow (byte alignment takes a slow path on some drivers).
+            let rowBytes = st.layout.planes[i].rowLength * s.bytesPerPixel
+            glPixelStorei(GL.unpackAlignment, rowBytes % 8 == 0 ? 8 : rowBytes % 4 == 0 ? 4 : rowBytes % 2 == 0 ? 2 : 1)
             glPixelStorei(GL.unpackRowLength, GLint(st.layout.planes[i].rowLength))
             glTexSubImage2D(GL.texture2D, 0, 0, 0, GLsizei(s.width), GLsizei(s.height), s.format, GL.unsignedByte, pixels)
         }
