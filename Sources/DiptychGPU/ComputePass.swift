@@ -50,8 +50,12 @@ final class ComputePass {
         draws.count <= maxDraws && draws.allSatisfy { $0.1.input != .external }
     }
 
-    /// Records the dispatch of `frame` into `out`'s NV12 buffer and/or RGBA target.
-    func dispatch(_ frame: ComputeFrame, out: Output, nv12: Bool, rgba: Bool, shaders: ShaderCache, timer: PassTimer) throws(GPUError) {
+    /// Records the dispatch of `frame` into `out`'s NV12 buffer and/or RGBA
+    /// target; with `barrier`, the memory barrier that makes its writes
+    /// visible to the copies, fetches and reads after it (a batch of frames
+    /// issues one for all its dispatches instead).
+    func dispatch(_ frame: ComputeFrame, out: Output, nv12: Bool, rgba: Bool, shaders: ShaderCache, timer: PassTimer,
+                  barrier: Bool = true) throws(GPUError) {
         precondition(nv12 || rgba)
         let program = try shaders.program(.compute(nv12: nv12, rgba: rgba, drawList: ComputePass.drawList(frame)))
         encode(frame, out)
@@ -78,7 +82,7 @@ final class ComputePass {
         let wordsPerRow = out.nv12Stride / 4, blockRows = out.canvas.height / 2
         glDispatchCompute(GLuint((wordsPerRow + ComputePass.localSize.x - 1) / ComputePass.localSize.x),
                           GLuint((blockRows + ComputePass.localSize.y - 1) / ComputePass.localSize.y), 1)
-        glMemoryBarrier(GL.computeOutputBarriers)
+        if barrier { glMemoryBarrier(GL.computeOutputBarriers) }
         timer.end(.composite)
         glUseProgram(0)
         if nv12 { glBindBufferBase(GL.shaderStorageBuffer, 0, 0) }

@@ -220,7 +220,15 @@ public final class GPUCompositor: @unchecked Sendable {
             while r.readbacks.isFull, let d = try takeOne(r, wait: true) { r.readbacks.ready.append(d) }
         }
         guard r.directCopy else {
-            try withRenderer { r throws(GPUError) in try r.render(output: output, plan: plan, pts: pts, readback: readback) }
+            // One frame job: batched with the frames of the compositors sharing this render thread.
+            let b = box
+            try thread.syncFrame(FrameJob(
+                begin: { () throws(GPUError) -> Bool in
+                    guard let r = b.renderer else { throw .shutDown }
+                    return try r.beginFrame(output: output, plan: plan, pts: pts, readback: readback)
+                },
+                dispatch: { () throws(GPUError) in try b.renderer?.dispatchFrame(barrier: false) },
+                finish: { () throws(GPUError) in try b.renderer?.finishFrame() }))
             return
         }
         let staged = try withRenderer { r throws(GPUError) in

@@ -74,7 +74,10 @@ extension GPURenderer {
         if let direct = p.direct {
             try commitDirect(out, direct.plan, direct.staged, background: p.plan.background, pts: pts)
         } else {
-            try renderGPU(out, draws: drawable(p.plan.draws), background: p.plan.background, pts: pts, readback: p.readback)
+            if try beginGPU(out, draws: drawable(p.plan.draws), background: p.plan.background, pts: pts, readback: p.readback) {
+                try dispatchFrame(barrier: true)
+                try finishFrame()
+            }
         }
     }
 

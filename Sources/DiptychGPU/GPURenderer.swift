@@ -37,6 +37,8 @@ final class GPURenderer {
     private var nextOutput = 1
     /// Caller side: uploads copied into staging, turned into textures at the next render-thread hop.
     private var pendingUploads: [StreamRole: PendingUpload] = [:]
+    /// Render thread: the compute frame between its phases.
+    private var staged: StagedFrame?
     private(set) var lost = false
     private(set) var isShutDown = false
     /// Test hook: the next check reports a lost context.
@@ -213,51 +215,84 @@ final class GPURenderer {
     /// draw it) and, with `readback`, starts its NV12 readback. The caller made
     /// room in the readback ring.
     func render(output id: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool) throws(GPUError) {
+        if try beginFrame(output: id, plan: plan, pts: pts, readback: readback) {
+            try dispatchFrame(barrier: true)
+            try finishFrame()
+        }
+    }
+
+    /// A compute frame between its phases (`FrameJob`).
+    struct StagedFrame {
+        var out: Output
+        var frame: ComputeFrame
+        var pts: MediaTime
+        var readback: Bool
+        var rgba: Bool
+    }
+
+    /// Phase 1 of a frame: the pending uploads, then either the whole frame on
+    /// the fragment path (returns false) or a compute frame staged for
+    /// `dispatchFrame` and `finishFrame` (returns true).
+    func beginFrame(output id: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool) throws(GPUError) -> Bool {
+        staged = nil
         try beginHop()
         let out = try output(id, canvas: plan.canvas)
         timeline.poll(); timer.poll()
-        try renderGPU(out, draws: drawable(plan.draws), background: plan.background, pts: pts, readback: readback)
+        return try beginGPU(out, draws: drawable(plan.draws), background: plan.background, pts: pts, readback: readback)
     }
 
-    func renderGPU(_ out: Output, draws: [(DrawDescription, TextureSet)], background: RGBAColor, pts: MediaTime,
-                   readback: Bool) throws(GPUError) {
-        if let compute, ComputePass.supports(draws) {
-            let frame = ComputeFrame(draws: draws, background: background)
-            let rgba = !readback || out.wantsRGBA
-            try compute.dispatch(frame, out: out, nv12: readback, rgba: rgba, shaders: shaders, timer: timer)
-            for (_, set) in draws { set.lastUse = timeline.pendingSerial }
-            out.lastCompute = frame
-            out.rgbaStale = !rgba
-            var slot = -1
-            if readback {
-                let nv12 = out.nv12Storage()
-                slot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.copyWriteBuffer, releaser: releaser)
-                timer.begin(.nv12)
-                glBindBuffer(GL.copyReadBuffer, nv12.buffer)
-                glCopyBufferSubData(GL.copyReadBuffer, GL.copyWriteBuffer, 0, 0, GLsizeiptr(out.nv12Bytes))
-                glBindBuffer(GL.copyReadBuffer, 0)
-                glBindBuffer(GL.copyWriteBuffer, 0)
-                timer.end(.nv12)
-            }
-            timer.stats.framesCompute += 1
-            try finishSubmission(out, pts: pts, slot: slot, bytes: out.nv12Bytes)
-        } else {
-            let work = try FragmentPass.work(draws, shaders: shaders)
-            let nv12Program = readback ? try shaders.program(.nv12Pack) : nil
-            let nv12 = readback ? try out.nv12Texture() : nil
-            fragment.composite(work, out: out, background: background, timer: timer, serial: timeline.pendingSerial)
-            out.lastCompute = nil
-            out.rgbaStale = false
-            var slot = -1
-            if let nv12Program, let nv12 {
-                slot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.pixelPackBuffer, releaser: releaser)
-                fragment.convertAndRead(nv12Program, out: out, nv12: nv12, timer: timer)
-                glBindBuffer(GL.pixelPackBuffer, 0)
-            }
-            timer.stats.framesFragment += 1
-            try finishSubmission(out, pts: pts, slot: slot, bytes: out.nv12Bytes)
-        }
+    func beginGPU(_ out: Output, draws: [(DrawDescription, TextureSet)], background: RGBAColor, pts: MediaTime,
+                  readback: Bool) throws(GPUError) -> Bool {
         out.directLast = false
+        if compute != nil, ComputePass.supports(draws) {
+            staged = StagedFrame(out: out, frame: ComputeFrame(draws: draws, background: background), pts: pts,
+                                 readback: readback, rgba: !readback || out.wantsRGBA)
+            return true
+        }
+        let work = try FragmentPass.work(draws, shaders: shaders)
+        let nv12Program = readback ? try shaders.program(.nv12Pack) : nil
+        let nv12 = readback ? try out.nv12Texture() : nil
+        fragment.composite(work, out: out, background: background, timer: timer, serial: timeline.pendingSerial)
+        out.lastCompute = nil
+        out.rgbaStale = false
+        var slot = -1
+        if let nv12Program, let nv12 {
+            slot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.pixelPackBuffer, releaser: releaser)
+            fragment.convertAndRead(nv12Program, out: out, nv12: nv12, timer: timer)
+            glBindBuffer(GL.pixelPackBuffer, 0)
+        }
+        timer.stats.framesFragment += 1
+        try finishSubmission(out, pts: pts, slot: slot, bytes: out.nv12Bytes)
+        return false
+    }
+
+    /// Phase 2: the staged frame's compute dispatch.
+    func dispatchFrame(barrier: Bool) throws(GPUError) {
+        guard let s = staged, let compute else { return }
+        try compute.dispatch(s.frame, out: s.out, nv12: s.readback, rgba: s.rgba, shaders: shaders, timer: timer, barrier: barrier)
+        for (_, set) in s.frame.draws { set.lastUse = timeline.pendingSerial }
+        s.out.lastCompute = s.frame
+        s.out.rgbaStale = !s.rgba
+    }
+
+    /// Phase 3 (after the barrier): the staged frame's readback copy and fence.
+    func finishFrame() throws(GPUError) {
+        guard let s = staged else { return }
+        staged = nil
+        let out = s.out
+        var slot = -1
+        if s.readback {
+            let nv12 = out.nv12Storage()
+            slot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.copyWriteBuffer, releaser: releaser)
+            timer.begin(.nv12)
+            glBindBuffer(GL.copyReadBuffer, nv12.buffer)
+            glCopyBufferSubData(GL.copyReadBuffer, GL.copyWriteBuffer, 0, 0, GLsizeiptr(out.nv12Bytes))
+            glBindBuffer(GL.copyReadBuffer, 0)
+            glBindBuffer(GL.copyWriteBuffer, 0)
+            timer.end(.nv12)
+        }
+        timer.stats.framesCompute += 1
+        try finishSubmission(out, pts: s.pts, slot: slot, bytes: out.nv12Bytes)
     }
 
     /// Fences the frame's work and queues its readback (slot < 0: none).

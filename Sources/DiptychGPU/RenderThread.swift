@@ -7,10 +7,18 @@ import Foundation
 ///
 /// Work queued by several compositors sharing the context runs back to back
 /// in one wake-up, and fenced work is flushed to the GPU once the queue is
-/// empty (or every `flushInterval`), not once per call.
+/// empty (or every `flushInterval`), not once per call. Output frames queued
+/// back to back (`FrameJob`, up to `maxBatch`) run phase by phase.
 final class RenderThread: @unchecked Sendable {
+    private enum Item {
+        case work(@Sendable () -> Void)
+        case frame(FrameJob)
+    }
     private let condition = NSCondition()
-    private var queue: [@Sendable () -> Void] = []
+    private var queue: [Item] = []
+    /// Frames run phase by phase together at most (`DIPTYCH_GPU_FRAME_BATCH`
+    /// overrides it; 1 runs each frame on its own, for comparison).
+    static let maxBatch = max(1, ProcessInfo.processInfo.environment["DIPTYCH_GPU_FRAME_BATCH"].flatMap { Int($0) } ?? 16)
     private var stopped = false
     private var thread: Thread?
     /// Calls that went to the render thread and waited for it (`sync` from another thread).
@@ -48,9 +56,17 @@ final class RenderThread: @unchecked Sendable {
             condition.lock()
             while queue.isEmpty && !stopped { condition.wait() }
             if queue.isEmpty && stopped { condition.unlock(); break }
-            let work = queue.removeFirst()
+            let item = queue.removeFirst()
+            var batch: [FrameJob] = []
+            if case .frame(let first) = item {
+                batch.append(first)
+                while batch.count < RenderThread.maxBatch, case .frame(let next)? = queue.first {
+                    queue.removeFirst()
+                    batch.append(next)
+                }
+            }
             condition.unlock()
-            work()
+            if case .work(let work) = item { work() } else { FrameJob.run(batch) }
             if flushWanted {
                 condition.lock(); let idle = queue.isEmpty; condition.unlock()
                 let now = DispatchTime.now().uptimeNanoseconds
@@ -75,7 +91,7 @@ final class RenderThread: @unchecked Sendable {
     func async(_ work: @escaping @Sendable () -> Void) {
         condition.lock()
         if stopped { condition.unlock(); return }
-        queue.append(work)
+        queue.append(.work(work))
         condition.signal()
         condition.unlock()
     }
@@ -92,16 +108,33 @@ final class RenderThread: @unchecked Sendable {
             condition.lock()
             let accepted = !stopped
             if accepted {
-                queue.append {
+                queue.append(.work {
                     do throws(GPUError) { slot.result = .success(try box.run()) } catch { slot.result = .failure(error) }
                     done.signal()
-                }
+                })
                 condition.signal()
             }
             condition.unlock()
             if accepted { done.wait() } else { box.drop(); slot.result = .failure(.shutDown) }
         }
         return try slot.result!.get()
+    }
+
+    /// Runs `job`'s phases on the render thread, batched with the frames queued
+    /// beside it. Blocks until its last phase has run; throws its error.
+    func syncFrame(_ job: FrameJob) throws(GPUError) {
+        if isCurrent {
+            FrameJob.run([job])
+        } else {
+            hopCounter.add()
+            condition.lock()
+            guard !stopped else { condition.unlock(); throw .shutDown }
+            queue.append(.frame(job))
+            condition.signal()
+            condition.unlock()
+            job.done.wait()
+        }
+        if let e = job.error { throw e }
     }
 
     /// Runs what is queued, then ends the thread. Blocks until it has ended.

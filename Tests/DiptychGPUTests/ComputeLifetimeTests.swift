@@ -129,6 +129,30 @@ extension GPU {
             }
         }
 
+        /// A batch of frames runs phase by phase: every begin, then the dispatches
+        /// of the frames that continue, then their finishes; a failure ends only its frame.
+        @Test func frameBatchRunsPhaseByPhase() throws {
+            let c = try makeCompositor()
+            defer { c.shutdown() }
+            let log = LogLines()
+            func job(_ name: String, continues: Bool = true, failIn: String? = nil) -> FrameJob {
+                FrameJob(begin: { () throws(GPUError) -> Bool in
+                    log.add("\(name).begin")
+                    if failIn == "begin" { throw .badCanvas(name) }
+                    return continues
+                }, dispatch: { () throws(GPUError) in
+                    log.add("\(name).dispatch")
+                    if failIn == "dispatch" { throw .badCanvas(name) }
+                }, finish: { () throws(GPUError) in log.add("\(name).finish") })
+            }
+            let jobs = [job("a"), job("b", continues: false), job("c", failIn: "begin"), job("d", failIn: "dispatch"), job("e")]
+            try c.withRenderer { _ in FrameJob.run(jobs) }
+            #expect(log.all == ["a.begin", "b.begin", "c.begin", "d.begin", "e.begin", "a.dispatch", "d.dispatch", "e.dispatch",
+                                "a.finish", "e.finish"])
+            #expect(jobs.map { $0.error } == [nil, nil, .badCanvas("c"), .badCanvas("d"), nil])
+            for j in jobs { #expect(j.done.wait(timeout: .now()) == .success, "every waiter released") }
+        }
+
         /// Compositors sharing one context, driven from their own threads at
         /// once: every frame comes back to its own compositor, in order, with
         /// its own pixels.
