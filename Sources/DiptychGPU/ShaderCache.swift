@@ -138,38 +138,19 @@ final class ShaderCache {
     }
 
     static func build(_ key: ShaderKey) throws(GPUError) -> ShaderProgram {
-        if key.program == .compute { return try buildCompute(key) }
-        let vs = try compile(GL.vertexShader, name: key.vertexFile, source: source(file: key.vertexFile, prelude: ""))
-        let fsName = "\(key.fragmentFile) \(key)"
-        let fs: GLuint
-        do throws(GPUError) {
-            fs = try compile(GL.fragmentShader, name: fsName, source: source(file: key.fragmentFile, prelude: key.prelude))
-        } catch { glDeleteShader(vs); throw error }
-        let prog = glCreateProgram()
-        glAttachShader(prog, vs); glAttachShader(prog, fs)
-        glLinkProgram(prog)
-        glDeleteShader(vs); glDeleteShader(fs)
-        var ok: GLint = 0
-        glGetProgramiv(prog, GL.linkStatus, &ok)
-        if ok == 0 {
-            var len: GLint = 0
-            glGetProgramiv(prog, GL.infoLogLength, &len)
-            var buf = [GLchar](repeating: 0, count: Int(max(len, 1)) + 1)
-            glGetProgramInfoLog(prog, GLsizei(buf.count), nil, &buf)
-            glDeleteProgram(prog)
-            throw .shaderCompile(name: "link \(key)", log: cLogString(buf),
-                                 numberedSource: numbered(source(file: key.fragmentFile, prelude: key.prelude)))
+        let main = source(file: key.fragmentFile, prelude: key.prelude)
+        let name = "\(key.fragmentFile) \(key)"
+        var shaders: [GLuint] = []
+        defer { for s in shaders { glDeleteShader(s) } }
+        if key.program == .compute {
+            shaders.append(try compile(GL.computeShader, name: name, source: main))
+        } else {
+            shaders.append(try compile(GL.vertexShader, name: key.vertexFile, source: source(file: key.vertexFile, prelude: "")))
+            shaders.append(try compile(GL.fragmentShader, name: name, source: main))
         }
-        return ShaderProgram(id: prog, key: key)
-    }
-
-    static func buildCompute(_ key: ShaderKey) throws(GPUError) -> ShaderProgram {
-        let src = source(file: key.fragmentFile, prelude: key.prelude)
-        let cs = try compile(GL.computeShader, name: "\(key.fragmentFile) \(key)", source: src)
         let prog = glCreateProgram()
-        glAttachShader(prog, cs)
+        for s in shaders { glAttachShader(prog, s) }
         glLinkProgram(prog)
-        glDeleteShader(cs)
         var ok: GLint = 0
         glGetProgramiv(prog, GL.linkStatus, &ok)
         if ok == 0 {
@@ -178,7 +159,7 @@ final class ShaderCache {
             var buf = [GLchar](repeating: 0, count: Int(max(len, 1)) + 1)
             glGetProgramInfoLog(prog, GLsizei(buf.count), nil, &buf)
             glDeleteProgram(prog)
-            throw .shaderCompile(name: "link \(key)", log: cLogString(buf), numberedSource: numbered(src))
+            throw .shaderCompile(name: "link \(key)", log: cLogString(buf), numberedSource: numbered(main))
         }
         return ShaderProgram(id: prog, key: key)
     }

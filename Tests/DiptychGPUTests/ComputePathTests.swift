@@ -61,18 +61,7 @@ extension GPU {
             }
         }
 
-        static func nv12Difference(_ a: VideoFrame, _ b: VideoFrame) -> (Int, String) {
-            var worst = (0, "-")
-            for plane in 0..<2 {
-                for y in 0..<(plane == 0 ? a.height : a.height / 2) {
-                    for x in 0..<a.width {
-                        let d = abs(Int(a.byte(plane: plane, x, y)) - Int(b.byte(plane: plane, x, y)))
-                        if d > worst.0 { worst = (d, "plane \(plane) (\(x), \(y)): \(a.byte(plane: plane, x, y)) vs \(b.byte(plane: plane, x, y))") }
-                    }
-                }
-            }
-            return worst
-        }
+        static func nv12Difference(_ a: VideoFrame, _ b: VideoFrame) -> (Int, String) { DirectCopy.maxDifference(a, b) }
 
         static func rgbDifference(_ a: VideoFrame, _ b: VideoFrame) -> (Int, String) {
             var worst = (0, "-")
