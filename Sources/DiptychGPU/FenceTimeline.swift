@@ -20,7 +20,8 @@ struct FenceOps {
     static var gl: FenceOps { FenceOps(
         insert: {
             RenderThread.requestFlush()
-            return glFenceSync(GL.syncGPUCommandsComplete, 0)
+            guard let f = glFenceSync(GL.syncGPUCommandsComplete, 0) else { glFinish(); return nil }
+            return f
         },
         isSignalled: { f in
             let r = glClientWaitSync(f, 0, 0)
@@ -41,7 +42,10 @@ struct FenceOps {
         return FenceOps(
             insert: {
                 RenderThread.requestFlush()
-                guard let s = create(d.value, EGLenum(EGL_SYNC_FENCE_KHR), nil), s != diptych_egl_no_sync() else { return nil }
+                guard let s = create(d.value, EGLenum(EGL_SYNC_FENCE_KHR), nil), s != diptych_egl_no_sync() else {
+                    glFinish()   // no fence: the work is complete once this returns (a missing fence counts as signalled)
+                    return nil
+                }
                 return OpaquePointer(s)
             },
             isSignalled: { f in
