@@ -4,19 +4,29 @@ import Foundation
 /// (backpressure), `pop` waits while it is empty. `close()` wakes every waiter;
 /// after it, `push` drops its element and `pop` drains what is left, then
 /// returns nil. Safe to use from any thread.
+///
+/// A ring of `capacity` slots: a popped element's slot is cleared at once, so
+/// the queue never keeps a frame (and the decoder or pool buffer behind it)
+/// alive after its consumer has taken it.
 final class BoundedQueue<Element>: @unchecked Sendable {
     private let condition = NSCondition()
-    private var items: [Element] = []
+    private var slots: [Element?]
     private var head = 0
+    private var count = 0
     private(set) var isClosed = false
     let capacity: Int
 
     init(capacity: Int) {
         precondition(capacity > 0, "BoundedQueue capacity must be positive")
         self.capacity = capacity
+        slots = Array(repeating: nil, count: capacity)
     }
 
-    private var count: Int { items.count - head }
+    private func appendLocked(_ element: Element) {
+        slots[(head + count) % capacity] = element
+        count += 1
+        condition.broadcast()
+    }
 
     /// Appends `element`, waiting while the queue is full. Returns false if
     /// the queue was closed (the element is dropped).
@@ -25,8 +35,7 @@ final class BoundedQueue<Element>: @unchecked Sendable {
         condition.lock(); defer { condition.unlock() }
         while count >= capacity && !isClosed { condition.wait() }
         if isClosed { return false }
-        items.append(element)
-        condition.broadcast()
+        appendLocked(element)
         return true
     }
 
@@ -35,8 +44,7 @@ final class BoundedQueue<Element>: @unchecked Sendable {
     func tryPush(_ element: Element) -> Bool {
         condition.lock(); defer { condition.unlock() }
         if isClosed || count >= capacity { return false }
-        items.append(element)
-        condition.broadcast()
+        appendLocked(element)
         return true
     }
 
@@ -62,12 +70,13 @@ final class BoundedQueue<Element>: @unchecked Sendable {
         return removeFirstLocked()
     }
 
-    /// Takes the oldest element while the lock is held, compacting now and then.
+    /// Takes the oldest element while the lock is held, clearing its slot.
     private func removeFirstLocked() -> Element? {
         guard count > 0 else { return nil }
-        let element = items[head]
-        head += 1
-        if head > 64 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+        let element = slots[head]
+        slots[head] = nil
+        head = (head + 1) % capacity
+        count -= 1
         condition.broadcast()
         return element
     }
@@ -79,6 +88,13 @@ final class BoundedQueue<Element>: @unchecked Sendable {
 
     /// Closes the queue and discards everything still in it.
     func closeAndDiscard() {
-        condition.lock(); isClosed = true; items.removeAll(); head = 0; condition.broadcast(); condition.unlock()
+        condition.lock()
+        isClosed = true
+        let dropped = slots
+        slots = Array(repeating: nil, count: capacity)
+        head = 0; count = 0
+        condition.broadcast()
+        condition.unlock()
+        _ = dropped   // released here, outside the lock
     }
 }

@@ -77,12 +77,6 @@ func takeConfiguration(_ arguments: [String]) -> TakeConfiguration {
 
 Console.ignoreBrokenPipes()
 MediaLibraries.setLogLevel(.error)
-// Video frames are megabytes each. glibc returns such blocks to the kernel on
-// free (mmap/trim), so every new frame would fault its pages in again
-// (~750 page faults per 1080p frame). Keep freed blocks in the heap instead.
-@_silgen_name("mallopt") func glibcMallopt(_ param: Int32, _ value: Int32) -> Int32
-_ = glibcMallopt(-3 /* M_MMAP_THRESHOLD */, 256 << 20)
-_ = glibcMallopt(-1 /* M_TRIM_THRESHOLD */, 512 << 20)
 let args = Array(CommandLine.arguments.dropFirst())
 switch args.first {
 case nil, "-h", "--help", "help":
