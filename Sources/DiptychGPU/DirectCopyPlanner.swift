@@ -1,20 +1,26 @@
 import DiptychCore
 import Foundation
 
-/// A draw that is a 1:1 copy of a YUV frame: `destination` on the canvas
-/// from the same-sized rectangle at (`sourceX`, `sourceY`) of `frame`
-/// (sensor pixels), mirrored horizontally or not.
+/// A draw the CPU paints into the NV12 planes: an opaque, unrotated,
+/// unmasked picture of a YUV frame at `destination`, either a 1:1 copy of
+/// the same-sized rectangle at (`sourceX`, `sourceY`) of `frame` (sensor
+/// pixels, mirrored horizontally or not) or, with `scale`, the frame's crop
+/// scaled bilinearly (`PlaneScale`).
 struct CopyDraw {
     var destination: PixelRect
     var frame: VideoFrame
     var sourceX: Int
     var sourceY: Int
     var mirrored: Bool
+    /// Scaled draws: where the destination samples the frame (nil for a 1:1 copy).
+    var scale: SensorMap?
+    /// Counts the role's uploads: equal serials are the same picture (scaled results are reused).
+    var upload: UInt64 = 0
 }
 
-/// A composite whose bottom draws are opaque 1:1 copies of YUV frames
-/// covering the whole canvas: their bytes go straight into the output's
-/// NV12 planes, and only `region` (the bounding box of the draws above
+/// A composite whose bottom draws are CPU draws (`CopyDraw`) covering the
+/// whole canvas: their bytes go straight into the output's NV12 planes,
+/// painted in order, and only `region` (the bounding box of the draws above
 /// them, aligned to 4 × 2 pixels) is rendered and converted on the GPU.
 struct DirectPlan {
     var copies: [CopyDraw]
@@ -67,16 +73,20 @@ final class RegionCache: @unchecked Sendable {
 /// frames (no GL). It decides whether a plan can be assembled from the kept
 /// frames' bytes and lists the copies that do it.
 enum DirectCopyPlanner {
-    /// The source pixel offset of a 1:1 copy draw of `frame`, or nil when the
-    /// draw is not one (scaled, rotated, mirrored, translucent, masked,
-    /// unaligned, or another colour conversion than the output's).
+    /// The CPU draw of `d`, or nil when it is not one (rotated, translucent,
+    /// masked, unaligned, outside the canvas, or another colour conversion
+    /// than the output's). A 1:1 draw is a copy from its source pixel offset;
+    /// any other scale is sampled bilinearly.
     static func copySource(_ d: DrawDescription, frame f: VideoFrame, canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) -> CopyDraw? {
         guard f.format.isYUV, f.matrix == matrix, f.range == range,
-              d.orientation.rotation == .r0, d.opacity >= 1, d.cornerRadius <= 0, d.borderWidth <= 0,
-              DrawSampling.isUnitScale(d, textureWidth: f.width, textureHeight: f.height) else { return nil }
+              d.orientation.rotation == .r0, d.opacity >= 1, d.cornerRadius <= 0, d.borderWidth <= 0 else { return nil }
         let r = d.destination
         guard r.x >= 0, r.y >= 0, r.x + r.width <= canvas.width, r.y + r.height <= canvas.height,
               r.x % 4 == 0, r.width % 4 == 0, r.y % 2 == 0, r.height % 2 == 0 else { return nil }
+        guard DrawSampling.isUnitScale(d, textureWidth: f.width, textureHeight: f.height) else {
+            guard d.crop.width > 0, d.crop.height > 0 else { return nil }
+            return CopyDraw(destination: r, frame: f, sourceX: 0, sourceY: 0, mirrored: d.orientation.mirrored, scale: SensorMap(d))
+        }
         let cx = Int((d.crop.x * Double(f.width)).rounded()), cy = Int((d.crop.y * Double(f.height)).rounded())
         guard cx % 2 == 0, cy % 2 == 0, cx >= 0, cy >= 0, cx + r.width <= f.width, cy + r.height <= f.height else { return nil }
         // Mirrored: the upright crop [cx, cx + w) is sensor [W - cx - w, W - cx), read right to left.
@@ -86,19 +96,17 @@ enum DirectCopyPlanner {
     }
 
     /// The direct plan for `plan`, or nil when it does not qualify. `kept`: the
-    /// roles' kept YUV frames; `drawable`: the roles that have a picture.
+    /// roles' kept YUV frames and their upload serials; `drawable`: the roles that have a picture.
     static func plan(_ plan: CompositionPlan, matrix: ColorMatrix, range: ColorRange,
-                     kept: [StreamRole: VideoFrame], drawable: Set<StreamRole>) -> DirectPlan? {
+                     kept: [StreamRole: (frame: VideoFrame, upload: UInt64)], drawable: Set<StreamRole>) -> DirectPlan? {
         let W = plan.canvas.width, H = plan.canvas.height
         guard W % 4 == 0, H % 2 == 0 else { return nil }
         let draws = plan.draws.filter { d in d.destination.width > 0 && d.destination.height > 0 && drawable.contains(d.role) }
         var copies: [CopyDraw] = []
-        var area = 0
         for d in draws {
-            guard let f = kept[d.role], let c = copySource(d, frame: f, canvas: plan.canvas, matrix: matrix, range: range) else { break }
-            for other in copies where intersection(other.destination, d.destination) != nil { return nil }
+            guard let k = kept[d.role], var c = copySource(d, frame: k.frame, canvas: plan.canvas, matrix: matrix, range: range) else { break }
+            c.upload = k.upload
             copies.append(c)
-            area += d.destination.width * d.destination.height
         }
         guard !copies.isEmpty else { return nil }
         let rendered = Array(draws[copies.count...])
@@ -113,14 +121,22 @@ enum DirectCopyPlanner {
             x1 = min(W, (x1 + 3) & ~3); y1 = min(H, (y1 + 1) & ~1)
             if x1 > x0 && y1 > y0 { region = PixelRect(x: x0, y: y0, width: x1 - x0, height: y1 - y0) }
         }
-        // Every pixel comes from a copy or from the rendered region (copies are disjoint).
-        var covered = area
-        if let R = region {
-            covered += R.width * R.height
-            for c in copies { covered -= intersection(R, c.destination).map { $0.width * $0.height } ?? 0 }
-        }
-        guard covered == W * H else { return nil }
+        // Every pixel comes from a CPU draw or from the rendered region.
+        guard covers(plan.canvas, copies.map(\.destination) + (region.map { [$0] } ?? [])) else { return nil }
         return DirectPlan(copies: copies, rendered: rendered, region: region)
+    }
+
+    /// Whether the union of `rects` is the whole canvas (on the grid of their edges).
+    static func covers(_ canvas: PixelSize, _ rects: [PixelRect]) -> Bool {
+        let xs = Array(Set([0, canvas.width] + rects.flatMap { [$0.x, $0.x + $0.width] }).filter { $0 >= 0 && $0 <= canvas.width }).sorted()
+        let ys = Array(Set([0, canvas.height] + rects.flatMap { [$0.y, $0.y + $0.height] }).filter { $0 >= 0 && $0 <= canvas.height }).sorted()
+        for i in 0..<(xs.count - 1) {
+            for j in 0..<(ys.count - 1) {
+                let x = xs[i], y = ys[j]
+                guard rects.contains(where: { x >= $0.x && x < $0.x + $0.width && y >= $0.y && y < $0.y + $0.height }) else { return false }
+            }
+        }
+        return true
     }
 
     /// `a` minus `b`: up to four rectangles (above, below, left, right of `b`).
@@ -144,10 +160,13 @@ enum DirectCopyPlanner {
         return x1 > x0 && y1 > y0 ? PixelRect(x: x0, y: y0, width: x1 - x0, height: y1 - y0) : nil
     }
 
-    /// The jobs copying rectangle `r` (canvas pixels, inside `c.destination`,
-    /// aligned to 2) of copy draw `c` from its frame: Y rows to `y`, NV12 UV rows to `uv`.
+    /// The jobs painting rectangle `r` (canvas pixels, inside `c.destination`,
+    /// aligned to 2) of CPU draw `c` from its frame: Y rows to `y`, NV12 UV rows to `uv`.
     static func copyJobs(_ c: CopyDraw, part r: PixelRect, y: UnsafeMutableRawPointer, yStride: Int,
                          uv: UnsafeMutableRawPointer, uvStride: Int) -> [CopyJob] {
+        if let map = c.scale {
+            return PlaneScale.jobs(c, map: map, part: r, y: y, yStride: yStride, uv: uv, uvStride: uvStride).map { CopyJob(scaling: $0) }
+        }
         let d = c.destination, f = c.frame
         let dx = r.x - d.x, dy = r.y - d.y
         let sx = c.mirrored ? c.sourceX + (d.width - dx - r.width) : c.sourceX + dx

@@ -103,11 +103,19 @@ struct CopyJob: @unchecked Sendable {
     /// may outlive the record it was made from: delivery copies run on the
     /// caller's thread after the render thread has moved on).
     var owner: KeepAlive?
+    /// A plane of a scaled CPU draw instead of a copy (`dst`, `src` are its pointers, `rows` its row count).
+    var scale: PlaneScale?
 
     init(dst: UnsafeMutableRawPointer, dstStride: Int, src: UnsafeRawPointer, srcStride: Int, rowBytes: Int, rows: Int,
          interleaving v: UnsafeRawPointer? = nil, mirror: Int = 0) {
         self.dst = dst; self.dstStride = dstStride; self.src = src; self.srcStride = srcStride
         self.rowBytes = rowBytes; self.rows = rows; self.src2 = v; self.mirror = mirror
+    }
+
+    /// A plane of a scaled draw.
+    init(scaling s: PlaneScale) {
+        self.init(dst: s.dst, dstStride: s.dstStride, src: s.src, srcStride: s.srcStride, rowBytes: s.columns.count, rows: s.rows.count)
+        scale = s
     }
 
     var bytes: Int { rowBytes * rows }
@@ -120,6 +128,7 @@ struct CopyJob: @unchecked Sendable {
     }
 
     func run() {
+        if let scale { scale.run(); return }
         if let v = src2 {
             let pairs = rowBytes / 2
             for row in 0..<rows {

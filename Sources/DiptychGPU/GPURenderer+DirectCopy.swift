@@ -44,9 +44,9 @@ extension GPURenderer {
         try beginHop()
         let out = try output(id, canvas: plan.canvas)
         timeline.poll(); timer.poll()
-        var kept: [StreamRole: VideoFrame] = [:], drawable = Set<StreamRole>()
+        var kept: [StreamRole: (frame: VideoFrame, upload: UInt64)] = [:], drawable = Set<StreamRole>()
         for (role, slot) in streams {
-            if let f = slot.cpuFrame { kept[role] = f }
+            if let f = slot.cpuFrame { kept[role] = (f, slot.keptSerial) }
             if slot.current != nil || slot.cpuFrame != nil { drawable.insert(role) }
         }
         let direct = directCopy && readback

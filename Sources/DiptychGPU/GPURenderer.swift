@@ -148,6 +148,7 @@ final class GPURenderer {
             case .keep(let f)?:
                 streams[role]!.cpuFrame = f
                 streams[role]!.textureFresh = false
+                streams[role]!.keptSerial &+= 1
             case nil: break
             }
         }

@@ -66,6 +66,8 @@ final class StreamSlot {
     var cpuFrame: VideoFrame?
     /// Whether `current` already holds `cpuFrame`'s picture.
     var textureFresh = false
+    /// Counts the frames kept: the same serial is the same picture.
+    var keptSerial: UInt64 = 0
 }
 
 /// A frame copied into a staging slot, waiting for the render thread to turn it into textures.

@@ -98,13 +98,15 @@ extension GPU {
         }
 
         /// A 30 fps secondary under a 60 fps primary: with nothing beneath the
-        /// (aligned, opaque) inset showing, its region is rendered once per
-        /// secondary frame and reused in between; every frame still matches.
+        /// (aligned, opaque, rotated so it is rendered) inset showing, its
+        /// region is rendered once per secondary frame and reused in between;
+        /// every frame still matches.
         @Test func regionReusedWhileTheSecondaryHolds() throws {
             let plan = CompositionPlan(canvas: Self.canvas, draws: [
                 DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1)),
                 DrawDescription(role: .secondary, destination: PixelRect(x: 72, y: 36, width: 48, height: 30),
-                                crop: NormalizedRect(x: 0, y: 0.1, width: 1, height: 0.8), zIndex: 1)])
+                                crop: NormalizedRect(x: 0, y: 0.1, width: 1, height: 0.8),
+                                orientation: Orientation(rotation: .r180, mirrored: false), zIndex: 1)])
             let primaries = (0..<6).map { Self.yuvFrame(128, 72, format: .i420, seed: 20 + $0) }
             let secondaries = (0..<3).map { Self.yuvFrame(64, 48, format: .nv12, seed: 40 + $0) }
             func run(direct: Bool) throws -> ([VideoFrame], GPUStats) {
@@ -196,12 +198,20 @@ extension GPU {
             #expect(d <= 1, "direct and general paths differ by \(d) at \(at)")
         }
 
-        @Test func scaledPrimaryTakesGeneralPath() throws {
+        /// A scaled primary is a CPU draw too (sampled bilinearly, `ScaledCopy`);
+        /// a rotated one is rendered.
+        @Test func scaledPrimaryIsACPUDrawRotatedIsRendered() throws {
             let primary = Self.yuvFrame(64, 36, format: .nv12, seed: 5)
-            let plan = CompositionPlan(canvas: Self.canvas, draws: [
-                DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1))])
-            let scaled = try Self.run(direct: true, canvas: Self.canvas, plan: plan, primary: primary, secondary: nil)
-            #expect(scaled.stats.framesDirect == 0)
+            var draw = DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas), crop: NormalizedRect(x: 0, y: 0, width: 1, height: 1))
+            let scaled = try Self.run(direct: true, canvas: Self.canvas, plan: CompositionPlan(canvas: Self.canvas, draws: [draw]),
+                                      primary: primary, secondary: nil)
+            #expect(scaled.stats.framesDirect == 1)
+            let (d, at) = ScaledCopy.referenceDifference(scaled.nv12, draw, primary)
+            #expect(d <= 1, "scaled primary differs from the reference by \(d) at \(at)")
+            draw.orientation = Orientation(rotation: .r180, mirrored: false)
+            let rotated = try Self.run(direct: true, canvas: Self.canvas, plan: CompositionPlan(canvas: Self.canvas, draws: [draw]),
+                                       primary: primary, secondary: nil)
+            #expect(rotated.stats.framesDirect == 0)
         }
 
         /// Mirrored 1:1 draws are copies too (bytes, and UV pairs, reversed).

@@ -1,0 +1,120 @@
+import DiptychCore
+
+/// Where a scaled CPU draw samples its frame: the destination's local point
+/// (s, t) in 0...1 shows the normalized sensor point (x0 + s·dx, y0 + t·dy),
+/// as `DrawSampling.texFromLocal` maps it for an unrotated draw (`dx` is
+/// negative when the picture is mirrored).
+struct SensorMap: Hashable {
+    var x0: Double
+    var dx: Double
+    var y0: Double
+    var dy: Double
+
+    /// The map of an unrotated draw (its crop, mirrored or not).
+    init(_ d: DrawDescription) {
+        let c = d.crop
+        if d.orientation.mirrored { x0 = 1 - c.x; dx = -c.width } else { x0 = c.x; dx = c.width }
+        y0 = c.y; dy = c.height
+    }
+}
+
+/// One plane of a scaled draw, sampled the way GL_LINEAR samples a texture:
+/// texel centres at half-integers, clamped to the edge, 8-bit weights, in
+/// YUV (a draw the software renderer would convert to RGB and back; the
+/// conversions are affine, so filtering before or after them agrees within
+/// rounding). Chroma samples are taken at the centre of their 2 × 2 block,
+/// which is where the NV12 pass averages the four pixels' chroma.
+///
+/// Writes destination samples `columns` × `rows` (indices into the draw's
+/// plane of `destWidth` × `destHeight` samples) to `dst` (the sample at
+/// `columns.lowerBound`, `rows.lowerBound`), `dstStep` bytes apart.
+struct PlaneScale: @unchecked Sendable {
+    /// Sample (0, 0) of the source plane, `srcStep` bytes between samples.
+    var src: UnsafeRawPointer
+    var srcStride: Int
+    var srcStep: Int
+    var srcWidth: Int
+    var srcHeight: Int
+    var dst: UnsafeMutableRawPointer
+    var dstStride: Int
+    var dstStep: Int
+    var destWidth: Int
+    var destHeight: Int
+    var columns: Range<Int>
+    var rows: Range<Int>
+    var map: SensorMap
+
+    /// The source sample below sample `i` of `count` and the 8-bit weight of the next one.
+    @inline(__always)
+    static func tap(_ i: Int, count: Int, origin: Double, extent: Double, size: Int) -> (index: Int, weight: Int) {
+        let u = (origin + (Double(i) + 0.5) / Double(count) * extent) * Double(size) - 0.5
+        if !(u > 0) { return (0, 0) }
+        let f = u.rounded(.down)
+        var index = Int(f), weight = Int(((u - f) * 256).rounded())
+        if weight == 256 { index += 1; weight = 0 }
+        if index >= size - 1 { return (size - 1, 0) }
+        return (index, weight)
+    }
+
+    func run() {
+        guard !columns.isEmpty, !rows.isEmpty, srcWidth > 0, srcHeight > 0 else { return }
+        let n = columns.count
+        let xIndex = UnsafeMutablePointer<Int32>.allocate(capacity: n)
+        let xWeight = UnsafeMutablePointer<UInt32>.allocate(capacity: n)
+        defer { xIndex.deallocate(); xWeight.deallocate() }
+        var lo = srcWidth, hi = 0
+        for k in 0..<n {
+            let t = Self.tap(columns.lowerBound + k, count: destWidth, origin: map.x0, extent: map.dx, size: srcWidth)
+            xIndex[k] = Int32(t.index); xWeight[k] = UInt32(t.weight)
+            lo = min(lo, t.index); hi = max(hi, t.index)
+        }
+        hi = min(srcWidth - 1, hi + 1)
+        // Vertically blended source samples lo...hi (×256), and one past the end for the last tap.
+        let span = hi - lo + 1
+        let blended = UnsafeMutablePointer<UInt16>.allocate(capacity: span + 1)
+        defer { blended.deallocate() }
+        for j in rows {
+            let (y0, fy) = Self.tap(j, count: destHeight, origin: map.y0, extent: map.dy, size: srcHeight)
+            let y1 = min(y0 + 1, srcHeight - 1)
+            let r0 = (src + y0 * srcStride + lo * srcStep).assumingMemoryBound(to: UInt8.self)
+            let r1 = (src + y1 * srcStride + lo * srcStep).assumingMemoryBound(to: UInt8.self)
+            let w1 = UInt16(fy), w0 = 256 &- w1
+            if srcStep == 1 {
+                for k in 0..<span { blended[k] = UInt16(r0[k]) &* w0 &+ UInt16(r1[k]) &* w1 }
+            } else {
+                for k in 0..<span { blended[k] = UInt16(r0[k &* srcStep]) &* w0 &+ UInt16(r1[k &* srcStep]) &* w1 }
+            }
+            blended[span] = blended[span - 1]
+            let out = (dst + (j - rows.lowerBound) * dstStride).assumingMemoryBound(to: UInt8.self)
+            for k in 0..<n {
+                let x = Int(xIndex[k]) &- lo, w = xWeight[k]
+                let v = UInt32(blended[x]) &* (256 &- w) &+ UInt32(blended[x &+ 1]) &* w
+                out[k &* dstStep] = UInt8(truncatingIfNeeded: (v &+ 32768) >> 16)
+            }
+        }
+    }
+
+    /// The three jobs that draw `part` (canvas pixels, inside the draw's
+    /// destination, 2-aligned) of scaled draw `c` into NV12: Y rows at `y`,
+    /// interleaved UV rows at `uv`.
+    static func jobs(_ c: CopyDraw, map: SensorMap, part r: PixelRect, y: UnsafeMutableRawPointer, yStride: Int,
+                     uv: UnsafeMutableRawPointer, uvStride: Int) -> [PlaneScale] {
+        let f = c.frame, d = c.destination
+        let px = r.x - d.x, py = r.y - d.y
+        let yp = f.planes[0]
+        var out = [PlaneScale(src: yp.baseAddress, srcStride: yp.stride, srcStep: 1, srcWidth: f.width, srcHeight: f.height,
+                              dst: y, dstStride: yStride, dstStep: 1, destWidth: d.width, destHeight: d.height,
+                              columns: px..<(px + r.width), rows: py..<(py + r.height), map: map)]
+        let cw = (f.width + 1) / 2, ch = (f.height + 1) / 2
+        let columns = (px / 2)..<((px + r.width) / 2), rows = (py / 2)..<((py + r.height) / 2)
+        for k in 0..<2 {
+            let (base, stride, step): (UnsafeRawPointer, Int, Int) = f.format == .nv12
+                ? (f.planes[1].baseAddress + k, f.planes[1].stride, 2)
+                : (f.planes[1 + k].baseAddress, f.planes[1 + k].stride, 1)
+            out.append(PlaneScale(src: base, srcStride: stride, srcStep: step, srcWidth: cw, srcHeight: ch,
+                                  dst: uv + k, dstStride: uvStride, dstStep: 2, destWidth: d.width / 2, destHeight: d.height / 2,
+                                  columns: columns, rows: rows, map: map))
+        }
+        return out
+    }
+}
