@@ -177,7 +177,9 @@ public final class RecordingSession: @unchecked Sendable {
     /// the take ended abnormally — in which case what was recorded has been
     /// finalized and `summary` describes it.
     public func run() throws(SessionError) -> TakeSummary {
+        let baseline = StageClock.times()
         let take = TakeRun(session: self, prepared: try TakeSetup.prepare(self))
+        take.stageBaseline = baseline
         control.lock(); _hasStarted = true; control.unlock()
         defer {
             control.lock()

@@ -100,6 +100,10 @@ public struct TakeSummary: Sendable, Codable {
     public var droppedFrames = 0
     /// Times the main output (a live stream) was disconnected and reopened.
     public var outages: [OutputOutage] = []
+    /// The process's CPU seconds by pipeline stage from the start of the
+    /// take's setup to its end (`StageClock`; with several takes in one
+    /// process, theirs together).
+    public var cpuStages: StageTimes?
 }
 
 /// What one more output of a take received.

@@ -47,7 +47,8 @@ final class SourceReader: @unchecked Sendable {
 
     private func start(openFirst duration: Double??) {
         thread = JoinableThread { [self] in
-            defer { done.signal() }
+            StageClock.name(.decode)
+            defer { StageClock.sample(); done.signal() }
             if case .some(let d) = duration, let opener {
                 do throws(MediaError) {
                     let s = try opener(spec, d)

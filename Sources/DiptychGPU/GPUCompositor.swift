@@ -272,7 +272,7 @@ public final class GPUCompositor: @unchecked Sendable {
             got = try withRenderer { r throws(GPUError) in UncheckedBox(try r.takeCompleted(wait: wait, offThread: false)) }.value
         }
         guard let (readback, jobs) = got else { return nil }
-        for j in jobs { j.run() }
+        StageClock.measure(.convert) { for j in jobs { j.run() } }
         return readback
     }
 
@@ -341,6 +341,8 @@ public final class GPUCompositor: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         guard !isShut else { return }
         isShut = true
+        // The rasterizer's threads may end with the context: their time is read first.
+        StageClock.sample()
         let b = box
         _ = try? thread.sync { () throws(GPUError) in
             b.renderer?.shutdown()

@@ -38,7 +38,7 @@ extension GPURenderer {
     /// Render thread: the oldest readback, delivered here (copies run here).
     func deliverOldestHere() throws(GPUError) -> NV12Readback? {
         guard let (r, jobs) = try takeCompleted(wait: true, offThread: false) else { return nil }
-        for j in jobs { j.run() }
+        StageClock.measure(.convert) { for j in jobs { j.run() } }
         return r
     }
 
@@ -47,7 +47,7 @@ extension GPURenderer {
         timer.poll()
         if !readbacks.ready.isEmpty { return readbacks.ready.removeFirst() }
         guard let (r, jobs) = try takeCompleted(wait: wait, offThread: false) else { return nil }
-        for j in jobs { j.run() }
+        StageClock.measure(.convert) { for j in jobs { j.run() } }
         try checkReset()
         return r
     }

@@ -1,4 +1,5 @@
 import CGLES
+import DiptychCore
 import Foundation
 import CEGL
 
@@ -68,6 +69,7 @@ final class RenderThread: @unchecked Sendable {
     }
 
     private func loop() {
+        StageClock.name(.render)
         pthread_setspecific(RenderThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
         while true {
             condition.lock()

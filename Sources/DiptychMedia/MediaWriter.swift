@@ -171,7 +171,7 @@ public final class MediaWriter: @unchecked Sendable {
             trackEnds![i] = max(trackEnds![i], packet.pointee.pts + max(0, packet.pointee.duration))
         }
         deadline.arm()
-        let r = av_interleaved_write_frame(output.raw, packet)
+        let r = StageClock.measure(.mux) { av_interleaved_write_frame(output.raw, packet) }
         deadline.disarm()
         try check(r, doing)
     }

@@ -22,11 +22,12 @@ final class VideoDecoder {
     init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String) throws(MediaError) {
         self.path = path
         do {
-            context = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
-            context.raw.pointee.thread_count = 0
-            context.raw.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
-            context.raw.pointee.pkt_timebase = stream.pointee.time_base
-            try context.open()
+            let c = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
+            c.raw.pointee.thread_count = 0
+            c.raw.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
+            c.raw.pointee.pkt_timebase = stream.pointee.time_base
+            try StageClock.naming(.decode) { () throws(FFmpegError) in try c.open() }
+            context = c
         } catch {
             throw .unsupportedFormat(path: path, detail: "cannot open \(String(cString: codec.pointee.name)) decoder: \(error.message)")
         }
@@ -36,6 +37,9 @@ final class VideoDecoder {
         }
         deliveredFormat = delivered
     }
+
+    /// The decoder's threads end with the context: their time is read first.
+    deinit { StageClock.sample() }
 
     /// `avcodec_send_packet` (nil drains); the raw code.
     func send(_ packet: FFPacket?) -> Int32 { context.send(packet) }
@@ -58,7 +62,7 @@ final class VideoDecoder {
         }
         do {
             try owned.allocate(format: avPixelFormat(target), width: frame.width, height: frame.height)
-            try scaler.convert(frame, into: owned)
+            try StageClock.measure(.convert) { () throws(FFmpegError) in try scaler.convert(frame, into: owned) }
         } catch {
             throw .unsupportedFormat(path: path, detail: "cannot convert \(pixelFormatName(fmt)) to \(target.rawValue): \(error)")
         }

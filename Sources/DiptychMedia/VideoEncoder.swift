@@ -29,6 +29,9 @@ final class VideoEncoder {
     private var flushed = false
 
     var context: UnsafeMutablePointer<AVCodecContext> { encoder.raw }
+
+    /// The encoder library's threads end with the context: their time is read first.
+    deinit { StageClock.sample() }
     var name: String { selection.name }
 
     init(settings: VideoEncoderSettings, globalHeader: Bool) throws(MediaError) {
@@ -59,7 +62,7 @@ final class VideoEncoder {
             if let t = settings.tune { options.set("tune", t) }
             if sel.name == "libx265" { options.set("x265-params", "log-level=error") }
         }
-        do { try encoder.open(options) } catch {
+        do { try StageClock.naming(.encode) { () throws(FFmpegError) in try encoder.open(options) } } catch {
             throw .encoderFailed(encoder: sel.name, detail: "cannot open (\(settings.size) @ \(settings.frameRate) fps, preset \(settings.preset)\(settings.tune.map { ", tune \($0)" } ?? "")): \(error.message)")
         }
         if let left = options.first {
@@ -167,7 +170,7 @@ final class VideoEncoder {
         guard frame.planes.count >= frame.format.planeCount else {
             throw .invalidFrame(reason: "\(frame.format.rawValue) frame has \(frame.planes.count) planes")
         }
-        let av = try makeAVFrame(frame)
+        let av = try StageClock.measure(.convert) { () throws(MediaError) in try makeAVFrame(frame) }
         av.raw.pointee.pts = ticks(for: frame.pts)
         if let hwFrames {
             let hw = FFFrame()

@@ -45,7 +45,8 @@ final class EncoderStage: @unchecked Sendable {
         // A live output's queue holds half a second at 60 fps: room for jitter, not for a backlog.
         queue = BoundedQueue(capacity: depth ?? (live ? 30 : 4))
         thread = JoinableThread { [self] in
-            defer { done.signal() }
+            StageClock.name(.encode)
+            defer { StageClock.sample(); done.signal() }
             while let frame = queue.pop() {
                 if failure != nil { continue }
                 do throws(MediaError) {

@@ -10,13 +10,13 @@ extension TakeRun {
         inputs.stop()
 
         // Drain the GPU: every rendered frame reaches its encoder.
-        if encoderFailure() == nil, let r = deliverReadbacks(wait: true), reason.isNormal { reason = r }
+        if encoderFailure() == nil, let r = StageClock.measure(.render, { deliverReadbacks(wait: true) }), reason.isNormal { reason = r }
         if let preview, frames > 0, let t = lastPTS { preview.writeIfPending(gpu: gpu, at: t) }
         if let w = preview?.warning { warnings.append(w) }
         let gpuSummary = gpu.gpu.info.description
         var finishError: MediaError?
         for e in encoders {
-            let error = e.finish()
+            let error = StageClock.measure(.encode) { e.finish() }
             if e === main {
                 if let f = e.failure, reason.isNormal { reason = f.isStorageFull ? .storageFull(f) : .outputFailed(f) }
                 finishError = error
@@ -49,7 +49,8 @@ extension TakeRun {
             normalStop: reason.isNormal && finishError == nil && lost.isEmpty && !outputResults.contains { $0.failure != nil },
             warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
             preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
-            outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages)
+            outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages,
+            cpuStages: StageClock.times() - stageBaseline)
         if !reason.isNormal {
             throw .ended(.abnormal(reason, frames: written, seconds: duration, output: outputPath, live: main.live))
         }

@@ -41,6 +41,8 @@ final class TakeRun {
     /// The layout each output's zoom was last checked for.
     var zoomChecked: [Int: Layout] = [:]
     var droppedReported: [Int: Int] = [:]
+    /// The process's CPU time by stage when the take's setup began (`TakeSummary.cpuStages`).
+    var stageBaseline = StageTimes()
 
     init(session: RecordingSession, prepared p: PreparedTake) {
         self.session = session
@@ -71,7 +73,8 @@ final class TakeRun {
 
     func run() throws(SessionError) -> TakeSummary {
         session.io.started(gpu.gpu.info)
-        return try finalize(renderLoop())
+        let stop = StageClock.measure(.render) { renderLoop() }
+        return try finalize(stop)
     }
 
     private func renderLoop() -> StopReason {
