@@ -7,6 +7,7 @@ import Foundation
 /// pixels, mirrored horizontally or not) or, with `scale`, the frame's crop
 /// scaled bilinearly (`PlaneScale`).
 struct CopyDraw {
+    var role: StreamRole
     var destination: PixelRect
     var frame: VideoFrame
     var sourceX: Int
@@ -54,6 +55,9 @@ struct DirectFrame {
     /// The region was not rendered: its bytes come from this cache, filled by
     /// an earlier frame's delivery (frames are delivered in order).
     var reuse: RegionCache?
+    /// Per scaled copy (by index): the cache its bytes go through, and whether
+    /// this frame samples them into it (else an earlier frame did).
+    var scaled: [Int: (cache: ScaledCache, fill: Bool)] = [:]
 }
 
 /// The bytes of one rendered region (Y rows then UV rows, tightly packed).
@@ -85,14 +89,15 @@ enum DirectCopyPlanner {
               r.x % 4 == 0, r.width % 4 == 0, r.y % 2 == 0, r.height % 2 == 0 else { return nil }
         guard DrawSampling.isUnitScale(d, textureWidth: f.width, textureHeight: f.height) else {
             guard d.crop.width > 0, d.crop.height > 0 else { return nil }
-            return CopyDraw(destination: r, frame: f, sourceX: 0, sourceY: 0, mirrored: d.orientation.mirrored, scale: SensorMap(d))
+            return CopyDraw(role: d.role, destination: r, frame: f, sourceX: 0, sourceY: 0, mirrored: d.orientation.mirrored,
+                            scale: SensorMap(d))
         }
         let cx = Int((d.crop.x * Double(f.width)).rounded()), cy = Int((d.crop.y * Double(f.height)).rounded())
         guard cx % 2 == 0, cy % 2 == 0, cx >= 0, cy >= 0, cx + r.width <= f.width, cy + r.height <= f.height else { return nil }
         // Mirrored: the upright crop [cx, cx + w) is sensor [W - cx - w, W - cx), read right to left.
         let sx = d.orientation.mirrored ? f.width - cx - r.width : cx
         guard sx % 2 == 0 else { return nil }
-        return CopyDraw(destination: r, frame: f, sourceX: sx, sourceY: cy, mirrored: d.orientation.mirrored)
+        return CopyDraw(role: d.role, destination: r, frame: f, sourceX: sx, sourceY: cy, mirrored: d.orientation.mirrored)
     }
 
     /// The direct plan for `plan`, or nil when it does not qualify. `kept`: the
@@ -200,9 +205,17 @@ enum DirectCopyPlanner {
         let keep = KeepAlive(direct)
         let S = r.stride, uvBase = dst + S * r.height
         var jobs: [CopyJob] = []
-        for c in direct.copies {
+        for (k, c) in direct.copies.enumerated() {
             let d = c.destination
-            jobs += copyJobs(c, part: d, y: dst + d.y * S + d.x, yStride: S, uv: uvBase + (d.y / 2) * S + d.x, uvStride: S)
+            guard let (cache, fill) = direct.scaled[k] else {
+                jobs += copyJobs(c, part: d, y: dst + d.y * S + d.x, yStride: S, uv: uvBase + (d.y / 2) * S + d.x, uvStride: S)
+                continue
+            }
+            let w = d.width, h = d.height
+            if fill { jobs += copyJobs(c, part: d, y: cache.base, yStride: w, uv: cache.base + w * h, uvStride: w) }
+            jobs.append(CopyJob(dst: dst + d.y * S + d.x, dstStride: S, src: cache.base, srcStride: w, rowBytes: w, rows: h))
+            jobs.append(CopyJob(dst: uvBase + (d.y / 2) * S + d.x, dstStride: S, src: cache.base + w * h, srcStride: w,
+                                rowBytes: w, rows: h / 2))
         }
         // The region, tightly packed (Y rows, then UV rows): from the pack buffer, or from the last rendered one.
         let packed: UnsafeRawPointer? = direct.reuse.map { UnsafeRawPointer($0.base) } ?? src

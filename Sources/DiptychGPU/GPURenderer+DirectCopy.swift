@@ -124,6 +124,21 @@ extension GPURenderer {
         let nv12 = try out.nv12Texture()
         var packSlot = -1, packBytes = 0
         var frame = DirectFrame(copies: direct.copies, region: direct.region)
+        for (k, c) in direct.copies.enumerated() {
+            guard let map = c.scale else { continue }
+            let key = ScaleKey(c, map: map)
+            if let cache = out.scaledCaches[k], cache.key == key {
+                frame.scaled[k] = (cache, false)
+                timer.stats.scaledReused += 1
+            } else if let cache = out.scaledCaches[k], cache.key.destination.size == key.destination.size {
+                cache.key = key
+                frame.scaled[k] = (cache, true)
+            } else {
+                let cache = ScaledCache(key: key)
+                out.scaledCaches[k] = cache
+                frame.scaled[k] = (cache, true)
+            }
+        }
 
         // A region that nothing beneath shows through, drawn from the same uploads as last time: reuse its bytes.
         var key: RegionKey?

@@ -33,6 +33,8 @@ public struct GPUStats: Hashable, Sendable, Codable {
     public var framesDirect = 0
     /// Direct-copy frames whose rendered region was reused from an earlier frame (same uploads, nothing beneath showing).
     public var regionsReused = 0
+    /// Scaled CPU draws copied from an earlier frame's sampling (the same picture at the same place).
+    public var scaledReused = 0
     /// Submissions whose fence has not signalled yet.
     public var inFlight = 0
     public init() {}

@@ -104,6 +104,8 @@ final class Output {
     /// where its bytes land once that frame is delivered (see `RegionKey`).
     var regionKey: RegionKey?
     var regionCache: RegionCache?
+    /// Per CPU draw index, the bytes of the last scaled picture drawn there (`ScaledCache`).
+    var scaledCaches: [Int: ScaledCache] = [:]
 
     init(id: OutputID, canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) throws(GPUError) {
         self.id = id; self.canvas = canvas; self.matrix = matrix; self.range = range

@@ -69,6 +69,7 @@ struct PlaneScale: @unchecked Sendable {
             lo = min(lo, t.index); hi = max(hi, t.index)
         }
         hi = min(srcWidth - 1, hi + 1)
+        for k in 0..<n { xIndex[k] &-= Int32(lo) }
         // Vertically blended source samples lo...hi (×256), and one past the end for the last tap.
         let span = hi - lo + 1
         let blended = UnsafeMutablePointer<UInt16>.allocate(capacity: span + 1)
@@ -78,18 +79,23 @@ struct PlaneScale: @unchecked Sendable {
             let y1 = min(y0 + 1, srcHeight - 1)
             let r0 = (src + y0 * srcStride + lo * srcStep).assumingMemoryBound(to: UInt8.self)
             let r1 = (src + y1 * srcStride + lo * srcStep).assumingMemoryBound(to: UInt8.self)
-            let w1 = UInt16(fy), w0 = 256 &- w1
+            // a·(256 − w) + b·w = 256·a + (b − a)·w, exact in wrapping arithmetic (the result fits).
+            let w = UInt16(fy)
             if srcStep == 1 {
-                for k in 0..<span { blended[k] = UInt16(r0[k]) &* w0 &+ UInt16(r1[k]) &* w1 }
+                for k in 0..<span { blended[k] = UInt16(r0[k]) &<< 8 &+ (UInt16(r1[k]) &- UInt16(r0[k])) &* w }
             } else {
-                for k in 0..<span { blended[k] = UInt16(r0[k &* srcStep]) &* w0 &+ UInt16(r1[k &* srcStep]) &* w1 }
+                for k in 0..<span {
+                    let a = UInt16(r0[k &* srcStep]), b = UInt16(r1[k &* srcStep])
+                    blended[k] = a &<< 8 &+ (b &- a) &* w
+                }
             }
             blended[span] = blended[span - 1]
-            let out = (dst + (j - rows.lowerBound) * dstStride).assumingMemoryBound(to: UInt8.self)
+            var out = (dst + (j - rows.lowerBound) * dstStride).assumingMemoryBound(to: UInt8.self)
             for k in 0..<n {
-                let x = Int(xIndex[k]) &- lo, w = xWeight[k]
-                let v = UInt32(blended[x]) &* (256 &- w) &+ UInt32(blended[x &+ 1]) &* w
-                out[k &* dstStep] = UInt8(truncatingIfNeeded: (v &+ 32768) >> 16)
+                let x = Int(xIndex[k])
+                let a = UInt32(blended[x]), b = UInt32(blended[x &+ 1])
+                out.pointee = UInt8(truncatingIfNeeded: (a &<< 8 &+ (b &- a) &* xWeight[k] &+ 32768) >> 16)
+                out += dstStep
             }
         }
     }
@@ -117,4 +123,35 @@ struct PlaneScale: @unchecked Sendable {
         }
         return out
     }
+}
+
+/// What a scaled CPU draw's pixels depend on: equal keys give equal bytes.
+struct ScaleKey: Hashable {
+    var role: StreamRole
+    var upload: UInt64
+    var source: PixelSize
+    var map: SensorMap
+    var destination: PixelRect
+
+    init(_ c: CopyDraw, map: SensorMap) {
+        role = c.role; upload = c.upload; source = c.frame.size; self.map = map; destination = c.destination
+    }
+}
+
+/// The bytes of one scaled CPU draw (Y rows then UV rows, tightly packed):
+/// a 30 fps secondary under a 60 fps primary is sampled once per frame of
+/// its own, and the frames in between copy these bytes. `key` is what the
+/// last frame committed asked for; deliveries run in submission order, so
+/// each one finds the bytes the frames before it left.
+final class ScaledCache: @unchecked Sendable {
+    var key: ScaleKey
+    let bytes: Int
+    let base: UnsafeMutableRawPointer
+
+    init(key: ScaleKey) {
+        self.key = key
+        bytes = key.destination.width * key.destination.height * 3 / 2
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(bytes, 1), alignment: 64)
+    }
+    deinit { base.deallocate() }
 }

@@ -151,6 +151,37 @@ extension GPU {
             #expect(d <= 1, "scaled primary differs from the reference by \(d) at \(dat)")
         }
 
+        /// A 30 fps secondary under a 60 fps primary is sampled once per
+        /// secondary frame; the frames in between copy those bytes. A moved
+        /// inset is sampled again (nothing stale is reused).
+        @Test func scaledInsetSampledOncePerSecondaryFrame() throws {
+            let plans = [Self.pip(inset: PixelRect(x: 72, y: 36, width: 40, height: 26), crop: .unit, mirrored: true),
+                         Self.pip(inset: PixelRect(x: 8, y: 8, width: 40, height: 26), crop: .unit, mirrored: true)]
+            let primaries = (0..<8).map { DC.yuvFrame(128, 72, format: .i420, seed: 50 + $0) }
+            let secondaries = (0..<4).map { DC.yuvFrame(96, 64, format: .nv12, seed: 60 + $0) }
+            let c = try GPUCompositor(selection: .software, directCopy: true)
+            defer { c.shutdown() }
+            let out = try c.addOutput(canvas: Self.canvas)
+            var frames: [VideoFrame] = []
+            for i in 0..<8 {
+                var uploads = [(primaries[i], StreamRole.primary)]
+                if i % 2 == 0 { uploads.append((secondaries[i / 2], .secondary)) }
+                // Frame 5 moves the inset while its secondary frame holds.
+                frames += try c.composite(uploads: uploads, output: out, plan: plans[i == 5 ? 1 : 0],
+                                          pts: MediaTime(value: Int64(i), timescale: 60))
+            }
+            frames += try c.flush()
+            #expect(frames.count == 8)
+            #expect(c.stats.framesDirect == 8)
+            #expect(c.stats.scaledReused == 3)   // frames 1, 3 and 7
+            for f in frames {
+                let i = Int(f.pts.value)
+                let draw = plans[i == 5 ? 1 : 0].draws[1]
+                let (d, at) = Self.referenceDifference(f, draw, secondaries[i / 2])
+                #expect(d <= 1, "frame \(i): inset differs from its secondary by \(d) at \(at)")
+            }
+        }
+
         /// Rotated, translucent or masked scaled draws are rendered, not drawn on the CPU.
         @Test func onlyPlainUnrotatedDrawsAreCPUDraws() {
             let f = DC.yuvFrame(96, 64, format: .nv12, seed: 36)
