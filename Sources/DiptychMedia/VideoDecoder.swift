@@ -1,8 +1,8 @@
 import CFFmpeg
+import Foundation
 import DiptychCore
 
-/// One video stream's decoder (frame and slice threads, thread count chosen
-/// by FFmpeg) and the conversion of what it decodes into `VideoFrame`s.
+/// One video stream's decoder (frame and slice threads, one per core) and the conversion of what it decodes into `VideoFrame`s.
 ///
 /// Frames whose decoder format the GPU uploads directly (NV12, yuv420p,
 /// yuvj420p, RGBA, BGRA) are wrapped without copying; any other format is
@@ -23,7 +23,8 @@ final class VideoDecoder {
         self.path = path
         do {
             let c = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
-            c.raw.pointee.thread_count = 0
+            // One frame thread per core (FFmpeg's automatic count is one more, and each holds a frame).
+            c.raw.pointee.thread_count = Int32(min(16, ProcessInfo.processInfo.activeProcessorCount))
             c.raw.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
             c.raw.pointee.pkt_timebase = stream.pointee.time_base
             try StageClock.naming(.decode) { () throws(FFmpegError) in try c.open() }

@@ -43,7 +43,9 @@ final class EncoderStage: @unchecked Sendable {
          onWritten: (@Sendable (MediaTime) -> Void)? = nil) {
         self.key = key; self.name = name; self.sink = sink; self.live = live
         // A live output's queue holds half a second at 60 fps: room for jitter, not for a backlog.
-        queue = BoundedQueue(capacity: depth ?? (live ? 30 : 4))
+        // A file's queue holds three frames (each 3 MB at 1080p): enough to keep
+        // its encoder busy while the render loop waits for the next input frame.
+        queue = BoundedQueue(capacity: depth ?? (live ? 30 : 3))
         thread = JoinableThread { [self] in
             StageClock.name(.encode)
             defer { StageClock.sample(); done.signal() }

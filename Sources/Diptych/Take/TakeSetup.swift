@@ -177,8 +177,11 @@ enum TakeSetup {
         // File sources are paced by timestamp, so the clock never has to wait.
         clock.beforeFirstFrame = .primaryOnly
         clock.afterEnd = .primaryOnlyAfter(MediaTime(seconds: config.secondaryTimeout))
-        let inputs = InputStage(primary: SourceReader(spec: config.primary, source: primary),
-                                secondary: secondary.map { SourceReader(spec: config.secondary, source: $0) },
+        // Each queued frame pins a decoder buffer (3 MB at 1080p): a file needs
+        // two (its decoder's threads already work ahead), a live source four for jitter.
+        func depth(_ spec: SourceSpec) -> Int { TakeRun.isLive(spec) ? 4 : 2 }
+        let inputs = InputStage(primary: SourceReader(spec: config.primary, source: primary, capacity: depth(config.primary)),
+                                secondary: secondary.map { SourceReader(spec: config.secondary, source: $0, capacity: depth(config.secondary)) },
                                 settings: inputSettings, clock: clock, log: hooks.log,
                                 warn: { hooks.log("warning: \($0)") }, isStopRequested: { session.isStopRequested })
         keepGPU = true
