@@ -2,7 +2,8 @@ import CFFmpeg
 import Foundation
 import DiptychCore
 
-/// One video stream's decoder (frame and slice threads, one per core) and the conversion of what it decodes into `VideoFrame`s.
+/// One video stream's decoder (frame and slice threads, one per core) and
+/// the conversion of what it decodes into `VideoFrame`s.
 ///
 /// Frames whose decoder format the GPU uploads directly (NV12, yuv420p,
 /// yuvj420p, RGBA, BGRA) are wrapped without copying; any other format is
