@@ -52,6 +52,10 @@ public struct BenchOptions: Sendable, Equatable {
     /// Which of `--pairs`' runners run (nil: ours, and FFmpeg's configurations when `--peers` has ffmpeg).
     public var pairRunners: [String]?
     public var bitrate = 10_000_000
+    /// End to end: each case runs this many times, ours and the peers alternating (medians and spreads reported).
+    public var repeats = 1
+    /// End to end: the secondary is mirrored (our `--mirror-secondary`, FFmpeg's `hflip`, GStreamer's `videoflip`).
+    public var mirror = true
     public var gpu = "auto"
     public var json: String?
     public var chart: String? = "bench-fps.svg"
@@ -78,6 +82,8 @@ public struct BenchOptions: Sendable, Equatable {
       --duration SECONDS   primary video per end-to-end case (default 10)
       --peers P,...|none   ffmpeg, gstreamer (default both; a missing one is skipped with a note)
       --preset P,...       x264 presets for us and the peers, each a case of its own (default ultrafast)
+      --repeat N           end to end: run each case N times, ours and the peers alternating (medians, spreads)
+      --mirror on|off      end to end: mirror the secondary in every layout (default on)
       --pairs N|N,M,...    end to end with takes at once: N looks for the largest count from 1 to N at which
                            every take stays real time, a list tries exactly those counts (PiP, 1080p60 + 720p30
                            unless --layouts/--sizes say otherwise; FFmpeg runs as many processes, CPU and NVDEC)
@@ -97,6 +103,7 @@ public struct BenchOptions: Sendable, Equatable {
         var explicitLayouts = false, explicitSizes = false
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--duration", "--peers", "--preset", "--presets",
+                      "--repeat", "--mirror",
                       "--pairs", "--pair-runners", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
@@ -172,6 +179,14 @@ public struct BenchOptions: Sendable, Equatable {
                     throw BenchUsageError("--preset '\(item)': expected an x264 preset (ultrafast ... veryslow)")
                 }
                 o.presets = v; o.preset = v[0]
+            case "--repeat":
+                let v = try value(a)
+                guard let n = Int(v), n >= 1, n <= 20 else { throw BenchUsageError("--repeat '\(v)': expected a count from 1 to 20") }
+                o.repeats = n
+            case "--mirror":
+                let v = try value(a)
+                guard v == "on" || v == "off" else { throw BenchUsageError("--mirror '\(v)': expected on or off") }
+                o.mirror = v == "on"
             case "--pairs":
                 o.pairs = try PairCounts.parse(try value(a))
             case "--pair-runners":

@@ -29,6 +29,33 @@ public struct BenchResult: Sendable, Codable {
     public var cpuMsPerFrame: Double
     public var peers: [PeerResult] = []
     public var notes: [String] = []
+    /// End to end: every run (`--repeat`), in order; the figures above are their medians.
+    public var runs: [RunFigures]?
+    /// End to end: the process's peak resident memory (median of the runs), MiB.
+    public var peakRSSMiB: Double?
+    /// End to end: CPU ms per output frame by pipeline stage (medians of the runs' stage timers).
+    public var stageMsPerFrame: StageTimes?
+    /// The command of one run.
+    public var command: String?
+}
+
+/// One timed run of one program on an end-to-end case: the whole process,
+/// from its start to its exit (`wait4`), with its resident memory sampled.
+public struct RunFigures: Sendable, Codable {
+    public var frames: Int
+    public var seconds: Double
+    public var fps: Double
+    /// User + system time of all its threads per output frame, milliseconds.
+    public var cpuMsPerFrame: Double
+    public var peakRSSMiB: Double
+    public var minorFaults: Int
+    /// Resident memory over the last fifth of the run minus over the second fifth, MiB.
+    public var rssGrowthMiB: Double?
+    /// The 1-minute load average when the run started.
+    public var loadAverage: Double
+    /// Ours: CPU ms per output frame by stage, from the take's stage timers
+    /// (`other` also holds the process's time outside the take: start-up, exit).
+    public var stageMsPerFrame: StageTimes?
 }
 
 /// A peer's figure for the same end-to-end case.
@@ -38,10 +65,17 @@ public struct PeerResult: Sendable, Codable {
     public var fps: Double?
     public var frames: Int?
     public var cpuMsPerFrame: Double?
-    /// Our fps divided by theirs.
+    /// Our fps divided by theirs (median of the paired runs' ratios).
     public var ratio: Double?
     public var command: String?
     public var note: String?
+    /// Every run, in order (paired with ours by index).
+    public var runs: [RunFigures]?
+    /// The smallest and largest paired ratio.
+    public var ratioRange: [Double]?
+    /// Peak resident memory (median of the runs), MiB, and ours divided by it.
+    public var peakRSSMiB: Double?
+    public var memoryRatio: Double?
 }
 
 /// Everything one `diptych bench` run produced.
@@ -84,6 +118,18 @@ struct CPUClock {
         getrusage(children ? RUSAGE_CHILDREN.rawValue : RUSAGE_SELF.rawValue, &u)
         return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6 + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
     }
+}
+
+func median(_ values: [Double]) -> Double? {
+    let s = values.sorted()
+    guard !s.isEmpty else { return nil }
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+}
+
+/// The 1-minute load average.
+func loadAverage() -> Double {
+    let text = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? ""
+    return Double(text.split(separator: " ").first ?? "") ?? 0
 }
 
 func percentile(_ sorted: [Double], _ q: Double) -> Double? {

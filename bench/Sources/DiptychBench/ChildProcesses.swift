@@ -28,6 +28,8 @@ struct ChildOutcome: Sendable {
     var seconds: Double
     var cpuSeconds: Double
     var peakRSSMiB: Double
+    /// Minor page faults (first touches of memory).
+    var minorFaults: Int = 0
     /// Resident memory (MiB) sampled every `ChildGroup.sampleInterval`.
     var rssSamples: [Double]
     var stderrTail: String
@@ -83,7 +85,7 @@ enum ChildGroup {
                     let cpu = Double(ru.ru_utime.tv_sec) + Double(ru.ru_utime.tv_usec) / 1e6
                         + Double(ru.ru_stime.tv_sec) + Double(ru.ru_stime.tv_usec) / 1e6
                     outcomes[i] = ChildOutcome(status: exitCode(status), killed: killedAt[i] != nil, seconds: now() - t0,
-                                               cpuSeconds: cpu, peakRSSMiB: Double(ru.ru_maxrss) / 1024,
+                                               cpuSeconds: cpu, peakRSSMiB: Double(ru.ru_maxrss) / 1024, minorFaults: Int(ru.ru_minflt),
                                                rssSamples: samples[i], stderrTail: tail(commands[i].stderrPath))
                 } else if t - t0 > deadline {
                     if killedAt[i] == nil { kill(pid, SIGTERM); killedAt[i] = t } else if t - killedAt[i]! > 3 { kill(pid, SIGKILL) }

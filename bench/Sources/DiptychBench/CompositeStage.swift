@@ -14,9 +14,10 @@ struct CompositeStage {
     let options: BenchOptions
 
     /// The plan `diptych record --layout KIND` draws for these streams.
-    static func plan(_ kind: LayoutKind, canvas: PixelSize, primary: PixelSize, secondary: PixelSize) -> CompositionPlan {
+    static func plan(_ kind: LayoutKind, canvas: PixelSize, primary: PixelSize, secondary: PixelSize,
+                     mirrored: Bool = false) -> CompositionPlan {
         Layout(kind: kind).resolve(canvas: canvas, primary: StreamGeometry(sensorSize: primary),
-                                   secondary: StreamGeometry(sensorSize: secondary))
+                                   secondary: StreamGeometry(sensorSize: secondary, orientation: Orientation(rotation: .r0, mirrored: mirrored)))
     }
 
     /// A few distinct frames of a test pattern in `format`.

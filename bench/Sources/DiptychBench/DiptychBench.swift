@@ -97,12 +97,7 @@ final class Runner {
                         let what = "end to end \(layout.rawValue) \(size)" + (options.presets.count > 1 ? " \(preset)" : "")
                         progress(what)
                         do {
-                            var r = try presetStage.runOurs(layout: layout, inputs: inputs)
-                            for p in options.peers {
-                                progress("\(what): \(p.rawValue)")
-                                r.peers.append(peers.run(p, layout: layout, inputs: inputs, ours: r.fps))
-                            }
-                            results.append(r)
+                            results.append(try presetStage.run(layout: layout, inputs: inputs, peers: peers))
                         } catch {
                             failures += 1
                             note("\(what) failed: \(error)")
@@ -175,7 +170,7 @@ final class Runner {
                     o.preset = preset
                     let peers = Peers(options: o)
                     let c = PairCase(layout: layout, inputs: inputs, preset: preset, bitrate: options.bitrate, gop: 60,
-                                     gpu: options.gpu, workDir: options.workDir)
+                                     gpu: options.gpu, workDir: options.workDir, mirrored: options.mirror)
                     for r in PairRunners.all(peers) where pairRunnerNames.contains(r.name) {
                         out.append(stage.measure(r, c, progress: { [unowned self] in self.progress($0) }))
                         done += 1

@@ -8,7 +8,7 @@ import Foundation
 /// and the peers on the same files with the same geometry, encoder, preset,
 /// bitrate and keyframe interval.
 struct EndToEndStage {
-    let options: BenchOptions
+    var options: BenchOptions
     let log: (String) -> Void
 
     struct Inputs {
@@ -29,6 +29,26 @@ struct EndToEndStage {
     func inputs(canvas: PixelSize) throws -> Inputs {
         try FileManager.default.createDirectory(atPath: options.workDir, withIntermediateDirectories: true)
         let d = options.duration
+        // Long takes (a whole number of 10 s loops) repeat the 10 s files, packets copied.
+        if d > 10, d.truncatingRemainder(dividingBy: 10) == 0, let ffmpeg = Tools.find("ffmpeg") {
+            var short = self
+            short.options.duration = 10
+            let base = try short.inputs(canvas: canvas)
+            var looped = base
+            looped.frames = Int((d * 60).rounded())
+            looped.note = "the 10 s inputs played \(Int(d / 10)) times over (packets copied)"
+            for (src, keyPath) in [(base.primary, \Inputs.primary), (base.secondary, \Inputs.secondary)] {
+                let path = src.replacingOccurrences(of: "-10s.mp4", with: String(format: "-%gs.mp4", d))
+                looped[keyPath: keyPath] = path
+                guard !FileManager.default.fileExists(atPath: path) else { continue }
+                log("making \(path)")
+                let r = Tools.run(ffmpeg, ["-hide_banner", "-loglevel", "error", "-y", "-stream_loop", "\(Int(d / 10) - 1)", "-i", src,
+                                           "-c", "copy", "-f", "mp4", path + ".partial"])
+                guard r.status == 0 else { throw BenchRunError("ffmpeg could not make \(path): \(r.stderrTail)") }
+                try FileManager.default.moveItem(atPath: path + ".partial", toPath: path)
+            }
+            return looped
+        }
         let tag = String(format: "%gs", d)
         let p = "\(options.workDir)/primary-\(canvas)-60-\(tag).mp4"
         let s = "\(options.workDir)/secondary-\(Self.secondarySize)-30-\(tag).mp4"
@@ -69,46 +89,6 @@ struct EndToEndStage {
         try w.finish()
         try FileManager.default.moveItem(atPath: path + ".partial.mp4", toPath: path)
     }
-
-    /// Ours: one take with the CLI's defaults for this layout.
-    func runOurs(layout: LayoutKind, inputs: Inputs) throws -> BenchResult {
-        let out = "\(options.workDir)/diptych-\(layout.rawValue)-\(inputs.primarySize).mp4"
-        let config: TakeConfiguration
-        do {
-            config = try TakeConfiguration.parse(arguments: [
-                "--primary", inputs.primary, "--secondary", inputs.secondary, "--layout", layout.rawValue,
-                "--preset", options.preset, "--bitrate", "\(options.bitrate)", "--audio", "none", "--gpu", options.gpu,
-                "--out", out])
-        } catch { throw BenchRunError("\(error)") }
-        let path = PathLine()
-        let session = RecordingSession(configuration: config, hooks: SessionHooks(log: { path.note($0) }))
-        let cpu0 = CPUClock.seconds(), t0 = now()
-        let summary: TakeSummary
-        do { summary = try session.run() } catch { throw BenchRunError("diptych record: \(error)") }
-        let seconds = now() - t0, cpu = CPUClock.seconds() - cpu0
-        var r = BenchResult(stage: .endToEnd, layout: layout.rawValue, canvas: "\(inputs.primarySize)",
-                            input: "h264 yuv420p files", frames: summary.frames, seconds: seconds,
-                            fps: Double(summary.frames) / seconds, realtime60: Double(summary.frames) / seconds / 60,
-                            cpuMsPerFrame: cpu * 1000 / Double(max(summary.frames, 1)))
-        r.preset = options.preset
-        r.path = path.value
-        if summary.frames != inputs.frames {
-            r.notes.append("wrote \(summary.frames) frames, expected \(inputs.frames)")
-        }
-        if let n = inputs.note { r.notes.append(n) }
-        return r
-    }
-}
-
-/// The compositor's `diptych-gpu: composite path …` log line, caught from any thread.
-final class PathLine: @unchecked Sendable {
-    private let lock = NSLock()
-    private var line: String?
-    func note(_ l: String) {
-        guard let r = l.range(of: "composite path ") else { return }
-        lock.lock(); line = String(l[r.upperBound...]); lock.unlock()
-    }
-    var value: String? { lock.lock(); defer { lock.unlock() }; return line }
 }
 
 struct BenchRunError: Error, CustomStringConvertible {

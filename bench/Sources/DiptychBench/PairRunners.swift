@@ -11,6 +11,8 @@ struct PairCase: Sendable {
     var gop: Int
     var gpu: String
     var workDir: String
+    /// The secondary is mirrored (`--mirror`).
+    var mirrored = true
     /// Seconds of output each take writes (the primary's length).
     var contentSeconds: Double { Double(inputs.frames) / 60 }
 }
@@ -96,8 +98,9 @@ enum PairRunners {
     static func diptych() -> ProcessPairRunner {
         ProcessPairRunner(name: "diptych", summary: "diptych record: decode, GPU composite, libx264, fragmented MP4",
                           executable: diptychExecutable(), missing: "the diptych executable was not found") { c, out in
-            ["record", "--primary", c.inputs.primary, "--secondary", c.inputs.secondary, "--layout", c.layout.rawValue,
-             "--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(Double(c.gop) / 60)",
+            ["record", "--primary", c.inputs.primary, "--secondary", c.inputs.secondary, "--layout", c.layout.rawValue]
+            + (c.mirrored ? ["--mirror-secondary"] : [])
+            + ["--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(Double(c.gop) / 60)",
              "--audio", "none", "--gpu", c.gpu, "--out", out, "--json"]
         }
     }
@@ -106,7 +109,8 @@ enum PairRunners {
     static func ffmpeg(_ peers: Peers) -> ProcessPairRunner {
         ProcessPairRunner(name: "ffmpeg", summary: "ffmpeg: CPU decode, CPU filters, libx264",
                           executable: peers.ffmpeg, missing: "ffmpeg not installed") { c, out in
-            let plan = CompositeStage.plan(c.layout, canvas: c.inputs.primarySize, primary: c.inputs.primarySize, secondary: c.inputs.secondarySize)
+            let plan = CompositeStage.plan(c.layout, canvas: c.inputs.primarySize, primary: c.inputs.primarySize, secondary: c.inputs.secondarySize,
+                                           mirrored: c.mirrored)
             return peers.ffmpegArguments(layout: c.layout, plan: plan, inputs: c.inputs, out: out)
         }
     }
@@ -115,7 +119,8 @@ enum PairRunners {
     /// `hwdownload` (`gpuOverlay`), or `hwdownload` and the CPU's `overlay`; libx264 (PiP only).
     static func ffmpegNVDEC(_ peers: Peers, gpuOverlay: Bool) -> ProcessPairRunner {
         @Sendable func args(_ c: PairCase, _ out: String) -> [String] {
-            let plan = CompositeStage.plan(c.layout, canvas: c.inputs.primarySize, primary: c.inputs.primarySize, secondary: c.inputs.secondarySize)
+            let plan = CompositeStage.plan(c.layout, canvas: c.inputs.primarySize, primary: c.inputs.primarySize, secondary: c.inputs.secondarySize,
+                                           mirrored: c.mirrored)
             return peers.ffmpegCUDAArguments(plan: plan, inputs: c.inputs, out: out, gpuOverlay: gpuOverlay)
         }
         var r = ProcessPairRunner(name: gpuOverlay ? "ffmpeg-nvdec" : "ffmpeg-nvdec-cpu-overlay",

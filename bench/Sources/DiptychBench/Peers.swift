@@ -17,8 +17,18 @@ struct Peers {
     let ffmpeg = Tools.find("ffmpeg")
     let gst = Tools.find("gst-launch-1.0")
 
-    func run(_ peer: BenchPeer, layout: LayoutKind, inputs: EndToEndStage.Inputs, ours: Double) -> PeerResult {
-        let plan = CompositeStage.plan(layout, canvas: inputs.primarySize, primary: inputs.primarySize, secondary: inputs.secondarySize)
+    /// A peer's command for one case: its program (nil when not installed),
+    /// arguments, the command as a shell takes it, and its output file.
+    struct Command {
+        var executable: String?
+        var arguments: [String]
+        var shown: String
+        var output: String
+    }
+
+    func command(_ peer: BenchPeer, layout: LayoutKind, inputs: EndToEndStage.Inputs) -> Command {
+        let plan = CompositeStage.plan(layout, canvas: inputs.primarySize, primary: inputs.primarySize, secondary: inputs.secondarySize,
+                                       mirrored: options.mirror)
         let out = "\(options.workDir)/\(peer.rawValue)-\(layout.rawValue)-\(inputs.primarySize).mp4"
         let exe: String?, args: [String]
         switch peer {
@@ -30,26 +40,7 @@ struct Peers {
             args = gstArguments(plan: plan, inputs: inputs, out: out)
         }
         let shown = ([peer == .ffmpeg ? "ffmpeg" : "gst-launch-1.0"] + args.map { $0.contains(" ") || $0.contains(";") ? "'\($0)'" : $0 }).joined(separator: " ")
-        guard let exe else {
-            return PeerResult(peer: peer, command: shown, note: "\(peer == .ffmpeg ? "ffmpeg" : "gst-launch-1.0") not installed: skipped")
-        }
-        try? FileManager.default.removeItem(atPath: out)
-        let r = Tools.run(exe, args)
-        guard r.status == 0 else {
-            return PeerResult(peer: peer, command: shown, note: "failed (exit \(r.status)): \(r.stderrTail)")
-        }
-        let frames = countFrames(out)
-        var result = PeerResult(peer: peer, command: shown)
-        if let frames {
-            result.frames = frames
-            result.fps = Double(frames) / r.seconds
-            result.cpuMsPerFrame = r.cpuSeconds * 1000 / Double(max(frames, 1))
-            result.ratio = ours / (Double(frames) / r.seconds)
-            if frames != inputs.frames { result.note = "wrote \(frames) frames, expected \(inputs.frames) (not comparable)" }
-        } else {
-            result.note = "could not read the output's video track"
-        }
-        return result
+        return Command(executable: exe, arguments: args, shown: shown, output: out)
     }
 
     /// Source crop (pixels) of a draw: identity orientation in the benchmark.

@@ -39,6 +39,8 @@ enum Report {
         s += "the secondary branch of `hstack`/`vstack` gets `fps=60` and the output `-r 60` (without them FFmpeg writes "
         s += "153,599 frames at 15360 fps for a 10 s take); GStreamer's secondary goes through `videorate`; counts are checked (the outputs' packets, read with libavformat).\n"
         if !notes.isEmpty { s += "\nNotes:\n" + notes.map { "- \($0)" }.joined(separator: "\n") + "\n" }
+        let e2e = endToEnd(report.results)
+        if !e2e.isEmpty { s += "\n" + e2e }
         if let c = report.concurrency { s += "\n" + pairs(c) }
         return s
     }

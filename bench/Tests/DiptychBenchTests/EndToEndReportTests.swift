@@ -1,0 +1,60 @@
+import DiptychCore
+import Testing
+@testable import DiptychBench
+
+/// The end-to-end stage's options, commands and tables: repeated runs
+/// alternating with the peers, a mirrored secondary, memory and stage times.
+@Suite struct EndToEndReportTests {
+    @Test func repeatAndMirrorOptions() throws {
+        let d = try #require(try BenchOptions.parse([]))
+        #expect(d.repeats == 1 && d.mirror)
+        let o = try #require(try BenchOptions.parse(["--stages", "e2e", "--repeat", "3", "--mirror", "off"]))
+        #expect(o.repeats == 3 && !o.mirror)
+        for bad in [["--repeat", "0"], ["--repeat", "x"], ["--repeat", "21"], ["--mirror", "yes"]] {
+            #expect(throws: BenchUsageError.self) { try BenchOptions.parse(bad) }
+        }
+    }
+
+    @Test func mirroredSecondaryForEveryProgram() {
+        var options = BenchOptions()
+        options.workDir = "/w"
+        let stage = EndToEndStage(options: options, log: { _ in })
+        let inputs = PeerCommandTests.inputs
+        #expect(stage.ourArguments(layout: .pip, inputs: inputs, out: "o.mp4").contains("--mirror-secondary"))
+        let peers = Peers(options: options)
+        let ff = peers.command(.ffmpeg, layout: .pip, inputs: inputs)
+        let graph = ff.arguments[ff.arguments.firstIndex(of: "-filter_complex")! + 1]
+        #expect(graph.contains("scale=576:324:flags=bilinear,hflip[s]"), "\(graph)")
+        #expect(peers.command(.gstreamer, layout: .pip, inputs: inputs).arguments.contains("method=horizontal-flip"))
+        options.mirror = false
+        #expect(!EndToEndStage(options: options, log: { _ in }).ourArguments(layout: .pip, inputs: inputs, out: "o.mp4")
+            .contains("--mirror-secondary"))
+        #expect(!Peers(options: options).command(.ffmpeg, layout: .pip, inputs: inputs).arguments.joined().contains("hflip"))
+    }
+
+    static func run(_ fps: Double, rss: Double, stages: StageTimes? = nil) -> RunFigures {
+        RunFigures(frames: 600, seconds: 600 / fps, fps: fps, cpuMsPerFrame: 12, peakRSSMiB: rss, minorFaults: 1000,
+                   rssGrowthMiB: 0.5, loadAverage: 1.5, stageMsPerFrame: stages)
+    }
+
+    @Test func mediansRangesMemoryAndStages() {
+        var st = StageTimes()
+        st.decode = 5; st.render = 0.4; st.convert = 0.6; st.encode = 5.3; st.mux = 0.03; st.other = 0.67
+        let ours = [Self.run(150, rss: 280, stages: st), Self.run(170, rss: 282, stages: st), Self.run(160, rss: 281, stages: st)]
+        var r = EndToEndStage.summarize(ours, layout: .pip, inputs: PeerCommandTests.inputs)
+        #expect(r.fps == 160 && r.peakRSSMiB == 281 && r.stageMsPerFrame == st)
+        var p = PeerResult(peer: .ffmpeg, fps: 140, frames: 600, cpuMsPerFrame: 11, ratio: 1.15, command: "ffmpeg …")
+        p.runs = [Self.run(130, rss: 190), Self.run(140, rss: 190), Self.run(150, rss: 190)]
+        p.ratioRange = [1.07, 1.21]
+        p.peakRSSMiB = 190
+        p.memoryRatio = 281.0 / 190
+        r.peers = [p]
+        r.preset = "ultrafast"
+        let machine = MachineInfo(cpu: "cpu", cores: 2, memoryGiB: 1, os: "Linux", gpu: nil, ffmpeg: nil, gstreamer: nil)
+        let md = Report.markdown(BenchReport(date: "now", command: "diptych bench", machine: machine, results: [r]))
+        #expect(md.contains("| pip | 1920x1080 | ultrafast | 3 | 160.0 (150.0–170.0) | 140.0 (130.0–150.0) | 1.15× (1.07–1.21) |"))
+        #expect(md.contains("| 281 · 190 · – | 1.48× |"))
+        #expect(md.contains("| pip | 1920x1080 | ultrafast | 5.00 | 0.40 | 0.60 | 5.30 | 0.03 | 0.67 | 12.00 |"))
+        #expect(median([3, 1, 2]) == 2 && median([4, 1, 2, 3]) == 2.5 && median([]) == nil)
+    }
+}
