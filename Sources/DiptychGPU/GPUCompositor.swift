@@ -237,11 +237,14 @@ public final class GPUCompositor: @unchecked Sendable {
                 finish: { () throws(GPUError) in try b.renderer?.finishFrame() }))
             return
         }
-        let staged = try withRenderer { r throws(GPUError) in
+        let staged = try withRenderer { r throws(GPUError) -> UncheckedBox<(GPURenderer.PreparedRender, [CopyJob])>? in
             var jobs: [CopyJob] = []
             let p = try r.prepareRender(output: output, plan: plan, readback: readback, jobs: &jobs)
+            // Nothing to copy in between (a frame the CPU draws whole): one hop.
+            if jobs.isEmpty { try r.commitRender(p, pts: pts); return nil }
             return UncheckedBox((p, jobs))
         }
+        guard let staged else { return }
         let t0 = PassTimer.now()
         for j in staged.value.1 { j.run() }
         r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6

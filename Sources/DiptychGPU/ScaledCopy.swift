@@ -70,17 +70,37 @@ struct PlaneScale: @unchecked Sendable {
         }
         hi = min(srcWidth - 1, hi + 1)
         for k in 0..<n { xIndex[k] &-= Int32(lo) }
-        // Vertically blended source samples lo...hi (×256), and one past the end for the last tap.
         let span = hi - lo + 1
-        let blended = UnsafeMutablePointer<UInt16>.allocate(capacity: span + 1)
-        defer { blended.deallocate() }
+        var yTaps: [(y0: Int, y1: Int, weight: Int)] = []
+        yTaps.reserveCapacity(rows.count)
+        var sourceRows = Set<Int>()
         for j in rows {
             let (y0, fy) = Self.tap(j, count: destHeight, origin: map.y0, extent: map.dy, size: srcHeight)
             let y1 = min(y0 + 1, srcHeight - 1)
-            let r0 = (src + y0 * srcStride + lo * srcStep).assumingMemoryBound(to: UInt8.self)
-            let r1 = (src + y1 * srcStride + lo * srcStep).assumingMemoryBound(to: UInt8.self)
+            yTaps.append((y0, y1, fy))
+            sourceRows.insert(y0)
+            if fy > 0 { sourceRows.insert(y1) }
+        }
+        // Bilinear is separable: filter first along the direction that leaves
+        // fewer rows to the gather (the horizontal taps, scalar).
+        if sourceRows.count < rows.count {
+            horizontalFirst(xIndex, xWeight, n: n, lo: lo, span: span, yTaps: yTaps)
+        } else {
+            verticalFirst(xIndex, xWeight, n: n, lo: lo, span: span, yTaps: yTaps)
+        }
+    }
+
+    /// Blends each output row's two source rows, then samples that row (downscaling).
+    private func verticalFirst(_ xIndex: UnsafeMutablePointer<Int32>, _ xWeight: UnsafeMutablePointer<UInt32>, n: Int, lo: Int, span: Int,
+                               yTaps: [(y0: Int, y1: Int, weight: Int)]) {
+        // Vertically blended source samples lo...hi (×256), and one past the end for the last tap.
+        let blended = UnsafeMutablePointer<UInt16>.allocate(capacity: span + 1)
+        defer { blended.deallocate() }
+        for (i, t) in yTaps.enumerated() {
+            let r0 = (src + t.y0 * srcStride + lo * srcStep).assumingMemoryBound(to: UInt8.self)
+            let r1 = (src + t.y1 * srcStride + lo * srcStep).assumingMemoryBound(to: UInt8.self)
             // a·(256 − w) + b·w = 256·a + (b − a)·w, exact in wrapping arithmetic (the result fits).
-            let w = UInt16(fy)
+            let w = UInt16(t.weight)
             if srcStep == 1 {
                 for k in 0..<span { blended[k] = UInt16(r0[k]) &<< 8 &+ (UInt16(r1[k]) &- UInt16(r0[k])) &* w }
             } else {
@@ -90,13 +110,61 @@ struct PlaneScale: @unchecked Sendable {
                 }
             }
             blended[span] = blended[span - 1]
-            var out = (dst + (j - rows.lowerBound) * dstStride).assumingMemoryBound(to: UInt8.self)
+            var out = (dst + i * dstStride).assumingMemoryBound(to: UInt8.self)
             for k in 0..<n {
                 let x = Int(xIndex[k])
                 let a = UInt32(blended[x]), b = UInt32(blended[x &+ 1])
                 out.pointee = UInt8(truncatingIfNeeded: (a &<< 8 &+ (b &- a) &* xWeight[k] &+ 32768) >> 16)
                 out += dstStep
             }
+        }
+    }
+
+    /// Samples each source row once (kept while the output rows use it), then
+    /// blends the two for each output row (upscaling). The sampled rows are
+    /// rounded to 8 bits, so the blend runs in 16-bit vector lanes (within one
+    /// code value of the exact bilinear value).
+    private func horizontalFirst(_ xIndex: UnsafeMutablePointer<Int32>, _ xWeight: UnsafeMutablePointer<UInt32>, n: Int, lo: Int, span: Int,
+                                 yTaps: [(y0: Int, y1: Int, weight: Int)]) {
+        // Two sampled source rows and which rows they are, and one output row.
+        let a = UnsafeMutablePointer<UInt8>.allocate(capacity: n), b = UnsafeMutablePointer<UInt8>.allocate(capacity: n)
+        let row = UnsafeMutablePointer<UInt8>.allocate(capacity: n)
+        defer { a.deallocate(); b.deallocate(); row.deallocate() }
+        var inA = -1, inB = -1
+        let base = (src + lo * srcStep).assumingMemoryBound(to: UInt8.self)
+        for (i, t) in yTaps.enumerated() {
+            // The first tap's row, keeping the second tap's where it is.
+            var h0 = a
+            if inA == t.y0 { h0 = a } else if inB == t.y0 { h0 = b } else {
+                if t.weight > 0 && inA == t.y1 { h0 = b; inB = t.y0 } else { h0 = a; inA = t.y0 }
+                sampleRow(base + t.y0 * srcStride, into: h0, xIndex, xWeight, n: n, last: span - 1)
+            }
+            var h1 = h0
+            if t.weight > 0 {
+                if inA == t.y1 { h1 = a } else if inB == t.y1 { h1 = b } else {
+                    if h0 == a { h1 = b; inB = t.y1 } else { h1 = a; inA = t.y1 }
+                    sampleRow(base + t.y1 * srcStride, into: h1, xIndex, xWeight, n: n, last: span - 1)
+                }
+            }
+            let out = (dst + i * dstStride).assumingMemoryBound(to: UInt8.self)
+            let target = dstStep == 1 ? out : row
+            let w = UInt16(t.weight)
+            for k in 0..<n {
+                let p = UInt16(h0[k]), q = UInt16(h1[k])
+                target[k] = UInt8(truncatingIfNeeded: (p &<< 8 &+ (q &- p) &* w &+ 128) &>> 8)
+            }
+            if dstStep != 1 { for k in 0..<n { out[k &* dstStep] = row[k] } }
+        }
+    }
+
+    /// Source row `r` (from sample `lo`) sampled horizontally at the column taps, rounded.
+    private func sampleRow(_ r: UnsafePointer<UInt8>, into out: UnsafeMutablePointer<UInt8>, _ xIndex: UnsafeMutablePointer<Int32>,
+                           _ xWeight: UnsafeMutablePointer<UInt32>, n: Int, last: Int) {
+        let step = srcStep
+        for k in 0..<n {
+            let x = Int(xIndex[k]), x1 = min(x &+ 1, last)
+            let p = UInt16(r[x &* step]), q = UInt16(r[x1 &* step])
+            out[k] = UInt8(truncatingIfNeeded: (p &<< 8 &+ (q &- p) &* UInt16(truncatingIfNeeded: xWeight[k]) &+ 128) &>> 8)
         }
     }
 
