@@ -145,11 +145,12 @@ class Client:
                 take: Take = self._json("POST", "/v1/takes", config)
                 return take
             except Unavailable as e:
-                if deadline is None or time.monotonic() + delay > deadline:
+                now = time.monotonic()
+                if deadline is None or now >= deadline:
                     raise
                 if on_refused:
                     on_refused(e)
-                time.sleep(delay)
+                time.sleep(min(delay, deadline - now))
                 delay = min(delay * 1.5, 5.0)
 
     def takes(self) -> list[Take]:
