@@ -42,7 +42,7 @@ def read_jobs(path: str) -> list[dict[str, Any]]:
             continue
         try:
             value = json.loads(line)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             raise BadInput(f"{path}:{n}: not valid JSON ({e.msg} at column {e.colno})") from None
         if not isinstance(value, dict):
             raise BadInput(f"{path}:{n}: expected a JSON object (a take), got {type(value).__name__}")

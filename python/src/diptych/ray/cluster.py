@@ -85,16 +85,17 @@ class DiptychCluster:
     server (:mod:`diptych.ray.node`). ``address``: the cluster
     (``"auto"``, ``"ray://head:10001"``; None when ``ray.init`` was already
     called). ``binary``, ``serve_args``, ``directory``: how node actors start
-    their server (see :class:`~diptych.ray.node.NodeSettings`).
+    their server; ``poll_interval``: how often a running file job asks its
+    server for its progress (see :class:`~diptych.ray.node.NodeSettings`).
     """
 
     def __init__(self, address: Optional[str] = None, *, binary: Optional[str] = None,
                  serve_args: Sequence[str] = (), directory: Optional[str] = None,
-                 reference: Reference = Reference(), start_nodes: bool = True) -> None:
+                 reference: Reference = Reference(), poll_interval: float = 0.05, start_nodes: bool = True) -> None:
         if not ray.is_initialized():
             ray.init(address=address, log_to_driver=False)
         self.settings = NodeSettings(binary=binary, serve_args=tuple(serve_args), directory=directory,
-                                     reference=reference)
+                                     reference=reference, poll_interval=poll_interval)
         self._next_index = 0
         self._lock = threading.Lock()
         if start_nodes:
@@ -105,7 +106,8 @@ class DiptychCluster:
     @staticmethod
     def capacity_nodes() -> list[dict[str, Any]]:
         """Ray's records of the alive nodes that advertise ``diptych_pairs``."""
-        return [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) > 0]
+        alive = ray.nodes()  # type: ignore[no-untyped-call]
+        return [n for n in alive if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) > 0]
 
     def nodes(self, timeout: float = 300.0) -> list[dict[str, Any]]:
         """Starts the node actors that are missing and returns each node's

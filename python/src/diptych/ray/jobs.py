@@ -21,7 +21,6 @@ from .node import NodeSettings, local_client
 
 #: How often a running file job reports its frames.
 PROGRESS_INTERVAL = 0.5
-POLL_INTERVAL = 0.05
 
 
 class NodeLost(Exception):
@@ -117,7 +116,7 @@ def run_file_job(take: dict[str, Any], settings: NodeSettings, attempt: int = 1,
             if t.get("recovered") is not None or "server stopped" in error:
                 raise NodeLost(f"node {node_id[:12]} ({address}): {error}")
             raise JobFailed(error, t)
-        time.sleep(POLL_INTERVAL)
+        time.sleep(settings.poll_interval)
 
 
 @ray.remote(num_cpus=0, max_retries=0)

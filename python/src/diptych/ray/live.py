@@ -125,7 +125,7 @@ class LiveTake:
             return self._report
         info = self._info or {}
         where = f"node {(info.get('node') or '?')[:12]} ({info.get('address') or '?'})"
-        outputs = []
+        outputs: list[dict[str, Any]] = []
         for url in self._outputs:
             if "://" in url:
                 outputs.append({"url": url, "frames": None, "decodable": None, "note": "a live stream"})

@@ -38,6 +38,8 @@ class NodeSettings:
     serve_args: tuple[str, ...] = ()
     directory: Optional[str] = None
     reference: Reference = field(default_factory=Reference)
+    #: How often a file job asks its server how far the take is (seconds).
+    poll_interval: float = 0.05
 
 
 def actor_name(node_id: str) -> str:
@@ -51,7 +53,7 @@ class DiptychNode:
     def __init__(self, settings: NodeSettings, start_timeout: float = 180.0) -> None:
         self.settings = settings
         self.node_id: str = ray.get_runtime_context().get_node_id()
-        self.address = ray.util.get_node_ip_address()
+        self.address: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         self.hostname = socket.gethostname()
         base = settings.directory or os.path.join(tempfile.gettempdir(), "diptych-ray")
         self.directory = os.path.join(base, self.node_id[:16])
@@ -130,7 +132,7 @@ class DiptychNode:
                                                      max_takes(self.settings.serve_args))
         except ValueError:
             pairs = None
-        resources = ray.nodes()
+        resources = ray.nodes()  # type: ignore[no-untyped-call]
         advertised = next((n.get("Resources", {}).get(RESOURCE) for n in resources if n.get("NodeID") == self.node_id),
                           None)
         return {"node": self.node_id, "address": self.address, "hostname": self.hostname, "url": s.url,
@@ -150,7 +152,7 @@ class DiptychNode:
 def node_actor(node_id: str, settings: NodeSettings) -> Any:
     """The node's actor, created (pinned to the node, detached) if it is not running yet."""
     remote = ray.remote(DiptychNode)
-    return remote.options(  # type: ignore[attr-defined]
+    return remote.options(
         name=actor_name(node_id), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
         num_cpus=0, max_concurrency=64, max_restarts=0,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
@@ -162,4 +164,4 @@ def local_client(settings: NodeSettings) -> tuple[Client, str, str]:
     node_id = ray.get_runtime_context().get_node_id()
     actor = node_actor(node_id, settings)
     url, token = ray.get(actor.endpoint.remote())
-    return Client(url, token=token), node_id, ray.util.get_node_ip_address()
+    return Client(url, token=token), node_id, ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
