@@ -60,4 +60,3 @@ def test_a_node_lost_mid_batch(setup: Setup, tmp_path: Any, realtime: bool) -> N
     assert report["state"] == "failed" and lost[:12] in report["error"]
     assert report["recovered"]["decodable"] and report["recovered"]["frames"] >= 30
     assert decoded_frames(str(tmp_path / "live.mp4")) >= report["recovered"]["frames"]
-    assert dray.DiptychCluster.capacity_nodes() and lost not in {n["NodeID"] for n in setup.dc.capacity_nodes()}

@@ -189,7 +189,9 @@ class Client:
         return int(self._json("POST", f"/v1/takes/{self._id(take)}/outputs", body)["index"])
 
     def remove_output(self, take: str | Mapping[str, Any], index: int) -> dict[str, Any]:
-        """Closes output ``index`` of a running take; returns its summary."""
+        """Closes output ``index`` (an added one; the main output is 0 and
+        ends with the take) of a running take, its file complete; returns the
+        server's answer. The take's summary lists every output's frames."""
         got: dict[str, Any] = self._json("DELETE", f"/v1/takes/{self._id(take)}/outputs/{int(index)}",
                                          timeout=self.stop_timeout)
         return got

@@ -212,6 +212,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"diptych.ray: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:
+        print(f"diptych.ray: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

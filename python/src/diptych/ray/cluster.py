@@ -110,11 +110,22 @@ class DiptychCluster:
         return [n for n in alive if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) > 0]
 
     def nodes(self, timeout: float = 300.0) -> list[dict[str, Any]]:
-        """Starts the node actors that are missing and returns each node's
-        info: id, address, its server's health, its capacity in pairs
-        (measured) and what it advertises."""
-        actors = [node_actor(n["NodeID"], self.settings) for n in self.capacity_nodes()]
-        infos: list[dict[str, Any]] = ray.get([a.info.remote() for a in actors], timeout=timeout)
+        """Starts the node actors that are missing and returns the info of
+        each node that answers within ``timeout``: id, address, its server's
+        health, its capacity in pairs (measured) and what it advertises."""
+        refs = [node_actor(n["NodeID"], self.settings).info.remote() for n in self.capacity_nodes()]
+        ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        infos: list[dict[str, Any]] = []
+        for ref in refs:
+            try:
+                infos.append(ray.get(ref, timeout=0))
+            except ray.exceptions.RayActorError as e:
+                if e.actor_init_failed:  # the server cannot start there (a missing binary, a bad argument)
+                    lines = [line for line in str(e).splitlines() if line.startswith("RuntimeError: ")]
+                    raise RuntimeError(lines[-1][len("RuntimeError: "):] if lines else str(e)) from None
+                continue  # a node lost (Ray may still list it as alive for a while)
+            except ray.exceptions.GetTimeoutError:
+                continue  # not up within the timeout
         return infos
 
     def shutdown(self, timeout: float = 300.0) -> None:

@@ -74,12 +74,14 @@ class DiptychNode:
             with self._lock:
                 if self._stopping:
                     return
-            server = ServeProcess(self.settings.binary, self.directory, self.settings.serve_args)
+            server: Optional[ServeProcess] = None
             try:
+                server = ServeProcess(self.settings.binary, self.directory, self.settings.serve_args)
                 server.start()
                 server.client().wait_until_ready()
             except Exception as e:  # noqa: BLE001 - reported through endpoint()
-                server.stop()
+                if server:
+                    server.stop()
                 with self._lock:
                     self._error = f"node {self.node_id[:12]} ({self.address}): {e}"
                     self._lock.notify_all()
