@@ -6,12 +6,13 @@ import subprocess
 import sys
 from typing import Any
 
-
-SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "diptych")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCE = os.path.join(ROOT, "src", "diptych")
 
 
 def test_mypy_strict(tmp_path: Any) -> None:
-    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path), SOURCE],
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", os.path.join(ROOT, "pyproject.toml"),
+                        "--cache-dir", str(tmp_path), SOURCE],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert os.path.exists(os.path.join(SOURCE, "py.typed"))

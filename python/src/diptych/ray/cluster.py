@@ -106,7 +106,7 @@ class DiptychCluster:
     @staticmethod
     def capacity_nodes() -> list[dict[str, Any]]:
         """Ray's records of the alive nodes that advertise ``diptych_pairs``."""
-        alive = ray.nodes()  # type: ignore[no-untyped-call]
+        alive = ray.nodes()
         return [n for n in alive if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) > 0]
 
     def nodes(self, timeout: float = 300.0) -> list[dict[str, Any]]:

@@ -119,7 +119,7 @@ def run_file_job(take: dict[str, Any], settings: NodeSettings, attempt: int = 1,
         time.sleep(settings.poll_interval)
 
 
-@ray.remote(num_cpus=0, max_retries=0)
+@ray.remote(num_cpus=0, max_retries=0)  # type: ignore[untyped-decorator]
 def file_job(take: dict[str, Any], settings: NodeSettings, attempt: int,
              previous_since: Optional[float]) -> Iterator[dict[str, Any]]:
     """A file job as a Ray streaming-generator task (its events stream to the driver)."""

@@ -53,7 +53,7 @@ class DiptychNode:
     def __init__(self, settings: NodeSettings, start_timeout: float = 180.0) -> None:
         self.settings = settings
         self.node_id: str = ray.get_runtime_context().get_node_id()
-        self.address: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        self.address: str = ray.util.get_node_ip_address()
         self.hostname = socket.gethostname()
         base = settings.directory or os.path.join(tempfile.gettempdir(), "diptych-ray")
         self.directory = os.path.join(base, self.node_id[:16])
@@ -134,7 +134,7 @@ class DiptychNode:
                                                      max_takes(self.settings.serve_args))
         except ValueError:
             pairs = None
-        resources = ray.nodes()  # type: ignore[no-untyped-call]
+        resources = ray.nodes()
         advertised = next((n.get("Resources", {}).get(RESOURCE) for n in resources if n.get("NodeID") == self.node_id),
                           None)
         return {"node": self.node_id, "address": self.address, "hostname": self.hostname, "url": s.url,
@@ -166,4 +166,4 @@ def local_client(settings: NodeSettings) -> tuple[Client, str, str]:
     node_id = ray.get_runtime_context().get_node_id()
     actor = node_actor(node_id, settings)
     url, token = ray.get(actor.endpoint.remote())
-    return Client(url, token=token), node_id, ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    return Client(url, token=token), node_id, ray.util.get_node_ip_address()
