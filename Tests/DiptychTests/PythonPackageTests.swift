@@ -20,7 +20,8 @@ import Testing
         let want = requirements.joined(separator: "\n") + "\n"
         let python = venv.appendingPathComponent("bin/python")
         if FileManager.default.isExecutableFile(atPath: python.path),
-           (try? String(contentsOf: stamp, encoding: .utf8)) == want {
+           (try? String(contentsOf: stamp, encoding: .utf8)) == want,
+           (try? EmbeddingCAPITests.sh("'\(python.path)' -c 'import numpy, pytest, ray, mypy'"))?.status == 0 {
             return python
         }
         let words = requirements.map { "'\($0)'" }.joined(separator: " ")
