@@ -1,8 +1,11 @@
-"""A node lost mid-batch: its file jobs finish on the other nodes (the
-cut-off file kept and named), its live take is reported failed with what
-its file holds."""
+"""Failures: a node lost mid-batch (its file jobs finish on the other nodes,
+the cut-off file kept and named; its live take reported failed with what
+its file holds) and a server that crashes (started again by its node actor,
+its job run again)."""
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from typing import Any
 
@@ -60,3 +63,31 @@ def test_a_node_lost_mid_batch(setup: Setup, tmp_path: Any, realtime: bool) -> N
     assert report["state"] == "failed" and lost[:12] in report["error"]
     assert report["recovered"]["decodable"] and report["recovered"]["frames"] >= 30
     assert decoded_frames(str(tmp_path / "live.mp4")) >= report["recovered"]["frames"]
+
+
+def test_a_crashed_server_is_started_again_and_its_job_retried(setup: Setup, tmp_path: Any, realtime: bool) -> None:
+    seconds = 3 if realtime else 120
+    running = threading.Event()
+    where: dict[str, str] = {}
+
+    def progress(e: dray.Event) -> None:
+        if e.kind == "progress" and (e.frames or 0) >= 45 and e.node and not running.is_set():
+            where["node"] = e.node
+            running.set()
+    results: list[dray.JobResult] = []
+    runner = threading.Thread(target=lambda: results.extend(
+        setup.dc.composite_many([job(str(tmp_path / "crash.mp4"), seconds, realtime)], progress=progress)))
+    runner.start()
+    assert running.wait(120)
+    [before] = [n for n in setup.dc.nodes() if n["node"] == where["node"]]
+    os.kill(before["pid"], signal.SIGKILL)
+    runner.join(300)
+    [r] = results
+    assert r.ok, r.error
+    assert r.frames == 30 * seconds and decoded_frames(r.out) == 30 * seconds
+    assert len(r.attempts) == 2 and r.attempts[0].node == where["node"]
+    [partial] = r.partials
+    assert partial.path == dray.partial_path(r.out, 1) and partial.decodable and (partial.frames or 0) >= 30
+    [after] = [n for n in setup.dc.nodes() if n["node"] == where["node"]]
+    assert after["restarts"] == before["restarts"] + 1 and after["pid"] != before["pid"]
+    assert after["health"]["status"] == "ok"
