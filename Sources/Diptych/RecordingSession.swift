@@ -70,7 +70,7 @@ public enum CostTrialMode: Sendable {
 /// An output added to or removed from a running take; the reply comes from the render loop.
 enum OutputChange: Sendable {
     case add(OutputSpec, reply: @Sendable (Result<Int, SessionError>) -> Void)
-    case remove(Int, reply: @Sendable (Bool) -> Void)
+    case remove(Int, reply: @Sendable (OutputSummary?) -> Void)
 }
 
 /// What the host asked of a running take since the last frame.
@@ -148,12 +148,12 @@ public final class RecordingSession: @unchecked Sendable {
     }
 
     /// Removes an output added with `addOutput` (or `--also-out`): its
-    /// encoder is flushed and its file completed. False for an unknown index
-    /// or the main output (0).
-    public func removeOutput(_ index: Int) -> Bool {
-        let box = ReplyBox<Bool>()
-        guard enqueue(.remove(index, reply: { box.put($0) })) else { return false }
-        return box.take(while: { self.isRunning }) ?? false
+    /// encoder is flushed and its file completed. Returns what it received;
+    /// nil for an unknown index or the main output (0).
+    public func removeOutput(_ index: Int) -> OutputSummary? {
+        let box = ReplyBox<OutputSummary?>()
+        guard enqueue(.remove(index, reply: { box.put($0) })) else { return nil }
+        return box.take(while: { self.isRunning }) ?? nil
     }
 
     private func enqueue(_ change: OutputChange) -> Bool {
@@ -189,7 +189,7 @@ public final class RecordingSession: @unchecked Sendable {
             for o in orphans {
                 switch o {
                 case .add(let spec, let reply): reply(.failure(.ended(.nothingRecorded(.requested("take over"), output: spec.out))))
-                case .remove(_, let reply): reply(false)
+                case .remove(_, let reply): reply(nil)
                 }
             }
         }

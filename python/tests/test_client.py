@@ -98,7 +98,7 @@ def test_outputs_added_and_removed(server: ServeProcess, tmp_path: Any) -> None:
     start = c.take(t)["frames"]
     c.wait(t, until=lambda x: x["frames"] >= start + 30, timeout=60)
     removed = c.remove_output(t, index)
-    assert int(removed["index"]) == index
+    assert int(removed["index"]) == index and removed["output"] == extra and removed["frames"] >= 30
     with pytest.raises(diptych.NotFound):
         c.remove_output(t, 7)
     with pytest.raises(diptych.BadRequest) as bad:

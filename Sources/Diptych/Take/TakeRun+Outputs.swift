@@ -46,11 +46,11 @@ extension TakeRun {
                 reply(.failure(error))
             }
         case .remove(let key, let reply):
-            guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(false); return }
+            guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(nil); return }
             _ = deliverReadbacks(wait: true)
             close(e, failure: nil)
             log("output \(key) removed: \(e.name)")
-            reply(true)
+            reply(outputResults.last)
         }
     }
 
