@@ -156,64 +156,47 @@ public enum EncoderProbe {
         return report
     }
 
+    /// Which of the codec's encoders this FFmpeg build has.
+    public static func built(codec: VideoCodec) -> BuiltEncoders {
+        let names = encoderNames(codec: codec)
+        return BuiltEncoders(hardware: avcodec_find_encoder_by_name(names.hardware) != nil,
+                             software: avcodec_find_encoder_by_name(names.software) != nil)
+    }
+
     /// Every encoder considered for `codec` (hardware first) and why each is
     /// or is not available.
     public static func candidates(codec: VideoCodec, driDirectory: String = defaultDRIDirectory) -> [EncoderCandidate] {
         let names = encoderNames(codec: codec)
+        let have = built(codec: codec)
         var hw = EncoderCandidate(name: names.hardware, isHardware: true, available: false, reason: "", devicePath: nil)
-        if avcodec_find_encoder_by_name(names.hardware) == nil {
-            hw.reason = "FFmpeg lacks the \(names.hardware) encoder"
-        } else {
-            let report = vaapi(directory: driDirectory)
-            if let problem = report.problem {
-                hw.reason = problem
-            } else if let (dev, support) = report.devices.lazy.compactMap({ d -> (VADeviceReport, [VAProfileSupport])? in
-                let s = d.encodeSupport(for: codec)
-                return s.isEmpty ? nil : (d, s)
-            }).first {
-                hw.available = true
-                hw.devicePath = dev.path
-                hw.reason = "VA-API on \(dev.path) (\(dev.vendor ?? "unknown driver"); \(support[0].profile) \(support[0].entrypoints.joined(separator: "/")))"
-            } else {
-                let why = report.devices.map { d in
-                    d.error.map { "\(d.path): \($0)" }
-                        ?? "\(d.path): no encode entrypoint for \(codec == .h264 ? "H.264" : "HEVC") (\(d.vendor ?? "unknown driver"))"
-                }
-                hw.reason = why.joined(separator: "; ")
-            }
+        let report = have.hardware ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil)
+        switch EncoderPlanner.vaDevice(codec: codec, built: have, report: report, preferring: nil) {
+        case .success(let d): hw.available = true; hw.devicePath = d.path; hw.reason = d.detail
+        case .failure(let why): hw.reason = why.reason
         }
-        var sw = EncoderCandidate(name: names.software, isHardware: false, available: false, reason: "", devicePath: nil)
-        if avcodec_find_encoder_by_name(names.software) == nil {
-            sw.reason = "FFmpeg lacks the \(names.software) encoder"
-        } else {
-            sw.available = true
-            sw.reason = "software"
-        }
+        var sw = EncoderCandidate(name: names.software, isHardware: false, available: have.software, reason: "software", devicePath: nil)
+        if !have.software { sw.reason = "FFmpeg lacks the \(names.software) encoder" }
         return [hw, sw]
     }
 
-    /// Picks the encoder for `codec` under `choice`: `.auto` takes VA-API when
-    /// available, else software (recording why VA-API was passed over);
-    /// `.vaapi` and `.x264` force one and throw `encoderUnavailable` when it cannot run.
+    /// Picks the encoder for `codec` under `choice` with `EncoderPlanner`
+    /// (without a GPU, so VA-API means frames uploaded from host memory):
+    /// `.auto` takes VA-API when available, else software (recording why
+    /// VA-API was passed over); `.vaapi` and `.x264` force one and throw
+    /// `encoderUnavailable` when it cannot run.
     public static func choose(codec: VideoCodec, choice: EncoderChoice,
                               driDirectory: String = defaultDRIDirectory) throws(MediaError) -> EncoderSelection {
-        let c = candidates(codec: codec, driDirectory: driDirectory)
-        let hw = c[0], sw = c[1]
-        switch choice {
-        case .vaapi:
-            guard hw.available else { throw .encoderUnavailable(encoder: hw.name, reason: hw.reason) }
-            return EncoderSelection(name: hw.name, isHardware: true, reason: hw.reason, devicePath: hw.devicePath)
-        case .x264:
-            guard sw.available else { throw .encoderUnavailable(encoder: sw.name, reason: sw.reason) }
-            return EncoderSelection(name: sw.name, isHardware: false, reason: "software encoder requested", devicePath: nil)
-        case .auto:
-            if hw.available {
-                return EncoderSelection(name: hw.name, isHardware: true, reason: hw.reason, devicePath: hw.devicePath)
-            }
-            guard sw.available else {
-                throw .encoderUnavailable(encoder: "\(hw.name) or \(sw.name)", reason: "\(hw.name): \(hw.reason); \(sw.name): \(sw.reason)")
-            }
-            return EncoderSelection(name: sw.name, isHardware: false, reason: "VA-API unavailable: \(hw.reason)", devicePath: nil)
-        }
+        let p = try plan(codec: codec, choice: choice, driDirectory: driDirectory, target: nil)
+        return EncoderSelection(name: p.encoder, isHardware: p.path != .software,
+                                reason: p.path == .software ? p.reason : p.detail, devicePath: p.devicePath)
+    }
+
+    /// The take's plan: this machine's VA-API devices and FFmpeg build, and
+    /// the GPU's side of zero copy (`target`, nil before the GPU is open).
+    public static func plan(codec: VideoCodec, choice: EncoderChoice, driDirectory: String = defaultDRIDirectory,
+                            target: EncoderTargetFacts?) throws(MediaError) -> EncoderPlan {
+        let have = built(codec: codec)
+        let report = have.hardware && choice != .x264 ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil)
+        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: report, target: target)
     }
 }
