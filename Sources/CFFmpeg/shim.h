@@ -9,6 +9,7 @@
 #include <libavutil/display.h>
 #include <libavutil/hwcontext.h>
 #include <libavutil/hwcontext_drm.h>
+#include <libavutil/hwcontext_vaapi.h>
 #include <libavutil/pixdesc.h>
 #include <libavutil/channel_layout.h>
 #include <libavutil/audio_fifo.h>
@@ -41,6 +42,12 @@ static inline void diptych_frame_set_plane(AVFrame *f, int i, uint8_t *data, int
     f->data[i] = data; f->linesize[i] = linesize;
 }
 static inline void diptych_frame_set_buf(AVFrame *f, int i, AVBufferRef *buf) { f->buf[i] = buf; }
+
+/* The VADisplay of a VA-API device context (AVVAAPIDeviceContext.display). */
+static inline void *diptych_vaapi_display(const AVBufferRef *device) {
+    const AVHWDeviceContext *d = (const AVHWDeviceContext *)device->data;
+    return ((const AVVAAPIDeviceContext *)d->hwctx)->display;
+}
 
 /* Fills a one-object, one-layer DRM-PRIME descriptor (a dma-buf with up to 4 planes). */
 static inline void diptych_drm_descriptor_fill(AVDRMFrameDescriptor *d, int fd, size_t size,

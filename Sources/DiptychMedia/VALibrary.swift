@@ -5,7 +5,9 @@ import Glibc
 
 /// libva and libva-drm, opened with dlopen so binaries run where they are
 /// absent (NVIDIA servers, the self-contained server build whose FFmpeg has
-/// no VA-API). Only the calls `EncoderProbe` makes are looked up.
+/// no VA-API). Only the calls `EncoderProbe` and `VASurfaceImport` make are
+/// looked up. libavutil links the same libva, so these calls also work on the
+/// display of FFmpeg's VA-API device.
 final class VALibrary: @unchecked Sendable {
     typealias GetDisplayDRM = @convention(c) (Int32) -> VADisplay?
     typealias SetCallback = @convention(c) (VADisplay?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
@@ -19,6 +21,10 @@ final class VALibrary: @unchecked Sendable {
                                                  UnsafeMutablePointer<Int32>?) -> VAStatus
     typealias ProfileString = @convention(c) (VAProfile) -> UnsafePointer<CChar>?
     typealias EntrypointString = @convention(c) (VAEntrypoint) -> UnsafePointer<CChar>?
+    typealias CreateSurfaces = @convention(c) (VADisplay?, UInt32, UInt32, UInt32, UnsafeMutablePointer<VASurfaceID>?, UInt32,
+                                               UnsafeMutablePointer<VASurfaceAttrib>?, UInt32) -> VAStatus
+    typealias DestroySurfaces = @convention(c) (VADisplay?, UnsafeMutablePointer<VASurfaceID>?, Int32) -> VAStatus
+    typealias GetConfigAttributes = @convention(c) (VADisplay?, VAProfile, VAEntrypoint, UnsafeMutablePointer<VAConfigAttrib>?, Int32) -> VAStatus
 
     let getDisplayDRM: GetDisplayDRM
     let setInfoCallback: SetCallback
@@ -33,6 +39,9 @@ final class VALibrary: @unchecked Sendable {
     let queryConfigEntrypoints: QueryEntrypoints
     let profileString: ProfileString
     let entrypointString: EntrypointString
+    let createSurfaces: CreateSurfaces
+    let destroySurfaces: DestroySurfaces
+    let getConfigAttributes: GetConfigAttributes
 
     private init(va: UnsafeMutableRawPointer, drm: UnsafeMutableRawPointer) throws(VALoadError) {
         func sym<T>(_ h: UnsafeMutableRawPointer, _ name: String, _: T.Type) throws(VALoadError) -> T {
@@ -52,6 +61,9 @@ final class VALibrary: @unchecked Sendable {
         queryConfigEntrypoints = try sym(va, "vaQueryConfigEntrypoints", QueryEntrypoints.self)
         profileString = try sym(va, "vaProfileStr", ProfileString.self)
         entrypointString = try sym(va, "vaEntrypointStr", EntrypointString.self)
+        createSurfaces = try sym(va, "vaCreateSurfaces", CreateSurfaces.self)
+        destroySurfaces = try sym(va, "vaDestroySurfaces", DestroySurfaces.self)
+        getConfigAttributes = try sym(va, "vaGetConfigAttributes", GetConfigAttributes.self)
     }
 
     /// Loaded once per process (the handles are never closed); the failure says why.
@@ -64,6 +76,13 @@ final class VALibrary: @unchecked Sendable {
             open("libva-drm.so.2").flatMap { drm in Result { () throws(VALoadError) in try VALibrary(va: va, drm: drm) } }
         }
     }()
+}
+
+extension VALibrary {
+    /// `vaErrorStr` of `status`.
+    func message(_ status: VAStatus) -> String {
+        errorString(status).map { String(cString: $0) } ?? "VA status \(status)"
+    }
 }
 
 /// Why libva could not be used: `libva.so.2 cannot be loaded (...)`.
