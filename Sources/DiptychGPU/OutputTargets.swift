@@ -104,6 +104,10 @@ final class Output {
     /// where its bytes land once that frame is delivered (see `RegionKey`).
     var regionKey: RegionKey?
     var regionCache: RegionCache?
+    /// The NV12 buffers the encoder reads, converted from the RGBA target
+    /// (`GPUCompositor.addEncoderTarget`).
+    var encoderTargets: [Int: EncoderTarget] = [:]
+    var nextEncoderTarget = 0
 
     init(id: OutputID, canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) throws(GPUError) {
         self.id = id; self.canvas = canvas; self.matrix = matrix; self.range = range
@@ -136,6 +140,8 @@ final class Output {
     }
 
     func release(_ r: GLReleaser) {
+        for t in encoderTargets.values { t.release(r) }
+        encoderTargets.removeAll()
         target.release(r)
         nv12?.release(r)
         nv12Buffer?.release(r)
