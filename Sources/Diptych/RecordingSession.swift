@@ -36,6 +36,8 @@ public struct SessionHooks: Sendable {
     public var frameEvent: (@Sendable (_ event: FrameEvent, _ pts: MediaTime) -> Void)?
     /// Encoder threads (nil: FFmpeg's choice); a server bounds them by its cores.
     public var encoderThreads: Int?
+    /// Tests: the zero-copy path's VA-API devices and GBM/EGL/VA-API calls on a machine without them.
+    var zeroCopyOverride: ZeroCopyOverride?
 
     public init(thermal: (any ThermalMonitor)? = nil,
                 storage: any StorageMonitor = FileSystemStorageMonitor(),

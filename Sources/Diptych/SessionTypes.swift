@@ -75,6 +75,9 @@ public struct TakeSummary: Sendable, Codable {
     public var canvas: String
     public var encoder: String
     public var encoderReason: String
+    /// How frames reached the encoder: `vaapi-zero-copy`, `vaapi-upload`,
+    /// `software` (`EncoderPath`), or `none` (frames only).
+    public var encoderPath: String
     public var audio: String
     public var gpu: String
     public var wallSeconds: Double

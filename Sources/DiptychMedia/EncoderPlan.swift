@@ -31,17 +31,19 @@ public struct ModifierTrial: Hashable, Sendable, CustomStringConvertible {
         case vaapi = "VA-API"
     }
     public var modifier: UInt64
+    /// How the buffer was laid out (`R8 and GR88 buffers`, ...), when it matters.
+    public var layout: String?
     /// Where it failed; nil when the buffer was allocated, imported and accepted.
     public var failedAt: Stage?
     public var reason: String
 
-    public init(modifier: UInt64, failedAt: Stage? = nil, reason: String = "") {
-        self.modifier = modifier; self.failedAt = failedAt; self.reason = reason
+    public init(modifier: UInt64, layout: String? = nil, failedAt: Stage? = nil, reason: String = "") {
+        self.modifier = modifier; self.layout = layout; self.failedAt = failedAt; self.reason = reason
     }
 
     public var accepted: Bool { failedAt == nil }
     public var description: String {
-        let m = ModifierTrial.name(modifier)
+        let m = ModifierTrial.name(modifier) + (layout.map { " as \($0)" } ?? "")
         guard let failedAt else { return "\(m) accepted" }
         return "\(m) refused by \(failedAt.rawValue)" + (reason.isEmpty ? "" : " (\(reason))")
     }
@@ -67,8 +69,8 @@ public struct EncoderTargetFacts: Hashable, Sendable {
     public var renderableModifiers: [UInt64]
     /// The modifiers tried, in order, up to the first accepted one.
     public var trials: [ModifierTrial]
-    /// Why the output cannot take dma-buf frames (it hands frames to a host in
-    /// memory); nil when it can.
+    /// Why the output's frames cannot go to its encoder in place (it takes
+    /// frames in host memory, its buffers cannot be made); nil when they can.
     public var sinkRefusal: String?
 
     public init(platform: String, renderNode: String?, missing: [String] = [], renderableModifiers: [UInt64] = [],
@@ -203,7 +205,7 @@ public enum EncoderPlanner {
         guard let ok = t.trials.first(where: \.accepted) else {
             return .failure(Refusal(reason: "modifier refused: " + (t.trials.isEmpty ? "none was tried" : t.trials.map(\.description).joined(separator: "; "))))
         }
-        if let refusal = t.sinkRefusal { return .failure(Refusal(reason: "the output takes frames in host memory (\(refusal))")) }
+        if let refusal = t.sinkRefusal { return .failure(Refusal(reason: refusal)) }
         return .success(ok.modifier)
     }
 

@@ -9,6 +9,7 @@ import Glibc
 public struct VAProfileSupport: Hashable, Sendable {
     public var profile: String
     public var entrypoints: [String]
+    public init(profile: String, entrypoints: [String]) { self.profile = profile; self.entrypoints = entrypoints }
 }
 
 /// What one DRM render node offers through VA-API.
@@ -21,6 +22,10 @@ public struct VADeviceReport: Hashable, Sendable {
     public var profiles: [VAProfileSupport]
     /// Why the device is unusable (cannot open, no VA driver), nil when it initialized.
     public var error: String?
+
+    public init(path: String, vendor: String?, vaVersion: String?, profiles: [VAProfileSupport], error: String?) {
+        self.path = path; self.vendor = vendor; self.vaVersion = vaVersion; self.profiles = profiles; self.error = error
+    }
 
     /// The encode entrypoints (`VAEntrypointEncSlice[LP]`) for `codec`'s 8-bit profiles.
     public func encodeSupport(for codec: VideoCodec) -> [VAProfileSupport] {
@@ -40,6 +45,10 @@ public struct VAAPIReport: Hashable, Sendable, CustomStringConvertible {
     public var devices: [VADeviceReport]
     /// Why no device could be examined (no directory, no render nodes), else nil.
     public var problem: String?
+
+    public init(directory: String, devices: [VADeviceReport], problem: String?) {
+        self.directory = directory; self.devices = devices; self.problem = problem
+    }
 
     public var description: String {
         if let problem { return "VA-API: \(problem)" }
@@ -184,19 +193,22 @@ public enum EncoderProbe {
     /// `.auto` takes VA-API when available, else software (recording why
     /// VA-API was passed over); `.vaapi` and `.x264` force one and throw
     /// `encoderUnavailable` when it cannot run.
-    public static func choose(codec: VideoCodec, choice: EncoderChoice,
-                              driDirectory: String = defaultDRIDirectory) throws(MediaError) -> EncoderSelection {
-        let p = try plan(codec: codec, choice: choice, driDirectory: driDirectory, target: nil)
+    public static func choose(codec: VideoCodec, choice: EncoderChoice, driDirectory: String = defaultDRIDirectory,
+                              preferring node: String? = nil) throws(MediaError) -> EncoderSelection {
+        // Facts naming only the GPU's node: the device is preferred; zero copy is decided by the take.
+        let p = try plan(codec: codec, choice: choice, driDirectory: driDirectory,
+                         target: node.map { EncoderTargetFacts(platform: "gbm", renderNode: $0) })
         return EncoderSelection(name: p.encoder, isHardware: p.path != .software,
                                 reason: p.path == .software ? p.reason : p.detail, devicePath: p.devicePath)
     }
 
     /// The take's plan: this machine's VA-API devices and FFmpeg build, and
     /// the GPU's side of zero copy (`target`, nil before the GPU is open).
+    /// `report`: this machine's VA-API devices when already examined (`vaapi(directory:)`).
     public static func plan(codec: VideoCodec, choice: EncoderChoice, driDirectory: String = defaultDRIDirectory,
-                            target: EncoderTargetFacts?) throws(MediaError) -> EncoderPlan {
+                            report: VAAPIReport? = nil, target: EncoderTargetFacts?) throws(MediaError) -> EncoderPlan {
         let have = built(codec: codec)
-        let report = have.hardware && choice != .x264 ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil)
-        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: report, target: target)
+        let r = report ?? (have.hardware && choice != .x264 ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil))
+        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: r, target: target)
     }
 }

@@ -78,3 +78,20 @@ final class VAImportedSurface {
 struct VAImportError: Error, Hashable, Sendable {
     var reason: String
 }
+
+extension EncoderProbe {
+    /// Whether the VA-API encoder reads `frame` in place: a `VideoEncoder`
+    /// with `settings` (VA-API on `settings.preferredRenderNode`, the frame's
+    /// size) takes the buffer as a surface and encodes it into at least one
+    /// packet. The take's trial of a modifier before its ring is made; what
+    /// the buffer holds does not matter. Throws the encoder's refusal.
+    public static func checkZeroCopy(_ frame: DmaBufFrame, settings: VideoEncoderSettings) throws(MediaError) {
+        var s = settings
+        s.encoder = .vaapi
+        s.size = PixelSize(width: frame.width, height: frame.height)
+        let encoder = try VideoEncoder(settings: s, globalHeader: false)
+        var packets = try encoder.encode(frame, pts: .zero, release: nil)
+        packets += try encoder.flush()
+        guard !packets.isEmpty else { throw .encoderFailed(encoder: encoder.name, detail: "encoded no packet from the dma-buf") }
+    }
+}

@@ -39,7 +39,8 @@ final class VideoEncoder {
     init(settings: VideoEncoderSettings, globalHeader: Bool) throws(MediaError) {
         self.settings = settings
         guard !settings.size.isEmpty else { throw .invalidFrame(reason: "encoder size \(settings.size) is empty") }
-        let sel = try EncoderProbe.choose(codec: settings.codec, choice: settings.encoder, driDirectory: settings.driDirectory)
+        let sel = try EncoderProbe.choose(codec: settings.codec, choice: settings.encoder, driDirectory: settings.driDirectory,
+                                          preferring: settings.preferredRenderNode)
         selection = sel
         let size = settings.size
         guard size.width % 2 == 0, size.height % 2 == 0 else {

@@ -22,6 +22,9 @@ public struct VideoEncoderSettings: Hashable, Sendable {
     public var range: ColorRange
     /// Where VA-API render nodes are looked for.
     public var driDirectory: String
+    /// The VA-API device to take when it can encode (the GPU's own render
+    /// node, whose buffers the encoder reads in place); nil: the first that can.
+    public var preferredRenderNode: String?
     /// Encoder threads; 0 lets FFmpeg choose.
     public var threads = 0
 

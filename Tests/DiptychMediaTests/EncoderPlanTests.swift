@@ -108,8 +108,8 @@ import DiptychCore
             $0.target = target { $0.renderableModifiers = [0]; $0.trials = [ModifierTrial(modifier: 0, failedAt: .egl, reason: "framebuffer incomplete")] }
         },
         Row("output takes host frames", expected: .plan(.vaapiUpload, "h264_vaapi",
-            upload + "the output takes frames in host memory (NV12 frame callback)")) {
-            $0.target = target { $0.sinkRefusal = "NV12 frame callback" }
+            upload + "output x.mp4 takes frames in host memory (libx264)")) {
+            $0.target = target { $0.sinkRefusal = "output x.mp4 takes frames in host memory (libx264)" }
         },
     ]
 

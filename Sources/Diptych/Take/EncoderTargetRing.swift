@@ -70,6 +70,7 @@ final class EncoderTargetRing: @unchecked Sendable {
     private var order: [Int] = []
     private var closing = false
     private var freed: Set<Int> = []
+    private var _handedOver = 0
 
     /// Buffers for `queueDepth` frames waiting in the encoder's queue, the
     /// `encoderHold` frames the encoder reads at once (VA-API: its
@@ -98,6 +99,9 @@ final class EncoderTargetRing: @unchecked Sendable {
     }
 
     var count: Int { buffers.count }
+
+    /// Frames handed to the encoder so far (by `deliver`, or by `render` making room).
+    var handedOver: Int { cond.lock(); defer { cond.unlock() }; return _handedOver }
 
     /// Slots in each state (tests, diagnostics).
     var snapshot: [SlotState] { cond.lock(); defer { cond.unlock() }; return states }
@@ -151,6 +155,7 @@ final class EncoderTargetRing: @unchecked Sendable {
         cond.lock()
         order.removeFirst()
         states[slot] = .encoding
+        _handedOver += 1
         cond.unlock()
         device.encode(buffers[slot], pts: pts, release: EncoderRelease { [weak self] in self?.released(slot) })
         return true

@@ -34,6 +34,12 @@ final class GPUStage {
     /// The clock frame whose picture is in the GPU's secondary texture.
     private var uploadedSecondary: SecondaryFrameID?
     private var inFlight: [InFlight] = []
+    /// Outputs whose encoder reads their frames in place: each one's ring of
+    /// encoder targets (docs/ARCHITECTURE.md, "Encoder paths"). Their frames
+    /// are rendered without readback and delivered by the ring.
+    private(set) var rings: [Int: EncoderTargetRing] = [:]
+    /// Per ring: the frames handed over that `inFlight` has been told of.
+    private var accounted: [Int: Int] = [:]
     /// Test hook: frame indices at which the context is lost as by a reset.
     var simulateLossAt: Set<Int> = []
 
@@ -62,11 +68,43 @@ final class GPUStage {
         outputs.append(RenderOutput(key: key, target: try gpu.addOutput(canvas: canvas)))
     }
 
-    /// Removes output `key`'s render target (readbacks already in flight still arrive).
+    /// Removes output `key`'s render target (readbacks already in flight
+    /// still arrive; a ring's buffers are freed as its encoder lets them go).
     func removeOutput(_ key: Int) {
+        syncDeliveries()
+        rings.removeValue(forKey: key)?.shutdown()
+        accounted[key] = nil
         guard let i = outputs.firstIndex(where: { $0.key == key }) else { return }
         gpu.removeOutput(outputs[i].target)
         outputs.remove(at: i)
+    }
+
+    /// From now on output `key`'s frames go through `ring` (none is in flight for it yet).
+    func attachRing(_ ring: EncoderTargetRing, output key: Int) {
+        precondition(!inFlight.contains { $0.pending.contains(key) }, "output \(key) has frames in flight")
+        rings[key] = ring
+        accounted[key] = ring.handedOver
+    }
+
+    /// Marks the frames each ring has handed to its encoder (by `deliver`, or
+    /// by `render` making room) as no longer in flight.
+    private func syncDeliveries() {
+        for (key, ring) in rings {
+            let n = ring.handedOver, before = accounted[key] ?? 0
+            for _ in before..<max(before, n) { delivered(key) }
+            accounted[key] = n
+        }
+    }
+
+    /// The output's render target in the current compositor.
+    func target(of key: Int) -> OutputID? { outputs.first { $0.key == key }?.target }
+
+    /// One output's frame: drawn into its render target, then read back or
+    /// converted into its ring's next encoder target.
+    private func renderOutput(_ o: RenderOutput, _ p: OutputPlan) throws(GPUError) {
+        let ring = rings[o.key]
+        try gpu.render(output: o.target, plan: p.plan, pts: p.pts, readback: ring == nil)
+        try ring?.render(pts: p.pts)
     }
 
     /// Uploads the frame's pictures and draws every output's plan. A lost
@@ -100,7 +138,7 @@ final class GPUStage {
         }
         for o in outputs {
             guard let p = e.plans[o.key] else { continue }
-            try gpu.render(output: o.target, plan: p.plan, pts: p.pts)
+            try renderOutput(o, p)
         }
     }
 
@@ -112,22 +150,24 @@ final class GPUStage {
     }
 
     /// Context lost: throw every GPU object away, build a new compositor, and
-    /// render again every frame whose readback had not completed.
+    /// render again every frame whose readback (or hand-over to an encoder
+    /// reading in place) had not completed. Rings keep their buffers (GBM,
+    /// apart from the context) and import them into the new context.
     private func rebuild(after error: GPUError) throws(GPUError) {
         rebuilds += 1
+        syncDeliveries()
         warn("GPU context lost (\(error)); rebuilding the GPU side and rendering \(inFlight.count) frames in flight again")
+        for ring in rings.values { _ = ring.abandonUndelivered() }
         gpu.shutdown()
         uploadedSecondary = nil
         do throws(GPUError) {
             gpu = try makeCompositor()
             for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
+            for ring in rings.values { try ring.reimport() }
             for e in inFlight {
                 try upload(e.frame.primary, role: .primary)
                 if let s = e.frame.secondary { try upload(s.payload, role: .secondary) }
-                for o in outputs where e.pending.contains(o.key) {
-                    let p = e.plans[o.key]!
-                    try gpu.render(output: o.target, plan: p.plan, pts: p.pts)
-                }
+                for o in outputs where e.pending.contains(o.key) { try renderOutput(o, e.plans[o.key]!) }
             }
         } catch {
             throw .deviceUnavailable("cannot rebuild the GPU context: \(error)")
@@ -135,10 +175,23 @@ final class GPUStage {
     }
 
     /// The NV12 frames read back so far, with the output each belongs to,
-    /// in submission order. `wait` blocks until everything in flight is back.
+    /// in submission order; the rings hand their finished frames to their
+    /// encoders. `wait` blocks until everything in flight is back.
     func readbacks(wait: Bool) throws(GPUError) -> [(key: Int, frame: VideoFrame)] {
         var out: [(key: Int, frame: VideoFrame)] = []
         var rebuilt = 0
+        for key in rings.keys.sorted() {
+            while true {
+                do throws(GPUError) { try rings[key]?.deliver(wait: wait) } catch {
+                    rebuilt += 1
+                    guard case .contextLost = error, rebuilt <= 3 else { throw error }
+                    try rebuild(after: error)
+                    continue
+                }
+                break
+            }
+        }
+        syncDeliveries()
         while true {
             let r: NV12Readback?
             do throws(GPUError) {
@@ -151,12 +204,16 @@ final class GPUStage {
             }
             guard let r else { return out }
             guard let o = outputs.first(where: { $0.target == r.output }) else { continue }
-            if let i = inFlight.firstIndex(where: { $0.pending.contains(o.key) }) {
-                inFlight[i].pending.remove(o.key)
-                if inFlight[i].pending.isEmpty { inFlight.remove(at: i) }
-            }
+            delivered(o.key)
             out.append((o.key, r.frame))
         }
+    }
+
+    /// Output `key`'s oldest frame in flight has reached its encoder.
+    private func delivered(_ key: Int) {
+        guard let i = inFlight.firstIndex(where: { $0.pending.contains(key) }) else { return }
+        inFlight[i].pending.remove(key)
+        if inFlight[i].pending.isEmpty { inFlight.remove(at: i) }
     }
 
     /// The output's render target as RGBA now.
@@ -165,5 +222,10 @@ final class GPUStage {
         return try gpu.previewRGBA(output: o.target)
     }
 
-    func shutdown() { gpu.shutdown() }
+    /// Frees the rings' buffers (each as its encoder lets it go), then the GPU.
+    func shutdown() {
+        for ring in rings.values { ring.shutdown() }
+        rings.removeAll()
+        gpu.shutdown()
+    }
 }

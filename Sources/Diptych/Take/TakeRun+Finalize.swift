@@ -39,7 +39,9 @@ extension TakeRun {
         summary = TakeSummary(
             output: outputPath, frames: written, durationSeconds: duration,
             frameRate: frameRate.description, canvas: canvas.description,
-            encoder: sink.encoderName, encoderReason: sink.encoderReason, audio: sink.audioDescription,
+            encoder: sink.encoderName, encoderReason: mainPlan?.reason ?? sink.encoderReason,
+            encoderPath: mainPlan?.path.rawValue ?? (sink.encoderName == "none" ? "none" : EncoderPath.software.rawValue),
+            audio: sink.audioDescription,
             gpu: gpuSummary, wallSeconds: wall, fps: wall > 0 ? Double(written) / wall : 0,
             realtimeFactor: wall > 0 ? duration / wall : 0,
             secondaryFramesShown: c.secondaryFramesShown, secondaryRepeated: c.secondaryRepeatShows,

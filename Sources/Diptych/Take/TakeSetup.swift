@@ -17,6 +17,10 @@ struct PreparedTake {
     var encoderSettings: VideoEncoderSettings
     /// `--slate`, decoded.
     var slate: InputFrame?
+    /// The encoder path of the take and of each output it adds later.
+    var zeroCopy: ZeroCopySetup
+    /// The main output's encoder path (nil when its sink encodes with another encoder than the plan's).
+    var mainPlan: EncoderPlan?
 }
 
 /// The take's setup stage: every check that can fail on bad input runs
@@ -150,20 +154,34 @@ enum TakeSetup {
         let audio = config.audio == .primary ? primary.audioTrack : nil
         let specs = [OutputSpec(out: outputPath, format: config.format)] + config.extraOutputs
         do { for i in specs.indices { try gpu.addOutput(i) } } catch { throw .gpu(error) }
+        // The encoder path: VA-API devices, the GPU's side and the trial of the
+        // zero-copy target (docs/ARCHITECTURE.md, "Encoder paths").
+        let zeroCopy: ZeroCopySetup
+        do {
+            zeroCopy = try ZeroCopySetup(codec: config.codec, choice: config.encoder, gpu: gpu, trialOutput: 0, settings: video,
+                                         override: hooks.zeroCopyOverride)
+        } catch { throw .encoder(error) }
+        let outputVideo = zeroCopy.settings(video)
         var encoders: [EncoderStage] = []
+        var plans: [EncoderPlan] = []
         for (i, spec) in specs.enumerated() {
             do throws(MediaError) {
                 let live = ContainerFormat.isLive(spec.out)
-                let sink = try openSink(i, spec, video, i == 0 ? audio : nil, config: config, io: io, log: hooks.log)
+                let sink = try openSink(i, spec, outputVideo, i == 0 ? audio : nil, config: config, io: io, log: hooks.log)
                 var onWritten: (@Sendable (MediaTime) -> Void)?
                 if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
-                encoders.append(EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten))
+                let stage = EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten)
+                encoders.append(stage)
+                plans.append(zeroCopy.attach(i, stage: stage, settings: outputVideo, log: hooks.log))
             } catch {
                 for e in encoders { _ = e.finish() }
                 throw .output(spec.out, error)
             }
         }
-        hooks.log("encoder: \(encoders[0].sink.encoderDescription); audio: \(encoders[0].sink.audioDescription)")
+        let mainSink = encoders[0].sink
+        let mainPlan = plans[0].encoder == mainSink.encoderName ? plans[0] : nil
+        hooks.log("encoder: \(mainPlan.map { "\($0.encoder) (\($0.reason))" } ?? mainSink.encoderDescription); audio: \(mainSink.audioDescription)")
+        if let tuning = (mainSink as? MediaWriter)?.encoderTuning { hooks.log("encoder rate control: \(tuning)") }
         for (role, input) in [("primary", Optional(primary)), ("secondary", secondary)] {
             for notice in input?.info.notices ?? [] { hooks.log("\(role): \(notice)") }
         }
@@ -184,7 +202,8 @@ enum TakeSetup {
         keepGPU = true
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
-                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: video, slate: slate)
+                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, slate: slate,
+                            zeroCopy: zeroCopy, mainPlan: mainPlan)
     }
 
     /// Opens output `index`. A live stream is encoded without lookahead or
