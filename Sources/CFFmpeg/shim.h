@@ -9,7 +9,6 @@
 #include <libavutil/display.h>
 #include <libavutil/hwcontext.h>
 #include <libavutil/hwcontext_drm.h>
-#include <libavutil/hwcontext_vaapi.h>
 #include <libavutil/pixdesc.h>
 #include <libavutil/channel_layout.h>
 #include <libavutil/audio_fifo.h>
@@ -43,10 +42,12 @@ static inline void diptych_frame_set_plane(AVFrame *f, int i, uint8_t *data, int
 }
 static inline void diptych_frame_set_buf(AVFrame *f, int i, AVBufferRef *buf) { f->buf[i] = buf; }
 
-/* The VADisplay of a VA-API device context (AVVAAPIDeviceContext.display). */
+/* The VADisplay of a VA-API device context: AVVAAPIDeviceContext.display,
+ * its first member (libavutil/hwcontext_vaapi.h, not included here: its
+ * <va/va.h> belongs to the CVA module alone). */
 static inline void *diptych_vaapi_display(const AVBufferRef *device) {
     const AVHWDeviceContext *d = (const AVHWDeviceContext *)device->data;
-    return ((const AVVAAPIDeviceContext *)d->hwctx)->display;
+    return *(void *const *)d->hwctx;
 }
 
 /* Fills a one-object, one-layer DRM-PRIME descriptor (a dma-buf with up to 4 planes). */
