@@ -86,10 +86,16 @@ public final class EncoderBufferAllocator: @unchecked Sendable {
 
     static let r8 = DmaBufFrame.fourcc("R8  "), gr88 = DmaBufFrame.fourcc("GR88")
 
+    /// Rows allocated past the picture: encoders read whole macroblocks and
+    /// coding units (1080 rows are coded as 1088), so each plane is padded to
+    /// a multiple of 32 rows, as FFmpeg's and the drivers' own surfaces are.
+    public static func paddedHeight(_ h: Int) -> Int { (h + 31) & ~31 }
+
     /// An NV12 buffer of `size` (even) laid out as `layout` with `modifier`,
-    /// for rendering; its planes exported as dma-buf fds.
+    /// for rendering; its planes exported as dma-buf fds. Its planes hold
+    /// `paddedHeight` rows; `frame` describes the picture's.
     public func allocate(size: PixelSize, modifier: UInt64, layout: EncoderBufferLayout) throws(GPUError) -> EncoderBuffer {
-        let w = UInt32(size.width), h = UInt32(size.height)
+        let w = UInt32(size.width), h = UInt32(EncoderBufferAllocator.paddedHeight(size.height))
         var bos: [OpaquePointer] = []
         do throws(GPUError) {
             switch layout {
@@ -148,7 +154,8 @@ public final class EncoderBuffer: @unchecked Sendable {
             }
         case .stacked:
             let fd = try export(bos[0], 0), pitch = Int(gbm.stride(bos[0], 0)), base = Int(gbm.offset(bos[0], 0))
-            planes = [.init(fd: fd, offset: base, stride: pitch), .init(fd: fd, offset: base + pitch * size.height, stride: pitch)]
+            let rows = EncoderBufferAllocator.paddedHeight(size.height)
+            planes = [.init(fd: fd, offset: base, stride: pitch), .init(fd: fd, offset: base + pitch * rows, stride: pitch)]
         case .planes:
             for bo in bos { planes.append(.init(fd: try export(bo, 0), offset: Int(gbm.offset(bo, 0)), stride: Int(gbm.stride(bo, 0)))) }
         }

@@ -115,6 +115,33 @@ extension GPU {
     }
 }
 
+/// GBM's side, as far as a machine without a render node goes.
+@Suite struct EncoderBufferTests {
+    /// Debian's libgbm has every call the allocator makes (a misspelt symbol fails here, not on a GPU server).
+    @Test func libgbmHasEveryCall() throws {
+        guard case .success(let gbm) = GBMBufferLibrary.shared else {
+            Issue.record("libgbm.so.1 does not load: \(GBMBufferLibrary.shared)"); return
+        }
+        #expect(gbm.createWithModifiers != nil, "gbm_bo_create_with_modifiers2 (Mesa 21.3)")
+    }
+
+    @Test func allocatorNeedsTheRenderNode() {
+        #expect(throws: GPUError.deviceUnavailable("open /nonexistent/renderD128: No such file or directory")) {
+            _ = try EncoderBufferAllocator(renderNode: "/nonexistent/renderD128")
+        }
+    }
+
+    @Test(arguments: [(1080, 1088), (720, 736), (1088, 1088), (2, 32), (2160, 2176)])
+    func planesArePaddedForTheEncoder(height: Int, padded: Int) {
+        #expect(EncoderBufferAllocator.paddedHeight(height) == padded)
+    }
+
+    @Test func layoutsToTry() {
+        #expect(EncoderBufferLayout.candidates(modifier: 0) == [.nv12, .stacked, .planes])
+        #expect(EncoderBufferLayout.candidates(modifier: 0x0100_0000_0000_0002) == [.nv12, .planes])
+    }
+}
+
 /// Every deletion the renderer makes, by kind.
 final class DeletionCounts: @unchecked Sendable {
     private let lock = NSLock()
