@@ -150,6 +150,20 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     var encoderDescription: String { writer?.encoderDescription ?? packets?.encoderDescription ?? "none (frames only)" }
     var audioDescription: String { "none" }
 
+    /// A file alone (no frame or packet callbacks) is encoded from the GPU's
+    /// buffers in place where its encoder can (VA-API).
+    var takesDmaBuf: Bool {
+        bridge.outputs.onNV12 == nil && packets == nil && writer?.takesDmaBuf == true
+    }
+
+    func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError) {
+        guard takesDmaBuf, let writer else {
+            release?()
+            throw .invalidFrame(reason: "this embedded output takes frames in host memory")
+        }
+        try writer.write(frame, pts: pts, release: release)
+    }
+
     func write(_ frame: VideoFrame) throws(MediaError) {
         if let onNV12 = bridge.outputs.onNV12 {
             var f = frame

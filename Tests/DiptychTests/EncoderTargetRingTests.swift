@@ -245,3 +245,47 @@ final class LockedCounter: @unchecked Sendable {
     func increment() { lock.lock(); v += 1; lock.unlock() }
     var value: Int { lock.lock(); defer { lock.unlock() }; return v }
 }
+
+/// A sink that takes dma-bufs slowly, releasing each after it "encodes" it, or fails every write.
+final class SlowDmaBufSink: TakeOutput, @unchecked Sendable {
+    let fails: Bool
+    private let lock = NSLock()
+    private var n = 0
+    init(fails: Bool) { self.fails = fails }
+    var encoderName: String { "stand-in" }
+    var encoderReason: String { "test" }
+    var encoderDescription: String { "stand-in" }
+    var audioDescription: String { "none" }
+    var takesDmaBuf: Bool { true }
+    var written: Int { lock.lock(); defer { lock.unlock() }; return n }
+    func write(_ frame: VideoFrame) throws(MediaError) {}
+    func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError) {
+        usleep(2000)
+        release?()
+        if fails { throw .encoderFailed(encoder: "stand-in", detail: "refused") }
+        lock.lock(); n += 1; lock.unlock()
+    }
+    func finish() throws(MediaError) {}
+}
+
+@Suite struct EncoderStageDmaBufTests {
+    static let frame = DmaBufFrame(width: 16, height: 16, fourcc: DmaBufFrame.nv12,
+                                   planes: [.init(fd: -1, stride: 16), .init(fd: -1, offset: 256, stride: 16)])
+
+    /// Every buffer handed to an output comes back exactly once: encoded,
+    /// dropped by a live output's full queue, or skipped after a failure.
+    @Test(arguments: [(true, false), (false, false), (false, true)])
+    func everyBufferComesBack(live: Bool, fails: Bool) {
+        let sink = SlowDmaBufSink(fails: fails)
+        let stage = EncoderStage(key: 0, name: "out", sink: sink, live: live, depth: 2)
+        let released = LockedCounter()
+        for i in 0..<40 {
+            stage.push(.dmaBuf(Self.frame, pts: MediaTime(value: Int64(i), timescale: 30), release: EncoderRelease { released.increment() }))
+        }
+        _ = stage.finish()
+        #expect(released.value == 40)
+        if live { #expect(stage.dropped > 0 && sink.written + stage.dropped == 40) }
+        if fails { #expect(stage.failure != nil && sink.written == 0) }
+        if !live && !fails { #expect(sink.written == 40 && stage.written == 40) }
+    }
+}

@@ -116,7 +116,9 @@ final class ZeroCopySetup {
             d.encoder = stage
             device = d
         }
-        let count = EncoderTargetRing.size(queueDepth: stage.queueDepth, encoderHold: 3 + max(0, settings.maxBFrames ?? 0), gpuInFlight: 2)
+        // FFmpeg's VA-API encoder holds async_depth (2) pictures in flight, the
+        // one being issued and the last reference until the next completes; B-frames more.
+        let count = EncoderTargetRing.size(queueDepth: stage.queueDepth, encoderHold: 4 + max(0, settings.maxBFrames ?? 0), gpuInFlight: 2)
         guard let g = gpu.stage else { return plan }
         do throws(GPUError) {
             let ring = try EncoderTargetRing(device: device, size: g.canvas, modifier: chosen.modifier, count: count)
