@@ -22,9 +22,14 @@ public struct VADeviceReport: Hashable, Sendable {
     public var profiles: [VAProfileSupport]
     /// Why the device is unusable (cannot open, no VA driver), nil when it initialized.
     public var error: String?
+    /// What the driver lists for the input surfaces of its first encode
+    /// profile and entrypoint (`vaQuerySurfaceAttributes`).
+    public var encodeSurfaces: VASurfaceSupport?
 
-    public init(path: String, vendor: String?, vaVersion: String?, profiles: [VAProfileSupport], error: String?) {
+    public init(path: String, vendor: String?, vaVersion: String?, profiles: [VAProfileSupport], error: String?,
+                encodeSurfaces: VASurfaceSupport? = nil) {
         self.path = path; self.vendor = vendor; self.vaVersion = vaVersion; self.profiles = profiles; self.error = error
+        self.encodeSurfaces = encodeSurfaces
     }
 
     /// The encode entrypoints (`VAEntrypointEncSlice[LP]`) for `codec`'s 8-bit profiles.
@@ -57,6 +62,7 @@ public struct VAAPIReport: Hashable, Sendable, CustomStringConvertible {
             if let e = d.error { lines.append("VA-API \(d.path): \(e)"); continue }
             lines.append("VA-API \(d.path): \(d.vendor ?? "?") (VA-API \(d.vaVersion ?? "?"))")
             for p in d.profiles { lines.append("  \(p.profile): \(p.entrypoints.joined(separator: ", "))") }
+            if let s = d.encodeSurfaces { lines.append("  encode surfaces (\(s.profile)): \(s)") }
         }
         return lines.joined(separator: "\n")
     }
@@ -158,9 +164,15 @@ public enum EncoderProbe {
             var eps = [VAEntrypoint](repeating: VAEntrypoint(rawValue: 0), count: max(maxEntrypoints, 1))
             var n: Int32 = 0
             guard va.queryConfigEntrypoints(dpy, p, &eps, &n) == VA_STATUS_SUCCESS else { continue }
+            let name = va.profileString(p).map { String(cString: $0) } ?? "VAProfile \(p.rawValue)"
             report.profiles.append(VAProfileSupport(
-                profile: va.profileString(p).map { String(cString: $0) } ?? "VAProfile \(p.rawValue)",
+                profile: name,
                 entrypoints: eps.prefix(Int(n)).map { e in va.entrypointString(e).map { String(cString: $0) } ?? "VAEntrypoint \(e.rawValue)" }))
+            if report.encodeSurfaces == nil,
+               let e = eps.prefix(Int(n)).first(where: { $0 == VAEntrypointEncSlice || $0 == VAEntrypointEncSliceLP }),
+               let s = VASurfaceSupport.query(display: dpy, va: va, profile: p, name: name, entrypoint: e) {
+                report.encodeSurfaces = s
+            }
         }
         return report
     }

@@ -25,6 +25,11 @@ final class VALibrary: @unchecked Sendable {
                                                UnsafeMutablePointer<VASurfaceAttrib>?, UInt32) -> VAStatus
     typealias DestroySurfaces = @convention(c) (VADisplay?, UnsafeMutablePointer<VASurfaceID>?, Int32) -> VAStatus
     typealias GetConfigAttributes = @convention(c) (VADisplay?, VAProfile, VAEntrypoint, UnsafeMutablePointer<VAConfigAttrib>?, Int32) -> VAStatus
+    typealias CreateConfig = @convention(c) (VADisplay?, VAProfile, VAEntrypoint, UnsafeMutablePointer<VAConfigAttrib>?, Int32,
+                                             UnsafeMutablePointer<VAConfigID>?) -> VAStatus
+    typealias DestroyConfig = @convention(c) (VADisplay?, VAConfigID) -> VAStatus
+    typealias QuerySurfaceAttributes = @convention(c) (VADisplay?, VAConfigID, UnsafeMutablePointer<VASurfaceAttrib>?,
+                                                       UnsafeMutablePointer<UInt32>?) -> VAStatus
 
     let getDisplayDRM: GetDisplayDRM
     let setInfoCallback: SetCallback
@@ -42,6 +47,9 @@ final class VALibrary: @unchecked Sendable {
     let createSurfaces: CreateSurfaces
     let destroySurfaces: DestroySurfaces
     let getConfigAttributes: GetConfigAttributes
+    let createConfig: CreateConfig
+    let destroyConfig: DestroyConfig
+    let querySurfaceAttributes: QuerySurfaceAttributes
 
     private init(va: UnsafeMutableRawPointer, drm: UnsafeMutableRawPointer) throws(VALoadError) {
         func sym<T>(_ h: UnsafeMutableRawPointer, _ name: String, _: T.Type) throws(VALoadError) -> T {
@@ -64,6 +72,9 @@ final class VALibrary: @unchecked Sendable {
         createSurfaces = try sym(va, "vaCreateSurfaces", CreateSurfaces.self)
         destroySurfaces = try sym(va, "vaDestroySurfaces", DestroySurfaces.self)
         getConfigAttributes = try sym(va, "vaGetConfigAttributes", GetConfigAttributes.self)
+        createConfig = try sym(va, "vaCreateConfig", CreateConfig.self)
+        destroyConfig = try sym(va, "vaDestroyConfig", DestroyConfig.self)
+        querySurfaceAttributes = try sym(va, "vaQuerySurfaceAttributes", QuerySurfaceAttributes.self)
     }
 
     /// Loaded once per process (the handles are never closed); the failure says why.

@@ -114,6 +114,22 @@ import DiptychCore
         }
     }
 
+    /// What `diptych probe` says of a driver's encode surfaces (vaQuerySurfaceAttributes).
+    @Test func surfaceSupportDescriptions() {
+        let prime2 = UInt32(VA_SURFACE_ATTRIB_MEM_TYPE_DRM_PRIME_2), prime = UInt32(VA_SURFACE_ATTRIB_MEM_TYPE_DRM_PRIME)
+        let full = VASurfaceSupport(profile: "VAProfileH264High", nv12: true, memoryTypes: prime2 | prime | UInt32(VA_SURFACE_ATTRIB_MEM_TYPE_VA))
+        #expect(full.description == "NV12 listed; memory types: DRM PRIME 2, DRM PRIME, VA")
+        #expect(full.primeImport == true)
+        let legacy = VASurfaceSupport(profile: "VAProfileH264High", nv12: true, memoryTypes: prime)
+        #expect(legacy.description == "NV12 listed; memory types: DRM PRIME (no DRM PRIME 2 listed; the take's trial decides)")
+        let silent = VASurfaceSupport(profile: "VAProfileHEVCMain", nv12: false, memoryTypes: nil)
+        #expect(silent.description == "NV12 not listed; no memory types listed (the take's trial decides)")
+        let report = VAAPIReport(directory: "/dev/dri", devices: [VADeviceReport(path: "/dev/dri/renderD128", vendor: "Mesa", vaVersion: "1.17",
+            profiles: [VAProfileSupport(profile: "VAProfileH264High", entrypoints: ["VAEntrypointEncSlice"])], error: nil, encodeSurfaces: full)],
+            problem: nil)
+        #expect(report.description.contains("  encode surfaces (VAProfileH264High): NV12 listed; memory types: DRM PRIME 2, DRM PRIME, VA"))
+    }
+
     /// Planes exported as two fds of one buffer are one VA object (one inode).
     @Test func bufferIdentity() throws {
         let fd = open("/dev/null", O_RDONLY), again = dup(fd)
