@@ -51,13 +51,14 @@ final class ZeroCopySetup {
         let built = EncoderProbe.built(codec: codec)
         let report: VAAPIReport? = override?.report ?? (built.hardware && choice != .x264 ? EncoderProbe.vaapi() : nil)
         self.report = report
+        // The GPU's side first (no allocation yet): the VA-API device on the GPU's own node is preferred.
+        var facts = override?.support ?? ZeroCopySetup.facts(stage.gpu.encoderTargetSupport())
         let base = try EncoderProbe.plan(codec: codec, choice: choice, report: report ?? VAAPIReport(directory: "", devices: [], problem: nil),
-                                         target: nil)
+                                         target: facts)
         guard base.path != .software, let node = base.devicePath else {
-            facts = nil; plan = base; chosen = nil; allocator = nil
+            self.facts = nil; plan = base; chosen = nil; allocator = nil
             return
         }
-        var facts = override?.support ?? ZeroCopySetup.facts(stage.gpu.encoderTargetSupport())
         var allocator: EncoderBufferAllocator?
         var chosen: (modifier: UInt64, layout: EncoderBufferLayout)?
         if facts.platform == "gbm", facts.renderNode == node, facts.missing.isEmpty, !facts.renderableModifiers.isEmpty {
