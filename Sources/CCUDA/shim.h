@@ -20,16 +20,20 @@ static inline void diptych_cuda_log(void *buffer, const char *format, ...) {
 #define FFNV_DEBUG_LOG_FUNC(logctx, msg, ...)
 #include <ffnvcodec/dynlink_loader.h>
 
-/* Loads libcuda.so.1; on failure `why` (256 bytes) says what was missing and dlerror's reason. */
+/* On a failed load, dlerror's reason (the library or symbol and why) in
+ * place of the loader's own line when there is one. */
+static inline void diptych_cuda_load_reason(char *why) {
+    const char *e = dlerror();
+    if (e) snprintf(why, 256, "%s", e);
+    size_t n = strlen(why);
+    while (n > 0 && why[n - 1] == '\n') why[--n] = 0;
+}
+
+/* Loads libcuda.so.1; on failure `why` (256 bytes) says what was missing. */
 static inline int diptych_cuda_load(CudaFunctions **functions, char *why) {
     why[0] = 0;
     int r = cuda_load_functions(functions, why);
-    if (r != 0) {
-        const char *e = dlerror();
-        size_t n = strlen(why);
-        while (n > 0 && why[n - 1] == '\n') why[--n] = 0;
-        if (e && n < 200) snprintf(why + n, 256 - n, " (%s)", e);
-    }
+    if (r != 0) diptych_cuda_load_reason(why);
     return r;
 }
 
@@ -37,12 +41,7 @@ static inline int diptych_cuda_load(CudaFunctions **functions, char *why) {
 static inline int diptych_cuvid_load(CuvidFunctions **functions, char *why) {
     why[0] = 0;
     int r = cuvid_load_functions(functions, why);
-    if (r != 0) {
-        const char *e = dlerror();
-        size_t n = strlen(why);
-        while (n > 0 && why[n - 1] == '\n') why[--n] = 0;
-        if (e && n < 200) snprintf(why + n, 256 - n, " (%s)", e);
-    }
+    if (r != 0) diptych_cuda_load_reason(why);
     return r;
 }
 #endif

@@ -36,6 +36,9 @@ public struct SessionHooks: Sendable {
     public var frameEvent: (@Sendable (_ event: FrameEvent, _ pts: MediaTime) -> Void)?
     /// Encoder threads (nil: FFmpeg's choice); a server bounds them by its cores.
     public var encoderThreads: Int?
+    /// Replaces the decoder settings a stream is opened with (tests: a
+    /// stand-in for NVDEC that fails on cue).
+    public var decoderSettings: (@Sendable (StreamRole, DecoderSettings) -> DecoderSettings)?
 
     public init(thermal: (any ThermalMonitor)? = nil,
                 storage: any StorageMonitor = FileSystemStorageMonitor(),

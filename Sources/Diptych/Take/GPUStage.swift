@@ -36,6 +36,9 @@ final class GPUStage {
     private var inFlight: [InFlight] = []
     /// Test hook: frame indices at which the context is lost as by a reset.
     var simulateLossAt: Set<Int> = []
+    /// Whether CUDA frames still go into the textures through interop (false
+    /// once it failed: they are copied through host memory).
+    private(set) var cudaInterop = true
 
     /// A frame rendered but not yet read back in full: kept so it can be
     /// rendered again on a fresh context.
@@ -108,7 +111,26 @@ final class GPUStage {
         switch f.payload {
         case .cpu(let v): try gpu.upload(v, role: role)
         case .dmaBuf(let d, _): try gpu.upload(d, role: role)
+        case .cuda(let c, let holder): try upload(c, holder: holder, role: role)
         }
+    }
+
+    /// A CUDA frame goes into the textures on the GPU (CUDA–GL interop). If
+    /// that fails, this take copies CUDA frames through host memory from then
+    /// on instead of failing (a lost context is rebuilt as for any upload).
+    private func upload(_ c: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
+        if cudaInterop {
+            do throws(GPUError) {
+                try gpu.upload(c, holder: holder, role: role)
+                return
+            } catch {
+                if case .contextLost = error { throw error }
+                cudaInterop = false
+                warn("NVDEC frames cannot go into the GPU's textures directly (\(error)); copying them through host memory from here")
+            }
+        }
+        guard let v = holder.download() else { throw .badFrame("an NVDEC \(c.format.rawValue) \(c.width)x\(c.height) frame could not be copied to host memory") }
+        try gpu.upload(v, role: role)
     }
 
     /// Context lost: throw every GPU object away, build a new compositor, and

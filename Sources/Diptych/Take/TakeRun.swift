@@ -29,6 +29,7 @@ final class TakeRun {
     let timing: LiveTiming
     /// Shown on live outputs while the primary is interrupted (`--slate`).
     let slate: InputFrame?
+    let decoders: DecoderLog
 
     var frames = 0
     var warnings: [String]
@@ -50,6 +51,7 @@ final class TakeRun {
         warnings = p.warnings
         encoderSettings = p.encoderSettings
         slate = p.slate
+        decoders = p.decoders
         layouts = [0: p.config.layout]
         for (i, o) in p.config.extraOutputs.enumerated() { layouts[i + 1] = o.layout }
         nextOutputKey = p.encoders.count
