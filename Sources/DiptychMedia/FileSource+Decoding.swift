@@ -98,8 +98,8 @@ extension FileSource {
 /// decoder can take over exactly where NVDEC stopped. Bounded: a longer run
 /// of packets is dropped and the take resumes at the next keyframe instead.
 struct PacketReplay {
-    static let maximumBytes = 64 << 20
-    static let maximumPackets = 1200
+    var maximumBytes = 64 << 20
+    var maximumPackets = 1200
     private var packets: [FFPacket] = []
     private var bytes = 0
     private var overflowed = false
@@ -110,7 +110,7 @@ struct PacketReplay {
         guard let copy = try? FFPacket(referencing: packet) else { overflow(); return }
         packets.append(copy)
         bytes += Int(packet.raw.pointee.size)
-        if bytes > PacketReplay.maximumBytes || packets.count > PacketReplay.maximumPackets { overflow() }
+        if bytes > maximumBytes || packets.count > maximumPackets { overflow() }
     }
 
     /// The packets kept, or nil when they did not fit; empties the replay.
@@ -118,6 +118,8 @@ struct PacketReplay {
         defer { reset() }
         return overflowed ? nil : packets
     }
+
+    init(maximumPackets: Int = 1200) { self.maximumPackets = maximumPackets }
 
     private mutating func reset() { packets.removeAll(); bytes = 0; overflowed = false }
     private mutating func overflow() { packets.removeAll(); bytes = 0; overflowed = true }
