@@ -81,8 +81,8 @@ let package = Package(
         .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU"]),
         // A writer a media test SIGKILLs mid-take (crash safety of fragmented MP4).
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
-        .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
-        .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych"]),
+        .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "DiptychCUDA", "diptych-writer-fixture"]),
+        .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych", "DiptychCUDA"]),
         .testTarget(name: "DiptychServerTests", dependencies: ["DiptychServer", "DiptychMedia", "diptych"]),
         .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench", "Diptych", "DiptychMedia", "CFFmpeg"],
                     path: "bench/Tests/DiptychBenchTests"),
