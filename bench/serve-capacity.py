@@ -112,6 +112,7 @@ def main():
     p.add_argument("--preset", default="ultrafast")
     p.add_argument("--out", default="bench/results/serve-llvmpipe")
     p.add_argument("--contexts", default="", help="comma-separated --contexts values for the server (default: its own choice)")
+    p.add_argument("--counts", default="", help="comma-separated take counts to try (default 1 to --max-takes)")
     a = p.parse_args()
     a.diptych = os.path.abspath(a.diptych)
     work = tempfile.mkdtemp(prefix="diptych-serve-bench-")
@@ -119,7 +120,9 @@ def main():
     prim, sec = make_inputs(work, a.duration)
     rows = []
     contexts = [int(c) for c in a.contexts.split(",") if c] or [None]
-    for n in range(1, a.max_takes + 1):
+    counts = [int(c) for c in a.counts.split(",") if c] or list(range(1, a.max_takes + 1))
+    a.max_takes = max(counts)
+    for n in counts:
         runs = [lambda n, c=c: run_serve(n, prim, sec, work, a, c) for c in contexts] + [lambda n: run_record(n, prim, sec, work, a)]
         for run in runs:
             r = run(n)

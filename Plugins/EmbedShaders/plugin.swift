@@ -8,7 +8,7 @@ struct EmbedShaders: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         let shaderDir = context.package.directoryURL.appending(path: "Shaders")
         let files = try FileManager.default.contentsOfDirectory(at: shaderDir, includingPropertiesForKeys: nil)
-            .filter { ["vert", "frag", "glsl"].contains($0.pathExtension) }
+            .filter { ["vert", "frag", "comp", "glsl"].contains($0.pathExtension) }
             .sorted { $0.lastPathComponent < $1.lastPathComponent }
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedShaders.swift")
         return [.buildCommand(

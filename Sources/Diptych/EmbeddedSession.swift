@@ -114,7 +114,7 @@ public final class EmbeddedSession: @unchecked Sendable {
     public let configuration: EmbeddedConfiguration
     private let bridge: EmbeddingBridge
     private let session: RecordingSession
-    private let thread: Thread
+    private let thread: JoinableThread
     private let done = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var finishing = false
@@ -159,16 +159,12 @@ public final class EmbeddedSession: @unchecked Sendable {
         let s = session, b = bridge, d = done
         let box = ResultBox()
         resultBox = box
-        let t = Thread {
+        thread = JoinableThread(stackSize: 4 << 20) {
             do throws(SessionError) { box.set(.success(try s.run())) } catch { box.set(.failure(error)) }
             // A take that failed to start never signalled: wake the creator.
             b.wakeStartWaiters()
             d.signal()
         }
-        t.name = "diptych.embedded"
-        t.stackSize = 4 << 20
-        thread = t
-        t.start()
         guard bridge.waitStarted(timeout: startTimeout) else {
             session.stop(.requested("start timed out"))
             finished = true
@@ -176,6 +172,7 @@ public final class EmbeddedSession: @unchecked Sendable {
         }
         if bridge.gpu == nil {
             done.wait()
+            thread.join()
             finished = true
             switch box.value {
             case .failure(let e)?: throw EmbeddingError(e)
@@ -186,6 +183,7 @@ public final class EmbeddedSession: @unchecked Sendable {
             lock.lock(); finishing = true; lock.unlock()
             bridge.primary.endStream(); bridge.secondary?.endStream()
             done.wait()
+            thread.join()
             finished = true
             throw EmbeddingError(.unsupported, "dma-buf output needs EGL_MESA_image_dma_buf_export, which this GPU (\(info.renderer)) does not offer; take RGBA or NV12 frames instead")
         }
@@ -327,6 +325,7 @@ public final class EmbeddedSession: @unchecked Sendable {
         bridge.secondary?.endStream()
         done.wait()
         done.signal()
+        thread.join()
         lock.lock(); finished = true; lock.unlock()
         switch resultBox.value {
         case .success(let s)?: return s

@@ -20,7 +20,7 @@ final class SourceReader: @unchecked Sendable {
     private var source: (any TakeInput)?
     private var _info: SourceInfo?
     private let opened = DispatchSemaphore(value: 0)
-    private var thread: Thread?
+    private var thread: JoinableThread?
     private let done = DispatchSemaphore(value: 0)
 
     /// Starts a reader over an already opened source.
@@ -46,7 +46,7 @@ final class SourceReader: @unchecked Sendable {
     var info: SourceInfo? { lock.lock(); defer { lock.unlock() }; return _info }
 
     private func start(openFirst duration: Double??) {
-        let t = Thread { [self] in
+        thread = JoinableThread { [self] in
             defer { done.signal() }
             if case .some(let d) = duration, let opener {
                 do throws(MediaError) {
@@ -71,10 +71,6 @@ final class SourceReader: @unchecked Sendable {
             }
             queue.close()
         }
-        t.name = "diptych.reader"
-        t.stackSize = 1 << 20
-        thread = t
-        t.start()
     }
 
     /// Stops the thread and closes the source. Blocks until the thread has
@@ -84,8 +80,9 @@ final class SourceReader: @unchecked Sendable {
     /// the source under it.
     func stop() {
         queue.closeAndDiscard()
-        guard done.wait(timeout: .now() + 2) == .success else { return }
+        guard done.wait(timeout: .now() + 2) == .success else { thread?.detach(); return }
         done.signal()
+        thread?.join()
         lock.lock(); let s = source; source = nil; lock.unlock()
         s?.close()
     }

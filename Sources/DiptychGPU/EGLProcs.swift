@@ -36,6 +36,10 @@ struct GLProcs {
     var imageTargetTexture2D: PFNGLEGLIMAGETARGETTEXTURE2DOESPROC?
     var getQueryObjectui64v: PFNGLGETQUERYOBJECTUI64VEXTPROC?
     var getGraphicsResetStatus: PFNGLGETGRAPHICSRESETSTATUSKHRPROC?
+    var bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
+    var createSync: PFNEGLCREATESYNCKHRPROC?
+    var destroySync: PFNEGLDESTROYSYNCKHRPROC?
+    var clientWaitSync: PFNEGLCLIENTWAITSYNCKHRPROC?
 
     static func load(_ caps: GPUCapabilities) -> GLProcs {
         var p = GLProcs()
@@ -57,6 +61,14 @@ struct GLProcs {
             p.getGraphicsResetStatus = loadProc("glGetGraphicsResetStatusKHR", as: PFNGLGETGRAPHICSRESETSTATUSKHRPROC.self)
                 ?? loadProc("glGetGraphicsResetStatusEXT", as: PFNGLGETGRAPHICSRESETSTATUSKHRPROC.self)
                 ?? loadProc("glGetGraphicsResetStatus", as: PFNGLGETGRAPHICSRESETSTATUSKHRPROC.self)
+        }
+        if caps.bufferStorage {
+            p.bufferStorage = loadProc("glBufferStorageEXT", as: PFNGLBUFFERSTORAGEEXTPROC.self)
+        }
+        if caps.eglFenceSync {
+            p.createSync = loadProc("eglCreateSyncKHR", as: PFNEGLCREATESYNCKHRPROC.self)
+            p.destroySync = loadProc("eglDestroySyncKHR", as: PFNEGLDESTROYSYNCKHRPROC.self)
+            p.clientWaitSync = loadProc("eglClientWaitSyncKHR", as: PFNEGLCLIENTWAITSYNCKHRPROC.self)
         }
         return p
     }

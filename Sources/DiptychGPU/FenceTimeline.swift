@@ -1,20 +1,26 @@
+import CEGL
 import CGLES
 
-/// How fences are made and queried. The real one uses GL sync objects; tests
-/// replace it to hold fences unsignalled and count what gets deleted.
+/// How fences are made and queried. GL sync objects belong to the context's
+/// thread; EGL fence syncs (EGL_KHR_fence_sync) may be queried, waited for and
+/// destroyed on any thread, so callers wait for their own frames without a
+/// hop to the render thread. Tests replace both to hold fences unsignalled.
 struct FenceOps {
-    /// Inserts a fence after all commands so far (and flushes).
+    /// Inserts a fence after all commands so far. The render thread flushes
+    /// once its queue of work is done (`RenderThread.requestFlush`).
     var insert: () -> OpaquePointer?
     /// Non-blocking: has the fence signalled?
     var isSignalled: (OpaquePointer) -> Bool
     /// Blocks until the fence signals (or the context is lost).
     var wait: (OpaquePointer) -> Void
     var delete: (OpaquePointer) -> Void
+    /// The fences may be queried, waited for and deleted on any thread.
+    var anyThread = false
 
     static var gl: FenceOps { FenceOps(
         insert: {
-            let f = glFenceSync(GL.syncGPUCommandsComplete, 0)
-            glFlush()
+            RenderThread.requestFlush()
+            guard let f = glFenceSync(GL.syncGPUCommandsComplete, 0) else { glFinish(); return nil }
             return f
         },
         isSignalled: { f in
@@ -28,6 +34,30 @@ struct FenceOps {
             }
         },
         delete: { f in glDeleteSync(f) }) }
+
+    /// EGL fence syncs on `display`, inserted into the context current on the render thread.
+    static func egl(display: EGLDisplay, procs: GLProcs) -> FenceOps? {
+        guard let create = procs.createSync, let destroy = procs.destroySync, let clientWait = procs.clientWaitSync else { return nil }
+        let d = UncheckedBox(display)
+        return FenceOps(
+            insert: {
+                RenderThread.requestFlush()
+                guard let s = create(d.value, EGLenum(EGL_SYNC_FENCE_KHR), nil), s != diptych_egl_no_sync() else {
+                    glFinish()   // no fence: the work is complete once this returns (a missing fence counts as signalled)
+                    return nil
+                }
+                return OpaquePointer(s)
+            },
+            isSignalled: { f in
+                let r = clientWait(d.value, UnsafeMutableRawPointer(f), 0, 0)
+                return r != EGLint(EGL_TIMEOUT_EXPIRED_KHR)   // satisfied, or failed (never wait on a broken fence)
+            },
+            wait: { f in
+                while clientWait(d.value, UnsafeMutableRawPointer(f), 0, 1_000_000_000) == EGLint(EGL_TIMEOUT_EXPIRED_KHR) {}
+            },
+            delete: { f in _ = destroy(d.value, UnsafeMutableRawPointer(f)) },
+            anyThread: true)
+    }
 }
 
 /// Submission serials and the FIFO of (fence, completion) that decides when a
@@ -37,7 +67,10 @@ struct FenceOps {
 /// its last use (`pendingSerial` while the commands are still being recorded);
 /// `retire(lastUse:_:)` runs its release once that serial's fence has signalled.
 /// Fences of one context complete in order, so only the oldest is polled.
-/// Lives on the render thread.
+///
+/// Used under its compositor's lock: on the render thread, and, where the
+/// fences allow it (`canWaitOffThread`), on a caller's thread through
+/// `isCompleteOffThread`/`waitOffThread`, which never run releases (GL calls).
 final class FenceTimeline {
     private(set) var submitted: UInt64 = 0
     private(set) var completed: UInt64 = 0
@@ -53,6 +86,7 @@ final class FenceTimeline {
     var pendingSerial: UInt64 { submitted + 1 }
     var inFlight: Int { fences.count }
     var pendingCompletions: Int { completions.count }
+    var canWaitOffThread: Bool { ops.anyThread }
 
     /// Fences everything recorded so far; returns its serial.
     @discardableResult
@@ -69,23 +103,31 @@ final class FenceTimeline {
 
     /// Retires every signalled fence (oldest first) and runs due completions. Never blocks.
     func poll() {
-        while let first = fences.first {
-            if let f = first.fence, !abandoned {
-                guard ops.isSignalled(f) else { break }
-            }
-            retireFirstFence()
-        }
+        advance()
         runDue()
     }
 
     /// Blocks until `serial` has completed, fencing it first if it was not yet submitted.
     func wait(for serial: UInt64) {
         if serial > submitted { submit() }
-        while completed < serial, let first = fences.first {
-            if let f = first.fence, !abandoned { ops.wait(f) }
-            retireFirstFence()
-        }
+        waitFences(upTo: serial)
         runDue()
+    }
+
+    /// Off the render thread: whether `serial` has completed (retires signalled fences, runs nothing).
+    func isCompleteOffThread(_ serial: UInt64) -> Bool {
+        precondition(ops.anyThread)
+        if serial > completed { advance() }
+        return serial <= completed
+    }
+
+    /// Off the render thread: waits for a submitted `serial` (runs nothing).
+    /// False when it was not submitted yet (only the render thread can fence it).
+    func waitOffThread(for serial: UInt64) -> Bool {
+        precondition(ops.anyThread)
+        guard serial <= submitted else { return false }
+        waitFences(upTo: serial)
+        return true
     }
 
     /// Runs `release` once work up to `lastUse` has completed (now, if it has).
@@ -104,13 +146,31 @@ final class FenceTimeline {
         for c in rest { c.run() }
     }
 
+    private func advance() {
+        while let first = fences.first {
+            if let f = first.fence, !abandoned {
+                guard ops.isSignalled(f) else { break }
+            }
+            retireFirstFence()
+        }
+    }
+
+    /// Waits for the first fence at or after `serial` (fences of one context
+    /// signal in order, so every older one has signalled too) and retires them.
+    private func waitFences(upTo serial: UInt64) {
+        guard completed < serial, let i = fences.firstIndex(where: { $0.serial >= serial }) else { return }
+        if let f = fences[i].fence, !abandoned { ops.wait(f) }
+        for _ in 0...i { retireFirstFence() }
+    }
+
     private func retireFirstFence() {
         let first = fences.removeFirst()
         if let f = first.fence { ops.delete(f) }
         completed = first.serial
     }
 
-    private func runDue() {
+    /// Runs the releases whose serial has completed (render thread).
+    func runDue() {
         var n = 0
         while n < completions.count && completions[n].serial <= completed { n += 1 }
         guard n > 0 else { return }

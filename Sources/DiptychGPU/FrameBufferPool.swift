@@ -58,6 +58,25 @@ enum BulkCopy {
                 .copyMemory(from: UnsafeRawPointer(bitPattern: s + UInt(start))!, byteCount: min(chunk, count - start))
         }
     }
+
+    /// Copies `rows` rows of `rowBytes` (on several cores for large blocks).
+    static func copyRows(_ dst: UnsafeMutableRawPointer, dstStride: Int, _ src: UnsafeRawPointer, srcStride: Int,
+                         rowBytes: Int, rows: Int) {
+        if dstStride == rowBytes && srcStride == rowBytes {
+            copy(dst, src, rowBytes * rows)
+            return
+        }
+        let lanes = rowBytes * rows >= threshold ? BulkCopy.lanes : 1
+        let d = UInt(bitPattern: dst), s = UInt(bitPattern: src)
+        let band = (rows + lanes - 1) / lanes
+        let work: @Sendable (Int) -> Void = { lane in
+            for row in (lane * band)..<min(rows, (lane + 1) * band) {
+                UnsafeMutableRawPointer(bitPattern: d + UInt(row * dstStride))!
+                    .copyMemory(from: UnsafeRawPointer(bitPattern: s + UInt(row * srcStride))!, byteCount: rowBytes)
+            }
+        }
+        if lanes > 1 { DispatchQueue.concurrentPerform(iterations: lanes, execute: work) } else { work(0) }
+    }
 }
 
 /// Holds whatever owns a copy job's memory (frames, region caches).
@@ -134,7 +153,7 @@ struct CopyJob: @unchecked Sendable {
         } else if rows == 1 || (dstStride == rowBytes && srcStride == rowBytes) {
             BulkCopy.copy(dst, src, rowBytes * rows)
         } else {
-            GPURenderer.copyRows(dst, dstStride: dstStride, src, srcStride: srcStride, rowBytes: rowBytes, rows: rows)
+            BulkCopy.copyRows(dst, dstStride: dstStride, src, srcStride: srcStride, rowBytes: rowBytes, rows: rows)
         }
     }
 }

@@ -74,6 +74,21 @@ enum GL {
     static let maxTextureSize = GLenum(GL_MAX_TEXTURE_SIZE)
     static let contextLost = GLenum(GL_CONTEXT_LOST)
     static let noTranspose = GLboolean(GL_FALSE)
+    static let computeShader = GLenum(GL_COMPUTE_SHADER)
+    static let shaderStorageBuffer = GLenum(GL_SHADER_STORAGE_BUFFER)
+    static let uniformBuffer = GLenum(GL_UNIFORM_BUFFER)
+    static let copyReadBuffer = GLenum(GL_COPY_READ_BUFFER)
+    static let copyWriteBuffer = GLenum(GL_COPY_WRITE_BUFFER)
+    static let dynamicCopy = GLenum(GL_DYNAMIC_COPY)
+    static let dynamicDraw = GLenum(GL_DYNAMIC_DRAW)
+    static let uniformBufferOffsetAlignment = GLenum(GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT)
+    static let mapPersistentBit = GLbitfield(GL_MAP_PERSISTENT_BIT_EXT)
+    static let mapCoherentBit = GLbitfield(GL_MAP_COHERENT_BIT_EXT)
+    static let writeOnly = GLenum(GL_WRITE_ONLY)
+    /// What the compute pass wrote is read next by buffer copies, texture fetches,
+    /// framebuffer reads (glReadPixels) and pixel-buffer transfers.
+    static let computeOutputBarriers = GLbitfield(GL_BUFFER_UPDATE_BARRIER_BIT | GL_TEXTURE_FETCH_BARRIER_BIT
+        | GL_FRAMEBUFFER_BARRIER_BIT | GL_TEXTURE_UPDATE_BARRIER_BIT | GL_PIXEL_BUFFER_BARRIER_BIT)
 }
 
 /// EGL attribute values as `EGLint` (the macros import as `Int32` already) and enums.

@@ -54,6 +54,8 @@ final class GLContext {
     let gbm: GBMDevice?
     let info: GPUInfo
     let procs: GLProcs
+    /// The context's programs, shared by every compositor in it (deleted with the context).
+    let shaders = ShaderCache()
     var caps: GPUCapabilities { info.capabilities }
 
     /// Creates and makes current a context on `rung`. Throws with the reason.
@@ -134,6 +136,10 @@ final class GLContext {
         }
         var caps = GPUCapabilities(egl: eglExt, gl: glExt)
         caps.robustContext = robust
+        var major: GLint = 0, minor: GLint = 0
+        glGetIntegerv(GLenum(GL_MAJOR_VERSION), &major)
+        glGetIntegerv(GLenum(GL_MINOR_VERSION), &minor)
+        caps.computeShaders = major > 3 || (major == 3 && minor >= 1)
         let renderer = glString(GL.renderer)
         var maxTexture: GLint = 0
         glGetIntegerv(GL.maxTextureSize, &maxTexture)
@@ -156,6 +162,7 @@ final class GLContext {
     }
 
     deinit {
+        shaders.deleteAll()
         eglMakeCurrent(display, diptych_egl_no_surface(), diptych_egl_no_surface(), diptych_egl_no_context())
         if let surface { eglDestroySurface(display, surface) }
         eglDestroyContext(display, context)

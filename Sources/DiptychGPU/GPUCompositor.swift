@@ -6,21 +6,28 @@ import Foundation
 /// stream textures shared by every output, one render target per output, and
 /// asynchronous NV12 readback.
 ///
-/// Thread-safe: every method may be called from any thread; each runs its GL
-/// work on the render thread and blocks until that is done (one compositor's
-/// calls are serialized). After `GPUError.contextLost` every method throws it
-/// again: build a new compositor (nothing old is reused).
+/// Thread-safe: every method may be called from any thread (one compositor's
+/// calls are serialized). The render thread only issues GL calls: frames are
+/// copied into staging (`upload`) and completed readbacks out of their
+/// buffers (`nextNV12`, `composite`) on the calling thread, fences are waited
+/// for there too (EGL_KHR_fence_sync), and a `render` is one hop to the render
+/// thread that also turns the pending uploads into textures. Hops of several
+/// compositors sharing the thread run back to back and are flushed to the GPU
+/// together. After `GPUError.contextLost` every method throws it again: build
+/// a new compositor (nothing old is reused).
 public final class GPUCompositor: @unchecked Sendable {
     private let thread: RenderThread
     /// Compositors sharing `thread` (and its context); the last one stops it.
     private let share: ThreadShare
-    /// Serializes this compositor's calls (a `composite` spans several hops).
+    /// Serializes this compositor's calls (a `composite` spans several steps).
     private let lock = NSRecursiveLock()
     private var isShut = false
-    /// Touched only on the render thread.
+    /// Read under `lock`; GL work through it on the render thread only.
     private let box: RendererBox
     /// The GPU in use (fixed at creation).
     public let info: GPUInfo
+    /// The paths this compositor's frames take (fixed at creation).
+    public let paths: GPUPathInfo
 
     final class RendererBox: @unchecked Sendable { var renderer: GPURenderer? }
 
@@ -33,42 +40,54 @@ public final class GPUCompositor: @unchecked Sendable {
     }
 
     /// Walks the display ladder for `selection` and creates the context.
-    /// `log` gets one line naming the platform, device and GL_RENDERER taken.
-    /// Throws `GPUError.noDisplay` listing every rung tried and why it failed.
+    /// `log` gets one line naming the platform, device and GL_RENDERER taken,
+    /// and one naming the paths (`paths`). Throws `GPUError.noDisplay` listing
+    /// every rung tried and why it failed.
     /// - Parameters:
-    ///   - readbackDepth: frames that may be in flight: the pack-buffer ring
-    ///     holds this many NV12 readbacks, and each role keeps `readbackDepth + 2`
+    ///   - readbackDepth: frames that may be in flight: the readback ring
+    ///     holds this many NV12 frames, and each role keeps `readbackDepth + 2`
     ///     texture sets so an upload never waits for a frame still being drawn.
-    ///   - uploadDepth: unpack buffers in the upload ring (default `2 × readbackDepth`:
+    ///   - uploadDepth: slots of the upload staging ring (default `2 × readbackDepth`:
     ///     two uploads per frame).
-    ///   - directCopy: the direct-copy path. An NV12/I420 `upload` then keeps
-    ///     a reference to the frame (its bytes must not change until the next
-    ///     upload of that role) instead of copying it at once; where the draws
-    ///     at the bottom of a plan are opaque 1:1 copies of such frames covering
-    ///     the canvas, their bytes go straight into the output's NV12 planes and
-    ///     only the region of the draws above them is rendered and converted
-    ///     (results equal the general path within ±1 code value; the preview is
-    ///     then made from the NV12 frame itself). Other plans take the general path.
+    ///   - directCopy: when the direct-copy shortcut is taken (`DirectCopyMode`).
+    ///     An NV12/I420 `upload` then keeps a reference to the frame (its bytes
+    ///     must not change until the next upload of that role) instead of
+    ///     copying it at once; where the draws at the bottom of a plan are
+    ///     opaque 1:1 copies of such frames covering the canvas, their bytes go
+    ///     straight into the output's NV12 planes and only the region of the
+    ///     draws above them is rendered and converted (results equal the GPU
+    ///     path within ±1 code value; the preview is then made from the NV12
+    ///     frame itself). Other plans take the GPU path.
+    ///   - pass: compute (one pass: composite and NV12) or fragment; `.auto`
+    ///     takes compute on a hardware GPU with OpenGL ES 3.1, fragment elsewhere.
     public convenience init(selection: GPUSelection = .auto, readbackDepth: Int = 4, uploadDepth: Int? = nil,
-                            directCopy: Bool = false,
+                            directCopy: DirectCopyMode = .off, pass: GPUPass = .auto,
                             log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
         try self.init(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, directCopy: directCopy,
-                      hooks: GPUTestHooks(), log: log)
+                      pass: pass, hooks: GPUTestHooks(), log: log)
     }
 
-    init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: Bool = false, hooks: GPUTestHooks,
-         log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
+    /// `directCopy: true` is `DirectCopyMode.auto` (the shortcut on software
+    /// renderers only), `false` is `.off`.
+    public convenience init(selection: GPUSelection = .auto, readbackDepth: Int = 4, uploadDepth: Int? = nil,
+                            directCopy: Bool, log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
+        try self.init(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth,
+                      directCopy: directCopy ? .auto : .off, pass: .auto, hooks: GPUTestHooks(), log: log)
+    }
+
+    init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: DirectCopyMode = .off,
+         pass: GPUPass = .auto, hooks: GPUTestHooks, log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
         thread = RenderThread(name: "diptych-gpu")
         share = ThreadShare()
         box = RendererBox()
         let b = box
         let hooksBox = UncheckedBox(hooks)
         do throws(GPUError) {
-            info = try thread.sync { () throws(GPUError) -> GPUInfo in
-                let r = try GPURenderer(selection: selection, log: log, hooks: hooksBox.value,
-                                        readbackDepth: readbackDepth, uploadDepth: uploadDepth, directCopy: directCopy)
+            (info, paths) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPathInfo) in
+                let r = try GPURenderer(selection: selection, log: log, hooks: hooksBox.value, readbackDepth: readbackDepth,
+                                        uploadDepth: uploadDepth, directCopy: directCopy, pass: pass)
                 b.renderer = r
-                return r.info
+                return (r.info, r.paths)
             }
         } catch {
             thread.stop()
@@ -80,34 +99,62 @@ public final class GPUCompositor: @unchecked Sendable {
     /// its own outputs, stream textures and buffer rings, but no context
     /// switch between them on the GPU (servers compositing many stream pairs
     /// lose far more to context switches than to one shared submission
-    /// thread). The context lives until every compositor sharing it is shut
-    /// down. A context loss hits all of them.
+    /// thread, whose hops run back to back). The context lives until every
+    /// compositor sharing it is shut down. A context loss hits all of them.
     public init(sharingContextOf other: GPUCompositor, readbackDepth: Int = 4, uploadDepth: Int? = nil,
-                directCopy: Bool = false) throws(GPUError) {
+                directCopy: DirectCopyMode = .off, pass: GPUPass = .auto) throws(GPUError) {
         thread = other.thread
         share = other.share
         box = RendererBox()
         let b = box, ob = other.box
-        info = try thread.sync { () throws(GPUError) -> GPUInfo in
+        (info, paths) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPathInfo) in
             guard let o = ob.renderer else { throw .shutDown }
             let r = try GPURenderer(selection: .auto, sharing: o.context, log: { _ in }, readbackDepth: readbackDepth,
-                                    uploadDepth: uploadDepth, directCopy: directCopy)
+                                    uploadDepth: uploadDepth, directCopy: directCopy, pass: pass)
             b.renderer = r
-            return r.info
+            return (r.info, r.paths)
         }
         share.retain()
     }
 
+    /// `directCopy: true` is `DirectCopyMode.auto`, `false` is `.off`.
+    public convenience init(sharingContextOf other: GPUCompositor, readbackDepth: Int = 4, uploadDepth: Int? = nil,
+                            directCopy: Bool) throws(GPUError) {
+        try self.init(sharingContextOf: other, readbackDepth: readbackDepth, uploadDepth: uploadDepth,
+                      directCopy: directCopy ? .auto : .off)
+    }
+
     deinit { shutdown() }
 
-    /// Runs `body` with the renderer on the render thread.
+    /// Runs `body` with the renderer on the render thread, after turning the
+    /// pending uploads into textures (every hop does, so uploads take effect
+    /// in call order).
     func withRenderer<T>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
         lock.lock(); defer { lock.unlock() }
         let b = box
         return try thread.sync { () throws(GPUError) -> T in
             guard let r = b.renderer else { throw .shutDown }
+            if r.hasPendingUploads { try r.beginHop() }
             return try body(r)
         }
+    }
+
+    /// Hops to the render thread so far (of every compositor sharing it).
+    var renderThreadHops: Int { thread.hopCounter.value }
+
+    /// The renderer for work on this thread (no GL); `lock` is held.
+    private func callerSide() throws(GPUError) -> GPURenderer {
+        guard let r = box.renderer else { throw .shutDown }
+        try r.checkUsable()
+        return r
+    }
+
+    /// Blocks until submission `serial` has completed: here where the fences
+    /// allow it, else on the render thread.
+    private func wait(_ r: GPURenderer, for serial: UInt64) throws(GPUError) {
+        if serial <= r.timeline.completed { return }
+        if r.timeline.canWaitOffThread && r.timeline.waitOffThread(for: serial) { return }
+        try withRenderer { r in r.timeline.wait(for: serial) }
     }
 
     /// Adds an output with its own render target. The canvas needs even width
@@ -128,10 +175,33 @@ public final class GPUCompositor: @unchecked Sendable {
     }
 
     /// Uploads `frame` (RGBA, BGRA, NV12 or I420, any strides); it becomes the
-    /// role's current picture for every output. The frame's bytes are copied
-    /// before this returns. Throws `.badFrame` (no GL error left behind).
+    /// role's current picture for every output from the next render on. The
+    /// frame's bytes are copied into a staging buffer on this thread before
+    /// this returns (no render-thread hop); the textures are written by the
+    /// next render. Throws `.badFrame` (no GL error left behind).
     public func upload(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
-        try withRenderer { r throws(GPUError) in try r.upload(frame, role: role) }
+        lock.lock(); defer { lock.unlock() }
+        let r = try callerSide()
+        try validateUpload(frame, maxTextureSize: r.maxTextureSize)
+        if r.directCopy && frame.format.isYUV { r.setPending(role, .keep(frame)); return }
+        r.dropPending(role)
+        let layout = UploadLayout(frame)
+        var slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
+        if slot == nil {
+            // Every slot holds a staged frame (a ring shallower than the roles): commit them.
+            try withRenderer { r throws(GPUError) in try r.beginHop() }
+            slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
+        }
+        guard let i = slot else { throw .gl(label: "upload: staging ring of \(r.staging.slots.count) slots exhausted", code: 0) }
+        if r.staging.needsGrowth(i, bytes: layout.total) {
+            do throws(GPUError) {
+                try withRenderer { r throws(GPUError) in try r.staging.grow(i, bytes: layout.total, releaser: r.releaser) }
+            } catch { r.staging.abandon(i); throw error }
+        }
+        let t0 = PassTimer.now()
+        for j in layout.copyJobs(frame, to: r.staging.base(i)) { j.run() }
+        r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
+        r.setPending(role, .staged(StagedUpload(frame: frame, role: role, slot: i, layout: layout)))
     }
 
     /// Imports a dma-buf as the role's current picture (EGL_EXT_image_dma_buf_import);
@@ -142,78 +212,112 @@ public final class GPUCompositor: @unchecked Sendable {
 
     /// Forgets the role's picture; draws of that role are skipped until the next upload.
     public func clearStream(_ role: StreamRole) {
-        _ = try? withRenderer { r in r.clearStream(role) }
+        _ = try? withRenderer { r throws(GPUError) in try r.clearStream(role) }
     }
 
-    /// Draws `plan` into the output's render target and, when `readback` is
-    /// true, converts it to NV12 and starts an asynchronous readback carrying
-    /// `pts`. Does not wait for the GPU unless every readback buffer is busy.
+    /// Draws `plan` into the output and, when `readback` is true, converts it
+    /// to NV12 and starts an asynchronous readback carrying `pts`. Does not
+    /// wait for the GPU unless every readback buffer holds a frame nobody took
+    /// (then the oldest is delivered first, kept for `nextNV12`).
     public func render(output: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool = true) throws(GPUError) {
-        try withRenderer { r throws(GPUError) in try r.render(output: output, plan: plan, pts: pts, readback: readback) }
-    }
-
-    /// One call for one output frame: uploads `uploads`, renders `plan` with
-    /// NV12 readback, and returns the readbacks already completed, in
-    /// submission order, without waiting (it waits only when every readback
-    /// buffer is busy). The frames' bytes are copied into the staging buffers,
-    /// and the completed readbacks out of theirs, on the calling thread, so
-    /// compositors sharing one render thread copy in parallel; two hops to the
-    /// render thread, which only issues GL calls.
-    public func composite(uploads: [(VideoFrame, StreamRole)], output: OutputID, plan: CompositionPlan,
-                          pts: MediaTime) throws(GPUError) -> [VideoFrame] {
-        // Three steps, so the render thread only issues GL calls: (1) on the
-        // render thread, stage the uploads (map buffers); (2) here, copy the
-        // frames' bytes into them; (3) on the render thread, upload, draw,
-        // read back; then, here, copy the completed readbacks out.
         lock.lock(); defer { lock.unlock() }
-        let u = UncheckedBox(uploads)
+        let r = try callerSide()
+        if readback {
+            while r.readbacks.isFull, let d = try takeOne(r, wait: true) { r.readbacks.ready.append(d) }
+        }
+        guard r.directCopy else {
+            // One frame job: batched with the frames of the compositors sharing this render thread.
+            let b = box
+            try thread.syncFrame(FrameJob(
+                begin: { () throws(GPUError) -> Bool in
+                    guard let r = b.renderer else { throw .shutDown }
+                    return try r.beginFrame(output: output, plan: plan, pts: pts, readback: readback)
+                },
+                dispatch: { () throws(GPUError) in try b.renderer?.dispatchFrame(barrier: false) },
+                finish: { () throws(GPUError) in try b.renderer?.finishFrame() }))
+            return
+        }
         let staged = try withRenderer { r throws(GPUError) in
             var jobs: [CopyJob] = []
-            let p = try r.prepareComposite(uploads: u.value, output: output, plan: plan, jobs: &jobs)
+            let p = try r.prepareRender(output: output, plan: plan, readback: readback, jobs: &jobs)
             return UncheckedBox((p, jobs))
         }
         let t0 = PassTimer.now()
         for j in staged.value.1 { j.run() }
-        let copyMs = Double(PassTimer.now() - t0) / 1e6
-        let done = try withRenderer { r throws(GPUError) in
-            r.timer.stats.upload.cpuTotalMs += copyMs
-            var jobs: [CopyJob] = []
-            let frames = try r.commitComposite(staged.value.0, pts: pts, jobs: &jobs)
-            return UncheckedBox((frames, jobs))
+        r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
+        try withRenderer { r throws(GPUError) in try r.commitRender(staged.value.0, pts: pts) }
+    }
+
+    /// One call for one output frame: uploads `uploads`, renders `plan` with
+    /// NV12 readback, and returns the readbacks already completed (of any
+    /// output), in submission order, without waiting (it waits only when
+    /// every readback buffer is busy). Exactly `upload` per frame, `render`,
+    /// then `nextReadback(wait: false)` until none is ready: the path a take runs.
+    public func composite(uploads: [(VideoFrame, StreamRole)], output: OutputID, plan: CompositionPlan,
+                          pts: MediaTime) throws(GPUError) -> [VideoFrame] {
+        lock.lock(); defer { lock.unlock() }
+        for (frame, role) in uploads { try upload(frame, role: role) }
+        try render(output: output, plan: plan, pts: pts)
+        var done: [VideoFrame] = []
+        while let d = try nextReadback(wait: false) { done.append(d.frame) }
+        return done
+    }
+
+    /// The oldest readback once complete, its bytes copied out on this thread.
+    private func takeOne(_ r: GPURenderer, wait: Bool) throws(GPUError) -> NV12Readback? {
+        let got: (NV12Readback, [CopyJob])?
+        if r.deliversOffThread {
+            got = try r.takeCompleted(wait: wait, offThread: true)
+        } else {
+            got = try withRenderer { r throws(GPUError) in UncheckedBox(try r.takeCompleted(wait: wait, offThread: false)) }.value
         }
-        for j in done.value.1 { j.run() }
-        return done.value.0
+        guard let (readback, jobs) = got else { return nil }
+        for j in jobs { j.run() }
+        return readback
     }
 
     /// The next completed NV12 frame (of any output) in submission order; nil
     /// when none is ready (or, with `wait`, when none is outstanding). `wait`
     /// blocks on its fence. With several outputs, `nextReadback` says whose it is.
     public func nextNV12(wait: Bool) throws(GPUError) -> VideoFrame? {
-        try withRenderer { r throws(GPUError) in try r.nextReadback(wait: wait)?.frame }
+        try nextReadback(wait: wait)?.frame
     }
 
-    /// Like `nextNV12`, with the output the frame belongs to.
+    /// Like `nextNV12`, with the output the frame belongs to. No render-thread
+    /// hop where fences and readback buffers allow waiting and copying here.
     public func nextReadback(wait: Bool) throws(GPUError) -> NV12Readback? {
-        try withRenderer { r throws(GPUError) in try r.nextReadback(wait: wait) }
+        lock.lock(); defer { lock.unlock() }
+        let r = try callerSide()
+        if !r.readbacks.ready.isEmpty { return r.readbacks.ready.removeFirst() }
+        return try takeOne(r, wait: wait)
     }
 
     /// Waits for every outstanding readback and returns them in submission order.
     public func flush() throws(GPUError) -> [VideoFrame] {
-        try withRenderer { r throws(GPUError) in try r.flush().map(\.frame) }
+        try flushReadbacks().map(\.frame)
     }
 
     /// Like `flush`, with the output each frame belongs to.
     public func flushReadbacks() throws(GPUError) -> [NV12Readback] {
-        try withRenderer { r throws(GPUError) in try r.flush() }
+        lock.lock(); defer { lock.unlock() }
+        let r = try callerSide()
+        var out = r.readbacks.ready
+        r.readbacks.ready.removeAll()
+        while let d = try takeOne(r, wait: true) { out.append(d) }
+        try withRenderer { r throws(GPUError) in try r.checkUsable(); r.timer.poll(); try r.checkReset() }
+        return out
     }
 
     /// NV12 readbacks submitted and not yet taken.
     public var outstandingReadbacks: Int {
-        (try? withRenderer { r in r.readbacksOutstanding }) ?? 0
+        lock.lock(); defer { lock.unlock() }
+        return box.renderer?.readbacks.outstanding ?? 0
     }
 
-    /// The output's render target as RGBA now (the same pixels the NV12 frames
-    /// are made from). Blocks until the GPU has finished drawing it.
+    /// The output's render target as RGBA now: the same pixels its NV12 frames
+    /// are made from (on the compute path, the last frame is drawn again as
+    /// RGBA the first time, and every frame writes both from then on). Blocks
+    /// until the GPU has finished drawing it.
     public func previewRGBA(output: OutputID) throws(GPUError) -> VideoFrame {
         try withRenderer { r throws(GPUError) in try r.previewRGBA(output: output) }
     }
@@ -248,7 +352,8 @@ public final class GPUCompositor: @unchecked Sendable {
     /// Fault injection: the next GPU call reports a lost context, exactly as a
     /// reset would (sessions use it to test their rebuild path).
     public func simulateContextLoss() {
-        _ = try? withRenderer { r in r.simulateLoss = true }
+        lock.lock(); defer { lock.unlock() }
+        box.renderer?.simulateLoss = true
     }
 
     /// Lists what every rung of the display ladder does for `selection`

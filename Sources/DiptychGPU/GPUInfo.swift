@@ -14,6 +14,9 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
     public var glRobustness = false            // GL_KHR_robustness or GL_EXT_robustness
     public var eglImageTexture = false         // GL_OES_EGL_image
     public var eglImageExternal = false        // GL_OES_EGL_image_external_essl3
+    public var bufferStorage = false           // GL_EXT_buffer_storage (persistently mapped staging)
+    /// OpenGL ES 3.1 or later: compute shaders and shader storage buffers.
+    public var computeShaders = false
     /// The context was created with lose-context-on-reset robustness.
     public var robustContext = false
     public init() {}
@@ -34,6 +37,8 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
          ("GL_KHR_robustness/GL_EXT_robustness", glRobustness),
          ("GL_OES_EGL_image", eglImageTexture),
          ("GL_OES_EGL_image_external_essl3", eglImageExternal),
+         ("GL_EXT_buffer_storage", bufferStorage),
+         ("compute shaders (OpenGL ES 3.1)", computeShaders),
          ("robust context (lose context on reset)", robustContext)]
     }
 
@@ -53,6 +58,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
         glRobustness = gl.contains("GL_KHR_robustness") || gl.contains("GL_EXT_robustness")
         eglImageTexture = gl.contains("GL_OES_EGL_image")
         eglImageExternal = gl.contains("GL_OES_EGL_image_external_essl3")
+        bufferStorage = gl.contains("GL_EXT_buffer_storage")
     }
 }
 

@@ -25,6 +25,10 @@ public struct GPUStats: Hashable, Sendable, Codable {
     public var nv12 = GPUPassStats()
     public var framesRendered = 0
     public var framesDelivered = 0
+    /// Frames rendered by one compute pass (composite and NV12 together).
+    public var framesCompute = 0
+    /// Frames rendered by the fragment passes (composite, then NV12).
+    public var framesFragment = 0
     /// Frames that took the direct-copy path (planes copied, only the region above them rendered).
     public var framesDirect = 0
     /// Direct-copy frames whose rendered region was reused from an earlier frame (same uploads, nothing beneath showing).
@@ -35,7 +39,13 @@ public struct GPUStats: Hashable, Sendable, Codable {
 }
 
 /// GPU (timer query) and CPU timing per pass. Render thread only.
+///
+/// A timer query makes the GPU finish the work before it and stops
+/// transfers overlapping it, so only one pass in `sampleInterval` of each kind
+/// is timed (the mean of those samples is the GPU time per pass). The
+/// environment variable `DIPTYCH_GPU_TIMER_QUERIES=off` turns them off.
 final class PassTimer {
+    static let sampleInterval = 8
     enum Pass: Int, CaseIterable { case upload, composite, nv12 }
     private let getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC?
     private var free: [GLuint] = []
@@ -43,20 +53,27 @@ final class PassTimer {
     private var pending: [(Pass, GLuint)] = []
     private var cpuStart: UInt64 = 0
     private var active: Pass?
+    /// Whether the active pass has a query.
+    private var activeQuery = false
+    private var passCounts = [0, 0, 0]
     var stats = GPUStats()
 
     init(timerQuery: Bool, getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC?) {
-        self.getResult = timerQuery ? getResult : nil
+        let off = ProcessInfo.processInfo.environment["DIPTYCH_GPU_TIMER_QUERIES"] == "off"
+        self.getResult = timerQuery && !off ? getResult : nil
         stats.timerQueries = self.getResult != nil
     }
 
     static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
     func begin(_ pass: Pass) {
-        precondition(active == nil, "pass \(pass) begun inside \(String(describing: active))")
+        assert(active == nil, "pass \(pass) begun inside \(String(describing: active))")
+        cancel()
         active = pass
         cpuStart = PassTimer.now()
-        guard getResult != nil else { return }
+        passCounts[pass.rawValue] += 1
+        activeQuery = getResult != nil && (passCounts[pass.rawValue] - 1) % PassTimer.sampleInterval == 0
+        guard activeQuery else { return }
         let q: GLuint
         if let f = free.popLast() { q = f } else {
             var n: GLuint = 0
@@ -67,9 +84,10 @@ final class PassTimer {
     }
 
     func end(_ pass: Pass) {
-        precondition(active == pass)
+        assert(active == pass)
+        guard active == pass else { return }
         active = nil
-        if getResult != nil { glEndQuery(GL.timeElapsedEXT) }
+        if activeQuery { glEndQuery(GL.timeElapsedEXT) }
         let ms = Double(PassTimer.now() - cpuStart) / 1e6
         update(pass) { $0.count += 1; $0.cpuTotalMs += ms }
     }
@@ -77,7 +95,7 @@ final class PassTimer {
     /// Abandons an open pass after an error (no sample).
     func cancel() {
         guard active != nil else { return }
-        if getResult != nil { glEndQuery(GL.timeElapsedEXT) }
+        if activeQuery { glEndQuery(GL.timeElapsedEXT) }
         active = nil
     }
 
@@ -86,7 +104,7 @@ final class PassTimer {
         guard let getResult, !pending.isEmpty else { return }
         var disjoint: GLint = 0
         glGetIntegerv(GL.gpuDisjointEXT, &disjoint)
-        let limit = pending.count - (active != nil ? 1 : 0)
+        let limit = pending.count - (active != nil && activeQuery ? 1 : 0)
         var done = 0
         while done < limit, let (pass, q) = pending.first {
             var available: GLuint = 0

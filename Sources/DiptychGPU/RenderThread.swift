@@ -1,18 +1,43 @@
+import CGLES
 import Foundation
 import CEGL
 
 /// A dedicated thread that owns the GL context: every GL call runs here.
 /// `sync` blocks the caller until the work has run; `async` queues work (used
 /// for releases that happen on other threads). Thread-safe.
+///
+/// Work queued by several compositors sharing the context runs back to back
+/// in one wake-up, and fenced work is flushed to the GPU once the queue is
+/// empty (or every `flushInterval`), not once per call. Output frames queued
+/// back to back (`FrameJob`, up to `maxBatch`) run phase by phase.
 final class RenderThread: @unchecked Sendable {
+    private enum Item {
+        case work(@Sendable () -> Void)
+        case frame(FrameJob)
+    }
     private let condition = NSCondition()
-    private var queue: [@Sendable () -> Void] = []
+    private var queue: [Item] = []
+    /// Frames run phase by phase together at most (`DIPTYCH_GPU_FRAME_BATCH`
+    /// overrides it; 1 runs each frame on its own, for comparison).
+    static let maxBatch = max(1, ProcessInfo.processInfo.environment["DIPTYCH_GPU_FRAME_BATCH"].flatMap { Int($0) } ?? 16)
     private var stopped = false
     private var joined = false
     /// The thread, joined by `stop()`: it has left EGL and the C library's
     /// per-thread state before `stop()` returns, so a process that exits
     /// right after (a take that failed to start) never races its teardown.
     private var handle = pthread_t()
+    /// Calls that went to the render thread and waited for it (`sync` from another thread).
+    let hopCounter = Counter()
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var n = 0
+        func add() { lock.lock(); n += 1; lock.unlock() }
+        var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+    }
+    /// Render thread only: a fence was inserted since the last glFlush.
+    private var flushWanted = false
+    private var lastFlush: UInt64 = 0
+    static let flushInterval: UInt64 = 250_000   // ns
     nonisolated(unsafe) private static var currentKey = pthread_key_t()
     private static let keyOnce: Void = { pthread_key_create(&currentKey, nil) }()
 
@@ -48,19 +73,43 @@ final class RenderThread: @unchecked Sendable {
             condition.lock()
             while queue.isEmpty && !stopped { condition.wait() }
             if queue.isEmpty && stopped { condition.unlock(); break }
-            let work = queue.removeFirst()
+            let item = queue.removeFirst()
+            var batch: [FrameJob] = []
+            if case .frame(let first) = item {
+                batch.append(first)
+                while batch.count < RenderThread.maxBatch, case .frame(let next)? = queue.first {
+                    queue.removeFirst()
+                    batch.append(next)
+                }
+            }
             condition.unlock()
-            work()
+            if case .work(let work) = item { work() } else { FrameJob.run(batch) }
+            if flushWanted {
+                condition.lock(); let idle = queue.isEmpty; condition.unlock()
+                let now = DispatchTime.now().uptimeNanoseconds
+                if idle || now - lastFlush >= RenderThread.flushInterval {
+                    glFlush()
+                    flushWanted = false
+                    lastFlush = now
+                }
+            }
         }
         // EGL's per-thread state goes with the thread, not with the process's exit handlers.
         _ = eglReleaseThread()
+    }
+
+    /// On a render thread: flush the context once the queued work is done
+    /// (fences must reach the GPU before anyone can see them signal).
+    static func requestFlush() {
+        guard let p = pthread_getspecific(currentKey) else { return }
+        Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue().flushWanted = true
     }
 
     /// Queues `work`; it runs after everything queued before it.
     func async(_ work: @escaping @Sendable () -> Void) {
         condition.lock()
         if stopped { condition.unlock(); return }
-        queue.append(work)
+        queue.append(.work(work))
         condition.signal()
         condition.unlock()
     }
@@ -69,6 +118,7 @@ final class RenderThread: @unchecked Sendable {
     /// Reentrant: on the render thread itself it runs inline.
     func sync<T>(_ work: () throws(GPUError) -> T) throws(GPUError) -> T {
         if isCurrent { return try work() }
+        hopCounter.add()
         let slot = Slot<T>()
         let done = DispatchSemaphore(value: 0)
         withoutActuallyEscaping(work) { work in
@@ -76,16 +126,33 @@ final class RenderThread: @unchecked Sendable {
             condition.lock()
             let accepted = !stopped
             if accepted {
-                queue.append {
+                queue.append(.work {
                     do throws(GPUError) { slot.result = .success(try box.run()) } catch { slot.result = .failure(error) }
                     done.signal()
-                }
+                })
                 condition.signal()
             }
             condition.unlock()
             if accepted { done.wait() } else { box.drop(); slot.result = .failure(.shutDown) }
         }
         return try slot.result!.get()
+    }
+
+    /// Runs `job`'s phases on the render thread, batched with the frames queued
+    /// beside it. Blocks until its last phase has run; throws its error.
+    func syncFrame(_ job: FrameJob) throws(GPUError) {
+        if isCurrent {
+            FrameJob.run([job])
+        } else {
+            hopCounter.add()
+            condition.lock()
+            guard !stopped else { condition.unlock(); throw .shutDown }
+            queue.append(.frame(job))
+            condition.signal()
+            condition.unlock()
+            job.done.wait()
+        }
+        if let e = job.error { throw e }
     }
 
     /// Runs what is queued, then ends the thread. Blocks until it has ended.

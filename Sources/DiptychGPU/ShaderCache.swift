@@ -4,41 +4,69 @@ import DiptychCore
 /// A program variant: which program, and the `#define`s rendered into its prelude.
 /// Small and hashable; programs are cached by it.
 struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
-    enum Program: String, Hashable, Sendable, CaseIterable { case composite, nv12Pack, nv12Unpack }
+    enum Program: String, Hashable, Sendable, CaseIterable { case composite, nv12Pack, nv12Unpack, compute }
     enum Input: String, Hashable, Sendable, CaseIterable { case rgb, nv12, i420, external }
     var program: Program
     var input: Input = .rgb
     var masked: Bool = false
+    /// Compute variants: which targets the pass writes, and the kind of each
+    /// draw (`DRAW(i, source, input, nearest, masked)` per draw, in order).
+    var writesNV12 = false
+    var writesRGBA = false
+    var drawList = ""
 
     static func composite(_ input: Input, masked: Bool) -> ShaderKey { ShaderKey(program: .composite, input: input, masked: masked) }
     static let nv12Pack = ShaderKey(program: .nv12Pack)
     static let nv12Unpack = ShaderKey(program: .nv12Unpack)
+    static func compute(nv12: Bool, rgba: Bool, drawList: String = "") -> ShaderKey {
+        ShaderKey(program: .compute, writesNV12: nv12, writesRGBA: rgba, drawList: drawList)
+    }
 
     var vertexFile: String { program == .composite ? "quad.vert" : "fullscreen.vert" }
     var fragmentFile: String {
-        switch program { case .composite: "composite.frag"; case .nv12Pack: "nv12.frag"; case .nv12Unpack: "nv12unpack.frag" }
+        switch program {
+        case .composite: "composite.frag"
+        case .nv12Pack: "nv12.frag"
+        case .nv12Unpack: "nv12unpack.frag"
+        case .compute: "composite.comp"
+        }
     }
 
     /// The `#define` lines inserted after `#version`.
     var prelude: String {
-        guard program == .composite else { return "" }
-        var s = ""
-        if input == .external { s += "#extension GL_OES_EGL_image_external_essl3 : require\n" }
-        s += "#define INPUT_\(input.rawValue.uppercased()) 1\n"
-        if masked { s += "#define MASKED 1\n" }
-        return s
+        switch program {
+        case .composite:
+            var s = ""
+            if input == .external { s += "#extension GL_OES_EGL_image_external_essl3 : require\n" }
+            s += "#define INPUT_\(input.rawValue.uppercased()) 1\n"
+            if masked { s += "#define MASKED 1\n" }
+            return s
+        case .compute:
+            return (writesNV12 ? "#define WRITE_NV12 1\n" : "") + (writesRGBA ? "#define WRITE_RGBA 1\n" : "")
+                + (drawList.isEmpty ? "" : "#define DRAW_LIST \(drawList)\n")
+        case .nv12Pack, .nv12Unpack:
+            return ""
+        }
     }
 
-    /// Every variant; `external` only where GL_OES_EGL_image_external_essl3 exists.
-    static func all(external: Bool) -> [ShaderKey] {
+    /// Every variant; `external` only where GL_OES_EGL_image_external_essl3
+    /// exists, compute only on OpenGL ES 3.1.
+    static func all(external: Bool, compute: Bool = false) -> [ShaderKey] {
         var keys = [nv12Pack, nv12Unpack]
         for input in Input.allCases where input != .external || external {
             for masked in [false, true] { keys.append(.composite(input, masked: masked)) }
         }
+        if compute { keys += [.compute(nv12: true, rgba: false), .compute(nv12: false, rgba: true), .compute(nv12: true, rgba: true)] }
         return keys
     }
 
-    var description: String { program == .composite ? "composite[\(input.rawValue)\(masked ? ",masked" : "")]" : program.rawValue }
+    var description: String {
+        switch program {
+        case .composite: "composite[\(input.rawValue)\(masked ? ",masked" : "")]"
+        case .compute: "compute[\([writesNV12 ? "nv12" : nil, writesRGBA ? "rgba" : nil].compactMap { $0 }.joined(separator: ","))]\(drawList)"
+        case .nv12Pack, .nv12Unpack: program.rawValue
+        }
+    }
 }
 
 /// A linked program and its uniform locations (looked up once).
@@ -110,16 +138,19 @@ final class ShaderCache {
     }
 
     static func build(_ key: ShaderKey) throws(GPUError) -> ShaderProgram {
-        let vs = try compile(GL.vertexShader, name: key.vertexFile, source: source(file: key.vertexFile, prelude: ""))
-        let fsName = "\(key.fragmentFile) \(key)"
-        let fs: GLuint
-        do throws(GPUError) {
-            fs = try compile(GL.fragmentShader, name: fsName, source: source(file: key.fragmentFile, prelude: key.prelude))
-        } catch { glDeleteShader(vs); throw error }
+        let main = source(file: key.fragmentFile, prelude: key.prelude)
+        let name = "\(key.fragmentFile) \(key)"
+        var shaders: [GLuint] = []
+        defer { for s in shaders { glDeleteShader(s) } }
+        if key.program == .compute {
+            shaders.append(try compile(GL.computeShader, name: name, source: main))
+        } else {
+            shaders.append(try compile(GL.vertexShader, name: key.vertexFile, source: source(file: key.vertexFile, prelude: "")))
+            shaders.append(try compile(GL.fragmentShader, name: name, source: main))
+        }
         let prog = glCreateProgram()
-        glAttachShader(prog, vs); glAttachShader(prog, fs)
+        for s in shaders { glAttachShader(prog, s) }
         glLinkProgram(prog)
-        glDeleteShader(vs); glDeleteShader(fs)
         var ok: GLint = 0
         glGetProgramiv(prog, GL.linkStatus, &ok)
         if ok == 0 {
@@ -128,8 +159,7 @@ final class ShaderCache {
             var buf = [GLchar](repeating: 0, count: Int(max(len, 1)) + 1)
             glGetProgramInfoLog(prog, GLsizei(buf.count), nil, &buf)
             glDeleteProgram(prog)
-            throw .shaderCompile(name: "link \(key)", log: cLogString(buf),
-                                 numberedSource: numbered(source(file: key.fragmentFile, prelude: key.prelude)))
+            throw .shaderCompile(name: "link \(key)", log: cLogString(buf), numberedSource: numbered(main))
         }
         return ShaderProgram(id: prog, key: key)
     }

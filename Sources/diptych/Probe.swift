@@ -26,8 +26,10 @@ enum Probe {
         for rung in GPUCompositor.probeLadder(selection) { print("  \(rung)") }
         print("\nGL context:")
         do {
-            let gpu = try GPUCompositor(selection: selection)
+            // As `diptych record` makes it: the direct-copy shortcut on software renderers only.
+            let gpu = try GPUCompositor(selection: selection, directCopy: .auto)
             print("  \(gpu.info)")
+            print("  \(gpu.paths)")
             for (name, present) in gpu.info.capabilities.summary { print("  \(present ? "yes" : "no ")  \(name)") }
             gpu.shutdown()
         } catch {

@@ -18,8 +18,8 @@ struct RGBA8: Equatable, CustomStringConvertible {
 }
 
 func makeCompositor(_ selection: GPUSelection = .software, hooks: GPUTestHooks = GPUTestHooks(),
-                    readbackDepth: Int = 4) throws -> GPUCompositor {
-    try GPUCompositor(selection: selection, readbackDepth: readbackDepth, hooks: hooks)
+                    readbackDepth: Int = 4, uploadDepth: Int? = nil, pass: GPUPass = .compute) throws -> GPUCompositor {
+    try GPUCompositor(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, pass: pass, hooks: hooks)
 }
 
 /// An RGBA frame whose pixel (x, y) is `f(x, y)`; `padding` extra bytes per row.

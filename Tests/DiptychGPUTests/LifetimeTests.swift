@@ -9,7 +9,9 @@ final class DeletionLog: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [(GLResourceKind, [UInt32])] = []
     var hook: (GLResourceKind, [UInt32]) -> Void { { [self] k, ids in lock.lock(); entries.append((k, ids)); lock.unlock() } }
-    var textures: Set<UInt32> { lock.lock(); defer { lock.unlock() }; return Set(entries.filter { $0.0 == .texture }.flatMap(\.1)) }
+    var textures: Set<UInt32> { ids(.texture) }
+    var buffers: Set<UInt32> { ids(.buffer) }
+    func ids(_ kind: GLResourceKind) -> Set<UInt32> { lock.lock(); defer { lock.unlock() }; return Set(entries.filter { $0.0 == kind }.flatMap(\.1)) }
 }
 
 extension GPU {
@@ -17,8 +19,8 @@ extension GPU {
         @Test func textureReleasedInFlightOutlivesItsFence() throws {
             let fences = FakeFences(finishGL: true)
             let deletions = DeletionLog()
-            // readbackDepth 1: three texture sets per role.
-            let c = try makeCompositor(hooks: GPUTestHooks(fenceOps: fences.ops, onDelete: deletions.hook), readbackDepth: 1)
+            // readbackDepth 1: three texture sets per role (staging deep enough never to wait).
+            let c = try makeCompositor(hooks: GPUTestHooks(fenceOps: fences.ops, onDelete: deletions.hook), readbackDepth: 1, uploadDepth: 8)
             defer { c.shutdown() }
             #expect(try c.withRenderer { $0.maxSetsPerRole } == 3)
             let canvas = PixelSize(width: 32, height: 32)
@@ -107,12 +109,20 @@ extension GPU {
             try c.upload(solidFrame(16, 16, RGBA8(r: 1, g: 1, b: 1)), role: .secondary)
             try c.render(output: out, plan: CompositionPlan(canvas: PixelSize(width: 16, height: 16), draws: [
                 DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: 16, height: 16))]), pts: .zero)
-            let live: Set<UInt32> = try c.withRenderer { r in
-                Set(StreamRole.allCases.flatMap { r.streams[$0]!.pool.flatMap(\.textures) }
-                    + r.outputs.values.flatMap { [$0.target.texture, $0.nv12.texture] })
+            let (live, buffers): (Set<UInt32>, Set<UInt32>) = try c.withRenderer { r in
+                var textures: [UInt32] = StreamRole.allCases.flatMap { r.streams[$0]!.pool.flatMap(\.textures) }
+                var buffers: [UInt32] = r.readbacks.buffers.map(\.buffer)
+                for o in r.outputs.values {
+                    textures.append(o.target.texture)
+                    if let t = o.nv12 { textures.append(t.texture) }
+                    if let b = o.nv12Buffer { buffers.append(b.buffer) }
+                }
+                buffers += r.staging.slots.map(\.buffer).filter { $0 != 0 }
+                return (Set(textures), Set(buffers))
             }
             c.shutdown()
             #expect(live.isSubset(of: deletions.textures))
+            #expect(!buffers.isEmpty && buffers.isSubset(of: deletions.buffers), "buffers \(buffers) deleted \(deletions.buffers)")
             #expect(throws: GPUError.shutDown) { try c.upload(solidFrame(4, 4, RGBA8(r: 0, g: 0, b: 0)), role: .primary) }
             c.shutdown()   // idempotent
         }

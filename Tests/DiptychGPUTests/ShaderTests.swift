@@ -8,7 +8,7 @@ extension GPU {
     @Suite struct Shaders {
         @Test func everyShaderFileHasVersionAndPrecisionGuard() {
             for (name, src) in ShaderLibrary.sources {
-                #expect(src.hasPrefix("#version 300 es"), "\(name)")
+                #expect(src.hasPrefix(name.hasSuffix(".comp") ? "#version 310 es" : "#version 300 es"), "\(name)")
                 if name.hasSuffix(".frag") { #expect(src.contains("#ifdef GL_FRAGMENT_PRECISION_HIGH"), "\(name)") }
             }
         }
@@ -16,8 +16,11 @@ extension GPU {
         @Test func everyVariantCompilesAndLinks() throws {
             let c = try makeCompositor()
             defer { c.shutdown() }
-            let keys = ShaderKey.all(external: c.info.capabilities.eglImageExternal)
-            #expect(keys.count == (c.info.capabilities.eglImageExternal ? 10 : 8))   // + nv12Unpack
+            let caps = c.info.capabilities
+            let keys = ShaderKey.all(external: caps.eglImageExternal, compute: caps.computeShaders)
+            #expect(caps.computeShaders, "llvmpipe offers OpenGL ES 3.2")
+            // nv12Pack, nv12Unpack, composite × inputs × masked, compute × (NV12, RGBA, both).
+            #expect(keys.count == (caps.eglImageExternal ? 10 : 8) + 3)
             try c.withRenderer { r throws(GPUError) in
                 for k in keys { _ = try r.shaders.program(k) }
                 #expect(r.shaders.count == keys.count)

@@ -249,6 +249,7 @@ import DiptychMedia
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("EGL display ladder"))
         #expect(r.stdout.contains("llvmpipe") || r.stdout.contains("GL_RENDERER"))
+        #expect(r.stdout.contains("composite path "), "probe names the composite path")
         #expect(r.stdout.contains("libx264"))
         #expect(r.stdout.contains("libavcodec"))
     }

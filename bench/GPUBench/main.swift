@@ -2,6 +2,7 @@
 // (upload → draw → NV12 readback), no FFmpeg. See --help.
 import DiptychCore
 import DiptychGPU
+import DiptychOptions
 import Foundation
 
 struct Options {
@@ -17,7 +18,9 @@ struct Options {
     var secondaryEvery = 1
     var streams = 1
     var contexts: Int?
-    var direct = true
+    var direct = DirectCopyMode.auto
+    var pass = GPUPass.auto
+    var stagger = false
     var bandwidth = false
     var pace: Double?
     var batched = true
@@ -39,9 +42,13 @@ usage: diptych-gpu-bench [options]
                       at once, as a server compositing N stream pairs (default 1)
   --contexts K        GL contexts the streams share (default: one per stream);
                       streams i, i+K, ... share context i (one render thread each)
-  --direct on|off     the direct-copy path (default on)
+  --direct auto|on|off the direct-copy shortcut: auto takes it on software renderers only
+                      (default auto: a hardware GPU draws every frame)
+  --pass auto|compute|fragment  the GPU pass (default auto: compute where OpenGL ES 3.1 exists)
   --pace FPS          each stream submits at FPS (a live 1080p60 source) and polls for its
                       readbacks, so latency is upload → NV12 in host memory at that rate
+  --stagger           with --pace: stream i starts i/N of a frame interval late (independent
+                      sources' phases) instead of all streams submitting at the same instant
   --bandwidth         measure host memcpy bandwidth (1..16 threads) and exit
   --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
@@ -56,12 +63,17 @@ func fail(_ message: String) -> Never {
 
 func parse() -> Options {
     var o = Options()
-    var args = CommandLine.arguments.dropFirst()
-    func value(_ flag: String) -> String {
-        guard let v = args.popFirst() else { fail("\(flag) needs a value") }
-        return v
-    }
-    while let a = args.popFirst() {
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    if arguments.contains("-h") || arguments.contains("--help") { print(usage); exit(0) }
+    let valued = ["--layout", "--size", "--input", "--format", "--frames", "--warmup", "--in-flight", "--secondary-every", "--gpu",
+                  "--streams", "--contexts", "--direct", "--pass", "--pace", "--api", "--json"]
+    let reader = ArgumentReader(valued.map { ($0, true) } + ["--stagger", "--bandwidth", "--quiet", "--probe"].map { ($0, false) })
+    let given: [(flag: String, value: String?)]
+    do { given = try reader.read(arguments) } catch { fail("\(error)") }
+    var current = ""
+    func value(_ flag: String) -> String { current }
+    for (a, v) in given {
+        current = v ?? ""
         switch a {
         case "--layout": o.layout = value(a)
             guard ["pip", "side-by-side", "stacked", "primary-only"].contains(o.layout) else { fail("--layout '\(o.layout)': unknown layout") }
@@ -75,14 +87,15 @@ func parse() -> Options {
         case "--gpu": let v = value(a); guard let g = GPUSelection(parsing: v) else { fail("--gpu '\(v)': expected auto|software|N|/dev/dri/renderDN|PLATFORM[:DEVICE]") }; o.gpu = g
         case "--streams": guard let n = Int(value(a)), n >= 1 else { fail("--streams expects a positive number") }; o.streams = n
         case "--contexts": guard let n = Int(value(a)), n >= 1 else { fail("--contexts expects a positive number") }; o.contexts = n
-        case "--direct": let v = value(a); guard v == "on" || v == "off" else { fail("--direct expects on|off") }; o.direct = v == "on"
+        case "--direct": let v = value(a); guard let m = DirectCopyMode(rawValue: v) else { fail("--direct expects auto|on|off") }; o.direct = m
+        case "--pass": let v = value(a); guard let p = GPUPass(rawValue: v) else { fail("--pass expects auto|compute|fragment") }; o.pass = p
+        case "--stagger": o.stagger = true
         case "--bandwidth": o.bandwidth = true
         case "--pace": guard let v = Double(value(a)), v > 0 else { fail("--pace expects frames per second") }; o.pace = v
         case "--api": let v = value(a); guard v == "batched" || v == "calls" else { fail("--api expects batched|calls") }; o.batched = v == "batched"
         case "--json": o.json = value(a)
         case "--quiet": o.quiet = true
         case "--probe": o.probe = true
-        case "-h", "--help": print(usage); exit(0)
         default: fail("unknown option \(a)\n\(usage)")
         }
     }
@@ -147,8 +160,13 @@ struct Result: Codable {
     var frames: Int
     var streams: Int
     var contexts: Int
-    var direct: Bool
+    var direct: String
+    /// The pass that drew frames, and how many frames each path took.
+    var path: String
+    var computeFrames: Int
+    var fragmentFrames: Int
     var directFrames: Int
+    var staggered: Bool
     var inFlight: Int
     var api: String
     var platform: String
@@ -156,6 +174,8 @@ struct Result: Codable {
     var renderer: String
     /// All streams together.
     var compositesPerSecond: Double
+    /// Frames that came back (all streams); with --pace, of `frames × streams` offered.
+    var delivered: Int
     var latencyP50Ms: Double
     var latencyP99Ms: Double
     var latencyMaxMs: Double
@@ -174,6 +194,7 @@ struct StreamRun: Sendable {
     var latencies: [Double] = []
     var stats = GPUStats()
     var info: GPUInfo?
+    var paths: GPUPathInfo?
     var error: String?
 }
 
@@ -189,6 +210,7 @@ if o.probe {
     do {
         let c = try GPUCompositor(selection: o.gpu)
         print("chosen: \(c.info)")
+        print("paths: \(c.paths)")
         print("max texture size: \(c.info.maxTextureSize)")
         for (name, present) in c.info.capabilities.summary { print("  \(present ? "yes" : "no ") \(name)") }
         c.shutdown()
@@ -226,7 +248,7 @@ let lines = o.quiet ? { (_: String) in } : { (l: String) in FileHandle.standardE
 nonisolated(unsafe) var roots: [GPUCompositor] = []
 for i in 0..<contexts {
     do {
-        roots.append(try GPUCompositor(selection: o.gpu, readbackDepth: o.inFlight + 1, directCopy: o.direct,
+        roots.append(try GPUCompositor(selection: o.gpu, readbackDepth: o.inFlight + 1, directCopy: o.direct, pass: o.pass,
                                        log: { l in if i == 0 { lines(l) } }))
     } catch {
         fail("GPU: \(error)")
@@ -238,14 +260,17 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
     let compositor: GPUCompositor
     do {
         compositor = index < contexts ? roots[index]
-            : try GPUCompositor(sharingContextOf: roots[index % contexts], readbackDepth: o.inFlight + 1, directCopy: o.direct)
+            : try GPUCompositor(sharingContextOf: roots[index % contexts], readbackDepth: o.inFlight + 1, directCopy: o.direct, pass: o.pass)
     } catch {
         ready.signal()
         result.error = "\(error)"
         return result
     }
     defer { compositor.shutdown() }
+    var signalled = false
+    defer { if !signalled { ready.signal() } }   // a failure before the start must not leave the main thread waiting
     result.info = compositor.info
+    result.paths = compositor.paths
     do {
         let out = try compositor.addOutput(canvas: o.size)
         let p = plan(o.layout, canvas: o.size, input: input)
@@ -260,7 +285,8 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
             }
         }
         func run(_ count: Int, from first: Int) throws {
-            let start = DispatchTime.now().uptimeNanoseconds
+            var start = DispatchTime.now().uptimeNanoseconds
+            if let pace = o.pace, o.stagger { start += UInt64(Double(index) / Double(o.streams) * 1e9 / pace) }
             for i in first..<(first + count) {
                 if let pace = o.pace {
                     // Wait for the frame's time, collecting readbacks meanwhile (polling, never blocking the shared render thread).
@@ -294,6 +320,7 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
         latencies.removeAll()
         compositor.resetStats()
         ready.signal()
+        signalled = true
         start.wait()
         try run(o.frames, from: o.warmup)
         result.latencies = latencies
@@ -334,11 +361,16 @@ func mean(_ f: (GPUStats) -> Double?) -> Double? {
 }
 let info = all[0].info!
 let frames = o.frames * o.streams
+let computeFrames = all.map(\.stats.framesCompute).reduce(0, +), fragmentFrames = all.map(\.stats.framesFragment).reduce(0, +)
+let directFrames = all.map(\.stats.framesDirect).reduce(0, +)
+// The path named is the one most frames took (every frame of a run normally takes one).
+let path = [(CompositePath.compute, computeFrames), (.fragment, fragmentFrames), (.directCopy, directFrames)].max { $0.1 < $1.1 }!.0
 let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format: o.format.rawValue, frames: o.frames,
-               streams: o.streams, contexts: contexts, direct: o.direct, directFrames: all.map(\.stats.framesDirect).reduce(0, +),
+               streams: o.streams, contexts: contexts, direct: o.direct.rawValue, path: path.rawValue,
+               computeFrames: computeFrames, fragmentFrames: fragmentFrames, directFrames: directFrames, staggered: o.stagger,
                inFlight: o.inFlight, api: o.batched ? "batched" : "calls",
                platform: info.platform.rawValue, device: info.device, renderer: info.renderer,
-               compositesPerSecond: Double(frames) / seconds,
+               compositesPerSecond: Double(frames) / seconds, delivered: sorted.count,
                latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99), latencyMaxMs: sorted.last ?? 0,
                gpuTimerQueries: all[0].stats.timerQueries,
                uploadGPUMs: mean { s in s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / Double(max(s.framesRendered, 1)) } },
@@ -347,7 +379,8 @@ let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format:
                compositeCPUMs: mean { $0.composite.cpuMeanMs } ?? 0, nv12CPUMs: mean { $0.nv12.cpuMeanMs } ?? 0)
 func ms(_ v: Double?) -> String { v.map { String(format: "%.3f", $0) } ?? "n/a" }
 print("\(info.renderer) [\(info.platform) \(info.device)]")
-print("contexts \(contexts), direct copy \(o.direct ? "on" : "off") (\(r.directFrames) of \(frames) frames took it)")
+print("contexts \(contexts); \(all[0].paths.map { "\($0)" } ?? "")")
+print("path \(path): compute \(computeFrames), fragment \(fragmentFrames), direct copy \(directFrames) of \(frames) frames (--direct \(o.direct.rawValue), --pass \(o.pass.rawValue)); \(sorted.count) delivered")
 print(String(format: "%@ %@ from %@ %@ x%d streams: %.1f composites/s, latency p50 %.2f ms, p99 %.2f ms (in flight %d, %d frames/stream, %@)",
              o.layout, "\(o.size)", o.format.rawValue, "\(input)", o.streams, r.compositesPerSecond, r.latencyP50Ms, r.latencyP99Ms,
              o.inFlight, o.frames, r.api))

@@ -9,6 +9,7 @@
 //   diptych-gpu-check [--gpu SELECTION]...
 import DiptychCore
 import DiptychGPU
+import DiptychOptions
 import Foundation
 
 struct Failure: Error, CustomStringConvertible { var description: String }
@@ -44,13 +45,41 @@ func expectPixel(_ f: VideoFrame, _ x: Int, _ y: Int, _ want: (UInt8, UInt8, UIn
     guard got == want else { throw Failure(description: "\(what) at (\(x), \(y)): got \(got), want \(want)") }
 }
 
+/// A smooth in-gamut pattern in `format` (YUV planes at BT.709 limited).
+func patternFrame(_ w: Int, _ h: Int, _ format: PixelFormat, seed: Int) -> VideoFrame {
+    let f = VideoFrame.allocate(width: w, height: h, format: format)
+    for p in 0..<format.planeCount {
+        let rows = format.planeHeight(plane: p, height: h), stride = f.planes[p].stride
+        let b = f.planes[p].storage.mutableBase.advanced(by: f.planes[p].offset).assumingMemoryBound(to: UInt8.self)
+        for y in 0..<rows { for x in 0..<stride {
+            b[y * stride + x] = format.isYUV ? UInt8(p == 0 ? 40 + (x / 3 + y / 2 + seed * 13) % 170 : 100 + (x / 5 + y / 3 + p * 7) % 56)
+                                             : (x % 4 == 3 ? 255 : UInt8(truncatingIfNeeded: x / 2 + y + seed * 29))
+        } }
+    }
+    return f
+}
+
+/// Largest difference between two NV12 frames of the same size, and where.
+func maxDifference(_ a: VideoFrame, _ b: VideoFrame) -> (Int, String) {
+    var worst = (0, "")
+    for plane in 0..<2 {
+        for y in 0..<(plane == 0 ? a.height : a.height / 2) { for x in 0..<a.width {
+            let u = a.planes[plane].baseAddress.load(fromByteOffset: y * a.planes[plane].stride + x, as: UInt8.self)
+            let v = b.planes[plane].baseAddress.load(fromByteOffset: y * b.planes[plane].stride + x, as: UInt8.self)
+            let d = abs(Int(u) - Int(v))
+            if d > worst.0 { worst = (d, "plane \(plane) (\(x), \(y)): \(u) vs \(v)") }
+        } }
+    }
+    return worst
+}
+
 var selections = [String]()
-var args = Array(CommandLine.arguments.dropFirst())
-while !args.isEmpty {
-    let a = args.removeFirst()
-    if a == "--gpu", !args.isEmpty { selections.append(args.removeFirst()) }
-    else if a == "-h" || a == "--help" { print("usage: diptych-gpu-check [--gpu SELECTION]..."); exit(0) }
-    else { FileHandle.standardError.write(Data("diptych-gpu-check: unknown option '\(a)'\n".utf8)); exit(2) }
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("-h") || arguments.contains("--help") { print("usage: diptych-gpu-check [--gpu SELECTION]..."); exit(0) }
+do {
+    for (_, value) in try ArgumentReader(flags: ["--gpu": true]).read(arguments) { selections.append(value!) }
+} catch {
+    FileHandle.standardError.write(Data("diptych-gpu-check: \(error)\n".utf8)); exit(2)
 }
 if selections.isEmpty { selections = ["device", "surfaceless"] }
 
@@ -70,6 +99,7 @@ for text in selections {
     }
     defer { gpu.shutdown() }
     print("      \(gpu.info)")
+    print("      \(gpu.paths)")
     for (name, present) in gpu.info.capabilities.summary { print("      \(present ? "yes" : "no ")  \(name)") }
 
     // Placement, crop, rotation and mirror: a 64x64 canvas, primary as a
@@ -149,7 +179,7 @@ for text in selections {
         let primary = yuvFrame(1920, 1080, seed: 1), secondary = yuvFrame(1280, 720, seed: 2)
         var results: [VideoFrame] = []
         for direct in [false, true] {
-            let c = try GPUCompositor(selection: selection, directCopy: direct)
+            let c = try GPUCompositor(selection: selection, directCopy: direct ? DirectCopyMode.on : .off)
             defer { c.shutdown() }
             let out = try c.addOutput(canvas: canvas)
             try c.upload(primary, role: .primary)
@@ -172,6 +202,45 @@ for text in selections {
         guard worst <= 1 else { throw Failure(description: "largest difference \(worst) code values at \(at); \(over) bytes differ by more than 1") }
         return "1080p PiP, largest difference \(worst)"
     }
+
+    // The compute pass (composite and NV12 in one dispatch) against the
+    // fragment passes: every input format, rotation and mirror, masked insets.
+    // Opaque insets within ±1; a translucent one within ±2 (each path rounds
+    // the shaded colour and the blend to 8 bits its own way).
+    for opacity in [1.0, 0.8] { check("compute path equals the fragment path (±\(opacity < 1 ? 2 : 1), inset opacity \(opacity))") {
+        guard gpu.info.capabilities.computeShaders else { return "skipped: no OpenGL ES 3.1" }
+        let canvas = PixelSize(width: 1920, height: 1080)
+        var worst = 0, cases = 0
+        let tolerance = opacity < 1 ? 2 : 1
+        for format in PixelFormat.allCases {
+            let primary = patternFrame(1920, 1080, format, seed: 1), secondary = patternFrame(1280, 720, format, seed: 2)
+            for rotation in Rotation.allCases {
+                let plan = CompositionPlan(canvas: canvas, background: RGBAColor(r: 0.1, g: 0.2, b: 0.3, a: 1), draws: [
+                    DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: 1440, height: 1080),
+                                    crop: NormalizedRect(x: 0.1, y: 0, width: 0.75, height: 1)),
+                    DrawDescription(role: .secondary, destination: PixelRect(x: 1300, y: 700, width: 540, height: 304),
+                                    orientation: Orientation(rotation: rotation, mirrored: rotation == .r0 || rotation == .r180),
+                                    opacity: opacity, cornerRadius: 24, borderWidth: 3, zIndex: 1)])
+                var frames: [VideoFrame] = []
+                for pass in [GPUPass.fragment, .compute] {
+                    let c = try GPUCompositor(selection: selection, pass: pass)
+                    defer { c.shutdown() }
+                    let out = try c.addOutput(canvas: canvas)
+                    try c.upload(primary, role: .primary)
+                    try c.upload(secondary, role: .secondary)
+                    try c.render(output: out, plan: plan, pts: .zero)
+                    guard let f = try c.flush().first else { throw Failure(description: "no frame (\(pass))") }
+                    guard c.stats.framesCompute == (pass == .compute ? 1 : 0) else { throw Failure(description: "\(pass) pass not taken") }
+                    frames.append(f)
+                }
+                let (d, at) = maxDifference(frames[0], frames[1])
+                if d > tolerance { throw Failure(description: "\(format) \(rotation): difference \(d) at \(at)") }
+                worst = max(worst, d)
+                cases += 1
+            }
+        }
+        return "1080p, \(cases) cases (formats × rotations, masked inset), largest difference \(worst)"
+    } }
 
     check("dma-buf export → import → draw") {
         let caps = gpu.info.capabilities

@@ -36,6 +36,7 @@ final class EncoderStage: @unchecked Sendable {
     private var finished = false
 
     private var _dropped = 0
+    private var thread: JoinableThread?
 
     /// `onWritten` is told each frame's pts once the output has it (frame latency).
     init(key: Int, name: String, sink: any TakeOutput, live: Bool = false, depth: Int? = nil,
@@ -43,7 +44,7 @@ final class EncoderStage: @unchecked Sendable {
         self.key = key; self.name = name; self.sink = sink; self.live = live
         // A live output's queue holds half a second at 60 fps: room for jitter, not for a backlog.
         queue = BoundedQueue(capacity: depth ?? (live ? 30 : 4))
-        let t = Thread { [self] in
+        thread = JoinableThread { [self] in
             defer { done.signal() }
             while let frame = queue.pop() {
                 if failure != nil { continue }
@@ -56,8 +57,6 @@ final class EncoderStage: @unchecked Sendable {
                 }
             }
         }
-        t.name = "diptych.encoder"
-        t.start()
     }
 
     var failure: MediaError? { lock.lock(); defer { lock.unlock() }; return _failure }
@@ -83,6 +82,7 @@ final class EncoderStage: @unchecked Sendable {
         if again { return nil }
         queue.close()
         done.wait()
+        thread?.join()
         do throws(MediaError) { try sink.finish() } catch { return error }
         return nil
     }

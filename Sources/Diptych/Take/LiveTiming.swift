@@ -29,11 +29,11 @@ final class LiveTiming {
         self.keepsCadence = keepsCadence
     }
 
-    /// A live output was added while the take runs: from now on it keeps
-    /// cadence, and is paced when `pace` (the sources are not live); the
-    /// next frame is due at once.
-    func liveOutputAdded(pace: Bool) {
-        keepsCadence = true
+    /// A live output was added while the take runs: from now on the take is
+    /// paced when `pace` (the sources are not live; the next frame is due at
+    /// once) and keeps cadence when `cadence` (the primary is live).
+    func liveOutputAdded(pace: Bool, cadence: Bool) {
+        keepsCadence = keepsCadence || cadence
         if pace && !paced { paced = true; origin = nil }
     }
 

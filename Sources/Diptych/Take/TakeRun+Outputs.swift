@@ -36,7 +36,9 @@ extension TakeRun {
                 let live = ContainerFormat.isLive(spec.out)
                 encoders.append(EncoderStage(key: key, name: spec.out, sink: sink, live: live))
                 if live {
-                    timing.liveOutputAdded(pace: config.realtime != .off && !TakeRun.isLive(config.primary) && !TakeRun.isLive(config.secondary))
+                    let liveSource = TakeRun.isLive(config.primary)
+                    timing.liveOutputAdded(pace: config.realtime != .off && !liveSource && !TakeRun.isLive(config.secondary),
+                                           cadence: liveSource)
                 }
                 log("output \(key) added: \(spec.out)")
                 reply(.success(key))

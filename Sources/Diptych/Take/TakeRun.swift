@@ -59,7 +59,8 @@ final class TakeRun {
         let live = p.encoders.contains { $0.live }
         let paced = p.config.realtime == .on || (p.config.realtime == .auto && live
             && !TakeRun.isLive(p.config.primary) && !TakeRun.isLive(p.config.secondary))
-        timing = LiveTiming(frameRate: p.frameRate, paced: paced, keepsCadence: live)
+        // Only a live primary can be interrupted; a file or pattern that is late is the machine being slow.
+        timing = LiveTiming(frameRate: p.frameRate, paced: paced, keepsCadence: live && TakeRun.isLive(p.config.primary))
         if paced { hooks.log("pacing at the primary's real-time rate (\(p.frameRate) fps)") }
         preview = p.config.preview.map { PreviewTap(path: $0, at: min(1.0, (p.config.duration ?? 2.0) / 2)) }
         var taps = session.io.taps

@@ -1,4 +1,5 @@
 import DiptychCore
+import DiptychOptions
 import Foundation
 
 /// What `diptych bench` measures. A stage of a case.
@@ -94,19 +95,22 @@ public struct BenchOptions: Sendable, Equatable {
     public static func parse(_ arguments: [String]) throws(BenchUsageError) -> BenchOptions? {
         var o = BenchOptions()
         var explicitLayouts = false, explicitSizes = false
-        var args = arguments[...]
-        func value(_ flag: String) throws(BenchUsageError) -> String {
-            guard let v = args.popFirst(), !v.hasPrefix("--") || v == "--" else { throw BenchUsageError("\(flag) needs a value") }
-            return v
-        }
+        if arguments.contains("-h") || arguments.contains("--help") { return nil }
+        let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--duration", "--peers", "--preset", "--presets",
+                      "--pairs", "--pair-runners", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+        let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
+        let given: [(flag: String, value: String?)]
+        do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
+        var current = ""
+        func value(_ flag: String) throws(BenchUsageError) -> String { current }
         func list(_ flag: String) throws(BenchUsageError) -> [String] {
-            let items = try value(flag).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let items = current.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
             guard !items.isEmpty, !items.contains("") else { throw BenchUsageError("\(flag) expects a comma-separated list") }
             return items
         }
-        while let a = args.popFirst() {
+        for (a, v) in given {
+            current = v ?? ""
             switch a {
-            case "-h", "--help": return nil
             case "--quick": o.full = false
             case "--full": o.full = true
             case "--layouts":
@@ -191,6 +195,7 @@ public struct BenchOptions: Sendable, Equatable {
             default:
                 throw BenchUsageError("unknown option '\(a)' (see diptych bench --help)")
             }
+            _ = v
         }
         if o.full {
             if !explicitLayouts { o.layouts = allLayouts }

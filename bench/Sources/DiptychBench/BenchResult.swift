@@ -23,6 +23,8 @@ public struct BenchResult: Sendable, Codable {
     public var gpuNV12Ms: Double?
     /// Frames that took the direct-copy path (composite stage).
     public var directFrames: Int?
+    /// The GPU path that ran (`diptych-gpu: composite path …` as the compositor logs it).
+    public var path: String?
     /// Process CPU time (user + system, all threads) per output frame, milliseconds.
     public var cpuMsPerFrame: Double
     public var peers: [PeerResult] = []

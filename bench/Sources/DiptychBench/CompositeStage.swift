@@ -49,6 +49,12 @@ struct CompositeStage {
         return out
     }
 
+    /// The path most frames took, and the compositor's paths.
+    static func pathTaken(_ s: GPUStats, _ paths: GPUPathInfo) -> String {
+        let counts = [(CompositePath.compute, s.framesCompute), (.fragment, s.framesFragment), (.directCopy, s.framesDirect)]
+        return "\(counts.max { $0.1 < $1.1 }!.0) (\(paths))"
+    }
+
     /// Measures one case; `preview` gets the composite as RGBA (for the contact sheet).
     func run(layout: LayoutKind, canvas: PixelSize, format: PixelFormat, gpu: GPUSelection,
              preview: ((VideoFrame) -> Void)? = nil, gpuName: (String) -> Void = { _ in }) throws -> BenchResult {
@@ -90,10 +96,11 @@ struct CompositeStage {
                             frames: options.frames, seconds: seconds, fps: Double(options.frames) / seconds,
                             realtime60: Double(options.frames) / seconds / 60,
                             latencyP50Ms: percentile(sorted, 0.5), latencyP99Ms: percentile(sorted, 0.99),
-                            gpuUploadMs: s.upload.gpuMeanMs.map { $0 * Double(s.upload.gpuCount) / n },
-                            gpuCompositeMs: s.composite.gpuMeanMs.map { $0 * Double(s.composite.gpuCount) / n },
-                            gpuNV12Ms: s.nv12.gpuMeanMs.map { $0 * Double(s.nv12.gpuCount) / n },
+                            gpuUploadMs: s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / n },
+                            gpuCompositeMs: s.composite.gpuMeanMs.map { $0 * Double(s.composite.count) / n },
+                            gpuNV12Ms: s.nv12.gpuMeanMs.map { $0 * Double(s.nv12.count) / n },
                             directFrames: s.framesDirect,
+                            path: Self.pathTaken(s, c.paths),
                             cpuMsPerFrame: cpu * 1000 / Double(options.frames))
         if !s.timerQueries { r.notes.append("no GL_EXT_disjoint_timer_query: no GPU times") }
         return r

@@ -80,7 +80,8 @@ struct EndToEndStage {
                 "--preset", options.preset, "--bitrate", "\(options.bitrate)", "--audio", "none", "--gpu", options.gpu,
                 "--out", out])
         } catch { throw BenchRunError("\(error)") }
-        let session = RecordingSession(configuration: config, hooks: SessionHooks(log: { _ in }))
+        let path = PathLine()
+        let session = RecordingSession(configuration: config, hooks: SessionHooks(log: { path.note($0) }))
         let cpu0 = CPUClock.seconds(), t0 = now()
         let summary: TakeSummary
         do { summary = try session.run() } catch { throw BenchRunError("diptych record: \(error)") }
@@ -90,12 +91,24 @@ struct EndToEndStage {
                             fps: Double(summary.frames) / seconds, realtime60: Double(summary.frames) / seconds / 60,
                             cpuMsPerFrame: cpu * 1000 / Double(max(summary.frames, 1)))
         r.preset = options.preset
+        r.path = path.value
         if summary.frames != inputs.frames {
             r.notes.append("wrote \(summary.frames) frames, expected \(inputs.frames)")
         }
         if let n = inputs.note { r.notes.append(n) }
         return r
     }
+}
+
+/// The compositor's `diptych-gpu: composite path …` log line, caught from any thread.
+final class PathLine: @unchecked Sendable {
+    private let lock = NSLock()
+    private var line: String?
+    func note(_ l: String) {
+        guard let r = l.range(of: "composite path ") else { return }
+        lock.lock(); line = String(l[r.upperBound...]); lock.unlock()
+    }
+    var value: String? { lock.lock(); defer { lock.unlock() }; return line }
 }
 
 struct BenchRunError: Error, CustomStringConvertible {

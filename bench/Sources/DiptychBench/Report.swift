@@ -13,8 +13,8 @@ enum Report {
         if let g = m.gpu { s += "GPU: \(g)\n" }
         s += "Peers: \(m.ffmpeg ?? "ffmpeg not installed"); \(m.gstreamer ?? "GStreamer not installed")\n"
         s += "Command: `\(report.command)`\n\n"
-        s += "| stage | layout | canvas | input | fps | × 60 fps | p50 / p99 ms | GPU ms upload · composite · nv12 | CPU ms/frame | FFmpeg fps (ours ÷) | GStreamer fps (ours ÷) |\n"
-        s += "| --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n"
+        s += "| stage | layout | canvas | input | path | fps | × 60 fps | p50 / p99 ms | GPU ms upload · composite · nv12 | CPU ms/frame | FFmpeg fps (ours ÷) | GStreamer fps (ours ÷) |\n"
+        s += "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n"
         for r in report.results {
             func peer(_ p: BenchPeer) -> String {
                 guard let x = r.peers.first(where: { $0.peer == p }) else { return "" }
@@ -24,7 +24,7 @@ enum Report {
             let lat = r.latencyP50Ms == nil ? "–" : "\(f(r.latencyP50Ms, 2)) / \(f(r.latencyP99Ms, 2))"
             let gpu = r.gpuUploadMs == nil && r.gpuCompositeMs == nil && r.gpuNV12Ms == nil ? "–"
                 : "\(f(r.gpuUploadMs, 3)) · \(f(r.gpuCompositeMs, 3)) · \(f(r.gpuNV12Ms, 3))"
-            s += "| \(r.stage.rawValue) | \(r.layout) | \(r.canvas) | \(r.input) | \(f(r.fps)) | \(f(r.realtime60, 2)) | \(lat) | \(gpu) | \(f(r.cpuMsPerFrame, 2)) | \(peer(.ffmpeg)) | \(peer(.gstreamer)) |\n"
+            s += "| \(r.stage.rawValue) | \(r.layout) | \(r.canvas) | \(r.input) | \(r.path.map { $0.split(separator: ",").first.map(String.init) ?? $0 } ?? "–") | \(f(r.fps)) | \(f(r.realtime60, 2)) | \(lat) | \(gpu) | \(f(r.cpuMsPerFrame, 2)) | \(peer(.ffmpeg)) | \(peer(.gstreamer)) |\n"
         }
         var notes: [String] = []
         for r in report.results {

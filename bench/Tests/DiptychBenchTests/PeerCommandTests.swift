@@ -54,6 +54,7 @@ import Testing
     static func report() -> BenchReport {
         var r = BenchResult(stage: .endToEnd, layout: "pip", canvas: "1920x1080", input: "files", frames: 600, seconds: 10,
                             fps: 60, realtime60: 1, cpuMsPerFrame: 20)
+        r.path = "fragment (direct copy where a plan allows it), persistently mapped staging, fences waited for on the callers' threads"
         r.peers = [PeerResult(peer: .ffmpeg, fps: 120, frames: 600, cpuMsPerFrame: 12, ratio: 0.5),
                    PeerResult(peer: .gstreamer, note: "gst-launch-1.0 not installed: skipped")]
         let machine = MachineInfo(cpu: "cpu", cores: 2, memoryGiB: 1, os: "Linux", gpu: "llvmpipe", ffmpeg: nil, gstreamer: nil)
@@ -62,7 +63,7 @@ import Testing
 
     @Test func tableHasPeersRatiosAndNotes() {
         let md = Report.markdown(Self.report())
-        #expect(md.contains("| e2e | pip | 1920x1080 | files | 60.0 | 1.00 |"))
+        #expect(md.contains("| e2e | pip | 1920x1080 | files | fragment (direct copy where a plan allows it) | 60.0 | 1.00 |"))
         #expect(md.contains("120.0 (0.50×)"))
         #expect(md.contains("skipped"))
         #expect(md.contains("gstreamer pip 1920x1080: gst-launch-1.0 not installed: skipped"))

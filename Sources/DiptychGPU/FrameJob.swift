@@ -1,0 +1,46 @@
+import CGLES
+import Dispatch
+
+/// One output frame's GL work in three phases, so the render thread runs a
+/// batch of frames (several compositors sharing the context) phase by phase:
+/// every frame's uploads, then every frame's compute dispatch, one memory
+/// barrier for all of them, then every frame's readback copy and fence. The
+/// GPU then sees a run of transfers, a run of dispatches and a run of copies
+/// instead of alternating between them once per frame.
+final class FrameJob: @unchecked Sendable {
+    /// Uploads and the path decision; false when the frame is already complete.
+    let begin: () throws(GPUError) -> Bool
+    /// The compute dispatch (no barrier: the batch issues one).
+    let dispatch: () throws(GPUError) -> Void
+    /// The readback copy and the submission's fence.
+    let finish: () throws(GPUError) -> Void
+    private(set) var error: GPUError?
+    let done = DispatchSemaphore(value: 0)
+
+    init(begin: @escaping () throws(GPUError) -> Bool, dispatch: @escaping () throws(GPUError) -> Void,
+         finish: @escaping () throws(GPUError) -> Void) {
+        self.begin = begin; self.dispatch = dispatch; self.finish = finish
+    }
+
+    /// Render thread: the batch, phase by phase; each job's waiter is released
+    /// once its frame is complete or has failed.
+    static func run(_ batch: [FrameJob]) {
+        var dispatched: [FrameJob] = []
+        var open: [FrameJob] = []
+        for j in batch {
+            do throws(GPUError) { if try j.begin() { open.append(j) } else { j.done.signal() } } catch { j.fail(error) }
+        }
+        for j in open {
+            do throws(GPUError) { try j.dispatch(); dispatched.append(j) } catch { j.fail(error) }
+        }
+        if !dispatched.isEmpty { glMemoryBarrier(GL.computeOutputBarriers) }
+        for j in dispatched {
+            do throws(GPUError) { try j.finish(); j.done.signal() } catch { j.fail(error) }
+        }
+    }
+
+    private func fail(_ e: GPUError) {
+        error = e
+        done.signal()
+    }
+}

@@ -1,0 +1,160 @@
+import CGLES
+import DiptychCore
+
+/// An NV12 readback submitted but not yet delivered.
+struct PendingReadback {
+    var serial: UInt64
+    /// The pack buffer, or -1 when nothing is read from the GPU (a direct-copy frame without a rendered region).
+    var slot: Int
+    var output: OutputID
+    var pts: MediaTime
+    var width: Int
+    var height: Int
+    var stride: Int
+    var bytes: Int
+    var matrix: ColorMatrix
+    var range: ColorRange
+    /// A direct-copy frame: assembled on the CPU from the copies' frames, then
+    /// the rendered region read from the GPU (`bytes` of it in the pack buffer).
+    var direct: DirectFrame?
+    /// Bytes of the delivered NV12 frame.
+    var frameBytes: Int { stride * height + stride * (height / 2) }
+}
+
+/// NV12 readbacks in flight, delivered in submission order: a ring of
+/// pixel-pack buffers the GPU copies each frame into, and the frames waiting
+/// in them.
+///
+/// With GL_EXT_buffer_storage the buffers are persistently mapped for reading
+/// (coherent): once a frame's fence has signalled, the caller copies it out on
+/// its own thread with no render-thread hop. Without it, the one map path
+/// (`deliverMapped`) maps the buffer on the render thread. Bookkeeping happens
+/// under the compositor's lock; GL calls on the render thread.
+final class ReadbackQueue {
+    struct PackBuffer {
+        var buffer: GLuint
+        var base: UnsafeRawPointer?
+        var capacity = 0
+        var busy = false
+    }
+    private(set) var buffers: [PackBuffer]
+    private var next = 0
+    private(set) var pending: [PendingReadback] = []
+    var ready: [NV12Readback] = []
+    private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
+    var persistent: Bool { bufferStorage != nil }
+    /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
+    private let framePool = FrameBufferPool()
+
+    init(depth: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) {
+        precondition(depth >= 1)
+        var ids = [GLuint](repeating: 0, count: depth)
+        glGenBuffers(GLsizei(depth), &ids)
+        buffers = ids.map { PackBuffer(buffer: $0) }
+        self.bufferStorage = bufferStorage
+    }
+
+    /// Every pack buffer holds a frame nobody has taken: deliver one first.
+    var isFull: Bool { pending.count >= buffers.count }
+    var outstanding: Int { ready.count + pending.count }
+
+    /// Render thread: the next pack buffer, bound to `target` (GL_PIXEL_PACK_BUFFER
+    /// for glReadPixels, GL_COPY_WRITE_BUFFER for a buffer copy), with room for `bytes`.
+    func bindNext(bytes: Int, target: GLenum, releaser: GLReleaser) throws(GPUError) -> Int {
+        let i = next
+        next = (next + 1) % buffers.count
+        precondition(!buffers[i].busy, "pack buffer \(i) still holds an undelivered readback")
+        if buffers[i].capacity < bytes {
+            let cap = (bytes + 65535) & ~65535
+            if let bufferStorage {
+                // Immutable storage: a bigger buffer replaces it (nothing in flight uses it: it is not busy).
+                releaser.delete(.buffer, [buffers[i].buffer])
+                var b: GLuint = 0
+                glGenBuffers(1, &b)
+                glBindBuffer(GL.pixelPackBuffer, b)
+                let flags = GL.mapReadBit | GL.mapPersistentBit | GL.mapCoherentBit
+                bufferStorage(GL.pixelPackBuffer, GLsizeiptr(cap), nil, flags)
+                buffers[i] = PackBuffer(buffer: b, base: glMapBufferRange(GL.pixelPackBuffer, 0, GLsizeiptr(cap), flags).map { UnsafeRawPointer($0) })
+                guard buffers[i].base != nil else {
+                    glBindBuffer(GL.pixelPackBuffer, 0)
+                    _ = glGetError()
+                    throw .gl(label: "readback buffer of \(cap) bytes: persistent map failed", code: 0)
+                }
+            } else {
+                glBindBuffer(GL.pixelPackBuffer, buffers[i].buffer)
+                glBufferData(GL.pixelPackBuffer, GLsizeiptr(cap), nil, GL.streamRead)
+            }
+            buffers[i].capacity = cap
+            glBindBuffer(GL.pixelPackBuffer, 0)
+        }
+        glBindBuffer(target, buffers[i].buffer)
+        return i
+    }
+
+    func buffer(_ i: Int) -> GLuint { buffers[i].buffer }
+
+    /// Queues a submitted readback (`r.slot` now holds its bytes until delivery).
+    func submitted(_ r: PendingReadback) {
+        if r.slot >= 0 { buffers[r.slot].busy = true }
+        pending.append(r)
+    }
+
+    /// Whether the oldest pending readback can be delivered off the render thread.
+    var deliversOffThread: Bool { persistent }
+
+    /// The oldest pending readback, its fence already waited for, as a frame
+    /// and the copies that fill it from the persistently mapped buffer (run
+    /// them on any thread before the next call). Persistent buffers only.
+    func deliverMapped() -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
+        precondition(persistent)
+        let r = pending.removeFirst()
+        let src = r.slot >= 0 ? buffers[r.slot].base : nil
+        let storage = framePool.storage(count: r.frameBytes) { _ in }
+        let jobs = DirectCopyPlanner.deliveryJobs(r, packed: src, into: storage.mutableBase)
+        if r.slot >= 0 { buffers[r.slot].busy = false }
+        return (r, ReadbackQueue.frame(r, storage), jobs)
+    }
+
+    /// Render thread, without persistent mapping: maps the oldest readback's
+    /// buffer (its fence already waited for), copies it into a frame and unmaps it.
+    func deliverByMapping() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame) {
+        precondition(!persistent)
+        let r = pending.removeFirst()
+        var src: UnsafeRawPointer?
+        if r.slot >= 0 {
+            buffers[r.slot].busy = false
+            glBindBuffer(GL.pixelPackBuffer, buffers[r.slot].buffer)
+            guard let p = glMapBufferRange(GL.pixelPackBuffer, 0, GLsizeiptr(r.bytes), GL.mapReadBit) else {
+                glBindBuffer(GL.pixelPackBuffer, 0)
+                throw .gl(label: "readback: map pack buffer", code: glGetError())
+            }
+            src = UnsafeRawPointer(p)
+        }
+        let storage = framePool.storage(count: r.frameBytes) { dst in
+            for j in DirectCopyPlanner.deliveryJobs(r, packed: src, into: dst) { j.run() }
+        }
+        if r.slot >= 0 { glUnmapBuffer(GL.pixelPackBuffer) }
+        glBindBuffer(GL.pixelPackBuffer, 0)
+        return (r, ReadbackQueue.frame(r, storage))
+    }
+
+    static func frame(_ r: PendingReadback, _ storage: FrameStorage) -> VideoFrame {
+        VideoFrame(width: r.width, height: r.height, format: .nv12,
+                   planes: [FramePlane(storage: storage, offset: 0, stride: r.stride),
+                            FramePlane(storage: storage, offset: r.stride * r.height, stride: r.stride)],
+                   pts: r.pts, matrix: r.matrix, range: r.range)
+    }
+
+    /// Drops every readback nobody collected (context loss, teardown).
+    func dropAll() {
+        pending.removeAll(); ready.removeAll()
+        for i in buffers.indices { buffers[i].busy = false }
+    }
+
+    /// Render thread, at teardown (after the timeline drained).
+    func release(_ r: GLReleaser) {
+        dropAll()
+        r.delete(.buffer, buffers.map(\.buffer))
+        buffers.removeAll()
+    }
+}

@@ -1,0 +1,145 @@
+import CGLES
+import DiptychCore
+
+/// Where each plane of a CPU frame goes in a staging slot, and its GL row length.
+struct UploadLayout {
+    struct Plane { var offset: Int; var bytes: Int; var rowLength: Int; var bulk: Bool }
+    var planes: [Plane] = []
+    var total = 0
+
+    /// Planes 64-byte aligned; a plane whose stride is a whole number of pixels
+    /// and not much wider than its rows is copied as one block (rows and
+    /// padding, GL_UNPACK_ROW_LENGTH skips the padding), else row by row.
+    init(_ frame: VideoFrame) {
+        for (i, s) in frame.format.planeShapes(width: frame.width, height: frame.height).enumerated() {
+            let p = frame.planes[i]
+            let bulk = p.stride % s.bytesPerPixel == 0 && p.stride <= 2 * s.rowBytes + 256
+            let bytes = bulk ? p.stride * (s.height - 1) + s.rowBytes : s.rowBytes * s.height
+            total = (total + 63) & ~63
+            planes.append(Plane(offset: total, bytes: bytes, rowLength: bulk ? p.stride / s.bytesPerPixel : s.width, bulk: bulk))
+            total += bytes
+        }
+    }
+
+    /// The copies of `frame`'s planes to `dst` (they keep the frame alive until they have run).
+    func copyJobs(_ frame: VideoFrame, to dst: UnsafeMutableRawPointer) -> [CopyJob] {
+        let keep = KeepAlive(frame)
+        return frame.format.planeShapes(width: frame.width, height: frame.height).enumerated().map { i, s in
+            let p = frame.planes[i], l = planes[i]
+            var j = l.bulk
+                ? CopyJob(dst: dst + l.offset, dstStride: l.bytes, src: p.baseAddress, srcStride: l.bytes, rowBytes: l.bytes, rows: 1)
+                : CopyJob(dst: dst + l.offset, dstStride: s.rowBytes, src: p.baseAddress, srcStride: p.stride, rowBytes: s.rowBytes, rows: s.height)
+            j.owner = keep
+            return j
+        }
+    }
+}
+
+/// The upload staging ring: slots the callers copy frames into, on their own
+/// threads, before the render thread turns them into textures.
+///
+/// With GL_EXT_buffer_storage each slot is a pixel-unpack buffer persistently
+/// mapped for writing (coherent), so no render-thread hop maps or unmaps it and
+/// glTexSubImage2D reads it at bus speed; a slot is reused once the fence of
+/// the upload that read it has signalled. Without the extension a slot is
+/// host memory that glTexSubImage2D copies from during the call.
+///
+/// Slot bookkeeping happens under the compositor's lock (any thread); buffers
+/// are created and deleted on the render thread.
+final class StagingRing {
+    struct Slot {
+        var buffer: GLuint = 0
+        var base: UnsafeMutableRawPointer?
+        var capacity = 0
+        /// The submission that last read it (persistent buffers only).
+        var lastUse: UInt64 = 0
+        /// Holds a copied frame not yet committed.
+        var staged = false
+    }
+    private(set) var slots: [Slot]
+    private var next = 0
+    private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
+    var persistent: Bool { bufferStorage != nil }
+
+    init(count: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) {
+        precondition(count >= 1)
+        slots = Array(repeating: Slot(), count: count)
+        self.bufferStorage = bufferStorage
+    }
+
+    /// A slot for `bytes` that nothing staged holds, in ring order, after its
+    /// last read has completed (`wait` blocks for a serial). Nil when every
+    /// slot holds a staged frame. The caller grows it if `needsGrowth`.
+    func acquire(wait: (UInt64) throws(GPUError) -> Void) throws(GPUError) -> Int? {
+        for k in 0..<slots.count {
+            let i = (next + k) % slots.count
+            guard !slots[i].staged else { continue }
+            try wait(slots[i].lastUse)
+            next = (i + 1) % slots.count
+            slots[i].staged = true
+            return i
+        }
+        return nil
+    }
+
+    func needsGrowth(_ i: Int, bytes: Int) -> Bool { slots[i].capacity < bytes }
+
+    func base(_ i: Int) -> UnsafeMutableRawPointer { slots[i].base! }
+
+    /// Lets go of a staged slot that will not be committed (superseded or failed).
+    func abandon(_ i: Int) { slots[i].staged = false }
+
+    /// Render thread: slot `i` with room for `bytes` (its old buffer retired after its last read).
+    func grow(_ i: Int, bytes: Int, releaser: GLReleaser) throws(GPUError) {
+        let cap = (bytes + 65535) & ~65535
+        if let bufferStorage {
+            if slots[i].buffer != 0 { releaser.retire(lastUse: slots[i].lastUse, .buffer, [slots[i].buffer]) }
+            var b: GLuint = 0
+            glGenBuffers(1, &b)
+            glBindBuffer(GL.pixelUnpackBuffer, b)
+            let flags = GL.mapWriteBit | GL.mapPersistentBit | GL.mapCoherentBit
+            bufferStorage(GL.pixelUnpackBuffer, GLsizeiptr(cap), nil, flags)
+            let p = glMapBufferRange(GL.pixelUnpackBuffer, 0, GLsizeiptr(cap), flags)
+            glBindBuffer(GL.pixelUnpackBuffer, 0)
+            guard let p else {
+                releaser.delete(.buffer, [b])
+                slots[i] = Slot(staged: slots[i].staged)
+                _ = glGetError()
+                throw .gl(label: "staging buffer of \(cap) bytes: persistent map failed", code: 0)
+            }
+            slots[i].buffer = b
+            slots[i].base = p
+        } else {
+            slots[i].base?.deallocate()
+            slots[i].base = UnsafeMutableRawPointer.allocate(byteCount: cap, alignment: 64)
+        }
+        slots[i].capacity = cap
+    }
+
+    /// Render thread: binds slot `i` as the pixel-unpack source; returns the
+    /// "pointer" glTexSubImage2D takes for byte `offset` of it.
+    func bind(_ i: Int, offset: Int) -> UnsafeRawPointer? {
+        if persistent {
+            glBindBuffer(GL.pixelUnpackBuffer, slots[i].buffer)
+            return diptych_gl_offset(offset)
+        }
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        return UnsafeRawPointer(slots[i].base! + offset)
+    }
+
+    /// Render thread: slot `i` has been read by the submission `serial` and is free again.
+    func committed(_ i: Int, serial: UInt64) {
+        slots[i].staged = false
+        if persistent { slots[i].lastUse = serial }
+    }
+
+    /// Render thread, at teardown (after the timeline drained).
+    func release(_ r: GLReleaser) {
+        if persistent {
+            r.delete(.buffer, slots.map(\.buffer))
+        } else {
+            for s in slots { s.base?.deallocate() }
+        }
+        slots = slots.map { _ in Slot() }
+    }
+}

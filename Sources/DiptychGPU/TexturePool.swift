@@ -1,0 +1,172 @@
+import CEGL
+import CGLES
+import DiptychCore
+
+/// The textures of one uploaded (or imported) stream frame. Owned by the pool,
+/// deleted only after the fence of its last use (`lastUse`) has signalled.
+final class TextureSet {
+    /// The CPU format it was made for; nil for a dma-buf import (never reused).
+    let format: PixelFormat?
+    let input: ShaderKey.Input
+    let width: Int
+    let height: Int
+    let textures: [GLuint]
+    /// The EGLImage behind an imported texture (destroyed after the texture).
+    let image: EGLImageKHR?
+    var lastUse: UInt64 = 0
+    var matrix: ColorMatrix = .bt709
+    var range: ColorRange = .limited
+    /// Which upload its pictures hold (unique per upload in a renderer).
+    var uploadSerial: UInt64 = 0
+
+    init(format: PixelFormat?, input: ShaderKey.Input, width: Int, height: Int, textures: [GLuint], image: EGLImageKHR? = nil) {
+        self.format = format; self.input = input; self.width = width; self.height = height
+        self.textures = textures; self.image = image
+    }
+
+    func matches(_ f: PixelFormat, _ w: Int, _ h: Int) -> Bool { format == f && width == w && height == h }
+
+    /// Allocates immutable textures for `format` (BGRA through texture swizzle).
+    static func make(format: PixelFormat, width: Int, height: Int) -> TextureSet {
+        let shapes = format.planeShapes(width: width, height: height)
+        var ids = [GLuint](repeating: 0, count: shapes.count)
+        glGenTextures(GLsizei(ids.count), &ids)
+        for (i, s) in shapes.enumerated() {
+            glBindTexture(GL.texture2D, ids[i])
+            glTexStorage2D(GL.texture2D, 1, s.internalFormat, GLsizei(s.width), GLsizei(s.height))
+            glTexParameteri(GL.texture2D, GL.textureWrapS, GL.clampToEdge)
+            glTexParameteri(GL.texture2D, GL.textureWrapT, GL.clampToEdge)
+            glTexParameteri(GL.texture2D, GL.textureMinFilter, GL.nearest)
+            glTexParameteri(GL.texture2D, GL.textureMagFilter, GL.nearest)
+            if format == .bgra {
+                glTexParameteri(GL.texture2D, GL.textureSwizzleR, GL.blueValue)
+                glTexParameteri(GL.texture2D, GL.textureSwizzleB, GL.redValue)
+            }
+        }
+        glBindTexture(GL.texture2D, 0)
+        let input: ShaderKey.Input = format == .nv12 ? .nv12 : format == .i420 ? .i420 : .rgb
+        return TextureSet(format: format, input: input, width: width, height: height, textures: ids)
+    }
+
+    /// Textures first, then the EGLImage, once the last use has completed.
+    func release(_ r: GLReleaser) {
+        let textures = textures, image = image
+        r.timeline.retire(lastUse: lastUse) {
+            r.delete(.texture, textures)
+            if let image { r.destroy(image: image) }
+        }
+    }
+}
+
+/// A stream role's current textures and its pool of reusable sets.
+final class StreamSlot {
+    var pool: [TextureSet] = []
+    var current: TextureSet?
+    /// Direct-copy mode: the latest YUV frame, kept until the next upload.
+    var cpuFrame: VideoFrame?
+    /// Whether `current` already holds `cpuFrame`'s picture.
+    var textureFresh = false
+}
+
+/// A frame copied into a staging slot, waiting for the render thread to turn it into textures.
+struct StagedUpload {
+    var frame: VideoFrame
+    var role: StreamRole
+    var slot: Int
+    var layout: UploadLayout
+}
+
+/// The stream textures every output samples: per role the current set and a
+/// pool of sets, so an upload never writes textures a frame in flight still
+/// reads. Render thread only.
+final class TexturePool {
+    private(set) var streams: [StreamRole: StreamSlot] = [:]
+    /// Texture sets kept per role: the current one, one per frame in flight, one being uploaded.
+    let maxSetsPerRole: Int
+    private let releaser: GLReleaser
+    /// Counts uploads and imports (`TextureSet.uploadSerial`).
+    private var uploadCounter: UInt64 = 0
+
+    init(maxSetsPerRole: Int, releaser: GLReleaser) {
+        self.maxSetsPerRole = maxSetsPerRole
+        self.releaser = releaser
+        for r in StreamRole.allCases { streams[r] = StreamSlot() }
+    }
+
+    var timeline: FenceTimeline { releaser.timeline }
+
+    /// A free texture set for `role` that fits the frame: a matching set whose
+    /// last use has completed, a new one while the pool has room, else the
+    /// oldest matching set after waiting for its fence.
+    func set(for role: StreamRole, format: PixelFormat, width: Int, height: Int) -> TextureSet {
+        let slot = streams[role]!
+        slot.pool.removeAll { s in
+            guard s !== slot.current, !s.matches(format, width, height) else { return false }
+            s.release(releaser)
+            return true
+        }
+        let candidates = slot.pool.filter { $0 !== slot.current }
+        if let free = candidates.first(where: { timeline.isComplete($0.lastUse) }) { return free }
+        if slot.pool.count < maxSetsPerRole || candidates.isEmpty {
+            let s = TextureSet.make(format: format, width: width, height: height)
+            slot.pool.append(s)
+            return s
+        }
+        let oldest = candidates.min { $0.lastUse < $1.lastUse }!
+        timeline.wait(for: oldest.lastUse)
+        return oldest
+    }
+
+    func makeCurrent(_ set: TextureSet, role: StreamRole) {
+        let slot = streams[role]!
+        if let old = slot.current, old !== set {
+            let keep = old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height)
+            if !keep {
+                slot.pool.removeAll { $0 === old }
+                old.release(releaser)
+            }
+        }
+        uploadCounter += 1
+        set.uploadSerial = uploadCounter
+        slot.current = set
+    }
+
+    /// Copies a staged frame into the role's next texture set (GPU side) and makes it current.
+    func commit(_ st: StagedUpload, from staging: StagingRing, timer: PassTimer) {
+        let frame = st.frame
+        let set = self.set(for: st.role, format: frame.format, width: frame.width, height: frame.height)
+        timer.begin(.upload)
+        glActiveTexture(GL.texture0)
+        for (i, s) in frame.format.planeShapes(width: frame.width, height: frame.height).enumerated() {
+            let pixels = staging.bind(st.slot, offset: st.layout.planes[i].offset)
+            glBindTexture(GL.texture2D, set.textures[i])
+            // The widest alignment the rows allow (byte alignment takes a slow path on some drivers).
+            let rowBytes = st.layout.planes[i].rowLength * s.bytesPerPixel
+            glPixelStorei(GL.unpackAlignment, rowBytes % 8 == 0 ? 8 : rowBytes % 4 == 0 ? 4 : rowBytes % 2 == 0 ? 2 : 1)
+            glPixelStorei(GL.unpackRowLength, GLint(st.layout.planes[i].rowLength))
+            glTexSubImage2D(GL.texture2D, 0, 0, 0, GLsizei(s.width), GLsizei(s.height), s.format, GL.unsignedByte, pixels)
+        }
+        glPixelStorei(GL.unpackRowLength, 0)
+        glBindTexture(GL.texture2D, 0)
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        timer.end(.upload)
+        let serial = timeline.pendingSerial
+        set.lastUse = serial
+        staging.committed(st.slot, serial: serial)
+        set.matrix = frame.matrix
+        set.range = frame.range
+        makeCurrent(set, role: st.role)
+    }
+
+    /// Forgets the role's pictures (each set deleted after its last use).
+    func clear(_ role: StreamRole) {
+        let slot = streams[role]!
+        var all = slot.pool
+        if let c = slot.current, !all.contains(where: { $0 === c }) { all.append(c) }
+        for s in all { s.release(releaser) }
+        slot.pool.removeAll(); slot.current = nil
+        slot.cpuFrame = nil
+    }
+
+    func clearAll() { for r in StreamRole.allCases { clear(r) } }
+}
