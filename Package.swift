@@ -78,7 +78,7 @@ let package = Package(
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),
         .testTarget(name: "DiptychOptionsTests", dependencies: ["DiptychOptions"]),
-        .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU"]),
+        .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU", "DiptychCUDA"]),
         // A writer a media test SIGKILLs mid-take (crash safety of fragmented MP4).
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "DiptychCUDA", "diptych-writer-fixture"]),

@@ -4,12 +4,14 @@ import CCUDA
 public struct CUDAGraphicsResource: Hashable, @unchecked Sendable {
     let raw: OpaquePointer
     public init(opaque: OpaquePointer) { raw = opaque }
+    public var opaque: OpaquePointer { raw }
 }
 
 /// The CUDA array behind a mapped resource (`CUarray`), valid until it is unmapped.
 public struct CUDAMappedArray: Hashable, @unchecked Sendable {
     let raw: OpaquePointer
     public init(opaque: OpaquePointer) { raw = opaque }
+    public var opaque: OpaquePointer { raw }
 }
 
 /// One 2D copy from device memory into a mapped texture's array.
@@ -47,6 +49,9 @@ public protocol CUDAGLCalls: AnyObject {
     /// `cuGraphicsUnmapResources` of all of them: GL work issued afterwards
     /// waits for the copies.
     func unmap(_ resources: [CUDAGraphicsResource]) throws(CUDAError)
+    /// `cuStreamSynchronize`: every copy issued has completed (after a failure,
+    /// before the frames they read may go).
+    func synchronize()
 }
 
 /// CUDA–GL interop on the driver: device `ordinal`'s primary context and a
@@ -113,6 +118,8 @@ public final class CUDAGLInterop: CUDAGLCalls {
         p.Height = c.rows
         try driver.check(api.cuMemcpy2DAsync(&p, stream), "cuMemcpy2DAsync(\(c.widthBytes)x\(c.rows))")
     }
+
+    public func synchronize() { _ = api.cuStreamSynchronize(stream) }
 
     public func unmap(_ resources: [CUDAGraphicsResource]) throws(CUDAError) {
         var raw: [CUgraphicsResource?] = resources.map { $0.raw }

@@ -32,11 +32,3 @@ extension GPUCompositor {
         }
     }
 }
-
-extension GPUCompositor {
-    /// Copies a CUDA frame's planes into the role's stream textures on the
-    /// GPU; `holder` is kept until the GPU work that read them has completed.
-    public func upload(_ frame: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
-        throw .cudaInterop("this renderer has no CUDA upload")
-    }
-}

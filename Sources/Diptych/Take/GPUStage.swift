@@ -83,6 +83,10 @@ final class GPUStage {
                 try draw(entry)
                 break
             } catch {
+                if case .cudaInterop = error, cudaInterop {
+                    leaveInterop(error)
+                    continue
+                }
                 attempts += 1
                 guard case .contextLost = error, attempts <= 3 else { throw error }
                 try rebuild(after: error)
@@ -116,21 +120,27 @@ final class GPUStage {
     }
 
     /// A CUDA frame goes into the textures on the GPU (CUDA–GL interop). If
-    /// that fails, this take copies CUDA frames through host memory from then
-    /// on instead of failing (a lost context is rebuilt as for any upload).
+    /// that fails (here, or in the render that copies it), this take copies
+    /// CUDA frames through host memory from then on instead of failing.
     private func upload(_ c: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
         if cudaInterop {
             do throws(GPUError) {
                 try gpu.upload(c, holder: holder, role: role)
                 return
             } catch {
-                if case .contextLost = error { throw error }
-                cudaInterop = false
-                warn("NVDEC frames cannot go into the GPU's textures directly (\(error)); copying them through host memory from here")
+                guard case .cudaInterop = error else { throw error }
+                leaveInterop(error)
             }
         }
         guard let v = holder.download() else { throw .badFrame("an NVDEC \(c.format.rawValue) \(c.width)x\(c.height) frame could not be copied to host memory") }
         try gpu.upload(v, role: role)
+    }
+
+    /// CUDA frames go through host memory from now on; the secondary's picture is uploaded again.
+    private func leaveInterop(_ error: GPUError) {
+        cudaInterop = false
+        uploadedSecondary = nil
+        warn("NVDEC frames cannot go into the GPU's textures directly (\(error)); copying them through host memory from here")
     }
 
     /// Context lost: throw every GPU object away, build a new compositor, and
