@@ -313,7 +313,7 @@ private func tempPath(_ name: String) -> String {
         (#"{"size": "12x0"}"#, "size: '12x0': width and height must be positive"),
         (#"{"gpu": "cuda"}"#, "gpu: 'cuda': expected auto"),
         (#"{"decoder": "cuvid"}"#, "decoder: 'cuvid': expected auto, cpu or nvdec"),
-        (#"{"decoder": 1}"#, "decoder: expected"),
+        (#"{"decoder": 1}"#, "decoder: '1': expected auto, cpu or nvdec"),
         (#"[1, 2]"#, "invalid configuration: expected an object"),
     ])
     func invalidConfigFileNamesFileAndKey(json: String, reason: String) throws {
