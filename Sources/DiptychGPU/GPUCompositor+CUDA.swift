@@ -3,8 +3,9 @@ import DiptychCUDA
 
 extension GPUCompositor {
     /// The CUDA device this compositor's GL context runs on (`cuGLGetDevices`
-    /// on the render thread), so NVDEC decodes where the textures are; or
-    /// why CUDA frames cannot reach its textures (no driver, another GPU).
+    /// on the render thread; the only device where that call fails and the
+    /// driver sees one), so NVDEC decodes where the textures are; or why CUDA
+    /// frames cannot reach its textures (no driver, another GPU).
     public func cudaDevice() -> Result<Int, CUDAUnavailable> {
         let driver: CUDADriver
         switch CUDADriver.shared {
@@ -23,7 +24,11 @@ extension GPUCompositor {
             return .failure(CUDAUnavailable("the GPU context is gone: \(error)"))
         }
         switch found {
-        case .failure(let e): return .failure(CUDAUnavailable("CUDA cannot reach the compositor's GL context: \(e)"))
+        case .failure(let e):
+            // A driver that cannot list the GL context's devices (some virtualized
+            // ones) with one GPU: that GPU runs the context.
+            if driver.deviceCount == 1 { return .success(0) }
+            return .failure(CUDAUnavailable("CUDA cannot reach the compositor's GL context: \(e)"))
         case .success(let devices):
             guard let first = devices.first else {
                 return .failure(CUDAUnavailable("no CUDA device runs the compositor's GL context (\(info.renderer))"))
