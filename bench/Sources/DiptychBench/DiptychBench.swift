@@ -118,7 +118,7 @@ final class Runner {
             if let inputs = inputs(inputStage, options.e2eSizes.first ?? .hd1080) {
                 progress("nvdec")
                 let r = NVDECStage(options: options, log: { [unowned self] in self.note($0) }).run(inputs: inputs, gpu: gpu)
-                if r.check?.passed != true || r.rates.isEmpty { failures += 1 }
+                if r.checks.isEmpty || r.checks.contains(where: { !$0.passed }) || r.rates.isEmpty { failures += 1 }
                 nvdec = r
             }
         }

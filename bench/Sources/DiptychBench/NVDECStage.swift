@@ -4,10 +4,11 @@ import DiptychGPU
 import DiptychMedia
 import Foundation
 
-/// `--stages nvdec`: NVDEC against the CPU decoder on the end-to-end inputs.
-/// `diptych record --decoder nvdec` and the same take with `--decoder cpu`
-/// (two processes, the CLI as users run it), their outputs compared frame by
-/// frame (PSNR of Y, U and V); then composites per second with
+/// `--stages nvdec`: NVDEC against the CPU decoder on the end-to-end inputs
+/// (H.264, a 1080p60 primary and a 720p30 secondary) and on a 10-bit HEVC
+/// primary alone. `diptych record --decoder nvdec` and the same take with
+/// `--decoder cpu` (two processes, the CLI as users run it), their outputs
+/// compared frame by frame (PSNR of Y, U and V); then composites per second with
 /// NVDEC-decoded inputs in CUDA memory (CUDA–GL interop) against the same
 /// pictures from host memory, `--streams` compositors sharing one context.
 struct NVDECStage {
@@ -16,6 +17,8 @@ struct NVDECStage {
 
     /// What `--decoder nvdec` wrote against `--decoder cpu`.
     struct DecodeCheck: Sendable, Codable {
+        /// The inputs (`h264 1920x1080@60 + h264 1280x720@30`).
+        var inputs: String
         var commands: [String]
         /// Each take's decoders as its summary states them (`stream: decoder (reason)`).
         var decoders: [String: [String]]
@@ -32,7 +35,7 @@ struct NVDECStage {
     struct Result: Sendable, Codable {
         /// NVDEC on this machine (`diptych probe`'s lines).
         var capabilities: String
-        var check: DecodeCheck?
+        var checks: [DecodeCheck] = []
         var rates: [NVDECCompositeRate] = []
         var notes: [String] = []
     }
@@ -41,7 +44,14 @@ struct NVDECStage {
 
     func run(inputs: EndToEndStage.Inputs, gpu: GPUSelection) -> Result {
         var result = Result(capabilities: NVDECReport.current().description)
-        do { result.check = try decodeCheck(inputs) } catch { result.notes.append("decode check: \(error)") }
+        do {
+            result.checks.append(try decodeCheck(primary: inputs.primary, secondary: inputs.secondary,
+                                                 inputs: "h264 \(inputs.primarySize)@60 + h264 \(inputs.secondarySize)@30"))
+        } catch { result.notes.append("decode check (H.264): \(error)") }
+        do {
+            let hevc = try tenBitInput()
+            result.checks.append(try decodeCheck(primary: hevc, secondary: nil, inputs: "hevc Main 10 1280x720@30 alone"))
+        } catch { result.notes.append("decode check (10-bit HEVC): \(error)") }
         do {
             let rates = try NVDECComposite(options: options, gpu: gpu).measure(inputs: inputs)
             result.rates = rates
@@ -51,14 +61,30 @@ struct NVDECStage {
         return result
     }
 
+    /// A 10-bit HEVC file (libx265 Main 10, 1280x720, 30 fps), made once with the ffmpeg CLI.
+    func tenBitInput() throws -> String {
+        let path = "\(options.workDir)/hevc10-1280x720-30-\(String(format: "%gs", options.duration)).mp4"
+        if FileManager.default.fileExists(atPath: path) { return path }
+        guard let ffmpeg = Tools.find("ffmpeg") else { throw BenchRunError("no ffmpeg CLI to make \(path)") }
+        log("making \(path)")
+        let r = Tools.run(ffmpeg, ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30",
+                                   "-t", "\(options.duration)", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error",
+                                   "-pix_fmt", "yuv420p10le", path + ".partial.mp4"])
+        guard r.status == 0 else { throw BenchRunError("ffmpeg could not make \(path): \(r.stderrTail)") }
+        try FileManager.default.moveItem(atPath: path + ".partial.mp4", toPath: path)
+        return path
+    }
+
     /// The two takes, and their outputs compared.
-    func decodeCheck(_ inputs: EndToEndStage.Inputs) throws -> DecodeCheck {
+    func decodeCheck(primary: String, secondary: String?, inputs: String) throws -> DecodeCheck {
         guard let exe = PairRunners.diptychExecutable() else { throw BenchRunError("the diptych executable was not found") }
-        var check = DecodeCheck(commands: [], decoders: [:], frames: [:], minimumPSNR: [:], meanPSNR: [:], identicalFrames: 0, passed: false)
+        var check = DecodeCheck(inputs: inputs, commands: [], decoders: [:], frames: [:], minimumPSNR: [:], meanPSNR: [:],
+                                identicalFrames: 0, passed: false)
         var outputs: [String: String] = [:]
+        let tag = secondary == nil ? "single" : "pair"
         for decoder in ["nvdec", "cpu"] {
-            let out = "\(options.workDir)/decoder-\(decoder).mp4"
-            let args = ["record", "--primary", inputs.primary, "--secondary", inputs.secondary, "--layout", "pip",
+            let out = "\(options.workDir)/decoder-\(tag)-\(decoder).mp4"
+            let args = ["record", "--primary", primary] + (secondary.map { ["--secondary", $0] } ?? []) + ["--layout", "pip",
                         "--preset", options.preset, "--bitrate", "\(options.bitrate)", "--audio", "none", "--gpu", options.gpu,
                         "--decoder", decoder, "--out", out, "--json"]
             check.commands.append((["diptych"] + args).joined(separator: " "))
@@ -90,8 +116,9 @@ struct NVDECStage {
             check.minimumPSNR[name] = psnr[i].min()
             check.meanPSNR[name] = psnr[i].reduce(0, +) / Double(psnr[i].count)
         }
-        let nvdecUsed = check.decoders["nvdec"].map { $0.count == 2 && $0.allSatisfy { $0.contains(": nvdec (") && !$0.contains("fell back") } } ?? false
-        if !nvdecUsed { check.notes.append("the --decoder nvdec take did not decode both streams with NVDEC throughout") }
+        let streams = secondary == nil ? 1 : 2
+        let nvdecUsed = check.decoders["nvdec"].map { $0.count == streams && $0.allSatisfy { $0.contains(": nvdec (") && !$0.contains("fell back") } } ?? false
+        if !nvdecUsed { check.notes.append("the --decoder nvdec take did not decode every stream with NVDEC throughout") }
         check.passed = nvdecUsed && check.notes.isEmpty && !psnr[0].isEmpty && psnr.allSatisfy { ($0.min() ?? 0) >= Self.psnrThreshold }
         return check
     }
@@ -136,8 +163,8 @@ extension Report {
     /// `--stages nvdec`: the decode check and the composite rates.
     static func nvdec(_ r: NVDECStage.Result) -> String {
         var s = "### NVDEC\n\n" + r.capabilities.split(separator: "\n").map { "    \($0)" }.joined(separator: "\n") + "\n\n"
-        if let c = r.check {
-            s += "`--decoder nvdec` against `--decoder cpu`: " + (c.passed ? "**passed**" : "**failed**")
+        for c in r.checks {
+            s += "`--decoder nvdec` against `--decoder cpu`, \(c.inputs): " + (c.passed ? "**passed**" : "**failed**")
                 + " (every plane of every frame ≥ \(f(NVDECStage.psnrThreshold, 0)) dB)\n\n"
             for cmd in c.commands { s += "    \(cmd)\n" }
             s += "\n| take | frames | decoders |\n| --- | ---: | --- |\n"
@@ -147,6 +174,7 @@ extension Report {
             s += "\nPSNR, dB (lowest · mean over frames): " + ["Y", "U", "V"].map { "\($0) \(f(c.minimumPSNR[$0], 2)) · \(f(c.meanPSNR[$0], 2))" }
                 .joined(separator: ", ") + "; identical frames: \(c.identicalFrames)\n"
             for n in c.notes { s += "- \(n)\n" }
+            s += "\n"
         }
         if !r.rates.isEmpty {
             s += "\n| inputs | streams | frames/stream | composites/s | CUDA frames per map | GPU ms upload · composite · nv12 | CPU ms/composite | path |\n"
