@@ -92,10 +92,17 @@ public final class CUDADriver: @unchecked Sendable {
 
     /// Retains device `ordinal`'s primary context: the one FFmpeg's CUDA
     /// device uses when opened with `primary_ctx`, so the decoder's memory
-    /// and the interop share one context.
+    /// and the interop share one context. A context not yet active gets the
+    /// flags FFmpeg asks for (`CU_CTX_SCHED_BLOCKING_SYNC`: waiting threads
+    /// sleep), or FFmpeg refuses a primary context already active with others.
     public func primaryContext(ordinal: Int) throws(CUDAError) -> CUDAPrimaryContext {
         var dev: CUdevice = 0
         try check(api.pointee.cuDeviceGet(&dev, Int32(ordinal)), "cuDeviceGet(\(ordinal))")
+        var flags: UInt32 = 0, active: Int32 = 0
+        let blocking = UInt32(CU_CTX_SCHED_BLOCKING_SYNC)
+        if api.pointee.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS, active == 0, flags != blocking {
+            try check(api.pointee.cuDevicePrimaryCtxSetFlags(dev, blocking), "cuDevicePrimaryCtxSetFlags(\(ordinal))")
+        }
         var ctx: CUcontext?
         try check(api.pointee.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain(\(ordinal))")
         return CUDAPrimaryContext(driver: self, device: dev, ordinal: ordinal, raw: ctx!)
