@@ -9,7 +9,7 @@
 #            with --decoder cpu (PSNR per frame; H.264 1080p60 + 720p30, and 10-bit HEVC alone),
 #            composites/s from NVDEC frames against the same pictures from host memory
 #   pairs    diptych bench --stages e2e --pairs, ultrafast: ours (NVDEC) at PAIRS_DIPTYCH,
-#            FFmpeg on the CPU at PAIRS_FFMPEG, FFmpeg with NVDEC at PAIRS_FFMPEG_NVDEC
+#            FFmpeg on the CPU at PAIRS_FFMPEG, FFmpeg with NVDEC at PAIRS_FFMPEG_NVDEC (none: skipped)
 # Every step's output goes to OUT; BUDGET (seconds, default 200) bounds the whole
 # run, and each step has a cap of its own so one that hangs leaves time for the rest.
 set -uo pipefail
@@ -54,8 +54,8 @@ for step in "$@"; do
       --json $O/pairs-diptych.json > $O/pairs-diptych.md 2>> $O/pairs.log
     t timeout -k 2 $(cap 35) "${R[@]}" --stages e2e --pairs "${PAIRS_FFMPEG:-1,10,11}" --pair-runners ffmpeg \
       --json $O/pairs-ffmpeg.json > $O/pairs-ffmpeg.md 2>> $O/pairs.log
-    t timeout -k 2 $(cap 35) "${R[@]}" --stages e2e --pairs "${PAIRS_FFMPEG_NVDEC:-1,8}" --pair-runners ffmpeg-nvdec \
-      --json $O/pairs-ffmpeg-nvdec.json > $O/pairs-ffmpeg-nvdec.md 2>> $O/pairs.log
+    [ "${PAIRS_FFMPEG_NVDEC:-1,8}" = none ] || t timeout -k 2 $(cap 35) "${R[@]}" --stages e2e --pairs "${PAIRS_FFMPEG_NVDEC:-1,8}" \
+      --pair-runners ffmpeg-nvdec --json $O/pairs-ffmpeg-nvdec.json > $O/pairs-ffmpeg-nvdec.md 2>> $O/pairs.log
     ;;
   esac
 done
