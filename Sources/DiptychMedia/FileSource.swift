@@ -294,6 +294,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             let step = max(1, av_rescale_q(1, AVRational(num: info.frameRate.denominator, den: info.frameRate.numerator), timeBase))
             ts = (lastPTS ?? startPTS - step) + step
         }
+        let previous = lastPTS
         lastPTS = ts
         let pts = timeBase.mediaTime(ts - startPTS)
         if let limit, pts >= limit {
@@ -308,9 +309,16 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         do {
             let out: InputFrame
             if frame.pixelFormat == AV_PIX_FMT_CUDA, let nvdec = decoder as? NVDECDecoder {
-                let (picture, holder) = try nvdec.cudaFrame(from: frame, pts: pts, matrix: matrix, range: info.range,
-                                                            sampleAspect: aspect, path: path)
-                out = InputFrame(picture, pts: pts, holder: holder)
+                switch try nvdec.cudaFrame(from: frame, pts: pts, matrix: matrix, range: info.range, sampleAspect: aspect, path: path) {
+                case .success(let (picture, holder)):
+                    out = InputFrame(picture, pts: pts, holder: holder)
+                case .failure(let e):
+                    // The CPU decoder decodes this frame again.
+                    frame.unref()
+                    lastPTS = previous
+                    try fallBack("NVDEC: \(e)")
+                    return nil
+                }
             } else {
                 var v = try converter.videoFrame(from: frame, pts: pts, matrix: matrix, range: info.range)
                 v.sampleAspect = aspect

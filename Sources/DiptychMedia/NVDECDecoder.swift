@@ -1,12 +1,16 @@
 import CFFmpeg
 import DiptychCore
+import DiptychCUDA
 import Synchronization
 
 /// A video stream decoded by NVDEC through FFmpeg's `cuda` hwaccel. Frames
-/// stay in device memory (`AV_PIX_FMT_CUDA`, NV12 or P010): each is one of
-/// NVDEC's output surfaces, mapped until the last reference to the frame goes
-/// (FFmpeg 5.1 hands them out without a copy), so the decoder has room for
-/// `heldSurfaces` frames the take holds besides the ones it decodes from.
+/// stay in device memory (`AV_PIX_FMT_CUDA`, NV12 or P010). FFmpeg 5.1 hands
+/// out NVDEC's output surfaces themselves, mapped until the frame goes, and a
+/// decoder has few of them (its pictures in use, plus `heldSurfaces`): a take
+/// that held them through its queues would starve the decoder. So each frame
+/// is copied device to device into a picture of the decoder's
+/// `CUDAPicturePool` and the surface goes back to the decoder once that copy
+/// has completed (FFmpeg 6 does the same by default); the take holds the copy.
 /// When the stream changes beyond what NVDEC decodes (a new size or format
 /// its setup refuses), FFmpeg's format negotiation fails and `lost` says why.
 final class NVDECDecoder: FrameDecoder {
@@ -16,13 +20,15 @@ final class NVDECDecoder: FrameDecoder {
     let decoded = FFFrame()
     /// The CUDA device the frames live on.
     let ordinal: Int
+    /// Where each decoded frame is copied (its surface then goes back at once).
+    let pictures: CUDAPicturePool
     var kind: DecoderKind { .nvdec }
     var lost: String? { negotiation.lost.withLock { $0 } }
     private let negotiation = Negotiation()
 
-    /// Frames a take holds at once beyond the decoder's own: the reader's
-    /// queue, the clock's pending and held frames, the GPU's frames in flight.
-    static let heldSurfaces = 12
+    /// Surfaces beyond the decoder's own pictures: the frame being copied out,
+    /// and room for the decoder to run ahead of the copies.
+    static let heldSurfaces = 4
     /// NVDEC's limit on a decoder's surfaces.
     static let maximumSurfaces = 32
 
@@ -33,8 +39,11 @@ final class NVDECDecoder: FrameDecoder {
     }
 
     init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, hardwareDevice: UnsafeMutablePointer<AVBufferRef>,
-         ordinal: Int, path: String) throws(MediaError) {
-        self.ordinal = ordinal
+         cuda: CUDAPrimaryContext, path: String) throws(MediaError) {
+        ordinal = cuda.ordinal
+        do throws(CUDAError) { pictures = try CUDAPicturePool(context: cuda) } catch {
+            throw .unsupportedFormat(path: path, detail: "NVDEC: \(error)")
+        }
         do {
             context = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
             let c = context.raw
@@ -73,10 +82,11 @@ final class NVDECDecoder: FrameDecoder {
         return nil
     }
 
-    /// A decoded frame's planes as a `CUDAFrame`, its references moved into
-    /// the returned holder (which keeps NVDEC's surface until it goes).
+    /// A decoded frame as a `CUDAFrame` in a picture of `pictures`: copied
+    /// there, after which `frame` is blanked (its surface back to the decoder).
+    /// Throws `CUDAError` when the copy fails (`frame` is then left as it was).
     func cudaFrame(from frame: FFFrame, pts: MediaTime, matrix: ColorMatrix, range: ColorRange,
-                   sampleAspect: SampleAspectRatio, path: String) throws(MediaError) -> (CUDAFrame, NVDECFrameHolder) {
+                   sampleAspect: SampleAspectRatio, path: String) throws(MediaError) -> Result<(CUDAFrame, NVDECFrameHolder), CUDAError> {
         guard frame.pixelFormat == AV_PIX_FMT_CUDA, let hw = frame.raw.pointee.hw_frames_ctx else {
             throw .readFailed(path: path, detail: "NVDEC delivered a \(pixelFormatName(frame.pixelFormat)) frame")
         }
@@ -88,12 +98,17 @@ final class NVDECDecoder: FrameDecoder {
         default: throw .unsupportedFormat(path: path, detail: "NVDEC frames in \(pixelFormatName(sw)) (the compositor takes NV12 and P010)")
         }
         let full = frame.raw.pointee.color_range == AVCOL_RANGE_JPEG
-        let planes = (0..<2).map { CUDAFrame.Plane(address: UInt64(UInt(bitPattern: frame.data($0))), pitch: Int(frame.linesize($0))) }
-        let picture = CUDAFrame(width: Int(frame.width), height: Int(frame.height), format: format, planes: planes, device: ordinal,
+        var picture = CUDAFrame(width: Int(frame.width), height: Int(frame.height), format: format, planes: [], device: ordinal,
                                 matrix: matrix, range: full ? .full : range, sampleAspect: sampleAspect)
-        let owned = FFFrame()
-        owned.take(from: frame)
-        return (picture, NVDECFrameHolder(owned, pts: pts, matrix: matrix, range: picture.range, sampleAspect: sampleAspect))
+        let sources = (0..<2).map { i in
+            (address: UInt64(UInt(bitPattern: frame.data(i))), pitch: Int(frame.linesize(i)),
+             rowBytes: picture.rowBytes(plane: i), rows: picture.rows(plane: i))
+        }
+        let copy: CUDAPicture
+        do throws(CUDAError) { copy = try pictures.copy(sources) } catch { return .failure(error) }
+        frame.unref()
+        picture.planes = copy.planes.map { CUDAFrame.Plane(address: $0.address, pitch: $0.pitch) }
+        return .success((picture, NVDECFrameHolder(copy, pool: pictures, frame: picture, pts: pts)))
     }
 }
 
@@ -141,30 +156,30 @@ private func framesContext(_ ctx: UnsafeMutablePointer<AVCodecContext>) -> Strin
     return nil
 }
 
-/// Holds one NVDEC frame (its mapped surface) for as long as any copy of
-/// the `InputFrame` that carries it exists; the compositor keeps it until
-/// the GPU work that read it has completed.
+/// Holds one NVDEC frame's picture (device memory of the decoder's pool)
+/// for as long as any copy of the `InputFrame` that carries it exists; the
+/// compositor keeps it until the GPU work that read it has completed.
 final class NVDECFrameHolder: CUDAFrameHolder, @unchecked Sendable {
-    private let frame: FFFrame
-    private let lock = Mutex(())
+    private let picture: CUDAPicture
+    private let pool: CUDAPicturePool
+    private let frame: CUDAFrame
     let pts: MediaTime
-    let matrix: ColorMatrix
-    let range: ColorRange
-    let sampleAspect: SampleAspectRatio
 
-    init(_ frame: FFFrame, pts: MediaTime, matrix: ColorMatrix, range: ColorRange, sampleAspect: SampleAspectRatio) {
-        self.frame = frame; self.pts = pts; self.matrix = matrix; self.range = range; self.sampleAspect = sampleAspect
+    init(_ picture: CUDAPicture, pool: CUDAPicturePool, frame: CUDAFrame, pts: MediaTime) {
+        self.picture = picture; self.pool = pool; self.frame = frame; self.pts = pts
     }
 
-    /// `av_hwframe_transfer_data` into host memory (NV12, or I420 from P010).
+    /// The planes copied into host memory (NV12, or I420 from P010).
     func download() -> VideoFrame? {
-        lock.withLock { _ -> VideoFrame? in
-            let host = FFFrame()
-            guard av_hwframe_transfer_data(host.raw, frame.raw, 0) >= 0 else { return nil }
-            host.raw.pointee.color_range = frame.raw.pointee.color_range
-            var v = try? FrameConverter(path: "NVDEC frame").videoFrame(from: host, pts: pts, matrix: matrix, range: range)
-            v?.sampleAspect = sampleAspect
-            return v
-        }
+        let host = FFFrame()
+        do {
+            try host.allocate(format: frame.format == .nv12 ? AV_PIX_FMT_NV12 : AV_PIX_FMT_P010LE,
+                              width: Int32(frame.width), height: Int32(frame.height))
+        } catch { return nil }
+        let destinations = (0..<2).compactMap { i in host.data(i).map { (UnsafeMutableRawPointer($0), Int(host.linesize(i))) } }
+        guard destinations.count == 2, (try? pool.download(picture, to: destinations)) != nil else { return nil }
+        var v = try? FrameConverter(path: "NVDEC frame").videoFrame(from: host, pts: pts, matrix: frame.matrix, range: frame.range)
+        v?.sampleAspect = frame.sampleAspect
+        return v
     }
 }

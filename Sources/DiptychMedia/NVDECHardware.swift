@@ -58,7 +58,7 @@ final class NVDECHardware: NVDECBackend, @unchecked Sendable {
     }
 
     func makeDecoder(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String) throws(MediaError) -> any FrameDecoder {
-        try NVDECDecoder(stream: stream, codec: codec, hardwareDevice: hardwareDevice, ordinal: device.ordinal, path: path)
+        try NVDECDecoder(stream: stream, codec: codec, hardwareDevice: hardwareDevice, cuda: device.context, path: path)
     }
 }
 

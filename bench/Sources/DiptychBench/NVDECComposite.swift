@@ -17,6 +17,8 @@ public struct NVDECCompositeRate: Sendable, Codable {
     public var compositesPerSecond: Double
     /// CUDA frames copied per map/unmap pair (several frames of a batch share one).
     public var cudaFramesPerMap: Double?
+    /// Render-thread CPU time of those copies (register, map, copies, unmap) per composite, milliseconds.
+    public var cudaCPUMsPerComposite: Double?
     public var path: String
     public var gpuUploadMs: Double?
     public var gpuCompositeMs: Double?
@@ -124,6 +126,7 @@ struct NVDECComposite {
                                   secondary: "\(inputs.secondarySize)", streams: n, framesPerStream: frames, seconds: seconds,
                                   compositesPerSecond: Double(total) / seconds,
                                   cudaFramesPerMap: maps > 0 ? Double(cudaFrames) / Double(maps) : nil,
+                                  cudaCPUMsPerComposite: maps > 0 ? all.map(\.cudaCPUMs).reduce(0, +) / Double(total) : nil,
                                   path: "compute \(compute), fragment \(fragment), direct copy \(direct) of \(total) (\(root.paths))",
                                   gpuUploadMs: mean { s in s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / Double(max(s.framesRendered, 1)) } },
                                   gpuCompositeMs: mean { $0.composite.gpuMeanMs }, gpuNV12Ms: mean { $0.nv12.gpuMeanMs },

@@ -177,11 +177,11 @@ extension Report {
             s += "\n"
         }
         if !r.rates.isEmpty {
-            s += "\n| inputs | streams | frames/stream | composites/s | CUDA frames per map | GPU ms upload · composite · nv12 | CPU ms/composite | path |\n"
+            s += "\n| inputs | streams | frames/stream | composites/s | CUDA frames per map · render-thread ms | GPU ms upload · composite · nv12 | CPU ms/composite | path |\n"
             s += "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |\n"
             for x in r.rates {
                 s += "| \(x.inputs) (\(x.primary) + \(x.secondary)) | \(x.streams) | \(x.framesPerStream) | \(f(x.compositesPerSecond)) "
-                    + "| \(f(x.cudaFramesPerMap, 1)) | \(f(x.gpuUploadMs, 3)) · \(f(x.gpuCompositeMs, 3)) · \(f(x.gpuNV12Ms, 3)) "
+                    + "| \(f(x.cudaFramesPerMap, 1)) · \(f(x.cudaCPUMsPerComposite, 3)) | \(f(x.gpuUploadMs, 3)) · \(f(x.gpuCompositeMs, 3)) · \(f(x.gpuNV12Ms, 3)) "
                     + "| \(f(x.cpuMsPerComposite, 3)) | \(x.path) |\n"
             }
             if let a = r.rates.first(where: { $0.inputs == "nvdec" }), let b = r.rates.first(where: { $0.inputs == "host" }) {
