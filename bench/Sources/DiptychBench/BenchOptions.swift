@@ -90,7 +90,8 @@ public struct BenchOptions: Sendable, Equatable {
                            unless --layouts/--sizes say otherwise; FFmpeg runs as many processes, CPU and NVDEC)
       --min-speed X        with --pairs: the speed every take must keep, x real time (default 1.0)
       --pair-runners R,... with --pairs: diptych (NVDEC where the GPU has it), diptych-cpu (--decoder cpu), ffmpeg,
-                           ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay (default: all; diptych alone without the ffmpeg peer)
+                           ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay (default: all but diptych-cpu; diptych alone
+                           without the ffmpeg peer)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)

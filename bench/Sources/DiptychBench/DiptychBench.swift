@@ -166,7 +166,7 @@ final class Runner {
 
     /// The runners `--pairs` times.
     var pairRunnerNames: [String] {
-        options.pairRunners ?? (options.peers.contains(.ffmpeg) ? PairRunners.names : ["diptych"])
+        options.pairRunners ?? (options.peers.contains(.ffmpeg) ? PairRunners.defaultNames : ["diptych"])
     }
 
     /// `--pairs`: for each size, layout and preset, ours and FFmpeg's configurations, N takes at once.

@@ -135,6 +135,8 @@ enum PairRunners {
 
     /// Every runner `--pairs` knows, by name.
     static let names = ["diptych", "diptych-cpu", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"]
+    /// Those `--pairs` runs without `--pair-runners` (with the ffmpeg peer).
+    static let defaultNames = ["diptych", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"]
 
     static func all(_ peers: Peers) -> [PairRunner] {
         [diptych(), diptych(decoder: .cpu), ffmpeg(peers), ffmpegNVDEC(peers, gpuOverlay: true), ffmpegNVDEC(peers, gpuOverlay: false)]
