@@ -38,6 +38,9 @@ public struct SessionHooks: Sendable {
     public var encoderThreads: Int?
     /// Tests: the zero-copy path's VA-API devices and GBM/EGL/VA-API calls on a machine without them.
     var zeroCopyOverride: ZeroCopyOverride?
+    /// Replaces the decoder settings a stream is opened with (tests: a
+    /// stand-in for NVDEC that fails on cue).
+    public var decoderSettings: (@Sendable (StreamRole, DecoderSettings) -> DecoderSettings)?
 
     public init(thermal: (any ThermalMonitor)? = nil,
                 storage: any StorageMonitor = FileSystemStorageMonitor(),

@@ -103,6 +103,8 @@ public struct TakeSummary: Sendable, Codable {
     public var droppedFrames = 0
     /// Times the main output (a live stream) was disconnected and reopened.
     public var outages: [OutputOutage] = []
+    /// Where each input stream was decoded and why (`--decoder`).
+    public var decoders: [StreamDecoding] = []
 }
 
 /// What one more output of a take received.

@@ -33,6 +33,12 @@ public struct GPUStats: Hashable, Sendable, Codable {
     public var framesDirect = 0
     /// Direct-copy frames whose rendered region was reused from an earlier frame (same uploads, nothing beneath showing).
     public var regionsReused = 0
+    /// CUDA frames copied into stream textures (CUDA–GL interop), and the
+    /// map/unmap pairs that copied them (several frames share one).
+    public var cudaFrames = 0
+    public var cudaMaps = 0
+    /// CPU time of those copies' calls on the render thread, milliseconds.
+    public var cudaCPUMs = 0.0
     /// Submissions whose fence has not signalled yet.
     public var inFlight = 0
     public init() {}

@@ -42,6 +42,9 @@ final class GPUStage {
     private var accounted: [Int: Int] = [:]
     /// Test hook: frame indices at which the context is lost as by a reset.
     var simulateLossAt: Set<Int> = []
+    /// Whether CUDA frames still go into the textures through interop (false
+    /// once it failed: they are copied through host memory).
+    private(set) var cudaInterop = true
 
     /// A frame rendered but not yet read back in full: kept so it can be
     /// rendered again on a fresh context.
@@ -118,6 +121,10 @@ final class GPUStage {
                 try draw(entry)
                 break
             } catch {
+                if case .cudaInterop = error, cudaInterop {
+                    leaveInterop(error)
+                    continue
+                }
                 attempts += 1
                 guard case .contextLost = error, attempts <= 3 else { throw error }
                 try rebuild(after: error)
@@ -146,7 +153,32 @@ final class GPUStage {
         switch f.payload {
         case .cpu(let v): try gpu.upload(v, role: role)
         case .dmaBuf(let d, _): try gpu.upload(d, role: role)
+        case .cuda(let c, let holder): try upload(c, holder: holder, role: role)
         }
+    }
+
+    /// A CUDA frame goes into the textures on the GPU (CUDA–GL interop). If
+    /// that fails (here, or in the render that copies it), this take copies
+    /// CUDA frames through host memory from then on instead of failing.
+    private func upload(_ c: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
+        if cudaInterop {
+            do throws(GPUError) {
+                try gpu.upload(c, holder: holder, role: role)
+                return
+            } catch {
+                guard case .cudaInterop = error else { throw error }
+                leaveInterop(error)
+            }
+        }
+        guard let v = holder.download() else { throw .badFrame("an NVDEC \(c.format.rawValue) \(c.width)x\(c.height) frame could not be copied to host memory") }
+        try gpu.upload(v, role: role)
+    }
+
+    /// CUDA frames go through host memory from now on; the secondary's picture is uploaded again.
+    private func leaveInterop(_ error: GPUError) {
+        cudaInterop = false
+        uploadedSecondary = nil
+        warn("NVDEC frames cannot go into the GPU's textures directly (\(error)); copying them through host memory from here")
     }
 
     /// Context lost: throw every GPU object away, build a new compositor, and

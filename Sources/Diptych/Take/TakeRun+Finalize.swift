@@ -51,7 +51,8 @@ extension TakeRun {
             normalStop: reason.isNormal && finishError == nil && lost.isEmpty && !outputResults.contains { $0.failure != nil },
             warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
             preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
-            outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages)
+            outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages,
+            decoders: decoders.entries)
         if !reason.isNormal {
             throw .ended(.abnormal(reason, frames: written, seconds: duration, output: outputPath, live: main.live))
         }

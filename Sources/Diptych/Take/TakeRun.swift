@@ -33,6 +33,7 @@ final class TakeRun {
     let timing: LiveTiming
     /// Shown on live outputs while the primary is interrupted (`--slate`).
     let slate: InputFrame?
+    let decoders: DecoderLog
 
     var frames = 0
     var warnings: [String]
@@ -56,6 +57,7 @@ final class TakeRun {
         zeroCopy = p.zeroCopy
         mainPlan = p.mainPlan
         slate = p.slate
+        decoders = p.decoders
         layouts = [0: p.config.layout]
         for (i, o) in p.config.extraOutputs.enumerated() { layouts[i + 1] = o.layout }
         nextOutputKey = p.encoders.count

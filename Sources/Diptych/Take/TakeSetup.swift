@@ -21,6 +21,8 @@ struct PreparedTake {
     var zeroCopy: ZeroCopySetup
     /// The main output's encoder path (nil when its sink encodes with another encoder than the plan's).
     var mainPlan: EncoderPlan?
+    /// Where each input stream is decoded, and its falls back from NVDEC.
+    var decoders: DecoderLog
 }
 
 /// The take's setup stage: every check that can fail on bad input runs
@@ -70,12 +72,18 @@ enum TakeSetup {
             try checkCanvas(canvas, on: gpu.gpu, field: "--primary", value: "\(config.primary) (canvas \(canvas))")
         }
 
-        // Inputs.
+        // Inputs, decoded where `--decoder` says (NVDEC on the compositor's GPU).
+        let decoders = DecoderLog()
+        let decoding = decoderSettings(config, gpu: gpu.gpu, hooks: hooks, log: decoders)
         let primary: any TakeInput
-        do { primary = try io.openInput(.primary, config.primary, config.duration) } catch { throw .source(.primary, error) }
+        do { primary = try decoders.opened(.primary, io.openInput(.primary, config.primary, config.duration, decoding(.primary))) } catch {
+            throw .source(.primary, error)
+        }
         var secondary: (any TakeInput)?
         if config.secondary != .none {
-            do { secondary = try io.openInput(.secondary, config.secondary, nil) } catch { primary.close(); throw .source(.secondary, error) }
+            do { secondary = try decoders.opened(.secondary, io.openInput(.secondary, config.secondary, nil, decoding(.secondary))) } catch {
+                primary.close(); throw .source(.secondary, error)
+            }
         }
         var keepInputs = false
         defer { if !keepInputs { primary.close(); secondary?.close() } }
@@ -183,6 +191,7 @@ enum TakeSetup {
         hooks.log("encoder: \(mainPlan.map { "\($0.encoder) (\($0.reason))" } ?? mainSink.encoderDescription); audio: \(mainSink.audioDescription)")
         if let tuning = (mainSink as? MediaWriter)?.encoderTuning { hooks.log("encoder rate control: \(tuning)") }
         for (role, input) in [("primary", Optional(primary)), ("secondary", secondary)] {
+            if let d = input?.info.decoder { hooks.log("\(role) decoder: \(d)") }
             for notice in input?.info.notices ?? [] { hooks.log("\(role): \(notice)") }
         }
 
@@ -190,7 +199,11 @@ enum TakeSetup {
                                           secondaryOrientation: config.secondaryOrientation, frameRate: frameRate,
                                           primaryTimeout: config.primaryTimeout, secondaryTimeout: config.secondaryTimeout,
                                           switches: config.secondarySwitches, sharedClock: io.sharedClock,
-                                          open: { spec, d throws(MediaError) in try io.openInput(.secondary, spec, d) })
+                                          open: { spec, d throws(MediaError) in
+                                              let input = try io.openInput(.secondary, spec, d, decoding(.secondary))
+                                              if let dec = input.info.decoder { hooks.log("secondary decoder (\(spec)): \(dec)") }
+                                              return decoders.opened(.secondary, input)
+                                          })
         var clock = config.clockConfiguration
         // File sources are paced by timestamp, so the clock never has to wait.
         clock.beforeFirstFrame = .primaryOnly
@@ -203,7 +216,25 @@ enum TakeSetup {
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
                             encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, slate: slate,
-                            zeroCopy: zeroCopy, mainPlan: mainPlan)
+                            zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
+    }
+
+    /// The decoder settings of each role: `--decoder`, NVDEC on the CUDA
+    /// device of the compositor's GL context (asked only when NVDEC may be
+    /// used), and a fall back mid-take logged as a warning and kept for the summary.
+    static func decoderSettings(_ config: TakeConfiguration, gpu: GPUCompositor, hooks: SessionHooks,
+                                log: DecoderLog) -> @Sendable (StreamRole) -> DecoderSettings {
+        let device: Result<Int, DecoderUnavailable> = config.decoder == .cpu
+            ? .failure(DecoderUnavailable("--decoder cpu"))
+            : gpu.cudaDevice().mapError { DecoderUnavailable($0.reason) }
+        let choice = config.decoder, override = hooks.decoderSettings, say = hooks.log
+        return { role in
+            let settings = DecoderSettings.with(choice, cudaDevice: device, onFallback: { f in
+                say("warning: \(role.rawValue): NVDEC stopped \(f); decoding on the CPU from there")
+                log.fellBack(role, f)
+            })
+            return override?(role, settings) ?? settings
+        }
     }
 
     /// Opens output `index`. A live stream is encoded without lookahead or

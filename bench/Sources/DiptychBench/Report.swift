@@ -40,6 +40,7 @@ enum Report {
         s += "153,599 frames at 15360 fps for a 10 s take); GStreamer's secondary goes through `videorate`; counts are checked (the outputs' packets, read with libavformat).\n"
         if !notes.isEmpty { s += "\nNotes:\n" + notes.map { "- \($0)" }.joined(separator: "\n") + "\n" }
         if let c = report.concurrency { s += "\n" + pairs(c) }
+        if let n = report.nvdec { s += "\n" + nvdec(n) }
         return s
     }
 
@@ -61,7 +62,7 @@ enum Report {
         for preset in Array(Set(results.map(\.preset))).sorted() {
             let here = results.filter { $0.preset == preset }
             guard let ours = here.first(where: { $0.runner == "diptych" }), let n = ours.maxRealtimePairs else { continue }
-            let peers = here.filter { $0.runner != "diptych" && ($0.maxRealtimePairs ?? 0) > 0 }
+            let peers = here.filter { !$0.runner.hasPrefix("diptych") && ($0.maxRealtimePairs ?? 0) > 0 }
             guard let best = peers.max(by: { a, b in
                 (a.maxRealtimePairs!, -(a.best?.cpuSecondsPerFrame ?? .infinity)) < (b.maxRealtimePairs!, -(b.best?.cpuSecondsPerFrame ?? .infinity))
             }) else { continue }
