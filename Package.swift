@@ -69,7 +69,7 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
                                                "-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/diptych"])]),
         // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
-        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia", "CFFmpeg"],
+        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CFFmpeg"],
                 path: "bench/Sources/DiptychBench"),
         .target(name: "DiptychServer", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CMicroHTTPD"]),
         .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychOptions", "DiptychBench", "DiptychServer"]),
