@@ -3,6 +3,7 @@ import PackageDescription
 
 // Module graph (see README "Architecture"):
 //   DiptychCore  pure Swift: geometry, layouts, orientation, clock, policies, configuration
+//   DiptychCUDA  the CUDA driver and NVDEC, loaded at run time (capabilities, CUDA–GL interop)
 //   DiptychGPU   EGL + GLES only (no FFmpeg), so GPU-only binaries stay small and portable
 //   DiptychMedia FFmpeg: sources, encoders, muxers
 //   Diptych      the session that ties them together; public embedding API
@@ -39,9 +40,15 @@ let package = Package(
 
         // libx264/libx265 headers only (their preset and tune names); FFmpeg links the libraries.
         .systemLibrary(name: "CX26x", providers: [.apt(["libx264-dev", "libx265-dev"])]),
+        // The CUDA driver API and NVDEC (FFmpeg's ffnvcodec headers): header-only at
+        // build time, libcuda.so.1 and libnvcuvid.so.1 loaded with dlopen at run time.
+        .systemLibrary(name: "CCUDA", providers: [.apt(["libffmpeg-nvenc-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         .target(name: "DiptychCore"),
+        // The CUDA driver loaded at run time: devices, primary contexts, NVDEC's
+        // capabilities and the CUDA–GL interop calls (no FFmpeg, no GL).
+        .target(name: "DiptychCUDA", dependencies: ["DiptychCore", "CCUDA"]),
         // The option table: command-line flags, --help, the JSON form, the
         // embedding API's option strings and the server's request bodies.
         .target(name: "DiptychOptions", dependencies: ["DiptychCore"]),
@@ -50,9 +57,9 @@ let package = Package(
         .executableTarget(name: "shader-embed", path: "Sources/shader-embed"),
         .plugin(name: "EmbedShaders", capability: .buildTool(), dependencies: ["shader-embed"]),
         .target(name: "DiptychGPU",
-                dependencies: ["DiptychCore", "CEGL", "CGLES", "CGBM"],
+                dependencies: ["DiptychCore", "DiptychCUDA", "CEGL", "CGLES", "CGBM"],
                 plugins: ["EmbedShaders"]),
-        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "CFFmpeg", "CVA", "CX26x"]),
+        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "DiptychCUDA", "CFFmpeg", "CVA", "CX26x"]),
         .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia"]),
         // include/diptych.h as a module, so the C API's Swift side uses the header's own types.
         .systemLibrary(name: "CDiptych", path: "Sources/CDiptych"),
@@ -62,20 +69,20 @@ let package = Package(
                 linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xlinker", "-soname", "-Xlinker", "libdiptych.so.0",
                                                "-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/diptych"])]),
         // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
-        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychGPU", "DiptychMedia", "CFFmpeg"],
+        .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CFFmpeg"],
                 path: "bench/Sources/DiptychBench"),
         .target(name: "DiptychServer", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CMicroHTTPD"]),
         .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychOptions", "DiptychBench", "DiptychServer"]),
-        .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU"], path: "bench/GPUBench"),
-        .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU"], path: "bench/GPUCheck"),
+        .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU", "DiptychOptions"], path: "bench/GPUBench"),
+        .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU", "DiptychOptions"], path: "bench/GPUCheck"),
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),
         .testTarget(name: "DiptychOptionsTests", dependencies: ["DiptychOptions"]),
-        .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU"]),
+        .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU", "DiptychCUDA"]),
         // A writer a media test SIGKILLs mid-take (crash safety of fragmented MP4).
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
-        .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "diptych-writer-fixture"]),
-        .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych"]),
+        .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "DiptychCUDA", "diptych-writer-fixture"]),
+        .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych", "DiptychCUDA"]),
         .testTarget(name: "DiptychServerTests", dependencies: ["DiptychServer", "DiptychMedia", "diptych"]),
         .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench", "Diptych", "DiptychMedia", "CFFmpeg"],
                     path: "bench/Tests/DiptychBenchTests"),

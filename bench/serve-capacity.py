@@ -41,7 +41,7 @@ def make_inputs(work, duration):
 
 def take_args(prim, sec, out, a):
     return ["--primary", prim, "--secondary", sec, "--layout", "pip", "--out", out, "--duration", str(a.duration),
-            "--preset", a.preset, "--audio", "none", "--gpu", "software"]
+            "--preset", a.preset, "--audio", "none", "--gpu", a.gpu]
 
 def run_record(n, prim, sec, work, a):
     cmds = [[a.diptych, "record"] + take_args(prim, sec, os.path.join(work, f"record-{n}-{i}.mp4"), a) + ["--json"]
@@ -69,11 +69,15 @@ def http(port, method, path, body=None):
         return e.code, json.loads(e.read())
 
 def run_serve(n, prim, sec, work, a, contexts):
-    cmd = [a.diptych, "serve", "--listen", "127.0.0.1:0", "--gpu", "software", "--cores", "1000", "--gpu-ms", "1000000",
+    cmd = [a.diptych, "serve", "--listen", "127.0.0.1:0", "--gpu", a.gpu, "--cores", "1000", "--gpu-ms", "1000000",
            "--max-takes", str(n)] + (["--contexts", str(contexts)] if contexts else [])
     srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"serve-{n}.log"), "w"), text=True)
     line = srv.stdout.readline()
-    port = int(re.search(r":(\d+)$", line.strip()).group(1))
+    m = re.search(r":(\d+)$", line.strip())
+    if not m:
+        srv.wait()
+        sys.exit(f"diptych serve did not start: {open(os.path.join(work, f'serve-{n}.log')).read()[-2000:]}")
+    port = int(m.group(1))
     bodies = [{"primary": prim, "secondary": sec, "layout": {"kind": "pip"}, "out": os.path.join(work, f"serve-{n}-{i}.mp4"),
                "duration": a.duration, "preset": a.preset, "audio": "none"} for i in range(n)]
     ids, errors = [None] * n, []
@@ -112,6 +116,8 @@ def main():
     p.add_argument("--preset", default="ultrafast")
     p.add_argument("--out", default="bench/results/serve-llvmpipe")
     p.add_argument("--contexts", default="", help="comma-separated --contexts values for the server (default: its own choice)")
+    p.add_argument("--gpu", default="software", help="the takes' --gpu (software: Mesa llvmpipe; auto on a GPU server)")
+    p.add_argument("--counts", default="", help="comma-separated take counts to try (default 1 to --max-takes)")
     a = p.parse_args()
     a.diptych = os.path.abspath(a.diptych)
     work = tempfile.mkdtemp(prefix="diptych-serve-bench-")
@@ -119,7 +125,9 @@ def main():
     prim, sec = make_inputs(work, a.duration)
     rows = []
     contexts = [int(c) for c in a.contexts.split(",") if c] or [None]
-    for n in range(1, a.max_takes + 1):
+    counts = [int(c) for c in a.counts.split(",") if c] or list(range(1, a.max_takes + 1))
+    a.max_takes = max(counts)
+    for n in counts:
         runs = [lambda n, c=c: run_serve(n, prim, sec, work, a, c) for c in contexts] + [lambda n: run_record(n, prim, sec, work, a)]
         for run in runs:
             r = run(n)
@@ -135,7 +143,7 @@ def main():
         json.dump({"machine": machine, "rows": rows}, f, indent=1)
     with open(a.out + ".md", "w") as f:
         f.write(f"# diptych serve vs diptych record: 720p30 PiP takes at once\n\n"
-                f"Machine: {machine['cores']} cores, Mesa llvmpipe, libx264 preset {a.preset}, {a.duration:g} s takes "
+                f"Machine: {machine['cores']} cores, {'Mesa llvmpipe' if a.gpu == 'software' else 'GPU --gpu ' + a.gpu}, libx264 preset {a.preset}, {a.duration:g} s takes "
                 f"(inputs: {machine['inputs']}). Load average (1/5/15 min) {'/'.join(f'{x:.1f}' for x in machine['load_average_before'])} before, "
                 f"{'/'.join(f'{x:.1f}' for x in machine['load_average_after'])} after (other work on the machine shares its cores). "
                 f"Command: `{' '.join(sys.argv)}`. "

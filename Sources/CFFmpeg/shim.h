@@ -42,6 +42,14 @@ static inline void diptych_frame_set_plane(AVFrame *f, int i, uint8_t *data, int
 }
 static inline void diptych_frame_set_buf(AVFrame *f, int i, AVBufferRef *buf) { f->buf[i] = buf; }
 
+/* The VADisplay of a VA-API device context: AVVAAPIDeviceContext.display,
+ * its first member (libavutil/hwcontext_vaapi.h, not included here: its
+ * <va/va.h> belongs to the CVA module alone). */
+static inline void *diptych_vaapi_display(const AVBufferRef *device) {
+    const AVHWDeviceContext *d = (const AVHWDeviceContext *)device->data;
+    return *(void *const *)d->hwctx;
+}
+
 /* Fills a one-object, one-layer DRM-PRIME descriptor (a dma-buf with up to 4 planes). */
 static inline void diptych_drm_descriptor_fill(AVDRMFrameDescriptor *d, int fd, size_t size,
         uint64_t modifier, uint32_t fourcc, int nb_planes,

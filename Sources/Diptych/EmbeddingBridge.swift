@@ -66,7 +66,7 @@ final class EmbeddingBridge: @unchecked Sendable {
     /// The take's ends, as the session runs them.
     var io: TakeIO {
         var io = TakeIO(
-            openInput: { [self] role, _, _ throws(MediaError) in
+            openInput: { [self] role, _, _, _ throws(MediaError) in
                 guard let s: any TakeInput = role == .primary ? primary : secondary else {
                     throw .invalidSource(spec: "push:\(role)", reason: "the session has no \(role) stream")
                 }
@@ -149,6 +149,20 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     var encoderReason: String { writer?.encoderReason ?? packets?.encoderReason ?? "no encoded output requested" }
     var encoderDescription: String { writer?.encoderDescription ?? packets?.encoderDescription ?? "none (frames only)" }
     var audioDescription: String { "none" }
+
+    /// A file alone (no frame or packet callbacks) is encoded from the GPU's
+    /// buffers in place where its encoder can (VA-API).
+    var takesDmaBuf: Bool {
+        bridge.outputs.onNV12 == nil && packets == nil && writer?.takesDmaBuf == true
+    }
+
+    func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError) {
+        guard takesDmaBuf, let writer else {
+            release?()
+            throw .invalidFrame(reason: "this embedded output takes frames in host memory")
+        }
+        try writer.write(frame, pts: pts, release: release)
+    }
 
     func write(_ frame: VideoFrame) throws(MediaError) {
         if let onNV12 = bridge.outputs.onNV12 {

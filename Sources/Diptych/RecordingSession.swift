@@ -36,6 +36,11 @@ public struct SessionHooks: Sendable {
     public var frameEvent: (@Sendable (_ event: FrameEvent, _ pts: MediaTime) -> Void)?
     /// Encoder threads (nil: FFmpeg's choice); a server bounds them by its cores.
     public var encoderThreads: Int?
+    /// Tests: the zero-copy path's VA-API devices and GBM/EGL/VA-API calls on a machine without them.
+    var zeroCopyOverride: ZeroCopyOverride?
+    /// Replaces the decoder settings a stream is opened with (tests: a
+    /// stand-in for NVDEC that fails on cue).
+    public var decoderSettings: (@Sendable (StreamRole, DecoderSettings) -> DecoderSettings)?
 
     public init(thermal: (any ThermalMonitor)? = nil,
                 storage: any StorageMonitor = FileSystemStorageMonitor(),
@@ -70,7 +75,7 @@ public enum CostTrialMode: Sendable {
 /// An output added to or removed from a running take; the reply comes from the render loop.
 enum OutputChange: Sendable {
     case add(OutputSpec, reply: @Sendable (Result<Int, SessionError>) -> Void)
-    case remove(Int, reply: @Sendable (Bool) -> Void)
+    case remove(Int, reply: @Sendable (OutputSummary?) -> Void)
 }
 
 /// What the host asked of a running take since the last frame.
@@ -148,12 +153,12 @@ public final class RecordingSession: @unchecked Sendable {
     }
 
     /// Removes an output added with `addOutput` (or `--also-out`): its
-    /// encoder is flushed and its file completed. False for an unknown index
-    /// or the main output (0).
-    public func removeOutput(_ index: Int) -> Bool {
-        let box = ReplyBox<Bool>()
-        guard enqueue(.remove(index, reply: { box.put($0) })) else { return false }
-        return box.take(while: { self.isRunning }) ?? false
+    /// encoder is flushed and its file completed. Returns what it received;
+    /// nil for an unknown index or the main output (0).
+    public func removeOutput(_ index: Int) -> OutputSummary? {
+        let box = ReplyBox<OutputSummary?>()
+        guard enqueue(.remove(index, reply: { box.put($0) })) else { return nil }
+        return box.take(while: { self.isRunning }) ?? nil
     }
 
     private func enqueue(_ change: OutputChange) -> Bool {
@@ -191,7 +196,7 @@ public final class RecordingSession: @unchecked Sendable {
             for o in orphans {
                 switch o {
                 case .add(let spec, let reply): reply(.failure(.ended(.nothingRecorded(.requested("take over"), output: spec.out))))
-                case .remove(_, let reply): reply(false)
+                case .remove(_, let reply): reply(nil)
                 }
             }
         }

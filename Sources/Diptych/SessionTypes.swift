@@ -75,6 +75,9 @@ public struct TakeSummary: Sendable, Codable {
     public var canvas: String
     public var encoder: String
     public var encoderReason: String
+    /// How frames reached the encoder: `vaapi-zero-copy`, `vaapi-upload`,
+    /// `software` (`EncoderPath`), or `none` (frames only).
+    public var encoderPath: String
     public var audio: String
     public var gpu: String
     public var wallSeconds: Double
@@ -104,6 +107,8 @@ public struct TakeSummary: Sendable, Codable {
     /// take's setup to its end (`StageClock`; with several takes in one
     /// process, theirs together).
     public var cpuStages: StageTimes?
+    /// Where each input stream was decoded and why (`--decoder`).
+    public var decoders: [StreamDecoding] = []
 }
 
 /// What one more output of a take received.

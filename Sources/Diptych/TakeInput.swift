@@ -20,11 +20,12 @@ final class MediaInput: TakeInput, @unchecked Sendable {
     init(_ source: any VideoSource) { self.source = source }
     var info: SourceInfo { source.info }
     var audioTrack: AudioTrack? { source.audioTrack }
-    func next() throws(MediaError) -> InputFrame? { try source.nextFrame().map { InputFrame($0) } }
+    func next() throws(MediaError) -> InputFrame? { try source.nextInput() }
     func close() { source.close() }
 
-    /// Opens `spec` (a file or URL, a pattern, standard input).
-    static func open(_ spec: SourceSpec, duration: Double?) throws(MediaError) -> MediaInput {
-        MediaInput(try MediaSources.open(spec, duration: duration))
+    /// Opens `spec` (a file or URL, a pattern, standard input); a file's or
+    /// URL's video is decoded as `decoding` says.
+    static func open(_ spec: SourceSpec, duration: Double?, decoding: DecoderSettings = .cpu) throws(MediaError) -> MediaInput {
+        MediaInput(try MediaSources.open(spec, duration: duration, decoding: decoding))
     }
 }

@@ -8,6 +8,9 @@ public struct InputFrame: Sendable {
         /// A dma-buf, imported by the GPU without a copy; `owner` keeps its
         /// fds open while any copy of the frame exists.
         case dmaBuf(DmaBufFrame, owner: PayloadOwner?)
+        /// Device memory of a CUDA decoder, copied into textures on the GPU;
+        /// `holder` keeps it until that copy has completed.
+        case cuda(CUDAFrame, holder: any CUDAFrameHolder)
     }
     public var payload: Payload
     /// Presentation time (the take's timeline once the input stage has rebased it).
@@ -21,10 +24,17 @@ public struct InputFrame: Sendable {
         payload = .dmaBuf(frame, owner: owner); self.pts = pts
     }
 
+    public init(_ frame: CUDAFrame, pts: MediaTime, holder: any CUDAFrameHolder) {
+        payload = .cuda(frame, holder: holder); self.pts = pts
+    }
+
     /// Shape of the picture's pixels (dma-bufs are square).
     public var sampleAspect: SampleAspectRatio {
-        if case .cpu(let f) = payload { return f.sampleAspect }
-        return .square
+        switch payload {
+        case .cpu(let f): f.sampleAspect
+        case .cuda(let c, _): c.sampleAspect
+        case .dmaBuf: .square
+        }
     }
 
     /// Coded size of the picture (before rotation).
@@ -32,6 +42,7 @@ public struct InputFrame: Sendable {
         switch payload {
         case .cpu(let f): f.size
         case .dmaBuf(let d, _): PixelSize(width: d.width, height: d.height)
+        case .cuda(let c, _): PixelSize(width: c.width, height: c.height)
         }
     }
 }

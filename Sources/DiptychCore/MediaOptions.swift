@@ -61,6 +61,16 @@ public enum EncoderChoice: String, Hashable, Sendable, Codable, CaseIterable {
     case x264
 }
 
+/// Where input streams are decoded (`--decoder`).
+public enum DecoderChoice: String, Hashable, Sendable, Codable, CaseIterable {
+    /// NVDEC where the driver, the compositor's GPU and the stream allow it, else the CPU.
+    case auto
+    /// libavcodec on the CPU.
+    case cpu
+    /// NVDEC into the compositor's textures; a take that cannot use it does not start.
+    case nvdec
+}
+
 public enum VideoCodec: String, Hashable, Sendable, Codable, CaseIterable {
     case h264, hevc
 }

@@ -27,6 +27,8 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var secondaryOrientation = Orientation.identity
     /// `--encoder auto|vaapi|x264`.
     public var encoder = EncoderChoice.auto
+    /// `--decoder auto|cpu|nvdec`: where the input streams are decoded.
+    public var decoder = DecoderChoice.auto
     /// `--codec h264|hevc`.
     public var codec = VideoCodec.h264
     /// `--bitrate` in bits per second (`10M`, `2500k`, `8000000`).

@@ -8,6 +8,12 @@ import Dispatch
 /// GPU then sees a run of transfers, a run of dispatches and a run of copies
 /// instead of alternating between them once per frame.
 final class FrameJob: @unchecked Sendable {
+    /// Turns the pending uploads into textures, CUDA frames queued only;
+    /// true when it queued CUDA frames.
+    let prepare: () throws(GPUError) -> Bool
+    /// Copies every CUDA frame the batch queued (one map and one unmap for
+    /// all of them: the batch shares one context).
+    let flushCUDA: () throws(GPUError) -> Void
     /// Uploads and the path decision; false when the frame is already complete.
     let begin: () throws(GPUError) -> Bool
     /// The compute dispatch (no barrier: the batch issues one).
@@ -17,17 +23,35 @@ final class FrameJob: @unchecked Sendable {
     private(set) var error: GPUError?
     let done = DispatchSemaphore(value: 0)
 
-    init(begin: @escaping () throws(GPUError) -> Bool, dispatch: @escaping () throws(GPUError) -> Void,
+    init(prepare: @escaping () throws(GPUError) -> Bool = { false }, flushCUDA: @escaping () throws(GPUError) -> Void = {},
+         begin: @escaping () throws(GPUError) -> Bool, dispatch: @escaping () throws(GPUError) -> Void,
          finish: @escaping () throws(GPUError) -> Void) {
+        self.prepare = prepare; self.flushCUDA = flushCUDA
         self.begin = begin; self.dispatch = dispatch; self.finish = finish
     }
 
     /// Render thread: the batch, phase by phase; each job's waiter is released
-    /// once its frame is complete or has failed.
+    /// once its frame is complete or has failed. First every job's uploads,
+    /// with one copy of all the batch's CUDA frames.
     static func run(_ batch: [FrameJob]) {
         var dispatched: [FrameJob] = []
         var open: [FrameJob] = []
+        var ready: [FrameJob] = []
+        var withCUDA: [FrameJob] = []
         for j in batch {
+            do throws(GPUError) {
+                if try j.prepare() { withCUDA.append(j) } else { ready.append(j) }
+            } catch { j.fail(error) }
+        }
+        if let first = withCUDA.first {
+            do throws(GPUError) {
+                try first.flushCUDA()
+                ready += withCUDA
+            } catch {
+                for j in withCUDA { j.fail(error) }
+            }
+        }
+        for j in batch where ready.contains(where: { $0 === j }) {
             do throws(GPUError) { if try j.begin() { open.append(j) } else { j.done.signal() } } catch { j.fail(error) }
         }
         for j in open {

@@ -12,6 +12,9 @@ enum GL {
     static let r8 = GLenum(GL_R8)
     static let rg = GLenum(GL_RG)
     static let rg8 = GLenum(GL_RG8)
+    /// GL_EXT_texture_norm16: 16-bit normalized planes (P010 from NVDEC).
+    static let r16: GLenum = 0x822A
+    static let rg16: GLenum = 0x822C
     static let unsignedByte = GLenum(GL_UNSIGNED_BYTE)
     static let textureMinFilter = GLenum(GL_TEXTURE_MIN_FILTER)
     static let textureMagFilter = GLenum(GL_TEXTURE_MAG_FILTER)

@@ -56,6 +56,9 @@ final class GLContext {
     let procs: GLProcs
     /// The context's programs, shared by every compositor in it (deleted with the context).
     let shaders = ShaderCache()
+    /// CUDA frames on their way into the textures of every compositor in it
+    /// (made at the first CUDA upload). Render thread only.
+    var cudaUploads: CUDATextureUploads?
     var caps: GPUCapabilities { info.capabilities }
 
     /// Creates and makes current a context on `rung`. Throws with the reason.

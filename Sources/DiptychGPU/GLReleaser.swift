@@ -1,5 +1,6 @@
 import CEGL
 import CGLES
+import DiptychCUDA
 
 /// The kinds of GL/EGL object the renderer deletes (for the test deleter hook).
 enum GLResourceKind: String, Hashable, Sendable { case texture, buffer, framebuffer, image }
@@ -15,10 +16,12 @@ struct GPUTestHooks {
     var persistentMapping = true
     /// False: GL sync objects (render thread only), as without EGL_KHR_fence_sync.
     var eglFences = true
+    /// The CUDA–GL interop calls for a CUDA device (nil: the driver's).
+    var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
-         persistentMapping: Bool = true, eglFences: Bool = true) {
+         persistentMapping: Bool = true, eglFences: Bool = true, cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete
-        self.persistentMapping = persistentMapping; self.eglFences = eglFences
+        self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls
     }
 }
 

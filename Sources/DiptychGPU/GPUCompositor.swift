@@ -204,6 +204,17 @@ public final class GPUCompositor: @unchecked Sendable {
         r.setPending(role, .staged(StagedUpload(frame: frame, role: role, slot: i, layout: layout)))
     }
 
+    /// Makes a frame in CUDA memory (NVDEC's) the role's picture from the next
+    /// render on: its planes are copied into the stream textures on the GPU
+    /// (CUDA–GL interop), batched with the other CUDA frames of the hop, and
+    /// `holder` is kept until the GPU work that read them has completed. No
+    /// render-thread hop here. A frame interop cannot take fails the next
+    /// render with `.cudaInterop` (the role's picture is then unchanged).
+    public func upload(_ frame: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
+        lock.lock(); defer { lock.unlock() }
+        try callerSide().setPending(frame, holder: holder, role: role)
+    }
+
     /// Imports a dma-buf as the role's current picture (EGL_EXT_image_dma_buf_import);
     /// `.unsupported` where the extension is absent.
     public func upload(_ frame: DmaBufFrame, role: StreamRole) throws(GPUError) {
@@ -229,6 +240,11 @@ public final class GPUCompositor: @unchecked Sendable {
             // One frame job: batched with the frames of the compositors sharing this render thread.
             let b = box
             try thread.syncFrame(FrameJob(
+                prepare: { () throws(GPUError) -> Bool in
+                    guard let r = b.renderer else { throw .shutDown }
+                    return try r.beginHop(flushCUDA: false)
+                },
+                flushCUDA: { () throws(GPUError) in try b.renderer?.flushCUDAUploads() },
                 begin: { () throws(GPUError) -> Bool in
                     guard let r = b.renderer else { throw .shutDown }
                     return try r.beginFrame(output: output, plan: plan, pts: pts, readback: readback)

@@ -23,6 +23,8 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
     case badCanvas(String)
     /// The compositor was shut down.
     case shutDown
+    /// CUDA frames could not be copied into the stream textures (CUDA–GL interop).
+    case cudaInterop(String)
 
     public var description: String {
         switch self {
@@ -38,6 +40,7 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
         case .dmaBuf(let r): return "dma-buf: \(r)"
         case .badCanvas(let r): return "bad canvas: \(r)"
         case .shutDown: return "GPU compositor is shut down"
+        case .cudaInterop(let r): return "CUDA–GL interop: \(r)"
         }
     }
 }

@@ -15,6 +15,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
     public var eglImageTexture = false         // GL_OES_EGL_image
     public var eglImageExternal = false        // GL_OES_EGL_image_external_essl3
     public var bufferStorage = false           // GL_EXT_buffer_storage (persistently mapped staging)
+    public var textureNorm16 = false           // GL_EXT_texture_norm16 (P010 planes from NVDEC)
     /// OpenGL ES 3.1 or later: compute shaders and shader storage buffers.
     public var computeShaders = false
     /// The context was created with lose-context-on-reset robustness.
@@ -38,6 +39,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
          ("GL_OES_EGL_image", eglImageTexture),
          ("GL_OES_EGL_image_external_essl3", eglImageExternal),
          ("GL_EXT_buffer_storage", bufferStorage),
+         ("GL_EXT_texture_norm16", textureNorm16),
          ("compute shaders (OpenGL ES 3.1)", computeShaders),
          ("robust context (lose context on reset)", robustContext)]
     }
@@ -58,6 +60,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
         glRobustness = gl.contains("GL_KHR_robustness") || gl.contains("GL_EXT_robustness")
         eglImageTexture = gl.contains("GL_OES_EGL_image")
         eglImageExternal = gl.contains("GL_OES_EGL_image_external_essl3")
+        textureNorm16 = gl.contains("GL_EXT_texture_norm16")
         bufferStorage = gl.contains("GL_EXT_buffer_storage")
     }
 }

@@ -48,6 +48,8 @@ final class GPURenderer {
         case staged(StagedUpload)
         /// Direct-copy mode: a YUV frame kept by reference.
         case keep(VideoFrame)
+        /// A frame in CUDA memory, copied into textures on the GPU.
+        case cuda(CUDAUpload)
     }
 
     var info: GPUInfo { context.info }
@@ -121,6 +123,7 @@ final class GPURenderer {
         timeline.abandoned = true
         readbacks.dropAll()
         pendingUploads.removeAll()
+        context.cudaUploads?.drop()
         log("diptych-gpu: context lost; every GPU object of this compositor is dead")
     }
 
@@ -134,12 +137,17 @@ final class GPURenderer {
     }
 
     /// Render thread, first thing in every hop that draws or samples stream
-    /// textures: checks, then turns the pending uploads into textures.
-    func beginHop() throws(GPUError) {
+    /// textures: checks, then turns the pending uploads into textures. CUDA
+    /// frames are queued in the context's `CUDATextureUploads` and, unless
+    /// `flushCUDA` is false (a batch of frames flushes once for all of them,
+    /// `FrameJob`), copied at once. Returns whether CUDA frames were queued.
+    @discardableResult
+    func beginHop(flushCUDA: Bool = true) throws(GPUError) -> Bool {
         try checkUsable()
-        guard !pendingUploads.isEmpty else { return }
+        guard !pendingUploads.isEmpty else { return false }
         let pending = pendingUploads
         pendingUploads.removeAll()
+        var queuedCUDA = false
         for role in StreamRole.allCases {
             switch pending[role] {
             case .staged(let st)?:
@@ -149,10 +157,15 @@ final class GPURenderer {
                 streams[role]!.cpuFrame = f
                 streams[role]!.textureFresh = false
                 streams[role]!.keptSerial &+= 1
+            case .cuda(let u)?:
+                try stage(u, role: role)
+                queuedCUDA = true
             case nil: break
             }
         }
         try checkGL("upload")
+        if queuedCUDA && flushCUDA { try flushCUDAUploads() }
+        return queuedCUDA
     }
 
     // MARK: Uploads (caller side)

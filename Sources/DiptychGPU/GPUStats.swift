@@ -35,6 +35,12 @@ public struct GPUStats: Hashable, Sendable, Codable {
     public var regionsReused = 0
     /// Scaled CPU draws copied from an earlier frame's sampling (the same picture at the same place).
     public var scaledReused = 0
+    /// CUDA frames copied into stream textures (CUDA–GL interop), and the
+    /// map/unmap pairs that copied them (several frames share one).
+    public var cudaFrames = 0
+    public var cudaMaps = 0
+    /// CPU time of those copies' calls on the render thread, milliseconds.
+    public var cudaCPUMs = 0.0
     /// Submissions whose fence has not signalled yet.
     public var inFlight = 0
     public init() {}

@@ -106,6 +106,10 @@ final class Output {
     var regionCache: RegionCache?
     /// Per CPU draw index, the bytes of the last scaled picture drawn there (`ScaledCache`).
     var scaledCaches: [Int: ScaledCache] = [:]
+    /// The NV12 buffers the encoder reads, converted from the RGBA target
+    /// (`GPUCompositor.addEncoderTarget`).
+    var encoderTargets: [Int: EncoderTarget] = [:]
+    var nextEncoderTarget = 0
 
     init(id: OutputID, canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) throws(GPUError) {
         self.id = id; self.canvas = canvas; self.matrix = matrix; self.range = range
@@ -138,6 +142,8 @@ final class Output {
     }
 
     func release(_ r: GLReleaser) {
+        for t in encoderTargets.values { t.release(r) }
+        encoderTargets.removeAll()
         target.release(r)
         nv12?.release(r)
         nv12Buffer?.release(r)

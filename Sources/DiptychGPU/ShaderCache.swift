@@ -4,7 +4,7 @@ import DiptychCore
 /// A program variant: which program, and the `#define`s rendered into its prelude.
 /// Small and hashable; programs are cached by it.
 struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
-    enum Program: String, Hashable, Sendable, CaseIterable { case composite, nv12Pack, nv12Unpack, compute }
+    enum Program: String, Hashable, Sendable, CaseIterable { case composite, nv12Pack, nv12Unpack, compute, nv12Luma, nv12Chroma }
     enum Input: String, Hashable, Sendable, CaseIterable { case rgb, nv12, i420, external }
     var program: Program
     var input: Input = .rgb
@@ -18,6 +18,9 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
     static func composite(_ input: Input, masked: Bool) -> ShaderKey { ShaderKey(program: .composite, input: input, masked: masked) }
     static let nv12Pack = ShaderKey(program: .nv12Pack)
     static let nv12Unpack = ShaderKey(program: .nv12Unpack)
+    /// The planes of an encoder target (`EncoderTargetPass`).
+    static let nv12Luma = ShaderKey(program: .nv12Luma)
+    static let nv12Chroma = ShaderKey(program: .nv12Chroma)
     static func compute(nv12: Bool, rgba: Bool, drawList: String = "") -> ShaderKey {
         ShaderKey(program: .compute, writesNV12: nv12, writesRGBA: rgba, drawList: drawList)
     }
@@ -29,6 +32,7 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
         case .nv12Pack: "nv12.frag"
         case .nv12Unpack: "nv12unpack.frag"
         case .compute: "composite.comp"
+        case .nv12Luma, .nv12Chroma: "nv12planes.frag"
         }
     }
 
@@ -44,7 +48,9 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
         case .compute:
             return (writesNV12 ? "#define WRITE_NV12 1\n" : "") + (writesRGBA ? "#define WRITE_RGBA 1\n" : "")
                 + (drawList.isEmpty ? "" : "#define DRAW_LIST \(drawList)\n")
-        case .nv12Pack, .nv12Unpack:
+        case .nv12Chroma:
+            return "#define CHROMA 1\n"
+        case .nv12Pack, .nv12Unpack, .nv12Luma:
             return ""
         }
     }
@@ -52,7 +58,7 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
     /// Every variant; `external` only where GL_OES_EGL_image_external_essl3
     /// exists, compute only on OpenGL ES 3.1.
     static func all(external: Bool, compute: Bool = false) -> [ShaderKey] {
-        var keys = [nv12Pack, nv12Unpack]
+        var keys = [nv12Pack, nv12Unpack, nv12Luma, nv12Chroma]
         for input in Input.allCases where input != .external || external {
             for masked in [false, true] { keys.append(.composite(input, masked: masked)) }
         }
@@ -64,7 +70,7 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
         switch program {
         case .composite: "composite[\(input.rawValue)\(masked ? ",masked" : "")]"
         case .compute: "compute[\([writesNV12 ? "nv12" : nil, writesRGBA ? "rgba" : nil].compactMap { $0 }.joined(separator: ","))]\(drawList)"
-        case .nv12Pack, .nv12Unpack: program.rawValue
+        case .nv12Pack, .nv12Unpack, .nv12Luma, .nv12Chroma: program.rawValue
         }
     }
 }

@@ -18,17 +18,33 @@ final class TextureSet {
     var range: ColorRange = .limited
     /// Which upload its pictures hold (unique per upload in a renderer).
     var uploadSerial: UInt64 = 0
+    /// 16-bit normalized planes (P010 from NVDEC) instead of 8-bit ones.
+    let sixteenBit: Bool
+    /// The textures' CUDA registrations, once CUDA frames were copied into them.
+    var cuda: CUDARegistration?
 
-    init(format: PixelFormat?, input: ShaderKey.Input, width: Int, height: Int, textures: [GLuint], image: EGLImageKHR? = nil) {
+    init(format: PixelFormat?, input: ShaderKey.Input, width: Int, height: Int, textures: [GLuint], image: EGLImageKHR? = nil,
+         sixteenBit: Bool = false) {
         self.format = format; self.input = input; self.width = width; self.height = height
-        self.textures = textures; self.image = image
+        self.textures = textures; self.image = image; self.sixteenBit = sixteenBit
     }
 
-    func matches(_ f: PixelFormat, _ w: Int, _ h: Int) -> Bool { format == f && width == w && height == h }
+    func matches(_ f: PixelFormat, _ w: Int, _ h: Int, sixteenBit: Bool = false) -> Bool {
+        format == f && width == w && height == h && self.sixteenBit == sixteenBit
+    }
 
-    /// Allocates immutable textures for `format` (BGRA through texture swizzle).
-    static func make(format: PixelFormat, width: Int, height: Int) -> TextureSet {
-        let shapes = format.planeShapes(width: width, height: height)
+    /// Allocates immutable textures for `format` (BGRA through texture swizzle;
+    /// NV12 with `sixteenBit` as R16/RG16, GL_EXT_texture_norm16).
+    static func make(format: PixelFormat, width: Int, height: Int, sixteenBit: Bool = false) -> TextureSet {
+        var shapes = format.planeShapes(width: width, height: height)
+        if sixteenBit {
+            shapes = shapes.map { s in
+                var w = s
+                w.bytesPerPixel *= 2
+                w.internalFormat = s.internalFormat == GL.rg8 ? GL.rg16 : GL.r16
+                return w
+            }
+        }
         var ids = [GLuint](repeating: 0, count: shapes.count)
         glGenTextures(GLsizei(ids.count), &ids)
         for (i, s) in shapes.enumerated() {
@@ -45,13 +61,16 @@ final class TextureSet {
         }
         glBindTexture(GL.texture2D, 0)
         let input: ShaderKey.Input = format == .nv12 ? .nv12 : format == .i420 ? .i420 : .rgb
-        return TextureSet(format: format, input: input, width: width, height: height, textures: ids)
+        return TextureSet(format: format, input: input, width: width, height: height, textures: ids, sixteenBit: sixteenBit)
     }
 
-    /// Textures first, then the EGLImage, once the last use has completed.
+    /// The CUDA registrations, then the textures, then the EGLImage, once
+    /// the last use has completed.
     func release(_ r: GLReleaser) {
-        let textures = textures, image = image
+        let textures = textures, image = image, cuda = cuda
+        self.cuda = nil
         r.timeline.retire(lastUse: lastUse) {
+            cuda?.unregister()
             r.delete(.texture, textures)
             if let image { r.destroy(image: image) }
         }
@@ -100,17 +119,17 @@ final class TexturePool {
     /// A free texture set for `role` that fits the frame: a matching set whose
     /// last use has completed, a new one while the pool has room, else the
     /// oldest matching set after waiting for its fence.
-    func set(for role: StreamRole, format: PixelFormat, width: Int, height: Int) -> TextureSet {
+    func set(for role: StreamRole, format: PixelFormat, width: Int, height: Int, sixteenBit: Bool = false) -> TextureSet {
         let slot = streams[role]!
         slot.pool.removeAll { s in
-            guard s !== slot.current, !s.matches(format, width, height) else { return false }
+            guard s !== slot.current, !s.matches(format, width, height, sixteenBit: sixteenBit) else { return false }
             s.release(releaser)
             return true
         }
         let candidates = slot.pool.filter { $0 !== slot.current }
         if let free = candidates.first(where: { timeline.isComplete($0.lastUse) }) { return free }
         if slot.pool.count < maxSetsPerRole || candidates.isEmpty {
-            let s = TextureSet.make(format: format, width: width, height: height)
+            let s = TextureSet.make(format: format, width: width, height: height, sixteenBit: sixteenBit)
             slot.pool.append(s)
             return s
         }
@@ -122,7 +141,7 @@ final class TexturePool {
     func makeCurrent(_ set: TextureSet, role: StreamRole) {
         let slot = streams[role]!
         if let old = slot.current, old !== set {
-            let keep = old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height)
+            let keep = old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height, sixteenBit: set.sixteenBit)
             if !keep {
                 slot.pool.removeAll { $0 === old }
                 old.release(releaser)

@@ -9,6 +9,7 @@ import Glibc
 public struct VAProfileSupport: Hashable, Sendable {
     public var profile: String
     public var entrypoints: [String]
+    public init(profile: String, entrypoints: [String]) { self.profile = profile; self.entrypoints = entrypoints }
 }
 
 /// What one DRM render node offers through VA-API.
@@ -21,6 +22,15 @@ public struct VADeviceReport: Hashable, Sendable {
     public var profiles: [VAProfileSupport]
     /// Why the device is unusable (cannot open, no VA driver), nil when it initialized.
     public var error: String?
+    /// What the driver lists for the input surfaces of its first encode
+    /// profile and entrypoint (`vaQuerySurfaceAttributes`).
+    public var encodeSurfaces: VASurfaceSupport?
+
+    public init(path: String, vendor: String?, vaVersion: String?, profiles: [VAProfileSupport], error: String?,
+                encodeSurfaces: VASurfaceSupport? = nil) {
+        self.path = path; self.vendor = vendor; self.vaVersion = vaVersion; self.profiles = profiles; self.error = error
+        self.encodeSurfaces = encodeSurfaces
+    }
 
     /// The encode entrypoints (`VAEntrypointEncSlice[LP]`) for `codec`'s 8-bit profiles.
     public func encodeSupport(for codec: VideoCodec) -> [VAProfileSupport] {
@@ -41,6 +51,10 @@ public struct VAAPIReport: Hashable, Sendable, CustomStringConvertible {
     /// Why no device could be examined (no directory, no render nodes), else nil.
     public var problem: String?
 
+    public init(directory: String, devices: [VADeviceReport], problem: String?) {
+        self.directory = directory; self.devices = devices; self.problem = problem
+    }
+
     public var description: String {
         if let problem { return "VA-API: \(problem)" }
         var lines: [String] = []
@@ -48,6 +62,7 @@ public struct VAAPIReport: Hashable, Sendable, CustomStringConvertible {
             if let e = d.error { lines.append("VA-API \(d.path): \(e)"); continue }
             lines.append("VA-API \(d.path): \(d.vendor ?? "?") (VA-API \(d.vaVersion ?? "?"))")
             for p in d.profiles { lines.append("  \(p.profile): \(p.entrypoints.joined(separator: ", "))") }
+            if let s = d.encodeSurfaces { lines.append("  encode surfaces (\(s.profile)): \(s)") }
         }
         return lines.joined(separator: "\n")
     }
@@ -149,71 +164,63 @@ public enum EncoderProbe {
             var eps = [VAEntrypoint](repeating: VAEntrypoint(rawValue: 0), count: max(maxEntrypoints, 1))
             var n: Int32 = 0
             guard va.queryConfigEntrypoints(dpy, p, &eps, &n) == VA_STATUS_SUCCESS else { continue }
+            let name = va.profileString(p).map { String(cString: $0) } ?? "VAProfile \(p.rawValue)"
             report.profiles.append(VAProfileSupport(
-                profile: va.profileString(p).map { String(cString: $0) } ?? "VAProfile \(p.rawValue)",
+                profile: name,
                 entrypoints: eps.prefix(Int(n)).map { e in va.entrypointString(e).map { String(cString: $0) } ?? "VAEntrypoint \(e.rawValue)" }))
+            if report.encodeSurfaces == nil,
+               let e = eps.prefix(Int(n)).first(where: { $0 == VAEntrypointEncSlice || $0 == VAEntrypointEncSliceLP }),
+               let s = VASurfaceSupport.query(display: dpy, va: va, profile: p, name: name, entrypoint: e) {
+                report.encodeSurfaces = s
+            }
         }
         return report
+    }
+
+    /// Which of the codec's encoders this FFmpeg build has.
+    public static func built(codec: VideoCodec) -> BuiltEncoders {
+        let names = encoderNames(codec: codec)
+        return BuiltEncoders(hardware: avcodec_find_encoder_by_name(names.hardware) != nil,
+                             software: avcodec_find_encoder_by_name(names.software) != nil)
     }
 
     /// Every encoder considered for `codec` (hardware first) and why each is
     /// or is not available.
     public static func candidates(codec: VideoCodec, driDirectory: String = defaultDRIDirectory) -> [EncoderCandidate] {
         let names = encoderNames(codec: codec)
+        let have = built(codec: codec)
         var hw = EncoderCandidate(name: names.hardware, isHardware: true, available: false, reason: "", devicePath: nil)
-        if avcodec_find_encoder_by_name(names.hardware) == nil {
-            hw.reason = "FFmpeg lacks the \(names.hardware) encoder"
-        } else {
-            let report = vaapi(directory: driDirectory)
-            if let problem = report.problem {
-                hw.reason = problem
-            } else if let (dev, support) = report.devices.lazy.compactMap({ d -> (VADeviceReport, [VAProfileSupport])? in
-                let s = d.encodeSupport(for: codec)
-                return s.isEmpty ? nil : (d, s)
-            }).first {
-                hw.available = true
-                hw.devicePath = dev.path
-                hw.reason = "VA-API on \(dev.path) (\(dev.vendor ?? "unknown driver"); \(support[0].profile) \(support[0].entrypoints.joined(separator: "/")))"
-            } else {
-                let why = report.devices.map { d in
-                    d.error.map { "\(d.path): \($0)" }
-                        ?? "\(d.path): no encode entrypoint for \(codec == .h264 ? "H.264" : "HEVC") (\(d.vendor ?? "unknown driver"))"
-                }
-                hw.reason = why.joined(separator: "; ")
-            }
+        let report = have.hardware ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil)
+        switch EncoderPlanner.vaDevice(codec: codec, built: have, report: report, preferring: nil) {
+        case .success(let d): hw.available = true; hw.devicePath = d.path; hw.reason = d.detail
+        case .failure(let why): hw.reason = why.reason
         }
-        var sw = EncoderCandidate(name: names.software, isHardware: false, available: false, reason: "", devicePath: nil)
-        if avcodec_find_encoder_by_name(names.software) == nil {
-            sw.reason = "FFmpeg lacks the \(names.software) encoder"
-        } else {
-            sw.available = true
-            sw.reason = "software"
-        }
+        var sw = EncoderCandidate(name: names.software, isHardware: false, available: have.software, reason: "software", devicePath: nil)
+        if !have.software { sw.reason = "FFmpeg lacks the \(names.software) encoder" }
         return [hw, sw]
     }
 
-    /// Picks the encoder for `codec` under `choice`: `.auto` takes VA-API when
-    /// available, else software (recording why VA-API was passed over);
-    /// `.vaapi` and `.x264` force one and throw `encoderUnavailable` when it cannot run.
-    public static func choose(codec: VideoCodec, choice: EncoderChoice,
-                              driDirectory: String = defaultDRIDirectory) throws(MediaError) -> EncoderSelection {
-        let c = candidates(codec: codec, driDirectory: driDirectory)
-        let hw = c[0], sw = c[1]
-        switch choice {
-        case .vaapi:
-            guard hw.available else { throw .encoderUnavailable(encoder: hw.name, reason: hw.reason) }
-            return EncoderSelection(name: hw.name, isHardware: true, reason: hw.reason, devicePath: hw.devicePath)
-        case .x264:
-            guard sw.available else { throw .encoderUnavailable(encoder: sw.name, reason: sw.reason) }
-            return EncoderSelection(name: sw.name, isHardware: false, reason: "software encoder requested", devicePath: nil)
-        case .auto:
-            if hw.available {
-                return EncoderSelection(name: hw.name, isHardware: true, reason: hw.reason, devicePath: hw.devicePath)
-            }
-            guard sw.available else {
-                throw .encoderUnavailable(encoder: "\(hw.name) or \(sw.name)", reason: "\(hw.name): \(hw.reason); \(sw.name): \(sw.reason)")
-            }
-            return EncoderSelection(name: sw.name, isHardware: false, reason: "VA-API unavailable: \(hw.reason)", devicePath: nil)
-        }
+    /// Picks the encoder for `codec` under `choice` with `EncoderPlanner`
+    /// (without a GPU, so VA-API means frames uploaded from host memory):
+    /// `.auto` takes VA-API when available, else software (recording why
+    /// VA-API was passed over); `.vaapi` and `.x264` force one and throw
+    /// `encoderUnavailable` when it cannot run.
+    public static func choose(codec: VideoCodec, choice: EncoderChoice, driDirectory: String = defaultDRIDirectory,
+                              preferring node: String? = nil) throws(MediaError) -> EncoderSelection {
+        // Facts naming only the GPU's node: the device is preferred; zero copy is decided by the take.
+        let p = try plan(codec: codec, choice: choice, driDirectory: driDirectory,
+                         target: node.map { EncoderTargetFacts(platform: "gbm", renderNode: $0) })
+        return EncoderSelection(name: p.encoder, isHardware: p.path != .software,
+                                reason: p.path == .software ? p.reason : p.detail, devicePath: p.devicePath)
+    }
+
+    /// The take's plan: this machine's VA-API devices and FFmpeg build, and
+    /// the GPU's side of zero copy (`target`, nil before the GPU is open).
+    /// `report`: this machine's VA-API devices when already examined (`vaapi(directory:)`).
+    public static func plan(codec: VideoCodec, choice: EncoderChoice, driDirectory: String = defaultDRIDirectory,
+                            report: VAAPIReport? = nil, target: EncoderTargetFacts?) throws(MediaError) -> EncoderPlan {
+        let have = built(codec: codec)
+        let r = report ?? (have.hardware && choice != .x264 ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil))
+        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: r, target: target)
     }
 }

@@ -99,7 +99,7 @@ extension FileSource {
 
     /// What the opened input delivers: nominal rate, orientation, colour, length.
     static func describe(name: String, input ctx: FFInputContext, stream: UnsafeMutablePointer<AVStream>,
-                         decoder: VideoDecoder, hasAudio: Bool, limit: Double?) -> SourceInfo {
+                         decoder: any FrameDecoder, hasAudio: Bool, limit: Double?) -> SourceInfo {
         let par = stream.pointee.codecpar!
         var rate = av_guess_frame_rate(ctx.raw, stream, nil)
         if rate.num <= 0 || rate.den <= 0 { rate = AVRational(num: 30, den: 1) }

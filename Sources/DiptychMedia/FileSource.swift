@@ -4,12 +4,14 @@ import DiptychCore
 import Glibc
 #endif
 
-/// A media file or URL demuxed by libavformat and decoded by libavcodec
-/// (see `VideoDecoder` for the formats delivered). Interlaced input is
-/// deinterlaced before a frame is delivered (see `Deinterlacer`), so every
-/// frame is progressive. Not thread-safe; use from one thread at a time.
+/// A media file or URL demuxed by libavformat and decoded by libavcodec on
+/// the CPU (see `FrameConverter` for the formats delivered) or by NVDEC into
+/// CUDA memory (`DecoderSettings`; a stream NVDEC stops decoding mid-take
+/// goes on on the CPU, see `fallBack`). Interlaced input is deinterlaced
+/// before a frame is delivered (see `Deinterlacer`), so every frame is
+/// progressive. Not thread-safe; use from one thread at a time.
 public final class FileSource: VideoSource, @unchecked Sendable {
-    public let info: SourceInfo
+    public private(set) var info: SourceInfo
     public let audioTrack: AudioTrack?
     /// Frames delivered so far.
     public private(set) var framesDelivered = 0
@@ -17,35 +19,57 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     public private(set) var decodeErrors = 0
     /// Frames that went through the deinterlacer (0 for progressive input).
     public var framesDeinterlaced: Int { deinterlacer?.framesIn ?? 0 }
+    /// Where the frames are decoded now (`info.decoder` says where it started).
+    public var decoderKind: DecoderKind { decoder?.kind ?? .cpu }
+    /// Why and at which frame the stream left NVDEC for the CPU, if it did.
+    public internal(set) var fallback: DecoderFallback?
 
-    private let path: String
-    private var input: FFInputContext?
-    private var decoder: VideoDecoder?
+    let path: String
+    var input: FFInputContext?
+    var decoder: (any FrameDecoder)?
     private var deinterlacer: Deinterlacer?
     private var deinterlacerFlushed = false
     private let packet = FFPacket()
     private let filtered = FFFrame()
-    private let videoIndex: Int32
+    let converter: FrameConverter
+    let videoIndex: Int32
     private let audioIndex: Int32
-    private let timeBase: AVRational
+    let timeBase: AVRational
+    /// The decoded stream and its CPU decoder (for a fall back from NVDEC).
+    let stream: UnsafeMutablePointer<AVStream>
+    let cpuCodec: UnsafePointer<AVCodec>
+    let decoding: DecoderSettings
     /// The container's sample aspect ratio (0/1 when it states none).
     private let containerSAR: AVRational
-    private let startPTS: Int64
+    let startPTS: Int64
     private let limit: MediaTime?
     private let deadline: InterruptDeadline
-    private var draining = false
+    var draining = false
     private var finished = false
-    private var lastPTS: Int64?
+    var lastPTS: Int64?
     private var consecutiveErrors = 0
     /// A read error met mid-stream: thrown once the decoder has delivered what it holds.
     private var endError: MediaError?
+    /// NVDEC: the packets since the last keyframe, replayed into the CPU decoder on a fall back.
+    var replay = PacketReplay()
+    /// After a fall back: packets to send before reading more, and the last
+    /// timestamp already delivered (frames up to it are decoded again and dropped).
+    var replaying: [FFPacket] = []
+    var skipThrough: Int64?
+    var awaitKeyframe = false
+    /// The first frame, decoded at open to check NVDEC really decodes the stream.
+    private var primed: InputFrame?
 
     /// Opens `url` (a path, a URL, `pipe:N`). `forcedFormat` names a demuxer
     /// (`yuv4mpegpipe`) instead of probing. `displayName` is used in errors.
-    public init(url: String, duration: Double? = nil, forcedFormat: String? = nil,
+    /// `decoding` chooses the decoder; `--decoder nvdec` where NVDEC cannot
+    /// decode the stream throws `decoderUnavailable` naming what is missing.
+    public init(url: String, duration: Double? = nil, forcedFormat: String? = nil, decoding: DecoderSettings = .cpu,
                 displayName: String? = nil, networkTimeout: Double = 10) throws(MediaError) {
         let name = displayName ?? url
         path = name
+        converter = FrameConverter(path: name)
+        self.decoding = decoding
         limit = duration.map { MediaTime(seconds: $0) }
         if !isURL(url) { try FileSource.checkPlainFile(url, name: name) }
         let network = url.contains("://") && !url.hasPrefix("file://")
@@ -55,9 +79,11 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         input = ctx
         let (vi, stream, codec) = try FileSource.videoStream(in: ctx, name: name)
         videoIndex = vi
+        self.stream = stream
+        cpuCodec = codec
         timeBase = stream.pointee.time_base
         containerSAR = stream.pointee.sample_aspect_ratio
-        let dec = try VideoDecoder(stream: stream, codec: codec, path: name)
+        let (dec, decision) = try FileSource.openDecoder(stream: stream, codec: codec, decoding: decoding, name: name)
         decoder = dec
 
         // Start time: the earliest stream's, so audio and video share one zero.
@@ -75,6 +101,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         }
         var described = FileSource.describe(name: name, input: ctx, stream: stream, decoder: dec,
                                             hasAudio: audioTrack != nil, limit: duration)
+        described.decoder = decision
         if let order = FieldOrder(stream.pointee.codecpar.pointee.field_order) {
             described.interlaced = order
             do {
@@ -86,7 +113,22 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             described.deinterlacer = deinterlacer?.filter
         }
         info = described
+        if dec.kind == .nvdec { try prime() }
         deadline.disarm()
+    }
+
+    /// Decodes the first frame with NVDEC, so a stream it cannot decode is
+    /// found before the take starts: an error for `--decoder nvdec`, the CPU
+    /// from the first frame for `auto`.
+    private func prime() throws(MediaError) {
+        primed = try nextDecoded()
+        guard let f = fallback else { return }
+        if decoding.choice == .nvdec {
+            close()
+            throw .decoderUnavailable(path: path, reason: f.reason)
+        }
+        info.decoder = DecoderDecision(.cpu, reason: "NVDEC did not decode the first frame: \(f.reason)")
+        fallback = nil
     }
 
     deinit { close() }
@@ -104,13 +146,30 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         audioTrack?.markEnded()
     }
 
+    public func nextInput() throws(MediaError) -> InputFrame? {
+        if let p = primed { primed = nil; return p }
+        return try nextDecoded()
+    }
+
+    /// The next frame in host memory (an NVDEC frame is copied down).
     public func nextFrame() throws(MediaError) -> VideoFrame? {
-        guard let decoder, let input else { return nil }
-        while !finished {
+        guard let f = try nextInput() else { return nil }
+        switch f.payload {
+        case .cpu(let v): return v
+        case .cuda(_, let holder):
+            guard let v = holder.download() else { throw .readFailed(path: path, detail: "cannot copy an NVDEC frame to host memory") }
+            return v
+        case .dmaBuf: throw .readFailed(path: path, detail: "a dma-buf frame")
+        }
+    }
+
+    func nextDecoded() throws(MediaError) -> InputFrame? {
+        guard input != nil else { return nil }
+        while !finished, let decoder, let input {
             if let d = deinterlacer {
                 let r = d.pull(into: filtered)
                 if r == 0 {
-                    if let out = try deliver(filtered, from: decoder) { return out }
+                    if let out = try deliver(filtered) { return out }
                     continue
                 }
                 if r == averrorEOF { return try endOfStream() }
@@ -118,11 +177,20 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             let r = decoder.receive()
             if r == 0 {
                 consecutiveErrors = 0
+                if isAlreadyDelivered(decoder.decoded) { continue }
+                if decoder.kind == .nvdec, decoder.decoded.raw.pointee.interlaced_frame != 0 {
+                    try fallBack("interlaced frames are deinterlaced on the CPU")
+                    continue
+                }
                 if let d = try deinterlacing(decoder.decoded) {
                     do { try d.push(decoder.decoded) } catch { finish(); throw .readFailed(path: path, detail: "deinterlacing: \(error)") }
                     continue
                 }
-                if let out = try deliver(decoder.decoded, from: decoder) { return out }
+                if let out = try deliver(decoder.decoded) { return out }
+                continue
+            }
+            if decoder.kind == .nvdec, r != averrorEAGAIN, r != averrorEOF || decoder.lost != nil {
+                try fallBack(decoder.lost ?? "NVDEC: \(avErrorString(r))")
                 continue
             }
             if r == averrorEOF || (r == averrorEAGAIN && draining) {
@@ -138,6 +206,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
                 try noteDecodeError(r)
                 continue
             }
+            if try sendReplayed() { continue }
             deadline.arm()
             let rr = input.read(packet)
             deadline.disarm()
@@ -149,9 +218,8 @@ public final class FileSource: VideoSource, @unchecked Sendable {
                 continue
             }
             if packet.raw.pointee.stream_index == videoIndex {
-                let s = decoder.send(packet)
+                try sendVideo(packet)
                 packet.unref()
-                if s < 0 && s != averrorEAGAIN { try noteDecodeError(s) }
             } else if packet.raw.pointee.stream_index == audioIndex, let audio = audioTrack {
                 audio.enqueue(moving: packet.raw)
             } else {
@@ -162,7 +230,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     }
 
     /// The stream is over: nil, or the read error met before the end.
-    private func endOfStream() throws(MediaError) -> VideoFrame? {
+    private func endOfStream() throws(MediaError) -> InputFrame? {
         finish()
         if let e = endError { endError = nil; throw e }
         return nil
@@ -201,12 +269,12 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         }
     }
 
-    private func finish() {
+    func finish() {
         finished = true
         audioTrack?.markEnded()
     }
 
-    private func noteDecodeError(_ code: Int32) throws(MediaError) {
+    func noteDecodeError(_ code: Int32) throws(MediaError) {
         decodeErrors += 1
         consecutiveErrors += 1
         // Corrupted packets are skipped; a stream that never decodes is an error.
@@ -217,8 +285,8 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         }
     }
 
-    /// Turns a decoded (or deinterlaced) frame into a VideoFrame (or nil when past the duration limit).
-    private func deliver(_ frame: FFFrame, from decoder: VideoDecoder) throws(MediaError) -> VideoFrame? {
+    /// Turns a decoded (or deinterlaced) frame into an InputFrame (or nil when past the duration limit).
+    private func deliver(_ frame: FFFrame) throws(MediaError) -> InputFrame? {
         var ts = frame.raw.pointee.best_effort_timestamp
         if ts == avNoPTS { ts = frame.raw.pointee.pts }
         if ts == avNoPTS {
@@ -226,6 +294,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             let step = max(1, av_rescale_q(1, AVRational(num: info.frameRate.denominator, den: info.frameRate.numerator), timeBase))
             ts = (lastPTS ?? startPTS - step) + step
         }
+        let previous = lastPTS
         lastPTS = ts
         let pts = timeBase.mediaTime(ts - startPTS)
         if let limit, pts >= limit {
@@ -236,9 +305,25 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         let matrix = FileSource.matrix(frame.raw.pointee.colorspace) ?? info.matrix
         // The container's ratio wins over the bitstream's, as av_guess_sample_aspect_ratio does.
         let sar = containerSAR.num > 0 ? containerSAR : frame.raw.pointee.sample_aspect_ratio
+        let aspect = sar.num > 0 ? FileSource.sampleAspect(sar) : info.sampleAspect
         do {
-            var out = try decoder.videoFrame(from: frame, pts: pts, matrix: matrix, range: info.range)
-            out.sampleAspect = sar.num > 0 ? FileSource.sampleAspect(sar) : info.sampleAspect
+            let out: InputFrame
+            if frame.pixelFormat == AV_PIX_FMT_CUDA, let nvdec = decoder as? NVDECDecoder {
+                switch try nvdec.cudaFrame(from: frame, pts: pts, matrix: matrix, range: info.range, sampleAspect: aspect, path: path) {
+                case .success(let (picture, holder)):
+                    out = InputFrame(picture, pts: pts, holder: holder)
+                case .failure(let e):
+                    // The CPU decoder decodes this frame again.
+                    frame.unref()
+                    lastPTS = previous
+                    try fallBack("NVDEC: \(e)")
+                    return nil
+                }
+            } else {
+                var v = try converter.videoFrame(from: frame, pts: pts, matrix: matrix, range: info.range)
+                v.sampleAspect = aspect
+                out = InputFrame(v)
+            }
             framesDelivered += 1
             return out
         } catch {

@@ -30,6 +30,8 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
     case timedOut(path: String)
     /// A `testsrc:` or other source spec that cannot be opened.
     case invalidSource(spec: String, reason: String)
+    /// `--decoder nvdec` cannot decode the input here, and what is missing.
+    case decoderUnavailable(path: String, reason: String)
     /// The requested encoder cannot be used here, and why.
     case encoderUnavailable(encoder: String, reason: String)
     /// The encoder rejected its settings or a frame.
@@ -58,6 +60,7 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
         case .readFailed(let p, let d): return "\(p): read failed: \(d)"
         case .timedOut(let p): return "\(p): timed out"
         case .invalidSource(let s, let r): return "\(s): \(r)"
+        case .decoderUnavailable(let p, let r): return "\(p): --decoder nvdec cannot decode it here: \(r)"
         case .encoderUnavailable(let e, let r): return "encoder \(e) unavailable: \(r)"
         case .encoderFailed(let e, let d): return "encoder \(e) failed: \(d)"
         case .invalidSetting(let s, let v, let r): return "\(s.rawValue) '\(v)': \(r)"

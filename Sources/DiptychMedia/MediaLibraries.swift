@@ -30,13 +30,15 @@ public enum MediaLibraries {
 }
 
 /// What `diptych probe` prints about media: library versions, the encoders
-/// considered for each codec and why, and the VA-API devices (or why none).
+/// considered for each codec and why, the VA-API devices (or why none), and
+/// NVDEC's decode capabilities per codec (or why there is no NVDEC).
 public struct MediaProbeReport: Sendable, CustomStringConvertible {
     public var libraries: [String]
     public var encoders: [VideoCodec: [EncoderCandidate]]
     /// Which encoder `--encoder auto` picks per codec, or why none can run.
     public var autoChoice: [VideoCodec: String]
     public var vaapi: VAAPIReport
+    public var nvdec: NVDECReport
 
     public static func current(driDirectory: String = EncoderProbe.defaultDRIDirectory) -> MediaProbeReport {
         var encoders: [VideoCodec: [EncoderCandidate]] = [:]
@@ -47,7 +49,8 @@ public struct MediaProbeReport: Sendable, CustomStringConvertible {
             catch { auto[codec] = "none: \(error)" }
         }
         return MediaProbeReport(libraries: MediaLibraries.versions.map { "\($0.name) \($0.version)" },
-                                encoders: encoders, autoChoice: auto, vaapi: EncoderProbe.vaapi(directory: driDirectory))
+                                encoders: encoders, autoChoice: auto, vaapi: EncoderProbe.vaapi(directory: driDirectory),
+                                nvdec: NVDECReport.current())
     }
 
     public var description: String {
@@ -57,6 +60,7 @@ public struct MediaProbeReport: Sendable, CustomStringConvertible {
             for c in encoders[codec] ?? [] { lines.append("  \(c)") }
         }
         lines.append(vaapi.description)
+        lines.append(nvdec.description)
         return lines.joined(separator: "\n")
     }
 }

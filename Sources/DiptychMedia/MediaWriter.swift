@@ -193,16 +193,27 @@ public final class MediaWriter: @unchecked Sendable {
         try afterVideo(packets, frameEnd: frame.pts.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
     }
 
-    /// Encodes a dma-buf image (VA-API encoder only; zero copy).
-    public func write(_ image: DMABufFrame) throws(MediaError) {
+    /// Whether `write(_:pts:release:)` takes dma-bufs: the VA-API encoder reads them in place.
+    public var takesDmaBuf: Bool { encoder.selection.isHardware }
+
+    /// The VA-API encoder's rate control and entrypoint (`VAEncoderTuning`); nil for software.
+    public var encoderTuning: VAEncoderTuning? { encoder.tuning }
+
+    /// Encodes an NV12 dma-buf frame at `pts` without copying it (VA-API
+    /// encoder only; `takesDmaBuf`). `release` runs exactly once, when the
+    /// encoder no longer reads the buffer: right away if the frame is refused.
+    public func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)? = nil) throws(MediaError) {
         precondition(!finished, "MediaWriter.write after finish")
-        if let e = firstError { image.release?(); throw e }
-        let origin = timestampOrigin ?? image.pts
-        var image = image
-        image.pts = image.pts - origin
-        let packets = try encoder.encode(image)
+        if let e = firstError { release?(); throw e }
+        let origin = timestampOrigin ?? pts
+        let t = pts - origin
+        let packets: [FFPacket]
+        do { packets = try encoder.encode(frame, pts: t, release: release) } catch {
+            if case .invalidFrame = error {} else { firstError = error }
+            throw error
+        }
         timestampOrigin = origin
-        try afterVideo(packets, frameEnd: image.pts.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
+        try afterVideo(packets, frameEnd: t.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
     }
 
     private func afterVideo(_ packets: [FFPacket], frameEnd: Int64) throws(MediaError) {

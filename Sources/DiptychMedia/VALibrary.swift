@@ -5,7 +5,9 @@ import Glibc
 
 /// libva and libva-drm, opened with dlopen so binaries run where they are
 /// absent (NVIDIA servers, the self-contained server build whose FFmpeg has
-/// no VA-API). Only the calls `EncoderProbe` makes are looked up.
+/// no VA-API). Only the calls `EncoderProbe` and `VASurfaceImport` make are
+/// looked up. libavutil links the same libva, so these calls also work on the
+/// display of FFmpeg's VA-API device.
 final class VALibrary: @unchecked Sendable {
     typealias GetDisplayDRM = @convention(c) (Int32) -> VADisplay?
     typealias SetCallback = @convention(c) (VADisplay?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
@@ -19,6 +21,15 @@ final class VALibrary: @unchecked Sendable {
                                                  UnsafeMutablePointer<Int32>?) -> VAStatus
     typealias ProfileString = @convention(c) (VAProfile) -> UnsafePointer<CChar>?
     typealias EntrypointString = @convention(c) (VAEntrypoint) -> UnsafePointer<CChar>?
+    typealias CreateSurfaces = @convention(c) (VADisplay?, UInt32, UInt32, UInt32, UnsafeMutablePointer<VASurfaceID>?, UInt32,
+                                               UnsafeMutablePointer<VASurfaceAttrib>?, UInt32) -> VAStatus
+    typealias DestroySurfaces = @convention(c) (VADisplay?, UnsafeMutablePointer<VASurfaceID>?, Int32) -> VAStatus
+    typealias GetConfigAttributes = @convention(c) (VADisplay?, VAProfile, VAEntrypoint, UnsafeMutablePointer<VAConfigAttrib>?, Int32) -> VAStatus
+    typealias CreateConfig = @convention(c) (VADisplay?, VAProfile, VAEntrypoint, UnsafeMutablePointer<VAConfigAttrib>?, Int32,
+                                             UnsafeMutablePointer<VAConfigID>?) -> VAStatus
+    typealias DestroyConfig = @convention(c) (VADisplay?, VAConfigID) -> VAStatus
+    typealias QuerySurfaceAttributes = @convention(c) (VADisplay?, VAConfigID, UnsafeMutablePointer<VASurfaceAttrib>?,
+                                                       UnsafeMutablePointer<UInt32>?) -> VAStatus
 
     let getDisplayDRM: GetDisplayDRM
     let setInfoCallback: SetCallback
@@ -33,6 +44,12 @@ final class VALibrary: @unchecked Sendable {
     let queryConfigEntrypoints: QueryEntrypoints
     let profileString: ProfileString
     let entrypointString: EntrypointString
+    let createSurfaces: CreateSurfaces
+    let destroySurfaces: DestroySurfaces
+    let getConfigAttributes: GetConfigAttributes
+    let createConfig: CreateConfig
+    let destroyConfig: DestroyConfig
+    let querySurfaceAttributes: QuerySurfaceAttributes
 
     private init(va: UnsafeMutableRawPointer, drm: UnsafeMutableRawPointer) throws(VALoadError) {
         func sym<T>(_ h: UnsafeMutableRawPointer, _ name: String, _: T.Type) throws(VALoadError) -> T {
@@ -52,6 +69,12 @@ final class VALibrary: @unchecked Sendable {
         queryConfigEntrypoints = try sym(va, "vaQueryConfigEntrypoints", QueryEntrypoints.self)
         profileString = try sym(va, "vaProfileStr", ProfileString.self)
         entrypointString = try sym(va, "vaEntrypointStr", EntrypointString.self)
+        createSurfaces = try sym(va, "vaCreateSurfaces", CreateSurfaces.self)
+        destroySurfaces = try sym(va, "vaDestroySurfaces", DestroySurfaces.self)
+        getConfigAttributes = try sym(va, "vaGetConfigAttributes", GetConfigAttributes.self)
+        createConfig = try sym(va, "vaCreateConfig", CreateConfig.self)
+        destroyConfig = try sym(va, "vaDestroyConfig", DestroyConfig.self)
+        querySurfaceAttributes = try sym(va, "vaQuerySurfaceAttributes", QuerySurfaceAttributes.self)
     }
 
     /// Loaded once per process (the handles are never closed); the failure says why.
@@ -64,6 +87,13 @@ final class VALibrary: @unchecked Sendable {
             open("libva-drm.so.2").flatMap { drm in Result { () throws(VALoadError) in try VALibrary(va: va, drm: drm) } }
         }
     }()
+}
+
+extension VALibrary {
+    /// `vaErrorStr` of `status`.
+    func message(_ status: VAStatus) -> String {
+        errorString(status).map { String(cString: $0) } ?? "VA status \(status)"
+    }
 }
 
 /// Why libva could not be used: `libva.so.2 cannot be loaded (...)`.

@@ -2,26 +2,39 @@ import CFFmpeg
 import Foundation
 import DiptychCore
 
-/// One video stream's decoder (frame and slice threads, one per core) and
-/// the conversion of what it decodes into `VideoFrame`s.
-///
-/// Frames whose decoder format the GPU uploads directly (NV12, yuv420p,
-/// yuvj420p, RGBA, BGRA) are wrapped without copying; any other format is
-/// converted once with libswscale (to I420, or RGBA for RGB/alpha formats).
-final class VideoDecoder {
-    let context: FFCodecContext
-    /// The decoder's own format once open (`yuv420p`, `yuv422p10le`, ...).
-    let nativeFormat: AVPixelFormat
-    /// What frames are delivered in.
-    let deliveredFormat: PixelFormat
+/// A video stream's decoder as a `FileSource` drives it: packets in, frames
+/// out (`avcodec_send_packet` / `avcodec_receive_frame`). The CPU decoder
+/// (`VideoDecoder`) and NVDEC (`NVDECDecoder`) are the two kinds.
+protocol FrameDecoder: AnyObject {
+    var kind: DecoderKind { get }
+    var context: FFCodecContext { get }
+    /// The stream's own format (`yuv420p`, `yuv422p10le`, ...): the decoder's
+    /// output on the CPU, the format NVDEC decodes from on the GPU.
+    var nativeFormat: AVPixelFormat { get }
+    /// What frames are delivered in (NVDEC: as the compositor's textures hold them).
+    var deliveredFormat: PixelFormat { get }
     /// The frame `receive()` fills.
+    var decoded: FFFrame { get }
+    /// `avcodec_send_packet` (nil drains); the raw code.
+    func send(_ packet: FFPacket?) -> Int32
+    /// `avcodec_receive_frame` into `decoded`; the raw code.
+    func receive() -> Int32
+    /// Why this decoder cannot go on with the stream (set when the stream
+    /// changes beyond what it decodes); nil while it can.
+    var lost: String? { get }
+}
+
+/// One video stream's decoder on the CPU (frame and slice threads, one per core).
+final class VideoDecoder: FrameDecoder {
+    let context: FFCodecContext
+    let nativeFormat: AVPixelFormat
+    let deliveredFormat: PixelFormat
     let decoded = FFFrame()
-    private let scaler = FFScaler()
-    private let path: String
+    var kind: DecoderKind { .cpu }
+    var lost: String? { nil }
 
     /// Opens the decoder for `stream`. `path` names the input in errors.
     init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String) throws(MediaError) {
-        self.path = path
         do {
             let c = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
             // One frame thread per core (FFmpeg's automatic count is one more, and each holds a frame).
@@ -43,13 +56,21 @@ final class VideoDecoder {
     /// The decoder's threads end with the context: their time is read first.
     deinit { StageClock.sample() }
 
-    /// `avcodec_send_packet` (nil drains); the raw code.
     func send(_ packet: FFPacket?) -> Int32 { context.send(packet) }
-    /// `avcodec_receive_frame` into `decoded`; the raw code.
     func receive() -> Int32 { context.receive(decoded) }
+}
 
-    /// Turns `frame` (`decoded`, or a frame derived from it) into a
-    /// `VideoFrame`, leaving `frame` blank.
+/// Turns decoded CPU frames into `VideoFrame`s. Frames whose format the GPU
+/// uploads directly (NV12, yuv420p, yuvj420p, RGBA, BGRA) are wrapped
+/// without copying; any other format is converted once with libswscale (to
+/// I420, or RGBA for RGB/alpha formats).
+final class FrameConverter {
+    private let scaler = FFScaler()
+    private let path: String
+    init(path: String) { self.path = path }
+
+    /// Turns `frame` (decoded, derived or downloaded) into a `VideoFrame`,
+    /// leaving `frame` blank.
     func videoFrame(from frame: FFFrame, pts: MediaTime, matrix: ColorMatrix, range streamRange: ColorRange) throws(MediaError) -> VideoFrame {
         let fmt = frame.pixelFormat
         let owned = FFFrame()

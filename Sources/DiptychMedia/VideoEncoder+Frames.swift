@@ -1,12 +1,10 @@
 import CFFmpeg
 import DiptychCore
 
-/// Keeps a `VideoFrame` (or a dma-buf) alive while FFmpeg holds the AVFrame wrapping it.
+/// Keeps a `VideoFrame` alive while FFmpeg holds the AVFrame wrapping it.
 private final class FrameKeepAlive {
-    let frame: VideoFrame?
-    let release: (@Sendable () -> Void)?
-    init(frame: VideoFrame?, release: (@Sendable () -> Void)? = nil) { self.frame = frame; self.release = release }
-    deinit { release?() }
+    let frame: VideoFrame
+    init(frame: VideoFrame) { self.frame = frame }
 }
 
 private func releaseKeepAlive(_ opaque: UnsafeMutableRawPointer?, _ data: UnsafeMutablePointer<UInt8>?) {
@@ -14,51 +12,60 @@ private func releaseKeepAlive(_ opaque: UnsafeMutableRawPointer?, _ data: Unsafe
     Unmanaged<FrameKeepAlive>.fromOpaque(opaque).release()
 }
 
-private func freeDescriptorAndKeepAlive(_ opaque: UnsafeMutableRawPointer?, _ data: UnsafeMutablePointer<UInt8>?) {
-    av_free(data)
+/// A dma-buf's VA surface while the encoder holds the AVFrame naming it:
+/// when FFmpeg lets go (the picture is encoded, or the encoder is freed) the
+/// surface is destroyed, then `release` tells the buffer's owner it may reuse it.
+private final class SurfaceHold {
+    var surface: VAImportedSurface?
+    let release: (@Sendable () -> Void)?
+    init(surface: VAImportedSurface, release: (@Sendable () -> Void)?) { self.surface = surface; self.release = release }
+    deinit {
+        surface = nil
+        release?()
+    }
+}
+
+private func releaseSurfaceHold(_ opaque: UnsafeMutableRawPointer?, _ data: UnsafeMutablePointer<UInt8>?) {
     guard let opaque else { return }
-    Unmanaged<FrameKeepAlive>.fromOpaque(opaque).release()
+    Unmanaged<SurfaceHold>.fromOpaque(opaque).release()
 }
 
 /// Wrapping the frames handed to the encoder as AVFrames.
 extension VideoEncoder {
-    /// Encodes a dma-buf NV12 image by mapping it to a VA surface (VA-API only).
-    func encode(_ image: DMABufFrame) throws(MediaError) -> [FFPacket] {
-        guard selection.isHardware, let hwFrames else {
-            image.release?()
-            throw .invalidFrame(reason: "dma-buf frames need the VA-API encoder; \(name) takes CPU frames")
+    /// Encodes an NV12 dma-buf (VA-API only, zero copy): the buffer becomes a
+    /// VA surface of the encoder's display (`VAImportedSurface`) named by a
+    /// `AV_PIX_FMT_VAAPI` frame. `release` runs exactly once, when the encoder
+    /// no longer reads the buffer (at once when it is refused).
+    func encode(_ image: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError) -> [FFPacket] {
+        guard selection.isHardware, let hwFrames, let vaDisplay, case .success(let va) = VALibrary.shared else {
+            release?()
+            throw .invalidFrame(reason: "dma-buf frames need the VA-API encoder; \(name) takes frames in host memory")
         }
-        guard image.width == settings.size.width, image.height == settings.size.height, !image.offsets.isEmpty,
-              image.offsets.count == image.pitches.count, image.offsets.count <= 4 else {
-            image.release?()
-            throw .invalidFrame(reason: "dma-buf \(image.width)x\(image.height) with \(image.offsets.count) planes, encoder expects \(settings.size) NV12")
+        guard image.width == settings.size.width, image.height == settings.size.height else {
+            release?()
+            throw .invalidFrame(reason: "dma-buf \(image.width)x\(image.height), encoder expects \(settings.size) NV12")
         }
-        // The DRM-PRIME frame: data[0] is the descriptor, buf[0] owns it and the dma-buf keep-alive.
-        let src = FFFrame()
-        guard let d = av_mallocz(MemoryLayout<AVDRMFrameDescriptor>.size) else {
-            image.release?()
-            throw .encoderFailed(encoder: name, detail: "av_mallocz: out of memory")
+        let surface: VAImportedSurface
+        do { surface = try VAImportedSurface(display: vaDisplay, va: va, frame: image) } catch {
+            release?()
+            throw .encoderFailed(encoder: name, detail: "import dma-buf as a VA surface: \(error.reason)")
         }
-        let desc = d.assumingMemoryBound(to: AVDRMFrameDescriptor.self)
-        diptych_drm_descriptor_fill(desc, image.fd, image.size, image.modifier, image.fourcc, Int32(image.offsets.count),
-                                    image.offsets, image.pitches)
-        let keep = Unmanaged.passRetained(FrameKeepAlive(frame: nil, release: image.release)).toOpaque()
-        let bytes = d.assumingMemoryBound(to: UInt8.self)
-        let buf = av_buffer_create(bytes, MemoryLayout<AVDRMFrameDescriptor>.size, freeDescriptorAndKeepAlive, keep, 0)
-        src.raw.pointee.format = AV_PIX_FMT_DRM_PRIME.rawValue
-        src.raw.pointee.width = Int32(image.width)
-        src.raw.pointee.height = Int32(image.height)
-        diptych_frame_set_buf(src.raw, 0, buf)
-        diptych_frame_set_plane(src.raw, 0, bytes, 0)
-        // Map into a VA surface of the encoder's frames context (vaapi map_to from DRM PRIME).
-        let dst = FFFrame()
-        dst.raw.pointee.format = AV_PIX_FMT_VAAPI.rawValue
-        dst.raw.pointee.hw_frames_ctx = hwFrames.newReference()
-        do { try ffCheck(av_hwframe_map(dst.raw, src.raw, Int32(AV_HWFRAME_MAP_READ)), "av_hwframe_map") } catch {
-            throw .encoderFailed(encoder: name, detail: "map dma-buf (fourcc 0x\(String(image.fourcc, radix: 16)), modifier 0x\(String(image.modifier, radix: 16))) to VA surface: \(error.message)")
+        let hold = Unmanaged.passRetained(SurfaceHold(surface: surface, release: release)).toOpaque()
+        let frame = FFFrame()
+        frame.raw.pointee.format = AV_PIX_FMT_VAAPI.rawValue
+        frame.raw.pointee.width = Int32(image.width)
+        frame.raw.pointee.height = Int32(image.height)
+        frame.raw.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
+        frame.raw.pointee.hw_frames_ctx = hwFrames.newReference()
+        // data[3] is the VASurfaceID (FFmpeg's VAAPI frame layout); buf[0] holds the surface.
+        guard let buf = av_buffer_create(nil, 0, releaseSurfaceHold, hold, 0) else {
+            Unmanaged<SurfaceHold>.fromOpaque(hold).release()
+            throw .encoderFailed(encoder: name, detail: "av_buffer_create: out of memory")
         }
-        dst.raw.pointee.pts = ticks(for: image.pts)
-        return try send(dst)
+        diptych_frame_set_buf(frame.raw, 0, buf)
+        diptych_frame_set_plane(frame.raw, 3, UnsafeMutablePointer(bitPattern: UInt(surface.id)), 0)
+        frame.raw.pointee.pts = ticks(for: pts)
+        return try send(frame)
     }
 
     /// Wraps `frame` as an AVFrame in `inputFormat`, without copying when the

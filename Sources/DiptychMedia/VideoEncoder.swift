@@ -1,4 +1,5 @@
 import CFFmpeg
+import CVA
 import DiptychCore
 
 /// An H.264/HEVC encoder: libx264/libx265 on CPU frames, or h264_vaapi/hevc_vaapi
@@ -20,6 +21,10 @@ final class VideoEncoder {
     /// VA-API only: the device and the surface pool frames are uploaded to.
     private(set) var hwDevice: FFBufferRef?
     private(set) var hwFrames: FFBufferRef?
+    /// VA-API only: the device's display (dma-bufs are imported on it) and how
+    /// its rate control is driven.
+    private(set) var vaDisplay: VADisplay?
+    private(set) var tuning: VAEncoderTuning?
     private let packet = FFPacket()
     /// Rewrites the stream's VUI timing to the real frame rate (see `init`).
     private var timing: FFBitstreamFilter?
@@ -37,7 +42,8 @@ final class VideoEncoder {
     init(settings: VideoEncoderSettings, globalHeader: Bool) throws(MediaError) {
         self.settings = settings
         guard !settings.size.isEmpty else { throw .invalidFrame(reason: "encoder size \(settings.size) is empty") }
-        let sel = try EncoderProbe.choose(codec: settings.codec, choice: settings.encoder, driDirectory: settings.driDirectory)
+        let sel = try EncoderProbe.choose(codec: settings.codec, choice: settings.encoder, driDirectory: settings.driDirectory,
+                                          preferring: settings.preferredRenderNode)
         selection = sel
         let size = settings.size
         guard size.width % 2 == 0, size.height % 2 == 0 else {
@@ -55,7 +61,7 @@ final class VideoEncoder {
 
         let options = FFDictionary()
         if sel.isHardware {
-            try attachVAAPI()
+            try attachVAAPI(options)
         } else {
             encoder.raw.pointee.pix_fmt = inputFormat
             options.set("preset", settings.preset)
@@ -68,7 +74,10 @@ final class VideoEncoder {
         if let left = options.first {
             throw .encoderFailed(encoder: sel.name, detail: "option \(left.key)=\(left.value) not recognised")
         }
-        do { timing = try VideoEncoder.timingFilter(for: encoder, codec: settings.codec, rate: settings.frameRate, timeBase: timeBase) } catch {
+        do {
+            timing = try VideoEncoder.timingFilter(for: encoder, codec: settings.codec, rate: settings.frameRate, timeBase: timeBase,
+                                                   matrix: settings.matrix, range: settings.range)
+        } catch {
             throw .encoderFailed(encoder: sel.name, detail: "stream timing: \(error)")
         }
     }
@@ -77,16 +86,24 @@ final class VideoEncoder {
     /// so the fine 1/90000-style base that keeps timestamps exact would read as
     /// 90000 fps. `h264_metadata`/`hevc_metadata` rewrite the timing to the real
     /// rate (H.264 counts field ticks: time_scale/num_units_in_tick = 2·fps;
-    /// HEVC counts frames). Timestamps are left as they are.
-    static func timingFilter(for encoder: FFCodecContext, codec: VideoCodec, rate: FrameRate,
-                             timeBase: AVRational) throws(FFmpegError) -> FFBitstreamFilter {
+    /// HEVC counts frames). Timestamps are left as they are. The same filter
+    /// writes the colour description (BT.709 or BT.601, limited or full range)
+    /// into the VUI, so it is signalled whatever the encoder or VA driver
+    /// writes itself (a VA driver that packs its own sequence headers has no
+    /// colour fields in its sequence parameters).
+    static func timingFilter(for encoder: FFCodecContext, codec: VideoCodec, rate: FrameRate, timeBase: AVRational,
+                             matrix: ColorMatrix, range: ColorRange) throws(FFmpegError) -> FFBitstreamFilter {
         let parameters = FFCodecParameters()
         try encoder.copyParameters(to: parameters.raw)
         let ticks = codec == .h264 ? 2 * Int64(rate.numerator) : Int64(rate.numerator)
         var num: Int32 = 0, den: Int32 = 0
         av_reduce(&num, &den, ticks, Int64(rate.denominator), Int64(Int32.max))
+        // ITU-T H.273 codes: 1 = BT.709 (primaries, transfer, matrix); 6 = SMPTE 170M (BT.601).
+        let code = matrix == .bt709 ? "1" : "6"
         return try FFBitstreamFilter(codec == .h264 ? "h264_metadata" : "hevc_metadata", parameters: parameters.raw,
-                                     timeBase: timeBase, options: ["tick_rate": "\(num)/\(den)"])
+                                     timeBase: timeBase, options: ["tick_rate": "\(num)/\(den)", "colour_primaries": code,
+                                                                   "transfer_characteristics": code, "matrix_coefficients": code,
+                                                                   "video_full_range_flag": range == .full ? "1" : "0"])
     }
 
     /// The stream's codec parameters as the muxer must see them (extradata
@@ -128,8 +145,10 @@ final class VideoEncoder {
         if globalHeader { c.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
     }
 
-    /// The VA-API device on the selected render node and a pool of NV12 surfaces.
-    private func attachVAAPI() throws(MediaError) {
+    /// The VA-API device on the selected render node, a pool of NV12 surfaces
+    /// (frames uploaded from host memory), and the entrypoint and rate control
+    /// its driver offers (`VAEncoderTuning`).
+    private func attachVAAPI(_ options: FFDictionary) throws(MediaError) {
         encoder.raw.pointee.pix_fmt = AV_PIX_FMT_VAAPI
         var dev: UnsafeMutablePointer<AVBufferRef>? = nil
         let r = av_hwdevice_ctx_create(&dev, AV_HWDEVICE_TYPE_VAAPI, selection.devicePath, nil, 0)
@@ -138,6 +157,18 @@ final class VideoEncoder {
         }
         let device = FFBufferRef(taking: dev)
         hwDevice = device
+        if case .success(let va) = VALibrary.shared, let display = diptych_vaapi_display(device.raw) {
+            vaDisplay = display
+            let t = VAEncoderTuning.query(display: display, va: va, codec: settings.codec, bitrate: settings.bitrate,
+                                          live: settings.tune == "zerolatency")
+            tuning = t
+            if t.lowPower { options.set("low_power", "1") }
+            if let rc = t.rateControl {
+                options.set("rc_mode", rc.rawValue)
+                encoder.raw.pointee.rc_max_rate = Int64(t.maxRate)
+                encoder.raw.pointee.rc_buffer_size = Int32(clamping: t.bufferSize)
+            }
+        }
         guard let fr = av_hwframe_ctx_alloc(device.raw) else { throw .encoderFailed(encoder: name, detail: "av_hwframe_ctx_alloc: out of memory") }
         let frames = FFBufferRef(taking: fr)
         let fc = UnsafeMutableRawPointer(frames.raw.pointee.data).assumingMemoryBound(to: AVHWFramesContext.self)

@@ -22,6 +22,9 @@ public struct VideoEncoderSettings: Hashable, Sendable {
     public var range: ColorRange
     /// Where VA-API render nodes are looked for.
     public var driDirectory: String
+    /// The VA-API device to take when it can encode (the GPU's own render
+    /// node, whose buffers the encoder reads in place); nil: the first that can.
+    public var preferredRenderNode: String?
     /// Encoder threads; 0 lets FFmpeg choose.
     public var threads = 0
 
@@ -36,31 +39,4 @@ public struct VideoEncoderSettings: Hashable, Sendable {
 
     /// Keyframe interval in frames (one second unless `gop` is set).
     public var keyframeInterval: Int { gop ?? max(1, Int(frameRate.fps.rounded())) }
-}
-
-/// A GPU image shared as a dma-buf (DRM PRIME), for the zero-copy VA-API path.
-/// All planes live in the one buffer `fd`. `release` runs when the encoder
-/// no longer needs the buffer (the caller may then reuse it or close `fd`).
-public struct DMABufFrame: Sendable {
-    public var fd: Int32
-    /// DRM fourcc (`NV12` = 0x3231564E).
-    public var fourcc: UInt32
-    /// DRM format modifier (0 = linear).
-    public var modifier: UInt64
-    public var width: Int
-    public var height: Int
-    /// Total size of the buffer in bytes.
-    public var size: Int
-    public var offsets: [Int]
-    public var pitches: [Int]
-    public var pts: MediaTime
-    public var release: (@Sendable () -> Void)?
-
-    public static let fourccNV12: UInt32 = 0x3231_564E
-
-    public init(fd: Int32, fourcc: UInt32 = DMABufFrame.fourccNV12, modifier: UInt64 = 0, width: Int, height: Int,
-                size: Int, offsets: [Int], pitches: [Int], pts: MediaTime, release: (@Sendable () -> Void)? = nil) {
-        self.fd = fd; self.fourcc = fourcc; self.modifier = modifier; self.width = width; self.height = height
-        self.size = size; self.offsets = offsets; self.pitches = pitches; self.pts = pts; self.release = release
-    }
 }

@@ -30,6 +30,8 @@ public struct SourceInfo: Hashable, Sendable, CustomStringConvertible {
     /// The filter that deinterlaces the frames before they are delivered
     /// (`bwdif`), nil when frames are delivered as decoded.
     public var deinterlacer: String?
+    /// Where the frames are decoded and why (nil for sources that do not decode).
+    public var decoder: DecoderDecision?
 
     public init(name: String, size: PixelSize, frameRate: FrameRate, orientation: Orientation = .identity,
                 matrix: ColorMatrix = .bt709, range: ColorRange = .limited, pixelFormat: PixelFormat = .nv12,
@@ -76,6 +78,9 @@ public protocol VideoSource: AnyObject, Sendable {
     /// Timestamps start near zero (the input's start time is subtracted) and
     /// keep the input's spacing (variable frame rate is preserved).
     func nextFrame() throws(MediaError) -> VideoFrame?
+    /// The next frame as the GPU takes it (in CUDA memory when NVDEC decoded
+    /// it), or nil at the end of the stream.
+    func nextInput() throws(MediaError) -> InputFrame?
     /// The input's audio, for passthrough into a `MediaWriter` (nil when none).
     var audioTrack: AudioTrack? { get }
     /// Releases decoders and files. Idempotent; `nextFrame` returns nil afterwards.
@@ -84,6 +89,7 @@ public protocol VideoSource: AnyObject, Sendable {
 
 extension VideoSource {
     public var audioTrack: AudioTrack? { nil }
+    public func nextInput() throws(MediaError) -> InputFrame? { try nextFrame().map { InputFrame($0) } }
 }
 
 /// Opens sources from their command-line spec.
@@ -91,10 +97,11 @@ public enum MediaSources {
     /// Opens `spec`. `duration` (seconds) ends the stream after that much
     /// time (frames with pts ≥ duration are not delivered); synthetic
     /// sources are endless without it.
-    public static func open(_ spec: SourceSpec, duration: Double? = nil) throws(MediaError) -> any VideoSource {
+    /// `decoding` says where a file's or URL's video is decoded (the CPU by default).
+    public static func open(_ spec: SourceSpec, duration: Double? = nil, decoding: DecoderSettings = .cpu) throws(MediaError) -> any VideoSource {
         switch spec {
         case .url(let url):
-            return try FileSource(url: url, duration: duration)
+            return try FileSource(url: url, duration: duration, decoding: decoding)
         case .testPattern(let name, let size, let rate):
             return try TestPatternSource(name: name, size: size, rate: rate, duration: duration)
         case .stdin:
@@ -107,7 +114,7 @@ public enum MediaSources {
     /// Reads a Y4M (yuv4mpegpipe) stream from file descriptor `fd`
     /// (0 = standard input). The descriptor is not closed.
     public static func openY4M(pipe fd: Int32, duration: Double? = nil) throws(MediaError) -> any VideoSource {
-        try FileSource(url: "pipe:\(fd)", duration: duration, forcedFormat: "yuv4mpegpipe",
+        try FileSource(url: "pipe:\(fd)", duration: duration, forcedFormat: "yuv4mpegpipe", decoding: .cpu,
                        displayName: fd == 0 ? "-" : "pipe:\(fd)")
     }
 }

@@ -46,6 +46,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var encoder: String?
     private var _error: String?
     private var _badInput = false
+    /// Outputs added while the take runs, by index, while they are open.
+    private var _added: [Int: OutputSpec] = [:]
     private var _summary: TakeSummary?
     private var _recovered: RecoveredOutput?
     /// Set once the take has ended and its final state has been reported.
@@ -126,15 +128,25 @@ final class Take: TakeEvents, @unchecked Sendable {
     /// Adds an output to the running take: 400 when it cannot be opened, 409 once the take is over.
     func addOutput(_ spec: OutputSpec) throws(RequestError) -> Int {
         guard let s = lock.withLock({ session }) else { throw .conflict("take '\(id)': is not running") }
-        do { return try s.addOutput(spec) } catch {
+        do {
+            let index = try s.addOutput(spec)
+            lock.withLock { _added[index] = spec }
+            changed()
+            return index
+        } catch {
             if error.isBadInput { throw .badRequest("out '\(spec.out)': \(error)") }
             if case .ended = error { throw .conflict("take '\(id)': has ended") }
             throw .failed("\(error)")
         }
     }
 
-    /// Removes an added output; false for an unknown index or the main output.
-    func removeOutput(_ index: Int) -> Bool { lock.withLock { session }?.removeOutput(index) ?? false }
+    /// Removes an added output and returns what it received; nil for an unknown index or the main output.
+    func removeOutput(_ index: Int) -> OutputSummary? {
+        guard let summary = lock.withLock({ session })?.removeOutput(index) else { return nil }
+        lock.withLock { _added[index] = nil }
+        changed()
+        return summary
+    }
 
     /// Marks a take that was running when the server stopped as failed, with what its file holds.
     func markCrashed(_ recovered: RecoveredOutput, previous: TakeState) {
@@ -225,7 +237,8 @@ final class Take: TakeEvents, @unchecked Sendable {
         lock.withLock {
             TakeSnapshot(id: id, state: _state, created: created, configuration: configuration, layout: _layout,
                          load: load, encoderThreads: encoderThreads, figures: figures, written: written, latency: latency,
-                         encoder: _summary?.encoder ?? encoder, error: _error, summary: _summary, recovered: _recovered)
+                         encoder: _summary?.encoder ?? encoder, error: _error, summary: _summary, recovered: _recovered,
+                         added: _added.sorted { $0.key < $1.key })
         }
     }
 }
@@ -246,4 +259,6 @@ struct TakeSnapshot: Sendable {
     var error: String?
     var summary: TakeSummary?
     var recovered: RecoveredOutput?
+    /// Outputs added while the take runs and still open, by index.
+    var added: [(key: Int, value: OutputSpec)] = []
 }

@@ -133,8 +133,8 @@ final class TakeSession: @unchecked Sendable {
     /// Adds an output with its own layout, fed from the same stream textures; returns its index.
     func addOutput(_ spec: OutputSpec) throws(SessionError) -> Int { try session.addOutput(spec) }
 
-    /// Removes an added output (its file is completed); false for an unknown index.
-    func removeOutput(_ index: Int) -> Bool { session.removeOutput(index) }
+    /// Removes an added output (its file is completed); nil for an unknown index.
+    func removeOutput(_ index: Int) -> OutputSummary? { session.removeOutput(index) }
 
     var hasStarted: Bool { session.hasStarted }
 

@@ -75,7 +75,13 @@ struct TakeView: Encodable {
         latency = Latency(p50Ms: s.latency.percentile(0.5).map { $0 * 1000 }, p99Ms: s.latency.percentile(0.99).map { $0 * 1000 },
                           samples: s.latency.count)
         encoder = s.encoder
-        outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: layout, preview: s.configuration.preview)]
+        // The main output, the ones given at the start (`alsoOut`), then the ones added and still open.
+        let main = layout
+        outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: main, preview: s.configuration.preview)]
+            + s.configuration.extraOutputs.enumerated().map { i, o in
+                Output(index: i + 1, url: o.out, layout: o.layout.map(LayoutJSON.value) ?? main, preview: nil)
+            }
+            + s.added.map { Output(index: $0.key, url: $0.value.out, layout: $0.value.layout.map(LayoutJSON.value) ?? main, preview: nil) }
         cost = Cost(cpuCores: model?.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load)
         error = s.error
         summary = s.summary

@@ -1,3 +1,4 @@
+import Diptych
 import Foundation
 
 /// The routes of `diptych serve`. Each is one `add`; a take's sub-resources
@@ -49,10 +50,10 @@ struct TakesAPI {
         }
         r.add("DELETE", "/v1/takes/{id}/outputs/{n}") { _, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in
-                guard let n = Int(p["n"] ?? ""), n > 0, t.removeOutput(n) else {
+                guard let n = Int(p["n"] ?? ""), n > 0, let summary = t.removeOutput(n) else {
                     throw .notFound("take '\(t.id)': no added output '\(p["n"] ?? "")' (the main output is 0 and ends with the take)")
                 }
-                return JSONOut.response(200, ["id": t.id, "index": String(n), "removed": "true"])
+                return JSONOut.response(200, RemovedOutput(id: t.id, index: n, summary: summary))
             }
         }
         r.add("DELETE", "/v1/takes/{id}") { _, p throws(RequestError) in
@@ -96,5 +97,23 @@ struct TakesAPI {
                                   capacity: registry.settings.capacity, megapixels: registry.meter.megapixels,
                                   responses: responses())
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
+    }
+}
+
+/// `DELETE /v1/takes/{id}/outputs/{n}`: the output removed and what it received.
+struct RemovedOutput: Encodable {
+    var id: String
+    var index: Int
+    var summary: OutputSummary
+    enum Keys: String, CodingKey { case id, index, output, frames, failure, dropped, outages }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(index, forKey: .index)
+        try c.encode(summary.output, forKey: .output)
+        try c.encode(summary.frames, forKey: .frames)
+        try c.encodeIfPresent(summary.failure, forKey: .failure)
+        try c.encode(summary.dropped, forKey: .dropped)
+        try c.encode(summary.outages, forKey: .outages)
     }
 }

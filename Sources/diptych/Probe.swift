@@ -8,7 +8,7 @@ import Foundation
 enum Probe {
     static func run(arguments: [String]) -> Never {
         if arguments.contains("-h") || arguments.contains("--help") {
-            Console.out("usage: diptych probe [--gpu auto|software|N|/dev/dri/renderDN]\nPrints the EGL display ladder, the GL context taken, encoders, VA-API profiles, cameras and library versions.")
+            Console.out("usage: diptych probe [--gpu auto|software|N|/dev/dri/renderDN]\nPrints the EGL display ladder, the GL context taken, encoders, VA-API profiles, NVDEC capabilities, cameras and library versions.")
             exit(0)
         }
         var selectionText = "auto"
@@ -31,6 +31,7 @@ enum Probe {
             print("  \(gpu.info)")
             print("  \(gpu.paths)")
             for (name, present) in gpu.info.capabilities.summary { print("  \(present ? "yes" : "no ")  \(name)") }
+            print("  encoder targets (VA-API from the render target): \(describe(gpu.encoderTargetSupport()))")
             gpu.shutdown()
         } catch {
             print("  none: \(error)")
@@ -47,5 +48,13 @@ enum Probe {
             print("  /dev/\(d): \(name)")
         }
         leave(0)
+    }
+
+    /// What the GPU offers the zero-copy path; a take tries the modifiers when it starts.
+    static func describe(_ s: EncoderTargetSupport) -> String {
+        guard s.platform == .gbm, let node = s.renderNode else { return "no: the GPU runs on the EGL \(s.platform) platform, not GBM on a render node" }
+        if !s.missing.isEmpty { return "no: \(node) lacks \(s.missing.joined(separator: ", "))" }
+        if s.renderableModifiers.isEmpty { return "no: \(node) renders R8 and GR88 dma-buf planes with no modifier" }
+        return "GBM on \(node); R8/GR88 planes render with " + s.renderableModifiers.map { ModifierTrial.name($0) }.joined(separator: ", ")
     }
 }

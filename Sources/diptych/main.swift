@@ -11,7 +11,7 @@ usage: diptych <command> [options]
 commands:
   demo       synthetic streams for ten seconds -> demo.mp4 + demo.png
   record     --primary SRC --secondary SRC --out FILE|URL [options]
-  probe      EGL platform/GPU, GL renderer, encoders, VA-API profiles, cameras
+  probe      EGL platform/GPU, GL renderer, encoders, VA-API profiles, NVDEC, cameras
   bench      layouts x sizes x formats -> table + JSON (diptych bench --help)
   serve      many takes on one GPU behind an HTTP API (diptych serve --help)
 

@@ -138,13 +138,17 @@ import DiptychCore
     @Test func dmaBufNeedsVAAPI() throws {
         let dir = TempDir(); defer { dir.remove() }
         let w = try MediaWriter(url: dir.path("x.mp4"), video: VideoEncoderSettings(size: PixelSize(width: 320, height: 240), frameRate: FrameRate(30)))
+        #expect(!w.takesDmaBuf && w.encoderTuning == nil)
         let released = ReleaseFlag()
-        let image = DMABufFrame(fd: -1, width: 320, height: 240, size: 320 * 240 * 3 / 2, offsets: [0, 320 * 240],
-                                pitches: [320, 320], pts: .zero, release: { released.set() })
-        let e = expectMediaError { try w.write(image) }
+        let image = DmaBufFrame(width: 320, height: 240, fourcc: DmaBufFrame.nv12, modifier: 0,
+                                planes: [.init(fd: -1, offset: 0, stride: 320), .init(fd: -1, offset: 320 * 240, stride: 320)])
+        let e = expectMediaError { try w.write(image, pts: .zero, release: { released.set() }) }
         #expect(e?.description.contains("VA-API") == true)
         #expect(released.value)
+        // A refused frame leaves the writer usable.
+        try w.write(VideoFrame.allocate(width: 320, height: 240, format: .nv12))
         try w.finish()
+        #expect(ProbedFile(path: dir.path("x.mp4")).frames.count == 1)
     }
 
     @Test func unknownContainerIsRefused() {

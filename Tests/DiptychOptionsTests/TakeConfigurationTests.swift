@@ -14,7 +14,7 @@ private func tempPath(_ name: String) -> String {
     @Test func defaults() {
         let c = TakeConfiguration()
         #expect(c.bitrate == 10_000_000 && c.preset == "veryfast" && c.keyframeInterval == 1)
-        #expect(c.encoder == .auto && c.codec == .h264 && c.audio == .primary && c.gpu == "auto")
+        #expect(c.encoder == .auto && c.codec == .h264 && c.audio == .primary && c.gpu == "auto" && c.decoder == .auto)
         #expect(c.layout == Layout() && c.layout.kind == .pip && c.canvasSize == nil && !c.json)
         #expect(c.secondary == SourceSpec.none && c.secondarySwitches.isEmpty)
     }
@@ -29,7 +29,9 @@ private func tempPath(_ name: String) -> String {
             "--format", "mp4", "--thermal-state", "serious", "--secondary-timeout", "0.75", "--gpu", "/dev/dri/renderD129",
             "--json", "--switch-secondary", "5=testsrc:gradient", "--switch-secondary=7.5=b.mp4?x=1",
             "--keyframe-interval", "2", "--swap-roles", "--content-mode", "fit", "--background", "102030",
+            "--decoder", "nvdec",
         ])
+        #expect(c.decoder == .nvdec)
         #expect(c.primary == .testPattern(name: "smpte", size: .hd1080, rate: FrameRate(60)))
         #expect(c.secondary == .url("cam.mp4") && c.output == "take.ts")
         #expect(c.layout.kind == .sideBySide && c.layout.pip == PiPPlacement(corner: .topLeft, size: 0.25, margin: .pixels(16)))
@@ -99,6 +101,7 @@ private func tempPath(_ name: String) -> String {
         ("--json=yes", "--json", "yes", "takes no value"),
         ("--background purple", "--background", "purple", "expected a colour"),
         ("--content-mode stretch", "--content-mode", "stretch", "expected fill or fit"),
+        ("--decoder gpu", "--decoder", "gpu", "expected auto, cpu or nvdec"),
     ])
     func parseErrorsNameTheFlag(line: String, field: String, value: String, reason: String) {
         do {
@@ -253,7 +256,7 @@ private func tempPath(_ name: String) -> String {
     static func full() throws -> TakeConfiguration {
         var c = try parse("--primary testsrc:counter:1280x720@30000/1001 --secondary rtsp://cam/1 --out rtmp://h/app --layout stacked "
             + "--size 720x1280 --rotate-secondary 270 --mirror-secondary --bitrate 6M --duration 30 --thermal-state fair --gpu 1 "
-            + "--switch-secondary 10=none --pip-margin 0.05 --json --preview p.png --format rtmp --audio none")
+            + "--switch-secondary 10=none --pip-margin 0.05 --json --preview p.png --format rtmp --audio none --decoder cpu")
         c.layout.insetStyle = DrawStyle(opacity: 0.8, cornerRadius: 12, borderWidth: 3, borderColor: RGBAColor(r: 1, g: 0, b: 0))
         return c
     }
@@ -265,6 +268,7 @@ private func tempPath(_ name: String) -> String {
         let text = String(decoding: data, as: UTF8.self)
         #expect(text.contains(#""primary" : "testsrc:counter:1280x720@30000\/1001""#) || text.contains(#""primary" : "testsrc:counter:1280x720@30000/1001""#))
         #expect(text.contains(#""size" : "720x1280""#))
+        #expect(text.contains(#""decoder" : "cpu""#))
         #expect(TakeConfiguration().jsonData().count > 0)
         #expect(try TakeConfiguration(jsonData: TakeConfiguration().jsonData()) == TakeConfiguration())
     }
@@ -308,6 +312,8 @@ private func tempPath(_ name: String) -> String {
         (#"{"switchSecondary": [{"at": 1}]}"#, "switchSecondary[0].source: missing"),
         (#"{"size": "12x0"}"#, "size: '12x0': width and height must be positive"),
         (#"{"gpu": "cuda"}"#, "gpu: 'cuda': expected auto"),
+        (#"{"decoder": "cuvid"}"#, "decoder: 'cuvid': expected auto, cpu or nvdec"),
+        (#"{"decoder": 1}"#, "decoder: '1': expected auto, cpu or nvdec"),
         (#"[1, 2]"#, "invalid configuration: expected an object"),
     ])
     func invalidConfigFileNamesFileAndKey(json: String, reason: String) throws {

@@ -207,8 +207,11 @@ import Testing
         #expect(state(later) == "recording")
         #expect(try decodeAll(dir.path("rtmp.ts")).count > 10, "the RTMP receiver got frames")
 
+        let listed = try server.take(id)["outputs"] as? [[String: Any]] ?? []
+        #expect(listed.contains { ($0["url"] as? String)?.hasSuffix("added.ts") == true && $0["index"] as? Int == Int(index) }, "\(listed)")
         let removed = try server.request("DELETE", "/v1/takes/\(id)/outputs/\(index)")
-        #expect(removed.status == 200, "\(removed.text)")
+        #expect(removed.status == 200 && (removed.json["output"] as? String)?.hasSuffix("added.ts") == true, "\(removed.text)")
+        #expect((removed.json["frames"] as? Int ?? 0) > 20)
         let missing = try server.request("DELETE", "/v1/takes/\(id)/outputs/7")
         #expect(missing.status == 404, "\(missing.text)")
         let ended = try server.request("DELETE", "/v1/takes/\(id)")

@@ -130,8 +130,9 @@ struct ServerUnitTests {
                 #expect(error.description.contains(named), "\(body): \(error)")
             }
         }
-        #expect(TakeRequests.jsonName("--keyframe-interval") == "keyframeInterval")
-        #expect(TakeRequests.jsonName("--pip-size") == "layout.pip.size")
+        // Validation errors name the JSON field of the option table.
+        #expect(TakeRequests.describe(ConfigurationError(field: "--keyframe-interval", value: "0", reason: "r")) == "keyframeInterval '0': r")
+        #expect(TakeRequests.describe(ConfigurationError(field: "--pip-size", value: "3", reason: "r")) == "layout.pip.size '3': r")
     }
 
     @Test func frameLatencyMatchesFramesByTimestamp() {

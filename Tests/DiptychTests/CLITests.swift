@@ -215,8 +215,9 @@ import DiptychMedia
         #expect(r.stdout.contains("### Takes at once"))
         let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: dir.url.appendingPathComponent("p.json"))) as? [String: Any])
         let results = try #require(json["concurrency"] as? [[String: Any]])
-        #expect(results.map { $0["runner"] as? String } == ["diptych", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"])
-        for res in results.prefix(2) {
+        #expect(results.map { $0["runner"] as? String } == ["diptych", "diptych-serve", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"])
+        // Processes, one server holding both takes (over HTTP), FFmpeg.
+        for res in results.prefix(3) {
             #expect(res["maxRealtimePairs"] as? Int == 2, "\(res)")
             let trials = try #require(res["trials"] as? [[String: Any]])
             #expect(trials.map { $0["pairs"] as? Int } == [1, 2])
@@ -226,7 +227,9 @@ import DiptychMedia
             }
         }
         #expect((results[0]["command"] as? String)?.contains("record --primary") == true)
-        #expect((results[1]["command"] as? String)?.contains("overlay=") == true)
+        #expect((results[1]["command"] as? String)?.contains("serve --listen 127.0.0.1:0") == true)
+        #expect((results[1]["command"] as? String)?.contains("POST /v1/takes") == true)
+        #expect((results[2]["command"] as? String)?.contains("overlay=") == true)
         if !FileManager.default.fileExists(atPath: "/dev/nvidiactl") {
             for res in results.suffix(2) { #expect((res["note"] as? String)?.hasPrefix("skipped:") == true, "\(res)") }
         }

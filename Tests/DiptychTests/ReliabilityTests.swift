@@ -87,6 +87,8 @@ import DiptychMedia
         (["--primary", "testsrc:smpte:640x360@30", "--pip-margin", "360"], "leaves no room for the inset"),
         (["--layout", "side-by-side", "--also-out", "x.avi"], "--also-out"),
         (["--zoom-secondary", "20"], "--zoom-secondary"),
+        (["--preset", "bogus"], "--preset 'bogus'"),
+        (["--bitrate", "360"], "--bitrate '360'"),
     ])
     func refusedUpFront(extra: [String], named: String) throws {
         let dir = Scratch(); defer { dir.remove() }

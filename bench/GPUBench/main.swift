@@ -2,6 +2,7 @@
 // (upload → draw → NV12 readback), no FFmpeg. See --help.
 import DiptychCore
 import DiptychGPU
+import DiptychOptions
 import Foundation
 
 struct Options {
@@ -62,12 +63,17 @@ func fail(_ message: String) -> Never {
 
 func parse() -> Options {
     var o = Options()
-    var args = CommandLine.arguments.dropFirst()
-    func value(_ flag: String) -> String {
-        guard let v = args.popFirst() else { fail("\(flag) needs a value") }
-        return v
-    }
-    while let a = args.popFirst() {
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    if arguments.contains("-h") || arguments.contains("--help") { print(usage); exit(0) }
+    let valued = ["--layout", "--size", "--input", "--format", "--frames", "--warmup", "--in-flight", "--secondary-every", "--gpu",
+                  "--streams", "--contexts", "--direct", "--pass", "--pace", "--api", "--json"]
+    let reader = ArgumentReader(valued.map { ($0, true) } + ["--stagger", "--bandwidth", "--quiet", "--probe"].map { ($0, false) })
+    let given: [(flag: String, value: String?)]
+    do { given = try reader.read(arguments) } catch { fail("\(error)") }
+    var current = ""
+    func value(_ flag: String) -> String { current }
+    for (a, v) in given {
+        current = v ?? ""
         switch a {
         case "--layout": o.layout = value(a)
             guard ["pip", "side-by-side", "stacked", "primary-only"].contains(o.layout) else { fail("--layout '\(o.layout)': unknown layout") }
@@ -90,7 +96,6 @@ func parse() -> Options {
         case "--json": o.json = value(a)
         case "--quiet": o.quiet = true
         case "--probe": o.probe = true
-        case "-h", "--help": print(usage); exit(0)
         default: fail("unknown option \(a)\n\(usage)")
         }
     }

@@ -9,6 +9,7 @@
 //   diptych-gpu-check [--gpu SELECTION]...
 import DiptychCore
 import DiptychGPU
+import DiptychOptions
 import Foundation
 
 struct Failure: Error, CustomStringConvertible { var description: String }
@@ -73,12 +74,12 @@ func maxDifference(_ a: VideoFrame, _ b: VideoFrame) -> (Int, String) {
 }
 
 var selections = [String]()
-var args = Array(CommandLine.arguments.dropFirst())
-while !args.isEmpty {
-    let a = args.removeFirst()
-    if a == "--gpu", !args.isEmpty { selections.append(args.removeFirst()) }
-    else if a == "-h" || a == "--help" { print("usage: diptych-gpu-check [--gpu SELECTION]..."); exit(0) }
-    else { FileHandle.standardError.write(Data("diptych-gpu-check: unknown option '\(a)'\n".utf8)); exit(2) }
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("-h") || arguments.contains("--help") { print("usage: diptych-gpu-check [--gpu SELECTION]..."); exit(0) }
+do {
+    for (_, value) in try ArgumentReader(flags: ["--gpu": true]).read(arguments) { selections.append(value!) }
+} catch {
+    FileHandle.standardError.write(Data("diptych-gpu-check: \(error)\n".utf8)); exit(2)
 }
 if selections.isEmpty { selections = ["device", "surfaceless"] }
 

@@ -10,11 +10,46 @@ protocol TakeOutput: AnyObject, Sendable {
     var encoderReason: String { get }
     var encoderDescription: String { get }
     var audioDescription: String { get }
+    /// Whether `write(_:pts:release:)` takes NV12 dma-bufs (an encoder that
+    /// reads them in place: docs/ARCHITECTURE.md, "Encoder paths").
+    var takesDmaBuf: Bool { get }
     func write(_ frame: VideoFrame) throws(MediaError)
+    /// Encodes an NV12 dma-buf; `release` runs exactly once, when the buffer is no longer read.
+    func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError)
     func finish() throws(MediaError)
 }
 
+extension TakeOutput {
+    var takesDmaBuf: Bool { false }
+    func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError) {
+        release?()
+        throw .invalidFrame(reason: "\(encoderName) takes frames in host memory, not dma-bufs")
+    }
+}
+
 extension MediaWriter: TakeOutput {}
+
+/// A frame for an output's encoder: NV12 in host memory (read back), or an
+/// NV12 dma-buf the encoder reads in place, with the release that gives the
+/// buffer back to its ring.
+enum EncoderInput: Sendable {
+    case frame(VideoFrame)
+    case dmaBuf(DmaBufFrame, pts: MediaTime, release: EncoderRelease)
+
+    var pts: MediaTime {
+        switch self { case .frame(let f): f.pts; case .dmaBuf(_, let pts, _): pts }
+    }
+
+    /// A frame that will not be encoded gives its buffer back.
+    func drop() { if case .dmaBuf(_, _, let release) = self { release() } }
+
+    func write(to sink: any TakeOutput) throws(MediaError) {
+        switch self {
+        case .frame(let f): try sink.write(f)
+        case .dmaBuf(let d, let pts, let release): try sink.write(d, pts: pts, release: { release() })
+        }
+    }
+}
 
 /// One output's encoder: a thread that takes NV12 frames from a bounded
 /// queue and writes them to the output. A file's queue blocks the render
@@ -28,7 +63,7 @@ final class EncoderStage: @unchecked Sendable {
     let sink: any TakeOutput
     /// A live destination (a stream, a socket, a pipe): drops rather than blocks.
     let live: Bool
-    private let queue: BoundedQueue<VideoFrame>
+    private let queue: BoundedQueue<EncoderInput>
     private let done = DispatchSemaphore(value: 0)
     private let lock = NSLock()
     private var _failure: MediaError?
@@ -50,9 +85,9 @@ final class EncoderStage: @unchecked Sendable {
             StageClock.name(.encode)
             defer { StageClock.sample(); done.signal() }
             while let frame = queue.pop() {
-                if failure != nil { continue }
+                if failure != nil { frame.drop(); continue }
                 do throws(MediaError) {
-                    try sink.write(frame)
+                    try frame.write(to: sink)
                     lock.lock(); _written += 1; lock.unlock()
                     onWritten?(frame.pts)
                 } catch {
@@ -70,10 +105,18 @@ final class EncoderStage: @unchecked Sendable {
 
     /// Queues a frame: waits while a file's encoder is behind; a live
     /// output's frame is dropped then.
-    func push(_ frame: VideoFrame) {
-        if !live { queue.push(frame); return }
-        if !queue.tryPush(frame) { lock.lock(); _dropped += 1; lock.unlock() }
+    func push(_ frame: VideoFrame) { push(.frame(frame)) }
+
+    func push(_ frame: EncoderInput) {
+        if !live {
+            if !queue.push(frame) { frame.drop() }
+            return
+        }
+        if !queue.tryPush(frame) { frame.drop(); lock.lock(); _dropped += 1; lock.unlock() }
     }
+
+    /// Frames the queue holds at most (the ring of an output read in place is sized by it).
+    var queueDepth: Int { queue.capacity }
 
     /// Encodes what is queued, then ends the thread and completes the output
     /// (flush, trailer). Returns the error of the last step, if any.

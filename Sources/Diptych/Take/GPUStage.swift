@@ -34,8 +34,17 @@ final class GPUStage {
     /// The clock frame whose picture is in the GPU's secondary texture.
     private var uploadedSecondary: SecondaryFrameID?
     private var inFlight: [InFlight] = []
+    /// Outputs whose encoder reads their frames in place: each one's ring of
+    /// encoder targets (docs/ARCHITECTURE.md, "Encoder paths"). Their frames
+    /// are rendered without readback and delivered by the ring.
+    private(set) var rings: [Int: EncoderTargetRing] = [:]
+    /// Per ring: the frames handed over that `inFlight` has been told of.
+    private var accounted: [Int: Int] = [:]
     /// Test hook: frame indices at which the context is lost as by a reset.
     var simulateLossAt: Set<Int> = []
+    /// Whether CUDA frames still go into the textures through interop (false
+    /// once it failed: they are copied through host memory).
+    private(set) var cudaInterop = true
 
     /// A frame rendered but not yet read back in full: kept so it can be
     /// rendered again on a fresh context.
@@ -62,11 +71,43 @@ final class GPUStage {
         outputs.append(RenderOutput(key: key, target: try gpu.addOutput(canvas: canvas)))
     }
 
-    /// Removes output `key`'s render target (readbacks already in flight still arrive).
+    /// Removes output `key`'s render target (readbacks already in flight
+    /// still arrive; a ring's buffers are freed as its encoder lets them go).
     func removeOutput(_ key: Int) {
+        syncDeliveries()
+        rings.removeValue(forKey: key)?.shutdown()
+        accounted[key] = nil
         guard let i = outputs.firstIndex(where: { $0.key == key }) else { return }
         gpu.removeOutput(outputs[i].target)
         outputs.remove(at: i)
+    }
+
+    /// From now on output `key`'s frames go through `ring` (none is in flight for it yet).
+    func attachRing(_ ring: EncoderTargetRing, output key: Int) {
+        precondition(!inFlight.contains { $0.pending.contains(key) }, "output \(key) has frames in flight")
+        rings[key] = ring
+        accounted[key] = ring.handedOver
+    }
+
+    /// Marks the frames each ring has handed to its encoder (by `deliver`, or
+    /// by `render` making room) as no longer in flight.
+    private func syncDeliveries() {
+        for (key, ring) in rings {
+            let n = ring.handedOver, before = accounted[key] ?? 0
+            for _ in before..<max(before, n) { delivered(key) }
+            accounted[key] = n
+        }
+    }
+
+    /// The output's render target in the current compositor.
+    func target(of key: Int) -> OutputID? { outputs.first { $0.key == key }?.target }
+
+    /// One output's frame: drawn into its render target, then read back or
+    /// converted into its ring's next encoder target.
+    private func renderOutput(_ o: RenderOutput, _ p: OutputPlan) throws(GPUError) {
+        let ring = rings[o.key]
+        try gpu.render(output: o.target, plan: p.plan, pts: p.pts, readback: ring == nil)
+        try ring?.render(pts: p.pts)
     }
 
     /// Uploads the frame's pictures and draws every output's plan. A lost
@@ -80,6 +121,10 @@ final class GPUStage {
                 try draw(entry)
                 break
             } catch {
+                if case .cudaInterop = error, cudaInterop {
+                    leaveInterop(error)
+                    continue
+                }
                 attempts += 1
                 guard case .contextLost = error, attempts <= 3 else { throw error }
                 try rebuild(after: error)
@@ -100,7 +145,7 @@ final class GPUStage {
         }
         for o in outputs {
             guard let p = e.plans[o.key] else { continue }
-            try gpu.render(output: o.target, plan: p.plan, pts: p.pts)
+            try renderOutput(o, p)
         }
     }
 
@@ -108,26 +153,53 @@ final class GPUStage {
         switch f.payload {
         case .cpu(let v): try gpu.upload(v, role: role)
         case .dmaBuf(let d, _): try gpu.upload(d, role: role)
+        case .cuda(let c, let holder): try upload(c, holder: holder, role: role)
         }
     }
 
+    /// A CUDA frame goes into the textures on the GPU (CUDA–GL interop). If
+    /// that fails (here, or in the render that copies it), this take copies
+    /// CUDA frames through host memory from then on instead of failing.
+    private func upload(_ c: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
+        if cudaInterop {
+            do throws(GPUError) {
+                try gpu.upload(c, holder: holder, role: role)
+                return
+            } catch {
+                guard case .cudaInterop = error else { throw error }
+                leaveInterop(error)
+            }
+        }
+        guard let v = holder.download() else { throw .badFrame("an NVDEC \(c.format.rawValue) \(c.width)x\(c.height) frame could not be copied to host memory") }
+        try gpu.upload(v, role: role)
+    }
+
+    /// CUDA frames go through host memory from now on; the secondary's picture is uploaded again.
+    private func leaveInterop(_ error: GPUError) {
+        cudaInterop = false
+        uploadedSecondary = nil
+        warn("NVDEC frames cannot go into the GPU's textures directly (\(error)); copying them through host memory from here")
+    }
+
     /// Context lost: throw every GPU object away, build a new compositor, and
-    /// render again every frame whose readback had not completed.
+    /// render again every frame whose readback (or hand-over to an encoder
+    /// reading in place) had not completed. Rings keep their buffers (GBM,
+    /// apart from the context) and import them into the new context.
     private func rebuild(after error: GPUError) throws(GPUError) {
         rebuilds += 1
+        syncDeliveries()
         warn("GPU context lost (\(error)); rebuilding the GPU side and rendering \(inFlight.count) frames in flight again")
+        for ring in rings.values { _ = ring.abandonUndelivered() }
         gpu.shutdown()
         uploadedSecondary = nil
         do throws(GPUError) {
             gpu = try makeCompositor()
             for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
+            for ring in rings.values { try ring.reimport() }
             for e in inFlight {
                 try upload(e.frame.primary, role: .primary)
                 if let s = e.frame.secondary { try upload(s.payload, role: .secondary) }
-                for o in outputs where e.pending.contains(o.key) {
-                    let p = e.plans[o.key]!
-                    try gpu.render(output: o.target, plan: p.plan, pts: p.pts)
-                }
+                for o in outputs where e.pending.contains(o.key) { try renderOutput(o, e.plans[o.key]!) }
             }
         } catch {
             throw .deviceUnavailable("cannot rebuild the GPU context: \(error)")
@@ -135,10 +207,23 @@ final class GPUStage {
     }
 
     /// The NV12 frames read back so far, with the output each belongs to,
-    /// in submission order. `wait` blocks until everything in flight is back.
+    /// in submission order; the rings hand their finished frames to their
+    /// encoders. `wait` blocks until everything in flight is back.
     func readbacks(wait: Bool) throws(GPUError) -> [(key: Int, frame: VideoFrame)] {
         var out: [(key: Int, frame: VideoFrame)] = []
         var rebuilt = 0
+        for key in rings.keys.sorted() {
+            while true {
+                do throws(GPUError) { try rings[key]?.deliver(wait: wait) } catch {
+                    rebuilt += 1
+                    guard case .contextLost = error, rebuilt <= 3 else { throw error }
+                    try rebuild(after: error)
+                    continue
+                }
+                break
+            }
+        }
+        syncDeliveries()
         while true {
             let r: NV12Readback?
             do throws(GPUError) {
@@ -151,12 +236,16 @@ final class GPUStage {
             }
             guard let r else { return out }
             guard let o = outputs.first(where: { $0.target == r.output }) else { continue }
-            if let i = inFlight.firstIndex(where: { $0.pending.contains(o.key) }) {
-                inFlight[i].pending.remove(o.key)
-                if inFlight[i].pending.isEmpty { inFlight.remove(at: i) }
-            }
+            delivered(o.key)
             out.append((o.key, r.frame))
         }
+    }
+
+    /// Output `key`'s oldest frame in flight has reached its encoder.
+    private func delivered(_ key: Int) {
+        guard let i = inFlight.firstIndex(where: { $0.pending.contains(key) }) else { return }
+        inFlight[i].pending.remove(key)
+        if inFlight[i].pending.isEmpty { inFlight.remove(at: i) }
     }
 
     /// The output's render target as RGBA now.
@@ -165,5 +254,10 @@ final class GPUStage {
         return try gpu.previewRGBA(output: o.target)
     }
 
-    func shutdown() { gpu.shutdown() }
+    /// Frees the rings' buffers (each as its encoder lets it go), then the GPU.
+    func shutdown() {
+        for ring in rings.values { ring.shutdown() }
+        rings.removeAll()
+        gpu.shutdown()
+    }
 }

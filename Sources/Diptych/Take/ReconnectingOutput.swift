@@ -38,18 +38,31 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     var audioDescription: String { first.audioDescription }
     var outages: [OutputOutage] { lock.lock(); defer { lock.unlock() }; return _outages }
 
+    var takesDmaBuf: Bool { first.takesDmaBuf }
+
     func write(_ frame: VideoFrame) throws(MediaError) {
+        try deliver(at: frame.pts, { (o: any TakeOutput) throws(MediaError) in try o.write(frame) })
+    }
+
+    /// A dma-buf frame that finds the output down is dropped: its buffer goes
+    /// back when `once` goes, unless an output took it (it releases it then).
+    func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError) {
+        let once = EncoderRelease { release?() }
+        try deliver(at: pts, { (o: any TakeOutput) throws(MediaError) in try o.write(frame, pts: pts, release: { once() }) })
+    }
+
+    private func deliver(at pts: MediaTime, _ write: (any TakeOutput) throws(MediaError) -> Void) throws(MediaError) {
         if let c = current {
-            do throws(MediaError) { try c.write(frame); return } catch {
+            do throws(MediaError) { try write(c); return } catch {
                 guard window > 0, !error.isStorageFull else { throw error }
                 try? c.finish()
                 current = nil
                 let now = LiveTiming.now()
-                down = (now, frame.pts.seconds, error)
+                down = (now, pts.seconds, error)
                 backoff = 1
                 attempts = 0
                 nextAttempt = now + 1_000_000_000
-                log("output \(name) lost at \(String(format: "%.3f", frame.pts.seconds)) s (\(error)); reconnecting for up to \(Int(window)) s")
+                log("output \(name) lost at \(String(format: "%.3f", pts.seconds)) s (\(error)); reconnecting for up to \(Int(window)) s")
                 return
             }
         }
@@ -65,7 +78,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
         attempts += 1
         do throws(MediaError) {
             let c = try open(true)
-            try c.write(frame)
+            try write(c)
             current = c
             down = nil
             record(OutputOutage(at: d.at, seconds: outage, recovered: true))

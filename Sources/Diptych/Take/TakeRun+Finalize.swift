@@ -39,7 +39,9 @@ extension TakeRun {
         summary = TakeSummary(
             output: outputPath, frames: written, durationSeconds: duration,
             frameRate: frameRate.description, canvas: canvas.description,
-            encoder: sink.encoderName, encoderReason: sink.encoderReason, audio: sink.audioDescription,
+            encoder: sink.encoderName, encoderReason: mainPlan?.reason ?? sink.encoderReason,
+            encoderPath: mainPlan?.path.rawValue ?? (sink.encoderName == "none" ? "none" : EncoderPath.software.rawValue),
+            audio: sink.audioDescription,
             gpu: gpuSummary, wallSeconds: wall, fps: wall > 0 ? Double(written) / wall : 0,
             realtimeFactor: wall > 0 ? duration / wall : 0,
             secondaryFramesShown: c.secondaryFramesShown, secondaryRepeated: c.secondaryRepeatShows,
@@ -50,7 +52,8 @@ extension TakeRun {
             warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
             preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
             outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages,
-            cpuStages: StageClock.times() - stageBaseline)
+            cpuStages: StageClock.times() - stageBaseline,
+            decoders: decoders.entries)
         if !reason.isNormal {
             throw .ended(.abnormal(reason, frames: written, seconds: duration, output: outputPath, live: main.live))
         }

@@ -34,7 +34,9 @@ extension TakeRun {
                 nextOutputKey += 1
                 layouts[key] = spec.layout
                 let live = ContainerFormat.isLive(spec.out)
-                encoders.append(EncoderStage(key: key, name: spec.out, sink: sink, live: live))
+                let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
+                encoders.append(stage)
+                _ = zeroCopy.attach(key, stage: stage, settings: encoderSettings, log: hooks.log)
                 if live {
                     let liveSource = TakeRun.isLive(config.primary)
                     timing.liveOutputAdded(pace: config.realtime != .off && !liveSource && !TakeRun.isLive(config.secondary),
@@ -46,11 +48,11 @@ extension TakeRun {
                 reply(.failure(error))
             }
         case .remove(let key, let reply):
-            guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(false); return }
+            guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(nil); return }
             _ = deliverReadbacks(wait: true)
             close(e, failure: nil)
             log("output \(key) removed: \(e.name)")
-            reply(true)
+            reply(outputResults.last)
         }
     }
 

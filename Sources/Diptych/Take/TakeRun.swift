@@ -24,11 +24,16 @@ final class TakeRun {
     var layouts: [Int: Layout?]
     let taps: [any RenderTap & Sendable]
     let encoderSettings: VideoEncoderSettings
+    /// The encoder path, for outputs added later (`ZeroCopySetup.attach`).
+    let zeroCopy: ZeroCopySetup
+    /// The main output's encoder path, for the summary.
+    let mainPlan: EncoderPlan?
     var nextOutputKey: Int
     var outputResults: [OutputSummary] = []
     let timing: LiveTiming
     /// Shown on live outputs while the primary is interrupted (`--slate`).
     let slate: InputFrame?
+    let decoders: DecoderLog
 
     var frames = 0
     var warnings: [String]
@@ -51,7 +56,10 @@ final class TakeRun {
         inputs = p.inputs; gpu = p.gpu; encoders = p.encoders; main = p.encoders[0]
         warnings = p.warnings
         encoderSettings = p.encoderSettings
+        zeroCopy = p.zeroCopy
+        mainPlan = p.mainPlan
         slate = p.slate
+        decoders = p.decoders
         layouts = [0: p.config.layout]
         for (i, o) in p.config.extraOutputs.enumerated() { layouts[i + 1] = o.layout }
         nextOutputKey = p.encoders.count

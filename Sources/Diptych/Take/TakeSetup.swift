@@ -17,6 +17,12 @@ struct PreparedTake {
     var encoderSettings: VideoEncoderSettings
     /// `--slate`, decoded.
     var slate: InputFrame?
+    /// The encoder path of the take and of each output it adds later.
+    var zeroCopy: ZeroCopySetup
+    /// The main output's encoder path (nil when its sink encodes with another encoder than the plan's).
+    var mainPlan: EncoderPlan?
+    /// Where each input stream is decoded, and its falls back from NVDEC.
+    var decoders: DecoderLog
 }
 
 /// The take's setup stage: every check that can fail on bad input runs
@@ -66,12 +72,18 @@ enum TakeSetup {
             try checkCanvas(canvas, on: gpu.gpu, field: "--primary", value: "\(config.primary) (canvas \(canvas))")
         }
 
-        // Inputs.
+        // Inputs, decoded where `--decoder` says (NVDEC on the compositor's GPU).
+        let decoders = DecoderLog()
+        let decoding = decoderSettings(config, gpu: gpu.gpu, hooks: hooks, log: decoders)
         let primary: any TakeInput
-        do { primary = try io.openInput(.primary, config.primary, config.duration) } catch { throw .source(.primary, error) }
+        do { primary = try decoders.opened(.primary, io.openInput(.primary, config.primary, config.duration, decoding(.primary))) } catch {
+            throw .source(.primary, error)
+        }
         var secondary: (any TakeInput)?
         if config.secondary != .none {
-            do { secondary = try io.openInput(.secondary, config.secondary, nil) } catch { primary.close(); throw .source(.secondary, error) }
+            do { secondary = try decoders.opened(.secondary, io.openInput(.secondary, config.secondary, nil, decoding(.secondary))) } catch {
+                primary.close(); throw .source(.secondary, error)
+            }
         }
         var keepInputs = false
         defer { if !keepInputs { primary.close(); secondary?.close() } }
@@ -150,21 +162,36 @@ enum TakeSetup {
         let audio = config.audio == .primary ? primary.audioTrack : nil
         let specs = [OutputSpec(out: outputPath, format: config.format)] + config.extraOutputs
         do { for i in specs.indices { try gpu.addOutput(i) } } catch { throw .gpu(error) }
+        // The encoder path: VA-API devices, the GPU's side and the trial of the
+        // zero-copy target (docs/ARCHITECTURE.md, "Encoder paths").
+        let zeroCopy: ZeroCopySetup
+        do {
+            zeroCopy = try ZeroCopySetup(codec: config.codec, choice: config.encoder, gpu: gpu, trialOutput: 0, settings: video,
+                                         override: hooks.zeroCopyOverride)
+        } catch { throw .encoder(error) }
+        let outputVideo = zeroCopy.settings(video)
         var encoders: [EncoderStage] = []
+        var plans: [EncoderPlan] = []
         for (i, spec) in specs.enumerated() {
             do throws(MediaError) {
                 let live = ContainerFormat.isLive(spec.out)
-                let sink = try openSink(i, spec, video, i == 0 ? audio : nil, config: config, io: io, log: hooks.log)
+                let sink = try openSink(i, spec, outputVideo, i == 0 ? audio : nil, config: config, io: io, log: hooks.log)
                 var onWritten: (@Sendable (MediaTime) -> Void)?
                 if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
-                encoders.append(EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten))
+                let stage = EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten)
+                encoders.append(stage)
+                plans.append(zeroCopy.attach(i, stage: stage, settings: outputVideo, log: hooks.log))
             } catch {
                 for e in encoders { _ = e.finish() }
                 throw .output(spec.out, error)
             }
         }
-        hooks.log("encoder: \(encoders[0].sink.encoderDescription); audio: \(encoders[0].sink.audioDescription)")
+        let mainSink = encoders[0].sink
+        let mainPlan = plans[0].encoder == mainSink.encoderName ? plans[0] : nil
+        hooks.log("encoder: \(mainPlan.map { "\($0.encoder) (\($0.reason))" } ?? mainSink.encoderDescription); audio: \(mainSink.audioDescription)")
+        if let tuning = (mainSink as? MediaWriter)?.encoderTuning { hooks.log("encoder rate control: \(tuning)") }
         for (role, input) in [("primary", Optional(primary)), ("secondary", secondary)] {
+            if let d = input?.info.decoder { hooks.log("\(role) decoder: \(d)") }
             for notice in input?.info.notices ?? [] { hooks.log("\(role): \(notice)") }
         }
 
@@ -172,7 +199,11 @@ enum TakeSetup {
                                           secondaryOrientation: config.secondaryOrientation, frameRate: frameRate,
                                           primaryTimeout: config.primaryTimeout, secondaryTimeout: config.secondaryTimeout,
                                           switches: config.secondarySwitches, sharedClock: io.sharedClock,
-                                          open: { spec, d throws(MediaError) in try io.openInput(.secondary, spec, d) })
+                                          open: { spec, d throws(MediaError) in
+                                              let input = try io.openInput(.secondary, spec, d, decoding(.secondary))
+                                              if let dec = input.info.decoder { hooks.log("secondary decoder (\(spec)): \(dec)") }
+                                              return decoders.opened(.secondary, input)
+                                          })
         var clock = config.clockConfiguration
         // File sources are paced by timestamp, so the clock never has to wait.
         clock.beforeFirstFrame = .primaryOnly
@@ -187,7 +218,26 @@ enum TakeSetup {
         keepGPU = true
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
-                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: video, slate: slate)
+                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, slate: slate,
+                            zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
+    }
+
+    /// The decoder settings of each role: `--decoder`, NVDEC on the CUDA
+    /// device of the compositor's GL context (asked only when NVDEC may be
+    /// used), and a fall back mid-take logged as a warning and kept for the summary.
+    static func decoderSettings(_ config: TakeConfiguration, gpu: GPUCompositor, hooks: SessionHooks,
+                                log: DecoderLog) -> @Sendable (StreamRole) -> DecoderSettings {
+        let device: Result<Int, DecoderUnavailable> = config.decoder == .cpu
+            ? .failure(DecoderUnavailable("--decoder cpu"))
+            : gpu.cudaDevice().mapError { DecoderUnavailable($0.reason) }
+        let choice = config.decoder, override = hooks.decoderSettings, say = hooks.log
+        return { role in
+            let settings = DecoderSettings.with(choice, cudaDevice: device, onFallback: { f in
+                say("warning: \(role.rawValue): NVDEC stopped \(f); decoding on the CPU from there")
+                log.fellBack(role, f)
+            })
+            return override?(role, settings) ?? settings
+        }
     }
 
     /// Opens output `index`. A live stream is encoded without lookahead or

@@ -8,6 +8,9 @@ public enum BenchStage: String, Sendable, Codable, CaseIterable {
     case composite
     /// Decode → composite → encode → mux with the real `RecordingSession`.
     case endToEnd = "e2e"
+    /// NVDEC: `--decoder nvdec` against `--decoder cpu` (PSNR), and composites
+    /// per second with NVDEC-decoded inputs in CUDA memory (not in the default set).
+    case nvdec
 }
 
 /// Programs run beside ours on the same inputs (end-to-end stage).
@@ -29,7 +32,7 @@ public struct BenchOptions: Sendable, Equatable {
     public var layouts: [LayoutKind] = BenchOptions.allLayouts
     public var sizes: [PixelSize] = [.hd1080]
     public var formats: [PixelFormat] = [.nv12, .rgba]
-    public var stages: [BenchStage] = BenchStage.allCases
+    public var stages: [BenchStage] = [.composite, .endToEnd]
     /// Layouts of the end-to-end stage (quick: PiP and side by side).
     public var e2eLayouts: [LayoutKind] = [.pip, .sideBySide]
     /// Sizes of the end-to-end stage.
@@ -37,6 +40,8 @@ public struct BenchOptions: Sendable, Equatable {
     /// Measured composites per composite case (after `warmup`).
     public var frames = 120
     public var warmup = 10
+    /// Compositors sharing one context in the NVDEC stage's composite rate.
+    public var streams = 16
     /// Seconds of primary video per end-to-end case (60 fps primary, 30 fps secondary).
     public var duration = 10.0
     public var peers: [BenchPeer] = BenchPeer.allCases
@@ -77,8 +82,10 @@ public struct BenchOptions: Sendable, Equatable {
       --layouts L,...      pip, side-by-side, stacked, primary-only (both stages)
       --sizes S,...        720p, 1080p, 2160p or WxH (both stages)
       --formats F,...      nv12, rgba (composite stage input)
-      --stages S,...       composite, e2e
-      --frames N           measured composites per composite case (default 120)
+      --stages S,...       composite, e2e, nvdec (NVDEC against the CPU decoder: PSNR of the two takes,
+                           composites/s with NVDEC-decoded inputs; not in the default set)
+      --frames N           measured composites per composite case and per nvdec stream (default 120)
+      --streams N          nvdec stage: compositors sharing one GL context (default 16)
       --duration SECONDS   primary video per end-to-end case (default 10)
       --peers P,...|none   ffmpeg, gstreamer (default both; a missing one is skipped with a note)
       --preset P,...       x264 presets for us and the peers, each a case of its own (default ultrafast)
@@ -88,8 +95,9 @@ public struct BenchOptions: Sendable, Equatable {
                            every take stays real time, a list tries exactly those counts (PiP, 1080p60 + 720p30
                            unless --layouts/--sizes say otherwise; FFmpeg runs as many processes, CPU and NVDEC)
       --min-speed X        with --pairs: the speed every take must keep, x real time (default 1.0)
-      --pair-runners R,... with --pairs: diptych, ffmpeg, ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay
-                           (default: diptych and, with the ffmpeg peer, the three FFmpeg configurations)
+      --pair-runners R,... with --pairs: diptych (NVDEC where the GPU has it), diptych-cpu (--decoder cpu), ffmpeg,
+                           ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay (default: all but diptych-cpu; diptych alone
+                           without the ffmpeg peer)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -102,7 +110,7 @@ public struct BenchOptions: Sendable, Equatable {
         var o = BenchOptions()
         var explicitLayouts = false, explicitSizes = false
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
-        let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--duration", "--peers", "--preset", "--presets",
+        let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
                       "--pairs", "--pair-runners", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
@@ -149,7 +157,7 @@ public struct BenchOptions: Sendable, Equatable {
                 var st: [BenchStage] = []
                 for item in try list(a) {
                     guard let s = BenchStage(rawValue: item == "end-to-end" ? "e2e" : item) else {
-                        throw BenchUsageError("--stages '\(item)': expected composite or e2e")
+                        throw BenchUsageError("--stages '\(item)': expected composite, e2e or nvdec")
                     }
                     st.append(s)
                 }
@@ -158,6 +166,10 @@ public struct BenchOptions: Sendable, Equatable {
                 let v = try value(a)
                 guard let n = Int(v), n >= 1, n <= 1_000_000 else { throw BenchUsageError("--frames '\(v)': expected a positive number") }
                 o.frames = n
+            case "--streams":
+                let v = try value(a)
+                guard let n = Int(v), n >= 1, n <= 256 else { throw BenchUsageError("--streams '\(v)': expected 1 to 256") }
+                o.streams = n
             case "--duration":
                 let v = try value(a)
                 guard let d = Double(v), d >= 0.5, d <= 3600 else { throw BenchUsageError("--duration '\(v)': expected seconds, 0.5 to 3600") }

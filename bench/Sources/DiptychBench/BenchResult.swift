@@ -87,6 +87,8 @@ public struct BenchReport: Sendable, Codable {
     public var results: [BenchResult]
     /// `--pairs`: takes at once, per runner and preset.
     public var concurrency: [ConcurrencyResult]?
+    /// `--stages nvdec`: NVDEC against the CPU decoder, and the composite rate with its frames.
+    var nvdec: NVDECStage.Result?
 }
 
 public struct MachineInfo: Sendable, Codable {

@@ -107,11 +107,22 @@ final class Runner {
                 }
             }
         }
+        var nvdec: NVDECStage.Result?
+        if options.stages.contains(.nvdec) {
+            let inputStage = EndToEndStage(options: options, log: { [unowned self] in self.note($0) })
+            if let inputs = inputs(inputStage, options.e2eSizes.first ?? .hd1080) {
+                progress("nvdec")
+                let r = NVDECStage(options: options, log: { [unowned self] in self.note($0) }).run(inputs: inputs, gpu: gpu)
+                if r.checks.isEmpty || r.checks.contains(where: { !$0.passed }) || r.rates.isEmpty { failures += 1 }
+                nvdec = r
+            }
+        }
         if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
 
-        let report = BenchReport(date: ISO8601DateFormatter().string(from: Date()),
+        var report = BenchReport(date: ISO8601DateFormatter().string(from: Date()),
                                  command: (["diptych", "bench"] + arguments).joined(separator: " "),
                                  machine: machine, results: results, concurrency: concurrency.isEmpty ? nil : concurrency)
+        report.nvdec = nvdec
         print(Report.markdown(report))
         if let path = options.json {
             let enc = JSONEncoder()
@@ -150,7 +161,7 @@ final class Runner {
 
     /// The runners `--pairs` times.
     var pairRunnerNames: [String] {
-        options.pairRunners ?? (options.peers.contains(.ffmpeg) ? PairRunners.names : ["diptych"])
+        options.pairRunners ?? (options.peers.contains(.ffmpeg) ? PairRunners.defaultNames : ["diptych"])
     }
 
     /// `--pairs`: for each size, layout and preset, ours and FFmpeg's configurations, N takes at once.

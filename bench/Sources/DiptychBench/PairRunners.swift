@@ -94,15 +94,24 @@ enum PairRunners {
         return Tools.find("diptych")
     }
 
-    /// `diptych record`, one process per take, with the CLI's defaults for the layout.
-    static func diptych() -> ProcessPairRunner {
-        ProcessPairRunner(name: "diptych", summary: "diptych record: decode, GPU composite, libx264, fragmented MP4",
+    /// `diptych record`, one process per take, with the CLI's defaults for the
+    /// layout: NVDEC into the GPU where it has it (`--decoder auto`), or with
+    /// `--decoder cpu` (`diptych-cpu`).
+    static func diptych(decoder: DecoderChoice = .auto) -> ProcessPairRunner {
+        ProcessPairRunner(name: decoder == .cpu ? "diptych-cpu" : "diptych",
+                          summary: decoder == .cpu ? "diptych record --decoder cpu: CPU decode, GPU composite, libx264, fragmented MP4"
+                                                   : "diptych record: NVDEC decode where the GPU has it (else CPU), GPU composite, libx264, fragmented MP4",
                           executable: diptychExecutable(), missing: "the diptych executable was not found") { c, out in
-            ["record", "--primary", c.inputs.primary, "--secondary", c.inputs.secondary, "--layout", c.layout.rawValue]
-            + (c.mirrored ? ["--mirror-secondary"] : [])
-            + ["--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(Double(c.gop) / 60)",
-             "--audio", "none", "--gpu", c.gpu, "--out", out, "--json"]
+            ["record"] + takeArguments(c, out, decoder: decoder) + ["--json"]
         }
+    }
+
+    /// One take's `diptych record` options (the same take a server is sent).
+    static func takeArguments(_ c: PairCase, _ out: String, decoder: DecoderChoice) -> [String] {
+        ["--primary", c.inputs.primary, "--secondary", c.inputs.secondary, "--layout", c.layout.rawValue]
+        + (c.mirrored ? ["--mirror-secondary"] : [])
+        + ["--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(Double(c.gop) / 60)",
+         "--audio", "none", "--gpu", c.gpu, "--decoder", decoder.rawValue, "--out", out]
     }
 
     /// FFmpeg on the CPU: software decode, `overlay`/`hstack`/`vstack`, libx264.
@@ -135,9 +144,11 @@ enum PairRunners {
     }
 
     /// Every runner `--pairs` knows, by name.
-    static let names = ["diptych", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"]
+    static let names = ["diptych", "diptych-cpu", "diptych-serve", "diptych-serve-cpu", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"]
+    /// Those `--pairs` runs without `--pair-runners` (with the ffmpeg peer).
+    static let defaultNames = ["diptych", "diptych-serve", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"]
 
     static func all(_ peers: Peers) -> [PairRunner] {
-        [diptych(), ffmpeg(peers), ffmpegNVDEC(peers, gpuOverlay: true), ffmpegNVDEC(peers, gpuOverlay: false)]
+        [diptych(), diptych(decoder: .cpu), ServePairRunner(decoder: .auto), ServePairRunner(decoder: .cpu), ffmpeg(peers), ffmpegNVDEC(peers, gpuOverlay: true), ffmpegNVDEC(peers, gpuOverlay: false)]
     }
 }

@@ -42,6 +42,7 @@ enum Report {
         let e2e = endToEnd(report.results)
         if !e2e.isEmpty { s += "\n" + e2e }
         if let c = report.concurrency { s += "\n" + pairs(c) }
+        if let n = report.nvdec { s += "\n" + nvdec(n) }
         return s
     }
 
@@ -63,7 +64,7 @@ enum Report {
         for preset in Array(Set(results.map(\.preset))).sorted() {
             let here = results.filter { $0.preset == preset }
             guard let ours = here.first(where: { $0.runner == "diptych" }), let n = ours.maxRealtimePairs else { continue }
-            let peers = here.filter { $0.runner != "diptych" && ($0.maxRealtimePairs ?? 0) > 0 }
+            let peers = here.filter { !$0.runner.hasPrefix("diptych") && ($0.maxRealtimePairs ?? 0) > 0 }
             guard let best = peers.max(by: { a, b in
                 (a.maxRealtimePairs!, -(a.best?.cpuSecondsPerFrame ?? .infinity)) < (b.maxRealtimePairs!, -(b.best?.cpuSecondsPerFrame ?? .infinity))
             }) else { continue }

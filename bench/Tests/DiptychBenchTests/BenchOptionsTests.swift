@@ -26,6 +26,26 @@ import Testing
         #expect(try BenchOptions.parse(["--help"]) == nil)
     }
 
+    @Test func nvdecStage() throws {
+        let o = try #require(try BenchOptions.parse(["--stages", "nvdec", "--streams", "8", "--frames", "300"]))
+        #expect(o.stages == [.nvdec] && o.streams == 8 && o.frames == 300)
+        #expect(try BenchOptions.parse([])?.streams == 16)
+        #expect(throws: BenchUsageError("--streams '0': expected 1 to 256")) { _ = try BenchOptions.parse(["--streams", "0"]) }
+        #expect(throws: BenchUsageError("--stages 'gpu': expected composite, e2e or nvdec")) { _ = try BenchOptions.parse(["--stages", "gpu"]) }
+        #expect(try BenchOptions.parse(["--pair-runners", "diptych,diptych-cpu"])?.pairRunners == ["diptych", "diptych-cpu"])
+    }
+
+    /// The decode check's PSNR: identical planes read 99 dB, one code off everywhere 48.13 dB.
+    @Test func psnrOfYUVPlanes() {
+        let a = VideoFrame.allocate(width: 16, height: 8, format: .i420), b = VideoFrame.allocate(width: 16, height: 8, format: .nv12)
+        #expect(PSNR.planes(a, b) == [99, 99, 99])
+        let c = VideoFrame.allocate(width: 16, height: 8, format: .nv12)
+        let uv = c.planes[1].storage.mutableBase.advanced(by: c.planes[1].offset).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<(16 * 4) where i % 2 == 1 { uv[i] = 1 }
+        let p = PSNR.planes(a, c)
+        #expect(p[0] == 99 && p[1] == 99 && abs(p[2] - 48.13) < 0.01)
+    }
+
     @Test func pairsAndPresets() throws {
         let o = try #require(try BenchOptions.parse(["--stages", "e2e", "--pairs", "24", "--preset", "ultrafast,veryfast"]))
         #expect(o.pairs == .search(max: 24) && o.e2eLayouts == [.pip] && o.e2eSizes == [.hd1080])

@@ -1,0 +1,140 @@
+import Foundation
+import DiptychCore
+import DiptychGPU
+import DiptychMedia
+
+/// Tests: the VA-API devices, zero-copy devices and dma-buf-taking outputs
+/// of a take on a machine that has none (GBM and VA-API cannot run here).
+struct ZeroCopyOverride: Sendable {
+    /// Stands in for `EncoderProbe.vaapi()`.
+    var report: VAAPIReport
+    /// Stands in for the GPU's side (`GPUCompositor.encoderTargetSupport`).
+    var support: EncoderTargetFacts
+    /// Makes output `key`'s device; `encoder` is nil during the setup's trial.
+    var device: @Sendable (_ current: @escaping @Sendable () -> (GPUCompositor, OutputID)?, _ encoder: EncoderStage?) -> any ZeroCopyDevice
+}
+
+/// A take's encoder path (docs/ARCHITECTURE.md, "Encoder paths"): what this
+/// machine's VA-API devices and the take's GPU offer, the trial of the
+/// zero-copy target, the plan every output runs, and each zero-copy output's
+/// ring. Used by the take's thread.
+final class ZeroCopySetup {
+    let codec: VideoCodec
+    let choice: EncoderChoice
+    let report: VAAPIReport?
+    /// The GPU's side; nil when no VA-API path can run (nothing was asked of the GPU).
+    let facts: EncoderTargetFacts?
+    /// The plan of an output whose encoder takes dma-bufs.
+    let plan: EncoderPlan
+    private let chosen: (modifier: UInt64, layout: EncoderBufferLayout)?
+    private let allocator: EncoderBufferAllocator?
+    private let override: ZeroCopyOverride?
+    private let gpu: StageBox
+
+    /// The GPU stage for devices' `current()`: read on the take's thread only.
+    final class StageBox: @unchecked Sendable {
+        weak var stage: GPUStage?
+        init(_ s: GPUStage) { stage = s }
+        func current(_ key: Int) -> (GPUCompositor, OutputID)? {
+            guard let s = stage, let t = s.target(of: key) else { return nil }
+            return (s.gpu, t)
+        }
+    }
+
+    /// Examines VA-API, then (where a VA-API path can run) the GPU, and tries
+    /// the zero-copy target on output `trialOutput`. Throws when `--encoder
+    /// vaapi` cannot run at all (bad input: exit 2).
+    init(codec: VideoCodec, choice: EncoderChoice, gpu stage: GPUStage, trialOutput: Int, settings: VideoEncoderSettings,
+         override: ZeroCopyOverride?) throws(MediaError) {
+        self.codec = codec; self.choice = choice; self.override = override
+        gpu = StageBox(stage)
+        let built = EncoderProbe.built(codec: codec)
+        let report: VAAPIReport? = override?.report ?? (built.hardware && choice != .x264 ? EncoderProbe.vaapi() : nil)
+        self.report = report
+        // The GPU's side first (no allocation yet): the VA-API device on the GPU's own node is preferred.
+        var facts = override?.support ?? ZeroCopySetup.facts(stage.gpu.encoderTargetSupport())
+        let base = try EncoderProbe.plan(codec: codec, choice: choice, report: report ?? VAAPIReport(directory: "", devices: [], problem: nil),
+                                         target: facts)
+        guard base.path != .software, let node = base.devicePath else {
+            self.facts = nil; plan = base; chosen = nil; allocator = nil
+            return
+        }
+        var allocator: EncoderBufferAllocator?
+        var chosen: (modifier: UInt64, layout: EncoderBufferLayout)?
+        if facts.platform == "gbm", facts.renderNode == node, facts.missing.isEmpty, !facts.renderableModifiers.isEmpty {
+            var trialSettings = settings
+            trialSettings.preferredRenderNode = node
+            let box = gpu
+            let outcome: ZeroCopyTrial.Outcome
+            if let override {
+                outcome = ZeroCopyTrial.run(modifiers: facts.renderableModifiers, size: stage.canvas) { _ in
+                    override.device({ box.current(trialOutput) }, nil)
+                }
+            } else {
+                do throws(GPUError) { allocator = try EncoderBufferAllocator(renderNode: node) } catch {
+                    facts.trials = [ModifierTrial(modifier: facts.renderableModifiers[0], failedAt: .gbm, reason: "\(error)")]
+                }
+                outcome = allocator.map { a in
+                    ZeroCopyTrial.run(modifiers: facts.renderableModifiers, size: stage.canvas) { layout in
+                        GBMVATargets(allocator: a, layout: layout, settings: trialSettings, current: { box.current(trialOutput) })
+                    }
+                } ?? ZeroCopyTrial.Outcome(trials: facts.trials, chosen: nil)
+            }
+            facts.trials = outcome.trials
+            chosen = outcome.chosen
+        }
+        self.facts = facts
+        self.allocator = allocator
+        self.chosen = chosen
+        plan = try EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts)
+    }
+
+    static func facts(_ s: EncoderTargetSupport) -> EncoderTargetFacts {
+        EncoderTargetFacts(platform: s.platform.rawValue, renderNode: s.renderNode, missing: s.missing, renderableModifiers: s.renderableModifiers)
+    }
+
+    /// The settings outputs open with: VA-API on the plan's device when a VA-API path runs.
+    func settings(_ s: VideoEncoderSettings) -> VideoEncoderSettings {
+        var s = s
+        if plan.path != .software { s.preferredRenderNode = plan.devicePath }
+        return s
+    }
+
+    /// The plan of output `key` (opened as `stage`), and its ring when its
+    /// frames go to the encoder in place. An output whose encoder takes
+    /// frames in host memory, or whose ring cannot be made, reads back.
+    func attach(_ key: Int, stage: EncoderStage, settings: VideoEncoderSettings, log: (String) -> Void) -> EncoderPlan {
+        guard plan.path == .vaapiZeroCopy, let chosen, let facts, override != nil || allocator != nil else { return plan }
+        guard override != nil || stage.sink.takesDmaBuf else {
+            return replan(facts, refusal: "output \(stage.name) takes frames in host memory (\(stage.sink.encoderName))")
+        }
+        let box = gpu, current: @Sendable () -> (GPUCompositor, OutputID)? = { box.current(key) }
+        let device: any ZeroCopyDevice
+        if let override {
+            device = override.device(current, stage)
+        } else {
+            let d = GBMVATargets(allocator: allocator!, layout: chosen.layout, settings: settings, current: current)
+            d.encoder = stage
+            device = d
+        }
+        // FFmpeg's VA-API encoder holds async_depth (2) pictures in flight, the
+        // one being issued and the last reference until the next completes; B-frames more.
+        let count = EncoderTargetRing.size(queueDepth: stage.queueDepth, encoderHold: 4 + max(0, settings.maxBFrames ?? 0), gpuInFlight: 2)
+        guard let g = gpu.stage else { return plan }
+        do throws(GPUError) {
+            let ring = try EncoderTargetRing(device: device, size: g.canvas, modifier: chosen.modifier, count: count)
+            g.attachRing(ring, output: key)
+            if key == 0 || stage.live { log("output \(stage.name): \(count) encoder targets (\(chosen.layout), modifier \(ModifierTrial.name(chosen.modifier)))") }
+            return plan
+        } catch {
+            log("warning: output \(stage.name): \(count) encoder targets cannot be made (\(error)); its frames are read back")
+            return replan(facts, refusal: "its \(count) encoder targets cannot be made: \(error)")
+        }
+    }
+
+    private func replan(_ facts: EncoderTargetFacts, refusal: String) -> EncoderPlan {
+        var f = facts
+        f.sinkRefusal = refusal
+        return (try? EncoderProbe.plan(codec: codec, choice: choice, report: report, target: f)) ?? plan
+    }
+}

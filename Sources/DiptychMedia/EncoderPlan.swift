@@ -1,0 +1,222 @@
+import DiptychCore
+
+/// How a take's frames reach the encoder, best first (docs/ARCHITECTURE.md,
+/// "Encoder paths").
+public enum EncoderPath: String, Hashable, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    /// Each output's NV12 frame is converted on the GPU straight into a
+    /// dma-buf the VA-API encoder reads: nothing crosses host memory.
+    case vaapiZeroCopy = "vaapi-zero-copy"
+    /// NV12 read back from the GPU into host memory, then uploaded into VA surfaces.
+    case vaapiUpload = "vaapi-upload"
+    /// NV12 read back from the GPU and encoded by libx264/libx265.
+    case software
+
+    public var description: String {
+        switch self {
+        case .vaapiZeroCopy: "VA-API from the render target (zero copy)"
+        case .vaapiUpload: "VA-API from uploaded frames"
+        case .software: "software"
+        }
+    }
+}
+
+/// One DRM format modifier tried for the zero-copy target, and where it failed.
+public struct ModifierTrial: Hashable, Sendable, CustomStringConvertible {
+    public enum Stage: String, Hashable, Sendable {
+        /// `gbm_bo_create_with_modifiers2` could not allocate the NV12 buffer.
+        case gbm = "GBM"
+        /// EGL could not import its planes as render targets.
+        case egl = "EGL"
+        /// The VA driver refused the buffer as an NV12 surface (`vaCreateSurfaces`).
+        case vaapi = "VA-API"
+    }
+    public var modifier: UInt64
+    /// How the buffer was laid out (`R8 and GR88 buffers`, ...), when it matters.
+    public var layout: String?
+    /// Where it failed; nil when the buffer was allocated, imported and accepted.
+    public var failedAt: Stage?
+    public var reason: String
+
+    public init(modifier: UInt64, layout: String? = nil, failedAt: Stage? = nil, reason: String = "") {
+        self.modifier = modifier; self.layout = layout; self.failedAt = failedAt; self.reason = reason
+    }
+
+    public var accepted: Bool { failedAt == nil }
+    public var description: String {
+        let m = ModifierTrial.name(modifier) + (layout.map { " as \($0)" } ?? "")
+        guard let failedAt else { return "\(m) accepted" }
+        return "\(m) refused by \(failedAt.rawValue)" + (reason.isEmpty ? "" : " (\(reason))")
+    }
+
+    /// `LINEAR`, or the modifier in hex (`0x0100000000000002`).
+    public static func name(_ m: UInt64) -> String {
+        if m == 0 { return "LINEAR" }
+        let hex = String(m, radix: 16)
+        return "0x" + String(repeating: "0", count: max(0, 16 - hex.count)) + hex
+    }
+}
+
+/// The GPU's side of the zero-copy path, as a take found it.
+public struct EncoderTargetFacts: Hashable, Sendable {
+    /// The EGL platform the compositor runs on (`gbm`, `device`, `surfaceless`).
+    public var platform: String
+    /// The DRM render node of a GBM display; nil on other platforms.
+    public var renderNode: String?
+    /// Extensions the target needs that the context lacks.
+    public var missing: [String]
+    /// Modifiers with which EGL imports R8 and GR88 dma-buf planes as render
+    /// targets (not external-only), in EGL's order.
+    public var renderableModifiers: [UInt64]
+    /// The modifiers tried, in order, up to the first accepted one.
+    public var trials: [ModifierTrial]
+    /// Why the output's frames cannot go to its encoder in place (it takes
+    /// frames in host memory, its buffers cannot be made); nil when they can.
+    public var sinkRefusal: String?
+
+    public init(platform: String, renderNode: String?, missing: [String] = [], renderableModifiers: [UInt64] = [],
+                trials: [ModifierTrial] = [], sinkRefusal: String? = nil) {
+        self.platform = platform; self.renderNode = renderNode; self.missing = missing
+        self.renderableModifiers = renderableModifiers; self.trials = trials; self.sinkRefusal = sinkRefusal
+    }
+}
+
+/// Which of the codec's encoders this FFmpeg build has.
+public struct BuiltEncoders: Hashable, Sendable {
+    public var hardware: Bool
+    public var software: Bool
+    public init(hardware: Bool, software: Bool) { self.hardware = hardware; self.software = software }
+}
+
+/// A better path not taken, and why.
+public struct PassedOverPath: Hashable, Sendable {
+    public var path: EncoderPath
+    public var reason: String
+}
+
+/// The encoder a take runs, on which path, and why each better path was not possible.
+public struct EncoderPlan: Hashable, Sendable, CustomStringConvertible {
+    public var path: EncoderPath
+    /// FFmpeg encoder name (`h264_vaapi`, `libx264`, ...).
+    public var encoder: String
+    /// The render node of the VA-API device.
+    public var devicePath: String?
+    /// Zero copy: the modifier of the target buffers.
+    public var modifier: UInt64?
+    /// What runs: `VA-API on /dev/dri/renderD128 (...)`, `software`.
+    public var detail: String
+    public var passedOver: [PassedOverPath]
+    /// The software encoder was asked for.
+    public var requested: Bool
+
+    /// Why this encoder and path: the take's log and summary.
+    public var reason: String {
+        switch path {
+        case .vaapiZeroCopy:
+            return "\(path), \(detail)" + (modifier.map { ", modifier \(ModifierTrial.name($0))" } ?? "")
+        case .vaapiUpload:
+            return "\(path), \(detail); zero copy not possible: \(passedOver.first?.reason ?? "?")"
+        case .software:
+            if requested { return "software encoder requested" }
+            // Frames are uploaded whenever VA-API can run at all, so both VA paths failed for one reason.
+            return "VA-API unavailable: \(passedOver.last?.reason ?? "?")"
+        }
+    }
+
+    public var description: String { "\(encoder) (\(reason))" }
+}
+
+/// The choice of encoder path: a pure function of what the machine offers
+/// (docs/ARCHITECTURE.md, "Encoder paths"). `auto` takes, in order, VA-API
+/// from the render target, VA-API from uploaded frames, software; `vaapi`
+/// takes the first VA-API path possible and fails with the reason where
+/// none is; `x264` takes software.
+public enum EncoderPlanner {
+    /// Picks the path. `target` is nil before the GPU is open (zero copy is
+    /// then not possible, and VA-API and software are decided as usual).
+    public static func plan(codec: VideoCodec, requested: EncoderChoice, built: BuiltEncoders, vaapi: VAAPIReport,
+                            target: EncoderTargetFacts?) throws(MediaError) -> EncoderPlan {
+        let names = EncoderProbe.encoderNames(codec: codec)
+        let va = vaDevice(codec: codec, built: built, report: vaapi, preferring: target?.renderNode)
+        let software = EncoderPlan(path: .software, encoder: names.software, devicePath: nil, modifier: nil,
+                                   detail: "software", passedOver: [], requested: requested == .x264)
+        if requested == .x264 {
+            guard built.software else { throw .encoderUnavailable(encoder: names.software, reason: "FFmpeg lacks the \(names.software) encoder") }
+            return software
+        }
+        let device: (path: String, detail: String)
+        switch va {
+        case .failure(let why):
+            if requested == .vaapi { throw .encoderUnavailable(encoder: names.hardware, reason: why.reason) }
+            guard built.software else {
+                throw .encoderUnavailable(encoder: "\(names.hardware) or \(names.software)",
+                                          reason: "\(names.hardware): \(why.reason); \(names.software): FFmpeg lacks the \(names.software) encoder")
+            }
+            var plan = software
+            plan.passedOver = [PassedOverPath(path: .vaapiZeroCopy, reason: why.reason), PassedOverPath(path: .vaapiUpload, reason: why.reason)]
+            return plan
+        case .success(let d): device = d
+        }
+        var plan = EncoderPlan(path: .vaapiUpload, encoder: names.hardware, devicePath: device.path, modifier: nil,
+                               detail: device.detail, passedOver: [], requested: false)
+        switch zeroCopy(codec: codec, target: target, vaNode: device.path, report: vaapi) {
+        case .success(let modifier):
+            plan.path = .vaapiZeroCopy
+            plan.modifier = modifier
+        case .failure(let why):
+            plan.passedOver = [PassedOverPath(path: .vaapiZeroCopy, reason: why.reason)]
+        }
+        return plan
+    }
+
+    struct Refusal: Error { var reason: String }
+
+    /// The VA-API device that encodes `codec` (the GPU's own node first), or why none does.
+    static func vaDevice(codec: VideoCodec, built: BuiltEncoders, report: VAAPIReport,
+                         preferring node: String?) -> Result<(path: String, detail: String), Refusal> {
+        let names = EncoderProbe.encoderNames(codec: codec)
+        guard built.hardware else { return .failure(Refusal(reason: "FFmpeg lacks the \(names.hardware) encoder")) }
+        if let problem = report.problem { return .failure(Refusal(reason: problem)) }
+        let able = report.devices.filter { !$0.encodeSupport(for: codec).isEmpty }
+        guard let dev = able.first(where: { $0.path == node }) ?? able.first else {
+            let why = report.devices.map { d in
+                d.error.map { "\(d.path): \($0)" }
+                    ?? "\(d.path): no encode entrypoint for \(codecName(codec)) (\(d.vendor ?? "unknown driver"))"
+            }
+            return .failure(Refusal(reason: why.isEmpty ? "no VA-API device" : why.joined(separator: "; ")))
+        }
+        let s = dev.encodeSupport(for: codec)[0]
+        return .success((dev.path, "VA-API on \(dev.path) (\(dev.vendor ?? "unknown driver"); \(s.profile) \(s.entrypoints.joined(separator: "/")))"))
+    }
+
+    /// The modifier of the zero-copy target, or why there is none.
+    static func zeroCopy(codec: VideoCodec, target: EncoderTargetFacts?, vaNode: String,
+                         report: VAAPIReport) -> Result<UInt64, Refusal> {
+        guard let t = target else { return .failure(Refusal(reason: "the GPU is not open yet")) }
+        guard t.platform == "gbm", let node = t.renderNode else {
+            return .failure(Refusal(reason: "no render node: the GPU runs on the EGL \(t.platform) platform (zero copy needs GBM on a DRM render node)"))
+        }
+        guard node == vaNode else {
+            return .failure(Refusal(reason: "no encode entrypoint for \(codecName(codec)) on the GPU's render node \(node) (the VA-API encoder is on \(vaNode))"))
+        }
+        if !t.missing.isEmpty { return .failure(Refusal(reason: "no NV12 import: the GPU lacks \(t.missing.joined(separator: ", "))")) }
+        guard !t.renderableModifiers.isEmpty else {
+            return .failure(Refusal(reason: "no NV12 import: EGL imports R8 and GR88 dma-buf planes as render targets with no modifier"))
+        }
+        guard let ok = t.trials.first(where: \.accepted) else {
+            return .failure(Refusal(reason: "modifier refused: " + (t.trials.isEmpty ? "none was tried" : t.trials.map(\.description).joined(separator: "; "))))
+        }
+        if let refusal = t.sinkRefusal { return .failure(Refusal(reason: refusal)) }
+        return .success(ok.modifier)
+    }
+
+    static func codecName(_ c: VideoCodec) -> String { c == .h264 ? "H.264" : "HEVC" }
+
+    /// The order modifiers are tried in: EGL's order (drivers list their
+    /// preferred layouts first), LINEAR last (every driver can read it, but
+    /// encoders read tiled surfaces faster and some need them).
+    public static func trialOrder(_ renderable: [UInt64]) -> [UInt64] {
+        var seen = Set<UInt64>()
+        let unique = renderable.filter { seen.insert($0).inserted }
+        return unique.filter { $0 != 0 } + unique.filter { $0 == 0 }
+    }
+}

@@ -1,0 +1,172 @@
+import Testing
+import DiptychCore
+@testable import DiptychMedia
+
+/// Every row of the encoder path choice (docs/ARCHITECTURE.md, "Encoder paths"):
+/// what each machine offers, the path taken, and why each better path was not.
+@Suite struct EncoderPlanTests {
+    static let node = "/dev/dri/renderD128"
+    static let intel = VADeviceReport(path: node, vendor: "Intel iHD driver", vaVersion: "1.17", profiles: [
+        VAProfileSupport(profile: "VAProfileH264High", entrypoints: ["VAEntrypointVLD", "VAEntrypointEncSliceLP"]),
+        VAProfileSupport(profile: "VAProfileHEVCMain", entrypoints: ["VAEntrypointVLD"]),
+    ], error: nil)
+    static let vaOK = VAAPIReport(directory: "/dev/dri", devices: [intel], problem: nil)
+    static let yTiled: UInt64 = 0x0100_0000_0000_0002
+    static let gbm = EncoderTargetFacts(platform: "gbm", renderNode: node, renderableModifiers: [yTiled, 0],
+                                        trials: [ModifierTrial(modifier: yTiled)])
+    static let both = BuiltEncoders(hardware: true, software: true)
+
+    enum Expect: Sendable {
+        case plan(EncoderPath, String, String)
+        case error(String)
+    }
+
+    struct Row: CustomTestStringConvertible, Sendable {
+        var name: String
+        var requested: EncoderChoice = .auto
+        var codec: VideoCodec = .h264
+        var built = EncoderPlanTests.both
+        var va = EncoderPlanTests.vaOK
+        var target: EncoderTargetFacts? = EncoderPlanTests.gbm
+        /// The path and encoder taken, and the reason as logged; or the error's text.
+        var expected: Expect
+        var testDescription: String { name }
+
+        init(_ name: String, expected: Expect, _ change: (inout Row) -> Void = { _ in }) {
+            self.name = name; self.expected = expected
+            change(&self)
+        }
+    }
+
+    static func target(_ change: (inout EncoderTargetFacts) -> Void) -> EncoderTargetFacts {
+        var t = gbm
+        change(&t)
+        return t
+    }
+
+    static let upload = "VA-API from uploaded frames, VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP); zero copy not possible: "
+
+    static let rows: [Row] = [
+        Row("zero copy", expected: .plan(.vaapiZeroCopy, "h264_vaapi",
+            "VA-API from the render target (zero copy), VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP), modifier 0x0100000000000002")),
+        Row("zero copy, forced vaapi", expected: .plan(.vaapiZeroCopy, "h264_vaapi",
+            "VA-API from the render target (zero copy), VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP), modifier 0x0100000000000002")) { $0.requested = .vaapi },
+        Row("zero copy with the first accepted modifier", expected: .plan(.vaapiZeroCopy, "h264_vaapi",
+            "VA-API from the render target (zero copy), VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP), modifier LINEAR")) {
+            $0.target = target { $0.trials = [ModifierTrial(modifier: yTiled, failedAt: .vaapi, reason: "vaCreateSurfaces: invalid parameter"), ModifierTrial(modifier: 0)] }
+        },
+        Row("software requested", expected: .plan(.software, "libx264", "software encoder requested")) { $0.requested = .x264 },
+        Row("software requested, not built", expected: .error("encoder libx264 unavailable: FFmpeg lacks the libx264 encoder")) {
+            $0.requested = .x264; $0.built = BuiltEncoders(hardware: true, software: false)
+        },
+        Row("FFmpeg without VA-API", expected: .plan(.software, "libx264", "VA-API unavailable: FFmpeg lacks the h264_vaapi encoder")) {
+            $0.built = BuiltEncoders(hardware: false, software: true)
+        },
+        Row("no /dev/dri", expected: .plan(.software, "libx264", "VA-API unavailable: no /dev/dri")) {
+            $0.va = VAAPIReport(directory: "/dev/dri", devices: [], problem: "no /dev/dri"); $0.target = target { $0.platform = "surfaceless"; $0.renderNode = nil }
+        },
+        Row("no render node", expected: .plan(.software, "libx264", "VA-API unavailable: no DRM render node (renderD*) in /dev/dri")) {
+            $0.va = VAAPIReport(directory: "/dev/dri", devices: [], problem: "no DRM render node (renderD*) in /dev/dri")
+        },
+        Row("no VA driver", expected: .plan(.software, "libx264", "VA-API unavailable: /dev/dri/renderD128: no VA driver (vaInitialize failed: unknown libva error)")) {
+            $0.va = VAAPIReport(directory: "/dev/dri", devices: [VADeviceReport(path: node, vendor: nil, vaVersion: nil, profiles: [],
+                error: "no VA driver (vaInitialize failed: unknown libva error)")], problem: nil)
+        },
+        Row("no encode entrypoint for the codec", expected: .plan(.software, "libx265",
+            "VA-API unavailable: /dev/dri/renderD128: no encode entrypoint for HEVC (Intel iHD driver)")) { $0.codec = .hevc },
+        Row("no encode entrypoint, forced vaapi", expected: .error(
+            "encoder hevc_vaapi unavailable: /dev/dri/renderD128: no encode entrypoint for HEVC (Intel iHD driver)")) { $0.codec = .hevc; $0.requested = .vaapi },
+        Row("no VA-API and no software encoder", expected: .error(
+            "encoder h264_vaapi or libx264 unavailable: h264_vaapi: no /dev/dri; libx264: FFmpeg lacks the libx264 encoder")) {
+            $0.va = VAAPIReport(directory: "/dev/dri", devices: [], problem: "no /dev/dri"); $0.built = BuiltEncoders(hardware: true, software: false)
+        },
+        Row("GPU not open yet", expected: .plan(.vaapiUpload, "h264_vaapi", upload + "the GPU is not open yet")) { $0.target = nil },
+        Row("GPU on the EGL device platform", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "no render node: the GPU runs on the EGL device platform (zero copy needs GBM on a DRM render node)")) {
+            $0.target = target { $0.platform = "device"; $0.renderNode = nil }
+        },
+        Row("GPU on another render node", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "no encode entrypoint for H.264 on the GPU's render node /dev/dri/renderD129 (the VA-API encoder is on /dev/dri/renderD128)")) {
+            $0.target = target { $0.renderNode = "/dev/dri/renderD129" }
+        },
+        Row("no NV12 import: extension missing", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "no NV12 import: the GPU lacks EGL_EXT_image_dma_buf_import_modifiers")) {
+            $0.target = target { $0.missing = ["EGL_EXT_image_dma_buf_import_modifiers"] }
+        },
+        Row("no NV12 import: no renderable modifier", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "no NV12 import: EGL imports R8 and GR88 dma-buf planes as render targets with no modifier")) {
+            $0.target = target { $0.renderableModifiers = []; $0.trials = [] }
+        },
+        Row("modifier refused", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "modifier refused: 0x0100000000000002 refused by VA-API (vaCreateSurfaces: invalid surface); LINEAR refused by GBM (gbm_bo_create_with_modifiers2 failed)")) {
+            $0.target = target { $0.trials = [ModifierTrial(modifier: yTiled, failedAt: .vaapi, reason: "vaCreateSurfaces: invalid surface"),
+                                              ModifierTrial(modifier: 0, failedAt: .gbm, reason: "gbm_bo_create_with_modifiers2 failed")] }
+        },
+        Row("modifier refused by EGL, forced vaapi uploads", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "modifier refused: LINEAR refused by EGL (framebuffer incomplete)")) {
+            $0.requested = .vaapi
+            $0.target = target { $0.renderableModifiers = [0]; $0.trials = [ModifierTrial(modifier: 0, failedAt: .egl, reason: "framebuffer incomplete")] }
+        },
+        Row("output takes host frames", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "output x.mp4 takes frames in host memory (libx264)")) {
+            $0.target = target { $0.sinkRefusal = "output x.mp4 takes frames in host memory (libx264)" }
+        },
+    ]
+
+    @Test(arguments: rows)
+    func table(_ row: Row) {
+        do {
+            let p = try EncoderPlanner.plan(codec: row.codec, requested: row.requested, built: row.built, vaapi: row.va, target: row.target)
+            guard case .plan(let path, let encoder, let reason) = row.expected else {
+                Issue.record("\(row.name): expected an error, got \(p)"); return
+            }
+            #expect(p.path == path)
+            #expect(p.encoder == encoder)
+            #expect(p.reason == reason)
+            #expect(p.description == "\(encoder) (\(reason))")
+            // Each better path is listed with its reason.
+            let better = EncoderPath.allCases.prefix { $0 != path }
+            #expect(p.requested || p.passedOver.map(\.path) == Array(better))
+            #expect((p.path == .vaapiZeroCopy) == (p.modifier != nil))
+            #expect((p.path != .software) == (p.devicePath == EncoderPlanTests.node))
+        } catch {
+            guard case .error(let text) = row.expected else { Issue.record("\(row.name): \(error)"); return }
+            #expect(error.description == text)
+            #expect(SessionErrorShape.isEncoderUnavailable(error))
+        }
+    }
+
+    /// The GPU's own render node is preferred when several VA devices encode.
+    @Test func prefersTheGPUsNode() throws {
+        var other = EncoderPlanTests.intel
+        other.path = "/dev/dri/renderD129"
+        let va = VAAPIReport(directory: "/dev/dri", devices: [EncoderPlanTests.intel, other], problem: nil)
+        var t = EncoderPlanTests.gbm
+        t.renderNode = "/dev/dri/renderD129"
+        let p = try EncoderPlanner.plan(codec: .h264, requested: .auto, built: EncoderPlanTests.both, vaapi: va, target: t)
+        #expect(p.path == .vaapiZeroCopy && p.devicePath == "/dev/dri/renderD129")
+        let noGPU = try EncoderPlanner.plan(codec: .h264, requested: .auto, built: EncoderPlanTests.both, vaapi: va, target: nil)
+        #expect(noGPU.devicePath == EncoderPlanTests.node)
+    }
+
+    @Test func trialOrderPutsLinearLast() {
+        #expect(EncoderPlanner.trialOrder([0, 7, 2, 7, 0]) == [7, 2, 0])
+        #expect(EncoderPlanner.trialOrder([]) == [])
+        #expect(ModifierTrial.name(0) == "LINEAR")
+        #expect(ModifierTrial.name(0x0100_0000_0000_0002) == "0x0100000000000002")
+    }
+
+    /// On this machine (no VA-API), the take's plan says why both VA-API paths were passed over.
+    @Test func thisMachine() throws {
+        let p = try EncoderProbe.plan(codec: .h264, choice: .auto, driDirectory: "/nonexistent-dri", target: nil)
+        #expect(p.path == .software && p.reason == "VA-API unavailable: no /nonexistent-dri")
+        #expect(p.passedOver.map(\.reason) == ["no /nonexistent-dri", "no /nonexistent-dri"])
+    }
+}
+
+enum SessionErrorShape {
+    static func isEncoderUnavailable(_ e: MediaError) -> Bool {
+        if case .encoderUnavailable = e { return true }
+        return false
+    }
+}

@@ -1,0 +1,144 @@
+import DiptychCore
+import DiptychGPU
+import DiptychMedia
+import Foundation
+
+/// Composites per second with one input kind, `streams` compositors in one context.
+public struct NVDECCompositeRate: Sendable, Codable {
+    /// `nvdec` (CUDA frames through CUDA–GL interop) or `host` (the same pictures from host memory).
+    public var inputs: String
+    public var layout: String
+    public var canvas: String
+    public var primary: String
+    public var secondary: String
+    public var streams: Int
+    public var framesPerStream: Int
+    public var seconds: Double
+    public var compositesPerSecond: Double
+    /// CUDA frames copied per map/unmap pair (several frames of a batch share one).
+    public var cudaFramesPerMap: Double?
+    /// Render-thread CPU time of those copies (register, map, copies, unmap) per composite, milliseconds.
+    public var cudaCPUMsPerComposite: Double?
+    public var path: String
+    public var gpuUploadMs: Double?
+    public var gpuCompositeMs: Double?
+    public var gpuNV12Ms: Double?
+    /// CPU time of the whole process per composite, milliseconds.
+    public var cpuMsPerComposite: Double
+}
+
+/// The composite rate of `NVDECStage`: a few frames of each input decoded
+/// once by NVDEC and kept in CUDA memory, then uploaded (primary every frame,
+/// secondary every second frame, as in a 60 + 30 fps take), drawn (PiP) and
+/// read back as NV12 by every stream, three readbacks in flight, as
+/// `diptych-gpu-bench` does with host frames; then the same with those
+/// pictures copied to host memory.
+struct NVDECComposite {
+    let options: BenchOptions
+    let gpu: GPUSelection
+    static let kept = (primary: 8, secondary: 4)
+
+    func measure(inputs: EndToEndStage.Inputs) throws -> [NVDECCompositeRate] {
+        let root = try GPUCompositor(selection: gpu, readbackDepth: 4, directCopy: .auto)
+        defer { root.shutdown() }
+        let device = root.cudaDevice().mapError { DecoderUnavailable($0.reason) }
+        func decode(_ path: String, _ count: Int) throws -> [InputFrame] {
+            let src = try FileSource(url: path, decoding: .with(.nvdec, cudaDevice: device))
+            defer { src.close() }
+            var out: [InputFrame] = []
+            while out.count < count, let f = try src.nextInput() { out.append(f) }
+            guard case .cuda? = out.first?.payload else { throw BenchRunError("\(path): NVDEC delivered no CUDA frames") }
+            return out
+        }
+        let primaries = try decode(inputs.primary, Self.kept.primary), secondaries = try decode(inputs.secondary, Self.kept.secondary)
+        func host(_ frames: [InputFrame]) throws -> [InputFrame] {
+            try frames.map { f in
+                guard case .cuda(_, let holder) = f.payload, let v = holder.download() else { throw BenchRunError("cannot copy an NVDEC frame to host memory") }
+                return InputFrame(v)
+            }
+        }
+        let plan = CompositeStage.plan(.pip, canvas: inputs.primarySize, primary: inputs.primarySize, secondary: inputs.secondarySize)
+        var rates: [NVDECCompositeRate] = []
+        for (kind, p, s) in [("nvdec", primaries, secondaries), ("host", try host(primaries), try host(secondaries))] {
+            rates.append(try rate(kind, root: root, primaries: p, secondaries: s, plan: plan, inputs: inputs))
+        }
+        return rates
+    }
+
+    private final class Streams: @unchecked Sendable {
+        let lock = NSLock()
+        var stats: [GPUStats] = []
+        var error: String?
+        func done(_ s: GPUStats?, _ e: String?) { lock.lock(); if let s { stats.append(s) }; if let e { error = error ?? e }; lock.unlock() }
+    }
+
+    private func rate(_ kind: String, root: GPUCompositor, primaries: [InputFrame], secondaries: [InputFrame],
+                      plan: CompositionPlan, inputs: EndToEndStage.Inputs) throws -> NVDECCompositeRate {
+        let n = options.streams, frames = options.frames, warmup = options.warmup
+        let streams = Streams()
+        let ready = DispatchSemaphore(value: 0), start = DispatchSemaphore(value: 0), finished = DispatchGroup()
+        for i in 0..<n {
+            finished.enter()
+            Thread {
+                defer { finished.leave() }
+                var signalled = false
+                defer { if !signalled { ready.signal() } }
+                do {
+                    let c = i == 0 ? root : try GPUCompositor(sharingContextOf: root, readbackDepth: 4, directCopy: .auto)
+                    defer { if i > 0 { c.shutdown() } }
+                    let out = try c.addOutput(canvas: plan.canvas)
+                    func run(_ count: Int, from first: Int) throws {
+                        for f in first..<(first + count) {
+                            try Self.upload(primaries[(f + i) % primaries.count], .primary, to: c)
+                            if f % 2 == 0 || f == first { try Self.upload(secondaries[(f / 2 + i) % secondaries.count], .secondary, to: c) }
+                            try c.render(output: out, plan: plan, pts: FrameRate(60).time(ofFrame: Int64(f)))
+                            while c.outstandingReadbacks > 3, try c.nextNV12(wait: true) != nil {}
+                        }
+                        _ = try c.flush()
+                    }
+                    try run(warmup, from: 0)
+                    c.resetStats()
+                    ready.signal(); signalled = true
+                    start.wait()
+                    try run(frames, from: warmup)
+                    streams.done(c.stats, nil)
+                    c.removeOutput(out)
+                } catch {
+                    streams.done(nil, "\(error)")
+                }
+            }.start()
+        }
+        for _ in 0..<n { ready.wait() }
+        let cpu0 = CPUClock.seconds(), t0 = now()
+        for _ in 0..<n { start.signal() }
+        finished.wait()
+        let seconds = now() - t0, cpu = CPUClock.seconds() - cpu0
+        if let e = streams.error { throw BenchRunError("\(kind) inputs: \(e)") }
+        let all = streams.stats, total = n * frames
+        func mean(_ f: (GPUStats) -> Double?) -> Double? {
+            let v = all.compactMap(f)
+            return v.isEmpty ? nil : v.reduce(0, +) / Double(v.count)
+        }
+        let cudaFrames = all.map(\.cudaFrames).reduce(0, +), maps = all.map(\.cudaMaps).reduce(0, +)
+        let compute = all.map(\.framesCompute).reduce(0, +), fragment = all.map(\.framesFragment).reduce(0, +)
+        let direct = all.map(\.framesDirect).reduce(0, +)
+        return NVDECCompositeRate(inputs: kind, layout: "pip", canvas: "\(plan.canvas)", primary: "\(inputs.primarySize)",
+                                  secondary: "\(inputs.secondarySize)", streams: n, framesPerStream: frames, seconds: seconds,
+                                  compositesPerSecond: Double(total) / seconds,
+                                  cudaFramesPerMap: maps > 0 ? Double(cudaFrames) / Double(maps) : nil,
+                                  cudaCPUMsPerComposite: maps > 0 ? all.map(\.cudaCPUMs).reduce(0, +) / Double(total) : nil,
+                                  path: "compute \(compute), fragment \(fragment), direct copy \(direct) of \(total) (\(root.paths))",
+                                  gpuUploadMs: mean { s in s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / Double(max(s.framesRendered, 1)) } },
+                                  gpuCompositeMs: mean { $0.composite.gpuMeanMs }, gpuNV12Ms: mean { $0.nv12.gpuMeanMs },
+                                  cpuMsPerComposite: cpu * 1000 / Double(total))
+    }
+
+    private static func upload(_ f: InputFrame, _ role: StreamRole, to c: GPUCompositor) throws {
+        switch f.payload {
+        case .cpu(let v): try c.upload(v, role: role)
+        case .cuda(let frame, let holder): try c.upload(frame, holder: holder, role: role)
+        case .dmaBuf(let d, _): try c.upload(d, role: role)
+        }
+    }
+
+}

@@ -1,0 +1,154 @@
+import DiptychCore
+import DiptychOptions
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// N takes in one `diptych serve` process: the server is started and
+/// calibrated first (a long-running server's start-up is not a take's), then
+/// the N takes are POSTed at once with the configuration `diptych record`
+/// gets from the process runner's command line. A take's time runs from its
+/// POST to the first poll that sees it finished; the server's CPU time and
+/// resident memory while the takes ran are shared out evenly between them.
+struct ServePairRunner: PairRunner {
+    let decoder: DecoderChoice
+    var executable: String? = PairRunners.diptychExecutable()
+    static let pollInterval = 0.02
+
+    var name: String { decoder == .cpu ? "diptych-serve-cpu" : "diptych-serve" }
+    var summary: String {
+        "one diptych serve holding every take (one GL context, pairs batched per render-thread hop): "
+            + (decoder == .cpu ? "CPU decode" : "NVDEC decode where the GPU has it (else CPU)") + ", GPU composite, libx264, fragmented MP4"
+    }
+
+    func serveArguments(_ c: PairCase, pairs: Int) -> [String] {
+        // Admission is set wide open: the benchmark measures what the takes get, not what the server would admit.
+        ["serve", "--listen", "127.0.0.1:0", "--gpu", c.gpu, "--cores", "4096", "--gpu-ms", "1000000", "--max-takes", "\(pairs)"]
+    }
+
+    func command(for c: PairCase, output: String) -> String {
+        let body = (try? configuration(c, output)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
+        let flat = body.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+        return ChildCommand(executable: executable ?? "diptych", arguments: serveArguments(c, pairs: 0).dropLast(2) + ["--max-takes", "N"],
+                            stdoutPath: "", stderrPath: "").shown + "; then N× POST /v1/takes at once: " + flat
+    }
+
+    func unavailable(for c: PairCase) -> String? {
+        executable == nil ? "the diptych executable was not found" : nil
+    }
+
+    func configuration(_ c: PairCase, _ out: String) throws -> Data {
+        try TakeConfiguration.parse(arguments: PairRunners.takeArguments(c, out, decoder: decoder)).jsonData()
+    }
+
+    func run(pairs: Int, case c: PairCase, outputs: [String], deadline: Double) throws -> [TakeOutcome] {
+        guard let executable else { throw BenchRunError("the diptych executable was not found") }
+        let bodies = try outputs.map { try configuration(c, $0) }
+        let base = "\(c.workDir)/serve-\(getpid())-\(pairs)"
+        let server = ChildCommand(executable: executable, arguments: serveArguments(c, pairs: pairs),
+                                  stdoutPath: base + ".stdout", stderrPath: base + ".stderr")
+        let pid: pid_t
+        do throws(ChildGroup.SpawnError) { pid = try ChildGroup.spawn(server) } catch { throw BenchRunError(error.description) }
+        var exited = false
+        defer {
+            if !exited { kill(pid, SIGKILL); var st: Int32 = 0; waitpid(pid, &st, 0) }
+            try? FileManager.default.removeItem(atPath: base + ".stdout")
+            try? FileManager.default.removeItem(atPath: base + ".stderr")
+        }
+        func failure(_ what: String) -> BenchRunError {
+            let tail = ChildGroup.tail(base + ".stderr")
+            return BenchRunError("diptych serve: \(what)" + (tail.isEmpty ? "" : " (\(tail))"))
+        }
+        let client = try Self.started(pid: pid, stdout: base + ".stdout", failure: failure)
+
+        // The takes, all at once.
+        let page = Double(sysconf(Int32(_SC_PAGESIZE)))
+        let cpu0 = Self.cpuSeconds(pid) ?? 0
+        let t0 = now()
+        let ids = Locked([String?](repeating: nil, count: pairs)), errors = Locked([String?](repeating: nil, count: pairs))
+        let posted = Locked([Double](repeating: t0, count: pairs))
+        DispatchQueue.concurrentPerform(iterations: pairs) { i in
+            posted.with { $0[i] = now() }
+            do throws(ServeClient.Failure) {
+                let answer = try client.post("/v1/takes", json: bodies[i])
+                let id = ((try? JSONSerialization.jsonObject(with: answer)) as? [String: Any])?["id"] as? String
+                if let id { ids.with { $0[i] = id } } else { errors.with { $0[i] = "POST /v1/takes: no id in the answer" } }
+            } catch { errors.with { $0[i] = error.description } }
+        }
+        // Poll until every take has ended or the deadline.
+        var ended = [Double?](repeating: nil, count: pairs), states = [String](repeating: "", count: pairs)
+        var takeErrors = [String?](repeating: nil, count: pairs)
+        var samples: [Double] = [], nextSample = t0
+        let idList = ids.with { $0 }
+        while now() - t0 < deadline + 1 {
+            let t = now()
+            if t >= nextSample { if let r = ChildGroup.residentPages(pid) { samples.append(r * page / 1_048_576) }; nextSample += ChildGroup.sampleInterval }
+            let list = (try? client.object("/v1/takes"))?["takes"] as? [[String: Any]] ?? []
+            let byID = Dictionary(list.compactMap { v in (v["id"] as? String).map { ($0, v) } }, uniquingKeysWith: { a, _ in a })
+            for i in 0..<pairs where ended[i] == nil {
+                guard let id = idList[i], let v = byID[id], let state = v["state"] as? String else { continue }
+                states[i] = state
+                if state == "finished" || state == "failed" { ended[i] = t; takeErrors[i] = v["error"] as? String }
+            }
+            if (0..<pairs).allSatisfy({ ended[$0] != nil || idList[$0] == nil }) { break }
+            usleep(useconds_t(Self.pollInterval * 1e6))
+        }
+        let cpu = (Self.cpuSeconds(pid) ?? cpu0) - cpu0
+        // The server finalizes whatever still runs and exits.
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        exited = true
+
+        let share = Double(max(1, pairs))
+        let peak = (samples.max() ?? 0) / share
+        let shared = samples.map { $0 / share }
+        let growth = ChildOutcome(status: 0, killed: false, seconds: 0, cpuSeconds: 0, peakRSSMiB: 0, rssSamples: shared, stderrTail: "").rssGrowthMiB
+        let starts = posted.with { $0 }, postErrors = errors.with { $0 }
+        return (0..<pairs).map { i in
+            var why: String?
+            if let e = postErrors[i] { why = e }
+            else if ended[i] == nil { why = "still running after \(String(format: "%.1f", deadline)) s (state \(states[i]))" }
+            else if states[i] != "finished" { why = "failed: \(takeErrors[i] ?? "no error given")" }
+            return TakeOutcome(output: outputs[i], seconds: why == nil ? ended[i]! - starts[i] : nil, cpuSeconds: cpu / share,
+                               peakRSSMiB: peak, rssGrowthMiB: growth, rssSamplesMiB: shared, failure: why)
+        }
+    }
+
+    /// Waits for the server's address on its standard output, then for its
+    /// start-up calibration (`/healthz` gives a cost model), up to 60 s.
+    static func started(pid: pid_t, stdout: String, failure: (String) -> BenchRunError) throws -> ServeClient {
+        let t0 = now()
+        var client: ServeClient?
+        while now() - t0 < 60 {
+            var st: Int32 = 0
+            if waitpid(pid, &st, WNOHANG) == pid { throw failure("exited at start-up (status \(ChildGroup.exitCode(st)))") }
+            if client == nil, let text = try? String(contentsOfFile: stdout, encoding: .utf8),
+               let r = text.range(of: "listening on http://") {
+                let address = text[r.upperBound...].prefix { !$0.isNewline }
+                if text[r.upperBound...].contains("\n") { client = ServeClient(base: "http://" + address) }
+            }
+            if let client, let health = try? client.object("/healthz"), health["cost"] is [String: Any] { return client }
+            usleep(50_000)
+        }
+        throw failure(client == nil ? "no address on its output after 60 s" : "not calibrated after 60 s")
+    }
+
+    /// utime + stime of a running process (`/proc/PID/stat` fields 14 and 15).
+    static func cpuSeconds(_ pid: pid_t) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let u = Double(fields[11]), let s = Double(fields[12]) else { return nil }
+        return (u + s) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
+
+/// A value shared by the POST threads.
+final class Locked<T>: @unchecked Sendable {
+    private var value: T
+    private let lock = NSLock()
+    init(_ value: T) { self.value = value }
+    func with<R>(_ body: (inout T) -> R) -> R { lock.lock(); defer { lock.unlock() }; return body(&value) }
+}

@@ -1,0 +1,253 @@
+"""``diptych.Client``: the ``diptych serve`` HTTP API, standard library only.
+
+Routes (JSON bodies in the form ``diptych record --config`` reads):
+
+=======================================  ====================================
+``POST /v1/takes``                        :meth:`Client.create`
+``GET /v1/takes``                         :meth:`Client.takes`
+``GET /v1/takes/{id}``                    :meth:`Client.take`
+``PATCH /v1/takes/{id}``                  :meth:`Client.patch`
+``POST /v1/takes/{id}/switch``            :meth:`Client.switch`
+``POST /v1/takes/{id}/outputs``           :meth:`Client.add_output`
+``DELETE /v1/takes/{id}/outputs/{n}``     :meth:`Client.remove_output`
+``DELETE /v1/takes/{id}``                 :meth:`Client.stop`
+``GET /metrics``                          :meth:`Client.metrics`
+``GET /healthz``                          :meth:`Client.healthz`
+=======================================  ====================================
+
+A refused request raises :class:`~diptych.errors.APIError` (one subclass per
+status: 400, 401, 404, 409, 503) with the server's one-line reason.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Mapping, Optional
+
+from .errors import APIError, ServerUnreachable, Unavailable, api_error
+
+Take = dict[str, Any]
+#: States in which a take has ended.
+ENDED = frozenset({"finished", "failed"})
+DEFAULT_URL = "http://127.0.0.1:8737"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample of the ``/metrics`` exposition."""
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+_SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$')
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str) -> list[Sample]:
+    """The samples of a Prometheus text exposition (comments skipped)."""
+    out: list[Sample] = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        labels = {k: v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+                  for k, v in _LABEL.findall(m.group(2) or "")}
+        out.append(Sample(m.group(1), labels, float(m.group(3))))
+    return out
+
+
+class Client:
+    """A client of one ``diptych serve``.
+
+    ``url``: the server's base address (``http://127.0.0.1:8737``, what
+    ``--listen`` prints). ``token`` or ``token_file``: the bearer token of
+    ``--token-file``. ``timeout``: seconds for one request (``stop`` waits
+    for the take to finalize, so it has its own, ``stop_timeout``).
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, token: Optional[str] = None, token_file: Optional[str] = None,
+                 timeout: float = 60.0, stop_timeout: Optional[float] = 600.0) -> None:
+        if "://" not in url:
+            url = "http://" + url
+        self.url = url.rstrip("/")
+        if token is None and token_file is not None:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        self._token = token
+        self.timeout = timeout
+        self.stop_timeout = stop_timeout
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+    # ---- Transport -------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None,
+                timeout: Optional[float] = None) -> tuple[int, bytes]:
+        """One request; returns (status, body) for 2xx answers and raises
+        :class:`~diptych.errors.APIError` for the others."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self._token:
+            req.add_header("Authorization", f"Bearer {self._token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout if timeout is not None else self.timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                message = json.loads(raw).get("error") or raw.decode("utf-8", "replace")
+            except (ValueError, AttributeError):
+                message = raw.decode("utf-8", "replace").strip() or e.reason
+            raise api_error(e.code, str(message), method, path) from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise ServerUnreachable(f"{self.url}: {reason}", method, path) from None
+
+    def _json(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None,
+              timeout: Optional[float] = None) -> Any:
+        _, raw = self.request(method, path, body, timeout)
+        return json.loads(raw) if raw else None
+
+    @staticmethod
+    def _id(take: str | Mapping[str, Any]) -> str:
+        tid = take if isinstance(take, str) else take.get("id")
+        if not isinstance(tid, str) or not tid:
+            raise ValueError(f"take {take!r}: expected a take id or a take's JSON")
+        return urllib.parse.quote(tid, safe="")
+
+    # ---- Takes -------------------------------------------------------------------
+
+    def create(self, config: Mapping[str, Any], *, wait_for_capacity: Optional[float] = None,
+               on_refused: Optional[Callable[[Unavailable], None]] = None, retry_interval: float = 0.5) -> Take:
+        """Starts a take (``POST /v1/takes``) and returns its JSON once it is
+        recording. ``config`` is what ``--config`` reads (``primary``,
+        ``secondary``, ``out``, ``layout``, ``duration``, ...).
+
+        A take refused by admission (503) raises
+        :class:`~diptych.errors.Unavailable`, unless ``wait_for_capacity``
+        gives seconds (``math.inf``: no limit) to retry it with backoff until
+        it is admitted; ``on_refused`` is told of each refusal."""
+        deadline = None if wait_for_capacity is None else time.monotonic() + wait_for_capacity
+        delay = retry_interval
+        while True:
+            try:
+                take: Take = self._json("POST", "/v1/takes", config)
+                return take
+            except Unavailable as e:
+                now = time.monotonic()
+                if deadline is None or now >= deadline:
+                    raise
+                if on_refused:
+                    on_refused(e)
+                time.sleep(min(delay, deadline - now))
+                delay = min(delay * 1.5, 5.0)
+
+    def takes(self) -> list[Take]:
+        """Every take the server knows (``GET /v1/takes``)."""
+        listed: list[Take] = self._json("GET", "/v1/takes")["takes"]
+        return listed
+
+    def take(self, take: str | Mapping[str, Any]) -> Take:
+        """One take's JSON: state, frames, fps, outputs, cost, summary once ended."""
+        got: Take = self._json("GET", f"/v1/takes/{self._id(take)}")
+        return got
+
+    def patch(self, take: str | Mapping[str, Any], layout: Mapping[str, Any]) -> Take:
+        """Changes a running take's layout (merged into the current one) from
+        one frame on: ``patch(id, {"kind": "side-by-side"})``. Fields fixed
+        once a take started (``size``, ``audio``) are 409."""
+        got: Take = self._json("PATCH", f"/v1/takes/{self._id(take)}", {"layout": dict(layout)})
+        return got
+
+    def switch(self, take: str | Mapping[str, Any], role: str, source: str) -> dict[str, Any]:
+        """Hot-swaps a stream's source (``role`` primary or secondary; for the
+        secondary ``source`` may be ``none``)."""
+        got: dict[str, Any] = self._json("POST", f"/v1/takes/{self._id(take)}/switch",
+                                         {"role": role, "source": source})
+        return got
+
+    def add_output(self, take: str | Mapping[str, Any], out: str, *, format: Optional[str] = None,
+                   layout: Optional[Mapping[str, Any]] = None) -> int:
+        """Adds an output (a file or live URL, with its own layout) to a
+        running take; returns its index."""
+        body: dict[str, Any] = {"out": out}
+        if format is not None:
+            body["format"] = format
+        if layout is not None:
+            body["layout"] = dict(layout)
+        return int(self._json("POST", f"/v1/takes/{self._id(take)}/outputs", body)["index"])
+
+    def remove_output(self, take: str | Mapping[str, Any], index: int) -> dict[str, Any]:
+        """Closes output ``index`` (an added one; the main output is 0 and
+        ends with the take) of a running take, its file complete; returns the
+        server's answer. The take's summary lists every output's frames."""
+        got: dict[str, Any] = self._json("DELETE", f"/v1/takes/{self._id(take)}/outputs/{int(index)}",
+                                         timeout=self.stop_timeout)
+        return got
+
+    def stop(self, take: str | Mapping[str, Any]) -> Take:
+        """Stops a take through its finalize path and returns its final JSON
+        (with the summary). Stopping an ended take returns it as it is."""
+        got: Take = self._json("DELETE", f"/v1/takes/{self._id(take)}", timeout=self.stop_timeout)
+        return got
+
+    def wait(self, take: str | Mapping[str, Any], *, until: Callable[[Take], bool] | None = None,
+             states: Collection[str] = ENDED, timeout: Optional[float] = None, interval: float = 0.1) -> Take:
+        """Polls a take until ``until(take)`` holds (default: its state is one
+        of ``states``); returns its JSON. Raises ``TimeoutError`` after
+        ``timeout`` seconds."""
+        condition = until or (lambda t: t.get("state") in states)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            t = self.take(take)
+            if condition(t):
+                return t
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"take {t.get('id')}: still {t.get('state')} with {t.get('frames')} frames "
+                                   f"after {timeout} s")
+            time.sleep(interval)
+
+    # ---- Server ------------------------------------------------------------------
+
+    def healthz(self) -> dict[str, Any]:
+        """``GET /healthz``: status (``ok`` or ``calibrating``), GPU, takes by
+        state, the capacity admission fills and the measured cost model."""
+        got: dict[str, Any] = self._json("GET", "/healthz")
+        return got
+
+    def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text exposition."""
+        _, raw = self.request("GET", "/metrics")
+        return raw.decode()
+
+    def metric_samples(self) -> list[Sample]:
+        """``/metrics`` parsed into samples."""
+        return parse_metrics(self.metrics())
+
+    def wait_until_ready(self, timeout: float = 120.0, interval: float = 0.1) -> dict[str, Any]:
+        """Waits until the server answers and has calibrated (``status`` ok)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                h = self.healthz()
+                if h.get("status") == "ok":
+                    return h
+            except (ServerUnreachable, Unavailable):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.url}: not ready after {timeout} s")
+            time.sleep(interval)
+
+
+__all__ = ["Client", "Take", "Sample", "parse_metrics", "ENDED", "DEFAULT_URL", "APIError"]

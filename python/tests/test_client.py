@@ -1,0 +1,111 @@
+"""diptych.Client against a real ``diptych serve`` on loopback."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import pytest
+
+import diptych
+from conftest import decoded_frames
+from diptych.ray.server import ServeProcess
+
+LIVE = {"primary": "testsrc:counter:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@30",
+        "preset": "ultrafast", "audio": "none"}
+
+
+def test_take_lifecycle(server: ServeProcess, tmp_path: Any) -> None:
+    c = server.client()
+    out = str(tmp_path / "take.mp4")
+    take = c.create({**LIVE, "out": out})
+    tid = take["id"]
+    assert take["state"] in ("starting", "recording")
+    assert [t["id"] for t in c.takes()] == [tid]
+    c.wait(tid, until=lambda t: t["frames"] >= 30, timeout=60)
+
+    patched = c.patch(tid, {"kind": "side-by-side"})
+    assert patched["layout"]["kind"] == "side-by-side"
+    with pytest.raises(diptych.BadRequest) as bad:
+        c.patch(tid, {"kind": "diagonal"})
+    assert bad.value.status == 400 and "layout.kind" in bad.value.message
+    with pytest.raises(diptych.Conflict) as frozen:
+        c.request("PATCH", f"/v1/takes/{tid}", {"size": "640x360"})
+    assert frozen.value.status == 409 and frozen.value.message.startswith("size:")
+
+    switched = c.switch(tid, "secondary", "testsrc:solid-00ff00:160x90@30")
+    assert switched["role"] == "secondary"
+    before = c.take(tid)["frames"]
+    c.wait(tid, until=lambda t: t["frames"] >= before + 30, timeout=60)
+
+    final = c.stop(take)
+    assert final["state"] == "finished"
+    assert final["summary"]["hotSwaps"] == 1
+    assert decoded_frames(out) == final["summary"]["frames"] == final["frames"]
+    with pytest.raises(diptych.Conflict):
+        c.patch(tid, {"kind": "pip"})
+
+
+def test_refusals_carry_status_and_reason(server: ServeProcess, tmp_path: Any) -> None:
+    c = server.client()
+    with pytest.raises(diptych.NotFound) as missing:
+        c.take("nosuchtake")
+    assert missing.value.status == 404 and "nosuchtake" in missing.value.message
+    with pytest.raises(diptych.BadRequest) as bad:
+        c.create({"primary": "testsrc:smpte", "out": str(tmp_path / "a.mp4"), "bitrate": -5})
+    assert "bitrate" in bad.value.message and "\n" not in bad.value.message
+    huge = {"primary": "testsrc:counter:320x180@60", "size": "7680x4320", "out": str(tmp_path / "big.mp4")}
+    with pytest.raises(diptych.Unavailable) as full:
+        c.create(huge)
+    assert full.value.status == 503 and "over capacity" in full.value.message
+    refused: list[diptych.Unavailable] = []
+    t0 = time.monotonic()
+    with pytest.raises(diptych.Unavailable):
+        c.create(huge, wait_for_capacity=1.5, on_refused=refused.append, retry_interval=0.2)
+    assert refused and 1.0 <= time.monotonic() - t0 < 10
+    with pytest.raises(diptych.Unauthorized) as token:
+        diptych.Client(server.url or "").takes()
+    assert token.value.status == 401
+    assert diptych.Client(server.url or "", token="wrong").healthz()["status"] == "ok"  # /healthz needs no token
+    with pytest.raises(diptych.ServerUnreachable) as gone:
+        diptych.Client("http://127.0.0.1:9", timeout=5).healthz()
+    assert gone.value.status == 0
+
+
+def test_metrics_and_healthz(server: ServeProcess, tmp_path: Any) -> None:
+    c = server.client()
+    health = c.healthz()
+    assert health["status"] == "ok" and health["capacity"]["cpuCores"] > 0
+    assert health["cost"]["cpuSecondsPerMegapixel"] > 0
+    t = c.create({**LIVE, "out": str(tmp_path / "m.mp4"), "duration": 1})
+    c.wait(t, timeout=60)
+    text = c.metrics()
+    assert "# TYPE diptych_takes gauge" in text
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in c.metric_samples()}
+    assert samples[("diptych_takes", (("state", "finished"),))] == 1
+    assert samples[("diptych_frames_total", ())] == 30
+    assert samples[("diptych_admissions_total", ())] == 1
+    assert all(math.isfinite(v) for v in samples.values())
+
+
+def test_outputs_added_and_removed(server: ServeProcess, tmp_path: Any) -> None:
+    c = server.client()
+    t = c.create({**LIVE, "out": str(tmp_path / "main.mp4")})
+    c.wait(t, until=lambda x: x["frames"] >= 15, timeout=60)
+    extra = str(tmp_path / "extra.mp4")
+    index = c.add_output(t, extra, layout={"kind": "side-by-side"})
+    assert index == 1
+    start = c.take(t)["frames"]
+    c.wait(t, until=lambda x: x["frames"] >= start + 30, timeout=60)
+    removed = c.remove_output(t, index)
+    assert int(removed["index"]) == index and removed["output"] == extra and removed["frames"] >= 30
+    with pytest.raises(diptych.NotFound):
+        c.remove_output(t, 7)
+    with pytest.raises(diptych.BadRequest) as bad:
+        c.add_output(t, "pipe:1")
+    assert "pipe:1" in bad.value.message
+    final = c.stop(t)
+    assert decoded_frames(str(tmp_path / "main.mp4")) == final["summary"]["frames"]
+    [added] = [o for o in final["summary"]["outputs"] if o["output"] == extra]
+    assert added["frames"] >= 30 and added.get("failure") is None
+    assert decoded_frames(extra) == added["frames"]
