@@ -25,6 +25,9 @@ public struct PairTrial: Sendable, Codable {
     public var rssGrowthMiB: Double?
     /// One take alone: its resident memory (MiB) once a second.
     public var rssTimelineMiB: [Double]?
+    /// Diptych's CPU milliseconds per output frame by pipeline stage (from
+    /// the takes' summaries); nil for the peers.
+    public var cpuMsPerFrameByStage: StageTimes?
     public var notes: [String] = []
 }
 
@@ -127,6 +130,12 @@ struct ConcurrencyStage {
         t.slowest = speeds.min()
         let frames = c.inputs.frames * pairs
         t.cpuSecondsPerFrame = cpu / Double(frames)
+        let stages = takes.compactMap(\.cpuStages)
+        if stages.count == takes.count {
+            var sum = StageTimes()
+            for st in stages { for k in PipelineStage.allCases { sum[k] += st[k] * 1000 / Double(frames) } }
+            t.cpuMsPerFrameByStage = sum
+        }
         if let g = gpu?.gpu { t.gpuMsPerFrame = g / 100 * wall * 1000 / Double(frames) }
         if t.slowest! < options.minSpeed { t.realtime = false }
         // Frame counts and durations, read back from every output.

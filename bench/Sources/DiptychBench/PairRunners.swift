@@ -28,6 +28,9 @@ struct TakeOutcome: Sendable {
     /// Resident memory sampled while it ran (`ChildGroup.sampleInterval`).
     var rssSamplesMiB: [Double] = []
     var failure: String?
+    /// Diptych's CPU seconds by pipeline stage (its summary's `cpuStages`;
+    /// a server's shared out per take); nil for the peers.
+    var cpuStages: StageTimes?
 }
 
 /// Runs N takes of one case at once. Every runner here starts N processes;
@@ -73,14 +76,25 @@ struct ProcessPairRunner: PairRunner {
             throw BenchRunError(error.description)
         }
         defer { for out in outputs { try? FileManager.default.removeItem(atPath: out + ".stdout"); try? FileManager.default.removeItem(atPath: out + ".stderr") } }
-        return zip(outputs, ends).map { out, e in
+        // Diptych's JSON summary on standard output: its CPU time by stage.
+        let stages = outputs.map { out in
+            (try? Data(contentsOf: URL(fileURLWithPath: out + ".stdout"))).flatMap { try? JSONDecoder().decode(StagesOnly.self, from: $0) }?.cpuStages
+        }
+        return zip(outputs.indices, ends).map { i, e in
+            let out = outputs[i]
             let said = e.stderrTail.isEmpty ? "" : " (\(e.stderrTail))"
             let failure: String? = e.killed ? "still running after \(String(format: "%.1f", deadline)) s" + said
                 : e.status != 0 ? "exit \(e.status)" + said : nil
             return TakeOutcome(output: out, seconds: failure == nil ? e.seconds : nil, cpuSeconds: e.cpuSeconds,
-                               peakRSSMiB: e.peakRSSMiB, rssGrowthMiB: e.rssGrowthMiB, rssSamplesMiB: e.rssSamples, failure: failure)
+                               peakRSSMiB: e.peakRSSMiB, rssGrowthMiB: e.rssGrowthMiB, rssSamplesMiB: e.rssSamples, failure: failure,
+                               cpuStages: stages[i])
         }
     }
+}
+
+/// The part of a take's summary the trials read.
+struct StagesOnly: Decodable {
+    var cpuStages: StageTimes?
 }
 
 enum PairRunners {

@@ -63,20 +63,29 @@ enum Report {
         }
         for preset in Array(Set(results.map(\.preset))).sorted() {
             let here = results.filter { $0.preset == preset }
-            guard let ours = here.first(where: { $0.runner == "diptych" }), let n = ours.maxRealtimePairs else { continue }
             let peers = here.filter { !$0.runner.hasPrefix("diptych") && ($0.maxRealtimePairs ?? 0) > 0 }
             guard let best = peers.max(by: { a, b in
                 (a.maxRealtimePairs!, -(a.best?.cpuSecondsPerFrame ?? .infinity)) < (b.maxRealtimePairs!, -(b.best?.cpuSecondsPerFrame ?? .infinity))
             }) else { continue }
-            s += "\n\(preset): diptych \(n) real-time pairs, FFmpeg's best (\(best.runner)) \(best.maxRealtimePairs!): "
-            s += "\(f(Double(n) / Double(best.maxRealtimePairs!), 2))× as many"
-            if let a = ours.single?.cpuSecondsPerFrame, let b = best.single?.cpuSecondsPerFrame {
-                s += "; CPU s/frame at 1 pair \(f(a / b, 2))× FFmpeg's"
+            for ours in here where ours.runner.hasPrefix("diptych") {
+                guard let n = ours.maxRealtimePairs else { continue }
+                s += "\n\(preset): \(ours.runner) \(n) real-time pairs, FFmpeg's best (\(best.runner)) \(best.maxRealtimePairs!): "
+                s += "\(f(Double(n) / Double(best.maxRealtimePairs!), 2))× as many"
+                if let a = ours.single?.cpuSecondsPerFrame, let b = best.single?.cpuSecondsPerFrame {
+                    s += "; CPU s/frame at 1 pair \(f(a / b, 2))× FFmpeg's"
+                }
+                if let a = ours.best?.cpuSecondsPerFrame, let b = best.best?.cpuSecondsPerFrame {
+                    s += ", at each one's largest count \(f(a / b, 2))×"
+                }
+                s += ".\n"
             }
-            if let a = ours.best?.cpuSecondsPerFrame, let b = best.best?.cpuSecondsPerFrame {
-                s += ", at each one's largest count \(f(a / b, 2))×"
+        }
+        for r in results {
+            for t in r.trials {
+                guard let st = t.cpuMsPerFrameByStage else { continue }
+                let parts = PipelineStage.allCases.map { "\($0.rawValue) \(f(st[$0], 2))" }.joined(separator: ", ")
+                s += "\n\(r.runner) \(r.preset), \(t.pairs) at once: CPU ms per output frame by stage: \(parts).\n"
             }
-            s += ".\n"
         }
         var notes: [String] = []
         for r in results {

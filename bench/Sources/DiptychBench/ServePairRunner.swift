@@ -11,6 +11,8 @@ import Glibc
 /// gets from the process runner's command line. A take's time runs from its
 /// POST to the first poll that sees it finished; the server's CPU time and
 /// resident memory while the takes ran are shared out evenly between them.
+/// The server's log and the takes as last seen (`GET /v1/takes`) are kept in
+/// the work directory (`diptych-serve-PRESET-N.log`, `…-takes.json`).
 struct ServePairRunner: PairRunner {
     let decoder: DecoderChoice
     var executable: String? = PairRunners.diptychExecutable()
@@ -80,11 +82,13 @@ struct ServePairRunner: PairRunner {
         var ended = [Double?](repeating: nil, count: pairs), states = [String](repeating: "", count: pairs)
         var takeErrors = [String?](repeating: nil, count: pairs)
         var samples: [Double] = [], nextSample = t0
+        var lastList: [[String: Any]] = []
         let idList = ids.with { $0 }
         while now() - t0 < deadline + 1 {
             let t = now()
             if t >= nextSample { if let r = ChildGroup.residentPages(pid) { samples.append(r * page / 1_048_576) }; nextSample += ChildGroup.sampleInterval }
             let list = (try? client.object("/v1/takes"))?["takes"] as? [[String: Any]] ?? []
+            if !list.isEmpty { lastList = list }
             let byID = Dictionary(list.compactMap { v in (v["id"] as? String).map { ($0, v) } }, uniquingKeysWith: { a, _ in a })
             for i in 0..<pairs where ended[i] == nil {
                 guard let id = idList[i], let v = byID[id], let state = v["state"] as? String else { continue }
@@ -100,6 +104,19 @@ struct ServePairRunner: PairRunner {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         exited = true
+        // Kept beside the outputs: the server's log and the takes as last seen.
+        let kept = "\(c.workDir)/\(name)-\(c.preset)-\(pairs)"
+        try? FileManager.default.removeItem(atPath: kept + ".log")
+        try? FileManager.default.copyItem(atPath: base + ".stderr", toPath: kept + ".log")
+        if let data = try? JSONSerialization.data(withJSONObject: ["takes": lastList], options: [.prettyPrinted, .sortedKeys]) {
+            try? data.write(to: URL(fileURLWithPath: kept + "-takes.json"))
+        }
+        // Each take's summary counts the whole process while it ran: the longest-lived one's, shared out.
+        let stages = lastList.compactMap { v -> StageTimes? in
+            guard let sum = v["summary"] as? [String: Any], let st = sum["cpuStages"],
+                  let data = try? JSONSerialization.data(withJSONObject: st) else { return nil }
+            return try? JSONDecoder().decode(StageTimes.self, from: data)
+        }.max { $0.total < $1.total }
 
         let share = Double(max(1, pairs))
         let peak = (samples.max() ?? 0) / share
@@ -112,7 +129,12 @@ struct ServePairRunner: PairRunner {
             else if ended[i] == nil { why = "still running after \(String(format: "%.1f", deadline)) s (state \(states[i]))" }
             else if states[i] != "finished" { why = "failed: \(takeErrors[i] ?? "no error given")" }
             return TakeOutcome(output: outputs[i], seconds: why == nil ? ended[i]! - starts[i] : nil, cpuSeconds: cpu / share,
-                               peakRSSMiB: peak, rssGrowthMiB: growth, rssSamplesMiB: shared, failure: why)
+                               peakRSSMiB: peak, rssGrowthMiB: growth, rssSamplesMiB: shared, failure: why,
+                               cpuStages: stages.map { st in
+                                   var each = StageTimes()
+                                   for k in PipelineStage.allCases { each[k] = st[k] / share }
+                                   return each
+                               })
         }
     }
 
