@@ -16,6 +16,8 @@ public struct ServeOptions: Sendable {
     public var gpuMsPerSecond: Double?
     /// GL contexts the takes are shared out to (default: `CompositorPool.defaultContexts`).
     public var contexts: Int?
+    /// Encoder threads of every take (default: a fair share of the cores when it starts).
+    public var encoderThreads: Int?
     /// Largest request body accepted (bytes).
     public var maxBodyBytes = 1 << 20
 
@@ -24,7 +26,7 @@ public struct ServeOptions: Sendable {
     public static let usage = """
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
                              [--state-dir DIR] [--output-root DIR] [--cores N] [--gpu-ms N] [--contexts N]
-                             [--max-body BYTES]
+                             [--encoder-threads N] [--max-body BYTES]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
           --listen HOST:PORT   address to listen on (default \(ListenAddress.defaultText); port 0 picks a free one).
                                Any address other than loopback needs --token-file.
@@ -36,6 +38,8 @@ public struct ServeOptions: Sendable {
           --cores N            CPU cores admission may fill (default: all of this machine's)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
           --contexts N         GL contexts the takes share (default 1 on a GPU, one per core in software)
+          --encoder-threads N  encoder threads of each take (default: the cores shared out between the takes
+                               running when it starts, at least 1)
           --max-body BYTES     largest request body (default 1048576)
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
                 GET /metrics, GET /healthz.
@@ -52,7 +56,7 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--cores", "--gpu-ms", "--contexts", "--max-body"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -82,6 +86,9 @@ public struct ServeOptions: Sendable {
             case "--contexts":
                 guard let n = Int(v), n >= 1, n <= 64 else { throw bad("must be a whole number from 1 to 64") }
                 o.contexts = n
+            case "--encoder-threads":
+                guard let n = Int(v), n >= 1, n <= 256 else { throw bad("must be a whole number from 1 to 256") }
+                o.encoderThreads = n
             case "--max-body":
                 guard let n = Int(v), n >= 1024, n <= 64 << 20 else { throw bad("must be a number of bytes from 1024 to 67108864") }
                 o.maxBodyBytes = n

@@ -58,7 +58,7 @@ public final class Server: @unchecked Sendable {
         let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: gpuMs)
         let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
-                                             outputRoot: outputRoot, encoderCores: encoderCores)
+                                             outputRoot: outputRoot, encoderCores: encoderCores, encoderThreads: options.encoderThreads)
         let meter = CostMeter()
         let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log)
         let r = TakesAPI(registry: registry, gpuDescription: pool.info.description,

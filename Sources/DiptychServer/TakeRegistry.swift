@@ -12,6 +12,8 @@ final class TakeRegistry: @unchecked Sendable {
         var outputRoot: OutputRoot?
         /// Cores encoder threads are shared out from (this machine's, at most the capacity).
         var encoderCores: Int
+        /// `--encoder-threads`: every take's, instead of a share of `encoderCores`.
+        var encoderThreads: Int?
         /// How long `POST` waits for a take to start before answering `starting`.
         var startWait = 15.0
     }
@@ -116,7 +118,7 @@ final class TakeRegistry: @unchecked Sendable {
         }
         var id: String
         repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while takes[id] != nil
-        let threads = Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
+        let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
         let t = Take(id: id, configuration: config, load: load, encoderThreads: threads)
         register(t)
         return t

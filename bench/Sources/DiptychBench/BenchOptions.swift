@@ -56,6 +56,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var minSpeed = 1.0
     /// Which of `--pairs`' runners run (nil: ours, and FFmpeg's configurations when `--peers` has ffmpeg).
     public var pairRunners: [String]?
+    /// `--serve-encoder-threads`: the serve runners' `diptych serve --encoder-threads` (nil: the server's share).
+    public var serveEncoderThreads: Int?
     public var bitrate = 10_000_000
     /// End to end: each case runs this many times, ours and the peers alternating (medians and spreads reported).
     public var repeats = 1
@@ -95,9 +97,11 @@ public struct BenchOptions: Sendable, Equatable {
                            every take stays real time, a list tries exactly those counts (PiP, 1080p60 + 720p30
                            unless --layouts/--sizes say otherwise; FFmpeg runs as many processes, CPU and NVDEC)
       --min-speed X        with --pairs: the speed every take must keep, x real time (default 1.0)
-      --pair-runners R,... with --pairs: diptych (NVDEC where the GPU has it), diptych-cpu (--decoder cpu), ffmpeg,
-                           ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay (default: all but diptych-cpu; diptych alone
-                           without the ffmpeg peer)
+      --pair-runners R,... with --pairs: diptych (a diptych record process per take; NVDEC where the GPU has it),
+                           diptych-cpu (--decoder cpu), diptych-serve (every take in one diptych serve, over HTTP),
+                           diptych-serve-cpu, ffmpeg, ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay (default: diptych,
+                           diptych-serve and FFmpeg's; diptych alone without the ffmpeg peer)
+      --serve-encoder-threads N  with the serve runners: diptych serve --encoder-threads N
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -112,7 +116,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--serve-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -207,6 +211,10 @@ public struct BenchOptions: Sendable, Equatable {
                     throw BenchUsageError("--pair-runners '\(item)': expected \(PairRunners.names.joined(separator: ", "))")
                 }
                 o.pairRunners = v
+            case "--serve-encoder-threads":
+                let v = try value(a)
+                guard let n = Int(v), n >= 1, n <= 256 else { throw BenchUsageError("--serve-encoder-threads '\(v)': expected a whole number from 1 to 256") }
+                o.serveEncoderThreads = n
             case "--min-speed":
                 let v = try value(a)
                 guard let x = Double(v), x >= 0.01, x <= 100 else { throw BenchUsageError("--min-speed '\(v)': expected a speed from 0.01 to 100") }

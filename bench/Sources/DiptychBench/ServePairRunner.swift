@@ -15,6 +15,8 @@ import Glibc
 /// the work directory (`diptych-serve-PRESET-N.log`, `…-takes.json`).
 struct ServePairRunner: PairRunner {
     let decoder: DecoderChoice
+    /// `diptych serve --encoder-threads` (nil: the server's share of the cores).
+    var encoderThreads: Int?
     var executable: String? = PairRunners.diptychExecutable()
     static let pollInterval = 0.02
 
@@ -27,12 +29,13 @@ struct ServePairRunner: PairRunner {
     func serveArguments(_ c: PairCase, pairs: Int) -> [String] {
         // Admission is set wide open: the benchmark measures what the takes get, not what the server would admit.
         ["serve", "--listen", "127.0.0.1:0", "--gpu", c.gpu, "--cores", "4096", "--gpu-ms", "1000000", "--max-takes", "\(pairs)"]
+            + (encoderThreads.map { ["--encoder-threads", "\($0)"] } ?? [])
     }
 
     func command(for c: PairCase, output: String) -> String {
         let body = (try? configuration(c, output)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
         let flat = body.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
-        return ChildCommand(executable: executable ?? "diptych", arguments: serveArguments(c, pairs: 0).dropLast(2) + ["--max-takes", "N"],
+        return ChildCommand(executable: executable ?? "diptych", arguments: serveArguments(c, pairs: 0).map { $0 == "0" ? "N" : $0 },
                             stdoutPath: "", stderrPath: "").shown + "; then N× POST /v1/takes at once: " + flat
     }
 
