@@ -58,6 +58,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var pairRunners: [String]?
     /// `--serve-encoder-threads`: the serve runners' `diptych serve --encoder-threads` (nil: the server's share).
     public var serveEncoderThreads: Int?
+    /// `--serve-contexts`: the serve runners' `diptych serve --contexts` (nil: the server's default).
+    public var serveContexts: Int?
     public var bitrate = 10_000_000
     /// End to end: each case runs this many times, ours and the peers alternating (medians and spreads reported).
     public var repeats = 1
@@ -102,6 +104,7 @@ public struct BenchOptions: Sendable, Equatable {
                            diptych-serve-cpu, ffmpeg, ffmpeg-nvdec, ffmpeg-nvdec-cpu-overlay (default: diptych,
                            diptych-serve and FFmpeg's; diptych alone without the ffmpeg peer)
       --serve-encoder-threads N  with the serve runners: diptych serve --encoder-threads N
+      --serve-contexts N   with the serve runners: diptych serve --contexts N (GL contexts the takes share)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -116,7 +119,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--serve-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--serve-encoder-threads", "--serve-contexts", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -215,6 +218,10 @@ public struct BenchOptions: Sendable, Equatable {
                 let v = try value(a)
                 guard let n = Int(v), n >= 1, n <= 256 else { throw BenchUsageError("--serve-encoder-threads '\(v)': expected a whole number from 1 to 256") }
                 o.serveEncoderThreads = n
+            case "--serve-contexts":
+                let v = try value(a)
+                guard let n = Int(v), n >= 1, n <= 64 else { throw BenchUsageError("--serve-contexts '\(v)': expected a whole number from 1 to 64") }
+                o.serveContexts = n
             case "--min-speed":
                 let v = try value(a)
                 guard let x = Double(v), x >= 0.01, x <= 100 else { throw BenchUsageError("--min-speed '\(v)': expected a speed from 0.01 to 100") }

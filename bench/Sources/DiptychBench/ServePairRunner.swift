@@ -17,6 +17,8 @@ struct ServePairRunner: PairRunner {
     let decoder: DecoderChoice
     /// `diptych serve --encoder-threads` (nil: the server's share of the cores).
     var encoderThreads: Int?
+    /// `diptych serve --contexts` (nil: the server's default).
+    var contexts: Int?
     var executable: String? = PairRunners.diptychExecutable()
     static let pollInterval = 0.02
 
@@ -29,7 +31,7 @@ struct ServePairRunner: PairRunner {
     func serveArguments(_ c: PairCase, pairs: Int) -> [String] {
         // Admission is set wide open: the benchmark measures what the takes get, not what the server would admit.
         ["serve", "--listen", "127.0.0.1:0", "--gpu", c.gpu, "--cores", "4096", "--gpu-ms", "1000000", "--max-takes", "\(pairs)"]
-            + (encoderThreads.map { ["--encoder-threads", "\($0)"] } ?? [])
+            + (encoderThreads.map { ["--encoder-threads", "\($0)"] } ?? []) + (contexts.map { ["--contexts", "\($0)"] } ?? [])
     }
 
     func command(for c: PairCase, output: String) -> String {
