@@ -144,6 +144,30 @@ import Testing
         #expect(lines.count == 1 && lines[0].contains("--token-file"), "\(server.stderr.text)")
     }
 
+    /// --encoder-threads gives every take the same encoder threads (not a
+    /// share of the cores that shrinks as takes join); a bad count exits 2.
+    @Test func encoderThreadsForEveryTake() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess(["--encoder-threads", "3"], in: dir.path); defer { server.stop() }
+        var ids: [String] = []
+        for i in 0..<2 {
+            let a = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "t\(i).mp4",
+                                                                  "duration": 1, "preset": "ultrafast"]))
+            #expect(a.status == 201, "\(a.text)")
+            if let id = a.json["id"] as? String { ids.append(id) }
+        }
+        for id in ids {
+            let t = try server.waitForTake(id) { state($0) == "finished" }
+            #expect((t["cost"] as? [String: Any])?["encoderThreads"] as? Int == 3, "\(t)")
+            #expect(frames(t) == 30)
+        }
+        for bad in ["0", "x", "257"] {
+            let failed = try ServeProcess(["--encoder-threads", bad], in: dir.path, waitForListening: false)
+            #expect(failed.waitForExit() == 2)
+            #expect(failed.stderr.text.contains("--encoder-threads '\(bad)': must be a whole number from 1 to 256"), "\(failed.stderr.text)")
+        }
+    }
+
     /// With --token-file every route but /healthz needs the bearer token.
     @Test func requestsWithoutTheTokenGet401() throws {
         let dir = Scratch(); defer { dir.remove() }

@@ -20,7 +20,7 @@ struct ServePairRunner: PairRunner {
     /// `diptych serve --contexts` (nil: the server's default).
     var contexts: Int?
     var executable: String? = PairRunners.diptychExecutable()
-    static let pollInterval = 0.02
+    static let pollInterval = 0.1
 
     var name: String { decoder == .cpu ? "diptych-serve-cpu" : "diptych-serve" }
     var summary: String {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# run.sh OUT STEP...: Diptych on a GPU server from the self-contained archive
+# beside this script (scripts/build-server), with glvnd's loaders added and
+# nothing else installed. Steps:
+#   verify   the GPU, `diptych probe`, the archive's libraries
+#   record   inputs made by the archive's ffmpeg (H.264 1080p60 + 720p30, as `diptych bench` makes them),
+#            `diptych record --decoder nvdec` on them (log, JSON summary, frames read back)
+#   nvdec    diptych bench --stages nvdec: --decoder nvdec against --decoder cpu (PSNR per frame),
+#            composites/s from NVDEC frames against the same pictures from host memory
+#   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
+#            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
+#            FFmpeg with NVDEC + overlay_cuda at NVDEC_<preset> (none: skipped)
+# BUDGET (seconds, default 560) bounds the run; each step has its own cap.
+set -uo pipefail
+O=$(readlink -f "$1"); shift
+here=$(dirname "$(readlink -f "$0")")
+A=$here/diptych-server-linux-x86_64.tar.xz
+W=/tmp/dsv; B=$W/diptych-server-linux-x86_64/bin; D=/tmp/dsvb
+T0=$(date +%s); BUDGET=${BUDGET:-560}
+t() { local s=$(date +%s%N); "$@"; local r=$?; echo "[$(( ($(date +%s%N) - s) / 1000000 )) ms, exit $r] $*"; return $r; }
+cap() { local l=$(( BUDGET - ($(date +%s) - T0) )); [ $l -lt 2 ] && l=2; [ $1 -lt $l ] && echo $1 || echo $l; }
+if [ ! -x "$B/diptych" ]; then
+  rm -rf $W; mkdir -p $W
+  if command -v xz >/dev/null; then t tar -C $W -xJf "$A"; else t python3 -c "import tarfile,sys; tarfile.open(sys.argv[1],'r:xz').extractall(sys.argv[2])" "$A" $W; fi
+fi
+export PATH=$B:$PATH
+mkdir -p $D; cd $W
+DUR=${DUR:-6}
+R=(diptych bench --chart none --sheet none --work-dir $D --duration $DUR)
+for step in "$@"; do
+  echo "== $step ($(( $(date +%s) - T0 )) s in)"
+  case $step in
+  verify)
+    { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; head -2 /etc/os-release
+      cat $B/../VERSIONS; ldd $B/diptych; } > $O/machine.txt 2>&1
+    t timeout -k 2 $(cap 20) diptych probe > $O/probe.txt 2>&1
+    ;;
+  record)
+    for f in "primary-1920x1080-60-6s testsrc2 1920x1080 60" "secondary-1280x720-30-6s testsrc 1280x720 30"; do
+      set -- $f
+      [ -f $D/$1.mp4 ] || t ffmpeg -hide_banner -loglevel error -y -f lavfi -i $2=size=$3:rate=$4 -t 6 -c:v libx264 -preset veryfast \
+        -crf 20 -g $4 -pix_fmt yuv420p $D/$1.partial.mp4 && mv $D/$1.partial.mp4 $D/$1.mp4
+    done
+    t timeout -k 2 $(cap 30) diptych record --primary $D/primary-1920x1080-60-6s.mp4 --secondary $D/secondary-1280x720-30-6s.mp4 \
+      --preset ultrafast --audio none --decoder nvdec --out $D/take-nvdec.mp4 --json > $O/record-nvdec.json 2> $O/record-nvdec.log
+    ffprobe -v error -count_frames -show_entries stream=codec_name,width,height,nb_read_frames -of csv $D/take-nvdec.mp4 >> $O/record-nvdec.log 2>&1
+    ;;
+  nvdec)
+    t timeout -k 2 $(cap 70) "${R[@]}" --preset ultrafast --stages nvdec --frames 600 --streams 16 --json $O/nvdec.json > $O/nvdec.md 2> $O/nvdec.log
+    ;;
+  pairs)
+    for p in ${PRESETS:-ultrafast veryfast}; do
+      s=SERVE_$p; f=FFMPEG_$p; n=NVDEC_$p
+      [ "${!s:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!s}" --pair-runners diptych-serve \
+        ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-$p.json > $O/pairs-serve-$p.md 2>> $O/pairs.log
+      st=SERVET_$p
+      [ "${!st:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!st}" --pair-runners diptych-serve \
+        --serve-encoder-threads ${THREADS:-4} ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-t${THREADS:-4}-$p.json > $O/pairs-serve-t${THREADS:-4}-$p.md 2>> $O/pairs.log
+      [ "${!f:-none}" = none ] || t timeout -k 5 $(cap 80) "${R[@]}" --preset $p --stages e2e --pairs "${!f}" --pair-runners ffmpeg \
+        --json $O/pairs-ffmpeg-$p.json > $O/pairs-ffmpeg-$p.md 2>> $O/pairs.log
+      [ "${!n:-none}" = none ] || t timeout -k 5 $(cap 60) "${R[@]}" --preset $p --stages e2e --pairs "${!n}" --pair-runners ffmpeg-nvdec \
+        --json $O/pairs-ffmpeg-nvdec-$p.json > $O/pairs-ffmpeg-nvdec-$p.md 2>> $O/pairs.log
+    done
+    ;;
+  esac
+done
+echo "done in $(( $(date +%s) - T0 )) s"
