@@ -60,7 +60,7 @@ public protocol CUDAGLCalls: AnyObject {
 /// decoder is still writing.
 public final class CUDAGLInterop: CUDAGLCalls {
     public let context: CUDAPrimaryContext
-    private var stream: CUstream?
+    private let stream: CUDAStream
     public var ordinal: Int { context.ordinal }
     private var driver: CUDADriver { context.driver }
     private var api: CudaFunctions { context.driver.api.pointee }
@@ -69,16 +69,7 @@ public final class CUDAGLInterop: CUDAGLCalls {
         self.context = context
         try context.push()
         defer { context.pop() }
-        var s: CUstream?
-        try context.driver.check(context.driver.api.pointee.cuStreamCreate(&s, 0), "cuStreamCreate")
-        stream = s
-    }
-
-    deinit {
-        guard let s = stream, (try? context.push()) != nil else { return }
-        _ = api.cuStreamSynchronize(s)
-        _ = api.cuStreamDestroy(s)
-        context.pop()
+        stream = try CUDAStream(context: context)
     }
 
     public func begin() throws(CUDAError) { try context.push() }
@@ -98,7 +89,7 @@ public final class CUDAGLInterop: CUDAGLCalls {
 
     public func map(_ resources: [CUDAGraphicsResource]) throws(CUDAError) {
         var raw: [CUgraphicsResource?] = resources.map { $0.raw }
-        try driver.check(api.cuGraphicsMapResources(UInt32(raw.count), &raw, stream), "cuGraphicsMapResources(\(raw.count))")
+        try driver.check(api.cuGraphicsMapResources(UInt32(raw.count), &raw, stream.handle), "cuGraphicsMapResources(\(raw.count))")
     }
 
     public func array(of resource: CUDAGraphicsResource) throws(CUDAError) -> CUDAMappedArray {
@@ -116,13 +107,13 @@ public final class CUDAGLInterop: CUDAGLCalls {
         p.dstArray = c.destination.raw
         p.WidthInBytes = c.widthBytes
         p.Height = c.rows
-        try driver.check(api.cuMemcpy2DAsync(&p, stream), "cuMemcpy2DAsync(\(c.widthBytes)x\(c.rows))")
+        try driver.check(api.cuMemcpy2DAsync(&p, stream.handle), "cuMemcpy2DAsync(\(c.widthBytes)x\(c.rows))")
     }
 
-    public func synchronize() { _ = api.cuStreamSynchronize(stream) }
+    public func synchronize() { stream.synchronize() }
 
     public func unmap(_ resources: [CUDAGraphicsResource]) throws(CUDAError) {
         var raw: [CUgraphicsResource?] = resources.map { $0.raw }
-        try driver.check(api.cuGraphicsUnmapResources(UInt32(raw.count), &raw, stream), "cuGraphicsUnmapResources(\(raw.count))")
+        try driver.check(api.cuGraphicsUnmapResources(UInt32(raw.count), &raw, stream.handle), "cuGraphicsUnmapResources(\(raw.count))")
     }
 }

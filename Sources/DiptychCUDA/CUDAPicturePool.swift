@@ -29,22 +29,21 @@ public final class CUDAPicturePool: @unchecked Sendable {
     struct Key: Hashable { var planes: [[Int]] }
     public let context: CUDAPrimaryContext
     private let free = Mutex<[Key: [[CUDAPicture.Plane]]]>([:])
-    private var stream: CUstream?
+    private let stream: CUDAStream
     private var api: CudaFunctions { context.driver.api.pointee }
 
     public init(context: CUDAPrimaryContext) throws(CUDAError) {
         self.context = context
         try context.push()
         defer { context.pop() }
-        var s: CUstream?
-        // Flags 0: the stream waits for the legacy default stream, where the decoder finishes its pictures.
-        try context.driver.check(context.driver.api.pointee.cuStreamCreate(&s, 0), "cuStreamCreate")
-        stream = s
+        // It waits for the legacy default stream, where the decoder finishes its pictures.
+        stream = try CUDAStream(context: context)
     }
 
     deinit {
         guard (try? context.push()) != nil else { return }
-        if let s = stream { _ = api.cuStreamSynchronize(s); _ = api.cuStreamDestroy(s) }
+        // The copies into the pictures end before their memory is freed (the stream goes after).
+        stream.synchronize()
         for planes in free.withLock({ $0.values.flatMap { $0 } }) { for p in planes { _ = api.cuMemFree(p.address) } }
         context.pop()
     }
@@ -67,11 +66,11 @@ public final class CUDAPicturePool: @unchecked Sendable {
                 p.dstPitch = d.pitch
                 p.WidthInBytes = s.rowBytes
                 p.Height = s.rows
-                try context.driver.check(api.cuMemcpy2DAsync(&p, stream), "cuMemcpy2DAsync(device to device, \(s.rowBytes)x\(s.rows))")
+                try context.driver.check(api.cuMemcpy2DAsync(&p, stream.handle), "cuMemcpy2DAsync(device to device, \(s.rowBytes)x\(s.rows))")
             }
-            try context.driver.check(api.cuStreamSynchronize(stream), "cuStreamSynchronize")
+            try context.driver.check(stream.synchronize(), "cuStreamSynchronize")
         } catch {
-            _ = api.cuStreamSynchronize(stream)
+            stream.synchronize()
             giveBack(planes, key: key)
             throw error
         }
