@@ -125,6 +125,11 @@ public struct BenchOptions: Sendable, Equatable {
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
         var current = ""
         func value(_ flag: String) throws(BenchUsageError) -> String { current }
+        /// A whole number in `range`; `expected` ends the error ("--flag 'x': expected …").
+        func count(_ flag: String, _ range: ClosedRange<Int>, _ expected: String) throws(BenchUsageError) -> Int {
+            guard let n = Int(current), range.contains(n) else { throw BenchUsageError("\(flag) '\(current)': expected \(expected)") }
+            return n
+        }
         func list(_ flag: String) throws(BenchUsageError) -> [String] {
             let items = current.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
             guard !items.isEmpty, !items.contains("") else { throw BenchUsageError("\(flag) expects a comma-separated list") }
@@ -170,13 +175,9 @@ public struct BenchOptions: Sendable, Equatable {
                 }
                 o.stages = st
             case "--frames":
-                let v = try value(a)
-                guard let n = Int(v), n >= 1, n <= 1_000_000 else { throw BenchUsageError("--frames '\(v)': expected a positive number") }
-                o.frames = n
+                o.frames = try count(a, 1...1_000_000, "a positive number")
             case "--streams":
-                let v = try value(a)
-                guard let n = Int(v), n >= 1, n <= 256 else { throw BenchUsageError("--streams '\(v)': expected 1 to 256") }
-                o.streams = n
+                o.streams = try count(a, 1...256, "1 to 256")
             case "--duration":
                 let v = try value(a)
                 guard let d = Double(v), d >= 0.5, d <= 3600 else { throw BenchUsageError("--duration '\(v)': expected seconds, 0.5 to 3600") }
@@ -199,9 +200,7 @@ public struct BenchOptions: Sendable, Equatable {
                 }
                 o.presets = v; o.preset = v[0]
             case "--repeat":
-                let v = try value(a)
-                guard let n = Int(v), n >= 1, n <= 20 else { throw BenchUsageError("--repeat '\(v)': expected a count from 1 to 20") }
-                o.repeats = n
+                o.repeats = try count(a, 1...20, "a count from 1 to 20")
             case "--mirror":
                 let v = try value(a)
                 guard v == "on" || v == "off" else { throw BenchUsageError("--mirror '\(v)': expected on or off") }
@@ -215,13 +214,9 @@ public struct BenchOptions: Sendable, Equatable {
                 }
                 o.pairRunners = v
             case "--serve-encoder-threads":
-                let v = try value(a)
-                guard let n = Int(v), n >= 1, n <= 256 else { throw BenchUsageError("--serve-encoder-threads '\(v)': expected a whole number from 1 to 256") }
-                o.serveEncoderThreads = n
+                o.serveEncoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
             case "--serve-contexts":
-                let v = try value(a)
-                guard let n = Int(v), n >= 1, n <= 64 else { throw BenchUsageError("--serve-contexts '\(v)': expected a whole number from 1 to 64") }
-                o.serveContexts = n
+                o.serveContexts = try count(a, 1...64, "a whole number from 1 to 64")
             case "--min-speed":
                 let v = try value(a)
                 guard let x = Double(v), x >= 0.01, x <= 100 else { throw BenchUsageError("--min-speed '\(v)': expected a speed from 0.01 to 100") }
