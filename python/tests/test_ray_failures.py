@@ -25,7 +25,9 @@ def test_a_node_lost_mid_batch(setup: Setup, tmp_path: Any, realtime: bool) -> N
     assert isinstance(live, dray.LiveTake)
     assert live.started(timeout=120)["node"] == lost
 
-    seconds = 4 if realtime else 120
+    # Long enough that the job on the lost node is still running when the
+    # progress event (polled) reaches this thread on a loaded machine.
+    seconds = 10 if realtime else 120
     takes = [job(str(tmp_path / f"job{i}.mp4"), seconds, realtime) for i in range(5)]  # one slot left on each
     on_lost_node = threading.Event()
     events: list[dray.Event] = []
@@ -66,7 +68,9 @@ def test_a_node_lost_mid_batch(setup: Setup, tmp_path: Any, realtime: bool) -> N
 
 
 def test_a_crashed_server_is_started_again_and_its_job_retried(setup: Setup, tmp_path: Any, realtime: bool) -> None:
-    seconds = 3 if realtime else 120
+    # Long enough that the server is still writing when the progress event
+    # (polled) reaches this thread and the kill lands, on a loaded machine.
+    seconds = 10 if realtime else 120
     running = threading.Event()
     where: dict[str, str] = {}
 
