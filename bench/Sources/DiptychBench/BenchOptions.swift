@@ -60,6 +60,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var serveEncoderThreads: Int?
     /// `--serve-contexts`: the serve runners' `diptych serve --contexts` (nil: the server's default).
     public var serveContexts: Int?
+    /// `--ffmpeg-encoder-threads`: FFmpeg's libx264 `-threads` in every FFmpeg command (nil: FFmpeg's default).
+    public var ffmpegEncoderThreads: Int?
     public var bitrate = 10_000_000
     /// End to end: each case runs this many times, ours and the peers alternating (medians and spreads reported).
     public var repeats = 1
@@ -105,6 +107,7 @@ public struct BenchOptions: Sendable, Equatable {
                            diptych-serve and FFmpeg's; diptych alone without the ffmpeg peer)
       --serve-encoder-threads N  with the serve runners: diptych serve --encoder-threads N
       --serve-contexts N   with the serve runners: diptych serve --contexts N (GL contexts the takes share)
+      --ffmpeg-encoder-threads N  FFmpeg's libx264 with -threads N in every FFmpeg command (default: FFmpeg's)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -119,7 +122,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--serve-encoder-threads", "--serve-contexts", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--serve-encoder-threads", "--serve-contexts", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -217,6 +220,8 @@ public struct BenchOptions: Sendable, Equatable {
                 o.serveEncoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
             case "--serve-contexts":
                 o.serveContexts = try count(a, 1...64, "a whole number from 1 to 64")
+            case "--ffmpeg-encoder-threads":
+                o.ffmpegEncoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
             case "--min-speed":
                 let v = try value(a)
                 guard let x = Double(v), x >= 0.01, x <= 100 else { throw BenchUsageError("--min-speed '\(v)': expected a speed from 0.01 to 100") }

@@ -26,6 +26,9 @@ struct Peers {
         var output: String
     }
 
+    /// `-threads N` for libx264 where `--ffmpeg-encoder-threads` asks for it.
+    var encoderThreads: [String] { options.ffmpegEncoderThreads.map { ["-threads", "\($0)"] } ?? [] }
+
     func command(_ peer: BenchPeer, layout: LayoutKind, inputs: EndToEndStage.Inputs) -> Command {
         let plan = CompositeStage.plan(layout, canvas: inputs.primarySize, primary: inputs.primarySize, secondary: inputs.secondarySize,
                                        mirrored: options.mirror)
@@ -84,7 +87,7 @@ struct Peers {
         var args = ["-hide_banner", "-loglevel", "error", "-y", "-i", inputs.primary]
         if usesSecondary { args += ["-i", inputs.secondary] }
         args += ["-filter_complex", graph.joined(separator: ";"), "-map", "[v]", "-an",
-                 "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "60", "-bf", "0"]
+                 "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "60", "-bf", "0"] + encoderThreads
         if layout == .sideBySide || layout == .stacked { args += ["-r", "60"] }
         args += ["-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", out]
         return args
@@ -119,8 +122,8 @@ struct Peers {
         return ["-hide_banner", "-loglevel", "error", "-y", "-init_hw_device", "cuda=cu:0", "-filter_hw_device", "cu"]
             + hw + ["-i", inputs.primary] + hw + ["-i", inputs.secondary]
             + ["-filter_complex", graph, "-map", "[v]", "-an",
-               "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "60", "-bf", "0",
-               "-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", out]
+               "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "60", "-bf", "0"] + encoderThreads
+            + ["-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", out]
     }
 
     /// Why an NVDEC command line cannot run here (no ffmpeg, no CUDA filters,

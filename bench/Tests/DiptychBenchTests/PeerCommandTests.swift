@@ -34,6 +34,21 @@ import Testing
         for flag in ["-preset", "-b:v", "-g", "-bf"] { #expect(a.contains(flag)) }
     }
 
+    @Test func encoderThreadsOnlyWhenAskedFor() throws {
+        #expect(!Self.ffmpeg(.pip).contains("-threads"))
+        let o = try #require(try BenchOptions.parse(["--ffmpeg-encoder-threads", "2"]))
+        let peers = Peers(options: o)
+        let plan = CompositeStage.plan(.pip, canvas: .hd1080, primary: .hd1080, secondary: .hd720)
+        for a in [peers.ffmpegArguments(layout: .pip, plan: plan, inputs: Self.inputs, out: "o.mp4"),
+                  peers.ffmpegCUDAArguments(plan: plan, inputs: Self.inputs, out: "o.mp4")] {
+            let i = try #require(a.firstIndex(of: "-threads"))
+            #expect(a[i + 1] == "2" && i > a.firstIndex(of: "libx264")! && i < a.firstIndex(of: "-movflags")!)
+        }
+        #expect(throws: BenchUsageError("--ffmpeg-encoder-threads '0': expected a whole number from 1 to 256")) {
+            _ = try BenchOptions.parse(["--ffmpeg-encoder-threads", "0"])
+        }
+    }
+
     @Test func primaryOnlyReadsOneInput() {
         let a = Self.ffmpeg(.primaryOnly)
         #expect(a.filter { $0 == "-i" }.count == 1)

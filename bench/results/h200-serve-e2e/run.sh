@@ -9,7 +9,9 @@
 #            composites/s from NVDEC frames against the same pictures from host memory
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
 #            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
-#            FFmpeg with NVDEC + overlay_cuda at NVDEC_<preset> (none: skipped)
+#            FFmpeg with NVDEC + overlay_cuda at NVDEC_<preset> (none: skipped);
+#            SERVET_<preset>: the server again with --serve-encoder-threads T for each T in THREADS (default 4),
+#            NVDECT_<preset>: FFmpeg with NVDEC again with --ffmpeg-encoder-threads T for each T in FTHREADS
 # BUDGET (seconds, default 560) bounds the run; each step has its own cap.
 set -uo pipefail
 O=$(readlink -f "$1"); shift
@@ -54,12 +56,19 @@ for step in "$@"; do
       [ "${!s:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!s}" --pair-runners diptych-serve \
         ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-$p.json > $O/pairs-serve-$p.md 2>> $O/pairs.log
       st=SERVET_$p
-      [ "${!st:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!st}" --pair-runners diptych-serve \
-        --serve-encoder-threads ${THREADS:-4} ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-t${THREADS:-4}-$p.json > $O/pairs-serve-t${THREADS:-4}-$p.md 2>> $O/pairs.log
+      for th in ${THREADS:-4}; do
+        [ "${!st:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!st}" --pair-runners diptych-serve \
+          --serve-encoder-threads $th ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-t$th-$p.json > $O/pairs-serve-t$th-$p.md 2>> $O/pairs.log
+      done
       [ "${!f:-none}" = none ] || t timeout -k 5 $(cap 80) "${R[@]}" --preset $p --stages e2e --pairs "${!f}" --pair-runners ffmpeg \
         --json $O/pairs-ffmpeg-$p.json > $O/pairs-ffmpeg-$p.md 2>> $O/pairs.log
       [ "${!n:-none}" = none ] || t timeout -k 5 $(cap 60) "${R[@]}" --preset $p --stages e2e --pairs "${!n}" --pair-runners ffmpeg-nvdec \
         --json $O/pairs-ffmpeg-nvdec-$p.json > $O/pairs-ffmpeg-nvdec-$p.md 2>> $O/pairs.log
+      nt=NVDECT_$p
+      for th in ${FTHREADS:-}; do
+        [ "${!nt:-none}" = none ] || t timeout -k 5 $(cap 100) "${R[@]}" --preset $p --stages e2e --pairs "${!nt}" --pair-runners ffmpeg-nvdec \
+          --ffmpeg-encoder-threads $th --json $O/pairs-ffmpeg-nvdec-t$th-$p.json > $O/pairs-ffmpeg-nvdec-t$th-$p.md 2>> $O/pairs.log
+      done
     done
     ;;
   esac
