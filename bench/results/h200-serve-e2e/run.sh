@@ -62,7 +62,7 @@ for step in "$@"; do
       done
       [ "${!f:-none}" = none ] || t timeout -k 5 $(cap 80) "${R[@]}" --preset $p --stages e2e --pairs "${!f}" --pair-runners ffmpeg \
         --json $O/pairs-ffmpeg-$p.json > $O/pairs-ffmpeg-$p.md 2>> $O/pairs.log
-      [ "${!n:-none}" = none ] || t timeout -k 5 $(cap 60) "${R[@]}" --preset $p --stages e2e --pairs "${!n}" --pair-runners ffmpeg-nvdec \
+      [ "${!n:-none}" = none ] || t timeout -k 5 $(cap 80) "${R[@]}" --preset $p --stages e2e --pairs "${!n}" --pair-runners ffmpeg-nvdec \
         --json $O/pairs-ffmpeg-nvdec-$p.json > $O/pairs-ffmpeg-nvdec-$p.md 2>> $O/pairs.log
       nt=NVDECT_$p
       for th in ${FTHREADS:-}; do
