@@ -142,6 +142,13 @@ public final class GPUCompositor: @unchecked Sendable {
     /// Hops to the render thread so far (of every compositor sharing it).
     var renderThreadHops: Int { thread.hopCounter.value }
 
+    /// How busy the render thread (shared by every compositor of the context) has been so far.
+    public var renderThreadLoad: RenderThreadLoad {
+        var l = thread.load.snapshot
+        l.cpuSeconds = thread.cpuSeconds ?? 0
+        return l
+    }
+
     /// The renderer for work on this thread (no GL); `lock` is held.
     private func callerSide() throws(GPUError) -> GPURenderer {
         guard let r = box.renderer else { throw .shutDown }
@@ -189,7 +196,7 @@ public final class GPUCompositor: @unchecked Sendable {
         var slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
         if slot == nil {
             // Every slot holds a staged frame (a ring shallower than the roles): commit them.
-            try withRenderer { r throws(GPUError) in try r.beginHop() }
+            _ = try withRenderer { r throws(GPUError) in try r.beginHop() }
             slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
         }
         guard let i = slot else { throw .gl(label: "upload: staging ring of \(r.staging.slots.count) slots exhausted", code: 0) }

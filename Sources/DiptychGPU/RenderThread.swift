@@ -35,6 +35,17 @@ final class RenderThread: @unchecked Sendable {
         func add() { lock.lock(); n += 1; lock.unlock() }
         var value: Int { lock.lock(); defer { lock.unlock() }; return n }
     }
+    /// How busy the thread is: time spent running work, items run, wake-ups
+    /// (read from any thread; the render thread adds to it).
+    let load = LoadCounter()
+    final class LoadCounter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = RenderThreadLoad()
+        func add(busy ns: UInt64, items: Int) {
+            lock.lock(); value.busySeconds += Double(ns) / 1e9; value.items += items; value.wakeups += 1; lock.unlock()
+        }
+        var snapshot: RenderThreadLoad { lock.lock(); defer { lock.unlock() }; return value }
+    }
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
     private var lastFlush: UInt64 = 0
@@ -63,6 +74,17 @@ final class RenderThread: @unchecked Sendable {
         init(thread: RenderThread, name: String) { self.thread = thread; self.name = name }
     }
 
+    /// The thread's CPU time so far, seconds (nil once it has ended or where the clock is missing).
+    var cpuSeconds: Double? {
+        condition.lock(); defer { condition.unlock() }
+        guard !joined else { return nil }
+        var clock = clockid_t()
+        guard pthread_getcpuclockid(handle, &clock) == 0 else { return nil }
+        var ts = timespec()
+        guard clock_gettime(clock, &ts) == 0 else { return nil }
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
     /// True on this render thread.
     var isCurrent: Bool {
         pthread_getspecific(RenderThread.currentKey) == Unmanaged.passUnretained(self).toOpaque()
@@ -85,6 +107,7 @@ final class RenderThread: @unchecked Sendable {
                 }
             }
             condition.unlock()
+            let began = DispatchTime.now().uptimeNanoseconds
             if case .work(let work) = item { work() } else { FrameJob.run(batch) }
             if flushWanted {
                 condition.lock(); let idle = queue.isEmpty; condition.unlock()
@@ -95,6 +118,7 @@ final class RenderThread: @unchecked Sendable {
                     lastFlush = now
                 }
             }
+            load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count))
         }
         // EGL's per-thread state goes with the thread, not with the process's exit handlers.
         _ = eglReleaseThread()
@@ -185,6 +209,23 @@ final class RenderThread: @unchecked Sendable {
             return try w()
         }
         func drop() { work = nil }
+    }
+}
+
+/// How busy a render thread has been: wall time running work (GL calls and
+/// what waits inside them), its CPU time, and the items (calls, frames) it ran.
+public struct RenderThreadLoad: Hashable, Sendable, Codable {
+    public var busySeconds = 0.0
+    public var cpuSeconds = 0.0
+    public var items = 0
+    public var wakeups = 0
+    public init() {}
+
+    public static func - (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
+        var d = RenderThreadLoad()
+        d.busySeconds = a.busySeconds - b.busySeconds; d.cpuSeconds = a.cpuSeconds - b.cpuSeconds
+        d.items = a.items - b.items; d.wakeups = a.wakeups - b.wakeups
+        return d
     }
 }
 

@@ -92,9 +92,13 @@ extension GPU {
                                        output: out, plan: Self.plan, pts: MediaTime(value: Int64(i), timescale: 30))
             }
             for i in 0..<4 { try frame(i) }   // staging and readback buffers made
-            let hops = c.renderThreadHops
+            let hops = c.renderThreadHops, load0 = c.renderThreadLoad
             for i in 4..<10 { try frame(i) }
             #expect(c.renderThreadHops - hops == 6, "\(c.renderThreadHops - hops) hops for 6 frames")
+            // The render thread's load counts those six frames, the time it ran them and its CPU time.
+            let load = c.renderThreadLoad - load0
+            #expect(load.items >= 6 && load.wakeups >= 1 && load.wakeups <= load.items, "\(load)")
+            #expect(load.busySeconds > 0 && load.cpuSeconds > 0 && load0.cpuSeconds > 0, "\(load)")
             let before = c.renderThreadHops
             while let f = try c.nextNV12(wait: true) { got.append(f) }
             #expect(c.renderThreadHops == before, "waiting for and delivering readbacks made a hop")

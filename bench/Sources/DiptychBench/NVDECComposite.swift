@@ -25,6 +25,14 @@ public struct NVDECCompositeRate: Sendable, Codable {
     public var gpuNV12Ms: Double?
     /// CPU time of the whole process per composite, milliseconds.
     public var cpuMsPerComposite: Double
+    /// The one render thread of the context: the share of the run it was
+    /// running work, its CPU time per composite (milliseconds), the items
+    /// (calls and frames) it ran per composite, and the render-thread time
+    /// of each pass's calls per composite (milliseconds).
+    public var renderThreadBusy: Double?
+    public var renderThreadCPUMsPerComposite: Double?
+    public var renderThreadItemsPerComposite: Double?
+    public var renderThreadMsByPass: [String: Double]?
 }
 
 /// The composite rate of `NVDECStage`: a few frames of each input decoded
@@ -109,10 +117,12 @@ struct NVDECComposite {
             }.start()
         }
         for _ in 0..<n { ready.wait() }
+        let load0 = root.renderThreadLoad
         let cpu0 = CPUClock.seconds(), t0 = now()
         for _ in 0..<n { start.signal() }
         finished.wait()
         let seconds = now() - t0, cpu = CPUClock.seconds() - cpu0
+        let load = root.renderThreadLoad - load0
         if let e = streams.error { throw BenchRunError("\(kind) inputs: \(e)") }
         let all = streams.stats, total = n * frames
         func mean(_ f: (GPUStats) -> Double?) -> Double? {
@@ -130,7 +140,14 @@ struct NVDECComposite {
                                   path: "compute \(compute), fragment \(fragment), direct copy \(direct) of \(total) (\(root.paths))",
                                   gpuUploadMs: mean { s in s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / Double(max(s.framesRendered, 1)) } },
                                   gpuCompositeMs: mean { $0.composite.gpuMeanMs }, gpuNV12Ms: mean { $0.nv12.gpuMeanMs },
-                                  cpuMsPerComposite: cpu * 1000 / Double(total))
+                                  cpuMsPerComposite: cpu * 1000 / Double(total),
+                                  renderThreadBusy: load.busySeconds / seconds,
+                                  renderThreadCPUMsPerComposite: load.cpuSeconds * 1000 / Double(total),
+                                  renderThreadItemsPerComposite: Double(load.items) / Double(total),
+                                  renderThreadMsByPass: ["upload": all.map(\.upload.cpuTotalMs).reduce(0, +) / Double(total),
+                                                         "composite": all.map(\.composite.cpuTotalMs).reduce(0, +) / Double(total),
+                                                         "nv12": all.map(\.nv12.cpuTotalMs).reduce(0, +) / Double(total),
+                                                         "cuda": all.map(\.cudaCPUMs).reduce(0, +) / Double(total)])
     }
 
     private static func upload(_ f: InputFrame, _ role: StreamRole, to c: GPUCompositor) throws {

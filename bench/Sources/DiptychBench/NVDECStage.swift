@@ -184,6 +184,15 @@ extension Report {
                     + "| \(f(x.cudaFramesPerMap, 1)) · \(f(x.cudaCPUMsPerComposite, 3)) | \(f(x.gpuUploadMs, 3)) · \(f(x.gpuCompositeMs, 3)) · \(f(x.gpuNV12Ms, 3)) "
                     + "| \(f(x.cpuMsPerComposite, 3)) | \(x.path) |\n"
             }
+            s += "\nThe render thread (one per context, every compositor's GL calls):\n\n"
+                + "| inputs | busy | CPU ms/composite | items/composite | ms/composite in upload · composite · nv12 · CUDA calls |\n"
+                + "| --- | ---: | ---: | ---: | --- |\n"
+            for x in r.rates {
+                let p = x.renderThreadMsByPass ?? [:]
+                s += "| \(x.inputs) | \(x.renderThreadBusy.map { String(format: "%.0f %%", $0 * 100) } ?? "–") "
+                    + "| \(f(x.renderThreadCPUMsPerComposite, 3)) | \(f(x.renderThreadItemsPerComposite, 2)) "
+                    + "| " + ["upload", "composite", "nv12", "cuda"].map { f(p[$0], 3) }.joined(separator: " · ") + " |\n"
+            }
             if let a = r.rates.first(where: { $0.inputs == "nvdec" }), let b = r.rates.first(where: { $0.inputs == "host" }) {
                 s += "\nNVDEC inputs: \(f(a.compositesPerSecond / b.compositesPerSecond, 2))× the composites/s of the same pictures from host memory.\n"
             }
