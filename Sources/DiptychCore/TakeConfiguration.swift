@@ -178,6 +178,9 @@ public struct TakeConfiguration: Hashable, Sendable {
         if let p = preview, p.isEmpty {
             throw ConfigurationError(field: "--preview", value: p, reason: "must be a file path")
         }
+        if let p = preview, p == output || extraOutputs.contains(where: { $0.out == p }) {
+            throw ConfigurationError(field: "--preview", value: p, reason: "names an output of the take (the preview would overwrite it)")
+        }
         if let e = layout.validationError() { throw e }
         if let s = canvasSize, let e = layout.validationError(canvas: s) { throw e }
         for (i, o) in extraOutputs.enumerated() {

@@ -17,6 +17,16 @@ enum OptionCodec {
         return d
     }
 
+    /// A whole number in `range` (a fraction, or a number beyond it, is an
+    /// error naming the field, never a truncation or a trap).
+    static func decodeWhole(_ j: JSONValue, field: String, range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        let d = try decodeNumber(j, field: field)
+        guard d.rounded() == d, d >= Double(range.lowerBound), d <= Double(range.upperBound) else {
+            throw .json(field, j, "expected a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return Int(d)
+    }
+
     static func decodeString(_ j: JSONValue, field: String) throws(ConfigurationError) -> String {
         guard case .string(let s) = j else { throw .json(field, j, "expected a string, found \(j.kindName)") }
         guard s.utf8.count <= Option.maximumTextLength else {
@@ -32,8 +42,10 @@ enum OptionCodec {
         case .object:
             let o = try object(j, field: field, keys: ["width", "height"])
             guard let w = o["width"], let h = o["height"] else { throw .json(field, j, "needs width and height") }
-            let text = "\(Int(try decodeNumber(w, field: "\(field).width")))x\(Int(try decodeNumber(h, field: "\(field).height")))"
-            return try TakeConfiguration.parseSize(text, field: field)
+            let range = 1...TakeConfiguration.maximumDimension
+            let width = try decodeWhole(w, field: "\(field).width", range: range)
+            let height = try decodeWhole(h, field: "\(field).height", range: range)
+            return try TakeConfiguration.parseSize("\(width)x\(height)", field: field)
         default: throw .json(field, j, "expected \"WxH\" or {\"width\": W, \"height\": H}")
         }
     }
@@ -45,13 +57,17 @@ enum OptionCodec {
         }
     }
 
+    /// The margins in pixels `PiPMargin` accepts.
+    static let marginPixels = 0...4096
+
     static func decodeMargin(_ j: JSONValue, field: String) throws(ConfigurationError) -> PiPMargin {
         switch j {
-        case .number(let d): return d.rounded() == d && d >= 1 ? .pixels(Int(d)) : .fraction(d)
+        case .number(let d) where d.rounded() == d && d >= 1: return .pixels(try decodeWhole(j, field: field, range: Self.marginPixels))
+        case .number(let d): return .fraction(d)
         case .string(let s): return try PiPMargin.parse(s, field: field)
         case .object:
             let o = try object(j, field: field, keys: ["pixels", "fraction"])
-            if let p = o["pixels"] { return .pixels(Int(try decodeNumber(p, field: "\(field).pixels"))) }
+            if let p = o["pixels"] { return .pixels(try decodeWhole(p, field: "\(field).pixels", range: Self.marginPixels)) }
             if let f = o["fraction"] { return .fraction(try decodeNumber(f, field: "\(field).fraction")) }
             throw .json(field, j, "needs pixels or fraction")
         default: throw .json(field, j, "expected pixels, a fraction, or {\"pixels\": N} / {\"fraction\": F}")

@@ -64,6 +64,9 @@ public struct OutputRoot: Sendable {
             if Self.networkSchemes.contains(scheme) { return .success(value) }
             return .failure(.badRequest("\(field) '\(value)': only files under the output root and rtmp://, rtmps:// or srt:// URLs are allowed"))
         }
+        if value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+            return .failure(.badRequest("\(field) '\(value.debugDescription.dropFirst().dropLast())': control characters are not allowed in a path"))
+        }
         let parts = value.split(separator: "/", omittingEmptySubsequences: true)
         if parts.contains("..") {
             return .failure(.badRequest("\(field) '\(value)': '..' is not allowed (outputs stay under the output root)"))
@@ -75,6 +78,11 @@ public struct OutputRoot: Sendable {
         let resolved = folder + "/" + url.lastPathComponent
         guard folder == path || folder.hasPrefix(path.hasSuffix("/") ? path : path + "/") else {
             return .failure(.badRequest("\(field) '\(value)': is outside the output root \(path)"))
+        }
+        // The file itself must not be a link either: writing through it would leave the root.
+        var st = stat()
+        if lstat(resolved, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK {
+            return .failure(.badRequest("\(field) '\(value)': is a symbolic link (outputs stay under the output root)"))
         }
         return .success(resolved)
     }

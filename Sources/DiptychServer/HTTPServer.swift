@@ -58,6 +58,12 @@ final class HTTPServer: @unchecked Sendable {
         logger.deallocate()
     }
 
+    /// Connections open at once (one thread each), and the seconds a
+    /// connection may stay idle: enough that a few hundred slow or idle
+    /// clients cannot shut the others out, short enough that they let go.
+    static let connectionLimit: UInt32 = 1024
+    static let idleTimeout: UInt32 = 20
+
     /// Binds and starts serving; returns the port (the real one for port 0).
     /// Throws `.runtime` with libmicrohttpd's reason (address in use, say).
     func start() throws(ServerError) -> UInt16 {
@@ -71,7 +77,7 @@ final class HTTPServer: @unchecked Sendable {
         if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         let d = address.withSockaddr { sa in
             diptych_mhd_start(flags, address.port, sa, HTTPServer.access, me, HTTPServer.completed, me,
-                              64, 60, 256 * 1024, logger)
+                              HTTPServer.connectionLimit, HTTPServer.idleTimeout, 256 * 1024, logger)
         }
         guard let d else {
             let why = lock.withLock { lastLogLine } ?? "libmicrohttpd could not start"

@@ -21,6 +21,23 @@ enum MediaProbe {
         }
     }
 
+    /// `info`, for a source a request names as `field`: a path that does not
+    /// exist, or a file that is not media the take could read, is the
+    /// request's mistake (400), found before the take is admitted.
+    static func checked(_ spec: SourceSpec, field: String) throws(RequestError) -> SourceInfo? {
+        if case .testPattern = spec {
+            do { let s = try MediaSources.open(spec); s.close() } catch { throw .badRequest("\(field): \(error)") }
+            return info(spec)
+        }
+        guard case .url(let u) = spec, !u.contains("://") else { return info(spec) }
+        var st = stat()
+        guard stat(u, &st) == 0 else { throw .badRequest("\(field) '\(u)': no such file") }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        do { let s = try MediaSources.open(spec); defer { s.close() }; return s.info } catch {
+            throw .badRequest("\(field): \(error)")
+        }
+    }
+
     static func isRegularFile(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG

@@ -74,7 +74,7 @@ final class Take: TakeEvents, @unchecked Sendable {
         _error = record.error
         _summary = summary
         _recovered = record.recovered
-        if let s = summary { written = s.frames }
+        if let s = summary { written = s.frames } else if let r = record.recovered { written = r.frames }
     }
 
     var state: TakeState { lock.withLock { _state } }
@@ -125,6 +125,9 @@ final class Take: TakeEvents, @unchecked Sendable {
         lock.withLock { session }?.switchSource(role, to: spec)
     }
 
+    /// The outputs added while the take runs that are open now.
+    var addedOutputs: [OutputSpec] { lock.withLock { Array(_added.values) } }
+
     /// Adds an output to the running take: 400 when it cannot be opened, 409 once the take is over.
     func addOutput(_ spec: OutputSpec) throws(RequestError) -> Int {
         guard let s = lock.withLock({ session }) else { throw .conflict("take '\(id)': is not running") }
@@ -154,6 +157,7 @@ final class Take: TakeEvents, @unchecked Sendable {
             _state = .failed
             _error = "the server stopped while the take was \(previous.rawValue); the output keeps what was written"
             _recovered = recovered
+            written = recovered.frames
         }
     }
 

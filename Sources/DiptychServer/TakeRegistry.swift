@@ -30,6 +30,8 @@ final class TakeRegistry: @unchecked Sendable {
     private var sampledLast: Set<String> = []
     private(set) var admitted = 0
     private(set) var refusals: [String: Int] = [:]
+    /// File outputs being added to running takes (claimed while they open).
+    private var reserved: Set<String> = []
 
     init(settings: Settings, pool: CompositorPool, meter: CostMeter, store: StateStore?, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings; self.pool = pool; self.meter = meter; self.store = store; self.log = log
@@ -69,7 +71,7 @@ final class TakeRegistry: @unchecked Sendable {
         }
 
         // The take's load at real time: its canvas at the primary's rate.
-        let info = MediaProbe.info(config.primary)
+        let info = try MediaProbe.checked(config.primary, field: "primary")
         let upright = info.map { $0.size.rotated(config.primaryOrientation.rotation) }
         let canvas = config.resolvedCanvas(primaryUprightSize: upright)
         let load = TakeLoad(width: canvas.width, height: canvas.height, fps: info?.frameRate.fps ?? 30)
@@ -100,8 +102,8 @@ final class TakeRegistry: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         if draining { throw .unavailable("the server is shutting down") }
         let active = takes.values.filter { $0.state.isActive }
-        if let out = config.output, let other = active.first(where: { $0.configuration.output == out }) {
-            throw .conflict("out '\(out)': take \(other.id) is writing it")
+        for (field, path) in OutputClaims.files(config) {
+            if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), reserved: reserved) { throw e }
         }
         let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
             .min { $0.realtimeFactor < $1.realtimeFactor }
@@ -123,6 +125,20 @@ final class TakeRegistry: @unchecked Sendable {
         register(t)
         return t
     }
+    /// Adds `spec` to the running `take`, unless another output of any take
+    /// writes that file (409); returns the output's index.
+    func addOutput(_ spec: OutputSpec, to take: Take) throws(RequestError) -> Int {
+        guard OutputClaims.isFile(spec.out) else { return try take.addOutput(spec) }
+        let refusal: RequestError? = lock.withLock {
+            let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), reserved: reserved)
+            if e == nil { reserved.insert(spec.out) }
+            return e
+        }
+        if let refusal { throw refusal }
+        defer { lock.withLock { _ = reserved.remove(spec.out) } }
+        return try take.addOutput(spec)
+    }
+
     /// `POST /v1/takes/{id}/outputs`: `{"out": URL, "format"?: ..., "layout"?: {...}}`, its path confined as a take's `out`.
     func outputSpec(_ body: Data) throws(RequestError) -> OutputSpec {
         let json: JSONValue

@@ -35,6 +35,7 @@ struct TakesAPI {
         r.add("POST", "/v1/takes/{id}/switch") { req, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in
                 let (role, spec) = try TakeRequests.switchRequest(req.body)
+                _ = try MediaProbe.checked(spec, field: "source")
                 try api.requireRecording(t)
                 t.switchSource(role, to: spec)
                 return JSONOut.response(202, ["id": t.id, "role": role.rawValue, "source": spec.description])
@@ -44,8 +45,8 @@ struct TakesAPI {
             try api.withTake(p) { t throws(RequestError) in
                 let spec = try api.registry.outputSpec(req.body)
                 try api.requireRecording(t)
-                let index = try t.addOutput(spec)
-                return JSONOut.response(201, ["id": t.id, "index": String(index), "out": spec.out])
+                let index = try api.registry.addOutput(spec, to: t)
+                return JSONOut.response(201, AddedOutput(id: t.id, index: index, out: spec.out))
             }
         }
         r.add("DELETE", "/v1/takes/{id}/outputs/{n}") { _, p throws(RequestError) in
@@ -98,6 +99,13 @@ struct TakesAPI {
                                   responses: responses())
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
     }
+}
+
+/// `POST /v1/takes/{id}/outputs`: the output's index (for `DELETE`) and where it writes.
+struct AddedOutput: Encodable {
+    var id: String
+    var index: Int
+    var out: String
 }
 
 /// `DELETE /v1/takes/{id}/outputs/{n}`: the output removed and what it received.

@@ -315,6 +315,13 @@ private func tempPath(_ name: String) -> String {
         (#"{"decoder": "cuvid"}"#, "decoder: 'cuvid': expected auto, cpu or nvdec"),
         (#"{"decoder": 1}"#, "decoder: '1': expected auto, cpu or nvdec"),
         (#"[1, 2]"#, "invalid configuration: expected an object"),
+        // Numbers too large for an integer, or fractions where a whole number belongs: errors, never a trap or a truncation.
+        (#"{"size": {"width": 1e30, "height": 240}}"#, "size.width: expected a whole number from 1 to 16384"),
+        (#"{"size": {"width": 320, "height": -1e30}}"#, "size.height: expected a whole number from 1 to 16384"),
+        (#"{"size": {"width": 320.7, "height": 240}}"#, "size.width: expected a whole number"),
+        (#"{"layout": {"pip": {"margin": 1e30}}}"#, "layout.pip.margin: expected a whole number from 0 to 4096"),
+        (#"{"layout": {"pip": {"margin": {"pixels": 1e30}}}}"#, "layout.pip.margin.pixels: expected a whole number from 0 to 4096"),
+        (#"{"layout": {"pip": {"margin": {"pixels": 2.5}}}}"#, "layout.pip.margin.pixels: expected a whole number"),
     ])
     func invalidConfigFileNamesFileAndKey(json: String, reason: String) throws {
         let path = tempPath("bad.json")

@@ -99,6 +99,8 @@ import Testing
         let dir = Scratch(); defer { dir.remove() }
         let root = dir.path("out")
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try Data("not media\n".utf8).write(to: URL(fileURLWithPath: dir.path("notes.txt")))
+        try FileManager.default.createSymbolicLink(atPath: dir.path("out/link.mp4"), withDestinationPath: dir.path("outside.mp4"))
         let server = try ServeProcess(["--output-root", root, "--max-body", "4096"], in: dir.path); defer { server.stop() }
         let cases: [(String, String, String?, Int, String)] = [
             ("POST", "/v1/takes", "{\"primary\": ", 400, "not valid JSON"),
@@ -107,6 +109,16 @@ import Testing
             ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "a.mp4", "bitrate": -5]), 400, "bitrate"),
             ("POST", "/v1/takes", json(["primary": "/nonexistent/cam.mp4", "size": "320x180", "out": "a.mp4"]), 400, "/nonexistent/cam.mp4"),
             ("POST", "/v1/takes", json(["primary": "-", "out": "a.mp4"]), 400, "standard input"),
+            // A missing or unreadable primary is the request's mistake, found before admission.
+            ("POST", "/v1/takes", json(["primary": "/nonexistent/cam.mp4", "out": "a.mp4"]), 400, "primary '/nonexistent/cam.mp4': no such file"),
+            ("POST", "/v1/takes", json(["primary": dir.path("notes.txt"), "out": "a.mp4"]), 400, "primary: "),
+            ("POST", "/v1/takes", json(["primary": "testsrc:nonexist", "out": "a.mp4"]), 400, "nonexist"),
+            // Numbers beyond an integer: 400 naming the field, never a crash.
+            ("POST", "/v1/takes", #"{"primary": "testsrc:smpte", "out": "a.mp4", "size": {"width": 1e30, "height": 240}}"#, 400, "size.width"),
+            ("POST", "/v1/takes", #"{"primary": "testsrc:smpte", "out": "a.mp4", "layout": {"pip": {"margin": 1e30}}}"#, 400,
+             "layout.pip.margin"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "link.mp4"]), 400, "symbolic link"),
+            ("POST", "/v1/takes", #"{"primary": "testsrc:smpte", "out": "nul\u0000.mp4"}"#, 400, "control characters"),
             ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "../escape.mp4"]), 400, "'..'"),
             ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "/tmp/elsewhere.mp4"]), 400, "outside the output root"),
             ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "pipe:1"]), 400, "out 'pipe:1'"),
@@ -132,6 +144,11 @@ import Testing
         let ok = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "small.mp4", "duration": 1]))
         #expect(ok.status == 201, "\(ok.text)")
         try server.waitForTake(ok.json["id"] as? String ?? "") { state($0) == "finished" }
+        #expect(try decodeAll(dir.path("out/small.mp4")).count == 30)
+        #expect(!FileManager.default.fileExists(atPath: dir.path("outside.mp4")))
+        // A finished take's recording is not written over by the next take.
+        let again = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "small.mp4", "duration": 1]))
+        #expect(again.status == 409 && again.error.contains("holds the recording of take"), "\(again.text)")
         #expect(try decodeAll(dir.path("out/small.mp4")).count == 30)
     }
 
@@ -205,8 +222,17 @@ import Testing
         let unknown = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "y.ts", "lay": 1]))
         #expect(unknown.status == 400 && unknown.error.contains("output.lay"), "\(unknown.text)")
         let added = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "added.ts", "layout": ["kind": "side-by-side"]]))
-        #expect(added.status == 201 && added.json["index"] as? String == "1", "\(added.text)")
-        let index = try #require(added.json["index"] as? String)
+        #expect(added.status == 201 && added.json["index"] as? Int == 1, "\(added.text)")
+        let index = try #require(added.json["index"] as? Int)
+        // No output, extra output or preview of any take writes over a file a running take writes.
+        for (path, body) in [("/v1/takes/\(id)/outputs", json(["out": "main.mp4"])), ("/v1/takes/\(id)/outputs", json(["out": "added.ts"])),
+                             ("/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "other.mp4", "preview": "main.mp4"])),
+                             ("/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "other.mp4", "alsoOut": [["out": "added.ts"]]]))] {
+            let clash = try server.request("POST", path, body)
+            #expect(clash.status == 409 && clash.error.contains("is writing it"), "\(path) \(body): \(clash.text)")
+        }
+        let unknownSource = try server.request("POST", "/v1/takes/\(id)/switch", json(["role": "secondary", "source": "testsrc:nonexist"]))
+        #expect(unknownSource.status == 400 && unknownSource.error.contains("nonexist"), "\(unknownSource.text)")
 
         // An RTMP receiver that receives frames, then goes away: the take goes on.
         let port = freePort()
@@ -232,7 +258,7 @@ import Testing
         #expect(try decodeAll(dir.path("rtmp.ts")).count > 10, "the RTMP receiver got frames")
 
         let listed = try server.take(id)["outputs"] as? [[String: Any]] ?? []
-        #expect(listed.contains { ($0["url"] as? String)?.hasSuffix("added.ts") == true && $0["index"] as? Int == Int(index) }, "\(listed)")
+        #expect(listed.contains { ($0["url"] as? String)?.hasSuffix("added.ts") == true && $0["index"] as? Int == index }, "\(listed)")
         let removed = try server.request("DELETE", "/v1/takes/\(id)/outputs/\(index)")
         #expect(removed.status == 200 && (removed.json["output"] as? String)?.hasSuffix("added.ts") == true, "\(removed.text)")
         #expect((removed.json["frames"] as? Int ?? 0) > 20)

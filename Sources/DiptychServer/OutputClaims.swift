@@ -1,0 +1,46 @@
+import DiptychCore
+import Foundation
+
+/// Which files a server's takes write, so that no take writes over another
+/// take's file: every path of a new take or added output is checked against
+/// the takes writing now (their output, extra outputs, preview and the
+/// outputs added while they run) and against the recordings finished takes
+/// left, while those files exist.
+enum OutputClaims {
+    /// The files `config` writes, each with the request field that names it
+    /// (network outputs are not files and are not claimed).
+    static func files(_ config: TakeConfiguration) -> [(field: String, path: String)] {
+        var f: [(field: String, path: String)] = []
+        if let o = config.output { f.append(("out", o)) }
+        for (i, o) in config.extraOutputs.enumerated() { f.append(("alsoOut[\(i)].out", o.out)) }
+        if let p = config.preview { f.append(("preview", p)) }
+        return f.filter { isFile($0.path) }
+    }
+
+    static func isFile(_ path: String) -> Bool { !path.isEmpty && OutputRoot.scheme(of: path) == nil }
+
+    /// The recordings of `take` (its output, extra outputs and those added while it runs).
+    static func recordings(of take: Take) -> [String] {
+        (files(take.configuration).filter { $0.field != "preview" }.map(\.path) + take.addedOutputs.map(\.out)).filter(isFile)
+    }
+
+    /// Every file `take` writes while it runs.
+    static func written(by take: Take) -> [String] {
+        files(take.configuration).map(\.path) + take.addedOutputs.map(\.out).filter(isFile)
+    }
+
+    /// Why `path` (asked for as `field`) may not be written, among `takes`
+    /// and the paths `reserved` by outputs being opened; nil when it may.
+    static func conflict(_ field: String, _ path: String, takes: [Take], reserved: Set<String> = []) -> RequestError? {
+        if reserved.contains(path) { return .conflict("\(field) '\(path)': another output is being opened on it") }
+        for t in takes {
+            if t.state.isActive {
+                if written(by: t).contains(path) { return .conflict("\(field) '\(path)': take \(t.id) is writing it") }
+            } else if recordings(of: t).contains(path) && FileManager.default.fileExists(atPath: path) {
+                return .conflict("\(field) '\(path)': holds the recording of take \(t.id) (\(t.state.rawValue)); "
+                    + "choose another name, or remove the file first")
+            }
+        }
+        return nil
+    }
+}
