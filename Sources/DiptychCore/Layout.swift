@@ -151,7 +151,8 @@ public struct Layout: Hashable, Sendable {
 
     /// Nil when valid, else a `ConfigurationError` naming the field.
     public func validationError() -> ConfigurationError? {
-        if kind == .pip, let e = pip.validationError() { return e }
+        // The inset's settings are checked whatever the kind: a later change to pip must not find them out of range.
+        if let e = pip.validationError() { return e }
         if kind == .custom {
             if custom.primary == nil && custom.secondary == nil {
                 return ConfigurationError(field: "layout.custom", value: "{}", reason: "needs a rectangle for at least one role")

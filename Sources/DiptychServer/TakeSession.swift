@@ -110,7 +110,7 @@ final class TakeSession: @unchecked Sendable {
                 ending.summary = try session.run()
             } catch {
                 ending.summary = session.summary
-                ending.error = error.description
+                ending.error = TakeSession.message(error)
                 ending.badInput = error.isBadInput
             }
             watcher.cancel()
@@ -119,6 +119,18 @@ final class TakeSession: @unchecked Sendable {
         }
         t.name = name
         t.start()
+    }
+
+    /// What a client is told of `error`: fields named as in the request's
+    /// JSON (`bitrate`, not `--bitrate`), an input's failure after its role.
+    static func message(_ error: SessionError) -> String {
+        switch error {
+        case .configuration(let e): return TakeRequests.describe(e)
+        case .source(let role, let e):
+            let text = e.description
+            return text.hasPrefix(role.rawValue) ? text : "\(role.rawValue): \(text)"
+        default: return error.description
+        }
     }
 
     /// Asks the take to finalize after the current frame.

@@ -107,6 +107,10 @@ import Testing
             ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "a.mp4", "frobnicate": 1]), 400, "frobnicate"),
             ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "a.mp4", "size": "12x0"]), 400, "size"),
             ("POST", "/v1/takes", json(["primary": "testsrc:smpte", "out": "a.mp4", "bitrate": -5]), 400, "bitrate"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "a.mp4", "bitrate": 1]), 400, "bitrate '1'"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "a.mp4", "preset": "bogus"]), 400, "preset 'bogus'"),
+            ("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "a.mp4", "layout": ["kind": "stacked", "pip": ["size": 5]]]),
+             400, "layout.pip.size"),
             ("POST", "/v1/takes", json(["primary": "/nonexistent/cam.mp4", "size": "320x180", "out": "a.mp4"]), 400, "/nonexistent/cam.mp4"),
             ("POST", "/v1/takes", json(["primary": "-", "out": "a.mp4"]), 400, "standard input"),
             // A missing or unreadable primary is the request's mistake, found before admission.
@@ -136,6 +140,7 @@ import Testing
             #expect(a.status == status, "\(method) \(path) \(body ?? ""): \(a.status) \(a.text)")
             #expect(a.error.contains(named), "\(method) \(path): \(a.text)")
             #expect(!a.error.isEmpty && !a.error.contains("\n"))
+            #expect(!a.error.hasPrefix("--"), "a request's field is named as in its JSON: \(a.error)")
         }
         #expect(!FileManager.default.fileExists(atPath: dir.path("out/big.mp4")))
         let metrics = try server.request("GET", "/metrics").text
