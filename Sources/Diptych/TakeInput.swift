@@ -15,12 +15,31 @@ protocol TakeInput: AnyObject, Sendable {
 }
 
 /// A `VideoSource` of DiptychMedia as a take input.
+///
+/// 4:2:0 pictures of an odd width or height (a 321x241 file, a pattern, a
+/// Y4M stream) lose their last column or row here, so the take sees even
+/// sizes throughout: the GPU's and the encoder's 4:2:0 need them.
 final class MediaInput: TakeInput, @unchecked Sendable {
     let source: any VideoSource
     init(_ source: any VideoSource) { self.source = source }
-    var info: SourceInfo { source.info }
+    var info: SourceInfo {
+        var i = source.info
+        if i.pixelFormat.isYUV { i.size = PixelSize(width: i.size.width & ~1, height: i.size.height & ~1) }
+        return i
+    }
     var audioTrack: AudioTrack? { source.audioTrack }
-    func next() throws(MediaError) -> InputFrame? { try source.nextInput() }
+    func next() throws(MediaError) -> InputFrame? { try source.nextInput().map(Self.evenSized) }
+
+    /// `frame` with a 4:2:0 CPU picture of odd size cropped to the even size below it.
+    static func evenSized(_ frame: InputFrame) -> InputFrame {
+        guard case .cpu(var v) = frame.payload, v.format.isYUV, v.width % 2 != 0 || v.height % 2 != 0,
+              v.width > 1, v.height > 1 else { return frame }
+        v.width &= ~1
+        v.height &= ~1
+        var f = frame
+        f.payload = .cpu(v)
+        return f
+    }
     func close() { source.close() }
 
     /// Opens `spec` (a file or URL, a pattern, standard input); a file's or

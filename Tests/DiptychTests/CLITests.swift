@@ -109,6 +109,26 @@ import DiptychMedia
         #expect(info.size == PixelSize(width: 320, height: 240))
     }
 
+    /// 4:2:0 inputs of odd sizes (a file, a pattern, a Y4M stream, a
+    /// switched-in secondary) lose their last column and row: the take runs
+    /// whole, at even sizes.
+    @Test func oddSizedInputsAreCroppedToEvenSizes() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let odd = dir.path("odd.mkv"), y4m = dir.path("odd.y4m")
+        try makeFixture(["-f", "lavfi", "-i", "testsrc=size=321x241:rate=30", "-t", "1", "-c:v", "ffv1", "-pix_fmt", "yuv420p", odd])
+        try makeFixture(["-f", "lavfi", "-i", "testsrc=size=161x121:rate=30", "-t", "1", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m])
+        let r = try runCLI(["record", "--primary", odd, "--secondary", "testsrc:counter:161x121@30", "--switch-secondary", "0.5=\(odd)",
+                            "--duration", "1", "--audio", "none", "--out", "file.mp4"], in: dir.url.path)
+        #expect(r.status == 0, "\(r.stderr)")
+        let (info, frames) = try decodeAll(dir.path("file.mp4"))
+        #expect(frames.count == 30 && info.size == PixelSize(width: 320, height: 240))
+        let piped = try runCLI(["record", "--primary", "-", "--secondary", "testsrc:smpte:321x241@30", "--audio", "none", "--out", "pipe.mp4"],
+                               in: dir.url.path, stdin: try FileHandle(forReadingFrom: URL(fileURLWithPath: y4m)))
+        #expect(piped.status == 0, "\(piped.stderr)")
+        let (pipedInfo, pipedFrames) = try decodeAll(dir.path("pipe.mp4"))
+        #expect(pipedFrames.count == 30 && pipedInfo.size == PixelSize(width: 160, height: 120))
+    }
+
     /// Failure path 1 for the primary: a primary that stops delivering (a
     /// pipe that stays open but silent) finalizes the take with every frame
     /// it delivered, exit 1 and a message naming it.
