@@ -68,6 +68,18 @@ import DiptychMedia
         #expect(decoded.frames.count == 60)
     }
 
+    /// `--out pipe:1 | head -c 1000`: the reader of the stream goes away; a
+    /// pipe cannot be reopened, so the take ends at once, exit 1, and says so.
+    @Test func aClosedOutputPipeEndsTheTake() throws {
+        let exe = try #require(diptychExecutable())
+        let script = "\(exe.path) record --primary testsrc:counter:320x240@30 --secondary none --audio none --out pipe:1 "
+            + "--format mpegts --duration 30 2>/dev/null | head -c 1000 > /dev/null; exit ${PIPESTATUS[0]}"
+        let started = Date()
+        let r = try run("/bin/bash", ["-c", script], timeout: 60)
+        #expect(r.status == 1, "diptych exit status \(r.status)")
+        #expect(Date().timeIntervalSince(started) < 20, "a 30 s take to a closed pipe should end at once")
+    }
+
     /// SIGHUP (a closed terminal, a dropped SSH session) finalizes like SIGTERM.
     @Test func hangupFinalizesTheTake() throws {
         let dir = Scratch(); defer { dir.remove() }
