@@ -1,4 +1,5 @@
 import CFFmpeg
+import Foundation
 import DiptychCore
 
 /// Versions of the FFmpeg libraries Diptych runs against, and process-wide settings.
@@ -24,6 +25,18 @@ public enum MediaLibraries {
             }
         }
     }
+    /// The level `DIPTYCH_FFMPEG_LOG` names (quiet, error, warning, info, verbose), if any.
+    public static var levelFromEnvironment: LogLevel? {
+        switch ProcessInfo.processInfo.environment["DIPTYCH_FFMPEG_LOG"]?.lowercased() {
+        case "quiet"?: .quiet
+        case "error"?: .error
+        case "warning"?: .warning
+        case "info"?: .info
+        case "verbose"?: .verbose
+        default: nil
+        }
+    }
+
     /// FFmpeg's log level (process-wide; FFmpeg's default is `.info`, which
     /// prints an encoder summary per take).
     public static func setLogLevel(_ level: LogLevel) { av_log_set_level(level.av) }

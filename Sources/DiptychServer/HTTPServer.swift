@@ -44,6 +44,7 @@ final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private let logger: UnsafeMutablePointer<diptych_mhd_logger>
     private let lock = NSLock()
+    private var started = false
     private var lastLogLine: String?
     private var quiesced = false
 
@@ -84,6 +85,7 @@ final class HTTPServer: @unchecked Sendable {
             throw .runtime("--listen \(address): \(why.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
         daemon = d
+        lock.withLock { started = true }
         return diptych_mhd_bound_port(d)
     }
 
@@ -103,9 +105,11 @@ final class HTTPServer: @unchecked Sendable {
         daemon = nil
     }
 
+    /// libmicrohttpd's messages go to the log once it listens; while it starts,
+    /// the last one is kept for `start()`'s error (said once, in one line).
     private func logged(_ line: String) {
-        lock.withLock { lastLogLine = line }
-        log("http: \(line.trimmingCharacters(in: .whitespacesAndNewlines))")
+        let listening = lock.withLock { lastLogLine = line; return started }
+        if listening { log("http: \(line.trimmingCharacters(in: .whitespacesAndNewlines))") }
     }
 
     /// What one request has accumulated between calls of `access`.

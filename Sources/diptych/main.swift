@@ -21,6 +21,9 @@ commands:
 exit status: 0 success, 1 runtime failure (what was recorded is finalized),
 2 bad usage or bad input.
 
+environment: DIPTYCH_FFMPEG_LOG=error|warning|info|verbose prints FFmpeg's own
+messages (none by default).
+
   -h, --help     show this help
   --version      print the version
 """
@@ -76,7 +79,9 @@ func takeConfiguration(_ arguments: [String]) -> TakeConfiguration {
 }
 
 Console.ignoreBrokenPipes()
-MediaLibraries.setLogLevel(.error)
+// FFmpeg's own messages stay out of the one-line errors (Diptych's say what
+// failed and where); DIPTYCH_FFMPEG_LOG=error|warning|info|verbose shows them.
+MediaLibraries.setLogLevel(MediaLibraries.levelFromEnvironment ?? .quiet)
 let args = Array(CommandLine.arguments.dropFirst())
 switch args.first {
 case nil, "-h", "--help", "help":
