@@ -183,6 +183,10 @@ public struct TakeConfiguration: Hashable, Sendable {
         }
         if let e = layout.validationError() { throw e }
         if let s = canvasSize, let e = layout.validationError(canvas: s) { throw e }
+        if extraOutputs.count > Self.maximumExtraOutputs {
+            throw ConfigurationError(field: "--also-out", value: extraOutputs[Self.maximumExtraOutputs].out,
+                                     reason: "at most \(Self.maximumExtraOutputs) extra outputs (each has its own encoder)")
+        }
         for (i, o) in extraOutputs.enumerated() {
             if o.out.isEmpty { throw ConfigurationError(field: "--also-out", value: o.out, reason: "is empty") }
             guard o.container != nil else {
@@ -236,4 +240,6 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// Largest canvas or frame side any part of Diptych accepts; the GPU in
     /// use may allow less (the session asks it before opening anything).
     public static let maximumDimension = 16384
+    /// `--also-out` outputs one take may have.
+    public static let maximumExtraOutputs = 16
 }

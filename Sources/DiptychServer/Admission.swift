@@ -6,9 +6,23 @@ public struct TakeLoad: Hashable, Sendable, Codable, CustomStringConvertible {
     public var width: Int
     public var height: Int
     public var fps: Double
-    public init(width: Int, height: Int, fps: Double) { self.width = width; self.height = height; self.fps = fps }
-    public var megapixelsPerSecond: Double { Double(width) * Double(height) * fps / 1e6 }
-    public var description: String { "\(width)x\(height) at \(String(format: "%g", fps)) fps" }
+    /// Outputs encoded (the main output and every `alsoOut`): each renders and encodes the canvas.
+    public var encodes: Int
+    public init(width: Int, height: Int, fps: Double, encodes: Int = 1) {
+        self.width = width; self.height = height; self.fps = fps; self.encodes = max(1, encodes)
+    }
+    public var megapixelsPerSecond: Double { Double(width) * Double(height) * fps * Double(encodes) / 1e6 }
+    public var description: String {
+        "\(width)x\(height) at \(String(format: "%g", fps)) fps" + (encodes > 1 ? ", \(encodes) outputs" : "")
+    }
+
+    private enum CodingKeys: String, CodingKey { case width, height, fps, encodes }
+    /// Loads saved before `encodes` existed read as one output.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(width: try c.decode(Int.self, forKey: .width), height: try c.decode(Int.self, forKey: .height),
+                  fps: try c.decode(Double.self, forKey: .fps), encodes: try c.decodeIfPresent(Int.self, forKey: .encodes) ?? 1)
+    }
 }
 
 /// Measured cost per output megapixel: process CPU seconds (everything the

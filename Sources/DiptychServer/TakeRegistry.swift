@@ -74,7 +74,8 @@ final class TakeRegistry: @unchecked Sendable {
         let info = try MediaProbe.checked(config.primary, field: "primary")
         let upright = info.map { $0.size.rotated(config.primaryOrientation.rotation) }
         let canvas = config.resolvedCanvas(primaryUprightSize: upright)
-        let load = TakeLoad(width: canvas.width, height: canvas.height, fps: info?.frameRate.fps ?? 30)
+        let load = TakeLoad(width: canvas.width, height: canvas.height, fps: info?.frameRate.fps ?? 30,
+                            encodes: 1 + config.extraOutputs.count)
 
         let model = try meter.waitForModel().get()
         let take = try admit(config: config, load: load, model: model)

@@ -184,6 +184,10 @@ private func tempPath(_ name: String) -> String {
         ("switch to stdin", "--switch-secondary", "cannot switch to standard input"),
         ("empty preview", "--preview", "must be a file path"),
         ("bad gpu", "--gpu", "expected auto"),
+        ("preview is the output", "--preview", "names an output of the take"),
+        ("preview is an extra output", "--preview", "names an output of the take"),
+        ("too many extra outputs", "--also-out", "at most 16 extra outputs"),
+        ("pip size with another kind", "--pip-size", "must be between 0.05 and 1"),
     ])
     func invalid(name: String, field: String, reason: String) {
         var c = Self.valid()
@@ -216,6 +220,10 @@ private func tempPath(_ name: String) -> String {
         case "switch to stdin": c.secondarySwitches = [SecondarySwitch(time: 1, source: .stdin)]
         case "empty preview": c.preview = ""
         case "bad gpu": c.gpu = "nvidia"
+        case "preview is the output": c.preview = "out.mp4"
+        case "preview is an extra output": c.extraOutputs = [OutputSpec(out: "b.ts")]; c.preview = "b.ts"
+        case "too many extra outputs": c.extraOutputs = (0..<17).map { OutputSpec(out: "o\($0).ts") }
+        case "pip size with another kind": c.layout.kind = .sideBySide; c.layout.pip.size = 5
         default: Issue.record("unknown case \(name)")
         }
         do {

@@ -27,6 +27,16 @@ struct ServerUnitTests {
     private let small = TakeLoad(width: 320, height: 180, fps: 30)      // 1.728 Mpx/s → 0.035 cores
     private let hd = TakeLoad(width: 1280, height: 720, fps: 30)        // 27.6 Mpx/s → 0.55 cores
 
+    /// Every output of a take (its main output and each `alsoOut`) renders and encodes: the load counts them.
+    @Test func loadCountsEveryEncodedOutput() throws {
+        let one = TakeLoad(width: 1280, height: 720, fps: 30), three = TakeLoad(width: 1280, height: 720, fps: 30, encodes: 3)
+        #expect(abs(three.megapixelsPerSecond - 3 * one.megapixelsPerSecond) < 1e-9)
+        #expect(three.description == "1280x720 at 30 fps, 3 outputs" && one.description == "1280x720 at 30 fps")
+        let saved = try JSONDecoder().decode(TakeLoad.self, from: Data(#"{"width": 1280, "height": 720, "fps": 30}"#.utf8))
+        #expect(saved == one)
+        #expect(try JSONDecoder().decode(TakeLoad.self, from: JSONEncoder().encode(three)) == three)
+    }
+
     @Test func admissionFitsTakesIntoTheCapacity() {
         let cap = Capacity(cpuCores: 2)   // 1.8 usable
         func decide(_ new: TakeLoad, _ running: [TakeLoad], lagging: Lagging? = nil, max: Int = 32) -> Result<Admission.Estimate, RequestError> {
