@@ -31,6 +31,9 @@ import DiptychMedia
         (["record", "--primary", "testsrc:smpte:320x240@0.0001", "--secondary", "none"], "@0.0001"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--switch-secondary", "1e300=testsrc:smpte"], "--switch-secondary"),
         (["record", "--secondary", "none"], "--primary"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/nonexistent/p.png"], "--preview '/nonexistent/p.png': no such folder"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/tmp"], "--preview '/tmp': is a folder"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--also-out", "/nonexistent/x.ts"], "--also-out '/nonexistent/x.ts'"),
         (["transmogrify"], "transmogrify"),
     ])
     func badInputExitsTwo(args: [String], named: String) throws {

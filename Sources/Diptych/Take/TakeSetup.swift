@@ -183,6 +183,10 @@ enum TakeSetup {
                 plans.append(zeroCopy.attach(i, stage: stage, settings: outputVideo, log: hooks.log))
             } catch {
                 for e in encoders { _ = e.finish() }
+                // An extra output that cannot be opened is named as the option that gave it.
+                if i > 0, case .writeFailed(_, let detail) = error {
+                    throw .configuration(ConfigurationError(field: "--also-out", value: spec.out, reason: "write failed: \(detail)"))
+                }
                 throw .output(spec.out, error)
             }
         }
@@ -279,15 +283,33 @@ enum TakeSetup {
         for spec in [config.primary, config.secondary] + config.secondarySwitches.map(\.source) {
             if case .url(let u) = spec, !u.contains("://") { inputs.append(u) }
         }
-        for out in [output] + config.extraOutputs.map(\.out) where !out.contains("://") {
+        let outs = [("--out", output)] + config.extraOutputs.map { ("--also-out", $0.out) }
+        for (field, out) in outs where !out.contains("://") {
+            if !out.lowercased().hasPrefix("pipe:"), let why = unwritableFile(out) {
+                throw .configuration(ConfigurationError(field: field, value: out, reason: why))
+            }
             let outID = identity(out)
             for input in inputs where canonical(input) == canonical(out) || (outID != nil && identity(input).map { $0 == outID! } == true) {
-                throw .configuration(ConfigurationError(field: "--out", value: out, reason: "is also an input; recording over it would destroy it"))
+                throw .configuration(ConfigurationError(field: field, value: out, reason: "is also an input; recording over it would destroy it"))
             }
         }
-        if let preview = config.preview, canonical(preview) == canonical(output) {
-            throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: "is the same file as --out"))
+        if let preview = config.preview {
+            if canonical(preview) == canonical(output) {
+                throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: "is the same file as --out"))
+            }
+            if let why = unwritableFile(preview) { throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: why)) }
         }
+    }
+
+    /// Why a file cannot be written at `path` (a folder there, a folder
+    /// missing or read-only), found before anything is opened; nil when it can.
+    static func unwritableFile(_ path: String) -> String? {
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue { return "is a folder" }
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDir), isDir.boolValue else { return "no such folder \(folder)" }
+        guard access(folder, W_OK) == 0 else { return "the folder \(folder) is not writable" }
+        return nil
     }
 }
 
