@@ -34,6 +34,7 @@ import DiptychMedia
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/nonexistent/p.png"], "--preview '/nonexistent/p.png': no such folder"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/tmp"], "--preview '/tmp': is a folder"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--also-out", "/nonexistent/x.ts"], "--also-out '/nonexistent/x.ts'"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--codec", "hevc", "--size", "8x8"], "--size '8x8': HEVC needs"),
         (["transmogrify"], "transmogrify"),
     ])
     func badInputExitsTwo(args: [String], named: String) throws {

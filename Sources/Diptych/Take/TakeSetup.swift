@@ -105,6 +105,9 @@ enum TakeSetup {
         for layout in [config.layout] + config.extraOutputs.compactMap(\.layout) {
             if let e = layout.validationError(canvas: canvas) { throw .configuration(e) }
         }
+        if config.codec == .hevc && (canvas.width < 16 || canvas.height < 16) {
+            throw .configuration(ConfigurationError(field: "--size", value: "\(canvas)", reason: "HEVC needs a canvas of at least 16x16"))
+        }
 
         held.release()
 
