@@ -61,9 +61,13 @@ enum TakeRequests {
         for key in o.keys.sorted() where key != "role" && key != "source" {
             throw .badRequest("\(key): unknown key; expected role and source")
         }
-        guard let r = o["role"] as? String else { throw .badRequest("role: required, primary or secondary") }
+        guard let r = o["role"] as? String else {
+            throw .badRequest(o["role"] == nil ? "role: required, primary or secondary" : "role: expected a string, primary or secondary")
+        }
         guard let role = StreamRole(rawValue: r) else { throw .badRequest("role '\(r)': expected primary or secondary") }
-        guard let s = o["source"] as? String else { throw .badRequest("source: required (a file, URL, testsrc:… or none)") }
+        guard let s = o["source"] as? String else {
+            throw .badRequest("source: " + (o["source"] == nil ? "required" : "expected a string") + " (a file, URL, testsrc:… or none)")
+        }
         let spec: SourceSpec
         do { spec = try SourceSpec.parse(s, field: "source") } catch { throw .badRequest(describe(error)) }
         if spec == .stdin { throw .badRequest("source '-': a server take cannot read standard input") }
