@@ -79,7 +79,11 @@ Console.ignoreBrokenPipes()
 MediaLibraries.setLogLevel(.error)
 let args = Array(CommandLine.arguments.dropFirst())
 switch args.first {
-case nil, "-h", "--help", "help":
+case nil:
+    // No command is a usage error: the usage goes to stderr.
+    Console.raw(usage + "\n")
+    leave(2)
+case "-h", "--help", "help":
     Console.out(usage)
     leave(0)
 case "--version":

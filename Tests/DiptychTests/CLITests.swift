@@ -16,6 +16,10 @@ import DiptychMedia
         let version = try runCLI(["--version"])
         #expect(version.status == 0)
         #expect(version.stdout.hasPrefix("diptych \(DiptychVersion.string)"))
+        // No command is bad usage: the usage goes to stderr.
+        let bare = try runCLI([])
+        #expect(bare.status == 2)
+        #expect(bare.stdout.isEmpty && bare.stderr.hasPrefix("usage: diptych <command>"), "\(bare.stderr)")
     }
 
     /// Bad usage and bad input: exit 2, one line on stderr naming the input, no file.
