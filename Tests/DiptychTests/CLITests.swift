@@ -3,6 +3,7 @@ import Testing
 @testable import Diptych
 import DiptychCore
 import DiptychMedia
+import DiptychGPU
 
 /// The command line as users run it: exit status, one-line errors, signals,
 /// crash safety, the JSON summary and the demo.
@@ -35,6 +36,9 @@ import DiptychMedia
         (["record", "--primary", "testsrc:smpte:320x240@0.0001", "--secondary", "none"], "@0.0001"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--switch-secondary", "1e300=testsrc:smpte"], "--switch-secondary"),
         (["record", "--secondary", "none"], "--primary"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--gpu", "99"], "--gpu '99': no EGL device 99"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--gpu", "/dev/dri/renderD250"],
+         "--gpu '/dev/dri/renderD250': no such render node"),
         (["transmogrify"], "transmogrify"),
     ])
     func badInputExitsTwo(args: [String], named: String) throws {
@@ -47,6 +51,16 @@ import DiptychMedia
         #expect(lines.count == 1, "one line: \(r.stderr)")
         #expect(r.stderr.contains(named), "\(r.stderr)")
         #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
+    /// A device the machine does not have is bad input (exit 2); a real
+    /// failure of the GPU is not.
+    @Test func missingGPUIsBadInput() {
+        let missing = SessionError.gpu(.noSuchDevice(selection: "99", reason: "no EGL device 99 (this machine has 1 EGL device: 0)"))
+        #expect(missing.isBadInput && missing.exitCode == 2)
+        #expect(missing.description == "--gpu '99': no EGL device 99 (this machine has 1 EGL device: 0)")
+        #expect(SessionError.gpu(.noDisplay(attempts: [])).exitCode == 1)
+        #expect(SessionError.gpu(.deviceUnavailable("open /dev/dri/renderD128: Permission denied")).exitCode == 1)
     }
 
     /// A take with a JSON summary; a 1080p60 primary with a 720p30 secondary
