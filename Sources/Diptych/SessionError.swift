@@ -28,8 +28,7 @@ public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
         case .output(_, let e):
             switch e { case .writeFailed, .encoderUnavailable, .invalidSource: return true; default: return false }
         case .gpu(let e):
-            if case .badCanvas = e { return true }
-            return false
+            switch e { case .badCanvas, .noSuchDevice: return true; default: return false }
         case .refused, .ended: return false
         }
     }
@@ -45,6 +44,8 @@ public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
         case .output(let path, let e):
             if case .writeFailed = e { return "--out \(e)" }
             return path.isEmpty ? e.description : "\(e)"
+        case .gpu(.noSuchDevice(let selection, let reason)):
+            return ConfigurationError(field: "--gpu", value: selection, reason: reason).description
         case .gpu(let e): return "GPU: \(e)"
         case .refused(let r): return r.description
         case .ended(let e): return e.description

@@ -276,6 +276,7 @@ enum DisplayLadder {
 
     /// Walks the ladder and returns the first working context (current on this thread).
     static func open(_ selection: GPUSelection, log: (String) -> Void) throws(GPUError) -> GLContext {
+        if let missing = missingDevice(selection) { throw missing }
         let (rungs, skipped) = rungs(for: selection)
         var outcomes = skipped
         for rung in rungs {

@@ -4,6 +4,10 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
     case noDisplay(attempts: [RungOutcome])
     /// A device could not be opened (render node, libgbm, gbm_device).
     case deviceUnavailable(String)
+    /// The selection (`GPUSelection.description`) names a device this
+    /// machine does not have (an index past the EGL devices, a render node
+    /// that does not exist): bad input rather than a GPU failure.
+    case noSuchDevice(selection: String, reason: String)
     /// The GPU context was lost (reset, device removed, or a simulated loss).
     /// Every object of this compositor is dead: build a new `GPUCompositor`.
     case contextLost
@@ -31,6 +35,7 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
         case .noDisplay(let attempts):
             return "no usable EGL display: " + attempts.map(\.description).joined(separator: "; ")
         case .deviceUnavailable(let r): return "device unavailable: \(r)"
+        case .noSuchDevice(let selection, let reason): return "no such device '\(selection)': \(reason)"
         case .contextLost: return "GPU context lost"
         case .badFrame(let r): return "bad frame: \(r)"
         case .unsupported(let e): return "unsupported: needs \(e)"

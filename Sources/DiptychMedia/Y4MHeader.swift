@@ -40,11 +40,12 @@ struct Y4MHeader: Equatable {
             switch token.first {
             case UInt8(ascii: "W"): width = try dimension(value, "width", text)
             case UInt8(ascii: "H"): height = try dimension(value, "height", text)
+            case UInt8(ascii: "F"): try checkRate(value, text)
             case UInt8(ascii: "C"):
                 guard colorSpacePrefixes.contains(where: value.hasPrefix) else {
                     throw HeaderError("colour space \(shown(text)) is not one FFmpeg reads (C420jpeg, C420p10, C422, C444, Cmono, ...)")
                 }
-            default: continue  // F (FFmpeg assumes 25 fps for a bad one), I, A, X: FFmpeg's to read
+            default: continue  // I, A, X: FFmpeg's to read
             }
         }
         guard let width else { throw HeaderError("no width (W) field") }
@@ -63,6 +64,27 @@ struct Y4MHeader: Equatable {
             throw HeaderError("\(name) \(shown(token)) must be 1 to 16384")
         }
         return v
+    }
+
+    /// Frame rates a take accepts (as `--fps` and `testsrc:...@FPS`): at
+    /// least one frame in 100 s, at most 1000 a second.
+    static let frameRates = 0.01...1000.0
+
+    /// `F` must be `N:D`, both positive, within `frameRates`. FFmpeg reads a
+    /// zero or missing part as 25 fps and passes a huge or tiny rate on to
+    /// the muxer, which then fails or writes a broken file.
+    private static func checkRate(_ value: String, _ token: String) throws(HeaderError) {
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false)
+        func number(_ s: Substring) -> Int? {
+            guard !s.isEmpty, s.count <= 10, s.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(s), n <= Int(Int32.max) else { return nil }
+            return n
+        }
+        guard parts.count == 2, let n = number(parts[0]), let d = number(parts[1]), n > 0, d > 0 else {
+            throw HeaderError("frame rate \(shown(token)) must be two positive numbers N:D (F30:1, F30000:1001)")
+        }
+        guard frameRates.contains(Double(n) / Double(d)) else {
+            throw HeaderError("frame rate \(shown(token)) must be 0.01 to 1000 fps")
+        }
     }
 
     private static func shown(_ s: String) -> String { s.utf8.count <= 24 ? s : String(s.prefix(24)) + "…" }

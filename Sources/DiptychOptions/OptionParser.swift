@@ -153,15 +153,23 @@ public enum OptionParser {
         }.joined(separator: "\n")
     }
 
+    /// The `--config` file's bytes; the error says whether it is missing, a
+    /// folder, empty, too large or unreadable.
     static func readFile(_ path: String) throws(ConfigurationError) -> Data {
-        guard let h = FileHandle(forReadingAtPath: path) else {
-            throw ConfigurationError(field: "--config", value: path, reason: "cannot read file")
-        }
+        func refuse(_ reason: String) -> ConfigurationError { ConfigurationError(field: "--config", value: path, reason: reason) }
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else { throw refuse("no such file") }
+        if isFolder.boolValue { throw refuse("is a folder") }
+        guard let h = FileHandle(forReadingAtPath: path) else { throw refuse("cannot read file") }
         defer { try? h.close() }
-        let data = (try? h.read(upToCount: JSONValue.maximumDocumentBytes + 1)) ?? nil
-        guard let data else { throw ConfigurationError(field: "--config", value: path, reason: "cannot read file") }
+        guard let data = (try? h.read(upToCount: JSONValue.maximumDocumentBytes + 1)) ?? nil else {
+            // Foundation reads an empty file as nil.
+            if (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == 0 { throw refuse("is empty") }
+            throw refuse("cannot read file")
+        }
+        if data.isEmpty { throw refuse("is empty") }
         guard data.count <= JSONValue.maximumDocumentBytes else {
-            throw ConfigurationError(field: "--config", value: path, reason: "is larger than \(JSONValue.maximumDocumentBytes / 1024) KiB")
+            throw refuse("is larger than \(JSONValue.maximumDocumentBytes / 1024) KiB")
         }
         return data
     }

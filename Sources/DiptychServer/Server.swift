@@ -50,6 +50,9 @@ public final class Server: @unchecked Sendable {
         let pool: CompositorPool
         do { pool = try CompositorPool(selection: selection, contexts: options.contexts, cores: cores, log: log) } catch {
             http.stop()
+            if case .noSuchDevice(let named, let reason) = error {
+                throw .badUsage(ConfigurationError(field: "--gpu", value: named, reason: reason).description)
+            }
             throw .runtime("GPU: \(error)")
         }
         // A software rasterizer's "GPU" is the CPU: its work is in the process CPU time

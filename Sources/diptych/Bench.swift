@@ -5,6 +5,7 @@ import Foundation
 /// `DiptychBench` target under bench/.
 enum Bench {
     static func run(arguments: [String]) -> Never {
-        exit(DiptychBench.run(arguments: arguments))
+        // The table went to stdout: a failed write to it is reported (`Console.finish`).
+        exit(Console.finish(DiptychBench.run(arguments: arguments)))
     }
 }

@@ -9,7 +9,7 @@ enum Probe {
     static func run(arguments: [String]) -> Never {
         if arguments.contains("-h") || arguments.contains("--help") {
             Console.out("usage: diptych probe [--gpu auto|software|N|/dev/dri/renderDN]\nPrints the EGL display ladder, the GL context taken, encoders, VA-API profiles, NVDEC capabilities, cameras and library versions.")
-            exit(0)
+            leave(0)
         }
         var selectionText = "auto"
         do {

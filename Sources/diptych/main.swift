@@ -18,8 +18,8 @@ commands:
 """ + TakeConfiguration.usage + """
 
 
-exit status: 0 success, 1 runtime failure (what was recorded is finalized),
-2 bad usage or bad input.
+exit status: 0 success, 1 runtime failure (what was recorded is finalized)
+or output lost on stdout, 2 bad usage or bad input.
 
 environment: DIPTYCH_FFMPEG_LOG=error|warning|info|verbose prints FFmpeg's own
 messages (none by default).
@@ -84,19 +84,25 @@ Console.ignoreBrokenPipes()
 MediaLibraries.setLogLevel(MediaLibraries.levelFromEnvironment ?? .quiet)
 let args = Array(CommandLine.arguments.dropFirst())
 switch args.first {
-case nil, "-h", "--help", "help":
+case nil:
+    // No command is a usage error: the usage goes to stderr.
+    Console.raw(usage + "\n")
+    leave(2)
+case "-h", "--help", "help":
     Console.out(usage)
+    leave(0)
 case "--version":
     Console.out("diptych \(DiptychVersion.string)")
+    leave(0)
 case "record":
     let rest = Array(args.dropFirst())
-    if rest.contains("-h") || rest.contains("--help") { Console.out(usage); exit(0) }
+    if rest.contains("-h") || rest.contains("--help") { Console.out(usage); leave(0) }
     record(takeConfiguration(rest))
 case "demo":
     let rest = Array(args.dropFirst())
     if rest.contains("-h") || rest.contains("--help") {
         Console.out("usage: diptych demo [record options]\nRecords ten seconds of synthetic streams (colour bars with a mirrored\ncounter inset) into demo.mp4, with demo.png as the preview.")
-        exit(0)
+        leave(0)
     }
     let defaults = ["--primary", "testsrc:smpte:1280x720@30", "--secondary", "testsrc:counter:640x480@30",
                     "--layout", "pip", "--mirror-secondary", "--duration", "10",
@@ -107,6 +113,7 @@ case "probe":
 case "bench":
     Bench.run(arguments: Array(args.dropFirst()))
 case "serve":
+    if args.contains("-h") || args.contains("--help") { Console.out(ServeOptions.usage); leave(0) }
     ServeCommand.run(arguments: Array(args.dropFirst()))
 default:
     fail("unknown command '\(ConfigurationError.quoted(args[0]))' (see diptych --help)", code: 2)

@@ -77,17 +77,26 @@ extension GPU {
             }
         }
 
-        @Test func unknownRenderNodeFailsOnEveryRung() throws {
-            do {
-                let c = try GPUCompositor(selection: .renderNode("/dev/dri/renderD250"))
-                c.shutdown()
-                Issue.record("a missing render node worked")
-            } catch {
-                guard case .noDisplay(let attempts) = error else { Issue.record("\(error)"); return }
-                #expect(Set(attempts.map(\.platform)) == [.gbm, .device])
-                #expect(attempts.allSatisfy { $0.failure != nil })
-                #expect(error.description.contains("gbm") && error.description.contains("device"))
+        /// A render node or a device index this machine does not have is
+        /// named as such before any rung is tried (bad input, not a GPU failure).
+        @Test func missingDeviceIsNamed() throws {
+            for (selection, reason) in [(GPUSelection.renderNode("/dev/dri/renderD250"), "no such render node ("),
+                                        (.index(99), "no EGL device 99 (this machine has ")] {
+                do {
+                    let c = try GPUCompositor(selection: selection)
+                    c.shutdown()
+                    Issue.record("\(selection) worked")
+                } catch {
+                    guard case .noSuchDevice(let named, let why) = error else { Issue.record("\(error)"); continue }
+                    #expect(named == selection.description)
+                    #expect(why.hasPrefix(reason), "\(why)")
+                }
             }
+            for text in ["auto", "software", "0", "device:0", "surfaceless:5"] {
+                #expect(DisplayLadder.missingDevice(try #require(GPUSelection(parsing: text))) == nil, "\(text)")
+            }
+            let gbm = try #require(GPUSelection(parsing: "gbm:\(drmRenderNodes().count)"))
+            #expect(DisplayLadder.missingDevice(gbm) != nil)
         }
 
         @Test func probeListsEveryRung() {

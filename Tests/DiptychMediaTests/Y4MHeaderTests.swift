@@ -22,13 +22,27 @@ import Glibc
         ("YUV4MPEG2 W16384 H16384", "picture 16384x16384 is larger than FFmpeg decodes"),
     ]
 
-    @Test(arguments: zip(bad.map(\.header), bad.map(\.reason)))
+    /// Rates FFmpeg reads as 25 fps (a zero or missing part) or passes on to
+    /// the muxer, which then fails or writes a broken file.
+    static let badRates: [(header: String, reason: String)] = [
+        ("YUV4MPEG2 W320 H240 F0:0 C420jpeg", "frame rate F0:0 must be two positive numbers N:D (F30:1, F30000:1001)"),
+        ("YUV4MPEG2 W320 H240 F30:0", "frame rate F30:0 must be two positive numbers N:D (F30:1, F30000:1001)"),
+        ("YUV4MPEG2 W320 H240 F30", "frame rate F30 must be two positive numbers N:D (F30:1, F30000:1001)"),
+        ("YUV4MPEG2 W320 H240 F-30:1", "frame rate F-30:1 must be two positive numbers N:D (F30:1, F30000:1001)"),
+        ("YUV4MPEG2 W320 H240 F30:1x", "frame rate F30:1x must be two positive numbers N:D (F30:1, F30000:1001)"),
+        ("YUV4MPEG2 W320 H240 F99999999999:1", "frame rate F99999999999:1 must be two positive numbers N:D (F30:1, F30000:1001)"),
+        ("YUV4MPEG2 W320 H240 F1:1000000", "frame rate F1:1000000 must be 0.01 to 1000 fps"),
+        ("YUV4MPEG2 W320 H240 F1000000:1", "frame rate F1000000:1 must be 0.01 to 1000 fps"),
+        ("YUV4MPEG2 W320 H240 F1001:1", "frame rate F1001:1 must be 0.01 to 1000 fps"),
+    ]
+
+    @Test(arguments: zip((bad + badRates).map(\.header), (bad + badRates).map(\.reason)))
     func badHeaderSaysWhy(header: String, reason: String) throws {
         #expect(throws: Y4MHeader.HeaderError(reason)) { try Y4MHeader.parse(Array((header + "\nFRAME\n").utf8)) }
     }
 
     @Test func goodHeadersParse() throws {
-        for h in ["YUV4MPEG2 W64 H48 F30000:1001 It A10:11 C420p10 XYSCSS=420P10", "YUV4MPEG2 W1 H1", "YUV4MPEG2 W320 H240 F0:0 Cmono"] {
+        for h in ["YUV4MPEG2 W64 H48 F30000:1001 It A10:11 C420p10 XYSCSS=420P10", "YUV4MPEG2 W1 H1", "YUV4MPEG2 W320 H240 F1:100 Cmono", "YUV4MPEG2 W8 H8 F1000:1"] {
             let parsed = try Y4MHeader.parse(Array((h + "\n").utf8))
             #expect(parsed.width > 0 && parsed.height > 0)
         }
@@ -37,9 +51,9 @@ import Glibc
         #expect(throws: Y4MHeader.HeaderError("no end of the header line in its first 1024 bytes")) { try Y4MHeader.parse(long) }
     }
 
-    /// What the check refuses FFmpeg cannot open either, and what it
-    /// accepts FFmpeg opens.
-    @Test(arguments: bad.map(\.header) + ["YUV4MPEG2 W64 H48 F25:1 C420jpeg", "YUV4MPEG2 W64 H48 F0:0 C444p", "YUV4MPEG2 W16 H16 Cmono8"])
+    /// What the check refuses FFmpeg cannot open either (the frame rates
+    /// aside: see `badRates`), and what it accepts FFmpeg opens.
+    @Test(arguments: bad.map(\.header) + ["YUV4MPEG2 W64 H48 F25:1 C420jpeg", "YUV4MPEG2 W64 H48 F1000:1 C444p", "YUV4MPEG2 W16 H16 Cmono8"])
     func agreesWithFFmpeg(header: String) throws {
         let dir = TempDir(); defer { dir.remove() }
         let path = dir.path("h.y4m")

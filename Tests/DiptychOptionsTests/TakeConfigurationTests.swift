@@ -304,8 +304,22 @@ private func tempPath(_ name: String) -> String {
     }
 
     @Test func missingConfigFileNamesTheFile() {
-        #expect(throws: ConfigurationError(field: "--config", value: "/no/such/take.json", reason: "cannot read file")) {
+        #expect(throws: ConfigurationError(field: "--config", value: "/no/such/take.json", reason: "no such file")) {
             try TakeConfiguration.parse(arguments: ["--config", "/no/such/take.json"])
+        }
+    }
+
+    /// An empty file and a folder say what they are.
+    @Test func emptyConfigFileAndFolderSayWhatTheyAre() throws {
+        let empty = tempPath("empty.json"), folder = tempPath("configs")
+        try Data().write(to: URL(fileURLWithPath: empty))
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: empty); try? FileManager.default.removeItem(atPath: folder) }
+        #expect(throws: ConfigurationError(field: "--config", value: empty, reason: "is empty")) {
+            try TakeConfiguration.parse(arguments: ["--config", empty])
+        }
+        #expect(throws: ConfigurationError(field: "--config", value: folder, reason: "is a folder")) {
+            try TakeConfiguration.parse(arguments: ["--config", folder])
         }
     }
 

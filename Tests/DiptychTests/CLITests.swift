@@ -3,6 +3,7 @@ import Testing
 @testable import Diptych
 import DiptychCore
 import DiptychMedia
+import DiptychGPU
 
 /// The command line as users run it: exit status, one-line errors, signals,
 /// crash safety, the JSON summary and the demo.
@@ -16,6 +17,10 @@ import DiptychMedia
         let version = try runCLI(["--version"])
         #expect(version.status == 0)
         #expect(version.stdout.hasPrefix("diptych \(DiptychVersion.string)"))
+        // No command is bad usage: the usage goes to stderr.
+        let bare = try runCLI([])
+        #expect(bare.status == 2)
+        #expect(bare.stdout.isEmpty && bare.stderr.hasPrefix("usage: diptych <command>"), "\(bare.stderr)")
     }
 
     /// Bad usage and bad input: exit 2, one line on stderr naming the input, no file.
@@ -33,8 +38,12 @@ import DiptychMedia
         (["record", "--secondary", "none"], "--primary"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/nonexistent/p.png"], "--preview '/nonexistent/p.png': no such folder"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/tmp"], "--preview '/tmp': is a folder"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/dev/full"], "--preview '/dev/full': is not a regular file"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--also-out", "/nonexistent/x.ts"], "--also-out '/nonexistent/x.ts'"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--codec", "hevc", "--size", "8x8"], "--size '8x8': HEVC needs"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--gpu", "99"], "--gpu '99': no EGL device 99"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--gpu", "/dev/dri/renderD250"],
+         "--gpu '/dev/dri/renderD250': no such render node"),
         (["transmogrify"], "transmogrify"),
     ])
     func badInputExitsTwo(args: [String], named: String) throws {
@@ -47,6 +56,16 @@ import DiptychMedia
         #expect(lines.count == 1, "one line: \(r.stderr)")
         #expect(r.stderr.contains(named), "\(r.stderr)")
         #expect(!FileManager.default.fileExists(atPath: out))
+    }
+
+    /// A device the machine does not have is bad input (exit 2); a real
+    /// failure of the GPU is not.
+    @Test func missingGPUIsBadInput() {
+        let missing = SessionError.gpu(.noSuchDevice(selection: "99", reason: "no EGL device 99 (this machine has 1 EGL device: 0)"))
+        #expect(missing.isBadInput && missing.exitCode == 2)
+        #expect(missing.description == "--gpu '99': no EGL device 99 (this machine has 1 EGL device: 0)")
+        #expect(SessionError.gpu(.noDisplay(attempts: [])).exitCode == 1)
+        #expect(SessionError.gpu(.deviceUnavailable("open /dev/dri/renderD128: Permission denied")).exitCode == 1)
     }
 
     /// A take with a JSON summary; a 1080p60 primary with a 720p30 secondary

@@ -300,7 +300,11 @@ enum TakeSetup {
             if canonical(preview) == canonical(output) {
                 throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: "is the same file as --out"))
             }
-            if let why = unwritableFile(preview) { throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: why)) }
+            // The PNG replaces the file by a rename: only a regular file may be there.
+            var st = stat()
+            let why = unwritableFile(preview)
+                ?? (lstat(preview, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG ? "is not a regular file" : nil)
+            if let why { throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: why)) }
         }
     }
 

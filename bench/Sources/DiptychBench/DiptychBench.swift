@@ -12,6 +12,7 @@ public enum DiptychBench {
         let options: BenchOptions
         do throws(BenchUsageError) {
             guard let o = try BenchOptions.parse(arguments) else { print(BenchOptions.usage); return 0 }
+            try o.checkOutputPaths()
             options = o
         } catch {
             FileHandle.standardError.write(Data("diptych bench: \(error.message)\n".utf8))
@@ -128,13 +129,13 @@ final class Runner {
             let enc = JSONEncoder()
             enc.outputFormatting = [.prettyPrinted, .sortedKeys]
             do { try enc.encode(report).write(to: URL(fileURLWithPath: path)) } catch {
-                note("cannot write \(path): \(error)"); failures += 1
+                note(BenchOptions.writeFailure("--json", path, error)); failures += 1
             }
         }
         if concurrency.contains(where: { $0.maxRealtimePairs == 0 && $0.runner == "diptych" }) { failures += 1 }
         if let path = options.chart, !results.isEmpty {
             do { try Report.svg(report).write(toFile: path, atomically: true, encoding: .utf8) } catch {
-                note("cannot write \(path): \(error)"); failures += 1
+                note(BenchOptions.writeFailure("--chart", path, error)); failures += 1
             }
         }
         if let path = options.sheet {
@@ -143,7 +144,7 @@ final class Runner {
                 do {
                     try PNGWriter.write(sheet, to: path)
                     note("\(path): " + order.map(\.rawValue).joined(separator: ", ") + " (left to right, top to bottom)")
-                } catch { note("cannot write \(path): \(error)"); failures += 1 }
+                } catch { note(BenchOptions.writeFailure("--sheet", path, error)); failures += 1 }
             }
         }
         return failures == 0 ? 0 : 1
