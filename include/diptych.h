@@ -253,7 +253,11 @@ diptych_status diptych_session_create(const char *const *argv, int32_t argc,
  *
  * flags DIPTYCH_PUSH_BLOCK: blocks while the stream's queue is full (back-
  * pressure: the session is behind). DIPTYCH_PUSH_NONBLOCK: returns
- * DIPTYCH_WOULD_BLOCK instead, having queued nothing.
+ * DIPTYCH_WOULD_BLOCK instead, having queued nothing. A blocking secondary
+ * push whose queue holds only frames after the primary's last one, while no
+ * primary frame comes for --secondary-timeout, returns DIPTYCH_ERR_TIMESTAMP
+ * (nothing queued; push primary frames, then the secondary again) instead of
+ * waiting for frames that a host pushing from one thread cannot give.
  *
  * Errors: DIPTYCH_ERR_INVALID_ARGUMENT (NULL, unknown role or flags),
  * DIPTYCH_ERR_BAD_FRAME, DIPTYCH_ERR_TIMESTAMP, DIPTYCH_ERR_STATE.

@@ -152,6 +152,8 @@ public final class EmbeddedSession: @unchecked Sendable {
         self.configuration = c
         let primary = PushSource(name: "push:primary", size: c.canvas, frameRate: c.frameRate, capacity: c.queueCapacity)
         let secondary = c.hasSecondary ? PushSource(name: "push:secondary", size: c.canvas, frameRate: c.frameRate, capacity: c.queueCapacity) : nil
+        secondary?.leader = primary
+        secondary?.patience = max(c.secondaryTimeout, 0.5)
         bridge = EmbeddingBridge(primary: primary, secondary: secondary, outputs: outputs, log: log)
         var hooks = SessionHooks(storage: outputs.file == nil ? NoStorageMonitor() : FileSystemStorageMonitor(), log: log)
         adjustHooks(&hooks)
@@ -283,6 +285,10 @@ public final class EmbeddedSession: @unchecked Sendable {
         case .wouldBlock: return .wouldBlock
         case .outOfOrder(let previous):
             throw EmbeddingError(.timestamp, "\(role) frame at \(frame.pts.seconds) s (\(frame.pts)) is not after the previous one at \(previous.seconds) s (\(previous)); timestamps must increase")
+        case .aheadOfLeader(let last):
+            throw EmbeddingError(.timestamp, "secondary frame at \(frame.pts.seconds) s: the secondary's queue is full of frames after the primary's "
+                + (last.map { "last one (\($0.seconds) s)" } ?? "first one (none pushed yet)")
+                + "; push primary frames first (a host on one thread must not let the secondary run far ahead of the primary)")
         case .closed:
             lock.lock(); let over = finished || finishing; lock.unlock()
             if over { throw EmbeddingError(.state, "\(role) frame pushed after finish") }

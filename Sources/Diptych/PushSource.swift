@@ -23,7 +23,20 @@ final class PushSource: TakeInput, @unchecked Sendable {
         case closed
         /// `pts` is not after the previous frame's.
         case outOfOrder(previous: MediaTime)
+        /// A blocking push found the queue full of frames later than the
+        /// leader's last one (`leaderLast`, nil before its first), and the
+        /// leader pushed nothing for `patience` seconds: only the leader's
+        /// frames can make room, and a host that pushes both streams from
+        /// one thread would wait forever.
+        case aheadOfLeader(leaderLast: MediaTime?)
     }
+
+    /// For the secondary: the primary, whose frames the take waits for
+    /// before it takes later secondary frames.
+    var leader: PushSource?
+    /// How long a blocking push waits on a queue ahead of `leader` that
+    /// `leader` does not move (seconds).
+    var patience = 2.0
 
     let info: SourceInfo
     let capacity: Int
@@ -58,9 +71,17 @@ final class PushSource: TakeInput, @unchecked Sendable {
         condition.lock(); defer { condition.unlock() }
         if closed || ended { return .closed }
         if let last = lastPTS, frame.pts <= last { return .outOfOrder(previous: last) }
+        var leaderSeen = leader?.acceptedCount, since = Date()
         while count >= capacity && !closed && !ended {
             if !wait { return .wouldBlock }
-            condition.wait()
+            guard let leader else { condition.wait(); continue }
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.05))
+            let (accepted, last) = (leader.acceptedCount, leader.lastAcceptedPTS)
+            if accepted != leaderSeen { leaderSeen = accepted; since = Date(); continue }
+            let oldest = count > 0 ? items[head].pts : nil
+            if let oldest, last.map({ oldest > $0 }) ?? true, Date().timeIntervalSince(since) >= patience, count >= capacity {
+                return .aheadOfLeader(leaderLast: last)
+            }
         }
         // A push still waiting when the stream ends (finish) is refused, not queued.
         if closed || ended { return .closed }
