@@ -17,8 +17,9 @@ import Glibc
 /// fragment moves and the `mfra` index stays valid. The region (under 1 KiB)
 /// is rewritten with one `pwrite` and flushed on its own.
 enum FragmentedMP4 {
-    /// The `free` box written after the header; large enough for a 64-bit `mehd`.
-    static let reservedBox: [UInt8] = [0, 0, 0, 32] + Array("free".utf8) + Array(repeating: 0, count: 24)
+    /// The `free` box written after the header: room for a 64-bit `mehd`
+    /// and for three `mdhd`s grown to version 1 (a take over 2^32 ticks, 13 h at 90 kHz).
+    static let reservedBox: [UInt8] = [0, 0, 0, 96] + Array("free".utf8) + Array(repeating: 0, count: 88)
 
     /// One track's end: its last sample's end time in its media timescale
     /// (the `mdhd` timescale, the muxer's stream time base).
@@ -100,9 +101,29 @@ enum FragmentedMP4 {
               let mdhd = MP4Boxes(trak, from: mdia.range.lowerBound + 8, to: mdia.range.upperBound).first(where: { $0.type == "mdhd" })
         else { throw .layout("trak without tkhd or mdia/mdhd") }
         // mdhd: duration at 24 (version 0, 32-bit) or 32 (version 1, 64-bit).
-        if out[mdhd.range.lowerBound + 8] == 0 && media > Int64(UInt32.max) { throw .layout("mdhd version 0 cannot hold \(media)") }
-        setField(&out, at: mdhd.range.lowerBound, version0: 24, version1: 32, value: media)
-        return out
+        guard out[mdhd.range.lowerBound + 8] == 0 && media > Int64(UInt32.max) else {
+            setField(&out, at: mdhd.range.lowerBound, version0: 24, version1: 32, value: media)
+            return out
+        }
+        // Too long for version 0: the mdhd becomes version 1, its mdia and trak grow with it.
+        var grown = version1(Array(trak[mdhd.range]), middle: 4)
+        setField(&grown, at: 0, version0: 24, version1: 32, value: media)
+        let mdiaBytes = Array(trak[mdia.range])
+        let newMdia = box(type: "mdia", payload: MP4Boxes(mdiaBytes, from: 8).flatMap { $0.type == "mdhd" ? grown : Array(mdiaBytes[$0.range]) })
+        return box(type: "trak", payload: MP4Boxes(trak, from: 8).flatMap { $0.type == "mdia" ? newMdia : Array(trak[$0.range]) })
+    }
+
+    /// A version-0 `mvhd`, `tkhd` or `mdhd` as version 1: creation and
+    /// modification times and the duration widened to 64 bits; `middle` is
+    /// the bytes between the times and the duration (4: the timescale; 8 for
+    /// `tkhd`: track id and a reserved word).
+    static func version1(_ b: [UInt8], middle: Int) -> [UInt8] {
+        guard b.count >= 24 + middle, b[8] == 0 else { return b }
+        func u32(_ o: Int) -> UInt64 { (0..<4).reduce(0) { $0 << 8 | UInt64(b[o + $1]) } }
+        let type = String(decoding: b[4..<8], as: UTF8.self)
+        let payload = [1] + Array(b[9..<12]) + be64(u32(12)) + be64(u32(16)) + Array(b[20..<20 + middle])
+            + be64(u32(20 + middle)) + Array(b[(24 + middle)...])
+        return box(type: type, payload: payload)
     }
 
     // MARK: Box bytes

@@ -84,4 +84,26 @@ import DiptychCore
         #expect(try MovieHeader(path: path).duration == 2000)
         #expect(ProbedFile(path: path).frames.count == 50)
     }
+
+    /// A take longer than 2^32 ticks of its 90 kHz track (13.3 h): the `mdhd`
+    /// grows to version 1 in the reserved space and the length is written.
+    @Test func aTakeOverThirteenHoursGetsAVersionOneMediaHeader() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let path = dir.path("long.mp4")
+        let size = PixelSize(width: 64, height: 64), rate = FrameRate(25)
+        let src = try TestPatternSource(name: "smpte", size: size, rate: rate)
+        let w = try MediaWriter(url: path, video: VideoEncoderSettings(size: size, frameRate: rate, preset: "ultrafast"))
+        for i in 0..<81 {
+            var f = try #require(try src.nextFrame())
+            f.pts = MediaTime(value: Int64(i) * 600, timescale: 1)   // one frame every 10 minutes: 13.5 h
+            try w.write(f)
+        }
+        try w.finish()
+        let header = try MovieHeader(path: path)
+        let track = try #require(header.tracks.first)
+        #expect(track.mdhd > UInt64(UInt32.max), "mdhd \(track.mdhd)")
+        #expect(Double(track.mdhd) / Double(track.mdhdTimescale) >= 48_000)
+        #expect(header.duration >= 48_000_000)
+        #expect(ProbedFile(path: path).frames.count == 81)
+    }
 }

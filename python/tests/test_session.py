@@ -191,3 +191,22 @@ def test_a_callback_exception_is_raised_by_finish(library: str) -> None:
         s.push("primary", rgba(RED), 0)
         with pytest.raises(Boom):
             s.finish()
+
+
+def test_a_session_left_open_is_finished_at_exit(library: str, tmp_path: Any) -> None:
+    """A script that never closes a session with callbacks exits (the session
+    is finished before the interpreter shuts down) and its file is whole."""
+    import subprocess
+    import sys
+    out = str(tmp_path / "left-open.mp4")
+    script = (
+        "import numpy as np, diptych\n"
+        f"s = diptych.Session((64, 64), 30, secondary='none', out={out!r}, preset='ultrafast',\n"
+        f"                    on_rgba=lambda f: None, library={library!r})\n"
+        "for i in range(10):\n"
+        "    s.push('primary', np.full((64, 64, 4), 200, np.uint8), i)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert decoded_frames(out) == 10

@@ -125,6 +125,13 @@ def describe(image: Image, fmt: str | None, pts: int, timescale: int) -> tuple[_
     """The ``diptych_frame`` for ``image`` and the arrays it points into
     (keep them alive until the push returns). Shapes are checked here; sizes
     and strides against the format are checked by the library."""
+    # The C fields are int64 and int32: a value beyond them is refused, never wrapped.
+    if isinstance(pts, bool) or not isinstance(pts, (int, np.integer)) or not -2**63 <= int(pts) < 2**63:
+        raise ValueError(f"pts {pts!r}: expected an integer within the 64-bit range")
+    if isinstance(timescale, bool) or not isinstance(timescale, (int, np.integer)) or not 0 < int(timescale) < 2**31:
+        raise ValueError(f"timescale {timescale!r}: expected ticks per second from 1 to 2147483647")
+    if image is None:
+        raise TypeError("image: expected a NumPy array (RGBA/BGRA, packed NV12/I420) or a sequence of planes, got None")
     if fmt is None:
         if isinstance(image, np.ndarray):
             if image.ndim == 3:

@@ -7,10 +7,12 @@ streams, waits until every frame is delivered and returns the summary.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
 import queue
 import threading
+import weakref
 from ctypes import byref, c_int64, c_void_p
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
@@ -124,6 +126,7 @@ class Session:
         if status != _capi.OK:
             raise session_error(status, _capi.last_error(self._lib), "diptych_session_create")
         self._handle = handle.value
+        _open_sessions.add(self)
 
     def _keep(self, fn: Any) -> Any:
         self._callbacks.append(fn)
@@ -247,6 +250,7 @@ class Session:
         handle, self._handle = self._handle, None
         if handle is None:
             return
+        _open_sessions.discard(self)
         if self._queue:
             self._queue.unbound()
         self._lib.diptych_session_destroy(handle)
@@ -302,3 +306,18 @@ class _BoundedQueue:
 
 
 __all__ = ["Session", "Output", "options", "version", "SessionError"]
+
+
+# Sessions still open when the interpreter exits are finished first, while
+# their callbacks can still run: once the interpreter is shutting down, a
+# callback waiting for the GIL would block the session's threads for good.
+_open_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sessions() -> None:
+    for s in list(_open_sessions):
+        try:
+            s.close()
+        except Exception:  # noqa: BLE001 - nothing to report to at interpreter exit
+            pass
