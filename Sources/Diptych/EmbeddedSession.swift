@@ -120,6 +120,8 @@ public final class EmbeddedSession: @unchecked Sendable {
     private var finishing = false
     private var finished = false
     private var result: Result<TakeSummary, SessionError>?
+    /// Whether the take writes an MP4 file (a gap beyond `maximumMP4GapSeconds` would corrupt it).
+    private let writesMP4: Bool
 
     /// The GPU in use.
     public var gpu: GPUInfo { bridge.gpu! }
@@ -132,9 +134,9 @@ public final class EmbeddedSession: @unchecked Sendable {
         try self.init(configuration: configuration, outputs: outputs, log: log, startTimeout: startTimeout, adjustHooks: { _ in })
     }
 
-    /// FFmpeg's own log (libx264's banner and statistics) stays off the host's
-    /// stderr; errors still come back through the API.
-    static let quietFFmpeg: Void = MediaLibraries.setLogLevel(.error)
+    /// FFmpeg's own log (libx264's banner, a protocol's messages) stays off the
+    /// host's stderr (`DIPTYCH_FFMPEG_LOG` turns it on); errors come back through the API.
+    static let quietFFmpeg: Void = MediaLibraries.setLogLevel(MediaLibraries.levelFromEnvironment ?? .quiet)
 
     /// `adjustHooks` changes the take's hooks (tests: thermal and storage monitors).
     init(configuration: EmbeddedConfiguration, outputs: EmbeddedOutputs, log: @escaping @Sendable (String) -> Void,
@@ -148,6 +150,7 @@ public final class EmbeddedSession: @unchecked Sendable {
         // Bounds that keep every later timestamp and GOP computation far from Int64 overflow.
         guard c.frameRate.fps <= 1000 else { throw EmbeddingError(.invalidArgument, "frame rate \(c.frameRate): at most 1000 fps") }
         let take = c.takeConfiguration(file: outputs.file, format: outputs.fileFormat)
+        writesMP4 = outputs.file != nil && take.container == .mp4
         do { try take.validate() } catch { throw EmbeddingError(.invalidArgument, "\(error)") }
         self.configuration = c
         let primary = PushSource(name: "push:primary", size: c.canvas, frameRate: c.frameRate, capacity: c.queueCapacity)
@@ -267,6 +270,11 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// timescale conversion (to at most 2^31 ticks a second) stays in Int64.
     public static let maximumTimestampSeconds = 2_147_483_648.0
 
+    /// The longest gap between two primary frames an MP4 output can hold
+    /// (2^31 ticks of its 90 kHz track: one frame's duration is a signed 32-bit field).
+    public static let maximumMP4GapSeconds = Double(Int32.max) / 90_000
+
+
     private func enqueue(_ frame: InputFrame, role: StreamRole, mode: PushMode) throws(EmbeddingError) -> PushResult {
         guard abs(frame.pts.seconds) < EmbeddedSession.maximumTimestampSeconds else {
             throw EmbeddingError(.timestamp, "\(role) frame at \(frame.pts) (\(frame.pts.seconds) s): timestamps must lie within ±2^31 seconds")
@@ -275,6 +283,11 @@ public final class EmbeddedSession: @unchecked Sendable {
         if over { throw EmbeddingError(.state, "\(role) frame pushed after finish") }
         guard let source = role == .primary ? bridge.primary : bridge.secondary else {
             throw EmbeddingError(.state, "secondary frame pushed, but the session was configured without a secondary stream")
+        }
+        if role == .primary, writesMP4, let last = source.lastAcceptedPTS,
+           (frame.pts - last).seconds > EmbeddedSession.maximumMP4GapSeconds {
+            throw EmbeddingError(.timestamp, "primary frame at \(frame.pts.seconds) s: \((frame.pts - last).seconds) s after the previous one "
+                + "is more than an MP4 track holds in one frame (\(Int(EmbeddedSession.maximumMP4GapSeconds)) s at 90 kHz)")
         }
         var frame = frame
         if role == .primary { frame.layout = bridge.takePendingLayout() }

@@ -37,4 +37,23 @@ import DiptychMedia
         while try source.nextFrame() != nil { n += 1 }
         #expect(n == 45)
     }
+
+    /// A pause longer than one MP4 frame can last (2^31 ticks at 90 kHz,
+    /// 6.6 h) is refused at the push, not written as wrong timestamps.
+    @Test func anMP4GapBeyondOneFramesDurationIsRefused() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gap-\(UUID().uuidString).mp4").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
+        c.gpu = "software"
+        c.preset = "ultrafast"
+        c.hasSecondary = false
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(file: path))
+        let frame = { (t: Int64) in solidFrame(64, 64, (200, 0, 0), pts: MediaTime(value: t, timescale: 1)) }
+        try s.push(frame(0), to: .primary)
+        do { try s.push(frame(23_862), to: .primary); Issue.record("a 6.6 h gap was accepted") } catch {
+            #expect(error.code == .timestamp && error.message.contains("more than an MP4 track holds"), "\(error)")
+        }
+        try s.push(frame(23_000), to: .primary)
+        #expect(try s.finish().frames == 2)
+    }
 }
