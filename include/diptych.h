@@ -30,7 +30,10 @@
  * - Callbacks run on the session's own threads, never inside a call of
  *   yours. They must not call diptych_session_finish or
  *   diptych_session_destroy of their own session, nor push with blocking
- *   (non-blocking pushes are fine). A slow callback slows the session.
+ *   (non-blocking pushes are fine): each would wait for the callback
+ *   itself, so finish and a blocking push return DIPTYCH_ERR_STATE there
+ *   and destroy does nothing (the last error says why). A slow callback
+ *   slows the session.
  * - Memory: everything passed in is read during the call only (pushed
  *   frames are copied; dma-buf fds are duplicated). Everything handed to a
  *   callback is valid during the callback only. Strings returned by the

@@ -123,6 +123,9 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// Whether the take writes an MP4 file (a gap beyond `maximumMP4GapSeconds` would corrupt it).
     private let writesMP4: Bool
 
+    /// Whether this thread is running one of a session's callbacks now.
+    public static var isInCallback: Bool { HostCallback.isRunning }
+
     /// The GPU in use.
     public var gpu: GPUInfo { bridge.gpu! }
 
@@ -131,7 +134,8 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// (typically well under a second; up to `startTimeout`).
     public convenience init(configuration: EmbeddedConfiguration, outputs: EmbeddedOutputs = EmbeddedOutputs(),
                             log: @escaping @Sendable (String) -> Void = { _ in }, startTimeout: Double = 60) throws(EmbeddingError) {
-        try self.init(configuration: configuration, outputs: outputs, log: log, startTimeout: startTimeout, adjustHooks: { _ in })
+        try self.init(configuration: configuration, outputs: outputs.markingCallbacks(),
+                      log: { line in HostCallback.run { log(line) } }, startTimeout: startTimeout, adjustHooks: { _ in })
     }
 
     /// FFmpeg's own log (libx264's banner, a protocol's messages) stays off the
@@ -279,6 +283,9 @@ public final class EmbeddedSession: @unchecked Sendable {
         guard abs(frame.pts.seconds) < EmbeddedSession.maximumTimestampSeconds else {
             throw EmbeddingError(.timestamp, "\(role) frame at \(frame.pts) (\(frame.pts.seconds) s): timestamps must lie within ±2^31 seconds")
         }
+        if mode == .blocking && HostCallback.isRunning {
+            throw EmbeddingError(.state, "\(role) frame: a blocking push from one of the session's callbacks would wait for that callback; push non-blocking")
+        }
         lock.lock(); let over = finished || finishing; lock.unlock()
         if over { throw EmbeddingError(.state, "\(role) frame pushed after finish") }
         guard let source = role == .primary ? bridge.primary : bridge.secondary else {
@@ -336,6 +343,9 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// `.state` when called twice.
     @discardableResult
     public func finish() throws(EmbeddingError) -> TakeSummary {
+        if HostCallback.isRunning {
+            throw EmbeddingError(.state, "finish called from one of the session's callbacks (it would wait for that callback); call it from the host's own thread")
+        }
         lock.lock()
         if finished || finishing { lock.unlock(); throw EmbeddingError(.state, "finish called twice") }
         finishing = true

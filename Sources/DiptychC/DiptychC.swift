@@ -376,6 +376,11 @@ public func cSessionCanImportDmaBuf(_ h: OpaquePointer?) -> Int32 {
 
 @_cdecl("diptych_session_destroy")
 public func cSessionDestroy(_ h: OpaquePointer?) {
+    // From the session's own callback, destroying would wait for that callback: refused, the session stays.
+    if EmbeddedSession.isInCallback {
+        setError("diptych_session_destroy: called from one of the session's callbacks; call it from the host's own thread")
+        return
+    }
     guard let s = registry.remove(h) else { return }
     _ = try? s.session.finish()
 }

@@ -56,4 +56,36 @@ import DiptychMedia
         try s.push(frame(23_000), to: .primary)
         #expect(try s.finish().frames == 2)
     }
+
+    /// A callback that calls `finish()` or a blocking push on its own session
+    /// gets a state error (either would wait for the callback itself); the
+    /// host's own `finish()` then ends the take with every frame.
+    @Test func callingBackIntoTheSessionFromACallbackIsAnError() throws {
+        final class Box: @unchecked Sendable {
+            let lock = NSLock()
+            var session: EmbeddedSession?
+            var errors: [EmbeddingError] = []
+        }
+        let box = Box()
+        var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
+        c.gpu = "software"
+        c.preset = "ultrafast"
+        c.hasSecondary = false
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onRGBA: { f in
+            guard let s = box.lock.withLock({ box.session }) else { return }
+            do throws(EmbeddingError) { _ = try s.finish() } catch { box.lock.withLock { box.errors.append(error) } }
+            do throws(EmbeddingError) {
+                try s.push(solidFrame(64, 64, (1, 2, 3), pts: MediaTime(value: f.pts.value + 1_000, timescale: f.pts.timescale)), to: .primary)
+            } catch {
+                box.lock.withLock { box.errors.append(error) }
+            }
+        }))
+        box.lock.withLock { box.session = s }
+        for i in 0..<5 { try s.push(solidFrame(64, 64, (200, 0, 0), pts: MediaTime(value: Int64(i), timescale: 30)), to: .primary) }
+        #expect(try s.finish().frames == 5)
+        let errors = box.lock.withLock { box.errors }
+        #expect(errors.count == 10 && errors.allSatisfy { $0.code == .state }, "\(errors)")
+        #expect(errors.contains { $0.message.contains("finish called from one of the session's callbacks") })
+        #expect(errors.contains { $0.message.contains("blocking push from one of the session's callbacks") })
+    }
 }
