@@ -25,8 +25,13 @@ public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
     public var isBadInput: Bool {
         switch self {
         case .configuration, .source, .encoder: return true
-        case .output(_, let e):
-            switch e { case .writeFailed, .encoderUnavailable, .invalidSource: return true; default: return false }
+        case .output(let path, let e):
+            switch e {
+            // A network receiver that is not there (connection refused) is not the caller's mistake.
+            case .writeFailed: return !ContainerFormat.isLive(path) || path.lowercased().hasPrefix("pipe:")
+            case .encoderUnavailable, .invalidSource: return true
+            default: return false
+            }
         case .gpu(let e):
             switch e { case .badCanvas, .noSuchDevice: return true; default: return false }
         case .refused, .ended: return false

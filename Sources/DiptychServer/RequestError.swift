@@ -11,6 +11,7 @@ public enum RequestError: Error, Hashable, Sendable, CustomStringConvertible {
     case tooLarge(String)            // 413
     case unavailable(String)         // 503
     case failed(String)              // 500
+    case badGateway(String)          // 502: an output's receiver could not be reached
 
     public var status: Int {
         switch self {
@@ -22,13 +23,14 @@ public enum RequestError: Error, Hashable, Sendable, CustomStringConvertible {
         case .tooLarge: 413
         case .unavailable: 503
         case .failed: 500
+        case .badGateway: 502
         }
     }
 
     public var description: String {
         switch self {
         case .badRequest(let m), .unauthorized(let m), .notFound(let m), .methodNotAllowed(let m, _),
-             .conflict(let m), .tooLarge(let m), .unavailable(let m), .failed(let m): m
+             .conflict(let m), .tooLarge(let m), .unavailable(let m), .failed(let m), .badGateway(let m): m
         }
     }
 

@@ -46,6 +46,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var encoder: String?
     private var _error: String?
     private var _badInput = false
+    private var _unreachableOutput = false
     /// Outputs added while the take runs, by index, while they are open.
     private var _added: [Int: OutputSpec] = [:]
     private var _summary: TakeSummary?
@@ -82,6 +83,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     var summary: TakeSummary? { lock.withLock { _summary } }
     var error: String? { lock.withLock { _error } }
     var badInput: Bool { lock.withLock { _badInput } }
+    var unreachableOutput: Bool { lock.withLock { _unreachableOutput } }
 
     // MARK: - Control
 
@@ -139,6 +141,7 @@ final class Take: TakeEvents, @unchecked Sendable {
         } catch {
             if error.isBadInput { throw .badRequest("out '\(spec.out)': \(error)") }
             if case .ended = error { throw .conflict("take '\(id)': has ended") }
+            if case .output(_, .writeFailed) = error { throw .badGateway("out '\(spec.out)': \(error)") }
             throw .failed("\(error)")
         }
     }
@@ -208,6 +211,7 @@ final class Take: TakeEvents, @unchecked Sendable {
             _summary = e.summary
             _error = e.error
             _badInput = e.badInput
+            _unreachableOutput = e.unreachableOutput
             _state = e.error == nil ? .finished : .failed
             if let s = e.summary { written = s.frames }
         }

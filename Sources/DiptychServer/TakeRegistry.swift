@@ -93,6 +93,7 @@ final class TakeRegistry: @unchecked Sendable {
             store?.remove(take.id)
             let why = take.error ?? "the take failed to start"
             if take.badInput { throw .badRequest(why) }
+            if take.unreachableOutput { throw .badGateway(why) }
             throw why.hasPrefix("not starting") ? .unavailable(why) : .failed(why)
         }
         return take

@@ -26,6 +26,8 @@ struct TakeEnding: Sendable {
     var error: String?
     /// The failure was bad input found before anything was recorded.
     var badInput: Bool
+    /// A live output's receiver could not be reached when the take started.
+    var unreachableOutput = false
 }
 
 /// What a running take reports, on the take's own threads.
@@ -112,6 +114,7 @@ final class TakeSession: @unchecked Sendable {
                 ending.summary = session.summary
                 ending.error = TakeSession.message(error)
                 ending.badInput = error.isBadInput
+                if case .output(let path, .writeFailed) = error, !error.isBadInput { ending.unreachableOutput = ContainerFormat.isLive(path) }
             }
             watcher.cancel()
             box.lock.withLock { box.ended = true }

@@ -236,6 +236,9 @@ import Testing
             let clash = try server.request("POST", path, body)
             #expect(clash.status == 409 && clash.error.contains("is writing it"), "\(path) \(body): \(clash.text)")
         }
+        // A receiver that is not there: 502, and the take goes on.
+        let gone = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "rtmp://127.0.0.1:\(freePort())/live/none"]))
+        #expect(gone.status == 502 && gone.error.contains("Connection refused"), "\(gone.text)")
         let unknownSource = try server.request("POST", "/v1/takes/\(id)/switch", json(["role": "secondary", "source": "testsrc:nonexist"]))
         #expect(unknownSource.status == 400 && unknownSource.error.contains("nonexist"), "\(unknownSource.text)")
 
