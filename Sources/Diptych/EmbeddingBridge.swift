@@ -131,6 +131,11 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     private let bridge: EmbeddingBridge
     private let writer: MediaWriter?
     private let packets: PacketEncoder?
+    /// The host timestamps of the frames given to `packets` whose packets
+    /// have not come out yet (one packet a frame, in order: no B-frames), so
+    /// a packet carries its primary frame's pts exactly as pushed, not as
+    /// rounded through the encoder's time base. Encoder thread only.
+    private var pendingPTS: [MediaTime] = []
 
     init(bridge: EmbeddingBridge, video: VideoEncoderSettings) throws(MediaError) {
         self.bridge = bridge
@@ -171,6 +176,7 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
             onNV12(f)
         }
         if let packets, let onPacket = bridge.outputs.onPacket {
+            pendingPTS.append(bridge.hostTime(frame.pts))
             for p in try packets.encode(frame) { onPacket(hostPacket(p)) }
         }
         try writer?.write(frame)
@@ -187,8 +193,13 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
 
     private func hostPacket(_ p: EncodedVideoPacket) -> EncodedVideoPacket {
         var p = p
-        p.pts = bridge.hostTime(p.pts)
-        p.dts = bridge.hostTime(p.dts)
+        if !pendingPTS.isEmpty {
+            p.pts = pendingPTS.removeFirst()
+            p.dts = p.pts
+        } else {
+            p.pts = bridge.hostTime(p.pts)
+            p.dts = bridge.hostTime(p.dts)
+        }
         if let scale = bridge.hostTimescale { p.duration = p.duration.converted(to: scale) }
         return p
     }

@@ -88,4 +88,20 @@ import DiptychMedia
         #expect(errors.contains { $0.message.contains("finish called from one of the session's callbacks") })
         #expect(errors.contains { $0.message.contains("blocking push from one of the session's callbacks") })
     }
+
+    /// Packets carry their primary frame's pts exactly as pushed, in the
+    /// host's timescale, even where it does not divide 90 kHz.
+    @Test func packetsCarryThePushedTimestampsExactly() throws {
+        let got = Collected()
+        var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
+        c.gpu = "software"
+        c.preset = "ultrafast"
+        c.hasSecondary = false
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onPacket: { got.add(packet: $0) }))
+        let pushed = (0..<12).map { MediaTime(value: 5_123_456 + Int64($0) * 33_335, timescale: 1_000_000) }
+        for t in pushed { try s.push(solidFrame(64, 64, (200, 0, 0), pts: t), to: .primary) }
+        _ = try s.finish()
+        #expect(got.packets.map(\.pts) == pushed)
+        #expect(got.packets.allSatisfy { $0.dts == $0.pts })
+    }
 }
