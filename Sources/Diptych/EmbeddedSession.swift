@@ -123,6 +123,12 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// Whether the take writes an MP4 file (a gap beyond `maximumMP4GapSeconds` would corrupt it).
     private let writesMP4: Bool
 
+    /// Whether a non-blocking push of `role` would find its queue full now
+    /// (a hint, so a host can skip copying a frame that would not be taken).
+    public func queueIsFull(_ role: StreamRole) -> Bool {
+        (role == .primary ? bridge.primary : bridge.secondary)?.isFull ?? false
+    }
+
     /// Whether this thread is running one of a session's callbacks now.
     public static var isInCallback: Bool { HostCallback.isRunning }
 

@@ -64,6 +64,8 @@ final class PushSource: TakeInput, @unchecked Sendable {
     var lastAcceptedPTS: MediaTime? { condition.lock(); defer { condition.unlock() }; return lastPTS }
     var acceptedCount: Int { condition.lock(); defer { condition.unlock() }; return _accepted }
     var isOpen: Bool { condition.lock(); defer { condition.unlock() }; return !ended && !closed }
+    /// Whether a push now would find the queue full (a hint: another thread may take or add a frame).
+    var isFull: Bool { condition.lock(); defer { condition.unlock() }; return count >= capacity && !ended && !closed }
 
     /// Queues `frame`. With `wait`, blocks while the queue is full (until a
     /// frame is taken or the source closes).

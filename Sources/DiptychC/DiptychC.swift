@@ -268,6 +268,8 @@ public func cSessionPushFrame(_ h: OpaquePointer?, _ role: Int32, _ frame: Unsaf
     guard let r = pushRole(role, fn) else { return DIPTYCH_ERR_INVALID_ARGUMENT }
     guard let mode = pushMode(flags, fn) else { return DIPTYCH_ERR_INVALID_ARGUMENT }
     guard let frame else { return fail(DIPTYCH_ERR_INVALID_ARGUMENT, "\(fn): frame is NULL") }
+    // A non-blocking push that would find the queue full returns before copying the planes.
+    if mode == .nonBlocking && s.session.queueIsFull(r) { return DIPTYCH_WOULD_BLOCK }
     do throws(EmbeddingError) {
         let f = try copyFrame(frame.pointee, role: r)
         return try s.session.push(f, to: r, mode: mode) == .accepted ? DIPTYCH_OK : DIPTYCH_WOULD_BLOCK

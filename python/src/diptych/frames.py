@@ -81,6 +81,8 @@ def _check_plane(name: str, a: object, ndim: tuple[int, ...]) -> Plane:
         raise TypeError(f"{name}: expected dtype uint8, got {a.dtype}")
     if a.ndim not in ndim:
         raise ValueError(f"{name}: expected {' or '.join(f'{n}-D' for n in ndim)}, got shape {a.shape}")
+    if a.size == 0:
+        raise ValueError(f"{name}: the picture is empty (shape {a.shape})")
     if a.shape[0] > 1 and a.strides[0] <= 0:
         raise ValueError(f"{name}: rows must be laid out top to bottom (positive row stride), got {a.strides[0]}")
     inner = 1
@@ -136,8 +138,11 @@ def describe(image: Image, fmt: str | None, pts: int, timescale: int) -> tuple[_
         if isinstance(image, np.ndarray):
             if image.ndim == 3:
                 fmt = "rgba"
-            else:
+            elif image.ndim == 2:
                 raise ValueError("format: a 2-D array is NV12 or I420; pass format='nv12' or format='i420'")
+            else:
+                raise ValueError(f"image: expected an array of shape (height, width, 4) or a 2-D packed NV12/I420 one, "
+                                 f"got shape {image.shape}")
         else:
             fmt = {2: "nv12", 3: "i420"}.get(len(image))
             if fmt is None:
