@@ -108,7 +108,10 @@ final class HostMemoryTargets: ZeroCopyDevice, @unchecked Sendable {
     @Test(arguments: [Set<Int>(), [7, 19]])
     func framesMatchTheReadbackTake(loss: Set<Int>) throws {
         let dir = Scratch(); defer { dir.remove() }
-        let config = { (out: String) in try takeConfig(primary: "testsrc:counter:320x240@30", out: out, duration: 1) }
+        // A secondary that a loaded machine delays is waited for, not timed out: both takes composite the same frames.
+        let config = { (out: String) in
+            try takeConfig(primary: "testsrc:counter:320x240@30", out: out, duration: 1, extra: ["--secondary-timeout", "120"])
+        }
         let plainLog = LogLines(), zeroLog = LogLines(), devices = Devices()
         let plain = try RecordingSession(configuration: config(dir.path("plain.mp4")), hooks: hooks(plainLog, devices: nil)).run()
         let zero = try RecordingSession(configuration: config(dir.path("zero.mp4")), hooks: hooks(zeroLog, devices: devices, loss: loss)).run()
