@@ -93,6 +93,7 @@ def test_a_live_take_is_changed_through_its_actor(setup: Setup, tmp_path: Any, r
     wait_frames(live, before + 30)
     final = live.stop()
     assert final["state"] == "finished" and final["summary"]["hotSwaps"] == 1
+    assert live.status() == final and live.stop() == final  # the final JSON, not a lost node
     assert decoded_frames(out) == final["summary"]["frames"]
     with pytest.raises(ray.exceptions.RayError):  # the lease ended and gave its pairs back
         ray.get(live._lease.take.remote(), timeout=30)

@@ -9,6 +9,7 @@ import ray
 import ray.exceptions as rex
 
 from .. import media
+from ..errors import Conflict
 from .batch import cause
 from .jobs import LiveLease, NodeLost
 
@@ -39,11 +40,17 @@ class LiveTake:
         self._info: Optional[dict[str, Any]] = None
         self._outputs: list[str] = [str(take["out"])] if take.get("out") else []
         self._report: Optional[dict[str, Any]] = None
+        # The take's final JSON once stop() has returned it (the lease actor is gone then).
+        self._final: Optional[dict[str, Any]] = None
 
     def __repr__(self) -> str:
         return f"LiveTake({self.name!r}, node={self.node!r})"
 
     def _call(self, method: str, *args: Any, timeout: Optional[float] = None) -> Any:
+        if self._final is not None:
+            if method == "take":
+                return self._final
+            raise Conflict(409, f"take '{self._final.get('id')}': is {self._final.get('state')}; it was stopped")
         if self._report is not None:
             raise LiveTakeLost(str(self._report["error"]), self._report)
         try:
@@ -79,9 +86,10 @@ class LiveTake:
         return self._info["address"] if self._info else None
 
     def status(self) -> dict[str, Any]:
-        """The take's JSON from its server; once its node is lost, the
-        failure report instead (``state`` failed, ``error``, ``recovered``
-        with the frames its output holds, ``outputs`` for each file)."""
+        """The take's JSON from its server (its final JSON once :meth:`stop`
+        has returned); once its node is lost, the failure report instead
+        (``state`` failed, ``error``, ``recovered`` with the frames its
+        output holds, ``outputs`` for each file)."""
         try:
             got: dict[str, Any] = self._call("take")
             return got
@@ -111,11 +119,14 @@ class LiveTake:
     def stop(self) -> dict[str, Any]:
         """Stops the take through its finalize path, returns its final JSON
         and gives its capacity back (the lease actor ends)."""
+        if self._final is not None:
+            return self._final
         try:
             final: dict[str, Any] = self._call("stop")
         finally:
             if self._report is None:
                 ray.kill(self._lease)
+        self._final = final
         return final
 
     def _lost(self, error: BaseException) -> dict[str, Any]:
