@@ -50,10 +50,10 @@ struct CompositeStage {
         return out
     }
 
-    /// The path most frames took, and the compositor's paths.
+    /// The path most frames took (`compute`, `fragment`, `direct copy`), then the compositor's setup.
     static func pathTaken(_ s: GPUStats, _ paths: GPUPathInfo) -> String {
         let counts = [(CompositePath.compute, s.framesCompute), (.fragment, s.framesFragment), (.directCopy, s.framesDirect)]
-        return "\(counts.max { $0.1 < $1.1 }!.0) (\(paths))"
+        return "\(counts.max { $0.1 < $1.1 }!.0); \(paths)"
     }
 
     /// Measures one case; `preview` gets the composite as RGBA (for the contact sheet).

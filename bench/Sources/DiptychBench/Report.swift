@@ -4,6 +4,11 @@ import Foundation
 
 /// The table, the chart and the contact sheet.
 enum Report {
+    /// A result's path as its table cell: the path taken, without the setup after it.
+    static func pathCell(_ path: String) -> String {
+        String(path.split(separator: path.contains(";") ? ";" : ",", maxSplits: 1).first ?? Substring(path))
+    }
+
     static func f(_ v: Double?, _ digits: Int = 1) -> String { v.map { String(format: "%.\(digits)f", $0) } ?? "–" }
 
     static func markdown(_ report: BenchReport) -> String {
@@ -24,7 +29,7 @@ enum Report {
             let lat = r.latencyP50Ms == nil ? "–" : "\(f(r.latencyP50Ms, 2)) / \(f(r.latencyP99Ms, 2))"
             let gpu = r.gpuUploadMs == nil && r.gpuCompositeMs == nil && r.gpuNV12Ms == nil ? "–"
                 : "\(f(r.gpuUploadMs, 3)) · \(f(r.gpuCompositeMs, 3)) · \(f(r.gpuNV12Ms, 3))"
-            s += "| \(r.stage.rawValue) | \(r.layout) | \(r.canvas) | \(r.input) | \(r.path.map { $0.split(separator: ",").first.map(String.init) ?? $0 } ?? "–") | \(f(r.fps)) | \(f(r.realtime60, 2)) | \(lat) | \(gpu) | \(f(r.cpuMsPerFrame, 2)) | \(peer(.ffmpeg)) | \(peer(.gstreamer)) |\n"
+            s += "| \(r.stage.rawValue) | \(r.layout) | \(r.canvas) | \(r.input) | \(r.path.map(Report.pathCell) ?? "–") | \(f(r.fps)) | \(f(r.realtime60, 2)) | \(lat) | \(gpu) | \(f(r.cpuMsPerFrame, 2)) | \(peer(.ffmpeg)) | \(peer(.gstreamer)) |\n"
         }
         var notes: [String] = []
         for r in report.results {
