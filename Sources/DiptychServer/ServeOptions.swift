@@ -42,7 +42,7 @@ public struct ServeOptions: Sendable {
                                running when it starts, at least 1)
           --max-body BYTES     largest request body (default 1048576)
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
-                GET /metrics, GET /healthz.
+                POST /v1/takes/{id}/outputs, DELETE /v1/takes/{id}/outputs/{n}, GET /metrics, GET /healthz.
         """
 
     /// Parses the arguments after `serve` (`--flag value` or `--flag=value`).
