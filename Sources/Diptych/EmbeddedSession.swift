@@ -130,7 +130,9 @@ public final class EmbeddedSession: @unchecked Sendable {
     }
 
     /// Whether this thread is running one of a session's callbacks now.
-    public static var isInCallback: Bool { HostCallback.isRunning }
+    public var isInOwnCallback: Bool { HostCallback.isRunning(callbackToken) }
+    /// This session's identity for `HostCallback`.
+    private let callbackToken: HostCallback.Token
 
     /// The GPU in use.
     public var gpu: GPUInfo { bridge.gpu! }
@@ -140,8 +142,10 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// (typically well under a second; up to `startTimeout`).
     public convenience init(configuration: EmbeddedConfiguration, outputs: EmbeddedOutputs = EmbeddedOutputs(),
                             log: @escaping @Sendable (String) -> Void = { _ in }, startTimeout: Double = 60) throws(EmbeddingError) {
-        try self.init(configuration: configuration, outputs: outputs.markingCallbacks(),
-                      log: { line in HostCallback.run { log(line) } }, startTimeout: startTimeout, adjustHooks: { _ in })
+        let token = HostCallback.Token()
+        try self.init(configuration: configuration, outputs: outputs.markingCallbacks(token),
+                      log: { line in HostCallback.run(token) { log(line) } }, startTimeout: startTimeout, adjustHooks: { _ in },
+                      callbackToken: token)
     }
 
     /// FFmpeg's own log (libx264's banner, a protocol's messages) stays off the
@@ -150,7 +154,9 @@ public final class EmbeddedSession: @unchecked Sendable {
 
     /// `adjustHooks` changes the take's hooks (tests: thermal and storage monitors).
     init(configuration: EmbeddedConfiguration, outputs: EmbeddedOutputs, log: @escaping @Sendable (String) -> Void,
-         startTimeout: Double, adjustHooks: (inout SessionHooks) -> Void) throws(EmbeddingError) {
+         startTimeout: Double, adjustHooks: (inout SessionHooks) -> Void,
+         callbackToken: HostCallback.Token = HostCallback.Token()) throws(EmbeddingError) {
+        self.callbackToken = callbackToken
         _ = EmbeddedSession.quietFFmpeg
         let c = configuration
         guard (1...256).contains(c.queueCapacity) else {
@@ -289,7 +295,7 @@ public final class EmbeddedSession: @unchecked Sendable {
         guard abs(frame.pts.seconds) < EmbeddedSession.maximumTimestampSeconds else {
             throw EmbeddingError(.timestamp, "\(role) frame at \(frame.pts) (\(frame.pts.seconds) s): timestamps must lie within ±2^31 seconds")
         }
-        if mode == .blocking && HostCallback.isRunning {
+        if mode == .blocking && isInOwnCallback {
             throw EmbeddingError(.state, "\(role) frame: a blocking push from one of the session's callbacks would wait for that callback; push non-blocking")
         }
         lock.lock(); let over = finished || finishing; lock.unlock()
@@ -349,7 +355,7 @@ public final class EmbeddedSession: @unchecked Sendable {
     /// `.state` when called twice.
     @discardableResult
     public func finish() throws(EmbeddingError) -> TakeSummary {
-        if HostCallback.isRunning {
+        if isInOwnCallback {
             throw EmbeddingError(.state, "finish called from one of the session's callbacks (it would wait for that callback); call it from the host's own thread")
         }
         lock.lock()

@@ -78,6 +78,7 @@ final class EmbeddingBridge: @unchecked Sendable {
             })
         io.taps = [EmbeddedTaps(bridge: self)]
         io.sharedClock = true
+        io.outputIsNamed = outputs.file != nil
         io.emptyTakeFails = false
         io.started = { [self] info in
             lock.lock(); _gpu = info; lock.unlock()

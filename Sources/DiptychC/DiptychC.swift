@@ -379,7 +379,7 @@ public func cSessionCanImportDmaBuf(_ h: OpaquePointer?) -> Int32 {
 @_cdecl("diptych_session_destroy")
 public func cSessionDestroy(_ h: OpaquePointer?) {
     // From the session's own callback, destroying would wait for that callback: refused, the session stays.
-    if EmbeddedSession.isInCallback {
+    if let s = registry.lookup(h), s.session.isInOwnCallback {
         setError("diptych_session_destroy: called from one of the session's callbacks; call it from the host's own thread")
         return
     }

@@ -178,7 +178,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         if let p = preview, p.isEmpty {
             throw ConfigurationError(field: "--preview", value: p, reason: "must be a file path")
         }
-        if let p = preview, p == output || extraOutputs.contains(where: { $0.out == p }) {
+        if let p = preview, Self.samePath(p, output) || extraOutputs.contains(where: { Self.samePath($0.out, p) }) {
             throw ConfigurationError(field: "--preview", value: p, reason: "names an output of the take (the preview would overwrite it)")
         }
         if let e = layout.validationError() { throw e }
@@ -193,7 +193,7 @@ public struct TakeConfiguration: Hashable, Sendable {
                 throw ConfigurationError(field: "--also-out", value: o.out,
                                          reason: "cannot tell the container from the name; use .mp4, .ts, rtmp:// or srt://")
             }
-            if o.out == output || extraOutputs[..<i].contains(where: { $0.out == o.out }) {
+            if Self.samePath(o.out, output) || extraOutputs[..<i].contains(where: { Self.samePath($0.out, o.out) }) {
                 throw ConfigurationError(field: "--also-out", value: o.out, reason: "names an output given already")
             }
             if let l = o.layout, let e = l.validationError() { throw e }
@@ -240,6 +240,15 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// Largest canvas or frame side any part of Diptych accepts; the GPU in
     /// use may allow less (the session asks it before opening anything).
     public static let maximumDimension = 16384
+    /// Whether two output names are one file however spelled (`./a.mp4`,
+    /// `a.mp4`, `d//a.mp4`); URLs compare as written.
+    static func samePath(_ a: String, _ b: String?) -> Bool {
+        guard let b else { return false }
+        func parts(_ p: String) -> [Substring] { p.split(separator: "/").filter { $0 != "." } }
+        if a.contains("://") || b.contains("://") { return a == b }
+        return a.hasPrefix("/") == b.hasPrefix("/") && parts(a) == parts(b)
+    }
+
     /// `--also-out` outputs one take may have.
     public static let maximumExtraOutputs = 16
 }

@@ -49,6 +49,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var _unreachableOutput = false
     /// Outputs added while the take runs, by index, while they are open.
     private var _added: [Int: OutputSpec] = [:]
+    /// Every output added while the take ran, removed ones included (their files hold recordings).
+    private var _everAdded: [OutputSpec] = []
     private var _summary: TakeSummary?
     private var _recovered: RecoveredOutput?
     /// Set once the take has ended and its final state has been reported.
@@ -127,15 +129,15 @@ final class Take: TakeEvents, @unchecked Sendable {
         lock.withLock { session }?.switchSource(role, to: spec)
     }
 
-    /// The outputs added while the take runs that are open now.
-    var addedOutputs: [OutputSpec] { lock.withLock { Array(_added.values) } }
+    /// The outputs added while the take ran, open now or removed since.
+    var addedOutputs: [OutputSpec] { lock.withLock { _everAdded } }
 
     /// Adds an output to the running take: 400 when it cannot be opened, 409 once the take is over.
     func addOutput(_ spec: OutputSpec) throws(RequestError) -> Int {
         guard let s = lock.withLock({ session }) else { throw .conflict("take '\(id)': is not running") }
         do {
             let index = try s.addOutput(spec)
-            lock.withLock { _added[index] = spec }
+            lock.withLock { _added[index] = spec; _everAdded.append(spec) }
             changed()
             return index
         } catch {
@@ -234,7 +236,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     var counters: CostMeter.TakeCounters {
         let gpu = lock.withLock { session }?.gpuTotals ?? GPUTotals()
         let frames = lock.withLock { written }
-        return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * Double(load.width * load.height) / 1e6,
+        // Every encoded output renders and encodes the canvas: the same count as `TakeLoad.megapixelsPerSecond`.
+        return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * Double(load.width * load.height) * Double(load.encodes) / 1e6,
                                       gpuMs: gpu.milliseconds)
     }
 

@@ -159,7 +159,8 @@ final class TakeRegistry: @unchecked Sendable {
     /// set, else made absolute from the server's folder.
     private func resolve(_ value: String, field: String) throws(RequestError) -> String {
         if let root = settings.outputRoot { return try root.confine(value, field: field).get() }
-        if value.contains("://") || value.hasPrefix("/") { return value }
+        if value.contains("://") || OutputRoot.scheme(of: value) != nil { return value }
+        // Absolute or relative, one spelling per file: `/d/./x.mp4` and `/d/x.mp4` are the same output.
         return URL(fileURLWithPath: value).standardizedFileURL.path
     }
 

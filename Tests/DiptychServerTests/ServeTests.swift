@@ -270,6 +270,9 @@ import Testing
         let removed = try server.request("DELETE", "/v1/takes/\(id)/outputs/\(index)")
         #expect(removed.status == 200 && (removed.json["output"] as? String)?.hasSuffix("added.ts") == true, "\(removed.text)")
         #expect((removed.json["frames"] as? Int ?? 0) > 20)
+        // The removed output's file holds a recording: no other take writes over it.
+        let reuse = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "added.ts"]))
+        #expect(reuse.status == 409, "\(reuse.text)")
         let missing = try server.request("DELETE", "/v1/takes/\(id)/outputs/7")
         #expect(missing.status == 404, "\(missing.text)")
         let ended = try server.request("DELETE", "/v1/takes/\(id)")

@@ -89,6 +89,26 @@ import DiptychMedia
         #expect(errors.contains { $0.message.contains("blocking push from one of the session's callbacks") })
     }
 
+    /// A callback may push (blocking) into another session: the guard is per session.
+    @Test func aCallbackMayPushIntoAnotherSession() throws {
+        var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
+        c.gpu = "software"
+        c.preset = "ultrafast"
+        c.hasSecondary = false
+        let b = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onRGBA: { _ in }))
+        final class Failures: @unchecked Sendable { let lock = NSLock(); var list: [EmbeddingError] = [] }
+        let failures = Failures()
+        let a = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onRGBA: { f in
+            do throws(EmbeddingError) { try b.push(solidFrame(64, 64, (0, 0, 200), pts: f.pts), to: .primary) } catch {
+                failures.lock.withLock { failures.list.append(error) }
+            }
+        }))
+        for i in 0..<5 { try a.push(solidFrame(64, 64, (200, 0, 0), pts: MediaTime(value: Int64(i), timescale: 30)), to: .primary) }
+        #expect(try a.finish().frames == 5)
+        #expect(try b.finish().frames == 5)
+        #expect(failures.lock.withLock { failures.list }.isEmpty)
+    }
+
     /// Packets carry their primary frame's pts exactly as pushed, in the
     /// host's timescale, even where it does not divide 90 kHz.
     @Test func packetsCarryThePushedTimestampsExactly() throws {

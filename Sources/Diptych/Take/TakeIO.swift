@@ -18,6 +18,9 @@ struct TakeIO: Sendable {
     var taps: [any RenderTap & Sendable] = []
     /// Both streams' timestamps are on one clock (pushed frames).
     var sharedClock = false
+    /// Whether `--out` names a file or URL (an embedded session without a
+    /// file has only callbacks: there is no path to check).
+    var outputIsNamed = true
     /// Whether a take with no frames at all is a failure (a host may push none).
     var emptyTakeFails = true
     /// Told once the take runs (GPU and outputs open), before the first frame.

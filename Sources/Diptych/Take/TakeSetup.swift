@@ -36,7 +36,7 @@ enum TakeSetup {
         guard let outputPath = config.output else {
             throw .configuration(ConfigurationError(field: "--out", value: "", reason: "is required (an output file or URL)"))
         }
-        try checkDistinctFiles(config: config, output: outputPath)
+        if io.outputIsNamed { try checkDistinctFiles(config: config, output: outputPath) }
         do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
         do {
             try VideoEncoderSettings.validate(codec: config.codec, encoder: config.encoder, preset: config.preset, tune: nil,
@@ -187,7 +187,8 @@ enum TakeSetup {
             } catch {
                 for e in encoders { _ = e.finish() }
                 // An extra output that cannot be opened is named as the option that gave it.
-                if i > 0, case .writeFailed(_, let detail) = error {
+                if i > 0, case .writeFailed(_, let detail) = error,
+                   !ContainerFormat.isLive(spec.out) || spec.out.lowercased().hasPrefix("pipe:") {
                     throw .configuration(ConfigurationError(field: "--also-out", value: spec.out, reason: "write failed: \(detail)"))
                 }
                 throw .output(spec.out, error)

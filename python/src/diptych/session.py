@@ -135,12 +135,16 @@ class Session:
     def _guard(self, body: Callable[..., None]) -> Callable[..., None]:
         """A callback that records the first exception instead of losing it in ctypes."""
         def run(*a: Any) -> None:
+            running = _running_callbacks()
+            running.append(id(self))
             try:
                 body(*a)
             except BaseException as e:  # noqa: BLE001 - re-raised by finish()
                 with self._lock:
                     if self._failure is None:
                         self._failure = e
+            finally:
+                running.pop()
         return run
 
     # ---- Calls ----------------------------------------------------------------
@@ -202,6 +206,10 @@ class Session:
         handle = self._live()
         if self._finished:
             raise StateError(-4, "finish was already called", "diptych_session_finish")
+        if id(self) in _running_callbacks():
+            # The library refuses it there (it would wait for this callback); the session stays as it is.
+            raise StateError(-4, "finish called from one of the session's callbacks; call it from the host's own thread",
+                             "diptych_session_finish")
         if self._queue:
             self._queue.unbound()
         count = c_int64()
@@ -247,9 +255,13 @@ class Session:
     def close(self) -> None:
         """Finishes the session if that has not been done (dropping its
         result) and frees it. Idempotent."""
-        handle, self._handle = self._handle, None
-        if handle is None:
+        if self._handle is None:
             return
+        if id(self) in _running_callbacks():
+            # From a callback (the garbage collector may run __del__ there) destroying would wait
+            # for that callback: left to the host's own close() or to the interpreter's exit.
+            return
+        handle, self._handle = self._handle, None
         _open_sessions.discard(self)
         if self._queue:
             self._queue.unbound()
@@ -306,6 +318,17 @@ class _BoundedQueue:
 
 
 __all__ = ["Session", "Output", "options", "version", "SessionError"]
+
+
+# The sessions whose callbacks this thread is running (innermost last).
+_callback_thread = threading.local()
+
+
+def _running_callbacks() -> list[int]:
+    if not hasattr(_callback_thread, "sessions"):
+        _callback_thread.sessions = []
+    running: list[int] = _callback_thread.sessions
+    return running
 
 
 # Sessions still open when the interpreter exits are finished first, while

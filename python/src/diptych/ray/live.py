@@ -123,9 +123,15 @@ class LiveTake:
             return self._final
         try:
             final: dict[str, Any] = self._call("stop")
-        finally:
+        except Exception as e:
             if self._report is None:
+                # The lease goes anyway; what status() says from here on is this failed stop, not a lost node.
                 ray.kill(self._lease)
+                take = (self._info or {}).get("take") or {}
+                self._final = {"id": take.get("id"), "name": self.name, "state": "failed", "error": f"stop failed: {e}"}
+            raise
+        if self._report is None:
+            ray.kill(self._lease)
         self._final = final
         return final
 
