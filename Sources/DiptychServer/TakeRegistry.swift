@@ -159,6 +159,10 @@ final class TakeRegistry: @unchecked Sendable {
     /// set, else made absolute from the server's folder.
     private func resolve(_ value: String, field: String) throws(RequestError) -> String {
         if let root = settings.outputRoot { return try root.confine(value, field: field).get() }
+        // The server's standard output is its log: no take writes there.
+        if value.lowercased().hasPrefix("pipe:") {
+            throw .badRequest("\(field) '\(value)': a server take cannot write to a pipe; use a file or an rtmp://, srt:// or udp:// URL")
+        }
         if value.contains("://") || OutputRoot.scheme(of: value) != nil { return value }
         // Absolute or relative, one spelling per file: `/d/./x.mp4` and `/d/x.mp4` are the same output.
         return URL(fileURLWithPath: value).standardizedFileURL.path

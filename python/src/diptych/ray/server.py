@@ -77,7 +77,7 @@ class ServeProcess:
             f.write(self.token + "\n")
         self._log = open(os.path.join(self.directory, "serve.log"), "a", encoding="utf-8")
         self._process = subprocess.Popen(self.command(), cwd=self.directory, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=self._log, text=True)
+                                         stdout=subprocess.PIPE, stderr=self._log, text=True, errors="replace")
         found = threading.Event()
         out = self._process.stdout
         assert out is not None
