@@ -8,12 +8,19 @@ import DiptychMedia
 /// a blocking secondary push returns an error instead of waiting forever,
 /// and the take goes on.
 @Suite(.serialized) struct EmbeddedPushOrderTests {
-    @Test func aSecondaryFarAheadIsRefusedNotAHang() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ahead-\(UUID().uuidString).mp4").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
+    /// A 64x64, 30 fps session on the software GPU, with or without a secondary.
+    static func config(secondary: Bool) -> EmbeddedConfiguration {
         var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
         c.gpu = "software"
         c.preset = "ultrafast"
+        c.hasSecondary = secondary
+        return c
+    }
+
+    @Test func aSecondaryFarAheadIsRefusedNotAHang() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ahead-\(UUID().uuidString).mp4").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var c = Self.config(secondary: true)
         c.secondaryTimeout = 0.5
         let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(file: path))
         let lead: Int64 = 25
@@ -43,10 +50,7 @@ import DiptychMedia
     @Test func anMP4GapBeyondOneFramesDurationIsRefused() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("gap-\(UUID().uuidString).mp4").path
         defer { try? FileManager.default.removeItem(atPath: path) }
-        var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
-        c.gpu = "software"
-        c.preset = "ultrafast"
-        c.hasSecondary = false
+        let c = Self.config(secondary: false)
         let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(file: path))
         let frame = { (t: Int64) in solidFrame(64, 64, (200, 0, 0), pts: MediaTime(value: t, timescale: 1)) }
         try s.push(frame(0), to: .primary)
@@ -67,10 +71,7 @@ import DiptychMedia
             var errors: [EmbeddingError] = []
         }
         let box = Box()
-        var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
-        c.gpu = "software"
-        c.preset = "ultrafast"
-        c.hasSecondary = false
+        let c = Self.config(secondary: false)
         let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onRGBA: { f in
             guard let s = box.lock.withLock({ box.session }) else { return }
             do throws(EmbeddingError) { _ = try s.finish() } catch { box.lock.withLock { box.errors.append(error) } }
@@ -91,10 +92,7 @@ import DiptychMedia
 
     /// A callback may push (blocking) into another session: the guard is per session.
     @Test func aCallbackMayPushIntoAnotherSession() throws {
-        var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
-        c.gpu = "software"
-        c.preset = "ultrafast"
-        c.hasSecondary = false
+        let c = Self.config(secondary: false)
         let b = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onRGBA: { _ in }))
         final class Failures: @unchecked Sendable { let lock = NSLock(); var list: [EmbeddingError] = [] }
         let failures = Failures()
@@ -113,10 +111,7 @@ import DiptychMedia
     /// host's timescale, even where it does not divide 90 kHz.
     @Test func packetsCarryThePushedTimestampsExactly() throws {
         let got = Collected()
-        var c = EmbeddedConfiguration(canvas: PixelSize(width: 64, height: 64), frameRate: FrameRate(30))
-        c.gpu = "software"
-        c.preset = "ultrafast"
-        c.hasSecondary = false
+        let c = Self.config(secondary: false)
         let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onPacket: { got.add(packet: $0) }))
         let pushed = (0..<12).map { MediaTime(value: 5_123_456 + Int64($0) * 33_335, timescale: 1_000_000) }
         for t in pushed { try s.push(solidFrame(64, 64, (200, 0, 0), pts: t), to: .primary) }
