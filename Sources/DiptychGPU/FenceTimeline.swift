@@ -74,7 +74,12 @@ struct FenceOps {
 final class FenceTimeline {
     private(set) var submitted: UInt64 = 0
     private(set) var completed: UInt64 = 0
-    private var fences: [(serial: UInt64, fence: OpaquePointer?)] = []
+    private var fences: [(serial: UInt64, fence: Fence?)] = []
+    /// A submission's own fence, or the one its render-thread batch shares (`SharedFence`).
+    private enum Fence {
+        case own(OpaquePointer)
+        case shared(SharedFence)
+    }
     private var completions: [(serial: UInt64, run: () -> Void)] = []
     var ops: FenceOps
     /// Set when the context is lost: fences are no longer waited for.
@@ -92,7 +97,11 @@ final class FenceTimeline {
     @discardableResult
     func submit() -> UInt64 {
         submitted += 1
-        fences.append((submitted, abandoned ? nil : ops.insert()))
+        let fence: Fence?
+        if abandoned { fence = nil } else if let shared = RenderThread.batchFence(ops) { fence = .shared(shared) } else {
+            fence = ops.insert().map(Fence.own)
+        }
+        fences.append((submitted, fence))
         return submitted
     }
 
@@ -149,7 +158,7 @@ final class FenceTimeline {
     private func advance() {
         while let first = fences.first {
             if let f = first.fence, !abandoned {
-                guard ops.isSignalled(f) else { break }
+                guard isSignalled(f) else { break }
             }
             retireFirstFence()
         }
@@ -159,14 +168,29 @@ final class FenceTimeline {
     /// signal in order, so every older one has signalled too) and retires them.
     private func waitFences(upTo serial: UInt64) {
         guard completed < serial, let i = fences.firstIndex(where: { $0.serial >= serial }) else { return }
-        if let f = fences[i].fence, !abandoned { ops.wait(f) }
+        switch fences[i].fence {
+        case .own(let f)? where !abandoned: ops.wait(f)
+        case .shared(let f)? where !abandoned: f.wait()
+        default: break
+        }
         for _ in 0...i { retireFirstFence() }
     }
 
     private func retireFirstFence() {
         let first = fences.removeFirst()
-        if let f = first.fence { ops.delete(f) }
+        switch first.fence {
+        case .own(let f)?: ops.delete(f)
+        case .shared(let f)?: f.release()
+        case nil: break
+        }
         completed = first.serial
+    }
+
+    private func isSignalled(_ f: Fence) -> Bool {
+        switch f {
+        case .own(let f): ops.isSignalled(f)
+        case .shared(let f): f.isSignalled
+        }
     }
 
     /// Runs the releases whose serial has completed (render thread).

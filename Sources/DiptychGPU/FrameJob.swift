@@ -4,7 +4,8 @@ import Dispatch
 /// One output frame's GL work in three phases, so the render thread runs a
 /// batch of frames (several compositors sharing the context) phase by phase:
 /// every frame's uploads, then every frame's compute dispatch, one memory
-/// barrier for all of them, then every frame's readback copy and fence. The
+/// barrier for all of them, then every frame's readback copy, and one fence
+/// after the last copy for all of them (`SharedFence`). The
 /// GPU then sees a run of transfers, a run of dispatches and a run of copies
 /// instead of alternating between them once per frame.
 final class FrameJob: @unchecked Sendable {
@@ -20,7 +21,7 @@ final class FrameJob: @unchecked Sendable {
     let dispatch: () throws(GPUError) -> Void
     /// The readback copy and the submission's fence.
     let finish: () throws(GPUError) -> Void
-    private(set) var error: GPUError?
+    fileprivate(set) var error: GPUError?
     let done = DispatchSemaphore(value: 0)
 
     init(prepare: @escaping () throws(GPUError) -> Bool = { false }, flushCUDA: @escaping () throws(GPUError) -> Void = {},
@@ -38,11 +39,14 @@ final class FrameJob: @unchecked Sendable {
         var open: [FrameJob] = []
         var ready: [FrameJob] = []
         var withCUDA: [FrameJob] = []
+        var t = PassTimer.now()
+        func mark(_ phase: RenderPhase) { RenderThread.add(phase, since: t); t = PassTimer.now() }
         for j in batch {
             do throws(GPUError) {
                 if try j.prepare() { withCUDA.append(j) } else { ready.append(j) }
             } catch { j.fail(error) }
         }
+        mark(.prepare)
         if let first = withCUDA.first {
             do throws(GPUError) {
                 try first.flushCUDA()
@@ -50,17 +54,27 @@ final class FrameJob: @unchecked Sendable {
             } catch {
                 for j in withCUDA { j.fail(error) }
             }
+            mark(.cudaCopy)
         }
         for j in batch where ready.contains(where: { $0 === j }) {
             do throws(GPUError) { if try j.begin() { open.append(j) } else { j.done.signal() } } catch { j.fail(error) }
         }
+        mark(.begin)
         for j in open {
             do throws(GPUError) { try j.dispatch(); dispatched.append(j) } catch { j.fail(error) }
         }
+        mark(.dispatch)
         if !dispatched.isEmpty { glMemoryBarrier(GL.computeOutputBarriers) }
-        for j in dispatched {
-            do throws(GPUError) { try j.finish(); j.done.signal() } catch { j.fail(error) }
+        mark(.barrier)
+        // One fence for every readback of the batch, inserted after the last
+        // (SharedFence); nobody is released before it exists.
+        RenderThread.sharingOneFence {
+            for j in dispatched {
+                do throws(GPUError) { try j.finish() } catch { j.error = error }
+            }
         }
+        for j in dispatched { j.done.signal() }
+        mark(.finish)
     }
 
     private func fail(_ e: GPUError) {

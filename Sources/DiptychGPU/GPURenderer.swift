@@ -258,7 +258,9 @@ final class GPURenderer {
         staged = nil
         try beginHop()
         let out = try output(id, canvas: plan.canvas)
+        let t0 = PassTimer.now()
         timeline.poll(); timer.poll()
+        RenderThread.add(.poll, since: t0)
         return try beginGPU(out, draws: drawable(plan.draws), background: plan.background, pts: pts, readback: readback)
     }
 
@@ -321,7 +323,9 @@ final class GPURenderer {
         glBindFramebuffer(GL.framebuffer, 0)
         let serial = timeline.pendingSerial
         out.used(serial)
+        let t0 = PassTimer.now()
         timeline.submit()
+        RenderThread.add(.fence, since: t0)
         if slot >= 0 {
             readbacks.submitted(PendingReadback(serial: serial, slot: slot, output: out.id, pts: pts, width: out.canvas.width,
                                                 height: out.canvas.height, stride: out.nv12Stride, bytes: bytes,
@@ -329,6 +333,8 @@ final class GPURenderer {
         }
         out.lastPTS = pts
         timer.stats.framesRendered += 1
+        let t1 = PassTimer.now()
+        defer { RenderThread.add(.checks, since: t1) }
         try checkGL("render \(out.id)")
         try checkReset()
     }

@@ -41,11 +41,21 @@ final class RenderThread: @unchecked Sendable {
     final class LoadCounter: @unchecked Sendable {
         private let lock = NSLock()
         private var value = RenderThreadLoad()
-        func add(busy ns: UInt64, items: Int) {
-            lock.lock(); value.busySeconds += Double(ns) / 1e9; value.items += items; value.wakeups += 1; lock.unlock()
+        func add(busy ns: UInt64, items: Int, phases: inout [UInt64]) {
+            lock.lock()
+            value.busySeconds += Double(ns) / 1e9; value.items += items; value.wakeups += 1
+            for (i, p) in phases.enumerated() where p > 0 { value.phaseSeconds[RenderPhase.allCases[i].name, default: 0] += Double(p) / 1e9 }
+            lock.unlock()
+            for i in phases.indices { phases[i] = 0 }
         }
         var snapshot: RenderThreadLoad { lock.lock(); defer { lock.unlock() }; return value }
     }
+    /// Render thread only: time by phase since the last item ended (nanoseconds, `RenderPhase` order).
+    private var phaseNs = [UInt64](repeating: 0, count: RenderPhase.allCases.count)
+    /// Render thread only: while a batch's readbacks are recorded, the fence
+    /// their submissions share (created at the first, sealed after the last).
+    private var sharing = false
+    private var shared: SharedFence?
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
     private var lastFlush: UInt64 = 0
@@ -108,7 +118,7 @@ final class RenderThread: @unchecked Sendable {
             }
             condition.unlock()
             let began = DispatchTime.now().uptimeNanoseconds
-            if case .work(let work) = item { work() } else { FrameJob.run(batch) }
+            if case .work(let work) = item { work(); RenderThread.add(.work, since: began) } else { FrameJob.run(batch) }
             if flushWanted {
                 condition.lock(); let idle = queue.isEmpty; condition.unlock()
                 let now = DispatchTime.now().uptimeNanoseconds
@@ -116,9 +126,10 @@ final class RenderThread: @unchecked Sendable {
                     glFlush()
                     flushWanted = false
                     lastFlush = now
+                    RenderThread.add(.flush, since: now)
                 }
             }
-            load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count))
+            load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count), phases: &phaseNs)
         }
         // EGL's per-thread state goes with the thread, not with the process's exit handlers.
         _ = eglReleaseThread()
@@ -129,6 +140,39 @@ final class RenderThread: @unchecked Sendable {
     static func requestFlush() {
         guard let p = pthread_getspecific(currentKey) else { return }
         Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue().flushWanted = true
+    }
+
+    /// On a render thread: counts the time since `t0` (`PassTimer.now()`) toward `phase`.
+    static func add(_ phase: RenderPhase, since t0: UInt64) {
+        guard let p = pthread_getspecific(currentKey) else { return }
+        let t = Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue()
+        t.phaseNs[phase.rawValue] &+= DispatchTime.now().uptimeNanoseconds &- t0
+    }
+
+    /// On a render thread: runs `body` with every submission fenced by one
+    /// fence inserted after it (`SharedFence`); elsewhere just runs it.
+    static func sharingOneFence(_ body: () -> Void) {
+        guard let p = pthread_getspecific(currentKey) else { body(); return }
+        let t = Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue()
+        t.sharing = true
+        body()
+        t.sharing = false
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        t.shared?.seal()
+        add(.fence, since: t0)
+        t.shared = nil
+    }
+
+    /// The fence a submission made now shares (retained for it), or nil
+    /// outside `sharingOneFence`.
+    static func batchFence(_ ops: FenceOps) -> SharedFence? {
+        guard let p = pthread_getspecific(currentKey) else { return nil }
+        let t = Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue()
+        guard t.sharing else { return nil }
+        let f = t.shared ?? SharedFence(ops: ops)
+        t.shared = f
+        f.retain()
+        return f
     }
 
     /// Queues `work`; it runs after everything queued before it.
@@ -219,13 +263,38 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public var cpuSeconds = 0.0
     public var items = 0
     public var wakeups = 0
+    /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
+    public var phaseSeconds: [String: Double] = [:]
     public init() {}
 
     public static func - (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
         var d = RenderThreadLoad()
         d.busySeconds = a.busySeconds - b.busySeconds; d.cpuSeconds = a.cpuSeconds - b.cpuSeconds
         d.items = a.items - b.items; d.wakeups = a.wakeups - b.wakeups
+        d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds.mapValues { -$0 }, uniquingKeysWith: +)
         return d
+    }
+}
+
+/// What a render thread spends its time on: a frame batch's phases
+/// (`FrameJob`), the flushes, and other calls; `poll`, `fence` and `checks`
+/// are parts of `begin` and `finish`.
+public enum RenderPhase: Int, CaseIterable, Sendable {
+    case prepare, cudaCopy, begin, dispatch, barrier, finish, flush, work, poll, fence, checks
+    public var name: String {
+        switch self {
+        case .prepare: "prepare"
+        case .cudaCopy: "cuda copy"
+        case .begin: "begin"
+        case .dispatch: "dispatch"
+        case .barrier: "barrier"
+        case .finish: "finish"
+        case .flush: "flush"
+        case .work: "other calls"
+        case .poll: "poll"
+        case .fence: "fence"
+        case .checks: "checks"
+        }
     }
 }
 

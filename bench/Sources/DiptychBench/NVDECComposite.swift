@@ -33,6 +33,10 @@ public struct NVDECCompositeRate: Sendable, Codable {
     public var renderThreadCPUMsPerComposite: Double?
     public var renderThreadItemsPerComposite: Double?
     public var renderThreadMsByPass: [String: Double]?
+    /// Items run per wake-up of the render thread (frames batched together, or single calls).
+    public var renderThreadItemsPerWakeup: Double?
+    /// The render thread's busy time per composite by `RenderPhase`, milliseconds.
+    public var renderThreadMsByPhase: [String: Double]?
 }
 
 /// The composite rate of `NVDECStage`: a few frames of each input decoded
@@ -147,7 +151,9 @@ struct NVDECComposite {
                                   renderThreadMsByPass: ["upload": all.map(\.upload.cpuTotalMs).reduce(0, +) / Double(total),
                                                          "composite": all.map(\.composite.cpuTotalMs).reduce(0, +) / Double(total),
                                                          "nv12": all.map(\.nv12.cpuTotalMs).reduce(0, +) / Double(total),
-                                                         "cuda": all.map(\.cudaCPUMs).reduce(0, +) / Double(total)])
+                                                         "cuda": all.map(\.cudaCPUMs).reduce(0, +) / Double(total)],
+                                  renderThreadItemsPerWakeup: load.wakeups > 0 ? Double(load.items) / Double(load.wakeups) : nil,
+                                  renderThreadMsByPhase: load.phaseSeconds.mapValues { $0 * 1000 / Double(total) })
     }
 
     private static func upload(_ f: InputFrame, _ role: StreamRole, to c: GPUCompositor) throws {

@@ -193,6 +193,14 @@ extension Report {
                     + "| \(f(x.renderThreadCPUMsPerComposite, 3)) | \(f(x.renderThreadItemsPerComposite, 2)) "
                     + "| " + ["upload", "composite", "nv12", "cuda"].map { f(p[$0], 3) }.joined(separator: " · ") + " |\n"
             }
+            s += "\nIts busy time per composite by phase (ms; poll is part of begin, fence and checks of finish), and items per wake-up:\n\n"
+                + "| inputs | " + RenderPhase.allCases.map(\.name).joined(separator: " | ") + " | items/wake-up |\n"
+                + "| --- |" + String(repeating: " ---: |", count: RenderPhase.allCases.count + 1) + "\n"
+            for x in r.rates {
+                let p = x.renderThreadMsByPhase ?? [:]
+                s += "| \(x.inputs) | " + RenderPhase.allCases.map { f(p[$0.name], 4) }.joined(separator: " | ")
+                    + " | \(f(x.renderThreadItemsPerWakeup, 2)) |\n"
+            }
             if let a = r.rates.first(where: { $0.inputs == "nvdec" }), let b = r.rates.first(where: { $0.inputs == "host" }) {
                 s += "\nNVDEC inputs: \(f(a.compositesPerSecond / b.compositesPerSecond, 2))× the composites/s of the same pictures from host memory.\n"
             }

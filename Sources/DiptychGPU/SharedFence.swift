@@ -1,0 +1,72 @@
+import Foundation
+
+/// One fence for every compute frame of a render-thread batch (`FrameJob`):
+/// the frames of several compositors sharing a context are recorded back to
+/// back, so one fence inserted after the batch's last command covers all of
+/// them. Creating a fence is the costliest call of a frame on some drivers
+/// (an EGL fence sync took 0.1 ms of the H200's render thread, more than the
+/// frame's other calls together), so the batch pays it once.
+///
+/// Each compositor's `FenceTimeline` holds a reference; the fence is deleted
+/// when the last lets go. It is created (`seal`) after the batch's last
+/// command and before any compositor of the batch is released to wait on it
+/// (docs/ARCHITECTURE.md, "Lifetimes end at fence completion"). Thread-safe:
+/// timelines on callers' threads query it where the fences allow it.
+final class SharedFence: @unchecked Sendable {
+    private let lock = NSLock()
+    private let ops: FenceOps
+    private var handle: OpaquePointer?
+    private var sealed = false
+    private var signalled = false
+    private var refs = 0
+
+    init(ops: FenceOps) { self.ops = ops }
+
+    /// Another timeline's submission is covered by this fence.
+    func retain() { lock.lock(); refs += 1; lock.unlock() }
+
+    /// Render thread, after the batch's last command: inserts the fence (a
+    /// missing fence means the work already completed, as `FenceOps.insert` says).
+    func seal() {
+        let h = ops.insert()
+        lock.lock()
+        handle = h; sealed = true; signalled = h == nil
+        let unused = refs == 0
+        lock.unlock()
+        if unused, let h { ops.delete(h) }
+    }
+
+    /// Non-blocking. An unsealed fence (the batch is still being recorded) has not signalled.
+    var isSignalled: Bool {
+        lock.lock()
+        guard !signalled else { lock.unlock(); return true }
+        let h = sealed ? handle : nil
+        lock.unlock()
+        guard let h else { return false }
+        guard ops.isSignalled(h) else { return false }
+        lock.lock(); signalled = true; lock.unlock()
+        return true
+    }
+
+    /// Blocks until the fence signals. Only a sealed fence is waited for:
+    /// nobody sees a batch's serials before it is sealed.
+    func wait() {
+        lock.lock()
+        precondition(sealed || signalled, "waited on a batch fence before the batch ended")
+        let h = signalled ? nil : handle
+        lock.unlock()
+        guard let h else { return }
+        ops.wait(h)
+        lock.lock(); signalled = true; lock.unlock()
+    }
+
+    /// A timeline is done with the fence; the last one deletes it.
+    func release() {
+        lock.lock()
+        refs -= 1
+        let h = refs == 0 && sealed ? handle : nil
+        if h != nil { handle = nil }
+        lock.unlock()
+        if let h { ops.delete(h) }
+    }
+}
