@@ -1,6 +1,7 @@
 import CEGL
 import CGLES
 import DiptychCUDA
+import Foundation
 
 /// The kinds of GL/EGL object the renderer deletes (for the test deleter hook).
 enum GLResourceKind: String, Hashable, Sendable { case texture, buffer, framebuffer, image }
@@ -14,12 +15,13 @@ struct GPUTestHooks {
     /// False: staging in host memory and readbacks mapped on the render thread,
     /// as on a context without GL_EXT_buffer_storage.
     var persistentMapping = true
-    /// False: GL sync objects (render thread only), as without EGL_KHR_fence_sync.
-    var eglFences = true
+    /// False: GL sync objects (render thread only), as without EGL_KHR_fence_sync
+    /// (`DIPTYCH_GPU_FENCES=gl` chooses them too, for comparison).
+    var eglFences = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl"
     /// The CUDA–GL interop calls for a CUDA device (nil: the driver's).
     var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
-         persistentMapping: Bool = true, eglFences: Bool = true, cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil) {
+         persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete
         self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls
     }
