@@ -158,7 +158,7 @@ final class RenderThread: @unchecked Sendable {
         body()
         t.sharing = false
         let t0 = DispatchTime.now().uptimeNanoseconds
-        t.shared?.seal()
+        if let f = t.shared, !f.isSealed { f.seal() }
         add(.fence, since: t0)
         t.shared = nil
     }
@@ -169,7 +169,7 @@ final class RenderThread: @unchecked Sendable {
         guard let p = pthread_getspecific(currentKey) else { return nil }
         let t = Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue()
         guard t.sharing else { return nil }
-        let f = t.shared ?? SharedFence(ops: ops)
+        let f = t.shared.flatMap { $0.isSealed ? nil : $0 } ?? SharedFence(ops: ops)
         t.shared = f
         f.retain()
         return f

@@ -25,6 +25,9 @@ final class SharedFence: @unchecked Sendable {
     /// Another timeline's submission is covered by this fence.
     func retain() { lock.lock(); refs += 1; lock.unlock() }
 
+    /// Whether the fence has been inserted (later submissions need another).
+    var isSealed: Bool { lock.lock(); defer { lock.unlock() }; return sealed }
+
     /// Render thread, after the batch's last command: inserts the fence (a
     /// missing fence means the work already completed, as `FenceOps.insert` says).
     func seal() {
@@ -48,11 +51,12 @@ final class SharedFence: @unchecked Sendable {
         return true
     }
 
-    /// Blocks until the fence signals. Only a sealed fence is waited for:
-    /// nobody sees a batch's serials before it is sealed.
+    /// Blocks until the fence signals. Callers see a batch's serials only
+    /// once it is sealed; on the render thread, a wait inside the batch seals
+    /// it first (the submissions after that get a fence of their own).
     func wait() {
+        if !isSealed { seal() }
         lock.lock()
-        precondition(sealed || signalled, "waited on a batch fence before the batch ended")
         let h = signalled ? nil : handle
         lock.unlock()
         guard let h else { return }

@@ -33,6 +33,26 @@ import Testing
         #expect(fakes.deletedFences == 1, "the shared fence is deleted once, after the last timeline")
     }
 
+    /// A wait on the render thread inside the batch seals the fence there;
+    /// the batch's later submissions get a fence inserted after them.
+    @Test func aWaitInsideTheBatchSealsItEarly() throws {
+        let c = try makeCompositor()
+        defer { c.shutdown() }
+        let fakes = FakeFences(finishGL: false)
+        let a = FenceTimeline(ops: fakes.ops), b = FenceTimeline(ops: fakes.ops)
+        var issued: [Int] = []
+        let jobs = [
+            FrameJob(begin: { true }, dispatch: {}, finish: { a.submit(); a.wait(for: a.submitted); issued.append(fakes.issued) }),
+            FrameJob(begin: { true }, dispatch: {}, finish: { b.submit() })]
+        try c.withRenderer { _ in FrameJob.run(jobs) }
+        #expect(issued == [1] && fakes.waits == [1], "the wait sealed the first fence and waited for it")
+        #expect(fakes.issued == 2, "the second submission came after that fence: its own")
+        #expect(a.isComplete(1) && !b.isComplete(1))
+        fakes.signalAll()
+        #expect(b.isComplete(1))
+        #expect(fakes.deletedFences == 2)
+    }
+
     @Test func outsideABatchEverySubmissionHasItsOwnFence() {
         let fakes = FakeFences(finishGL: false)
         let t = FenceTimeline(ops: fakes.ops)
