@@ -14,11 +14,15 @@ struct TakeRecord: Codable, Sendable {
     var layout: AnyJSON?
     var error: String?
     var recovered: RecoveredOutput?
+    /// Where the outputs added while the take ran write (open or removed
+    /// since), so a restarted server still keeps other takes off them.
+    var addedOutputs: [String]?
 }
 
 /// `--state-dir`: one folder per take under `takes/`, holding
 /// `config.json` (the configuration as run), `state.json` (a `TakeRecord`,
-/// rewritten at each change of state) and `summary.json` (once finished).
+/// rewritten at each change of state and when an output is added) and
+/// `summary.json` (once finished).
 /// Files are replaced atomically, so a crash leaves the last complete one.
 final class StateStore: @unchecked Sendable {
     let root: URL
@@ -69,7 +73,8 @@ final class StateStore: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         let s = take.snapshot()
         let record = TakeRecord(id: s.id, state: s.state, created: s.created, updated: Date(), load: s.load,
-                                encoderThreads: s.encoderThreads, layout: LayoutJSON.value(s.layout), error: s.error, recovered: s.recovered)
+                                encoderThreads: s.encoderThreads, layout: LayoutJSON.value(s.layout), error: s.error, recovered: s.recovered,
+                                addedOutputs: s.everAdded.isEmpty ? nil : s.everAdded.map(\.out))
         if let d = try? Self.encoder.encode(record) { write(d, "state.json", of: s.id) }
         if let summary = s.summary, let d = try? Self.encoder.encode(summary) { write(d, "summary.json", of: s.id) }
     }

@@ -77,6 +77,7 @@ final class Take: TakeEvents, @unchecked Sendable {
         _error = record.error
         _summary = summary
         _recovered = record.recovered
+        _everAdded = (record.addedOutputs ?? []).map { OutputSpec(out: $0) }
         if let s = summary { written = s.frames } else if let r = record.recovered { written = r.frames }
     }
 
@@ -249,7 +250,7 @@ final class Take: TakeEvents, @unchecked Sendable {
             TakeSnapshot(id: id, state: _state, created: created, configuration: configuration, layout: _layout,
                          load: load, encoderThreads: encoderThreads, figures: figures, written: written, latency: latency,
                          encoder: _summary?.encoder ?? encoder, error: _error, summary: _summary, recovered: _recovered,
-                         added: _added.sorted { $0.key < $1.key })
+                         added: _added.sorted { $0.key < $1.key }, everAdded: _everAdded)
         }
     }
 }
@@ -272,4 +273,6 @@ struct TakeSnapshot: Sendable {
     var recovered: RecoveredOutput?
     /// Outputs added while the take runs and still open, by index.
     var added: [(key: Int, value: OutputSpec)] = []
+    /// Every output added while the take ran, open now or removed since.
+    var everAdded: [OutputSpec] = []
 }

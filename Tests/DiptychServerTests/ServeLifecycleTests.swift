@@ -45,6 +45,27 @@ import Testing
         #expect((try again.request("GET", "/v1/takes").json["takes"] as? [Any])?.count == 3)
     }
 
+    /// An output added while a take ran stays claimed after a restart: the
+    /// state folder keeps its path, so no new take writes over that recording.
+    @Test func addedOutputsStayClaimedAfterARestart() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let stateDir = dir.path("state")
+        let server = try ServeProcess(["--state-dir", stateDir], in: dir.path)
+        let id = try endlessTake(server, out: "main.mp4")
+        try server.waitForTake(id) { frames($0) >= 10 }
+        let added = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "added.mp4"]))
+        #expect(added.status == 201, "\(added.text)")
+        try server.waitForTake(id) { frames($0) >= 40 }
+        server.signal(SIGTERM)
+        #expect(server.waitForExit() == 0, "\(server.stderr.text)")
+        #expect(try decodeAll(dir.path("added.mp4")).count > 0)
+
+        let again = try ServeProcess(["--state-dir", stateDir], in: dir.path); defer { again.stop() }
+        let r = try again.request("POST", "/v1/takes", json([
+            "primary": "testsrc:counter:320x180@30", "out": "added.mp4", "preset": "ultrafast"]))
+        #expect(r.status == 409 && r.text.contains(id), "\(r.status) \(r.text)")
+    }
+
     /// A server killed mid-take: after a restart the take is `failed`, with
     /// the frames its file holds (every complete fragment decodes).
     @Test func takesRunningAtACrashAreReportedFailed() throws {
