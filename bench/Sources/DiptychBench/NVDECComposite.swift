@@ -49,6 +49,10 @@ struct NVDECComposite {
     let options: BenchOptions
     let gpu: GPUSelection
     static let kept = (primary: 8, secondary: 4)
+    /// For finding what bounds the rate (`DIPTYCH_BENCH_NVDEC_VARIANT`):
+    /// `upload-once` uploads the pictures in the warm-up only (no CUDA copies
+    /// or interop in the timed frames), `no-readback` draws without reading back.
+    static let variant = ProcessInfo.processInfo.environment["DIPTYCH_BENCH_NVDEC_VARIANT"] ?? ""
 
     func measure(inputs: EndToEndStage.Inputs) throws -> [NVDECCompositeRate] {
         let root = try GPUCompositor(selection: gpu, readbackDepth: 4, directCopy: .auto)
@@ -100,13 +104,19 @@ struct NVDECComposite {
                     defer { if i > 0 { c.shutdown() } }
                     let out = try c.addOutput(canvas: plan.canvas)
                     func run(_ count: Int, from first: Int) throws {
+                        let uploads = first == 0 || Self.variant != "upload-once"
                         for f in first..<(first + count) {
-                            try Self.upload(primaries[(f + i) % primaries.count], .primary, to: c)
-                            if f % 2 == 0 || f == first { try Self.upload(secondaries[(f / 2 + i) % secondaries.count], .secondary, to: c) }
-                            try c.render(output: out, plan: plan, pts: FrameRate(60).time(ofFrame: Int64(f)))
+                            if uploads {
+                                try Self.upload(primaries[(f + i) % primaries.count], .primary, to: c)
+                                if f % 2 == 0 || f == first { try Self.upload(secondaries[(f / 2 + i) % secondaries.count], .secondary, to: c) }
+                            }
+                            try c.render(output: out, plan: plan, pts: FrameRate(60).time(ofFrame: Int64(f)),
+                                         readback: Self.variant != "no-readback")
                             while c.outstandingReadbacks > 3, try c.nextNV12(wait: true) != nil {}
                         }
                         _ = try c.flush()
+                        // Without readbacks nothing waited for the GPU: wait for its last frame.
+                        if Self.variant == "no-readback" { _ = try c.previewRGBA(output: out) }
                     }
                     try run(warmup, from: 0)
                     c.resetStats()
@@ -136,7 +146,7 @@ struct NVDECComposite {
         let cudaFrames = all.map(\.cudaFrames).reduce(0, +), maps = all.map(\.cudaMaps).reduce(0, +)
         let compute = all.map(\.framesCompute).reduce(0, +), fragment = all.map(\.framesFragment).reduce(0, +)
         let direct = all.map(\.framesDirect).reduce(0, +)
-        return NVDECCompositeRate(inputs: kind, layout: "pip", canvas: "\(plan.canvas)", primary: "\(inputs.primarySize)",
+        return NVDECCompositeRate(inputs: Self.variant.isEmpty ? kind : "\(kind), \(Self.variant)", layout: "pip", canvas: "\(plan.canvas)", primary: "\(inputs.primarySize)",
                                   secondary: "\(inputs.secondarySize)", streams: n, framesPerStream: frames, seconds: seconds,
                                   compositesPerSecond: Double(total) / seconds,
                                   cudaFramesPerMap: maps > 0 ? Double(cudaFrames) / Double(maps) : nil,
