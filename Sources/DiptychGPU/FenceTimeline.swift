@@ -16,6 +16,9 @@ struct FenceOps {
     var delete: (OpaquePointer) -> Void
     /// The fences may be queried, waited for and deleted on any thread.
     var anyThread = false
+    /// Which fences these are: submissions share a batch's fence
+    /// (`SharedFence`) only with others of the same kind.
+    var kind = "gl"
 
     static var gl: FenceOps { FenceOps(
         insert: {
@@ -56,7 +59,8 @@ struct FenceOps {
                 while clientWait(d.value, UnsafeMutableRawPointer(f), 0, 1_000_000_000) == EGLint(EGL_TIMEOUT_EXPIRED_KHR) {}
             },
             delete: { f in _ = destroy(d.value, UnsafeMutableRawPointer(f)) },
-            anyThread: true)
+            anyThread: true,
+            kind: "egl \(UInt(bitPattern: d.value))")
     }
 }
 

@@ -138,42 +138,56 @@ final class RenderThread: @unchecked Sendable {
     /// On a render thread: flush the context once the queued work is done
     /// (fences must reach the GPU before anyone can see them signal).
     static func requestFlush() {
-        guard let p = pthread_getspecific(currentKey) else { return }
-        Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue().flushWanted = true
+        current?.flushWanted = true
     }
 
     /// On a render thread: counts the time since `t0` (`PassTimer.now()`) toward `phase`.
     static func add(_ phase: RenderPhase, since t0: UInt64) {
-        guard let p = pthread_getspecific(currentKey) else { return }
-        let t = Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue()
+        guard let t = current else { return }
         t.phaseNs[phase.rawValue] &+= DispatchTime.now().uptimeNanoseconds &- t0
     }
 
     /// On a render thread: runs `body` with every submission fenced by one
     /// fence inserted after it (`SharedFence`); elsewhere just runs it.
+    /// Nested (a frame run inline on the render thread inside a batch), the
+    /// outermost call seals.
     static func sharingOneFence(_ body: () -> Void) {
-        guard let p = pthread_getspecific(currentKey) else { body(); return }
-        let t = Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue()
+        guard let t = current else { body(); return }
+        let outer = t.sharing
         t.sharing = true
         body()
+        guard !outer else { return }
         t.sharing = false
         let t0 = DispatchTime.now().uptimeNanoseconds
-        if let f = t.shared, !f.isSealed { f.seal() }
+        t.shared?.seal()
         add(.fence, since: t0)
         t.shared = nil
     }
 
     /// The fence a submission made now shares (retained for it), or nil
-    /// outside `sharingOneFence`.
+    /// outside `sharingOneFence`. Fences of another kind than the batch's
+    /// (`FenceOps.kind`) end it: it is sealed there and a new one begins.
     static func batchFence(_ ops: FenceOps) -> SharedFence? {
-        guard let p = pthread_getspecific(currentKey) else { return nil }
-        let t = Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue()
-        guard t.sharing else { return nil }
-        let f = t.shared.flatMap { $0.isSealed ? nil : $0 } ?? SharedFence(ops: ops)
+        guard let t = current, t.sharing else { return nil }
+        if let f = t.shared, f.isSealed || f.ops.kind != ops.kind {
+            f.seal()
+            t.shared = nil
+        }
+        let f = t.shared ?? SharedFence(ops: ops)
         t.shared = f
         f.retain()
         return f
     }
+
+    /// The render thread running this code, if any.
+    private static var current: RenderThread? {
+        _ = keyOnce
+        guard let p = pthread_getspecific(currentKey) else { return nil }
+        return Unmanaged<RenderThread>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// True on any render thread.
+    static var onRenderThread: Bool { current != nil }
 
     /// Queues `work`; it runs after everything queued before it.
     func async(_ work: @escaping @Sendable () -> Void) {

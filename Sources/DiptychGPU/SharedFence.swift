@@ -14,7 +14,7 @@ import Foundation
 /// timelines on callers' threads query it where the fences allow it.
 final class SharedFence: @unchecked Sendable {
     private let lock = NSLock()
-    private let ops: FenceOps
+    let ops: FenceOps
     private var handle: OpaquePointer?
     private var sealed = false
     private var signalled = false
@@ -29,12 +29,16 @@ final class SharedFence: @unchecked Sendable {
     var isSealed: Bool { lock.lock(); defer { lock.unlock() }; return sealed }
 
     /// Render thread, after the batch's last command: inserts the fence (a
-    /// missing fence means the work already completed, as `FenceOps.insert` says).
+    /// missing fence means the work already completed, as `FenceOps.insert`
+    /// says). Once only; a fence nobody holds is deleted at once.
     func seal() {
-        let h = ops.insert()
         lock.lock()
-        handle = h; sealed = true; signalled = h == nil
+        guard !sealed else { lock.unlock(); return }
+        sealed = true
+        let h = ops.insert()
         let unused = refs == 0
+        handle = unused ? nil : h
+        signalled = unused || h == nil
         lock.unlock()
         if unused, let h { ops.delete(h) }
     }
@@ -55,7 +59,10 @@ final class SharedFence: @unchecked Sendable {
     /// once it is sealed; on the render thread, a wait inside the batch seals
     /// it first (the submissions after that get a fence of their own).
     func wait() {
-        if !isSealed { seal() }
+        if !isSealed {
+            precondition(RenderThread.onRenderThread, "waited off the render thread on a batch fence before the batch ended")
+            seal()
+        }
         lock.lock()
         let h = signalled ? nil : handle
         lock.unlock()

@@ -113,7 +113,8 @@ final class FakeFences: @unchecked Sendable {
                 self.signalledUpTo = max(self.signalledUpTo, FakeFences.id(f))
                 if self.finishGL { glFinish() }
             },
-            delete: { _ in self.deletedFences += 1 })
+            delete: { _ in self.deletedFences += 1 },
+            kind: "fake \(ObjectIdentifier(self))")
     }
     func signalAll() { signalledUpTo = issued }
 }

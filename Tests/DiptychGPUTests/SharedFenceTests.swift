@@ -28,9 +28,68 @@ import Testing
         for t in timelines { t.poll() }
         #expect(log.all.isEmpty, "released before the fence signalled")
         fakes.signalAll()
-        for t in timelines { t.poll() }
+        timelines[0].poll(); timelines[1].poll()
+        #expect(log.all.sorted() == ["released 0", "released 1"])
+        #expect(fakes.deletedFences == 0, "deleted while a timeline still holds it")
+        timelines[2].poll()
         #expect(log.all.sorted() == ["released 0", "released 1", "released 2"])
-        #expect(fakes.deletedFences == 1, "the shared fence is deleted once, after the last timeline")
+        #expect(fakes.deletedFences == 1, "the shared fence is deleted once, by the last timeline")
+    }
+
+    /// No waiter is released before the batch's fence exists, a frame whose
+    /// finish fails is released after it too (with its error), and fences of
+    /// another kind get a fence of their own.
+    @Test func waitersAreReleasedAfterTheFence() throws {
+        let c = try makeCompositor()
+        defer { c.shutdown() }
+        var jobs: [FrameJob] = []
+        var releasedEarly: [Int] = []
+        let fakes = FakeFences(finishGL: false), other = FakeFences(finishGL: false)
+        var ops = fakes.ops
+        let insert = ops.insert
+        ops.insert = {
+            for (k, j) in jobs.enumerated() where j.done.wait(timeout: .now()) == .success {
+                releasedEarly.append(k); j.done.signal()
+            }
+            return insert()
+        }
+        let a = FenceTimeline(ops: ops), b = FenceTimeline(ops: ops), x = FenceTimeline(ops: other.ops)
+        jobs = [
+            FrameJob(begin: { true }, dispatch: {}, finish: { a.submit() }),
+            FrameJob(begin: { true }, dispatch: {}, finish: { () throws(GPUError) in b.submit(); throw .badCanvas("b") }),
+            FrameJob(begin: { true }, dispatch: {}, finish: { x.submit() })]
+        try c.withRenderer { _ in FrameJob.run(jobs) }
+        #expect(releasedEarly.isEmpty, "released before their fence: \(releasedEarly)")
+        #expect(fakes.issued == 1 && other.issued == 1, "one fence of each kind: \(fakes.issued), \(other.issued)")
+        #expect(jobs.map(\.error) == [nil, .badCanvas("b"), nil])
+        for j in jobs { #expect(j.done.wait(timeout: .now()) == .success, "every waiter released") }
+        fakes.signalAll()
+        #expect(a.isComplete(1) && b.isComplete(1) && !x.isComplete(1))
+    }
+
+    /// Several threads query, wait for and let go of one fence at once: it
+    /// is waited for at most once per thread, deleted exactly once, after the last.
+    @Test func manyThreadsShareOneFence() {
+        final class Counts: @unchecked Sendable {
+            let lock = NSLock()
+            var signalled = false, deletes = 0, waits = 0
+        }
+        let counts = Counts()
+        let ops = FenceOps(insert: { OpaquePointer(bitPattern: 1) },
+                           isSignalled: { _ in counts.lock.withLock { counts.signalled } },
+                           wait: { _ in counts.lock.withLock { counts.waits += 1; counts.signalled = true } },
+                           delete: { _ in counts.lock.withLock { counts.deletes += 1 } }, anyThread: true, kind: "threads")
+        let f = SharedFence(ops: ops)
+        let n = 16
+        for _ in 0..<n { f.retain() }
+        f.seal()
+        DispatchQueue.concurrentPerform(iterations: n) { k in
+            if k % 2 == 0 { f.wait() } else { while !f.isSignalled { f.wait() } }
+            #expect(f.isSignalled)
+            f.release()
+        }
+        #expect(counts.deletes == 1)
+        #expect(counts.waits >= 1 && counts.waits <= n)
     }
 
     /// A wait on the render thread inside the batch seals the fence there;
@@ -75,9 +134,13 @@ import Testing
         #expect(a.isSignalled && fakes.waits == [1])
         a.release()
         #expect(fakes.deletedFences == 1)
-        // Every user gone before the seal: the seal deletes what it made.
+        // Every user gone before the seal: the seal deletes what it made,
+        // and the fence counts as signalled without touching it again.
         let b = SharedFence(ops: fakes.ops)
         b.retain(); b.release(); b.seal()
         #expect(fakes.issued == 2 && fakes.deletedFences == 2)
+        #expect(b.isSignalled)
+        b.seal()
+        #expect(fakes.issued == 2, "sealed once")
     }
 }
