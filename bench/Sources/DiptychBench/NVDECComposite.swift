@@ -51,7 +51,7 @@ struct NVDECComposite {
     static let kept = (primary: 8, secondary: 4)
     /// For finding what bounds the rate (`DIPTYCH_BENCH_NVDEC_VARIANT`):
     /// `upload-once` uploads the pictures in the warm-up only (no CUDA copies
-    /// or interop in the timed frames), `no-readback` draws without reading back.
+    /// or interop in the timed frames).
     static let variant = ProcessInfo.processInfo.environment["DIPTYCH_BENCH_NVDEC_VARIANT"] ?? ""
 
     func measure(inputs: EndToEndStage.Inputs) throws -> [NVDECCompositeRate] {
@@ -110,13 +110,10 @@ struct NVDECComposite {
                                 try Self.upload(primaries[(f + i) % primaries.count], .primary, to: c)
                                 if f % 2 == 0 || f == first { try Self.upload(secondaries[(f / 2 + i) % secondaries.count], .secondary, to: c) }
                             }
-                            try c.render(output: out, plan: plan, pts: FrameRate(60).time(ofFrame: Int64(f)),
-                                         readback: Self.variant != "no-readback")
+                            try c.render(output: out, plan: plan, pts: FrameRate(60).time(ofFrame: Int64(f)))
                             while c.outstandingReadbacks > 3, try c.nextNV12(wait: true) != nil {}
                         }
                         _ = try c.flush()
-                        // Without readbacks nothing waited for the GPU: wait for its last frame.
-                        if Self.variant == "no-readback" { _ = try c.previewRGBA(output: out) }
                     }
                     try run(warmup, from: 0)
                     c.resetStats()
