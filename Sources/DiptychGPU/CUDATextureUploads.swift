@@ -1,4 +1,5 @@
 import DiptychCore
+import Foundation
 import DiptychCUDA
 
 /// A texture set's textures registered with CUDA (`cuGraphicsGLRegisterImage`,
@@ -7,6 +8,8 @@ import DiptychCUDA
 final class CUDARegistration {
     let calls: any CUDAGLCalls
     let resources: [CUDAGraphicsResource]
+    /// Mapped for CUDA now (GL must not touch the textures).
+    var mapped = false
 
     init(textures: [UInt32], calls: any CUDAGLCalls) throws(CUDAError) {
         self.calls = calls
@@ -22,6 +25,7 @@ final class CUDARegistration {
 
     func unregister() {
         let current = (try? calls.begin()) != nil
+        if mapped { try? calls.unmap(resources); mapped = false }
         for r in resources { calls.unregister(r) }
         if current { calls.end() }
     }
@@ -36,9 +40,19 @@ final class CUDARegistration {
 /// GL work issued after it wait for them, so the fence after the frame's
 /// draws also covers the copies (docs/ARCHITECTURE.md, "Lifetimes end at
 /// fence completion"). Render thread only.
+///
+/// With `premap` (`DIPTYCH_CUDA_PREMAP=on`), each flush also maps the sets
+/// the streams' next frames will go into, before the GL work of this batch is
+/// issued: the map then orders the next copies only after the GL work before
+/// it, so they can run while this batch's passes do, instead of after them.
+/// A next frame finds its set already mapped and the flush maps nothing else.
 final class CUDATextureUploads {
     let calls: any CUDAGLCalls
     private var queued: [(set: TextureSet, frame: CUDAFrame)] = []
+    /// Sets reserved for the streams' next frames, mapped at the end of the flush.
+    private var premapRequests: [TextureSet] = []
+    /// Map the next frames' sets ahead (see above).
+    var premap = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_PREMAP"] == "on"
 
     init(calls: any CUDAGLCalls) { self.calls = calls }
 
@@ -64,30 +78,47 @@ final class CUDATextureUploads {
         guard frame.device == calls.ordinal else {
             throw .cudaInterop("the frame is on CUDA device \(frame.device), the compositor's GL context on device \(calls.ordinal)")
         }
-        if set.cuda == nil {
-            do throws(CUDAError) {
-                try calls.begin()
-                defer { calls.end() }
-                set.cuda = try CUDARegistration(textures: set.textures, calls: calls)
-            } catch {
-                throw .cudaInterop("\(error)")
-            }
-        }
+        try register(set)
         queued.append((set, frame))
+    }
+
+    /// Maps `set` at the end of the next flush, for a stream's next frame.
+    func requestPremap(_ set: TextureSet) throws(GPUError) {
+        try register(set)
+        if !premapRequests.contains(where: { $0 === set }) { premapRequests.append(set) }
+    }
+
+    private func register(_ set: TextureSet) throws(GPUError) {
+        guard set.cuda == nil else { return }
+        do throws(CUDAError) {
+            try calls.begin()
+            defer { calls.end() }
+            set.cuda = try CUDARegistration(textures: set.textures, calls: calls)
+        } catch {
+            throw .cudaInterop("\(error)")
+        }
     }
 
     /// Copies every queued frame: one map of all their textures, a 2D copy
     /// per plane, one unmap. On a failure every copy already issued has
     /// completed before this throws (the frames they read may then go).
+    /// With `premap`, the sets requested for the next frames are mapped last
+    /// (a set that was not mapped ahead is mapped here, as without `premap`).
     func flush() throws(GPUError) {
         guard !queued.isEmpty else { return }
         let work = queued
         queued.removeAll()
-        let resources = work.flatMap { $0.set.cuda?.resources ?? [] }
+        let next = premap ? premapRequests.filter { s in s.cuda?.mapped == false && !work.contains { $0.set === s } } : []
+        premapRequests.removeAll()
+        let sets = work.map(\.set).compactMap(\.cuda)
+        let toMap = sets.filter { !$0.mapped }
         do throws(CUDAError) {
             try calls.begin()
             defer { calls.end() }
-            try calls.map(resources)
+            if !toMap.isEmpty {
+                try calls.map(toMap.flatMap(\.resources))
+                for r in toMap { r.mapped = true }
+            }
             do throws(CUDAError) {
                 for (set, frame) in work {
                     for (i, r) in (set.cuda?.resources ?? []).enumerated() {
@@ -97,19 +128,27 @@ final class CUDATextureUploads {
                     }
                 }
             } catch {
-                try? calls.unmap(resources)
+                try? calls.unmap(sets.flatMap(\.resources))
+                for r in sets { r.mapped = false }
                 calls.synchronize()
                 throw error
             }
-            try calls.unmap(resources)
+            try calls.unmap(sets.flatMap(\.resources))
+            for r in sets { r.mapped = false }
+            let ahead = next.compactMap(\.cuda)
+            if !ahead.isEmpty {
+                // Not being able to map ahead is not an error: those frames map as they come.
+                if (try? calls.map(ahead.flatMap(\.resources))) != nil { for r in ahead { r.mapped = true } }
+            }
         } catch {
             calls.synchronize()
             throw .cudaInterop("\(error)")
         }
     }
 
-    /// Drops what is queued (a lost context, a shut-down compositor).
-    func drop() { queued.removeAll() }
+    /// Drops what is queued (a lost context, a shut-down compositor). Sets
+    /// mapped ahead stay mapped until they are used or unregistered.
+    func drop() { queued.removeAll(); premapRequests.removeAll() }
 }
 
 extension TextureSet {

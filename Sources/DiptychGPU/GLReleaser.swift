@@ -20,10 +20,14 @@ struct GPUTestHooks {
     var eglFences = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl"
     /// The CUDA–GL interop calls for a CUDA device (nil: the driver's).
     var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
+    /// Map the next CUDA frames' texture sets ahead (nil: `DIPTYCH_CUDA_PREMAP`).
+    var cudaPremap: Bool?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
-         persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil) {
+         persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
+         cudaPremap: Bool? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete
         self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls
+        self.cudaPremap = cudaPremap
     }
 }
 

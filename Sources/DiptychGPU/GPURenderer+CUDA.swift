@@ -39,6 +39,7 @@ extension GPURenderer {
         if let make = releaser.hooks.cudaCalls { u = CUDATextureUploads(calls: try make(device)) } else {
             u = try CUDATextureUploads.driver(ordinal: device)
         }
+        if let premap = releaser.hooks.cudaPremap { u.premap = premap }
         context.cudaUploads = u
         return u
     }
@@ -48,7 +49,9 @@ extension GPURenderer {
     func stage(_ upload: CUDAUpload, role: StreamRole) throws(GPUError) {
         let f = upload.frame
         let uploads = try cudaUploads(device: f.device)
-        let set = textures.set(for: role, format: .nv12, width: f.width, height: f.height, sixteenBit: f.format == .p010)
+        let sixteen = f.format == .p010
+        let set = textures.takeReserved(for: role, width: f.width, height: f.height, sixteenBit: sixteen)
+            ?? textures.set(for: role, format: .nv12, width: f.width, height: f.height, sixteenBit: sixteen)
         try uploads.enqueue(f, into: set)
         let serial = timeline.pendingSerial
         set.lastUse = serial
@@ -59,6 +62,9 @@ extension GPURenderer {
         streams[role]!.cpuFrame = nil
         textures.makeCurrent(set, role: role)
         timer.stats.cudaFrames += 1
+        if uploads.premap, let next = textures.reserveNext(for: role, width: f.width, height: f.height, sixteenBit: sixteen) {
+            try uploads.requestPremap(next)
+        }
     }
 
     /// Render thread: copies every CUDA frame queued in this context.

@@ -18,7 +18,13 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
     var copies = 0
     var failMap = false
     var synchronized = 0
-    private var mapped: Set<CUDAGraphicsResource> = []
+    /// Resources per unmap call.
+    var unmaps: [Int] = []
+    /// Every call in order: "map N", "copy", "unmap N".
+    var calls: [String] = []
+    private(set) var mapped: Set<CUDAGraphicsResource> = []
+    /// The textures mapped now.
+    var mappedTextures: Set<UInt32> { Set(mapped.map { Self.texture($0.opaque) }) }
 
     func begin() throws(CUDAError) {}
     func end() {}
@@ -32,6 +38,8 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
     func map(_ resources: [CUDAGraphicsResource]) throws(CUDAError) {
         if failMap { throw CUDAError(call: "cuGraphicsMapResources(\(resources.count))", code: 999, name: "CUDA_ERROR_UNKNOWN") }
         maps.append(resources.count)
+        calls.append("map \(resources.count)")
+        precondition(mapped.isDisjoint(with: resources), "mapped twice")
         mapped.formUnion(resources)
     }
     func array(of r: CUDAGraphicsResource) throws(CUDAError) -> CUDAMappedArray {
@@ -56,8 +64,13 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
         glPixelStorei(GL.unpackRowLength, 0)
         glBindTexture(GL.texture2D, 0)
         copies += 1
+        calls.append("copy")
     }
-    func unmap(_ resources: [CUDAGraphicsResource]) throws(CUDAError) { mapped.subtract(resources) }
+    func unmap(_ resources: [CUDAGraphicsResource]) throws(CUDAError) {
+        unmaps.append(resources.count)
+        calls.append("unmap \(resources.count)")
+        mapped.subtract(resources)
+    }
     func synchronize() { synchronized += 1 }
 }
 
