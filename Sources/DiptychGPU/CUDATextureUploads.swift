@@ -83,9 +83,11 @@ final class CUDATextureUploads {
     }
 
     /// Maps `set` at the end of the next flush, for a stream's next frame.
-    func requestPremap(_ set: TextureSet) throws(GPUError) {
-        try register(set)
+    /// False when it cannot be registered (the frame then maps as it comes).
+    func requestPremap(_ set: TextureSet) -> Bool {
+        guard (try? register(set)) != nil else { return false }
         if !premapRequests.contains(where: { $0 === set }) { premapRequests.append(set) }
+        return true
     }
 
     private func register(_ set: TextureSet) throws(GPUError) {
@@ -112,37 +114,35 @@ final class CUDATextureUploads {
         premapRequests.removeAll()
         let sets = work.map(\.set).compactMap(\.cuda)
         let toMap = sets.filter { !$0.mapped }
+        do throws(CUDAError) { try calls.begin() } catch { throw .cudaInterop("\(error)") }
+        defer { calls.end() }
         do throws(CUDAError) {
-            try calls.begin()
-            defer { calls.end() }
             if !toMap.isEmpty {
                 try calls.map(toMap.flatMap(\.resources))
                 for r in toMap { r.mapped = true }
             }
-            do throws(CUDAError) {
-                for (set, frame) in work {
-                    for (i, r) in (set.cuda?.resources ?? []).enumerated() {
-                        let shape = set.planeShape(i)
-                        try calls.copy(CUDAPlaneCopy(source: frame.planes[i].address, sourcePitch: frame.planes[i].pitch,
-                                                     destination: try calls.array(of: r), widthBytes: shape.rowBytes, rows: shape.height))
-                    }
+            for (set, frame) in work {
+                for (i, r) in (set.cuda?.resources ?? []).enumerated() {
+                    let shape = set.planeShape(i)
+                    try calls.copy(CUDAPlaneCopy(source: frame.planes[i].address, sourcePitch: frame.planes[i].pitch,
+                                                 destination: try calls.array(of: r), widthBytes: shape.rowBytes, rows: shape.height))
                 }
-            } catch {
-                try? calls.unmap(sets.flatMap(\.resources))
-                for r in sets { r.mapped = false }
-                calls.synchronize()
-                throw error
             }
             try calls.unmap(sets.flatMap(\.resources))
             for r in sets { r.mapped = false }
-            let ahead = next.compactMap(\.cuda)
-            if !ahead.isEmpty {
-                // Not being able to map ahead is not an error: those frames map as they come.
-                if (try? calls.map(ahead.flatMap(\.resources))) != nil { for r in ahead { r.mapped = true } }
-            }
         } catch {
+            // Whatever this flush found or left mapped (sets mapped ahead included) is
+            // unmapped: the sets are current now and GL draws them next.
+            let mapped = sets.filter(\.mapped)
+            if !mapped.isEmpty { try? calls.unmap(mapped.flatMap(\.resources)) }
+            for r in mapped { r.mapped = false }
             calls.synchronize()
             throw .cudaInterop("\(error)")
+        }
+        let ahead = next.compactMap(\.cuda)
+        if !ahead.isEmpty {
+            // Not being able to map ahead is not an error: those frames map as they come.
+            if (try? calls.map(ahead.flatMap(\.resources))) != nil { for r in ahead { r.mapped = true } }
         }
     }
 

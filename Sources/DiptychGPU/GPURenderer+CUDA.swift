@@ -62,8 +62,9 @@ extension GPURenderer {
         streams[role]!.cpuFrame = nil
         textures.makeCurrent(set, role: role)
         timer.stats.cudaFrames += 1
-        if uploads.premap, let next = textures.reserveNext(for: role, width: f.width, height: f.height, sixteenBit: sixteen) {
-            try uploads.requestPremap(next)
+        if uploads.premap, let next = textures.reserveNext(for: role, width: f.width, height: f.height, sixteenBit: sixteen),
+           !uploads.requestPremap(next) {
+            textures.dropReservation(role)
         }
     }
 

@@ -167,6 +167,11 @@ final class TexturePool {
         return s
     }
 
+    /// Forgets the role's reservation (its set stays in the pool, unmapped).
+    func dropReservation(_ role: StreamRole) {
+        if streams[role]!.reserved?.cuda?.mapped != true { streams[role]!.reserved = nil }
+    }
+
     func makeCurrent(_ set: TextureSet, role: StreamRole) {
         let slot = streams[role]!
         if let old = slot.current, old !== set {

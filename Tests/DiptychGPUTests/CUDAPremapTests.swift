@@ -96,6 +96,38 @@ extension GPU {
             #expect(interop.maps.count == maps + 1, "only the next set mapped: \(interop.calls.suffix(5))")
         }
 
+        /// A map that fails in a batch that also uses a set mapped ahead
+        /// leaves nothing mapped (those sets are current and drawn next), and
+        /// the compositor goes on.
+        @Test func aFailedMapLeavesNothingMapped() throws {
+            let interop = HostInterop(), released = HostCUDAFrame.Released()
+            let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaPremap: true), readbackDepth: 2)
+            defer { c.shutdown() }
+            let out = try c.addOutput(canvas: Self.canvas)
+            let two = CompositionPlan(canvas: Self.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: Self.canvas)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 32, y: 24, width: 32, height: 24), zIndex: 1)])
+            let p = HostCUDAFrame(GPU.CUDAUploads.nv12(64, 48, seed: 1), released: released)
+            try c.upload(p.frame, holder: p, role: .primary)
+            try c.render(output: out, plan: two, pts: .zero)
+            _ = try c.flush()
+            #expect(!interop.mappedTextures.isEmpty, "the primary's next set is mapped ahead")
+            interop.failMap = true
+            let q = HostCUDAFrame(GPU.CUDAUploads.nv12(64, 48, seed: 2), released: released)
+            let s2 = HostCUDAFrame(GPU.CUDAUploads.nv12(32, 24, seed: 3), released: released)
+            try c.upload(q.frame, holder: q, role: .primary)
+            try c.upload(s2.frame, holder: s2, role: .secondary)
+            #expect(throws: GPUError.self) { try c.render(output: out, plan: two, pts: MediaTime(value: 1, timescale: 30)) }
+            #expect(interop.mappedTextures.isEmpty, "left mapped after the failure: \(interop.calls.suffix(4))")
+            interop.failMap = false
+            let host = GPU.CUDAUploads.nv12(64, 48, seed: 4)
+            try c.upload(host, role: .primary)
+            try c.render(output: out, plan: Self.plan, pts: MediaTime(value: 2, timescale: 30))
+            #expect(GPU.CUDAUploads.nv12Bytes(try #require(try c.flush().first)) == (try reference(host)))
+            c.shutdown()
+            #expect(Set(interop.unregistered) == Set(interop.registered))
+        }
+
         /// A frame of another size finds no fitting set mapped ahead: the old
         /// one is unmapped before it is unregistered, the new size maps as it comes.
         @Test func anotherSizeReleasesTheMappedSet() throws {
@@ -116,7 +148,7 @@ extension GPU {
             c.shutdown()
             #expect(interop.mappedTextures.isEmpty)
             #expect(Set(interop.unregistered) == Set(interop.registered))
-            // No resource was unregistered while mapped: HostInterop's map refuses a second map, and every unmap preceded its unregister.
+            // HostInterop refuses a second map, an unmap of what is not mapped and an unregister while mapped.
             #expect(interop.maps.reduce(0, +) == interop.unmaps.reduce(0, +))
         }
     }

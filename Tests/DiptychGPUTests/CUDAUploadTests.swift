@@ -34,7 +34,10 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
         registered.append(texture)
         return CUDAGraphicsResource(opaque: OpaquePointer(bitPattern: UInt(texture))!)
     }
-    func unregister(_ r: CUDAGraphicsResource) { unregistered.append(Self.texture(r.opaque)) }
+    func unregister(_ r: CUDAGraphicsResource) {
+        precondition(!mapped.contains(r), "unregistered while mapped")
+        unregistered.append(Self.texture(r.opaque))
+    }
     func map(_ resources: [CUDAGraphicsResource]) throws(CUDAError) {
         if failMap { throw CUDAError(call: "cuGraphicsMapResources(\(resources.count))", code: 999, name: "CUDA_ERROR_UNKNOWN") }
         maps.append(resources.count)
@@ -67,6 +70,7 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
         calls.append("copy")
     }
     func unmap(_ resources: [CUDAGraphicsResource]) throws(CUDAError) {
+        precondition(mapped.isSuperset(of: resources), "unmapped what is not mapped")
         unmaps.append(resources.count)
         calls.append("unmap \(resources.count)")
         mapped.subtract(resources)
