@@ -7,6 +7,8 @@
 #            `diptych record --decoder nvdec` on them (log, JSON summary, frames read back)
 #   nvdec    diptych bench --stages nvdec: --decoder nvdec against --decoder cpu (PSNR per frame),
 #            composites/s from NVDEC frames against the same pictures from host memory
+#   rates    the composite rate from NVDEC frames (bench --stages nvdec, 6 s inputs) at 16 and 32
+#            compositors, with the interop's maps issued ahead (DIPTYCH_CUDA_PREMAP=on) and without
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
 #            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
 #            FFmpeg with NVDEC + overlay_cuda at NVDEC_<preset> (none: skipped);
@@ -49,6 +51,14 @@ for step in "$@"; do
     ;;
   nvdec)
     t timeout -k 2 $(cap 70) "${R[@]}" --preset ultrafast --stages nvdec --frames 600 --streams 16 --json $O/nvdec.json > $O/nvdec.md 2> $O/nvdec.log
+    ;;
+  rates)
+    for pm in off on; do
+      for n in 16 32; do
+        DIPTYCH_CUDA_PREMAP=$pm t timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D --duration 6 \
+          --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/rates-premap-$pm-$n.json > $O/rates-premap-$pm-$n.md 2>> $O/rates.log
+      done
+    done
     ;;
   pairs)
     for p in ${PRESETS:-ultrafast veryfast}; do
