@@ -55,7 +55,7 @@ for step in "$@"; do
   rates)
     for pm in off on; do
       for n in 16 32; do
-        DIPTYCH_CUDA_PREMAP=$pm t timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D --duration 6 \
+        t env DIPTYCH_CUDA_PREMAP=$pm timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D --duration 6 \
           --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/rates-premap-$pm-$n.json > $O/rates-premap-$pm-$n.md 2>> $O/rates.log
       done
     done
