@@ -52,7 +52,8 @@ final class CUDATextureUploads {
     /// Sets reserved for the streams' next frames, mapped at the end of the flush.
     private var premapRequests: [TextureSet] = []
     /// Map the next frames' sets ahead (see above).
-    var premap = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_PREMAP"] == "on"
+    var premap = CUDATextureUploads.premapFromEnvironment
+    static let premapFromEnvironment = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_PREMAP"] == "on"
 
     init(calls: any CUDAGLCalls) { self.calls = calls }
 

@@ -47,10 +47,13 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
     public var persistentStaging: Bool
     /// Fences waited for on the callers' threads (EGL_KHR_fence_sync).
     public var fencesOffRenderThread: Bool
+    /// CUDA frames' texture sets mapped a batch ahead (`DIPTYCH_CUDA_PREMAP=on`); nil: not.
+    public var cudaMapsAhead: Bool? = nil
 
     public var description: String {
         "composite path \(pass)\(directCopy ? " (direct copy where a plan allows it)" : ""), "
             + (persistentStaging ? "persistently mapped staging" : "staging in host memory") + ", "
             + (fencesOffRenderThread ? "fences waited for on the callers' threads" : "fences waited for on the render thread")
+            + (cudaMapsAhead == true ? ", CUDA frames' texture sets mapped ahead" : "")
     }
 }

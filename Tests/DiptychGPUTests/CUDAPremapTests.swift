@@ -19,6 +19,7 @@ extension GPU {
             let released = HostCUDAFrame.Released()
             let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaPremap: premap), readbackDepth: 2)
             defer { c.shutdown() }
+            #expect(c.paths.description.contains("CUDA frames' texture sets mapped ahead") == premap, "the path is named: \(c.paths)")
             let out = try c.addOutput(canvas: Self.canvas)
             var got: [VideoFrame] = []
             for i in 0..<count {
