@@ -48,7 +48,7 @@ final class CUDARegistration {
 /// A next frame finds its set already mapped and the flush maps nothing else.
 final class CUDATextureUploads {
     let calls: any CUDAGLCalls
-    private var queued: [(set: TextureSet, frame: CUDAFrame)] = []
+    private var queued: [(set: TextureSet, frame: CUDAFrame, host: Bool)] = []
     /// Sets reserved for the streams' next frames, mapped at the end of the flush.
     private var premapRequests: [TextureSet] = []
     /// Map the next frames' sets ahead (see above).
@@ -75,12 +75,12 @@ final class CUDATextureUploads {
 
     /// Queues `frame`'s planes for `set`'s textures (registered with CUDA the
     /// first time). The GL context is current.
-    func enqueue(_ frame: CUDAFrame, into set: TextureSet) throws(GPUError) {
+    func enqueue(_ frame: CUDAFrame, into set: TextureSet, fromHost: Bool = false) throws(GPUError) {
         guard frame.device == calls.ordinal else {
             throw .cudaInterop("the frame is on CUDA device \(frame.device), the compositor's GL context on device \(calls.ordinal)")
         }
         try register(set)
-        queued.append((set, frame))
+        queued.append((set, frame, fromHost))
     }
 
     /// Maps `set` at the end of the next flush, for a stream's next frame.
@@ -122,11 +122,12 @@ final class CUDATextureUploads {
                 try calls.map(toMap.flatMap(\.resources))
                 for r in toMap { r.mapped = true }
             }
-            for (set, frame) in work {
+            for (set, frame, host) in work {
                 for (i, r) in (set.cuda?.resources ?? []).enumerated() {
                     let shape = set.planeShape(i)
                     try calls.copy(CUDAPlaneCopy(source: frame.planes[i].address, sourcePitch: frame.planes[i].pitch,
-                                                 destination: try calls.array(of: r), widthBytes: shape.rowBytes, rows: shape.height))
+                                                 destination: try calls.array(of: r), widthBytes: shape.rowBytes, rows: shape.height,
+                                                 sourceIsHost: host))
                 }
             }
             try calls.unmap(sets.flatMap(\.resources))

@@ -22,12 +22,14 @@ struct GPUTestHooks {
     var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
     /// Map the next CUDA frames' texture sets ahead (nil: `DIPTYCH_CUDA_PREMAP`).
     var cudaPremap: Bool?
+    /// Upload host NV12 frames through CUDA (nil: `DIPTYCH_CUDA_UPLOADS`).
+    var cudaHostUploads: Bool?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
          persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
-         cudaPremap: Bool? = nil) {
+         cudaPremap: Bool? = nil, cudaHostUploads: Bool? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete
         self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls
-        self.cudaPremap = cudaPremap
+        self.cudaPremap = cudaPremap; self.cudaHostUploads = cudaHostUploads
     }
 }
 

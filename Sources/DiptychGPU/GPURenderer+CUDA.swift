@@ -1,4 +1,5 @@
 import DiptychCore
+import Foundation
 import DiptychCUDA
 
 /// A CUDA frame waiting for the next hop, and what keeps its memory.
@@ -75,5 +76,67 @@ extension GPURenderer {
         defer { timer.stats.cudaCPUMs += Double(PassTimer.now() - t0) / 1e6 }
         timer.stats.cudaMaps += 1
         try u.flush()
+    }
+
+    // MARK: Host frames through CUDA
+
+    /// Render thread, at setup: with `DIPTYCH_CUDA_UPLOADS=on` (or the test
+    /// hook) on an NVIDIA GPU, the staging ring holds pinned host memory and
+    /// host NV12 frames go into the stream textures through CUDA's copy
+    /// engines, batched with the hop's CUDA frames, instead of through GL (whose
+    /// uploads and readbacks share one rate). False where that cannot be set up.
+    func setUpCUDAHostUploads() -> Bool {
+        let hooks = releaser.hooks
+        guard hooks.cudaHostUploads ?? (ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "on") else { return false }
+        let device: Int
+        if hooks.cudaCalls != nil { device = 0 } else {
+            guard !info.isSoftware, info.vendor.lowercased().contains("nvidia"), case .success(let d) = CUDADriver.shared,
+                  let first = (try? d.devicesOfCurrentGLContext())?.first ?? (d.deviceCount == 1 ? 0 : nil) else { return false }
+            device = first
+        }
+        guard let calls = (try? cudaUploads(device: device))?.calls else { return false }
+        staging.pinned = StagingRing.PinnedAllocator(
+            allocate: { bytes throws(GPUError) -> UnsafeMutableRawPointer in
+                do throws(CUDAError) {
+                    try calls.begin()
+                    defer { calls.end() }
+                    return try calls.allocateHost(bytes: bytes)
+                } catch { throw .cudaInterop("staging of \(bytes) bytes: \(error)") }
+            },
+            free: { p in
+                let current = (try? calls.begin()) != nil
+                calls.freeHost(p)
+                if current { calls.end() }
+            })
+        return true
+    }
+
+    /// Render thread: a host NV12 frame staged in pinned memory goes into the
+    /// role's next texture set at the next CUDA flush (its slot is reused after
+    /// the fence that follows the draws, which the copies precede).
+    func stageHost(_ st: StagedUpload, role: StreamRole) throws(GPUError) {
+        guard let uploads = context.cudaUploads else { throw .cudaInterop("no CUDA interop for host uploads") }
+        let f = st.frame
+        let base = UInt64(UInt(bitPattern: staging.base(st.slot)))
+        let planes = st.layout.planes.enumerated().map { i, p in
+            CUDAFrame.Plane(address: base + UInt64(p.offset), pitch: p.rowLength * (i == 0 ? 1 : 2))
+        }
+        let frame = CUDAFrame(width: f.width, height: f.height, format: .nv12, planes: planes, device: uploads.calls.ordinal,
+                              matrix: f.matrix, range: f.range)
+        let set = textures.takeReserved(for: role, width: f.width, height: f.height, sixteenBit: false)
+            ?? textures.set(for: role, format: .nv12, width: f.width, height: f.height)
+        try uploads.enqueue(frame, into: set, fromHost: true)
+        let serial = timeline.pendingSerial
+        set.lastUse = serial
+        set.matrix = f.matrix
+        set.range = f.range
+        staging.committed(st.slot, serial: serial)
+        streams[role]!.cpuFrame = nil
+        textures.makeCurrent(set, role: role)
+        timer.stats.cudaFrames += 1
+        if uploads.premap, let next = textures.reserveNext(for: role, width: f.width, height: f.height, sixteenBit: false),
+           !uploads.requestPremap(next) {
+            textures.dropReservation(role)
+        }
     }
 }

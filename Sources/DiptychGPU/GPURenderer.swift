@@ -26,7 +26,7 @@ final class GPURenderer {
     let timer: PassTimer
     let releaser: GLReleaser
     let maxTextureSize: Int
-    let paths: GPUPathInfo
+    private(set) var paths: GPUPathInfo
     let textures: TexturePool
     let staging: StagingRing
     let readbacks: ReadbackQueue
@@ -90,6 +90,7 @@ final class GPURenderer {
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
         glDisable(GL.dither)
         _ = glGetError()
+        if useCompute { paths.cudaHostUploads = setUpCUDAHostUploads() ? true : nil }
         log("diptych-gpu: \(paths)")
     }
 
@@ -151,6 +152,9 @@ final class GPURenderer {
         var queuedCUDA = false
         for role in StreamRole.allCases {
             switch pending[role] {
+            case .staged(let st)? where staging.pinned != nil && st.frame.format == .nv12:
+                try stageHost(st, role: role)
+                queuedCUDA = true
             case .staged(let st)?:
                 streams[role]!.cpuFrame = nil
                 textures.commit(st, from: staging, timer: timer)

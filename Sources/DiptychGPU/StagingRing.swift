@@ -60,6 +60,16 @@ final class StagingRing {
     private var next = 0
     private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
     var persistent: Bool { bufferStorage != nil }
+    /// Pinned host memory for CUDA's copies instead of GL buffers (NV12 frames
+    /// go up through CUDA–GL interop; others through glTexSubImage2D from it).
+    struct PinnedAllocator {
+        var allocate: (Int) throws(GPUError) -> UnsafeMutableRawPointer
+        var free: (UnsafeMutableRawPointer) -> Void
+    }
+    /// Set once, before any slot is grown.
+    var pinned: PinnedAllocator?
+    /// Slots are read after the call that reads them returns, so they wait for its fence.
+    private var tracksUse: Bool { persistent || pinned != nil }
 
     init(count: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) {
         precondition(count >= 1)
@@ -92,7 +102,15 @@ final class StagingRing {
     /// Render thread: slot `i` with room for `bytes` (its old buffer retired after its last read).
     func grow(_ i: Int, bytes: Int, releaser: GLReleaser) throws(GPUError) {
         let cap = (bytes + 65535) & ~65535
-        if let bufferStorage {
+        if let pinned {
+            if let old = slots[i].base {
+                let free = pinned.free
+                releaser.timeline.retire(lastUse: slots[i].lastUse) { free(old) }
+            }
+            slots[i].base = nil
+            slots[i].capacity = 0
+            slots[i].base = try pinned.allocate(cap)
+        } else if let bufferStorage {
             if slots[i].buffer != 0 { releaser.retire(lastUse: slots[i].lastUse, .buffer, [slots[i].buffer]) }
             var b: GLuint = 0
             glGenBuffers(1, &b)
@@ -119,7 +137,7 @@ final class StagingRing {
     /// Render thread: binds slot `i` as the pixel-unpack source; returns the
     /// "pointer" glTexSubImage2D takes for byte `offset` of it.
     func bind(_ i: Int, offset: Int) -> UnsafeRawPointer? {
-        if persistent {
+        if persistent && pinned == nil {
             glBindBuffer(GL.pixelUnpackBuffer, slots[i].buffer)
             return diptych_gl_offset(offset)
         }
@@ -130,12 +148,14 @@ final class StagingRing {
     /// Render thread: slot `i` has been read by the submission `serial` and is free again.
     func committed(_ i: Int, serial: UInt64) {
         slots[i].staged = false
-        if persistent { slots[i].lastUse = serial }
+        if tracksUse { slots[i].lastUse = serial }
     }
 
     /// Render thread, at teardown (after the timeline drained).
     func release(_ r: GLReleaser) {
-        if persistent {
+        if let pinned {
+            for s in slots { if let b = s.base { pinned.free(b) } }
+        } else if persistent {
             r.delete(.buffer, slots.map(\.buffer))
         } else {
             for s in slots { s.base?.deallocate() }

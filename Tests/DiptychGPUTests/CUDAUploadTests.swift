@@ -76,6 +76,13 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
         mapped.subtract(resources)
     }
     func synchronize() { synchronized += 1 }
+    /// Host memory standing in for pinned memory; counts what is held.
+    var hostBlocks = 0
+    func allocateHost(bytes: Int) throws(CUDAError) -> UnsafeMutableRawPointer {
+        hostBlocks += 1
+        return .allocate(byteCount: bytes, alignment: 64)
+    }
+    func freeHost(_ memory: UnsafeMutableRawPointer) { hostBlocks -= 1; memory.deallocate() }
 }
 
 /// Host memory posing as a decoder's frame; counts its releases.

@@ -1,0 +1,96 @@
+import CGLES
+import DiptychCore
+import DiptychCUDA
+import Foundation
+import Testing
+@testable import DiptychGPU
+
+/// Host NV12 frames through CUDA (`DIPTYCH_CUDA_UPLOADS=on`): staged in pinned
+/// memory on the callers' threads, copied into the stream textures by CUDA in
+/// the hop's one map and unmap, with the same pictures as through GL; other
+/// formats still go through GL; a slot is reused only after its fence.
+extension GPU {
+    @Suite struct CUDAHostUploads {
+        static let canvas = PixelSize(width: 64, height: 48)
+        static let plan = GPU.CUDAUploads.plan
+
+        private func run(_ c: GPUCompositor, frames: [[(VideoFrame, StreamRole)]]) throws -> [[UInt8]] {
+            let out = try c.addOutput(canvas: Self.canvas)
+            var got: [VideoFrame] = []
+            for (i, uploads) in frames.enumerated() {
+                got += try c.composite(uploads: uploads, output: out, plan: Self.plan, pts: MediaTime(value: Int64(i), timescale: 30))
+            }
+            got += try c.flush()
+            return got.map(GPU.CUDAUploads.nv12Bytes)
+        }
+
+        @Test func hostFramesThroughCUDAGiveThePicturesOfGL() throws {
+            // NV12 with padded strides (copied as blocks) and an odd-sized secondary row by row.
+            let frames = (0..<4).map { i in
+                [(ComputePath.picture(64, 48, .nv12, seed: i), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 9 + i), .secondary)]
+            }
+            let gl = try makeCompositor(readbackDepth: 2)
+            let expected = try run(gl, frames: frames)
+            gl.shutdown()
+            let interop = HostInterop()
+            let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaHostUploads: true), readbackDepth: 2)
+            #expect(c.paths.description.contains("host NV12 frames uploaded through CUDA"), "\(c.paths)")
+            let got = try run(c, frames: frames)
+            #expect(got.count == 4 && got == expected, "the pictures through CUDA differ from those through GL")
+            #expect(interop.copies == 4 * 4, "two frames of two planes a composite: \(interop.copies)")
+            // Once the staging slots exist (growing one is a hop of its own), one map a composite for both frames.
+            #expect(interop.maps.reduce(0, +) == 16 && interop.maps.suffix(2) == [4, 4], "\(interop.maps)")
+            #expect(interop.hostBlocks > 0, "the staging is pinned memory")
+            c.shutdown()
+            #expect(interop.hostBlocks == 0, "every pinned block freed")
+        }
+
+        /// With the maps issued ahead as well: the same pictures, and after the
+        /// first composite no map before a composite's copies.
+        @Test func withMapsAheadTheSamePictures() throws {
+            let frames = (0..<5).map { i in
+                [(ComputePath.picture(64, 48, .nv12, seed: i), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 9 + i), .secondary)]
+            }
+            let gl = try makeCompositor(readbackDepth: 2)
+            let expected = try run(gl, frames: frames)
+            gl.shutdown()
+            let interop = HostInterop()
+            let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaPremap: true, cudaHostUploads: true), readbackDepth: 2)
+            defer { c.shutdown() }
+            #expect(try run(c, frames: frames) == expected)
+            let last = Array(interop.calls.suffix(6))
+            #expect(last == ["copy", "copy", "copy", "copy", "unmap 4", "map 4"], "\(interop.calls)")
+        }
+
+        @Test func otherFormatsStillGoThroughGL() throws {
+            let frames = [[(ComputePath.picture(64, 48, .i420, seed: 1), StreamRole.primary),
+                           (ComputePath.picture(32, 24, .rgba, seed: 2), .secondary)]]
+            let gl = try makeCompositor(readbackDepth: 2)
+            let expected = try run(gl, frames: frames)
+            gl.shutdown()
+            let interop = HostInterop()
+            let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaHostUploads: true), readbackDepth: 2)
+            defer { c.shutdown() }
+            #expect(try run(c, frames: frames) == expected)
+            #expect(interop.copies == 0 && interop.maps.isEmpty)
+        }
+
+        /// A staging slot of pinned memory is written again only after the
+        /// fence that follows the draws its copy fed.
+        @Test func aSlotIsReusedOnlyAfterItsFence() throws {
+            let fences = FakeFences(finishGL: true), interop = HostInterop()
+            let c = try makeCompositor(hooks: GPUTestHooks(fenceOps: fences.ops, cudaCalls: { _ in interop }, cudaHostUploads: true),
+                                       readbackDepth: 2, uploadDepth: 2)
+            defer { c.shutdown() }
+            let out = try c.addOutput(canvas: Self.canvas)
+            try c.upload(ComputePath.picture(64, 48, .nv12, seed: 1), role: .primary)
+            try c.upload(ComputePath.picture(32, 24, .nv12, seed: 2), role: .secondary)
+            try c.render(output: out, plan: Self.plan, pts: .zero, readback: false)
+            let read = try c.withRenderer { r in r.staging.slots.map(\.lastUse) }
+            #expect(read.allSatisfy { $0 > 0 }, "both slots read by the submission: \(read)")
+            #expect(fences.waits.isEmpty)
+            try c.upload(ComputePath.picture(64, 48, .nv12, seed: 3), role: .primary)
+            #expect(fences.waits.contains(Int(read[0])), "waited for \(read[0]) before writing its slot again: \(fences.waits)")
+        }
+    }
+}
