@@ -9,6 +9,8 @@
 #            composites/s from NVDEC frames against the same pictures from host memory
 #   rates    the composite rate from NVDEC frames (bench --stages nvdec, 6 s inputs) at 16 and 32
 #            compositors, with the interop's maps issued ahead (DIPTYCH_CUDA_PREMAP=on) and without
+#   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
+#            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
 #            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
 #            FFmpeg with NVDEC + overlay_cuda at NVDEC_<preset> (none: skipped);
@@ -57,6 +59,16 @@ for step in "$@"; do
       for n in 16 32; do
         t env DIPTYCH_CUDA_PREMAP=$pm timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D --duration 6 \
           --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/rates-premap-$pm-$n.json > $O/rates-premap-$pm-$n.md 2>> $O/rates.log
+      done
+    done
+    ;;
+  uploads)
+    for up in off on; do
+      for pm in off on; do
+        for n in 8 16; do
+          t env DIPTYCH_CUDA_UPLOADS=$up DIPTYCH_CUDA_PREMAP=$pm timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
+            --streams $n --contexts 1 --frames 600 --json $O/uploads-cuda-$up-premap-$pm-$n.json > $O/uploads-cuda-$up-premap-$pm-$n.txt 2>&1
+        done
       done
     done
     ;;
