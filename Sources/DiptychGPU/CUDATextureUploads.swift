@@ -48,7 +48,7 @@ final class CUDARegistration {
 /// A next frame finds its set already mapped and the flush maps nothing else.
 final class CUDATextureUploads {
     let calls: any CUDAGLCalls
-    private var queued: [(set: TextureSet, frame: CUDAFrame, host: Bool)] = []
+    private var queued: [(set: TextureSet, frame: CUDAFrame, host: Bool, owner: ObjectIdentifier?)] = []
     /// Sets reserved for the streams' next frames, mapped at the end of the flush.
     private var premapRequests: [TextureSet] = []
     /// Map the next frames' sets ahead (see above).
@@ -75,12 +75,12 @@ final class CUDATextureUploads {
 
     /// Queues `frame`'s planes for `set`'s textures (registered with CUDA the
     /// first time). The GL context is current.
-    func enqueue(_ frame: CUDAFrame, into set: TextureSet, fromHost: Bool = false) throws(GPUError) {
+    func enqueue(_ frame: CUDAFrame, into set: TextureSet, fromHost: Bool = false, owner: AnyObject? = nil) throws(GPUError) {
         guard frame.device == calls.ordinal else {
             throw .cudaInterop("the frame is on CUDA device \(frame.device), the compositor's GL context on device \(calls.ordinal)")
         }
         try register(set)
-        queued.append((set, frame, fromHost))
+        queued.append((set, frame, fromHost, owner.map(ObjectIdentifier.init)))
     }
 
     /// Maps `set` at the end of the next flush, for a stream's next frame.
@@ -122,7 +122,7 @@ final class CUDATextureUploads {
                 try calls.map(toMap.flatMap(\.resources))
                 for r in toMap { r.mapped = true }
             }
-            for (set, frame, host) in work {
+            for (set, frame, host, _) in work {
                 for (i, r) in (set.cuda?.resources ?? []).enumerated() {
                     let shape = set.planeShape(i)
                     try calls.copy(CUDAPlaneCopy(source: frame.planes[i].address, sourcePitch: frame.planes[i].pitch,
@@ -151,6 +151,12 @@ final class CUDATextureUploads {
     /// Drops what is queued (a lost context, a shut-down compositor). Sets
     /// mapped ahead stay mapped until they are used or unregistered.
     func drop() { queued.removeAll(); premapRequests.removeAll() }
+
+    /// Takes back the copies `owner` queued (its hop failed before the flush).
+    func drop(owner: AnyObject) {
+        let id = ObjectIdentifier(owner)
+        queued.removeAll { $0.owner == id }
+    }
 }
 
 extension TextureSet {

@@ -53,7 +53,7 @@ extension GPURenderer {
         let sixteen = f.format == .p010
         let set = textures.takeReserved(for: role, width: f.width, height: f.height, sixteenBit: sixteen)
             ?? textures.set(for: role, format: .nv12, width: f.width, height: f.height, sixteenBit: sixteen)
-        try uploads.enqueue(f, into: set)
+        try uploads.enqueue(f, into: set, owner: self)
         let serial = timeline.pendingSerial
         set.lastUse = serial
         set.matrix = f.matrix
@@ -95,6 +95,12 @@ extension GPURenderer {
             device = first
         }
         guard let calls = (try? cudaUploads(device: device))?.calls else { return false }
+        // Pinned memory must be there: one small block, allocated and freed.
+        do throws(CUDAError) {
+            try calls.begin()
+            defer { calls.end() }
+            calls.freeHost(try calls.allocateHost(bytes: 65536))
+        } catch { return false }
         staging.pinned = StagingRing.PinnedAllocator(
             allocate: { bytes throws(GPUError) -> UnsafeMutableRawPointer in
                 do throws(CUDAError) {
@@ -104,7 +110,9 @@ extension GPURenderer {
                 } catch { throw .cudaInterop("staging of \(bytes) bytes: \(error)") }
             },
             free: { p in
+                // Nothing may still read it (fences are not waited for once a context is lost).
                 let current = (try? calls.begin()) != nil
+                calls.synchronize()
                 calls.freeHost(p)
                 if current { calls.end() }
             })
@@ -113,19 +121,30 @@ extension GPURenderer {
 
     /// Render thread: a host NV12 frame staged in pinned memory goes into the
     /// role's next texture set at the next CUDA flush (its slot is reused after
-    /// the fence that follows the draws, which the copies precede).
-    func stageHost(_ st: StagedUpload, role: StreamRole) throws(GPUError) {
-        guard let uploads = context.cudaUploads else { throw .cudaInterop("no CUDA interop for host uploads") }
+    /// the fence that follows the draws, which the copies precede). Where CUDA
+    /// cannot take it (the set cannot be registered), it goes through GL from
+    /// the same slot; false then.
+    func stageHost(_ st: StagedUpload, role: StreamRole) throws(GPUError) -> Bool {
         let f = st.frame
+        guard let uploads = context.cudaUploads else {
+            streams[role]!.cpuFrame = nil
+            textures.commit(st, from: staging, timer: timer)
+            return false
+        }
         let base = UInt64(UInt(bitPattern: staging.base(st.slot)))
+        let shapes = PixelFormat.nv12.planeShapes(width: f.width, height: f.height)
         let planes = st.layout.planes.enumerated().map { i, p in
-            CUDAFrame.Plane(address: base + UInt64(p.offset), pitch: p.rowLength * (i == 0 ? 1 : 2))
+            CUDAFrame.Plane(address: base + UInt64(p.offset), pitch: p.rowLength * shapes[i].bytesPerPixel)
         }
         let frame = CUDAFrame(width: f.width, height: f.height, format: .nv12, planes: planes, device: uploads.calls.ordinal,
                               matrix: f.matrix, range: f.range)
         let set = textures.takeReserved(for: role, width: f.width, height: f.height, sixteenBit: false)
             ?? textures.set(for: role, format: .nv12, width: f.width, height: f.height)
-        try uploads.enqueue(frame, into: set, fromHost: true)
+        do throws(GPUError) { try uploads.enqueue(frame, into: set, fromHost: true, owner: self) } catch {
+            streams[role]!.cpuFrame = nil
+            textures.commit(st, from: staging, timer: timer)
+            return false
+        }
         let serial = timeline.pendingSerial
         set.lastUse = serial
         set.matrix = f.matrix
@@ -138,5 +157,6 @@ extension GPURenderer {
            !uploads.requestPremap(next) {
             textures.dropReservation(role)
         }
+        return true
     }
 }

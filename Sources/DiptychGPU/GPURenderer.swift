@@ -36,7 +36,7 @@ final class GPURenderer {
     private(set) var outputs: [OutputID: Output] = [:]
     private var nextOutput = 1
     /// Caller side: uploads copied into staging, turned into textures at the next render-thread hop.
-    private var pendingUploads: [StreamRole: PendingUpload] = [:]
+    var pendingUploads: [StreamRole: PendingUpload] = [:]
     /// Render thread: the compute frame between its phases.
     private var staged: StagedFrame?
     private(set) var lost = false
@@ -138,40 +138,6 @@ final class GPURenderer {
         throw .gl(label: label(), code: e)
     }
 
-    /// Render thread, first thing in every hop that draws or samples stream
-    /// textures: checks, then turns the pending uploads into textures. CUDA
-    /// frames are queued in the context's `CUDATextureUploads` and, unless
-    /// `flushCUDA` is false (a batch of frames flushes once for all of them,
-    /// `FrameJob`), copied at once. Returns whether CUDA frames were queued.
-    @discardableResult
-    func beginHop(flushCUDA: Bool = true) throws(GPUError) -> Bool {
-        try checkUsable()
-        guard !pendingUploads.isEmpty else { return false }
-        let pending = pendingUploads
-        pendingUploads.removeAll()
-        var queuedCUDA = false
-        for role in StreamRole.allCases {
-            switch pending[role] {
-            case .staged(let st)? where staging.pinned != nil && st.frame.format == .nv12:
-                try stageHost(st, role: role)
-                queuedCUDA = true
-            case .staged(let st)?:
-                streams[role]!.cpuFrame = nil
-                textures.commit(st, from: staging, timer: timer)
-            case .keep(let f)?:
-                streams[role]!.cpuFrame = f
-                streams[role]!.textureFresh = false
-                streams[role]!.keptSerial &+= 1
-            case .cuda(let u)?:
-                try stage(u, role: role)
-                queuedCUDA = true
-            case nil: break
-            }
-        }
-        try checkGL("upload")
-        if queuedCUDA && flushCUDA { try flushCUDAUploads() }
-        return queuedCUDA
-    }
 
     // MARK: Uploads (caller side)
 

@@ -25,7 +25,7 @@ extension GPU {
         }
 
         @Test func hostFramesThroughCUDAGiveThePicturesOfGL() throws {
-            // NV12 with padded strides (copied as blocks) and an odd-sized secondary row by row.
+            // NV12 with padded strides (copied as blocks).
             let frames = (0..<4).map { i in
                 [(ComputePath.picture(64, 48, .nv12, seed: i), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 9 + i), .secondary)]
             }
@@ -62,6 +62,50 @@ extension GPU {
             #expect(last == ["copy", "copy", "copy", "copy", "unmap 4", "map 4"], "\(interop.calls)")
         }
 
+        /// A hop that fails after a host frame was queued takes its copy back
+        /// (it would run after the fence meant to cover it) and frees its slots.
+        @Test func aFailedHopLeavesNoCopyQueued() throws {
+            let interop = HostInterop(), released = HostCUDAFrame.Released()
+            let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaHostUploads: true), readbackDepth: 2)
+            defer { c.shutdown() }
+            let out = try c.addOutput(canvas: Self.canvas)
+            let f = HostCUDAFrame(GPU.CUDAUploads.nv12(32, 24, seed: 3), released: released)
+            var other = f.frame
+            other.device = 1
+            try c.upload(ComputePath.picture(64, 48, .nv12, seed: 1), role: .primary)
+            try c.upload(other, holder: f, role: .secondary)
+            #expect(throws: GPUError.self) { try c.render(output: out, plan: Self.plan, pts: .zero) }
+            #expect(try c.withRenderer { r in (r.context.cudaUploads?.isEmpty ?? true, r.staging.slots.allSatisfy { !$0.staged }) } == (true, true))
+            let copies = interop.copies
+            // The compositor goes on, and nothing left over is copied.
+            let frames = [[(ComputePath.picture(64, 48, .nv12, seed: 2), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 4), .secondary)]]
+            _ = try run(c, frames: frames)
+            #expect(interop.copies == copies + 4)
+        }
+
+        /// Where CUDA cannot take a set (registration fails) the frame goes
+        /// through GL from the same slot; where pinned memory cannot be had,
+        /// the compositor stages through GL from the start.
+        @Test func failuresFallBackToGL() throws {
+            let frames = [[(ComputePath.picture(64, 48, .nv12, seed: 5), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 6), .secondary)]]
+            let gl = try makeCompositor(readbackDepth: 2)
+            let expected = try run(gl, frames: frames)
+            gl.shutdown()
+            let refusing = HostInterop()
+            refusing.failRegister = true
+            let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in refusing }, cudaHostUploads: true), readbackDepth: 2)
+            #expect(try run(c, frames: frames) == expected)
+            #expect(refusing.copies == 0)
+            #expect(try c.withRenderer { r in r.staging.slots.allSatisfy { !$0.staged } })
+            c.shutdown()
+            let noMemory = HostInterop()
+            noMemory.failAllocate = true
+            let d = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in noMemory }, cudaHostUploads: true), readbackDepth: 2)
+            defer { d.shutdown() }
+            #expect(!d.paths.description.contains("CUDA"), "\(d.paths)")
+            #expect(try run(d, frames: frames) == expected)
+        }
+
         @Test func otherFormatsStillGoThroughGL() throws {
             let frames = [[(ComputePath.picture(64, 48, .i420, seed: 1), StreamRole.primary),
                            (ComputePath.picture(32, 24, .rgba, seed: 2), .secondary)]]
@@ -79,8 +123,10 @@ extension GPU {
         /// fence that follows the draws its copy fed.
         @Test func aSlotIsReusedOnlyAfterItsFence() throws {
             let fences = FakeFences(finishGL: true), interop = HostInterop()
-            let c = try makeCompositor(hooks: GPUTestHooks(fenceOps: fences.ops, cudaCalls: { _ in interop }, cudaHostUploads: true),
-                                       readbackDepth: 2, uploadDepth: 2)
+            // Staging not otherwise tracked (no persistent GL mapping): only the pinned path makes slots wait.
+            let c = try makeCompositor(hooks: GPUTestHooks(fenceOps: fences.ops, persistentMapping: false, cudaCalls: { _ in interop },
+                                                           cudaHostUploads: true), readbackDepth: 2, uploadDepth: 2)
+            #expect(c.paths.description.contains("uploaded through CUDA") && !c.paths.persistentStaging)
             defer { c.shutdown() }
             let out = try c.addOutput(canvas: Self.canvas)
             try c.upload(ComputePath.picture(64, 48, .nv12, seed: 1), role: .primary)

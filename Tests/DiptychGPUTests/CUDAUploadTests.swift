@@ -30,7 +30,10 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
     func end() {}
     static func texture(_ p: OpaquePointer) -> UInt32 { UInt32(UInt(bitPattern: UnsafeRawPointer(p))) }
 
+    var failRegister = false
+    var failAllocate = false
     func register(texture: UInt32) throws(CUDAError) -> CUDAGraphicsResource {
+        if failRegister { throw CUDAError(call: "cuGraphicsGLRegisterImage(texture \(texture))", code: 999, name: "CUDA_ERROR_UNKNOWN") }
         registered.append(texture)
         return CUDAGraphicsResource(opaque: OpaquePointer(bitPattern: UInt(texture))!)
     }
@@ -79,6 +82,7 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
     /// Host memory standing in for pinned memory; counts what is held.
     var hostBlocks = 0
     func allocateHost(bytes: Int) throws(CUDAError) -> UnsafeMutableRawPointer {
+        if failAllocate { throw CUDAError(call: "cuMemHostAlloc(\(bytes))", code: 2, name: "CUDA_ERROR_OUT_OF_MEMORY") }
         hostBlocks += 1
         return .allocate(byteCount: bytes, alignment: 64)
     }
