@@ -48,18 +48,26 @@ extension GPURenderer {
     /// Render thread: the role's next texture set gets `upload`'s planes at
     /// the next flush and becomes current.
     func stage(_ upload: CUDAUpload, role: StreamRole) throws(GPUError) {
-        let f = upload.frame
-        let uploads = try cudaUploads(device: f.device)
+        let uploads = try cudaUploads(device: upload.frame.device)
+        let serial = try queueCopy(upload.frame, role: role, uploads: uploads, fromHost: false)
+        let holder = upload.holder
+        timeline.retire(lastUse: serial) { withExtendedLifetime(holder) {} }
+    }
+
+    /// Render thread: `f`'s planes go into the role's next texture set (the one
+    /// mapped ahead for it where that fits) at the next flush, and the set
+    /// becomes current; with `premap`, the set after it is reserved. Returns
+    /// the serial of the submission the copies precede. Throws (changing
+    /// nothing) where the set cannot be registered with CUDA.
+    private func queueCopy(_ f: CUDAFrame, role: StreamRole, uploads: CUDATextureUploads, fromHost: Bool) throws(GPUError) -> UInt64 {
         let sixteen = f.format == .p010
         let set = textures.takeReserved(for: role, width: f.width, height: f.height, sixteenBit: sixteen)
             ?? textures.set(for: role, format: .nv12, width: f.width, height: f.height, sixteenBit: sixteen)
-        try uploads.enqueue(f, into: set, owner: self)
+        try uploads.enqueue(f, into: set, fromHost: fromHost, owner: self)
         let serial = timeline.pendingSerial
         set.lastUse = serial
         set.matrix = f.matrix
         set.range = f.range
-        let holder = upload.holder
-        timeline.retire(lastUse: serial) { withExtendedLifetime(holder) {} }
         streams[role]!.cpuFrame = nil
         textures.makeCurrent(set, role: role)
         timer.stats.cudaFrames += 1
@@ -67,6 +75,7 @@ extension GPURenderer {
            !uploads.requestPremap(next) {
             textures.dropReservation(role)
         }
+        return serial
     }
 
     /// Render thread: copies every CUDA frame queued in this context.
@@ -124,7 +133,7 @@ extension GPURenderer {
     /// the fence that follows the draws, which the copies precede). Where CUDA
     /// cannot take it (the set cannot be registered), it goes through GL from
     /// the same slot; false then.
-    func stageHost(_ st: StagedUpload, role: StreamRole) throws(GPUError) -> Bool {
+    func stageHost(_ st: StagedUpload, role: StreamRole) -> Bool {
         let f = st.frame
         guard let uploads = context.cudaUploads else {
             streams[role]!.cpuFrame = nil
@@ -138,24 +147,12 @@ extension GPURenderer {
         }
         let frame = CUDAFrame(width: f.width, height: f.height, format: .nv12, planes: planes, device: uploads.calls.ordinal,
                               matrix: f.matrix, range: f.range)
-        let set = textures.takeReserved(for: role, width: f.width, height: f.height, sixteenBit: false)
-            ?? textures.set(for: role, format: .nv12, width: f.width, height: f.height)
-        do throws(GPUError) { try uploads.enqueue(frame, into: set, fromHost: true, owner: self) } catch {
+        do throws(GPUError) {
+            staging.committed(st.slot, serial: try queueCopy(frame, role: role, uploads: uploads, fromHost: true))
+        } catch {
             streams[role]!.cpuFrame = nil
             textures.commit(st, from: staging, timer: timer)
             return false
-        }
-        let serial = timeline.pendingSerial
-        set.lastUse = serial
-        set.matrix = f.matrix
-        set.range = f.range
-        staging.committed(st.slot, serial: serial)
-        streams[role]!.cpuFrame = nil
-        textures.makeCurrent(set, role: role)
-        timer.stats.cudaFrames += 1
-        if uploads.premap, let next = textures.reserveNext(for: role, width: f.width, height: f.height, sixteenBit: false),
-           !uploads.requestPremap(next) {
-            textures.dropReservation(role)
         }
         return true
     }

@@ -23,7 +23,7 @@ extension GPURenderer {
             for role in StreamRole.allCases {
                 switch pending[role] {
                 case .staged(let st)? where staging.pinned != nil && st.frame.format == .nv12:
-                    if try stageHost(st, role: role) { queuedCUDA = true }
+                    if stageHost(st, role: role) { queuedCUDA = true }
                 case .staged(let st)?:
                     streams[role]!.cpuFrame = nil
                     textures.commit(st, from: staging, timer: timer)
