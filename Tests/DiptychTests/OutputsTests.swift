@@ -93,10 +93,11 @@ import DiptychMedia
             Thread.sleep(forTimeInterval: 0.05)
             _ = done
         }
-        let session = RecordingSession(configuration: try takeConfig(out: dir.path("t.mp4"), duration: 1), hooks: hooks)
+        // Three seconds, so the refusal comes back while the take still runs on a loaded machine.
+        let session = RecordingSession(configuration: try takeConfig(out: dir.path("t.mp4"), duration: 3), hooks: hooks)
         holder.session = session
         let summary = try session.run()
-        #expect(summary.frames == 60)
+        #expect(summary.frames == 180)
         if case .output(let path, _)? = box.error { #expect(path == "/nonexistent/dir/x.mp4") } else { Issue.record("\(String(describing: box.error))") }
         #expect(box.error?.isBadInput == true)
     }
