@@ -24,14 +24,19 @@ extension GPU {
             return got.map(GPU.CUDAUploads.nv12Bytes)
         }
 
+        /// The pictures of `frames` through GL alone.
+        private func throughGL(_ frames: [[(VideoFrame, StreamRole)]]) throws -> [[UInt8]] {
+            let gl = try makeCompositor(readbackDepth: 2)
+            defer { gl.shutdown() }
+            return try run(gl, frames: frames)
+        }
+
         @Test func hostFramesThroughCUDAGiveThePicturesOfGL() throws {
             // NV12 with padded strides (copied as blocks).
             let frames = (0..<4).map { i in
                 [(ComputePath.picture(64, 48, .nv12, seed: i), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 9 + i), .secondary)]
             }
-            let gl = try makeCompositor(readbackDepth: 2)
-            let expected = try run(gl, frames: frames)
-            gl.shutdown()
+            let expected = try throughGL(frames)
             let interop = HostInterop()
             let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaHostUploads: true), readbackDepth: 2)
             #expect(c.paths.description.contains("host NV12 frames uploaded through CUDA"), "\(c.paths)")
@@ -51,9 +56,7 @@ extension GPU {
             let frames = (0..<5).map { i in
                 [(ComputePath.picture(64, 48, .nv12, seed: i), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 9 + i), .secondary)]
             }
-            let gl = try makeCompositor(readbackDepth: 2)
-            let expected = try run(gl, frames: frames)
-            gl.shutdown()
+            let expected = try throughGL(frames)
             let interop = HostInterop()
             let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaPremap: true, cudaHostUploads: true), readbackDepth: 2)
             defer { c.shutdown() }
@@ -88,9 +91,7 @@ extension GPU {
         /// the compositor stages through GL from the start.
         @Test func failuresFallBackToGL() throws {
             let frames = [[(ComputePath.picture(64, 48, .nv12, seed: 5), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 6), .secondary)]]
-            let gl = try makeCompositor(readbackDepth: 2)
-            let expected = try run(gl, frames: frames)
-            gl.shutdown()
+            let expected = try throughGL(frames)
             let refusing = HostInterop()
             refusing.failRegister = true
             let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in refusing }, cudaHostUploads: true), readbackDepth: 2)
@@ -109,9 +110,7 @@ extension GPU {
         @Test func otherFormatsStillGoThroughGL() throws {
             let frames = [[(ComputePath.picture(64, 48, .i420, seed: 1), StreamRole.primary),
                            (ComputePath.picture(32, 24, .rgba, seed: 2), .secondary)]]
-            let gl = try makeCompositor(readbackDepth: 2)
-            let expected = try run(gl, frames: frames)
-            gl.shutdown()
+            let expected = try throughGL(frames)
             let interop = HostInterop()
             let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaHostUploads: true), readbackDepth: 2)
             defer { c.shutdown() }
