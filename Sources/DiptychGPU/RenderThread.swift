@@ -282,10 +282,18 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public init() {}
 
     public static func - (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
+        var n = b
+        n.busySeconds.negate(); n.cpuSeconds.negate(); n.items.negate(); n.wakeups.negate()
+        n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
+        return a + n
+    }
+
+    /// The sum of two threads' loads (busy and CPU time add up past 1 s a second).
+    public static func + (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
         var d = RenderThreadLoad()
-        d.busySeconds = a.busySeconds - b.busySeconds; d.cpuSeconds = a.cpuSeconds - b.cpuSeconds
-        d.items = a.items - b.items; d.wakeups = a.wakeups - b.wakeups
-        d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds.mapValues { -$0 }, uniquingKeysWith: +)
+        d.busySeconds = a.busySeconds + b.busySeconds; d.cpuSeconds = a.cpuSeconds + b.cpuSeconds
+        d.items = a.items + b.items; d.wakeups = a.wakeups + b.wakeups
+        d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
         return d
     }
 }

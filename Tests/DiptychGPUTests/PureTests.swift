@@ -181,3 +181,19 @@ final class FakeFences: @unchecked Sendable {
         #expect(c.base != first)
     }
 }
+
+@Suite struct RenderThreadLoadSums {
+    /// Several contexts' loads add up (the nvdec stage's `--contexts`), and a
+    /// difference of snapshots undoes a sum.
+    @Test func loadsAddAndSubtract() {
+        var a = RenderThreadLoad(), b = RenderThreadLoad()
+        a.busySeconds = 1.5; a.cpuSeconds = 1; a.items = 10; a.wakeups = 2; a.phaseSeconds = ["fence": 0.5, "begin": 0.25]
+        b.busySeconds = 0.5; b.cpuSeconds = 0.25; b.items = 4; b.wakeups = 1; b.phaseSeconds = ["fence": 0.25, "flush": 0.125]
+        let s = a + b
+        #expect(s.busySeconds == 2 && s.cpuSeconds == 1.25 && s.items == 14 && s.wakeups == 3)
+        #expect(s.phaseSeconds == ["fence": 0.75, "begin": 0.25, "flush": 0.125])
+        let d = s - b
+        #expect(d.busySeconds == a.busySeconds && d.cpuSeconds == a.cpuSeconds && d.items == a.items && d.wakeups == a.wakeups)
+        #expect(d.phaseSeconds == ["fence": 0.5, "begin": 0.25, "flush": 0])
+    }
+}

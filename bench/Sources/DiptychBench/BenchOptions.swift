@@ -42,6 +42,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var warmup = 10
     /// Compositors sharing one context in the NVDEC stage's composite rate.
     public var streams = 16
+    /// nvdec stage: GL contexts the compositors are dealt to in turn (each its own render thread).
+    public var contexts = 1
     /// Seconds of primary video per end-to-end case (60 fps primary, 30 fps secondary).
     public var duration = 10.0
     public var peers: [BenchPeer] = BenchPeer.allCases
@@ -91,7 +93,8 @@ public struct BenchOptions: Sendable, Equatable {
       --stages S,...       composite, e2e, nvdec (NVDEC against the CPU decoder: PSNR of the two takes,
                            composites/s with NVDEC-decoded inputs; not in the default set)
       --frames N           measured composites per composite case and per nvdec stream (default 120)
-      --streams N          nvdec stage: compositors sharing one GL context (default 16)
+      --streams N          nvdec stage: compositors (default 16), dealt in turn to --contexts GL contexts
+      --contexts N         nvdec stage: GL contexts, each with its own render thread (default 1)
       --duration SECONDS   primary video per end-to-end case (default 10)
       --peers P,...|none   ffmpeg, gstreamer (default both; a missing one is skipped with a note)
       --preset P,...       x264 presets for us and the peers, each a case of its own (default ultrafast)
@@ -120,7 +123,7 @@ public struct BenchOptions: Sendable, Equatable {
         var o = BenchOptions()
         var explicitLayouts = false, explicitSizes = false
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
-        let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--duration", "--peers", "--preset", "--presets",
+        let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
                       "--pairs", "--pair-runners", "--serve-encoder-threads", "--serve-contexts", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
@@ -181,6 +184,8 @@ public struct BenchOptions: Sendable, Equatable {
                 o.frames = try count(a, 1...1_000_000, "a positive number")
             case "--streams":
                 o.streams = try count(a, 1...256, "1 to 256")
+            case "--contexts":
+                o.contexts = try count(a, 1...16, "1 to 16")
             case "--duration":
                 let v = try value(a)
                 guard let d = Double(v), d >= 0.5, d <= 3600 else { throw BenchUsageError("--duration '\(v)': expected seconds, 0.5 to 3600") }

@@ -3,7 +3,7 @@ import DiptychGPU
 import DiptychMedia
 import Foundation
 
-/// Composites per second with one input kind, `streams` compositors in one context.
+/// Composites per second with one input kind, `streams` compositors dealt to `contexts` GL contexts.
 public struct NVDECCompositeRate: Sendable, Codable {
     /// `nvdec` (CUDA frames through CUDA–GL interop) or `host` (the same pictures from host memory).
     public var inputs: String
@@ -12,6 +12,8 @@ public struct NVDECCompositeRate: Sendable, Codable {
     public var primary: String
     public var secondary: String
     public var streams: Int
+    /// GL contexts (each with its own render thread) the compositors were dealt to in turn.
+    public var contexts: Int?
     public var framesPerStream: Int
     public var seconds: Double
     public var compositesPerSecond: Double
@@ -25,10 +27,11 @@ public struct NVDECCompositeRate: Sendable, Codable {
     public var gpuNV12Ms: Double?
     /// CPU time of the whole process per composite, milliseconds.
     public var cpuMsPerComposite: Double
-    /// The one render thread of the context: the share of the run it was
-    /// running work, its CPU time per composite (milliseconds), the items
-    /// (calls and frames) it ran per composite, and the render-thread time
-    /// of each pass's calls per composite (milliseconds).
+    /// The render threads (one per context, added up): the share of the run
+    /// they were running work (above 100 % with several), their CPU time per
+    /// composite (milliseconds), the items (calls and frames) they ran per
+    /// composite, and the render-thread time of each pass's calls per
+    /// composite (milliseconds).
     public var renderThreadBusy: Double?
     public var renderThreadCPUMsPerComposite: Double?
     public var renderThreadItemsPerComposite: Double?
@@ -44,7 +47,7 @@ public struct NVDECCompositeRate: Sendable, Codable {
 /// secondary every second frame, as in a 60 + 30 fps take), drawn (PiP) and
 /// read back as NV12 by every stream, three readbacks in flight, as
 /// `diptych-gpu-bench` does with host frames; then the same with those
-/// pictures copied to host memory.
+/// pictures copied to host memory. Compositor `i` runs in context `i % contexts`.
 struct NVDECComposite {
     let options: BenchOptions
     let gpu: GPUSelection
@@ -55,8 +58,11 @@ struct NVDECComposite {
     static let variant = ProcessInfo.processInfo.environment["DIPTYCH_BENCH_NVDEC_VARIANT"] ?? ""
 
     func measure(inputs: EndToEndStage.Inputs) throws -> [NVDECCompositeRate] {
-        let root = try GPUCompositor(selection: gpu, readbackDepth: 4, directCopy: .auto)
-        defer { root.shutdown() }
+        let roots = try (0..<min(options.contexts, options.streams)).map { _ in
+            try GPUCompositor(selection: gpu, readbackDepth: 4, directCopy: .auto)
+        }
+        defer { for r in roots { r.shutdown() } }
+        let root = roots[0]
         let device = root.cudaDevice().mapError { DecoderUnavailable($0.reason) }
         func decode(_ path: String, _ count: Int) throws -> [InputFrame] {
             let src = try FileSource(url: path, decoding: .with(.nvdec, cudaDevice: device))
@@ -76,7 +82,7 @@ struct NVDECComposite {
         let plan = CompositeStage.plan(.pip, canvas: inputs.primarySize, primary: inputs.primarySize, secondary: inputs.secondarySize)
         var rates: [NVDECCompositeRate] = []
         for (kind, p, s) in [("nvdec", primaries, secondaries), ("host", try host(primaries), try host(secondaries))] {
-            rates.append(try rate(kind, root: root, primaries: p, secondaries: s, plan: plan, inputs: inputs))
+            rates.append(try rate(kind, roots: roots, primaries: p, secondaries: s, plan: plan, inputs: inputs))
         }
         return rates
     }
@@ -88,7 +94,7 @@ struct NVDECComposite {
         func done(_ s: GPUStats?, _ e: String?) { lock.lock(); if let s { stats.append(s) }; if let e { error = error ?? e }; lock.unlock() }
     }
 
-    private func rate(_ kind: String, root: GPUCompositor, primaries: [InputFrame], secondaries: [InputFrame],
+    private func rate(_ kind: String, roots: [GPUCompositor], primaries: [InputFrame], secondaries: [InputFrame],
                       plan: CompositionPlan, inputs: EndToEndStage.Inputs) throws -> NVDECCompositeRate {
         let n = options.streams, frames = options.frames, warmup = options.warmup
         let streams = Streams()
@@ -100,8 +106,9 @@ struct NVDECComposite {
                 var signalled = false
                 defer { if !signalled { ready.signal() } }
                 do {
-                    let c = i == 0 ? root : try GPUCompositor(sharingContextOf: root, readbackDepth: 4, directCopy: .auto)
-                    defer { if i > 0 { c.shutdown() } }
+                    let own = i >= roots.count
+                    let c = own ? try GPUCompositor(sharingContextOf: roots[i % roots.count], readbackDepth: 4, directCopy: .auto) : roots[i]
+                    defer { if own { c.shutdown() } }
                     let out = try c.addOutput(canvas: plan.canvas)
                     func run(_ count: Int, from first: Int) throws {
                         let uploads = first == 0 || Self.variant != "upload-once"
@@ -128,12 +135,13 @@ struct NVDECComposite {
             }.start()
         }
         for _ in 0..<n { ready.wait() }
-        let load0 = root.renderThreadLoad
+        func totalLoad() -> RenderThreadLoad { roots.map(\.renderThreadLoad).reduce(RenderThreadLoad(), +) }
+        let load0 = totalLoad(), root = roots[0]
         let cpu0 = CPUClock.seconds(), t0 = now()
         for _ in 0..<n { start.signal() }
         finished.wait()
         let seconds = now() - t0, cpu = CPUClock.seconds() - cpu0
-        let load = root.renderThreadLoad - load0
+        let load = totalLoad() - load0
         if let e = streams.error { throw BenchRunError("\(kind) inputs: \(e)") }
         let all = streams.stats, total = n * frames
         func mean(_ f: (GPUStats) -> Double?) -> Double? {
@@ -144,7 +152,7 @@ struct NVDECComposite {
         let compute = all.map(\.framesCompute).reduce(0, +), fragment = all.map(\.framesFragment).reduce(0, +)
         let direct = all.map(\.framesDirect).reduce(0, +)
         return NVDECCompositeRate(inputs: Self.variant.isEmpty ? kind : "\(kind), \(Self.variant)", layout: "pip", canvas: "\(plan.canvas)", primary: "\(inputs.primarySize)",
-                                  secondary: "\(inputs.secondarySize)", streams: n, framesPerStream: frames, seconds: seconds,
+                                  secondary: "\(inputs.secondarySize)", streams: n, contexts: roots.count, framesPerStream: frames, seconds: seconds,
                                   compositesPerSecond: Double(total) / seconds,
                                   cudaFramesPerMap: maps > 0 ? Double(cudaFrames) / Double(maps) : nil,
                                   cudaCPUMsPerComposite: maps > 0 ? all.map(\.cudaCPUMs).reduce(0, +) / Double(total) : nil,

@@ -180,11 +180,11 @@ extension Report {
             s += "\n| inputs | streams | frames/stream | composites/s | CUDA frames per map · render-thread ms | GPU ms upload · composite · nv12 | CPU ms/composite | path |\n"
             s += "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |\n"
             for x in r.rates {
-                s += "| \(x.inputs) (\(x.primary) + \(x.secondary)) | \(x.streams) | \(x.framesPerStream) | \(f(x.compositesPerSecond)) "
+                s += "| \(x.inputs) (\(x.primary) + \(x.secondary)) | \(x.streams)\((x.contexts ?? 1) > 1 ? " in \(x.contexts!) contexts" : "") | \(x.framesPerStream) | \(f(x.compositesPerSecond)) "
                     + "| \(f(x.cudaFramesPerMap, 1)) · \(f(x.cudaCPUMsPerComposite, 3)) | \(f(x.gpuUploadMs, 3)) · \(f(x.gpuCompositeMs, 3)) · \(f(x.gpuNV12Ms, 3)) "
                     + "| \(f(x.cpuMsPerComposite, 3)) | \(x.path) |\n"
             }
-            s += "\nThe render thread (one per context, every compositor's GL calls):\n\n"
+            s += "\nThe render thread (one per context, every compositor's GL calls; several contexts' added up):\n\n"
                 + "| inputs | busy | CPU ms/composite | items/composite | ms/composite in upload · composite · nv12 · CUDA calls |\n"
                 + "| --- | ---: | ---: | ---: | --- |\n"
             for x in r.rates {

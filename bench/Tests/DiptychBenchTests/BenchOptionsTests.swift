@@ -31,6 +31,9 @@ import Testing
         #expect(o.stages == [.nvdec] && o.streams == 8 && o.frames == 300)
         #expect(try BenchOptions.parse([])?.streams == 16)
         #expect(throws: BenchUsageError("--streams '0': expected 1 to 256")) { _ = try BenchOptions.parse(["--streams", "0"]) }
+        #expect(try BenchOptions.parse(["--stages", "nvdec", "--contexts", "2"])?.contexts == 2)
+        #expect(try BenchOptions.parse([])?.contexts == 1)
+        #expect(throws: BenchUsageError("--contexts '17': expected 1 to 16")) { _ = try BenchOptions.parse(["--contexts", "17"]) }
         #expect(throws: BenchUsageError("--stages 'gpu': expected composite, e2e or nvdec")) { _ = try BenchOptions.parse(["--stages", "gpu"]) }
         #expect(try BenchOptions.parse(["--pair-runners", "diptych,diptych-cpu"])?.pairRunners == ["diptych", "diptych-cpu"])
     }
