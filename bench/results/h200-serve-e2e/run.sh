@@ -9,6 +9,8 @@
 #            composites/s from NVDEC frames against the same pictures from host memory
 #   rates    the composite rate from NVDEC frames (bench --stages nvdec, 6 s inputs) at 16 and 32
 #            compositors, with the interop's maps issued ahead (DIPTYCH_CUDA_PREMAP=on) and without
+#   contexts the composite rate from NVDEC frames at 16 and 32 compositors dealt to CTX (default "2 4") GL contexts
+#   extmem   bench/probes/cuda_gl_extmem (built beside this script): CUDA memory imported into GL, readback rates
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -61,6 +63,18 @@ for step in "$@"; do
           --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/rates-premap-$pm-$n.json > $O/rates-premap-$pm-$n.md 2>> $O/rates.log
       done
     done
+    ;;
+  contexts)
+    for k in ${CTX:-2 4}; do
+      for n in 16 32; do
+        t timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D --duration 6 \
+          --preset ultrafast --stages nvdec --frames 600 --streams $n --contexts $k --json $O/contexts-$k-$n.json > $O/contexts-$k-$n.md 2>> $O/contexts.log
+      done
+    done
+    ;;
+  extmem)
+    t timeout -k 2 $(cap 60) $here/cuda_gl_extmem > $O/extmem.txt 2>&1
+    t timeout -k 2 $(cap 60) $here/cuda_gl_extmem 2000 dedicated > $O/extmem-dedicated.txt 2>&1
     ;;
   uploads)
     for up in off on; do
