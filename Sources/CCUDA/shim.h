@@ -44,4 +44,100 @@ static inline int diptych_cuvid_load(CuvidFunctions **functions, char *why) {
     if (r != 0) diptych_cuda_load_reason(why);
     return r;
 }
+
+/* CUDA's virtual memory management calls, which the ffnvcodec loader does not
+ * load, looked up in the same libcuda.so.1: device memory that can be exported
+ * as a POSIX file descriptor (for GL_EXT_memory_object_fd). The structs are
+ * cuda.h's (CUDA 11/12) layouts. */
+typedef struct { int type; int id; } diptych_CUmemLocation;
+typedef struct {
+    int type;                 /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+    int requestedHandleTypes; /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1 */
+    diptych_CUmemLocation location;
+    void *win32HandleMetaData;
+    struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags;
+} diptych_CUmemAllocationProp;
+typedef struct { diptych_CUmemLocation location; int flags; } diptych_CUmemAccessDesc;
+_Static_assert(sizeof(diptych_CUmemAllocationProp) == 32, "CUmemAllocationProp is 32 bytes");
+_Static_assert(sizeof(diptych_CUmemAccessDesc) == 12, "CUmemAccessDesc is 12 bytes");
+
+/* One exportable device allocation: its address, size and handle. */
+typedef struct { unsigned long long address; size_t size; unsigned long long handle; } diptych_cuda_vmm_block;
+
+typedef struct {
+    int (*granularity)(size_t *, const diptych_CUmemAllocationProp *, int);
+    int (*create)(unsigned long long *, size_t, const diptych_CUmemAllocationProp *, unsigned long long);
+    int (*reserve)(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
+    int (*map)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+    int (*access)(unsigned long long, size_t, const diptych_CUmemAccessDesc *, size_t);
+    int (*export_)(void *, unsigned long long, int, unsigned long long);
+    int (*unmap)(unsigned long long, size_t);
+    int (*addressFree)(unsigned long long, size_t);
+    int (*release)(unsigned long long);
+} diptych_cuda_vmm_calls;
+
+/* The calls, or NULL with `why` (256 bytes) naming the first one missing. */
+static inline const diptych_cuda_vmm_calls *diptych_cuda_vmm(char *why) {
+    static diptych_cuda_vmm_calls calls;
+    static int state; /* 0 unknown, 1 loaded, -1 missing; the first call runs once (DiptychCUDA's `CUDAExportableMemory.calls`) */
+    static char missing[64];
+    if (state == 0) {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+        const char *names[] = {"cuMemGetAllocationGranularity", "cuMemCreate", "cuMemAddressReserve", "cuMemMap", "cuMemSetAccess",
+                               "cuMemExportToShareableHandle", "cuMemUnmap", "cuMemAddressFree", "cuMemRelease"};
+        void **slots[] = {(void **)&calls.granularity, (void **)&calls.create, (void **)&calls.reserve, (void **)&calls.map,
+                          (void **)&calls.access, (void **)&calls.export_, (void **)&calls.unmap, (void **)&calls.addressFree,
+                          (void **)&calls.release};
+        int ok = 1;
+        for (int i = 0; i < 9 && ok; i++) {
+            *slots[i] = lib ? dlsym(lib, names[i]) : NULL;
+            if (!*slots[i]) { snprintf(missing, sizeof missing, "%s", lib ? names[i] : "libcuda.so.1"); ok = 0; }
+        }
+        state = ok ? 1 : -1;
+    }
+    if (state < 0) { snprintf(why, 256, "%s is missing", missing); return NULL; }
+    return &calls;
+}
+
+/* Allocates at least `bytes` on `device` (the context current), exportable as
+ * a POSIX fd, mapped read-write for that device. 0, or the failing CUresult
+ * with its call in `why`. */
+static inline int diptych_cuda_vmm_alloc(int device, size_t bytes, diptych_cuda_vmm_block *out, char *why) {
+    const diptych_cuda_vmm_calls *c = diptych_cuda_vmm(why);
+    if (!c) return -1;
+    diptych_CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = 1; prop.requestedHandleTypes = 1; prop.location.type = 1; prop.location.id = device;
+    size_t g = 0;
+    int r = c->granularity(&g, &prop, 0);
+    if (r) { snprintf(why, 256, "cuMemGetAllocationGranularity"); return r; }
+    size_t size = (bytes + g - 1) / g * g;
+    unsigned long long h = 0, a = 0;
+    if ((r = c->create(&h, size, &prop, 0))) { snprintf(why, 256, "cuMemCreate(%zu)", size); return r; }
+    if ((r = c->reserve(&a, size, g, 0, 0))) { snprintf(why, 256, "cuMemAddressReserve(%zu)", size); c->release(h); return r; }
+    if ((r = c->map(a, size, 0, h, 0))) { snprintf(why, 256, "cuMemMap"); c->addressFree(a, size); c->release(h); return r; }
+    diptych_CUmemAccessDesc access = {{1, device}, 3};
+    if ((r = c->access(a, size, &access, 1))) {
+        snprintf(why, 256, "cuMemSetAccess"); c->unmap(a, size); c->addressFree(a, size); c->release(h); return r;
+    }
+    out->address = a; out->size = size; out->handle = h;
+    return 0;
+}
+
+/* A new file descriptor for the block (whoever imports it owns it); -1 on failure. */
+static inline int diptych_cuda_vmm_export(const diptych_cuda_vmm_block *b) {
+    char why[256];
+    const diptych_cuda_vmm_calls *c = diptych_cuda_vmm(why);
+    int fd = -1;
+    if (!c || c->export_(&fd, b->handle, 1, 0)) return -1;
+    return fd;
+}
+
+/* Unmaps and releases the block (GL's imports keep the memory until they go). */
+static inline void diptych_cuda_vmm_free(const diptych_cuda_vmm_block *b) {
+    char why[256];
+    const diptych_cuda_vmm_calls *c = diptych_cuda_vmm(why);
+    if (!c) return;
+    c->unmap(b->address, b->size); c->addressFree(b->address, b->size); c->release(b->handle);
+}
 #endif

@@ -4,7 +4,7 @@ import Glibc
 /// copy engines read at bus speed and asynchronously; ordinary memory goes
 /// through the driver's bounce buffers. The ffnvcodec loader does not load
 /// these two calls, so they are looked up in the same `libcuda.so.1`.
-enum CUDAPinnedMemory {
+public enum CUDAPinnedMemory {
     typealias Alloc = @convention(c) (UnsafeMutablePointer<UnsafeMutableRawPointer?>, Int, UInt32) -> Int32
     typealias Free = @convention(c) (UnsafeMutableRawPointer?) -> Int32
 
@@ -16,7 +16,7 @@ enum CUDAPinnedMemory {
     }()
 
     /// `bytes` of pinned memory for the context current on this thread.
-    static func allocate(bytes: Int) throws(CUDAError) -> UnsafeMutableRawPointer {
+    public static func allocate(bytes: Int) throws(CUDAError) -> UnsafeMutableRawPointer {
         guard let fns = functions else { throw CUDAError(call: "cuMemHostAlloc", code: -1, name: "missing from libcuda.so.1") }
         var p: UnsafeMutableRawPointer?
         let r = fns.alloc(&p, bytes, 0)
@@ -24,5 +24,5 @@ enum CUDAPinnedMemory {
         return p
     }
 
-    static func free(_ p: UnsafeMutableRawPointer) { _ = functions?.free(p) }
+    public static func free(_ p: UnsafeMutableRawPointer) { _ = functions?.free(p) }
 }

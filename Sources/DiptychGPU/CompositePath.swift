@@ -52,6 +52,9 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
     /// Host NV12 frames uploaded by CUDA's copy engines from pinned memory
     /// (`DIPTYCH_CUDA_UPLOADS=on` on an NVIDIA GPU); nil: through GL.
     public var cudaHostUploads: Bool? = nil
+    /// NV12 readbacks into memory imported from this API (`CUDA`: copied out
+    /// by CUDA's copy engines, `DIPTYCH_GPU_READBACK=cuda`); nil: GL's buffers.
+    public var readbackThrough: String? = nil
 
     public var description: String {
         "composite path \(pass)\(directCopy ? " (direct copy where a plan allows it)" : ""), "
@@ -59,5 +62,6 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
             + (fencesOffRenderThread ? "fences waited for on the callers' threads" : "fences waited for on the render thread")
             + (cudaMapsAhead == true ? ", CUDA frames' texture sets mapped ahead" : "")
             + (cudaHostUploads == true ? ", host NV12 frames uploaded through CUDA" : "")
+            + (readbackThrough.map { ", NV12 read back through \($0)" } ?? "")
     }
 }

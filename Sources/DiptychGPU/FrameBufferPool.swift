@@ -4,22 +4,51 @@ import Foundation
 /// Reusable CPU buffers for delivered frames, so a steady stream of NV12
 /// readbacks does not allocate (and page-fault) megabytes per frame.
 /// Thread-safe: a frame's storage goes back to the pool from whichever thread
-/// drops the last reference.
+/// drops the last reference. With an `Allocator` (page-locked memory) its
+/// buffers come from there where it can give them, else from the heap.
 final class FrameBufferPool: @unchecked Sendable {
+    struct Allocator: @unchecked Sendable {
+        var allocate: (Int) -> UnsafeMutableRawPointer?
+        var free: (UnsafeMutableRawPointer) -> Void
+    }
     private let lock = NSLock()
     private var free: [Int: [UnsafeMutableRawPointer]] = [:]
     private var held = 0
     /// Free buffers kept per size.
     let keep: Int
+    private let allocator: Allocator?
+    /// Buffers that came from `allocator` (the rest from the heap).
+    private var fromAllocator: Set<UInt> = []
 
-    init(keep: Int = 8) { self.keep = keep }
+    init(keep: Int = 8, allocator: Allocator? = nil) { self.keep = keep; self.allocator = allocator }
+
+    /// Whether `storage`'s memory came from the allocator.
+    func isFromAllocator(_ p: UnsafeRawPointer) -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        return fromAllocator.contains(UInt(bitPattern: p))
+    }
+
+    private func allocate(_ count: Int) -> UnsafeMutableRawPointer {
+        if let allocator, let p = allocator.allocate(max(count, 1)) {
+            lock.lock(); fromAllocator.insert(UInt(bitPattern: p)); lock.unlock()
+            return p
+        }
+        return UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 64)
+    }
+
+    private func deallocate(_ p: UnsafeMutableRawPointer) {
+        lock.lock()
+        let pinned = fromAllocator.remove(UInt(bitPattern: p)) != nil
+        lock.unlock()
+        if pinned, let allocator { allocator.free(p) } else { p.deallocate() }
+    }
 
     /// Storage of `count` bytes filled by `fill`; its memory returns to the pool on release.
     func storage(count: Int, fill: (UnsafeMutableRawPointer) -> Void) -> FrameStorage {
         lock.lock()
         let p = free[count]?.popLast()
         lock.unlock()
-        let base = p ?? UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 64)
+        let base = p ?? allocate(count)
         fill(base)
         let address = UInt(bitPattern: base)
         return FrameStorage(base: UnsafeRawPointer(base), count: count,
@@ -33,11 +62,11 @@ final class FrameBufferPool: @unchecked Sendable {
             lock.unlock()
         } else {
             lock.unlock()
-            p.deallocate()
+            deallocate(p)
         }
     }
 
-    deinit { for list in free.values { for p in list { p.deallocate() } } }
+    deinit { for list in free.values { for p in list { deallocate(p) } } }
 }
 
 /// Copies large blocks on several cores where the machine has them to spare

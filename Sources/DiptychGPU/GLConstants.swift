@@ -33,6 +33,7 @@ enum GL {
     static let framebufferComplete = GLenum(GL_FRAMEBUFFER_COMPLETE)
     static let pixelUnpackBuffer = GLenum(GL_PIXEL_UNPACK_BUFFER)
     static let pixelPackBuffer = GLenum(GL_PIXEL_PACK_BUFFER)
+    static let handleTypeOpaqueFD = GLenum(GL_HANDLE_TYPE_OPAQUE_FD_EXT)
     static let streamDraw = GLenum(GL_STREAM_DRAW)
     static let streamRead = GLenum(GL_STREAM_READ)
     static let mapWriteBit = GLbitfield(GL_MAP_WRITE_BIT)

@@ -24,12 +24,14 @@ struct GPUTestHooks {
     var cudaPremap: Bool?
     /// Upload host NV12 frames through CUDA (nil: `DIPTYCH_CUDA_UPLOADS`).
     var cudaHostUploads: Bool?
+    /// Readback buffers in this memory (nil: `DIPTYCH_GPU_READBACK`).
+    var exportedMemory: ExportedMemorySource?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
          persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
-         cudaPremap: Bool? = nil, cudaHostUploads: Bool? = nil) {
+         cudaPremap: Bool? = nil, cudaHostUploads: Bool? = nil, exportedMemory: ExportedMemorySource? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete
         self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls
-        self.cudaPremap = cudaPremap; self.cudaHostUploads = cudaHostUploads
+        self.cudaPremap = cudaPremap; self.cudaHostUploads = cudaHostUploads; self.exportedMemory = exportedMemory
     }
 }
 

@@ -16,6 +16,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
     public var eglImageExternal = false        // GL_OES_EGL_image_external_essl3
     public var bufferStorage = false           // GL_EXT_buffer_storage (persistently mapped staging)
     public var textureNorm16 = false           // GL_EXT_texture_norm16 (P010 planes from NVDEC)
+    public var memoryObjectFD = false          // GL_EXT_memory_object + GL_EXT_memory_object_fd (readback into CUDA memory)
     /// OpenGL ES 3.1 or later: compute shaders and shader storage buffers.
     public var computeShaders = false
     /// The context was created with lose-context-on-reset robustness.
@@ -40,6 +41,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
          ("GL_OES_EGL_image_external_essl3", eglImageExternal),
          ("GL_EXT_buffer_storage", bufferStorage),
          ("GL_EXT_texture_norm16", textureNorm16),
+         ("GL_EXT_memory_object_fd", memoryObjectFD),
          ("compute shaders (OpenGL ES 3.1)", computeShaders),
          ("robust context (lose context on reset)", robustContext)]
     }
@@ -62,6 +64,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
         eglImageExternal = gl.contains("GL_OES_EGL_image_external_essl3")
         textureNorm16 = gl.contains("GL_EXT_texture_norm16")
         bufferStorage = gl.contains("GL_EXT_buffer_storage")
+        memoryObjectFD = gl.contains("GL_EXT_memory_object") && gl.contains("GL_EXT_memory_object_fd")
     }
 }
 

@@ -23,7 +23,9 @@ extension GPURenderer {
             timeline.wait(for: first.serial)
         }
         let r: PendingReadback, frame: VideoFrame, jobs: [CopyJob]
-        if readbacks.persistent {
+        if readbacks.exported != nil {
+            (r, frame, jobs) = try readbacks.deliverImported()
+        } else if readbacks.persistent {
             (r, frame, jobs) = readbacks.deliverMapped()
         } else {
             (r, frame) = try readbacks.deliverByMapping()

@@ -86,7 +86,9 @@ final class GPURenderer {
         maxTextureSize = context.info.maxTextureSize
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, bufferStorage: bufferStorage)
-        readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage)
+        let exported = ExportedMemorySource.choose(context, hooks: hooks, log: log)
+        paths.readbackThrough = exported?.source.name
+        readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage, exported: exported)
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
         glDisable(GL.dither)
         _ = glGetError()

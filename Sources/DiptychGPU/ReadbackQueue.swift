@@ -28,7 +28,10 @@ struct PendingReadback {
 /// With GL_EXT_buffer_storage the buffers are persistently mapped for reading
 /// (coherent): once a frame's fence has signalled, the caller copies it out on
 /// its own thread with no render-thread hop. Without it, the one map path
-/// (`deliverMapped`) maps the buffer on the render thread. Bookkeeping happens
+/// (`deliverMapped`) maps the buffer on the render thread. With an
+/// `ExportedMemorySource` the buffers are imported memory (CUDA's): the GPU's
+/// readback copy stays in device memory and the caller's thread copies the
+/// frame out through the source (`deliverImported`). Bookkeeping happens
 /// under the compositor's lock; GL calls on the render thread.
 final class ReadbackQueue {
     struct PackBuffer {
@@ -36,22 +39,29 @@ final class ReadbackQueue {
         var base: UnsafeRawPointer?
         var capacity = 0
         var busy = false
+        var imported: ImportedBuffer?
+        /// Host copy of an imported buffer's bytes, for frames assembled from parts (direct copy).
+        var shadow: FrameStorage?
     }
     private(set) var buffers: [PackBuffer]
     private var next = 0
     private(set) var pending: [PendingReadback] = []
     var ready: [NV12Readback] = []
     private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
-    var persistent: Bool { bufferStorage != nil }
+    /// Imported buffers instead of GL's, and the calls that make them.
+    let exported: (source: ExportedMemorySource, procs: MemoryObjectProcs)?
+    var persistent: Bool { bufferStorage != nil && exported == nil }
     /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
-    private let framePool = FrameBufferPool()
+    private let framePool: FrameBufferPool
 
-    init(depth: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) {
+    init(depth: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, exported: (source: ExportedMemorySource, procs: MemoryObjectProcs)? = nil) {
         precondition(depth >= 1)
         var ids = [GLuint](repeating: 0, count: depth)
-        glGenBuffers(GLsizei(depth), &ids)
+        if exported == nil { glGenBuffers(GLsizei(depth), &ids) }
         buffers = ids.map { PackBuffer(buffer: $0) }
         self.bufferStorage = bufferStorage
+        self.exported = exported
+        framePool = FrameBufferPool(allocator: exported?.source.hostMemory)
     }
 
     /// Every pack buffer holds a frame nobody has taken: deliver one first.
@@ -66,7 +76,13 @@ final class ReadbackQueue {
         precondition(!buffers[i].busy, "pack buffer \(i) still holds an undelivered readback")
         if buffers[i].capacity < bytes {
             let cap = (bytes + 65535) & ~65535
-            if let bufferStorage {
+            if let exported {
+                // Nothing in flight uses the old one (it is not busy): a bigger import replaces it.
+                buffers[i].imported?.release(releaser, procs: exported.procs)
+                buffers[i] = PackBuffer(buffer: 0)
+                let b = try ImportedBuffer(try exported.source.allocate(cap), target: GL.pixelPackBuffer, procs: exported.procs)
+                buffers[i] = PackBuffer(buffer: b.buffer, base: nil, capacity: b.memory.size, imported: b)
+            } else if let bufferStorage {
                 // Immutable storage: a bigger buffer replaces it (nothing in flight uses it: it is not busy).
                 releaser.delete(.buffer, [buffers[i].buffer])
                 var b: GLuint = 0
@@ -100,7 +116,33 @@ final class ReadbackQueue {
     }
 
     /// Whether the oldest pending readback can be delivered off the render thread.
-    var deliversOffThread: Bool { persistent }
+    var deliversOffThread: Bool { persistent || exported != nil }
+
+    /// The oldest pending readback, its fence already waited for, copied out
+    /// of its imported buffer (into the frame, or for a frame assembled from
+    /// parts into the buffer's host copy, with the copies that fill the frame
+    /// from there: run them on any thread before the next call). Any thread.
+    func deliverImported() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
+        let r = pending.removeFirst()
+        let slot = r.slot
+        defer { if slot >= 0 { buffers[slot].busy = false } }
+        let storage = framePool.storage(count: r.frameBytes) { _ in }
+        guard slot >= 0, let imported = buffers[slot].imported else {
+            return (r, ReadbackQueue.frame(r, storage), DirectCopyPlanner.deliveryJobs(r, packed: nil, into: storage.mutableBase))
+        }
+        if r.direct == nil {
+            try imported.memory.copyOut(count: r.bytes, to: storage.mutableBase)
+            return (r, ReadbackQueue.frame(r, storage), [])
+        }
+        if (buffers[slot].shadow?.count ?? -1) < r.bytes {
+            buffers[slot].shadow = framePool.storage(count: buffers[slot].capacity) { _ in }
+        }
+        let shadow = buffers[slot].shadow!
+        try imported.memory.copyOut(count: r.bytes, to: shadow.mutableBase)
+        var jobs = DirectCopyPlanner.deliveryJobs(r, packed: UnsafeRawPointer(shadow.mutableBase), into: storage.mutableBase)
+        for i in jobs.indices { jobs[i].owner = KeepAlive((jobs[i].owner, shadow)) }
+        return (r, ReadbackQueue.frame(r, storage), jobs)
+    }
 
     /// The oldest pending readback, its fence already waited for, as a frame
     /// and the copies that fill it from the persistently mapped buffer (run
@@ -154,7 +196,11 @@ final class ReadbackQueue {
     /// Render thread, at teardown (after the timeline drained).
     func release(_ r: GLReleaser) {
         dropAll()
-        r.delete(.buffer, buffers.map(\.buffer))
+        if let exported {
+            for b in buffers { b.imported?.release(r, procs: exported.procs) }
+        } else {
+            r.delete(.buffer, buffers.map(\.buffer))
+        }
         buffers.removeAll()
     }
 }

@@ -11,6 +11,8 @@
 #            compositors, with the interop's maps issued ahead (DIPTYCH_CUDA_PREMAP=on) and without
 #   contexts the composite rate from NVDEC frames at 16 and 32 compositors dealt to CTX (default "2 4") GL contexts
 #   extmem   bench/probes/cuda_gl_extmem (built beside this script): CUDA memory imported into GL, readback rates
+#   readback the NVDEC composite rate (16, 32 compositors) and diptych-gpu-bench (PiP 1080p from host memory, 16 streams)
+#            with NV12 read back through GL's buffers and through CUDA memory imported into GL (DIPTYCH_GPU_READBACK=cuda)
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -75,6 +77,18 @@ for step in "$@"; do
   extmem)
     t timeout -k 2 $(cap 60) $here/cuda_gl_extmem > $O/extmem.txt 2>&1
     t timeout -k 2 $(cap 60) $here/cuda_gl_extmem 2000 dedicated > $O/extmem-dedicated.txt 2>&1
+    ;;
+  readback)
+    for rb in gl cuda; do
+      for n in 16 32; do
+        t env DIPTYCH_GPU_READBACK=$rb timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D --duration 6 \
+          --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/readback-$rb-nvdec-$n.json > $O/readback-$rb-nvdec-$n.md 2>> $O/readback.log
+      done
+      for n in 8 16; do
+        t env DIPTYCH_GPU_READBACK=$rb timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
+          --streams $n --contexts 1 --frames 600 --json $O/readback-$rb-host-$n.json > $O/readback-$rb-host-$n.txt 2>&1
+      done
+    done
     ;;
   uploads)
     for up in off on; do

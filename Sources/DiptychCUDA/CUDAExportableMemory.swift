@@ -1,0 +1,93 @@
+import CCUDA
+import Foundation
+import Glibc
+
+/// Device memory that a GL context imports as a buffer object
+/// (GL_EXT_memory_object_fd) and that CUDA's copy engines read with no
+/// cuGraphics map or unmap: made with the virtual memory management calls
+/// (`cuMemCreate` with a POSIX file descriptor handle, reserved, mapped and
+/// made accessible on its device), one descriptor exported per import.
+/// Freed (unmapped and released) when it goes; GL's imports keep the physical
+/// memory until they are deleted too (docs/ARCHITECTURE.md, "NV12 read back
+/// through CUDA").
+public final class CUDAExportableMemory: @unchecked Sendable {
+    public let context: CUDAPrimaryContext
+    private var block = diptych_cuda_vmm_block()
+    /// The bytes allocated (`bytes` rounded up to the device's granularity).
+    public var size: Int { Int(block.size) }
+
+    /// Whether this driver has the calls (looked up once).
+    public static let calls: Result<Void, CUDAUnavailable> = {
+        var why = [CChar](repeating: 0, count: 256)
+        return diptych_cuda_vmm(&why) == nil ? .failure(CUDAUnavailable("CUDA's virtual memory calls: \(text(why))")) : .success(())
+    }()
+
+    /// At least `bytes` on the context's device.
+    public init(context: CUDAPrimaryContext, bytes: Int) throws(CUDAError) {
+        if case .failure(let e) = Self.calls { throw CUDAError(call: "cuMemCreate", code: -1, name: e.reason) }
+        self.context = context
+        try context.push()
+        defer { context.pop() }
+        var why = [CChar](repeating: 0, count: 256)
+        let r = diptych_cuda_vmm_alloc(Int32(context.ordinal), bytes, &block, &why)
+        guard r == 0 else {
+            throw CUDAError(call: text(why), code: Int(r), name: r > 0 ? context.driver.errorName(CUresult(UInt32(r))) : "unavailable")
+        }
+    }
+
+    /// The device address of byte 0.
+    public var address: UInt64 { block.address }
+
+    /// A new file descriptor for this memory; whoever imports it owns it (close it if the import fails).
+    public func exportDescriptor() throws(CUDAError) -> Int32 {
+        let fd = diptych_cuda_vmm_export(&block)
+        guard fd >= 0 else { throw CUDAError(call: "cuMemExportToShareableHandle", code: -1, name: "no descriptor") }
+        return fd
+    }
+
+    deinit {
+        guard (try? context.push()) != nil else { return }
+        diptych_cuda_vmm_free(&block)
+        context.pop()
+    }
+}
+
+/// Copies out of device memory into host memory on CUDA's copy engines, from
+/// any thread: a stream of its own (not ordered after other streams' work)
+/// and an event whose waiters sleep, one copy at a time.
+public final class CUDACopyOut: @unchecked Sendable {
+    public let context: CUDAPrimaryContext
+    private let lock = NSLock()
+    private var stream: CUstream?
+    private var event: CUevent?
+
+    public init(context: CUDAPrimaryContext) throws(CUDAError) {
+        self.context = context
+        let api = context.driver.api.pointee
+        try context.push()
+        defer { context.pop() }
+        try context.driver.check(api.cuStreamCreate(&stream, UInt32(CU_STREAM_NON_BLOCKING)), "cuStreamCreate")
+        try context.driver.check(api.cuEventCreate(&event, UInt32(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+    }
+
+    /// Copies `count` bytes at `address` into `dst` (page-locked memory: at bus
+    /// speed; ordinary memory goes through the driver's bounce buffers) and waits.
+    public func copy(from address: UInt64, count: Int, to dst: UnsafeMutableRawPointer) throws(CUDAError) {
+        let driver = context.driver, api = driver.api.pointee
+        lock.lock()
+        defer { lock.unlock() }
+        try context.push()
+        defer { context.pop() }
+        try driver.check(api.cuMemcpyDtoHAsync(dst, CUdeviceptr(address), count, stream), "cuMemcpyDtoHAsync(\(count))")
+        try driver.check(api.cuEventRecord(event, stream), "cuEventRecord")
+        try driver.check(api.cuEventSynchronize(event), "cuEventSynchronize")
+    }
+
+    deinit {
+        guard (try? context.push()) != nil else { return }
+        let api = context.driver.api.pointee
+        if let s = stream { _ = api.cuStreamSynchronize(s); _ = api.cuStreamDestroy(s) }
+        if let e = event { _ = api.cuEventDestroy(e) }
+        context.pop()
+    }
+}

@@ -1,0 +1,85 @@
+import CGLES
+import DiptychCore
+import Foundation
+import Glibc
+
+/// Memory a readback buffer lives in when it is not GL's own: its owner
+/// exports it as a file descriptor, the GL context imports it
+/// (GL_EXT_memory_object_fd) and the GPU's readback copies write into it;
+/// its owner copies it out to host memory, on any thread, once the frame's
+/// fence has signalled (docs/ARCHITECTURE.md, "NV12 read back through CUDA").
+protocol ExportedMemory: AnyObject, Sendable {
+    /// Bytes of the allocation (at least the size asked for).
+    var size: Int { get }
+    /// A new descriptor; the import takes it (closed here if the import fails).
+    func exportDescriptor() throws(GPUError) -> Int32
+    /// Copies `count` bytes from the start into `dst` and waits for them.
+    func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError)
+}
+
+/// Where readback buffers come from when GL does not make them: allocations
+/// of exported memory, and (optionally) the host memory delivered frames are
+/// copied into (page-locked, so the copy runs at bus speed).
+struct ExportedMemorySource {
+    /// What the path is called (`CUDA`).
+    var name: String
+    var allocate: (Int) throws(GPUError) -> any ExportedMemory
+    var hostMemory: FrameBufferPool.Allocator?
+}
+
+/// The GL entry points of GL_EXT_memory_object and GL_EXT_memory_object_fd.
+struct MemoryObjectProcs {
+    var create: PFNGLCREATEMEMORYOBJECTSEXTPROC
+    var delete: PFNGLDELETEMEMORYOBJECTSEXTPROC
+    var importFD: PFNGLIMPORTMEMORYFDEXTPROC
+    var bufferStorage: PFNGLBUFFERSTORAGEMEMEXTPROC
+
+    static func load(_ caps: GPUCapabilities) -> MemoryObjectProcs? {
+        guard caps.memoryObjectFD,
+              let c = loadProc("glCreateMemoryObjectsEXT", as: PFNGLCREATEMEMORYOBJECTSEXTPROC.self),
+              let d = loadProc("glDeleteMemoryObjectsEXT", as: PFNGLDELETEMEMORYOBJECTSEXTPROC.self),
+              let i = loadProc("glImportMemoryFdEXT", as: PFNGLIMPORTMEMORYFDEXTPROC.self),
+              let b = loadProc("glBufferStorageMemEXT", as: PFNGLBUFFERSTORAGEMEMEXTPROC.self) else { return nil }
+        return MemoryObjectProcs(create: c, delete: d, importFD: i, bufferStorage: b)
+    }
+}
+
+/// One GL buffer backed by imported memory: the memory object and the
+/// buffer made on it, and the memory they hold. Render thread.
+final class ImportedBuffer {
+    let memory: any ExportedMemory
+    private(set) var object: GLuint = 0
+    private(set) var buffer: GLuint = 0
+
+    /// Imports `memory` and makes a buffer of its size on it, bound to `target`.
+    init(_ memory: any ExportedMemory, target: GLenum, procs: MemoryObjectProcs) throws(GPUError) {
+        self.memory = memory
+        _ = glGetError()
+        let fd = try memory.exportDescriptor()
+        procs.create(1, &object)
+        procs.importFD(object, GLuint64(memory.size), GL.handleTypeOpaqueFD, fd)
+        var e = glGetError()
+        if e != GL.noError || object == 0 {
+            close(fd)   // a failed import leaves the descriptor with us
+            if object != 0 { procs.delete(1, &object) }
+            throw .gl(label: "importing \(memory.size) bytes of exported memory (glImportMemoryFdEXT)", code: e)
+        }
+        glGenBuffers(1, &buffer)
+        glBindBuffer(target, buffer)
+        procs.bufferStorage(target, GLsizeiptr(memory.size), object, 0)
+        e = glGetError()
+        if e != GL.noError {
+            glBindBuffer(target, 0)
+            glDeleteBuffers(1, &buffer)
+            procs.delete(1, &object)
+            throw .gl(label: "a buffer on \(memory.size) bytes of imported memory (glBufferStorageMemEXT)", code: e)
+        }
+    }
+
+    /// Deletes the buffer and the memory object; nothing in flight uses them.
+    func release(_ r: GLReleaser, procs: MemoryObjectProcs) {
+        r.delete(.buffer, [buffer])
+        procs.delete(1, &object)
+        buffer = 0; object = 0
+    }
+}

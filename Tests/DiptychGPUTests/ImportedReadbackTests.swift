@@ -1,0 +1,138 @@
+import DiptychCore
+import Foundation
+import Glibc
+import Testing
+@testable import DiptychGPU
+
+/// Shared memory standing in for CUDA's exported allocations: an unlinked
+/// file, mapped, that llvmpipe imports (GL_EXT_memory_object_fd) and maps
+/// too, copied out with memcpy. Mesa imports only its own exports: the file
+/// starts with the header its exports carry (total size, offset of the data,
+/// the driver's id), the data one page in.
+final class MemfdMemory: ExportedMemory, @unchecked Sendable {
+    final class Ledger: @unchecked Sendable {
+        let lock = NSLock()
+        var live = 0, made = 0, copies = 0, descriptors = 0
+        func note(_ f: (Ledger) -> Void) { lock.lock(); f(self); lock.unlock() }
+    }
+    let size: Int
+    private let fd: Int32
+    private let base: UnsafeMutableRawPointer
+    private let ledger: Ledger
+
+    static let page = 4096
+
+    init(bytes: Int, ledger: Ledger) throws(GPUError) {
+        size = (bytes + 4095) & ~4095
+        self.ledger = ledger
+        var template = Array((NSTemporaryDirectory() + "/diptych-readback-XXXXXX").utf8CString)
+        fd = mkstemp(&template)
+        if fd >= 0 { unlink(template) }
+        var header = [Int(size + 2 * Self.page), Self.page].withUnsafeBytes { Array($0) } + Self.llvmpipeID
+        guard fd >= 0, ftruncate(fd, off_t(size + 2 * Self.page)) == 0, pwrite(fd, &header, header.count, 0) == header.count,
+              let p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(Self.page)), p != MAP_FAILED else {
+            throw .unsupported("a mapped file of \(bytes) bytes")
+        }
+        base = p
+        ledger.note { $0.live += 1; $0.made += 1 }
+    }
+
+    func exportDescriptor() throws(GPUError) -> Int32 {
+        ledger.note { $0.descriptors += 1 }
+        return dup(fd)
+    }
+
+    func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError) {
+        precondition(count <= size)
+        dst.copyMemory(from: base, byteCount: count)
+        ledger.note { $0.copies += 1 }
+    }
+
+    deinit { munmap(base, size); close(fd); ledger.note { $0.live -= 1 } }
+
+    /// What llvmpipe's exports carry after the sizes: the first 16 bytes of
+    /// the SHA-1 of its driver id, "llvmpipe" (Mesa's os_memory_fd).
+    static let llvmpipeID: [UInt8] = [0x6c, 0xb9, 0xee, 0x07, 0x4a, 0x0b, 0xad, 0x7b, 0x01, 0x2e, 0x1b, 0xe9, 0x69, 0x7e, 0x53, 0x0f]
+
+    static func source(_ ledger: Ledger, hostBlocks: Ledger? = nil) -> ExportedMemorySource {
+        let host = hostBlocks.map { l in
+            FrameBufferPool.Allocator(allocate: { n in l.note { $0.live += 1; $0.made += 1 }; return malloc(n) },
+                                      free: { p in l.note { $0.live -= 1 }; free(p) })
+        }
+        return ExportedMemorySource(name: "test memory", allocate: { n throws(GPUError) in try MemfdMemory(bytes: n, ledger: ledger) },
+                                    hostMemory: host)
+    }
+}
+
+/// NV12 readbacks into imported memory (`DIPTYCH_GPU_READBACK=cuda` on an
+/// NVIDIA GPU; here llvmpipe importing mapped files): the same frames as GL's own
+/// buffers, on the compute and fragment paths and for frames assembled by
+/// the direct-copy path; every import freed at shutdown.
+extension GPU {
+    @Suite struct ImportedReadback {
+        static let canvas = PixelSize(width: 64, height: 48)
+
+        private func frames(_ c: GPUCompositor, count: Int, plan: CompositionPlan) throws -> [[UInt8]] {
+            let out = try c.addOutput(canvas: Self.canvas)
+            var got: [VideoFrame] = []
+            for i in 0..<count {
+                let uploads = [(ComputePath.picture(64, 48, .nv12, seed: i), StreamRole.primary),
+                               (ComputePath.picture(32, 24, .i420, seed: 7 + i), .secondary)]
+                got += try c.composite(uploads: uploads, output: out, plan: plan, pts: MediaTime(value: Int64(i), timescale: 30))
+            }
+            got += try c.flush()
+            return got.map(GPU.CUDAUploads.nv12Bytes)
+        }
+
+        private func supported() throws -> Bool {
+            let c = try makeCompositor()
+            defer { c.shutdown() }
+            return c.info.capabilities.memoryObjectFD
+        }
+
+        @Test(arguments: [GPUPass.compute, .fragment])
+        func importedBuffersGiveTheFramesOfGLBuffers(_ pass: GPUPass) throws {
+            guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
+            let plan = GPU.CUDAUploads.plan
+            let gl = try makeCompositor(readbackDepth: 3, pass: pass)
+            let expected = try frames(gl, count: 7, plan: plan)
+            gl.shutdown()
+            let ledger = MemfdMemory.Ledger(), host = MemfdMemory.Ledger()
+            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(ledger, hostBlocks: host)), readbackDepth: 3, pass: pass)
+            #expect(c.paths.description.contains("NV12 read back through test memory"), "\(c.paths)")
+            let got = try frames(c, count: 7, plan: plan)
+            #expect(got.count == 7 && got == expected, "frames read back through imported memory differ from GL's")
+            #expect(ledger.copies == 7 && ledger.made == 3 && ledger.descriptors == 3, "one import a slot, one copy a frame: \(ledger.made), \(ledger.copies)")
+            #expect(host.made > 0, "frames delivered into the source's host memory")
+            c.shutdown()
+            #expect(ledger.live == 0, "every import freed at shutdown")
+        }
+
+        /// Direct-copy frames (the rendered region read back, the rest copied
+        /// on the CPU) come through the slot's host copy.
+        @Test func directCopyFramesThroughImportedMemory() throws {
+            guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
+            let plan = GPU.DirectCopy.pipPlan(mirrored: true)
+            let canvas = GPU.DirectCopy.canvas
+            func run(_ hooks: GPUTestHooks) throws -> ([[UInt8]], GPUStats) {
+                let c = try GPUCompositor(selection: .software, directCopy: .on, pass: .fragment, hooks: hooks)
+                defer { c.shutdown() }
+                let out = try c.addOutput(canvas: canvas)
+                var got: [VideoFrame] = []
+                for i in 0..<4 {
+                    let uploads = [(GPU.DirectCopy.yuvFrame(128, 72, format: .nv12, seed: i), StreamRole.primary),
+                                   (GPU.DirectCopy.yuvFrame(64, 48, format: .nv12, seed: 5 + i), .secondary)]
+                    got += try c.composite(uploads: uploads, output: out, plan: plan, pts: MediaTime(value: Int64(i), timescale: 30))
+                }
+                got += try c.flush()
+                return (got.map(GPU.CUDAUploads.nv12Bytes), c.stats)
+            }
+            let (expected, _) = try run(GPUTestHooks())
+            let ledger = MemfdMemory.Ledger()
+            let (got, stats) = try run(GPUTestHooks(exportedMemory: MemfdMemory.source(ledger)))
+            #expect(stats.framesDirect == 4, "every frame took the direct-copy path: \(stats.framesDirect)")
+            #expect(got == expected, "direct-copy frames through imported memory differ from GL's")
+            #expect(ledger.copies == 4 && ledger.live == 0)
+        }
+    }
+}
