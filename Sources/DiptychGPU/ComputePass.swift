@@ -55,7 +55,7 @@ final class ComputePass {
     /// visible to the copies, fetches and reads after it (a batch of frames
     /// issues one for all its dispatches instead).
     func dispatch(_ frame: ComputeFrame, out: Output, nv12: Bool, rgba: Bool, shaders: ShaderCache, timer: PassTimer,
-                  barrier: Bool = true) throws(GPUError) {
+                  barrier: Bool = true, nv12Buffer: GLuint? = nil) throws(GPUError) {
         precondition(nv12 || rgba)
         let program = try shaders.program(.compute(nv12: nv12, rgba: rgba, drawList: ComputePass.drawList(frame)))
         encode(frame, out)
@@ -76,7 +76,7 @@ final class ComputePass {
                 glTexParameteri(GL.texture2D, GL.textureMagFilter, filter)
             }
         }
-        if nv12 { glBindBufferBase(GL.shaderStorageBuffer, 0, out.nv12Storage().buffer) }
+        if nv12 { glBindBufferBase(GL.shaderStorageBuffer, 0, nv12Buffer ?? out.nv12Storage().buffer) }
         if rgba { glBindImageTexture(0, out.target.texture, 0, GLboolean(GL_FALSE), 0, GL.writeOnly, GL.rgba8) }
         glUseProgram(program.id)
         let wordsPerRow = out.nv12Stride / 4, blockRows = out.canvas.height / 2

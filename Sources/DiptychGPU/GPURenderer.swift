@@ -222,6 +222,9 @@ final class GPURenderer {
         var pts: MediaTime
         var readback: Bool
         var rgba: Bool
+        /// The readback buffer the dispatch wrote NV12 into (imported
+        /// readback buffers: no copy after it); nil: the output's own buffer.
+        var slot: Int? = nil
     }
 
     /// Phase 1 of a frame: the pending uploads, then either the whole frame on
@@ -264,8 +267,18 @@ final class GPURenderer {
 
     /// Phase 2: the staged frame's compute dispatch.
     func dispatchFrame(barrier: Bool) throws(GPUError) {
-        guard let s = staged, let compute else { return }
-        try compute.dispatch(s.frame, out: s.out, nv12: s.readback, rgba: s.rgba, shaders: shaders, timer: timer, barrier: barrier)
+        guard var s = staged, let compute else { return }
+        var target: GLuint?
+        if s.readback, readbacks.exported != nil {
+            // Imported readback buffers sit in device memory: the pass writes the frame straight into one.
+            let slot = try readbacks.bindNext(bytes: s.out.nv12Bytes, target: GL.shaderStorageBuffer, releaser: releaser)
+            glBindBuffer(GL.shaderStorageBuffer, 0)
+            s.slot = slot
+            staged = s
+            target = readbacks.buffer(slot)
+        }
+        try compute.dispatch(s.frame, out: s.out, nv12: s.readback, rgba: s.rgba, shaders: shaders, timer: timer, barrier: barrier,
+                             nv12Buffer: target)
         for (_, set) in s.frame.draws { set.lastUse = timeline.pendingSerial }
         s.out.lastCompute = s.frame
         s.out.rgbaStale = !s.rgba
@@ -276,8 +289,8 @@ final class GPURenderer {
         guard let s = staged else { return }
         staged = nil
         let out = s.out
-        var slot = -1
-        if s.readback {
+        var slot = s.slot ?? -1
+        if s.readback && s.slot == nil {
             let nv12 = out.nv12Storage()
             slot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.copyWriteBuffer, releaser: releaser)
             timer.begin(.nv12)
