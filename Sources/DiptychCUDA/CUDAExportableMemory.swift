@@ -52,9 +52,10 @@ public final class CUDAExportableMemory: @unchecked Sendable {
     }
 }
 
-/// Copies out of device memory into host memory on CUDA's copy engines, from
-/// any thread: a stream of its own (not ordered after other streams' work)
-/// and an event whose waiters sleep, one copy at a time.
+/// Copies between device memory and host memory (or within the device) on
+/// CUDA's copy engines, from any thread: a stream of its own (not ordered
+/// after other streams' work) and an event whose waiters sleep, one copy at a
+/// time.
 public final class CUDACopyOut: @unchecked Sendable {
     public let context: CUDAPrimaryContext
     private let lock = NSLock()
@@ -79,6 +80,45 @@ public final class CUDACopyOut: @unchecked Sendable {
         try context.push()
         defer { context.pop() }
         try driver.check(api.cuMemcpyDtoHAsync(dst, CUdeviceptr(address), count, stream), "cuMemcpyDtoHAsync(\(count))")
+        try driver.check(api.cuEventRecord(event, stream), "cuEventRecord")
+        try driver.check(api.cuEventSynchronize(event), "cuEventSynchronize")
+    }
+
+    /// A plane to copy into device memory.
+    public struct Plane {
+        public enum Source { case host(UnsafeRawPointer), device(UInt64) }
+        public var source: Source
+        public var pitch: Int, rowBytes: Int, rows: Int
+        public var destination: UInt64
+        public var dstPitch: Int
+        public init(source: Source, pitch: Int, rowBytes: Int, rows: Int, destination: UInt64, dstPitch: Int) {
+            self.source = source; self.pitch = pitch; self.rowBytes = rowBytes; self.rows = rows
+            self.destination = destination; self.dstPitch = dstPitch
+        }
+    }
+
+    /// Copies `planes` into device memory and waits (from host memory: staged
+    /// by the driver unless page-locked; from the device: on the device).
+    public func copy(_ planes: [Plane]) throws(CUDAError) {
+        let driver = context.driver, api = driver.api.pointee
+        lock.lock()
+        defer { lock.unlock() }
+        try context.push()
+        defer { context.pop() }
+        for p in planes {
+            var c = CUDA_MEMCPY2D()
+            switch p.source {
+            case .host(let h): c.srcMemoryType = CU_MEMORYTYPE_HOST; c.srcHost = h
+            case .device(let a): c.srcMemoryType = CU_MEMORYTYPE_DEVICE; c.srcDevice = CUdeviceptr(a)
+            }
+            c.srcPitch = p.pitch
+            c.dstMemoryType = CU_MEMORYTYPE_DEVICE
+            c.dstDevice = CUdeviceptr(p.destination)
+            c.dstPitch = p.dstPitch
+            c.WidthInBytes = p.rowBytes
+            c.Height = p.rows
+            try driver.check(api.cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync(\(p.rowBytes)x\(p.rows) in)")
+        }
         try driver.check(api.cuEventRecord(event, stream), "cuEventRecord")
         try driver.check(api.cuEventSynchronize(event), "cuEventSynchronize")
     }

@@ -9,10 +9,28 @@ import Foundation
 /// through CUDA"). No cuGraphics map or unmap is involved.
 final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
     let memory: CUDAExportableMemory
-    let copier: CUDACopyOut
+    /// Copies out (readbacks) and in (uploads), each on a stream of its own.
+    let copier: CUDACopyOut, copierIn: CUDACopyOut
     var size: Int { memory.size }
 
-    init(_ memory: CUDAExportableMemory, copier: CUDACopyOut) { self.memory = memory; self.copier = copier }
+    init(_ memory: CUDAExportableMemory, copier: CUDACopyOut, copierIn: CUDACopyOut) {
+        self.memory = memory; self.copier = copier; self.copierIn = copierIn
+    }
+
+    func copyIn(_ planes: [PlaneTransfer]) throws(GPUError) {
+        let base = memory.address
+        do throws(CUDAError) {
+            try copierIn.copy(planes.map { p in
+                let s: CUDACopyOut.Plane.Source
+                switch p.source {
+                case .host(let h): s = .host(h)
+                case .device(let a): s = .device(a)
+                }
+                return CUDACopyOut.Plane(source: s, pitch: p.pitch, rowBytes: p.rowBytes, rows: p.rows,
+                                         destination: base + UInt64(p.offset), dstPitch: p.dstPitch)
+            })
+        } catch { throw .cudaInterop("uploading \(planes.count) planes: \(error)") }
+    }
 
     func exportDescriptor() throws(GPUError) -> Int32 {
         do throws(CUDAError) { return try memory.exportDescriptor() } catch { throw .cudaInterop("readback memory: \(error)") }
@@ -27,27 +45,27 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
 
 extension ExportedMemorySource {
     /// Render thread, at a renderer's start: the test hooks' source; else
-    /// CUDA's where `DIPTYCH_GPU_READBACK=cuda` asks for it, the context can
-    /// import memory and the driver can make it (else GL's buffers, logged).
-    static func choose(_ context: GLContext, hooks: GPUTestHooks, log: (String) -> Void)
+    /// CUDA's where the context can import memory and the driver can make it
+    /// (else nil, logged: GL's own buffers). `asked` names the setting.
+    static func choose(_ context: GLContext, hooks: GPUTestHooks, asked: String, log: (String) -> Void)
         -> (source: ExportedMemorySource, procs: MemoryObjectProcs)? {
         if let s = hooks.exportedMemory { return MemoryObjectProcs.load(context.caps).map { (s, $0) } }
-        guard requested == "cuda" else { return nil }
         guard let procs = MemoryObjectProcs.load(context.caps) else {
-            log("diptych-gpu: DIPTYCH_GPU_READBACK=cuda: this GL context lacks GL_EXT_memory_object_fd; reading back through GL")
+            log("diptych-gpu: \(asked): this GL context lacks GL_EXT_memory_object_fd; transfers through GL")
             return nil
         }
         var why = ""
         guard let s = cuda(why: &why) else {
-            log("diptych-gpu: DIPTYCH_GPU_READBACK=cuda: \(why); reading back through GL")
+            log("diptych-gpu: \(asked): \(why); transfers through GL")
             return nil
         }
         return (s, procs)
     }
 
-    /// Which readback path `DIPTYCH_GPU_READBACK` asks for: `cuda`, `gl`, or
-    /// nil (the default: GL's).
-    static let requested: String? = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"]
+    /// Readbacks into CUDA memory: `DIPTYCH_GPU_READBACK=cuda` (default: GL's buffers).
+    static let readbackRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] == "cuda"
+    /// Uploads through imported CUDA memory: `DIPTYCH_CUDA_UPLOADS=import`.
+    static let stagingRequested = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "import"
 
     /// CUDA's, on the device that runs the GL context current on this thread
     /// (render thread); nil where there is no such device or the driver lacks
@@ -62,10 +80,11 @@ extension ExportedMemorySource {
         guard let device = (try? driver.devicesOfCurrentGLContext())?.first ?? (driver.deviceCount == 1 ? 0 : nil) else {
             why = "no CUDA device runs this GL context"; return nil
         }
-        let context: CUDAPrimaryContext, copier: CUDACopyOut
+        let context: CUDAPrimaryContext, copier: CUDACopyOut, copierIn: CUDACopyOut
         do throws(CUDAError) {
             context = try driver.primaryContext(ordinal: device)
             copier = try CUDACopyOut(context: context)
+            copierIn = try CUDACopyOut(context: context)
             _ = try CUDAExportableMemory(context: context, bytes: 1)   // the calls work here
         } catch { why = "\(error)"; return nil }
         let host = FrameBufferPool.Allocator(
@@ -79,9 +98,9 @@ extension ExportedMemorySource {
                 CUDAPinnedMemory.free(p)
                 if current { context.pop() }
             })
-        return ExportedMemorySource(name: "CUDA", allocate: { bytes throws(GPUError) in
+        return ExportedMemorySource(name: "CUDA", device: device, allocate: { bytes throws(GPUError) in
             do throws(CUDAError) {
-                return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copier: copier)
+                return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copier: copier, copierIn: copierIn)
             } catch { throw .cudaInterop("readback memory of \(bytes) bytes: \(error)") }
         }, hostMemory: host)
     }

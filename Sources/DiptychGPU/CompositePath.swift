@@ -55,6 +55,9 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
     /// NV12 readbacks into memory imported from this API (`CUDA`: copied out
     /// by CUDA's copy engines, `DIPTYCH_GPU_READBACK=cuda`); nil: GL's buffers.
     public var readbackThrough: String? = nil
+    /// Uploads staged in memory imported from this API (`CUDA`: copied in by
+    /// CUDA's copy engines, `DIPTYCH_CUDA_UPLOADS=import`); nil: GL's buffers.
+    public var uploadsThrough: String? = nil
 
     public var description: String {
         "composite path \(pass)\(directCopy ? " (direct copy where a plan allows it)" : ""), "
@@ -63,5 +66,6 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
             + (cudaMapsAhead == true ? ", CUDA frames' texture sets mapped ahead" : "")
             + (cudaHostUploads == true ? ", host NV12 frames uploaded through CUDA" : "")
             + (readbackThrough.map { ", NV12 read back through \($0)" } ?? "")
+            + (uploadsThrough.map { ", uploads staged through \($0)" } ?? "")
     }
 }

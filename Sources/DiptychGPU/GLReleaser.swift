@@ -24,8 +24,11 @@ struct GPUTestHooks {
     var cudaPremap: Bool?
     /// Upload host NV12 frames through CUDA (nil: `DIPTYCH_CUDA_UPLOADS`).
     var cudaHostUploads: Bool?
-    /// Readback buffers in this memory (nil: `DIPTYCH_GPU_READBACK`).
+    /// Readback buffers (`importedReadback`) and staging slots (`importedStaging`)
+    /// in this memory (nil: `DIPTYCH_GPU_READBACK`, `DIPTYCH_CUDA_UPLOADS`).
     var exportedMemory: ExportedMemorySource?
+    var importedReadback = true
+    var importedStaging = false
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
          persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
          cudaPremap: Bool? = nil, cudaHostUploads: Bool? = nil, exportedMemory: ExportedMemorySource? = nil) {

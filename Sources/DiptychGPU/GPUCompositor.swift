@@ -193,6 +193,16 @@ public final class GPUCompositor: @unchecked Sendable {
         if r.directCopy && frame.format.isYUV { r.setPending(role, .keep(frame)); return }
         r.dropPending(role)
         let layout = UploadLayout(frame)
+        let i = try stagingSlot(r, bytes: layout.total)
+        let t0 = PassTimer.now()
+        do throws(GPUError) { try stage(frame, layout: layout, into: i, r) } catch { r.staging.abandon(i); throw error }
+        r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
+        r.setPending(role, .staged(StagedUpload(frame: frame, role: role, slot: i, layout: layout)))
+    }
+
+    /// A staging slot with room for `bytes` (a hop commits staged frames when
+    /// every slot holds one; another grows the slot). `lock` is held.
+    func stagingSlot(_ r: GPURenderer, bytes: Int) throws(GPUError) -> Int {
         var slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
         if slot == nil {
             // Every slot holds a staged frame (a ring shallower than the roles): commit them.
@@ -200,15 +210,12 @@ public final class GPUCompositor: @unchecked Sendable {
             slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
         }
         guard let i = slot else { throw .gl(label: "upload: staging ring of \(r.staging.slots.count) slots exhausted", code: 0) }
-        if r.staging.needsGrowth(i, bytes: layout.total) {
+        if r.staging.needsGrowth(i, bytes: bytes) {
             do throws(GPUError) {
-                try withRenderer { r throws(GPUError) in try r.staging.grow(i, bytes: layout.total, releaser: r.releaser) }
+                try withRenderer { r throws(GPUError) in try r.staging.grow(i, bytes: bytes, releaser: r.releaser) }
             } catch { r.staging.abandon(i); throw error }
         }
-        let t0 = PassTimer.now()
-        for j in layout.copyJobs(frame, to: r.staging.base(i)) { j.run() }
-        r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
-        r.setPending(role, .staged(StagedUpload(frame: frame, role: role, slot: i, layout: layout)))
+        return i
     }
 
     /// Makes a frame in CUDA memory (NVDEC's) the role's picture from the next
@@ -219,7 +226,9 @@ public final class GPUCompositor: @unchecked Sendable {
     /// render with `.cudaInterop` (the role's picture is then unchanged).
     public func upload(_ frame: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
         lock.lock(); defer { lock.unlock() }
-        try callerSide().setPending(frame, holder: holder, role: role)
+        let r = try callerSide()
+        if try stageImported(frame, role: role, r) { return }
+        try r.setPending(frame, holder: holder, role: role)
     }
 
     /// Imports a dma-buf as the role's current picture (EGL_EXT_image_dma_buf_import);

@@ -86,9 +86,16 @@ final class GPURenderer {
         maxTextureSize = context.info.maxTextureSize
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, bufferStorage: bufferStorage)
-        let exported = ExportedMemorySource.choose(context, hooks: hooks, log: log)
-        paths.readbackThrough = exported?.source.name
-        readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage, exported: exported)
+        let test = hooks.exportedMemory != nil
+        let importReadback = test ? hooks.importedReadback : ExportedMemorySource.readbackRequested
+        let importStaging = test ? hooks.importedStaging : ExportedMemorySource.stagingRequested
+        let exported = importReadback || importStaging
+            ? ExportedMemorySource.choose(context, hooks: hooks, asked: importReadback ? "DIPTYCH_GPU_READBACK=cuda" : "DIPTYCH_CUDA_UPLOADS=import", log: log)
+            : nil
+        paths.readbackThrough = importReadback ? exported?.source.name : nil
+        paths.uploadsThrough = importStaging ? exported?.source.name : nil
+        readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage, exported: importReadback ? exported : nil)
+        staging.imported = importStaging ? exported : nil
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
         glDisable(GL.dither)
         _ = glGetError()

@@ -15,6 +15,20 @@ protocol ExportedMemory: AnyObject, Sendable {
     func exportDescriptor() throws(GPUError) -> Int32
     /// Copies `count` bytes from the start into `dst` and waits for them.
     func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError)
+    /// Copies planes in (from host memory or from the device) and waits for them.
+    func copyIn(_ planes: [PlaneTransfer]) throws(GPUError)
+}
+
+/// One plane into exported memory: `rows` rows of `rowBytes`, `pitch` apart
+/// at the source, `dstPitch` apart from byte `offset` of the memory.
+struct PlaneTransfer {
+    enum Source { case host(UnsafeRawPointer), device(UInt64) }
+    var source: Source
+    var pitch: Int
+    var rowBytes: Int
+    var rows: Int
+    var offset: Int
+    var dstPitch: Int
 }
 
 /// Where readback buffers come from when GL does not make them: allocations
@@ -23,6 +37,8 @@ protocol ExportedMemory: AnyObject, Sendable {
 struct ExportedMemorySource {
     /// What the path is called (`CUDA`).
     var name: String
+    /// The CUDA device whose memory it is (CUDA frames of another device cannot be copied in).
+    var device: Int = 0
     var allocate: (Int) throws(GPUError) -> any ExportedMemory
     var hostMemory: FrameBufferPool.Allocator?
 }

@@ -55,6 +55,8 @@ final class StagingRing {
         var lastUse: UInt64 = 0
         /// Holds a copied frame not yet committed.
         var staged = false
+        /// Imported device memory (`imported`): callers copy in through its owner.
+        var imported: ImportedBuffer?
     }
     private(set) var slots: [Slot]
     private var next = 0
@@ -68,8 +70,12 @@ final class StagingRing {
     }
     /// Set once, before any slot is grown.
     var pinned: PinnedAllocator?
+    /// Set once, before any slot is grown: slots are imported device memory
+    /// (CUDA's) that the callers copy frames into through its owner
+    /// (`DIPTYCH_CUDA_UPLOADS=import`), and glTexSubImage2D reads on the device.
+    var imported: (source: ExportedMemorySource, procs: MemoryObjectProcs)?
     /// Slots are read after the call that reads them returns, so they wait for its fence.
-    private var tracksUse: Bool { persistent || pinned != nil }
+    private var tracksUse: Bool { persistent || pinned != nil || imported != nil }
 
     init(count: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) {
         precondition(count >= 1)
@@ -96,13 +102,30 @@ final class StagingRing {
 
     func base(_ i: Int) -> UnsafeMutableRawPointer { slots[i].base! }
 
+    /// Slot `i`'s imported memory (`imported` only).
+    func memory(_ i: Int) -> (any ExportedMemory)? { slots[i].imported?.memory }
+
     /// Lets go of a staged slot that will not be committed (superseded or failed).
     func abandon(_ i: Int) { slots[i].staged = false }
 
     /// Render thread: slot `i` with room for `bytes` (its old buffer retired after its last read).
     func grow(_ i: Int, bytes: Int, releaser: GLReleaser) throws(GPUError) {
         let cap = (bytes + 65535) & ~65535
-        if let pinned {
+        if let imported {
+            if let old = slots[i].imported {
+                let procs = imported.procs
+                releaser.timeline.retire(lastUse: slots[i].lastUse) { old.release(releaser, procs: procs) }
+            }
+            slots[i].imported = nil
+            slots[i].buffer = 0
+            slots[i].capacity = 0
+            let b = try ImportedBuffer(try imported.source.allocate(cap), target: GL.pixelUnpackBuffer, procs: imported.procs)
+            glBindBuffer(GL.pixelUnpackBuffer, 0)
+            slots[i].imported = b
+            slots[i].buffer = b.buffer
+            slots[i].capacity = b.memory.size
+            return
+        } else if let pinned {
             if let old = slots[i].base {
                 let free = pinned.free
                 releaser.timeline.retire(lastUse: slots[i].lastUse) { free(old) }
@@ -137,7 +160,7 @@ final class StagingRing {
     /// Render thread: binds slot `i` as the pixel-unpack source; returns the
     /// "pointer" glTexSubImage2D takes for byte `offset` of it.
     func bind(_ i: Int, offset: Int) -> UnsafeRawPointer? {
-        if persistent && pinned == nil {
+        if imported != nil || (persistent && pinned == nil) {
             glBindBuffer(GL.pixelUnpackBuffer, slots[i].buffer)
             return diptych_gl_offset(offset)
         }
@@ -153,7 +176,9 @@ final class StagingRing {
 
     /// Render thread, at teardown (after the timeline drained).
     func release(_ r: GLReleaser) {
-        if let pinned {
+        if let imported {
+            for s in slots { s.imported?.release(r, procs: imported.procs) }
+        } else if let pinned {
             for s in slots { if let b = s.base { pinned.free(b) } }
         } else if persistent {
             r.delete(.buffer, slots.map(\.buffer))

@@ -12,7 +12,7 @@ import Testing
 final class MemfdMemory: ExportedMemory, @unchecked Sendable {
     final class Ledger: @unchecked Sendable {
         let lock = NSLock()
-        var live = 0, made = 0, copies = 0, descriptors = 0
+        var live = 0, made = 0, copies = 0, descriptors = 0, copiesIn = 0, planesFromDevice = 0
         func note(_ f: (Ledger) -> Void) { lock.lock(); f(self); lock.unlock() }
     }
     let size: Int
@@ -46,6 +46,20 @@ final class MemfdMemory: ExportedMemory, @unchecked Sendable {
         precondition(count <= size)
         dst.copyMemory(from: base, byteCount: count)
         ledger.note { $0.copies += 1 }
+    }
+
+    /// Host sources are read as they are; "device" addresses are host pointers here (the tests' CUDA frames).
+    func copyIn(_ planes: [PlaneTransfer]) throws(GPUError) {
+        for p in planes {
+            let src: UnsafeRawPointer
+            switch p.source {
+            case .host(let h): src = h
+            case .device(let a): src = UnsafeRawPointer(bitPattern: UInt(a))!; ledger.note { $0.planesFromDevice += 1 }
+            }
+            precondition(p.offset + p.dstPitch * (p.rows - 1) + p.rowBytes <= size)
+            for y in 0..<p.rows { (base + p.offset + y * p.dstPitch).copyMemory(from: src + y * p.pitch, byteCount: p.rowBytes) }
+        }
+        ledger.note { $0.copiesIn += 1 }
     }
 
     deinit { munmap(base, size); close(fd); ledger.note { $0.live -= 1 } }
@@ -133,6 +147,55 @@ extension GPU {
             #expect(stats.framesDirect == 4, "every frame took the direct-copy path: \(stats.framesDirect)")
             #expect(got == expected, "direct-copy frames through imported memory differ from GL's")
             #expect(ledger.copies == 4 && ledger.live == 0)
+        }
+
+        /// Uploads staged in imported memory (`DIPTYCH_CUDA_UPLOADS=import`):
+        /// host frames (NV12, I420) and NV12 CUDA frames copied in by the
+        /// memory's owner give GL's pictures, with no interop map; a P010 CUDA
+        /// frame still goes through interop; every import freed.
+        @Test func stagedUploadsThroughImportedMemory() throws {
+            guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
+            let plan = GPU.CUDAUploads.plan
+            let gl = try makeCompositor(readbackDepth: 2)
+            let expected = try frames(gl, count: 5, plan: plan)
+            gl.shutdown()
+            let ledger = MemfdMemory.Ledger()
+            let hooks = GPUTestHooks(exportedMemory: MemfdMemory.source(ledger))
+            var staged = hooks
+            staged.importedStaging = true
+            staged.importedReadback = false
+            let c = try makeCompositor(hooks: staged, readbackDepth: 2)
+            #expect(c.paths.description.contains("uploads staged through test memory") && !c.paths.description.contains("read back"), "\(c.paths)")
+            #expect(try frames(c, count: 5, plan: plan) == expected, "host frames staged in imported memory differ from GL's")
+            #expect(ledger.copiesIn == 10 && ledger.planesFromDevice == 0)
+            c.shutdown()
+            #expect(ledger.live == 0, "every staging import freed")
+
+            // NV12 CUDA frames: device to device into the staging, the holder let go at once.
+            let interop = HostInterop(), released = HostCUDAFrame.Released()
+            var both = staged
+            both.cudaCalls = { _ in interop }
+            both.importedReadback = true
+            let k = try makeCompositor(hooks: both, readbackDepth: 2)
+            defer { k.shutdown() }
+            let out = try k.addOutput(canvas: Self.canvas)
+            var got: [VideoFrame] = []
+            for i in 0..<5 {
+                let p = HostCUDAFrame(ComputePath.picture(64, 48, .nv12, seed: i), released: released)
+                try k.upload(p.frame, holder: p, role: .primary)
+                try k.upload(ComputePath.picture(32, 24, .i420, seed: 7 + i), role: .secondary)
+                try k.render(output: out, plan: plan, pts: MediaTime(value: Int64(i), timescale: 30))
+                got += try k.nextNV12(wait: false).map { [$0] } ?? []
+            }
+            got += try k.flush()
+            #expect(got.map(GPU.CUDAUploads.nv12Bytes) == expected, "CUDA frames staged in imported memory differ")
+            #expect(released.count == 5 && interop.maps.isEmpty, "no interop map; holders let go once copied: \(interop.maps)")
+            #expect(ledger.planesFromDevice == 10)
+            let p10 = HostCUDAFrame(ComputePath.picture(64, 48, .nv12, seed: 1), p010: true, released: released)
+            try k.upload(p10.frame, holder: p10, role: .primary)
+            try k.render(output: out, plan: plan, pts: MediaTime(value: 9, timescale: 30))
+            _ = try k.flush()
+            #expect(interop.maps.count == 1, "a P010 frame through interop")
         }
     }
 }

@@ -13,6 +13,9 @@
 #   extmem   bench/probes/cuda_gl_extmem (built beside this script): CUDA memory imported into GL, readback rates
 #   readback the NVDEC composite rate (16, 32 compositors) and diptych-gpu-bench (PiP 1080p from host memory, 16 streams)
 #            with NV12 read back through GL's buffers and through CUDA memory imported into GL (DIPTYCH_GPU_READBACK=cuda)
+#   imported NV12 read back through CUDA (DIPTYCH_GPU_READBACK=cuda) with uploads through GL / interop and staged in
+#            imported CUDA memory (DIPTYCH_CUDA_UPLOADS=import): the NVDEC composite rate (32, 64 compositors) and
+#            diptych-gpu-bench (PiP 1080p from host memory, 8, 16, 32 streams)
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -87,6 +90,18 @@ for step in "$@"; do
       for n in 8 16; do
         t env DIPTYCH_GPU_READBACK=$rb timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
           --streams $n --contexts 1 --frames 600 --json $O/readback-$rb-host-$n.json > $O/readback-$rb-host-$n.txt 2>&1
+      done
+    done
+    ;;
+  imported)
+    for up in off import; do
+      for n in 32 64; do
+        t env DIPTYCH_GPU_READBACK=cuda DIPTYCH_CUDA_UPLOADS=$up timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D \
+          --duration 6 --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/imported-$up-nvdec-$n.json > $O/imported-$up-nvdec-$n.md 2>> $O/imported.log
+      done
+      for n in 8 16 32; do
+        t env DIPTYCH_GPU_READBACK=cuda DIPTYCH_CUDA_UPLOADS=$up timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
+          --streams $n --contexts 1 --frames 600 --json $O/imported-$up-host-$n.json > $O/imported-$up-host-$n.txt 2>&1
       done
     done
     ;;

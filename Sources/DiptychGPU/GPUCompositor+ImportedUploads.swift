@@ -1,0 +1,59 @@
+import DiptychCore
+
+/// Uploads through imported staging (`DIPTYCH_CUDA_UPLOADS=import`): the
+/// staging slots are CUDA device memory imported into the GL context, the
+/// callers' threads copy frames into them with CUDA's copy engines (host
+/// frames from host memory, NVDEC's NV12 frames device to device), and the
+/// render thread's glTexSubImage2D reads them on the device. No cuGraphics
+/// map or unmap: the copy has completed when the upload call returns, and the
+/// slot is reused only after the fence of the upload that read it
+/// (docs/ARCHITECTURE.md, "NV12 read back through CUDA").
+extension GPUCompositor {
+    /// Copies `frame`'s planes into staging slot `i` (CPU copies into a
+    /// mapped slot; CUDA's copy into an imported one). `lock` is held.
+    func stage(_ frame: VideoFrame, layout: UploadLayout, into i: Int, _ r: GPURenderer) throws(GPUError) {
+        guard let memory = r.staging.memory(i) else {
+            for j in layout.copyJobs(frame, to: r.staging.base(i)) { j.run() }
+            return
+        }
+        let planes = frame.format.planeShapes(width: frame.width, height: frame.height).enumerated().map { k, s in
+            let p = frame.planes[k], l = layout.planes[k]
+            return l.bulk
+                ? PlaneTransfer(source: .host(p.baseAddress), pitch: l.bytes, rowBytes: l.bytes, rows: 1, offset: l.offset, dstPitch: l.bytes)
+                : PlaneTransfer(source: .host(p.baseAddress), pitch: p.stride, rowBytes: s.rowBytes, rows: s.height,
+                                offset: l.offset, dstPitch: s.rowBytes)
+        }
+        try withExtendedLifetime(frame) { () throws(GPUError) in try memory.copyIn(planes) }
+    }
+
+    /// An NV12 CUDA frame of the staging memory's device, copied into a
+    /// staging slot device to device and made the role's pending upload, as a
+    /// host frame would be (its holder can go at once). False where staging is
+    /// not imported, or for frames it does not take (P010, another device):
+    /// those go through interop. `lock` is held.
+    func stageImported(_ f: CUDAFrame, role: StreamRole, _ r: GPURenderer) throws(GPUError) -> Bool {
+        guard let imported = r.staging.imported, f.format == .nv12, f.device == imported.source.device,
+              f.planes.count == 2, f.width > 0, f.height > 0, f.width % 2 == 0, f.height % 2 == 0,
+              f.width <= r.maxTextureSize, f.height <= r.maxTextureSize else { return false }
+        // The frame as the upload path describes it: tightly packed planes (the slot's layout), no host memory.
+        let none = FrameStorage(base: UnsafeRawPointer(bitPattern: 1)!, count: 0, release: {})
+        let shape = VideoFrame(width: f.width, height: f.height, format: .nv12,
+                               planes: [FramePlane(storage: none, offset: 0, stride: f.width),
+                                        FramePlane(storage: none, offset: 0, stride: f.width)],
+                               pts: .zero, matrix: f.matrix, range: f.range)
+        let layout = UploadLayout(shape)
+        r.dropPending(role)
+        let i = try stagingSlot(r, bytes: layout.total)
+        guard let memory = r.staging.memory(i) else { r.staging.abandon(i); return false }
+        let planes = (0..<2).map { k in
+            PlaneTransfer(source: .device(f.planes[k].address), pitch: f.planes[k].pitch, rowBytes: f.width,
+                          rows: k == 0 ? f.height : f.height / 2, offset: layout.planes[k].offset, dstPitch: f.width)
+        }
+        let t0 = PassTimer.now()
+        do throws(GPUError) { try memory.copyIn(planes) } catch { r.staging.abandon(i); throw error }
+        r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
+        r.timer.stats.cudaFrames += 1
+        r.setPending(role, .staged(StagedUpload(frame: shape, role: role, slot: i, layout: layout)))
+        return true
+    }
+}
