@@ -1,3 +1,4 @@
+import CGLES
 import DiptychCUDA
 import Foundation
 
@@ -47,23 +48,31 @@ extension ExportedMemorySource {
     /// Render thread, at a renderer's start: the test hooks' source; else
     /// CUDA's where the context can import memory and the driver can make it
     /// (else nil, logged: GL's own buffers). `asked` names the setting.
-    static func choose(_ context: GLContext, hooks: GPUTestHooks, asked: String, log: (String) -> Void)
+    /// `asked` nil: chosen by default (nothing logged where it cannot be had).
+    static func choose(_ context: GLContext, hooks: GPUTestHooks, log: (String) -> Void, asked: String?)
         -> (source: ExportedMemorySource, procs: MemoryObjectProcs)? {
         if let s = hooks.exportedMemory { return MemoryObjectProcs.load(context.caps).map { (s, $0) } }
-        guard let procs = MemoryObjectProcs.load(context.caps) else {
-            log("diptych-gpu: \(asked): this GL context lacks GL_EXT_memory_object_fd; transfers through GL")
+        func no(_ why: String) -> (source: ExportedMemorySource, procs: MemoryObjectProcs)? {
+            if let asked { log("diptych-gpu: \(asked): \(why); transfers through GL") }
             return nil
         }
+        if asked == nil, context.info.isSoftware || !context.info.vendor.lowercased().contains("nvidia") { return nil }
+        guard let procs = MemoryObjectProcs.load(context.caps) else { return no("this GL context lacks GL_EXT_memory_object_fd") }
         var why = ""
-        guard let s = cuda(why: &why) else {
-            log("diptych-gpu: \(asked): \(why); transfers through GL")
-            return nil
-        }
+        guard let s = cuda(why: &why) else { return no(why) }
+        // One small import, made and deleted, to be sure this context takes the driver's memory.
+        do throws(GPUError) {
+            let trial = try ImportedBuffer(try s.allocate(65536), target: GL.pixelPackBuffer, procs: procs)
+            glBindBuffer(GL.pixelPackBuffer, 0)
+            trial.release(GLReleaser(timeline: FenceTimeline(ops: .gl), hooks: hooks, context: context), procs: procs)
+        } catch { return no("\(error)") }
         return (s, procs)
     }
 
-    /// Readbacks into CUDA memory: `DIPTYCH_GPU_READBACK=cuda` (default: GL's buffers).
-    static let readbackRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] == "cuda"
+    /// `DIPTYCH_GPU_READBACK`: `cuda` (readbacks into CUDA memory, or a
+    /// logged fall back to GL's buffers), `gl` (GL's buffers), anything else
+    /// auto: CUDA's on an NVIDIA GL context where it works, silently GL's elsewhere.
+    static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "auto"
     /// Uploads through imported CUDA memory: `DIPTYCH_CUDA_UPLOADS=import`.
     static let stagingRequested = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "import"
 

@@ -87,10 +87,12 @@ final class GPURenderer {
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, bufferStorage: bufferStorage)
         let test = hooks.exportedMemory != nil
-        let importReadback = test ? hooks.importedReadback : ExportedMemorySource.readbackRequested
+        let readbackSetting = ExportedMemorySource.readbackSetting
+        let importReadback = test ? hooks.importedReadback : readbackSetting != "gl"
         let importStaging = test ? hooks.importedStaging : ExportedMemorySource.stagingRequested
         let exported = importReadback || importStaging
-            ? ExportedMemorySource.choose(context, hooks: hooks, asked: importReadback ? "DIPTYCH_GPU_READBACK=cuda" : "DIPTYCH_CUDA_UPLOADS=import", log: log)
+            ? ExportedMemorySource.choose(context, hooks: hooks, log: log,
+                                          asked: importStaging ? "DIPTYCH_CUDA_UPLOADS=import" : readbackSetting == "cuda" ? "DIPTYCH_GPU_READBACK=cuda" : nil)
             : nil
         paths.readbackThrough = importReadback ? exported?.source.name : nil
         paths.uploadsThrough = importStaging ? exported?.source.name : nil

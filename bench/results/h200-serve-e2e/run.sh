@@ -16,6 +16,8 @@
 #   imported NV12 read back through CUDA (DIPTYCH_GPU_READBACK=cuda) with uploads through GL / interop and staged in
 #            imported CUDA memory (DIPTYCH_CUDA_UPLOADS=import): the NVDEC composite rate (32, 64 compositors) and
 #            diptych-gpu-bench (PiP 1080p from host memory, 8, 16, 32 streams)
+#   hostcuda diptych-gpu-bench (PiP 1080p from host memory, 16 streams) with the default readback (through CUDA on
+#            NVIDIA) and uploads through GL, through CUDA interop (DIPTYCH_CUDA_UPLOADS=on), and interop with maps ahead
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -103,6 +105,13 @@ for step in "$@"; do
         t env DIPTYCH_GPU_READBACK=cuda DIPTYCH_CUDA_UPLOADS=$up timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
           --streams $n --contexts 1 --frames 600 --json $O/imported-$up-host-$n.json > $O/imported-$up-host-$n.txt 2>&1
       done
+    done
+    ;;
+  hostcuda)
+    for v in "off off" "on off" "on on"; do
+      set -- $v
+      t env DIPTYCH_CUDA_UPLOADS=$1 DIPTYCH_CUDA_PREMAP=$2 timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
+        --streams 16 --contexts 1 --frames 600 --json $O/hostcuda-uploads-$1-premap-$2.json > $O/hostcuda-uploads-$1-premap-$2.txt 2>&1
     done
     ;;
   uploads)
