@@ -23,7 +23,9 @@ def test_nodes_run_their_own_servers(setup: Setup) -> None:
     assert len(nodes) == 2
     assert len({n["url"] for n in nodes}) == 2 and len({n["pid"] for n in nodes}) == 2
     for n in nodes:
-        assert n["advertised"] == setup.pairs and n["pairs"] == setup.pairs
+        # Advertised: the scratch server's figure. Measured: each node's own
+        # server calibrates again, so on a loaded machine it may admit fewer.
+        assert n["advertised"] == setup.pairs and 1 <= n["pairs"] <= 2, n
         assert n["health"]["status"] == "ok"
 
 
