@@ -111,6 +111,7 @@ static inline int diptych_cuda_vmm_alloc(int device, size_t bytes, diptych_cuda_
     size_t g = 0;
     int r = c->granularity(&g, &prop, 0);
     if (r) { snprintf(why, 256, "cuMemGetAllocationGranularity"); return r; }
+    if (g == 0) g = 2 << 20;
     size_t size = (bytes + g - 1) / g * g;
     unsigned long long h = 0, a = 0;
     if ((r = c->create(&h, size, &prop, 0))) { snprintf(why, 256, "cuMemCreate(%zu)", size); return r; }

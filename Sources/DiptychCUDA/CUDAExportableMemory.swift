@@ -46,7 +46,7 @@ public final class CUDAExportableMemory: @unchecked Sendable {
     }
 
     deinit {
-        guard (try? context.push()) != nil else { return }
+        guard block.handle != 0, (try? context.push()) != nil else { return }
         diptych_cuda_vmm_free(&block)
         context.pop()
     }

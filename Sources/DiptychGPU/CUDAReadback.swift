@@ -60,12 +60,7 @@ extension ExportedMemorySource {
         guard let procs = MemoryObjectProcs.load(context.caps) else { return no("this GL context lacks GL_EXT_memory_object_fd") }
         var why = ""
         guard let s = cuda(why: &why) else { return no(why) }
-        // One small import, made and deleted, to be sure this context takes the driver's memory.
-        do throws(GPUError) {
-            let trial = try ImportedBuffer(try s.allocate(65536), target: GL.pixelPackBuffer, procs: procs)
-            glBindBuffer(GL.pixelPackBuffer, 0)
-            trial.release(GLReleaser(timeline: FenceTimeline(ops: .gl), hooks: hooks, context: context), procs: procs)
-        } catch { return no("\(error)") }
+        do throws(GPUError) { try roundTrip(s, procs: procs, context: context, hooks: hooks) } catch { return no("\(error)") }
         return (s, procs)
     }
 
@@ -75,6 +70,31 @@ extension ExportedMemorySource {
     static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "auto"
     /// Uploads through imported CUDA memory: `DIPTYCH_CUDA_UPLOADS=import`.
     static let stagingRequested = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "import"
+
+    /// A small round trip before the path is taken: bytes GL copies into an
+    /// import come back through the source's copy out.
+    private static func roundTrip(_ s: ExportedMemorySource, procs: MemoryObjectProcs, context: GLContext, hooks: GPUTestHooks) throws(GPUError) {
+        let n = 65536
+        let memory = try s.allocate(n)
+        let trial = try ImportedBuffer(memory, target: GL.copyWriteBuffer, procs: procs)
+        defer { trial.release(GLReleaser(timeline: FenceTimeline(ops: .gl), hooks: hooks, context: context), procs: procs) }
+        let pattern = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        var source: GLuint = 0
+        glGenBuffers(1, &source)
+        glBindBuffer(GL.copyReadBuffer, source)
+        pattern.withUnsafeBytes { glBufferData(GL.copyReadBuffer, GLsizeiptr(n), $0.baseAddress, GLenum(GL_STATIC_DRAW)) }
+        glCopyBufferSubData(GL.copyReadBuffer, GL.copyWriteBuffer, 0, 0, GLsizeiptr(n))
+        glBindBuffer(GL.copyReadBuffer, 0)
+        glBindBuffer(GL.copyWriteBuffer, 0)
+        glFinish()
+        glDeleteBuffers(1, &source)
+        let e = glGetError()
+        guard e == GL.noError else { throw .gl(label: "a copy into imported memory", code: e) }
+        let back = UnsafeMutableRawPointer.allocate(byteCount: n, alignment: 64)
+        defer { back.deallocate() }
+        try memory.copyOut(count: n, to: back)
+        guard memcmp(back, pattern, n) == 0 else { throw .cudaInterop("bytes GL wrote into imported memory did not come back") }
+    }
 
     /// CUDA's, on the device that runs the GL context current on this thread
     /// (render thread); nil where there is no such device or the driver lacks

@@ -22,12 +22,6 @@ final class FrameBufferPool: @unchecked Sendable {
 
     init(keep: Int = 8, allocator: Allocator? = nil) { self.keep = keep; self.allocator = allocator }
 
-    /// Whether `storage`'s memory came from the allocator.
-    func isFromAllocator(_ p: UnsafeRawPointer) -> Bool {
-        lock.lock(); defer { lock.unlock() }
-        return fromAllocator.contains(UInt(bitPattern: p))
-    }
-
     private func allocate(_ count: Int) -> UnsafeMutableRawPointer {
         if let allocator, let p = allocator.allocate(max(count, 1)) {
             lock.lock(); fromAllocator.insert(UInt(bitPattern: p)); lock.unlock()

@@ -9,6 +9,24 @@ import DiptychCore
 /// slot is reused only after the fence of the upload that read it
 /// (docs/ARCHITECTURE.md, "NV12 read back through CUDA").
 extension GPUCompositor {
+    /// A staging slot with room for `bytes` (a hop commits staged frames when
+    /// every slot holds one; another grows the slot). `lock` is held.
+    func stagingSlot(_ r: GPURenderer, bytes: Int) throws(GPUError) -> Int {
+        var slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
+        if slot == nil {
+            // Every slot holds a staged frame (a ring shallower than the roles): commit them.
+            _ = try withRenderer { r throws(GPUError) in try r.beginHop() }
+            slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
+        }
+        guard let i = slot else { throw .gl(label: "upload: staging ring of \(r.staging.slots.count) slots exhausted", code: 0) }
+        if r.staging.needsGrowth(i, bytes: bytes) {
+            do throws(GPUError) {
+                try withRenderer { r throws(GPUError) in try r.staging.grow(i, bytes: bytes, releaser: r.releaser) }
+            } catch { r.staging.abandon(i); throw error }
+        }
+        return i
+    }
+
     /// Copies `frame`'s planes into staging slot `i` (CPU copies into a
     /// mapped slot; CUDA's copy into an imported one). `lock` is held.
     func stage(_ frame: VideoFrame, layout: UploadLayout, into i: Int, _ r: GPURenderer) throws(GPUError) {
@@ -34,7 +52,9 @@ extension GPUCompositor {
     func stageImported(_ f: CUDAFrame, role: StreamRole, _ r: GPURenderer) throws(GPUError) -> Bool {
         guard let imported = r.staging.imported, f.format == .nv12, f.device == imported.source.device,
               f.planes.count == 2, f.width > 0, f.height > 0, f.width % 2 == 0, f.height % 2 == 0,
-              f.width <= r.maxTextureSize, f.height <= r.maxTextureSize else { return false }
+              f.width <= r.maxTextureSize, f.height <= r.maxTextureSize, f.planes.allSatisfy({ $0.pitch >= f.width }) else {
+            return false   // interop's checks name what is wrong with a bad frame
+        }
         // The frame as the upload path describes it: tightly packed planes (the slot's layout), no host memory.
         let none = FrameStorage(base: UnsafeRawPointer(bitPattern: 1)!, count: 0, release: {})
         let shape = VideoFrame(width: f.width, height: f.height, format: .nv12,

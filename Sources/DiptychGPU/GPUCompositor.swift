@@ -158,7 +158,7 @@ public final class GPUCompositor: @unchecked Sendable {
 
     /// Blocks until submission `serial` has completed: here where the fences
     /// allow it, else on the render thread.
-    private func wait(_ r: GPURenderer, for serial: UInt64) throws(GPUError) {
+    func wait(_ r: GPURenderer, for serial: UInt64) throws(GPUError) {
         if serial <= r.timeline.completed { return }
         if r.timeline.canWaitOffThread && r.timeline.waitOffThread(for: serial) { return }
         try withRenderer { r in r.timeline.wait(for: serial) }
@@ -200,23 +200,6 @@ public final class GPUCompositor: @unchecked Sendable {
         r.setPending(role, .staged(StagedUpload(frame: frame, role: role, slot: i, layout: layout)))
     }
 
-    /// A staging slot with room for `bytes` (a hop commits staged frames when
-    /// every slot holds one; another grows the slot). `lock` is held.
-    func stagingSlot(_ r: GPURenderer, bytes: Int) throws(GPUError) -> Int {
-        var slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
-        if slot == nil {
-            // Every slot holds a staged frame (a ring shallower than the roles): commit them.
-            _ = try withRenderer { r throws(GPUError) in try r.beginHop() }
-            slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
-        }
-        guard let i = slot else { throw .gl(label: "upload: staging ring of \(r.staging.slots.count) slots exhausted", code: 0) }
-        if r.staging.needsGrowth(i, bytes: bytes) {
-            do throws(GPUError) {
-                try withRenderer { r throws(GPUError) in try r.staging.grow(i, bytes: bytes, releaser: r.releaser) }
-            } catch { r.staging.abandon(i); throw error }
-        }
-        return i
-    }
 
     /// Makes a frame in CUDA memory (NVDEC's) the role's picture from the next
     /// render on: its planes are copied into the stream textures on the GPU

@@ -97,7 +97,8 @@ final class GPURenderer {
         paths.readbackThrough = importReadback ? exported?.source.name : nil
         paths.uploadsThrough = importStaging ? exported?.source.name : nil
         readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage, exported: importReadback ? exported : nil)
-        staging.imported = importStaging ? exported : nil
+        // The direct-copy path writes staging slots on the CPU: it keeps GL's.
+        staging.imported = importStaging && !paths.directCopy ? exported : nil
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
         glDisable(GL.dither)
         _ = glGetError()
@@ -286,8 +287,13 @@ final class GPURenderer {
             staged = s
             target = readbacks.buffer(slot)
         }
-        try compute.dispatch(s.frame, out: s.out, nv12: s.readback, rgba: s.rgba, shaders: shaders, timer: timer, barrier: barrier,
-                             nv12Buffer: target)
+        do throws(GPUError) {
+            try compute.dispatch(s.frame, out: s.out, nv12: s.readback, rgba: s.rgba, shaders: shaders, timer: timer, barrier: barrier,
+                                 nv12Buffer: target)
+        } catch {
+            if let slot = s.slot { readbacks.unbind(slot); staged?.slot = nil }
+            throw error
+        }
         for (_, set) in s.frame.draws { set.lastUse = timeline.pendingSerial }
         s.out.lastCompute = s.frame
         s.out.rgbaStale = !s.rgba

@@ -69,10 +69,10 @@ final class ReadbackQueue {
     var outstanding: Int { ready.count + pending.count }
 
     /// Render thread: the next pack buffer, bound to `target` (GL_PIXEL_PACK_BUFFER
-    /// for glReadPixels, GL_COPY_WRITE_BUFFER for a buffer copy), with room for `bytes`.
+    /// for glReadPixels, GL_COPY_WRITE_BUFFER for a buffer copy), with room for
+    /// `bytes`. The ring moves on only once it is ready (a failure leaves no gap).
     func bindNext(bytes: Int, target: GLenum, releaser: GLReleaser) throws(GPUError) -> Int {
         let i = next
-        next = (next + 1) % buffers.count
         precondition(!buffers[i].busy, "pack buffer \(i) still holds an undelivered readback")
         if buffers[i].capacity < bytes {
             let cap = (bytes + 65535) & ~65535
@@ -100,11 +100,19 @@ final class ReadbackQueue {
                 glBindBuffer(GL.pixelPackBuffer, buffers[i].buffer)
                 glBufferData(GL.pixelPackBuffer, GLsizeiptr(cap), nil, GL.streamRead)
             }
-            buffers[i].capacity = cap
+            if exported == nil { buffers[i].capacity = cap }
             glBindBuffer(GL.pixelPackBuffer, 0)
         }
         glBindBuffer(target, buffers[i].buffer)
+        next = (i + 1) % buffers.count
         return i
+    }
+
+    /// Render thread: gives back the buffer `bindNext` just returned, unused
+    /// (the work that was to fill it failed), so the ring has no gap.
+    func unbind(_ i: Int) {
+        precondition(!buffers[i].busy && (i + 1) % buffers.count == next)
+        next = i
     }
 
     func buffer(_ i: Int) -> GLuint { buffers[i].buffer }
@@ -122,17 +130,22 @@ final class ReadbackQueue {
     /// of its imported buffer (into the frame, or for a frame assembled from
     /// parts into the buffer's host copy, with the copies that fill the frame
     /// from there: run them on any thread before the next call). Any thread.
+    /// A failed copy leaves the readback pending (the next call fails the same way).
     func deliverImported() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
-        let r = pending.removeFirst()
+        let r = pending[0]
         let slot = r.slot
-        defer { if slot >= 0 { buffers[slot].busy = false } }
         let storage = framePool.storage(count: r.frameBytes) { _ in }
+        func done(_ jobs: [CopyJob]) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
+            pending.removeFirst()
+            if slot >= 0 { buffers[slot].busy = false }
+            return (r, ReadbackQueue.frame(r, storage), jobs)
+        }
         guard slot >= 0, let imported = buffers[slot].imported else {
-            return (r, ReadbackQueue.frame(r, storage), DirectCopyPlanner.deliveryJobs(r, packed: nil, into: storage.mutableBase))
+            return done(DirectCopyPlanner.deliveryJobs(r, packed: nil, into: storage.mutableBase))
         }
         if r.direct == nil {
             try imported.memory.copyOut(count: r.bytes, to: storage.mutableBase)
-            return (r, ReadbackQueue.frame(r, storage), [])
+            return done([])
         }
         if (buffers[slot].shadow?.count ?? -1) < r.bytes {
             buffers[slot].shadow = framePool.storage(count: buffers[slot].capacity) { _ in }
@@ -141,7 +154,7 @@ final class ReadbackQueue {
         try imported.memory.copyOut(count: r.bytes, to: shadow.mutableBase)
         var jobs = DirectCopyPlanner.deliveryJobs(r, packed: UnsafeRawPointer(shadow.mutableBase), into: storage.mutableBase)
         for i in jobs.indices { jobs[i].owner = KeepAlive((jobs[i].owner, shadow)) }
-        return (r, ReadbackQueue.frame(r, storage), jobs)
+        return done(jobs)
     }
 
     /// The oldest pending readback, its fence already waited for, as a frame

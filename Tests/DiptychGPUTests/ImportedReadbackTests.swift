@@ -13,6 +13,8 @@ final class MemfdMemory: ExportedMemory, @unchecked Sendable {
     final class Ledger: @unchecked Sendable {
         let lock = NSLock()
         var live = 0, made = 0, copies = 0, descriptors = 0, copiesIn = 0, planesFromDevice = 0
+        /// Copies out fail while set (a device error).
+        var failCopies = false
         func note(_ f: (Ledger) -> Void) { lock.lock(); f(self); lock.unlock() }
     }
     let size: Int
@@ -44,6 +46,9 @@ final class MemfdMemory: ExportedMemory, @unchecked Sendable {
 
     func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError) {
         precondition(count <= size)
+        var fail = false
+        ledger.note { fail = $0.failCopies }
+        if fail { throw .cudaInterop("copy out failed (test)") }
         dst.copyMemory(from: base, byteCount: count)
         ledger.note { $0.copies += 1 }
     }
@@ -120,6 +125,25 @@ extension GPU {
             #expect(host.made > 0, "frames delivered into the source's host memory")
             c.shutdown()
             #expect(ledger.live == 0, "every import freed at shutdown")
+        }
+
+        /// A copy out that fails leaves its frame pending: the call fails, and
+        /// once copies work again the frame comes out (nothing is lost).
+        @Test func aFailedCopyOutLosesNoFrame() throws {
+            guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
+            let ledger = MemfdMemory.Ledger()
+            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(ledger)), readbackDepth: 2)
+            defer { c.shutdown() }
+            let out = try c.addOutput(canvas: Self.canvas)
+            try c.upload(ComputePath.picture(64, 48, .nv12, seed: 3), role: .primary)
+            try c.upload(ComputePath.picture(32, 24, .nv12, seed: 4), role: .secondary)
+            try c.render(output: out, plan: GPU.CUDAUploads.plan, pts: .zero)
+            ledger.note { $0.failCopies = true }
+            #expect(throws: GPUError.self) { _ = try c.nextNV12(wait: true) }
+            #expect(throws: GPUError.self) { _ = try c.nextNV12(wait: true) }
+            ledger.note { $0.failCopies = false }
+            let f = try #require(try c.nextNV12(wait: true))
+            #expect(f.pts == .zero && c.outstandingReadbacks == 0)
         }
 
         /// Direct-copy frames (the rendered region read back, the rest copied
