@@ -64,10 +64,24 @@ extension ExportedMemorySource {
         return (s, procs)
     }
 
-    /// `DIPTYCH_GPU_READBACK`: `cuda` (readbacks into CUDA memory, or a
-    /// logged fall back to GL's buffers), `gl` (GL's buffers), anything else
-    /// auto: CUDA's on an NVIDIA GL context where it works, silently GL's elsewhere.
-    static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "auto"
+    /// `DIPTYCH_GPU_READBACK=cuda` asks for readbacks into CUDA memory (a
+    /// logged fall back to GL's buffers where it cannot be had); anything
+    /// else, and the default, is GL's buffers. Not the default: GL and CUDA
+    /// are ordered only by the caller's wait for the frame's fence, and the
+    /// H200 showed an occasional frame that differs (docs/ARCHITECTURE.md).
+    static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "gl"
+    /// For finding why an occasional frame read back through CUDA differs:
+    /// `DIPTYCH_GPU_READBACK_SYNC=barrier` issues glMemoryBarrier(all) after
+    /// each frame's pass into imported memory, `finish` glFinish (slow).
+    static let syncSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK_SYNC"] ?? ""
+    static func beforeFence() {
+        switch syncSetting {
+        case "barrier": glMemoryBarrier(GLbitfield(GL_ALL_BARRIER_BITS))
+        case "finish": glFinish()
+        default: break
+        }
+    }
+
     /// Uploads through imported CUDA memory: `DIPTYCH_CUDA_UPLOADS=import`.
     static let stagingRequested = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "import"
 

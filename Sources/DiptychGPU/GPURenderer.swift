@@ -88,7 +88,7 @@ final class GPURenderer {
         staging = StagingRing(count: uploadDepth, bufferStorage: bufferStorage)
         let test = hooks.exportedMemory != nil
         let readbackSetting = ExportedMemorySource.readbackSetting
-        let importReadback = test ? hooks.importedReadback : readbackSetting != "gl"
+        let importReadback = test ? hooks.importedReadback : readbackSetting == "cuda"
         let importStaging = test ? hooks.importedStaging : ExportedMemorySource.stagingRequested
         let exported = importReadback || importStaging
             ? ExportedMemorySource.choose(context, hooks: hooks, log: log,
@@ -305,6 +305,7 @@ final class GPURenderer {
         staged = nil
         let out = s.out
         var slot = s.slot ?? -1
+        if s.slot != nil { ExportedMemorySource.beforeFence() }
         if s.readback && s.slot == nil {
             let nv12 = out.nv12Storage()
             slot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.copyWriteBuffer, releaser: releaser)
