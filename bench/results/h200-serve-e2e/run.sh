@@ -18,6 +18,8 @@
 #            diptych-gpu-bench (PiP 1080p from host memory, 8, 16, 32 streams)
 #   hostcuda diptych-gpu-bench (PiP 1080p from host memory, 16 streams) with the default readback (through CUDA on
 #            NVIDIA) and uploads through GL, through CUDA interop (DIPTYCH_CUDA_UPLOADS=on), and interop with maps ahead
+#   sync     the decode check (nvdec against cpu, frame by frame) with NV12 read back through CUDA, without and with
+#            DIPTYCH_GPU_READBACK_SYNC=barrier|finish (which ordering the CUDA readback lacks)
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -112,6 +114,13 @@ for step in "$@"; do
       set -- $v
       t env DIPTYCH_CUDA_UPLOADS=$1 DIPTYCH_CUDA_PREMAP=$2 timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
         --streams 16 --contexts 1 --frames 600 --json $O/hostcuda-uploads-$1-premap-$2.json > $O/hostcuda-uploads-$1-premap-$2.txt 2>&1
+    done
+    ;;
+  sync)
+    for v in none barrier finish; do
+      t env DIPTYCH_GPU_READBACK=cuda DIPTYCH_GPU_READBACK_SYNC=$v timeout -k 2 $(cap 60) diptych bench --chart none --sheet none \
+        --work-dir $D --duration 6 --preset ultrafast --stages nvdec --frames 60 --streams 2 > $O/sync-$v.md 2>> $O/sync.log
+      grep -h "identical frames" $O/sync-$v.md | sed "s/^/$v: /"
     done
     ;;
   uploads)
