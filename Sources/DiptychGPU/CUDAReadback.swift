@@ -68,9 +68,9 @@ extension ExportedMemorySource {
     /// logged fall back to GL's buffers where it cannot be had); anything
     /// else, and the default, is GL's buffers. Not the default: GL and CUDA
     /// are ordered only by the caller's wait for the frame's fence, and the
-    /// H200 showed an occasional frame that differs (docs/ARCHITECTURE.md).
+    /// H200 showed frames that differ (docs/ARCHITECTURE.md).
     static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "gl"
-    /// For finding why an occasional frame read back through CUDA differs:
+    /// For finding why frames read back through CUDA differ:
     /// `DIPTYCH_GPU_READBACK_SYNC=barrier` issues glMemoryBarrier(all) after
     /// each frame's pass into imported memory, `finish` glFinish (slow).
     static let syncSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK_SYNC"] ?? ""
