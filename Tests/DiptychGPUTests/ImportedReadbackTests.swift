@@ -1,3 +1,4 @@
+import CGLES
 import DiptychCore
 import Foundation
 import Glibc
@@ -144,6 +145,25 @@ extension GPU {
             ledger.note { $0.failCopies = false }
             let f = try #require(try c.nextNV12(wait: true))
             #expect(f.pts == .zero && c.outstandingReadbacks == 0)
+        }
+
+        /// A buffer taken for a frame whose work then failed goes back: the
+        /// next frame gets it, and the ring has no gap.
+        @Test func anUnusedReadbackBufferGoesBack() throws {
+            guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
+            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(MemfdMemory.Ledger())), readbackDepth: 3)
+            defer { c.shutdown() }
+            let (a, b, d) = try c.withRenderer { r throws(GPUError) in
+                let a = try r.readbacks.bindNext(bytes: 4096, target: GL.shaderStorageBuffer, releaser: r.releaser)
+                r.readbacks.unbind(a)
+                let b = try r.readbacks.bindNext(bytes: 4096, target: GL.shaderStorageBuffer, releaser: r.releaser)
+                r.readbacks.unbind(b)
+                let d = try r.readbacks.bindNext(bytes: 4096, target: GL.shaderStorageBuffer, releaser: r.releaser)
+                r.readbacks.unbind(d)
+                glBindBuffer(GL.shaderStorageBuffer, 0)
+                return (a, b, d)
+            }
+            #expect(a == b && b == d)
         }
 
         /// Direct-copy frames (the rendered region read back, the rest copied
