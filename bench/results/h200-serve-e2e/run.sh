@@ -20,6 +20,8 @@
 #            NVIDIA) and uploads through GL, through CUDA interop (DIPTYCH_CUDA_UPLOADS=on), and interop with maps ahead
 #   sync     the decode check (nvdec against cpu, frame by frame) with NV12 read back through CUDA, without and with
 #            DIPTYCH_GPU_READBACK_SYNC=barrier|finish (which ordering the CUDA readback lacks)
+#   order    bench/probes/cuda_gl_order (built beside this script): whether every byte a GL compute pass writes into
+#            imported CUDA memory is visible to CUDA after a GL fence, an EGL fence, glFinish, or a Vulkan-made semaphore
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -122,6 +124,9 @@ for step in "$@"; do
         --work-dir $D --duration 6 --preset ultrafast --stages nvdec --frames 60 --streams 2 > $O/sync-$v.md 2>> $O/sync.log
       grep -h "identical frames" $O/sync-$v.md | sed "s/^/$v: /"
     done
+    ;;
+  order)
+    t timeout -k 2 $(cap 240) $here/cuda_gl_order 3000 > $O/order.txt 2>&1
     ;;
   uploads)
     for up in off on; do
