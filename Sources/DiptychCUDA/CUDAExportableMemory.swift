@@ -74,12 +74,20 @@ public final class CUDACopyOut: @unchecked Sendable {
     /// Copies `count` bytes at `address` into `dst` (page-locked memory: at bus
     /// speed; ordinary memory goes through the driver's bounce buffers) and waits.
     public func copy(from address: UInt64, count: Int, to dst: UnsafeMutableRawPointer) throws(CUDAError) {
+        try queueAndWait { driver, api throws(CUDAError) in
+            try driver.check(api.cuMemcpyDtoHAsync(dst, CUdeviceptr(address), count, stream), "cuMemcpyDtoHAsync(\(count))")
+        }
+    }
+
+    /// One copy at a time: the context current, `queue` puts copies on the
+    /// stream, then this waits for them (sleeping on the event).
+    private func queueAndWait(_ queue: (CUDADriver, CudaFunctions) throws(CUDAError) -> Void) throws(CUDAError) {
         let driver = context.driver, api = driver.api.pointee
         lock.lock()
         defer { lock.unlock() }
         try context.push()
         defer { context.pop() }
-        try driver.check(api.cuMemcpyDtoHAsync(dst, CUdeviceptr(address), count, stream), "cuMemcpyDtoHAsync(\(count))")
+        try queue(driver, api)
         try driver.check(api.cuEventRecord(event, stream), "cuEventRecord")
         try driver.check(api.cuEventSynchronize(event), "cuEventSynchronize")
     }
@@ -100,27 +108,22 @@ public final class CUDACopyOut: @unchecked Sendable {
     /// Copies `planes` into device memory and waits (from host memory: staged
     /// by the driver unless page-locked; from the device: on the device).
     public func copy(_ planes: [Plane]) throws(CUDAError) {
-        let driver = context.driver, api = driver.api.pointee
-        lock.lock()
-        defer { lock.unlock() }
-        try context.push()
-        defer { context.pop() }
-        for p in planes {
-            var c = CUDA_MEMCPY2D()
-            switch p.source {
-            case .host(let h): c.srcMemoryType = CU_MEMORYTYPE_HOST; c.srcHost = h
-            case .device(let a): c.srcMemoryType = CU_MEMORYTYPE_DEVICE; c.srcDevice = CUdeviceptr(a)
+        try queueAndWait { driver, api throws(CUDAError) in
+            for p in planes {
+                var c = CUDA_MEMCPY2D()
+                switch p.source {
+                case .host(let h): c.srcMemoryType = CU_MEMORYTYPE_HOST; c.srcHost = h
+                case .device(let a): c.srcMemoryType = CU_MEMORYTYPE_DEVICE; c.srcDevice = CUdeviceptr(a)
+                }
+                c.srcPitch = p.pitch
+                c.dstMemoryType = CU_MEMORYTYPE_DEVICE
+                c.dstDevice = CUdeviceptr(p.destination)
+                c.dstPitch = p.dstPitch
+                c.WidthInBytes = p.rowBytes
+                c.Height = p.rows
+                try driver.check(api.cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync(\(p.rowBytes)x\(p.rows) in)")
             }
-            c.srcPitch = p.pitch
-            c.dstMemoryType = CU_MEMORYTYPE_DEVICE
-            c.dstDevice = CUdeviceptr(p.destination)
-            c.dstPitch = p.dstPitch
-            c.WidthInBytes = p.rowBytes
-            c.Height = p.rows
-            try driver.check(api.cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync(\(p.rowBytes)x\(p.rows) in)")
         }
-        try driver.check(api.cuEventRecord(event, stream), "cuEventRecord")
-        try driver.check(api.cuEventSynchronize(event), "cuEventSynchronize")
     }
 
     deinit {

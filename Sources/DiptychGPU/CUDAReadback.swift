@@ -48,19 +48,17 @@ extension ExportedMemorySource {
     /// Render thread, at a renderer's start: the test hooks' source; else
     /// CUDA's where the context can import memory and the driver can make it
     /// (else nil, logged: GL's own buffers). `asked` names the setting.
-    /// `asked` nil: chosen by default (nothing logged where it cannot be had).
-    static func choose(_ context: GLContext, hooks: GPUTestHooks, log: (String) -> Void, asked: String?)
-        -> (source: ExportedMemorySource, procs: MemoryObjectProcs)? {
-        if let s = hooks.exportedMemory { return MemoryObjectProcs.load(context.caps).map { (s, $0) } }
-        func no(_ why: String) -> (source: ExportedMemorySource, procs: MemoryObjectProcs)? {
-            if let asked { log("diptych-gpu: \(asked): \(why); transfers through GL") }
+    static func choose(_ releaser: GLReleaser, log: (String) -> Void, asked: String) -> ImportedMemory? {
+        let caps = releaser.context.caps
+        if let s = releaser.hooks.exportedMemory { return MemoryObjectProcs.load(caps).map { (s, $0) } }
+        func no(_ why: String) -> ImportedMemory? {
+            log("diptych-gpu: \(asked): \(why); transfers through GL")
             return nil
         }
-        if asked == nil, context.info.isSoftware || !context.info.vendor.lowercased().contains("nvidia") { return nil }
-        guard let procs = MemoryObjectProcs.load(context.caps) else { return no("this GL context lacks GL_EXT_memory_object_fd") }
+        guard let procs = MemoryObjectProcs.load(caps) else { return no("this GL context lacks GL_EXT_memory_object_fd") }
         var why = ""
         guard let s = cuda(why: &why) else { return no(why) }
-        do throws(GPUError) { try roundTrip(s, procs: procs, context: context, hooks: hooks) } catch { return no("\(error)") }
+        do throws(GPUError) { try roundTrip((s, procs), releaser: releaser) } catch { return no("\(error)") }
         return (s, procs)
     }
 
@@ -69,7 +67,7 @@ extension ExportedMemorySource {
     /// else, and the default, is GL's buffers. Not the default: GL and CUDA
     /// are ordered only by the caller's wait for the frame's fence, and the
     /// H200 showed frames that differ (docs/ARCHITECTURE.md).
-    static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "gl"
+    static let readbackRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] == "cuda"
     /// For finding why frames read back through CUDA differ:
     /// `DIPTYCH_GPU_READBACK_SYNC=barrier` issues glMemoryBarrier(all) after
     /// each frame's pass into imported memory, `finish` glFinish (slow).
@@ -87,11 +85,11 @@ extension ExportedMemorySource {
 
     /// A small round trip before the path is taken: bytes GL copies into an
     /// import come back through the source's copy out.
-    private static func roundTrip(_ s: ExportedMemorySource, procs: MemoryObjectProcs, context: GLContext, hooks: GPUTestHooks) throws(GPUError) {
+    private static func roundTrip(_ m: ImportedMemory, releaser: GLReleaser) throws(GPUError) {
         let n = 65536
-        let memory = try s.allocate(n)
-        let trial = try ImportedBuffer(memory, target: GL.copyWriteBuffer, procs: procs)
-        defer { trial.release(GLReleaser(timeline: FenceTimeline(ops: .gl), hooks: hooks, context: context), procs: procs) }
+        let memory = try m.source.allocate(n)
+        let trial = try ImportedBuffer(memory, target: GL.copyWriteBuffer, procs: m.procs)
+        defer { trial.release(releaser, procs: m.procs) }
         let pattern = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
         var source: GLuint = 0
         glGenBuffers(1, &source)

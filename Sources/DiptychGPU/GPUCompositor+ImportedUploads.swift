@@ -34,14 +34,7 @@ extension GPUCompositor {
             for j in layout.copyJobs(frame, to: r.staging.base(i)) { j.run() }
             return
         }
-        let planes = frame.format.planeShapes(width: frame.width, height: frame.height).enumerated().map { k, s in
-            let p = frame.planes[k], l = layout.planes[k]
-            return l.bulk
-                ? PlaneTransfer(source: .host(p.baseAddress), pitch: l.bytes, rowBytes: l.bytes, rows: 1, offset: l.offset, dstPitch: l.bytes)
-                : PlaneTransfer(source: .host(p.baseAddress), pitch: p.stride, rowBytes: s.rowBytes, rows: s.height,
-                                offset: l.offset, dstPitch: s.rowBytes)
-        }
-        try withExtendedLifetime(frame) { () throws(GPUError) in try memory.copyIn(planes) }
+        try withExtendedLifetime(frame) { () throws(GPUError) in try memory.copyIn(layout.transfers(frame)) }
     }
 
     /// An NV12 CUDA frame of the staging memory's device, copied into a

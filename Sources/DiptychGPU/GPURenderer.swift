@@ -87,12 +87,11 @@ final class GPURenderer {
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, bufferStorage: bufferStorage)
         let test = hooks.exportedMemory != nil
-        let readbackSetting = ExportedMemorySource.readbackSetting
-        let importReadback = test ? hooks.importedReadback : readbackSetting == "cuda"
+        let importReadback = test ? hooks.importedReadback : ExportedMemorySource.readbackRequested
         let importStaging = test ? hooks.importedStaging : ExportedMemorySource.stagingRequested
         let exported = importReadback || importStaging
-            ? ExportedMemorySource.choose(context, hooks: hooks, log: log,
-                                          asked: importStaging ? "DIPTYCH_CUDA_UPLOADS=import" : readbackSetting == "cuda" ? "DIPTYCH_GPU_READBACK=cuda" : nil)
+            ? ExportedMemorySource.choose(releaser, log: log,
+                                          asked: importStaging ? "DIPTYCH_CUDA_UPLOADS=import" : "DIPTYCH_GPU_READBACK=cuda")
             : nil
         paths.readbackThrough = importReadback ? exported?.source.name : nil
         paths.uploadsThrough = importStaging ? exported?.source.name : nil

@@ -43,6 +43,9 @@ struct ExportedMemorySource {
     var hostMemory: FrameBufferPool.Allocator?
 }
 
+/// A source of exported memory and the GL calls that import it.
+typealias ImportedMemory = (source: ExportedMemorySource, procs: MemoryObjectProcs)
+
 /// The GL entry points of GL_EXT_memory_object and GL_EXT_memory_object_fd.
 struct MemoryObjectProcs {
     var create: PFNGLCREATEMEMORYOBJECTSEXTPROC

@@ -49,12 +49,12 @@ final class ReadbackQueue {
     var ready: [NV12Readback] = []
     private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
     /// Imported buffers instead of GL's, and the calls that make them.
-    let exported: (source: ExportedMemorySource, procs: MemoryObjectProcs)?
+    let exported: ImportedMemory?
     var persistent: Bool { bufferStorage != nil && exported == nil }
     /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
     private let framePool: FrameBufferPool
 
-    init(depth: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, exported: (source: ExportedMemorySource, procs: MemoryObjectProcs)? = nil) {
+    init(depth: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, exported: ImportedMemory? = nil) {
         precondition(depth >= 1)
         var ids = [GLuint](repeating: 0, count: depth)
         if exported == nil { glGenBuffers(GLsizei(depth), &ids) }

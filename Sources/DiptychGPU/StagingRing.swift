@@ -24,13 +24,23 @@ struct UploadLayout {
     /// The copies of `frame`'s planes to `dst` (they keep the frame alive until they have run).
     func copyJobs(_ frame: VideoFrame, to dst: UnsafeMutableRawPointer) -> [CopyJob] {
         let keep = KeepAlive(frame)
-        return frame.format.planeShapes(width: frame.width, height: frame.height).enumerated().map { i, s in
-            let p = frame.planes[i], l = planes[i]
-            var j = l.bulk
-                ? CopyJob(dst: dst + l.offset, dstStride: l.bytes, src: p.baseAddress, srcStride: l.bytes, rowBytes: l.bytes, rows: 1)
-                : CopyJob(dst: dst + l.offset, dstStride: s.rowBytes, src: p.baseAddress, srcStride: p.stride, rowBytes: s.rowBytes, rows: s.height)
+        return transfers(frame).map { t in
+            guard case .host(let src) = t.source else { preconditionFailure("a host frame's planes are in host memory") }
+            var j = CopyJob(dst: dst + t.offset, dstStride: t.dstPitch, src: src, srcStride: t.pitch, rowBytes: t.rowBytes, rows: t.rows)
             j.owner = keep
             return j
+        }
+    }
+
+    /// Where each of `frame`'s planes goes in a slot: one block (rows and
+    /// padding) where the plane is `bulk`, else row by row.
+    func transfers(_ frame: VideoFrame) -> [PlaneTransfer] {
+        frame.format.planeShapes(width: frame.width, height: frame.height).enumerated().map { i, s in
+            let p = frame.planes[i], l = planes[i]
+            return l.bulk
+                ? PlaneTransfer(source: .host(p.baseAddress), pitch: l.bytes, rowBytes: l.bytes, rows: 1, offset: l.offset, dstPitch: l.bytes)
+                : PlaneTransfer(source: .host(p.baseAddress), pitch: p.stride, rowBytes: s.rowBytes, rows: s.height,
+                                offset: l.offset, dstPitch: s.rowBytes)
         }
     }
 }
@@ -73,7 +83,7 @@ final class StagingRing {
     /// Set once, before any slot is grown: slots are imported device memory
     /// (CUDA's) that the callers copy frames into through its owner
     /// (`DIPTYCH_CUDA_UPLOADS=import`), and glTexSubImage2D reads on the device.
-    var imported: (source: ExportedMemorySource, procs: MemoryObjectProcs)?
+    var imported: ImportedMemory?
     /// Slots are read after the call that reads them returns, so they wait for its fence.
     private var tracksUse: Bool { persistent || pinned != nil || imported != nil }
 
