@@ -37,11 +37,19 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
         do throws(CUDAError) { return try memory.exportDescriptor() } catch { throw .cudaInterop("readback memory: \(error)") }
     }
 
-    func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError) {
-        do throws(CUDAError) { try copier.copy(from: memory.address, count: count, to: dst) } catch {
+    func copyOut(count: Int, to dst: UnsafeMutableRawPointer, after handOver: (any HandOverSemaphore)?) throws(GPUError) {
+        do throws(CUDAError) {
+            try copier.copy(from: memory.address, count: count, to: dst, after: (handOver as? CUDAHandOver)?.semaphore.cuda)
+        } catch {
             throw .cudaInterop("reading back \(count) bytes: \(error)")
         }
     }
+}
+
+/// CUDA's side of a semaphore GL signals after writing a readback buffer.
+final class CUDAHandOver: HandOverSemaphore, @unchecked Sendable {
+    let semaphore: SharedSemaphore
+    init(_ semaphore: SharedSemaphore) { self.semaphore = semaphore }
 }
 
 extension ExportedMemorySource {
@@ -50,36 +58,28 @@ extension ExportedMemorySource {
     /// (else nil, logged: GL's own buffers). `asked` names the setting.
     static func choose(_ releaser: GLReleaser, log: (String) -> Void, asked: String) -> ImportedMemory? {
         let caps = releaser.context.caps
-        if let s = releaser.hooks.exportedMemory { return MemoryObjectProcs.load(caps).map { (s, $0) } }
+        if let s = releaser.hooks.exportedMemory {
+            return MemoryObjectProcs.load(caps).map { ImportedMemory(source: s, procs: $0, semaphoreProcs: releaser.hooks.semaphoreProcs) }
+        }
         func no(_ why: String) -> ImportedMemory? {
             log("diptych-gpu: \(asked): \(why); transfers through GL")
             return nil
         }
         guard let procs = MemoryObjectProcs.load(caps) else { return no("this GL context lacks GL_EXT_memory_object_fd") }
+        // What GL writes reaches CUDA through a semaphore naming the buffer (a
+        // fence alone let through frames that differ on the H200).
+        guard let semaphoreProcs = SemaphoreProcs.load(caps) else { return no("this GL context lacks GL_EXT_semaphore_fd") }
         var why = ""
         guard let s = cuda(why: &why) else { return no(why) }
-        do throws(GPUError) { try roundTrip((s, procs), releaser: releaser) } catch { return no("\(error)") }
-        return (s, procs)
+        let m = ImportedMemory(source: s, procs: procs, semaphoreProcs: semaphoreProcs)
+        do throws(GPUError) { try roundTrip(m, releaser: releaser) } catch { return no("\(error)") }
+        return m
     }
 
     /// `DIPTYCH_GPU_READBACK=cuda` asks for readbacks into CUDA memory (a
     /// logged fall back to GL's buffers where it cannot be had); anything
-    /// else, and the default, is GL's buffers. Not the default: GL and CUDA
-    /// are ordered only by the caller's wait for the frame's fence, and the
-    /// H200 showed frames that differ (docs/ARCHITECTURE.md).
+    /// else, and the default, is GL's buffers.
     static let readbackRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] == "cuda"
-    /// For finding why frames read back through CUDA differ:
-    /// `DIPTYCH_GPU_READBACK_SYNC=barrier` issues glMemoryBarrier(all) after
-    /// each frame's pass into imported memory, `finish` glFinish (slow).
-    static let syncSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK_SYNC"] ?? ""
-    static func beforeFence() {
-        switch syncSetting {
-        case "barrier": glMemoryBarrier(GLbitfield(GL_ALL_BARRIER_BITS))
-        case "finish": glFinish()
-        default: break
-        }
-    }
-
     /// Uploads through imported CUDA memory: `DIPTYCH_CUDA_UPLOADS=import`.
     static let stagingRequested = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "import"
 
@@ -98,13 +98,21 @@ extension ExportedMemorySource {
         glCopyBufferSubData(GL.copyReadBuffer, GL.copyWriteBuffer, 0, 0, GLsizeiptr(n))
         glBindBuffer(GL.copyReadBuffer, 0)
         glBindBuffer(GL.copyWriteBuffer, 0)
+        var wait: (any HandOverSemaphore)?
+        var handOver: HandOver?
+        defer { if let handOver, let p = m.semaphoreProcs { handOver.release(procs: p) } }
+        if let make = m.source.makeSemaphore, let p = m.semaphoreProcs {
+            handOver = try HandOver(try make(), procs: p)
+            handOver!.signal(buffer: trial.buffer, procs: p)
+            wait = handOver!.takeWait()
+        }
         glFinish()
         glDeleteBuffers(1, &source)
         let e = glGetError()
-        guard e == GL.noError else { throw .gl(label: "a copy into imported memory", code: e) }
+        guard e == GL.noError else { throw .gl(label: "a copy into imported memory, handed over", code: e) }
         let back = UnsafeMutableRawPointer.allocate(byteCount: n, alignment: 64)
         defer { back.deallocate() }
-        try memory.copyOut(count: n, to: back)
+        try memory.copyOut(count: n, to: back, after: wait)
         guard memcmp(back, pattern, n) == 0 else { throw .cudaInterop("bytes GL wrote into imported memory did not come back") }
     }
 
@@ -121,12 +129,13 @@ extension ExportedMemorySource {
         guard let device = (try? driver.devicesOfCurrentGLContext())?.first ?? (driver.deviceCount == 1 ? 0 : nil) else {
             why = "no CUDA device runs this GL context"; return nil
         }
-        let context: CUDAPrimaryContext, copier: CUDACopyOut, copierIn: CUDACopyOut
+        let context: CUDAPrimaryContext, copier: CUDACopyOut, copierIn: CUDACopyOut, vulkan: VulkanSemaphoreDevice
         do throws(CUDAError) {
             context = try driver.primaryContext(ordinal: device)
             copier = try CUDACopyOut(context: context)
             copierIn = try CUDACopyOut(context: context)
             _ = try CUDAExportableMemory(context: context, bytes: 1)   // the calls work here
+            vulkan = try VulkanSemaphoreDevice(context: context)
         } catch { why = "\(error)"; return nil }
         let host = FrameBufferPool.Allocator(
             allocate: { bytes in
@@ -143,6 +152,11 @@ extension ExportedMemorySource {
             do throws(CUDAError) {
                 return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copier: copier, copierIn: copierIn)
             } catch { throw .cudaInterop("readback memory of \(bytes) bytes: \(error)") }
-        }, hostMemory: host)
+        }, hostMemory: host, makeSemaphore: { () throws(GPUError) in
+            do throws(CUDAError) {
+                let s = try vulkan.makeSemaphore()
+                return SemaphoreExport(glDescriptor: s.glDescriptor, waiter: CUDAHandOver(s))
+            } catch { throw .cudaInterop("a semaphore shared by GL and CUDA: \(error)") }
+        })
     }
 }

@@ -17,6 +17,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
     public var bufferStorage = false           // GL_EXT_buffer_storage (persistently mapped staging)
     public var textureNorm16 = false           // GL_EXT_texture_norm16 (P010 planes from NVDEC)
     public var memoryObjectFD = false          // GL_EXT_memory_object + GL_EXT_memory_object_fd (readback into CUDA memory)
+    public var semaphoreFD = false             // GL_EXT_semaphore + GL_EXT_semaphore_fd (handing that memory over to CUDA)
     /// OpenGL ES 3.1 or later: compute shaders and shader storage buffers.
     public var computeShaders = false
     /// The context was created with lose-context-on-reset robustness.
@@ -42,6 +43,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
          ("GL_EXT_buffer_storage", bufferStorage),
          ("GL_EXT_texture_norm16", textureNorm16),
          ("GL_EXT_memory_object_fd", memoryObjectFD),
+         ("GL_EXT_semaphore_fd", semaphoreFD),
          ("compute shaders (OpenGL ES 3.1)", computeShaders),
          ("robust context (lose context on reset)", robustContext)]
     }
@@ -65,6 +67,7 @@ public struct GPUCapabilities: Hashable, Sendable, Codable {
         textureNorm16 = gl.contains("GL_EXT_texture_norm16")
         bufferStorage = gl.contains("GL_EXT_buffer_storage")
         memoryObjectFD = gl.contains("GL_EXT_memory_object") && gl.contains("GL_EXT_memory_object_fd")
+        semaphoreFD = gl.contains("GL_EXT_semaphore") && gl.contains("GL_EXT_semaphore_fd")
     }
 }
 

@@ -304,7 +304,6 @@ final class GPURenderer {
         staged = nil
         let out = s.out
         var slot = s.slot ?? -1
-        if s.slot != nil { ExportedMemorySource.beforeFence() }
         if s.readback && s.slot == nil {
             let nv12 = out.nv12Storage()
             slot = try readbacks.bindNext(bytes: out.nv12Bytes, target: GL.copyWriteBuffer, releaser: releaser)
@@ -324,6 +323,7 @@ final class GPURenderer {
         glBindFramebuffer(GL.framebuffer, 0)
         let serial = timeline.pendingSerial
         out.used(serial)
+        if slot >= 0 { readbacks.handOver(slot) }
         let t0 = PassTimer.now()
         timeline.submit()
         RenderThread.add(.fence, since: t0)

@@ -242,6 +242,11 @@ for text in selections {
         return "1080p, \(cases) cases (formats × rotations, masked inset), largest difference \(worst)"
     } }
 
+    // A take's frame sequence: every output frame of a pipelined run (as a
+    // take drives the compositor: no wait but when the readback ring is full)
+    // equals the same frame rendered alone (its readback waited for at once).
+    check("pipelined frames equal frames rendered one at a time") { try sequenceCheck(selection) }
+
     check("dma-buf export → import → draw") {
         let caps = gpu.info.capabilities
         guard caps.dmaBufExport else { return "skipped: no EGL_MESA_image_dma_buf_export" }

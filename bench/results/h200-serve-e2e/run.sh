@@ -18,10 +18,12 @@
 #            diptych-gpu-bench (PiP 1080p from host memory, 8, 16, 32 streams)
 #   hostcuda diptych-gpu-bench (PiP 1080p from host memory, 16 streams) with the default readback (through CUDA on
 #            NVIDIA) and uploads through GL, through CUDA interop (DIPTYCH_CUDA_UPLOADS=on), and interop with maps ahead
-#   sync     the decode check (nvdec against cpu, frame by frame) with NV12 read back through CUDA, without and with
-#            DIPTYCH_GPU_READBACK_SYNC=barrier|finish (which ordering the CUDA readback lacks)
+#   sync     the decode check (nvdec against cpu, frame by frame) with NV12 read back through CUDA, SYNC (default "1 2") times
 #   order    bench/probes/cuda_gl_order (built beside this script): whether every byte a GL compute pass writes into
 #            imported CUDA memory is visible to CUDA after a GL fence, an EGL fence, glFinish, or a Vulkan-made semaphore
+#   seq      diptych-gpu-check (beside this script when there, else the archive's), NV12 read back through GL's buffers
+#            and through CUDA (DIPTYCH_GPU_READBACK=cuda), SEQ (default "1 2") times each: whether pipelined frames
+#            equal the same frames rendered one at a time, and direct-copy frames the general path's
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -119,14 +121,24 @@ for step in "$@"; do
     done
     ;;
   sync)
-    for v in none barrier finish; do
-      t env DIPTYCH_GPU_READBACK=cuda DIPTYCH_GPU_READBACK_SYNC=$v timeout -k 2 $(cap 60) diptych bench --chart none --sheet none \
-        --work-dir $D --duration 6 --preset ultrafast --stages nvdec --frames 60 --streams 2 > $O/sync-$v.md 2>> $O/sync.log
-      grep -h "identical frames" $O/sync-$v.md | sed "s/^/$v: /"
+    for k in ${SYNC:-1 2}; do
+      t env DIPTYCH_GPU_READBACK=cuda timeout -k 2 $(cap 60) diptych bench --chart none --sheet none \
+        --work-dir $D --duration 6 --preset ultrafast --stages nvdec --frames 60 --streams 2 > $O/sync-$k.md 2>> $O/sync.log
+      grep -h "identical frames" $O/sync-$k.md | sed "s/^/$k: /"
     done
     ;;
   order)
     t timeout -k 2 $(cap 240) $here/cuda_gl_order 3000 > $O/order.txt 2>&1
+    ;;
+  seq)
+    C=$B/diptych-gpu-check
+    [ -f $here/diptych-gpu-check.xz ] && { xz -dc $here/diptych-gpu-check.xz > $W/diptych-gpu-check; chmod +x $W/diptych-gpu-check; C=$W/diptych-gpu-check; }
+    for rb in gl cuda; do
+      for k in ${SEQ:-1 2}; do
+        t env DIPTYCH_GPU_READBACK=$rb timeout -k 2 $(cap 90) $C --gpu device > $O/seq-$rb-$k.txt 2>&1
+        grep -h "pipelined\|direct-copy" $O/seq-$rb-$k.txt | sed "s/^/$rb $k: /"
+      done
+    done
     ;;
   uploads)
     for up in off on; do
