@@ -56,30 +56,41 @@ extension ExportedMemorySource {
     /// Render thread, at a renderer's start: the test hooks' source; else
     /// CUDA's where the context can import memory and the driver can make it
     /// (else nil, logged: GL's own buffers). `asked` names the setting.
-    static func choose(_ releaser: GLReleaser, log: (String) -> Void, asked: String) -> ImportedMemory? {
+    static func choose(_ releaser: GLReleaser, log: (String) -> Void, asked: String?) -> ImportedMemory? {
         let caps = releaser.context.caps
         if let s = releaser.hooks.exportedMemory {
             return MemoryObjectProcs.load(caps).map { ImportedMemory(source: s, procs: $0, semaphoreProcs: releaser.hooks.semaphoreProcs) }
         }
         func no(_ why: String) -> ImportedMemory? {
-            log("diptych-gpu: \(asked): \(why); transfers through GL")
+            if let asked { log("diptych-gpu: \(asked): \(why); transfers through GL") }
             return nil
         }
         guard let procs = MemoryObjectProcs.load(caps) else { return no("this GL context lacks GL_EXT_memory_object_fd") }
-        // What GL writes reaches CUDA through a semaphore naming the buffer (a
-        // fence alone let through frames that differ on the H200).
-        guard let semaphoreProcs = SemaphoreProcs.load(caps) else { return no("this GL context lacks GL_EXT_semaphore_fd") }
         var why = ""
         guard let s = cuda(why: &why) else { return no(why) }
+        // What GL writes reaches CUDA through a semaphore naming the buffer.
+        var semaphoreProcs: SemaphoreProcs?
+        if s.makeSemaphore != nil {
+            guard let p = SemaphoreProcs.load(caps) else { return no("this GL context lacks GL_EXT_semaphore_fd") }
+            semaphoreProcs = p
+        }
         let m = ImportedMemory(source: s, procs: procs, semaphoreProcs: semaphoreProcs)
         do throws(GPUError) { try roundTrip(m, releaser: releaser) } catch { return no("\(error)") }
         return m
     }
 
-    /// `DIPTYCH_GPU_READBACK=cuda` asks for readbacks into CUDA memory (a
-    /// logged fall back to GL's buffers where it cannot be had); anything
-    /// else, and the default, is GL's buffers.
-    static let readbackRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] == "cuda"
+    /// `DIPTYCH_GPU_READBACK`: `cuda` (readbacks into CUDA memory, or a
+    /// logged fall back to GL's buffers), `gl` (GL's buffers), anything else
+    /// auto: CUDA's where the GL context is NVIDIA's and the round trip works,
+    /// silently GL's elsewhere.
+    static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "auto"
+    /// `DIPTYCH_GPU_READBACK_HANDOVER=semaphore`: each frame also handed over
+    /// with a semaphore (what GL_EXT_external_objects describes). Off by
+    /// default: the frame's fence, already waited for, orders the copy after
+    /// GL's writes, and on the H200 the semaphore halved the rate (5,062
+    /// against 9,800 composites/s) with no frame different without it.
+    static let semaphoreRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK_HANDOVER"] == "semaphore"
+
     /// Uploads through imported CUDA memory: `DIPTYCH_CUDA_UPLOADS=import`.
     static let stagingRequested = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "import"
 
@@ -90,7 +101,8 @@ extension ExportedMemorySource {
         let memory = try m.source.allocate(n)
         let trial = try ImportedBuffer(memory, target: GL.copyWriteBuffer, procs: m.procs)
         defer { trial.release(releaser, procs: m.procs) }
-        let pattern = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        // Bytes that vary, then flat ones (what a GPU compresses, if it does).
+        let pattern = (0..<n).map { $0 < n / 2 ? UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) : 0x5a }
         var source: GLuint = 0
         glGenBuffers(1, &source)
         glBindBuffer(GL.copyReadBuffer, source)
@@ -129,13 +141,14 @@ extension ExportedMemorySource {
         guard let device = (try? driver.devicesOfCurrentGLContext())?.first ?? (driver.deviceCount == 1 ? 0 : nil) else {
             why = "no CUDA device runs this GL context"; return nil
         }
-        let context: CUDAPrimaryContext, copier: CUDACopyOut, copierIn: CUDACopyOut, vulkan: VulkanSemaphoreDevice
+        let handOver = semaphoreRequested
+        let context: CUDAPrimaryContext, copier: CUDACopyOut, copierIn: CUDACopyOut, vulkan: VulkanSemaphoreDevice?
         do throws(CUDAError) {
             context = try driver.primaryContext(ordinal: device)
             copier = try CUDACopyOut(context: context)
             copierIn = try CUDACopyOut(context: context)
             _ = try CUDAExportableMemory(context: context, bytes: 1)   // the calls work here
-            vulkan = try VulkanSemaphoreDevice(context: context)
+            vulkan = handOver ? try VulkanSemaphoreDevice(context: context) : nil
         } catch { why = "\(error)"; return nil }
         let host = FrameBufferPool.Allocator(
             allocate: { bytes in
@@ -152,9 +165,9 @@ extension ExportedMemorySource {
             do throws(CUDAError) {
                 return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copier: copier, copierIn: copierIn)
             } catch { throw .cudaInterop("readback memory of \(bytes) bytes: \(error)") }
-        }, hostMemory: host, makeSemaphore: { () throws(GPUError) in
+        }, hostMemory: host, makeSemaphore: vulkan == nil ? nil : { () throws(GPUError) in
             do throws(CUDAError) {
-                let s = try vulkan.makeSemaphore()
+                let s = try vulkan!.makeSemaphore()
                 return SemaphoreExport(glDescriptor: s.glDescriptor, waiter: CUDAHandOver(s))
             } catch { throw .cudaInterop("a semaphore shared by GL and CUDA: \(error)") }
         })

@@ -87,12 +87,11 @@ final class GPURenderer {
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, bufferStorage: bufferStorage)
         let test = hooks.exportedMemory != nil
-        let importReadback = test ? hooks.importedReadback : ExportedMemorySource.readbackRequested
+        let readbackSetting = ExportedMemorySource.readbackSetting
+        let importReadback = test ? hooks.importedReadback : readbackSetting != "gl"
         let importStaging = test ? hooks.importedStaging : ExportedMemorySource.stagingRequested
-        let exported = importReadback || importStaging
-            ? ExportedMemorySource.choose(releaser, log: log,
-                                          asked: importStaging ? "DIPTYCH_CUDA_UPLOADS=import" : "DIPTYCH_GPU_READBACK=cuda")
-            : nil
+        let asked = importStaging ? "DIPTYCH_CUDA_UPLOADS=import" : readbackSetting == "cuda" ? "DIPTYCH_GPU_READBACK=cuda" : nil
+        let exported = importReadback || importStaging ? ExportedMemorySource.choose(releaser, log: log, asked: asked) : nil
         paths.readbackThrough = importReadback ? exported?.source.name : nil
         paths.uploadsThrough = importStaging ? exported?.source.name : nil
         readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage, exported: importReadback ? exported : nil)

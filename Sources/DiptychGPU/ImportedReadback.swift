@@ -74,14 +74,16 @@ struct MemoryObjectProcs {
     var delete: PFNGLDELETEMEMORYOBJECTSEXTPROC
     var importFD: PFNGLIMPORTMEMORYFDEXTPROC
     var bufferStorage: PFNGLBUFFERSTORAGEMEMEXTPROC
+    var parameter: PFNGLMEMORYOBJECTPARAMETERIVEXTPROC
 
     static func load(_ caps: GPUCapabilities) -> MemoryObjectProcs? {
         guard caps.memoryObjectFD,
               let c = loadProc("glCreateMemoryObjectsEXT", as: PFNGLCREATEMEMORYOBJECTSEXTPROC.self),
               let d = loadProc("glDeleteMemoryObjectsEXT", as: PFNGLDELETEMEMORYOBJECTSEXTPROC.self),
               let i = loadProc("glImportMemoryFdEXT", as: PFNGLIMPORTMEMORYFDEXTPROC.self),
-              let b = loadProc("glBufferStorageMemEXT", as: PFNGLBUFFERSTORAGEMEMEXTPROC.self) else { return nil }
-        return MemoryObjectProcs(create: c, delete: d, importFD: i, bufferStorage: b)
+              let b = loadProc("glBufferStorageMemEXT", as: PFNGLBUFFERSTORAGEMEMEXTPROC.self),
+              let p = loadProc("glMemoryObjectParameterivEXT", as: PFNGLMEMORYOBJECTPARAMETERIVEXTPROC.self) else { return nil }
+        return MemoryObjectProcs(create: c, delete: d, importFD: i, bufferStorage: b, parameter: p)
     }
 }
 
@@ -98,6 +100,12 @@ final class ImportedBuffer {
         _ = glGetError()
         let fd = try memory.exportDescriptor()
         procs.create(1, &object)
+        // The allocation is this buffer's alone. Without saying so, NVIDIA's GL
+        // may store what it writes compressed: CUDA, reading the raw memory,
+        // then finds zeros or older bytes wherever a block compressed (on the
+        // H200: flat areas of frames, whole glReadPixels regions).
+        var dedicated = GLint(GL_TRUE)
+        procs.parameter(object, GLenum(GL_DEDICATED_MEMORY_OBJECT_EXT), &dedicated)
         procs.importFD(object, GLuint64(memory.size), GL.handleTypeOpaqueFD, fd)
         var e = glGetError()
         if e != GL.noError || object == 0 {

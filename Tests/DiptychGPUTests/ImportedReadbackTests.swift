@@ -133,6 +133,24 @@ extension GPU {
             #expect(ledger.live == 0, "every import freed at shutdown")
         }
 
+        /// Every import is marked as a dedicated allocation (without it
+        /// NVIDIA's GL may write compressed blocks the exporter cannot read).
+        @Test func importsAreDedicated() throws {
+            guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
+            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(MemfdMemory.Ledger())), readbackDepth: 2)
+            defer { c.shutdown() }
+            _ = try frames(c, count: 2, plan: GPU.CUDAUploads.plan)
+            let flags = try c.withRenderer { r throws(GPUError) in
+                let get = loadProc("glGetMemoryObjectParameterivEXT", as: PFNGLGETMEMORYOBJECTPARAMETERIVEXTPROC.self)!
+                return r.readbacks.buffers.compactMap(\.imported).map { b in
+                    var v: GLint = -1
+                    get(b.object, GLenum(GL_DEDICATED_MEMORY_OBJECT_EXT), &v)
+                    return v
+                }
+            }
+            #expect(flags == [GLint(GL_TRUE), GLint(GL_TRUE)], "\(flags)")
+        }
+
         /// A copy out that fails leaves its frame pending: the call fails, and
         /// once copies work again the frame comes out (nothing is lost).
         @Test func aFailedCopyOutLosesNoFrame() throws {

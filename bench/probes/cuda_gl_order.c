@@ -16,7 +16,7 @@
 // Exit 0 whatever the verify finds (a measurement); exit 1 on an API failure, naming the call.
 // A SIGALRM watchdog ends a mode that hangs. libcuda.so.1, libvulkan.so.1 are dlopen'ed (no CUDA toolkit).
 // Build (headers: libvulkan-dev libegl-dev libgles-dev): gcc -O2 -Wall cuda_gl_order.c -ldl -lEGL -lGLESv2 -o cuda_gl_order
-// Run:   ./cuda_gl_order [frames=3000] [fence-gl|fence-egl|finish|semaphore  (default: all four)]
+// Run:   [FLAT=1] ./cuda_gl_order [frames=3000] [fence-gl|fence-egl|finish|semaphore  (default: all four)]
 #define VK_NO_PROTOTYPES
 #include <vulkan/vulkan.h>
 #include <EGL/egl.h>
@@ -230,10 +230,12 @@ static void make_semaphore(const char *glext, const unsigned char *cu, GLuint *g
     check(cuImportExternalSemaphore(csem, &hd), "cuImportExternalSemaphore");   // CUDA owns fd[1]
     printf("semaphore: Vulkan-made, fd %d -> GL semaphore %u, fd %d -> CUDA %p\n", fd[0], *gsem, fd[1], *csem);
 }
-static const char *CS = "#version 310 es\nlayout(local_size_x=256) in; uniform uint n, frame;\n"
+static const char *CS = "#version 310 es\nlayout(local_size_x=256) in; uniform uint n, frame, s;\n"
     "layout(std430, binding=0) writeonly buffer O { uint w[]; };\n"
-    "void main(){ uint i=gl_GlobalInvocationID.x; if(i<n) w[i]=(frame*2654435761u)^(i*40503u); }";
-static inline unsigned hash(unsigned f, unsigned i) { return (f * 2654435761u) ^ (i * 40503u); }
+    "void main(){ uint i=gl_GlobalInvocationID.x; if(i<n) w[i]=(frame*2654435761u)^((i>>s)*40503u); }";
+// FLAT=1: the same word over each 16 KiB (compressible data, like a picture's flat areas); else every word differs
+static unsigned sh;
+static inline unsigned hash(unsigned f, unsigned i) { return (f * 2654435761u) ^ ((i >> sh) * 40503u); }
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 3000; if (n < RING) n = RING;
@@ -294,7 +296,9 @@ int main(int argc, char **argv) {
     if (!ok) { glGetShaderInfoLog(s, sizeof log, 0, log); fprintf(stderr, "compute shader: %s\n", log); return 1; }
     glAttachShader(p, s); glLinkProgram(p); glGetProgramiv(p, GL_LINK_STATUS, &ok);
     if (!ok) { glGetProgramInfoLog(p, sizeof log, 0, log); fprintf(stderr, "link: %s\n", log); return 1; }
-    glUseProgram(p); glUniform1ui(glGetUniformLocation(p, "n"), WORDS); GLint ufr = glGetUniformLocation(p, "frame");
+    sh = getenv("FLAT") && atoi(getenv("FLAT")) ? 12 : 0;
+    printf("pattern: %s\n", sh ? "flat (one word per 16 KiB)" : "a different word each");
+    glUseProgram(p); glUniform1ui(glGetUniformLocation(p, "n"), WORDS); glUniform1ui(glGetUniformLocation(p, "s"), sh); GLint ufr = glGetUniformLocation(p, "frame");
     unsigned prevf[RING];   // frame id each slot holds now
     for (int k = 0; k < RING; k++) {   // warm-up: every slot written once (frame id ~0u - k, never a measured frame)
         glUniform1ui(ufr, prevf[k] = ~0u - k); glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, buf[k]); glDispatchCompute((WORDS + 255) / 256, 1, 1);
@@ -332,7 +336,7 @@ int main(int argc, char **argv) {
             check(cuMemcpyDtoHAsync(host, dptr[k], FRAME, st), "cuMemcpyDtoHAsync");
             check(cuStreamSynchronize(st), "cuStreamSynchronize");
             double tv0 = now(); unsigned a = (unsigned)f * 2654435761u; long bad = 0;
-            for (unsigned i = 0; i < WORDS; i++) bad += host[i] != (a ^ (i * 40503u));
+            for (unsigned i = 0; i < WORDS; i++) bad += host[i] != (a ^ ((i >> sh) * 40503u));
             if (bad) {   // slow path: classify this frame's bad words
                 badf++; badw += bad;
                 for (unsigned i = 0; i < WORDS; i++) {
