@@ -11,7 +11,7 @@
 #            compositors, with the interop's maps issued ahead (DIPTYCH_CUDA_PREMAP=on) and without
 #   contexts the composite rate from NVDEC frames at 16 and 32 compositors dealt to CTX (default "2 4") GL contexts
 #   extmem   bench/probes/cuda_gl_extmem (built beside this script): CUDA memory imported into GL, readback rates
-#   readback the NVDEC composite rate (16, 32 compositors) and diptych-gpu-bench (PiP 1080p from host memory, 16 streams)
+#   readback the NVDEC composite rate (NSTREAMS compositors, default "16 32") and diptych-gpu-bench (PiP 1080p from host memory, 16 streams)
 #            with NV12 read back through GL's buffers and through CUDA memory imported into GL (DIPTYCH_GPU_READBACK=cuda)
 #   imported NV12 read back through CUDA (DIPTYCH_GPU_READBACK=cuda) with uploads through GL / interop and staged in
 #            imported CUDA memory (DIPTYCH_CUDA_UPLOADS=import): the NVDEC composite rate (32, 64 compositors) and
@@ -91,7 +91,7 @@ for step in "$@"; do
     ;;
   readback)
     for rb in gl cuda; do
-      for n in 16 32; do
+      for n in ${NSTREAMS:-16 32}; do
         t env DIPTYCH_GPU_READBACK=$rb timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D --duration 6 \
           --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/readback-$rb-nvdec-$n.json > $O/readback-$rb-nvdec-$n.md 2>> $O/readback.log
       done
