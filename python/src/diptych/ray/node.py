@@ -101,11 +101,13 @@ class DiptychNode:
                 self._error = f"diptych serve exited with status {code}; restarting: {server.log_tail(2)}"
 
     def _ready(self, timeout: float) -> ServeProcess:
-        """The running server; waits through a restart. A server that never
-        started (a missing binary, a bad argument) is an error at once."""
+        """The running server; waits through a restart, including one the
+        supervisor has not seen yet (a server that has just died is not
+        handed out). A server that never started (a missing binary, a bad
+        argument) is an error at once."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            while self._server is None:
+            while self._server is None or self._server.exited():
                 if self._stopping:
                     raise RuntimeError(f"node {self.node_id[:12]}: the server was shut down")
                 if self._error and not self._started_once:

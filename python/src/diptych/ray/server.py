@@ -114,6 +114,21 @@ class ServeProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def exited(self) -> bool:
+        """Whether the server has ended, reaped or not. Unlike ``alive`` it
+        does not depend on reaping: while another thread waits for the
+        process, ``poll`` cannot tell (it answers None), so this reads the
+        process state (a zombie has ended)."""
+        p = self._process
+        if p is None or p.returncode is not None:
+            return True
+        try:
+            with open(f"/proc/{p.pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        return state in ("Z", "X")
+
     def wait(self) -> int:
         """Blocks until the server exits; returns its exit status."""
         assert self._process is not None
