@@ -8,7 +8,8 @@
 // nv12.frag) into the output's NV12 storage buffer: GLES has no r8/rg8 image
 // format, so four bytes go into each uint. Variants (#define prelude):
 // WRITE_NV12 (the storage buffer), WRITE_RGBA (the RGBA render target, for
-// preview and export), either or both; DRAW_LIST, the kind of each draw.
+// preview and export), either or both; DRAW_LIST, the kind of each draw;
+// PICTURES_IN_PLACE where a draw's NV12 picture is read from a buffer.
 precision highp float;
 precision highp int;
 precision highp sampler2D;
@@ -17,7 +18,7 @@ layout(local_size_x = 16, local_size_y = 8) in;
 
 #define MAX_DRAWS 16
 
-// std140, every member a vec4 (the Swift side writes 10 vec4 per draw).
+// std140, every member a vec4 (the Swift side writes 12 vec4 per draw).
 struct Draw {
     vec4 dest;         // x, y, width, height (canvas pixels)
     vec4 texST;        // texture coordinate from local (s, t): column s (xy), column t (zw)
@@ -29,6 +30,8 @@ struct Draw {
     vec4 yuvToRgb2;
     vec4 yuvOffset;
     ivec4 mode;        // source, input, nearest, masked (as the program's DRAW_LIST has them)
+    ivec4 picture;     // a picture read in place (input 3): Y width, height, Y row bytes, UV plane's byte offset
+    ivec4 picture2;    // UV row bytes, filtered (1: linear, 0: nearest)
 };
 
 // One block per frame, an array indexed by draw: every draw keeps its own parameters.
@@ -52,6 +55,7 @@ layout(binding = 5) uniform sampler2D u_s1p2;
 #ifdef WRITE_NV12
 layout(std430, binding = 0) writeonly buffer NV12 { uint nv12[]; };
 #endif
+
 #ifdef WRITE_RGBA
 layout(rgba8, binding = 0) writeonly uniform highp image2D u_rgba;
 #endif
@@ -71,7 +75,41 @@ vec3 toRGB(int i, vec3 yuv) {
     return clamp(m * (yuv - draws[i].yuvOffset.xyz), 0.0, 1.0);
 }
 
-// The picture of source 0 (primary) or 1 (secondary); input 0 RGB, 1 NV12, 2 I420.
+#ifdef PICTURES_IN_PLACE
+// NV12 pictures read where they were staged (a storage buffer per source, Y
+// plane at byte 0), sampled here as the textures would be: clamp to edge,
+// nearest or bilinear at texel centres.
+layout(std430, binding = 1) readonly buffer Picture0 { uint bytes0[]; };
+layout(std430, binding = 2) readonly buffer Picture1 { uint bytes1[]; };
+float byte0(int o) { return float((bytes0[o >> 2] >> uint(8 * (o & 3))) & 255u); }
+float byte1(int o) { return float((bytes1[o >> 2] >> uint(8 * (o & 3))) & 255u); }
+// Texel t of a plane at byte `base`, `rowBytes` a row, `pair`: two bytes a texel (UV).
+vec2 texel(int src, int base, int rowBytes, bool pair, ivec2 t) {
+    int o = base + t.y * rowBytes + (pair ? 2 * t.x : t.x);
+    if (src == 0) return vec2(byte0(o), pair ? byte0(o + 1) : 0.0) / 255.0;
+    return vec2(byte1(o), pair ? byte1(o + 1) : 0.0) / 255.0;
+}
+vec2 planeTap(int src, int base, int rowBytes, bool pair, ivec2 size, vec2 tc, bool linear) {
+    if (!linear) return texel(src, base, rowBytes, pair, clamp(ivec2(floor(tc * vec2(size))), ivec2(0), size - ivec2(1)));
+    vec2 u = tc * vec2(size) - 0.5;
+    vec2 f0 = floor(u), f = u - f0;
+    ivec2 a = clamp(ivec2(f0), ivec2(0), size - ivec2(1)), b = clamp(ivec2(f0) + ivec2(1), ivec2(0), size - ivec2(1));
+    vec2 t00 = texel(src, base, rowBytes, pair, a), t10 = texel(src, base, rowBytes, pair, ivec2(b.x, a.y));
+    vec2 t01 = texel(src, base, rowBytes, pair, ivec2(a.x, b.y)), t11 = texel(src, base, rowBytes, pair, b);
+    return mix(mix(t00, t10, f.x), mix(t01, t11, f.x), f.y);
+}
+vec3 inPlace(int i, int src, bool nearest, vec2 tc) {
+    ivec4 g = draws[i].picture;
+    ivec4 h = draws[i].picture2;
+    bool linear = h.y != 0 && !nearest;
+    ivec2 size = g.xy, half_size = (g.xy + ivec2(1)) / 2;
+    float y = planeTap(src, 0, g.z, false, size, tc, linear).x;
+    vec2 uv = planeTap(src, g.w, h.x, true, half_size, tc, linear);
+    return toRGB(i, vec3(y, uv));
+}
+#endif
+
+// The picture of source 0 (primary) or 1 (secondary); input 0 RGB, 1 NV12, 2 I420, 3 NV12 read in place.
 #define PICTURE_BODY(p0, p1, p2) { \
     vec4 a = tap(p0, tc, nearest); \
     if (kind == 0) return a.rgb; \
@@ -93,7 +131,11 @@ vec4 over(vec4 c, vec2 pc, int i, int src, int kind, bool nearest, bool masked) 
     vec2 local = pc - dest.xy;
     vec2 st = local / dest.zw;
     vec2 tc = mat2(draws[i].texST.xy, draws[i].texST.zw) * st + draws[i].texOrigin.xy;
+    #ifdef PICTURES_IN_PLACE
+    vec3 color = kind == 3 ? inPlace(i, src, nearest, tc) : src == 0 ? picture0(i, kind, nearest, tc) : picture1(i, kind, nearest, tc);
+#else
     vec3 color = src == 0 ? picture0(i, kind, nearest, tc) : picture1(i, kind, nearest, tc);
+#endif
     vec4 style = draws[i].style;
     float alpha = style.x;
     if (masked) {

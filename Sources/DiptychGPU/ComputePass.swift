@@ -19,7 +19,7 @@ struct ComputeFrame {
 final class ComputePass {
     static let maxDraws = 16
     static let headerWords = 24    // 6 vec4
-    static let drawWords = 40      // 10 vec4
+    static let drawWords = 48      // 12 vec4
     static let blockBytes = (headerWords + maxDraws * drawWords) * 4
     static let localSize = (x: 16, y: 8)
 
@@ -57,7 +57,8 @@ final class ComputePass {
     func dispatch(_ frame: ComputeFrame, out: Output, nv12: Bool, rgba: Bool, shaders: ShaderCache, timer: PassTimer,
                   barrier: Bool = true, nv12Buffer: GLuint? = nil) throws(GPUError) {
         precondition(nv12 || rgba)
-        let program = try shaders.program(.compute(nv12: nv12, rgba: rgba, drawList: ComputePass.drawList(frame)))
+        let inPlace = frame.draws.contains { $0.1.inPlace != nil }
+        let program = try shaders.program(.compute(nv12: nv12, rgba: rgba, drawList: ComputePass.drawList(frame), inPlace: inPlace))
         encode(frame, out)
         let offset = next * slotBytes
         next = (next + 1) % slotCount
@@ -68,6 +69,10 @@ final class ComputePass {
         var bound = Set<ObjectIdentifier>()
         for (d, set) in frame.draws where bound.insert(ObjectIdentifier(set)).inserted {
             let source = d.role == .primary ? 0 : 1
+            if let p = set.inPlace {
+                glBindBufferBase(GL.shaderStorageBuffer, GLuint(1 + source), p.buffer)
+                continue
+            }
             let filter = ComputePass.filtersLinearly(set, frame) ? GL.linear : GL.nearest
             for (plane, tex) in set.textures.enumerated() {
                 glActiveTexture(GL.texture0 + GLenum(3 * source + plane))
@@ -86,6 +91,7 @@ final class ComputePass {
         timer.end(.composite)
         glUseProgram(0)
         if nv12 { glBindBufferBase(GL.shaderStorageBuffer, 0, 0) }
+        if inPlace { for b: GLuint in 1...2 { glBindBufferBase(GL.shaderStorageBuffer, b, 0) } }
         glBindBufferBase(GL.uniformBuffer, 0, 0)
         glBindBuffer(GL.uniformBuffer, 0)
         glActiveTexture(GL.texture0)
@@ -109,11 +115,11 @@ final class ComputePass {
     /// filtered source, fetched texel by texel), masked.
     static func mode(_ d: DrawDescription, _ set: TextureSet, _ frame: ComputeFrame) -> (source: Int, input: Int, nearest: Int, masked: Int) {
         let unit = DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height)
-        return (d.role == .primary ? 0 : 1, set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0,
+        return (d.role == .primary ? 0 : 1, set.inPlace != nil ? 3 : set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0,
                 unit && filtersLinearly(set, frame) ? 1 : 0, d.cornerRadius > 0 || d.borderWidth > 0 ? 1 : 0)
     }
 
-    /// The frame's uniform block (std140: header, then one 10-vec4 record per draw).
+    /// The frame's uniform block (std140: header, then one 12-vec4 record per draw).
     private func encode(_ frame: ComputeFrame, _ out: Output) {
         for i in words.indices { words[i] = 0 }
         var at = 0
@@ -139,6 +145,10 @@ final class ComputePass {
             for v in k.offset { f(v) }; f(0)
             let m = ComputePass.mode(d, set, frame)
             n(m.source); n(m.input); n(m.nearest); n(m.masked)
+            let p = set.inPlace
+            n(set.width); n(set.height); n(p?.yRowBytes ?? 0); n(p?.uvOffset ?? 0)
+            let unit = DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height)
+            n(p?.uvRowBytes ?? 0); n(unit ? 0 : 1); n(0); n(0)
         }
     }
 

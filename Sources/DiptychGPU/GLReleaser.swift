@@ -31,6 +31,8 @@ struct GPUTestHooks {
     var importedStaging = false
     /// GL's semaphore calls for a source that makes semaphores (llvmpipe has none).
     var semaphoreProcs: SemaphoreProcs?
+    /// NV12 pictures read in place by the compute pass (nil: `DIPTYCH_GPU_PICTURES`).
+    var picturesInPlace: Bool?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
          persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
          cudaPremap: Bool? = nil, cudaHostUploads: Bool? = nil, exportedMemory: ExportedMemorySource? = nil) {

@@ -24,6 +24,9 @@ extension GPURenderer {
                 switch pending[role] {
                 case .staged(let st)? where staging.pinned != nil && st.frame.format == .nv12:
                     if stageHost(st, role: role) { queuedCUDA = true }
+                case .staged(let st)? where paths.picturesInPlace && TexturePool.canReadInPlace(st, staging: staging):
+                    streams[role]!.cpuFrame = nil
+                    textures.commitInPlace(st, from: staging)
                 case .staged(let st)?:
                     streams[role]!.cpuFrame = nil
                     textures.commit(st, from: staging, timer: timer)

@@ -98,6 +98,9 @@ final class GPURenderer {
         // The direct-copy path writes staging slots on the CPU: it keeps GL's.
         staging.imported = importStaging && !paths.directCopy ? exported : nil
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
+        // Two slots held (a picture per role) leave the rest of the ring for staging.
+        paths.picturesInPlace = useCompute && !paths.directCopy && uploadDepth >= 4 && (bufferStorage != nil || staging.imported != nil)
+            && (hooks.picturesInPlace ?? (ProcessInfo.processInfo.environment["DIPTYCH_GPU_PICTURES"] == "in-place"))
         glDisable(GL.dither)
         _ = glGetError()
         if useCompute { paths.cudaHostUploads = setUpCUDAHostUploads() ? true : nil }
@@ -255,6 +258,9 @@ final class GPURenderer {
             staged = StagedFrame(out: out, frame: ComputeFrame(draws: draws, background: background), pts: pts,
                                  readback: readback, rgba: !readback || out.wantsRGBA)
             return true
+        }
+        if draws.contains(where: { $0.1.inPlace != nil }) {
+            throw .unsupported("a frame of \(draws.count) draws on the fragment path with pictures read in place (at most \(ComputePass.maxDraws) draws)")
         }
         let work = try FragmentPass.work(draws, shaders: shaders)
         let nv12Program = readback ? try shaders.program(.nv12Pack) : nil

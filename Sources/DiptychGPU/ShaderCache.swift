@@ -14,6 +14,8 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
     var writesNV12 = false
     var writesRGBA = false
     var drawList = ""
+    /// A draw reads its NV12 picture from a buffer (input 3 in `drawList`).
+    var picturesInPlace = false
 
     static func composite(_ input: Input, masked: Bool) -> ShaderKey { ShaderKey(program: .composite, input: input, masked: masked) }
     static let nv12Pack = ShaderKey(program: .nv12Pack)
@@ -21,8 +23,8 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
     /// The planes of an encoder target (`EncoderTargetPass`).
     static let nv12Luma = ShaderKey(program: .nv12Luma)
     static let nv12Chroma = ShaderKey(program: .nv12Chroma)
-    static func compute(nv12: Bool, rgba: Bool, drawList: String = "") -> ShaderKey {
-        ShaderKey(program: .compute, writesNV12: nv12, writesRGBA: rgba, drawList: drawList)
+    static func compute(nv12: Bool, rgba: Bool, drawList: String = "", inPlace: Bool = false) -> ShaderKey {
+        ShaderKey(program: .compute, writesNV12: nv12, writesRGBA: rgba, drawList: drawList, picturesInPlace: inPlace)
     }
 
     var vertexFile: String { program == .composite ? "quad.vert" : "fullscreen.vert" }
@@ -47,6 +49,7 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
             return s
         case .compute:
             return (writesNV12 ? "#define WRITE_NV12 1\n" : "") + (writesRGBA ? "#define WRITE_RGBA 1\n" : "")
+                + (picturesInPlace ? "#define PICTURES_IN_PLACE 1\n" : "")
                 + (drawList.isEmpty ? "" : "#define DRAW_LIST \(drawList)\n")
         case .nv12Chroma:
             return "#define CHROMA 1\n"

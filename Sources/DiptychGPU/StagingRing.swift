@@ -65,6 +65,8 @@ final class StagingRing {
         var lastUse: UInt64 = 0
         /// Holds a copied frame not yet committed.
         var staged = false
+        /// Holds a picture read in place (`TexturePool.commitInPlace`) while it is current.
+        var held = false
         /// Imported device memory (`imported`): callers copy in through its owner.
         var imported: ImportedBuffer?
     }
@@ -99,7 +101,7 @@ final class StagingRing {
     func acquire(wait: (UInt64) throws(GPUError) -> Void) throws(GPUError) -> Int? {
         for k in 0..<slots.count {
             let i = (next + k) % slots.count
-            guard !slots[i].staged else { continue }
+            guard !slots[i].staged && !slots[i].held else { continue }
             try wait(slots[i].lastUse)
             next = (i + 1) % slots.count
             slots[i].staged = true
@@ -177,6 +179,23 @@ final class StagingRing {
         glBindBuffer(GL.pixelUnpackBuffer, 0)
         return UnsafeRawPointer(slots[i].base! + offset)
     }
+
+    /// Render thread: slot `i`'s frame stays where it is, read in place
+    /// while it is its role's picture; `release` lets it go.
+    func hold(_ i: Int) {
+        slots[i].staged = false
+        slots[i].held = true
+    }
+
+    /// The picture held in slot `i` was last read by the submission `serial`.
+    func release(_ i: Int, lastUse serial: UInt64) {
+        slots[i].held = false
+        slots[i].lastUse = max(slots[i].lastUse, serial)
+    }
+
+    /// Whether slot `i`'s buffer can be read in place: a GL buffer (mapped
+    /// host memory or imported device memory), not pinned host memory.
+    func readableInPlace(_ i: Int) -> Bool { slots[i].buffer != 0 && pinned == nil && (persistent || imported != nil) }
 
     /// Render thread: slot `i` has been read by the submission `serial` and is free again.
     func committed(_ i: Int, serial: UInt64) {

@@ -22,6 +22,9 @@ final class TextureSet {
     let sixteenBit: Bool
     /// The textures' CUDA registrations, once CUDA frames were copied into them.
     var cuda: CUDARegistration?
+    /// An NV12 picture read where it was staged (no textures: the compute
+    /// pass reads the staging slot); see `TexturePool.commitInPlace`.
+    var inPlace: InPlacePicture?
 
     init(format: PixelFormat?, input: ShaderKey.Input, width: Int, height: Int, textures: [GLuint], image: EGLImageKHR? = nil,
          sixteenBit: Bool = false) {
@@ -174,7 +177,11 @@ final class TexturePool {
 
     func makeCurrent(_ set: TextureSet, role: StreamRole) {
         let slot = streams[role]!
-        if let old = slot.current, old !== set {
+        if let old = slot.current, old !== set, let p = old.inPlace {
+            // Its staging slot is free once the last frame that read it is done.
+            p.release(old.lastUse)
+            old.inPlace = nil
+        } else if let old = slot.current, old !== set {
             let keep = old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height, sixteenBit: set.sixteenBit)
             if !keep {
                 slot.pool.removeAll { $0 === old }
@@ -218,7 +225,10 @@ final class TexturePool {
         let slot = streams[role]!
         var all = slot.pool
         if let c = slot.current, !all.contains(where: { $0 === c }) { all.append(c) }
-        for s in all { s.release(releaser) }
+        for s in all {
+            s.inPlace?.release(s.lastUse)
+            s.release(releaser)
+        }
         slot.pool.removeAll(); slot.current = nil; slot.reserved = nil
         slot.cpuFrame = nil
     }

@@ -1,0 +1,140 @@
+import DiptychCore
+import Foundation
+import Testing
+@testable import DiptychGPU
+
+/// NV12 pictures read in place (`DIPTYCH_GPU_PICTURES=in-place`): the
+/// compute pass reads the staged bytes from the staging slot and filters
+/// them itself. Frames equal those from textures within ±1 but for a few
+/// samples at ±2 (GL's filtering rounds its weights its own way), for every
+/// rotation and mirror, scaled and 1:1; I420 and RGBA frames still go through textures; a slot is held
+/// while its picture is current and reused only after the frames that read it.
+extension GPU {
+    @Suite struct InPlacePictures {
+        static let canvas = PixelSize(width: 160, height: 90)
+
+        private func compositor(inPlace: Bool, hooks: GPUTestHooks = GPUTestHooks(), uploadDepth: Int? = nil) throws -> GPUCompositor {
+            var h = hooks
+            h.picturesInPlace = inPlace
+            return try makeCompositor(hooks: h, readbackDepth: 3, uploadDepth: uploadDepth, pass: .compute)
+        }
+
+        /// The frames of `count` steps: a new primary every step, a new secondary every other one.
+        private func run(_ c: GPUCompositor, plan: CompositionPlan, count: Int, primary: PixelFormat = .nv12,
+                         secondary: PixelFormat = .nv12) throws -> [VideoFrame] {
+            let out = try c.addOutput(canvas: plan.canvas)
+            var got: [VideoFrame] = []
+            for i in 0..<count {
+                var uploads = [(ComputePath.picture(160, 90, primary, seed: i), StreamRole.primary)]
+                if i % 2 == 0 { uploads.append((ComputePath.picture(96, 54, secondary, seed: 50 + i), .secondary)) }
+                got += try c.composite(uploads: uploads, output: out, plan: plan, pts: MediaTime(value: Int64(i), timescale: 30))
+            }
+            got += try c.flush()
+            return got
+        }
+
+        private func plan(_ o: Orientation, primary: PixelSize = PixelSize(width: 160, height: 90)) -> CompositionPlan {
+            Layout(kind: .pip, pip: PiPPlacement(size: 0.45), insetStyle: DrawStyle(cornerRadius: 6, borderWidth: 2))
+                .resolve(canvas: Self.canvas, primary: StreamGeometry(sensorSize: primary),
+                         secondary: StreamGeometry(sensorSize: PixelSize(width: 96, height: 54), orientation: o))
+        }
+
+        /// Within ±2 everywhere and ±1 but for a few samples: GL's filter
+        /// rounds its weights its own way, and where a filtered sample meets
+        /// the inset's masked edge one step can become two.
+        private func expectClose(_ a: [VideoFrame], _ b: [VideoFrame], _ label: String) {
+            #expect(a.count == b.count, "\(label): \(a.count) against \(b.count) frames")
+            for (i, (x, y)) in zip(a, b).enumerated() {
+                let (d, at) = ComputePath.nv12Difference(x, y)
+                let p = GPU.CUDAUploads.nv12Bytes(x), q = GPU.CUDAUploads.nv12Bytes(y)
+                let overOne = zip(p, q).filter { abs(Int($0) - Int($1)) > 1 }.count
+                #expect(d <= 2 && overOne <= 4, "\(label), frame \(i): differs by \(d) at \(at), \(overOne) samples by more than 1")
+            }
+        }
+
+        @Test func everyRotationAndMirrorMatchesTextures() throws {
+            let gl = try compositor(inPlace: false)
+            defer { gl.shutdown() }
+            let c = try compositor(inPlace: true)
+            defer { c.shutdown() }
+            #expect(c.paths.picturesInPlace && c.paths.description.contains("NV12 pictures read in place"), "\(c.paths)")
+            for o in ComputePath.orientations {
+                let p = plan(o)
+                expectClose(try run(c, plan: p, count: 3), try run(gl, plan: p, count: 3), "inset \(o)")
+            }
+            // A cropped, turned primary filling the canvas, and a 1:1 one (read texel by texel).
+            let turned = Layout.stacked.resolve(canvas: Self.canvas,
+                                                primary: StreamGeometry(sensorSize: PixelSize(width: 160, height: 90),
+                                                                        orientation: Orientation(rotation: .r90, mirrored: true)),
+                                                secondary: StreamGeometry(sensorSize: PixelSize(width: 96, height: 54)))
+            expectClose(try run(c, plan: turned, count: 2), try run(gl, plan: turned, count: 2), "stacked, primary turned")
+            let oneToOne = plan(Orientation(rotation: .r0, mirrored: true))
+            expectClose(try run(c, plan: oneToOne, count: 2), try run(gl, plan: oneToOne, count: 2), "1:1 primary")
+            #expect(c.stats.upload.count < gl.stats.upload.count, "no texture uploads of NV12 pictures: \(c.stats.upload.count) against \(gl.stats.upload.count)")
+        }
+
+        /// Other formats keep their textures, beside a picture read in place.
+        @Test func otherFormatsStillUseTextures() throws {
+            let p = plan(Orientation(rotation: .r180, mirrored: false))
+            for secondary in [PixelFormat.i420, .rgba, .bgra] {
+                let gl = try compositor(inPlace: false)
+                let expected = try run(gl, plan: p, count: 4, secondary: secondary)
+                gl.shutdown()
+                let c = try compositor(inPlace: true)
+                let got = try run(c, plan: p, count: 4, secondary: secondary)
+                c.shutdown()
+                expectClose(got, expected, "NV12 primary in place, \(secondary) secondary through textures")
+            }
+        }
+
+        /// The held slots never exhaust the ring (a shallow one included), and
+        /// are reused once the frames that read them are done: many frames
+        /// with the secondary staying current across two of them.
+        @Test func heldSlotsComeBack() throws {
+            let p = plan(Orientation(rotation: .r0, mirrored: true))
+            let gl = try compositor(inPlace: false)
+            let expected = try run(gl, plan: p, count: 24)
+            gl.shutdown()
+            let c = try compositor(inPlace: true, uploadDepth: 4)
+            defer { c.shutdown() }
+            expectClose(try run(c, plan: p, count: 24), expected, "24 frames through a ring of 4 slots")
+            let held = try c.withRenderer { r throws(GPUError) in r.staging.slots.filter(\.held).count }
+            #expect(held == 2, "one held slot per role's current picture: \(held)")
+        }
+
+        /// A ring too shallow to hold pictures (fewer than four slots), and the
+        /// fragment path, keep textures.
+        @Test func notTakenWhereItCannotBe() throws {
+            let shallow = try compositor(inPlace: true, uploadDepth: 3)
+            #expect(!shallow.paths.picturesInPlace)
+            shallow.shutdown()
+            var h = GPUTestHooks()
+            h.picturesInPlace = true
+            let fragment = try makeCompositor(hooks: h, readbackDepth: 3, pass: .fragment)
+            #expect(!fragment.paths.picturesInPlace)
+            fragment.shutdown()
+        }
+
+        /// NV12 staged in imported memory (CUDA's, here mapped files) is read in place too.
+        @Test func importedStagingIsReadInPlace() throws {
+            let probe = try makeCompositor()
+            let supported = probe.info.capabilities.memoryObjectFD
+            probe.shutdown()
+            guard supported else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
+            let p = plan(Orientation(rotation: .r270, mirrored: true))
+            let gl = try compositor(inPlace: false)
+            let expected = try run(gl, plan: p, count: 5)
+            gl.shutdown()
+            let ledger = MemfdMemory.Ledger()
+            var hooks = GPUTestHooks(exportedMemory: MemfdMemory.source(ledger))
+            hooks.importedStaging = true
+            hooks.importedReadback = false
+            let c = try compositor(inPlace: true, hooks: hooks)
+            #expect(c.paths.picturesInPlace && c.paths.uploadsThrough != nil, "\(c.paths)")
+            expectClose(try run(c, plan: p, count: 5), expected, "imported staging read in place")
+            #expect(ledger.copiesIn == 8, "every picture copied in once: \(ledger.copiesIn)")
+            c.shutdown()
+            #expect(ledger.live == 0)
+        }
+    }
+}
