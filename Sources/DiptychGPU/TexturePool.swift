@@ -180,7 +180,6 @@ final class TexturePool {
         if let old = slot.current, old !== set, let p = old.inPlace {
             // Its staging slot is free once the last frame that read it is done.
             p.release(old.lastUse)
-            old.inPlace = nil
         } else if let old = slot.current, old !== set {
             let keep = old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height, sixteenBit: set.sixteenBit)
             if !keep {
