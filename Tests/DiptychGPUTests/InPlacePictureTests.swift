@@ -135,6 +135,29 @@ extension GPU {
             #expect(ledger.copiesIn == 8, "every picture copied in once: \(ledger.copiesIn)")
             c.shutdown()
             #expect(ledger.live == 0)
+
+            // NVDEC's road: NV12 CUDA frames copied device to device into the
+            // imported slots, read in place: no interop map, holders let go at once.
+            let interop = HostInterop(), released = HostCUDAFrame.Released()
+            var cudaHooks = hooks
+            cudaHooks.cudaCalls = { _ in interop }
+            let k = try compositor(inPlace: true, hooks: cudaHooks)
+            defer { k.shutdown() }
+            let out = try k.addOutput(canvas: Self.canvas)
+            var got: [VideoFrame] = []
+            for i in 0..<5 {
+                let f = HostCUDAFrame(ComputePath.picture(160, 90, .nv12, seed: i), released: released)
+                try k.upload(f.frame, holder: f, role: .primary)
+                if i % 2 == 0 {
+                    let g = HostCUDAFrame(ComputePath.picture(96, 54, .nv12, seed: 50 + i), released: released)
+                    try k.upload(g.frame, holder: g, role: .secondary)
+                }
+                try k.render(output: out, plan: p, pts: MediaTime(value: Int64(i), timescale: 30))
+                got += try k.nextNV12(wait: false).map { [$0] } ?? []
+            }
+            got += try k.flush()
+            expectClose(got, expected, "NV12 CUDA frames read in place")
+            #expect(interop.maps.isEmpty && released.count == 8, "no map; every holder let go: \(interop.maps.count), \(released.count)")
         }
     }
 }
