@@ -87,8 +87,9 @@ extension ExportedMemorySource {
     /// `DIPTYCH_GPU_READBACK_HANDOVER=semaphore`: each frame also handed over
     /// with a semaphore (what GL_EXT_external_objects describes). Off by
     /// default: the frame's fence, already waited for, orders the copy after
-    /// GL's writes, and on the H200 the semaphore halved the rate (5,062
-    /// against 9,800 composites/s) with no frame different without it.
+    /// GL's writes, and on the H200 the semaphore cost 40 % of the rate
+    /// (5,062 against 8,369 NVDEC composites/s at 16 streams) with no frame
+    /// different without it.
     static let semaphoreRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK_HANDOVER"] == "semaphore"
 
     /// Uploads through imported CUDA memory: `DIPTYCH_CUDA_UPLOADS=import`.
