@@ -58,8 +58,11 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
     /// Uploads staged in memory imported from this API (`CUDA`: copied in by
     /// CUDA's copy engines, `DIPTYCH_CUDA_UPLOADS=import`); nil: GL's buffers.
     public var uploadsThrough: String? = nil
-    /// NV12 pictures read in place by the compute pass (`DIPTYCH_GPU_PICTURES=in-place`): no texture upload.
+    /// NV12 pictures read by the compute pass from buffers, no texture upload
+    /// (`DIPTYCH_GPU_PICTURES=in-place|device`).
     public var picturesInPlace = false
+    /// Host pictures copied into device buffers first (`DIPTYCH_GPU_PICTURES=device`).
+    public var picturesCopiedToDevice = false
 
     public var description: String {
         "composite path \(pass)\(directCopy ? " (direct copy where a plan allows it)" : ""), "
@@ -69,6 +72,6 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
             + (cudaHostUploads == true ? ", host NV12 frames uploaded through CUDA" : "")
             + (readbackThrough.map { ", NV12 read back through \($0)" } ?? "")
             + (uploadsThrough.map { ", uploads staged through \($0)" } ?? "")
-            + (picturesInPlace ? ", NV12 pictures read in place" : "")
+            + (picturesInPlace ? (picturesCopiedToDevice ? ", NV12 pictures read from device copies" : ", NV12 pictures read in place") : "")
     }
 }

@@ -31,8 +31,9 @@ struct GPUTestHooks {
     var importedStaging = false
     /// GL's semaphore calls for a source that makes semaphores (llvmpipe has none).
     var semaphoreProcs: SemaphoreProcs?
-    /// NV12 pictures read in place by the compute pass (nil: `DIPTYCH_GPU_PICTURES`).
-    var picturesInPlace: Bool?
+    /// NV12 pictures read in place by the compute pass, `in-place` or
+    /// `device` (copied into device buffers first) (nil: `DIPTYCH_GPU_PICTURES`).
+    var pictures: String?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
          persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
          cudaPremap: Bool? = nil, cudaHostUploads: Bool? = nil, exportedMemory: ExportedMemorySource? = nil) {

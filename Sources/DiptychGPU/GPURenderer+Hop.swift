@@ -26,7 +26,11 @@ extension GPURenderer {
                     if stageHost(st, role: role) { queuedCUDA = true }
                 case .staged(let st)? where paths.picturesInPlace && TexturePool.canReadInPlace(st, staging: staging):
                     streams[role]!.cpuFrame = nil
-                    textures.commitInPlace(st, from: staging)
+                    if paths.picturesCopiedToDevice {
+                        textures.commitToDevice(st, from: staging, timer: timer)
+                    } else {
+                        textures.commitInPlace(st, from: staging)
+                    }
                 case .staged(let st)?:
                     streams[role]!.cpuFrame = nil
                     textures.commit(st, from: staging, timer: timer)

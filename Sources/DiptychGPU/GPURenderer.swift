@@ -98,9 +98,12 @@ final class GPURenderer {
         // The direct-copy path writes staging slots on the CPU: it keeps GL's.
         staging.imported = importStaging && !paths.directCopy ? exported : nil
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
-        // Two slots held (a picture per role) leave the rest of the ring for staging.
-        paths.picturesInPlace = useCompute && !paths.directCopy && uploadDepth >= 4 && (bufferStorage != nil || staging.imported != nil)
-            && (hooks.picturesInPlace ?? (ProcessInfo.processInfo.environment["DIPTYCH_GPU_PICTURES"] == "in-place"))
+        // Slots held (a picture per role) need two more than staging does.
+        let pictures = hooks.pictures ?? ProcessInfo.processInfo.environment["DIPTYCH_GPU_PICTURES"] ?? ""
+        let toDevice = pictures == "device" && staging.imported == nil && bufferStorage != nil
+        paths.picturesInPlace = useCompute && !paths.directCopy && (bufferStorage != nil || staging.imported != nil)
+            && (pictures == "in-place" || pictures == "device") && (toDevice || uploadDepth >= 4)
+        paths.picturesCopiedToDevice = paths.picturesInPlace && toDevice
         glDisable(GL.dither)
         _ = glGetError()
         if useCompute { paths.cudaHostUploads = setUpCUDAHostUploads() ? true : nil }

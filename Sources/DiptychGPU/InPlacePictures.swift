@@ -1,12 +1,17 @@
 import CGLES
 import DiptychCore
 
-/// Where an NV12 picture read in place lies: the staging slot's buffer, its
-/// planes' rows and the UV plane's offset (the Y plane starts at byte 0), and
-/// how to let the slot go once the picture is replaced.
+/// Where an NV12 picture read in place lies: a buffer (the staging slot's,
+/// held while current; or the set's own device copy), its planes' rows and
+/// the UV plane's offset (the Y plane starts at byte 0), and how to let a held
+/// slot go once the picture is replaced.
 final class InPlacePicture {
+    /// The staging slot held; -1: the buffer is the set's own (`ownsBuffer`).
     let slot: Int
     let buffer: GLuint
+    var ownsBuffer: Bool { slot < 0 }
+    /// Bytes of the buffer (a set's own copy is reused for frames that fit).
+    var capacity = 0
     let yRowBytes: Int
     let uvOffset: Int
     let uvRowBytes: Int
@@ -29,14 +34,17 @@ final class InPlacePicture {
     }
 }
 
-/// Pictures read in place (`DIPTYCH_GPU_PICTURES=in-place`, compute path
-/// only): an NV12 frame staged in a GL buffer (persistently mapped host
-/// memory, or imported CUDA memory that NVDEC frames are copied into device
-/// to device) is not uploaded into textures; the compute pass reads its bytes
-/// from the slot and filters them itself, as the textures would be filtered.
-/// The slot stays held while the picture is its role's current one, and is
-/// reused after the fence of the last frame that read it. This takes GL's
-/// texture uploads (the bound of host frames on the H200) and CUDA–GL
+/// Pictures read in place (`DIPTYCH_GPU_PICTURES=in-place|device`, compute
+/// path only): an NV12 frame staged in a GL buffer is not uploaded into
+/// textures; the compute pass reads its bytes and filters them itself, as the
+/// textures would be filtered. Staged in imported CUDA memory (device memory
+/// NVDEC frames are copied into device to device), it is read from the slot,
+/// which stays held while the picture is its role's current one and is reused
+/// after the fence of the last frame that read it. Staged in GL's mapped host
+/// memory it is read from the slot too (`in-place`: over the bus, by the
+/// pass), or (`device`) first copied into a device buffer of its own with
+/// one buffer copy, the slot then free as after a texture upload. This takes
+/// GL's texture uploads (the bound of host frames on the H200) and CUDA–GL
 /// interop's maps (the bound of NVDEC frames) off the path
 /// (docs/ARCHITECTURE.md, "Pictures read in place").
 extension TexturePool {
@@ -59,5 +67,61 @@ extension TexturePool {
         set.matrix = frame.matrix
         set.range = frame.range
         makeCurrent(set, role: st.role)
+    }
+
+    /// Copies the staged frame into a device buffer set of the role (reused
+    /// once the frames that read it are done) and makes it current; the slot
+    /// is free after this submission, as after a texture upload.
+    func commitToDevice(_ st: StagedUpload, from staging: StagingRing, timer: PassTimer) {
+        let frame = st.frame
+        let set = bufferSet(for: st.role, width: frame.width, height: frame.height, layout: st.layout)
+        timer.begin(.upload)
+        glBindBuffer(GL.copyReadBuffer, staging.slots[st.slot].buffer)
+        glBindBuffer(GL.copyWriteBuffer, set.inPlace!.buffer)
+        glCopyBufferSubData(GL.copyReadBuffer, GL.copyWriteBuffer, 0, 0, GLsizeiptr(st.layout.total))
+        glBindBuffer(GL.copyReadBuffer, 0)
+        glBindBuffer(GL.copyWriteBuffer, 0)
+        timer.end(.upload)
+        let serial = timeline.pendingSerial
+        set.lastUse = serial
+        staging.committed(st.slot, serial: serial)
+        set.matrix = frame.matrix
+        set.range = frame.range
+        makeCurrent(set, role: st.role)
+    }
+
+    /// A device buffer set for the role that fits `layout`: a matching one
+    /// whose last use has completed, a new one while the pool has room, else
+    /// the oldest after waiting for its fence (as `set(for:)` does for textures).
+    private func bufferSet(for role: StreamRole, width: Int, height: Int, layout: UploadLayout) -> TextureSet {
+        let slot = streams[role]!
+        func fits(_ s: TextureSet) -> Bool {
+            s.width == width && s.height == height && (s.inPlace.map { $0.ownsBuffer && $0.capacity >= layout.total } ?? false)
+                && s.inPlace!.uvOffset == layout.planes[1].offset && s.inPlace!.yRowBytes == layout.planes[0].rowLength
+                && s.inPlace!.uvRowBytes == 2 * layout.planes[1].rowLength
+        }
+        slot.pool.removeAll { s in
+            guard s !== slot.current, !fits(s) else { return false }
+            s.release(releaser)
+            return true
+        }
+        let candidates = slot.pool.filter { $0 !== slot.current }
+        if let free = candidates.first(where: { timeline.isComplete($0.lastUse) }) { return free }
+        if slot.pool.count < maxSetsPerRole || candidates.isEmpty {
+            var b: GLuint = 0
+            glGenBuffers(1, &b)
+            glBindBuffer(GL.copyWriteBuffer, b)
+            glBufferData(GL.copyWriteBuffer, GLsizeiptr(layout.total), nil, GL.streamRead)
+            glBindBuffer(GL.copyWriteBuffer, 0)
+            let s = TextureSet(format: .nv12, input: .nv12, width: width, height: height, textures: [])
+            let p = InPlacePicture(slot: -1, buffer: b, layout: layout) { _, _ in }
+            p.capacity = layout.total
+            s.inPlace = p
+            slot.pool.append(s)
+            return s
+        }
+        let oldest = candidates.min { $0.lastUse < $1.lastUse }!
+        timeline.wait(for: oldest.lastUse)
+        return oldest
     }
 }

@@ -32,8 +32,9 @@ final class TextureSet {
         self.textures = textures; self.image = image; self.sixteenBit = sixteenBit
     }
 
+    /// A texture set of that shape (a picture read in place is never one).
     func matches(_ f: PixelFormat, _ w: Int, _ h: Int, sixteenBit: Bool = false) -> Bool {
-        format == f && width == w && height == h && self.sixteenBit == sixteenBit
+        inPlace == nil && format == f && width == w && height == h && self.sixteenBit == sixteenBit
     }
 
     /// Allocates immutable textures for `format` (BGRA through texture swizzle;
@@ -71,10 +72,12 @@ final class TextureSet {
     /// the last use has completed.
     func release(_ r: GLReleaser) {
         let textures = textures, image = image, cuda = cuda
+        let own = inPlace.flatMap { $0.ownsBuffer ? $0.buffer : nil }
         self.cuda = nil
         r.timeline.retire(lastUse: lastUse) {
             cuda?.unregister()
             r.delete(.texture, textures)
+            if let own { r.delete(.buffer, [own]) }
             if let image { r.destroy(image: image) }
         }
     }
@@ -110,7 +113,7 @@ final class TexturePool {
     private(set) var streams: [StreamRole: StreamSlot] = [:]
     /// Texture sets kept per role: the current one, one per frame in flight, one being uploaded.
     let maxSetsPerRole: Int
-    private let releaser: GLReleaser
+    let releaser: GLReleaser
     /// Counts uploads and imports (`TextureSet.uploadSerial`).
     private var uploadCounter: UInt64 = 0
 
@@ -177,11 +180,13 @@ final class TexturePool {
 
     func makeCurrent(_ set: TextureSet, role: StreamRole) {
         let slot = streams[role]!
-        if let old = slot.current, old !== set, let p = old.inPlace {
+        if let old = slot.current, old !== set, let p = old.inPlace, !p.ownsBuffer {
             // Its staging slot is free once the last frame that read it is done.
             p.release(old.lastUse)
         } else if let old = slot.current, old !== set {
-            let keep = old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height, sixteenBit: set.sixteenBit)
+            // A device buffer set stays in the pool for pictures of its shape.
+            let keep = old.inPlace != nil ? (set.inPlace?.ownsBuffer ?? false) && old.width == set.width && old.height == set.height
+                : old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height, sixteenBit: set.sixteenBit)
             if !keep {
                 slot.pool.removeAll { $0 === old }
                 old.release(releaser)

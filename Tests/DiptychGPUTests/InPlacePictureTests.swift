@@ -13,9 +13,10 @@ extension GPU {
     @Suite struct InPlacePictures {
         static let canvas = PixelSize(width: 160, height: 90)
 
-        private func compositor(inPlace: Bool, hooks: GPUTestHooks = GPUTestHooks(), uploadDepth: Int? = nil) throws -> GPUCompositor {
+        private func compositor(inPlace: Bool, device: Bool = false, hooks: GPUTestHooks = GPUTestHooks(),
+                                uploadDepth: Int? = nil) throws -> GPUCompositor {
             var h = hooks
-            h.picturesInPlace = inPlace
+            h.pictures = inPlace ? (device ? "device" : "in-place") : nil
             return try makeCompositor(hooks: h, readbackDepth: 3, uploadDepth: uploadDepth, pass: .compute)
         }
 
@@ -52,12 +53,15 @@ extension GPU {
             }
         }
 
-        @Test func everyRotationAndMirrorMatchesTextures() throws {
+        /// Read from the staging slot (`in-place`), and from device copies (`device`).
+        @Test(arguments: [false, true])
+        func everyRotationAndMirrorMatchesTextures(_ device: Bool) throws {
             let gl = try compositor(inPlace: false)
             defer { gl.shutdown() }
-            let c = try compositor(inPlace: true)
+            let c = try compositor(inPlace: true, device: device)
             defer { c.shutdown() }
-            #expect(c.paths.picturesInPlace && c.paths.description.contains("NV12 pictures read in place"), "\(c.paths)")
+            #expect(c.paths.picturesInPlace && c.paths.picturesCopiedToDevice == device
+                    && c.paths.description.contains(device ? "NV12 pictures read from device copies" : "NV12 pictures read in place"), "\(c.paths)")
             for o in ComputePath.orientations {
                 let p = plan(o)
                 expectClose(try run(c, plan: p, count: 3), try run(gl, plan: p, count: 3), "inset \(o)")
@@ -70,7 +74,9 @@ extension GPU {
             expectClose(try run(c, plan: turned, count: 2), try run(gl, plan: turned, count: 2), "stacked, primary turned")
             let oneToOne = plan(Orientation(rotation: .r0, mirrored: true))
             expectClose(try run(c, plan: oneToOne, count: 2), try run(gl, plan: oneToOne, count: 2), "1:1 primary")
-            #expect(c.stats.upload.count < gl.stats.upload.count, "no texture uploads of NV12 pictures: \(c.stats.upload.count) against \(gl.stats.upload.count)")
+            // Read in place, no upload at all; device copies count as uploads (buffer copies).
+            #expect(device ? c.stats.upload.count == gl.stats.upload.count : c.stats.upload.count < gl.stats.upload.count,
+                    "uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
         }
 
         /// Other formats keep their textures, beside a picture read in place.
@@ -102,6 +108,36 @@ extension GPU {
             #expect(held == 2, "one held slot per role's current picture: \(held)")
         }
 
+        /// Device copies: no slot is held, a role's buffers are reused (at
+        /// most the pool's sets), and every one is deleted at shutdown; a
+        /// role turning to I420 lets its buffers go.
+        @Test func deviceCopiesAreReusedAndFreed() throws {
+            let p = plan(Orientation(rotation: .r90, mirrored: true))
+            let gl = try compositor(inPlace: false)
+            let expected = try run(gl, plan: p, count: 24)
+            gl.shutdown()
+            let deleted = DeletedBuffers()
+            var hooks = GPUTestHooks(onDelete: { kind, ids in if kind == .buffer { deleted.add(ids) } })
+            hooks.pictures = "device"
+            let c = try makeCompositor(hooks: hooks, readbackDepth: 3, uploadDepth: 2, pass: .compute)
+            expectClose(try run(c, plan: p, count: 24), expected, "24 frames from device copies, a ring of 2 slots")
+            let (held, buffers) = try c.withRenderer { r throws(GPUError) in
+                (r.staging.slots.filter(\.held).count,
+                 StreamRole.allCases.flatMap { r.textures.streams[$0]!.pool.compactMap { $0.inPlace?.ownsBuffer == true ? $0.inPlace!.buffer : nil } })
+            }
+            #expect(held == 0 && !buffers.isEmpty && buffers.count <= 2 * 5, "held \(held), device buffers \(buffers.count)")
+            _ = try run(c, plan: p, count: 2, secondary: .i420)
+            c.shutdown()
+            #expect(Set(buffers).isSubset(of: deleted.ids), "every device buffer deleted")
+        }
+
+        final class DeletedBuffers: @unchecked Sendable {
+            private let lock = NSLock()
+            private var all = Set<UInt32>()
+            func add(_ ids: [UInt32]) { lock.lock(); all.formUnion(ids); lock.unlock() }
+            var ids: Set<UInt32> { lock.lock(); defer { lock.unlock() }; return all }
+        }
+
         /// A ring too shallow to hold pictures (fewer than four slots), and the
         /// fragment path, keep textures.
         @Test func notTakenWhereItCannotBe() throws {
@@ -109,7 +145,7 @@ extension GPU {
             #expect(!shallow.paths.picturesInPlace)
             shallow.shutdown()
             var h = GPUTestHooks()
-            h.picturesInPlace = true
+            h.pictures = "in-place"
             let fragment = try makeCompositor(hooks: h, readbackDepth: 3, pass: .fragment)
             #expect(!fragment.paths.picturesInPlace)
             fragment.shutdown()

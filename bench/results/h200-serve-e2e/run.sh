@@ -26,8 +26,8 @@
 #            equal the same frames rendered one at a time, and direct-copy frames the general path's
 #   inplace  NV12 pictures read in place by the compute pass (DIPTYCH_GPU_PICTURES=in-place): the NVDEC composite rate
 #            (32, 64 compositors) with uploads staged in imported CUDA memory (DIPTYCH_CUDA_UPLOADS=import) and read
-#            in place, and diptych-gpu-bench (PiP 1080p from host memory, 16 streams) read in place from GL's staging
-#            and from imported staging, against the defaults
+#            in place, and diptych-gpu-bench (PiP 1080p from host memory, 16 streams) read in place from GL's staging,
+#            from device copies of it (DIPTYCH_GPU_PICTURES=device), and from imported staging, against the defaults
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -152,7 +152,7 @@ for step in "$@"; do
           --duration 6 --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/inplace-$1-$2-nvdec-$n.json > $O/inplace-$1-$2-nvdec-$n.md 2>> $O/inplace.log
       done
     done
-    for v in "off default" "off in-place" "import in-place"; do
+    for v in "off default" "off in-place" "off device" "import in-place"; do
       set -- $v
       t env DIPTYCH_CUDA_UPLOADS=$1 DIPTYCH_GPU_PICTURES=$2 timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
         --streams 16 --contexts 1 --frames 600 --json $O/inplace-$1-$2-host-16.json > $O/inplace-$1-$2-host-16.txt 2>&1
