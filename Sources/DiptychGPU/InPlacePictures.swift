@@ -82,32 +82,16 @@ extension TexturePool {
         glBindBuffer(GL.copyReadBuffer, 0)
         glBindBuffer(GL.copyWriteBuffer, 0)
         timer.end(.upload)
-        let serial = timeline.pendingSerial
-        set.lastUse = serial
-        staging.committed(st.slot, serial: serial)
-        set.matrix = frame.matrix
-        set.range = frame.range
-        makeCurrent(set, role: st.role)
+        committed(set, st, staging)
     }
 
-    /// A device buffer set for the role that fits `layout`: a matching one
-    /// whose last use has completed, a new one while the pool has room, else
-    /// the oldest after waiting for its fence (as `set(for:)` does for textures).
+    /// A device buffer set for the role that fits `layout` (the pool's rule, as for textures).
     private func bufferSet(for role: StreamRole, width: Int, height: Int, layout: UploadLayout) -> TextureSet {
-        let slot = streams[role]!
-        func fits(_ s: TextureSet) -> Bool {
-            s.width == width && s.height == height && (s.inPlace.map { $0.ownsBuffer && $0.capacity >= layout.total } ?? false)
-                && s.inPlace!.uvOffset == layout.planes[1].offset && s.inPlace!.yRowBytes == layout.planes[0].rowLength
-                && s.inPlace!.uvRowBytes == 2 * layout.planes[1].rowLength
-        }
-        slot.pool.removeAll { s in
-            guard s !== slot.current, !fits(s) else { return false }
-            s.release(releaser)
-            return true
-        }
-        let candidates = slot.pool.filter { $0 !== slot.current }
-        if let free = candidates.first(where: { timeline.isComplete($0.lastUse) }) { return free }
-        if slot.pool.count < maxSetsPerRole || candidates.isEmpty {
+        set(for: role, fits: { s in
+            guard let p = s.inPlace, p.ownsBuffer else { return false }
+            return s.width == width && s.height == height && p.capacity >= layout.total && p.uvOffset == layout.planes[1].offset
+                && p.yRowBytes == layout.planes[0].rowLength && p.uvRowBytes == 2 * layout.planes[1].rowLength
+        }) {
             var b: GLuint = 0
             glGenBuffers(1, &b)
             glBindBuffer(GL.copyWriteBuffer, b)
@@ -117,11 +101,7 @@ extension TexturePool {
             let p = InPlacePicture(slot: -1, buffer: b, layout: layout) { _, _ in }
             p.capacity = layout.total
             s.inPlace = p
-            slot.pool.append(s)
             return s
         }
-        let oldest = candidates.min { $0.lastUse < $1.lastUse }!
-        timeline.wait(for: oldest.lastUse)
-        return oldest
     }
 }

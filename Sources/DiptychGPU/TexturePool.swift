@@ -113,7 +113,7 @@ final class TexturePool {
     private(set) var streams: [StreamRole: StreamSlot] = [:]
     /// Texture sets kept per role: the current one, one per frame in flight, one being uploaded.
     let maxSetsPerRole: Int
-    let releaser: GLReleaser
+    private let releaser: GLReleaser
     /// Counts uploads and imports (`TextureSet.uploadSerial`).
     private var uploadCounter: UInt64 = 0
 
@@ -129,9 +129,18 @@ final class TexturePool {
     /// last use has completed, a new one while the pool has room, else the
     /// oldest matching set after waiting for its fence.
     func set(for role: StreamRole, format: PixelFormat, width: Int, height: Int, sixteenBit: Bool = false) -> TextureSet {
+        set(for: role, fits: { $0.matches(format, width, height, sixteenBit: sixteenBit) }) {
+            TextureSet.make(format: format, width: width, height: height, sixteenBit: sixteenBit)
+        }
+    }
+
+    /// The pool's rule for any kind of set: sets that do not `fit` go (after
+    /// their last use), then a fitting one whose last use has completed, a
+    /// new one (`make`) while the pool has room, else the oldest after waiting.
+    func set(for role: StreamRole, fits: (TextureSet) -> Bool, make: () -> TextureSet) -> TextureSet {
         let slot = streams[role]!
         slot.pool.removeAll { s in
-            guard s !== slot.current, !s.matches(format, width, height, sixteenBit: sixteenBit) else { return false }
+            guard s !== slot.current, !fits(s) else { return false }
             if s === slot.reserved { slot.reserved = nil }
             s.release(releaser)
             return true
@@ -139,7 +148,7 @@ final class TexturePool {
         let candidates = slot.pool.filter { $0 !== slot.current && $0 !== slot.reserved }
         if let free = candidates.first(where: { timeline.isComplete($0.lastUse) }) { return free }
         if slot.pool.count < maxSetsPerRole || candidates.isEmpty {
-            let s = TextureSet.make(format: format, width: width, height: height, sixteenBit: sixteenBit)
+            let s = make()
             slot.pool.append(s)
             return s
         }
@@ -216,11 +225,17 @@ final class TexturePool {
         glBindTexture(GL.texture2D, 0)
         glBindBuffer(GL.pixelUnpackBuffer, 0)
         timer.end(.upload)
+        committed(set, st, staging)
+    }
+
+    /// After the GPU copy of a staged frame into `set`: the slot is free after
+    /// this submission, and the set is the role's picture.
+    func committed(_ set: TextureSet, _ st: StagedUpload, _ staging: StagingRing) {
         let serial = timeline.pendingSerial
         set.lastUse = serial
         staging.committed(st.slot, serial: serial)
-        set.matrix = frame.matrix
-        set.range = frame.range
+        set.matrix = st.frame.matrix
+        set.range = st.frame.range
         makeCurrent(set, role: st.role)
     }
 
