@@ -23,7 +23,8 @@
 #            imported CUDA memory is visible to CUDA after a GL fence, an EGL fence, glFinish, or a Vulkan-made semaphore
 #   seq      diptych-gpu-check (beside this script when there, else the archive's), NV12 read back through GL's buffers
 #            and through CUDA (DIPTYCH_GPU_READBACK=cuda), SEQ (default "1 2") times each: whether pipelined frames
-#            equal the same frames rendered one at a time, and direct-copy frames the general path's
+#            equal the same frames rendered one at a time, and direct-copy frames the general path's; then every
+#            check again with DIPTYCH_GPU_PICTURES=P for each P in PICTURES (default none; e.g. "in-place device")
 #   inplace  NV12 pictures read in place by the compute pass (DIPTYCH_GPU_PICTURES=in-place): the NVDEC composite rate
 #            (32, 64 compositors) with uploads staged in imported CUDA memory (DIPTYCH_CUDA_UPLOADS=import) and read
 #            in place, and diptych-gpu-bench (PiP 1080p from host memory, 16 streams) read in place from GL's staging,
@@ -142,6 +143,10 @@ for step in "$@"; do
         t env DIPTYCH_GPU_READBACK=$rb timeout -k 2 $(cap 90) $C --gpu device > $O/seq-$rb-$k.txt 2>&1
         grep -h "pipelined\|direct-copy" $O/seq-$rb-$k.txt | sed "s/^/$rb $k: /"
       done
+    done
+    for p in ${PICTURES:-}; do
+      t env DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 90) $C --gpu device > $O/seq-pictures-$p.txt 2>&1
+      grep -h "PASS\|FAIL" $O/seq-pictures-$p.txt | sed "s/^/pictures $p: /"
     done
     ;;
   inplace)
