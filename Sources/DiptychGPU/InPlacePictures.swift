@@ -10,8 +10,6 @@ final class InPlacePicture {
     let slot: Int
     let buffer: GLuint
     var ownsBuffer: Bool { slot < 0 }
-    /// Bytes of the buffer (a set's own copy is reused for frames that fit).
-    var capacity = 0
     let yRowBytes: Int
     let uvOffset: Int
     let uvRowBytes: Int
@@ -89,7 +87,8 @@ extension TexturePool {
     private func bufferSet(for role: StreamRole, width: Int, height: Int, layout: UploadLayout) -> TextureSet {
         set(for: role, fits: { s in
             guard let p = s.inPlace, p.ownsBuffer else { return false }
-            return s.width == width && s.height == height && p.capacity >= layout.total && p.uvOffset == layout.planes[1].offset
+            // The same size, plane offsets and rows: the same bytes (the buffer was made for them).
+            return s.width == width && s.height == height && p.uvOffset == layout.planes[1].offset
                 && p.yRowBytes == layout.planes[0].rowLength && p.uvRowBytes == 2 * layout.planes[1].rowLength
         }) {
             var b: GLuint = 0
@@ -98,9 +97,7 @@ extension TexturePool {
             glBufferData(GL.copyWriteBuffer, GLsizeiptr(layout.total), nil, GL.streamRead)
             glBindBuffer(GL.copyWriteBuffer, 0)
             let s = TextureSet(format: .nv12, input: .nv12, width: width, height: height, textures: [])
-            let p = InPlacePicture(slot: -1, buffer: b, layout: layout) { _, _ in }
-            p.capacity = layout.total
-            s.inPlace = p
+            s.inPlace = InPlacePicture(slot: -1, buffer: b, layout: layout) { _, _ in }
             return s
         }
     }
