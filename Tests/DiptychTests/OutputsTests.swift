@@ -37,8 +37,18 @@ import DiptychMedia
         let dir = Scratch(); defer { dir.remove() }
         let main = dir.path("main.mp4"), added = dir.path("added.mp4")
         final class Box: @unchecked Sendable {
-            var key: Int?, removed = false, error: String?
-            let done = DispatchSemaphore(value: 0)
+            private let lock = NSLock()
+            private var _key: Int?, _error: String?, _addedAt: Int?
+            var removed = false
+            var key: Int? { lock.lock(); defer { lock.unlock() }; return _key }
+            var error: String? { lock.lock(); defer { lock.unlock() }; return _error }
+            func added(_ key: Int?, error: String?) { lock.lock(); _key = key; _error = error; lock.unlock() }
+            /// The first frame seen once the add has been answered (on a loaded machine, any number of frames after 20).
+            func frameAfterAdd(_ index: Int) -> Int? {
+                lock.lock(); defer { lock.unlock() }
+                if _addedAt == nil, _key != nil || _error != nil { _addedAt = index }
+                return _addedAt
+            }
         }
         let box = Box()
         let holder = SessionHolder()
@@ -48,33 +58,30 @@ import DiptychMedia
             guard let session = holder.session else { return }
             if index == 20 {
                 DispatchQueue.global().async {
-                    do throws(SessionError) { box.key = try session.addOutput(OutputSpec(out: added, layout: .primaryOnly)) }
-                    catch { box.error = "\(error)" }
-                    box.done.signal()
+                    do throws(SessionError) { box.added(try session.addOutput(OutputSpec(out: added, layout: .primaryOnly)), error: nil) }
+                    catch { box.added(nil, error: "\(error)") }
                 }
             }
-            if index == 70 {
-                // Not on the render loop: the add it waits for is answered there.
-                DispatchQueue.global().async {
-                    box.done.wait()
-                    box.removed = box.key.map { session.removeOutput($0) != nil } ?? false
-                }
+            // Removed 40 frames after the add took effect, however late that was.
+            if let at = box.frameAfterAdd(index), index == at + 40, let key = box.key {
+                // Not on the render loop: the remove is answered there.
+                DispatchQueue.global().async { box.removed = session.removeOutput(key) != nil }
             }
         }
         let session = RecordingSession(configuration: try takeConfig(primary: "testsrc:counter:320x240@30", out: main,
-                                                                      duration: 4), hooks: hooks)
+                                                                      duration: 6), hooks: hooks)
         holder.session = session
         let summary = try session.run()
         #expect(box.error == nil, "\(box.error ?? "")")
         #expect(box.key == 1 && box.removed)
-        #expect(summary.frames == 120)
+        #expect(summary.frames == 180)
         let extra = try #require(summary.outputs.first)
         #expect(extra.output == added && extra.failure == nil)
         let frames = try decodeAll(added).frames
         #expect(frames.count == extra.frames && frames.count >= 20 && frames.count <= 100, "\(frames.count) frames in the added output")
         let first = try #require(frames.first?.counter)
         for (i, f) in frames.enumerated() { #expect(f.counter == first + i) }
-        #expect(try decodeAll(main).frames.count == 120)
+        #expect(try decodeAll(main).frames.count == 180)
     }
 
     @Test func badAddedOutputIsRefusedAndTheTakeGoesOn() throws {
