@@ -114,6 +114,12 @@ public final class CUDACopyOut: @unchecked Sendable {
     public func copy(_ planes: [Plane]) throws(CUDAError) {
         try queueAndWait { driver, api throws(CUDAError) in
             for p in planes {
+                if p.rows == 1, case .host(let h) = p.source {
+                    // One run of bytes (a plane set gathered in page-locked memory): a plain copy.
+                    try driver.check(api.cuMemcpyHtoDAsync(CUdeviceptr(p.destination), h, p.rowBytes, stream),
+                                     "cuMemcpyHtoDAsync(\(p.rowBytes))")
+                    continue
+                }
                 var c = CUDA_MEMCPY2D()
                 switch p.source {
                 case .host(let h): c.srcMemoryType = CU_MEMORYTYPE_HOST; c.srcHost = h
@@ -136,5 +142,28 @@ public final class CUDACopyOut: @unchecked Sendable {
         if let s = stream { _ = api.cuStreamSynchronize(s); _ = api.cuStreamDestroy(s) }
         if let e = event { _ = api.cuEventDestroy(e) }
         context.pop()
+    }
+}
+
+/// Several copiers on one context, taken in turn: copies from several
+/// threads go onto the copy engines back to back instead of one waiting for
+/// another's copy to finish.
+public final class CUDACopyPool: @unchecked Sendable {
+    public let copiers: [CUDACopyOut]
+    private let lock = NSLock()
+    private var next = 0
+
+    public init(context: CUDAPrimaryContext, count: Int) throws(CUDAError) {
+        var made: [CUDACopyOut] = []
+        for _ in 0..<max(1, count) { made.append(try CUDACopyOut(context: context)) }
+        copiers = made
+    }
+
+    /// The copier whose turn it is.
+    public func take() -> CUDACopyOut {
+        lock.lock(); defer { lock.unlock() }
+        let c = copiers[next]
+        next = (next + 1) % copiers.count
+        return c
     }
 }

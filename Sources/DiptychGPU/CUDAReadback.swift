@@ -10,18 +10,43 @@ import Foundation
 /// through CUDA"). No cuGraphics map or unmap is involved.
 final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
     let memory: CUDAExportableMemory
-    /// Copies out (readbacks) and in (uploads), each on a stream of its own.
-    let copier: CUDACopyOut, copierIn: CUDACopyOut
+    /// Copies out (readbacks) on a stream of its own; copies in (uploads) on
+    /// the pool's streams, several at once.
+    let copier: CUDACopyOut, copiersIn: CUDACopyPool
+    /// Page-locked memory that host planes are gathered into before they go
+    /// in (`BouncedUpload`), made at the first copy in (staging slots only).
+    private let pinned: FrameBufferPool.Allocator?
+    private let lock = NSLock()
+    private var bounce: UnsafeMutableRawPointer?
+    private var bounceFailed = false
     var size: Int { memory.size }
 
-    init(_ memory: CUDAExportableMemory, copier: CUDACopyOut, copierIn: CUDACopyOut) {
-        self.memory = memory; self.copier = copier; self.copierIn = copierIn
+    init(_ memory: CUDAExportableMemory, copier: CUDACopyOut, copiersIn: CUDACopyPool, pinned: FrameBufferPool.Allocator?) {
+        self.memory = memory; self.copier = copier; self.copiersIn = copiersIn; self.pinned = pinned
+    }
+
+    deinit { if let bounce { pinned?.free(bounce) } }
+
+    /// The slot's page-locked bounce buffer (nil where none could be made:
+    /// host planes then go from where they are).
+    private func bounceBuffer() -> UnsafeMutableRawPointer? {
+        lock.lock(); defer { lock.unlock() }
+        if bounce == nil && !bounceFailed, let pinned {
+            bounce = pinned.allocate(memory.size)
+            bounceFailed = bounce == nil
+        }
+        return bounce
     }
 
     func copyIn(_ planes: [PlaneTransfer]) throws(GPUError) {
+        var planes = planes
+        if planes.allSatisfy({ if case .host = $0.source { true } else { false } }), let b = bounceBuffer(),
+           let one = BouncedUpload.gather(planes, into: b, capacity: memory.size) {
+            planes = [one]
+        }
         let base = memory.address
         do throws(CUDAError) {
-            try copierIn.copy(planes.map { p in
+            try copiersIn.take().copy(planes.map { p in
                 let s: CUDACopyOut.Plane.Source
                 switch p.source {
                 case .host(let h): s = .host(h)
@@ -143,11 +168,11 @@ extension ExportedMemorySource {
             why = "no CUDA device runs this GL context"; return nil
         }
         let handOver = semaphoreRequested
-        let context: CUDAPrimaryContext, copier: CUDACopyOut, copierIn: CUDACopyOut, vulkan: VulkanSemaphoreDevice?
+        let context: CUDAPrimaryContext, copier: CUDACopyOut, copiersIn: CUDACopyPool, vulkan: VulkanSemaphoreDevice?
         do throws(CUDAError) {
             context = try driver.primaryContext(ordinal: device)
             copier = try CUDACopyOut(context: context)
-            copierIn = try CUDACopyOut(context: context)
+            copiersIn = try CUDACopyPool(context: context, count: 4)
             _ = try CUDAExportableMemory(context: context, bytes: 1)   // the calls work here
             vulkan = handOver ? try VulkanSemaphoreDevice(context: context) : nil
         } catch { why = "\(error)"; return nil }
@@ -164,7 +189,8 @@ extension ExportedMemorySource {
             })
         return ExportedMemorySource(name: "CUDA", device: device, allocate: { bytes throws(GPUError) in
             do throws(CUDAError) {
-                return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copier: copier, copierIn: copierIn)
+                return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copier: copier,
+                                          copiersIn: copiersIn, pinned: host)
             } catch { throw .cudaInterop("readback memory of \(bytes) bytes: \(error)") }
         }, hostMemory: host, makeSemaphore: vulkan == nil ? nil : { () throws(GPUError) in
             do throws(CUDAError) {

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+@testable import DiptychGPU
+
+/// Host planes gathered into a bounce buffer laid out as the destination:
+/// every row lands at its offset and pitch, one transfer covers them all,
+/// and what cannot be gathered is left as it is.
+@Suite struct BouncedUploadTests {
+    /// An NV12 frame with padded rows (stride 40 for 30-byte rows), gathered
+    /// as a staging slot lays it out (planes 64-byte aligned, rows packed).
+    @Test func planesLandAtTheirOffsetsInOneTransfer() throws {
+        let stride = 40, w = 30, h = 6
+        var y = [UInt8](repeating: 0, count: stride * h), uv = [UInt8](repeating: 0, count: stride * h / 2)
+        for i in y.indices { y[i] = UInt8(truncatingIfNeeded: i &* 7 &+ 1) }
+        for i in uv.indices { uv[i] = UInt8(truncatingIfNeeded: i &* 13 &+ 5) }
+        let bounce = UnsafeMutableRawPointer.allocate(byteCount: 1024, alignment: 64)
+        defer { bounce.deallocate() }
+        memset(bounce, 0xee, 1024)
+        let one: PlaneTransfer? = y.withUnsafeBytes { yp in
+            uv.withUnsafeBytes { up in
+                BouncedUpload.gather([
+                    PlaneTransfer(source: .host(yp.baseAddress!), pitch: stride, rowBytes: w, rows: h, offset: 64, dstPitch: w),
+                    PlaneTransfer(source: .host(up.baseAddress!), pitch: stride, rowBytes: w, rows: h / 2, offset: 256, dstPitch: w),
+                ], into: bounce, capacity: 1024)
+            }
+        }
+        let t = try #require(one)
+        // From the first plane's offset to the end of the last plane's last row.
+        #expect(t.offset == 64 && t.rows == 1 && t.rowBytes == 256 + 3 * w - 64 && t.pitch == t.rowBytes && t.dstPitch == t.rowBytes)
+        guard case .host(let src) = t.source else { Issue.record("the transfer is from the bounce buffer"); return }
+        #expect(src == UnsafeRawPointer(bounce + 64))
+        let b = bounce.assumingMemoryBound(to: UInt8.self)
+        for r in 0..<h { for x in 0..<w { #expect(b[64 + r * w + x] == y[r * stride + x]) } }
+        for r in 0..<h / 2 { for x in 0..<w { #expect(b[256 + r * w + x] == uv[r * stride + x]) } }
+        #expect(b[64 + h * w] == 0xee, "nothing written past the Y plane's rows")
+    }
+
+    /// Contiguous planes go in one block each.
+    @Test func packedPlanesCopyAsBlocks() throws {
+        let data = (0..<300).map { UInt8(truncatingIfNeeded: $0) }
+        let bounce = UnsafeMutableRawPointer.allocate(byteCount: 512, alignment: 64)
+        defer { bounce.deallocate() }
+        let t = data.withUnsafeBytes { p in
+            BouncedUpload.gather([PlaneTransfer(source: .host(p.baseAddress!), pitch: 300, rowBytes: 300, rows: 1, offset: 0, dstPitch: 300)],
+                                 into: bounce, capacity: 512)
+        }
+        #expect(t?.offset == 0 && t?.rowBytes == 300)
+        #expect(memcmp(bounce, data, 300) == 0)
+    }
+
+    /// Device planes, and planes past the bounce buffer, are not gathered.
+    @Test func whatCannotBeGatheredIsLeft() {
+        let bounce = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 64)
+        defer { bounce.deallocate() }
+        let device = PlaneTransfer(source: .device(0x1000), pitch: 64, rowBytes: 64, rows: 1, offset: 0, dstPitch: 64)
+        #expect(BouncedUpload.gather([device], into: bounce, capacity: 128) == nil)
+        let bytes = [UInt8](repeating: 1, count: 256)
+        let big = bytes.withUnsafeBytes { p in
+            BouncedUpload.gather([PlaneTransfer(source: .host(p.baseAddress!), pitch: 256, rowBytes: 256, rows: 1, offset: 0, dstPitch: 256)],
+                                 into: bounce, capacity: 128)
+        }
+        #expect(big == nil)
+        #expect(BouncedUpload.gather([], into: bounce, capacity: 128) == nil)
+    }
+}
