@@ -28,7 +28,8 @@
 #   inplace  NV12 pictures read in place by the compute pass (DIPTYCH_GPU_PICTURES=in-place): the NVDEC composite rate
 #            (32, 64 compositors) with uploads staged in imported CUDA memory (DIPTYCH_CUDA_UPLOADS=import) and read
 #            in place, and diptych-gpu-bench (PiP 1080p from host memory, 16 streams) read in place from GL's staging,
-#            from device copies of it (DIPTYCH_GPU_PICTURES=device), and from imported staging, against the defaults
+#            from device copies of it (DIPTYCH_GPU_PICTURES=device), and from imported staging (host frames through
+#            page-locked bounce buffers) with and without, against the defaults
 #   batch    frames of compositors sharing a context run phase by phase at most DIPTYCH_GPU_FRAME_BATCH=B together,
 #            for each B in BATCHES (default "16 32 64"): the NVDEC composite rate (NSTREAMS, default "32 64"), and
 #            diptych-gpu-bench with 64 PiP pairs from host memory paced at 60 fps (latency p99), each with PICTURES
@@ -161,7 +162,7 @@ for step in "$@"; do
           --duration 6 --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/inplace-$1-$2-nvdec-$n.json > $O/inplace-$1-$2-nvdec-$n.md 2>> $O/inplace.log
       done
     done
-    for v in "off default" "off in-place" "off device" "import in-place"; do
+    for v in "off default" "off in-place" "off device" "import default" "import in-place"; do
       set -- $v
       t env DIPTYCH_CUDA_UPLOADS=$1 DIPTYCH_GPU_PICTURES=$2 timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
         --streams 16 --contexts 1 --frames 600 --json $O/inplace-$1-$2-host-16.json > $O/inplace-$1-$2-host-16.txt 2>&1
