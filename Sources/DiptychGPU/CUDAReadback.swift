@@ -10,9 +10,9 @@ import Foundation
 /// through CUDA"). No cuGraphics map or unmap is involved.
 final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
     let memory: CUDAExportableMemory
-    /// Copies out (readbacks) on a stream of its own; copies in (uploads) on
-    /// the pool's streams, several at once.
-    let copier: CUDACopyOut, copiersIn: CUDACopyPool
+    /// Copies out (readbacks) and in (uploads), each on a pool of streams of
+    /// their own, several threads' copies at once.
+    let copiersOut: CUDACopyPool, copiersIn: CUDACopyPool
     /// Page-locked memory that host planes are gathered into before they go
     /// in (`BouncedUpload`), made at the first copy in (staging slots only).
     private let pinned: FrameBufferPool.Allocator?
@@ -21,8 +21,8 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
     private var bounceFailed = false
     var size: Int { memory.size }
 
-    init(_ memory: CUDAExportableMemory, copier: CUDACopyOut, copiersIn: CUDACopyPool, pinned: FrameBufferPool.Allocator?) {
-        self.memory = memory; self.copier = copier; self.copiersIn = copiersIn; self.pinned = pinned
+    init(_ memory: CUDAExportableMemory, copiersOut: CUDACopyPool, copiersIn: CUDACopyPool, pinned: FrameBufferPool.Allocator?) {
+        self.memory = memory; self.copiersOut = copiersOut; self.copiersIn = copiersIn; self.pinned = pinned
     }
 
     deinit { if let bounce { pinned?.free(bounce) } }
@@ -64,7 +64,7 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
 
     func copyOut(count: Int, to dst: UnsafeMutableRawPointer, after handOver: (any HandOverSemaphore)?) throws(GPUError) {
         do throws(CUDAError) {
-            try copier.copy(from: memory.address, count: count, to: dst, after: (handOver as? CUDAHandOver)?.semaphore.cuda)
+            try copiersOut.take().copy(from: memory.address, count: count, to: dst, after: (handOver as? CUDAHandOver)?.semaphore.cuda)
         } catch {
             throw .cudaInterop("reading back \(count) bytes: \(error)")
         }
@@ -168,10 +168,10 @@ extension ExportedMemorySource {
             why = "no CUDA device runs this GL context"; return nil
         }
         let handOver = semaphoreRequested
-        let context: CUDAPrimaryContext, copier: CUDACopyOut, copiersIn: CUDACopyPool, vulkan: VulkanSemaphoreDevice?
+        let context: CUDAPrimaryContext, copiersOut: CUDACopyPool, copiersIn: CUDACopyPool, vulkan: VulkanSemaphoreDevice?
         do throws(CUDAError) {
             context = try driver.primaryContext(ordinal: device)
-            copier = try CUDACopyOut(context: context)
+            copiersOut = try CUDACopyPool(context: context, count: 4)
             copiersIn = try CUDACopyPool(context: context, count: 4)
             _ = try CUDAExportableMemory(context: context, bytes: 1)   // the calls work here
             vulkan = handOver ? try VulkanSemaphoreDevice(context: context) : nil
@@ -189,7 +189,7 @@ extension ExportedMemorySource {
             })
         return ExportedMemorySource(name: "CUDA", device: device, allocate: { bytes throws(GPUError) in
             do throws(CUDAError) {
-                return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copier: copier,
+                return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copiersOut: copiersOut,
                                           copiersIn: copiersIn, pinned: host)
             } catch { throw .cudaInterop("readback memory of \(bytes) bytes: \(error)") }
         }, hostMemory: host, makeSemaphore: vulkan == nil ? nil : { () throws(GPUError) in
