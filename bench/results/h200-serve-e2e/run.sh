@@ -32,8 +32,9 @@
 #            page-locked bounce buffers) with and without, against the defaults
 #   batch    frames of compositors sharing a context run phase by phase at most DIPTYCH_GPU_FRAME_BATCH=B together,
 #            for each B in BATCHES (default "16 32 64"): the NVDEC composite rate (NSTREAMS, default "32 64"), and
-#            diptych-gpu-bench with 64 PiP pairs from host memory paced at 60 fps (latency p99), each with PICTURES
-#            (default "default"; e.g. "default in-place")
+#            diptych-gpu-bench with 64 PiP pairs from host memory paced at 60 fps (latency p99), each with
+#            DIPTYCH_CUDA_UPLOADS=U for U in UPLOADS (default "off"; e.g. "off import") and DIPTYCH_GPU_PICTURES=P
+#            for P in PICTURES (default "default"; e.g. "default in-place")
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -170,13 +171,17 @@ for step in "$@"; do
     ;;
   batch)
     for b in ${BATCHES:-16 32 64}; do
-      for p in ${PICTURES:-default}; do
-        for n in ${NSTREAMS:-32 64}; do
-          t env DIPTYCH_GPU_FRAME_BATCH=$b DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D \
-            --duration 6 --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/batch-$b-$p-nvdec-$n.json > $O/batch-$b-$p-nvdec-$n.md 2>> $O/batch.log
+      for u in ${UPLOADS:-off}; do
+        for p in ${PICTURES:-default}; do
+          k=$b-$u-$p
+          for n in ${NSTREAMS:-32 64}; do
+            t env DIPTYCH_GPU_FRAME_BATCH=$b DIPTYCH_CUDA_UPLOADS=$u DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 60) diptych bench --chart none \
+              --sheet none --work-dir $D --duration 6 --preset ultrafast --stages nvdec --frames 600 --streams $n \
+              --json $O/batch-$k-nvdec-$n.json > $O/batch-$k-nvdec-$n.md 2>> $O/batch.log
+          done
+          t env DIPTYCH_GPU_FRAME_BATCH=$b DIPTYCH_CUDA_UPLOADS=$u DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 40) diptych-gpu-bench --quiet \
+            --layout pip --streams 64 --contexts 1 --frames 300 --pace 60 --json $O/batch-$k-paced-64.json > $O/batch-$k-paced-64.txt 2>&1
         done
-        t env DIPTYCH_GPU_FRAME_BATCH=$b DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
-          --streams 64 --contexts 1 --frames 300 --pace 60 --json $O/batch-$b-$p-paced-64.json > $O/batch-$b-$p-paced-64.txt 2>&1
       done
     done
     ;;
