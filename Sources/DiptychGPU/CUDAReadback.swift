@@ -117,8 +117,23 @@ extension ExportedMemorySource {
     /// different without it.
     static let semaphoreRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK_HANDOVER"] == "semaphore"
 
-    /// Uploads through imported CUDA memory: `DIPTYCH_CUDA_UPLOADS=import`.
-    static let stagingRequested = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "import"
+    /// `DIPTYCH_CUDA_UPLOADS`: `import` (uploads staged in imported CUDA
+    /// memory, or a logged fall back to GL's buffers), `on` (host frames
+    /// through CUDA–GL interop), `off` (GL's buffers), anything else auto:
+    /// staged in imported CUDA memory wherever the readback goes through CUDA
+    /// (NVIDIA), silently GL's buffers elsewhere.
+    static let stagingSetting = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] ?? "auto"
+    /// Uploads staged in imported CUDA memory asked for by name.
+    static var stagingRequested: Bool { stagingSetting == "import" }
+    /// Uploads staged in imported CUDA memory where it exists (the default).
+    static var stagingAutomatic: Bool { !["import", "on", "off"].contains(stagingSetting) }
+    /// `DIPTYCH_CUDA_COPIERS`: CUDA streams each way (default 16). Every
+    /// caller's copy holds its stream until the copy has completed, so with
+    /// fewer streams than callers the copy engines idle while callers wake.
+    static let copierCount: Int = {
+        guard let v = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_COPIERS"], let n = Int(v), n > 0 else { return 16 }
+        return min(n, 64)
+    }()
 
     /// A small round trip before the path is taken: bytes GL copies into an
     /// import come back through the source's copy out.
@@ -171,8 +186,8 @@ extension ExportedMemorySource {
         let context: CUDAPrimaryContext, copiersOut: CUDACopyPool, copiersIn: CUDACopyPool, vulkan: VulkanSemaphoreDevice?
         do throws(CUDAError) {
             context = try driver.primaryContext(ordinal: device)
-            copiersOut = try CUDACopyPool(context: context, count: 4)
-            copiersIn = try CUDACopyPool(context: context, count: 4)
+            copiersOut = try CUDACopyPool(context: context, count: copierCount)
+            copiersIn = try CUDACopyPool(context: context, count: copierCount)
             _ = try CUDAExportableMemory(context: context, bytes: 1)   // the calls work here
             vulkan = handOver ? try VulkanSemaphoreDevice(context: context) : nil
         } catch { why = "\(error)"; return nil }

@@ -56,10 +56,11 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
     /// by CUDA's copy engines, `DIPTYCH_GPU_READBACK=cuda`); nil: GL's buffers.
     public var readbackThrough: String? = nil
     /// Uploads staged in memory imported from this API (`CUDA`: copied in by
-    /// CUDA's copy engines, `DIPTYCH_CUDA_UPLOADS=import`); nil: GL's buffers.
+    /// CUDA's copy engines; the default where the readback goes through CUDA,
+    /// `DIPTYCH_CUDA_UPLOADS=import|off`); nil: GL's buffers.
     public var uploadsThrough: String? = nil
     /// NV12 pictures read by the compute pass from buffers, no texture upload
-    /// (`DIPTYCH_GPU_PICTURES=in-place|device`).
+    /// (the default with imported staging; `DIPTYCH_GPU_PICTURES=in-place|device|textures`).
     public var picturesInPlace = false
     /// Host pictures copied into device buffers first (`DIPTYCH_GPU_PICTURES=device`).
     public var picturesCopiedToDevice = false

@@ -1,6 +1,7 @@
 import DiptychCore
 
-/// Uploads through imported staging (`DIPTYCH_CUDA_UPLOADS=import`): the
+/// Uploads through imported staging (the default where the readback goes
+/// through CUDA; `DIPTYCH_CUDA_UPLOADS=import`): the
 /// staging slots are CUDA device memory imported into the GL context, the
 /// callers' threads copy frames into them with CUDA's copy engines (host
 /// frames from host memory, NVDEC's NV12 frames device to device), and the

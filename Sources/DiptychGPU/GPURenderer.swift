@@ -89,8 +89,10 @@ final class GPURenderer {
         let test = hooks.exportedMemory != nil
         let readbackSetting = ExportedMemorySource.readbackSetting
         let importReadback = test ? hooks.importedReadback : readbackSetting != "gl"
-        let importStaging = test ? hooks.importedStaging : ExportedMemorySource.stagingRequested
-        let asked = importStaging ? "DIPTYCH_CUDA_UPLOADS=import" : readbackSetting == "cuda" ? "DIPTYCH_GPU_READBACK=cuda" : nil
+        let importStaging = test ? hooks.importedStaging
+            : ExportedMemorySource.stagingRequested || (ExportedMemorySource.stagingAutomatic && importReadback)
+        let asked = importStaging && ExportedMemorySource.stagingRequested ? "DIPTYCH_CUDA_UPLOADS=import"
+            : readbackSetting == "cuda" ? "DIPTYCH_GPU_READBACK=cuda" : nil
         let exported = importReadback || importStaging ? ExportedMemorySource.choose(releaser, log: log, asked: asked) : nil
         paths.readbackThrough = importReadback ? exported?.source.name : nil
         paths.uploadsThrough = importStaging ? exported?.source.name : nil
@@ -99,10 +101,11 @@ final class GPURenderer {
         staging.imported = importStaging && !paths.directCopy ? exported : nil
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
         // Slots held (a picture per role) need two more than staging does.
-        let pictures = hooks.pictures ?? ProcessInfo.processInfo.environment["DIPTYCH_GPU_PICTURES"] ?? ""
+        let pictures = hooks.pictures ?? ProcessInfo.processInfo.environment["DIPTYCH_GPU_PICTURES"] ?? "auto"   // auto: in place where staging is imported
+        let automatic = !test && staging.imported != nil && !["textures", "default", "in-place", "device"].contains(pictures)
         let toDevice = pictures == "device" && staging.imported == nil && bufferStorage != nil
         paths.picturesInPlace = useCompute && !paths.directCopy && (bufferStorage != nil || staging.imported != nil)
-            && (pictures == "in-place" || pictures == "device") && (toDevice || uploadDepth >= 4)
+            && (pictures == "in-place" || pictures == "device" || automatic) && (toDevice || uploadDepth >= 4)
         paths.picturesCopiedToDevice = paths.picturesInPlace && toDevice
         glDisable(GL.dither)
         _ = glGetError()
