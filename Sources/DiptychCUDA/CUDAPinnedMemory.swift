@@ -15,11 +15,13 @@ public enum CUDAPinnedMemory {
         return (unsafeBitCast(a, to: Alloc.self), unsafeBitCast(f, to: Free.self))
     }()
 
-    /// `bytes` of pinned memory for the context current on this thread.
+    /// `bytes` of pinned memory, made with the context current on this
+    /// thread and pinned for every context (`CU_MEMHOSTALLOC_PORTABLE`: a
+    /// frame delivered on one GPU may be uploaded to another).
     public static func allocate(bytes: Int) throws(CUDAError) -> UnsafeMutableRawPointer {
         guard let fns = functions else { throw CUDAError(call: "cuMemHostAlloc", code: -1, name: "missing from libcuda.so.1") }
         var p: UnsafeMutableRawPointer?
-        let r = fns.alloc(&p, bytes, 0)
+        let r = fns.alloc(&p, bytes, 0x01)
         guard r == 0, let p else { throw CUDAError(call: "cuMemHostAlloc(\(bytes))", code: Int(r), name: "CUDA error \(r)") }
         return p
     }

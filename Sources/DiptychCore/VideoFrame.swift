@@ -48,14 +48,17 @@ public enum ColorRange: String, Hashable, Sendable, Codable, CaseIterable {
 public final class FrameStorage: @unchecked Sendable {
     public let base: UnsafeRawPointer
     public let count: Int
+    /// The bytes are page-locked (pinned) host memory that a GPU's copy
+    /// engines read directly: uploads then skip the copy into staging memory.
+    public let pageLocked: Bool
     private let release: (@Sendable () -> Void)?
     private let ownsBase: Bool
 
-    public init(base: UnsafeRawPointer, count: Int, release: (@Sendable () -> Void)?) {
-        self.base = base; self.count = count; self.release = release; self.ownsBase = false
+    public init(base: UnsafeRawPointer, count: Int, pageLocked: Bool = false, release: (@Sendable () -> Void)?) {
+        self.base = base; self.count = count; self.pageLocked = pageLocked; self.release = release; self.ownsBase = false
     }
     private init(owning base: UnsafeMutableRawPointer, count: Int) {
-        self.base = UnsafeRawPointer(base); self.count = count; self.release = nil; self.ownsBase = true
+        self.base = UnsafeRawPointer(base); self.count = count; self.pageLocked = false; self.release = nil; self.ownsBase = true
     }
     /// Copies `bytes` into new storage owned by Swift.
     public convenience init(copying bytes: UnsafeRawBufferPointer) {

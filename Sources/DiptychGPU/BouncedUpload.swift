@@ -15,6 +15,18 @@ enum BouncedUpload {
         return start..<max(start, end)
     }
 
+    /// Whether `planes` go in through a bounce buffer: all from the host,
+    /// and some from ordinary (pageable) memory. Page-locked planes alone go
+    /// as they are: the copy engines read them at bus speed.
+    static func wanted(_ planes: [PlaneTransfer]) -> Bool {
+        var pageable = false
+        for p in planes {
+            guard case .host = p.source else { return false }
+            pageable = pageable || !p.pageLocked
+        }
+        return pageable
+    }
+
     /// Copies each host plane into `bounce` at its destination offset and
     /// pitch, and returns the one transfer (from `bounce`, at those offsets)
     /// that takes them in. Nil when a plane is on the device or the span

@@ -40,7 +40,7 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
 
     func copyIn(_ planes: [PlaneTransfer]) throws(GPUError) {
         var planes = planes
-        if planes.allSatisfy({ if case .host = $0.source { true } else { false } }), let b = bounceBuffer(),
+        if BouncedUpload.wanted(planes), let b = bounceBuffer(),
            let one = BouncedUpload.gather(planes, into: b, capacity: memory.size) {
             planes = [one]
         }

@@ -45,7 +45,10 @@ final class FrameBufferPool: @unchecked Sendable {
         let base = p ?? allocate(count)
         fill(base)
         let address = UInt(bitPattern: base)
-        return FrameStorage(base: UnsafeRawPointer(base), count: count,
+        lock.lock()
+        let pinned = fromAllocator.contains(address)
+        lock.unlock()
+        return FrameStorage(base: UnsafeRawPointer(base), count: count, pageLocked: pinned,
                             release: { [self] in give(UnsafeMutableRawPointer(bitPattern: address)!, count) })
     }
 

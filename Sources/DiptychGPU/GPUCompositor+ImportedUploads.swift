@@ -10,6 +10,22 @@ import DiptychCore
 /// slot is reused only after the fence of the upload that read it
 /// (docs/ARCHITECTURE.md, "NV12 read back through CUDA").
 extension GPUCompositor {
+    /// Memory for the bytes of frames this compositor will upload: page-locked
+    /// where uploads are staged in imported CUDA memory (the copy engines read
+    /// it directly, and an upload skips the copy into staging), ordinary
+    /// memory elsewhere. Fill it, make a `VideoFrame` whose planes point into
+    /// it, upload. Freed when its last frame is gone.
+    public func makeUploadStorage(byteCount: Int) -> FrameStorage {
+        let n = max(byteCount, 1)
+        lock.lock()
+        let allocator = (try? callerSide())?.staging.imported?.source.hostMemory
+        lock.unlock()
+        guard let allocator, let p = allocator.allocate(n) else { return FrameStorage(zeroedCount: n) }
+        let address = UInt(bitPattern: p)
+        return FrameStorage(base: UnsafeRawPointer(p), count: n, pageLocked: true,
+                            release: { allocator.free(UnsafeMutableRawPointer(bitPattern: address)!) })
+    }
+
     /// A staging slot with room for `bytes` (a hop commits staged frames when
     /// every slot holds one; another grows the slot). `lock` is held.
     func stagingSlot(_ r: GPURenderer, bytes: Int) throws(GPUError) -> Int {

@@ -20,7 +20,7 @@ public final class GPUCompositor: @unchecked Sendable {
     /// Compositors sharing `thread` (and its context); the last one stops it.
     private let share: ThreadShare
     /// Serializes this compositor's calls (a `composite` spans several steps).
-    private let lock = NSRecursiveLock()
+    let lock = NSRecursiveLock()
     private var isShut = false
     /// Read under `lock`; GL work through it on the render thread only.
     private let box: RendererBox
@@ -150,7 +150,7 @@ public final class GPUCompositor: @unchecked Sendable {
     }
 
     /// The renderer for work on this thread (no GL); `lock` is held.
-    private func callerSide() throws(GPUError) -> GPURenderer {
+    func callerSide() throws(GPUError) -> GPURenderer {
         guard let r = box.renderer else { throw .shutDown }
         try r.checkUsable()
         return r

@@ -30,6 +30,8 @@ struct PlaneTransfer {
     var rows: Int
     var offset: Int
     var dstPitch: Int
+    /// A host source in page-locked memory (copied in as it is, no bounce).
+    var pageLocked = false
 }
 
 /// The other API's side of a semaphore GL signals once it has written a

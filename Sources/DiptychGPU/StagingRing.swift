@@ -38,9 +38,10 @@ struct UploadLayout {
         frame.format.planeShapes(width: frame.width, height: frame.height).enumerated().map { i, s in
             let p = frame.planes[i], l = planes[i]
             return l.bulk
-                ? PlaneTransfer(source: .host(p.baseAddress), pitch: l.bytes, rowBytes: l.bytes, rows: 1, offset: l.offset, dstPitch: l.bytes)
+                ? PlaneTransfer(source: .host(p.baseAddress), pitch: l.bytes, rowBytes: l.bytes, rows: 1, offset: l.offset, dstPitch: l.bytes,
+                                pageLocked: p.storage.pageLocked)
                 : PlaneTransfer(source: .host(p.baseAddress), pitch: p.stride, rowBytes: s.rowBytes, rows: s.height,
-                                offset: l.offset, dstPitch: s.rowBytes)
+                                offset: l.offset, dstPitch: s.rowBytes, pageLocked: p.storage.pageLocked)
         }
     }
 }

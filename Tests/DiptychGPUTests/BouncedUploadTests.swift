@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import DiptychCore
 @testable import DiptychGPU
 
 /// Host planes gathered into a bounce buffer laid out as the destination:
@@ -61,5 +62,40 @@ import Testing
         }
         #expect(big == nil)
         #expect(BouncedUpload.gather([], into: bounce, capacity: 128) == nil)
+    }
+
+    /// Planes from pageable host memory go through the bounce buffer; planes
+    /// all page-locked, or on the device, go as they are.
+    @Test func onlyPageableHostPlanesAreBounced() {
+        func host(_ locked: Bool) -> PlaneTransfer {
+            PlaneTransfer(source: .host(UnsafeRawPointer(bitPattern: 0x1000)!), pitch: 64, rowBytes: 64, rows: 1, offset: 0,
+                          dstPitch: 64, pageLocked: locked)
+        }
+        let device = PlaneTransfer(source: .device(0x1000), pitch: 64, rowBytes: 64, rows: 1, offset: 0, dstPitch: 64)
+        #expect(BouncedUpload.wanted([host(false), host(false)]))
+        #expect(!BouncedUpload.wanted([host(true), host(true)]))
+        #expect(BouncedUpload.wanted([host(true), host(false)]), "one pageable plane: all are gathered")
+        #expect(!BouncedUpload.wanted([device]) && !BouncedUpload.wanted([host(false), device]) && !BouncedUpload.wanted([]))
+    }
+
+    /// A frame's storage says whether it is page-locked, and the upload's
+    /// transfers carry it: pooled storage from a page-locked allocator is,
+    /// the heap's is not.
+    @Test func pageLockedStorageReachesTheTransfers() {
+        let allocator = FrameBufferPool.Allocator(allocate: { n in UnsafeMutableRawPointer.allocate(byteCount: n, alignment: 64) },
+                                                  free: { $0.deallocate() })
+        #expect(FrameBufferPool(allocator: allocator).storage(count: 64) { _ in }.pageLocked)
+        #expect(!FrameBufferPool().storage(count: 64) { _ in }.pageLocked)
+        let w = 64, h = 16
+        let bytes = UnsafeMutableRawPointer.allocate(byteCount: w * h * 3 / 2, alignment: 64)
+        for locked in [false, true] {
+            let s = FrameStorage(base: UnsafeRawPointer(bytes), count: w * h * 3 / 2, pageLocked: locked, release: nil)
+            let f = VideoFrame(width: w, height: h, format: .nv12,
+                               planes: [FramePlane(storage: s, offset: 0, stride: w), FramePlane(storage: s, offset: w * h, stride: w)],
+                               pts: .zero, matrix: .bt709, range: .limited)
+            let t = UploadLayout(f).transfers(f)
+            #expect(t.count == 2 && t.allSatisfy { $0.pageLocked == locked })
+        }
+        bytes.deallocate()
     }
 }

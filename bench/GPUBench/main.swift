@@ -26,6 +26,7 @@ struct Options {
     var batched = true
     var quiet = false
     var probe = false
+    var pageLocked = false
 }
 
 let usage = """
@@ -49,6 +50,9 @@ usage: diptych-gpu-bench [options]
                       readbacks, so latency is upload → NV12 in host memory at that rate
   --stagger           with --pace: stream i starts i/N of a frame interval late (independent
                       sources' phases) instead of all streams submitting at the same instant
+  --host-memory pageable|page-locked  where the input frames' bytes are (default pageable,
+                      as a caller's own frames; page-locked: in the compositor's upload storage,
+                      GPUCompositor.makeUploadStorage, which uploads without a copy into staging)
   --bandwidth         measure host memcpy bandwidth (1..16 threads) and exit
   --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
@@ -66,7 +70,7 @@ func parse() -> Options {
     let arguments = Array(CommandLine.arguments.dropFirst())
     if arguments.contains("-h") || arguments.contains("--help") { print(usage); exit(0) }
     let valued = ["--layout", "--size", "--input", "--format", "--frames", "--warmup", "--in-flight", "--secondary-every", "--gpu",
-                  "--streams", "--contexts", "--direct", "--pass", "--pace", "--api", "--json"]
+                  "--streams", "--contexts", "--direct", "--pass", "--pace", "--api", "--json", "--host-memory"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--stagger", "--bandwidth", "--quiet", "--probe"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(arguments) } catch { fail("\(error)") }
@@ -94,6 +98,9 @@ func parse() -> Options {
         case "--pace": guard let v = Double(value(a)), v > 0 else { fail("--pace expects frames per second") }; o.pace = v
         case "--api": let v = value(a); guard v == "batched" || v == "calls" else { fail("--api expects batched|calls") }; o.batched = v == "batched"
         case "--json": o.json = value(a)
+        case "--host-memory": let v = value(a)
+            guard v == "pageable" || v == "page-locked" else { fail("--host-memory '\(v)': expected pageable|page-locked") }
+            o.pageLocked = v == "page-locked"
         case "--quiet": o.quiet = true
         case "--probe": o.probe = true
         default: fail("unknown option \(a)\n\(usage)")
@@ -139,19 +146,6 @@ func plan(_ layout: String, canvas: PixelSize, input: PixelSize) -> CompositionP
 }
 
 /// A moving test pattern frame in `format`.
-func testFrame(_ size: PixelSize, _ format: PixelFormat, seed: Int) -> VideoFrame {
-    let f = VideoFrame.allocate(width: size.width, height: size.height, format: format)
-    for p in 0..<format.planeCount {
-        let rows = format.planeHeight(plane: p, height: size.height)
-        let stride = f.planes[p].stride
-        let b = f.planes[p].storage.mutableBase.advanced(by: f.planes[p].offset).assumingMemoryBound(to: UInt8.self)
-        for y in 0..<rows {
-            for x in 0..<stride { b[y * stride + x] = UInt8(truncatingIfNeeded: x &+ y &* 3 &+ seed &* 17 &+ p &* 64) }
-        }
-    }
-    return f
-}
-
 struct Result: Codable {
     var layout: String
     var canvas: String
@@ -174,6 +168,13 @@ struct Result: Codable {
     var renderer: String
     /// All streams together.
     var compositesPerSecond: Double
+    /// Where the input frames' bytes were: pageable or page-locked.
+    var hostMemory: String
+    /// With --pace: composites offered a second (pace × streams), and the
+    /// 99th percentile of how late frames were submitted after their time
+    /// (a stream that cannot keep its pace falls behind).
+    var offeredPerSecond: Double?
+    var submittedLateP99Ms: Double?
     /// Frames that came back (all streams); with --pace, of `frames × streams` offered.
     var delivered: Int
     var latencyP50Ms: Double
@@ -192,6 +193,8 @@ struct Result: Codable {
 /// What one stream (one compositor) measured.
 struct StreamRun: Sendable {
     var latencies: [Double] = []
+    var lateness: [Double] = []
+    var pageLocked = false
     var stats = GPUStats()
     var info: GPUInfo?
     var paths: GPUPathInfo?
@@ -274,10 +277,12 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
     do {
         let out = try compositor.addOutput(canvas: o.size)
         let p = plan(o.layout, canvas: o.size, input: input)
-        let primaries = (0..<3).map { testFrame(input, o.format, seed: $0 + index) }
-        let secondaries = (0..<3).map { testFrame(input, o.format, seed: $0 + 7 + index) }
+        let kept = { (f: VideoFrame) in o.pageLocked ? inUploadStorage(f, compositor) : f }
+        let primaries = (0..<3).map { kept(testFrame(input, o.format, seed: $0 + index)) }
+        let secondaries = (0..<3).map { kept(testFrame(input, o.format, seed: $0 + 7 + index)) }
+        result.pageLocked = (primaries + secondaries).allSatisfy { $0.planes[0].storage.pageLocked }
         var submitted: [Int64: UInt64] = [:]
-        var latencies: [Double] = []
+        var latencies: [Double] = [], lateness: [Double] = []
         let rate = FrameRate(60)
         func collect(_ f: VideoFrame) {
             if let t0 = submitted.removeValue(forKey: f.pts.value) {
@@ -299,6 +304,7 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
                         while let f = try compositor.nextNV12(wait: false) { collect(f) }
                         if !submitted.isEmpty { usleep(250) }
                     }
+                    lateness.append(Double(DispatchTime.now().uptimeNanoseconds &- min(due, DispatchTime.now().uptimeNanoseconds)) / 1e6)
                 }
                 submitted[Int64(i)] = DispatchTime.now().uptimeNanoseconds
                 var uploads = [(primaries[i % primaries.count], StreamRole.primary)]
@@ -318,12 +324,14 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
         }
         try run(o.warmup, from: 0)
         latencies.removeAll()
+        lateness.removeAll()
         compositor.resetStats()
         ready.signal()
         signalled = true
         start.wait()
         try run(o.frames, from: o.warmup)
         result.latencies = latencies
+        result.lateness = lateness
         result.stats = compositor.stats
     } catch {
         result.error = "\(error)"
@@ -359,6 +367,7 @@ func mean(_ f: (GPUStats) -> Double?) -> Double? {
     let v = all.compactMap { f($0.stats) }
     return v.isEmpty ? nil : v.reduce(0, +) / Double(v.count)
 }
+let late = all.flatMap(\.lateness).sorted()
 let info = all[0].info!
 let frames = o.frames * o.streams
 let computeFrames = all.map(\.stats.framesCompute).reduce(0, +), fragmentFrames = all.map(\.stats.framesFragment).reduce(0, +)
@@ -370,7 +379,11 @@ let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format:
                computeFrames: computeFrames, fragmentFrames: fragmentFrames, directFrames: directFrames, staggered: o.stagger,
                inFlight: o.inFlight, api: o.batched ? "batched" : "calls",
                platform: info.platform.rawValue, device: info.device, renderer: info.renderer,
-               compositesPerSecond: Double(frames) / seconds, delivered: sorted.count,
+               compositesPerSecond: Double(frames) / seconds, hostMemory: all.allSatisfy(\.pageLocked) ? "page-locked"
+                   : o.pageLocked ? "pageable (no page-locked upload storage here)" : "pageable",
+               offeredPerSecond: o.pace.map { $0 * Double(o.streams) },
+               submittedLateP99Ms: o.pace == nil ? nil : late.isEmpty ? 0 : late[min(late.count - 1, Int((0.99 * Double(late.count - 1)).rounded()))],
+               delivered: sorted.count,
                latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99), latencyMaxMs: sorted.last ?? 0,
                gpuTimerQueries: all[0].stats.timerQueries,
                uploadGPUMs: mean { s in s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / Double(max(s.framesRendered, 1)) } },
@@ -387,6 +400,11 @@ print(String(format: "%@ %@ from %@ %@ x%d streams: %.1f composites/s, latency p
 print("per composite GPU: upload \(ms(r.uploadGPUMs)) ms, composite \(ms(r.compositeGPUMs)) ms, nv12 \(ms(r.nv12GPUMs)) ms"
       + (r.gpuTimerQueries ? "" : " (no GL_EXT_disjoint_timer_query)"))
 print("per composite CPU: upload \(ms(r.uploadCPUMs)) ms, composite \(ms(r.compositeCPUMs)) ms, nv12 \(ms(r.nv12CPUMs)) ms")
+print("input frames' host memory: \(r.hostMemory)")
+if let offered = r.offeredPerSecond {
+    print(String(format: "paced: %.1f composites/s offered, %.1f delivered (%.0f %%); frames submitted late by p99 %.2f ms",
+                 offered, r.compositesPerSecond, 100 * r.compositesPerSecond / offered, r.submittedLateP99Ms ?? 0))
+}
 if let path = o.json {
     let enc = JSONEncoder()
     enc.outputFormatting = [.prettyPrinted, .sortedKeys]

@@ -1,0 +1,26 @@
+import DiptychCore
+import DiptychGPU
+
+func testFrame(_ size: PixelSize, _ format: PixelFormat, seed: Int) -> VideoFrame {
+    let f = VideoFrame.allocate(width: size.width, height: size.height, format: format)
+    for p in 0..<format.planeCount {
+        let rows = format.planeHeight(plane: p, height: size.height)
+        let stride = f.planes[p].stride
+        let b = f.planes[p].storage.mutableBase.advanced(by: f.planes[p].offset).assumingMemoryBound(to: UInt8.self)
+        for y in 0..<rows {
+            for x in 0..<stride { b[y * stride + x] = UInt8(truncatingIfNeeded: x &+ y &* 3 &+ seed &* 17 &+ p &* 64) }
+        }
+    }
+    return f
+}
+
+/// `f` with its bytes in `compositor`'s upload storage (page-locked where it stages through CUDA).
+func inUploadStorage(_ f: VideoFrame, _ compositor: GPUCompositor) -> VideoFrame {
+    let old = f.planes[0].storage
+    guard f.planes.allSatisfy({ $0.storage === old }) else { return f }
+    let s = compositor.makeUploadStorage(byteCount: old.count)
+    s.mutableBase.copyMemory(from: old.base, byteCount: old.count)
+    return VideoFrame(width: f.width, height: f.height, format: f.format,
+                      planes: f.planes.map { FramePlane(storage: s, offset: $0.offset, stride: $0.stride) },
+                      pts: f.pts, matrix: f.matrix, range: f.range)
+}
