@@ -26,6 +26,19 @@ extension GPUCompositor {
                             release: { allocator.free(UnsafeMutableRawPointer(bitPattern: address)!) })
     }
 
+    /// `frame` with its bytes copied into upload storage (`makeUploadStorage`),
+    /// its planes at the same offsets and strides; `frame` itself where its
+    /// planes are not all in one storage.
+    public func copyIntoUploadStorage(_ frame: VideoFrame) -> VideoFrame {
+        let old = frame.planes[0].storage
+        guard frame.planes.allSatisfy({ $0.storage === old }) else { return frame }
+        let s = makeUploadStorage(byteCount: old.count)
+        s.mutableBase.copyMemory(from: old.base, byteCount: old.count)
+        return VideoFrame(width: frame.width, height: frame.height, format: frame.format,
+                          planes: frame.planes.map { FramePlane(storage: s, offset: $0.offset, stride: $0.stride) },
+                          pts: frame.pts, matrix: frame.matrix, range: frame.range)
+    }
+
     /// A staging slot with room for `bytes` (a hop commits staged frames when
     /// every slot holds one; another grows the slot). `lock` is held.
     func stagingSlot(_ r: GPURenderer, bytes: Int) throws(GPUError) -> Int {

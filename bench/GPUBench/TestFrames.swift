@@ -13,14 +13,3 @@ func testFrame(_ size: PixelSize, _ format: PixelFormat, seed: Int) -> VideoFram
     }
     return f
 }
-
-/// `f` with its bytes in `compositor`'s upload storage (page-locked where it stages through CUDA).
-func inUploadStorage(_ f: VideoFrame, _ compositor: GPUCompositor) -> VideoFrame {
-    let old = f.planes[0].storage
-    guard f.planes.allSatisfy({ $0.storage === old }) else { return f }
-    let s = compositor.makeUploadStorage(byteCount: old.count)
-    s.mutableBase.copyMemory(from: old.base, byteCount: old.count)
-    return VideoFrame(width: f.width, height: f.height, format: f.format,
-                      planes: f.planes.map { FramePlane(storage: s, offset: $0.offset, stride: $0.stride) },
-                      pts: f.pts, matrix: f.matrix, range: f.range)
-}

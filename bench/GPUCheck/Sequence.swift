@@ -7,7 +7,9 @@ import Foundation
 /// against the same frames rendered one at a time. A frame that differs is
 /// reported with the reference frame it equals, if any (a frame mixed up
 /// with a neighbour), and the rows that differ (a frame partly written).
-func sequenceCheck(_ selection: GPUSelection, frames: Int = 240) throws -> String {
+/// With `pageLocked`, the pipelined run's inputs are in its compositor's
+/// upload storage (page-locked where uploads stage through CUDA).
+func sequenceCheck(_ selection: GPUSelection, frames: Int = 240, pageLocked: Bool = false) throws -> String {
     let canvas = PixelSize(width: 1920, height: 1080)
     let plan = CompositionPlan(canvas: canvas, draws: [
         DrawDescription(role: .primary, destination: PixelRect(size: canvas)),
@@ -20,9 +22,10 @@ func sequenceCheck(_ selection: GPUSelection, frames: Int = 240) throws -> Strin
         defer { c.shutdown() }
         let out = try c.addOutput(canvas: canvas)
         var got: [VideoFrame] = []
+        let kept = { (f: VideoFrame) in pipelined && pageLocked ? c.copyIntoUploadStorage(f) : f }
         for i in 0..<frames {
-            try c.upload(primaries[i], role: .primary)
-            if i % 2 == 0 { try c.upload(secondaries[i / 2], role: .secondary) }
+            try c.upload(kept(primaries[i]), role: .primary)
+            if i % 2 == 0 { try c.upload(kept(secondaries[i / 2]), role: .secondary) }
             try c.render(output: out, plan: plan, pts: MediaTime(value: Int64(i), timescale: 60))
             if pipelined {
                 while let f = try c.nextNV12(wait: false) { got.append(f) }
@@ -62,4 +65,5 @@ func sequenceCheck(_ selection: GPUSelection, frames: Int = 240) throws -> Strin
         throw Failure(description: "\(bad.count) of \(frames) frames differ; " + bad.prefix(6).joined(separator: "; "))
     }
     return "\(frames) frames 1080p PiP, pipelined and one at a time identical"
+        + (pageLocked ? " (pipelined inputs in upload storage)" : "")
 }

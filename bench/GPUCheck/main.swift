@@ -249,6 +249,7 @@ for text in selections {
     // take drives the compositor: no wait but when the readback ring is full)
     // equals the same frame rendered alone (its readback waited for at once).
     check("pipelined frames equal frames rendered one at a time") { try sequenceCheck(selection) }
+    check("frames from upload storage equal frames from ordinary memory") { try sequenceCheck(selection, pageLocked: true) }
 
     check("dma-buf export → import → draw") {
         let caps = gpu.info.capabilities
