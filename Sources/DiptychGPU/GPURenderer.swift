@@ -95,10 +95,10 @@ final class GPURenderer {
             : readbackSetting == "cuda" ? "DIPTYCH_GPU_READBACK=cuda" : nil
         let exported = importReadback || importStaging ? ExportedMemorySource.choose(releaser, log: log, asked: asked) : nil
         paths.readbackThrough = importReadback ? exported?.source.name : nil
-        paths.uploadsThrough = importStaging ? exported?.source.name : nil
         readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage, exported: importReadback ? exported : nil)
         // The direct-copy path writes staging slots on the CPU: it keeps GL's.
         staging.imported = importStaging && !paths.directCopy ? exported : nil
+        paths.uploadsThrough = staging.imported?.source.name
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
         // Slots held (a picture per role) need two more than staging does.
         let pictures = hooks.pictures ?? ProcessInfo.processInfo.environment["DIPTYCH_GPU_PICTURES"] ?? "auto"   // auto: in place where staging is imported
@@ -266,7 +266,8 @@ final class GPURenderer {
             return true
         }
         if draws.contains(where: { $0.1.inPlace != nil }) {
-            throw .unsupported("a frame of \(draws.count) draws on the fragment path with pictures read in place (at most \(ComputePass.maxDraws) draws)")
+            throw .unsupported("a frame of \(draws.count) draws on the fragment path with pictures read in place (at most \(ComputePass.maxDraws) "
+                               + "draws, none of them dma-buf; DIPTYCH_GPU_PICTURES=textures uploads pictures instead)")
         }
         let work = try FragmentPass.work(draws, shaders: shaders)
         let nv12Program = readback ? try shaders.program(.nv12Pack) : nil

@@ -250,8 +250,12 @@ import Testing
                               "-i", "rtmp://127.0.0.1:\(port)/live/x",
                               "-c", "copy", "-flush_packets", "1", dir.path("rtmp.ts")]
         try receiver.run()
-        Thread.sleep(forTimeInterval: 0.5)
-        let stream = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "rtmp://127.0.0.1:\(port)/live/x"]))
+        // The receiver listens once it has started (later on a loaded machine): until then the add is refused, 502.
+        var stream = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "rtmp://127.0.0.1:\(port)/live/x"]))
+        for _ in 0..<40 where stream.status == 502 && stream.error.contains("Connection refused") {
+            Thread.sleep(forTimeInterval: 0.25)
+            stream = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "rtmp://127.0.0.1:\(port)/live/x"]))
+        }
         #expect(stream.status == 201, "\(stream.text)")
         var received = 0
         for _ in 0..<150 where received < 20_000 {

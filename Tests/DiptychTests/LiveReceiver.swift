@@ -59,7 +59,34 @@ final class LiveReceiver: @unchecked Sendable {
             try? file.close()
             done.signal()
         }
-        Thread.sleep(forTimeInterval: 0.5)   // listening before the take connects
+        // Listening before the take connects (a loaded machine starts ffmpeg late).
+        if let port = Self.port(of: url), Self.waitBound(port: port, udp: url.hasPrefix("srt://"), timeout: 15) { return }
+        Thread.sleep(forTimeInterval: 0.5)
+    }
+
+    /// The port of `scheme://host:P[/...]`.
+    static func port(of url: String) -> Int? {
+        guard let hostPort = url.split(separator: "/").dropFirst().first, let p = hostPort.split(separator: ":").last else { return nil }
+        return Int(p.prefix { $0.isNumber })
+    }
+
+    /// Waits until a socket of this machine is listening on TCP `port`, or
+    /// bound to UDP `port` (read from /proc/net: nothing connects to it).
+    static func waitBound(port: Int, udp: Bool, timeout: Double) -> Bool {
+        let hex = String(format: ":%04X", port)
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            for table in udp ? ["udp", "udp6"] : ["tcp", "tcp6"] {
+                let rows = (try? String(contentsOfFile: "/proc/net/\(table)", encoding: .utf8))?.split(separator: "\n").dropFirst() ?? []
+                for row in rows {
+                    let f = row.split(separator: " ")
+                    // local_address is field 1, st field 3: 0A is LISTEN (TCP); a UDP socket bound to the port is enough.
+                    if f.count > 3, f[1].hasSuffix(hex), udp || f[3] == "0A" { return true }
+                }
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return false
     }
 
     /// Seconds from the first bytes received to the last but one chunk (a
