@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 set -uo pipefail
 O=$(readlink -f "$1"); B=/tmp/dsv/diptych-server-linux-x86_64/bin; export PATH=$B:$PATH
-P="python3 $(dirname "$0")/prof.py"
+P="python3 $(dirname "$0")/prof.py"   # bench/results/h200-serve-e2e/prof.py, copied beside this script
 G="diptych-gpu-bench --contexts 1 --layout pip"
 $P base-32 $G --streams 32 --frames 400
 $P conn32-32 env CUDA_DEVICE_MAX_CONNECTIONS=32 $G --streams 32 --frames 400
