@@ -75,7 +75,7 @@ let package = Package(
                 path: "bench/Sources/DiptychBench"),
         .target(name: "DiptychServer", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CMicroHTTPD"]),
         .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychOptions", "DiptychBench", "DiptychServer"]),
-        .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU", "DiptychOptions"], path: "bench/GPUBench"),
+        .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU", "DiptychCUDA", "DiptychOptions"], path: "bench/GPUBench"),
         .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU", "DiptychOptions"], path: "bench/GPUCheck"),
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),

@@ -141,4 +141,36 @@ static inline void diptych_cuda_vmm_free(const diptych_cuda_vmm_block *b) {
     if (!c) return;
     c->unmap(b->address, b->size); c->addressFree(b->address, b->size); c->release(b->handle);
 }
+
+/* Copies `n` bytes into memory a copy engine reads next (page-locked bounce
+ * buffers), with streaming stores where the CPU has them (SSE2): the
+ * destination's cache lines are neither read first nor kept, so a copy from
+ * ordinary memory moves each byte through memory twice instead of three
+ * times. memcpy elsewhere. */
+#include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+static inline void diptych_stream_copy(void *dst, const void *src, size_t n) {
+#if defined(__SSE2__)
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    d += head; s += head; n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    _mm_sfence();
+    memcpy(d, s, n);
+#else
+    memcpy(dst, src, n);
+#endif
+}
 #endif

@@ -1,3 +1,4 @@
+import CCUDA
 import Glibc
 
 /// Page-locked host memory (`cuMemHostAlloc`, `cuMemFreeHost`), which CUDA's
@@ -27,4 +28,14 @@ public enum CUDAPinnedMemory {
     }
 
     public static func free(_ p: UnsafeMutableRawPointer) { _ = functions?.free(p) }
+
+    /// Copies `count` bytes into page-locked memory that a copy engine reads
+    /// next: with streaming stores on x86-64 (the destination's cache lines
+    /// neither read first nor kept), a plain copy elsewhere or with
+    /// `DIPTYCH_CUDA_STREAMING_COPY=off`.
+    public static func copy(_ dst: UnsafeMutableRawPointer, from src: UnsafeRawPointer, count: Int) {
+        if streaming { diptych_stream_copy(dst, src, count) } else { dst.copyMemory(from: src, byteCount: count) }
+    }
+
+    static let streaming = getenv("DIPTYCH_CUDA_STREAMING_COPY").map { String(cString: $0) } != "off"
 }

@@ -31,7 +31,10 @@ enum BouncedUpload {
     /// pitch, and returns the one transfer (from `bounce`, at those offsets)
     /// that takes them in. Nil when a plane is on the device or the span
     /// does not fit `capacity` bytes: those go as they are.
-    static func gather(_ planes: [PlaneTransfer], into bounce: UnsafeMutableRawPointer, capacity: Int) -> PlaneTransfer? {
+    /// `copy` moves each run of bytes (page-locked memory: `CUDAPinnedMemory.copy`).
+    static func gather(_ planes: [PlaneTransfer], into bounce: UnsafeMutableRawPointer, capacity: Int,
+                       copy: (UnsafeMutableRawPointer, UnsafeRawPointer, Int) -> Void = { $0.copyMemory(from: $1, byteCount: $2) })
+        -> PlaneTransfer? {
         guard let span = span(planes), span.upperBound <= capacity, !span.isEmpty else { return nil }
         var sources: [UnsafeRawPointer] = []
         for p in planes {
@@ -41,9 +44,9 @@ enum BouncedUpload {
         for (p, src) in zip(planes, sources) {
             let dst = bounce + p.offset
             if p.pitch == p.rowBytes && p.dstPitch == p.rowBytes {
-                dst.copyMemory(from: src, byteCount: p.rowBytes * p.rows)
+                copy(dst, src, p.rowBytes * p.rows)
             } else {
-                for r in 0..<p.rows { (dst + r * p.dstPitch).copyMemory(from: src + r * p.pitch, byteCount: p.rowBytes) }
+                for r in 0..<p.rows { copy(dst + r * p.dstPitch, src + r * p.pitch, p.rowBytes) }
             }
         }
         let n = span.count

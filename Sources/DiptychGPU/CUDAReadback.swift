@@ -41,7 +41,7 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
     func copyIn(_ planes: [PlaneTransfer]) throws(GPUError) {
         var planes = planes
         if BouncedUpload.wanted(planes), let b = bounceBuffer(),
-           let one = BouncedUpload.gather(planes, into: b, capacity: memory.size) {
+           let one = BouncedUpload.gather(planes, into: b, capacity: memory.size, copy: { CUDAPinnedMemory.copy($0, from: $1, count: $2) }) {
             planes = [one]
         }
         let base = memory.address

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import DiptychCore
+import DiptychCUDA
 @testable import DiptychGPU
 
 /// Host planes gathered into a bounce buffer laid out as the destination:
@@ -97,5 +98,35 @@ import DiptychCore
             #expect(t.count == 2 && t.allSatisfy { $0.pageLocked == locked })
         }
         bytes.deallocate()
+    }
+
+    /// The streaming copy into page-locked memory moves every byte and nothing
+    /// else, at every alignment of either side and every length around its
+    /// 16- and 64-byte steps, and for a frame's worth.
+    @Test func streamingCopyMovesExactlyTheBytes() {
+        let cap = 4096 + 64
+        let src = UnsafeMutableRawPointer.allocate(byteCount: cap, alignment: 64)
+        let dst = UnsafeMutableRawPointer.allocate(byteCount: cap + 32, alignment: 64)
+        defer { src.deallocate(); dst.deallocate() }
+        for i in 0..<cap { src.storeBytes(of: UInt8(truncatingIfNeeded: i &* 31 &+ 7), toByteOffset: i, as: UInt8.self) }
+        var bad = 0
+        for n in [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200, 1000, 4000] {
+            for so in [0, 1, 7, 15] {
+                for d0 in [0, 1, 8, 15] {
+                    memset(dst, 0xa5, cap + 32)
+                    CUDAPinnedMemory.copy(dst + d0, from: src + so, count: n)
+                    if memcmp(dst + d0, src + so, n) != 0 { bad += 1 }
+                    let b = dst.assumingMemoryBound(to: UInt8.self)
+                    if (0..<d0).contains(where: { b[$0] != 0xa5 }) || (d0 + n..<cap + 32).contains(where: { b[$0] != 0xa5 }) { bad += 1 }
+                }
+            }
+        }
+        #expect(bad == 0, "\(bad) copies wrong")
+        let frame = 1920 * 1080 * 3 / 2
+        let a = UnsafeMutableRawPointer.allocate(byteCount: frame, alignment: 64), z = UnsafeMutableRawPointer.allocate(byteCount: frame, alignment: 64)
+        defer { a.deallocate(); z.deallocate() }
+        for i in stride(from: 0, to: frame, by: 8) { a.storeBytes(of: UInt64(i) &* 0x9e37_79b9_7f4a_7c15, toByteOffset: i, as: UInt64.self) }
+        CUDAPinnedMemory.copy(z, from: a, count: frame)
+        #expect(memcmp(z, a, frame) == 0)
     }
 }

@@ -53,7 +53,7 @@ usage: diptych-gpu-bench [options]
   --host-memory pageable|page-locked  where the input frames' bytes are (default pageable,
                       as a caller's own frames; page-locked: in the compositor's upload storage,
                       GPUCompositor.makeUploadStorage, which uploads without a copy into staging)
-  --bandwidth         measure host memcpy bandwidth (1..16 threads) and exit
+  --bandwidth         measure host copy bandwidth, memcpy and streaming stores (1..16 threads), and exit
   --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
   --json FILE         also write the results as JSON
@@ -225,26 +225,7 @@ if o.probe {
         exit(1)
     }
 }
-if o.bandwidth {
-    // Host memcpy bandwidth: the CPU side of the copy bound (frames start in
-    // ordinary memory and must reach driver-owned staging, and back).
-    let block = 3_110_400, rounds = 400
-    for threads in [1, 2, 4, 8, 12, 16] where threads <= ProcessInfo.processInfo.activeProcessorCount {
-        let bufs = (0..<threads).map { _ in (UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 64),
-                                             UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 64)) }
-        for (a, b) in bufs { memset(a, 1, block); memset(b, 2, block) }
-        let addrs = bufs.map { (UInt(bitPattern: $0.0), UInt(bitPattern: $0.1)) }
-        let t0 = DispatchTime.now().uptimeNanoseconds
-        DispatchQueue.concurrentPerform(iterations: threads) { i in
-            let (a, b) = addrs[i]
-            for _ in 0..<rounds { UnsafeMutableRawPointer(bitPattern: b)!.copyMemory(from: UnsafeRawPointer(bitPattern: a)!, byteCount: block) }
-        }
-        let s = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
-        print(String(format: "memcpy %2d threads: %.1f GB/s", threads, Double(block * rounds * threads) / s / 1e9))
-        for (a, b) in bufs { a.deallocate(); b.deallocate() }
-    }
-    exit(0)
-}
+if o.bandwidth { measureCopyBandwidth(); exit(0) }
 let input = o.input ?? o.size
 let contexts = min(o.contexts ?? o.streams, o.streams)
 let lines = o.quiet ? { (_: String) in } : { (l: String) in FileHandle.standardError.write(Data((l + "\n").utf8)) }
