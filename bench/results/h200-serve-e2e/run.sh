@@ -35,6 +35,10 @@
 #            diptych-gpu-bench with 64 PiP pairs from host memory paced at 60 fps (latency p99), each with
 #            DIPTYCH_CUDA_UPLOADS=U for U in UPLOADS (default "off"; e.g. "off import") and DIPTYCH_GPU_PICTURES=P
 #            for P in PICTURES (default "default"; e.g. "default in-place")
+#   storage  diptych-gpu-check (every check, with the one for frames in upload storage), then diptych-gpu-bench timed to
+#            the last frame: 64 pairs paced at 60 fps and PiP, side by side, stacked, 2160p with the frames in page-locked
+#            upload storage (--host-memory page-locked) and in ordinary memory, ordinary memory gathered with streaming
+#            stores and with memcpy (DIPTYCH_CUDA_STREAMING_COPY=off), and --bandwidth
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -184,6 +188,21 @@ for step in "$@"; do
         done
       done
     done
+    ;;
+  storage)
+    t timeout -k 2 $(cap 90) diptych-gpu-check --gpu device > $O/check.txt 2>&1; grep -h "PASS\|FAIL" $O/check.txt | sort -u
+    for v in "pl-paced-64 on pl --layout pip --streams 64 --frames 300 --pace 60" "pg-paced-64 on pg --layout pip --streams 64 --frames 300 --pace 60" \
+             "pl-pip-32 on pl --layout pip --streams 32 --frames 400" "pl-sbs-32 on pl --layout side-by-side --streams 32 --frames 400" \
+             "pl-stacked-32 on pl --layout stacked --streams 32 --frames 400" \
+             "pl-pip2160-16 on pl --layout pip --size 3840x2160 --streams 16 --frames 200" \
+             "pg-pip-32 on pg --layout pip --streams 32 --frames 400" "pg-pip-32-memcpy off pg --layout pip --streams 32 --frames 400"; do
+      set -- $v; n=$1 sc=$2 m=$3; shift 3
+      [ $m = pl ] && m="--host-memory page-locked" || m="--host-memory pageable"
+      t env DIPTYCH_CUDA_STREAMING_COPY=$sc timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --contexts 1 $m "$@" \
+        --json $O/storage-$n.json > $O/storage-$n.txt 2>&1
+      echo "$n: $(grep -h 'composites/s\|paced:\|host memory' $O/storage-$n.txt | tr '\n' ' ')"
+    done
+    t timeout -k 2 $(cap 60) diptych-gpu-bench --bandwidth > $O/bandwidth.txt 2>&1; cat $O/bandwidth.txt
     ;;
   uploads)
     for up in off on; do
