@@ -125,8 +125,16 @@ extension ExportedMemorySource {
     static let stagingSetting = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] ?? "auto"
     /// Uploads staged in imported CUDA memory asked for by name.
     static var stagingRequested: Bool { stagingSetting == "import" }
-    /// Uploads staged in imported CUDA memory where it exists (the default).
-    static var stagingAutomatic: Bool { !["import", "on", "off"].contains(stagingSetting) }
+    /// Whether uploads are staged in imported memory under `setting`, where
+    /// the readback is imported (`importReadback`) or not.
+    static func importsStaging(_ setting: String, importReadback: Bool) -> Bool {
+        setting == "import" || (!["on", "off"].contains(setting) && importReadback)
+    }
+    /// Whether NV12 pictures are read in place under `DIPTYCH_GPU_PICTURES`
+    /// = `setting`: asked for by name, or by default where staging is imported.
+    static func readsPicturesInPlace(_ setting: String, stagingImported: Bool) -> Bool {
+        ["in-place", "device"].contains(setting) || (stagingImported && !["textures", "default"].contains(setting))
+    }
     /// `DIPTYCH_CUDA_COPIERS`: CUDA streams each way (default 16). Every
     /// caller's copy holds its stream until the copy has completed, so with
     /// fewer streams than callers the copy engines idle while callers wake.

@@ -90,7 +90,7 @@ final class GPURenderer {
         let readbackSetting = ExportedMemorySource.readbackSetting
         let importReadback = test ? hooks.importedReadback : readbackSetting != "gl"
         let importStaging = test ? hooks.importedStaging
-            : ExportedMemorySource.stagingRequested || (ExportedMemorySource.stagingAutomatic && importReadback)
+            : ExportedMemorySource.importsStaging(ExportedMemorySource.stagingSetting, importReadback: importReadback)
         let asked = importStaging && ExportedMemorySource.stagingRequested ? "DIPTYCH_CUDA_UPLOADS=import"
             : readbackSetting == "cuda" ? "DIPTYCH_GPU_READBACK=cuda" : nil
         let exported = importReadback || importStaging ? ExportedMemorySource.choose(releaser, log: log, asked: asked) : nil
@@ -102,10 +102,10 @@ final class GPURenderer {
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
         // Slots held (a picture per role) need two more than staging does.
         let pictures = hooks.pictures ?? ProcessInfo.processInfo.environment["DIPTYCH_GPU_PICTURES"] ?? "auto"   // auto: in place where staging is imported
-        let automatic = !test && staging.imported != nil && !["textures", "default", "in-place", "device"].contains(pictures)
+        let inPlace = ExportedMemorySource.readsPicturesInPlace(pictures, stagingImported: !test && staging.imported != nil)
         let toDevice = pictures == "device" && staging.imported == nil && bufferStorage != nil
         paths.picturesInPlace = useCompute && !paths.directCopy && (bufferStorage != nil || staging.imported != nil)
-            && (pictures == "in-place" || pictures == "device" || automatic) && (toDevice || uploadDepth >= 4)
+            && inPlace && (toDevice || uploadDepth >= 4)
         paths.picturesCopiedToDevice = paths.picturesInPlace && toDevice
         glDisable(GL.dither)
         _ = glGetError()

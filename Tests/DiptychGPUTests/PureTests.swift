@@ -197,3 +197,24 @@ final class FakeFences: @unchecked Sendable {
         #expect(d.phaseSeconds == ["fence": 0.5, "begin": 0.25, "flush": 0])
     }
 }
+
+/// `DIPTYCH_CUDA_UPLOADS` and `DIPTYCH_GPU_PICTURES`: by default, uploads are
+/// staged in imported memory wherever the readback is, and pictures staged
+/// there are read in place; each can be asked for, or turned off, by name.
+@Suite struct ImportedPathSettings {
+    @Test(arguments: [
+        ("auto", true, true), ("auto", false, false), ("", true, true), ("import", false, true), ("import", true, true),
+        ("off", true, false), ("on", true, false),
+    ])
+    func staging(setting: String, importReadback: Bool, expected: Bool) {
+        #expect(ExportedMemorySource.importsStaging(setting, importReadback: importReadback) == expected)
+    }
+
+    @Test(arguments: [
+        ("auto", true, true), ("auto", false, false), ("textures", true, false), ("default", true, false),
+        ("in-place", false, true), ("device", false, true), ("in-place", true, true),
+    ])
+    func pictures(setting: String, stagingImported: Bool, expected: Bool) {
+        #expect(ExportedMemorySource.readsPicturesInPlace(setting, stagingImported: stagingImported) == expected)
+    }
+}
