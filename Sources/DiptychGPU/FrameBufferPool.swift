@@ -22,12 +22,13 @@ final class FrameBufferPool: @unchecked Sendable {
 
     init(keep: Int = 8, allocator: Allocator? = nil) { self.keep = keep; self.allocator = allocator }
 
-    private func allocate(_ count: Int) -> UnsafeMutableRawPointer {
+    /// New memory, and whether it came from the allocator (page-locked).
+    private func allocate(_ count: Int) -> (UnsafeMutableRawPointer, pinned: Bool) {
         if let allocator, let p = allocator.allocate(max(count, 1)) {
             lock.lock(); fromAllocator.insert(UInt(bitPattern: p)); lock.unlock()
-            return p
+            return (p, true)
         }
-        return UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 64)
+        return (UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 64), false)
     }
 
     private func deallocate(_ p: UnsafeMutableRawPointer) {
@@ -40,14 +41,11 @@ final class FrameBufferPool: @unchecked Sendable {
     /// Storage of `count` bytes filled by `fill`; its memory returns to the pool on release.
     func storage(count: Int, fill: (UnsafeMutableRawPointer) -> Void) -> FrameStorage {
         lock.lock()
-        let p = free[count]?.popLast()
+        let reused = free[count]?.popLast().map { ($0, pinned: fromAllocator.contains(UInt(bitPattern: $0))) }
         lock.unlock()
-        let base = p ?? allocate(count)
+        let (base, pinned) = reused ?? allocate(count)
         fill(base)
         let address = UInt(bitPattern: base)
-        lock.lock()
-        let pinned = fromAllocator.contains(address)
-        lock.unlock()
         return FrameStorage(base: UnsafeRawPointer(base), count: count, pageLocked: pinned,
                             release: { [self] in give(UnsafeMutableRawPointer(bitPattern: address)!, count) })
     }

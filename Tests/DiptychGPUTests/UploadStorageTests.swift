@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import DiptychGPU
 
-/// `GPUCompositor.makeUploadStorage`: where uploads are not staged in
+/// `GPUCompositor.copyIntoUploadStorage` (`makeUploadStorage`): where uploads are not staged in
 /// imported CUDA memory (here, llvmpipe) it is ordinary memory, and a frame
 /// whose planes point into it composites exactly as the same frame anywhere
 /// else.
@@ -16,12 +16,10 @@ import Testing
         for i in 0..<n { p[i] = UInt8(truncatingIfNeeded: 16 + (i &* 7) % 220) }
         let c = try GPUCompositor(selection: .software, directCopy: .off)
         defer { c.shutdown() }
-        let s = c.makeUploadStorage(byteCount: n)
+        let b = c.copyIntoUploadStorage(a)
+        let s = b.planes[0].storage
+        #expect(s !== a.planes[0].storage && b.planes.allSatisfy { $0.storage === s }, "the bytes were copied into upload storage")
         #expect(s.count == n && !s.pageLocked, "no CUDA here: ordinary memory")
-        s.mutableBase.copyMemory(from: a.planes[0].storage.base, byteCount: n)
-        let b = VideoFrame(width: w, height: h, format: .nv12,
-                           planes: a.planes.map { FramePlane(storage: s, offset: $0.offset, stride: $0.stride) },
-                           pts: .zero, matrix: a.matrix, range: a.range)
         let canvas = PixelSize(width: w, height: h)
         let out = try c.addOutput(canvas: canvas)
         let plan = CompositionPlan(canvas: canvas, draws: [DrawDescription(role: .primary, destination: PixelRect(size: canvas))])

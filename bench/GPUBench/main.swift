@@ -287,7 +287,8 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
                         while let f = try compositor.nextNV12(wait: false) { collect(f) }
                         if !submitted.isEmpty { usleep(250) }
                     }
-                    lateness.append(Double(DispatchTime.now().uptimeNanoseconds &- min(due, DispatchTime.now().uptimeNanoseconds)) / 1e6)
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    lateness.append(Double(now - min(due, now)) / 1e6)
                 }
                 submitted[Int64(i)] = DispatchTime.now().uptimeNanoseconds
                 var uploads = [(primaries[i % primaries.count], StreamRole.primary)]
