@@ -9,7 +9,7 @@
 // format, so four bytes go into each uint. Variants (#define prelude):
 // WRITE_NV12 (the storage buffer), WRITE_RGBA (the RGBA render target, for
 // preview and export), either or both; DRAW_LIST, the kind of each draw;
-// PICTURES_IN_PLACE where a draw's NV12 picture is read from a buffer.
+// PICTURES_IN_PLACE where a draw's NV12, RGBA or BGRA picture is read from a buffer.
 precision highp float;
 precision highp int;
 precision highp sampler2D;
@@ -30,8 +30,8 @@ struct Draw {
     vec4 yuvToRgb2;
     vec4 yuvOffset;
     ivec4 mode;        // source, input, nearest, masked (as the program's DRAW_LIST has them)
-    ivec4 picture;     // a picture read in place (input 3): Y width, height, Y row bytes, UV plane's byte offset
-    ivec4 picture2;    // UV row bytes, filtered (1: linear, 0: nearest)
+    ivec4 picture;     // a picture read in place (input 3, 4): width, height, first plane's row bytes, UV plane's byte offset
+    ivec4 picture2;    // UV row bytes, filtered (1: linear, 0: nearest), BGRA (1: red and blue swapped)
 };
 
 // One block per frame, an array indexed by draw: every draw keeps its own parameters.
@@ -107,9 +107,33 @@ vec3 inPlace(int i, int src, bool nearest, vec2 tc) {
     vec2 uv = planeTap(src, g.w, h.x, true, half_size, tc, linear);
     return toRGB(i, vec3(y, uv));
 }
+// RGBA or BGRA texels (one uint each, rows word aligned), sampled the same way.
+vec3 rgbaTexel(int src, int rowWords, ivec2 t) {
+    int w = t.y * rowWords + t.x;
+    return unpackUnorm4x8(src == 0 ? bytes0[w] : bytes1[w]).rgb;
+}
+vec3 inPlaceRGBA(int i, int src, bool nearest, vec2 tc) {
+    ivec4 g = draws[i].picture;
+    ivec4 h = draws[i].picture2;
+    ivec2 size = g.xy;
+    int rowWords = g.z >> 2;
+    vec3 c;
+    if (h.y == 0 || nearest) {
+        c = rgbaTexel(src, rowWords, clamp(ivec2(floor(tc * vec2(size))), ivec2(0), size - ivec2(1)));
+    } else {
+        vec2 u = tc * vec2(size) - 0.5;
+        vec2 f0 = floor(u), f = u - f0;
+        ivec2 a = clamp(ivec2(f0), ivec2(0), size - ivec2(1)), b = clamp(ivec2(f0) + ivec2(1), ivec2(0), size - ivec2(1));
+        vec3 t00 = rgbaTexel(src, rowWords, a), t10 = rgbaTexel(src, rowWords, ivec2(b.x, a.y));
+        vec3 t01 = rgbaTexel(src, rowWords, ivec2(a.x, b.y)), t11 = rgbaTexel(src, rowWords, b);
+        c = mix(mix(t00, t10, f.x), mix(t01, t11, f.x), f.y);
+    }
+    return h.z != 0 ? c.bgr : c;
+}
 #endif
 
-// The picture of source 0 (primary) or 1 (secondary); input 0 RGB, 1 NV12, 2 I420, 3 NV12 read in place.
+// The picture of source 0 (primary) or 1 (secondary); input 0 RGB, 1 NV12, 2 I420, 3 NV12 read in place,
+// 4 RGBA or BGRA read in place.
 #define PICTURE_BODY(p0, p1, p2) { \
     vec4 a = tap(p0, tc, nearest); \
     if (kind == 0) return a.rgb; \
@@ -132,7 +156,7 @@ vec4 over(vec4 c, vec2 pc, int i, int src, int kind, bool nearest, bool masked) 
     vec2 st = local / dest.zw;
     vec2 tc = mat2(draws[i].texST.xy, draws[i].texST.zw) * st + draws[i].texOrigin.xy;
     #ifdef PICTURES_IN_PLACE
-    vec3 color = kind == 3 ? inPlace(i, src, nearest, tc) : src == 0 ? picture0(i, kind, nearest, tc) : picture1(i, kind, nearest, tc);
+    vec3 color = kind == 3 ? inPlace(i, src, nearest, tc) : kind == 4 ? inPlaceRGBA(i, src, nearest, tc) : src == 0 ? picture0(i, kind, nearest, tc) : picture1(i, kind, nearest, tc);
 #else
     vec3 color = src == 0 ? picture0(i, kind, nearest, tc) : picture1(i, kind, nearest, tc);
 #endif

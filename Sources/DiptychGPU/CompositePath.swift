@@ -73,6 +73,6 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
             + (cudaHostUploads == true ? ", host NV12 frames uploaded through CUDA" : "")
             + (readbackThrough.map { ", NV12 read back through \($0)" } ?? "")
             + (uploadsThrough.map { ", uploads staged through \($0)" } ?? "")
-            + (picturesInPlace ? (picturesCopiedToDevice ? ", NV12 pictures read from device copies" : ", NV12 pictures read in place") : "")
+            + (picturesInPlace ? (picturesCopiedToDevice ? ", NV12, RGBA and BGRA pictures read from device copies" : ", NV12, RGBA and BGRA pictures read in place") : "")
     }
 }

@@ -115,7 +115,7 @@ final class ComputePass {
     /// filtered source, fetched texel by texel), masked.
     static func mode(_ d: DrawDescription, _ set: TextureSet, _ frame: ComputeFrame) -> (source: Int, input: Int, nearest: Int, masked: Int) {
         let unit = DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height)
-        return (d.role == .primary ? 0 : 1, set.inPlace != nil ? 3 : set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0,
+        return (d.role == .primary ? 0 : 1, set.inPlace?.kind ?? (set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0),
                 unit && filtersLinearly(set, frame) ? 1 : 0, d.cornerRadius > 0 || d.borderWidth > 0 ? 1 : 0)
     }
 
@@ -148,7 +148,7 @@ final class ComputePass {
             let p = set.inPlace
             n(set.width); n(set.height); n(p?.yRowBytes ?? 0); n(p?.uvOffset ?? 0)
             let unit = DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height)
-            n(p?.uvRowBytes ?? 0); n(unit ? 0 : 1); n(0); n(0)
+            n(p?.uvRowBytes ?? 0); n(unit ? 0 : 1); n(p?.format == .bgra ? 1 : 0); n(0)
         }
     }
 

@@ -14,11 +14,9 @@ import Foundation
 /// `FenceTimeline` (when anything may be reused or deleted).
 ///
 /// Per output frame on the compute path: the staged uploads become textures
-/// (glTexSubImage2D from the staging buffers), one compute dispatch writes the
-/// frame's NV12 buffer, glCopyBufferSubData moves it into a pack buffer, a
-/// fence ends the submission; the caller copies the frame out once the fence
-/// has signalled. The fragment path draws into the RGBA target, converts it
-/// with a second pass and reads it back with glReadPixels.
+/// (or are read in place), one compute dispatch writes the frame's NV12, a
+/// fence ends the submission, and the caller copies the frame out once it has
+/// signalled. The fragment path draws, converts, and reads with glReadPixels.
 final class GPURenderer {
     let context: GLContext
     let timeline: FenceTimeline

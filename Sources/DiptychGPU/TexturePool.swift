@@ -194,7 +194,8 @@ final class TexturePool {
             p.release(old.lastUse)
         } else if let old = slot.current, old !== set {
             // A device buffer set stays in the pool for pictures of its shape.
-            let keep = old.inPlace != nil ? (set.inPlace?.ownsBuffer ?? false) && old.width == set.width && old.height == set.height
+            let keep = old.inPlace != nil ? (set.inPlace?.ownsBuffer ?? false) && old.inPlace?.format == set.inPlace?.format
+                && old.width == set.width && old.height == set.height
                 : old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height, sixteenBit: set.sixteenBit)
             if !keep {
                 slot.pool.removeAll { $0 === old }

@@ -3,11 +3,11 @@ import Foundation
 import Testing
 @testable import DiptychGPU
 
-/// NV12 pictures read in place (`DIPTYCH_GPU_PICTURES=in-place`): the
-/// compute pass reads the staged bytes from the staging slot and filters
-/// them itself. Frames equal those from textures within ±1 but for a few
+/// Pictures read in place (`DIPTYCH_GPU_PICTURES=in-place`; NV12, RGBA,
+/// BGRA): the compute pass reads the staged bytes from the staging slot and
+/// filters them itself. Frames equal those from textures within ±1 but for a few
 /// samples at ±2 (GL's filtering rounds its weights its own way), for every
-/// rotation and mirror, scaled and 1:1; I420 and RGBA frames still go through textures; a slot is held
+/// rotation and mirror, scaled and 1:1; I420 frames still go through textures; a slot is held
 /// while its picture is current and reused only after the frames that read it.
 extension GPU {
     @Suite struct InPlacePictures {
@@ -61,7 +61,7 @@ extension GPU {
             let c = try compositor(inPlace: true, device: device)
             defer { c.shutdown() }
             #expect(c.paths.picturesInPlace && c.paths.picturesCopiedToDevice == device
-                    && c.paths.description.contains(device ? "NV12 pictures read from device copies" : "NV12 pictures read in place"), "\(c.paths)")
+                    && c.paths.description.contains(device ? "pictures read from device copies" : "pictures read in place"), "\(c.paths)")
             for o in ComputePath.orientations {
                 let p = plan(o)
                 expectClose(try run(c, plan: p, count: 3), try run(gl, plan: p, count: 3), "inset \(o)")
@@ -79,18 +79,38 @@ extension GPU {
                     "uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
         }
 
-        /// Other formats keep their textures, beside a picture read in place.
-        @Test func otherFormatsStillUseTextures() throws {
-            let p = plan(Orientation(rotation: .r180, mirrored: false))
-            for secondary in [PixelFormat.i420, .rgba, .bgra] {
+        /// RGBA and BGRA pictures are read in place too, from the slot and
+        /// from device copies, in every rotation and mirror, with no upload.
+        @Test(arguments: [false, true])
+        func rgbaAndBGRAMatchTextures(_ device: Bool) throws {
+            for format in [PixelFormat.rgba, .bgra] {
                 let gl = try compositor(inPlace: false)
-                let expected = try run(gl, plan: p, count: 4, secondary: secondary)
-                gl.shutdown()
-                let c = try compositor(inPlace: true)
-                let got = try run(c, plan: p, count: 4, secondary: secondary)
+                let c = try compositor(inPlace: true, device: device)
+                for o in ComputePath.orientations {
+                    expectClose(try run(c, plan: plan(o), count: 3, primary: format, secondary: format),
+                                try run(gl, plan: plan(o), count: 3, primary: format, secondary: format), "\(format), inset \(o)")
+                }
+                let oneToOne = plan(Orientation(rotation: .r0, mirrored: true))
+                expectClose(try run(c, plan: oneToOne, count: 2, primary: format, secondary: .nv12),
+                            try run(gl, plan: oneToOne, count: 2, primary: format, secondary: .nv12), "\(format) 1:1 primary")
+                #expect(device ? c.stats.upload.count == gl.stats.upload.count : c.stats.upload.count == 0,
+                        "\(format) uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
                 c.shutdown()
-                expectClose(got, expected, "NV12 primary in place, \(secondary) secondary through textures")
+                gl.shutdown()
             }
+        }
+
+        /// I420 keeps its textures, beside a picture read in place.
+        @Test func i420StillUsesTextures() throws {
+            let p = plan(Orientation(rotation: .r180, mirrored: false))
+            let gl = try compositor(inPlace: false)
+            let expected = try run(gl, plan: p, count: 4, secondary: .i420)
+            gl.shutdown()
+            let c = try compositor(inPlace: true)
+            let got = try run(c, plan: p, count: 4, secondary: .i420)
+            #expect(c.stats.upload.count > 0, "the I420 secondary's textures were uploaded")
+            c.shutdown()
+            expectClose(got, expected, "NV12 primary in place, I420 secondary through textures")
         }
 
         /// The held slots never exhaust the ring (a shallow one included), and

@@ -145,70 +145,6 @@ func plan(_ layout: String, canvas: PixelSize, input: PixelSize) -> CompositionP
     }
 }
 
-/// A moving test pattern frame in `format`.
-struct Result: Codable {
-    var layout: String
-    var canvas: String
-    var input: String
-    var format: String
-    var frames: Int
-    var streams: Int
-    var contexts: Int
-    var direct: String
-    /// The pass that drew frames, and how many frames each path took.
-    var path: String
-    var computeFrames: Int
-    var fragmentFrames: Int
-    var directFrames: Int
-    var staggered: Bool
-    var inFlight: Int
-    var api: String
-    var platform: String
-    var device: String
-    var renderer: String
-    /// All streams together.
-    var compositesPerSecond: Double
-    /// Where the input frames' bytes were: pageable or page-locked.
-    var hostMemory: String
-    /// With --pace: composites offered a second (pace × streams), and the
-    /// 99th percentile of how late frames were submitted after their time
-    /// (a stream that cannot keep its pace falls behind).
-    var offeredPerSecond: Double?
-    var submittedLateP99Ms: Double?
-    /// Frames that came back (all streams); with --pace, of `frames × streams` offered.
-    var delivered: Int
-    var latencyP50Ms: Double
-    var latencyP99Ms: Double
-    var latencyMaxMs: Double
-    var gpuTimerQueries: Bool
-    /// Per composite, averaged over streams.
-    var uploadGPUMs: Double?
-    var compositeGPUMs: Double?
-    var nv12GPUMs: Double?
-    var uploadCPUMs: Double
-    var compositeCPUMs: Double
-    var nv12CPUMs: Double
-}
-
-/// What one stream (one compositor) measured.
-struct StreamRun: Sendable {
-    var latencies: [Double] = []
-    var lateness: [Double] = []
-    var pageLocked = false
-    /// When its last frame came back (before its compositor shut down).
-    var end: UInt64 = 0
-    var stats = GPUStats()
-    var info: GPUInfo?
-    var paths: GPUPathInfo?
-    var error: String?
-}
-
-final class Runs: @unchecked Sendable {
-    let lock = NSLock()
-    var runs: [StreamRun] = []
-    func add(_ r: StreamRun) { lock.lock(); runs.append(r); lock.unlock() }
-}
-
 let o = parse()
 if o.probe {
     for r in GPUCompositor.probeLadder(o.gpu) { print("rung \(r)") }
@@ -313,6 +249,7 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
         ready.signal()
         signalled = true
         start.wait()
+        result.begin = DispatchTime.now().uptimeNanoseconds
         try run(o.frames, from: o.warmup)
         result.end = DispatchTime.now().uptimeNanoseconds
         result.latencies = latencies
@@ -369,6 +306,7 @@ let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format:
                    : o.pageLocked ? "pageable (no page-locked upload storage here)" : "pageable",
                offeredPerSecond: o.pace.map { $0 * Double(o.streams) },
                submittedLateP99Ms: o.pace == nil ? nil : late.isEmpty ? 0 : late[min(late.count - 1, Int((0.99 * Double(late.count - 1)).rounded()))],
+               streamStartSpreadMs: Double((all.map(\.begin).max() ?? 0) - (all.map(\.begin).min() ?? 0)) / 1e6,
                delivered: sorted.count,
                latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99), latencyMaxMs: sorted.last ?? 0,
                gpuTimerQueries: all[0].stats.timerQueries,
@@ -388,8 +326,8 @@ print("per composite GPU: upload \(ms(r.uploadGPUMs)) ms, composite \(ms(r.compo
 print("per composite CPU: upload \(ms(r.uploadCPUMs)) ms, composite \(ms(r.compositeCPUMs)) ms, nv12 \(ms(r.nv12CPUMs)) ms")
 print("input frames' host memory: \(r.hostMemory)")
 if let offered = r.offeredPerSecond {
-    print(String(format: "paced: %.1f composites/s offered, %.1f delivered (%.0f %%); frames submitted late by p99 %.2f ms",
-                 offered, r.compositesPerSecond, 100 * r.compositesPerSecond / offered, r.submittedLateP99Ms ?? 0))
+    print(String(format: "paced: %.1f composites/s offered, %.1f delivered (%.0f %%); frames submitted late by p99 %.2f ms; streams began within %.1f ms",
+                 offered, r.compositesPerSecond, 100 * r.compositesPerSecond / offered, r.submittedLateP99Ms ?? 0, r.streamStartSpreadMs))
 }
 if let path = o.json {
     let enc = JSONEncoder()

@@ -231,8 +231,8 @@ for text in selections {
                     try c.render(output: out, plan: plan, pts: .zero)
                     guard let f = try c.flush().first else { throw Failure(description: "no frame (\(pass))") }
                     guard c.stats.framesCompute == (pass == .compute ? 1 : 0) else { throw Failure(description: "\(pass) pass not taken") }
-                    // NV12 pictures read in place are filtered by the pass itself: one step more at the masked edge.
-                    if c.paths.picturesInPlace && format == .nv12 { tolerance = opacity < 1 ? 3 : 2 }
+                    // Pictures read in place (NV12, RGBA, BGRA) are filtered by the pass itself: one step more at the masked edge.
+                    if c.paths.picturesInPlace && [.nv12, .rgba, .bgra].contains(format) { tolerance = opacity < 1 ? 3 : 2 }
                     frames.append(f)
                 }
                 let (d, at) = maxDifference(frames[0], frames[1])
@@ -242,7 +242,7 @@ for text in selections {
             }
         }
         return "1080p, \(cases) cases (formats × rotations, masked inset), largest difference \(worst)"
-            + (tolerance > (opacity < 1 ? 2 : 1) ? " (NV12 pictures read in place: one step more allowed)" : "")
+            + (tolerance > (opacity < 1 ? 2 : 1) ? " (pictures read in place: one step more allowed)" : "")
     } }
 
     // A take's frame sequence: every output frame of a pipelined run (as a
