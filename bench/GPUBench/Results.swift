@@ -33,6 +33,13 @@ struct Result: Codable {
     var submittedLateP99Ms: Double?
     /// How far apart the streams began their measured frames (the clock runs from the first).
     var streamStartSpreadMs: Double
+    /// Paced runs: the latest a frame was submitted against its schedule, and
+    /// the longest and median time a stream took from its first measured frame to its last one back.
+    var submittedLateMaxMs: Double?
+    var streamSpanMaxMs: Double
+    var streamSpanMedianMs: Double
+    /// The longest a stream's closing `flush()` took (not timed: the clock stops at the last frame back).
+    var flushMaxMs: Double
     /// Frames that came back (all streams); with --pace, of `frames × streams` offered.
     var delivered: Int
     var latencyP50Ms: Double
@@ -53,9 +60,11 @@ struct StreamRun: Sendable {
     var latencies: [Double] = []
     var lateness: [Double] = []
     var pageLocked = false
-    /// When its measured frames began, and when its last frame came back (before its compositor shut down).
+    /// When its measured frames began, and when its last frame came back (before its closing flush returned).
     var begin: UInt64 = 0
     var end: UInt64 = 0
+    /// How long its closing flush() took.
+    var flushMs = 0.0
     var stats = GPUStats()
     var info: GPUInfo?
     var paths: GPUPathInfo?

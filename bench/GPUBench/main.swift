@@ -203,9 +203,11 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
         var submitted: [Int64: UInt64] = [:]
         var latencies: [Double] = [], lateness: [Double] = []
         let rate = FrameRate(60)
+        var lastBack: UInt64 = 0, flushNs: UInt64 = 0
         func collect(_ f: VideoFrame) {
             if let t0 = submitted.removeValue(forKey: f.pts.value) {
-                latencies.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e6)
+                lastBack = DispatchTime.now().uptimeNanoseconds
+                latencies.append(Double(lastBack - t0) / 1e6)
             }
         }
         func run(_ count: Int, from first: Int) throws {
@@ -240,7 +242,9 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
                 // Keep at most `inFlight` readbacks outstanding.
                 while compositor.outstandingReadbacks > o.inFlight, let f = try compositor.nextNV12(wait: true) { collect(f) }
             }
+            let f0 = DispatchTime.now().uptimeNanoseconds
             for f in try compositor.flush() { collect(f) }
+            flushNs = DispatchTime.now().uptimeNanoseconds - f0
         }
         try run(o.warmup, from: 0)
         latencies.removeAll()
@@ -251,7 +255,8 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
         start.wait()
         result.begin = DispatchTime.now().uptimeNanoseconds
         try run(o.frames, from: o.warmup)
-        result.end = DispatchTime.now().uptimeNanoseconds
+        result.end = lastBack
+        result.flushMs = Double(flushNs) / 1e6
         result.latencies = latencies
         result.lateness = lateness
         result.stats = compositor.stats
@@ -291,6 +296,7 @@ func mean(_ f: (GPUStats) -> Double?) -> Double? {
     return v.isEmpty ? nil : v.reduce(0, +) / Double(v.count)
 }
 let late = all.flatMap(\.lateness).sorted()
+let spans = all.map { Double($0.end - $0.begin) / 1e6 }.sorted()
 let info = all[0].info!
 let frames = o.frames * o.streams
 let computeFrames = all.map(\.stats.framesCompute).reduce(0, +), fragmentFrames = all.map(\.stats.framesFragment).reduce(0, +)
@@ -307,6 +313,9 @@ let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format:
                offeredPerSecond: o.pace.map { $0 * Double(o.streams) },
                submittedLateP99Ms: o.pace == nil ? nil : late.isEmpty ? 0 : late[min(late.count - 1, Int((0.99 * Double(late.count - 1)).rounded()))],
                streamStartSpreadMs: Double((all.map(\.begin).max() ?? 0) - (all.map(\.begin).min() ?? 0)) / 1e6,
+               submittedLateMaxMs: o.pace == nil ? nil : late.last ?? 0,
+               streamSpanMaxMs: spans.last ?? 0, streamSpanMedianMs: spans.isEmpty ? 0 : spans[spans.count / 2],
+               flushMaxMs: all.map(\.flushMs).max() ?? 0,
                delivered: sorted.count,
                latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99), latencyMaxMs: sorted.last ?? 0,
                gpuTimerQueries: all[0].stats.timerQueries,
@@ -325,9 +334,12 @@ print("per composite GPU: upload \(ms(r.uploadGPUMs)) ms, composite \(ms(r.compo
       + (r.gpuTimerQueries ? "" : " (no GL_EXT_disjoint_timer_query)"))
 print("per composite CPU: upload \(ms(r.uploadCPUMs)) ms, composite \(ms(r.compositeCPUMs)) ms, nv12 \(ms(r.nv12CPUMs)) ms")
 print("input frames' host memory: \(r.hostMemory)")
+print(String(format: "timed until the last frame came back; the streams' closing flush() took at most %.1f ms after it", r.flushMaxMs))
 if let offered = r.offeredPerSecond {
-    print(String(format: "paced: %.1f composites/s offered, %.1f delivered (%.0f %%); frames submitted late by p99 %.2f ms; streams began within %.1f ms",
-                 offered, r.compositesPerSecond, 100 * r.compositesPerSecond / offered, r.submittedLateP99Ms ?? 0, r.streamStartSpreadMs))
+    print(String(format: "paced: %.1f composites/s offered, %.1f delivered (%.0f %%); frames submitted late by p99 %.2f ms, at most %.1f ms; "
+                 + "streams began within %.1f ms and took %.1f ms (median), %.1f ms (longest)", offered, r.compositesPerSecond,
+                 100 * r.compositesPerSecond / offered, r.submittedLateP99Ms ?? 0, r.submittedLateMaxMs ?? 0, r.streamStartSpreadMs,
+                 r.streamSpanMedianMs, r.streamSpanMaxMs))
 }
 if let path = o.json {
     let enc = JSONEncoder()
