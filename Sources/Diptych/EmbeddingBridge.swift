@@ -66,7 +66,7 @@ final class EmbeddingBridge: @unchecked Sendable {
     /// The take's ends, as the session runs them.
     var io: TakeIO {
         var io = TakeIO(
-            openInput: { [self] role, _, _, _ throws(MediaError) in
+            openInput: { [self] role, _, _, _, _ throws(MediaError) in
                 guard let s: any TakeInput = role == .primary ? primary : secondary else {
                     throw .invalidSource(spec: "push:\(role)", reason: "the session has no \(role) stream")
                 }

@@ -36,6 +36,8 @@ public struct SessionHooks: Sendable {
     public var frameEvent: (@Sendable (_ event: FrameEvent, _ pts: MediaTime) -> Void)?
     /// Encoder threads (nil: FFmpeg's choice); a server bounds them by its cores.
     public var encoderThreads: Int?
+    /// What file and URL sources may read (`diptych serve` narrows it).
+    public var sourcePolicy = SourcePolicy.commandLine
     /// Tests: the zero-copy path's VA-API devices and GBM/EGL/VA-API calls on a machine without them.
     var zeroCopyOverride: ZeroCopyOverride?
     /// Replaces the decoder settings a stream is opened with (tests: a
@@ -108,6 +110,8 @@ public final class RecordingSession: @unchecked Sendable {
     let io: TakeIO
 
     private let control = NSLock()
+    /// Stops sources still opening (a FIFO with no writer, a silent server) when the take is stopped before it starts.
+    let openCancel = OpenCancel()
     private var stopRequest: StopReason?
     private var pendingSwitches: [(role: StreamRole, spec: SourceSpec)] = []
     private var pendingLayout: Layout?
@@ -126,6 +130,7 @@ public final class RecordingSession: @unchecked Sendable {
     /// Asks the running take to stop after the current frame and finalize.
     public func stop(_ reason: StopReason = .requested("stop requested")) {
         control.lock(); if stopRequest == nil { stopRequest = reason }; control.unlock()
+        if !hasStarted { openCancel.cancel() }
     }
 
     /// Replaces a stream mid-take without stalling output: the old stream's

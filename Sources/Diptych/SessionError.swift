@@ -24,6 +24,8 @@ public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Bad usage or bad input, found before anything was recorded (exit status 2, HTTP 400).
     public var isBadInput: Bool {
         switch self {
+        // A source that did not answer in time (a FIFO with no writer, a silent server) is not bad input.
+        case .source(_, .timedOut): return false
         case .configuration, .source, .encoder: return true
         case .output(let path, let e):
             switch e {

@@ -43,8 +43,15 @@ final class MediaInput: TakeInput, @unchecked Sendable {
     func close() { source.close() }
 
     /// Opens `spec` (a file or URL, a pattern, standard input); a file's or
-    /// URL's video is decoded as `decoding` says.
-    static func open(_ spec: SourceSpec, duration: Double?, decoding: DecoderSettings = .cpu) throws(MediaError) -> MediaInput {
-        MediaInput(try MediaSources.open(spec, duration: duration, decoding: decoding))
+    /// URL's video is decoded as `decoding` says. Frames too small to
+    /// composite (`MediaSources.sizeProblem`) are refused here.
+    static func open(_ spec: SourceSpec, duration: Double?, decoding: DecoderSettings = .cpu,
+                     opening: SourceOpening = .commandLine) throws(MediaError) -> MediaInput {
+        let source = try MediaSources.open(spec, duration: duration, decoding: decoding, opening: opening)
+        if let why = MediaSources.sizeProblem(source.info.size) {
+            source.close()
+            throw .unsupportedFormat(path: source.info.name, detail: why)
+        }
+        return MediaInput(source)
     }
 }

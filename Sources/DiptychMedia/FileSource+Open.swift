@@ -7,20 +7,40 @@ import Glibc
 /// Opening a `FileSource`: each step owns what it makes (`FFInputContext`,
 /// `VideoDecoder`), so a failure at any step releases everything before it.
 extension FileSource {
-    /// Plain files: say precisely what is wrong before FFmpeg guesses.
-    static func checkPlainFile(_ url: String, name: String) throws(MediaError) {
+    /// What a file source is, found before FFmpeg opens it.
+    enum FileKind { case regular, fifo }
+
+    /// File sources (by resolved path): say precisely what is wrong before
+    /// FFmpeg guesses. Regular files and FIFOs are read; folders, devices
+    /// and sockets are refused.
+    static func checkPlainFile(_ url: String, name: String) throws(MediaError) -> FileKind {
         var st = stat()
         if stat(url, &st) != 0 {
             if errno == ENOENT || errno == ENOTDIR { throw .fileNotFound(path: name) }
             throw .openFailed(path: name, detail: String(cString: strerror(errno)))
         }
-        if (st.st_mode & S_IFMT) == S_IFDIR { throw .openFailed(path: name, detail: "is a directory") }
-        if (st.st_mode & S_IFMT) == S_IFREG && st.st_size == 0 { throw .emptyFile(path: name) }
-        if (st.st_mode & S_IFMT) == S_IFREG {
-            let head = Y4MHeader.readHead(path: url)
-            if Y4MHeader.isY4M(head) {
-                do { _ = try Y4MHeader.parse(head) } catch { throw .invalidHeader(path: name, format: "Y4M", detail: error.description) }
-            }
+        switch st.st_mode & S_IFMT {
+        case S_IFDIR: throw .openFailed(path: name, detail: "is a directory")
+        case S_IFIFO: return .fifo
+        case S_IFREG: break
+        default: throw .openFailed(path: name, detail: "is a device or socket, not a media file or FIFO")
+        }
+        if st.st_size == 0 { throw .emptyFile(path: name) }
+        let head = Y4MHeader.readHead(path: url)
+        if Y4MHeader.isY4M(head) {
+            do { _ = try Y4MHeader.parse(head) } catch { throw .invalidHeader(path: name, format: "Y4M", detail: error.description) }
+        }
+        return .regular
+    }
+
+    /// A FIFO opened without blocking (opening one for reading blocks until
+    /// a writer comes), read through our own reader, which waits for the
+    /// writer as long as `deadline` allows.
+    static func fifoReader(path: String, name: String, deadline: InterruptDeadline) throws(MediaError) -> FFCustomIO {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw .openFailed(path: name, detail: String(cString: strerror(errno))) }
+        do { return try FFCustomIO(fd: fd, replay: [], fifo: true, ownsDescriptor: true, interrupted: { deadline.shouldStop() }) } catch {
+            throw .openFailed(path: name, detail: "\(error)")
         }
     }
 
@@ -36,8 +56,9 @@ extension FileSource {
     }
 
     /// Opens the demuxer and reads the stream information.
-    static func openInput(url: String, name: String, forcedFormat: String?, network: Bool,
-                          networkTimeout: Double, deadline: InterruptDeadline) throws(MediaError) -> FFInputContext {
+    /// `fifo`: the resolved path of a FIFO, read through `fifoReader`.
+    static func openInput(url: String, fifo: String?, name: String, forcedFormat: String?, network: Bool,
+                          networkTimeout: Double, deadline: InterruptDeadline, guardian: SourceGuard) throws(MediaError) -> FFInputContext {
         let options = FFDictionary()
         if network {
             options.set("rw_timeout", String(Int(networkTimeout * 1_000_000)))
@@ -45,16 +66,27 @@ extension FileSource {
         }
         let forced = forcedFormat.flatMap { av_find_input_format($0) }
         var io: FFCustomIO?
+        deadline.arm()
         if forcedFormat == "yuv4mpegpipe", url.hasPrefix("pipe:"), let fd = Int32(url.dropFirst(5)) {
             io = try y4mPipe(fd: fd, name: name, deadline: deadline)
+        } else if let fifo {
+            io = try fifoReader(path: fifo, name: name, deadline: deadline)
         }
         let ctx: FFInputContext
-        deadline.arm()
         do {
-            ctx = try FFInputContext(url: io == nil ? url : "", format: forced, options: options, interrupt: deadline.callback, io: io)
+            ctx = try FFInputContext(url: io == nil ? url : "", format: forced, options: options, interrupt: deadline.callback,
+                                     io: io, sourceGuard: guardian)
         } catch {
+            if let r = guardian.refusal { throw .refused(path: name, reason: r.reason) }
+            if deadline.interrupted { throw .openFailed(path: name, detail: "interrupted") }
             // The interrupt deadline or the protocol's own rw_timeout, whichever ends it first.
             if deadline.fired || error.code == averrorETIMEDOUT { throw .timedOut(path: name) }
+            // FFmpeg's whitelists refuse with EINVAL: name the demuxer when it was one.
+            if error.code == averrorEINVAL, let file = fifo ?? (network ? nil : String(url.dropFirst(5))),
+               let demuxer = probeFormat(path: file, byName: true),
+               !guardian.policy.formats.contains(where: { demuxer.split(separator: ",").contains(Substring($0)) }) {
+                throw .refused(path: name, reason: "would be read by FFmpeg's '\(demuxer)' demuxer, which sources may not use")
+            }
             if error.code == averrorENOENT { throw .fileNotFound(path: name) }
             if error.code == averrorInvalidData, !isURL(url) {
                 if let guessed = probeFormat(path: url) {
@@ -66,6 +98,8 @@ extension FileSource {
         }
         deadline.arm()
         do { try ctx.findStreamInfo() } catch {
+            if let r = guardian.refusal { throw .refused(path: name, reason: r.reason) }
+            if deadline.interrupted { throw .openFailed(path: name, detail: "interrupted") }
             if deadline.fired || error.code == averrorETIMEDOUT { throw .timedOut(path: name) }
             throw .corrupt(path: name, detail: error.message)
         }
@@ -150,8 +184,9 @@ extension FileSource {
         return Rotation(degrees: cw) ?? .r0
     }
 
-    /// The demuxer that recognises the first bytes of `path`, if any (for error messages).
-    static func probeFormat(path: String) -> String? {
+    /// The demuxer that recognises the first bytes of `path` (and its name's
+    /// extension, when `byName`), if any (for error messages).
+    static func probeFormat(path: String, byName: Bool = false) -> String? {
         guard let f = fopen(path, "rb") else { return nil }
         defer { fclose(f) }
         let cap = 1 << 16
@@ -161,9 +196,9 @@ extension FileSource {
         let n = fread(buf, 1, cap, f)
         guard n > 0 else { return nil }
         var score: Int32 = 0
-        return "".withCString { noName -> String? in
+        return (byName ? path : "").withCString { fileName -> String? in
             // No filename: judge by content only (a text file named .mp4 is not MP4).
-            var pd = AVProbeData(filename: noName, buf: buf, buf_size: Int32(n), mime_type: nil)
+            var pd = AVProbeData(filename: fileName, buf: buf, buf_size: Int32(n), mime_type: nil)
             guard let fmt = av_probe_input_format2(&pd, 1, &score), score >= 25 else { return nil }
             return String(cString: fmt.pointee.name)
         }

@@ -60,22 +60,42 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     /// The first frame, decoded at open to check NVDEC really decodes the stream.
     private var primed: InputFrame?
 
-    /// Opens `url` (a path, a URL, `pipe:N`). `forcedFormat` names a demuxer
-    /// (`yuv4mpegpipe`) instead of probing. `displayName` is used in errors.
+    /// Opens `url` (a path, a URL, `pipe:N` with `forcedFormat`
+    /// `yuv4mpegpipe`: standard input's Y4M). `forcedFormat` names a
+    /// demuxer instead of probing. `displayName` is used in errors.
     /// `decoding` chooses the decoder; `--decoder nvdec` where NVDEC cannot
     /// decode the stream throws `decoderUnavailable` naming what is missing.
+    /// `opening` says what the source may read (`refused` otherwise), how
+    /// long opening a network source or a FIFO may block (`timedOut`), and
+    /// what stops it early.
     public init(url: String, duration: Double? = nil, forcedFormat: String? = nil, decoding: DecoderSettings = .cpu,
-                displayName: String? = nil, networkTimeout: Double = 10) throws(MediaError) {
+                displayName: String? = nil, opening: SourceOpening = .commandLine) throws(MediaError) {
         let name = displayName ?? url
         path = name
         converter = FrameConverter(path: name)
         self.decoding = decoding
         limit = duration.map { MediaTime(seconds: $0) }
-        if !isURL(url) { try FileSource.checkPlainFile(url, name: name) }
-        let network = url.contains("://") && !url.hasPrefix("file://")
-        deadline = InterruptDeadline(timeout: network ? networkTimeout : 0)
-        let ctx = try FileSource.openInput(url: url, name: name, forcedFormat: forcedFormat, network: network,
-                                           networkTimeout: networkTimeout, deadline: deadline)
+        let guardian = SourceGuard(policy: opening.policy, name: name)
+        // Standard input (`MediaSources.openY4M`) is read through our own reader, not a protocol.
+        let stdinPipe = forcedFormat == "yuv4mpegpipe" && url.hasPrefix("pipe:")
+        let target = stdinPipe ? (url: url, network: false, path: nil) : try guardian.check(url)
+        let kind = try target.path.map { (p) throws(MediaError) in try FileSource.checkPlainFile(p, name: name) }
+        // Regular files never block; a network source or a FIFO waiting for its writer may.
+        deadline = InterruptDeadline(timeout: target.network || kind == .fifo ? opening.timeout : 0, cancel: opening.cancel)
+        let ctx: FFInputContext
+        do {
+            ctx = try FileSource.openInput(url: target.url, fifo: kind == .fifo ? target.path : nil, name: name,
+                                           forcedFormat: forcedFormat, network: target.network,
+                                           networkTimeout: opening.timeout, deadline: deadline, guardian: guardian)
+        } catch {
+            if target.network && !opening.policy.detailedNetworkErrors {
+                switch error {
+                case .refused: throw error
+                default: throw .unreachable(path: name, detail: error.description)
+                }
+            }
+            throw error
+        }
         input = ctx
         let (vi, stream, codec) = try FileSource.videoStream(in: ctx, name: name)
         videoIndex = vi

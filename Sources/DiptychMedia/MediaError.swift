@@ -26,8 +26,14 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
     case openFailed(path: String, detail: String)
     /// Reading or decoding failed mid-stream.
     case readFailed(path: String, detail: String)
-    /// A network input or output did not answer in time.
+    /// A network input or output did not answer in time, or a FIFO had no
+    /// writer before the source's open timeout.
     case timedOut(path: String)
+    /// The source policy does not allow this input (`SourcePolicy`).
+    case refused(path: String, reason: String)
+    /// A network source could not be opened; `detail` (why) is for the
+    /// operator's log, not for the client that named it.
+    case unreachable(path: String, detail: String)
     /// A `testsrc:` or other source spec that cannot be opened.
     case invalidSource(spec: String, reason: String)
     /// `--decoder nvdec` cannot decode the input here, and what is missing.
@@ -59,6 +65,8 @@ public enum MediaError: Error, Hashable, Sendable, CustomStringConvertible {
         case .openFailed(let p, let d): return "\(p): cannot open: \(d)"
         case .readFailed(let p, let d): return "\(p): read failed: \(d)"
         case .timedOut(let p): return "\(p): timed out"
+        case .refused(let p, let r): return "\(p): not allowed: \(r)"
+        case .unreachable(let p, _): return "\(p): could not be opened"
         case .invalidSource(let s, let r): return "\(s): \(r)"
         case .decoderUnavailable(let p, let r): return "\(p): --decoder nvdec cannot decode it here: \(r)"
         case .encoderUnavailable(let e, let r): return "encoder \(e) unavailable: \(r)"
@@ -92,9 +100,18 @@ final class InterruptDeadline: @unchecked Sendable {
     var fired = false
     /// Set from any thread by `interrupt()`.
     private let cancelled = Atomic<Bool>(false)
+    /// Another party's switch (a take being stopped while it opens its inputs).
+    private let cancel: OpenCancel?
     func interrupt() { cancelled.store(true, ordering: .relaxed) }
-    var interrupted: Bool { cancelled.load(ordering: .relaxed) }
-    init(timeout: Double) { self.timeout = timeout }
+    var interrupted: Bool { cancelled.load(ordering: .relaxed) || cancel?.isCancelled == true }
+    init(timeout: Double, cancel: OpenCancel? = nil) { self.timeout = timeout; self.cancel = cancel }
+    /// Whether the operation should stop now (interrupted, or past its
+    /// deadline, which sets `fired`).
+    func shouldStop() -> Bool {
+        if interrupted { return true }
+        if InterruptDeadline.now() > deadline { fired = true; return true }
+        return false
+    }
     static func now() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -106,10 +123,7 @@ final class InterruptDeadline: @unchecked Sendable {
     var callback: AVIOInterruptCB {
         AVIOInterruptCB(callback: { opaque in
             guard let opaque else { return 0 }
-            let me = Unmanaged<InterruptDeadline>.fromOpaque(opaque).takeUnretainedValue()
-            if me.interrupted { return 1 }
-            if InterruptDeadline.now() > me.deadline { me.fired = true; return 1 }
-            return 0
+            return Unmanaged<InterruptDeadline>.fromOpaque(opaque).takeUnretainedValue().shouldStop() ? 1 : 0
         }, opaque: Unmanaged.passUnretained(self).toOpaque())
     }
 }

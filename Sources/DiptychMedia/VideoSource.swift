@@ -98,10 +98,12 @@ public enum MediaSources {
     /// time (frames with pts ≥ duration are not delivered); synthetic
     /// sources are endless without it.
     /// `decoding` says where a file's or URL's video is decoded (the CPU by default).
-    public static func open(_ spec: SourceSpec, duration: Double? = nil, decoding: DecoderSettings = .cpu) throws(MediaError) -> any VideoSource {
+    /// `opening` says what a file or URL may read and how long opening it may block.
+    public static func open(_ spec: SourceSpec, duration: Double? = nil, decoding: DecoderSettings = .cpu,
+                            opening: SourceOpening = .commandLine) throws(MediaError) -> any VideoSource {
         switch spec {
         case .url(let url):
-            return try FileSource(url: url, duration: duration, decoding: decoding)
+            return try FileSource(url: url, duration: duration, decoding: decoding, opening: opening)
         case .testPattern(let name, let size, let rate):
             return try TestPatternSource(name: name, size: size, rate: rate, duration: duration)
         case .stdin:
@@ -109,6 +111,24 @@ public enum MediaSources {
         case .none:
             throw .invalidSource(spec: "none", reason: "no source to open")
         }
+    }
+
+    /// Checks `spec` against `policy` without opening it (files are looked
+    /// up, hosts resolved): `refused` or `fileNotFound` naming it when it may
+    /// not be read. Returns whether it is a network source.
+    @discardableResult
+    public static func checkAllowed(_ spec: SourceSpec, policy: SourcePolicy) throws(MediaError) -> Bool {
+        guard case .url(let url) = spec else { return false }
+        return try SourceGuard(policy: policy, name: url).check(url).network
+    }
+
+    /// Frames smaller than this are refused at open (the GPU path and 4:2:0 need 2x2).
+    public static let smallestSize = PixelSize(width: 2, height: 2)
+
+    /// Why frames of `size` cannot be composited, nil when they can.
+    public static func sizeProblem(_ size: PixelSize) -> String? {
+        size.width < smallestSize.width || size.height < smallestSize.height
+            ? "its \(size) frames are smaller than \(smallestSize), the smallest picture it can composite" : nil
     }
 
     /// Reads a Y4M (yuv4mpegpipe) stream from file descriptor `fd`

@@ -47,10 +47,11 @@ public struct OutputRoot: Sendable {
     /// The root, absolute, symbolic links resolved.
     public let path: String
 
-    public init(_ path: String) throws(ServerError) {
+    /// `option` names the flag in errors (`--output-root`, `--input-root`).
+    public init(_ path: String, option: String = "--output-root") throws(ServerError) {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue else {
-            throw .badUsage("--output-root '\(path)': not a folder")
+            throw .badUsage("\(option) '\(path)': not a folder")
         }
         self.path = URL(fileURLWithPath: path).resolvingSymlinksInPath().standardizedFileURL.path
     }

@@ -21,21 +21,45 @@ enum MediaProbe {
         }
     }
 
-    /// `info`, for a source a request names as `field`: a path that does not
-    /// exist, or a file that is not media the take could read, is the
-    /// request's mistake (400), found before the take is admitted.
-    static func checked(_ spec: SourceSpec, field: String) throws(RequestError) -> SourceInfo? {
-        if case .testPattern = spec {
+    /// `info`, for a source a request names as `field`, checked against
+    /// the server's `policy` first: a source the policy refuses, a path that
+    /// does not exist, a folder, or a file that is not media the take could
+    /// read is the request's mistake (400), found before the take is admitted.
+    /// Network sources and FIFOs are checked but not opened (nil).
+    static func checked(_ spec: SourceSpec, field: String, policy: SourcePolicy) throws(RequestError) -> SourceInfo? {
+        switch spec {
+        case .none: return nil
+        case .stdin: throw .badRequest("\(field) '-': a server take cannot read standard input")
+        case .testPattern:
             do { let s = try MediaSources.open(spec); s.close() } catch { throw .badRequest("\(field): \(error)") }
             return info(spec)
+        case .url(let u):
+            try checkAllowed(spec, field: field, policy: policy)
+            if SourcePolicy.ffmpegProtocol(of: u) != "file" { return nil }
+            var st = stat()
+            guard stat(u.lowercased().hasPrefix("file:") ? String(u.dropFirst(5)) : u, &st) == 0 else {
+                throw .badRequest("\(field) '\(u)': no such file")
+            }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR: throw .badRequest("\(field) '\(u)': is a folder, not a media file")
+            case S_IFREG: break
+            default: return nil
+            }
+            do {
+                let s = try MediaSources.open(spec, opening: SourceOpening(policy: policy)); defer { s.close() }
+                return s.info
+            } catch { throw .badRequest("\(field): \(error)") }
         }
-        guard case .url(let u) = spec, !u.contains("://") else { return info(spec) }
-        var st = stat()
-        guard stat(u, &st) == 0 else { throw .badRequest("\(field) '\(u)': no such file") }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        do { let s = try MediaSources.open(spec); defer { s.close() }; return s.info } catch {
-            throw .badRequest("\(field): \(error)")
-        }
+    }
+
+    /// Refuses (400) a source the policy does not allow, without opening it.
+    static func checkAllowed(_ spec: SourceSpec, field: String, policy: SourcePolicy) throws(RequestError) {
+        do { try MediaSources.checkAllowed(spec, policy: policy) } catch { throw .badRequest("\(field): \(error)") }
+    }
+
+    /// Refuses (400) a source whose frames are too small to composite.
+    static func checkSize(_ info: SourceInfo, field: String) throws(RequestError) {
+        if let why = MediaSources.sizeProblem(info.size) { throw .badRequest("\(field) '\(info.name)': \(why)") }
     }
 
     static func isRegularFile(_ path: String) -> Bool {

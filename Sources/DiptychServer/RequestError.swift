@@ -12,6 +12,7 @@ public enum RequestError: Error, Hashable, Sendable, CustomStringConvertible {
     case unavailable(String)         // 503
     case failed(String)              // 500
     case badGateway(String)          // 502: an output's receiver could not be reached
+    case gatewayTimeout(String)      // 504: a source did not answer before its timeout
 
     public var status: Int {
         switch self {
@@ -24,13 +25,14 @@ public enum RequestError: Error, Hashable, Sendable, CustomStringConvertible {
         case .unavailable: 503
         case .failed: 500
         case .badGateway: 502
+        case .gatewayTimeout: 504
         }
     }
 
     public var description: String {
         switch self {
         case .badRequest(let m), .unauthorized(let m), .notFound(let m), .methodNotAllowed(let m, _),
-             .conflict(let m), .tooLarge(let m), .unavailable(let m), .failed(let m), .badGateway(let m): m
+             .conflict(let m), .tooLarge(let m), .unavailable(let m), .failed(let m), .badGateway(let m), .gatewayTimeout(let m): m
         }
     }
 

@@ -9,6 +9,10 @@ public struct ServeOptions: Sendable {
     public var gpu = "auto"
     public var stateDir: String?
     public var outputRoot: String?
+    /// `--input-root`: the folder file sources must lie in.
+    public var inputRoot: String?
+    /// `--allow-source-net`: the networks network sources may reach.
+    public var allowedSourceNetworks: [IPNetwork] = []
     /// CPU cores admission may fill (default: every core of this machine).
     public var cores: Double?
     /// GPU milliseconds per second admission may fill (default 1000: all of
@@ -25,8 +29,8 @@ public struct ServeOptions: Sendable {
 
     public static let usage = """
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
-                             [--state-dir DIR] [--output-root DIR] [--cores N] [--gpu-ms N] [--contexts N]
-                             [--encoder-threads N] [--max-body BYTES]
+                             [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
+                             [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
           --listen HOST:PORT   address to listen on (default \(ListenAddress.defaultText); port 0 picks a free one).
                                Any address other than loopback needs --token-file.
@@ -35,6 +39,11 @@ public struct ServeOptions: Sendable {
           --gpu SEL            the GPU all takes share: auto, software, N, /dev/dri/renderDN, PLATFORM[:DEVICE]
           --state-dir DIR      keep each take's configuration, state and summary here (survives restarts)
           --output-root DIR    take outputs and previews must lie under DIR (relative paths are taken from it)
+          --input-root DIR     file sources must lie under DIR (relative paths are taken from it). Without it,
+                               a server listening beyond loopback takes no file sources
+          --allow-source-net CIDR,...
+                               the only networks network sources may reach (repeatable). Without it any host but,
+                               when listening beyond loopback, loopback and link-local addresses
           --cores N            CPU cores admission may fill (default: all of this machine's)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
           --contexts N         GL contexts the takes share (default 1 on a GPU, one per core in software)
@@ -56,7 +65,7 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -77,6 +86,15 @@ public struct ServeOptions: Sendable {
                 o.gpu = v
             case "--state-dir": o.stateDir = v
             case "--output-root": o.outputRoot = v
+            case "--input-root": o.inputRoot = v
+            case "--allow-source-net":
+                for part in v.split(separator: ",", omittingEmptySubsequences: false) {
+                    let text = part.trimmingCharacters(in: .whitespaces)
+                    guard let n = IPNetwork(text) else {
+                        throw bad("'\(text)' is not an address or network (10.0.0.0/8, 2001:db8::/32, 192.0.2.7)")
+                    }
+                    o.allowedSourceNetworks.append(n)
+                }
             case "--cores":
                 guard let n = Double(v), n > 0, n <= 4096 else { throw bad("must be a positive number of cores, at most 4096") }
                 o.cores = n

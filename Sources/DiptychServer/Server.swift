@@ -37,6 +37,10 @@ public final class Server: @unchecked Sendable {
     /// socket fails. The calibration take then runs in the background.
     public func start() throws(ServerError) -> UInt16 {
         let outputRoot = try options.outputRoot.map { (p) throws(ServerError) in try OutputRoot(p) }
+        let inputRoot = try options.inputRoot.map { (p) throws(ServerError) in try OutputRoot(p, option: "--input-root") }
+        let sources = SourcePolicy.server(inputRoot: inputRoot?.path, allowedNetworks: options.allowedSourceNetworks,
+                                          listensBeyondLoopback: !address.isLoopback)
+        log("sources: \(sources)")
         let store = try options.stateDir.map { (p) throws(ServerError) in try StateStore(path: p, log: log) }
         guard let selection = GPUSelection(parsing: options.gpu) else { throw .badUsage("--gpu '\(options.gpu)': not a GPU selection") }
 
@@ -61,7 +65,8 @@ public final class Server: @unchecked Sendable {
         let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: gpuMs)
         let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
-                                             outputRoot: outputRoot, encoderCores: encoderCores, encoderThreads: options.encoderThreads)
+                                             outputRoot: outputRoot, sourcePolicy: sources, encoderCores: encoderCores,
+                                             encoderThreads: options.encoderThreads)
         let meter = CostMeter()
         let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log)
         let r = TakesAPI(registry: registry, gpuDescription: pool.info.description,

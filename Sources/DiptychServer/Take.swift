@@ -47,6 +47,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var _error: String?
     private var _badInput = false
     private var _unreachableOutput = false
+    private var _sourceTimedOut = false
     /// Outputs added while the take runs, by index, while they are open.
     private var _added: [Int: OutputSpec] = [:]
     /// Every output added while the take ran, removed ones included (their files hold recordings).
@@ -87,6 +88,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     var error: String? { lock.withLock { _error } }
     var badInput: Bool { lock.withLock { _badInput } }
     var unreachableOutput: Bool { lock.withLock { _unreachableOutput } }
+    var sourceTimedOut: Bool { lock.withLock { _sourceTimedOut } }
 
     // MARK: - Control
 
@@ -215,6 +217,7 @@ final class Take: TakeEvents, @unchecked Sendable {
             _error = e.error
             _badInput = e.badInput
             _unreachableOutput = e.unreachableOutput
+            _sourceTimedOut = e.sourceTimedOut
             _state = e.error == nil ? .finished : .failed
             if let s = e.summary { written = s.frames }
         }

@@ -10,6 +10,8 @@ final class TakeRegistry: @unchecked Sendable {
         var capacity: Capacity
         var serverGPU: String
         var outputRoot: OutputRoot?
+        /// What take sources may read (`--input-root`, `--allow-source-net`).
+        var sourcePolicy = SourcePolicy.commandLine
         /// Cores encoder threads are shared out from (this machine's, at most the capacity).
         var encoderCores: Int
         /// `--encoder-threads`: every take's, instead of a share of `encoderCores`.
@@ -70,8 +72,22 @@ final class TakeRegistry: @unchecked Sendable {
             config.extraOutputs[i].out = try resolve(config.extraOutputs[i].out, field: "alsoOut[\(i)].out")
         }
 
+        // Sources: relative paths from the input root, each checked against the policy before anything opens.
+        config.primary = sourceSpec(config.primary)
+        config.secondary = sourceSpec(config.secondary)
+        config.slate = config.slate.map { sourcePath($0) }
+        for i in config.secondarySwitches.indices { config.secondarySwitches[i].source = sourceSpec(config.secondarySwitches[i].source) }
+        let policy = settings.sourcePolicy
+        if let slate = config.slate { _ = try MediaProbe.checked(.url(slate), field: "slate", policy: policy) }
+        for (i, s) in config.secondarySwitches.enumerated() {
+            try MediaProbe.checkAllowed(s.source, field: "secondarySwitches[\(i)].source", policy: policy)
+        }
+        if let info = try MediaProbe.checked(config.secondary, field: "secondary", policy: policy) {
+            try MediaProbe.checkSize(info, field: "secondary")
+        }
         // The take's load at real time: its canvas at the primary's rate.
-        let info = try MediaProbe.checked(config.primary, field: "primary")
+        let info = try MediaProbe.checked(config.primary, field: "primary", policy: policy)
+        if let info { try MediaProbe.checkSize(info, field: "primary") }
         let upright = info.map { $0.size.rotated(config.primaryOrientation.rotation) }
         let canvas = config.resolvedCanvas(primaryUprightSize: upright)
         let load = TakeLoad(width: canvas.width, height: canvas.height, fps: info?.frameRate.fps ?? 30,
@@ -82,7 +98,7 @@ final class TakeRegistry: @unchecked Sendable {
         store?.saveConfiguration(take)
         store?.save(take)
         log("take \(take.id): \(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
-        take.run(TakeSession(configuration: config, pool: pool, encoderThreads: take.encoderThreads, events: take))
+        take.run(TakeSession(configuration: config, pool: pool, encoderThreads: take.encoderThreads, sourcePolicy: policy, events: take))
         take.waitUntilStarted(timeout: settings.startWait)
         if take.state == .failed && take.summary == nil {
             // Nothing was recorded: the request failed, and no take exists.
@@ -94,6 +110,7 @@ final class TakeRegistry: @unchecked Sendable {
             let why = take.error ?? "the take failed to start"
             if take.badInput { throw .badRequest(why) }
             if take.unreachableOutput { throw .badGateway(why) }
+            if take.sourceTimedOut { throw .gatewayTimeout(why) }
             throw why.hasPrefix("not starting") ? .unavailable(why) : .failed(why)
         }
         return take
@@ -153,6 +170,18 @@ final class TakeRegistry: @unchecked Sendable {
         }
         spec.out = try resolve(spec.out, field: "out")
         return spec
+    }
+
+    /// A source as the take opens it: a relative file path taken from the input root.
+    func sourceSpec(_ spec: SourceSpec) -> SourceSpec {
+        guard case .url(let u) = spec else { return spec }
+        return .url(sourcePath(u))
+    }
+
+    private func sourcePath(_ value: String) -> String {
+        guard let root = settings.sourcePolicy.inputRoot, SourcePolicy.ffmpegProtocol(of: value) == "file",
+              !value.hasPrefix("/"), !value.lowercased().hasPrefix("file:") else { return value }
+        return root + "/" + value
     }
 
     /// A take's output or preview path: under the output root when one is

@@ -28,6 +28,8 @@ struct TakeEnding: Sendable {
     var badInput: Bool
     /// A live output's receiver could not be reached when the take started.
     var unreachableOutput = false
+    /// A source did not answer before its open timeout.
+    var sourceTimedOut = false
 }
 
 /// What a running take reports, on the take's own threads.
@@ -61,8 +63,8 @@ final class TakeSession: @unchecked Sendable {
 
     /// `simulateContextLossAtFrames`: output frames at which the take's GPU
     /// context is reported lost (tests of the rebuild through the pool).
-    init(configuration: TakeConfiguration, pool: CompositorPool, encoderThreads: Int, events: any TakeEvents,
-         simulateContextLossAtFrames: Set<Int> = []) {
+    init(configuration: TakeConfiguration, pool: CompositorPool, encoderThreads: Int, sourcePolicy: SourcePolicy = .commandLine,
+         events: any TakeEvents, simulateContextLossAtFrames: Set<Int> = []) {
         let box = GPUBox()
         gpu = box
         self.events = events
@@ -91,6 +93,7 @@ final class TakeSession: @unchecked Sendable {
             return c
         }
         hooks.encoderThreads = encoderThreads
+        hooks.sourcePolicy = sourcePolicy
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         session = RecordingSession(configuration: configuration, hooks: hooks)
     }
@@ -115,6 +118,11 @@ final class TakeSession: @unchecked Sendable {
                 ending.error = TakeSession.message(error)
                 ending.badInput = error.isBadInput
                 if case .output(let path, .writeFailed) = error, !error.isBadInput { ending.unreachableOutput = ContainerFormat.isLive(path) }
+                if case .source(_, .timedOut) = error { ending.sourceTimedOut = true }
+                // The client is told only that a network source could not be opened; the log says why.
+                if case .source(let role, .unreachable(let name, let detail)) = error {
+                    events?.takeLogged("\(role.rawValue) \(name) could not be opened: \(detail)")
+                }
             }
             watcher.cancel()
             box.lock.withLock { box.ended = true }

@@ -34,8 +34,11 @@ struct TakesAPI {
         }
         r.add("POST", "/v1/takes/{id}/switch") { req, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in
-                let (role, spec) = try TakeRequests.switchRequest(req.body)
-                _ = try MediaProbe.checked(spec, field: "source")
+                let (role, request) = try TakeRequests.switchRequest(req.body)
+                let spec = api.registry.sourceSpec(request)
+                if let info = try MediaProbe.checked(spec, field: "source", policy: api.registry.settings.sourcePolicy) {
+                    try MediaProbe.checkSize(info, field: "source")
+                }
                 try api.requireRecording(t)
                 t.switchSource(role, to: spec)
                 return JSONOut.response(202, ["id": t.id, "role": role.rawValue, "source": spec.description])

@@ -9,8 +9,8 @@ import DiptychMedia
 /// between the two ends knows which.
 struct TakeIO: Sendable {
     /// Opens the stream of `role` (the take's configured spec, or a hot swap's),
-    /// decoding it as `DecoderSettings` say.
-    var openInput: @Sendable (StreamRole, SourceSpec, _ duration: Double?, DecoderSettings) throws(MediaError) -> any TakeInput
+    /// decoding it as `DecoderSettings` say, within what `SourceOpening` allows.
+    var openInput: @Sendable (StreamRole, SourceSpec, _ duration: Double?, DecoderSettings, SourceOpening) throws(MediaError) -> any TakeInput
     /// Opens output `index` (0 is `--out`, then `--also-out` in order).
     /// `origin` is the output's zero on the take's timeline (nil: its first frame).
     var openOutput: @Sendable (_ index: Int, OutputSpec, VideoEncoderSettings, AudioTrack?, _ origin: MediaTime?) throws(MediaError) -> any TakeOutput
@@ -32,7 +32,9 @@ struct TakeIO: Sendable {
 
     /// Files, URLs, synthetic patterns and standard input in; `MediaWriter`s out.
     static let media = TakeIO(
-        openInput: { _, spec, duration, decoding throws(MediaError) in try MediaInput.open(spec, duration: duration, decoding: decoding) },
+        openInput: { _, spec, duration, decoding, opening throws(MediaError) in
+            try MediaInput.open(spec, duration: duration, decoding: decoding, opening: opening)
+        },
         openOutput: { _, spec, video, audio, origin throws(MediaError) in
             try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio, timestampOrigin: origin)
         })

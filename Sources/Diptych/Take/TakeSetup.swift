@@ -75,13 +75,18 @@ enum TakeSetup {
         // Inputs, decoded where `--decoder` says (NVDEC on the compositor's GPU).
         let decoders = DecoderLog()
         let decoding = decoderSettings(config, gpu: gpu.gpu, hooks: hooks, log: decoders)
+        // Opening a source blocks at most its role's timeout, and stops at once when the take is stopped.
+        let policy = hooks.sourcePolicy, cancel = session.openCancel
+        let opening = { @Sendable (role: StreamRole) in
+            SourceOpening(policy: policy, timeout: role == .primary ? config.primaryTimeout : config.secondaryTimeout, cancel: cancel)
+        }
         let primary: any TakeInput
-        do { primary = try decoders.opened(.primary, io.openInput(.primary, config.primary, config.duration, decoding(.primary))) } catch {
+        do { primary = try decoders.opened(.primary, io.openInput(.primary, config.primary, config.duration, decoding(.primary), opening(.primary))) } catch {
             throw .source(.primary, error)
         }
         var secondary: (any TakeInput)?
         if config.secondary != .none {
-            do { secondary = try decoders.opened(.secondary, io.openInput(.secondary, config.secondary, nil, decoding(.secondary))) } catch {
+            do { secondary = try decoders.opened(.secondary, io.openInput(.secondary, config.secondary, nil, decoding(.secondary), opening(.secondary))) } catch {
                 primary.close(); throw .source(.secondary, error)
             }
         }
@@ -153,7 +158,7 @@ enum TakeSetup {
         var slate: InputFrame?
         if let path = config.slate {
             do throws(MediaError) {
-                let source = try MediaSources.open(.url(path))
+                let source = try MediaSources.open(.url(path), opening: opening(.secondary))
                 defer { source.close() }
                 guard let f = try source.nextFrame() else { throw MediaError.emptyFile(path: path) }
                 slate = InputFrame(f)
@@ -208,7 +213,7 @@ enum TakeSetup {
                                           primaryTimeout: config.primaryTimeout, secondaryTimeout: config.secondaryTimeout,
                                           switches: config.secondarySwitches, sharedClock: io.sharedClock,
                                           open: { spec, d throws(MediaError) in
-                                              let input = try io.openInput(.secondary, spec, d, decoding(.secondary))
+                                              let input = try io.openInput(.secondary, spec, d, decoding(.secondary), opening(.secondary))
                                               if let dec = input.info.decoder { hooks.log("secondary decoder (\(spec)): \(dec)") }
                                               return decoders.opened(.secondary, input)
                                           })

@@ -5,14 +5,23 @@ final class FFInputContext {
     let raw: UnsafeMutablePointer<AVFormatContext>
     /// The reader in place of a protocol, kept until the context is closed.
     private let io: FFCustomIO?
+    /// The check of every URL the context opens (its `io_open`), kept as long.
+    private let sourceGuard: SourceGuard?
 
     /// Opens `url`, or reads through `io` when given. `interrupt` is
-    /// installed before anything blocks; `format` forces a demuxer instead of probing.
+    /// installed before anything blocks; `format` forces a demuxer instead of
+    /// probing; `sourceGuard` checks every URL opened for it and sets
+    /// FFmpeg's protocol and demuxer whitelists.
     init(url: String, format: UnsafePointer<AVInputFormat>?, options: FFDictionary,
-         interrupt: AVIOInterruptCB, io: FFCustomIO? = nil) throws(FFmpegError) {
+         interrupt: AVIOInterruptCB, io: FFCustomIO? = nil, sourceGuard: SourceGuard? = nil) throws(FFmpegError) {
         guard let ctx = avformat_alloc_context() else { throw .outOfMemory("avformat_alloc_context") }
         ctx.pointee.interrupt_callback = interrupt
         self.io = io
+        self.sourceGuard = sourceGuard
+        if let sourceGuard {
+            sourceGuard.apply(to: options)
+            sourceGuard.install(on: ctx)
+        }
         if let io {
             ctx.pointee.pb = io.raw
             ctx.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
