@@ -24,6 +24,42 @@ public enum JSONValue: Hashable, Sendable {
         do { self = try JSONDecoder().decode(JSONValue.self, from: data) } catch {
             throw ConfigurationError(field: source, value: "", reason: "not valid JSON")
         }
+        // A decoder keeps one of two equal keys silently; which one a reader sees is not to be guessed.
+        if let key = JSONValue.duplicateKey(in: data) {
+            throw ConfigurationError(field: source, value: key, reason: "the key appears twice in one object")
+        }
+    }
+
+    /// The first key that appears twice in one object of `data` (valid
+    /// JSON), with escapes decoded (`"a"` and `"\u0061"` are the same key).
+    static func duplicateKey(in data: Data) -> String? {
+        let bytes = [UInt8](data)
+        var stack: [Set<String>?] = []   // per open container: keys so far (nil for an array)
+        var expectKey = false
+        var i = 0
+        while i < bytes.count {
+            let b = bytes[i]
+            switch b {
+            case UInt8(ascii: "{"): stack.append([]); expectKey = true
+            case UInt8(ascii: "["): stack.append(nil); expectKey = false
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): _ = stack.popLast(); expectKey = false
+            case UInt8(ascii: ","): expectKey = stack.last.map { $0 != nil } ?? false
+            case UInt8(ascii: "\""):
+                var j = i + 1
+                while j < bytes.count && bytes[j] != UInt8(ascii: "\"") { j += bytes[j] == UInt8(ascii: "\\") ? 2 : 1 }
+                if expectKey, var keys = stack.last ?? nil {
+                    let token = Data(bytes[i...min(j, bytes.count - 1)])
+                    let key = (try? JSONDecoder().decode(String.self, from: token)) ?? String(decoding: token, as: UTF8.self)
+                    if !keys.insert(key).inserted { return key }
+                    stack[stack.count - 1] = keys
+                    expectKey = false
+                }
+                i = j
+            default: break
+            }
+            i += 1
+        }
+        return nil
     }
 
     /// Compact JSON text with sorted keys (`pretty`: indented).

@@ -47,6 +47,23 @@ public struct Capacity: Hashable, Sendable, Codable {
     public init(cpuCores: Double, gpuMsPerSecond: Double = 1000, headroom: Double = 0.9) {
         self.cpuCores = cpuCores; self.gpuMsPerSecond = gpuMsPerSecond; self.headroom = headroom
     }
+
+    private enum CodingKeys: String, CodingKey { case cpuCores, gpuMsPerSecond, headroom }
+
+    /// JSON has no infinity: an unlimited GPU budget (a software rasterizer's) is `null`.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(cpuCores, forKey: .cpuCores)
+        if gpuMsPerSecond.isFinite { try c.encode(gpuMsPerSecond, forKey: .gpuMsPerSecond) } else { try c.encodeNil(forKey: .gpuMsPerSecond) }
+        try c.encode(headroom, forKey: .headroom)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        cpuCores = try c.decode(Double.self, forKey: .cpuCores)
+        gpuMsPerSecond = try c.decodeIfPresent(Double.self, forKey: .gpuMsPerSecond) ?? .infinity
+        headroom = try c.decode(Double.self, forKey: .headroom)
+    }
 }
 
 /// A running take that has fallen behind real time.

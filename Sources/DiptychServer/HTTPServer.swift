@@ -31,15 +31,24 @@ public struct HTTPResponse: Sendable {
 
 /// The HTTP side of `diptych serve`: owns one libmicrohttpd daemon (an
 /// internal polling thread and a thread per connection, so a handler may
-/// block, e.g. while a take finalizes). Bodies are accumulated up to
-/// `maxBodyBytes`; a larger one gets 413 (at once when `Content-Length`
-/// says so, else after the rest has been read and discarded).
+/// block, e.g. while a take finalizes). Before any body is read, `admit`
+/// sees the method, path and `Authorization` header and may answer at once
+/// (a missing token: 401, with the body never read). Bodies are accumulated
+/// up to `maxBodyBytes`; a larger one gets 413 (at once when
+/// `Content-Length` says so, else after the rest has been read and
+/// discarded). One client address holds at most `perAddressLimit`
+/// connections, and a request must arrive whole within `requestDeadline`
+/// (`ConnectionDeadlines`), however slowly its bytes trickle in.
 final class HTTPServer: @unchecked Sendable {
     typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+    /// Sees a request's head (its body empty, not yet read); a response refuses it.
+    typealias Admit = @Sendable (HTTPRequest) -> HTTPResponse?
 
     let address: ListenAddress
     let maxBodyBytes: Int
     private let handler: Handler
+    private let admit: Admit
+    private let deadlines: ConnectionDeadlines
     private let log: @Sendable (String) -> Void
     private var daemon: OpaquePointer?
     private let logger: UnsafeMutablePointer<diptych_mhd_logger>
@@ -48,8 +57,10 @@ final class HTTPServer: @unchecked Sendable {
     private var lastLogLine: String?
     private var quiesced = false
 
-    init(address: ListenAddress, maxBodyBytes: Int, log: @escaping @Sendable (String) -> Void, handler: @escaping Handler) {
-        self.address = address; self.maxBodyBytes = maxBodyBytes; self.handler = handler; self.log = log
+    init(address: ListenAddress, maxBodyBytes: Int, requestDeadline: Double = HTTPServer.requestDeadline,
+         log: @escaping @Sendable (String) -> Void, admit: @escaping Admit = { _ in nil }, handler: @escaping Handler) {
+        self.address = address; self.maxBodyBytes = maxBodyBytes; self.handler = handler; self.admit = admit; self.log = log
+        deadlines = ConnectionDeadlines(deadline: requestDeadline)
         logger = .allocate(capacity: 1)
         logger.initialize(to: diptych_mhd_logger(fn: nil, cls: nil))
     }
@@ -64,6 +75,10 @@ final class HTTPServer: @unchecked Sendable {
     /// clients cannot shut the others out, short enough that they let go.
     static let connectionLimit: UInt32 = 1024
     static let idleTimeout: UInt32 = 20
+    /// Connections one client address may hold at once.
+    static let perAddressLimit: UInt32 = 64
+    /// Seconds a request may take to arrive whole (head and body).
+    static let requestDeadline = ServeOptions().requestTimeout
 
     /// Binds and starts serving; returns the port (the real one for port 0).
     /// Throws `.runtime` with libmicrohttpd's reason (address in use, say).
@@ -78,13 +93,15 @@ final class HTTPServer: @unchecked Sendable {
         if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         let d = address.withSockaddr { sa in
             diptych_mhd_start(flags, address.port, sa, HTTPServer.access, me, HTTPServer.completed, me,
-                              HTTPServer.connectionLimit, HTTPServer.idleTimeout, 256 * 1024, logger)
+                              HTTPServer.notify, me, HTTPServer.connectionLimit, HTTPServer.perAddressLimit,
+                              HTTPServer.idleTimeout, 256 * 1024, logger)
         }
         guard let d else {
             let why = lock.withLock { lastLogLine } ?? "libmicrohttpd could not start"
             throw .runtime("--listen \(address): \(why.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
         daemon = d
+        deadlines.start()
         lock.withLock { started = true }
         return diptych_mhd_bound_port(d)
     }
@@ -103,6 +120,7 @@ final class HTTPServer: @unchecked Sendable {
         guard let d = daemon else { return }
         MHD_stop_daemon(d)
         daemon = nil
+        deadlines.stop()
     }
 
     /// libmicrohttpd's messages go to the log once it listens; while it starts,
@@ -121,10 +139,17 @@ final class HTTPServer: @unchecked Sendable {
     private static let access: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadSize, conCls in
         guard let cls, let connection, let conCls, let uploadSize else { return .NO }
         let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-        // First call: headers only. Refuse a declared oversized body before reading it.
+        let target = url.map { String(cString: $0) } ?? "/"
+        let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let auth = MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) }
+        var request = HTTPRequest(method: method.map { String(cString: $0) } ?? "GET", path: String(parts[0]),
+                                  query: parts.count > 1 ? String(parts[1]) : nil, authorization: auth)
+        // First call: headers only. Refuse an unauthorized request, or a declared
+        // oversized body, before reading the body.
         guard let raw = conCls.pointee else {
             let state = RequestState()
             conCls.pointee = Unmanaged.passRetained(state).toOpaque()
+            if let refusal = server.admit(request) { return server.queue(refusal, on: connection) }
             if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
                let n = Int(String(cString: length)), n > server.maxBodyBytes {
                 return server.queue(HTTPErrors.response(413, "request body of \(n) bytes is over the \(server.maxBodyBytes)-byte limit"),
@@ -149,18 +174,30 @@ final class HTTPServer: @unchecked Sendable {
         if state.tooLarge {
             return server.queue(HTTPErrors.response(413, "request body is over the \(server.maxBodyBytes)-byte limit"), on: connection)
         }
-        let target = url.map { String(cString: $0) } ?? "/"
-        let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        let auth = MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) }
-        let request = HTTPRequest(method: method.map { String(cString: $0) } ?? "GET", path: String(parts[0]),
-                                  query: parts.count > 1 ? String(parts[1]) : nil, authorization: auth, body: state.body)
+        // The request has arrived whole: its handler may take as long as it needs.
+        server.deadlines.arrived(connection)
+        request.body = state.body
         return server.queue(server.handler(request), on: connection)
     }
 
-    private static let completed: MHD_RequestCompletedCallback = { _, _, conCls, _ in
+    private static let completed: MHD_RequestCompletedCallback = { cls, connection, conCls, _ in
+        if let cls, let connection {
+            // The next request on this connection has a deadline of its own.
+            Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().deadlines.restart(connection)
+        }
         guard let conCls, let raw = conCls.pointee else { return }
         Unmanaged<RequestState>.fromOpaque(raw).release()
         conCls.pointee = nil
+    }
+
+    private static let notify: MHD_NotifyConnectionCallback = { cls, connection, _, event in
+        guard let cls, let connection else { return }
+        let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+        if event == MHD_ConnectionNotificationCode(rawValue: 0) {  // MHD_CONNECTION_NOTIFY_STARTED
+            server.deadlines.opened(connection, socket: diptych_mhd_connection_fd(connection))
+        } else {
+            server.deadlines.closed(connection)
+        }
     }
 
     private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
@@ -173,4 +210,78 @@ final class HTTPServer: @unchecked Sendable {
         for (k, v) in response.headers { _ = MHD_add_response_header(r, k, v) }
         return MHD_queue_response(connection, UInt32(response.status), r)
     }
+}
+
+/// The whole-request deadline of every open connection. libmicrohttpd's own
+/// timeout is an idle one, which a client sending a byte every few seconds
+/// never reaches; here a request that has not arrived whole `deadline`
+/// seconds after its connection opened (or its last response was sent) has
+/// its socket shut down, which ends the connection on its own thread. Each
+/// connection's socket is held as a duplicate until libmicrohttpd says it
+/// closed, so the one shut down is always that connection's.
+final class ConnectionDeadlines: @unchecked Sendable {
+    private struct Entry {
+        var socket: Int32
+        /// When the request now arriving must be whole; nil while a handler runs.
+        var due: Double?
+    }
+    let deadline: Double
+    private let lock = NSLock()
+    private var entries: [OpaquePointer: Entry] = [:]
+    private var running = false
+    private var sweeper: Thread?
+    /// Connections shut down for missing their deadline (for the log and tests).
+    private(set) var expired = 0
+
+    init(deadline: Double) { self.deadline = deadline }
+
+    private static func now() -> Double { ProcessInfo.processInfo.systemUptime }
+
+    func opened(_ connection: OpaquePointer, socket: Int32) {
+        let copy = socket >= 0 ? dup(socket) : -1
+        lock.withLock { entries[connection] = Entry(socket: copy, due: Self.now() + deadline) }
+    }
+
+    func arrived(_ connection: OpaquePointer) { lock.withLock { entries[connection]?.due = nil } }
+
+    func restart(_ connection: OpaquePointer) { lock.withLock { entries[connection]?.due = Self.now() + deadline } }
+
+    func closed(_ connection: OpaquePointer) {
+        let socket = lock.withLock { entries.removeValue(forKey: connection)?.socket }
+        if let socket, socket >= 0 { close(socket) }
+    }
+
+    func start() {
+        lock.withLock { running = true }
+        let t = Thread { [self] in
+            while lock.withLock({ running }) {
+                sweep()
+                Thread.sleep(forTimeInterval: min(0.5, deadline / 4))
+            }
+        }
+        t.name = "http-deadlines"
+        sweeper = t
+        t.start()
+    }
+
+    func stop() {
+        lock.withLock { running = false }
+        let left = lock.withLock { () -> [Int32] in defer { entries = [:] }; return entries.values.map(\.socket) }
+        for s in left where s >= 0 { close(s) }
+    }
+
+    /// Shuts down the sockets of requests past their deadline.
+    func sweep() {
+        let now = Self.now()
+        lock.withLock {
+            for (key, e) in entries {
+                guard let due = e.due, now > due, e.socket >= 0 else { continue }
+                shutdown(e.socket, Int32(SHUT_RDWR))
+                entries[key]?.due = nil
+                expired += 1
+            }
+        }
+    }
+
+    var expiredCount: Int { lock.withLock { expired } }
 }

@@ -17,7 +17,7 @@ enum OutputClaims {
         return f.filter { isFile($0.path) }
     }
 
-    static func isFile(_ path: String) -> Bool { !path.isEmpty && OutputRoot.scheme(of: path) == nil }
+    static func isFile(_ path: String) -> Bool { FileIdentity(path) != nil }
 
     /// The recordings of `take` (its output, extra outputs and those added while it runs).
     static func recordings(of take: Take) -> [String] {
@@ -29,14 +29,27 @@ enum OutputClaims {
         files(take.configuration).map(\.path) + take.addedOutputs.map(\.out).filter(isFile)
     }
 
+    /// The files `take` reads: its inputs, slate and scheduled switches.
+    static func reads(of take: Take) -> [String] {
+        let c = take.configuration
+        var r: [String] = []
+        for spec in [c.primary, c.secondary] + c.secondarySwitches.map(\.source) { if case .url(let u) = spec { r.append(u) } }
+        if let s = c.slate { r.append(s) }
+        return r.filter { FileIdentity($0) != nil }
+    }
+
     /// Why `path` (asked for as `field`) may not be written, among `takes`
     /// and the paths `reserved` by outputs being opened; nil when it may.
+    /// Paths are compared as files (`FileIdentity`), not as text.
     static func conflict(_ field: String, _ path: String, takes: [Take], reserved: Set<String> = []) -> RequestError? {
-        if reserved.contains(path) { return .conflict("\(field) '\(path)': another output is being opened on it") }
+        guard let id = FileIdentity(path) else { return nil }
+        func same(_ other: String) -> Bool { FileIdentity(other).map { $0.isSame(as: id) } ?? false }
+        if reserved.contains(where: same) { return .conflict("\(field) '\(path)': another output is being opened on it") }
         for t in takes {
             if t.state.isActive {
-                if written(by: t).contains(path) { return .conflict("\(field) '\(path)': take \(t.id) is writing it") }
-            } else if recordings(of: t).contains(path) && FileManager.default.fileExists(atPath: path) {
+                if written(by: t).contains(where: same) { return .conflict("\(field) '\(path)': take \(t.id) is writing it") }
+                if reads(of: t).contains(where: same) { return .conflict("\(field) '\(path)': take \(t.id) is reading it") }
+            } else if recordings(of: t).contains(where: same) && FileManager.default.fileExists(atPath: id.path) {
                 return .conflict("\(field) '\(path)': holds the recording of take \(t.id) (\(t.state.rawValue)); "
                     + "choose another name, or remove the file first")
             }

@@ -24,6 +24,8 @@ public struct ServeOptions: Sendable {
     public var encoderThreads: Int?
     /// Largest request body accepted (bytes).
     public var maxBodyBytes = 1 << 20
+    /// Seconds a request may take to arrive whole.
+    public var requestTimeout = 30.0
 
     public init() {}
 
@@ -31,6 +33,7 @@ public struct ServeOptions: Sendable {
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
                              [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
+                             [--request-timeout SECONDS]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
           --listen HOST:PORT   address to listen on (default \(ListenAddress.defaultText); port 0 picks a free one).
                                Any address other than loopback needs --token-file.
@@ -50,6 +53,9 @@ public struct ServeOptions: Sendable {
           --encoder-threads N  encoder threads of each take (default: the cores shared out between the takes
                                running when it starts, at least 1)
           --max-body BYTES     largest request body (default 1048576)
+          --request-timeout SECONDS
+                               a request must arrive whole (head and body) within this long, however slowly
+                               it trickles in (default 30); one client address holds at most 64 connections
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
                 POST /v1/takes/{id}/outputs, DELETE /v1/takes/{id}/outputs/{n}, GET /metrics, GET /healthz.
         """
@@ -65,7 +71,7 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -110,6 +116,9 @@ public struct ServeOptions: Sendable {
             case "--max-body":
                 guard let n = Int(v), n >= 1024, n <= 64 << 20 else { throw bad("must be a number of bytes from 1024 to 67108864") }
                 o.maxBodyBytes = n
+            case "--request-timeout":
+                guard let n = Double(v), n >= 0.5, n <= 3600 else { throw bad("must be a number of seconds from 0.5 to 3600") }
+                o.requestTimeout = n
             default: break
             }
         }

@@ -44,7 +44,9 @@ public final class Server: @unchecked Sendable {
         let store = try options.stateDir.map { (p) throws(ServerError) in try StateStore(path: p, log: log) }
         guard let selection = GPUSelection(parsing: options.gpu) else { throw .badUsage("--gpu '\(options.gpu)': not a GPU selection") }
 
-        let http = HTTPServer(address: address, maxBodyBytes: options.maxBodyBytes, log: log) { [weak self] request in
+        let http = HTTPServer(address: address, maxBodyBytes: options.maxBodyBytes, requestDeadline: options.requestTimeout, log: log, admit: { [weak self] head in
+            self?.admit(head)
+        }) { [weak self] request in
             self?.handle(request) ?? HTTPErrors.response(503, "the server is stopping")
         }
         let port = try http.start()
@@ -106,8 +108,19 @@ public final class Server: @unchecked Sendable {
 
     private var responseCounts: [Int: Int] { lock.withLock { responses } }
 
+    /// A request's head, before its body is read: refused (401) unless it
+    /// carries the token. /healthz answers without one (load balancers probe it).
+    private func admit(_ head: HTTPRequest) -> HTTPResponse? {
+        guard let token, head.path != "/healthz", !token.accepts(authorization: head.authorization) else { return nil }
+        return counted(head, RequestError.unauthorized(head.authorization == nil
+            ? "missing Authorization: Bearer token" : "the bearer token is wrong").response)
+    }
+
     private func handle(_ request: HTTPRequest) -> HTTPResponse {
-        let response = respond(request)
+        counted(request, respond(request))
+    }
+
+    private func counted(_ request: HTTPRequest, _ response: HTTPResponse) -> HTTPResponse {
         lock.withLock { responses[response.status, default: 0] += 1 }
         if response.status >= 400 && response.status != 404 {
             log("\(request.method) \(request.path) → \(response.status)")
@@ -116,11 +129,6 @@ public final class Server: @unchecked Sendable {
     }
 
     private func respond(_ request: HTTPRequest) -> HTTPResponse {
-        // /healthz answers without a token (load balancers probe it); everything else needs one.
-        if let token, request.path != "/healthz", !token.accepts(authorization: request.authorization) {
-            return RequestError.unauthorized(request.authorization == nil
-                ? "missing Authorization: Bearer token" : "the bearer token is wrong").response
-        }
         let (isReady, router) = lock.withLock { (ready, self.router) }
         guard isReady else { return HTTPErrors.response(503, "the server is starting or stopping") }
         do throws(RequestError) {

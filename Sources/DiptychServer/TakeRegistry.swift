@@ -169,6 +169,9 @@ final class TakeRegistry: @unchecked Sendable {
             throw .badRequest("out '\(spec.out)': cannot tell the container from the name; use .mp4, .ts, rtmp:// or srt://")
         }
         spec.out = try resolve(spec.out, field: "out")
+        if let id = FileIdentity(spec.out), let why = id.unwritableReason {
+            throw .badRequest("out '\(spec.out)': \(why)")
+        }
         return spec
     }
 

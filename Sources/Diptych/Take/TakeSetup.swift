@@ -279,38 +279,32 @@ enum TakeSetup {
         }
     }
 
-    /// `--out` must not be an input file or the preview (recording over an
-    /// input destroys it while it is read).
+    /// No file a take writes (`--out`, `--also-out`, `--preview`) may be a
+    /// file it reads (the inputs, the slate, the scheduled switches) or
+    /// another of its outputs, however spelled (`FileIdentity`: resolved
+    /// links, `file:` URLs, device and inode); and each must be a regular
+    /// file (not a device, FIFO, or a file under /dev, /proc or /sys).
     static func checkDistinctFiles(config: TakeConfiguration, output: String) throws(SessionError) {
-        func identity(_ path: String) -> (UInt64, UInt64)? {
-            var st = stat()
-            guard stat(path, &st) == 0 else { return nil }
-            return (UInt64(st.st_dev), UInt64(st.st_ino))
-        }
-        func canonical(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.path }
-        var inputs: [String] = []
+        var reads: [(value: String, id: FileIdentity)] = []
         for spec in [config.primary, config.secondary] + config.secondarySwitches.map(\.source) {
-            if case .url(let u) = spec, !u.contains("://") { inputs.append(u) }
+            if case .url(let u) = spec, let id = FileIdentity(u) { reads.append((u, id)) }
         }
-        let outs = [("--out", output)] + config.extraOutputs.map { ("--also-out", $0.out) }
-        for (field, out) in outs where !out.contains("://") {
-            if !out.lowercased().hasPrefix("pipe:"), let why = unwritableFile(out) {
+        if let slate = config.slate, let id = FileIdentity(slate) { reads.append((slate, id)) }
+        var writes: [(field: String, id: FileIdentity)] = []
+        let outs = [("--out", output)] + config.extraOutputs.map { ("--also-out", $0.out) } + (config.preview.map { [("--preview", $0)] } ?? [])
+        for (field, out) in outs {
+            guard let id = FileIdentity(out) else { continue }
+            if let why = id.unwritableReason ?? unwritableFile(id.path) {
                 throw .configuration(ConfigurationError(field: field, value: out, reason: why))
             }
-            let outID = identity(out)
-            for input in inputs where canonical(input) == canonical(out) || (outID != nil && identity(input).map { $0 == outID! } == true) {
-                throw .configuration(ConfigurationError(field: field, value: out, reason: "is also an input; recording over it would destroy it"))
+            if let input = reads.first(where: { $0.id.isSame(as: id) }) {
+                let same = input.value == out ? "" : " (\(input.value))"
+                throw .configuration(ConfigurationError(field: field, value: out, reason: "is also an input\(same); recording over it would destroy it"))
             }
-        }
-        if let preview = config.preview {
-            if canonical(preview) == canonical(output) {
-                throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: "is the same file as --out"))
+            if let earlier = writes.first(where: { $0.id.isSame(as: id) }) {
+                throw .configuration(ConfigurationError(field: field, value: out, reason: "is the same file as \(earlier.field)"))
             }
-            // The PNG replaces the file by a rename: only a regular file may be there.
-            var st = stat()
-            let why = unwritableFile(preview)
-                ?? (lstat(preview, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG ? "is not a regular file" : nil)
-            if let why { throw .configuration(ConfigurationError(field: "--preview", value: preview, reason: why)) }
+            writes.append((field, id))
         }
     }
 
