@@ -9,6 +9,9 @@ import Glibc
 public struct FileIdentity: Hashable, Sendable, CustomStringConvertible {
     /// Absolute, with every link resolved (the folder's, and the file's own when it exists).
     public let path: String
+    /// Absolute as spelled, links not resolved (`/dev/stderr` stays that,
+    /// though it resolves to wherever standard error goes).
+    public let spelled: String
     /// Device and inode, when the file exists.
     public let device: UInt64?
     public let inode: UInt64?
@@ -29,6 +32,7 @@ public struct FileIdentity: Hashable, Sendable, CustomStringConvertible {
             guard getcwd(&buf, buf.count) != nil else { return nil }
             text = String(cString: buf) + "/" + text
         }
+        spelled = text
         if let whole = FileIdentity.realPath(text) {
             path = whole
         } else {
@@ -58,11 +62,18 @@ public struct FileIdentity: Hashable, Sendable, CustomStringConvertible {
     /// folder, a file of the kernel's under /dev, /proc or /sys), nil when
     /// it may: only regular files, existing or new.
     public var unwritableReason: String? {
-        for root in ["/dev", "/proc", "/sys"] where path == root || path.hasPrefix(root + "/") {
-            return "is under \(root), not a recording file"
+        for root in ["/dev", "/proc", "/sys"] {
+            for p in [spelled, path] where p == root || p.hasPrefix(root + "/") { return "is under \(root), not a recording file" }
         }
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
+        // Standard output or error redirected to a file (a log) by another name.
+        for fd: Int32 in [1, 2] {
+            var std = stat()
+            if fstat(fd, &std) == 0 && std.st_dev == st.st_dev && std.st_ino == st.st_ino {
+                return "is this process's standard \(fd == 1 ? "output" : "error"), not a recording file"
+            }
+        }
         switch st.st_mode & S_IFMT {
         case S_IFREG: return nil
         case S_IFDIR: return "is a folder"

@@ -192,8 +192,9 @@ func prints(_ source: FileSource) throws -> [FramePrint] {
             ("c.mp4", ["-c:v", "libx265", "-pix_fmt", "yuv420p10le", "-x265-params", "log-level=error"], "hevc", 10, .yuv420),
         ] {
             try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-frames:v", "3"] + args + [dir.path(name)])
-            let ctx = try FileSource.openInput(url: dir.path(name), name: name, forcedFormat: nil, network: false, networkTimeout: 1,
-                                               deadline: InterruptDeadline(timeout: 0))
+            let ctx = try FileSource.openInput(url: dir.path(name), fifo: nil, name: name, forcedFormat: nil, network: false, networkTimeout: 1,
+                                               deadline: InterruptDeadline(timeout: 0),
+                                               guardian: SourceGuard(policy: .commandLine, name: name))
             let (_, stream, _) = try FileSource.videoStream(in: ctx, name: name)
             let t = StreamDecodeTraits(stream: stream)
             #expect(t.codec == codec && t.bitDepth == depth && t.chroma == chroma && !t.interlaced, "\(name): \(t)")

@@ -29,7 +29,7 @@ import Glibc
         let port = Int(UInt16(bigEndian: addr.sin_port))
         let url = "tcp://127.0.0.1:\(port)"
         let start = Date()
-        let e = expectMediaError { _ = try FileSource(url: url, networkTimeout: 1) }
+        let e = expectMediaError { _ = try FileSource(url: url, opening: SourceOpening(timeout: 1)) }
         let elapsed = Date().timeIntervalSince(start)
         #expect(e == .timedOut(path: url), "\(String(describing: e))")
         #expect(elapsed < 8, "took \(elapsed) s")
@@ -86,7 +86,7 @@ final class StallingServer: @unchecked Sendable {
         let server = try StallingServer(payload: y4m(frames: 3))
         defer { server.stop() }
         let url = "tcp://127.0.0.1:\(server.port)"
-        let src = try FileSource(url: url, forcedFormat: "yuv4mpegpipe", networkTimeout: 1)
+        let src = try FileSource(url: url, forcedFormat: "yuv4mpegpipe", opening: SourceOpening(timeout: 1))
         var got = 0
         let e = expectMediaError { while try src.nextFrame() != nil { got += 1 } }
         #expect(got == 3)
@@ -99,7 +99,7 @@ final class StallingServer: @unchecked Sendable {
         let server = try StallingServer(payload: y4m(frames: 2))
         defer { server.stop() }
         let url = "tcp://127.0.0.1:\(server.port)"
-        let src = try FileSource(url: url, forcedFormat: "yuv4mpegpipe", networkTimeout: 60)
+        let src = try FileSource(url: url, forcedFormat: "yuv4mpegpipe", opening: SourceOpening(timeout: 60))
         let start = Date()
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { src.interrupt() }
         let e = expectMediaError { while try src.nextFrame() != nil {} }

@@ -301,7 +301,7 @@ import DiptychCore
 
     @Test func unreachableNetworkURLFailsQuickly() throws {
         let start = Date()
-        let e = expectMediaError { _ = try FileSource(url: "tcp://127.0.0.1:9/", networkTimeout: 2) }
+        let e = expectMediaError { _ = try FileSource(url: "tcp://127.0.0.1:9/", opening: SourceOpening(timeout: 2)) }
         #expect(e?.description.hasPrefix("tcp://127.0.0.1:9/") == true)
         #expect(Date().timeIntervalSince(start) < 10)
     }

@@ -114,8 +114,8 @@ private final class CUDAPayloadInput: TakeInput, @unchecked Sendable {
         func take(_ out: String, cuda: Bool) throws -> TakeSummary {
             var io = TakeIO.media
             if cuda {
-                io.openInput = { role, spec, duration, decoding throws(MediaError) in
-                    let m = try MediaInput.open(spec, duration: duration, decoding: decoding)
+                io.openInput = { role, spec, duration, decoding, opening throws(MediaError) in
+                    let m = try MediaInput.open(spec, duration: duration, decoding: decoding, opening: opening)
                     return role == .secondary ? CUDAPayloadInput(m) : m
                 }
             }
