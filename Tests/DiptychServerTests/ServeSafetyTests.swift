@@ -158,7 +158,7 @@ import Testing
         Thread.sleep(forTimeInterval: 0.3)
         let stillOpen = held.filter { !$0.readClosed(wait: 0) }.count
         #expect(stillOpen <= 64, "\(stillOpen) connections held by one address")
-        let other = try RawClient(port: server.port, host: "127.0.0.2")
+        let other = try RawClient(port: server.port, source: "127.0.0.2")
         #expect(other.send(Array("GET /healthz HTTP/1.0\r\n\r\n".utf8)))
         #expect(other.readAll().hasPrefix("HTTP/1.") , "another address was shut out")
         held.forEach { $0.close() }
@@ -227,12 +227,18 @@ final class TCPListener: @unchecked Sendable {
 /// A raw TCP client, for requests URLSession will not send (trickled bytes).
 final class RawClient {
     let fd: Int32
-    init(port: UInt16, host: String = "127.0.0.1") throws {
+    /// Connects to 127.0.0.1:`port` from the loopback address `source`.
+    init(port: UInt16, source: String = "127.0.0.1") throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var from = sockaddr_in()
+        from.sin_family = sa_family_t(AF_INET)
+        from.sin_addr.s_addr = inet_addr(source)
+        let bound = withUnsafePointer(to: &from) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0 else { Glibc.close(fd); throw POSIXError(.EADDRNOTAVAIL) }
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
         a.sin_port = port.bigEndian
-        a.sin_addr.s_addr = inet_addr(host)
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
         let r = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard r == 0 else { Glibc.close(fd); throw POSIXError(.ECONNREFUSED) }
     }
