@@ -34,12 +34,15 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
     /// `subfile`, `data`, `crypto`, `fd`, `pipe` and every other.
     public static let standardProtocols = ["file", "http", "https", "tcp", "tls", "udp", "rtp", "rtsp",
                                            "rtmp", "rtmps", "srt", "hls", "httpproxy"]
-    /// Video containers and raw streams (no text, image-sequence or
-    /// playlist-of-files demuxers such as `tty`, `image2`, `concat`).
+    /// Video containers, raw streams and single images (a `--slate`); no
+    /// text or playlist-of-files demuxers such as `tty` or `concat`.
+    /// (`image2` reads only the file named: a file source must exist, so a
+    /// `%d` pattern names none.)
     public static let standardFormats = ["mov", "mp4", "matroska", "webm", "mpegts", "mpeg", "flv", "live_flv",
                                          "avi", "asf", "nut", "ogg", "mxf", "dv", "ivf", "h264", "hevc",
                                          "mpegvideo", "m4v", "mjpeg", "yuv4mpegpipe", "rtsp", "sdp", "rtp",
-                                         "hls", "dash", "obu", "av1"]
+                                         "hls", "dash", "obu", "av1",
+                                         "image2", "png_pipe", "jpeg_pipe", "bmp_pipe", "webp_pipe", "tiff_pipe"]
     /// Protocols that only receive (bind a local port): their host is not
     /// an address the source reaches.
     public static let receivingProtocols: Set<String> = ["udp", "rtp"]

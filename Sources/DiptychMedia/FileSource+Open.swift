@@ -47,7 +47,10 @@ extension FileSource {
     /// A Y4M stream on descriptor `fd` (`pipe:N`): its header is read and
     /// checked here, then replayed to FFmpeg with the rest of the stream.
     static func y4mPipe(fd: Int32, name: String, deadline: InterruptDeadline) throws(MediaError) -> FFCustomIO {
-        let head = Y4MHeader.readHead(fd: fd)
+        guard let head = Y4MHeader.readHead(fd: fd, shouldStop: { deadline.shouldStop() }) else {
+            if deadline.interrupted { throw .openFailed(path: name, detail: "interrupted") }
+            throw .timedOut(path: name)
+        }
         if head.isEmpty { throw .invalidHeader(path: name, format: "Y4M", detail: "the stream is empty") }
         do { _ = try Y4MHeader.parse(head) } catch { throw .invalidHeader(path: name, format: "Y4M", detail: error.description) }
         do { return try FFCustomIO(fd: fd, replay: head, interrupted: { deadline.interrupted }) } catch {
@@ -88,8 +91,8 @@ extension FileSource {
                 throw .refused(path: name, reason: "would be read by FFmpeg's '\(demuxer)' demuxer, which sources may not use")
             }
             if error.code == averrorENOENT { throw .fileNotFound(path: name) }
-            if error.code == averrorInvalidData, !isURL(url) {
-                if let guessed = probeFormat(path: url) {
+            if error.code == averrorInvalidData, !network, let file = fifo ?? (url.hasPrefix("file:") ? String(url.dropFirst(5)) : url) as String? {
+                if let guessed = probeFormat(path: file) {
                     throw .corrupt(path: name, detail: "\(guessed): \(error.message)")
                 }
                 throw .unrecognizedFormat(path: name, detail: error.message)

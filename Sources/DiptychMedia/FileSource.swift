@@ -80,8 +80,8 @@ public final class FileSource: VideoSource, @unchecked Sendable {
         let stdinPipe = forcedFormat == "yuv4mpegpipe" && url.hasPrefix("pipe:")
         let target = stdinPipe ? (url: url, network: false, path: nil) : try guardian.check(url)
         let kind = try target.path.map { (p) throws(MediaError) in try FileSource.checkPlainFile(p, name: name) }
-        // Regular files never block; a network source or a FIFO waiting for its writer may.
-        deadline = InterruptDeadline(timeout: target.network || kind == .fifo ? opening.timeout : 0, cancel: opening.cancel)
+        // Regular files never block; a network source, a FIFO waiting for its writer or a silent standard input may.
+        deadline = InterruptDeadline(timeout: target.network || kind == .fifo || stdinPipe ? opening.timeout : 0, cancel: opening.cancel)
         let ctx: FFInputContext
         do {
             ctx = try FileSource.openInput(url: target.url, fifo: kind == .fifo ? target.path : nil, name: name,

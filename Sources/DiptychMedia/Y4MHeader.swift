@@ -97,10 +97,17 @@ struct Y4MHeader: Equatable {
     /// Reads from `fd` until the header line is complete (or the stream or
     /// `maximumLength` bytes end) and returns every byte read, so they can be
     /// replayed to the demuxer.
-    static func readHead(fd: Int32) -> [UInt8] {
+    /// Waits for each read (polling every 100 ms) until `shouldStop`
+    /// says to give up: then nil, whatever was read.
+    static func readHead(fd: Int32, shouldStop: () -> Bool = { false }) -> [UInt8]? {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 256)
         while bytes.count < maximumLength, !bytes.contains(0x0A) {
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&ready, 1, 100) == 0 {
+                if shouldStop() { return nil }
+                continue
+            }
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, min($0.count, maximumLength - bytes.count)) }
             if n > 0 { bytes += chunk.prefix(n); continue }
             if n < 0 && errno == EINTR { continue }

@@ -54,7 +54,10 @@ enum MediaProbe {
 
     /// Refuses (400) a source the policy does not allow, without opening it.
     static func checkAllowed(_ spec: SourceSpec, field: String, policy: SourcePolicy) throws(RequestError) {
-        do { try MediaSources.checkAllowed(spec, policy: policy) } catch { throw .badRequest("\(field): \(error)") }
+        do { try MediaSources.checkAllowed(spec, policy: policy) } catch {
+            if case .fileNotFound = error { throw .badRequest("\(field) '\(spec)': no such file") }
+            throw .badRequest("\(field): \(error)")
+        }
     }
 
     /// Refuses (400) a source whose frames are too small to composite.

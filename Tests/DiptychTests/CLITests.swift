@@ -38,7 +38,7 @@ import DiptychGPU
         (["record", "--secondary", "none"], "--primary"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/nonexistent/p.png"], "--preview '/nonexistent/p.png': no such folder"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/tmp"], "--preview '/tmp': is a folder"),
-        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/dev/full"], "--preview '/dev/full': is not a regular file"),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--preview", "/dev/full"], "--preview '/dev/full': is under /dev, not a recording file"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--also-out", "/nonexistent/x.ts"], "--also-out '/nonexistent/x.ts'"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--codec", "hevc", "--size", "8x8"], "--size '8x8': HEVC needs"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--gpu", "99"], "--gpu '99': no EGL device 99"),

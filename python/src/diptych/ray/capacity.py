@@ -46,8 +46,8 @@ class Reference:
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, str):  # the server writes infinity as "inf"
-        return float(value)
+    if value is None:  # the server writes an unlimited budget as null
+        return math.inf
     return float(value)
 
 
