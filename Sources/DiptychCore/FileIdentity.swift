@@ -83,7 +83,8 @@ public struct FileIdentity: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { path }
 
-    static func realPath(_ path: String) -> String? {
+    /// `path` absolute with every link resolved; nil (errno set) when it does not exist.
+    public static func realPath(_ path: String) -> String? {
         guard let r = realpath(path, nil) else { return nil }
         defer { free(r) }
         return String(cString: r)

@@ -75,6 +75,8 @@ extension FileSource {
         } else if let fifo {
             io = try fifoReader(path: fifo, name: name, deadline: deadline)
         }
+        // The file behind the URL (for naming what FFmpeg refused), nil for a network source.
+        let localFile = network ? nil : fifo ?? (url.hasPrefix("file:") ? String(url.dropFirst(5)) : url)
         let ctx: FFInputContext
         do {
             ctx = try FFInputContext(url: io == nil ? url : "", format: forced, options: options, interrupt: deadline.callback,
@@ -85,13 +87,13 @@ extension FileSource {
             // The interrupt deadline or the protocol's own rw_timeout, whichever ends it first.
             if deadline.fired || error.code == averrorETIMEDOUT { throw .timedOut(path: name) }
             // FFmpeg's whitelists refuse with EINVAL: name the demuxer when it was one.
-            if error.code == averrorEINVAL, let file = fifo ?? (network ? nil : String(url.dropFirst(5))),
+            if error.code == averrorEINVAL, let file = localFile,
                let demuxer = probeFormat(path: file, byName: true),
                !guardian.policy.formats.contains(where: { demuxer.split(separator: ",").contains(Substring($0)) }) {
                 throw .refused(path: name, reason: "would be read by FFmpeg's '\(demuxer)' demuxer, which sources may not use")
             }
             if error.code == averrorENOENT { throw .fileNotFound(path: name) }
-            if error.code == averrorInvalidData, !network, let file = fifo ?? (url.hasPrefix("file:") ? String(url.dropFirst(5)) : url) as String? {
+            if error.code == averrorInvalidData, let file = localFile {
                 if let guessed = probeFormat(path: file) {
                     throw .corrupt(path: name, detail: "\(guessed): \(error.message)")
                 }

@@ -66,7 +66,7 @@ final class SourceGuard {
         switch policy.classify(url) {
         case .failure(let r): return .failure(.refused(r))
         case .success(.file(let path)):
-            guard let resolved = Self.realPath(path) else {
+            guard let resolved = FileIdentity.realPath(path) else {
                 return errno == ENOENT || errno == ENOTDIR ? .failure(.missing)
                     : .failure(.refused(.init(source: url, reason: String(cString: strerror(errno)))))
             }
@@ -125,13 +125,6 @@ final class SourceGuard {
             }
         }
         return ret
-    }
-
-    /// `path` absolute with every link resolved; nil (errno set) when it does not exist.
-    static func realPath(_ path: String) -> String? {
-        guard let r = realpath(path, nil) else { return nil }
-        defer { free(r) }
-        return String(cString: r)
     }
 
     /// The addresses `host` resolves to (a numeric host is its own address).

@@ -115,11 +115,11 @@ public enum MediaSources {
 
     /// Checks `spec` against `policy` without opening it (files are looked
     /// up, hosts resolved): `refused` or `fileNotFound` naming it when it may
-    /// not be read. Returns whether it is a network source.
+    /// not be read. Returns a file source's resolved path (nil for others).
     @discardableResult
-    public static func checkAllowed(_ spec: SourceSpec, policy: SourcePolicy) throws(MediaError) -> Bool {
-        guard case .url(let url) = spec else { return false }
-        return try SourceGuard(policy: policy, name: url).check(url).network
+    public static func checkAllowed(_ spec: SourceSpec, policy: SourcePolicy) throws(MediaError) -> String? {
+        guard case .url(let url) = spec else { return nil }
+        return try SourceGuard(policy: policy, name: url).check(url).path
     }
 
     /// Frames smaller than this are refused at open (the GPU path and 4:2:0 need 2x2).

@@ -57,7 +57,7 @@ final class HTTPServer: @unchecked Sendable {
     private var lastLogLine: String?
     private var quiesced = false
 
-    init(address: ListenAddress, maxBodyBytes: Int, requestDeadline: Double = HTTPServer.requestDeadline,
+    init(address: ListenAddress, maxBodyBytes: Int, requestDeadline: Double,
          log: @escaping @Sendable (String) -> Void, admit: @escaping Admit = { _ in nil }, handler: @escaping Handler) {
         self.address = address; self.maxBodyBytes = maxBodyBytes; self.handler = handler; self.admit = admit; self.log = log
         deadlines = ConnectionDeadlines(deadline: requestDeadline)
@@ -77,8 +77,6 @@ final class HTTPServer: @unchecked Sendable {
     static let idleTimeout: UInt32 = 20
     /// Connections one client address may hold at once.
     static let perAddressLimit: UInt32 = 64
-    /// Seconds a request may take to arrive whole (head and body).
-    static let requestDeadline = ServeOptions().requestTimeout
 
     /// Binds and starts serving; returns the port (the real one for port 0).
     /// Throws `.runtime` with libmicrohttpd's reason (address in use, say).
@@ -139,17 +137,20 @@ final class HTTPServer: @unchecked Sendable {
     private static let access: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadSize, conCls in
         guard let cls, let connection, let conCls, let uploadSize else { return .NO }
         let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-        let target = url.map { String(cString: $0) } ?? "/"
-        let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        let auth = MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) }
-        var request = HTTPRequest(method: method.map { String(cString: $0) } ?? "GET", path: String(parts[0]),
-                                  query: parts.count > 1 ? String(parts[1]) : nil, authorization: auth)
+        // The request's head, read on the first call and the last (not for each body chunk).
+        func head() -> HTTPRequest {
+            let target = url.map { String(cString: $0) } ?? "/"
+            let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            let auth = MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) }
+            return HTTPRequest(method: method.map { String(cString: $0) } ?? "GET", path: String(parts[0]),
+                               query: parts.count > 1 ? String(parts[1]) : nil, authorization: auth)
+        }
         // First call: headers only. Refuse an unauthorized request, or a declared
         // oversized body, before reading the body.
         guard let raw = conCls.pointee else {
             let state = RequestState()
             conCls.pointee = Unmanaged.passRetained(state).toOpaque()
-            if let refusal = server.admit(request) { return server.queue(refusal, on: connection) }
+            if let refusal = server.admit(head()) { return server.queue(refusal, on: connection) }
             if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
                let n = Int(String(cString: length)), n > server.maxBodyBytes {
                 return server.queue(HTTPErrors.response(413, "request body of \(n) bytes is over the \(server.maxBodyBytes)-byte limit"),
@@ -176,6 +177,7 @@ final class HTTPServer: @unchecked Sendable {
         }
         // The request has arrived whole: its handler may take as long as it needs.
         server.deadlines.arrived(connection)
+        var request = head()
         request.body = state.body
         return server.queue(server.handler(request), on: connection)
     }
@@ -230,8 +232,6 @@ final class ConnectionDeadlines: @unchecked Sendable {
     private var entries: [OpaquePointer: Entry] = [:]
     private var running = false
     private var sweeper: Thread?
-    /// Connections shut down for missing their deadline (for the log and tests).
-    private(set) var expired = 0
 
     init(deadline: Double) { self.deadline = deadline }
 
@@ -278,10 +278,7 @@ final class ConnectionDeadlines: @unchecked Sendable {
                 guard let due = e.due, now > due, e.socket >= 0 else { continue }
                 shutdown(e.socket, Int32(SHUT_RDWR))
                 entries[key]?.due = nil
-                expired += 1
             }
         }
     }
-
-    var expiredCount: Int { lock.withLock { expired } }
 }

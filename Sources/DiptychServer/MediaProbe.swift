@@ -34,12 +34,9 @@ enum MediaProbe {
             do { let s = try MediaSources.open(spec); s.close() } catch { throw .badRequest("\(field): \(error)") }
             return info(spec)
         case .url(let u):
-            try checkAllowed(spec, field: field, policy: policy)
-            if SourcePolicy.ffmpegProtocol(of: u) != "file" { return nil }
+            guard let path = try checkAllowed(spec, field: field, policy: policy) else { return nil }
             var st = stat()
-            guard stat(u.lowercased().hasPrefix("file:") ? String(u.dropFirst(5)) : u, &st) == 0 else {
-                throw .badRequest("\(field) '\(u)': no such file")
-            }
+            guard stat(path, &st) == 0 else { throw .badRequest("\(field) '\(u)': no such file") }
             switch st.st_mode & S_IFMT {
             case S_IFDIR: throw .badRequest("\(field) '\(u)': is a folder, not a media file")
             case S_IFREG: break
@@ -53,8 +50,10 @@ enum MediaProbe {
     }
 
     /// Refuses (400) a source the policy does not allow, without opening it.
-    static func checkAllowed(_ spec: SourceSpec, field: String, policy: SourcePolicy) throws(RequestError) {
-        do { try MediaSources.checkAllowed(spec, policy: policy) } catch {
+    /// Returns a file source's resolved path (nil for others).
+    @discardableResult
+    static func checkAllowed(_ spec: SourceSpec, field: String, policy: SourcePolicy) throws(RequestError) -> String? {
+        do { return try MediaSources.checkAllowed(spec, policy: policy) } catch {
             if case .fileNotFound = error { throw .badRequest("\(field) '\(spec)': no such file") }
             throw .badRequest("\(field): \(error)")
         }

@@ -109,7 +109,8 @@ import Testing
         #expect(mkfifo(dir.path("cam.fifo"), 0o600) == 0)
         let server = try ServeProcess(["--max-takes", "1"], in: dir.path); defer { server.stop() }
         let a = try server.request("POST", "/v1/takes", json(["primary": dir.path("cam.fifo"), "out": "a.mp4", "primaryTimeout": 1]))
-        #expect(a.status == 504 && a.error.contains("cam.fifo") && a.error.contains("timed out"), "\(a.text)")
+        #expect(a.status == 504, "\(a.status) \(a.text)")
+        #expect(a.error.contains("cam.fifo") && a.error.contains("timed out"), "\(a.text)")
         // The slot is free again.
         let b = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "b.mp4", "duration": 1,
                                                                "preset": "ultrafast"]))
@@ -157,6 +158,13 @@ import Testing
         #expect(closed || slow.readClosed(), "the slow request was not cut off")
         #expect(Date().timeIntervalSince(start) < 6)
 
+        // /healthz holds JSON numbers or null, never "inf"; duplicate keys are refused.
+        let health = try server.request("GET", "/healthz")
+        #expect(!health.text.contains("\"inf\""), "\(health.text)")
+        let capacity = try #require(health.json["capacity"] as? [String: Any])
+        #expect(capacity["gpuMsPerSecond"] is NSNull, "\(health.text)")
+        let dup = try server.request("POST", "/v1/takes", #"{"primary": "testsrc:smpte", "out": "a.mp4", "out": "b.mp4"}"#)
+        #expect(dup.status == 400 && dup.error.contains("twice"), "\(dup.text)")
         // 80 idle connections from one address: 64 held at most, and a request from another address is answered.
         let held = (0..<80).compactMap { _ in try? RawClient(port: server.port) }
         for c in held { _ = c.send(Array("G".utf8)) }
@@ -168,13 +176,6 @@ import Testing
         #expect(other.readAll().hasPrefix("HTTP/1.") , "another address was shut out")
         held.forEach { $0.close() }
 
-        // /healthz holds JSON numbers or null, never "inf"; duplicate keys are refused.
-        let health = try server.request("GET", "/healthz")
-        #expect(!health.text.contains("\"inf\""), "\(health.text)")
-        let capacity = try #require(health.json["capacity"] as? [String: Any])
-        #expect(capacity["gpuMsPerSecond"] is NSNull, "\(health.text)")
-        let dup = try server.request("POST", "/v1/takes", #"{"primary": "testsrc:smpte", "out": "a.mp4", "out": "b.mp4"}"#)
-        #expect(dup.status == 400 && dup.error.contains("twice"), "\(dup.text)")
     }
 }
 
