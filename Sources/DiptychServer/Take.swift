@@ -146,7 +146,9 @@ final class Take: TakeEvents, @unchecked Sendable {
         } catch {
             if error.isBadInput { throw .badRequest("out '\(spec.out)': \(error)") }
             if case .ended = error { throw .conflict("take '\(id)': has ended") }
+            // A receiver that refused, or accepted and never answered.
             if case .output(_, .writeFailed) = error { throw .badGateway("out '\(spec.out)': \(error)") }
+            if case .output(_, .timedOut) = error { throw .badGateway("out '\(spec.out)': \(error)") }
             throw .failed("\(error)")
         }
     }

@@ -103,6 +103,75 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: dir.path("in.mp4"))) == before)
     }
 
+    /// Adding an output whose receiver accepts the connection and never
+    /// answers delays that output alone: the take's frames go on at their
+    /// cadence while it opens, and the add fails with 502 in the end.
+    @Test func aSilentReceiverHoldsUpNoFrame() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let silent = try TCPListener()
+        defer { silent.close() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:counter:320x180@30", "out": "main.mp4", "preset": "ultrafast", "audio": "none", "realtime": "on"]))
+        #expect(created.status == 201, "\(created.text)")
+        let id = try #require(created.json["id"] as? String)
+        try server.waitForTake(id) { frames($0) >= 15 }
+        final class Box: @unchecked Sendable { var answer: Answer? }
+        let box = Box()
+        let adding = DispatchGroup()
+        DispatchQueue.global().async(group: adding) {
+            box.answer = try? server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "rtmp://127.0.0.1:\(silent.port)/live/x"]))
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        let before = frames(try server.take(id))
+        Thread.sleep(forTimeInterval: 3)
+        let after = frames(try server.take(id))
+        #expect(silent.accepted >= 1, "the receiver was never reached")
+        #expect(after - before >= 45, "\(after - before) frames in 3 s at 30 fps while an output was opening")
+        adding.wait()
+        #expect(box.answer?.status == 502, "\(box.answer?.text ?? "no answer")")
+        let deleted = try server.request("DELETE", "/v1/takes/\(id)")
+        #expect(deleted.status == 200 && state(deleted.json) == "finished", "\(deleted.text)")
+    }
+
+    /// Removing an output whose receiver stopped reading delays only the
+    /// answer to that request: the take's frames go on meanwhile.
+    @Test func aStalledOutputIsRemovedBesideTheTake() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let stalled = try TCPListener(receiveBuffer: 4096)
+        defer { stalled.close() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        // Every frame a keyframe: megabytes a second, so the unread connection fills in a few seconds.
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:smpte:1280x720@30", "out": "main.mp4", "preset": "ultrafast", "audio": "none",
+            "realtime": "on", "keyframeInterval": 0.03, "size": "1280x720"]))
+        #expect(created.status == 201, "\(created.text)")
+        let id = try #require(created.json["id"] as? String)
+        let added = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "tcp://127.0.0.1:\(stalled.port)", "format": "mpegts"]))
+        #expect(added.status == 201, "\(added.text)")
+        let index = try #require(added.json["index"] as? Int)
+        // Wait until the live output drops frames (the server's log says so): its connection is full.
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while Date() < deadline && !server.stderr.text.contains("frames dropped in the last second") {
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        #expect(server.stderr.text.contains("frames dropped in the last second"), "the stalled output never dropped a frame")
+        final class Box: @unchecked Sendable { var answer: Answer? }
+        let box = Box()
+        let removing = DispatchGroup()
+        DispatchQueue.global().async(group: removing) {
+            box.answer = try? server.request("DELETE", "/v1/takes/\(id)/outputs/\(index)")
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        let before = frames(try server.take(id))
+        Thread.sleep(forTimeInterval: 3)
+        let after = frames(try server.take(id))
+        #expect(after - before >= 45, "\(after - before) frames in 3 s at 30 fps while an output was being removed")
+        removing.wait()
+        #expect(box.answer?.status == 200, "\(box.answer?.text ?? "no answer")")
+        _ = try server.request("DELETE", "/v1/takes/\(id)")
+    }
+
     /// A FIFO primary with no writer: 504 after its timeout, no slot kept;
     /// DELETE ends a take still opening it at once.
     @Test func blockingSourcesAreBounded() throws {
@@ -197,8 +266,11 @@ final class TCPListener: @unchecked Sendable {
     private var open = true
     var accepted: Int { lock.withLock { count } }
 
-    init() throws {
+    /// `receiveBuffer`: the accepted connections' receive buffer (small: a
+    /// receiver that stops reading stalls its sender soon).
+    init(receiveBuffer: Int32? = nil) throws {
         let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer { setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
         a.sin_addr.s_addr = inet_addr("127.0.0.1")

@@ -14,6 +14,8 @@ extension TakeRun {
         if let preview, frames > 0, let t = lastPTS { preview.writeIfPending(gpu: gpu, at: t) }
         if let w = preview?.warning { warnings.append(w) }
         let gpuSummary = gpu.gpu.info.description
+        // Outputs closed while the take ran (and any still opening or closing) first.
+        var outputResults = handovers.settle(ended: .ended(.nothingRecorded(.requested("take over"), output: config.output ?? "")))
         var finishError: MediaError?
         for e in encoders {
             let error = StageClock.measure(.encode) { e.finish() }
@@ -21,7 +23,7 @@ extension TakeRun {
                 if let f = e.failure, reason.isNormal { reason = f.isStorageFull ? .storageFull(f) : .outputFailed(f) }
                 finishError = error
             } else {
-                outputResults.append(summary(of: e, failure: e.failure ?? error))
+                outputResults.append(Self.summary(of: e, failure: e.failure ?? error))
             }
         }
         gpu.shutdown()
@@ -32,7 +34,7 @@ extension TakeRun {
         let duration = Double(written) * frameRate.frameDuration.seconds
         let c = inputs.clock.counters
         let sink = main.sink
-        let mainResult = summary(of: main, failure: main.failure)
+        let mainResult = Self.summary(of: main, failure: main.failure)
         // The main output may have failed and been closed while others went on;
         // the others' failures are reported in `outputs`.
         let lost = main.failure != nil && !encoders.contains { $0 === main } ? [mainResult] : []

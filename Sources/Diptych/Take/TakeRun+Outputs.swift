@@ -20,52 +20,73 @@ extension TakeRun {
         return nil
     }
 
+    /// An output added or removed over the API. Its sink is opened, and a
+    /// removed one completed, beside the loop (`OutputHandovers`): a
+    /// receiver that never answers holds up no frame of the others.
     func apply(_ change: OutputChange) {
         switch change {
         case .add(let spec, let reply):
-            let key = nextOutputKey
-            do throws(SessionError) {
-                do { try gpu.addOutput(key) } catch { throw .gpu(error) }
-                let sink: any TakeOutput
-                do { sink = try TakeSetup.openSink(key, spec, encoderSettings, nil, config: config, io: session.io, log: hooks.log) } catch {
-                    gpu.removeOutput(key)
-                    throw .output(spec.out, error)
-                }
-                nextOutputKey += 1
-                layouts[key] = spec.layout
-                let live = ContainerFormat.isLive(spec.out)
-                let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
-                encoders.append(stage)
-                _ = zeroCopy.attach(key, stage: stage, settings: encoderSettings, log: hooks.log)
-                if live {
-                    let liveSource = TakeRun.isLive(config.primary)
-                    timing.liveOutputAdded(pace: config.realtime != .off && !liveSource && !TakeRun.isLive(config.secondary),
-                                           cadence: liveSource)
-                }
-                log("output \(key) added: \(spec.out)")
-                reply(.success(key))
-            } catch {
-                reply(.failure(error))
+            // The output's key is given when it is attached, so one that fails to open takes none.
+            // (Opening sees a key of an added output; only the main output's, 0, means anything to a sink.)
+            let index = nextOutputKey
+            let settings = encoderSettings, config = self.config, io = session.io, log = hooks.log
+            handovers.open(spec: spec, reply: reply) { () throws(MediaError) in
+                try TakeSetup.openSink(index, spec, settings, nil, config: config, io: io, log: log)
             }
         case .remove(let key, let reply):
             guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(nil); return }
             _ = deliverReadbacks(wait: true)
-            close(e, failure: nil)
+            detach(e)
+            handovers.close(e, summarize: { Self.summary(of: e, failure: $0) }, reply: reply)
             log("output \(key) removed: \(e.name)")
-            reply(outputResults.last)
         }
     }
 
-    /// Closes an output: its queued frames are encoded and its file or stream completed.
+    /// Takes an output whose sink has opened into the loop: its render
+    /// target, encoder stage and encoder path.
+    func attach(_ opened: OutputHandovers.Opened) {
+        let spec = opened.spec
+        let sink: any TakeOutput
+        switch opened.result {
+        case .failure(let error): opened.reply(.failure(.output(spec.out, error))); return
+        case .success(let s): sink = s
+        }
+        let key = nextOutputKey
+        do { try gpu.addOutput(key) } catch {
+            handovers.discard(sink)
+            opened.reply(.failure(.gpu(error)))
+            return
+        }
+        nextOutputKey += 1
+        layouts[key] = spec.layout
+        let live = ContainerFormat.isLive(spec.out)
+        let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
+        encoders.append(stage)
+        _ = zeroCopy.attach(key, stage: stage, settings: encoderSettings, log: hooks.log)
+        if live {
+            let liveSource = TakeRun.isLive(config.primary)
+            timing.liveOutputAdded(pace: config.realtime != .off && !liveSource && !TakeRun.isLive(config.secondary),
+                                   cadence: liveSource)
+        }
+        log("output \(key) added: \(spec.out)")
+        opened.reply(.success(key))
+    }
+
+    /// Closes a failed output beside the loop: its queued frames are encoded
+    /// and its file or stream completed.
     func close(_ e: EncoderStage, failure: MediaError?) {
+        detach(e)
+        handovers.close(e, summarize: { Self.summary(of: e, failure: failure ?? $0) })
+    }
+
+    /// Takes an output out of the loop: no more frames are rendered for it.
+    private func detach(_ e: EncoderStage) {
         encoders.removeAll { $0 === e }
         gpu.removeOutput(e.key)
         layouts[e.key] = nil
-        let finishError = e.finish()
-        if e.key != 0 { outputResults.append(summary(of: e, failure: failure ?? finishError)) }
     }
 
-    func summary(of e: EncoderStage, failure: MediaError?) -> OutputSummary {
+    static func summary(of e: EncoderStage, failure: MediaError?) -> OutputSummary {
         OutputSummary(output: e.name, frames: e.written, failure: failure.map { "\($0)" }, dropped: e.dropped,
                       outages: (e.sink as? ReconnectingOutput)?.outages ?? [])
     }

@@ -29,7 +29,8 @@ final class TakeRun {
     /// The main output's encoder path, for the summary.
     let mainPlan: EncoderPlan?
     var nextOutputKey: Int
-    var outputResults: [OutputSummary] = []
+    /// Outputs being opened or closed beside the loop.
+    let handovers = OutputHandovers()
     let timing: LiveTiming
     /// Shown on live outputs while the primary is interrupted (`--slate`).
     let slate: InputFrame?
@@ -95,6 +96,7 @@ final class TakeRun {
             if let l = control.layout { layouts[0] = l }
             for s in control.switches { inputs.beginSwitch(s.role, to: s.spec, at: lastPTS ?? .zero) }
             for change in control.outputs { apply(change) }
+            for opened in handovers.takeOpened() { attach(opened) }
 
             let now = Date()
             if now.timeIntervalSince(lastMonitor) >= hooks.monitorInterval {
