@@ -103,6 +103,10 @@ public struct TakeSummary: Sendable, Codable {
     public var droppedFrames = 0
     /// Times the main output (a live stream) was disconnected and reopened.
     public var outages: [OutputOutage] = []
+    /// Frames the main output (a live stream that reconnects) lost while it
+    /// was disconnected; `frames` counts only those it sent. Nil for outputs
+    /// that do not reconnect.
+    public var lostFrames: Int?
     /// The process's CPU seconds by pipeline stage from the start of the
     /// take's setup to its end (`StageClock`; with several takes in one
     /// process, theirs together).
@@ -114,6 +118,7 @@ public struct TakeSummary: Sendable, Codable {
 /// What one more output of a take received.
 public struct OutputSummary: Sendable, Codable, Hashable {
     public var output: String
+    /// Frames the output took (for a live stream that reconnects: sent, not lost to an outage).
     public var frames: Int
     /// Why it closed early, if it did.
     public var failure: String?
@@ -121,6 +126,8 @@ public struct OutputSummary: Sendable, Codable, Hashable {
     public var dropped = 0
     /// Disconnections of a live output and how long each lasted.
     public var outages: [OutputOutage] = []
+    /// Frames lost while it was disconnected (nil for outputs that do not reconnect).
+    public var lost: Int?
 }
 
 /// A live output's disconnection: when (take time) and for how long.

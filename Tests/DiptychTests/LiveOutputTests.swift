@@ -57,6 +57,14 @@ import DiptychMedia
         let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
         #expect(summary.outages.contains { $0.recovered }, "\(summary.outages)")
         #expect(r.stderr.contains("reconnected after"))
+        // The summary counts what was sent and what the outage lost: together every frame. Of the
+        // frames sent, those the second receiver did not get are the ones before the loss (the
+        // killed first receiver's file is not complete enough to count).
+        let lost = try #require(summary.lostFrames)
+        #expect(lost > 30 && summary.frames + lost == 420, "sent \(summary.frames), lost \(lost)")
+        let outage = try #require(summary.outages.first { $0.recovered })
+        let beforeLoss = summary.frames - (try Self.frameCount(second.path))
+        #expect(abs(Double(beforeLoss) - outage.at * 30) <= 15, "sent \(summary.frames), \(beforeLoss) before the loss at \(outage.at) s")
     }
 
     /// A receiver that never comes back: the stream is closed after the

@@ -9,8 +9,9 @@ import DiptychMedia
 /// outputs never wait for it. Frames that come while it is down are
 /// dropped; a reopened stream starts with a keyframe (a new encoder) and
 /// the take's own timestamps. After the window the error is passed on and
-/// the take closes the output. Each attempt is logged; outages are kept
-/// for the summary. Used by the output's encoder thread.
+/// the take closes the output. Each attempt is logged; outages, and the
+/// frames lost to them, are kept for the summary. Used by the output's
+/// encoder thread.
 final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private let name: String
     private let window: Double
@@ -24,6 +25,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private var attempts = 0
     private let lock = NSLock()
     private var _outages: [OutputOutage] = []
+    private var _lost = 0
 
     init(name: String, window: Double, log: @escaping @Sendable (String) -> Void,
          open: @escaping @Sendable (_ again: Bool) throws(MediaError) -> any TakeOutput) throws(MediaError) {
@@ -37,6 +39,8 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     var encoderDescription: String { first.encoderDescription }
     var audioDescription: String { first.audioDescription }
     var outages: [OutputOutage] { lock.lock(); defer { lock.unlock() }; return _outages }
+    /// Frames that did not reach the receiver: the write that failed and every frame while it was down.
+    var framesLost: Int { lock.lock(); defer { lock.unlock() }; return _lost }
 
     var takesDmaBuf: Bool { first.takesDmaBuf }
 
@@ -57,6 +61,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
                 guard window > 0, !error.isStorageFull else { throw error }
                 try? c.finish()
                 current = nil
+                lose()
                 let now = LiveTiming.now()
                 down = (now, pts.seconds, error)
                 backoff = 1
@@ -74,7 +79,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
             down = nil
             throw .writeFailed(path: name, detail: "gave up reconnecting after \(Int(window)) s (\(d.error))")
         }
-        guard now >= nextAttempt else { return }   // still down: this frame is dropped
+        guard now >= nextAttempt else { lose(); return }   // still down: this frame is dropped
         attempts += 1
         do throws(MediaError) {
             let c = try open(true)
@@ -84,6 +89,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
             record(OutputOutage(at: d.at, seconds: outage, recovered: true))
             log("output \(name) reconnected after \(String(format: "%.1f", outage)) s (attempt \(attempts))")
         } catch {
+            lose()
             backoff = min(backoff * 2, 30)
             nextAttempt = LiveTiming.now() + UInt64(backoff * 1e9)
             log("output \(name): reconnect attempt \(attempts) failed (\(error)); next in \(Int(backoff)) s")
@@ -100,4 +106,5 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     }
 
     private func record(_ o: OutputOutage) { lock.lock(); _outages.append(o); lock.unlock() }
+    private func lose() { lock.lock(); _lost += 1; lock.unlock() }
 }

@@ -29,12 +29,13 @@ extension TakeRun {
         gpu.shutdown()
 
         let outputPath = config.output ?? ""
-        let written = main.written
+        let mainResult = Self.summary(of: main, failure: main.failure)
+        // Frames sent; the take's length counts those a reconnecting stream lost too.
+        let written = mainResult.frames
         let wall = Date().timeIntervalSince(started)
-        let duration = Double(written) * frameRate.frameDuration.seconds
+        let duration = Double(main.written) * frameRate.frameDuration.seconds
         let c = inputs.clock.counters
         let sink = main.sink
-        let mainResult = Self.summary(of: main, failure: main.failure)
         // The main output may have failed and been closed while others went on;
         // the others' failures are reported in `outputs`.
         let lost = main.failure != nil && !encoders.contains { $0 === main } ? [mainResult] : []
@@ -54,6 +55,7 @@ extension TakeRun {
             warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
             preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
             outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages,
+            lostFrames: mainResult.lost,
             cpuStages: StageClock.times() - stageBaseline,
             decoders: decoders.entries)
         if !reason.isNormal {

@@ -86,9 +86,12 @@ extension TakeRun {
         layouts[e.key] = nil
     }
 
+    /// What `e` took: frames sent (a reconnecting stream's lost frames apart), dropped, outages.
     static func summary(of e: EncoderStage, failure: MediaError?) -> OutputSummary {
-        OutputSummary(output: e.name, frames: e.written, failure: failure.map { "\($0)" }, dropped: e.dropped,
-                      outages: (e.sink as? ReconnectingOutput)?.outages ?? [])
+        let reconnecting = e.sink as? ReconnectingOutput
+        let lost = reconnecting?.framesLost
+        return OutputSummary(output: e.name, frames: e.written - (lost ?? 0), failure: failure.map { "\($0)" }, dropped: e.dropped,
+                             outages: reconnecting?.outages ?? [], lost: lost)
     }
 
     /// Once a second: how many frames each live output dropped since the last report.
