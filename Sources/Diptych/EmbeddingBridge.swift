@@ -72,7 +72,7 @@ final class EmbeddingBridge: @unchecked Sendable {
                 }
                 return s
             },
-            openOutput: { [self] index, _, video, _, _ throws(MediaError) in
+            openOutput: { [self] index, _, video, _, _, _ throws(MediaError) in
                 guard index == 0 else { throw .writeFailed(path: "output \(index)", detail: "embedded sessions have one output") }
                 return try EmbeddedOutput(bridge: self, video: video)
             })

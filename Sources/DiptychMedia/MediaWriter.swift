@@ -64,8 +64,10 @@ public final class MediaWriter: @unchecked Sendable {
     ///   - audio: the primary source's audio (`AudioMode.primary`), or nil for no audio track.
     ///   - timestampOrigin: the output's zero; nil takes the first frame's pts
     ///     (a stream reopened mid-take passes the take's zero to keep its timeline).
+    ///   - cancel: stops the open (and every write after it) once flipped, as a timeout would.
     public init(url: String, container: ContainerFormat? = nil, video: VideoEncoderSettings,
-                audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil) throws(MediaError) {
+                audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil,
+                cancel: OpenCancel? = nil) throws(MediaError) {
         guard let container = container ?? ContainerFormat.infer(from: url) else {
             throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .ts, rtmp:// or srt://)")
         }
@@ -82,7 +84,7 @@ public final class MediaWriter: @unchecked Sendable {
         self.audioTrack = audio
         self.timestampOrigin = timestampOrigin
         let network = url.contains("://") && !url.hasPrefix("file:")
-        deadline = InterruptDeadline(timeout: network ? networkTimeout : 0)
+        deadline = InterruptDeadline(timeout: network ? networkTimeout : 0, cancel: cancel)
 
         let muxer = container.muxer
         let out: FFOutputContext
@@ -149,6 +151,7 @@ public final class MediaWriter: @unchecked Sendable {
 
     static func error(_ code: Int32, path: String, deadline: InterruptDeadline, doing: String) -> MediaError {
         if code == averrorENOSPC { return .storageFull(path: path) }
+        if deadline.interrupted && !deadline.fired { return .writeFailed(path: path, detail: "\(doing): stopped") }
         if deadline.fired || code == averrorExit { return .timedOut(path: path) }
         return .writeFailed(path: path, detail: "\(doing): \(avErrorString(code))")
     }

@@ -35,6 +35,33 @@ import DiptychMedia
         #expect(r.stderr.contains("pacing at the primary's real-time rate"))
     }
 
+    /// SIGINT while a live output is reconnecting to a receiver that accepts
+    /// and never answers ends the take at once (the attempt in progress is
+    /// stopped), with the outage and the frames it lost in the summary.
+    @Test(.timeLimit(.minutes(2))) func sigintDuringAReconnectEndsAtOnce() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let port = LiveReceiver.freePort()
+        let url = "rtmp://127.0.0.1:\(port)/live/take"
+        let receiver = try LiveReceiver(url: url, path: dir.path("got.ts"))
+        final class Box: @unchecked Sendable { var silent: Int32 = -1; var signalled: Date? }
+        let box = Box()
+        defer { if box.silent >= 0 { close(box.silent) } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 3) {
+            receiver.kill()
+            box.silent = LiveReceiver.silentListener(port: port)
+        }
+        // The first attempt comes a second after the loss and waits up to 10 s for an answer: SIGINT lands in it.
+        let started = Date()
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--out", url,
+                            "--duration", "60", "--json", "--preset", "ultrafast"], signal: SIGINT, after: 5.5, timeout: 60)
+        let took = Date().timeIntervalSince(started) - 5.5
+        #expect(took < 3, "the take ended \(took) s after SIGINT")
+        #expect(r.stderr.contains("reconnecting for up to"), "\(r.stderr)")
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        #expect(summary.outages.count == 1 && summary.outages[0].recovered == false, "\(summary.outages)")
+        #expect((summary.lostFrames ?? 0) > 0, "\(summary)")
+    }
+
     /// An RTMP receiver killed at 3 s and started again at 6 s gets frames
     /// again; the file beside the stream has every frame.
     @Test(.timeLimit(.minutes(2))) func rtmpReconnectsAndTheFileHasEveryFrame() throws {

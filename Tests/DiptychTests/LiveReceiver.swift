@@ -27,6 +27,21 @@ final class LiveReceiver: @unchecked Sendable {
         return Int(UInt16(bigEndian: addr.sin_port))
     }
 
+    /// A socket listening on 127.0.0.1:`port` that never accepts: the kernel
+    /// completes each connection, and nothing ever answers. Closed by `close`.
+    static func silentListener(port: Int) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = UInt16(port).bigEndian
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        listen(fd, 16)
+        return fd
+    }
+
     /// Starts `ffmpeg` listening at `url` (`rtmp://127.0.0.1:P/live/x` or `srt://127.0.0.1:P`).
     init(url: String, path: String) throws {
         self.url = url

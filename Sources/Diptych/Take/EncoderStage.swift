@@ -126,6 +126,8 @@ final class EncoderStage: @unchecked Sendable {
         finished = true
         lock.unlock()
         if again { return nil }
+        // A stream down and reconnecting makes no more attempts: its queued frames are dropped at once.
+        (sink as? ReconnectingOutput)?.stopReconnecting()
         queue.close()
         done.wait()
         thread?.join()

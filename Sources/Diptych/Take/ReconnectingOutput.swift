@@ -10,13 +10,14 @@ import DiptychMedia
 /// dropped; a reopened stream starts with a keyframe (a new encoder) and
 /// the take's own timestamps. After the window the error is passed on and
 /// the take closes the output. Each attempt is logged; outages, and the
-/// frames lost to them, are kept for the summary. Used by the output's
-/// encoder thread.
+/// frames lost to them, are kept for the summary. Once the take is ending
+/// (`stopReconnecting`, from any thread), an attempt in progress is stopped
+/// and no other is made. Used by the output's encoder thread.
 final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private let name: String
     private let window: Double
     private let log: @Sendable (String) -> Void
-    private let open: @Sendable (_ again: Bool) throws(MediaError) -> any TakeOutput
+    private let open: @Sendable (_ again: Bool, _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput
     private let first: any TakeOutput
     private var current: (any TakeOutput)?
     private var down: (since: UInt64, at: Double, error: MediaError)?
@@ -26,11 +27,14 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private let lock = NSLock()
     private var _outages: [OutputOutage] = []
     private var _lost = 0
+    /// Set by `stopReconnecting`; `attempt` stops the reopen in progress.
+    private var stopping = false
+    private var attempt: OpenCancel?
 
     init(name: String, window: Double, log: @escaping @Sendable (String) -> Void,
-         open: @escaping @Sendable (_ again: Bool) throws(MediaError) -> any TakeOutput) throws(MediaError) {
+         open: @escaping @Sendable (_ again: Bool, _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput) throws(MediaError) {
         self.name = name; self.window = window; self.log = log; self.open = open
-        first = try open(false)
+        first = try open(false, nil)
         current = first
     }
 
@@ -80,9 +84,12 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
             throw .writeFailed(path: name, detail: "gave up reconnecting after \(Int(window)) s (\(d.error))")
         }
         guard now >= nextAttempt else { lose(); return }   // still down: this frame is dropped
+        let cancel = OpenCancel()
+        guard lock.withLock({ () -> Bool in attempt = cancel; return !stopping }) else { lose(); return }
+        defer { lock.withLock { attempt = nil } }
         attempts += 1
         do throws(MediaError) {
-            let c = try open(true)
+            let c = try open(true, cancel)
             try write(c)
             current = c
             down = nil
@@ -94,6 +101,12 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
             nextAttempt = LiveTiming.now() + UInt64(backoff * 1e9)
             log("output \(name): reconnect attempt \(attempts) failed (\(error)); next in \(Int(backoff)) s")
         }
+    }
+
+    /// The take is ending: a reopen in progress is stopped, and no other is
+    /// made (frames while down are dropped). Any thread.
+    func stopReconnecting() {
+        lock.withLock { stopping = true; attempt?.cancel() }
     }
 
     func finish() throws(MediaError) {

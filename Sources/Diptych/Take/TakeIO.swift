@@ -12,8 +12,10 @@ struct TakeIO: Sendable {
     /// decoding it as `DecoderSettings` say, within what `SourceOpening` allows.
     var openInput: @Sendable (StreamRole, SourceSpec, _ duration: Double?, DecoderSettings, SourceOpening) throws(MediaError) -> any TakeInput
     /// Opens output `index` (0 is `--out`, then `--also-out` in order).
-    /// `origin` is the output's zero on the take's timeline (nil: its first frame).
-    var openOutput: @Sendable (_ index: Int, OutputSpec, VideoEncoderSettings, AudioTrack?, _ origin: MediaTime?) throws(MediaError) -> any TakeOutput
+    /// `origin` is the output's zero on the take's timeline (nil: its first frame);
+    /// `cancel`, when flipped, stops an open in progress (a reconnect the take no longer waits for).
+    var openOutput: @Sendable (_ index: Int, OutputSpec, VideoEncoderSettings, AudioTrack?, _ origin: MediaTime?,
+                               _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput
     /// Readers of the render target after each frame (callbacks).
     var taps: [any RenderTap & Sendable] = []
     /// Both streams' timestamps are on one clock (pushed frames).
@@ -35,7 +37,7 @@ struct TakeIO: Sendable {
         openInput: { _, spec, duration, decoding, opening throws(MediaError) in
             try MediaInput.open(spec, duration: duration, decoding: decoding, opening: opening)
         },
-        openOutput: { _, spec, video, audio, origin throws(MediaError) in
-            try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio, timestampOrigin: origin)
+        openOutput: { _, spec, video, audio, origin, cancel throws(MediaError) in
+            try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio, timestampOrigin: origin, cancel: cancel)
         })
 }

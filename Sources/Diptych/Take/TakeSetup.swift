@@ -259,16 +259,18 @@ enum TakeSetup {
     /// a pipe is not (its reader cannot come back).
     static func openSink(_ index: Int, _ spec: OutputSpec, _ video: VideoEncoderSettings, _ audio: AudioTrack?,
                          config: TakeConfiguration, io: TakeIO, log: @escaping @Sendable (String) -> Void) throws(MediaError) -> any TakeOutput {
-        guard ContainerFormat.isLive(spec.out) else { return try io.openOutput(index, spec, video, audio, nil) }
+        guard ContainerFormat.isLive(spec.out) else { return try io.openOutput(index, spec, video, audio, nil, nil) }
         var settings = video
         settings.tune = settings.tune ?? "zerolatency"
         let live = settings
         // A pipe whose reader has gone cannot be opened again: its failure is passed on at once.
         guard config.reconnectWindow > 0, !spec.out.lowercased().hasPrefix("pipe:") else {
-            return try io.openOutput(index, spec, live, audio, nil)
+            return try io.openOutput(index, spec, live, audio, nil, nil)
         }
         return try ReconnectingOutput(name: spec.out, window: config.reconnectWindow, log: log,
-                                      open: { (again: Bool) throws(MediaError) in try io.openOutput(index, spec, live, audio, again ? .zero : nil) })
+                                      open: { (again: Bool, cancel: OpenCancel?) throws(MediaError) in
+                                          try io.openOutput(index, spec, live, audio, again ? .zero : nil, cancel)
+                                      })
     }
 
     /// A canvas the GPU cannot render is bad input, named by `field`.
