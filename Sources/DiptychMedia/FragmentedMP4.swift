@@ -65,6 +65,141 @@ enum FragmentedMP4 {
         guard written == region.count else { throw .io("write: \(String(cString: strerror(errno)))") }
     }
 
+    /// What a fragmented MP4 cut short holds once `cutToLastFragment` has
+    /// run: each track's end and the samples of the first track (the video).
+    struct Kept: Sendable {
+        var tracks: [TrackEnd]
+        var firstTrackSamples: Int
+    }
+
+    /// A file whose writing failed mid-fragment (a full disk): cut after its
+    /// last complete `moof`+`mdat`, then the length of what it holds is
+    /// written in (`writeDuration`, in place, needing no new space). Returns
+    /// what it holds. Reads box headers and the small boxes only.
+    static func cutToLastFragment(path: String) throws(PatchError) -> Kept {
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw .io("reopen: \(String(cString: strerror(errno)))") }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { close(fd); throw .io("stat: \(String(cString: strerror(errno)))") }
+        let size = Int(st.st_size)
+        func read(_ offset: Int, _ count: Int) -> [UInt8] {
+            var b = [UInt8](repeating: 0, count: max(0, min(count, size - offset)))
+            let n = b.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+            return Array(b.prefix(max(0, n)))
+        }
+        /// The box at `offset`: its type and size, nil when its header or body runs past the end.
+        func header(_ offset: Int) -> (type: String, size: Int)? {
+            let h = read(offset, 16)
+            guard h.count >= 8 else { return nil }
+            var n = Int(be(h, 0, 4))
+            if n == 1 { guard h.count == 16 else { return nil }; n = Int(be(h, 8, 8)) }
+            guard n >= 8, offset + n <= size else { return nil }
+            return (String(decoding: h[4..<8], as: UTF8.self), n)
+        }
+        var offset = 0
+        var tracks: [(id: UInt32, timescale: Int32, defaultDuration: UInt32, end: Int64)] = []
+        var samples = 0
+        var keptEnd = 0
+        var pendingMoof: (samples: Int, ends: [Int: Int64])?
+        while let box = header(offset) {
+            switch box.type {
+            case "moov":
+                tracks = movieTracks(read(offset, box.size))
+                keptEnd = offset + box.size
+            case "moof":
+                pendingMoof = fragment(read(offset, box.size), tracks: tracks.map { ($0.id, $0.defaultDuration) })
+            case "mdat":
+                if let m = pendingMoof {
+                    samples += m.samples
+                    for (i, end) in m.ends { tracks[i].end = max(tracks[i].end, end) }
+                    keptEnd = offset + box.size
+                }
+                pendingMoof = nil
+            default:
+                if pendingMoof == nil { keptEnd = offset + box.size }
+            }
+            offset += box.size
+        }
+        let cut = ftruncate(fd, off_t(keptEnd))
+        close(fd)
+        guard cut == 0 else { throw .io("truncate: \(String(cString: strerror(errno)))") }
+        guard !tracks.isEmpty else { throw .layout("no moov") }
+        let ends = tracks.map { TrackEnd(end: $0.end, timescale: $0.timescale) }
+        try writeDuration(path: path, tracks: ends)
+        return Kept(tracks: ends, firstTrackSamples: samples)
+    }
+
+    /// Each `trak`'s id and media timescale, and its `trex` default sample duration, in `trak` order.
+    static func movieTracks(_ moov: [UInt8]) -> [(id: UInt32, timescale: Int32, defaultDuration: UInt32, end: Int64)] {
+        var defaults: [UInt32: UInt32] = [:]
+        if let mvex = MP4Boxes(moov, from: 8).first(where: { $0.type == "mvex" }) {
+            for trex in MP4Boxes(moov, from: mvex.range.lowerBound + 8, to: mvex.range.upperBound) where trex.type == "trex" {
+                let o = trex.range.lowerBound
+                defaults[UInt32(be(moov, o + 12, 4))] = UInt32(be(moov, o + 20, 4))
+            }
+        }
+        return MP4Boxes(moov, from: 8).filter { $0.type == "trak" }.compactMap { trak in
+            let boxes = Array(MP4Boxes(moov, from: trak.range.lowerBound + 8, to: trak.range.upperBound))
+            guard let tkhd = boxes.first(where: { $0.type == "tkhd" }), let mdia = boxes.first(where: { $0.type == "mdia" }),
+                  let mdhd = MP4Boxes(moov, from: mdia.range.lowerBound + 8, to: mdia.range.upperBound).first(where: { $0.type == "mdhd" })
+            else { return nil }
+            let id = UInt32(be(moov, tkhd.range.lowerBound + (moov[tkhd.range.lowerBound + 8] == 1 ? 28 : 20), 4))
+            let timescale = Int32(truncatingIfNeeded: be(moov, mdhd.range.lowerBound + (moov[mdhd.range.lowerBound + 8] == 1 ? 28 : 20), 4))
+            return (id, timescale, defaults[id] ?? 0, 0)
+        }
+    }
+
+    /// One `moof`: the samples of the first track, and each track's end
+    /// (`tfdt` plus its samples' durations), by index in `tracks`.
+    static func fragment(_ moof: [UInt8], tracks: [(id: UInt32, defaultDuration: UInt32)]) -> (samples: Int, ends: [Int: Int64]) {
+        var samples = 0
+        var ends: [Int: Int64] = [:]
+        for traf in MP4Boxes(moof, from: 8) where traf.type == "traf" {
+            var index: Int?
+            var duration: UInt32 = 0
+            var start: Int64 = 0
+            var total: Int64 = 0
+            var count = 0
+            for b in MP4Boxes(moof, from: traf.range.lowerBound + 8, to: traf.range.upperBound) {
+                let o = b.range.lowerBound
+                let flags = Int(be(moof, o + 9, 3))
+                switch b.type {
+                case "tfhd":
+                    let id = UInt32(be(moof, o + 12, 4))
+                    index = tracks.firstIndex { $0.id == id }
+                    duration = index.map { tracks[$0].defaultDuration } ?? 0
+                    var f = o + 16
+                    if flags & 0x1 != 0 { f += 8 }
+                    if flags & 0x2 != 0 { f += 4 }
+                    if flags & 0x8 != 0 { duration = UInt32(be(moof, f, 4)) }
+                case "tfdt":
+                    start = Int64(bitPattern: be(moof, o + 12, moof[o + 8] == 1 ? 8 : 4))
+                case "trun":
+                    let n = Int(be(moof, o + 12, 4))
+                    count += n
+                    var f = o + 16
+                    if flags & 0x1 != 0 { f += 4 }
+                    if flags & 0x4 != 0 { f += 4 }
+                    let stride = [0x100, 0x200, 0x400, 0x800].filter { flags & $0 != 0 }.count * 4
+                    for i in 0..<n {
+                        total += Int64(flags & 0x100 != 0 && f + i * stride + 4 <= b.range.upperBound ? UInt32(be(moof, f + i * stride, 4)) : duration)
+                    }
+                default: break
+                }
+            }
+            guard let index else { continue }
+            ends[index] = max(ends[index] ?? 0, start + total)
+            if index == 0 { samples += count }
+        }
+        return (samples, ends)
+    }
+
+    /// The big-endian number of `width` bytes at `o`.
+    static func be(_ b: [UInt8], _ o: Int, _ width: Int) -> UInt64 {
+        guard o >= 0, o + width <= b.count else { return 0 }
+        return (0..<width).reduce(0) { $0 << 8 | UInt64(b[o + $1]) }
+    }
+
     /// `moov` with the durations set and a `mehd` added to `mvex` (children keep their order).
     static func patchedMoov(_ moov: [UInt8], tracks: [TrackEnd]) throws(PatchError) -> [UInt8] {
         var children = MP4Boxes(moov, from: 8).map { (type: $0.type, bytes: Array(moov[$0.range])) }

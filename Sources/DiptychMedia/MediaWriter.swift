@@ -36,6 +36,9 @@ public final class MediaWriter: @unchecked Sendable {
     /// How audio is written: `none`, `copy aac`, `aac (re-encoded from pcm_s16le)`.
     public internal(set) var audioDescription = "none"
     public private(set) var framesWritten = 0
+    /// For an MP4 file cut short by a full disk: the frames it holds, once
+    /// `finish()` has cut it after its last complete fragment (nil otherwise).
+    public private(set) var framesInFile: Int?
     /// The first frame's pts: the output's zero. Video and audio timestamps
     /// are written relative to it, so a take starting mid-stream starts at 0.
     public private(set) var timestampOrigin: MediaTime?
@@ -233,14 +236,21 @@ public final class MediaWriter: @unchecked Sendable {
     }
 
     /// Flushes the encoder, writes the remaining audio and the trailer, and
-    /// closes the output. If a write already failed (storage full, say),
-    /// finish only closes the output (without throwing again): a fragmented
-    /// MP4 then holds every fragment completed before the failure.
+    /// closes the output. If a write already failed, finish only closes the
+    /// output (without throwing again); an MP4 file whose disk filled is then
+    /// cut after its last complete fragment, with the length of what it holds
+    /// written in (`framesInFile`).
     public func finish() throws(MediaError) {
         guard !finished else { return }
         finished = true
         defer { output = nil }
-        guard firstError == nil else { return }
+        if let e = firstError {
+            if e.isStorageFull, trackEnds != nil, let output {
+                try? output.closeIO()
+                framesInFile = try? FragmentedMP4.cutToLastFragment(path: url).firstTrackSamples
+            }
+            return
+        }
         for p in try encoder.flush() { try writeVideoPacket(p) }
         try finishAudio()
         guard let output else { return }

@@ -73,10 +73,17 @@ import DiptychMedia
         final class Box: @unchecked Sendable { var second: LiveReceiver? }
         let box = Box()
         DispatchQueue.global().asyncAfter(deadline: .now() + 3) { first.kill() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 6) { box.second = try? LiveReceiver(url: url, path: dir.path("second.ts")) }
+        // The second receiver's start is waited for (on a loaded machine ffmpeg may take seconds to listen).
+        let restarted = DispatchGroup()
+        restarted.enter()
+        DispatchQueue.global().asyncAfter(deadline: .now() + 6) {
+            box.second = try? LiveReceiver(url: url, path: dir.path("second.ts"))
+            restarted.leave()
+        }
         let r = try runCLI(["record", "--primary", clip, "--secondary", "none", "--out", url, "--also-out", dir.path("file.mp4"),
                             "--json", "--preset", "ultrafast"])
         #expect(r.status == 0, "\(r.stderr)")
+        _ = restarted.wait(timeout: .now() + 20)
         let second = try #require(box.second)
         #expect(second.waitForEnd(timeout: 20))
         #expect(try Self.frameCount(dir.path("file.mp4")) == 420)

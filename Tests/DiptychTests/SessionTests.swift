@@ -188,7 +188,9 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         #expect(frames.map(\.counter) == (0..<frames.count).map { Optional($0) })
     }
 
-    /// A disk that fills mid-take (ENOSPC) finalizes what was written and says so.
+    /// A disk that fills mid-take (ENOSPC) finalizes what was written and
+    /// says so: the file ends at its last complete fragment, its header
+    /// holds its length, and the summary counts exactly the frames it holds.
     @Test func diskFullMidTake() throws {
         let dir = Scratch(); defer { dir.remove() }
         let mount = dir.path("small")
@@ -218,7 +220,13 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
             #expect(summary.stopReason.contains("storage full"))
             let frames = try decodeAll(out).frames
             #expect(frames.count > 0, "the fragments written before the disk filled play")
-            #expect(frames.count <= summary.frames)
+            #expect(frames.count == summary.frames, "\(frames.count) frames decode, the summary says \(summary.frames)")
+            #expect(abs(summary.durationSeconds - Double(frames.count) / 30) < 1e-6)
+            // FFmpeg reads it to the end without an error, and its header gives the length it holds.
+            let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out, "-f", "null", "-"])
+            #expect(strict.status == 0 && strict.stderr.isEmpty, "\(strict.stderr)")
+            let length = try #require(try MediaSources.open(.url(out)).info.duration)
+            #expect(abs(length - Double(frames.count) / 30) <= 1.0 / 30 + 1e-6, "the header says \(length) s for \(frames.count) frames")
         }
     }
 

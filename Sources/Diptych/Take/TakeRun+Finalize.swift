@@ -30,10 +30,11 @@ extension TakeRun {
 
         let outputPath = config.output ?? ""
         let mainResult = Self.summary(of: main, failure: main.failure)
-        // Frames sent; the take's length counts those a reconnecting stream lost too.
+        // Frames sent (or, in a file cut short by a full disk, held); the take's
+        // length counts those a reconnecting stream lost too.
         let written = mainResult.frames
         let wall = Date().timeIntervalSince(started)
-        let duration = Double(main.written) * frameRate.frameDuration.seconds
+        let duration = Double(written + (mainResult.lost ?? 0)) * frameRate.frameDuration.seconds
         let c = inputs.clock.counters
         let sink = main.sink
         // The main output may have failed and been closed while others went on;

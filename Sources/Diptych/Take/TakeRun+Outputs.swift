@@ -86,11 +86,13 @@ extension TakeRun {
         layouts[e.key] = nil
     }
 
-    /// What `e` took: frames sent (a reconnecting stream's lost frames apart), dropped, outages.
+    /// What `e` took: frames sent (a reconnecting stream's lost frames
+    /// apart; for a file cut short by a full disk, the frames it holds), dropped, outages.
     static func summary(of e: EncoderStage, failure: MediaError?) -> OutputSummary {
         let reconnecting = e.sink as? ReconnectingOutput
         let lost = reconnecting?.framesLost
-        return OutputSummary(output: e.name, frames: e.written - (lost ?? 0), failure: failure.map { "\($0)" }, dropped: e.dropped,
+        let frames = (e.sink as? MediaWriter)?.framesInFile ?? e.written - (lost ?? 0)
+        return OutputSummary(output: e.name, frames: frames, failure: failure.map { "\($0)" }, dropped: e.dropped,
                              outages: reconnecting?.outages ?? [], lost: lost)
     }
 
