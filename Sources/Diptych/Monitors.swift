@@ -106,9 +106,8 @@ extension ThermalState {
 public struct FileSystemStorageMonitor: StorageMonitor {
     public init() {}
     public func freeBytes(at path: String) -> Int64? {
-        if path.contains("://") && !path.hasPrefix("file://") { return nil }
-        let url = URL(fileURLWithPath: path)
-        let dir = url.deletingLastPathComponent().path
+        guard let file = FileIdentity(path) else { return nil }   // a stream or pipe: no disk
+        let dir = URL(fileURLWithPath: file.path).deletingLastPathComponent().path
         var st = statvfs()
         guard statvfs(dir.isEmpty ? "." : dir, &st) == 0 else { return nil }
         return Int64(st.f_bavail) * Int64(st.f_frsize)

@@ -64,11 +64,14 @@ public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
 public enum StartRefusal: Hashable, Sendable, CustomStringConvertible {
     case thermalCritical(source: String)
     case storage(path: String, reason: String)
+    /// The canvas is over its measured budget and `--over-budget refuse` was asked for.
+    case overBudget(canvas: String, reason: String)
 
     public var description: String {
         switch self {
         case .thermalCritical(let s): return "not starting: critical thermal state (\(s))"
         case .storage(let p, let r): return "not starting: \(p): \(r)"
+        case .overBudget(let c, let r): return "not starting: canvas \(c) is over budget (\(r)); --over-budget refuse"
         }
     }
 }

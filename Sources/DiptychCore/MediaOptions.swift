@@ -122,6 +122,17 @@ public enum RealtimeMode: String, Hashable, Sendable, Codable, CaseIterable {
     case off
 }
 
+/// What a take does when the cost trial finds its canvas over budget
+/// (docs/ARCHITECTURE.md, "Cost budget and rollback").
+public enum OverBudget: String, Hashable, Sendable, Codable, CaseIterable {
+    /// Roll back to the largest smaller canvas that fits (the default without `--size`).
+    case reduce
+    /// Keep the canvas, say so, and let frames be late (the default with `--size`).
+    case keep
+    /// Do not start.
+    case refuse
+}
+
 /// Whether the take has an audio track. Frozen when the take starts.
 public enum AudioMode: String, Hashable, Sendable, Codable, CaseIterable {
     /// Copy (or re-encode to AAC) the primary source's audio.

@@ -65,6 +65,11 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var json = false
     /// `--switch-secondary SECONDS=SRC` (repeatable), in the order given.
     public var secondarySwitches: [SecondarySwitch] = []
+    /// `--over-budget reduce|keep|refuse`: what the cost trial's verdict
+    /// does to a canvas over budget; nil: `keep` with `--size`, else `reduce`.
+    public var overBudget: OverBudget?
+    /// What `overBudget` means for this take.
+    public var resolvedOverBudget: OverBudget { overBudget ?? (canvasSize != nil ? .keep : .reduce) }
     /// `--realtime on|off|auto`: pace frames at the primary's real-time rate
     /// (auto: when an output is live and no source is).
     public var realtime = RealtimeMode.auto

@@ -24,8 +24,9 @@ public final class AudioPacket: @unchecked Sendable {
 ///
 /// The source queues packets as it demuxes (at most `capacity`; the oldest
 /// are dropped beyond that, so an unused track costs bounded memory); a
-/// `MediaWriter` given this track drains them as video is written.
-/// Thread-safe.
+/// `MediaWriter` given this track drains them as video is written. Each
+/// further output of the take gets a `branch()`: a queue of its own fed with
+/// the same packets (writers only read them). Thread-safe.
 public final class AudioTrack: @unchecked Sendable {
     public let codecName: String
     public let sampleRate: Int
@@ -37,6 +38,8 @@ public final class AudioTrack: @unchecked Sendable {
     let startOffset: Int64
     public let capacity: Int
     private let queue = Mutex<(packets: [AudioPacket], dropped: Int, ended: Bool)>(([], 0, false))
+    /// The queues of further outputs, fed with every packet queued here.
+    private let branches = Mutex<[AudioTrack]>([])
 
     init(stream: UnsafeMutablePointer<AVStream>, startOffset: Int64, capacity: Int = 4096) {
         parameters = FFCodecParameters(copying: stream.pointee.codecpar)
@@ -48,19 +51,49 @@ public final class AudioTrack: @unchecked Sendable {
         channels = Int(parameters.raw.pointee.ch_layout.nb_channels)
     }
 
+    /// A branch of `trunk`: its parameters, and the packets it holds now.
+    private init(branchOf trunk: AudioTrack) {
+        parameters = FFCodecParameters(copying: trunk.parameters.raw)
+        timeBase = trunk.timeBase
+        startOffset = trunk.startOffset
+        capacity = trunk.capacity
+        codecName = trunk.codecName
+        sampleRate = trunk.sampleRate
+        channels = trunk.channels
+        let now = trunk.queue.withLock { $0 }
+        queue.withLock { $0 = (now.packets, 0, now.ended) }
+    }
+
     var codecID: AVCodecID { parameters.raw.pointee.codec_id }
+
+    /// A queue of the same audio for another output: the packets queued now
+    /// and every one queued from now on.
+    public func branch() -> AudioTrack {
+        let b = AudioTrack(branchOf: self)
+        branches.withLock { $0.append(b) }
+        return b
+    }
 
     /// Called by the demuxer: takes the packet's data (leaves `packet` blank).
     func enqueue(moving packet: UnsafeMutablePointer<AVPacket>) {
         if packet.pointee.pts != avNoPTS { packet.pointee.pts -= startOffset }
         if packet.pointee.dts != avNoPTS { packet.pointee.dts -= startOffset }
         let p = AudioPacket(moving: packet, timeBase: timeBase)
+        append(p)
+        for b in branches.withLock({ $0 }) { b.append(p) }
+    }
+
+    private func append(_ p: AudioPacket) {
         queue.withLock { q in
             q.packets.append(p)
             if q.packets.count > capacity { q.packets.removeFirst(q.packets.count - capacity); q.dropped += 1 }
         }
     }
-    func markEnded() { queue.withLock { $0.ended = true } }
+
+    func markEnded() {
+        queue.withLock { $0.ended = true }
+        for b in branches.withLock({ $0 }) { b.markEnded() }
+    }
 
     /// Removes and returns the queued packets (in demux order).
     public func drain() -> [AudioPacket] {

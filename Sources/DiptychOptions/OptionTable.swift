@@ -194,6 +194,11 @@ extension Option {
         .text("--thermal-state", ["thermalState"], "nominal|fair|serious|critical", "pretend the machine is in this thermal state",
               scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.thermalState = try ThermalState.parse(t, field: f) },
               get: { $0.take.thermalState.map { .string($0.rawValue) } }),
+        .text("--over-budget", ["overBudget"], "reduce|keep|refuse",
+              "a live take's canvas over its measured budget: roll back (default), keep it (default with --size) or do not start",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in
+                  v.take.overBudget = try enumValue(OverBudget.self, t, field: f, "expected reduce, keep or refuse")
+              }, get: { $0.take.overBudget.map { .string($0.rawValue) } }),
         .text("--realtime", ["realtime"], "on|off|auto", "pace frames at the primary's real-time rate (auto: when an output is live and no source is)",
               scopes: .take, set: { v, t, f throws(ConfigurationError) in
                   v.take.realtime = try enumValue(RealtimeMode.self, t, field: f, "expected on, off or auto")

@@ -26,6 +26,7 @@ import DiptychOptions
         case "--format": return "mpegts"
         case "--pip-margin": return "3%"
         case "--background": return "102030"
+        case "--over-budget": return "keep"
         default:
             switch o.value(in: OptionValues()) {
             case .string(let s)?: return s

@@ -223,7 +223,8 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
             #expect(frames.count == summary.frames, "\(frames.count) frames decode, the summary says \(summary.frames)")
             #expect(abs(summary.durationSeconds - Double(frames.count) / 30) < 1e-6)
             // FFmpeg reads it to the end without an error, and its header gives the length it holds.
-            let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out, "-f", "null", "-"])
+            let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out,
+                                                     "-c:v", "rawvideo", "-an", "-y", dir.path("strict.nut")])
             #expect(strict.status == 0 && strict.stderr.isEmpty, "\(strict.stderr)")
             let length = try #require(try MediaSources.open(.url(out)).info.duration)
             #expect(abs(length - Double(frames.count) / 30) <= 1.0 / 30 + 1e-6, "the header says \(length) s for \(frames.count) frames")
@@ -348,6 +349,34 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         #expect(frames.count == 6)
     }
 
+    /// An explicit `--size` over budget is kept and said so (in the log and
+    /// the summary's warnings); `--over-budget` chooses otherwise: roll back,
+    /// or do not start.
+    @Test func anExplicitSizeOverBudgetIsTheUsersChoice() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let measure: @Sendable (PixelSize) -> [Double] = { canvas in Array(repeating: canvas.height > 500 ? 0.050 : 0.004, count: 12) }
+        func take(_ extra: [String]) throws -> (Result<TakeSummary, SessionError>, LogLines) {
+            let log = LogLines()
+            let config = try takeConfig(primary: "testsrc:counter:1280x720@30", out: dir.path("s\(extra.count).mp4"), duration: 0.2,
+                                        extra: ["--size", "1280x720"] + extra)
+            let hooks = SessionHooks(storage: plentyOfSpace, log: log.add, costTrial: .always, costMeasurement: measure)
+            let session = RecordingSession(configuration: config, hooks: hooks)
+            do throws(SessionError) { return (.success(try session.run()), log) } catch { return (.failure(error), log) }
+        }
+        let (kept, log) = try take([])
+        let summary = try kept.get()
+        #expect(summary.canvas == "1280x720")
+        #expect(summary.warnings.contains { $0.contains("canvas 1280x720 is over its measured budget") && $0.contains("--over-budget keep") },
+                "\(summary.warnings)")
+        #expect(log.contains("warning: canvas 1280x720 is over its measured budget"))
+        let reduced = try take(["--over-budget", "reduce"]).0.get()
+        #expect(reduced.canvas == "854x480")
+        guard case .failure(let refused) = try take(["--over-budget", "refuse", "--audio", "none"]).0 else {
+            Issue.record("--over-budget refuse started the take"); return
+        }
+        #expect(refused.exitCode == 1 && refused.description.contains("not starting: canvas 1280x720 is over budget"), "\(refused)")
+    }
+
     /// The real cost trial (GPU + encoder) accepts a small canvas.
     @Test func realCostTrialAcceptsSmallCanvas() throws {
         let dir = Scratch(); defer { dir.remove() }
@@ -365,23 +394,29 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         let input = dir.path("with-audio.mp4")
         try makeFixture(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
                          "-t", "1", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-c:a", "aac", "-shortest", input])
-        for audio in ["primary", "none"] {
-            let out = dir.path("out-\(audio).mp4")
-            let config = try takeConfig(primary: input, out: out, duration: nil, extra: ["--audio", audio])
-            let summary = try RecordingSession(configuration: config, hooks: SessionHooks(storage: plentyOfSpace)).run()
-            #expect(summary.frames == 30)
+        func streams(_ path: String) throws -> String {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/ffprobe")
-            p.arguments = ["-v", "error", "-show_entries", "stream=codec_type,codec_name", "-of", "csv=p=0", out]
+            p.arguments = ["-v", "error", "-show_entries", "stream=codec_type,codec_name,duration", "-of", "csv=p=0", path]
             let pipe = Pipe(); p.standardOutput = pipe
             try p.run(); p.waitUntilExit()
-            let streams = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            if audio == "primary" {
-                #expect(streams.contains("aac,audio"), "\(streams)")
-                #expect(summary.audio.contains("aac"))
-            } else {
-                #expect(!streams.contains("audio"), "\(streams)")
+            return String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+        for audio in ["primary", "none"] {
+            // Every output carries the take's audio, `--also-out` ones too.
+            let out = dir.path("out-\(audio).mp4"), also = dir.path("also-\(audio).ts")
+            let config = try takeConfig(primary: input, out: out, duration: nil, extra: ["--audio", audio, "--also-out", also])
+            let summary = try RecordingSession(configuration: config, hooks: SessionHooks(storage: plentyOfSpace)).run()
+            #expect(summary.frames == 30)
+            for path in [out, also] {
+                let found = try streams(path)
+                if audio == "primary" {
+                    #expect(found.contains("aac,audio"), "\(path): \(found)")
+                } else {
+                    #expect(!found.contains("audio"), "\(path): \(found)")
+                }
             }
+            if audio == "primary" { #expect(summary.audio.contains("aac")) }
         }
     }
 

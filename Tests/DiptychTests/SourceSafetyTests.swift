@@ -71,6 +71,30 @@ import DiptychMedia
         #expect(try decodeFrameCount(dir.path("o.mp4")) == 30)
     }
 
+    /// A FIFO primary is a live source: when its writer pauses, a live
+    /// output keeps its cadence with the last frame, and goes on when the
+    /// writer does.
+    @Test func aPausingFIFOPrimaryIsHeldOnLiveOutputs() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let fifo = dir.path("cam.fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let writer = Thread {
+            guard let h = FileHandle(forWritingAtPath: fifo) else { return }
+            let frame = Data("FRAME\n".utf8) + Data(repeating: 128, count: 64 * 48 * 3 / 2)
+            h.write(Data("YUV4MPEG2 W64 H48 F30:1 Ip A1:1 C420jpeg\n".utf8))
+            for _ in 0..<30 { h.write(frame) }
+            Thread.sleep(forTimeInterval: 2.5)
+            for _ in 0..<30 { h.write(frame) }
+            try? h.close()
+        }
+        writer.start()
+        let r = try record(["--primary", fifo, "--primary-timeout", "10", "--out", "pipe:1", "--format", "mpegts",
+                            "--also-out", "file.mp4"], in: dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("primary interrupted") && r.stderr.contains("primary resumed"), "\(r.stderr)")
+        #expect(try decodeFrameCount(dir.path("file.mp4")) == 60, "the file pauses, without held frames")
+    }
+
     /// Frames under 2x2 are bad input at open.
     @Test func tinySourceIsBadInput() throws {
         let dir = Scratch(); defer { dir.remove() }

@@ -12,7 +12,7 @@ extension TakeRun {
         // Drain the GPU: every rendered frame reaches its encoder.
         if encoderFailure() == nil, let r = StageClock.measure(.render, { deliverReadbacks(wait: true) }), reason.isNormal { reason = r }
         if let preview, frames > 0, let t = lastPTS { preview.writeIfPending(gpu: gpu, at: t) }
-        if let w = preview?.warning { warnings.append(w) }
+        if let w = preview?.warning { warnings.add(w) }
         let gpuSummary = gpu.gpu.info.description
         // Outputs closed while the take ran (and any still opening or closing) first.
         var outputResults = handovers.settle(ended: .ended(.nothingRecorded(.requested("take over"), output: config.output ?? "")))
@@ -53,7 +53,7 @@ extension TakeRun {
             gpuRebuilds: gpu.rebuilds, hotSwaps: inputs.hotSwaps,
             stopReason: reason.description,
             normalStop: reason.isNormal && finishError == nil && lost.isEmpty && !outputResults.contains { $0.failure != nil },
-            warnings: warnings + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
+            warnings: warnings.all + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
             preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
             outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages,
             lostFrames: mainResult.lost,

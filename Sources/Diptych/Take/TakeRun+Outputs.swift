@@ -62,7 +62,7 @@ extension TakeRun {
         let live = ContainerFormat.isLive(spec.out)
         let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
         encoders.append(stage)
-        _ = zeroCopy.attach(key, stage: stage, settings: encoderSettings, log: hooks.log)
+        _ = zeroCopy.attach(key, stage: stage, settings: encoderSettings, log: hooks.log, warn: warnings.add)
         if live {
             let liveSource = TakeRun.isLive(config.primary)
             timing.liveOutputAdded(pace: config.realtime != .off && !liveSource && !TakeRun.isLive(config.secondary),
@@ -109,11 +109,16 @@ extension TakeRun {
 
     // MARK: The machine
 
+    /// Storage (every file output: the main one's low disk ends the take,
+    /// another's closes that output) and heat.
     func checkMonitors() -> StopReason? {
-        let outputPath = config.output ?? ""
-        let free = hooks.storage.freeBytes(at: outputPath)
-        if case .stop = StoragePolicy.standard.decide(freeBytes: free, recording: true), let free {
-            return .storageLow(freeBytes: free)
+        for e in encoders where !e.live {
+            let path = e.key == 0 ? config.output ?? "" : e.name
+            guard let free = hooks.storage.freeBytes(at: path),
+                  case .stop = StoragePolicy.standard.decide(freeBytes: free, recording: true) else { continue }
+            if e === main { return .storageLow(freeBytes: free) }
+            warn("output \(e.name): \(free / (1 << 20)) MiB left on its disk; it is closed, the take goes on")
+            close(e, failure: .storageFull(path: e.name))
         }
         let thermal = Self.readThermal(config: config, hooks: hooks)
         defer { lastThermal = thermal.state }
@@ -141,12 +146,17 @@ extension TakeRun {
         return (hooks.thermal ?? SysfsThermalMonitor()).read()
     }
 
-    /// Whether a source delivers in real time (falling behind loses frames).
+    /// Whether a source delivers in real time (falling behind loses frames):
+    /// standard input, a FIFO, a network stream.
     static func isLive(_ spec: SourceSpec) -> Bool {
         switch spec {
         case .stdin: return true
         case .url(let u):
             if u.hasPrefix("/dev/") { return true }
+            if let file = FileIdentity(u) {
+                var st = stat()
+                return stat(file.path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO
+            }
             guard let scheme = u.split(separator: ":").first?.lowercased(), u.contains("://") else { return false }
             return ["rtsp", "rtmp", "rtmps", "srt", "udp", "tcp", "rtp", "http", "https"].contains(scheme)
         case .testPattern, .none: return false

@@ -37,7 +37,7 @@ final class TakeRun {
     let decoders: DecoderLog
 
     var frames = 0
-    var warnings: [String]
+    let warnings: TakeWarnings
     var lastPTS: MediaTime?
     var lastPaired: PairedFrame?
     var lastThermal: ThermalState = .nominal
@@ -207,10 +207,7 @@ final class TakeRun {
 
     func log(_ message: String) { hooks.log(message) }
 
-    func warn(_ message: String) {
-        warnings.append(message)
-        log("warning: \(message)")
-    }
+    func warn(_ message: String) { warnings.add(message) }
 
     private func progress() -> TakeProgress {
         let c = inputs.clock.counters

@@ -12,7 +12,7 @@ struct PreparedTake {
     var inputs: InputStage
     var gpu: GPUStage
     var encoders: [EncoderStage]
-    var warnings: [String]
+    var warnings: TakeWarnings
     var audio: AudioTrack?
     var encoderSettings: VideoEncoderSettings
     /// `--slate`, decoded.
@@ -56,12 +56,13 @@ enum TakeSetup {
         // The GPU's lines wait until the take starts: bad input found later gets one line only.
         let held = HeldLog(hooks.log)
         let log: @Sendable (String) -> Void = { held.write($0) }
+        let warnings = TakeWarnings(log: log)
         let gpu: GPUStage
         do {
             gpu = try GPUStage(makeCompositor: { () throws(GPUError) -> GPUCompositor in
                 if let make { return try make(selection) }
                 return try GPUCompositor(selection: selection, directCopy: true, log: log)
-            }, warn: { log("warning: \($0)") })
+            }, warn: { warnings.add($0) })
         } catch { throw .gpu(error) }
         var keepGPU = false
         defer { if !keepGPU { gpu.shutdown() } }
@@ -74,7 +75,7 @@ enum TakeSetup {
 
         // Inputs, decoded where `--decoder` says (NVDEC on the compositor's GPU).
         let decoders = DecoderLog()
-        let decoding = decoderSettings(config, gpu: gpu.gpu, hooks: hooks, log: decoders)
+        let decoding = decoderSettings(config, gpu: gpu.gpu, hooks: hooks, log: decoders, warn: warnings.add)
         // Opening a source blocks at most its role's timeout, and stops at once when the take is stopped.
         let policy = hooks.sourcePolicy, cancel = session.openCancel
         let opening = { @Sendable (role: StreamRole) in
@@ -117,19 +118,16 @@ enum TakeSetup {
         held.release()
 
         // The machine: critical refuses, serious drops 1080p to 720p.
-        var warnings: [String] = []
         let thermal = TakeRun.readThermal(config: config, hooks: hooks)
         switch ThermalPolicy.decide(state: thermal.state, recording: false, canvas: canvas) {
         case .refuseToStart, .stopRecording:
             throw .refused(.thermalCritical(source: thermal.source))
         case .dropTo720p:
             let reduced = ThermalPolicy.reducedCanvas(for: canvas)
-            let message = "thermal state serious (\(thermal.source)): recording at \(reduced) instead of \(canvas)"
-            hooks.log(message)
-            warnings.append(message)
+            warnings.add("thermal state serious (\(thermal.source)): recording at \(reduced) instead of \(canvas)")
             canvas = reduced
         case .warn:
-            hooks.log("warning: thermal state \(thermal.state) (\(thermal.source))")
+            warnings.add("thermal state \(thermal.state) (\(thermal.source))")
         case .none, .dropToOneStream:
             break
         }
@@ -146,8 +144,22 @@ enum TakeSetup {
                 ?? CostTrial.real(gpu: g, primary: primary.info.size, secondary: secondary?.info.size, layout: config.layout,
                                   orientations: (primaryOrientation, secondaryOrientation), settings: settings, frames: 12)
             let outcome = CostTrial(frames: 12, measure: measure).choose(requested: canvas, frameRate: frameRate)
-            for m in outcome.messages { hooks.log(m) }
-            if outcome.canvas != canvas { warnings.append(contentsOf: outcome.messages); canvas = outcome.canvas }
+            if outcome.canvas == canvas {
+                outcome.messages.forEach(hooks.log)
+            } else {
+                switch config.resolvedOverBudget {
+                case .reduce:
+                    outcome.messages.forEach(warnings.add)
+                    canvas = outcome.canvas
+                case .keep:
+                    outcome.messages.forEach(hooks.log)
+                    warnings.add("canvas \(canvas) is over its measured budget (\(outcome.messages.first ?? "")); kept as asked "
+                                 + "(--over-budget keep\(config.overBudget == nil ? ", the default with --size" : "")): frames may be late")
+                case .refuse:
+                    outcome.messages.forEach(hooks.log)
+                    throw .refused(.overBudget(canvas: canvas.description, reason: outcome.messages.first ?? "measured over budget"))
+                }
+            }
         }
         var resized = settings
         resized.size = canvas
@@ -183,12 +195,12 @@ enum TakeSetup {
         for (i, spec) in specs.enumerated() {
             do throws(MediaError) {
                 let live = ContainerFormat.isLive(spec.out)
-                let sink = try openSink(i, spec, outputVideo, i == 0 ? audio : nil, config: config, io: io, log: hooks.log)
+                let sink = try openSink(i, spec, outputVideo, i == 0 ? audio : audio?.branch(), config: config, io: io, log: hooks.log)
                 var onWritten: (@Sendable (MediaTime) -> Void)?
                 if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
                 let stage = EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten)
                 encoders.append(stage)
-                plans.append(zeroCopy.attach(i, stage: stage, settings: outputVideo, log: hooks.log))
+                plans.append(zeroCopy.attach(i, stage: stage, settings: outputVideo, log: hooks.log, warn: warnings.add))
             } catch {
                 for e in encoders { _ = e.finish() }
                 // An extra output that cannot be opened is named as the option that gave it.
@@ -227,7 +239,7 @@ enum TakeSetup {
         let inputs = InputStage(primary: SourceReader(spec: config.primary, source: primary, capacity: depth(config.primary)),
                                 secondary: secondary.map { SourceReader(spec: config.secondary, source: $0, capacity: depth(config.secondary)) },
                                 settings: inputSettings, clock: clock, log: hooks.log,
-                                warn: { hooks.log("warning: \($0)") }, isStopRequested: { session.isStopRequested })
+                                warn: warnings.add, isStopRequested: { session.isStopRequested })
         keepGPU = true
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
@@ -239,14 +251,14 @@ enum TakeSetup {
     /// device of the compositor's GL context (asked only when NVDEC may be
     /// used), and a fall back mid-take logged as a warning and kept for the summary.
     static func decoderSettings(_ config: TakeConfiguration, gpu: GPUCompositor, hooks: SessionHooks,
-                                log: DecoderLog) -> @Sendable (StreamRole) -> DecoderSettings {
+                                log: DecoderLog, warn: @escaping @Sendable (String) -> Void) -> @Sendable (StreamRole) -> DecoderSettings {
         let device: Result<Int, DecoderUnavailable> = config.decoder == .cpu
             ? .failure(DecoderUnavailable("--decoder cpu"))
             : gpu.cudaDevice().mapError { DecoderUnavailable($0.reason) }
-        let choice = config.decoder, override = hooks.decoderSettings, say = hooks.log
+        let choice = config.decoder, override = hooks.decoderSettings
         return { role in
             let settings = DecoderSettings.with(choice, cudaDevice: device, onFallback: { f in
-                say("warning: \(role.rawValue): NVDEC stopped \(f); decoding on the CPU from there")
+                warn("\(role.rawValue): NVDEC stopped \(f); decoding on the CPU from there")
                 log.fellBack(role, f)
             })
             return override?(role, settings) ?? settings

@@ -103,7 +103,8 @@ final class ZeroCopySetup {
     /// The plan of output `key` (opened as `stage`), and its ring when its
     /// frames go to the encoder in place. An output whose encoder takes
     /// frames in host memory, or whose ring cannot be made, reads back.
-    func attach(_ key: Int, stage: EncoderStage, settings: VideoEncoderSettings, log: (String) -> Void) -> EncoderPlan {
+    func attach(_ key: Int, stage: EncoderStage, settings: VideoEncoderSettings, log: (String) -> Void,
+                warn: (String) -> Void) -> EncoderPlan {
         guard plan.path == .vaapiZeroCopy, let chosen, let facts, override != nil || allocator != nil else { return plan }
         guard override != nil || stage.sink.takesDmaBuf else {
             return replan(facts, refusal: "output \(stage.name) takes frames in host memory (\(stage.sink.encoderName))")
@@ -127,7 +128,7 @@ final class ZeroCopySetup {
             if key == 0 || stage.live { log("output \(stage.name): \(count) encoder targets (\(chosen.layout), modifier \(ModifierTrial.name(chosen.modifier)))") }
             return plan
         } catch {
-            log("warning: output \(stage.name): \(count) encoder targets cannot be made (\(error)); its frames are read back")
+            warn("output \(stage.name): \(count) encoder targets cannot be made (\(error)); its frames are read back")
             return replan(facts, refusal: "its \(count) encoder targets cannot be made: \(error)")
         }
     }
