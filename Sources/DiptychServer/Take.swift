@@ -135,6 +135,13 @@ final class Take: TakeEvents, @unchecked Sendable {
     /// The outputs added while the take ran, open now or removed since.
     var addedOutputs: [OutputSpec] { lock.withLock { _everAdded } }
 
+    /// What the take asks of the machine now: its load with the outputs added and still open.
+    var admissionLoad: TakeLoad {
+        var l = load
+        l.encodes += lock.withLock { _added.count }
+        return l
+    }
+
     /// Adds an output to the running take: 400 when it cannot be opened, 409 once the take is over.
     func addOutput(_ spec: OutputSpec) throws(RequestError) -> Int {
         guard let s = lock.withLock({ session }) else { throw .conflict("take '\(id)': is not running") }

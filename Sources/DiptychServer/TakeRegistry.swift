@@ -34,6 +34,8 @@ final class TakeRegistry: @unchecked Sendable {
     private(set) var refusals: [String: Int] = [:]
     /// File outputs being added to running takes (claimed while they open).
     private var reserved: Set<String> = []
+    /// Encodes of outputs being added (admitted, not yet open).
+    private var reservedEncodes: [TakeLoad] = []
 
     init(settings: Settings, pool: CompositorPool, meter: CostMeter, store: StateStore?, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings; self.pool = pool; self.meter = meter; self.store = store; self.log = log
@@ -121,12 +123,13 @@ final class TakeRegistry: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         if draining { throw .unavailable("the server is shutting down") }
         let active = takes.values.filter { $0.state.isActive }
+        let running = active.map(\.admissionLoad) + reservedEncodes
         for (field, path) in OutputClaims.files(config) {
             if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), reserved: reserved) { throw e }
         }
         let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
             .min { $0.realtimeFactor < $1.realtimeFactor }
-        let decision = Admission.decide(new: load, running: active.map(\.load), lagging: lagging, active: active.count,
+        let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,
                                         maxTakes: settings.maxTakes, model: model, capacity: settings.capacity)
         switch decision {
         case .failure(let e):
@@ -145,16 +148,35 @@ final class TakeRegistry: @unchecked Sendable {
         return t
     }
     /// Adds `spec` to the running `take`, unless another output of any take
-    /// writes that file (409); returns the output's index.
+    /// writes that file (409) or one more encode of its canvas does not fit
+    /// the capacity (503, as a new take would be refused); returns the output's index.
     func addOutput(_ spec: OutputSpec, to take: Take) throws(RequestError) -> Int {
-        guard OutputClaims.isFile(spec.out) else { return try take.addOutput(spec) }
+        let model = try meter.waitForModel().get()
+        let file = OutputClaims.isFile(spec.out)
+        let encode = TakeLoad(width: take.load.width, height: take.load.height, fps: take.load.fps, encodes: 1)
         let refusal: RequestError? = lock.withLock {
-            let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), reserved: reserved)
-            if e == nil { reserved.insert(spec.out) }
-            return e
+            if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), reserved: reserved) { return e }
+            let active = takes.values.filter { $0.state.isActive }
+            let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
+                .min { $0.realtimeFactor < $1.realtimeFactor }
+            let decision = Admission.decide(new: encode, running: active.map(\.admissionLoad) + reservedEncodes, lagging: lagging,
+                                            active: 0, maxTakes: Int.max, model: model, capacity: settings.capacity)
+            if case .failure(let e) = decision {
+                refusals[lagging != nil ? "lagging" : "capacity", default: 0] += 1
+                log("refused an output of take \(take.id) (\(encode)): \(e)")
+                return .unavailable("out '\(spec.out)': \(e)")
+            }
+            if file { reserved.insert(spec.out) }
+            reservedEncodes.append(encode)
+            return nil
         }
         if let refusal { throw refusal }
-        defer { lock.withLock { _ = reserved.remove(spec.out) } }
+        defer {
+            lock.withLock {
+                if file { _ = reserved.remove(spec.out) }
+                if let i = reservedEncodes.firstIndex(of: encode) { reservedEncodes.remove(at: i) }
+            }
+        }
         return try take.addOutput(spec)
     }
 

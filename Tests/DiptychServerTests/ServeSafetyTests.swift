@@ -140,7 +140,8 @@ import Testing
         let dir = Scratch(); defer { dir.remove() }
         let stalled = try TCPListener(receiveBuffer: 4096)
         defer { stalled.close() }
-        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        // Room for a second 720p encode whatever the measured cost: admission is not what this tests.
+        let server = try ServeProcess(["--cores", "64"], in: dir.path); defer { server.stop() }
         // Every frame a keyframe: megabytes a second, so the unread connection fills in a few seconds.
         let created = try server.request("POST", "/v1/takes", json([
             "primary": "testsrc:smpte:1280x720@30", "out": "main.mp4", "preset": "ultrafast", "audio": "none",
@@ -169,6 +170,35 @@ import Testing
         #expect(after - before >= 45, "\(after - before) frames in 3 s at 30 fps while an output was being removed")
         removing.wait()
         #expect(box.answer?.status == 200, "\(box.answer?.text ?? "no answer")")
+        _ = try server.request("DELETE", "/v1/takes/\(id)")
+    }
+
+    /// An output added to a running take is admitted like a take: one more
+    /// encode of its canvas must fit the capacity, or 503.
+    @Test func addedOutputsAreAdmittedByCost() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess(["--cores", "2"], in: dir.path); defer { server.stop() }
+        // A canvas that costs about two thirds of the capacity (2 cores × 90 %) by the calibrated model:
+        // the take fits, a second encode of it does not.
+        var model: Double?
+        let deadline = Date(timeIntervalSinceNow: 120)
+        while model == nil && Date() < deadline {
+            model = ((try server.request("GET", "/healthz")).json["cost"] as? [String: Any])?["cpuSecondsPerMegapixel"] as? Double
+            if model == nil { Thread.sleep(forTimeInterval: 0.2) }
+        }
+        let perMegapixel = try #require(model)
+        let megapixels = 0.65 * 1.8 / perMegapixel / 30
+        let height = max(90, Int((megapixels * 1e6 * 9 / 16).squareRoot()) & ~1)
+        let width = (height * 16 / 9) & ~1
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:counter:\(width)x\(height)@30", "out": "main.mp4", "preset": "ultrafast", "audio": "none",
+            "realtime": "on", "duration": 20]))
+        #expect(created.status == 201, "\(width)x\(height): \(created.text)")
+        let id = try #require(created.json["id"] as? String)
+        try server.waitForTake(id) { frames($0) >= 30 }
+        let added = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "more.ts"]))
+        #expect(added.status == 503, "\(width)x\(height) at \(perMegapixel) CPU s/MP: \(added.text)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("more.ts")))
         _ = try server.request("DELETE", "/v1/takes/\(id)")
     }
 

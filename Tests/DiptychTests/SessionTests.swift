@@ -231,6 +231,26 @@ func insetCentre(_ config: TakeConfiguration, canvas: PixelSize, secondary: Pixe
         }
     }
 
+    /// Every file output's disk is watched: another output whose disk runs
+    /// low is closed and reported, and the take goes on (the main output's
+    /// low disk ends the take: `storagePolicy` above).
+    @Test func everyOutputsDiskIsWatched() throws {
+        struct LowFor: StorageMonitor {
+            let marker: String
+            func freeBytes(at path: String) -> Int64? { path.contains(marker) ? 50 << 20 : 1 << 40 }
+        }
+        let dir = Scratch(); defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.path("low"), withIntermediateDirectories: true)
+        let out = dir.path("main.mp4"), also = dir.path("low/also.ts")
+        let config = try takeConfig(out: out, duration: 3, extra: ["--also-out", also])
+        let hooks = SessionHooks(storage: LowFor(marker: "/low/"), monitorInterval: 0.2)
+        let summary = try RecordingSession(configuration: config, hooks: hooks).run()
+        #expect(summary.frames == 180)
+        let closed = try #require(summary.outputs.first { $0.output == also })
+        #expect(closed.failure?.contains("storage full") == true && closed.frames < 180, "\(closed)")
+        #expect(summary.warnings.contains { $0.contains("output \(also)") && $0.contains("left on its disk") }, "\(summary.warnings)")
+    }
+
     /// Rule 9: replacing the secondary mid-take neither drops nor stalls
     /// output frames; the new stream has another size and rate.
     @Test func hotSwapSecondary() throws {
