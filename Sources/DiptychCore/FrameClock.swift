@@ -47,7 +47,9 @@ public struct FrameClockConfiguration: Hashable, Sendable {
     public var afterEnd: SecondaryEndPolicy
     /// When set, a secondary that has delivered frames but then none for this
     /// long (by `now`) is treated as ended at `lastArrival + stallTimeout`
-    /// until it delivers again (reason `.secondaryStalled`).
+    /// until it delivers again (reason `.secondaryStalled`). Its last frame
+    /// has then been held for the stall timeout already: `afterEnd`'s hold
+    /// applies to an explicit end, not again to a stall.
     public var stallTimeout: MediaTime?
     /// `.nearest` keeps at most this many unshown frames; pushing more drops
     /// the oldest. (`.latest` keeps one.)
@@ -272,7 +274,7 @@ public struct FrameClock<Payload> {
 
         // End or stall of the secondary.
         if let (endTime, reason) = effectiveEnd(now: now), case .primaryOnlyAfter(let timeout) = configuration.afterEnd,
-           now - endTime >= timeout {
+           now - endTime >= (reason == .secondaryStalled ? .zero : timeout) {
             if let c = current { release(c.payload); current = nil }
             return outputPrimaryOnly(primaryPTS, reason)
         }

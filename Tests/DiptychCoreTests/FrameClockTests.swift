@@ -118,6 +118,21 @@ private func ms(_ v: Int64) -> MediaTime { MediaTime(value: v, timescale: 1000) 
         #expect(clock.counters.outputFrames == 4 && clock.counters.primaryOnlyFrames == 1)
     }
 
+    /// A stall's hold is the stall timeout, once: a hold after an explicit
+    /// end (as a take sets both to `--secondary-timeout`) is not added to it.
+    @Test func aStallIsHeldForItsTimeoutOnce() {
+        let config = FrameClockConfiguration(afterEnd: .primaryOnlyAfter(ms(500)), stallTimeout: ms(500))
+        var stalled = FrameClock<Int>(configuration: config)
+        stalled.pushSecondary(1, pts: .zero, now: ms(0))
+        #expect(stalled.tick(primaryPTS: ms(499), now: ms(499)).secondary?.payload == 1)
+        #expect(stalled.tick(primaryPTS: ms(500), now: ms(500)) == .primaryOnly(pts: ms(500), reason: .secondaryStalled))
+        var ended = FrameClock<Int>(configuration: config)
+        ended.pushSecondary(1, pts: .zero, now: ms(0))
+        ended.secondaryEnded(now: ms(100))
+        #expect(ended.tick(primaryPTS: ms(599), now: ms(599)).secondary?.payload == 1)
+        #expect(ended.tick(primaryPTS: ms(600), now: ms(600)) == .primaryOnly(pts: ms(600), reason: .secondaryEnded))
+    }
+
     @Test func primaryEndEndsTheTake() {
         var clock = FrameClock<Int>(configuration: FrameClockConfiguration(collectsDiscarded: true))
         clock.pushSecondary(1, pts: .zero, now: .zero)

@@ -35,6 +35,37 @@ import DiptychMedia
         #expect(r.stderr.contains("pacing at the primary's real-time rate"))
     }
 
+    /// A UDP secondary whose sender restarts (its timestamps from zero again,
+    /// as a restarted encoder's are) goes on being shown: the new timeline is
+    /// rebased at the take's time, not dropped as old.
+    @Test(.timeLimit(.minutes(2))) func aUDPSecondaryThatRestartsGoesOn() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let url = "udp://127.0.0.1:\(LiveReceiver.freePort())"
+        @Sendable func sender() throws -> Process {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+            p.arguments = ["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=160x120:rate=30", "-t", "3", "-c:v", "libx264",
+                           "-preset", "ultrafast", "-tune", "zerolatency", "-g", "15", "-pix_fmt", "yuv420p", "-f", "mpegts", url]
+            p.standardInput = FileHandle.nullDevice
+            try p.run()
+            return p
+        }
+        let senders = DispatchGroup()
+        senders.enter()
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) {
+            defer { senders.leave() }
+            for _ in 0..<2 { (try? sender())?.waitUntilExit() }
+        }
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", url, "--realtime", "on",
+                            "--duration", "7", "--secondary-timeout", "4", "--out", dir.path("o.mp4"), "--json", "--preset", "ultrafast"])
+        _ = senders.wait(timeout: .now() + 20)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("secondary timestamps jumped"), "\(r.stderr)")
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        // 180 frames sent, the first few before the take opened the stream.
+        #expect(summary.secondaryFramesShown >= 140, "\(summary.secondaryFramesShown) of 180 secondary frames shown")
+    }
+
     /// SIGINT while a live output is reconnecting to a receiver that accepts
     /// and never answers ends the take at once (the attempt in progress is
     /// stopped), with the outage and the frames it lost in the summary.

@@ -267,6 +267,14 @@ final class InputStage {
                 let event = secondary.stalled ? reader.queue.tryPop() : reader.queue.pop(timeout: settings.secondaryTimeout)
                 switch event {
                 case .frame(var f)?:
+                    if let last = secondary.lastRaw, !settings.sharedClock, TakeRun.isLive(reader.spec),
+                       f.pts < last || f.pts - last > SecondaryState.discontinuity {
+                        log(String(format: "secondary timestamps jumped from %.3f s to %.3f s (a new timeline); rebased at %.3f s",
+                                   last.seconds, f.pts.seconds, t.seconds))
+                        secondary.base = t
+                        secondary.firstPTS = f.pts
+                    }
+                    secondary.lastRaw = f.pts
                     // Streams on one clock are both rebased on the primary's first frame.
                     let first = secondary.firstPTS ?? (settings.sharedClock ? primary.firstPTS : nil) ?? f.pts
                     secondary.firstPTS = first
@@ -330,6 +338,13 @@ struct SecondaryState {
     var next: InputFrame?
     var firstPTS: MediaTime?
     var base = MediaTime.zero
+    /// The last frame's own timestamp (before rebasing), to find a timeline that restarted.
+    var lastRaw: MediaTime?
     var ended = false
     var stalled = false
+
+    /// A live source's timestamps that jump back, or ahead by more than this,
+    /// started a new timeline (a sender that restarted): its frames are
+    /// rebased to the take's time from there, not dropped as old or held as future.
+    static let discontinuity = MediaTime(seconds: 5)
 }
