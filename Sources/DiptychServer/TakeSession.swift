@@ -117,7 +117,9 @@ final class TakeSession: @unchecked Sendable {
                 ending.summary = session.summary
                 ending.error = TakeSession.message(error)
                 ending.badInput = error.isBadInput
+                // A live receiver that refused, or accepted and never answered.
                 if case .output(let path, .writeFailed) = error, !error.isBadInput { ending.unreachableOutput = ContainerFormat.isLive(path) }
+                if case .output(let path, .timedOut) = error { ending.unreachableOutput = ContainerFormat.isLive(path) }
                 if case .source(_, .timedOut) = error { ending.sourceTimedOut = true }
                 // The client is told only that a network source could not be opened; the log says why.
                 if case .source(let role, .unreachable(let name, let detail)) = error {

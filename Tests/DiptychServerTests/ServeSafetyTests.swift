@@ -130,6 +130,10 @@ import Testing
         #expect(after - before >= 45, "\(after - before) frames in 3 s at 30 fps while an output was opening")
         adding.wait()
         #expect(box.answer?.status == 502, "\(box.answer?.text ?? "no answer")")
+        // A take whose own output is that receiver: 502 too.
+        let silentTake = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30",
+                                                                        "out": "rtmp://127.0.0.1:\(silent.port)/live/y"]))
+        #expect(silentTake.status == 502, "\(silentTake.text)")
         let deleted = try server.request("DELETE", "/v1/takes/\(id)")
         #expect(deleted.status == 200 && state(deleted.json) == "finished", "\(deleted.text)")
     }
@@ -223,6 +227,37 @@ import Testing
         try fixture(tiny, size: "1x1", frames: 3, codec: ["-c:v", "ffv1"])
         let t = try server.request("POST", "/v1/takes", json(["primary": tiny, "out": "t.mp4"]))
         #expect(t.status == 400 && t.error.contains("1x1"), "\(t.text)")
+    }
+
+    /// A take still opening a source that blocks (a FIFO with no writer, a
+    /// minute's timeout) is ended at once by DELETE and frees its slot; one
+    /// still opening when the server is stopped does not hold up the stop.
+    @Test func takesStillOpeningStopAtOnce() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        #expect(mkfifo(dir.path("cam.fifo"), 0o600) == 0)
+        let server = try ServeProcess(["--max-takes", "1"], in: dir.path); defer { server.stop() }
+        let body = json(["primary": dir.path("cam.fifo"), "out": "a.mp4", "primaryTimeout": 60, "size": "320x240"])
+        // POST answers after its own wait with the take still starting.
+        let a = try server.request("POST", "/v1/takes", body)
+        #expect(a.status == 201 && state(a.json) == "starting", "\(a.text)")
+        let id = try #require(a.json["id"] as? String)
+        let start = Date()
+        let deleted = try server.request("DELETE", "/v1/takes/\(id)")
+        #expect(Date().timeIntervalSince(start) < 3, "DELETE took \(Date().timeIntervalSince(start)) s")
+        #expect(deleted.status == 200, "\(deleted.text)")
+        let b = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "b.mp4", "duration": 1,
+                                                               "preset": "ultrafast"]))
+        #expect(b.status == 201, "the slot stayed taken: \(b.text)")
+        let bid = try #require(b.json["id"] as? String)
+        try server.waitForTake(bid) { state($0) == "finished" }
+
+        // Another one opening when SIGTERM comes: the server stops at once.
+        DispatchQueue.global().async { _ = try? server.request("POST", "/v1/takes", body) }
+        Thread.sleep(forTimeInterval: 2)
+        let stopping = Date()
+        server.signal(SIGTERM)
+        #expect(server.waitForExit(timeout: 30) == 0)
+        #expect(Date().timeIntervalSince(stopping) < 5, "SIGTERM took \(Date().timeIntervalSince(stopping)) s")
     }
 
     /// The token is checked before the body is read; a request must arrive
