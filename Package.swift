@@ -43,14 +43,12 @@ let package = Package(
         // The CUDA driver API and NVDEC (FFmpeg's ffnvcodec headers): header-only at
         // build time, libcuda.so.1 and libnvcuvid.so.1 loaded with dlopen at run time.
         .systemLibrary(name: "CCUDA", providers: [.apt(["libffmpeg-nvenc-dev"])]),
-        // Vulkan (loaded at run time) makes the semaphores GL and CUDA share.
-        .systemLibrary(name: "CVulkan", providers: [.apt(["libvulkan-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         .target(name: "DiptychCore"),
         // The CUDA driver loaded at run time: devices, primary contexts, NVDEC's
         // capabilities and the CUDA–GL interop calls (no FFmpeg, no GL).
-        .target(name: "DiptychCUDA", dependencies: ["DiptychCore", "CCUDA", "CVulkan"]),
+        .target(name: "DiptychCUDA", dependencies: ["DiptychCore", "CCUDA"]),
         // The option table: command-line flags, --help, the JSON form, the
         // embedding API's option strings and the server's request bodies.
         .target(name: "DiptychOptions", dependencies: ["DiptychCore"]),

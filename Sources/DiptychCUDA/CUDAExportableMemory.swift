@@ -73,12 +73,8 @@ public final class CUDACopyOut: @unchecked Sendable {
 
     /// Copies `count` bytes at `address` into `dst` (page-locked memory: at bus
     /// speed; ordinary memory goes through the driver's bounce buffers) and waits.
-    /// With `semaphore`, the copy first waits on the GPU for it (what GL
-    /// wrote before signalling it); the wait is queued even when the copy then fails.
-    public func copy(from address: UInt64, count: Int, to dst: UnsafeMutableRawPointer,
-                     after semaphore: CUDAExternalSemaphore? = nil) throws(CUDAError) {
+    public func copy(from address: UInt64, count: Int, to dst: UnsafeMutableRawPointer) throws(CUDAError) {
         try queueAndWait { driver, api throws(CUDAError) in
-            try semaphore?.queueWait(on: stream)
             try driver.check(api.cuMemcpyDtoHAsync(dst, CUdeviceptr(address), count, stream), "cuMemcpyDtoHAsync(\(count))")
         }
     }

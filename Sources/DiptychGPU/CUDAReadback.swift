@@ -62,19 +62,13 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
         do throws(CUDAError) { return try memory.exportDescriptor() } catch { throw .cudaInterop("readback memory: \(error)") }
     }
 
-    func copyOut(count: Int, to dst: UnsafeMutableRawPointer, after handOver: (any HandOverSemaphore)?) throws(GPUError) {
+    func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError) {
         do throws(CUDAError) {
-            try copiersOut.take().copy(from: memory.address, count: count, to: dst, after: (handOver as? CUDAHandOver)?.semaphore.cuda)
+            try copiersOut.take().copy(from: memory.address, count: count, to: dst)
         } catch {
             throw .cudaInterop("reading back \(count) bytes: \(error)")
         }
     }
-}
-
-/// CUDA's side of a semaphore GL signals after writing a readback buffer.
-final class CUDAHandOver: HandOverSemaphore, @unchecked Sendable {
-    let semaphore: SharedSemaphore
-    init(_ semaphore: SharedSemaphore) { self.semaphore = semaphore }
 }
 
 extension ExportedMemorySource {
@@ -84,7 +78,7 @@ extension ExportedMemorySource {
     static func choose(_ releaser: GLReleaser, log: (String) -> Void, asked: String?) -> ImportedMemory? {
         let caps = releaser.context.caps
         if let s = releaser.hooks.exportedMemory {
-            return MemoryObjectProcs.load(caps).map { ImportedMemory(source: s, procs: $0, semaphoreProcs: releaser.hooks.semaphoreProcs) }
+            return MemoryObjectProcs.load(caps).map { ImportedMemory(source: s, procs: $0) }
         }
         func no(_ why: String) -> ImportedMemory? {
             if let asked { log("diptych-gpu: \(asked): \(why); transfers through GL") }
@@ -93,13 +87,8 @@ extension ExportedMemorySource {
         guard let procs = MemoryObjectProcs.load(caps) else { return no("this GL context lacks GL_EXT_memory_object_fd") }
         var why = ""
         guard let s = cuda(why: &why) else { return no(why) }
-        // What GL writes reaches CUDA through a semaphore naming the buffer.
-        var semaphoreProcs: SemaphoreProcs?
-        if s.makeSemaphore != nil {
-            guard let p = SemaphoreProcs.load(caps) else { return no("this GL context lacks GL_EXT_semaphore_fd") }
-            semaphoreProcs = p
-        }
-        let m = ImportedMemory(source: s, procs: procs, semaphoreProcs: semaphoreProcs)
+        // What GL wrote reaches CUDA's copy once the frame's fence has signalled (the copy waits for it).
+        let m = ImportedMemory(source: s, procs: procs)
         do throws(GPUError) { try roundTrip(m, releaser: releaser) } catch { return no("\(error)") }
         return m
     }
@@ -109,13 +98,6 @@ extension ExportedMemorySource {
     /// auto: CUDA's where the GL context is NVIDIA's and the round trip works,
     /// silently GL's elsewhere.
     static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "auto"
-    /// `DIPTYCH_GPU_READBACK_HANDOVER=semaphore`: each frame also handed over
-    /// with a semaphore (what GL_EXT_external_objects describes). Off by
-    /// default: the frame's fence, already waited for, orders the copy after
-    /// GL's writes, and on the H200 the semaphore cost 40 % of the rate
-    /// (5,062 against 8,369 NVDEC composites/s at 16 streams) with no frame
-    /// different without it.
-    static let semaphoreRequested = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK_HANDOVER"] == "semaphore"
 
     /// `DIPTYCH_CUDA_UPLOADS`: `import` (uploads staged in imported CUDA
     /// memory, or a logged fall back to GL's buffers), `on` (host frames
@@ -159,21 +141,13 @@ extension ExportedMemorySource {
         glCopyBufferSubData(GL.copyReadBuffer, GL.copyWriteBuffer, 0, 0, GLsizeiptr(n))
         glBindBuffer(GL.copyReadBuffer, 0)
         glBindBuffer(GL.copyWriteBuffer, 0)
-        var wait: (any HandOverSemaphore)?
-        var handOver: HandOver?
-        defer { if let handOver, let p = m.semaphoreProcs { handOver.release(procs: p) } }
-        if let make = m.source.makeSemaphore, let p = m.semaphoreProcs {
-            handOver = try HandOver(try make(), procs: p)
-            handOver!.signal(buffer: trial.buffer, procs: p)
-            wait = handOver!.takeWait()
-        }
         glFinish()
         glDeleteBuffers(1, &source)
         let e = glGetError()
-        guard e == GL.noError else { throw .gl(label: "a copy into imported memory, handed over", code: e) }
+        guard e == GL.noError else { throw .gl(label: "a copy into imported memory", code: e) }
         let back = UnsafeMutableRawPointer.allocate(byteCount: n, alignment: 64)
         defer { back.deallocate() }
-        try memory.copyOut(count: n, to: back, after: wait)
+        try memory.copyOut(count: n, to: back)
         guard memcmp(back, pattern, n) == 0 else { throw .cudaInterop("bytes GL wrote into imported memory did not come back") }
     }
 
@@ -190,14 +164,12 @@ extension ExportedMemorySource {
         guard let device = (try? driver.devicesOfCurrentGLContext())?.first ?? (driver.deviceCount == 1 ? 0 : nil) else {
             why = "no CUDA device runs this GL context"; return nil
         }
-        let handOver = semaphoreRequested
-        let context: CUDAPrimaryContext, copiersOut: CUDACopyPool, copiersIn: CUDACopyPool, vulkan: VulkanSemaphoreDevice?
+        let context: CUDAPrimaryContext, copiersOut: CUDACopyPool, copiersIn: CUDACopyPool
         do throws(CUDAError) {
             context = try driver.primaryContext(ordinal: device)
             copiersOut = try CUDACopyPool(context: context, count: copierCount)
             copiersIn = try CUDACopyPool(context: context, count: copierCount)
             _ = try CUDAExportableMemory(context: context, bytes: 1)   // the calls work here
-            vulkan = handOver ? try VulkanSemaphoreDevice(context: context) : nil
         } catch { why = "\(error)"; return nil }
         let host = FrameBufferPool.Allocator(
             allocate: { bytes in
@@ -215,11 +187,6 @@ extension ExportedMemorySource {
                 return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copiersOut: copiersOut,
                                           copiersIn: copiersIn, pinned: host)
             } catch { throw .cudaInterop("readback memory of \(bytes) bytes: \(error)") }
-        }, hostMemory: host, makeSemaphore: vulkan == nil ? nil : { () throws(GPUError) in
-            do throws(CUDAError) {
-                let s = try vulkan!.makeSemaphore()
-                return SemaphoreExport(glDescriptor: s.glDescriptor, waiter: CUDAHandOver(s))
-            } catch { throw .cudaInterop("a semaphore shared by GL and CUDA: \(error)") }
-        })
+        }, hostMemory: host)
     }
 }

@@ -29,8 +29,6 @@ struct GPUTestHooks {
     var exportedMemory: ExportedMemorySource?
     var importedReadback = true
     var importedStaging = false
-    /// GL's semaphore calls for a source that makes semaphores (llvmpipe has none).
-    var semaphoreProcs: SemaphoreProcs?
     /// NV12 pictures read in place by the compute pass, `in-place` or
     /// `device` (copied into device buffers first) (nil: `DIPTYCH_GPU_PICTURES`).
     var pictures: String?

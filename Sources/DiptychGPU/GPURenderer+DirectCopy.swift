@@ -227,7 +227,6 @@ extension GPURenderer {
         glBindFramebuffer(GL.framebuffer, 0)
         let serial = timeline.pendingSerial
         out.used(serial)
-        if packSlot >= 0 { readbacks.handOver(packSlot) }
         timeline.submit()
         readbacks.submitted(PendingReadback(serial: serial, slot: packSlot, output: out.id, pts: pts, width: W, height: H,
                                             stride: out.nv12Stride, bytes: packBytes, matrix: out.matrix, range: out.range,

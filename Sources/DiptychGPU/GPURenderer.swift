@@ -333,7 +333,6 @@ final class GPURenderer {
         glBindFramebuffer(GL.framebuffer, 0)
         let serial = timeline.pendingSerial
         out.used(serial)
-        if slot >= 0 { readbacks.handOver(slot) }
         let t0 = PassTimer.now()
         timeline.submit()
         RenderThread.add(.fence, since: t0)

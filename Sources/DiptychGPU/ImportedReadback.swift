@@ -13,9 +13,8 @@ protocol ExportedMemory: AnyObject, Sendable {
     var size: Int { get }
     /// A new descriptor; the import takes it (closed here if the import fails).
     func exportDescriptor() throws(GPUError) -> Int32
-    /// Copies `count` bytes from the start into `dst` and waits for them;
-    /// with `handOver`, the copy first waits for GL to have signalled it.
-    func copyOut(count: Int, to dst: UnsafeMutableRawPointer, after handOver: (any HandOverSemaphore)?) throws(GPUError)
+    /// Copies `count` bytes from the start into `dst` and waits for them.
+    func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError)
     /// Copies planes in (from host memory or from the device) and waits for them.
     func copyIn(_ planes: [PlaneTransfer]) throws(GPUError)
 }
@@ -34,18 +33,6 @@ struct PlaneTransfer {
     var pageLocked = false
 }
 
-/// The other API's side of a semaphore GL signals once it has written a
-/// buffer of exported memory (GL_EXT_external_objects: without it, what GL
-/// wrote is not promised to be visible outside GL, whatever fence has signalled).
-protocol HandOverSemaphore: AnyObject, Sendable {}
-
-/// A new shared semaphore: a descriptor for GL's import (the import takes
-/// it) and the other API's side, waited on by copies out.
-struct SemaphoreExport {
-    var glDescriptor: Int32
-    var waiter: any HandOverSemaphore
-}
-
 /// Where readback buffers come from when GL does not make them: allocations
 /// of exported memory, and (optionally) the host memory delivered frames are
 /// copied into (page-locked, so the copy runs at bus speed).
@@ -56,18 +43,12 @@ struct ExportedMemorySource {
     var device: Int = 0
     var allocate: (Int) throws(GPUError) -> any ExportedMemory
     var hostMemory: FrameBufferPool.Allocator?
-    /// One semaphore per readback buffer, signalled by GL after each frame
-    /// written into it (CUDA's source); nil: memory GL writes is visible to the
-    /// copy once the fence has signalled (the tests' mapped files).
-    var makeSemaphore: (() throws(GPUError) -> SemaphoreExport)? = nil
 }
 
-/// A source of exported memory and the GL calls that import it (and its
-/// semaphores, where the source hands memory over with them).
+/// A source of exported memory and the GL calls that import it.
 struct ImportedMemory {
     var source: ExportedMemorySource
     var procs: MemoryObjectProcs
-    var semaphoreProcs: SemaphoreProcs? = nil
 }
 
 /// The GL entry points of GL_EXT_memory_object and GL_EXT_memory_object_fd.
@@ -132,75 +113,5 @@ final class ImportedBuffer {
         r.delete(.buffer, [buffer])
         procs.delete(1, &object)
         buffer = 0; object = 0
-    }
-}
-
-/// The GL entry points of GL_EXT_semaphore and GL_EXT_semaphore_fd.
-struct SemaphoreProcs {
-    var generate: PFNGLGENSEMAPHORESEXTPROC
-    var delete: PFNGLDELETESEMAPHORESEXTPROC
-    var importFD: PFNGLIMPORTSEMAPHOREFDEXTPROC
-    var signal: PFNGLSIGNALSEMAPHOREEXTPROC
-
-    static func load(_ caps: GPUCapabilities) -> SemaphoreProcs? {
-        guard caps.semaphoreFD,
-              let g = loadProc("glGenSemaphoresEXT", as: PFNGLGENSEMAPHORESEXTPROC.self),
-              let d = loadProc("glDeleteSemaphoresEXT", as: PFNGLDELETESEMAPHORESEXTPROC.self),
-              let i = loadProc("glImportSemaphoreFdEXT", as: PFNGLIMPORTSEMAPHOREFDEXTPROC.self),
-              let s = loadProc("glSignalSemaphoreEXT", as: PFNGLSIGNALSEMAPHOREEXTPROC.self) else { return nil }
-        return SemaphoreProcs(generate: g, delete: d, importFD: i, signal: s)
-    }
-}
-
-/// GL's import of a shared semaphore, and the other API's side of it. GL
-/// signals it after writing a buffer, naming that buffer; the next copy out of
-/// the buffer waits for it; each signal is followed by exactly one wait
-/// (`pending`). Render thread, but for `takeWait` (under the compositor's lock).
-final class HandOver {
-    private(set) var semaphore: GLuint = 0
-    let waiter: any HandOverSemaphore
-    /// Signalled and not yet waited for.
-    private(set) var pending = false
-    /// Signalled, and its wait lost (a failed copy, frames dropped): it cannot
-    /// be signalled again; the buffer gets a new one.
-    private(set) var spent = false
-
-    init(_ made: SemaphoreExport, procs: SemaphoreProcs) throws(GPUError) {
-        waiter = made.waiter
-        _ = glGetError()
-        procs.generate(1, &semaphore)
-        procs.importFD(semaphore, GL.handleTypeOpaqueFD, made.glDescriptor)
-        let e = glGetError()
-        guard e == GL.noError, semaphore != 0 else {
-            if semaphore != 0 { procs.delete(1, &semaphore) } else { close(made.glDescriptor) }
-            throw .gl(label: "importing a semaphore (glImportSemaphoreFdEXT)", code: e)
-        }
-    }
-
-    /// After the GL work that writes `buffer`: hands it over.
-    func signal(buffer: GLuint, procs: SemaphoreProcs) {
-        precondition(!pending && !spent, "a semaphore signalled twice without a wait")
-        var b = buffer
-        procs.signal(semaphore, 1, &b, 0, nil, nil)
-        pending = true
-    }
-
-    /// The side the next copy out waits on (nil: nothing to wait for). A
-    /// second call before another signal gets nil: the wait is taken once.
-    func takeWait() -> (any HandOverSemaphore)? {
-        guard pending else { return nil }
-        pending = false
-        return waiter
-    }
-
-    /// A signal whose wait will never come (frames dropped): the semaphore is used up.
-    func abandon() { if pending { pending = false; spent = true } }
-
-    /// The copy that took the wait failed: whether its wait ran is unknown.
-    func spoil() { pending = false; spent = true }
-
-    func release(procs: SemaphoreProcs) {
-        if semaphore != 0 { procs.delete(1, &semaphore) }
-        semaphore = 0
     }
 }

@@ -40,8 +40,6 @@ final class ReadbackQueue {
         var capacity = 0
         var busy = false
         var imported: ImportedBuffer?
-        /// The semaphore GL signals after each frame written into `imported` (CUDA's memory).
-        var handOver: HandOver?
         /// Host copy of an imported buffer's bytes, for frames assembled from parts (direct copy).
         var shadow: FrameStorage?
     }
@@ -80,11 +78,10 @@ final class ReadbackQueue {
             let cap = (bytes + 65535) & ~65535
             if let exported {
                 // Nothing in flight uses the old one (it is not busy): a bigger import replaces it.
-                let handOver = buffers[i].handOver
                 buffers[i].imported?.release(releaser, procs: exported.procs)
-                buffers[i] = PackBuffer(buffer: 0, handOver: handOver)
+                buffers[i] = PackBuffer(buffer: 0)
                 let b = try ImportedBuffer(try exported.source.allocate(cap), target: GL.pixelPackBuffer, procs: exported.procs)
-                buffers[i] = PackBuffer(buffer: b.buffer, base: nil, capacity: b.memory.size, imported: b, handOver: handOver)
+                buffers[i] = PackBuffer(buffer: b.buffer, base: nil, capacity: b.memory.size, imported: b)
             } else if let bufferStorage {
                 // Immutable storage: a bigger buffer replaces it (nothing in flight uses it: it is not busy).
                 releaser.delete(.buffer, [buffers[i].buffer])
@@ -106,22 +103,9 @@ final class ReadbackQueue {
             if exported == nil { buffers[i].capacity = cap }
             glBindBuffer(GL.pixelPackBuffer, 0)
         }
-        if let exported, let make = exported.source.makeSemaphore, let procs = exported.semaphoreProcs,
-           buffers[i].handOver?.spent ?? true {
-            buffers[i].handOver?.release(procs: procs)
-            buffers[i].handOver = nil
-            buffers[i].handOver = try HandOver(try make(), procs: procs)
-        }
         glBindBuffer(target, buffers[i].buffer)
         next = (i + 1) % buffers.count
         return i
-    }
-
-    /// Render thread, after the GL work that fills buffer `i` (before its
-    /// fence): hands it over to the copy out where the source asks for that.
-    func handOver(_ i: Int) {
-        guard let h = buffers[i].handOver, let procs = exported?.semaphoreProcs else { return }
-        h.signal(buffer: buffers[i].buffer, procs: procs)
     }
 
     /// Render thread: gives back the buffer `bindNext` just returned, unused
@@ -159,13 +143,8 @@ final class ReadbackQueue {
         guard slot >= 0, let imported = buffers[slot].imported else {
             return done(DirectCopyPlanner.deliveryJobs(r, packed: nil, into: storage.mutableBase))
         }
-        let handOver = buffers[slot].handOver
         func copyOut(to dst: UnsafeMutableRawPointer) throws(GPUError) {
-            let wait = handOver?.takeWait()
-            do throws(GPUError) { try imported.memory.copyOut(count: r.bytes, to: dst, after: wait) } catch {
-                if wait != nil { handOver?.spoil() }
-                throw error
-            }
+            try imported.memory.copyOut(count: r.bytes, to: dst)
         }
         if r.direct == nil {
             try copyOut(to: storage.mutableBase)
@@ -227,20 +206,14 @@ final class ReadbackQueue {
     /// Drops every readback nobody collected (context loss, teardown).
     func dropAll() {
         pending.removeAll(); ready.removeAll()
-        for i in buffers.indices {
-            buffers[i].busy = false
-            buffers[i].handOver?.abandon()
-        }
+        for i in buffers.indices { buffers[i].busy = false }
     }
 
     /// Render thread, at teardown (after the timeline drained).
     func release(_ r: GLReleaser) {
         dropAll()
         if let exported {
-            for b in buffers {
-                b.imported?.release(r, procs: exported.procs)
-                if let procs = exported.semaphoreProcs { b.handOver?.release(procs: procs) }
-            }
+            for b in buffers { b.imported?.release(r, procs: exported.procs) }
         } else {
             r.delete(.buffer, buffers.map(\.buffer))
         }

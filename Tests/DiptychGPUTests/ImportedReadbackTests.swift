@@ -16,8 +16,6 @@ final class MemfdMemory: ExportedMemory, @unchecked Sendable {
         var live = 0, made = 0, copies = 0, descriptors = 0, copiesIn = 0, planesFromDevice = 0
         /// Copies out fail while set (a device error).
         var failCopies = false
-        /// What the copies out waited for (only with a source that makes semaphores).
-        let handOvers = RecordedSemaphores()
         func note(_ f: (Ledger) -> Void) { lock.lock(); f(self); lock.unlock() }
     }
     let size: Int
@@ -47,11 +45,10 @@ final class MemfdMemory: ExportedMemory, @unchecked Sendable {
         return dup(fd)
     }
 
-    func copyOut(count: Int, to dst: UnsafeMutableRawPointer, after handOver: (any HandOverSemaphore)?) throws(GPUError) {
+    func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError) {
         precondition(count <= size)
         var fail = false
         ledger.note { fail = $0.failCopies }
-        ledger.handOvers.note("wait \((handOver as? RecordedSemaphores.Waiter)?.id ?? -1) copy \(fail ? "fails" : "done")")
         if fail { throw .cudaInterop("copy out failed (test)") }
         dst.copyMemory(from: base, byteCount: count)
         ledger.note { $0.copies += 1 }
@@ -77,15 +74,13 @@ final class MemfdMemory: ExportedMemory, @unchecked Sendable {
     /// the SHA-1 of its driver id, "llvmpipe" (Mesa's os_memory_fd).
     static let llvmpipeID: [UInt8] = [0x6c, 0xb9, 0xee, 0x07, 0x4a, 0x0b, 0xad, 0x7b, 0x01, 0x2e, 0x1b, 0xe9, 0x69, 0x7e, 0x53, 0x0f]
 
-    static func source(_ ledger: Ledger, hostBlocks: Ledger? = nil, semaphores: Bool = false) -> ExportedMemorySource {
+    static func source(_ ledger: Ledger, hostBlocks: Ledger? = nil) -> ExportedMemorySource {
         let host = hostBlocks.map { l in
             FrameBufferPool.Allocator(allocate: { n in l.note { $0.live += 1; $0.made += 1 }; return malloc(n) },
                                       free: { p in l.note { $0.live -= 1 }; free(p) })
         }
-        var s = ExportedMemorySource(name: "test memory", allocate: { n throws(GPUError) in try MemfdMemory(bytes: n, ledger: ledger) },
-                                     hostMemory: host)
-        if semaphores { s.makeSemaphore = ledger.handOvers.make }
-        return s
+        return ExportedMemorySource(name: "test memory", allocate: { n throws(GPUError) in try MemfdMemory(bytes: n, ledger: ledger) },
+                                    hostMemory: host)
     }
 }
 
