@@ -40,20 +40,9 @@ final class CUDARegistration {
 /// GL work issued after it wait for them, so the fence after the frame's
 /// draws also covers the copies (docs/ARCHITECTURE.md, "Lifetimes end at
 /// fence completion"). Render thread only.
-///
-/// With `premap` (`DIPTYCH_CUDA_PREMAP=on`), each flush also maps the sets
-/// the streams' next frames will go into, before the GL work of this batch is
-/// issued: the map then orders the next copies only after the GL work before
-/// it, so they can run while this batch's passes do, instead of after them.
-/// A next frame finds its set already mapped and the flush maps nothing else.
 final class CUDATextureUploads {
     let calls: any CUDAGLCalls
     private var queued: [(set: TextureSet, frame: CUDAFrame, host: Bool, owner: ObjectIdentifier?)] = []
-    /// Sets reserved for the streams' next frames, mapped at the end of the flush.
-    private var premapRequests: [TextureSet] = []
-    /// Map the next frames' sets ahead (see above).
-    var premap = CUDATextureUploads.premapFromEnvironment
-    static let premapFromEnvironment = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_PREMAP"] == "on"
 
     init(calls: any CUDAGLCalls) { self.calls = calls }
 
@@ -83,14 +72,6 @@ final class CUDATextureUploads {
         queued.append((set, frame, fromHost, owner.map(ObjectIdentifier.init)))
     }
 
-    /// Maps `set` at the end of the next flush, for a stream's next frame.
-    /// False when it cannot be registered (the frame then maps as it comes).
-    func requestPremap(_ set: TextureSet) -> Bool {
-        guard (try? register(set)) != nil else { return false }
-        if !premapRequests.contains(where: { $0 === set }) { premapRequests.append(set) }
-        return true
-    }
-
     private func register(_ set: TextureSet) throws(GPUError) {
         guard set.cuda == nil else { return }
         do throws(CUDAError) {
@@ -105,14 +86,10 @@ final class CUDATextureUploads {
     /// Copies every queued frame: one map of all their textures, a 2D copy
     /// per plane, one unmap. On a failure every copy already issued has
     /// completed before this throws (the frames they read may then go).
-    /// With `premap`, the sets requested for the next frames are mapped last
-    /// (a set that was not mapped ahead is mapped here, as without `premap`).
     func flush() throws(GPUError) {
         guard !queued.isEmpty else { return }
         let work = queued
         queued.removeAll()
-        let next = premap ? premapRequests.filter { s in s.cuda?.mapped == false && !work.contains { $0.set === s } } : []
-        premapRequests.removeAll()
         let sets = work.map(\.set).compactMap(\.cuda)
         let toMap = sets.filter { !$0.mapped }
         do throws(CUDAError) { try calls.begin() } catch { throw .cudaInterop("\(error)") }
@@ -133,24 +110,17 @@ final class CUDATextureUploads {
             try calls.unmap(sets.flatMap(\.resources))
             for r in sets { r.mapped = false }
         } catch {
-            // Whatever this flush found or left mapped (sets mapped ahead included) is
-            // unmapped: the sets are current now and GL draws them next.
+            // Whatever this flush left mapped is unmapped: the sets are current now and GL draws them next.
             let mapped = sets.filter(\.mapped)
             if !mapped.isEmpty { try? calls.unmap(mapped.flatMap(\.resources)) }
             for r in mapped { r.mapped = false }
             calls.synchronize()
             throw .cudaInterop("\(error)")
         }
-        let ahead = next.compactMap(\.cuda)
-        if !ahead.isEmpty {
-            // Not being able to map ahead is not an error: those frames map as they come.
-            if (try? calls.map(ahead.flatMap(\.resources))) != nil { for r in ahead { r.mapped = true } }
-        }
     }
 
-    /// Drops what is queued (a lost context, a shut-down compositor). Sets
-    /// mapped ahead stay mapped until they are used or unregistered.
-    func drop() { queued.removeAll(); premapRequests.removeAll() }
+    /// Drops what is queued (a lost context, a shut-down compositor).
+    func drop() { queued.removeAll() }
 
     /// Takes back the copies `owner` queued (its hop failed before the flush).
     func drop(owner: AnyObject) {

@@ -47,8 +47,6 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
     public var persistentStaging: Bool
     /// Fences waited for on the callers' threads (EGL_KHR_fence_sync).
     public var fencesOffRenderThread: Bool
-    /// CUDA frames' texture sets mapped a batch ahead (`DIPTYCH_CUDA_PREMAP=on`); nil: not.
-    public var cudaMapsAhead: Bool? = nil
     /// Host NV12 frames uploaded by CUDA's copy engines from pinned memory
     /// (`DIPTYCH_CUDA_UPLOADS=on` on an NVIDIA GPU); nil: through GL.
     public var cudaHostUploads: Bool? = nil
@@ -69,7 +67,6 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
         "composite path \(pass)\(directCopy ? " (direct copy where a plan allows it)" : ""), "
             + (persistentStaging ? "persistently mapped staging" : "staging in host memory") + ", "
             + (fencesOffRenderThread ? "fences waited for on the callers' threads" : "fences waited for on the render thread")
-            + (cudaMapsAhead == true ? ", CUDA frames' texture sets mapped ahead" : "")
             + (cudaHostUploads == true ? ", host NV12 frames uploaded through CUDA" : "")
             + (readbackThrough.map { ", NV12 read back through \($0)" } ?? "")
             + (uploadsThrough.map { ", uploads staged through \($0)" } ?? "")

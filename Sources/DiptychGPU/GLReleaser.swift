@@ -20,8 +20,6 @@ struct GPUTestHooks {
     var eglFences = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl"
     /// The CUDA–GL interop calls for a CUDA device (nil: the driver's).
     var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
-    /// Map the next CUDA frames' texture sets ahead (nil: `DIPTYCH_CUDA_PREMAP`).
-    var cudaPremap: Bool?
     /// Upload host NV12 frames through CUDA (nil: `DIPTYCH_CUDA_UPLOADS`).
     var cudaHostUploads: Bool?
     /// Readback buffers (`importedReadback`) and staging slots (`importedStaging`)
@@ -34,10 +32,10 @@ struct GPUTestHooks {
     var pictures: String?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
          persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
-         cudaPremap: Bool? = nil, cudaHostUploads: Bool? = nil, exportedMemory: ExportedMemorySource? = nil) {
+         cudaHostUploads: Bool? = nil, exportedMemory: ExportedMemorySource? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete
         self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls
-        self.cudaPremap = cudaPremap; self.cudaHostUploads = cudaHostUploads; self.exportedMemory = exportedMemory
+        self.cudaHostUploads = cudaHostUploads; self.exportedMemory = exportedMemory
     }
 }
 

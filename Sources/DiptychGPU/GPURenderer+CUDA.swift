@@ -40,7 +40,6 @@ extension GPURenderer {
         if let make = releaser.hooks.cudaCalls { u = CUDATextureUploads(calls: try make(device)) } else {
             u = try CUDATextureUploads.driver(ordinal: device)
         }
-        if let premap = releaser.hooks.cudaPremap { u.premap = premap }
         context.cudaUploads = u
         return u
     }
@@ -54,15 +53,13 @@ extension GPURenderer {
         timeline.retire(lastUse: serial) { withExtendedLifetime(holder) {} }
     }
 
-    /// Render thread: `f`'s planes go into the role's next texture set (the one
-    /// mapped ahead for it where that fits) at the next flush, and the set
-    /// becomes current; with `premap`, the set after it is reserved. Returns
+    /// Render thread: `f`'s planes go into the role's next texture set at the
+    /// next flush, and the set becomes current. Returns
     /// the serial of the submission the copies precede. Throws (changing
     /// nothing) where the set cannot be registered with CUDA.
     private func queueCopy(_ f: CUDAFrame, role: StreamRole, uploads: CUDATextureUploads, fromHost: Bool) throws(GPUError) -> UInt64 {
         let sixteen = f.format == .p010
-        let set = textures.takeReserved(for: role, width: f.width, height: f.height, sixteenBit: sixteen)
-            ?? textures.set(for: role, format: .nv12, width: f.width, height: f.height, sixteenBit: sixteen)
+        let set = textures.set(for: role, format: .nv12, width: f.width, height: f.height, sixteenBit: sixteen)
         try uploads.enqueue(f, into: set, fromHost: fromHost, owner: self)
         let serial = timeline.pendingSerial
         set.lastUse = serial
@@ -71,10 +68,6 @@ extension GPURenderer {
         streams[role]!.cpuFrame = nil
         textures.makeCurrent(set, role: role)
         timer.stats.cudaFrames += 1
-        if uploads.premap, let next = textures.reserveNext(for: role, width: f.width, height: f.height, sixteenBit: sixteen),
-           !uploads.requestPremap(next) {
-            textures.dropReservation(role)
-        }
         return serial
     }
 

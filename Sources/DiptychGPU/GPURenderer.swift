@@ -75,8 +75,7 @@ final class GPURenderer {
         let fences = hooks.fenceOps ?? (hooks.eglFences ? FenceOps.egl(display: context.display, procs: context.procs) : nil) ?? .gl
         paths = GPUPathInfo(pass: useCompute ? .compute : .fragment,
                             directCopy: directCopy == .on || (directCopy == .auto && context.info.isSoftware),
-                            persistentStaging: bufferStorage != nil, fencesOffRenderThread: fences.anyThread,
-                            cudaMapsAhead: (hooks.cudaPremap ?? CUDATextureUploads.premapFromEnvironment) ? true : nil)
+                            persistentStaging: bufferStorage != nil, fencesOffRenderThread: fences.anyThread)
         self.log = log
         timeline = FenceTimeline(ops: fences)
         releaser = GLReleaser(timeline: timeline, hooks: hooks, context: context)

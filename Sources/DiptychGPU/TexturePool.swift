@@ -93,9 +93,6 @@ final class StreamSlot {
     var textureFresh = false
     /// Counts the frames kept: the same serial is the same picture.
     var keptSerial: UInt64 = 0
-    /// A set mapped for CUDA ahead of the role's next CUDA frame
-    /// (`CUDATextureUploads.premap`): no GL upload or draw uses it.
-    var reserved: TextureSet?
 }
 
 /// A frame copied into a staging slot, waiting for the render thread to turn it into textures.
@@ -141,11 +138,10 @@ final class TexturePool {
         let slot = streams[role]!
         slot.pool.removeAll { s in
             guard s !== slot.current, !fits(s) else { return false }
-            if s === slot.reserved { slot.reserved = nil }
             s.release(releaser)
             return true
         }
-        let candidates = slot.pool.filter { $0 !== slot.current && $0 !== slot.reserved }
+        let candidates = slot.pool.filter { $0 !== slot.current }
         if let free = candidates.first(where: { timeline.isComplete($0.lastUse) }) { return free }
         if slot.pool.count < maxSetsPerRole || candidates.isEmpty {
             let s = make()
@@ -155,36 +151,6 @@ final class TexturePool {
         let oldest = candidates.min { $0.lastUse < $1.lastUse }!
         timeline.wait(for: oldest.lastUse)
         return oldest
-    }
-
-    /// The set reserved for the role's next CUDA frame, when it fits the frame.
-    func takeReserved(for role: StreamRole, width: Int, height: Int, sixteenBit: Bool) -> TextureSet? {
-        let slot = streams[role]!
-        guard let s = slot.reserved, s.matches(.nv12, width, height, sixteenBit: sixteenBit) else { return nil }
-        slot.reserved = nil
-        return s
-    }
-
-    /// Reserves a set for the role's next CUDA frame without waiting: any
-    /// fitting set but the current one (the CUDA map orders the copies into
-    /// it after the GL work that read it), or a new one while the pool has
-    /// room for one more than usual; nil otherwise.
-    func reserveNext(for role: StreamRole, width: Int, height: Int, sixteenBit: Bool) -> TextureSet? {
-        let slot = streams[role]!
-        if let s = slot.reserved { return s.matches(.nv12, width, height, sixteenBit: sixteenBit) ? s : nil }
-        let fitting = slot.pool.filter { $0 !== slot.current && $0.matches(.nv12, width, height, sixteenBit: sixteenBit) }
-        var s = fitting.min { $0.lastUse < $1.lastUse }
-        if s == nil && slot.pool.count <= maxSetsPerRole {
-            s = TextureSet.make(format: .nv12, width: width, height: height, sixteenBit: sixteenBit)
-            slot.pool.append(s!)
-        }
-        slot.reserved = s
-        return s
-    }
-
-    /// Forgets the role's reservation (its set stays in the pool, unmapped).
-    func dropReservation(_ role: StreamRole) {
-        if streams[role]!.reserved?.cuda?.mapped != true { streams[role]!.reserved = nil }
     }
 
     func makeCurrent(_ set: TextureSet, role: StreamRole) {
@@ -249,7 +215,7 @@ final class TexturePool {
             s.inPlace?.release(s.lastUse)
             s.release(releaser)
         }
-        slot.pool.removeAll(); slot.current = nil; slot.reserved = nil
+        slot.pool.removeAll(); slot.current = nil
         slot.cpuFrame = nil
     }
 

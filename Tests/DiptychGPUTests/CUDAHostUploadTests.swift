@@ -50,21 +50,6 @@ extension GPU {
             #expect(interop.hostBlocks == 0, "every pinned block freed")
         }
 
-        /// With the maps issued ahead as well: the same pictures, and after the
-        /// first composite no map before a composite's copies.
-        @Test func withMapsAheadTheSamePictures() throws {
-            let frames = (0..<5).map { i in
-                [(ComputePath.picture(64, 48, .nv12, seed: i), StreamRole.primary), (ComputePath.picture(32, 24, .nv12, seed: 9 + i), .secondary)]
-            }
-            let expected = try throughGL(frames)
-            let interop = HostInterop()
-            let c = try makeCompositor(hooks: GPUTestHooks(cudaCalls: { _ in interop }, cudaPremap: true, cudaHostUploads: true), readbackDepth: 2)
-            defer { c.shutdown() }
-            #expect(try run(c, frames: frames) == expected)
-            let last = Array(interop.calls.suffix(6))
-            #expect(last == ["copy", "copy", "copy", "copy", "unmap 4", "map 4"], "\(interop.calls)")
-        }
-
         /// A hop that fails after a host frame was queued takes its copy back
         /// (it would run after the fence meant to cover it) and frees its slots.
         @Test func aFailedHopLeavesNoCopyQueued() throws {
