@@ -14,18 +14,16 @@ public struct CUDAMappedArray: Hashable, @unchecked Sendable {
     public var opaque: OpaquePointer { raw }
 }
 
-/// One 2D copy from device memory (or pinned host memory) into a mapped texture's array.
+/// One 2D copy from device memory into a mapped texture's array.
 public struct CUDAPlaneCopy: Hashable, Sendable {
     public var source: UInt64
     public var sourcePitch: Int
     public var destination: CUDAMappedArray
     public var widthBytes: Int
     public var rows: Int
-    /// `source` is an address in (pinned) host memory, not a `CUdeviceptr`.
-    public var sourceIsHost: Bool
-    public init(source: UInt64, sourcePitch: Int, destination: CUDAMappedArray, widthBytes: Int, rows: Int, sourceIsHost: Bool = false) {
+    public init(source: UInt64, sourcePitch: Int, destination: CUDAMappedArray, widthBytes: Int, rows: Int) {
         self.source = source; self.sourcePitch = sourcePitch; self.destination = destination
-        self.widthBytes = widthBytes; self.rows = rows; self.sourceIsHost = sourceIsHost
+        self.widthBytes = widthBytes; self.rows = rows
     }
 }
 
@@ -54,10 +52,6 @@ public protocol CUDAGLCalls: AnyObject {
     /// `cuStreamSynchronize`: every copy issued has completed (after a failure,
     /// before the frames they read may go).
     func synchronize()
-    /// `cuMemHostAlloc`: page-locked host memory the copies read at bus speed.
-    func allocateHost(bytes: Int) throws(CUDAError) -> UnsafeMutableRawPointer
-    /// `cuMemFreeHost`, once nothing reads it any more.
-    func freeHost(_ memory: UnsafeMutableRawPointer)
 }
 
 /// CUDA–GL interop on the driver: device `ordinal`'s primary context and a
@@ -106,13 +100,8 @@ public final class CUDAGLInterop: CUDAGLCalls {
 
     public func copy(_ c: CUDAPlaneCopy) throws(CUDAError) {
         var p = CUDA_MEMCPY2D()
-        if c.sourceIsHost {
-            p.srcMemoryType = CU_MEMORYTYPE_HOST
-            p.srcHost = UnsafeRawPointer(bitPattern: UInt(c.source))
-        } else {
-            p.srcMemoryType = CU_MEMORYTYPE_DEVICE
-            p.srcDevice = c.source
-        }
+        p.srcMemoryType = CU_MEMORYTYPE_DEVICE
+        p.srcDevice = c.source
         p.srcPitch = c.sourcePitch
         p.dstMemoryType = CU_MEMORYTYPE_ARRAY
         p.dstArray = c.destination.raw
@@ -122,10 +111,6 @@ public final class CUDAGLInterop: CUDAGLCalls {
     }
 
     public func synchronize() { stream.synchronize() }
-
-    public func allocateHost(bytes: Int) throws(CUDAError) -> UnsafeMutableRawPointer { try CUDAPinnedMemory.allocate(bytes: bytes) }
-
-    public func freeHost(_ memory: UnsafeMutableRawPointer) { CUDAPinnedMemory.free(memory) }
 
     public func unmap(_ resources: [CUDAGraphicsResource]) throws(CUDAError) {
         var raw: [CUgraphicsResource?] = resources.map { $0.raw }

@@ -100,8 +100,7 @@ extension ExportedMemorySource {
     static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "auto"
 
     /// `DIPTYCH_CUDA_UPLOADS`: `import` (uploads staged in imported CUDA
-    /// memory, or a logged fall back to GL's buffers), `on` (host frames
-    /// through CUDA–GL interop), `off` (GL's buffers), anything else auto:
+    /// memory, or a logged fall back to GL's buffers), `off` (GL's buffers), anything else auto:
     /// staged in imported CUDA memory wherever the readback goes through CUDA
     /// (NVIDIA), silently GL's buffers elsewhere.
     static let stagingSetting = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] ?? "auto"
@@ -110,7 +109,7 @@ extension ExportedMemorySource {
     /// Whether uploads are staged in imported memory under `setting`, where
     /// the readback is imported (`importReadback`) or not.
     static func importsStaging(_ setting: String, importReadback: Bool) -> Bool {
-        setting == "import" || (!["on", "off"].contains(setting) && importReadback)
+        setting == "import" || (setting != "off" && importReadback)
     }
     /// Whether NV12 pictures are read in place under `DIPTYCH_GPU_PICTURES`
     /// = `setting`: asked for by name, or by default where staging is imported.

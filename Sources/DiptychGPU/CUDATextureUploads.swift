@@ -42,7 +42,7 @@ final class CUDARegistration {
 /// fence completion"). Render thread only.
 final class CUDATextureUploads {
     let calls: any CUDAGLCalls
-    private var queued: [(set: TextureSet, frame: CUDAFrame, host: Bool, owner: ObjectIdentifier?)] = []
+    private var queued: [(set: TextureSet, frame: CUDAFrame, owner: ObjectIdentifier?)] = []
 
     init(calls: any CUDAGLCalls) { self.calls = calls }
 
@@ -64,12 +64,12 @@ final class CUDATextureUploads {
 
     /// Queues `frame`'s planes for `set`'s textures (registered with CUDA the
     /// first time). The GL context is current.
-    func enqueue(_ frame: CUDAFrame, into set: TextureSet, fromHost: Bool = false, owner: AnyObject? = nil) throws(GPUError) {
+    func enqueue(_ frame: CUDAFrame, into set: TextureSet, owner: AnyObject? = nil) throws(GPUError) {
         guard frame.device == calls.ordinal else {
             throw .cudaInterop("the frame is on CUDA device \(frame.device), the compositor's GL context on device \(calls.ordinal)")
         }
         try register(set)
-        queued.append((set, frame, fromHost, owner.map(ObjectIdentifier.init)))
+        queued.append((set, frame, owner.map(ObjectIdentifier.init)))
     }
 
     private func register(_ set: TextureSet) throws(GPUError) {
@@ -99,12 +99,11 @@ final class CUDATextureUploads {
                 try calls.map(toMap.flatMap(\.resources))
                 for r in toMap { r.mapped = true }
             }
-            for (set, frame, host, _) in work {
+            for (set, frame, _) in work {
                 for (i, r) in (set.cuda?.resources ?? []).enumerated() {
                     let shape = set.planeShape(i)
                     try calls.copy(CUDAPlaneCopy(source: frame.planes[i].address, sourcePitch: frame.planes[i].pitch,
-                                                 destination: try calls.array(of: r), widthBytes: shape.rowBytes, rows: shape.height,
-                                                 sourceIsHost: host))
+                                                 destination: try calls.array(of: r), widthBytes: shape.rowBytes, rows: shape.height))
                 }
             }
             try calls.unmap(sets.flatMap(\.resources))

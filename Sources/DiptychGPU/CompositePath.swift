@@ -47,9 +47,6 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
     public var persistentStaging: Bool
     /// Fences waited for on the callers' threads (EGL_KHR_fence_sync).
     public var fencesOffRenderThread: Bool
-    /// Host NV12 frames uploaded by CUDA's copy engines from pinned memory
-    /// (`DIPTYCH_CUDA_UPLOADS=on` on an NVIDIA GPU); nil: through GL.
-    public var cudaHostUploads: Bool? = nil
     /// NV12 readbacks into memory imported from this API (`CUDA`: copied out
     /// by CUDA's copy engines, `DIPTYCH_GPU_READBACK=cuda`); nil: GL's buffers.
     public var readbackThrough: String? = nil
@@ -67,7 +64,6 @@ public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible 
         "composite path \(pass)\(directCopy ? " (direct copy where a plan allows it)" : ""), "
             + (persistentStaging ? "persistently mapped staging" : "staging in host memory") + ", "
             + (fencesOffRenderThread ? "fences waited for on the callers' threads" : "fences waited for on the render thread")
-            + (cudaHostUploads == true ? ", host NV12 frames uploaded through CUDA" : "")
             + (readbackThrough.map { ", NV12 read back through \($0)" } ?? "")
             + (uploadsThrough.map { ", uploads staged through \($0)" } ?? "")
             + (picturesInPlace ? (picturesCopiedToDevice ? ", NV12, RGBA and BGRA pictures read from device copies" : ", NV12, RGBA and BGRA pictures read in place") : "")

@@ -20,8 +20,6 @@ struct GPUTestHooks {
     var eglFences = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl"
     /// The CUDA–GL interop calls for a CUDA device (nil: the driver's).
     var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
-    /// Upload host NV12 frames through CUDA (nil: `DIPTYCH_CUDA_UPLOADS`).
-    var cudaHostUploads: Bool?
     /// Readback buffers (`importedReadback`) and staging slots (`importedStaging`)
     /// in this memory (nil: `DIPTYCH_GPU_READBACK`, `DIPTYCH_CUDA_UPLOADS`).
     var exportedMemory: ExportedMemorySource?
@@ -32,10 +30,10 @@ struct GPUTestHooks {
     var pictures: String?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
          persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
-         cudaHostUploads: Bool? = nil, exportedMemory: ExportedMemorySource? = nil) {
+         exportedMemory: ExportedMemorySource? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete
         self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls
-        self.cudaHostUploads = cudaHostUploads; self.exportedMemory = exportedMemory
+        self.exportedMemory = exportedMemory
     }
 }
 

@@ -48,7 +48,7 @@ extension GPURenderer {
     /// the next flush and becomes current.
     func stage(_ upload: CUDAUpload, role: StreamRole) throws(GPUError) {
         let uploads = try cudaUploads(device: upload.frame.device)
-        let serial = try queueCopy(upload.frame, role: role, uploads: uploads, fromHost: false)
+        let serial = try queueCopy(upload.frame, role: role, uploads: uploads)
         let holder = upload.holder
         timeline.retire(lastUse: serial) { withExtendedLifetime(holder) {} }
     }
@@ -57,10 +57,10 @@ extension GPURenderer {
     /// next flush, and the set becomes current. Returns
     /// the serial of the submission the copies precede. Throws (changing
     /// nothing) where the set cannot be registered with CUDA.
-    private func queueCopy(_ f: CUDAFrame, role: StreamRole, uploads: CUDATextureUploads, fromHost: Bool) throws(GPUError) -> UInt64 {
+    private func queueCopy(_ f: CUDAFrame, role: StreamRole, uploads: CUDATextureUploads) throws(GPUError) -> UInt64 {
         let sixteen = f.format == .p010
         let set = textures.set(for: role, format: .nv12, width: f.width, height: f.height, sixteenBit: sixteen)
-        try uploads.enqueue(f, into: set, fromHost: fromHost, owner: self)
+        try uploads.enqueue(f, into: set, owner: self)
         let serial = timeline.pendingSerial
         set.lastUse = serial
         set.matrix = f.matrix
@@ -78,75 +78,5 @@ extension GPURenderer {
         defer { timer.stats.cudaCPUMs += Double(PassTimer.now() - t0) / 1e6 }
         timer.stats.cudaMaps += 1
         try u.flush()
-    }
-
-    // MARK: Host frames through CUDA
-
-    /// Render thread, at setup: with `DIPTYCH_CUDA_UPLOADS=on` (or the test
-    /// hook) on an NVIDIA GPU, the staging ring holds pinned host memory and
-    /// host NV12 frames go into the stream textures through CUDA's copy
-    /// engines, batched with the hop's CUDA frames, instead of through GL (whose
-    /// uploads and readbacks share one rate). False where that cannot be set up.
-    func setUpCUDAHostUploads() -> Bool {
-        let hooks = releaser.hooks
-        guard hooks.cudaHostUploads ?? (ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] == "on") else { return false }
-        let device: Int
-        if hooks.cudaCalls != nil { device = 0 } else {
-            guard !info.isSoftware, info.vendor.lowercased().contains("nvidia"), case .success(let d) = CUDADriver.shared,
-                  let first = (try? d.devicesOfCurrentGLContext())?.first ?? (d.deviceCount == 1 ? 0 : nil) else { return false }
-            device = first
-        }
-        guard let calls = (try? cudaUploads(device: device))?.calls else { return false }
-        // Pinned memory must be there: one small block, allocated and freed.
-        do throws(CUDAError) {
-            try calls.begin()
-            defer { calls.end() }
-            calls.freeHost(try calls.allocateHost(bytes: 65536))
-        } catch { return false }
-        staging.pinned = StagingRing.PinnedAllocator(
-            allocate: { bytes throws(GPUError) -> UnsafeMutableRawPointer in
-                do throws(CUDAError) {
-                    try calls.begin()
-                    defer { calls.end() }
-                    return try calls.allocateHost(bytes: bytes)
-                } catch { throw .cudaInterop("staging of \(bytes) bytes: \(error)") }
-            },
-            free: { p in
-                // Nothing may still read it (fences are not waited for once a context is lost).
-                let current = (try? calls.begin()) != nil
-                calls.synchronize()
-                calls.freeHost(p)
-                if current { calls.end() }
-            })
-        return true
-    }
-
-    /// Render thread: a host NV12 frame staged in pinned memory goes into the
-    /// role's next texture set at the next CUDA flush (its slot is reused after
-    /// the fence that follows the draws, which the copies precede). Where CUDA
-    /// cannot take it (the set cannot be registered), it goes through GL from
-    /// the same slot; false then.
-    func stageHost(_ st: StagedUpload, role: StreamRole) -> Bool {
-        let f = st.frame
-        guard let uploads = context.cudaUploads else {
-            streams[role]!.cpuFrame = nil
-            textures.commit(st, from: staging, timer: timer)
-            return false
-        }
-        let base = UInt64(UInt(bitPattern: staging.base(st.slot)))
-        let shapes = PixelFormat.nv12.planeShapes(width: f.width, height: f.height)
-        let planes = st.layout.planes.enumerated().map { i, p in
-            CUDAFrame.Plane(address: base + UInt64(p.offset), pitch: p.rowLength * shapes[i].bytesPerPixel)
-        }
-        let frame = CUDAFrame(width: f.width, height: f.height, format: .nv12, planes: planes, device: uploads.calls.ordinal,
-                              matrix: f.matrix, range: f.range)
-        do throws(GPUError) {
-            staging.committed(st.slot, serial: try queueCopy(frame, role: role, uploads: uploads, fromHost: true))
-        } catch {
-            streams[role]!.cpuFrame = nil
-            textures.commit(st, from: staging, timer: timer)
-            return false
-        }
-        return true
     }
 }

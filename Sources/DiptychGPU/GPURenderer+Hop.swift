@@ -22,8 +22,6 @@ extension GPURenderer {
         do throws(GPUError) {
             for role in StreamRole.allCases {
                 switch pending[role] {
-                case .staged(let st)? where staging.pinned != nil && st.frame.format == .nv12:
-                    if stageHost(st, role: role) { queuedCUDA = true }
                 case .staged(let st)? where paths.picturesInPlace && TexturePool.canReadInPlace(st, staging: staging):
                     streams[role]!.cpuFrame = nil
                     if paths.picturesCopiedToDevice {

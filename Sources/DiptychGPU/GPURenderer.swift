@@ -106,7 +106,6 @@ final class GPURenderer {
         paths.picturesCopiedToDevice = paths.picturesInPlace && toDevice
         glDisable(GL.dither)
         _ = glGetError()
-        if useCompute { paths.cudaHostUploads = setUpCUDAHostUploads() ? true : nil }
         log("diptych-gpu: \(paths)")
     }
 

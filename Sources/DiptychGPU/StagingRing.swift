@@ -75,20 +75,12 @@ final class StagingRing {
     private var next = 0
     private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
     var persistent: Bool { bufferStorage != nil }
-    /// Pinned host memory for CUDA's copies instead of GL buffers (NV12 frames
-    /// go up through CUDA–GL interop; others through glTexSubImage2D from it).
-    struct PinnedAllocator {
-        var allocate: (Int) throws(GPUError) -> UnsafeMutableRawPointer
-        var free: (UnsafeMutableRawPointer) -> Void
-    }
-    /// Set once, before any slot is grown.
-    var pinned: PinnedAllocator?
     /// Set once, before any slot is grown: slots are imported device memory
     /// (CUDA's) that the callers copy frames into through its owner
     /// (`DIPTYCH_CUDA_UPLOADS=import`), and glTexSubImage2D reads on the device.
     var imported: ImportedMemory?
     /// Slots are read after the call that reads them returns, so they wait for its fence.
-    private var tracksUse: Bool { persistent || pinned != nil || imported != nil }
+    private var tracksUse: Bool { persistent || imported != nil }
 
     init(count: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) {
         precondition(count >= 1)
@@ -138,14 +130,6 @@ final class StagingRing {
             slots[i].buffer = b.buffer
             slots[i].capacity = b.memory.size
             return
-        } else if let pinned {
-            if let old = slots[i].base {
-                let free = pinned.free
-                releaser.timeline.retire(lastUse: slots[i].lastUse) { free(old) }
-            }
-            slots[i].base = nil
-            slots[i].capacity = 0
-            slots[i].base = try pinned.allocate(cap)
         } else if let bufferStorage {
             if slots[i].buffer != 0 { releaser.retire(lastUse: slots[i].lastUse, .buffer, [slots[i].buffer]) }
             var b: GLuint = 0
@@ -173,7 +157,7 @@ final class StagingRing {
     /// Render thread: binds slot `i` as the pixel-unpack source; returns the
     /// "pointer" glTexSubImage2D takes for byte `offset` of it.
     func bind(_ i: Int, offset: Int) -> UnsafeRawPointer? {
-        if imported != nil || (persistent && pinned == nil) {
+        if imported != nil || persistent {
             glBindBuffer(GL.pixelUnpackBuffer, slots[i].buffer)
             return diptych_gl_offset(offset)
         }
@@ -195,8 +179,8 @@ final class StagingRing {
     }
 
     /// Whether slot `i`'s buffer can be read in place: a GL buffer (mapped
-    /// host memory or imported device memory), not pinned host memory.
-    func readableInPlace(_ i: Int) -> Bool { slots[i].buffer != 0 && pinned == nil && (persistent || imported != nil) }
+    /// host memory or imported device memory).
+    func readableInPlace(_ i: Int) -> Bool { slots[i].buffer != 0 && (persistent || imported != nil) }
 
     /// Render thread: slot `i` has been read by the submission `serial` and is free again.
     func committed(_ i: Int, serial: UInt64) {
@@ -208,8 +192,6 @@ final class StagingRing {
     func release(_ r: GLReleaser) {
         if let imported {
             for s in slots { s.imported?.release(r, procs: imported.procs) }
-        } else if let pinned {
-            for s in slots { if let b = s.base { pinned.free(b) } }
         } else if persistent {
             r.delete(.buffer, slots.map(\.buffer))
         } else {

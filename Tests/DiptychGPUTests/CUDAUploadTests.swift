@@ -31,7 +31,6 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
     static func texture(_ p: OpaquePointer) -> UInt32 { UInt32(UInt(bitPattern: UnsafeRawPointer(p))) }
 
     var failRegister = false
-    var failAllocate = false
     func register(texture: UInt32) throws(CUDAError) -> CUDAGraphicsResource {
         if failRegister { throw CUDAError(call: "cuGraphicsGLRegisterImage(texture \(texture))", code: 999, name: "CUDA_ERROR_UNKNOWN") }
         registered.append(texture)
@@ -79,14 +78,6 @@ final class HostInterop: CUDAGLCalls, @unchecked Sendable {
         mapped.subtract(resources)
     }
     func synchronize() { synchronized += 1 }
-    /// Host memory standing in for pinned memory; counts what is held.
-    var hostBlocks = 0
-    func allocateHost(bytes: Int) throws(CUDAError) -> UnsafeMutableRawPointer {
-        if failAllocate { throw CUDAError(call: "cuMemHostAlloc(\(bytes))", code: 2, name: "CUDA_ERROR_OUT_OF_MEMORY") }
-        hostBlocks += 1
-        return .allocate(byteCount: bytes, alignment: 64)
-    }
-    func freeHost(_ memory: UnsafeMutableRawPointer) { hostBlocks -= 1; memory.deallocate() }
 }
 
 /// Host memory posing as a decoder's frame; counts its releases.

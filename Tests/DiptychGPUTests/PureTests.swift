@@ -204,7 +204,7 @@ final class FakeFences: @unchecked Sendable {
 @Suite struct ImportedPathSettings {
     @Test(arguments: [
         ("auto", true, true), ("auto", false, false), ("", true, true), ("import", false, true), ("import", true, true),
-        ("off", true, false), ("on", true, false),
+        ("off", true, false), ("off", false, false),
     ])
     func staging(setting: String, importReadback: Bool, expected: Bool) {
         #expect(ExportedMemorySource.importsStaging(setting, importReadback: importReadback) == expected)
