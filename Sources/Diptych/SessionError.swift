@@ -35,7 +35,7 @@ public enum SessionError: Error, Hashable, Sendable, CustomStringConvertible {
             default: return false
             }
         case .gpu(let e):
-            switch e { case .badCanvas, .noSuchDevice: return true; default: return false }
+            switch e { case .badCanvas, .noSuchDevice, .badSetting: return true; default: return false }
         case .refused, .ended: return false
         }
     }

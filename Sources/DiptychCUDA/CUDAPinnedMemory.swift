@@ -1,4 +1,5 @@
 import CCUDA
+import DiptychCore
 import Glibc
 
 /// Page-locked host memory (`cuMemHostAlloc`, `cuMemFreeHost`), which CUDA's
@@ -37,5 +38,5 @@ public enum CUDAPinnedMemory {
         if streaming { diptych_stream_copy(dst, src, count) } else { dst.copyMemory(from: src, byteCount: count) }
     }
 
-    static let streaming = getenv("DIPTYCH_CUDA_STREAMING_COPY").map { String(cString: $0) } != "off"
+    static let streaming = GPURequest.settings.streamingCopy
 }

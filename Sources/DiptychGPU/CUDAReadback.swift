@@ -1,3 +1,4 @@
+import DiptychCore
 import CGLES
 import DiptychCUDA
 import Foundation
@@ -93,36 +94,23 @@ extension ExportedMemorySource {
         return m
     }
 
-    /// `DIPTYCH_GPU_READBACK`: `cuda` (readbacks into CUDA memory, or a
-    /// logged fall back to GL's buffers), `gl` (GL's buffers), anything else
-    /// auto: CUDA's where the GL context is NVIDIA's and the round trip works,
-    /// silently GL's elsewhere.
-    static let readbackSetting = ProcessInfo.processInfo.environment["DIPTYCH_GPU_READBACK"] ?? "auto"
-
-    /// `DIPTYCH_CUDA_UPLOADS`: `import` (uploads staged in imported CUDA
-    /// memory, or a logged fall back to GL's buffers), `off` (GL's buffers), anything else auto:
-    /// staged in imported CUDA memory wherever the readback goes through CUDA
-    /// (NVIDIA), silently GL's buffers elsewhere.
-    static let stagingSetting = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_UPLOADS"] ?? "auto"
-    /// Uploads staged in imported CUDA memory asked for by name.
-    static var stagingRequested: Bool { stagingSetting == "import" }
-    /// Whether uploads are staged in imported memory under `setting`, where
-    /// the readback is imported (`importReadback`) or not.
-    static func importsStaging(_ setting: String, importReadback: Bool) -> Bool {
-        setting == "import" || (setting != "off" && importReadback)
+    /// Uploads staged in imported CUDA memory asked for by name (`DIPTYCH_CUDA_UPLOADS=import`).
+    static var stagingRequested: Bool { GPURequest.settings.uploads == .import }
+    /// Whether uploads are staged in imported memory under `uploads`
+    /// (`import`: asked for; `off`: GL's buffers; `auto`: wherever the
+    /// readback is imported, `importReadback`).
+    static func importsStaging(_ uploads: GPURequest.Uploads, importReadback: Bool) -> Bool {
+        uploads == .import || (uploads == .auto && importReadback)
     }
-    /// Whether NV12 pictures are read in place under `DIPTYCH_GPU_PICTURES`
-    /// = `setting`: asked for by name, or by default where staging is imported.
-    static func readsPicturesInPlace(_ setting: String, stagingImported: Bool) -> Bool {
-        ["in-place", "device"].contains(setting) || (stagingImported && !["textures", "default"].contains(setting))
+    /// Whether NV12 pictures are read in place under `pictures`: asked for
+    /// by name, or by default where staging is imported.
+    static func readsPicturesInPlace(_ pictures: GPURequest.Pictures, stagingImported: Bool) -> Bool {
+        pictures == .inPlace || pictures == .device || (stagingImported && pictures == .auto)
     }
-    /// `DIPTYCH_CUDA_COPIERS`: CUDA streams each way (default 16). Every
+    /// CUDA streams each way (`DIPTYCH_CUDA_COPIERS`, default 16). Every
     /// caller's copy holds its stream until the copy has completed, so with
     /// fewer streams than callers the copy engines idle while callers wake.
-    static let copierCount: Int = {
-        guard let v = ProcessInfo.processInfo.environment["DIPTYCH_CUDA_COPIERS"], let n = Int(v), n > 0 else { return 16 }
-        return min(n, 64)
-    }()
+    static var copierCount: Int { GPURequest.settings.copiers }
 
     /// A small round trip before the path is taken: bytes GL copies into an
     /// import come back through the source's copy out.

@@ -1,4 +1,5 @@
 import CEGL
+import DiptychCore
 import CGLES
 import DiptychCUDA
 import Foundation
@@ -17,7 +18,7 @@ struct GPUTestHooks {
     var persistentMapping = true
     /// False: GL sync objects (render thread only), as without EGL_KHR_fence_sync
     /// (`DIPTYCH_GPU_FENCES=gl` chooses them too, for comparison).
-    var eglFences = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl"
+    var eglFences = GPURequest.settings.fences == .egl
     /// The CUDA–GL interop calls for a CUDA device (nil: the driver's).
     var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
     /// Readback buffers (`importedReadback`) and staging slots (`importedStaging`)
@@ -27,9 +28,9 @@ struct GPUTestHooks {
     var importedStaging = false
     /// NV12 pictures read in place by the compute pass, `in-place` or
     /// `device` (copied into device buffers first) (nil: `DIPTYCH_GPU_PICTURES`).
-    var pictures: String?
+    var pictures: GPURequest.Pictures?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
-         persistentMapping: Bool = true, eglFences: Bool = ProcessInfo.processInfo.environment["DIPTYCH_GPU_FENCES"] != "gl", cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
+         persistentMapping: Bool = true, eglFences: Bool = GPURequest.settings.fences == .egl, cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
          exportedMemory: ExportedMemorySource? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete
         self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls

@@ -77,6 +77,7 @@ public final class GPUCompositor: @unchecked Sendable {
 
     init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: DirectCopyMode = .off,
          pass: GPUPass = .auto, hooks: GPUTestHooks, log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
+        if case .failure(let e) = GPURequest.process { throw .badSetting(e) }
         thread = RenderThread(name: "diptych-gpu")
         share = ThreadShare()
         box = RendererBox()

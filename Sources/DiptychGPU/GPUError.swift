@@ -1,3 +1,4 @@
+import DiptychCore
 /// Everything the GPU module throws. Each case says what failed and with which input.
 public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
     /// No rung of the display ladder gave a working context; every attempt is listed.
@@ -29,6 +30,8 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
     case shutDown
     /// CUDA frames could not be copied into the stream textures (CUDA–GL interop).
     case cudaInterop(String)
+    /// A `DIPTYCH_GPU_*` or `DIPTYCH_CUDA_*` variable unknown or off its list (`GPURequest`).
+    case badSetting(ConfigurationError)
 
     public var description: String {
         switch self {
@@ -46,6 +49,7 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
         case .badCanvas(let r): return "bad canvas: \(r)"
         case .shutDown: return "GPU compositor is shut down"
         case .cudaInterop(let r): return "CUDA–GL interop: \(r)"
+        case .badSetting(let e): return e.description
         }
     }
 }

@@ -1,3 +1,4 @@
+import Synchronization
 import CGLES
 import DiptychCore
 import Foundation
@@ -84,12 +85,12 @@ final class GPURenderer {
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, bufferStorage: bufferStorage)
         let test = hooks.exportedMemory != nil
-        let readbackSetting = ExportedMemorySource.readbackSetting
-        let importReadback = test ? hooks.importedReadback : readbackSetting != "gl"
+        let request = GPURequest.settings
+        let importReadback = test ? hooks.importedReadback : request.readback != .gl
         let importStaging = test ? hooks.importedStaging
-            : ExportedMemorySource.importsStaging(ExportedMemorySource.stagingSetting, importReadback: importReadback)
+            : ExportedMemorySource.importsStaging(request.uploads, importReadback: importReadback)
         let asked = importStaging && ExportedMemorySource.stagingRequested ? "DIPTYCH_CUDA_UPLOADS=import"
-            : readbackSetting == "cuda" ? "DIPTYCH_GPU_READBACK=cuda" : nil
+            : request.readback == .cuda ? "DIPTYCH_GPU_READBACK=cuda" : nil
         let exported = importReadback || importStaging ? ExportedMemorySource.choose(releaser, log: log, asked: asked) : nil
         paths.readbackThrough = importReadback ? exported?.source.name : nil
         readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage, exported: importReadback ? exported : nil)
@@ -98,18 +99,26 @@ final class GPURenderer {
         paths.uploadsThrough = staging.imported?.source.name
         compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
         // Slots held (a picture per role) need two more than staging does.
-        let pictures = hooks.pictures ?? ProcessInfo.processInfo.environment["DIPTYCH_GPU_PICTURES"] ?? "auto"   // auto: in place where staging is imported
+        let pictures = hooks.pictures ?? request.pictures   // auto: in place where staging is imported
         let inPlace = ExportedMemorySource.readsPicturesInPlace(pictures, stagingImported: !test && staging.imported != nil)
-        let toDevice = pictures == "device" && staging.imported == nil && bufferStorage != nil
+        let toDevice = pictures == .device && staging.imported == nil && bufferStorage != nil
         paths.picturesInPlace = useCompute && !paths.directCopy && (bufferStorage != nil || staging.imported != nil)
             && inPlace && (toDevice || uploadDepth >= 4)
         paths.picturesCopiedToDevice = paths.picturesInPlace && toDevice
         glDisable(GL.dither)
         _ = glGetError()
+        GPURenderer.logSettingsOnce(request, log: log)
         log("diptych-gpu: \(paths)")
     }
 
     deinit { assert(isShutDown, "GPURenderer released without shutdown(): GL objects leaked") }
+
+    private static let settingsLogged = Mutex(false)
+    /// The settings the environment gave, said once a process.
+    static func logSettingsOnce(_ request: GPURequest, log: (String) -> Void) {
+        guard !request.given.isEmpty, settingsLogged.withLock({ l in defer { l = true }; return !l }) else { return }
+        log("diptych-gpu: settings from the environment: \(request)")
+    }
 
     // MARK: State checks
 

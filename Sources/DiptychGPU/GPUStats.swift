@@ -1,4 +1,5 @@
 import CGLES
+import DiptychCore
 import Foundation
 
 /// Timings of one pass (upload, composite or NV12 convert).
@@ -67,7 +68,7 @@ final class PassTimer {
     var stats = GPUStats()
 
     init(timerQuery: Bool, getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC?) {
-        let off = ProcessInfo.processInfo.environment["DIPTYCH_GPU_TIMER_QUERIES"] == "off"
+        let off = !GPURequest.settings.timerQueries
         self.getResult = timerQuery && !off ? getResult : nil
         stats.timerQueries = self.getResult != nil
     }

@@ -20,7 +20,7 @@ final class RenderThread: @unchecked Sendable {
     private var queue: [Item] = []
     /// Frames run phase by phase together at most (`DIPTYCH_GPU_FRAME_BATCH`
     /// overrides it; 1 runs each frame on its own, for comparison).
-    static let maxBatch = max(1, ProcessInfo.processInfo.environment["DIPTYCH_GPU_FRAME_BATCH"].flatMap { Int($0) } ?? 16)
+    static let maxBatch = GPURequest.settings.frameBatch
     private var stopped = false
     private var joined = false
     /// The thread, joined by `stop()`: it has left EGL and the C library's

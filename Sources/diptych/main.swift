@@ -22,7 +22,8 @@ exit status: 0 success, 1 runtime failure (what was recorded is finalized)
 or output lost on stdout, 2 bad usage or bad input.
 
 environment: DIPTYCH_FFMPEG_LOG=error|warning|info|verbose prints FFmpeg's own
-messages (none by default).
+messages (none by default); DIPTYCH_GPU_* and DIPTYCH_CUDA_* compare GPU paths
+(docs/ENVIRONMENT.md; an unknown one or value is an error).
 
   -h, --help     show this help
   --version      print the version
@@ -83,6 +84,11 @@ Console.ignoreBrokenPipes()
 // failed and where); DIPTYCH_FFMPEG_LOG=error|warning|info|verbose shows them.
 MediaLibraries.setLogLevel(MediaLibraries.levelFromEnvironment ?? .quiet)
 let args = Array(CommandLine.arguments.dropFirst())
+// The GPU settings of the environment (docs/ENVIRONMENT.md): an unknown one is bad usage.
+if case .failure(let e) = GPURequest.process {
+    FileHandle.standardError.write(Data("diptych: \(e)\n".utf8))
+    exit(2)
+}
 switch args.first {
 case nil:
     // No command is a usage error: the usage goes to stderr.

@@ -16,7 +16,7 @@ extension GPU {
         private func compositor(inPlace: Bool, device: Bool = false, hooks: GPUTestHooks = GPUTestHooks(),
                                 uploadDepth: Int? = nil) throws -> GPUCompositor {
             var h = hooks
-            h.pictures = inPlace ? (device ? "device" : "in-place") : nil
+            h.pictures = inPlace ? (device ? .device : .inPlace) : nil
             return try makeCompositor(hooks: h, readbackDepth: 3, uploadDepth: uploadDepth, pass: .compute)
         }
 
@@ -138,7 +138,7 @@ extension GPU {
             gl.shutdown()
             let deleted = DeletedBuffers()
             var hooks = GPUTestHooks(onDelete: { kind, ids in if kind == .buffer { deleted.add(ids) } })
-            hooks.pictures = "device"
+            hooks.pictures = .device
             let c = try makeCompositor(hooks: hooks, readbackDepth: 3, uploadDepth: 2, pass: .compute)
             expectClose(try run(c, plan: p, count: 24), expected, "24 frames from device copies, a ring of 2 slots")
             let (held, buffers) = try c.withRenderer { r throws(GPUError) in
@@ -165,7 +165,7 @@ extension GPU {
             #expect(!shallow.paths.picturesInPlace)
             shallow.shutdown()
             var h = GPUTestHooks()
-            h.pictures = "in-place"
+            h.pictures = .inPlace
             let fragment = try makeCompositor(hooks: h, readbackDepth: 3, pass: .fragment)
             #expect(!fragment.paths.picturesInPlace)
             fragment.shutdown()

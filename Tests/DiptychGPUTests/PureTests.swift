@@ -203,18 +203,18 @@ final class FakeFences: @unchecked Sendable {
 /// there are read in place; each can be asked for, or turned off, by name.
 @Suite struct ImportedPathSettings {
     @Test(arguments: [
-        ("auto", true, true), ("auto", false, false), ("", true, true), ("import", false, true), ("import", true, true),
-        ("off", true, false), ("off", false, false),
+        (GPURequest.Uploads.auto, true, true), (.auto, false, false), (.import, false, true), (.import, true, true),
+        (.off, true, false), (.off, false, false),
     ])
-    func staging(setting: String, importReadback: Bool, expected: Bool) {
-        #expect(ExportedMemorySource.importsStaging(setting, importReadback: importReadback) == expected)
+    func staging(uploads: GPURequest.Uploads, importReadback: Bool, expected: Bool) {
+        #expect(ExportedMemorySource.importsStaging(uploads, importReadback: importReadback) == expected)
     }
 
     @Test(arguments: [
-        ("auto", true, true), ("auto", false, false), ("textures", true, false), ("default", true, false),
-        ("in-place", false, true), ("device", false, true), ("in-place", true, true),
+        (GPURequest.Pictures.auto, true, true), (.auto, false, false), (.textures, true, false),
+        (.inPlace, false, true), (.device, false, true), (.inPlace, true, true),
     ])
-    func pictures(setting: String, stagingImported: Bool, expected: Bool) {
-        #expect(ExportedMemorySource.readsPicturesInPlace(setting, stagingImported: stagingImported) == expected)
+    func pictures(pictures: GPURequest.Pictures, stagingImported: Bool, expected: Bool) {
+        #expect(ExportedMemorySource.readsPicturesInPlace(pictures, stagingImported: stagingImported) == expected)
     }
 }

@@ -145,6 +145,10 @@ func plan(_ layout: String, canvas: PixelSize, input: PixelSize) -> CompositionP
     }
 }
 
+if case .failure(let e) = GPURequest.process {
+    FileHandle.standardError.write(Data("diptych-gpu-bench: \(e)\n".utf8))
+    exit(2)
+}
 let o = parse()
 if o.probe {
     for r in GPUCompositor.probeLadder(o.gpu) { print("rung \(r)") }

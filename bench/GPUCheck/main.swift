@@ -75,6 +75,10 @@ func maxDifference(_ a: VideoFrame, _ b: VideoFrame) -> (Int, String) {
 
 var selections = [String]()
 let arguments = Array(CommandLine.arguments.dropFirst())
+if case .failure(let e) = GPURequest.process {
+    FileHandle.standardError.write(Data("diptych-gpu-check: \(e)\n".utf8))
+    exit(2)
+}
 if arguments.contains("-h") || arguments.contains("--help") { print("usage: diptych-gpu-check [--gpu SELECTION]..."); exit(0) }
 do {
     for (_, value) in try ArgumentReader(flags: ["--gpu": true]).read(arguments) { selections.append(value!) }
