@@ -32,6 +32,8 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
     case cudaInterop(String)
     /// A `DIPTYCH_GPU_*` or `DIPTYCH_CUDA_*` variable unknown or off its list (`GPURequest`).
     case badSetting(ConfigurationError)
+    /// The GPU encoder cannot encode this picture or these settings.
+    case encode(String)
 
     public var description: String {
         switch self {
@@ -50,6 +52,7 @@ public enum GPUError: Error, Hashable, Sendable, CustomStringConvertible {
         case .shutDown: return "GPU compositor is shut down"
         case .cudaInterop(let r): return "CUDA–GL interop: \(r)"
         case .badSetting(let e): return e.description
+        case .encode(let r): return "GPU encoder: \(r)"
         }
     }
 }

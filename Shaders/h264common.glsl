@@ -1,0 +1,172 @@
+// Shared by the H.264 encoder's passes (h264*.comp; docs/ARCHITECTURE.md,
+// "The GPU encoder"): pixel access to packed NV12 buffers, the 4×4 integer
+// transforms, quantisation and the per-macroblock record layout. Every
+// function here is exact integer arithmetic: the reconstruction it produces
+// is what a decoder of the bitstream computes (ITU-T H.264 8.3-8.5).
+precision highp float;
+precision highp int;
+
+// One macroblock's record in the MB buffer, in uints.
+#define MB_INFO 0        // bits 0-1 kind (0 P_L0_16x16, 1 I_16x16), bit 2 skipped, 4-5 luma mode, 6-7 chroma mode, 8-13 cbp
+#define MB_MV 1          // motion vector in quarter samples, x low 16 bits, y high 16 bits
+#define MB_MVP 2         // its predictor (8.4.1.3)
+#define MB_SKIPRUN 3     // skipped macroblocks just before this one
+#define MB_NNZ 4         // 24 bytes: total_coeff of luma blocks 0-15 (luma4x4BlkIdx order), Cb 0-3, Cr 0-3
+#define MB_LUMA 16       // 16 blocks × 16 int16 in zig-zag order (I_16x16: AC at 1-15)
+#define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order
+#define MB_CHROMADC 152  // Cb then Cr: 4 int16 each
+#define MB_CHROMAAC 156  // Cb 0-3, Cr 0-3: 16 int16 each (AC at 1-15)
+#define MB_WORDS 220
+
+#define KIND_P16 0u
+#define KIND_I16 1u
+
+// luma4x4BlkIdx → (x, y) in 4×4 blocks (6.4.3).
+const int BLK_X[16] = int[16](0, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3);
+const int BLK_Y[16] = int[16](0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3);
+// Zig-zag scan: scan position → raster index in the 4×4 block.
+const int ZIGZAG[16] = int[16](0, 1, 4, 8, 5, 2, 3, 6, 9, 12, 13, 10, 7, 11, 14, 15);
+
+// Quantisation multipliers (x264's quant_mf for flat matrices) and the
+// standard's LevelScale4x4 normAdjust values, by qP % 6 and position class.
+const int MF[18] = int[18](13107, 5243, 8066, 11916, 4660, 7490, 10082, 4194, 6554,
+                           9362, 3647, 5825, 8192, 3355, 5243, 7282, 2893, 4559);
+const int V[18] = int[18](10, 16, 13, 11, 18, 14, 13, 20, 16, 14, 23, 18, 16, 25, 20, 18, 29, 23);
+// Chroma qP from the luma one (Table 8-15), for qPI 30-51.
+const int CHROMA_QP[22] = int[22](29, 30, 31, 32, 32, 33, 34, 34, 35, 35, 36, 36, 37, 37, 37, 38, 38, 38, 39, 39, 39, 39);
+
+int chromaQP(int qp) { return qp < 30 ? qp : CHROMA_QP[qp - 30]; }
+
+// Position class of raster index i: 0 for (even, even), 1 for (odd, odd), 2 otherwise.
+int posClass(int i) {
+    int x = i & 3, y = i >> 2;
+    if (((x | y) & 1) == 0) return 0;
+    if ((x & 1) == 1 && (y & 1) == 1) return 1;
+    return 2;
+}
+
+uint readByte(uint word, int i) { return (word >> uint(8 * i)) & 255u; }
+
+// Forward core transform of a 4×4 residual (raster order, in place).
+void forward4x4(inout int d[16]) {
+    int t[16];
+    for (int i = 0; i < 4; i++) {
+        int s03 = d[i * 4] + d[i * 4 + 3], d03 = d[i * 4] - d[i * 4 + 3];
+        int s12 = d[i * 4 + 1] + d[i * 4 + 2], d12 = d[i * 4 + 1] - d[i * 4 + 2];
+        t[i * 4] = s03 + s12;
+        t[i * 4 + 1] = 2 * d03 + d12;
+        t[i * 4 + 2] = s03 - s12;
+        t[i * 4 + 3] = d03 - 2 * d12;
+    }
+    for (int i = 0; i < 4; i++) {
+        int s03 = t[i] + t[12 + i], d03 = t[i] - t[12 + i];
+        int s12 = t[4 + i] + t[8 + i], d12 = t[4 + i] - t[8 + i];
+        d[i] = s03 + s12;
+        d[4 + i] = 2 * d03 + d12;
+        d[8 + i] = s03 - s12;
+        d[12 + i] = d03 - 2 * d12;
+    }
+}
+
+// Inverse transform of scaled coefficients (8.5.12.2), result (x + 32) >> 6.
+void inverse4x4(inout int d[16]) {
+    int t[16];
+    for (int i = 0; i < 4; i++) {
+        int e0 = d[i * 4] + d[i * 4 + 2], e1 = d[i * 4] - d[i * 4 + 2];
+        int e2 = (d[i * 4 + 1] >> 1) - d[i * 4 + 3], e3 = d[i * 4 + 1] + (d[i * 4 + 3] >> 1);
+        t[i * 4] = e0 + e3; t[i * 4 + 1] = e1 + e2; t[i * 4 + 2] = e1 - e2; t[i * 4 + 3] = e0 - e3;
+    }
+    for (int i = 0; i < 4; i++) {
+        int e0 = t[i] + t[8 + i], e1 = t[i] - t[8 + i];
+        int e2 = (t[4 + i] >> 1) - t[12 + i], e3 = t[4 + i] + (t[12 + i] >> 1);
+        d[i] = (e0 + e3 + 32) >> 6; d[4 + i] = (e1 + e2 + 32) >> 6;
+        d[8 + i] = (e1 - e2 + 32) >> 6; d[12 + i] = (e0 - e3 + 32) >> 6;
+    }
+}
+
+// Levels are kept within what Baseline CAVLC codes without escapes past level_prefix 15.
+int clampLevel(int l) { return clamp(l, -2047, 2047); }
+
+// Quantises coefficient `c` at raster index i; `deadzone` is f in 1/6 of 2^qbits units (2: intra, 1: inter).
+int quant(int c, int i, int qp, int deadzone) {
+    int qbits = 15 + qp / 6;
+    int mf = MF[(qp % 6) * 3 + posClass(i)];
+    int f = ((1 << qbits) / 6) * deadzone;
+    int a = (abs(c) * mf + f) >> qbits;
+    return clampLevel(c < 0 ? -a : a);
+}
+
+// Dequantises level `l` at raster index i (8.5.12.1, flat scaling: LevelScale4x4 = 16 · normAdjust).
+int dequant(int l, int i, int qp) {
+    return (l * V[(qp % 6) * 3 + posClass(i)]) << (qp / 6);
+}
+
+// The 4×4 Hadamard of Intra_16x16 DC values (raster order, in place), unscaled.
+void hadamard4x4(inout int d[16]) {
+    int t[16];
+    for (int i = 0; i < 4; i++) {
+        int a = d[i * 4], b = d[i * 4 + 1], c = d[i * 4 + 2], e = d[i * 4 + 3];
+        t[i * 4] = a + b + c + e; t[i * 4 + 1] = a + b - c - e;
+        t[i * 4 + 2] = a - b - c + e; t[i * 4 + 3] = a - b + c - e;
+    }
+    for (int i = 0; i < 4; i++) {
+        int a = t[i], b = t[4 + i], c = t[8 + i], e = t[12 + i];
+        d[i] = a + b + c + e; d[4 + i] = a + b - c - e;
+        d[8 + i] = a - b - c + e; d[12 + i] = a - b + c - e;
+    }
+}
+
+// Intra_16x16 DC: forward Hadamard (halved, rounded), quantised levels in raster order.
+void quantLumaDC(inout int d[16], int qp) {
+    hadamard4x4(d);
+    int qbits = 16 + qp / 6, mf = MF[(qp % 6) * 3];
+    int f = ((1 << qbits) / 3);
+    for (int i = 0; i < 16; i++) {
+        int c = (d[i] + (d[i] < 0 ? -1 : 1)) / 2;   // (H W H) / 2, rounded away from zero
+        int a = (abs(c) * mf + f) >> qbits;
+        d[i] = clampLevel(c < 0 ? -a : a);
+    }
+}
+
+// Intra_16x16 DC levels (raster order) → the DC of each 4×4 block (8.5.10).
+void dequantLumaDC(inout int d[16], int qp) {
+    hadamard4x4(d);
+    int scale = 16 * V[(qp % 6) * 3];
+    for (int i = 0; i < 16; i++) {
+        if (qp >= 36) d[i] = (d[i] * scale) << (qp / 6 - 6);
+        else d[i] = (d[i] * scale + (1 << (5 - qp / 6))) >> (6 - qp / 6);
+    }
+}
+
+// Chroma DC (2×2): forward Hadamard and quantisation; `intra` chooses the rounding.
+void quantChromaDC(inout int d[4], int qp, bool intra) {
+    int a = d[0], b = d[1], c = d[2], e = d[3];
+    d[0] = a + b + c + e; d[1] = a - b + c - e; d[2] = a + b - c - e; d[3] = a - b - c + e;
+    int qbits = 16 + qp / 6, mf = MF[(qp % 6) * 3];
+    int f = intra ? (1 << qbits) / 3 : (1 << qbits) / 6;
+    for (int i = 0; i < 4; i++) {
+        int q = (abs(d[i]) * mf + f) >> qbits;
+        d[i] = clampLevel(d[i] < 0 ? -q : q);
+    }
+}
+
+// Chroma DC levels (c0 c1 / c2 c3) → the DC of each chroma 4×4 block (8.5.11.2).
+void dequantChromaDC(inout int d[4], int qp) {
+    int a = d[0], b = d[1], c = d[2], e = d[3];
+    int f0 = a + b + c + e, f1 = a - b + c - e, f2 = a + b - c - e, f3 = a - b - c + e;
+    int scale = 16 * V[(qp % 6) * 3];
+    d[0] = ((f0 * scale) << (qp / 6)) >> 5; d[1] = ((f1 * scale) << (qp / 6)) >> 5;
+    d[2] = ((f2 * scale) << (qp / 6)) >> 5; d[3] = ((f3 * scale) << (qp / 6)) >> 5;
+}
+
+uint packInfo(uint kind, bool skipped, int lumaMode, int chromaMode, int cbp) {
+    return kind | (skipped ? 4u : 0u) | (uint(lumaMode) << 4) | (uint(chromaMode) << 6) | (uint(cbp) << 8);
+}
+uint infoKind(uint info) { return info & 3u; }
+bool infoSkipped(uint info) { return (info & 4u) != 0u; }
+int infoLumaMode(uint info) { return int((info >> 4) & 3u); }
+int infoChromaMode(uint info) { return int((info >> 6) & 3u); }
+int infoCBP(uint info) { return int((info >> 8) & 63u); }
+
+uint packMV(ivec2 mv) { return (uint(mv.x) & 0xffffu) | (uint(mv.y) << 16); }
+ivec2 unpackMV(uint w) { return ivec2(bitfieldExtract(int(w), 0, 16), bitfieldExtract(int(w), 16, 16)); }

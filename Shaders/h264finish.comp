@@ -1,0 +1,110 @@
+// H.264 encoder, per frame (docs/ARCHITECTURE.md, "The GPU encoder"): one
+// work group per frame. In a P slice it derives each macroblock's motion
+// vector predictor and P_Skip vector from its neighbours' final vectors
+// (8.4.1.1, 8.4.1.3), marks the macroblocks coded as P_Skip, and counts the
+// skipped run before each coded one; then it writes the slice's tail (the
+// last skip run and the RBSP stop bit) into the last slot.
+layout(local_size_x = 1024) in;
+
+layout(std430, binding = 3) buffer MBs { uint mbs[]; };
+layout(std430, binding = 5) buffer Bits { uint bits[]; };
+layout(std430, binding = 6) buffer Lens { uint lens[]; };
+
+uniform ivec4 u_size;   // width, height, MBs across, MBs down
+uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), slot words, -
+
+shared int sLast[1024];
+
+struct Neighbour { bool available; int ref; ivec2 mv; };
+
+Neighbour neighbour(int x, int y) {
+    Neighbour n;
+    n.available = x >= 0 && y >= 0 && x < u_size.z;
+    n.ref = -1;
+    n.mv = ivec2(0);
+    if (n.available) {
+        int i = y * u_size.z + x;
+        if (infoKind(mbs[i * MB_WORDS + MB_INFO]) == KIND_P16) {
+            n.ref = 0;
+            n.mv = unpackMV(mbs[i * MB_WORDS + MB_MV]);
+        }
+    }
+    return n;
+}
+
+int median3(int a, int b, int c) { return max(min(a, b), min(max(a, b), c)); }
+
+void predict(int i) {
+    int x = i % u_size.z, y = i / u_size.z;
+    uint info = mbs[i * MB_WORDS + MB_INFO];
+    if (infoKind(info) != KIND_P16) return;
+    Neighbour a = neighbour(x - 1, y), b = neighbour(x, y - 1), c = neighbour(x + 1, y - 1);
+    if (!c.available) c = neighbour(x - 1, y - 1);
+    ivec2 mvp;
+    Neighbour pb = b, pc = c;
+    if (!b.available && !c.available && a.available) { pb = a; pc = a; }
+    int matches = (a.ref == 0 ? 1 : 0) + (pb.ref == 0 ? 1 : 0) + (pc.ref == 0 ? 1 : 0);
+    if (matches == 1) mvp = a.ref == 0 ? a.mv : (pb.ref == 0 ? pb.mv : pc.mv);
+    else mvp = ivec2(median3(a.mv.x, pb.mv.x, pc.mv.x), median3(a.mv.y, pb.mv.y, pc.mv.y));
+    ivec2 skipMV = mvp;
+    if (!a.available || !b.available || (a.ref == 0 && a.mv == ivec2(0)) || (b.ref == 0 && b.mv == ivec2(0)))
+        skipMV = ivec2(0);
+    ivec2 mv = unpackMV(mbs[i * MB_WORDS + MB_MV]);
+    bool skipped = infoCBP(info) == 0 && mv == skipMV;
+    mbs[i * MB_WORDS + MB_MVP] = packMV(mvp);
+    if (skipped) mbs[i * MB_WORDS + MB_INFO] = info | 4u;
+}
+
+void main() {
+    int n = u_size.z * u_size.w;
+    int t = int(gl_LocalInvocationIndex);
+    bool pSlice = u_code.y == 1;
+    int chunk = (n + 1023) / 1024;
+    int first = t * chunk, end = min(n, first + chunk);
+    if (pSlice) {
+        for (int i = first; i < end; i++) predict(i);
+    }
+    // Every vector is read before any skip flag is written: predict() reads
+    // only MB_INFO's kind and MB_MV, which no invocation changes.
+    memoryBarrierBuffer();
+    barrier();
+    int last = -1;
+    for (int i = first; i < end; i++)
+        if (!infoSkipped(mbs[i * MB_WORDS + MB_INFO])) last = i;
+    sLast[t] = last;
+    barrier();
+    for (int step = 1; step < 1024; step <<= 1) {
+        int v = sLast[t];
+        if (t >= step) v = max(v, sLast[t - step]);
+        barrier();
+        sLast[t] = v;
+        barrier();
+    }
+    int previous = t > 0 ? sLast[t - 1] : -1;
+    for (int i = first; i < end; i++) {
+        if (!infoSkipped(mbs[i * MB_WORDS + MB_INFO])) {
+            mbs[i * MB_WORDS + MB_SKIPRUN] = uint(i - previous - 1);
+            previous = i;
+        }
+    }
+    if (t == 0) {
+        // The tail: mb_skip_run of the skipped macroblocks ending the slice, then rbsp_stop_one_bit.
+        int run = n - 1 - sLast[1023];
+        int base = (n + 1) * u_code.z;
+        uint word = 0u;
+        int len = 0;
+        if (pSlice && run > 0) {
+            uint k = uint(run + 1);
+            int m = findMSB(k);
+            // 2m + 1 bits of ue(run), then the stop bit: at most 2·13 + 2 bits here.
+            len = 2 * m + 2;
+            uint code = (k << 1) | 1u;
+            word = code << uint(32 - len);
+        } else {
+            len = 1;
+            word = 0x80000000u;
+        }
+        bits[base] = word;
+        lens[n + 1] = uint(len);
+    }
+}

@@ -1,0 +1,422 @@
+// H.264 encoder, macroblock analysis and reconstruction (docs/ARCHITECTURE.md,
+// "The GPU encoder"): one work group of 64 invocations per macroblock.
+// INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
+// dispatch runs, so left, top and top-left neighbours are reconstructed).
+// INTER: P_L0_16x16 with a full-sample search (predictors, then every
+// vector within ±4 of the best), all macroblocks at once.
+// Both choose, transform, quantise, reconstruct into the current picture and
+// write the macroblock's record for the entropy pass.
+layout(local_size_x = 64) in;
+
+layout(std430, binding = 0) readonly buffer Src { uint src[]; };
+layout(std430, binding = 1) buffer Recon { uint recon[]; };
+layout(std430, binding = 3) buffer MBs { uint mbs[]; };
+#ifdef INTER
+layout(std430, binding = 2) readonly buffer Ref { uint ref[]; };
+layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
+#endif
+
+uniform ivec4 u_size;    // width, height, MBs across, MBs down
+uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
+uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
+
+#define RANGE 16
+#define WIN 48
+
+shared int sCur[256];
+shared int sCurC[128];       // U then V, 8×8 each
+shared int sPred[256];
+shared int sPredC[128];
+shared int sLevels[384];     // 24 blocks × 16, raster order: luma by luma4x4BlkIdx, Cb 0-3, Cr 0-3
+shared int sNNZ[24];
+shared int sDC[24];          // luma DC by block position (raster), then Cb, Cr DC
+shared int sDCLevels[24];
+shared int sReconC[128];
+shared uint sBest;
+shared uint sBestC;
+#ifdef INTER
+shared int sWin[WIN * WIN];
+shared ivec2 sCentre;
+#else
+shared int sTop[16];
+shared int sLeft[16];
+shared int sTopC[16];        // U 0-7, V 8-15
+shared int sLeftC[16];
+shared int sCorner[3];       // Y, U, V at (-1, -1)
+#endif
+
+int mbX, mbY, qp, qpc;
+
+int srcY(int x, int y) {
+    x = min(x, u_size.x - 1); y = min(y, u_size.y - 1);
+    int o = y * u_layout.x + x;
+    return int(readByte(src[o >> 2], o & 3));
+}
+int srcC(int x, int y, int c) {
+    x = min(x, u_size.x / 2 - 1); y = min(y, u_size.y / 2 - 1);
+    int o = u_layout.y + y * u_layout.x + 2 * x + c;
+    return int(readByte(src[o >> 2], o & 3));
+}
+int picY(int x, int y) {
+    int o = y * u_layout.z + x;
+    return int(readByte(recon[o >> 2], o & 3));
+}
+int picC(int x, int y, int c) {
+    int o = u_layout.w + y * u_layout.z + 2 * x + c;
+    return int(readByte(recon[o >> 2], o & 3));
+}
+
+#ifdef INTER
+int refY(int x, int y) {
+    x = clamp(x, 0, u_size.z * 16 - 1); y = clamp(y, 0, u_size.w * 16 - 1);
+    int o = y * u_layout.z + x;
+    return int(readByte(ref[o >> 2], o & 3));
+}
+int refC(int x, int y, int c) {
+    x = clamp(x, 0, u_size.z * 8 - 1); y = clamp(y, 0, u_size.w * 8 - 1);
+    int o = u_layout.w + y * u_layout.z + 2 * x + c;
+    return int(readByte(ref[o >> 2], o & 3));
+}
+
+int seBits(int v) {
+    uint k = v > 0 ? uint(2 * v) : uint(-2 * v + 1);   // codeNum + 1
+    return 2 * findMSB(k) + 1;
+}
+
+uint sadAt(ivec2 d) {
+    int s = 0;
+    int base = (d.y + RANGE) * WIN + d.x + RANGE;
+    for (int y = 0; y < 16; y++)
+        for (int x = 0; x < 16; x++) s += abs(sCur[y * 16 + x] - sWin[base + y * WIN + x]);
+    return uint(s);
+}
+
+uint costAt(ivec2 d) {
+    return sadAt(d) + uint(u_code.z * (seBits(4 * d.x) + seBits(4 * d.y)));
+}
+
+ivec2 prevVector(int x, int y) {
+    if (x < 0 || y < 0 || x >= u_size.z || y >= u_size.w) return ivec2(0);
+    return unpackMV(prevMBs[(y * u_size.z + x) * MB_WORDS + MB_MV]) / 4;
+}
+#else
+int top(int i) { return i < 0 ? sCorner[0] : sTop[i]; }
+int left(int i) { return i < 0 ? sCorner[0] : sLeft[i]; }
+int topC(int i, int c) { return i < 0 ? sCorner[1 + c] : sTopC[c * 8 + i]; }
+int leftC(int i, int c) { return i < 0 ? sCorner[1 + c] : sLeftC[c * 8 + i]; }
+
+// Intra_16x16 prediction (8.3.3): 0 vertical, 1 horizontal, 2 DC, 3 plane.
+int predictLuma(int mode, int x, int y, int dc, ivec3 plane) {
+    if (mode == 0) return sTop[x];
+    if (mode == 1) return sLeft[y];
+    if (mode == 2) return dc;
+    return clamp((plane.x + plane.y * (x - 7) + plane.z * (y - 7) + 16) >> 5, 0, 255);
+}
+
+int lumaDC(bool hasTop, bool hasLeft) {
+    int s = 0;
+    if (hasTop) for (int i = 0; i < 16; i++) s += sTop[i];
+    if (hasLeft) for (int i = 0; i < 16; i++) s += sLeft[i];
+    if (hasTop && hasLeft) return (s + 16) >> 5;
+    if (hasTop || hasLeft) return (s + 8) >> 4;
+    return 128;
+}
+
+ivec3 lumaPlane() {
+    int h = 0, v = 0;
+    for (int i = 0; i < 8; i++) {
+        h += (i + 1) * (top(8 + i) - top(6 - i));
+        v += (i + 1) * (left(8 + i) - left(6 - i));
+    }
+    return ivec3(16 * (left(15) + top(15)), (5 * h + 32) >> 6, (5 * v + 32) >> 6);
+}
+
+// Intra chroma DC of the 4×4 block at (bx, by) (8.3.4.1-3).
+int chromaDC(int bx, int by, int c, bool hasTop, bool hasLeft) {
+    int st = 0, sl = 0;
+    for (int i = 0; i < 4; i++) {
+        if (hasTop) st += sTopC[c * 8 + bx * 4 + i];
+        if (hasLeft) sl += sLeftC[c * 8 + by * 4 + i];
+    }
+    bool both = (bx == 0 && by == 0) || (bx == 1 && by == 1);
+    if (both) {
+        if (hasTop && hasLeft) return (st + sl + 4) >> 3;
+        if (hasLeft) return (sl + 2) >> 2;
+        if (hasTop) return (st + 2) >> 2;
+        return 128;
+    }
+    if (bx == 1) {   // top right block: top first
+        if (hasTop) return (st + 2) >> 2;
+        if (hasLeft) return (sl + 2) >> 2;
+        return 128;
+    }
+    if (hasLeft) return (sl + 2) >> 2;   // bottom left block: left first
+    if (hasTop) return (st + 2) >> 2;
+    return 128;
+}
+
+ivec3 chromaPlane(int c) {
+    int h = 0, v = 0;
+    for (int i = 0; i < 4; i++) {
+        h += (i + 1) * (topC(4 + i, c) - topC(2 - i, c));
+        v += (i + 1) * (leftC(4 + i, c) - leftC(2 - i, c));
+    }
+    return ivec3(16 * (leftC(7, c) + topC(7, c)), (34 * h + 32) >> 6, (34 * v + 32) >> 6);
+}
+
+// Intra chroma prediction: 0 DC, 1 horizontal, 2 vertical, 3 plane.
+int predictChroma(int mode, int x, int y, int c, bool hasTop, bool hasLeft, ivec3 plane) {
+    if (mode == 0) return chromaDC(x >> 2, y >> 2, c, hasTop, hasLeft);
+    if (mode == 1) return sLeftC[c * 8 + y];
+    if (mode == 2) return sTopC[c * 8 + x];
+    return clamp((plane.x + plane.y * (x - 3) + plane.z * (y - 3) + 16) >> 5, 0, 255);
+}
+#endif
+
+void main() {
+    int t = int(gl_LocalInvocationIndex);
+    qp = u_code.x;
+    qpc = chromaQP(qp);
+#ifdef INTER
+    mbX = int(gl_WorkGroupID.x);
+    mbY = int(gl_WorkGroupID.y);
+    bool intra = false;
+#else
+    int d = u_code.w;
+    mbY = max(0, d - (u_size.z - 1)) + int(gl_WorkGroupID.x);
+    mbX = d - mbY;
+    bool intra = true;
+#endif
+    int mb = mbY * u_size.z + mbX;
+    int px = mbX * 16, py = mbY * 16;
+
+    // The source macroblock.
+    for (int k = 0; k < 4; k++) sCur[t * 4 + k] = srcY(px + (t & 3) * 4 + k, py + (t >> 2));
+    sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
+    sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
+    if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
+
+#ifdef INTER
+    for (int i = t; i < WIN * WIN; i += 64) sWin[i] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
+    barrier();
+    // Predictors: zero, and the vectors of this and the four next macroblocks in the previous picture.
+    if (t < 6) {
+        ivec2 c = ivec2(0);
+        if (t == 1) c = prevVector(mbX, mbY);
+        if (t == 2) c = prevVector(mbX - 1, mbY);
+        if (t == 3) c = prevVector(mbX, mbY - 1);
+        if (t == 4) c = prevVector(mbX + 1, mbY);
+        if (t == 5) c = prevVector(mbX, mbY + 1);
+        c = clamp(c, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
+        atomicMin(sBest, (costAt(c) << 8) | uint(t));
+    }
+    barrier();
+    if (t == 0) {
+        int k = int(sBest & 255u);
+        ivec2 c = ivec2(0);
+        if (k == 1) c = prevVector(mbX, mbY);
+        if (k == 2) c = prevVector(mbX - 1, mbY);
+        if (k == 3) c = prevVector(mbX, mbY - 1);
+        if (k == 4) c = prevVector(mbX + 1, mbY);
+        if (k == 5) c = prevVector(mbX, mbY + 1);
+        sCentre = clamp(c, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
+        sBest = 0xffffffffu;
+    }
+    barrier();
+    for (int k = t; k < 81; k += 64) {
+        ivec2 c = sCentre + ivec2(k % 9 - 4, k / 9 - 4);
+        atomicMin(sBest, (costAt(c) << 8) | uint(k));
+    }
+    barrier();
+    int kBest = int(sBest & 255u);
+    ivec2 best = sCentre + ivec2(kBest % 9 - 4, kBest / 9 - 4);
+    ivec2 mv = best * 4;
+    int base = (best.y + RANGE) * WIN + best.x + RANGE;
+    for (int k = 0; k < 4; k++) {
+        int i = t * 4 + k;
+        sPred[i] = sWin[base + (i >> 4) * WIN + (i & 15)];
+    }
+    {
+        // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).
+        int cx = t & 7, cy = t >> 3;
+        int xi = mbX * 8 + cx + (mv.x >> 3), yi = mbY * 8 + cy + (mv.y >> 3);
+        int xf = mv.x & 7, yf = mv.y & 7;
+        for (int c = 0; c < 2; c++) {
+            int a = refC(xi, yi, c), b = refC(xi + 1, yi, c), e = refC(xi, yi + 1, c), f = refC(xi + 1, yi + 1, c);
+            sPredC[c * 64 + t] = ((8 - xf) * (8 - yf) * a + xf * (8 - yf) * b + (8 - xf) * yf * e + xf * yf * f + 32) >> 6;
+        }
+    }
+    barrier();
+    int lumaMode = 0, chromaMode = 0;
+#else
+    bool hasTop = mbY > 0, hasLeft = mbX > 0;
+    if (t < 16) {
+        sTop[t] = hasTop ? picY(px + t, py - 1) : 0;
+        sLeft[t] = hasLeft ? picY(px - 1, py + t) : 0;
+        int c = t >> 3, i = t & 7;
+        sTopC[t] = hasTop ? picC(mbX * 8 + i, mbY * 8 - 1, c) : 0;
+        sLeftC[t] = hasLeft ? picC(mbX * 8 - 1, mbY * 8 + i, c) : 0;
+    }
+    if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
+    barrier();
+    // Mode decision by SAD: luma modes on invocations 0-3, chroma on 4-7.
+    if (t < 4) {
+        bool ok = (t == 0 && hasTop) || (t == 1 && hasLeft) || t == 2 || (t == 3 && hasTop && hasLeft);
+        if (ok) {
+            int dc = lumaDC(hasTop, hasLeft);
+            ivec3 plane = t == 3 ? lumaPlane() : ivec3(0);
+            uint s = 0u;
+            for (int i = 0; i < 256; i++) s += uint(abs(sCur[i] - predictLuma(t, i & 15, i >> 4, dc, plane)));
+            atomicMin(sBest, (s << 2) | uint(t));
+        }
+    } else if (t < 8) {
+        int m = t - 4;
+        bool ok = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && hasTop && hasLeft);
+        if (ok) {
+            uint s = 0u;
+            for (int c = 0; c < 2; c++) {
+                ivec3 plane = m == 3 ? chromaPlane(c) : ivec3(0);
+                for (int i = 0; i < 64; i++)
+                    s += uint(abs(sCurC[c * 64 + i] - predictChroma(m, i & 7, i >> 3, c, hasTop, hasLeft, plane)));
+            }
+            atomicMin(sBestC, (s << 2) | uint(m));
+        }
+    }
+    barrier();
+    int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
+    {
+        int dc = lumaDC(hasTop, hasLeft);
+        ivec3 plane = lumaMode == 3 ? lumaPlane() : ivec3(0);
+        for (int k = 0; k < 4; k++) {
+            int i = t * 4 + k;
+            sPred[i] = predictLuma(lumaMode, i & 15, i >> 4, dc, plane);
+        }
+        for (int c = 0; c < 2; c++) {
+            ivec3 cplane = chromaMode == 3 ? chromaPlane(c) : ivec3(0);
+            sPredC[c * 64 + t] = predictChroma(chromaMode, t & 7, t >> 3, c, hasTop, hasLeft, cplane);
+        }
+    }
+    barrier();
+    ivec2 mv = ivec2(0);
+#endif
+
+    // Forward transform and quantisation: luma blocks on invocations 0-15, chroma on 16-23.
+    int deadzone = intra ? 2 : 1;
+    if (t < 24) {
+        int r[16];
+        bool luma = t < 16;
+        int bx = luma ? BLK_X[t] * 4 : ((t - 16) & 1) * 4;
+        int by = luma ? BLK_Y[t] * 4 : (((t - 16) >> 1) & 1) * 4;
+        int c = (t - 16) >> 2;
+        for (int i = 0; i < 16; i++) {
+            int x = bx + (i & 3), y = by + (i >> 2);
+            r[i] = luma ? sCur[y * 16 + x] - sPred[y * 16 + x] : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
+        }
+        forward4x4(r);
+        bool dcApart = !luma || intra;
+        if (luma && intra) sDC[BLK_Y[t] * 4 + BLK_X[t]] = r[0];
+        if (!luma) sDC[t] = r[0];
+        int count = 0;
+        for (int i = 0; i < 16; i++) {
+            int l = (i == 0 && dcApart) ? 0 : quant(r[i], i, luma ? qp : qpc, deadzone);
+            sLevels[t * 16 + i] = l;
+            if (l != 0) count++;
+        }
+        sNNZ[t] = count;
+    }
+    barrier();
+    if (t == 24 && intra) {
+        int dc[16];
+        for (int i = 0; i < 16; i++) dc[i] = sDC[i];
+        quantLumaDC(dc, qp);
+        for (int i = 0; i < 16; i++) sDCLevels[i] = dc[i];
+        dequantLumaDC(dc, qp);
+        for (int i = 0; i < 16; i++) sDC[i] = dc[i];
+    }
+    if (t == 25 || t == 26) {
+        int c = t - 25;
+        int dc[4];
+        for (int i = 0; i < 4; i++) dc[i] = sDC[16 + c * 4 + i];
+        quantChromaDC(dc, qpc, intra);
+        for (int i = 0; i < 4; i++) sDCLevels[16 + c * 4 + i] = dc[i];
+        dequantChromaDC(dc, qpc);
+        for (int i = 0; i < 4; i++) sDC[16 + c * 4 + i] = dc[i];
+    }
+    barrier();
+
+    // Coded block pattern (7.4.5): every invocation derives the same value.
+    int cbpLuma = 0;
+    for (int b = 0; b < 16; b++)
+        if (sNNZ[b] != 0) cbpLuma |= intra ? 15 : (1 << (b >> 2));
+    bool chromaAC = false, chromaDCs = false;
+    for (int b = 16; b < 24; b++) {
+        if (sNNZ[b] != 0) chromaAC = true;
+        if (sDCLevels[b] != 0) chromaDCs = true;
+    }
+    int cbp = cbpLuma | ((chromaAC ? 2 : (chromaDCs ? 1 : 0)) << 4);
+
+    // Reconstruction (8.5.12): dequantise, inverse transform, add the prediction.
+    if (t < 24) {
+        bool luma = t < 16;
+        int d[16];
+        for (int i = 0; i < 16; i++) d[i] = dequant(sLevels[t * 16 + i], i, luma ? qp : qpc);
+        if (luma && intra) d[0] = sDC[BLK_Y[t] * 4 + BLK_X[t]];
+        if (!luma) d[0] = sDC[t];
+        inverse4x4(d);
+        if (luma) {
+            int bx = BLK_X[t] * 4, by = BLK_Y[t] * 4;
+            for (int y = 0; y < 4; y++) {
+                uint word = 0u;
+                for (int x = 0; x < 4; x++)
+                    word |= uint(clamp(sPred[(by + y) * 16 + bx + x] + d[y * 4 + x], 0, 255)) << uint(8 * x);
+                recon[((py + by + y) * u_layout.z + px + bx) >> 2] = word;
+            }
+        } else {
+            int b = (t - 16) & 3, c = (t - 16) >> 2;
+            int bx = (b & 1) * 4, by = (b >> 1) * 4;
+            for (int i = 0; i < 16; i++) {
+                int o = c * 64 + (by + (i >> 2)) * 8 + bx + (i & 3);
+                sReconC[o] = clamp(sPredC[o] + d[i], 0, 255);
+            }
+        }
+    }
+    barrier();
+    if (t < 32) {
+        // Interleaved UV rows of the chroma picture: 8 rows of 16 bytes, four words each.
+        int row = t >> 2, quarter = t & 3;
+        uint word = 0u;
+        for (int k = 0; k < 2; k++) {
+            int o = row * 8 + quarter * 2 + k;
+            word |= (uint(sReconC[o]) | (uint(sReconC[64 + o]) << 8)) << uint(16 * k);
+        }
+        recon[(u_layout.w + (mbY * 8 + row) * u_layout.z + mbX * 16 + quarter * 4) >> 2] = word;
+    }
+
+    // The record for the entropy pass.
+    int rec = mb * MB_WORDS;
+    if (t < 24) {
+        int word = t < 16 ? MB_LUMA + t * 8 : MB_CHROMAAC + (t - 16) * 8;
+        for (int k = 0; k < 8; k++) {
+            int lo = sLevels[t * 16 + ZIGZAG[2 * k]], hi = sLevels[t * 16 + ZIGZAG[2 * k + 1]];
+            mbs[rec + word + k] = (uint(lo) & 0xffffu) | (uint(hi) << 16);
+        }
+    } else if (t < 32) {
+        int k = t - 24;   // luma DC words 0-7, zig-zag order
+        int lo = sDCLevels[ZIGZAG[2 * k]], hi = sDCLevels[ZIGZAG[2 * k + 1]];
+        mbs[rec + MB_LUMADC + k] = intra ? ((uint(lo) & 0xffffu) | (uint(hi) << 16)) : 0u;
+    } else if (t < 36) {
+        int k = t - 32;   // chroma DC: Cb 0-1, Cr 2-3
+        int lo = sDCLevels[16 + 2 * k], hi = sDCLevels[16 + 2 * k + 1];
+        mbs[rec + MB_CHROMADC + k] = (uint(lo) & 0xffffu) | (uint(hi) << 16);
+    } else if (t < 42) {
+        int k = t - 36;   // total_coeff bytes
+        uint w = 0u;
+        for (int j = 0; j < 4; j++) w |= uint(sNNZ[k * 4 + j]) << uint(8 * j);
+        mbs[rec + MB_NNZ + k] = w;
+    } else if (t == 42) {
+        mbs[rec + MB_INFO] = packInfo(intra ? KIND_I16 : KIND_P16, false, lumaMode, chromaMode, cbp);
+        mbs[rec + MB_MV] = packMV(mv);
+        mbs[rec + MB_MVP] = 0u;
+        mbs[rec + MB_SKIPRUN] = 0u;
+    }
+}

@@ -1,0 +1,106 @@
+// H.264 encoder, packing (docs/ARCHITECTURE.md, "The GPU encoder"). SCAN:
+// one work group sums the slots' bit lengths (slice header, each
+// macroblock, the tail) into their starts and writes the frame's size and
+// the gather pass's indirect dispatch. GATHER: one invocation per output
+// word fetches its 32 bits from the slots that cover them, bytes in stream
+// order.
+#ifdef SCAN
+layout(local_size_x = 1024) in;
+#else
+layout(local_size_x = 64) in;
+#endif
+
+layout(std430, binding = 5) readonly buffer Bits { uint bits[]; };
+layout(std430, binding = 6) buffer Lens { uint lens[]; };      // [0, n+2) lengths, [n+2, 2n+4) starts
+layout(std430, binding = 7) buffer Result { uint result[]; };  // groups x, y, z, total bits, bytes, overflowed
+#ifndef SCAN
+layout(std430, binding = 8) writeonly buffer Out { uint outWords[]; };
+#endif
+
+uniform ivec4 u_size;   // width, height, MBs across, MBs down
+uniform ivec4 u_code;   // qp, P slice, slot words, output words
+
+#ifdef SCAN
+shared uint sSum[1024];
+
+void main() {
+    int slots = u_size.z * u_size.w + 2;
+    int t = int(gl_LocalInvocationIndex);
+    int chunk = (slots + 1023) / 1024;
+    int first = t * chunk, end = min(slots, first + chunk);
+    uint sum = 0u;
+    bool overflow = false;
+    for (int i = first; i < end; i++) {
+        uint l = lens[i];
+        if (l == 0xffffffffu) { overflow = true; l = 0u; }
+        sum += l;
+    }
+    sSum[t] = sum;
+    barrier();
+    for (int step = 1; step < 1024; step <<= 1) {
+        uint v = sSum[t];
+        if (t >= step) v += sSum[t - step];
+        barrier();
+        sSum[t] = v;
+        barrier();
+    }
+    uint start = t > 0 ? sSum[t - 1] : 0u;
+    for (int i = first; i < end; i++) {
+        lens[slots + i] = start;
+        uint l = lens[i];
+        start += l == 0xffffffffu ? 0u : l;
+    }
+    if (overflow) result[5] = 1u;
+    if (t == 1023) {
+        uint total = sSum[1023];
+        uint words = (total + 31u) / 32u;
+        if (words > uint(u_code.w)) { result[5] = 1u; words = uint(u_code.w); }
+        result[0] = (words + 63u) / 64u;
+        result[1] = 1u;
+        result[2] = 1u;
+        result[3] = total;
+        result[4] = min((total + 7u) / 8u, words * 4u);
+    }
+}
+#else
+int slots;
+
+// `count` (1-32) bits of slot `s` from its bit `offset`, right-aligned.
+uint slotBits(int s, uint offset, int count) {
+    int base = s * u_code.z + int(offset >> 5u);
+    uint shift = offset & 31u;
+    uint v = bits[base] << shift;
+    if (shift != 0u) v |= bits[base + 1] >> (32u - shift);
+    return count == 32 ? v : v >> uint(32 - count);
+}
+
+void main() {
+    slots = u_size.z * u_size.w + 2;
+    uint w = gl_GlobalInvocationID.x;
+    uint total = result[3];
+    uint words = min((total + 31u) / 32u, uint(u_code.w));
+    if (w >= words) return;
+    uint pos = w * 32u;
+    // The last slot starting at or before pos.
+    int lo = 0, hi = slots - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (lens[slots + mid] <= pos) lo = mid; else hi = mid - 1;
+    }
+    int s = lo;
+    uint word = 0u;
+    int need = 32;
+    while (need > 0 && s < slots) {
+        uint start = lens[slots + s], len = lens[s];
+        if (len == 0xffffffffu) len = 0u;
+        if (pos >= start + len) { s++; continue; }
+        int take = min(need, int(start + len - pos));
+        uint v = slotBits(s, pos - start, take);
+        word = take == 32 ? v : ((word << uint(take)) | v);
+        need -= take;
+        pos += uint(take);
+    }
+    if (need > 0 && need < 32) word <<= uint(need);
+    outWords[w] = (word >> 24) | ((word >> 8) & 0xff00u) | ((word << 8) & 0xff0000u) | (word << 24);
+}
+#endif

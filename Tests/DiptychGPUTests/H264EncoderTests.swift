@@ -1,0 +1,138 @@
+import CGLES
+import DiptychCore
+import Foundation
+import Testing
+@testable import DiptychGPU
+
+/// NV12 pictures for the encoder: a textured background that pans, a block
+/// that moves on its own, and noise, so every macroblock kind and motion shows up.
+struct EncoderPattern {
+    var width: Int
+    var height: Int
+    var seed: UInt64 = 1
+    var noise = 6
+    var pan = (dx: 3, dy: 1)
+
+    var rowBytes: Int { (width + 3) / 4 * 4 }
+
+    /// Frame `index` as the compute composite lays it out (Y rows, then UV rows, `rowBytes` each).
+    func frame(_ index: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: rowBytes * (height + height / 2))
+        var rng = seed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15
+        func random() -> Int {
+            rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17
+            return Int(rng % 1024)
+        }
+        let bx = (index * 5) % max(1, width - 24), by = (index * 3) % max(1, height - 24)
+        for y in 0..<height {
+            for x in 0..<width {
+                let u = x + index * pan.dx, v = y + index * pan.dy
+                var l = 60 + (u * 7 + v * 3) % 90 + ((u / 8 + v / 8) % 2) * 40
+                if x >= bx && x < bx + 20 && y >= by && y < by + 20 { l = 230 - (x - bx) * 3 }
+                if noise > 0 { l += random() % (2 * noise + 1) - noise }
+                out[y * rowBytes + x] = UInt8(clamping: l)
+            }
+        }
+        for y in 0..<height / 2 {
+            for x in 0..<width / 2 {
+                let u = x + index * pan.dx / 2, v = y + index * pan.dy / 2
+                out[rowBytes * height + y * rowBytes + 2 * x] = UInt8(clamping: 100 + (u * 5) % 60 + (noise > 0 ? random() % 5 : 0))
+                out[rowBytes * height + y * rowBytes + 2 * x + 1] = UInt8(clamping: 150 - (v * 3) % 50)
+            }
+        }
+        return out
+    }
+}
+
+struct EncodedRun {
+    var stream: [UInt8] = []
+    var reconstructions: [[UInt8]] = []
+    var keyframes: [Bool] = []
+}
+
+/// Encodes `frames` pictures of `pattern` on a software context.
+func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings,
+               keyframesAt: Set<Int> = [], frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
+    let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
+    _ = context
+    let format = H264StreamFormat(width: pattern.width, height: pattern.height, rate: FrameRate(30), matrix: .bt709, range: .limited)
+    let encoder = try H264ComputeEncoder(format: format, settings: settings)
+    defer { encoder.release() }
+    var source: GLuint = 0
+    glGenBuffers(1, &source)
+    defer { glDeleteBuffers(1, &source) }
+    var run = EncodedRun()
+    for i in 0..<frames {
+        let bytes = frameOverride?(i) ?? pattern.frame(i)
+        glBindBuffer(GL.shaderStorageBuffer, source)
+        glBufferData(GL.shaderStorageBuffer, GLsizeiptr(bytes.count), bytes, GL.dynamicDraw)
+        glBindBuffer(GL.shaderStorageBuffer, 0)
+        let pending = encoder.encode(source: source, rowBytes: pattern.rowBytes, uvOffset: pattern.rowBytes * pattern.height,
+                                     pts: MediaTime(value: Int64(i), timescale: 30), keyframe: keyframesAt.contains(i))
+        let picture = try encoder.collect(pending)
+        run.stream += picture.data
+        run.keyframes.append(picture.keyframe)
+        run.reconstructions.append(try encoder.reconstruction())
+    }
+    return run
+}
+
+/// Decodes an Annex B stream with FFmpeg's strictest checks into NV12 pictures (nil: FFmpeg failed).
+func decodeStrictly(_ stream: [UInt8], width: Int, height: Int) throws -> (frames: [[UInt8]], log: String) {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-h264-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let input = dir.appendingPathComponent("in.h264"), output = dir.appendingPathComponent("out.yuv")
+    try Data(stream).write(to: input)
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+    p.arguments = ["-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-xerror", "-err_detect", "+bitstream+buffer+explode",
+                   "-i", input.path, "-pix_fmt", "nv12", output.path]
+    let err = Pipe()
+    p.standardError = err
+    try p.run()
+    let log = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    p.waitUntilExit()
+    guard p.terminationStatus == 0, let data = try? Data(contentsOf: output) else { return ([], "ffmpeg exit \(p.terminationStatus): \(log)") }
+    let size = width * height * 3 / 2
+    let bytes = [UInt8](data)
+    return (stride(from: 0, to: bytes.count - size + 1, by: size).map { Array(bytes[$0..<$0 + size]) }, log)
+}
+
+/// PSNR of the luma of `a` against the cropped source picture.
+func lumaPSNR(_ recon: [UInt8], _ source: [UInt8], width: Int, height: Int, rowBytes: Int) -> Double {
+    var se = 0.0
+    for y in 0..<height { for x in 0..<width { let d = Double(recon[y * width + x]) - Double(source[y * rowBytes + x]); se += d * d } }
+    let mse = se / Double(width * height)
+    return mse == 0 ? 99 : 10 * log10(255 * 255 / mse)
+}
+
+/// The first differing picture and byte, for a failure message.
+func firstDifference(_ decoded: [[UInt8]], _ recon: [[UInt8]], width: Int) -> String {
+    for (i, (d, r)) in zip(decoded, recon).enumerated() where d != r {
+        let j = d.indices.first { d[$0] != r[$0] }!
+        let luma = width * (d.count * 2 / 3 / width)
+        let where_ = j < luma ? "Y (\(j % width), \(j / width))" : "UV (\((j - luma) % width), \((j - luma) / width))"
+        return "picture \(i) differs first at \(where_): decoded \(d[j]), reconstructed \(r[j])"
+    }
+    return "pictures: decoded \(decoded.count), reconstructed \(recon.count)"
+}
+
+extension GPU {
+    @Suite struct H264Encoder {
+        @Test("Decoded pictures equal the encoder's reconstruction, byte for byte", arguments: [
+            (48, 32, 26), (64, 48, 30), (40, 24, 20),
+        ])
+        func bitExact(width: Int, height: Int, qp: Int) throws {
+            let pattern = EncoderPattern(width: width, height: height)
+            let run = try encodeRun(pattern, frames: 6, settings: GPUH264Settings(qp: qp, keyframeInterval: 4))
+            let (decoded, log) = try decodeStrictly(run.stream, width: width, height: height)
+            #expect(decoded.count == 6, "\(log)")
+            #expect(decoded == run.reconstructions, "\(firstDifference(decoded, run.reconstructions, width: width))")
+            #expect(run.keyframes == [true, false, false, false, true, false])
+            for i in 0..<decoded.count {
+                #expect(lumaPSNR(run.reconstructions[i], pattern.frame(i), width: width, height: height, rowBytes: pattern.rowBytes) > 30)
+            }
+        }
+    }
+}
