@@ -58,6 +58,7 @@ usage: diptych-gpu-bench [options]
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
   --json FILE         also write the results as JSON
   --probe             list every display-ladder rung and the chosen GPU's extensions, then exit
+  --encode            the GPU H.264 encoder alone (see --encode --help)
 """
 
 func fail(_ message: String) -> Never {
@@ -149,6 +150,7 @@ if case .failure(let e) = GPURequest.process {
     FileHandle.standardError.write(Data("diptych-gpu-bench: \(e)\n".utf8))
     exit(2)
 }
+if CommandLine.arguments.contains("--encode") { runEncodeBench() }
 let o = parse()
 if o.probe {
     for r in GPUCompositor.probeLadder(o.gpu) { print("rung \(r)") }

@@ -44,7 +44,11 @@ final class H264ComputeEncoder {
     private var pictures: [GLuint] = [0, 0]
     /// Macroblock records of this picture and the previous one.
     private var records: [GLuint] = [0, 0]
-    private var bits: GLuint = 0, lens: GLuint = 0, result: GLuint = 0, output: GLuint = 0
+    private var bits: GLuint = 0, lens: GLuint = 0
+    /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
+    private var slots: [Slot] = []
+    private var nextSlot = 0
+    struct Slot { var result: GLuint; var output: GLuint; var fence: GLsync? }
     private var current = 0
     private var frameNum = 0
     private var idrCount = 0
@@ -59,7 +63,13 @@ final class H264ComputeEncoder {
     var pictureBytes: Int { pictureUVOffset + pictureRowBytes * format.mbHeight * 8 }
     var macroblocks: Int { format.mbWidth * format.mbHeight }
 
-    init(format: H264StreamFormat, settings: GPUH264Settings) throws(GPUError) {
+    /// Per-pass wall time (ms) when `profiling` (each pass waited for: benchmarks only).
+    var profiling = false
+    private(set) var passMs: [Pass: Double] = [:]
+    func resetPassTimes() { passMs = [:] }
+
+    /// `depth`: pictures that may be encoded before the oldest is collected.
+    init(format: H264StreamFormat, settings: GPUH264Settings, depth: Int = 2) throws(GPUError) {
         try settings.validate()
         guard format.width >= 16, format.height >= 16, format.width % 2 == 0, format.height % 2 == 0 else {
             throw .encode("picture \(format.width)x\(format.height): the GPU encoder takes even sizes of at least 16x16")
@@ -94,8 +104,7 @@ final class H264ComputeEncoder {
         records = [buffer(n * 220 * 4), buffer(n * 220 * 4)]
         bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
         lens = buffer(2 * (n + 2) * 4)
-        result = buffer(8 * 4)
-        output = buffer(outputWords * 4)
+        slots = (0..<max(1, depth)).map { _ in Slot(result: buffer(8 * 4), output: buffer(outputWords * 4), fence: nil) }
         glBindBuffer(GL.shaderStorageBuffer, 0)
         let code = glGetError()
         guard code == GL_NO_ERROR else { release(); throw .gl(label: "GPU encoder buffers for \(format.width)x\(format.height)", code: code) }
@@ -135,10 +144,11 @@ final class H264ComputeEncoder {
     func release() {
         for p in programs.values { glDeleteProgram(p) }
         programs = [:]
-        let all = pictures + records + [bits, lens, result, output]
+        let all = pictures + records + [bits, lens] + slots.flatMap { [$0.result, $0.output] }
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; result = 0; output = 0
+        for s in slots { if let f = s.fence { glDeleteSync(f) } }
+        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; slots = []
     }
 
     deinit { precondition(programs.isEmpty, "H264ComputeEncoder released without release()") }
@@ -148,7 +158,7 @@ final class H264ComputeEncoder {
                                   10, 11, 13, 14, 16, 18, 20, 23, 25, 29, 32, 36, 40, 45, 51, 57, 64, 72, 81, 91]
 
     /// A picture whose passes were recorded; `collect` maps its bitstream.
-    struct Pending { var idr: Bool; var pts: MediaTime }
+    struct Pending { var idr: Bool; var pts: MediaTime; var slot: Int }
 
     /// Records the passes that encode the NV12 picture in storage buffer
     /// `source` (`rowBytes` a row, the interleaved UV rows at `uvOffset`).
@@ -163,6 +173,10 @@ final class H264ComputeEncoder {
 
         let ref = current ^ 1
         let n = macroblocks
+        let slotIndex = nextSlot
+        nextSlot = (nextSlot + 1) % slots.count
+        let result = slots[slotIndex].result, output = slots[slotIndex].output
+        if let f = slots[slotIndex].fence { glDeleteSync(f); slots[slotIndex].fence = nil }
         let w = header.words
         glBindBuffer(GL.shaderStorageBuffer, bits)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(w.count * 4), w)
@@ -179,7 +193,18 @@ final class H264ComputeEncoder {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
         let qp = Int32(settings.qp), p: Int32 = idr ? 0 : 1
+        var t0 = profiling ? PassTimer.now() : 0
+        var running: Pass?
+        func timed() {
+            guard profiling else { return }
+            glFinish()
+            let t = PassTimer.now()
+            if let running { passMs[running, default: 0] += Double(t - t0) / 1e6 }
+            t0 = t
+        }
         func use(_ pass: Pass, code: (Int32, Int32, Int32, Int32)) {
+            timed()
+            running = pass
             glUseProgram(programs[pass]!)
             let l = locations[pass]!
             glUniform4i(l.size, Int32(format.width), Int32(format.height), Int32(format.mbWidth), Int32(format.mbHeight))
@@ -217,12 +242,21 @@ final class H264ComputeEncoder {
         glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), 0)
         glMemoryBarrier(GLbitfield(GL_BUFFER_UPDATE_BARRIER_BIT) | storage)
         glUseProgram(0)
+        timed()
+        slots[slotIndex].fence = glFenceSync(GLenum(GL_SYNC_GPU_COMMANDS_COMPLETE), 0)
+        glFlush()
         current = ref
-        return Pending(idr: idr, pts: pts)
+        return Pending(idr: idr, pts: pts, slot: slotIndex)
     }
 
     /// Maps the bitstream of `pending` (blocks until the GPU wrote it) and frames it as Annex B.
     func collect(_ pending: Pending) throws(GPUError) -> H264Picture {
+        let result = slots[pending.slot].result, output = slots[pending.slot].output
+        if let f = slots[pending.slot].fence {
+            _ = glClientWaitSync(f, GLbitfield(GL_SYNC_FLUSH_COMMANDS_BIT), UInt64.max)
+            glDeleteSync(f)
+            slots[pending.slot].fence = nil
+        }
         glBindBuffer(GL.shaderStorageBuffer, result)
         guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, 32, GL.mapReadBit) else {
             glBindBuffer(GL.shaderStorageBuffer, 0)

@@ -1,0 +1,91 @@
+import CGLES
+import DiptychCore
+
+/// The GPU encoder alone, for `diptych-gpu-bench --encode`: `streams`
+/// encoders at one size on one context, each encoding the given NV12
+/// pictures in turn (already on the GPU, so only the encoder is timed). Every
+/// stream's picture of a round is encoded before the previous round's
+/// bitstreams are collected, so the GPU works while the CPU frames NAL units.
+public enum GPUEncodeBenchmark {
+    public struct Result: Codable, Sendable {
+        public var renderer: String
+        public var size: String
+        public var streams: Int
+        public var pictures: Int
+        public var seconds: Double
+        public var picturesPerSecond: Double
+        public var bytesPerPicture: Double
+        public var keyframes: Int
+        /// Milliseconds of each pass per picture (only with `profile`: each pass waited for).
+        public var passMs: [String: Double]
+        /// From a picture's passes being recorded to its bitstream framed on the host, per picture.
+        public var latencyP50Ms: Double
+        public var latencyP99Ms: Double
+    }
+
+    /// `sources`: NV12 pictures, `(width + 3) / 4 * 4` bytes a row, Y rows then UV rows.
+    public static func run(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
+                           settings: GPUH264Settings, profile: Bool, log: (String) -> Void) throws(GPUError) -> Result {
+        let context = try DisplayLadder.open(selection, log: log)
+        let rowBytes = (size.width + 3) / 4 * 4
+        var buffers = [GLuint](repeating: 0, count: sources.count)
+        glGenBuffers(GLsizei(buffers.count), &buffers)
+        for (i, s) in sources.enumerated() {
+            glBindBuffer(GL.shaderStorageBuffer, buffers[i])
+            glBufferData(GL.shaderStorageBuffer, GLsizeiptr(s.count), s, GL.dynamicDraw)
+        }
+        glBindBuffer(GL.shaderStorageBuffer, 0)
+        defer { glDeleteBuffers(GLsizei(buffers.count), buffers) }
+        let format = H264StreamFormat(width: size.width, height: size.height, rate: FrameRate(60), matrix: .bt709, range: .limited)
+        var encoders: [H264ComputeEncoder] = []
+        defer { for e in encoders { e.release() } }
+        for _ in 0..<streams {
+            let e = try H264ComputeEncoder(format: format, settings: settings, depth: 2)
+            e.profiling = profile
+            encoders.append(e)
+        }
+        var pending: [(H264ComputeEncoder.Pending, UInt64)?] = Array(repeating: nil, count: streams)
+        var latencies: [Double] = []
+        var bytes = 0, keyframes = 0, pictures = 0
+        let warmup = 2
+        var start: UInt64 = 0
+        for round in 0..<(rounds + warmup + 1) {
+            if round == warmup {
+                glFinish()
+                start = PassTimer.now()
+                latencies = []; bytes = 0; keyframes = 0; pictures = 0
+                for e in encoders { e.resetPassTimes() }
+            }
+            var next = pending
+            if round < rounds + warmup {
+                for (s, e) in encoders.enumerated() {
+                    let source = buffers[(round + s) % buffers.count]
+                    next[s] = (e.encode(source: source, rowBytes: rowBytes, uvOffset: rowBytes * size.height,
+                                        pts: MediaTime(value: Int64(round), timescale: 60)), PassTimer.now())
+                }
+            } else {
+                next = Array(repeating: nil, count: streams)
+            }
+            for (s, e) in encoders.enumerated() {
+                guard let (p, t) = pending[s] else { continue }
+                let picture = try e.collect(p)
+                latencies.append(Double(PassTimer.now() - t) / 1e6)
+                bytes += picture.data.count
+                keyframes += picture.keyframe ? 1 : 0
+                pictures += 1
+            }
+            pending = next
+        }
+        glFinish()
+        let seconds = Double(PassTimer.now() - start) / 1e9
+        latencies.sort()
+        func pct(_ q: Double) -> Double { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * q))] }
+        var passMs: [String: Double] = [:]
+        if profile {
+            for e in encoders { for (k, v) in e.passMs { passMs["\(k)", default: 0] += v / Double(max(1, pictures)) } }
+        }
+        return Result(renderer: context.info.renderer, size: "\(size.width)x\(size.height)", streams: streams, pictures: pictures,
+                      seconds: seconds, picturesPerSecond: Double(pictures) / seconds, bytesPerPicture: Double(bytes) / Double(max(1, pictures)),
+                      keyframes: keyframes, passMs: passMs, latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99))
+    }
+}
