@@ -46,16 +46,17 @@ struct EncoderPattern {
 
 struct EncodedRun {
     var stream: [UInt8] = []
+    var pictureBytes: [Int] = []
     var reconstructions: [[UInt8]] = []
     var keyframes: [Bool] = []
 }
 
 /// Encodes `frames` pictures of `pattern` on a software context.
-func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings,
-               keyframesAt: Set<Int> = [], frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
+func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings, rate: FrameRate = FrameRate(30),
+               keyframesAt: Set<Int> = [], reconstruct: Bool = true, frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
     let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
     _ = context
-    let format = H264StreamFormat(width: pattern.width, height: pattern.height, rate: FrameRate(30), matrix: .bt709, range: .limited)
+    let format = H264StreamFormat(width: pattern.width, height: pattern.height, rate: rate, matrix: .bt709, range: .limited)
     let encoder = try H264ComputeEncoder(format: format, settings: settings)
     defer { encoder.release() }
     var source: GLuint = 0
@@ -71,8 +72,9 @@ func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings
                                      pts: MediaTime(value: Int64(i), timescale: 30), keyframe: keyframesAt.contains(i))
         let picture = try encoder.collect(pending)
         run.stream += picture.data
+        run.pictureBytes.append(picture.data.count)
         run.keyframes.append(picture.keyframe)
-        run.reconstructions.append(try encoder.reconstruction())
+        if reconstruct { run.reconstructions.append(try encoder.reconstruction()) }
     }
     return run
 }
@@ -133,6 +135,42 @@ extension GPU {
             for i in 0..<decoded.count {
                 #expect(lumaPSNR(run.reconstructions[i], pattern.frame(i), width: width, height: height, rowBytes: pattern.rowBytes) > 30)
             }
+        }
+
+        @Test("A bit rate is met within 10 % over 10 s, through a scene change, and the VBV buffer never runs dry")
+        func bitrate() throws {
+            let pattern = EncoderPattern(width: 96, height: 64)
+            let other = EncoderPattern(width: 96, height: 64, seed: 7, noise: 12, pan: (dx: -5, dy: 2))
+            let target = 300_000, fps = 30, frames = 300
+            let settings = GPUH264Settings(keyframeInterval: 60, bitrate: target, maxrate: target, bufsize: target / 2)
+            let run = try encodeRun(pattern, frames: frames, settings: settings, rate: FrameRate(Int32(fps)), reconstruct: false,
+                                    frameOverride: { $0 < 150 ? pattern.frame($0) : other.frame($0) })
+            let bits = run.pictureBytes.reduce(0, +) * 8
+            let rate = Double(bits) / (Double(frames) / Double(fps))
+            #expect(abs(rate - Double(target)) / Double(target) < 0.10, "\(Int(rate)) bit/s against \(target)")
+            for half in [0..<150, 150..<300] {
+                let r = Double(run.pictureBytes[half].reduce(0, +) * 8) / 5
+                #expect(abs(r - Double(target)) / Double(target) < 0.15, "\(half): \(Int(r)) bit/s against \(target)")
+            }
+            // The VBV buffer: full at the start, filled at maxrate, emptied by each picture (NAL bytes, a bound on the slice bits).
+            var buffer = Double(target / 2) * 0.9
+            var lowest = buffer
+            for b in run.pictureBytes {
+                buffer = min(Double(target / 2), buffer + Double(target) / Double(fps)) - Double(b * 8)
+                lowest = min(lowest, buffer)
+            }
+            #expect(lowest >= 0, "the VBV buffer fell to \(Int(lowest)) bits")
+            let (decoded, log) = try decodeStrictly(run.stream, width: 96, height: 64)
+            #expect(decoded.count == frames, "\(log)")
+        }
+
+        @Test("Settings out of range are refused, naming the value")
+        func badSettings() {
+            #expect(throws: GPUError.self) { try GPUH264Settings(qp: 52).validate() }
+            #expect(throws: GPUError.self) { try GPUH264Settings(bitrate: 1_000_000, maxrate: 2_000_000).validate() }
+            #expect(throws: GPUError.self) { try GPUH264Settings(bitrate: 1_000_000, maxrate: 500_000, bufsize: 1_000_000).validate() }
+            #expect(throws: GPUError.self) { try GPUH264Settings(keyframeInterval: 0).validate() }
+            do { try GPUH264Settings(qp: 60).validate() } catch { #expect(error.description.contains("QP 60")) }
         }
     }
 }

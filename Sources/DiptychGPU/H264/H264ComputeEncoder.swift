@@ -3,19 +3,35 @@ import DiptychCore
 
 /// Settings of the GPU H.264 encoder.
 public struct GPUH264Settings: Hashable, Sendable, Codable {
-    /// Quantisation parameter of every macroblock, 0 to 51.
+    /// Quantisation parameter of every macroblock, 0 to 51 (when `bitrate` is nil).
     public var qp: Int
     /// Frames from one IDR picture to the next.
     public var keyframeInterval: Int
+    /// Target bit rate (bits per second): the QP then changes from picture to picture.
+    public var bitrate: Int?
+    /// With `bitrate`: the VBV buffer's fill rate and size, bits (both or neither).
+    public var maxrate: Int?
+    public var bufsize: Int?
 
-    public init(qp: Int = 23, keyframeInterval: Int = 250) {
+    public init(qp: Int = 23, keyframeInterval: Int = 250, bitrate: Int? = nil, maxrate: Int? = nil, bufsize: Int? = nil) {
         self.qp = qp; self.keyframeInterval = keyframeInterval
+        self.bitrate = bitrate; self.maxrate = maxrate; self.bufsize = bufsize
     }
 
     /// Whether the values are in range; the message names the one that is not.
     public func validate() throws(GPUError) {
         guard (0...51).contains(qp) else { throw .encode("QP \(qp) is outside 0 to 51") }
         guard keyframeInterval >= 1 else { throw .encode("keyframe interval \(keyframeInterval) must be at least 1") }
+        if let bitrate, bitrate < 1000 { throw .encode("bit rate \(bitrate) is below 1000 bits/s") }
+        if (maxrate == nil) != (bufsize == nil) { throw .encode("maxrate and bufsize go together (got \(maxrate.map(String.init) ?? "no maxrate"), \(bufsize.map(String.init) ?? "no bufsize"))") }
+        if maxrate != nil && bitrate == nil { throw .encode("maxrate and bufsize need a bit rate") }
+        if let maxrate, let bitrate, maxrate < bitrate { throw .encode("maxrate \(maxrate) is below the bit rate \(bitrate)") }
+        if let bufsize, let bitrate, let maxrate, bufsize < max(bitrate, maxrate) / 30 { throw .encode("bufsize \(bufsize) holds less than a thirtieth of a second at maxrate") }
+    }
+
+    var rateMode: H264RateControl.Mode {
+        if let bitrate { return .bitrate(target: bitrate, maxrate: maxrate, bufsize: bufsize) }
+        return .constantQP(qp)
     }
 }
 
@@ -54,6 +70,7 @@ final class H264ComputeEncoder {
     private var idrCount = 0
     private var sinceKeyframe = 0
     private var started = false
+    private(set) var rateControl: H264RateControl
     let outputWords: Int
 
     enum Pass: CaseIterable { case intra, inter, finish, cavlc, scan, gather }
@@ -80,6 +97,7 @@ final class H264ComputeEncoder {
         }
         self.format = format
         self.settings = settings
+        rateControl = H264RateControl(mode: settings.rateMode, fps: format.rate.fps, pixels: format.width * format.height)
         // Room for any picture this encoder can write: 2 bytes a pixel is more than an I_PCM picture takes.
         outputWords = max(1024, format.mbWidth * format.mbHeight * 256 * 2 / 4)
         do {
@@ -158,7 +176,7 @@ final class H264ComputeEncoder {
                                   10, 11, 13, 14, 16, 18, 20, 23, 25, 29, 32, 36, 40, 45, 51, 57, 64, 72, 81, 91]
 
     /// A picture whose passes were recorded; `collect` maps its bitstream.
-    struct Pending { var idr: Bool; var pts: MediaTime; var slot: Int }
+    struct Pending { var idr: Bool; var pts: MediaTime; var slot: Int; var qp: Int; var ticket: Int }
 
     /// Records the passes that encode the NV12 picture in storage buffer
     /// `source` (`rowBytes` a row, the interleaved UV rows at `uvOffset`).
@@ -166,7 +184,8 @@ final class H264ComputeEncoder {
         let idr = !started || keyframe || sinceKeyframe >= settings.keyframeInterval
         started = true
         if idr { frameNum = 0; sinceKeyframe = 0 }
-        let header = format.sliceHeader(idr: idr, frameNum: frameNum, idrPicID: idrCount % 2, qp: settings.qp)
+        let (pictureQP, ticket) = rateControl.plan(keyframe: idr)
+        let header = format.sliceHeader(idr: idr, frameNum: frameNum, idrPicID: idrCount % 2, qp: pictureQP)
         if idr { idrCount += 1 }
         frameNum += 1
         sinceKeyframe += 1
@@ -192,7 +211,8 @@ final class H264ComputeEncoder {
                                   (4, records[ref]), (5, bits), (6, lens), (7, result), (8, output)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
-        let qp = Int32(settings.qp), p: Int32 = idr ? 0 : 1
+        let qp = Int32(pictureQP), p: Int32 = idr ? 0 : 1
+        let lambda = Self.lambda[pictureQP]
         var t0 = profiling ? PassTimer.now() : 0
         var running: Pass?
         func timed() {
@@ -213,16 +233,16 @@ final class H264ComputeEncoder {
         }
         let storage = GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT)
         if idr {
-            use(.intra, code: (qp, 0, Self.lambda[settings.qp], 0))
+            use(.intra, code: (qp, 0, lambda, 0))
             let l = locations[.intra]!
             for d in 0..<(format.mbWidth + format.mbHeight - 1) {
                 let first = max(0, d - (format.mbWidth - 1)), last = min(d, format.mbHeight - 1)
-                glUniform4i(l.code, qp, 0, Self.lambda[settings.qp], Int32(d))
+                glUniform4i(l.code, qp, 0, lambda, Int32(d))
                 glDispatchCompute(GLuint(last - first + 1), 1, 1)
                 glMemoryBarrier(storage)
             }
         } else {
-            use(.inter, code: (qp, 1, Self.lambda[settings.qp], 0))
+            use(.inter, code: (qp, 1, lambda, 0))
             glDispatchCompute(GLuint(format.mbWidth), GLuint(format.mbHeight), 1)
             glMemoryBarrier(storage)
         }
@@ -246,7 +266,7 @@ final class H264ComputeEncoder {
         slots[slotIndex].fence = glFenceSync(GLenum(GL_SYNC_GPU_COMMANDS_COMPLETE), 0)
         glFlush()
         current = ref
-        return Pending(idr: idr, pts: pts, slot: slotIndex)
+        return Pending(idr: idr, pts: pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
     }
 
     /// Maps the bitstream of `pending` (blocks until the GPU wrote it) and frames it as Annex B.
@@ -263,12 +283,13 @@ final class H264ComputeEncoder {
             throw .gl(label: "mapping the GPU encoder's result", code: glGetError())
         }
         let words = r.assumingMemoryBound(to: UInt32.self)
-        let bytes = Int(words[4]), overflow = words[5] != 0
+        let bytes = Int(words[4]), overflow = words[5] != 0, totalBits = Int(words[3])
         glUnmapBuffer(GL.shaderStorageBuffer)
         guard !overflow else {
             glBindBuffer(GL.shaderStorageBuffer, 0)
-            throw .encode("a picture of \(format.width)x\(format.height) at QP \(settings.qp) overflowed the encoder's bit buffer")
+            throw .encode("a picture of \(format.width)x\(format.height) at QP \(pending.qp) overflowed the encoder's bit buffer")
         }
+        rateControl.encoded(ticket: pending.ticket, bits: totalBits, qp: pending.qp, keyframe: pending.idr)
         var data: [UInt8] = []
         if pending.idr {
             NALUnit.annexB(type: NALUnit.spsType, rbsp: format.sps, into: &data)
