@@ -33,6 +33,9 @@ final class GPURenderer {
     private let compute: ComputePass?
     private let log: (String) -> Void
     private(set) var outputs: [OutputID: Output] = [:]
+    /// The outputs' GPU encoders, for callers' threads.
+    let encoders = OutputEncoders()
+    var hasComputePass: Bool { compute != nil }
     private var nextOutput = 1
     /// Caller side: uploads copied into staging, turned into textures at the next render-thread hop.
     var pendingUploads: [StreamRole: PendingUpload] = [:]
@@ -208,6 +211,7 @@ final class GPURenderer {
     }
 
     func removeOutput(_ id: OutputID) {
+        if let e = outputs[id]?.encoder { encoders.remove(e) }
         outputs.removeValue(forKey: id)?.release(releaser)
     }
 
@@ -244,6 +248,8 @@ final class GPURenderer {
         var pts: MediaTime
         var readback: Bool
         var rgba: Bool
+        /// The output's GPU encoder reads the frame's NV12 from its own buffer (no readback).
+        var encode = false
         /// The readback buffer the dispatch wrote NV12 into (imported
         /// readback buffers: no copy after it); nil: the output's own buffer.
         var slot: Int? = nil
@@ -266,9 +272,13 @@ final class GPURenderer {
                   readback: Bool) throws(GPUError) -> Bool {
         out.directLast = false
         if compute != nil, ComputePass.supports(draws) {
+            let encode = out.encoder != nil && !readback
             staged = StagedFrame(out: out, frame: ComputeFrame(draws: draws, background: background), pts: pts,
-                                 readback: readback, rgba: !readback || out.wantsRGBA)
+                                 readback: readback, rgba: (!readback && !encode) || out.wantsRGBA, encode: encode)
             return true
+        }
+        if out.encoder != nil && !readback {
+            throw .unsupported("the compute pass for \(out.id)'s GPU encoder (a frame of \(draws.count) draws it cannot run)")
         }
         if draws.contains(where: { $0.1.inPlace != nil }) {
             throw .unsupported("a frame of \(draws.count) draws on the fragment path with pictures read in place (at most \(ComputePass.maxDraws) "
@@ -304,7 +314,7 @@ final class GPURenderer {
             target = readbacks.buffer(slot)
         }
         do throws(GPUError) {
-            try compute.dispatch(s.frame, out: s.out, nv12: s.readback, rgba: s.rgba, shaders: shaders, timer: timer, barrier: barrier,
+            try compute.dispatch(s.frame, out: s.out, nv12: s.readback || s.encode, rgba: s.rgba, shaders: shaders, timer: timer, barrier: barrier,
                                  nv12Buffer: target)
         } catch {
             if let slot = s.slot { readbacks.unbind(slot); staged?.slot = nil }
@@ -330,6 +340,10 @@ final class GPURenderer {
             glBindBuffer(GL.copyReadBuffer, 0)
             glBindBuffer(GL.copyWriteBuffer, 0)
             timer.end(.nv12)
+        }
+        if s.encode, let encoder = out.encoder {
+            glMemoryBarrier(GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT))
+            try encoder.encode(nv12: out.nv12Storage(), rowBytes: out.nv12Stride, height: out.canvas.height, pts: s.pts)
         }
         timer.stats.framesCompute += 1
         try finishSubmission(out, pts: s.pts, slot: slot, bytes: out.nv12Bytes)

@@ -110,6 +110,8 @@ final class Output {
     /// (`GPUCompositor.addEncoderTarget`).
     var encoderTargets: [Int: EncoderTarget] = [:]
     var nextEncoderTarget = 0
+    /// The GPU H.264 encoder reading this output's NV12 buffer (`GPUCompositor.attachEncoder`).
+    var encoder: OutputEncoder?
 
     init(id: OutputID, canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) throws(GPUError) {
         self.id = id; self.canvas = canvas; self.matrix = matrix; self.range = range
@@ -142,6 +144,11 @@ final class Output {
     }
 
     func release(_ r: GLReleaser) {
+        if let encoder {
+            try? encoder.collect(wait: true)
+            encoder.release()
+            self.encoder = nil
+        }
         for t in encoderTargets.values { t.release(r) }
         encoderTargets.removeAll()
         target.release(r)

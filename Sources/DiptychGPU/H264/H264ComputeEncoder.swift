@@ -269,6 +269,13 @@ final class H264ComputeEncoder {
         return Pending(idr: idr, pts: pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
     }
 
+    /// Whether the GPU finished `pending`'s passes (no wait).
+    func isComplete(_ pending: Pending) -> Bool {
+        guard let f = slots[pending.slot].fence else { return true }
+        let r = glClientWaitSync(f, 0, 0)
+        return r == GLenum(GL_ALREADY_SIGNALED) || r == GLenum(GL_CONDITION_SATISFIED)
+    }
+
     /// Maps the bitstream of `pending` (blocks until the GPU wrote it) and frames it as Annex B.
     func collect(_ pending: Pending) throws(GPUError) -> H264Picture {
         let result = slots[pending.slot].result, output = slots[pending.slot].output

@@ -1,0 +1,64 @@
+import DiptychCore
+import Foundation
+
+/// Outputs encoded on the GPU (docs/ARCHITECTURE.md, "The GPU encoder"): the
+/// compute pass writes the frame's NV12 into the output's buffer, the
+/// encoder's passes read it there in the same submission, and only the
+/// bitstream comes back. Render such an output with `readback: false` and
+/// take its pictures with `nextEncoded`.
+extension GPUCompositor {
+    /// Why this compositor cannot run the GPU encoder (it needs a compute pass: OpenGL ES 3.1); nil when it can.
+    public func gpuEncoderUnavailable() -> GPUError? {
+        do {
+            return try withRenderer { r in r.hasComputePass ? nil : GPUError.unsupported("OpenGL ES 3.1 compute shaders for the GPU encoder") }
+        } catch {
+            return error
+        }
+    }
+
+    /// Encodes every frame rendered into `output` without readback from now
+    /// on, at `rate` (for the level and the stream's timing).
+    public func attachEncoder(output: OutputID, settings: GPUH264Settings, rate: FrameRate) throws(GPUError) -> GPUEncodedStream {
+        try withRenderer { r throws(GPUError) -> GPUEncodedStream in
+            guard r.hasComputePass else { throw .unsupported("OpenGL ES 3.1 compute shaders for the GPU encoder") }
+            let out = try r.output(output)
+            if let old = out.encoder { try old.collect(wait: true); r.encoders.remove(old); old.release(); out.encoder = nil }
+            let format = H264StreamFormat(width: out.canvas.width, height: out.canvas.height, rate: rate, matrix: out.matrix, range: out.range)
+            let encoder = try OutputEncoder(output: output, format: format, settings: settings)
+            out.encoder = encoder
+            r.encoders.add(encoder)
+            return encoder.stream
+        }
+    }
+
+    /// The next encoded picture of any output, in each output's order; nil
+    /// when none is ready (with `wait`, when none is outstanding either).
+    /// Pictures the render thread collected as it recorded later frames come
+    /// without a hop to it.
+    public func nextEncoded(wait: Bool) throws(GPUError) -> GPUEncodedPicture? {
+        let r = try callerSide()
+        for e in r.encoders.all { if let p = e.take() { return p } }
+        return try withRenderer { r throws(GPUError) -> GPUEncodedPicture? in
+            for e in r.encoders.all {
+                try e.collect(wait: wait)
+                if let p = e.take() { return p }
+            }
+            return nil
+        }
+    }
+
+    /// The next picture `output` encodes is an IDR, with its parameter sets (a reconnected live output starts with one).
+    public func requestKeyframe(output: OutputID) throws(GPUError) {
+        try withRenderer { r throws(GPUError) in try r.output(output).encoder?.askKeyframe() }
+    }
+
+}
+
+/// The GPU encoders of a renderer's outputs, readable from callers' threads.
+final class OutputEncoders: @unchecked Sendable {   // guarded by `lock`
+    private let lock = NSLock()
+    private var list: [OutputEncoder] = []
+    var all: [OutputEncoder] { lock.lock(); defer { lock.unlock() }; return list }
+    func add(_ e: OutputEncoder) { lock.lock(); list.append(e); lock.unlock() }
+    func remove(_ e: OutputEncoder) { lock.lock(); list.removeAll { $0 === e }; lock.unlock() }
+}

@@ -1,0 +1,95 @@
+import CGLES
+import DiptychCore
+import Foundation
+
+/// What a GPU-encoded output's stream says before its first picture: the
+/// parameter sets a muxer needs as extradata (docs/ARCHITECTURE.md, "The GPU encoder").
+public struct GPUEncodedStream: Sendable, Hashable {
+    public var width: Int
+    public var height: Int
+    public var rate: FrameRate
+    /// The SPS and PPS NAL units, Annex B (start codes included).
+    public var parameterSets: [UInt8]
+    /// Profile and level, as a log line says them.
+    public var description: String
+}
+
+/// A picture the GPU encoder wrote for an output.
+public struct GPUEncodedPicture: Sendable {
+    public var output: OutputID
+    public var picture: H264Picture
+    /// The QP the picture was coded with.
+    public var qp: Int
+}
+
+/// An output's GPU encoder: the encoder, the pictures whose passes were
+/// recorded and not yet collected, and those collected and not yet taken.
+/// `encode` and `collect` run on the render thread; `take` on any thread
+/// (the ready queue is behind a lock).
+final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thread only; `ready` is locked
+    let encoder: H264ComputeEncoder
+    let output: OutputID
+    private var pending: [H264ComputeEncoder.Pending] = []
+    private let lock = NSLock()
+    private var ready: [GPUEncodedPicture] = []
+    private var keyframeAsked = false
+    static let depth = 4
+
+    init(output: OutputID, format: H264StreamFormat, settings: GPUH264Settings) throws(GPUError) {
+        self.output = output
+        encoder = try H264ComputeEncoder(format: format, settings: settings, depth: Self.depth)
+    }
+
+    var stream: GPUEncodedStream {
+        let f = encoder.format
+        var sets: [UInt8] = []
+        NALUnit.annexB(type: NALUnit.spsType, rbsp: f.sps, into: &sets)
+        NALUnit.annexB(type: NALUnit.ppsType, rbsp: f.pps, into: &sets)
+        return GPUEncodedStream(width: f.width, height: f.height, rate: f.rate, parameterSets: sets,
+                                description: "H.264 Constrained Baseline level \(Double(f.levelIDC) / 10), GPU compute encoder")
+    }
+
+    /// Render thread, after the composite wrote `nv12` (and a storage barrier):
+    /// collects what completed, then records this picture's passes.
+    func encode(nv12: NV12Buffer, rowBytes: Int, height: Int, pts: MediaTime) throws(GPUError) {
+        try collect(wait: false)
+        if pending.count >= Self.depth { try collectOne(wait: true) }
+        lock.lock()
+        let key = keyframeAsked
+        keyframeAsked = false
+        lock.unlock()
+        pending.append(encoder.encode(source: nv12.buffer, rowBytes: rowBytes, uvOffset: rowBytes * height, pts: pts, keyframe: key))
+    }
+
+    /// Render thread: moves completed pictures (all of them, with `wait`) to the ready queue.
+    func collect(wait: Bool) throws(GPUError) {
+        while !pending.isEmpty {
+            guard try collectOne(wait: wait) else { return }
+        }
+    }
+
+    @discardableResult
+    private func collectOne(wait: Bool) throws(GPUError) -> Bool {
+        guard let p = pending.first else { return false }
+        if !wait && !encoder.isComplete(p) { return false }
+        pending.removeFirst()
+        let picture = try encoder.collect(p)
+        lock.lock()
+        ready.append(GPUEncodedPicture(output: output, picture: picture, qp: p.qp))
+        lock.unlock()
+        return true
+    }
+
+    /// Any thread: the oldest collected picture.
+    func take() -> GPUEncodedPicture? {
+        lock.lock(); defer { lock.unlock() }
+        return ready.isEmpty ? nil : ready.removeFirst()
+    }
+
+    var outstanding: Int { pending.count }
+
+    /// Any thread: the next picture encoded is an IDR (a live output reconnected).
+    func askKeyframe() { lock.lock(); keyframeAsked = true; lock.unlock() }
+
+    func release() { encoder.release() }
+}
