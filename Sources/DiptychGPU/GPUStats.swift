@@ -68,8 +68,7 @@ final class PassTimer {
     var stats = GPUStats()
 
     init(timerQuery: Bool, getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC?) {
-        let off = !GPURequest.settings.timerQueries
-        self.getResult = timerQuery && !off ? getResult : nil
+        self.getResult = timerQuery ? getResult : nil
         stats.timerQueries = self.getResult != nil
     }
 
