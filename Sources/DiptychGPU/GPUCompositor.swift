@@ -224,6 +224,7 @@ public final class GPUCompositor: @unchecked Sendable {
     public func upload(_ frame: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
         lock.lock(); defer { lock.unlock() }
         let r = try callerSide()
+        guard r.plan.takesCUDAFrames else { throw .cudaInterop("the plan takes no CUDA frames on the GPU (cuda-frames=\(r.plan.cudaFrames.name))") }
         if try stageImported(frame, role: role, r) { return }
         try r.setPending(frame, holder: holder, role: role)
     }

@@ -285,7 +285,7 @@ final class GPURenderer {
     func dispatchFrame(barrier: Bool) throws(GPUError) {
         guard var s = staged, let compute else { return }
         var target: GLuint?
-        if s.readback, readbacks.exported != nil {
+        if s.readback, plan.readback == .cudaImported {
             // Imported readback buffers sit in device memory: the pass writes the frame straight into one.
             let slot = try readbacks.bindNext(bytes: s.out.nv12Bytes, target: GL.shaderStorageBuffer, releaser: releaser)
             glBindBuffer(GL.shaderStorageBuffer, 0)
