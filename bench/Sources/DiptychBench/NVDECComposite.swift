@@ -59,7 +59,7 @@ struct NVDECComposite {
 
     func measure(inputs: EndToEndStage.Inputs) throws -> [NVDECCompositeRate] {
         let roots = try (0..<min(options.contexts, options.streams)).map { _ in
-            try GPUCompositor(selection: gpu, readbackDepth: 4, directCopy: .auto)
+            try GPUCompositor(selection: gpu, readbackDepth: 4, directCopy: .auto, tuning: GPUTuning(frameBatch: options.frameBatch))
         }
         defer { for r in roots { r.shutdown() } }
         let root = roots[0]
