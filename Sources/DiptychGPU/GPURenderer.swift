@@ -76,7 +76,7 @@ final class GPURenderer {
                                                tryImport: wanted && facts.memoryObjects)
         let plan: GPUPlan
         if let given {
-            try GPUPlanner.check(given, facts, cuda)
+            try GPUPlanner.check(given, facts, cuda, uploadDepth: uploadDepth)
             plan = given
         } else {
             plan = try GPUPlanner.plan(facts, cuda, request, .init(pass: pass, directCopy: directCopy, uploadDepth: uploadDepth, tuning: tuning))

@@ -104,7 +104,7 @@ import Testing
             let p = try GPUPlanner.plan(row.context, row.cuda, row.request, row.options)
             #expect(p.description == row.expected)
             // Whatever the planner decides, the context can do.
-            #expect(throws: Never.self) { try GPUPlanner.check(p, row.context, row.cuda) }
+            #expect(throws: Never.self) { try GPUPlanner.check(p, row.context, row.cuda, uploadDepth: row.options.uploadDepth) }
         } catch {
             #expect("\(error)" == row.expected)
         }
@@ -140,6 +140,7 @@ import Testing
         var noFences = Self.nvidia
         noFences.eglFences = false
         #expect(throws: GPUError.self) { try GPUPlanner.check(p, noFences, Self.roundTrip) }
+        #expect(throws: GPUError.self) { try GPUPlanner.check(p, Self.nvidia, Self.roundTrip, uploadDepth: 3) }
         var inPlaceOverGL = p
         inPlaceOverGL.staging = .mappedBuffers
         #expect(throws: GPUError.self) { try GPUPlanner.check(inPlaceOverGL, Self.nvidia, Self.roundTrip) }
@@ -150,5 +151,43 @@ import Testing
         let p = GPUPlanner.afterCUDAFailure(try GPUPlanner.plan(Self.llvmpipe, Self.noCUDA, GPURequest()), .cudaInterop("x"))
         let back = try JSONDecoder().decode(GPUPlan.self, from: try JSONEncoder().encode(p))
         #expect(back == p)
+    }
+}
+
+/// The renderer does what its plan says, on llvmpipe: the planner's plan for
+/// what the context offers, a given plan checked against it, and CUDA frames
+/// refused where the plan takes none.
+extension GPU {
+    @Suite struct PlanTaken {
+        @Test func thePlannersPlanForThisContext() throws {
+            let c = try makeCompositor()
+            defer { c.shutdown() }
+            let facts = try c.withRenderer { r in GPUContextFacts(r.context) }
+            #expect(facts.isSoftware && facts.computeShaders, "\(facts)")
+            // No CUDA here: GL's buffers, textures, no CUDA frames.
+            let expected = try GPUPlanner.plan(facts, CUDAFacts(device: .absent("none")), GPURequest(), .init(pass: .compute, uploadDepth: 8))
+            #expect(c.plan.pass == .compute && c.plan.cudaFrames == .none && c.plan.pictures == .textures, "\(c.plan)")
+            #expect(c.plan.staging == expected.staging && c.plan.readback == expected.readback && c.plan.fences == expected.fences)
+            let lanes = try c.withRenderer { r in (r.staging.imported == nil, r.readbacks.exported == nil, r.timeline.canWaitOffThread) }
+            #expect(lanes == (true, true, c.plan.fences == .egl))
+        }
+
+        @Test func aGivenPlanTheContextCannotDoIsRefused() throws {
+            let probe = try makeCompositor()
+            var p = probe.plan
+            probe.shutdown()
+            p.readback = .cudaImported   // no CUDA and no stand-in memory here
+            #expect(throws: GPUError.self) { _ = try makeCompositor(plan: p) }
+        }
+
+        @Test func cudaFramesAreRefusedWhereThePlanTakesNone() throws {
+            let c = try makeCompositor()
+            defer { c.shutdown() }
+            #expect(c.plan.cudaFrames == .none)
+            let f = HostCUDAFrame(ComputePath.picture(64, 48, .nv12, seed: 1), released: HostCUDAFrame.Released())
+            #expect(throws: GPUError.cudaInterop("the plan takes no CUDA frames on the GPU (cuda-frames=none)")) {
+                try c.upload(f.frame, holder: f, role: .primary)
+            }
+        }
     }
 }

@@ -129,7 +129,7 @@ public enum GPUPlanner {
 
     /// Throws where `plan` asks for what this context (or CUDA) cannot do:
     /// plans given by tests and benchmarks are checked before they are taken.
-    static func check(_ plan: GPUPlan, _ context: GPUContextFacts, _ cuda: CUDAFacts) throws(GPUError) {
+    static func check(_ plan: GPUPlan, _ context: GPUContextFacts, _ cuda: CUDAFacts, uploadDepth: Int = 8) throws(GPUError) {
         if plan.pass == .compute && !context.computeShaders {
             throw .unsupported("compute shaders (OpenGL ES 3.1; this context is \(context.glVersion))")
         }
@@ -142,6 +142,9 @@ public enum GPUPlanner {
         }
         if plan.pictures == .inPlace && (plan.staging != .cudaImported || plan.pass != .compute) {
             throw .unsupported("pictures in place without CUDA-imported staging and the compute pass")
+        }
+        if plan.pictures == .inPlace && uploadDepth < 4 {
+            throw .unsupported("pictures in place with \(uploadDepth) staging slots (four needed)")
         }
         if plan.staging == .cudaImported && plan.softwareShortcut {
             throw .unsupported("CUDA-imported staging with the direct copy (it writes staging on the CPU)")
