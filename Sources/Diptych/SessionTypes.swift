@@ -113,6 +113,9 @@ public struct TakeSummary: Sendable, Codable {
     public var cpuStages: StageTimes?
     /// Where each input stream was decoded and why (`--decoder`).
     public var decoders: [StreamDecoding] = []
+    /// What every frame of the take's compositor did (`GPUPlan`; CUDA frames
+    /// through host memory where taking them on the GPU failed).
+    public var gpuPlan: GPUPlan?
 }
 
 /// What one more output of a take received.

@@ -32,11 +32,8 @@ public enum CUDAPinnedMemory {
 
     /// Copies `count` bytes into page-locked memory that a copy engine reads
     /// next: with streaming stores on x86-64 (the destination's cache lines
-    /// neither read first nor kept), a plain copy elsewhere or with
-    /// `DIPTYCH_CUDA_STREAMING_COPY=off`.
-    public static func copy(_ dst: UnsafeMutableRawPointer, from src: UnsafeRawPointer, count: Int) {
+    /// neither read first nor kept), a plain copy elsewhere or without `streaming`.
+    public static func copy(_ dst: UnsafeMutableRawPointer, from src: UnsafeRawPointer, count: Int, streaming: Bool = true) {
         if streaming { diptych_stream_copy(dst, src, count) } else { dst.copyMemory(from: src, byteCount: count) }
     }
-
-    static let streaming = GPURequest.settings.streamingCopy
 }

@@ -8,25 +8,15 @@ import Foundation
 public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
     public enum Readback: String, Sendable, CaseIterable { case auto, gl, cuda }
     public enum Uploads: String, Sendable, CaseIterable { case auto, `import`, off }
-    public enum Pictures: String, Sendable, CaseIterable { case auto, inPlace = "in-place", device, textures }
-    public enum Fences: String, Sendable, CaseIterable { case egl, gl }
+    public enum Pictures: String, Sendable, CaseIterable { case auto, textures }
 
     /// `DIPTYCH_GPU_READBACK`: NV12 read back through GL's buffers or CUDA memory imported into GL.
     public var readback = Readback.auto
     /// `DIPTYCH_CUDA_UPLOADS`: uploads staged in imported CUDA memory, or GL's buffers.
     public var uploads = Uploads.auto
-    /// `DIPTYCH_GPU_PICTURES`: how the compute pass reads NV12, RGBA and BGRA pictures.
+    /// `DIPTYCH_GPU_PICTURES`: NV12, RGBA and BGRA pictures staged in imported
+    /// memory read in place by the compute pass (`auto`), or uploaded into textures.
     public var pictures = Pictures.auto
-    /// `DIPTYCH_GPU_FENCES`: EGL fences waited for on the callers' threads, or GL's on the render thread.
-    public var fences = Fences.egl
-    /// `DIPTYCH_GPU_FRAME_BATCH`: frames the render thread runs phase by phase together (1 to 256).
-    public var frameBatch = 16
-    /// `DIPTYCH_GPU_TIMER_QUERIES`: GPU timer queries around each pass.
-    public var timerQueries = true
-    /// `DIPTYCH_CUDA_COPIERS`: CUDA streams each way (1 to 64).
-    public var copiers = 16
-    /// `DIPTYCH_CUDA_STREAMING_COPY`: host frames gathered into the bounce buffers with streaming stores.
-    public var streamingCopy = true
     /// The variables that were set, as `NAME=value`, for the log.
     public private(set) var given: [String] = []
 
@@ -35,9 +25,7 @@ public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
     /// The variables every value is read from, and what each takes.
     public static let variables: [(name: String, values: String)] = [
         ("DIPTYCH_GPU_READBACK", "auto|gl|cuda"), ("DIPTYCH_CUDA_UPLOADS", "auto|import|off"),
-        ("DIPTYCH_GPU_PICTURES", "auto|in-place|device|textures"), ("DIPTYCH_GPU_FENCES", "egl|gl"),
-        ("DIPTYCH_GPU_FRAME_BATCH", "1 to 256"), ("DIPTYCH_GPU_TIMER_QUERIES", "on|off"),
-        ("DIPTYCH_CUDA_COPIERS", "1 to 64"), ("DIPTYCH_CUDA_STREAMING_COPY", "on|off"),
+        ("DIPTYCH_GPU_PICTURES", "auto|textures"),
     ]
 
     /// Reads `environment` (the process's, or a test's). Throws naming the
@@ -54,22 +42,10 @@ public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
                 guard let e = E(rawValue: value) else { throw bad() }
                 return e
             }
-            func number(_ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
-                guard let n = Int(value), range.contains(n) else { throw bad() }
-                return n
-            }
-            func onOff() throws(ConfigurationError) -> Bool {
-                switch value { case "on": return true; case "off": return false; default: throw bad() }
-            }
             switch name {
             case "DIPTYCH_GPU_READBACK": readback = try pick(Readback.self)
             case "DIPTYCH_CUDA_UPLOADS": uploads = try pick(Uploads.self)
             case "DIPTYCH_GPU_PICTURES": pictures = try pick(Pictures.self)
-            case "DIPTYCH_GPU_FENCES": fences = try pick(Fences.self)
-            case "DIPTYCH_GPU_FRAME_BATCH": frameBatch = try number(1...256)
-            case "DIPTYCH_GPU_TIMER_QUERIES": timerQueries = try onOff()
-            case "DIPTYCH_CUDA_COPIERS": copiers = try number(1...64)
-            case "DIPTYCH_CUDA_STREAMING_COPY": streamingCopy = try onOff()
             default: break
             }
             given.append("\(name)=\(value)")

@@ -20,10 +20,14 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
     private let lock = NSLock()
     private var bounce: UnsafeMutableRawPointer?
     private var bounceFailed = false
+    /// Host planes gathered into the bounce buffer with streaming stores (`GPUTuning.streamingCopy`).
+    private let streamingCopy: Bool
     var size: Int { memory.size }
 
-    init(_ memory: CUDAExportableMemory, copiersOut: CUDACopyPool, copiersIn: CUDACopyPool, pinned: FrameBufferPool.Allocator?) {
+    init(_ memory: CUDAExportableMemory, copiersOut: CUDACopyPool, copiersIn: CUDACopyPool, pinned: FrameBufferPool.Allocator?,
+         streamingCopy: Bool) {
         self.memory = memory; self.copiersOut = copiersOut; self.copiersIn = copiersIn; self.pinned = pinned
+        self.streamingCopy = streamingCopy
     }
 
     deinit { if let bounce { pinned?.free(bounce) } }
@@ -42,7 +46,9 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
     func copyIn(_ planes: [PlaneTransfer]) throws(GPUError) {
         var planes = planes
         if BouncedUpload.wanted(planes), let b = bounceBuffer(),
-           let one = BouncedUpload.gather(planes, into: b, capacity: memory.size, copy: { CUDAPinnedMemory.copy($0, from: $1, count: $2) }) {
+           let one = BouncedUpload.gather(planes, into: b, capacity: memory.size, copy: { [streamingCopy] in
+               CUDAPinnedMemory.copy($0, from: $1, count: $2, streaming: streamingCopy)
+           }) {
             planes = [one]
         }
         let base = memory.address
@@ -72,49 +78,70 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
     }
 }
 
-extension ExportedMemorySource {
-    /// Render thread, at a renderer's start: the test hooks' source; else
-    /// CUDA's where the context can import memory and the driver can make it
-    /// (else nil, logged: GL's own buffers). `asked` names the setting.
-    static func choose(_ releaser: GLReleaser, log: (String) -> Void, asked: String?) -> ImportedMemory? {
-        let caps = releaser.context.caps
-        if let s = releaser.hooks.exportedMemory {
-            return MemoryObjectProcs.load(caps).map { ImportedMemory(source: s, procs: $0) }
+extension GPUContextFacts {
+    /// What `context` offers (render thread).
+    init(_ context: GLContext) {
+        self.init()
+        glVersion = context.info.version
+        isSoftware = context.info.isSoftware
+        computeShaders = context.caps.computeShaders
+        bufferStorage = context.procs.bufferStorage != nil
+        eglFences = context.procs.createSync != nil && context.procs.destroySync != nil && context.procs.clientWaitSync != nil
+        memoryObjects = MemoryObjectProcs.load(context.caps) != nil
+        textureNorm16 = context.caps.textureNorm16
+    }
+}
+
+extension CUDAFacts {
+    /// Render thread, at a renderer's start: where CUDA stands against the
+    /// context's GPU and, with `tryImport`, whether bytes GL writes into
+    /// imported CUDA memory come back (the memory's source, where they do).
+    /// A test's fakes (`GPUTestHooks`: CUDA calls, exported memory) stand for
+    /// CUDA on the context's device; fake memory is taken as working.
+    static func probe(_ context: GLContext, hooks: GPUTestHooks, copiers: Int, streamingCopy: Bool,
+                      tryImport: Bool) -> (CUDAFacts, ImportedMemory?) {
+        let device: Device = hooks.cudaCalls != nil || hooks.exportedMemory != nil
+            ? .sameAsGL(hooks.exportedMemory?.device ?? 0) : cudaDevice(context)
+        guard tryImport, case .sameAsGL(let ordinal) = device, let procs = MemoryObjectProcs.load(context.caps) else {
+            return (CUDAFacts(device: device), nil)
         }
-        func no(_ why: String) -> ImportedMemory? {
-            if let asked { log("diptych-gpu: \(asked): \(why); transfers through GL") }
-            return nil
+        if let fake = hooks.exportedMemory { return (CUDAFacts(device: device, roundTrip: .works), ImportedMemory(source: fake, procs: procs)) }
+        let source: ExportedMemorySource
+        switch ExportedMemorySource.cuda(device: ordinal, copiers: copiers, streamingCopy: streamingCopy) {
+        case .success(let s): source = s
+        case .failure(let why): return (CUDAFacts(device: device, roundTrip: .fails(why.message)), nil)
         }
-        guard let procs = MemoryObjectProcs.load(caps) else { return no("this GL context lacks GL_EXT_memory_object_fd") }
-        var why = ""
-        guard let s = cuda(why: &why) else { return no(why) }
         // What GL wrote reaches CUDA's copy once the frame's fence has signalled (the copy waits for it).
-        let m = ImportedMemory(source: s, procs: procs)
-        do throws(GPUError) { try roundTrip(m, releaser: releaser) } catch { return no("\(error)") }
-        return m
+        let m = ImportedMemory(source: source, procs: procs)
+        do throws(GPUError) {
+            try ExportedMemorySource.roundTrip(m, releaser: GLReleaser(timeline: FenceTimeline(), hooks: hooks, context: context))
+        } catch { return (CUDAFacts(device: device, roundTrip: .fails("\(error)")), nil) }
+        return (CUDAFacts(device: device, roundTrip: .works), m)
     }
 
-    /// Uploads staged in imported CUDA memory asked for by name (`DIPTYCH_CUDA_UPLOADS=import`).
-    static var stagingRequested: Bool { GPURequest.settings.uploads == .import }
-    /// Whether uploads are staged in imported memory under `uploads`
-    /// (`import`: asked for; `off`: GL's buffers; `auto`: wherever the
-    /// readback is imported, `importReadback`).
-    static func importsStaging(_ uploads: GPURequest.Uploads, importReadback: Bool) -> Bool {
-        uploads == .import || (uploads == .auto && importReadback)
+    /// The CUDA device that runs the GL context current on this thread (the
+    /// only one where the driver cannot say and sees one); or why none.
+    private static func cudaDevice(_ context: GLContext) -> Device {
+        let driver: CUDADriver
+        switch CUDADriver.shared {
+        case .success(let d): driver = d
+        case .failure(let e): return .absent(e.reason)
+        }
+        if context.info.isSoftware { return .other("the GL context runs on a software renderer (\(context.info.renderer))") }
+        guard let device = (try? driver.devicesOfCurrentGLContext())?.first ?? (driver.deviceCount == 1 ? 0 : nil) else {
+            return .other("no CUDA device runs this GL context (\(context.info.renderer))")
+        }
+        return .sameAsGL(device)
     }
-    /// Whether NV12 pictures are read in place under `pictures`: asked for
-    /// by name, or by default where staging is imported.
-    static func readsPicturesInPlace(_ pictures: GPURequest.Pictures, stagingImported: Bool) -> Bool {
-        pictures == .inPlace || pictures == .device || (stagingImported && pictures == .auto)
-    }
-    /// CUDA streams each way (`DIPTYCH_CUDA_COPIERS`, default 16). Every
-    /// caller's copy holds its stream until the copy has completed, so with
-    /// fewer streams than callers the copy engines idle while callers wake.
-    static var copierCount: Int { GPURequest.settings.copiers }
+}
 
+/// Why CUDA's exported memory could not be made.
+struct CUDAMemoryUnavailable: Error { var message: String }
+
+extension ExportedMemorySource {
     /// A small round trip before the path is taken: bytes GL copies into an
     /// import come back through the source's copy out.
-    private static func roundTrip(_ m: ImportedMemory, releaser: GLReleaser) throws(GPUError) {
+    static func roundTrip(_ m: ImportedMemory, releaser: GLReleaser) throws(GPUError) {
         let n = 65536
         let memory = try m.source.allocate(n)
         let trial = try ImportedBuffer(memory, target: GL.copyWriteBuffer, procs: m.procs)
@@ -138,26 +165,22 @@ extension ExportedMemorySource {
         guard memcmp(back, pattern, n) == 0 else { throw .cudaInterop("bytes GL wrote into imported memory did not come back") }
     }
 
-    /// CUDA's, on the device that runs the GL context current on this thread
-    /// (render thread); nil where there is no such device or the driver lacks
-    /// the calls (the caller logs `why`).
-    static func cuda(why: inout String) -> ExportedMemorySource? {
+    /// CUDA's, on CUDA device `device` (the one that runs the GL context),
+    /// with `copiers` streams each way; or why the driver cannot make it.
+    static func cuda(device: Int, copiers: Int, streamingCopy: Bool) -> Result<ExportedMemorySource, CUDAMemoryUnavailable> {
         let driver: CUDADriver
         switch CUDADriver.shared {
         case .success(let d): driver = d
-        case .failure(let e): why = e.reason; return nil
+        case .failure(let e): return .failure(CUDAMemoryUnavailable(message: e.reason))
         }
-        if case .failure(let e) = CUDAExportableMemory.calls { why = e.reason; return nil }
-        guard let device = (try? driver.devicesOfCurrentGLContext())?.first ?? (driver.deviceCount == 1 ? 0 : nil) else {
-            why = "no CUDA device runs this GL context"; return nil
-        }
+        if case .failure(let e) = CUDAExportableMemory.calls { return .failure(CUDAMemoryUnavailable(message: e.reason)) }
         let context: CUDAPrimaryContext, copiersOut: CUDACopyPool, copiersIn: CUDACopyPool
         do throws(CUDAError) {
             context = try driver.primaryContext(ordinal: device)
-            copiersOut = try CUDACopyPool(context: context, count: copierCount)
-            copiersIn = try CUDACopyPool(context: context, count: copierCount)
+            copiersOut = try CUDACopyPool(context: context, count: copiers)
+            copiersIn = try CUDACopyPool(context: context, count: copiers)
             _ = try CUDAExportableMemory(context: context, bytes: 1)   // the calls work here
-        } catch { why = "\(error)"; return nil }
+        } catch { return .failure(CUDAMemoryUnavailable(message: "\(error)")) }
         let host = FrameBufferPool.Allocator(
             allocate: { bytes in
                 guard (try? context.push()) != nil else { return nil }
@@ -169,11 +192,11 @@ extension ExportedMemorySource {
                 CUDAPinnedMemory.free(p)
                 if current { context.pop() }
             })
-        return ExportedMemorySource(name: "CUDA", device: device, allocate: { bytes throws(GPUError) in
+        return .success(ExportedMemorySource(name: "CUDA", device: device, allocate: { bytes throws(GPUError) in
             do throws(CUDAError) {
                 return CUDAReadbackMemory(try CUDAExportableMemory(context: context, bytes: bytes), copiersOut: copiersOut,
-                                          copiersIn: copiersIn, pinned: host)
+                                          copiersIn: copiersIn, pinned: host, streamingCopy: streamingCopy)
             } catch { throw .cudaInterop("readback memory of \(bytes) bytes: \(error)") }
-        }, hostMemory: host)
+        }, hostMemory: host))
     }
 }

@@ -36,36 +36,3 @@ public enum DirectCopyMode: String, Sendable, Codable, CaseIterable {
     /// Wherever a plan allows it, hardware GPUs too.
     case on
 }
-
-/// The paths a compositor takes, as `probe`, logs and benchmarks name them.
-public struct GPUPathInfo: Hashable, Sendable, Codable, CustomStringConvertible {
-    /// The pass that draws frames (compute or fragment).
-    public var pass: CompositePath
-    /// Whether plans that allow it take the direct-copy shortcut.
-    public var directCopy: Bool
-    /// Uploads and readbacks through persistently mapped buffers (GL_EXT_buffer_storage).
-    public var persistentStaging: Bool
-    /// Fences waited for on the callers' threads (EGL_KHR_fence_sync).
-    public var fencesOffRenderThread: Bool
-    /// NV12 readbacks into memory imported from this API (`CUDA`: copied out
-    /// by CUDA's copy engines, `DIPTYCH_GPU_READBACK=cuda`); nil: GL's buffers.
-    public var readbackThrough: String? = nil
-    /// Uploads staged in memory imported from this API (`CUDA`: copied in by
-    /// CUDA's copy engines; the default where the readback goes through CUDA,
-    /// `DIPTYCH_CUDA_UPLOADS=import|off`); nil: GL's buffers.
-    public var uploadsThrough: String? = nil
-    /// NV12 pictures read by the compute pass from buffers, no texture upload
-    /// (the default with imported staging; `DIPTYCH_GPU_PICTURES=in-place|device|textures`).
-    public var picturesInPlace = false
-    /// Host pictures copied into device buffers first (`DIPTYCH_GPU_PICTURES=device`).
-    public var picturesCopiedToDevice = false
-
-    public var description: String {
-        "composite path \(pass)\(directCopy ? " (direct copy where a plan allows it)" : ""), "
-            + (persistentStaging ? "persistently mapped staging" : "staging in host memory") + ", "
-            + (fencesOffRenderThread ? "fences waited for on the callers' threads" : "fences waited for on the render thread")
-            + (readbackThrough.map { ", NV12 read back through \($0)" } ?? "")
-            + (uploadsThrough.map { ", uploads staged through \($0)" } ?? "")
-            + (picturesInPlace ? (picturesCopiedToDevice ? ", NV12, RGBA and BGRA pictures read from device copies" : ", NV12, RGBA and BGRA pictures read in place") : "")
-    }
-}

@@ -7,34 +7,21 @@ import Foundation
 /// The kinds of GL/EGL object the renderer deletes (for the test deleter hook).
 enum GLResourceKind: String, Hashable, Sendable { case texture, buffer, framebuffer, image }
 
-/// Injection points for tests: fences that signal on command, a deleter that
-/// sees every deletion, and the fallbacks of contexts without
-/// GL_EXT_buffer_storage or EGL_KHR_fence_sync.
+/// Fakes for tests, never decisions (those are the plan's: tests pass a
+/// `GPUPlan` or a `GPURequest`): fences that signal on command, a deleter that
+/// sees every deletion, CUDA–GL interop calls, and memory standing in for
+/// CUDA's exported allocations.
 struct GPUTestHooks {
     var fenceOps: FenceOps?
     var onDelete: ((GLResourceKind, [UInt32]) -> Void)?
-    /// False: staging in host memory and readbacks mapped on the render thread,
-    /// as on a context without GL_EXT_buffer_storage.
-    var persistentMapping = true
-    /// False: GL sync objects (render thread only), as without EGL_KHR_fence_sync
-    /// (`DIPTYCH_GPU_FENCES=gl` chooses them too, for comparison).
-    var eglFences = GPURequest.settings.fences == .egl
-    /// The CUDA–GL interop calls for a CUDA device (nil: the driver's).
+    /// The CUDA–GL interop calls for a CUDA device (nil: the driver's). Their
+    /// presence stands for CUDA on the context's device (`CUDAFacts.probe`).
     var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
-    /// Readback buffers (`importedReadback`) and staging slots (`importedStaging`)
-    /// in this memory (nil: `DIPTYCH_GPU_READBACK`, `DIPTYCH_CUDA_UPLOADS`).
+    /// Memory imported where the plan says CUDA-imported (nil: CUDA's).
     var exportedMemory: ExportedMemorySource?
-    var importedReadback = true
-    var importedStaging = false
-    /// NV12 pictures read in place by the compute pass, `in-place` or
-    /// `device` (copied into device buffers first) (nil: `DIPTYCH_GPU_PICTURES`).
-    var pictures: GPURequest.Pictures?
     init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
-         persistentMapping: Bool = true, eglFences: Bool = GPURequest.settings.fences == .egl, cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil,
-         exportedMemory: ExportedMemorySource? = nil) {
-        self.fenceOps = fenceOps; self.onDelete = onDelete
-        self.persistentMapping = persistentMapping; self.eglFences = eglFences; self.cudaCalls = cudaCalls
-        self.exportedMemory = exportedMemory
+         cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil, exportedMemory: ExportedMemorySource? = nil) {
+        self.fenceOps = fenceOps; self.onDelete = onDelete; self.cudaCalls = cudaCalls; self.exportedMemory = exportedMemory
     }
 }
 

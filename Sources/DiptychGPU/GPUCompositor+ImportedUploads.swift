@@ -69,11 +69,11 @@ extension GPUCompositor {
 
     /// An NV12 CUDA frame of the staging memory's device, copied into a
     /// staging slot device to device and made the role's pending upload, as a
-    /// host frame would be (its holder can go at once). False where staging is
-    /// not imported, or for frames it does not take (P010, another device):
-    /// those go through interop. `lock` is held.
+    /// host frame would be (its holder can go at once). False where the plan
+    /// does not stage CUDA frames, or for frames staging does not take (P010,
+    /// another device): those go through interop. `lock` is held.
     func stageImported(_ f: CUDAFrame, role: StreamRole, _ r: GPURenderer) throws(GPUError) -> Bool {
-        guard let imported = r.staging.imported, f.format == .nv12, f.device == imported.source.device,
+        guard r.plan.cudaFrames == .staged, let imported = r.staging.imported, f.format == .nv12, f.device == imported.source.device,
               f.planes.count == 2, f.width > 0, f.height > 0, f.width % 2 == 0, f.height % 2 == 0,
               f.width <= r.maxTextureSize, f.height <= r.maxTextureSize, f.planes.allSatisfy({ $0.pitch >= f.width }) else {
             return false   // interop's checks name what is wrong with a bad frame

@@ -26,8 +26,8 @@ public final class GPUCompositor: @unchecked Sendable {
     private let box: RendererBox
     /// The GPU in use (fixed at creation).
     public let info: GPUInfo
-    /// The paths this compositor's frames take (fixed at creation).
-    public let paths: GPUPathInfo
+    /// What every frame of this compositor does (fixed at creation).
+    public let plan: GPUPlan
 
     final class RendererBox: @unchecked Sendable { var renderer: GPURenderer? }
 
@@ -41,7 +41,7 @@ public final class GPUCompositor: @unchecked Sendable {
 
     /// Walks the display ladder for `selection` and creates the context.
     /// `log` gets one line naming the platform, device and GL_RENDERER taken,
-    /// and one naming the paths (`paths`). Throws `GPUError.noDisplay` listing
+    /// and the plan (`plan`). Throws `GPUError.noDisplay` listing
     /// every rung tried and why it failed.
     /// - Parameters:
     ///   - readbackDepth: frames that may be in flight: the readback ring
@@ -60,11 +60,12 @@ public final class GPUCompositor: @unchecked Sendable {
     ///     frame itself). Other plans take the GPU path.
     ///   - pass: compute (one pass: composite and NV12) or fragment; `.auto`
     ///     takes compute on a hardware GPU with OpenGL ES 3.1, fragment elsewhere.
+    ///   - tuning: the values benchmarks tune (`GPUTuning`; the defaults are the measured best).
     public convenience init(selection: GPUSelection = .auto, readbackDepth: Int = 4, uploadDepth: Int? = nil,
-                            directCopy: DirectCopyMode = .off, pass: GPUPass = .auto,
+                            directCopy: DirectCopyMode = .off, pass: GPUPass = .auto, tuning: GPUTuning = GPUTuning(),
                             log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
         try self.init(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, directCopy: directCopy,
-                      pass: pass, hooks: GPUTestHooks(), log: log)
+                      pass: pass, tuning: tuning, hooks: GPUTestHooks(), log: log)
     }
 
     /// `directCopy: true` is `DirectCopyMode.auto` (the shortcut on software
@@ -75,20 +76,31 @@ public final class GPUCompositor: @unchecked Sendable {
                       directCopy: directCopy ? .auto : .off, pass: .auto, hooks: GPUTestHooks(), log: log)
     }
 
+    /// With `plan`, that plan instead of the planner's (checked against the
+    /// context: `GPUError.unsupported` where it asks for what is not there).
     init(selection: GPUSelection, readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: DirectCopyMode = .off,
-         pass: GPUPass = .auto, hooks: GPUTestHooks, log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
-        if case .failure(let e) = GPURequest.process { throw .badSetting(e) }
-        thread = RenderThread(name: "diptych-gpu")
+         pass: GPUPass = .auto, tuning: GPUTuning = GPUTuning(), request asked: GPURequest? = nil, plan given: GPUPlan? = nil,
+         hooks: GPUTestHooks, log: @escaping @Sendable (String) -> Void = { _ in }) throws(GPUError) {
+        let request: GPURequest
+        if let asked { request = asked } else {
+            switch GPURequest.process {
+            case .success(let r): request = r
+            case .failure(let e): throw .badSetting(e)
+            }
+        }
+        let tuning = given?.tuning ?? tuning
+        thread = RenderThread(name: "diptych-gpu", maxBatch: tuning.frameBatch)
         share = ThreadShare()
         box = RendererBox()
         let b = box
         let hooksBox = UncheckedBox(hooks)
         do throws(GPUError) {
-            (info, paths) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPathInfo) in
+            (info, plan) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan) in
                 let r = try GPURenderer(selection: selection, log: log, hooks: hooksBox.value, readbackDepth: readbackDepth,
-                                        uploadDepth: uploadDepth, directCopy: directCopy, pass: pass)
+                                        uploadDepth: uploadDepth, directCopy: directCopy, pass: pass, request: request,
+                                        tuning: tuning, plan: given)
                 b.renderer = r
-                return (r.info, r.paths)
+                return (r.info, r.plan)
             }
         } catch {
             thread.stop()
@@ -102,18 +114,19 @@ public final class GPUCompositor: @unchecked Sendable {
     /// lose far more to context switches than to one shared submission
     /// thread, whose hops run back to back). The context lives until every
     /// compositor sharing it is shut down. A context loss hits all of them.
+    /// Its tuning is `other`'s (the render thread's frame batch is the first compositor's).
     public init(sharingContextOf other: GPUCompositor, readbackDepth: Int = 4, uploadDepth: Int? = nil,
                 directCopy: DirectCopyMode = .off, pass: GPUPass = .auto) throws(GPUError) {
         thread = other.thread
         share = other.share
         box = RendererBox()
-        let b = box, ob = other.box
-        (info, paths) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPathInfo) in
+        let b = box, ob = other.box, tuning = other.plan.tuning
+        (info, plan) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan) in
             guard let o = ob.renderer else { throw .shutDown }
             let r = try GPURenderer(selection: .auto, sharing: o.context, log: { _ in }, readbackDepth: readbackDepth,
-                                    uploadDepth: uploadDepth, directCopy: directCopy, pass: pass)
+                                    uploadDepth: uploadDepth, directCopy: directCopy, pass: pass, tuning: tuning)
             b.renderer = r
-            return (r.info, r.paths)
+            return (r.info, r.plan)
         }
         share.retain()
     }
@@ -211,6 +224,7 @@ public final class GPUCompositor: @unchecked Sendable {
     public func upload(_ frame: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
         lock.lock(); defer { lock.unlock() }
         let r = try callerSide()
+        guard r.plan.takesCUDAFrames else { throw .cudaInterop("the plan takes no CUDA frames on the GPU (cuda-frames=\(r.plan.cudaFrames.name))") }
         if try stageImported(frame, role: role, r) { return }
         try r.setPending(frame, holder: holder, role: role)
     }

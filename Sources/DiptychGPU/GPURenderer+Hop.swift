@@ -22,13 +22,9 @@ extension GPURenderer {
         do throws(GPUError) {
             for role in StreamRole.allCases {
                 switch pending[role] {
-                case .staged(let st)? where paths.picturesInPlace && TexturePool.canReadInPlace(st, staging: staging):
+                case .staged(let st)? where plan.pictures == .inPlace && TexturePool.canReadInPlace(st, staging: staging):
                     streams[role]!.cpuFrame = nil
-                    if paths.picturesCopiedToDevice {
-                        textures.commitToDevice(st, from: staging, timer: timer)
-                    } else {
-                        textures.commitInPlace(st, from: staging)
-                    }
+                    textures.commitInPlace(st, from: staging)
                 case .staged(let st)?:
                     streams[role]!.cpuFrame = nil
                     textures.commit(st, from: staging, timer: timer)

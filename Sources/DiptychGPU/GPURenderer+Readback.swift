@@ -23,11 +23,12 @@ extension GPURenderer {
             timeline.wait(for: first.serial)
         }
         let r: PendingReadback, frame: VideoFrame, jobs: [CopyJob]
-        if readbacks.exported != nil {
+        switch plan.readback {
+        case .cudaImported:
             (r, frame, jobs) = try readbacks.deliverImported()
-        } else if readbacks.persistent {
+        case .mappedBuffers:
             (r, frame, jobs) = readbacks.deliverMapped()
-        } else {
+        case .mapOnRenderThread:
             (r, frame) = try readbacks.deliverByMapping()
             jobs = []
             try checkGL("readback \(r.output)")

@@ -25,7 +25,8 @@ final class GPURenderer {
     let timer: PassTimer
     let releaser: GLReleaser
     let maxTextureSize: Int
-    private(set) var paths: GPUPathInfo
+    /// What every frame does (fixed at creation).
+    let plan: GPUPlan
     let textures: TexturePool
     let staging: StagingRing
     let readbacks: ReadbackQueue
@@ -56,62 +57,51 @@ final class GPURenderer {
 
     var info: GPUInfo { context.info }
     var caps: GPUCapabilities { context.caps }
-    var directCopy: Bool { paths.directCopy }
+    var directCopy: Bool { plan.softwareShortcut }
     var streams: [StreamRole: StreamSlot] { textures.streams }
     var maxSetsPerRole: Int { textures.maxSetsPerRole }
 
     /// A renderer with its own context (walks the display ladder for `selection`),
     /// or, with `sharing`, one more renderer in an existing context (same
     /// render thread; the context goes when its last renderer is released).
+    /// The renderer probes what the context and CUDA offer, and does what the
+    /// plan says: `GPUPlanner`'s, or `given` (checked against the facts).
     init(selection: GPUSelection, sharing: GLContext? = nil, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
-         readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: DirectCopyMode = .off, pass: GPUPass = .auto) throws(GPUError) {
+         readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: DirectCopyMode = .off, pass: GPUPass = .auto,
+         request: GPURequest = .settings, tuning: GPUTuning = GPUTuning(), plan given: GPUPlan? = nil) throws(GPUError) {
         let uploadDepth = uploadDepth ?? 2 * readbackDepth
         precondition(readbackDepth >= 1 && uploadDepth >= 1)
         if let sharing { context = sharing } else { context = try DisplayLadder.open(selection, log: log) }
-        let caps = context.caps
-        if pass == .compute && !caps.computeShaders {
-            throw .unsupported("compute shaders (OpenGL ES 3.1; this context is \(context.info.version))")
+        let facts = GPUContextFacts(context)
+        let wanted = given.map { $0.staging == .cudaImported || $0.readback == .cudaImported } ?? GPUPlanner.wantsImportedMemory(request)
+        let asked = given?.tuning ?? tuning
+        let (cuda, exported) = CUDAFacts.probe(context, hooks: hooks, copiers: asked.copiers, streamingCopy: asked.streamingCopy,
+                                               tryImport: wanted && facts.memoryObjects)
+        let plan: GPUPlan
+        if let given {
+            try GPUPlanner.check(given, facts, cuda, uploadDepth: uploadDepth)
+            plan = given
+        } else {
+            plan = try GPUPlanner.plan(facts, cuda, request, .init(pass: pass, directCopy: directCopy, uploadDepth: uploadDepth, tuning: tuning))
         }
-        // `.auto` takes compute on hardware GPUs; a software renderer (llvmpipe)
-        // rasterizes a composite about twice as fast as it runs the compute pass.
-        let useCompute = caps.computeShaders && (pass == .compute || (pass == .auto && !context.info.isSoftware))
-        let bufferStorage = hooks.persistentMapping ? context.procs.bufferStorage : nil
-        let fences = hooks.fenceOps ?? (hooks.eglFences ? FenceOps.egl(display: context.display, procs: context.procs) : nil) ?? .gl
-        paths = GPUPathInfo(pass: useCompute ? .compute : .fragment,
-                            directCopy: directCopy == .on || (directCopy == .auto && context.info.isSoftware),
-                            persistentStaging: bufferStorage != nil, fencesOffRenderThread: fences.anyThread)
+        self.plan = plan
+        let bufferStorage = plan.staging == .mappedBuffers || plan.readback == .mappedBuffers ? context.procs.bufferStorage : nil
+        let fences = hooks.fenceOps ?? (plan.fences == .egl ? FenceOps.egl(display: context.display, procs: context.procs) : nil) ?? .gl
         self.log = log
         timeline = FenceTimeline(ops: fences)
         releaser = GLReleaser(timeline: timeline, hooks: hooks, context: context)
-        timer = PassTimer(timerQuery: caps.timerQuery, getResult: context.procs.getQueryObjectui64v)
+        timer = PassTimer(timerQuery: context.caps.timerQuery && plan.tuning.timerQueries, getResult: context.procs.getQueryObjectui64v)
         maxTextureSize = context.info.maxTextureSize
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
-        staging = StagingRing(count: uploadDepth, bufferStorage: bufferStorage)
-        let test = hooks.exportedMemory != nil
-        let request = GPURequest.settings
-        let importReadback = test ? hooks.importedReadback : request.readback != .gl
-        let importStaging = test ? hooks.importedStaging
-            : ExportedMemorySource.importsStaging(request.uploads, importReadback: importReadback)
-        let asked = importStaging && ExportedMemorySource.stagingRequested ? "DIPTYCH_CUDA_UPLOADS=import"
-            : request.readback == .cuda ? "DIPTYCH_GPU_READBACK=cuda" : nil
-        let exported = importReadback || importStaging ? ExportedMemorySource.choose(releaser, log: log, asked: asked) : nil
-        paths.readbackThrough = importReadback ? exported?.source.name : nil
-        readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: bufferStorage, exported: importReadback ? exported : nil)
-        // The direct-copy path writes staging slots on the CPU: it keeps GL's.
-        staging.imported = importStaging && !paths.directCopy ? exported : nil
-        paths.uploadsThrough = staging.imported?.source.name
-        compute = useCompute ? ComputePass(slots: readbackDepth + 4) : nil
-        // Slots held (a picture per role) need two more than staging does.
-        let pictures = hooks.pictures ?? request.pictures   // auto: in place where staging is imported
-        let inPlace = ExportedMemorySource.readsPicturesInPlace(pictures, stagingImported: !test && staging.imported != nil)
-        let toDevice = pictures == .device && staging.imported == nil && bufferStorage != nil
-        paths.picturesInPlace = useCompute && !paths.directCopy && (bufferStorage != nil || staging.imported != nil)
-            && inPlace && (toDevice || uploadDepth >= 4)
-        paths.picturesCopiedToDevice = paths.picturesInPlace && toDevice
+        staging = StagingRing(count: uploadDepth, bufferStorage: plan.staging == .mappedBuffers ? bufferStorage : nil,
+                              imported: plan.staging == .cudaImported ? exported : nil)
+        readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: plan.readback == .mappedBuffers ? bufferStorage : nil,
+                                  exported: plan.readback == .cudaImported ? exported : nil)
+        compute = plan.pass == .compute ? ComputePass(slots: readbackDepth + 4) : nil
         glDisable(GL.dither)
         _ = glGetError()
         GPURenderer.logSettingsOnce(request, log: log)
-        log("diptych-gpu: \(paths)")
+        log("diptych-gpu: \(plan)")
     }
 
     deinit { assert(isShutDown, "GPURenderer released without shutdown(): GL objects leaked") }
@@ -305,7 +295,7 @@ final class GPURenderer {
     func dispatchFrame(barrier: Bool) throws(GPUError) {
         guard var s = staged, let compute else { return }
         var target: GLuint?
-        if s.readback, readbacks.exported != nil {
+        if s.readback, plan.readback == .cudaImported {
             // Imported readback buffers sit in device memory: the pass writes the frame straight into one.
             let slot = try readbacks.bindNext(bytes: s.out.nv12Bytes, target: GL.shaderStorageBuffer, releaser: releaser)
             glBindBuffer(GL.shaderStorageBuffer, 0)

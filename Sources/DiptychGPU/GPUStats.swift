@@ -51,8 +51,8 @@ public struct GPUStats: Hashable, Sendable, Codable {
 ///
 /// A timer query makes the GPU finish the work before it and stops
 /// transfers overlapping it, so only one pass in `sampleInterval` of each kind
-/// is timed (the mean of those samples is the GPU time per pass). The
-/// environment variable `DIPTYCH_GPU_TIMER_QUERIES=off` turns them off.
+/// is timed (the mean of those samples is the GPU time per pass). The plan's
+/// tuning turns them off (`GPUTuning.timerQueries`).
 final class PassTimer {
     static let sampleInterval = 8
     enum Pass: Int, CaseIterable { case upload, composite, nv12 }
@@ -68,8 +68,7 @@ final class PassTimer {
     var stats = GPUStats()
 
     init(timerQuery: Bool, getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC?) {
-        let off = !GPURequest.settings.timerQueries
-        self.getResult = timerQuery && !off ? getResult : nil
+        self.getResult = timerQuery ? getResult : nil
         stats.timerQueries = self.getResult != nil
     }
 

@@ -1,15 +1,14 @@
 import CGLES
 import DiptychCore
 
-/// Where a picture read in place lies: a buffer (the staging slot's, held
-/// while current; or the set's own device copy), its format, its planes' rows
-/// and, for NV12, the UV plane's offset (the first plane starts at byte 0),
-/// and how to let a held slot go once the picture is replaced.
+/// Where a picture read in place lies: the staging slot's buffer (held
+/// while current), its format, its planes' rows and, for NV12, the UV
+/// plane's offset (the first plane starts at byte 0), and how to let the
+/// held slot go once the picture is replaced.
 final class InPlacePicture {
-    /// The staging slot held; -1: the buffer is the set's own (`ownsBuffer`).
+    /// The staging slot held.
     let slot: Int
     let buffer: GLuint
-    var ownsBuffer: Bool { slot < 0 }
     /// NV12, RGBA or BGRA (8 bits a sample).
     let format: PixelFormat
     /// Bytes a row of the first plane (Y, or the RGBA texels).
@@ -42,19 +41,15 @@ final class InPlacePicture {
     }
 }
 
-/// Pictures read in place (`DIPTYCH_GPU_PICTURES=in-place|device`, compute
-/// path only): an NV12, RGBA or BGRA frame staged in a GL buffer is not uploaded into
-/// textures; the compute pass reads its bytes and filters them itself, as the
-/// textures would be filtered. Staged in imported CUDA memory (device memory
-/// NVDEC frames are copied into device to device), it is read from the slot,
-/// which stays held while the picture is its role's current one and is reused
-/// after the fence of the last frame that read it. Staged in GL's mapped host
-/// memory it is read from the slot too (`in-place`: over the bus, by the
-/// pass), or (`device`) first copied into a device buffer of its own with
-/// one buffer copy, the slot then free as after a texture upload. This takes
-/// GL's texture uploads (the bound of host frames on the H200) and CUDA–GL
-/// interop's maps (the bound of NVDEC frames) off the path
-/// (docs/ARCHITECTURE.md, "Pictures read in place").
+/// Pictures read in place (compute path, staging in imported CUDA memory):
+/// an NV12, RGBA or BGRA frame staged in an imported slot is not uploaded
+/// into textures; the compute pass reads its bytes on the device and filters
+/// them itself, as the textures would be filtered. NVDEC frames are copied
+/// into such slots device to device. The slot stays held while the picture
+/// is its role's current one and is reused after the fence of the last frame
+/// that read it. This takes GL's texture uploads (the bound of host frames on
+/// the H200) and CUDA–GL interop's maps (the bound of NVDEC frames) off the
+/// path (docs/ARCHITECTURE.md, "Pictures read in place").
 extension TexturePool {
     /// Whether `st` can be read in place: 8-bit NV12, RGBA or BGRA, its first
     /// plane at byte 0, in a slot whose buffer the compute pass can bind.
@@ -76,40 +71,5 @@ extension TexturePool {
         set.matrix = frame.matrix
         set.range = frame.range
         makeCurrent(set, role: st.role)
-    }
-
-    /// Copies the staged frame into a device buffer set of the role (reused
-    /// once the frames that read it are done) and makes it current; the slot
-    /// is free after this submission, as after a texture upload.
-    func commitToDevice(_ st: StagedUpload, from staging: StagingRing, timer: PassTimer) {
-        let frame = st.frame
-        let set = bufferSet(for: st.role, format: frame.format, width: frame.width, height: frame.height, layout: st.layout)
-        timer.begin(.upload)
-        glBindBuffer(GL.copyReadBuffer, staging.slots[st.slot].buffer)
-        glBindBuffer(GL.copyWriteBuffer, set.inPlace!.buffer)
-        glCopyBufferSubData(GL.copyReadBuffer, GL.copyWriteBuffer, 0, 0, GLsizeiptr(st.layout.total))
-        glBindBuffer(GL.copyReadBuffer, 0)
-        glBindBuffer(GL.copyWriteBuffer, 0)
-        timer.end(.upload)
-        committed(set, st, staging)
-    }
-
-    /// A device buffer set for the role that fits `layout` (the pool's rule, as for textures).
-    private func bufferSet(for role: StreamRole, format: PixelFormat, width: Int, height: Int, layout: UploadLayout) -> TextureSet {
-        set(for: role, fits: { s in
-            guard let p = s.inPlace, p.ownsBuffer else { return false }
-            // The same format, size, plane offsets and rows: the same bytes (the buffer was made for them).
-            return p.format == format && s.width == width && s.height == height
-                && (p.yRowBytes, p.uvOffset, p.uvRowBytes) == InPlacePicture.rows(format, layout)
-        }) {
-            var b: GLuint = 0
-            glGenBuffers(1, &b)
-            glBindBuffer(GL.copyWriteBuffer, b)
-            glBufferData(GL.copyWriteBuffer, GLsizeiptr(layout.total), nil, GL.streamRead)
-            glBindBuffer(GL.copyWriteBuffer, 0)
-            let s = TextureSet(format: format, input: format == .nv12 ? .nv12 : .rgb, width: width, height: height, textures: [])
-            s.inPlace = InPlacePicture(slot: -1, buffer: b, format: format, layout: layout) { _, _ in }
-            return s
-        }
     }
 }

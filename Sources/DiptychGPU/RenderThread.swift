@@ -18,9 +18,9 @@ final class RenderThread: @unchecked Sendable {
     }
     private let condition = NSCondition()
     private var queue: [Item] = []
-    /// Frames run phase by phase together at most (`DIPTYCH_GPU_FRAME_BATCH`
-    /// overrides it; 1 runs each frame on its own, for comparison).
-    static let maxBatch = GPURequest.settings.frameBatch
+    /// Frames run phase by phase together at most (`GPUTuning.frameBatch`
+    /// of the compositor that made the thread; 1 runs each frame on its own).
+    let maxBatch: Int
     private var stopped = false
     private var joined = false
     /// The thread, joined by `stop()`: it has left EGL and the C library's
@@ -63,7 +63,9 @@ final class RenderThread: @unchecked Sendable {
     nonisolated(unsafe) private static var currentKey = pthread_key_t()
     private static let keyOnce: Void = { pthread_key_create(&currentKey, nil) }()
 
-    init(name: String) {
+    init(name: String, maxBatch: Int = GPUTuning().frameBatch) {
+        precondition(maxBatch >= 1)
+        self.maxBatch = maxBatch
         _ = RenderThread.keyOnce
         var attr = pthread_attr_t()
         pthread_attr_init(&attr)
@@ -111,7 +113,7 @@ final class RenderThread: @unchecked Sendable {
             var batch: [FrameJob] = []
             if case .frame(let first) = item {
                 batch.append(first)
-                while batch.count < RenderThread.maxBatch, case .frame(let next)? = queue.first {
+                while batch.count < maxBatch, case .frame(let next)? = queue.first {
                     queue.removeFirst()
                     batch.append(next)
                 }

@@ -75,17 +75,18 @@ final class StagingRing {
     private var next = 0
     private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
     var persistent: Bool { bufferStorage != nil }
-    /// Set once, before any slot is grown: slots are imported device memory
-    /// (CUDA's) that the callers copy frames into through its owner
-    /// (`DIPTYCH_CUDA_UPLOADS=import`), and glTexSubImage2D reads on the device.
-    var imported: ImportedMemory?
+    /// Slots are imported device memory (CUDA's) that the callers copy frames
+    /// into through its owner (the plan's `cuda-imported` staging), and
+    /// glTexSubImage2D or the compute pass reads on the device.
+    let imported: ImportedMemory?
     /// Slots are read after the call that reads them returns, so they wait for its fence.
     private var tracksUse: Bool { persistent || imported != nil }
 
-    init(count: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) {
+    init(count: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, imported: ImportedMemory? = nil) {
         precondition(count >= 1)
         slots = Array(repeating: Slot(), count: count)
         self.bufferStorage = bufferStorage
+        self.imported = imported
     }
 
     /// A slot for `bytes` that nothing staged holds, in ring order, after its
@@ -178,9 +179,8 @@ final class StagingRing {
         slots[i].lastUse = max(slots[i].lastUse, serial)
     }
 
-    /// Whether slot `i`'s buffer can be read in place: a GL buffer (mapped
-    /// host memory or imported device memory).
-    func readableInPlace(_ i: Int) -> Bool { slots[i].buffer != 0 && (persistent || imported != nil) }
+    /// Whether slot `i`'s buffer can be read in place: imported device memory.
+    func readableInPlace(_ i: Int) -> Bool { slots[i].buffer != 0 && imported != nil }
 
     /// Render thread: slot `i` has been read by the submission `serial` and is free again.
     func committed(_ i: Int, serial: UInt64) {

@@ -72,12 +72,10 @@ final class TextureSet {
     /// the last use has completed.
     func release(_ r: GLReleaser) {
         let textures = textures, image = image, cuda = cuda
-        let own = inPlace.flatMap { $0.ownsBuffer ? $0.buffer : nil }
         self.cuda = nil
         r.timeline.retire(lastUse: lastUse) {
             cuda?.unregister()
             r.delete(.texture, textures)
-            if let own { r.delete(.buffer, [own]) }
             if let image { r.destroy(image: image) }
         }
     }
@@ -155,14 +153,11 @@ final class TexturePool {
 
     func makeCurrent(_ set: TextureSet, role: StreamRole) {
         let slot = streams[role]!
-        if let old = slot.current, old !== set, let p = old.inPlace, !p.ownsBuffer {
+        if let old = slot.current, old !== set, let p = old.inPlace {
             // Its staging slot is free once the last frame that read it is done.
             p.release(old.lastUse)
         } else if let old = slot.current, old !== set {
-            // A device buffer set stays in the pool for pictures of its shape.
-            let keep = old.inPlace != nil ? (set.inPlace?.ownsBuffer ?? false) && old.inPlace?.format == set.inPlace?.format
-                && old.width == set.width && old.height == set.height
-                : old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height, sixteenBit: set.sixteenBit)
+            let keep = old.format != nil && set.format != nil && old.matches(set.format!, set.width, set.height, sixteenBit: set.sixteenBit)
             if !keep {
                 slot.pool.removeAll { $0 === old }
                 old.release(releaser)

@@ -28,6 +28,8 @@ final class CompositorPool: @unchecked Sendable {
     private var next = 0
     /// The GPU in use (from the first context).
     let info: GPUInfo
+    /// What every frame of the first context's compositor does (`/healthz`).
+    let plan: GPUPlan
 
     /// Contexts to share out when `--contexts` is not given: one on a GPU
     /// (contexts time-slice it); on a software rasterizer, where part of each
@@ -43,6 +45,7 @@ final class CompositorPool: @unchecked Sendable {
         self.log = log
         let first = try GPUCompositor(selection: selection, log: log)
         info = first.info
+        plan = first.plan
         let n = max(1, contexts ?? Self.defaultContexts(info: first.info, cores: cores))
         var roots: [GPUCompositor?] = [first]
         for _ in 1..<n {

@@ -71,7 +71,7 @@ public final class Server: @unchecked Sendable {
                                              encoderThreads: options.encoderThreads)
         let meter = CostMeter()
         let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log)
-        let r = TakesAPI(registry: registry, gpuDescription: pool.info.description,
+        let r = TakesAPI(registry: registry, gpuDescription: pool.info.description, gpuPlan: pool.plan,
                          responses: { [weak self] in self?.responseCounts ?? [:] }).router()
         lock.withLock { self.registry = registry; router = r; ready = true }
 

@@ -1,3 +1,4 @@
+import DiptychGPU
 import Diptych
 import DiptychCore
 import Foundation
@@ -98,6 +99,9 @@ struct TakeList: Encodable {
 struct Health: Encodable {
     var status: String
     var gpu: String
+    /// What every frame of the server's compositors does (`GPUPlan`), and its one-line form.
+    var plan: GPUPlan
+    var planLine: String
     var takes: [String: Int]
     var capacity: Capacity
     /// Nil while the start-up calibration runs.

@@ -1,4 +1,5 @@
 import Diptych
+import DiptychGPU
 import Foundation
 
 /// The routes of `diptych serve`. Each is one `add`; a take's sub-resources
@@ -6,6 +7,7 @@ import Foundation
 struct TakesAPI {
     let registry: TakeRegistry
     let gpuDescription: String
+    let gpuPlan: GPUPlan
     /// Responses sent so far, by status.
     let responses: @Sendable () -> [Int: Int]
 
@@ -90,7 +92,8 @@ struct TakesAPI {
         var counts: [String: Int] = [:]
         for t in registry.all { counts[t.state.rawValue, default: 0] += 1 }
         let model = registry.meter.model
-        return JSONOut.response(200, Health(status: model == nil ? "calibrating" : "ok", gpu: gpuDescription, takes: counts,
+        return JSONOut.response(200, Health(status: model == nil ? "calibrating" : "ok", gpu: gpuDescription, plan: gpuPlan,
+                                            planLine: gpuPlan.description, takes: counts,
                                             capacity: registry.settings.capacity, cost: model))
     }
 

@@ -29,7 +29,7 @@ enum Probe {
             // As `diptych record` makes it: the direct-copy shortcut on software renderers only.
             let gpu = try GPUCompositor(selection: selection, directCopy: .auto)
             print("  \(gpu.info)")
-            print("  \(gpu.paths)")
+            print("  \(gpu.plan)")
             for (name, present) in gpu.info.capabilities.summary { print("  \(present ? "yes" : "no ")  \(name)") }
             print("  encoder targets (VA-API from the render target): \(describe(gpu.encoderTargetSupport()))")
             gpu.shutdown()

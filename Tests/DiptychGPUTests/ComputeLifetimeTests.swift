@@ -82,7 +82,7 @@ extension GPU {
         @Test func oneHopPerFrameOnTheCallersPath() throws {
             let c = try makeCompositor(readbackDepth: 3)
             defer { c.shutdown() }
-            #expect(c.paths.persistentStaging && c.paths.fencesOffRenderThread)
+            #expect(c.plan.staging == .mappedBuffers && c.plan.readback == .mappedBuffers && c.plan.fences == .egl, "\(c.plan)")
             let out = try c.addOutput(canvas: Self.canvas, range: .full)
             var got: [VideoFrame] = []
             func frame(_ i: Int) throws {
@@ -114,10 +114,19 @@ extension GPU {
         @Test func fallbacksGiveTheSameFrames() throws {
             let primary = ComputePath.picture(32, 16, .nv12, seed: 3), secondary = ComputePath.picture(24, 16, .i420, seed: 4)
             var results: [[VideoFrame]] = []
+            let probe = try makeCompositor(readbackDepth: 2)
+            let planned = probe.plan
+            probe.shutdown()
             for (persistent, egl) in [(true, true), (false, true), (true, false), (false, false)] {
-                let c = try makeCompositor(hooks: GPUTestHooks(persistentMapping: persistent, eglFences: egl), readbackDepth: 2)
+                var p = planned
+                p.staging = persistent ? .mappedBuffers : .clientMemory
+                p.readback = persistent ? .mappedBuffers : .mapOnRenderThread
+                p.fences = egl ? .egl : .gl
+                let c = try makeCompositor(plan: p, readbackDepth: 2)
                 defer { c.shutdown() }
-                #expect(c.paths.persistentStaging == persistent && c.paths.fencesOffRenderThread == egl)
+                #expect(c.plan == p)
+                let lanes = try c.withRenderer { r in (r.staging.persistent, r.readbacks.persistent, r.timeline.canWaitOffThread) }
+                #expect(lanes == (persistent, persistent, egl), "\(lanes)")
                 let out = try c.addOutput(canvas: Self.canvas)
                 var frames: [VideoFrame] = []
                 for i in 0..<5 {

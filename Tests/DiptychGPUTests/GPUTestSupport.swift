@@ -17,9 +17,19 @@ struct RGBA8: Equatable, CustomStringConvertible {
     }
 }
 
-func makeCompositor(_ selection: GPUSelection = .software, hooks: GPUTestHooks = GPUTestHooks(),
-                    readbackDepth: Int = 4, uploadDepth: Int? = nil, pass: GPUPass = .compute) throws -> GPUCompositor {
-    try GPUCompositor(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, pass: pass, hooks: hooks)
+/// A compositor on llvmpipe: the planner's plan for `request` (the defaults,
+/// whatever the environment says), or `plan` where given.
+func makeCompositor(_ selection: GPUSelection = .software, hooks: GPUTestHooks = GPUTestHooks(), request: GPURequest = GPURequest(),
+                    plan: GPUPlan? = nil, readbackDepth: Int = 4, uploadDepth: Int? = nil, pass: GPUPass = .compute) throws -> GPUCompositor {
+    try GPUCompositor(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, pass: pass, request: request,
+                      plan: plan, hooks: hooks)
+}
+
+extension GPURequest {
+    /// NV12 read back through imported memory, uploads staged in GL's buffers.
+    static var readbackOnly: GPURequest { var r = GPURequest(); r.uploads = .off; return r }
+    /// Uploads staged in imported memory, NV12 read back through GL's buffers.
+    static var stagingOnly: GPURequest { var r = GPURequest(); r.uploads = .import; r.readback = .gl; return r }
 }
 
 /// An RGBA frame whose pixel (x, y) is `f(x, y)`; `padding` extra bytes per row.

@@ -118,8 +118,10 @@ extension GPU {
             let expected = try frames(gl, count: 7, plan: plan)
             gl.shutdown()
             let ledger = MemfdMemory.Ledger(), host = MemfdMemory.Ledger()
-            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(ledger, hostBlocks: host)), readbackDepth: 3, pass: pass)
-            #expect(c.paths.description.contains("NV12 read back through test memory"), "\(c.paths)")
+            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(ledger, hostBlocks: host)), request: .readbackOnly,
+                                       readbackDepth: 3, pass: pass)
+            #expect(c.plan.readback == .cudaImported && c.plan.staging == .mappedBuffers && c.plan.description.contains("readback=cuda-imported"),
+                    "\(c.plan)")
             let got = try frames(c, count: 7, plan: plan)
             #expect(got.count == 7 && got == expected, "frames read back through imported memory differ from GL's")
             #expect(ledger.copies == 7 && ledger.made == 3 && ledger.descriptors == 3, "one import a slot, one copy a frame: \(ledger.made), \(ledger.copies)")
@@ -132,7 +134,7 @@ extension GPU {
         /// NVIDIA's GL may write compressed blocks the exporter cannot read).
         @Test func importsAreDedicated() throws {
             guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
-            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(MemfdMemory.Ledger())), readbackDepth: 2)
+            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(MemfdMemory.Ledger())), request: .readbackOnly, readbackDepth: 2)
             defer { c.shutdown() }
             _ = try frames(c, count: 2, plan: GPU.CUDAUploads.plan)
             let flags = try c.withRenderer { r throws(GPUError) in
@@ -151,7 +153,7 @@ extension GPU {
         @Test func aFailedCopyOutLosesNoFrame() throws {
             guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
             let ledger = MemfdMemory.Ledger()
-            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(ledger)), readbackDepth: 2)
+            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(ledger)), request: .readbackOnly, readbackDepth: 2)
             defer { c.shutdown() }
             let out = try c.addOutput(canvas: Self.canvas)
             try c.upload(ComputePath.picture(64, 48, .nv12, seed: 3), role: .primary)
@@ -169,7 +171,7 @@ extension GPU {
         /// next frame gets it, and the ring has no gap.
         @Test func anUnusedReadbackBufferGoesBack() throws {
             guard try supported() else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
-            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(MemfdMemory.Ledger())), readbackDepth: 3)
+            let c = try makeCompositor(hooks: GPUTestHooks(exportedMemory: MemfdMemory.source(MemfdMemory.Ledger())), request: .readbackOnly, readbackDepth: 3)
             defer { c.shutdown() }
             let (a, b, d) = try c.withRenderer { r throws(GPUError) in
                 let a = try r.readbacks.bindNext(bytes: 4096, target: GL.shaderStorageBuffer, releaser: r.releaser)
@@ -191,7 +193,7 @@ extension GPU {
             let plan = GPU.DirectCopy.pipPlan(mirrored: true)
             let canvas = GPU.DirectCopy.canvas
             func run(_ hooks: GPUTestHooks) throws -> ([[UInt8]], GPUStats) {
-                let c = try GPUCompositor(selection: .software, directCopy: .on, pass: .fragment, hooks: hooks)
+                let c = try GPUCompositor(selection: .software, directCopy: .on, pass: .fragment, request: GPURequest(), hooks: hooks)
                 defer { c.shutdown() }
                 let out = try c.addOutput(canvas: canvas)
                 var got: [VideoFrame] = []
@@ -211,7 +213,7 @@ extension GPU {
             #expect(ledger.copies == 4 && ledger.live == 0)
         }
 
-        /// Uploads staged in imported memory (`DIPTYCH_CUDA_UPLOADS=import`):
+        /// Uploads staged in imported memory (`DIPTYCH_CUDA_UPLOADS=import`, pictures in textures):
         /// host frames (NV12, I420) and NV12 CUDA frames copied in by the
         /// memory's owner give GL's pictures, with no interop map; a P010 CUDA
         /// frame still goes through interop; every import freed.
@@ -223,11 +225,10 @@ extension GPU {
             gl.shutdown()
             let ledger = MemfdMemory.Ledger()
             let hooks = GPUTestHooks(exportedMemory: MemfdMemory.source(ledger))
-            var staged = hooks
-            staged.importedStaging = true
-            staged.importedReadback = false
-            let c = try makeCompositor(hooks: staged, readbackDepth: 2)
-            #expect(c.paths.description.contains("uploads staged through test memory") && !c.paths.description.contains("read back"), "\(c.paths)")
+            var staged = GPURequest.stagingOnly
+            staged.pictures = .textures
+            let c = try makeCompositor(hooks: hooks, request: staged, readbackDepth: 2)
+            #expect(c.plan.staging == .cudaImported && c.plan.readback == .mappedBuffers && c.plan.pictures == .textures, "\(c.plan)")
             #expect(try frames(c, count: 5, plan: plan) == expected, "host frames staged in imported memory differ from GL's")
             #expect(ledger.copiesIn == 10 && ledger.planesFromDevice == 0)
             c.shutdown()
@@ -235,11 +236,13 @@ extension GPU {
 
             // NV12 CUDA frames: device to device into the staging, the holder let go at once.
             let interop = HostInterop(), released = HostCUDAFrame.Released()
-            var both = staged
+            var both = hooks
             both.cudaCalls = { _ in interop }
-            both.importedReadback = true
-            let k = try makeCompositor(hooks: both, readbackDepth: 2)
+            var textures = GPURequest()
+            textures.pictures = .textures
+            let k = try makeCompositor(hooks: both, request: textures, readbackDepth: 2)
             defer { k.shutdown() }
+            #expect(k.plan.staging == .cudaImported && k.plan.readback == .cudaImported && k.plan.cudaFrames == .staged, "\(k.plan)")
             let out = try k.addOutput(canvas: Self.canvas)
             var got: [VideoFrame] = []
             for i in 0..<5 {

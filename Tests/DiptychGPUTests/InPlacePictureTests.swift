@@ -3,9 +3,9 @@ import Foundation
 import Testing
 @testable import DiptychGPU
 
-/// Pictures read in place (`DIPTYCH_GPU_PICTURES=in-place`; NV12, RGBA,
-/// BGRA): the compute pass reads the staged bytes from the staging slot and
-/// filters them itself. Frames equal those from textures within ±1 but for a few
+/// Pictures read in place (NV12, RGBA, BGRA staged in imported memory: CUDA's
+/// on NVIDIA, here llvmpipe importing mapped files): the compute pass reads
+/// the staged bytes from the staging slot and filters them itself. Frames equal those from textures within ±1 but for a few
 /// samples at ±2 (GL's filtering rounds its weights its own way), for every
 /// rotation and mirror, scaled and 1:1; I420 frames still go through textures; a slot is held
 /// while its picture is current and reused only after the frames that read it.
@@ -13,12 +13,21 @@ extension GPU {
     @Suite struct InPlacePictures {
         static let canvas = PixelSize(width: 160, height: 90)
 
-        private func compositor(inPlace: Bool, device: Bool = false, hooks: GPUTestHooks = GPUTestHooks(),
-                                uploadDepth: Int? = nil) throws -> GPUCompositor {
-            var h = hooks
-            h.pictures = inPlace ? (device ? .device : .inPlace) : nil
-            return try makeCompositor(hooks: h, readbackDepth: 3, uploadDepth: uploadDepth, pass: .compute)
+        /// Textures from GL's mapped staging, or (`inPlace`) the planner's
+        /// default where staging is imported: pictures read in place.
+        private func compositor(inPlace: Bool, hooks: GPUTestHooks? = nil, ledger: MemfdMemory.Ledger = MemfdMemory.Ledger(),
+                                uploadDepth: Int? = nil, pass: GPUPass = .compute) throws -> GPUCompositor {
+            guard inPlace else { return try makeCompositor(hooks: hooks ?? GPUTestHooks(), readbackDepth: 3, uploadDepth: uploadDepth, pass: pass) }
+            return try makeCompositor(hooks: hooks ?? GPUTestHooks(exportedMemory: MemfdMemory.source(ledger)), request: .stagingOnly,
+                                      readbackDepth: 3, uploadDepth: uploadDepth, pass: pass)
         }
+
+        /// llvmpipe imports memory (GL_EXT_memory_object_fd) in the Mesa builds this runs on.
+        static let imports: Bool = {
+            guard let c = try? makeCompositor() else { return false }
+            defer { c.shutdown() }
+            return c.info.capabilities.memoryObjectFD
+        }()
 
         /// The frames of `count` steps: a new primary every step, a new secondary every other one.
         private func run(_ c: GPUCompositor, plan: CompositionPlan, count: Int, primary: PixelFormat = .nv12,
@@ -53,15 +62,15 @@ extension GPU {
             }
         }
 
-        /// Read from the staging slot (`in-place`), and from device copies (`device`).
-        @Test(arguments: [false, true])
-        func everyRotationAndMirrorMatchesTextures(_ device: Bool) throws {
+        /// Read from the imported staging slot.
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd"))
+        func everyRotationAndMirrorMatchesTextures() throws {
             let gl = try compositor(inPlace: false)
             defer { gl.shutdown() }
-            let c = try compositor(inPlace: true, device: device)
+            let c = try compositor(inPlace: true)
             defer { c.shutdown() }
-            #expect(c.paths.picturesInPlace && c.paths.picturesCopiedToDevice == device
-                    && c.paths.description.contains(device ? "pictures read from device copies" : "pictures read in place"), "\(c.paths)")
+            #expect(c.plan.pictures == .inPlace && c.plan.staging == .cudaImported && c.plan.description.contains("pictures=in-place"),
+                    "\(c.plan)")
             for o in ComputePath.orientations {
                 let p = plan(o)
                 expectClose(try run(c, plan: p, count: 3), try run(gl, plan: p, count: 3), "inset \(o)")
@@ -74,18 +83,17 @@ extension GPU {
             expectClose(try run(c, plan: turned, count: 2), try run(gl, plan: turned, count: 2), "stacked, primary turned")
             let oneToOne = plan(Orientation(rotation: .r0, mirrored: true))
             expectClose(try run(c, plan: oneToOne, count: 2), try run(gl, plan: oneToOne, count: 2), "1:1 primary")
-            // Read in place, no upload at all; device copies count as uploads (buffer copies).
-            #expect(device ? c.stats.upload.count == gl.stats.upload.count : c.stats.upload.count < gl.stats.upload.count,
-                    "uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
+            // Read in place, no upload at all.
+            #expect(c.stats.upload.count < gl.stats.upload.count, "uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
         }
 
-        /// RGBA and BGRA pictures are read in place too, from the slot and
-        /// from device copies, in every rotation and mirror, with no upload.
-        @Test(arguments: [false, true])
-        func rgbaAndBGRAMatchTextures(_ device: Bool) throws {
+        /// RGBA and BGRA pictures are read in place too, in every rotation
+        /// and mirror, with no upload.
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd"))
+        func rgbaAndBGRAMatchTextures() throws {
             for format in [PixelFormat.rgba, .bgra] {
                 let gl = try compositor(inPlace: false)
-                let c = try compositor(inPlace: true, device: device)
+                let c = try compositor(inPlace: true)
                 for o in ComputePath.orientations {
                     expectClose(try run(c, plan: plan(o), count: 3, primary: format, secondary: format),
                                 try run(gl, plan: plan(o), count: 3, primary: format, secondary: format), "\(format), inset \(o)")
@@ -93,15 +101,14 @@ extension GPU {
                 let oneToOne = plan(Orientation(rotation: .r0, mirrored: true))
                 expectClose(try run(c, plan: oneToOne, count: 2, primary: format, secondary: .nv12),
                             try run(gl, plan: oneToOne, count: 2, primary: format, secondary: .nv12), "\(format) 1:1 primary")
-                #expect(device ? c.stats.upload.count == gl.stats.upload.count : c.stats.upload.count == 0,
-                        "\(format) uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
+                #expect(c.stats.upload.count == 0, "\(format) uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
                 c.shutdown()
                 gl.shutdown()
             }
         }
 
         /// I420 keeps its textures, beside a picture read in place.
-        @Test func i420StillUsesTextures() throws {
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd")) func i420StillUsesTextures() throws {
             let p = plan(Orientation(rotation: .r180, mirrored: false))
             let gl = try compositor(inPlace: false)
             let expected = try run(gl, plan: p, count: 4, secondary: .i420)
@@ -116,7 +123,7 @@ extension GPU {
         /// The held slots never exhaust the ring (a shallow one included), and
         /// are reused once the frames that read them are done: many frames
         /// with the secondary staying current across two of them.
-        @Test func heldSlotsComeBack() throws {
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd")) func heldSlotsComeBack() throws {
             let p = plan(Orientation(rotation: .r0, mirrored: true))
             let gl = try compositor(inPlace: false)
             let expected = try run(gl, plan: p, count: 24)
@@ -128,65 +135,31 @@ extension GPU {
             #expect(held == 2, "one held slot per role's current picture: \(held)")
         }
 
-        /// Device copies: no slot is held, a role's buffers are reused (at
-        /// most the pool's sets), and every one is deleted at shutdown; a
-        /// role turning to I420 lets its buffers go.
-        @Test func deviceCopiesAreReusedAndFreed() throws {
-            let p = plan(Orientation(rotation: .r90, mirrored: true))
-            let gl = try compositor(inPlace: false)
-            let expected = try run(gl, plan: p, count: 24)
-            gl.shutdown()
-            let deleted = DeletedBuffers()
-            var hooks = GPUTestHooks(onDelete: { kind, ids in if kind == .buffer { deleted.add(ids) } })
-            hooks.pictures = .device
-            let c = try makeCompositor(hooks: hooks, readbackDepth: 3, uploadDepth: 2, pass: .compute)
-            expectClose(try run(c, plan: p, count: 24), expected, "24 frames from device copies, a ring of 2 slots")
-            let (held, buffers) = try c.withRenderer { r throws(GPUError) in
-                (r.staging.slots.filter(\.held).count,
-                 StreamRole.allCases.flatMap { r.textures.streams[$0]!.pool.compactMap { $0.inPlace?.ownsBuffer == true ? $0.inPlace!.buffer : nil } })
-            }
-            #expect(held == 0 && !buffers.isEmpty && buffers.count <= 2 * 5, "held \(held), device buffers \(buffers.count)")
-            _ = try run(c, plan: p, count: 2, secondary: .i420)
-            c.shutdown()
-            #expect(Set(buffers).isSubset(of: deleted.ids), "every device buffer deleted")
-        }
-
-        final class DeletedBuffers: @unchecked Sendable {
-            private let lock = NSLock()
-            private var all = Set<UInt32>()
-            func add(_ ids: [UInt32]) { lock.lock(); all.formUnion(ids); lock.unlock() }
-            var ids: Set<UInt32> { lock.lock(); defer { lock.unlock() }; return all }
-        }
-
         /// A ring too shallow to hold pictures (fewer than four slots), and the
         /// fragment path, keep textures.
-        @Test func notTakenWhereItCannotBe() throws {
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd"))
+        func notTakenWhereItCannotBe() throws {
             let shallow = try compositor(inPlace: true, uploadDepth: 3)
-            #expect(!shallow.paths.picturesInPlace)
+            #expect(shallow.plan.staging == .cudaImported && shallow.plan.pictures == .textures
+                    && shallow.plan.notTaken.contains("pictures in place: 3 staging slots (four needed)"), "\(shallow.plan)")
             shallow.shutdown()
-            var h = GPUTestHooks()
-            h.pictures = .inPlace
-            let fragment = try makeCompositor(hooks: h, readbackDepth: 3, pass: .fragment)
-            #expect(!fragment.paths.picturesInPlace)
+            let fragment = try compositor(inPlace: true, pass: .fragment)
+            #expect(fragment.plan.pictures == .textures
+                    && fragment.plan.notTaken.contains("pictures in place: the fragment pass reads textures"), "\(fragment.plan)")
             fragment.shutdown()
         }
 
         /// NV12 staged in imported memory (CUDA's, here mapped files) is read in place too.
-        @Test func importedStagingIsReadInPlace() throws {
-            let probe = try makeCompositor()
-            let supported = probe.info.capabilities.memoryObjectFD
-            probe.shutdown()
-            guard supported else { Issue.record("llvmpipe lacks GL_EXT_memory_object_fd"); return }
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd"))
+        func importedStagingIsReadInPlace() throws {
             let p = plan(Orientation(rotation: .r270, mirrored: true))
             let gl = try compositor(inPlace: false)
             let expected = try run(gl, plan: p, count: 5)
             gl.shutdown()
             let ledger = MemfdMemory.Ledger()
-            var hooks = GPUTestHooks(exportedMemory: MemfdMemory.source(ledger))
-            hooks.importedStaging = true
-            hooks.importedReadback = false
+            let hooks = GPUTestHooks(exportedMemory: MemfdMemory.source(ledger))
             let c = try compositor(inPlace: true, hooks: hooks)
-            #expect(c.paths.picturesInPlace && c.paths.uploadsThrough != nil, "\(c.paths)")
+            #expect(c.plan.pictures == .inPlace && c.plan.staging == .cudaImported && c.plan.readback == .mappedBuffers, "\(c.plan)")
             expectClose(try run(c, plan: p, count: 5), expected, "imported staging read in place")
             #expect(ledger.copiesIn == 8, "every picture copied in once: \(ledger.copiesIn)")
             c.shutdown()
@@ -199,6 +172,7 @@ extension GPU {
             cudaHooks.cudaCalls = { _ in interop }
             let k = try compositor(inPlace: true, hooks: cudaHooks)
             defer { k.shutdown() }
+            #expect(k.plan.cudaFrames == .staged, "\(k.plan)")
             let out = try k.addOutput(canvas: Self.canvas)
             var got: [VideoFrame] = []
             for i in 0..<5 {

@@ -197,24 +197,3 @@ final class FakeFences: @unchecked Sendable {
         #expect(d.phaseSeconds == ["fence": 0.5, "begin": 0.25, "flush": 0])
     }
 }
-
-/// `DIPTYCH_CUDA_UPLOADS` and `DIPTYCH_GPU_PICTURES`: by default, uploads are
-/// staged in imported memory wherever the readback is, and pictures staged
-/// there are read in place; each can be asked for, or turned off, by name.
-@Suite struct ImportedPathSettings {
-    @Test(arguments: [
-        (GPURequest.Uploads.auto, true, true), (.auto, false, false), (.import, false, true), (.import, true, true),
-        (.off, true, false), (.off, false, false),
-    ])
-    func staging(uploads: GPURequest.Uploads, importReadback: Bool, expected: Bool) {
-        #expect(ExportedMemorySource.importsStaging(uploads, importReadback: importReadback) == expected)
-    }
-
-    @Test(arguments: [
-        (GPURequest.Pictures.auto, true, true), (.auto, false, false), (.textures, true, false),
-        (.inPlace, false, true), (.device, false, true), (.inPlace, true, true),
-    ])
-    func pictures(pictures: GPURequest.Pictures, stagingImported: Bool, expected: Bool) {
-        #expect(ExportedMemorySource.readsPicturesInPlace(pictures, stagingImported: stagingImported) == expected)
-    }
-}

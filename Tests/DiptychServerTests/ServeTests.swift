@@ -203,7 +203,12 @@ import Testing
         #expect(post.status == 401)
         #expect(!FileManager.default.fileExists(atPath: dir.path("x.mp4")))
         #expect(try server.request("GET", "/v1/takes", token: "s3cret-token-for-tests").status == 200)
-        #expect(try server.request("GET", "/healthz").status == 200)
+        let health = try server.request("GET", "/healthz")
+        #expect(health.status == 200)
+        // The server's GPU plan, as a value and as its line.
+        let plan = try #require(health.json["plan"] as? [String: Any], "\(health.text)")
+        #expect(plan["pass"] as? String == "fragment" && plan["staging"] != nil && plan["readback"] != nil, "\(plan)")
+        #expect((health.json["planLine"] as? String)?.hasPrefix("plan: pass=fragment ") == true, "\(health.text)")
     }
 }
 

@@ -81,6 +81,11 @@ import DiptychGPU
         #expect(summary.canvas == "1920x1080")
         #expect(summary.encoder == "libx264")
         #expect(summary.secondaryFramesShown == 30)
+        // llvmpipe: the fragment pass, the direct copy, no CUDA.
+        #expect(r.stderr.contains("diptych-gpu: plan: pass=fragment"), "the take log names the plan: \(r.stderr)")
+        let plan = try #require(summary.gpuPlan)
+        #expect(plan.pass == .fragment && plan.softwareShortcut && plan.cudaFrames == .none, "\(plan)")
+        #expect(r.stdout.contains(#""gpuPlan":{"#) || r.stdout.contains(#""gpuPlan" : {"#))
         let (info, frames) = try decodeAll(dir.path("take.mp4"))
         #expect(frames.count == 60)
         #expect(abs((info.duration ?? 0) - 1.0) < 1e-6)
@@ -295,7 +300,7 @@ import DiptychGPU
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("EGL display ladder"))
         #expect(r.stdout.contains("llvmpipe") || r.stdout.contains("GL_RENDERER"))
-        #expect(r.stdout.contains("composite path "), "probe names the composite path")
+        #expect(r.stdout.contains("plan: pass=fragment shortcut=direct-copy staging="), "probe prints the GPU plan: \(r.stdout)")
         #expect(r.stdout.contains("libx264"))
         #expect(r.stdout.contains("libavcodec"))
     }

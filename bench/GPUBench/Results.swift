@@ -53,6 +53,9 @@ struct Result: Codable {
     var uploadCPUMs: Double
     var compositeCPUMs: Double
     var nv12CPUMs: Double
+    /// What every frame did (`GPUPlan`), as printed and as a value.
+    var plan: String
+    var gpuPlan: GPUPlan?
 }
 
 /// What one stream (one compositor) measured.
@@ -67,7 +70,7 @@ struct StreamRun: Sendable {
     var flushMs = 0.0
     var stats = GPUStats()
     var info: GPUInfo?
-    var paths: GPUPathInfo?
+    var plan: GPUPlan?
     var error: String?
 }
 

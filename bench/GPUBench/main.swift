@@ -27,6 +27,8 @@ struct Options {
     var quiet = false
     var probe = false
     var pageLocked = false
+    /// Frame batch, copiers, timer queries, streaming copy, fences: the plan's tuning.
+    var tuning = GPUTuning()
 }
 
 let usage = """
@@ -53,6 +55,14 @@ usage: diptych-gpu-bench [options]
   --host-memory pageable|page-locked  where the input frames' bytes are (default pageable,
                       as a caller's own frames; page-locked: in the compositor's upload storage,
                       GPUCompositor.makeUploadStorage, which uploads without a copy into staging)
+  --frame-batch N     frames of compositors sharing a context run phase by phase together,
+                      1 to 256 (default 16; 1: one at a time)
+  --copiers N         CUDA streams each way for imported memory's copies, 1 to 64 (default 16)
+  --timer-queries on|off  GPU timer queries around passes (default on)
+  --streaming-copy on|off host frames gathered into page-locked bounce buffers with
+                      streaming stores (default on)
+  --fences egl|gl     EGL fences waited for on the callers' threads (default, where the
+                      context has them) or GL's on the render thread
   --bandwidth         measure host copy bandwidth, memcpy and streaming stores (1..16 threads), and exit
   --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
@@ -71,7 +81,8 @@ func parse() -> Options {
     let arguments = Array(CommandLine.arguments.dropFirst())
     if arguments.contains("-h") || arguments.contains("--help") { print(usage); exit(0) }
     let valued = ["--layout", "--size", "--input", "--format", "--frames", "--warmup", "--in-flight", "--secondary-every", "--gpu",
-                  "--streams", "--contexts", "--direct", "--pass", "--pace", "--api", "--json", "--host-memory"]
+                  "--streams", "--contexts", "--direct", "--pass", "--pace", "--api", "--json", "--host-memory",
+                  "--frame-batch", "--copiers", "--timer-queries", "--streaming-copy", "--fences"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--stagger", "--bandwidth", "--quiet", "--probe"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(arguments) } catch { fail("\(error)") }
@@ -102,12 +113,27 @@ func parse() -> Options {
         case "--host-memory": let v = value(a)
             guard v == "pageable" || v == "page-locked" else { fail("--host-memory '\(v)': expected pageable|page-locked") }
             o.pageLocked = v == "page-locked"
+        case "--frame-batch": guard let n = Int(value(a)), (1...256).contains(n) else { fail("--frame-batch expects 1 to 256") }
+            o.tuning.frameBatch = n
+        case "--copiers": guard let n = Int(value(a)), (1...64).contains(n) else { fail("--copiers expects 1 to 64") }
+            o.tuning.copiers = n
+        case "--timer-queries": o.tuning.timerQueries = onOff(a, value(a))
+        case "--streaming-copy": o.tuning.streamingCopy = onOff(a, value(a))
+        case "--fences": guard let f = GPUTuning.Fences(rawValue: value(a)) else { fail("--fences expects egl|gl") }; o.tuning.fences = f
         case "--quiet": o.quiet = true
         case "--probe": o.probe = true
         default: fail("unknown option \(a)\n\(usage)")
         }
     }
     return o
+}
+
+func onOff(_ flag: String, _ v: String) -> Bool {
+    switch v {
+    case "on": return true
+    case "off": return false
+    default: fail("\(flag) expects on|off")
+    }
 }
 
 /// Aspect-fill crop of `picture` into `destination` (layouts crop, by arithmetic).
@@ -155,9 +181,9 @@ let o = parse()
 if o.probe {
     for r in GPUCompositor.probeLadder(o.gpu) { print("rung \(r)") }
     do {
-        let c = try GPUCompositor(selection: o.gpu)
+        let c = try GPUCompositor(selection: o.gpu, tuning: o.tuning)
         print("chosen: \(c.info)")
-        print("paths: \(c.paths)")
+        print("\(c.plan)")
         print("max texture size: \(c.info.maxTextureSize)")
         for (name, present) in c.info.capabilities.summary { print("  \(present ? "yes" : "no ") \(name)") }
         c.shutdown()
@@ -177,7 +203,7 @@ nonisolated(unsafe) var roots: [GPUCompositor] = []
 for i in 0..<contexts {
     do {
         roots.append(try GPUCompositor(selection: o.gpu, readbackDepth: o.inFlight + 1, directCopy: o.direct, pass: o.pass,
-                                       log: { l in if i == 0 { lines(l) } }))
+                                       tuning: o.tuning, log: { l in if i == 0 { lines(l) } }))
     } catch {
         fail("GPU: \(error)")
     }
@@ -198,7 +224,7 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
     var signalled = false
     defer { if !signalled { ready.signal() } }   // a failure before the start must not leave the main thread waiting
     result.info = compositor.info
-    result.paths = compositor.paths
+    result.plan = compositor.plan
     do {
         let out = try compositor.addOutput(canvas: o.size)
         let p = plan(o.layout, canvas: o.size, input: input)
@@ -328,14 +354,16 @@ let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format:
                uploadGPUMs: mean { s in s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / Double(max(s.framesRendered, 1)) } },
                compositeGPUMs: mean { $0.composite.gpuMeanMs }, nv12GPUMs: mean { $0.nv12.gpuMeanMs },
                uploadCPUMs: mean { $0.upload.cpuTotalMs / Double(max($0.framesRendered, 1)) } ?? 0,
-               compositeCPUMs: mean { $0.composite.cpuMeanMs } ?? 0, nv12CPUMs: mean { $0.nv12.cpuMeanMs } ?? 0)
+               compositeCPUMs: mean { $0.composite.cpuMeanMs } ?? 0, nv12CPUMs: mean { $0.nv12.cpuMeanMs } ?? 0,
+               plan: all[0].plan.map { "\($0)" } ?? "", gpuPlan: all[0].plan)
 func ms(_ v: Double?) -> String { v.map { String(format: "%.3f", $0) } ?? "n/a" }
 print("\(info.renderer) [\(info.platform) \(info.device)]")
-print("contexts \(contexts); \(all[0].paths.map { "\($0)" } ?? "")")
+print("contexts \(contexts)")
 print("path \(path): compute \(computeFrames), fragment \(fragmentFrames), direct copy \(directFrames) of \(frames) frames (--direct \(o.direct.rawValue), --pass \(o.pass.rawValue)); \(sorted.count) delivered")
 print(String(format: "%@ %@ from %@ %@ x%d streams: %.1f composites/s, latency p50 %.2f ms, p99 %.2f ms (in flight %d, %d frames/stream, %@)",
              o.layout, "\(o.size)", o.format.rawValue, "\(input)", o.streams, r.compositesPerSecond, r.latencyP50Ms, r.latencyP99Ms,
              o.inFlight, o.frames, r.api))
+print("  \(r.plan)")
 print("per composite GPU: upload \(ms(r.uploadGPUMs)) ms, composite \(ms(r.compositeGPUMs)) ms, nv12 \(ms(r.nv12GPUMs)) ms"
       + (r.gpuTimerQueries ? "" : " (no GL_EXT_disjoint_timer_query)"))
 print("per composite CPU: upload \(ms(r.uploadCPUMs)) ms, composite \(ms(r.compositeCPUMs)) ms, nv12 \(ms(r.nv12CPUMs)) ms")

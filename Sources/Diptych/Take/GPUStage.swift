@@ -42,9 +42,13 @@ final class GPUStage {
     private var accounted: [Int: Int] = [:]
     /// Test hook: frame indices at which the context is lost as by a reset.
     var simulateLossAt: Set<Int> = []
-    /// Whether CUDA frames still go into the textures through interop (false
-    /// once it failed: they are copied through host memory).
-    private(set) var cudaInterop = true
+    /// The plan frames follow: the compositor's, with CUDA frames through
+    /// host memory once taking them on the GPU failed (`cudaFailure`,
+    /// `GPUPlanner.afterCUDAFailure`), rebuilt compositors included.
+    private(set) var plan: GPUPlan
+    private var cudaFailure: GPUError?
+    /// CUDA frames went through host memory, and the log said so.
+    private var saidViaHost = false
 
     /// A frame rendered but not yet read back in full: kept so it can be
     /// rendered again on a fresh context.
@@ -64,6 +68,7 @@ final class GPUStage {
         self.makeCompositor = makeCompositor
         self.warn = warn
         gpu = try makeCompositor()
+        plan = gpu.plan
     }
 
     /// Adds a render target for output `key`.
@@ -121,7 +126,7 @@ final class GPUStage {
                 try draw(entry)
                 break
             } catch {
-                if case .cudaInterop = error, cudaInterop {
+                if case .cudaInterop = error, plan.takesCUDAFrames {
                     leaveInterop(error)
                     continue
                 }
@@ -157,11 +162,12 @@ final class GPUStage {
         }
     }
 
-    /// A CUDA frame goes into the textures on the GPU (CUDA–GL interop). If
-    /// that fails (here, or in the render that copies it), this take copies
-    /// CUDA frames through host memory from then on instead of failing.
+    /// A CUDA frame goes to the pass on the GPU where the plan takes CUDA
+    /// frames (staged or through CUDA–GL interop). If that fails (here, or in
+    /// the render that copies it), this take copies CUDA frames through host
+    /// memory from then on instead of failing.
     private func upload(_ c: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
-        if cudaInterop {
+        if plan.takesCUDAFrames {
             do throws(GPUError) {
                 try gpu.upload(c, holder: holder, role: role)
                 return
@@ -169,6 +175,10 @@ final class GPUStage {
                 guard case .cudaInterop = error else { throw error }
                 leaveInterop(error)
             }
+        } else if !saidViaHost {
+            saidViaHost = true
+            let why = if case .viaHost(let why) = plan.cudaFrames { why } else { "no CUDA for the GPU context" }
+            warn("NVDEC frames cannot go into the GPU's textures directly (\(why)); copying them through host memory")
         }
         guard let v = holder.download() else { throw .badFrame("an NVDEC \(c.format.rawValue) \(c.width)x\(c.height) frame could not be copied to host memory") }
         try gpu.upload(v, role: role)
@@ -176,7 +186,9 @@ final class GPUStage {
 
     /// CUDA frames go through host memory from now on; the secondary's picture is uploaded again.
     private func leaveInterop(_ error: GPUError) {
-        cudaInterop = false
+        cudaFailure = error
+        plan = GPUPlanner.afterCUDAFailure(plan, error)
+        saidViaHost = true
         uploadedSecondary = nil
         warn("NVDEC frames cannot go into the GPU's textures directly (\(error)); copying them through host memory from here")
     }
@@ -194,6 +206,7 @@ final class GPUStage {
         uploadedSecondary = nil
         do throws(GPUError) {
             gpu = try makeCompositor()
+            plan = cudaFailure.map { GPUPlanner.afterCUDAFailure(gpu.plan, $0) } ?? gpu.plan
             for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
             for ring in rings.values { try ring.reimport() }
             for e in inFlight {

@@ -58,7 +58,7 @@ extension TakeRun {
             outputs: outputResults, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages,
             lostFrames: mainResult.lost,
             cpuStages: StageClock.times() - stageBaseline,
-            decoders: decoders.entries)
+            decoders: decoders.entries, gpuPlan: gpu.plan)
         if !reason.isNormal {
             throw .ended(.abnormal(reason, frames: written, seconds: duration, output: outputPath, live: main.live))
         }

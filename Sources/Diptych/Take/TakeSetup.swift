@@ -64,6 +64,8 @@ enum TakeSetup {
                 return try GPUCompositor(selection: selection, directCopy: true, log: log)
             }, warn: { warnings.add($0) })
         } catch { throw .gpu(error) }
+        // A compositor made by the caller (the server's, in a shared context) logs nothing itself: the take says its plan.
+        if make != nil { log("GPU \(gpu.plan)") }
         var keepGPU = false
         defer { if !keepGPU { gpu.shutdown() } }
         if let size = config.canvasSize { try checkCanvas(size, on: gpu.gpu, field: "--size", value: size.description) }

@@ -44,6 +44,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var streams = 16
     /// nvdec stage: GL contexts the compositors are dealt to in turn (each its own render thread).
     public var contexts = 1
+    /// nvdec stage: frames of compositors sharing a context run phase by phase together (`GPUTuning.frameBatch`).
+    public var frameBatch = 16
     /// Seconds of primary video per end-to-end case (60 fps primary, 30 fps secondary).
     public var duration = 10.0
     public var peers: [BenchPeer] = BenchPeer.allCases
@@ -95,6 +97,8 @@ public struct BenchOptions: Sendable, Equatable {
       --frames N           measured composites per composite case and per nvdec stream (default 120)
       --streams N          nvdec stage: compositors (default 16), dealt in turn to --contexts GL contexts
       --contexts N         nvdec stage: GL contexts, each with its own render thread (default 1)
+      --frame-batch N      nvdec stage: frames of compositors sharing a context run phase by phase
+                           together, 1 to 256 (default 16; 1: one at a time)
       --duration SECONDS   primary video per end-to-end case (default 10)
       --peers P,...|none   ffmpeg, gstreamer (default both; a missing one is skipped with a note)
       --preset P,...       x264 presets for us and the peers, each a case of its own (default ultrafast)
@@ -123,7 +127,7 @@ public struct BenchOptions: Sendable, Equatable {
         var o = BenchOptions()
         var explicitLayouts = false, explicitSizes = false
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
-        let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--duration", "--peers", "--preset", "--presets",
+        let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--frame-batch", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
                       "--pairs", "--pair-runners", "--serve-encoder-threads", "--serve-contexts", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
@@ -186,6 +190,8 @@ public struct BenchOptions: Sendable, Equatable {
                 o.streams = try count(a, 1...256, "1 to 256")
             case "--contexts":
                 o.contexts = try count(a, 1...16, "1 to 16")
+            case "--frame-batch":
+                o.frameBatch = try count(a, 1...256, "1 to 256")
             case "--duration":
                 let v = try value(a)
                 guard let d = Double(v), d >= 0.5, d <= 3600 else { throw BenchUsageError("--duration '\(v)': expected seconds, 0.5 to 3600") }

@@ -23,7 +23,7 @@ public struct BenchResult: Sendable, Codable {
     public var gpuNV12Ms: Double?
     /// Frames that took the direct-copy path (composite stage).
     public var directFrames: Int?
-    /// The GPU path that ran (`diptych-gpu: composite path …` as the compositor logs it).
+    /// The GPU path that ran (the compositor's plan, `diptych-gpu: plan: …` as it logs it).
     public var path: String?
     /// Process CPU time (user + system, all threads) per output frame, milliseconds.
     public var cpuMsPerFrame: Double

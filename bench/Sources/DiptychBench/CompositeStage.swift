@@ -51,9 +51,9 @@ struct CompositeStage {
     }
 
     /// The path most frames took (`compute`, `fragment`, `direct copy`), then the compositor's setup.
-    static func pathTaken(_ s: GPUStats, _ paths: GPUPathInfo) -> String {
+    static func pathTaken(_ s: GPUStats, _ plan: GPUPlan) -> String {
         let counts = [(CompositePath.compute, s.framesCompute), (.fragment, s.framesFragment), (.directCopy, s.framesDirect)]
-        return "\(counts.max { $0.1 < $1.1 }!.0); \(paths)"
+        return "\(counts.max { $0.1 < $1.1 }!.0); \(plan)"
     }
 
     /// Measures one case; `preview` gets the composite as RGBA (for the contact sheet).
@@ -101,7 +101,7 @@ struct CompositeStage {
                             gpuCompositeMs: s.composite.gpuMeanMs.map { $0 * Double(s.composite.count) / n },
                             gpuNV12Ms: s.nv12.gpuMeanMs.map { $0 * Double(s.nv12.count) / n },
                             directFrames: s.framesDirect,
-                            path: Self.pathTaken(s, c.paths),
+                            path: Self.pathTaken(s, c.plan),
                             cpuMsPerFrame: cpu * 1000 / Double(options.frames))
         if !s.timerQueries { r.notes.append("no GL_EXT_disjoint_timer_query: no GPU times") }
         return r

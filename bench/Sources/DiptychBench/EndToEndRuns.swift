@@ -27,8 +27,8 @@ extension EndToEndStage {
                 ms.other += max(0, f.cpuMsPerFrame - ms.total)
                 f.stageMsPerFrame = ms
             }
-            if let at = r.stderr.range(of: "composite path ") {
-                path = String(r.stderr[at.upperBound...].prefix { $0 != "\n" })
+            if let at = r.stderr.range(of: "diptych-gpu: plan: ") {
+                path = "plan: " + String(r.stderr[at.upperBound...].prefix { $0 != "\n" })
             }
             ours.append(f)
             for p in options.peers where peerNotes[p] == nil {

@@ -59,7 +59,7 @@ struct NVDECComposite {
 
     func measure(inputs: EndToEndStage.Inputs) throws -> [NVDECCompositeRate] {
         let roots = try (0..<min(options.contexts, options.streams)).map { _ in
-            try GPUCompositor(selection: gpu, readbackDepth: 4, directCopy: .auto)
+            try GPUCompositor(selection: gpu, readbackDepth: 4, directCopy: .auto, tuning: GPUTuning(frameBatch: options.frameBatch))
         }
         defer { for r in roots { r.shutdown() } }
         let root = roots[0]
@@ -156,7 +156,7 @@ struct NVDECComposite {
                                   compositesPerSecond: Double(total) / seconds,
                                   cudaFramesPerMap: maps > 0 ? Double(cudaFrames) / Double(maps) : nil,
                                   cudaCPUMsPerComposite: maps > 0 ? all.map(\.cudaCPUMs).reduce(0, +) / Double(total) : nil,
-                                  path: "compute \(compute), fragment \(fragment), direct copy \(direct) of \(total) (\(root.paths))",
+                                  path: "compute \(compute), fragment \(fragment), direct copy \(direct) of \(total) (\(root.plan))",
                                   gpuUploadMs: mean { s in s.upload.gpuMeanMs.map { $0 * Double(s.upload.count) / Double(max(s.framesRendered, 1)) } },
                                   gpuCompositeMs: mean { $0.composite.gpuMeanMs }, gpuNV12Ms: mean { $0.nv12.gpuMeanMs },
                                   cpuMsPerComposite: cpu * 1000 / Double(total),

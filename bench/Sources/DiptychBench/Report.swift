@@ -4,9 +4,18 @@ import Foundation
 
 /// The table, the chart and the contact sheet.
 enum Report {
-    /// A result's path as its table cell: the path taken, without the setup after it.
+    /// A result's path as its table cell: the path taken, without the setup
+    /// after it; for a take's plan line (`plan: pass=… shortcut=…`), its pass
+    /// and whether the direct copy was allowed.
     static func pathCell(_ path: String) -> String {
-        String(path.split(separator: path.contains(";") ? ";" : ",", maxSplits: 1).first ?? Substring(path))
+        if path.hasPrefix("plan: ") {
+            let fields = Dictionary(path.split(separator: " ").compactMap { w -> (String, String)? in
+                let kv = w.split(separator: "=", maxSplits: 1)
+                return kv.count == 2 ? (String(kv[0]), String(kv[1])) : nil
+            }, uniquingKeysWith: { a, _ in a })
+            return (fields["pass"] ?? "?") + (fields["shortcut"] == "direct-copy" ? " (direct copy where a plan allows it)" : "")
+        }
+        return String(path.split(separator: path.contains(";") ? ";" : ",", maxSplits: 1).first ?? Substring(path))
     }
 
     static func f(_ v: Double?, _ digits: Int = 1) -> String { v.map { String(format: "%.\(digits)f", $0) } ?? "–" }

@@ -69,7 +69,7 @@ import Testing
     static func report() -> BenchReport {
         var r = BenchResult(stage: .endToEnd, layout: "pip", canvas: "1920x1080", input: "files", frames: 600, seconds: 10,
                             fps: 60, realtime60: 1, cpuMsPerFrame: 20)
-        r.path = "fragment (direct copy where a plan allows it), persistently mapped staging, fences waited for on the callers' threads"
+        r.path = "plan: pass=fragment shortcut=direct-copy staging=mapped pictures=textures cuda-frames=none readback=mapped fences=egl"
         r.peers = [PeerResult(peer: .ffmpeg, fps: 120, frames: 600, cpuMsPerFrame: 12, ratio: 0.5),
                    PeerResult(peer: .gstreamer, note: "gst-launch-1.0 not installed: skipped")]
         let machine = MachineInfo(cpu: "cpu", cores: 2, memoryGiB: 1, os: "Linux", gpu: "llvmpipe", ffmpeg: nil, gstreamer: nil)

@@ -24,21 +24,20 @@
 #   seq      diptych-gpu-check (beside this script when there, else the archive's), NV12 read back through GL's buffers
 #            and through CUDA (DIPTYCH_GPU_READBACK=cuda), SEQ (default "1 2") times each: whether pipelined frames
 #            equal the same frames rendered one at a time, and direct-copy frames the general path's; then every
-#            check again with DIPTYCH_GPU_PICTURES=P for each P in PICTURES (default none; e.g. "in-place device")
-#   inplace  NV12 pictures read in place by the compute pass (DIPTYCH_GPU_PICTURES=in-place): the NVDEC composite rate
-#            (32, 64 compositors) with uploads staged in imported CUDA memory (DIPTYCH_CUDA_UPLOADS=import) and read
-#            in place, and diptych-gpu-bench (PiP 1080p from host memory, 16 streams) read in place from GL's staging,
-#            from device copies of it (DIPTYCH_GPU_PICTURES=device), and from imported staging (host frames through
-#            page-locked bounce buffers) with and without, against the defaults
-#   batch    frames of compositors sharing a context run phase by phase at most DIPTYCH_GPU_FRAME_BATCH=B together,
+#            check again with DIPTYCH_GPU_PICTURES=P for each P in PICTURES (default none; e.g. "textures")
+#   inplace  NV12 pictures read in place by the compute pass from uploads staged in imported CUDA memory
+#            (DIPTYCH_CUDA_UPLOADS=import, DIPTYCH_GPU_PICTURES=auto) against textures (DIPTYCH_GPU_PICTURES=textures)
+#            and GL's staging (DIPTYCH_CUDA_UPLOADS=off): the NVDEC composite rate (32, 64 compositors), and
+#            diptych-gpu-bench (PiP 1080p from host memory, 16 streams)
+#   batch    frames of compositors sharing a context run phase by phase at most B together (--frame-batch B),
 #            for each B in BATCHES (default "16 32 64"): the NVDEC composite rate (NSTREAMS, default "32 64"), and
 #            diptych-gpu-bench with 64 PiP pairs from host memory paced at 60 fps (latency p99), each with
 #            DIPTYCH_CUDA_UPLOADS=U for U in UPLOADS (default "off"; e.g. "off import") and DIPTYCH_GPU_PICTURES=P
-#            for P in PICTURES (default "default"; e.g. "default in-place")
+#            for P in PICTURES (default "auto"; e.g. "auto textures")
 #   storage  diptych-gpu-check (every check, with the one for frames in upload storage), then diptych-gpu-bench timed to
 #            the last frame: 64 pairs paced at 60 fps and PiP, side by side, stacked, 2160p with the frames in page-locked
 #            upload storage (--host-memory page-locked) and in ordinary memory, ordinary memory gathered with streaming
-#            stores and with memcpy (DIPTYCH_CUDA_STREAMING_COPY=off), and --bandwidth
+#            stores and with memcpy (--streaming-copy off), and --bandwidth
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -160,14 +159,14 @@ for step in "$@"; do
     done
     ;;
   inplace)
-    for v in "off default" "import in-place"; do
+    for v in "off auto" "import auto"; do
       set -- $v
       for n in 32 64; do
         t env DIPTYCH_CUDA_UPLOADS=$1 DIPTYCH_GPU_PICTURES=$2 timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D \
           --duration 6 --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/inplace-$1-$2-nvdec-$n.json > $O/inplace-$1-$2-nvdec-$n.md 2>> $O/inplace.log
       done
     done
-    for v in "off default" "off in-place" "off device" "import default" "import in-place"; do
+    for v in "off auto" "import textures" "import auto"; do
       set -- $v
       t env DIPTYCH_CUDA_UPLOADS=$1 DIPTYCH_GPU_PICTURES=$2 timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
         --streams 16 --contexts 1 --frames 600 --json $O/inplace-$1-$2-host-16.json > $O/inplace-$1-$2-host-16.txt 2>&1
@@ -176,14 +175,14 @@ for step in "$@"; do
   batch)
     for b in ${BATCHES:-16 32 64}; do
       for u in ${UPLOADS:-off}; do
-        for p in ${PICTURES:-default}; do
+        for p in ${PICTURES:-auto}; do
           k=$b-$u-$p
           for n in ${NSTREAMS:-32 64}; do
-            t env DIPTYCH_GPU_FRAME_BATCH=$b DIPTYCH_CUDA_UPLOADS=$u DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 60) diptych bench --chart none \
-              --sheet none --work-dir $D --duration 6 --preset ultrafast --stages nvdec --frames 600 --streams $n \
+            t env DIPTYCH_CUDA_UPLOADS=$u DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 60) diptych bench --chart none \
+              --sheet none --work-dir $D --duration 6 --preset ultrafast --stages nvdec --frames 600 --streams $n --frame-batch $b \
               --json $O/batch-$k-nvdec-$n.json > $O/batch-$k-nvdec-$n.md 2>> $O/batch.log
           done
-          t env DIPTYCH_GPU_FRAME_BATCH=$b DIPTYCH_CUDA_UPLOADS=$u DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 40) diptych-gpu-bench --quiet \
+          t env DIPTYCH_CUDA_UPLOADS=$u DIPTYCH_GPU_PICTURES=$p timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --frame-batch $b \
             --layout pip --streams 64 --contexts 1 --frames 300 --pace 60 --json $O/batch-$k-paced-64.json > $O/batch-$k-paced-64.txt 2>&1
         done
       done
@@ -198,7 +197,7 @@ for step in "$@"; do
              "pg-pip-32 on pg --layout pip --streams 32 --frames 400" "pg-pip-32-memcpy off pg --layout pip --streams 32 --frames 400"; do
       set -- $v; n=$1 sc=$2 m=$3; shift 3
       [ $m = pl ] && m="--host-memory page-locked" || m="--host-memory pageable"
-      t env DIPTYCH_CUDA_STREAMING_COPY=$sc timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --contexts 1 $m "$@" \
+      t timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --contexts 1 --streaming-copy $sc $m "$@" \
         --json $O/storage-$n.json > $O/storage-$n.txt 2>&1
       echo "$n: $(grep -h 'composites/s\|paced:\|host memory' $O/storage-$n.txt | tr '\n' ' ')"
     done

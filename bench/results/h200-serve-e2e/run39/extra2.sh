@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # extra2.sh OUT: the defaults (uploads staged in imported CUDA memory, pictures read in place) from host memory,
-# against GL's staging and textures, and DIPTYCH_CUDA_COPIERS
+# against GL's staging and textures, and CUDA copier counts (--copiers)
 set -uo pipefail
 O=$(readlink -f "$1"); B=/tmp/dsv/diptych-server-linux-x86_64/bin; export PATH=$B:$PATH
 t() { local s=$(date +%s%N); "$@"; local r=$?; echo "[$(( ($(date +%s%N) - s) / 1000000 )) ms, exit $r] $*"; return $r; }
 GL="DIPTYCH_CUDA_UPLOADS=off DIPTYCH_GPU_PICTURES=textures"
 run() { local name=$1 envs=$2; shift 2; t env $envs timeout -k 2 40 diptych-gpu-bench --quiet --contexts 1 "$@" --json $O/y-$name.json > $O/y-$name.txt 2>&1; echo "$name: $(grep composites/s $O/y-$name.txt)"; }
 run def-pip-32 "X=1" --layout pip --streams 32 --frames 400
-run c4-pip-32 "DIPTYCH_CUDA_COPIERS=4" --layout pip --streams 32 --frames 400
-run c32-pip-32 "DIPTYCH_CUDA_COPIERS=32" --layout pip --streams 32 --frames 400
+run c4-pip-32 "X=1" --copiers 4 --layout pip --streams 32 --frames 400
+run c32-pip-32 "X=1" --copiers 32 --layout pip --streams 32 --frames 400
 run gl-pip-32 "$GL" --layout pip --streams 32 --frames 400
 run def-pip-16 "X=1" --layout pip --streams 16 --frames 400
 run def-pip-64 "X=1" --layout pip --streams 64 --frames 300

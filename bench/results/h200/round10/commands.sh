@@ -1,5 +1,5 @@
 #!/bin/bash
-# Round 10: frames of compositors sharing a context batched phase by phase (DIPTYCH_GPU_FRAME_BATCH=1: one at a time).
+# Round 10: frames of compositors sharing a context batched phase by phase (--frame-batch 1: one at a time).
 cd .dev/gpu
 for f in *.xz; do xz -dkf "$f"; done
 chmod +x diptych-gpu-bench diptych-gpu-check
@@ -12,8 +12,8 @@ run pip-s1 --layout pip --streams 1 --frames 1500
 run pip-s8 --layout pip --streams 8 --contexts 1 --frames 800
 run pip-s16 --layout pip --streams 16 --contexts 1 --frames 600
 run pip-s32 --layout pip --streams 32 --contexts 1 --frames 300
-DIPTYCH_GPU_FRAME_BATCH=1 run pip-s16-nobatch --layout pip --streams 16 --contexts 1 --frames 600
-DIPTYCH_GPU_TIMER_QUERIES=off run pip-s16-notimers --layout pip --streams 16 --contexts 1 --frames 600
+run pip-s16-nobatch --frame-batch 1 --layout pip --streams 16 --contexts 1 --frames 600
+run pip-s16-notimers --timer-queries off --layout pip --streams 16 --contexts 1 --frames 600
 run sbs-s16 --layout side-by-side --streams 16 --contexts 1 --frames 600
 run stacked-s16 --layout stacked --streams 16 --contexts 1 --frames 600
 run pip2160-s8 --layout pip --size 3840x2160 --streams 8 --contexts 1 --frames 300
@@ -27,6 +27,6 @@ run pace64-stagger --layout pip --streams 64 --contexts 1 --frames 300 --pace 60
 run pace48 --layout pip --streams 48 --contexts 1 --frames 300 --pace 60
 run pace48-stagger --layout pip --streams 48 --contexts 1 --frames 300 --pace 60 --stagger
 run pace32 --layout pip --streams 32 --contexts 1 --frames 300 --pace 60
-DIPTYCH_GPU_FRAME_BATCH=1 run pace32-nobatch --layout pip --streams 32 --contexts 1 --frames 300 --pace 60
+run pace32-nobatch --frame-batch 1 --layout pip --streams 32 --contexts 1 --frames 300 --pace 60
 tar -C $OUT -czf $OUT/round10-json.tgz json && rm -rf $OUT/json
 echo done >> $LOG

@@ -22,7 +22,7 @@ run pip2160-s8 --layout pip --size 3840x2160 --streams 8 --contexts 1 --frames 3
 run rgba-s16 --layout pip --format rgba --streams 16 --contexts 1 --frames 400
 run pip-s16-fragment --layout pip --streams 16 --contexts 1 --frames 400 --pass fragment
 run pip-s16-direct --layout pip --streams 16 --contexts 1 --frames 400 --direct on
-DIPTYCH_GPU_TIMER_QUERIES=off run pip-s16-notimers --layout pip --streams 16 --contexts 1 --frames 600
+run pip-s16-notimers --timer-queries off --layout pip --streams 16 --contexts 1 --frames 600
 run pace64 --layout pip --streams 64 --contexts 1 --frames 300 --pace 60
 run pace64-stagger --layout pip --streams 64 --contexts 1 --frames 300 --pace 60 --stagger
 timeout 20 $B --bandwidth > $OUT/bandwidth.txt 2>&1
