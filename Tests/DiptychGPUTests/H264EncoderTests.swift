@@ -172,5 +172,44 @@ extension GPU {
             #expect(throws: GPUError.self) { try GPUH264Settings(keyframeInterval: 0).validate() }
             do { try GPUH264Settings(qp: 60).validate() } catch { #expect(error.description.contains("QP 60")) }
         }
+
+        @Test("A compositor's output encoded on the GPU decodes to the frames its NV12 readback gives")
+        func compositorOutput() throws {
+            let c = try makeCompositor(pass: .compute)
+            defer { c.shutdown() }
+            let canvas = PixelSize(width: 128, height: 72)
+            let plan = CompositionPlan(canvas: canvas, background: RGBAColor(r: 0, g: 0, b: 0.4, a: 1), draws: [
+                DrawDescription(role: .primary, destination: PixelRect(size: canvas)),
+                DrawDescription(role: .secondary, destination: PixelRect(x: 80, y: 40, width: 40, height: 24), zIndex: 1)])
+            let reference = try c.addOutput(canvas: canvas)
+            let encoded = try c.addOutput(canvas: canvas)
+            let stream = try c.attachEncoder(output: encoded, settings: GPUH264Settings(qp: 18, keyframeInterval: 5), rate: FrameRate(30))
+            #expect(stream.width == 128 && stream.height == 72)
+            #expect(stream.parameterSets.starts(with: [0, 0, 0, 1, 0x67]))
+            var readbacks: [VideoFrame] = []
+            var pictures: [GPUEncodedPicture] = []
+            let frames = 8
+            for i in 0..<frames {
+                try c.upload(ComputePath.picture(128, 72, .nv12, seed: i), role: .primary)
+                try c.upload(ComputePath.picture(40, 24, .rgba, seed: 3 * i), role: .secondary)
+                let pts = MediaTime(value: Int64(i), timescale: 30)
+                try c.render(output: reference, plan: plan, pts: pts)
+                try c.render(output: encoded, plan: plan, pts: pts, readback: false)
+                while let p = try c.nextEncoded(wait: false) { pictures.append(p) }
+                readbacks += try c.flush()
+            }
+            while let p = try c.nextEncoded(wait: true) { pictures.append(p) }
+            #expect(pictures.map(\.picture.pts.value) == (0..<Int64(frames)).map { $0 })
+            #expect(pictures.map(\.picture.keyframe) == [true, false, false, false, false, true, false, false])
+            #expect(pictures.allSatisfy { $0.output == encoded && $0.qp == 18 })
+            let (decoded, log) = try decodeStrictly(pictures.flatMap(\.picture.data), width: 128, height: 72)
+            try #require(decoded.count == frames, "\(log)")
+            for i in 0..<frames {
+                var y = [UInt8]()
+                for row in 0..<72 { for x in 0..<128 { y.append(readbacks[i].byte(plane: 0, x, row)) } }
+                let psnr = lumaPSNR(decoded[i], y, width: 128, height: 72, rowBytes: 128)
+                #expect(psnr > 38, "picture \(i): luma PSNR \(psnr) dB against the readback")
+            }
+        }
     }
 }
