@@ -36,7 +36,15 @@ shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
 shared int sWin[WIN * WIN];
-shared ivec2 sCentre;
+shared uint sSad[4];
+shared ivec2 sCand[4];
+shared bool sValid[4];
+shared uint sBestCost;
+shared ivec2 sBestMV;
+shared int sPhase;
+shared int sRound;
+const ivec2 DIAMOND[4] = ivec2[4](ivec2(0, -1), ivec2(-1, 0), ivec2(1, 0), ivec2(0, 1));
+const ivec2 DIAGONAL[4] = ivec2[4](ivec2(-1, -1), ivec2(1, -1), ivec2(-1, 1), ivec2(1, 1));
 #else
 shared int sTop[16];
 shared int sLeft[16];
@@ -81,18 +89,6 @@ int refC(int x, int y, int c) {
 int seBits(int v) {
     uint k = v > 0 ? uint(2 * v) : uint(-2 * v + 1);   // codeNum + 1
     return 2 * findMSB(k) + 1;
-}
-
-uint sadAt(ivec2 d) {
-    int s = 0;
-    int base = (d.y + RANGE) * WIN + d.x + RANGE;
-    for (int y = 0; y < 16; y++)
-        for (int x = 0; x < 16; x++) s += abs(sCur[y * 16 + x] - sWin[base + y * WIN + x]);
-    return uint(s);
-}
-
-uint costAt(ivec2 d) {
-    return sadAt(d) + uint(u_code.z * (seBits(4 * d.x) + seBits(4 * d.y)));
 }
 
 ivec2 prevVector(int x, int y) {
@@ -195,41 +191,84 @@ void main() {
     sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
     sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
     if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
+#ifdef INTER
+    if (t == 0) { sPhase = 0; sRound = 0; }
+#endif
 
 #ifdef INTER
-    for (int i = t; i < WIN * WIN; i += 64) sWin[i] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
-    barrier();
-    // Predictors: zero, and the vectors of this and the four next macroblocks in the previous picture.
-    if (t < 6) {
-        ivec2 c = ivec2(0);
-        if (t == 1) c = prevVector(mbX, mbY);
-        if (t == 2) c = prevVector(mbX - 1, mbY);
-        if (t == 3) c = prevVector(mbX, mbY - 1);
-        if (t == 4) c = prevVector(mbX + 1, mbY);
-        if (t == 5) c = prevVector(mbX, mbY + 1);
-        c = clamp(c, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
-        atomicMin(sBest, (costAt(c) << 8) | uint(t));
+    // The search window: whole words where it lies inside the picture, else sample by sample (clamped).
+    if (px >= RANGE && py >= RANGE && px + 16 + RANGE <= u_size.z * 16 && py + 16 + RANGE <= u_size.w * 16) {
+        int first = ((py - RANGE) * u_layout.z + px - RANGE) >> 2;
+        for (int i = t; i < WIN * WIN / 4; i += 64) {
+            int row = i / (WIN / 4), col = i % (WIN / 4);
+            uint w = ref[first + row * (u_layout.z >> 2) + col];
+            for (int k = 0; k < 4; k++) sWin[row * WIN + col * 4 + k] = int(readByte(w, k));
+        }
+    } else {
+        for (int i = t; i < WIN * WIN; i += 64) sWin[i] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
     }
-    barrier();
-    if (t == 0) {
-        int k = int(sBest & 255u);
-        ivec2 c = ivec2(0);
-        if (k == 1) c = prevVector(mbX, mbY);
-        if (k == 2) c = prevVector(mbX - 1, mbY);
-        if (k == 3) c = prevVector(mbX, mbY - 1);
-        if (k == 4) c = prevVector(mbX + 1, mbY);
-        if (k == 5) c = prevVector(mbX, mbY + 1);
-        sCentre = clamp(c, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
-        sBest = 0xffffffffu;
+    if (t == 0) sBestCost = 0xffffffffu;
+    // Predictors (zero, and the vectors of this and the four next macroblocks
+    // in the previous picture), then a diamond walk from the best of them,
+    // then its diagonal neighbours: four candidates a round, 16 invocations
+    // (a row each) per candidate.
+    int round = 0;
+    for (;;) {
+        if (t < 4) {
+            sSad[t] = 0u;
+            ivec2 c;
+            bool valid = true;
+            if (round < 2) {
+                int k = round * 4 + t;
+                c = ivec2(0);
+                if (k == 1) c = prevVector(mbX, mbY);
+                if (k == 2) c = prevVector(mbX - 1, mbY);
+                if (k == 3) c = prevVector(mbX, mbY - 1);
+                if (k == 4) c = prevVector(mbX + 1, mbY);
+                if (k == 5) c = prevVector(mbX, mbY + 1);
+                c = clamp(c, ivec2(-RANGE), ivec2(RANGE));
+                valid = k < 6;
+            } else {
+                ivec2 d = sPhase == 0 ? DIAMOND[t] : DIAGONAL[t];
+                c = sBestMV + d;
+                valid = all(lessThanEqual(abs(c), ivec2(RANGE)));
+            }
+            sCand[t] = c;
+            sValid[t] = valid;
+        }
+        barrier();
+        {
+            int c = t >> 4, row = t & 15;
+            if (sValid[c]) {
+                ivec2 d = sCand[c];
+                int base = (d.y + RANGE + row) * WIN + d.x + RANGE;
+                int s = 0;
+                for (int x = 0; x < 16; x++) s += abs(sCur[row * 16 + x] - sWin[base + x]);
+                atomicAdd(sSad[c], uint(s));
+            }
+        }
+        barrier();
+        if (t == 0) {
+            bool moved = false;
+            for (int c = 0; c < 4; c++) {
+                if (!sValid[c]) continue;
+                ivec2 d = sCand[c];
+                uint cost = sSad[c] + uint(u_code.z * (seBits(4 * d.x) + seBits(4 * d.y)));
+                if (cost < sBestCost) { sBestCost = cost; sBestMV = d; moved = true; }
+            }
+            // Rounds 0-1: predictors; then the diamond while it moves (16 steps at most); then one diagonal round.
+            int next = round + 1;
+            if (round >= 2) {
+                if (sPhase == 0 && (!moved || round >= 17)) sPhase = 1;
+                else if (sPhase == 1) sPhase = 2;
+            }
+            sRound = next;
+        }
+        barrier();
+        if (sPhase == 2) break;
+        round = sRound;
     }
-    barrier();
-    for (int k = t; k < 81; k += 64) {
-        ivec2 c = sCentre + ivec2(k % 9 - 4, k / 9 - 4);
-        atomicMin(sBest, (costAt(c) << 8) | uint(k));
-    }
-    barrier();
-    int kBest = int(sBest & 255u);
-    ivec2 best = sCentre + ivec2(kBest % 9 - 4, kBest / 9 - 4);
+    ivec2 best = sBestMV;
     ivec2 mv = best * 4;
     int base = (best.y + RANGE) * WIN + best.x + RANGE;
     for (int k = 0; k < 4; k++) {
