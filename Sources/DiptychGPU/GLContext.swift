@@ -59,6 +59,14 @@ final class GLContext {
     /// CUDA frames on their way into the textures of every compositor in it
     /// (made at the first CUDA upload). Render thread only.
     var cudaUploads: CUDATextureUploads?
+    /// The GPU encoder's programs (made at the first encoder). Render thread only.
+    private var h264: H264Programs?
+    func h264Programs() throws(GPUError) -> H264Programs {
+        if let h264 { return h264 }
+        let p = try H264Programs()
+        h264 = p
+        return p
+    }
     var caps: GPUCapabilities { info.capabilities }
 
     /// Creates and makes current a context on `rung`. Throws with the reason.
@@ -166,6 +174,7 @@ final class GLContext {
 
     deinit {
         shaders.deleteAll()
+        h264?.release()
         eglMakeCurrent(display, diptych_egl_no_surface(), diptych_egl_no_surface(), diptych_egl_no_context())
         if let surface { eglDestroySurface(display, surface) }
         eglDestroyContext(display, context)

@@ -57,8 +57,9 @@ func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings
     let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
     _ = context
     let format = H264StreamFormat(width: pattern.width, height: pattern.height, rate: rate, matrix: .bt709, range: .limited)
-    let encoder = try H264ComputeEncoder(format: format, settings: settings)
-    defer { encoder.release() }
+    let programs = try H264Programs()
+    let encoder = try H264ComputeEncoder(format: format, settings: settings, programs: programs)
+    defer { encoder.release(); programs.release() }
     var source: GLuint = 0
     glGenBuffers(1, &source)
     defer { glDeleteBuffers(1, &source) }
@@ -209,6 +210,50 @@ extension GPU {
                 for row in 0..<72 { for x in 0..<128 { y.append(readbacks[i].byte(plane: 0, x, row)) } }
                 let psnr = lumaPSNR(decoded[i], y, width: 128, height: 72, rowBytes: 128)
                 #expect(psnr > 38, "picture \(i): luma PSNR \(psnr) dB against the readback")
+            }
+        }
+
+        @Test("Pictures of several streams recorded in one batch (IDR and P mixed, different sizes) each decode to their reconstruction")
+        func batch() throws {
+            let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
+            _ = context
+            let programs = try H264Programs()
+            defer { programs.release() }
+            let patterns = [EncoderPattern(width: 48, height: 32), EncoderPattern(width: 64, height: 48, seed: 3),
+                            EncoderPattern(width: 32, height: 32, seed: 5, pan: (dx: -2, dy: 2))]
+            let keyints = [3, 4, 2]
+            var encoders: [H264ComputeEncoder] = []
+            defer { for e in encoders { e.release() } }
+            var sources = [GLuint](repeating: 0, count: patterns.count)
+            glGenBuffers(GLsizei(sources.count), &sources)
+            defer { glDeleteBuffers(GLsizei(sources.count), sources) }
+            for (i, p) in patterns.enumerated() {
+                let f = H264StreamFormat(width: p.width, height: p.height, rate: FrameRate(30), matrix: .bt709, range: .limited)
+                encoders.append(try H264ComputeEncoder(format: f, settings: GPUH264Settings(qp: 24 + 2 * i, keyframeInterval: keyints[i]),
+                                                       programs: programs, depth: 2))
+            }
+            var streams = [[UInt8]](repeating: [], count: patterns.count)
+            var recon = [[[UInt8]]](repeating: [], count: patterns.count)
+            for frame in 0..<5 {
+                var jobs: [H264ComputeEncoder.Job] = []
+                for (i, p) in patterns.enumerated() {
+                    let bytes = p.frame(frame)
+                    glBindBuffer(GL.shaderStorageBuffer, sources[i])
+                    glBufferData(GL.shaderStorageBuffer, GLsizeiptr(bytes.count), bytes, GL.dynamicDraw)
+                    jobs.append(H264ComputeEncoder.Job(encoder: encoders[i], source: sources[i], rowBytes: p.rowBytes,
+                                                       uvOffset: p.rowBytes * p.height, pts: MediaTime(value: Int64(frame), timescale: 30)))
+                }
+                glBindBuffer(GL.shaderStorageBuffer, 0)
+                let pending = H264ComputeEncoder.encode(jobs, programs: programs)
+                for (i, e) in encoders.enumerated() {
+                    streams[i] += try e.collect(pending[i]).data
+                    recon[i].append(try e.reconstruction())
+                }
+            }
+            for (i, p) in patterns.enumerated() {
+                let (decoded, log) = try decodeStrictly(streams[i], width: p.width, height: p.height)
+                #expect(decoded.count == 5, "stream \(i): \(log)")
+                #expect(decoded == recon[i], "stream \(i): \(firstDifference(decoded, recon[i], width: p.width))")
             }
         }
     }

@@ -37,10 +37,11 @@ public enum GPUEncodeBenchmark {
         glBindBuffer(GL.shaderStorageBuffer, 0)
         defer { glDeleteBuffers(GLsizei(buffers.count), buffers) }
         let format = H264StreamFormat(width: size.width, height: size.height, rate: FrameRate(60), matrix: .bt709, range: .limited)
+        let programs = try H264Programs()
         var encoders: [H264ComputeEncoder] = []
-        defer { for e in encoders { e.release() } }
+        defer { for e in encoders { e.release() }; programs.release() }
         for _ in 0..<streams {
-            let e = try H264ComputeEncoder(format: format, settings: settings, depth: 2)
+            let e = try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: 2)
             e.profiling = profile
             encoders.append(e)
         }
@@ -58,11 +59,12 @@ public enum GPUEncodeBenchmark {
             }
             var next = pending
             if round < rounds + warmup {
-                for (s, e) in encoders.enumerated() {
-                    let source = buffers[(round + s) % buffers.count]
-                    next[s] = (e.encode(source: source, rowBytes: rowBytes, uvOffset: rowBytes * size.height,
-                                        pts: MediaTime(value: Int64(round), timescale: 60)), PassTimer.now())
+                let jobs = encoders.enumerated().map { s, e in
+                    H264ComputeEncoder.Job(encoder: e, source: buffers[(round + s) % buffers.count], rowBytes: rowBytes,
+                                           uvOffset: rowBytes * size.height, pts: MediaTime(value: Int64(round), timescale: 60))
                 }
+                let t = PassTimer.now()
+                for (s, p) in H264ComputeEncoder.encode(jobs, programs: programs).enumerated() { next[s] = (p, t) }
             } else {
                 next = Array(repeating: nil, count: streams)
             }

@@ -54,8 +54,7 @@ final class H264ComputeEncoder {
     /// 32-bit words of one macroblock's slot in the bit buffer.
     static let slotWords = 512
 
-    private var programs: [Pass: GLuint] = [:]
-    private var locations: [Pass: (size: GLint, layout: GLint, code: GLint)] = [:]
+    let programs: H264Programs
     /// Reconstructed pictures (NV12 at the coded size, packed four bytes a word): the one written and the reference.
     private var pictures: [GLuint] = [0, 0]
     /// Macroblock records of this picture and the previous one.
@@ -64,8 +63,8 @@ final class H264ComputeEncoder {
     /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
     private var slots: [Slot] = []
     private var nextSlot = 0
-    struct Slot { var result: GLuint; var output: GLuint; var fence: GLsync? }
-    private var current = 0
+    struct Slot { var result: GLuint; var output: GLuint; var fence: BatchFence? }
+    private(set) var current = 0
     private var frameNum = 0
     private var idrCount = 0
     private var sinceKeyframe = 0
@@ -73,7 +72,7 @@ final class H264ComputeEncoder {
     private(set) var rateControl: H264RateControl
     let outputWords: Int
 
-    enum Pass: CaseIterable { case intra, inter, finish, cavlc, scan, gather }
+    typealias Pass = H264Programs.Pass
 
     var pictureRowBytes: Int { format.mbWidth * 16 }
     var pictureUVOffset: Int { pictureRowBytes * format.mbHeight * 16 }
@@ -86,7 +85,7 @@ final class H264ComputeEncoder {
     func resetPassTimes() { passMs = [:] }
 
     /// `depth`: pictures that may be encoded before the oldest is collected.
-    init(format: H264StreamFormat, settings: GPUH264Settings, depth: Int = 2) throws(GPUError) {
+    init(format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs, depth: Int = 2) throws(GPUError) {
         try settings.validate()
         guard format.width >= 16, format.height >= 16, format.width % 2 == 0, format.height % 2 == 0 else {
             throw .encode("picture \(format.width)x\(format.height): the GPU encoder takes even sizes of at least 16x16")
@@ -100,16 +99,7 @@ final class H264ComputeEncoder {
         rateControl = H264RateControl(mode: settings.rateMode, fps: format.rate.fps, pixels: format.width * format.height)
         // Room for any picture this encoder can write: 2 bytes a pixel is more than an I_PCM picture takes.
         outputWords = max(1024, format.mbWidth * format.mbHeight * 256 * 2 / 4)
-        do {
-            for pass in Pass.allCases {
-                let p = try Self.build(pass)
-                programs[pass] = p
-                locations[pass] = (glGetUniformLocation(p, "u_size"), glGetUniformLocation(p, "u_layout"), glGetUniformLocation(p, "u_code"))
-            }
-        } catch {
-            release()
-            throw error
-        }
+        self.programs = programs
         let n = macroblocks
         func buffer(_ bytes: Int) -> GLuint {
             var b: GLuint = 0
@@ -128,48 +118,17 @@ final class H264ComputeEncoder {
         guard code == GL_NO_ERROR else { release(); throw .gl(label: "GPU encoder buffers for \(format.width)x\(format.height)", code: code) }
     }
 
-    private static func build(_ pass: Pass) throws(GPUError) -> GLuint {
-        let (file, defines): (String, String) = switch pass {
-        case .intra: ("h264mb.comp", "#define INTRA 1\n")
-        case .inter: ("h264mb.comp", "#define INTER 1\n")
-        case .finish: ("h264finish.comp", "")
-        case .cavlc: ("h264cavlc.comp", "")
-        case .scan: ("h264pack.comp", "#define SCAN 1\n")
-        case .gather: ("h264pack.comp", "")
-        }
-        guard let common = ShaderLibrary.source(named: "h264common.glsl"), let body = ShaderLibrary.source(named: file) else {
-            throw .encode("shader \(file) is missing from the build")
-        }
-        let source = "#version 310 es\n" + defines + common + "\n" + body
-        let shader = try ShaderCache.compile(GL.computeShader, name: "\(file) (\(pass))", source: source)
-        let program = glCreateProgram()
-        glAttachShader(program, shader)
-        glLinkProgram(program)
-        glDeleteShader(shader)
-        var ok: GLint = 0
-        glGetProgramiv(program, GL.linkStatus, &ok)
-        guard ok != 0 else {
-            var len: GLint = 0
-            glGetProgramiv(program, GL.infoLogLength, &len)
-            var buf = [GLchar](repeating: 0, count: Int(max(len, 1)) + 1)
-            glGetProgramInfoLog(program, GLsizei(buf.count), nil, &buf)
-            glDeleteProgram(program)
-            throw .shaderCompile(name: "link \(file) (\(pass))", log: cLogString(buf), numberedSource: ShaderCache.numbered(source))
-        }
-        return program
-    }
+    private var released = false
 
     func release() {
-        for p in programs.values { glDeleteProgram(p) }
-        programs = [:]
+        released = true
         let all = pictures + records + [bits, lens] + slots.flatMap { [$0.result, $0.output] }
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        for s in slots { if let f = s.fence { glDeleteSync(f) } }
         pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; slots = []
     }
 
-    deinit { precondition(programs.isEmpty, "H264ComputeEncoder released without release()") }
+    deinit { precondition(released, "H264ComputeEncoder released without release()") }
 
     /// x264's lambda for SAD-based motion costs, by QP.
     static let lambda: [Int32] = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 6, 6, 7, 8, 9,
@@ -178,10 +137,34 @@ final class H264ComputeEncoder {
     /// A picture whose passes were recorded; `collect` maps its bitstream.
     struct Pending { var idr: Bool; var pts: MediaTime; var slot: Int; var qp: Int; var ticket: Int }
 
-    /// Records the passes that encode the NV12 picture in storage buffer
-    /// `source` (`rowBytes` a row, the interleaved UV rows at `uvOffset`).
+    /// One picture to encode: the NV12 picture in storage buffer `source`
+    /// (`rowBytes` a row, the interleaved UV rows at `uvOffset`).
+    struct Job {
+        var encoder: H264ComputeEncoder
+        var source: GLuint
+        var rowBytes: Int
+        var uvOffset: Int
+        var pts: MediaTime
+        var keyframe = false
+    }
+
+    /// Records the passes of one picture.
     func encode(source: GLuint, rowBytes: Int, uvOffset: Int, pts: MediaTime, keyframe: Bool = false) -> Pending {
-        let idr = !started || keyframe || sinceKeyframe >= settings.keyframeInterval
+        Self.encode([Job(encoder: self, source: source, rowBytes: rowBytes, uvOffset: uvOffset, pts: pts, keyframe: keyframe)],
+                    programs: programs)[0]
+    }
+
+    /// A picture's state while its passes are recorded.
+    private struct Prepared {
+        var job: Job
+        var pending: Pending
+        var reference: Int
+        var lambda: Int32
+    }
+
+    /// Chooses the picture's type and QP, writes its slice header into the first slot and takes a result slot.
+    private func prepare(_ job: Job) -> Prepared {
+        let idr = !started || job.keyframe || sinceKeyframe >= settings.keyframeInterval
         started = true
         if idr { frameNum = 0; sinceKeyframe = 0 }
         let (pictureQP, ticket) = rateControl.plan(keyframe: idr)
@@ -189,13 +172,9 @@ final class H264ComputeEncoder {
         if idr { idrCount += 1 }
         frameNum += 1
         sinceKeyframe += 1
-
-        let ref = current ^ 1
-        let n = macroblocks
         let slotIndex = nextSlot
         nextSlot = (nextSlot + 1) % slots.count
-        let result = slots[slotIndex].result, output = slots[slotIndex].output
-        if let f = slots[slotIndex].fence { glDeleteSync(f); slots[slotIndex].fence = nil }
+        slots[slotIndex].fence = nil
         let w = header.words
         glBindBuffer(GL.shaderStorageBuffer, bits)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(w.count * 4), w)
@@ -203,87 +182,105 @@ final class H264ComputeEncoder {
         glBindBuffer(GL.shaderStorageBuffer, lens)
         glBufferSubData(GL.shaderStorageBuffer, 0, 4, &headerBits)
         var zero: [UInt32] = [0, 0, 0, 0, 0, 0, 0, 0]
-        glBindBuffer(GL.shaderStorageBuffer, result)
+        glBindBuffer(GL.shaderStorageBuffer, slots[slotIndex].result)
         glBufferSubData(GL.shaderStorageBuffer, 0, 32, &zero)
         glBindBuffer(GL.shaderStorageBuffer, 0)
+        let pending = Pending(idr: idr, pts: job.pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
+        return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP])
+    }
 
-        for (binding, buffer) in [(0, source), (1, pictures[current]), (2, pictures[ref]), (3, records[current]),
-                                  (4, records[ref]), (5, bits), (6, lens), (7, result), (8, output)] {
+    /// Binds the picture's buffers and sets `pass`'s uniforms (its program in use).
+    private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = 0) {
+        let slot = slots[p.pending.slot]
+        for (binding, buffer) in [(0, p.job.source), (1, pictures[current]), (2, pictures[p.reference]), (3, records[current]),
+                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
-        let qp = Int32(pictureQP), p: Int32 = idr ? 0 : 1
-        let lambda = Self.lambda[pictureQP]
+        let l = programs.locations[pass]!
+        glUniform4i(l.size, Int32(format.width), Int32(format.height), Int32(format.mbWidth), Int32(format.mbHeight))
+        glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
+        let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
+        switch pass {
+        case .intra, .inter: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
+        case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
+        case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
+        }
+    }
+
+    /// Records the passes of every job pass by pass: the same pass of
+    /// different pictures runs together (they share no buffer), one barrier
+    /// between passes. One fence covers the batch.
+    static func encode(_ jobs: [Job], programs: H264Programs) -> [Pending] {
+        let prepared = jobs.map { $0.encoder.prepare($0) }
+        let profiling = jobs.contains { $0.encoder.profiling }
         var t0 = profiling ? PassTimer.now() : 0
-        var running: Pass?
-        func timed() {
+        func timed(_ pass: Pass) {
             guard profiling else { return }
             glFinish()
             let t = PassTimer.now()
-            if let running { passMs[running, default: 0] += Double(t - t0) / 1e6 }
+            for j in jobs { j.encoder.passMs[pass, default: 0] += Double(t - t0) / 1e6 / Double(jobs.count) }
             t0 = t
         }
-        func use(_ pass: Pass, code: (Int32, Int32, Int32, Int32)) {
-            timed()
-            running = pass
-            glUseProgram(programs[pass]!)
-            let l = locations[pass]!
-            glUniform4i(l.size, Int32(format.width), Int32(format.height), Int32(format.mbWidth), Int32(format.mbHeight))
-            glUniform4i(l.layout, Int32(rowBytes), Int32(uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
-            glUniform4i(l.code, code.0, code.1, code.2, code.3)
-        }
         let storage = GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT)
-        if idr {
-            use(.intra, code: (qp, 0, lambda, 0))
-            let l = locations[.intra]!
-            for d in 0..<(format.mbWidth + format.mbHeight - 1) {
-                let first = max(0, d - (format.mbWidth - 1)), last = min(d, format.mbHeight - 1)
-                glUniform4i(l.code, qp, 0, lambda, Int32(d))
-                glDispatchCompute(GLuint(last - first + 1), 1, 1)
+        // Macroblocks: P pictures at once; IDR pictures diagonal by diagonal.
+        glUseProgram(programs.ids[.inter]!)
+        for p in prepared where !p.pending.idr {
+            p.job.encoder.bind(p, .inter)
+            glDispatchCompute(GLuint(p.job.encoder.format.mbWidth), GLuint(p.job.encoder.format.mbHeight), 1)
+        }
+        let diagonals = prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.format.mbHeight - 1 }.max() ?? 0
+        if diagonals > 0 {
+            glUseProgram(programs.ids[.intra]!)
+            for d in 0..<diagonals {
+                for p in prepared where p.pending.idr {
+                    let f = p.job.encoder.format
+                    guard d < f.mbWidth + f.mbHeight - 1 else { continue }
+                    let first = max(0, d - (f.mbWidth - 1)), last = min(d, f.mbHeight - 1)
+                    p.job.encoder.bind(p, .intra, diagonal: d)
+                    glDispatchCompute(GLuint(last - first + 1), 1, 1)
+                }
                 glMemoryBarrier(storage)
             }
         } else {
-            use(.inter, code: (qp, 1, lambda, 0))
-            glDispatchCompute(GLuint(format.mbWidth), GLuint(format.mbHeight), 1)
             glMemoryBarrier(storage)
         }
-        let slot = Int32(Self.slotWords)
-        use(.finish, code: (qp, p, slot, 0))
-        glDispatchCompute(1, 1, 1)
-        glMemoryBarrier(storage)
-        use(.cavlc, code: (qp, p, slot, 0))
-        glDispatchCompute(GLuint((n + 63) / 64), 1, 1)
-        glMemoryBarrier(storage)
-        use(.scan, code: (qp, p, slot, Int32(outputWords)))
-        glDispatchCompute(1, 1, 1)
-        glMemoryBarrier(storage | GLbitfield(GL_COMMAND_BARRIER_BIT))
-        use(.gather, code: (qp, p, slot, Int32(outputWords)))
-        glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), result)
-        glDispatchComputeIndirect(0)
+        timed(.inter)
+        for pass in [Pass.finish, .cavlc, .scan] {
+            glUseProgram(programs.ids[pass]!)
+            for p in prepared {
+                p.job.encoder.bind(p, pass)
+                glDispatchCompute(pass == .cavlc ? GLuint((p.job.encoder.macroblocks + 63) / 64) : 1, 1, 1)
+            }
+            glMemoryBarrier(pass == .scan ? storage | GLbitfield(GL_COMMAND_BARRIER_BIT) : storage)
+            timed(pass)
+        }
+        glUseProgram(programs.ids[.gather]!)
+        for p in prepared {
+            p.job.encoder.bind(p, .gather)
+            glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), p.job.encoder.slots[p.pending.slot].result)
+            glDispatchComputeIndirect(0)
+        }
         glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), 0)
         glMemoryBarrier(GLbitfield(GL_BUFFER_UPDATE_BARRIER_BIT) | storage)
         glUseProgram(0)
-        timed()
-        slots[slotIndex].fence = glFenceSync(GLenum(GL_SYNC_GPU_COMMANDS_COMPLETE), 0)
+        timed(.gather)
+        let fence = BatchFence()
         glFlush()
-        current = ref
-        return Pending(idr: idr, pts: pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
+        for p in prepared {
+            p.job.encoder.slots[p.pending.slot].fence = fence
+            p.job.encoder.current = p.reference
+        }
+        return prepared.map(\.pending)
     }
 
     /// Whether the GPU finished `pending`'s passes (no wait).
-    func isComplete(_ pending: Pending) -> Bool {
-        guard let f = slots[pending.slot].fence else { return true }
-        let r = glClientWaitSync(f, 0, 0)
-        return r == GLenum(GL_ALREADY_SIGNALED) || r == GLenum(GL_CONDITION_SATISFIED)
-    }
+    func isComplete(_ pending: Pending) -> Bool { slots[pending.slot].fence?.isSignalled ?? true }
 
     /// Maps the bitstream of `pending` (blocks until the GPU wrote it) and frames it as Annex B.
     func collect(_ pending: Pending) throws(GPUError) -> H264Picture {
         let result = slots[pending.slot].result, output = slots[pending.slot].output
-        if let f = slots[pending.slot].fence {
-            _ = glClientWaitSync(f, GLbitfield(GL_SYNC_FLUSH_COMMANDS_BIT), UInt64.max)
-            glDeleteSync(f)
-            slots[pending.slot].fence = nil
-        }
+        slots[pending.slot].fence?.wait()
+        slots[pending.slot].fence = nil
         glBindBuffer(GL.shaderStorageBuffer, result)
         guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, 32, GL.mapReadBit) else {
             glBindBuffer(GL.shaderStorageBuffer, 0)

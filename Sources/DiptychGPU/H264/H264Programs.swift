@@ -1,0 +1,87 @@
+import CGLES
+import DiptychCore
+
+/// The GPU encoder's compute programs, compiled once per context and shared
+/// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
+final class H264Programs {
+    enum Pass: CaseIterable { case intra, inter, finish, cavlc, scan, gather }
+
+    private(set) var ids: [Pass: GLuint] = [:]
+    private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint)] = [:]
+
+    init() throws(GPUError) {
+        do {
+            for pass in Pass.allCases {
+                let p = try Self.build(pass)
+                ids[pass] = p
+                locations[pass] = (glGetUniformLocation(p, "u_size"), glGetUniformLocation(p, "u_layout"), glGetUniformLocation(p, "u_code"))
+            }
+        } catch {
+            release()
+            throw error
+        }
+    }
+
+    func release() {
+        for p in ids.values { glDeleteProgram(p) }
+        ids = [:]
+    }
+
+    deinit { precondition(ids.isEmpty, "H264Programs released without release()") }
+
+    private static func build(_ pass: Pass) throws(GPUError) -> GLuint {
+        let (file, defines): (String, String) = switch pass {
+        case .intra: ("h264mb.comp", "#define INTRA 1\n")
+        case .inter: ("h264mb.comp", "#define INTER 1\n")
+        case .finish: ("h264finish.comp", "")
+        case .cavlc: ("h264cavlc.comp", "")
+        case .scan: ("h264pack.comp", "#define SCAN 1\n")
+        case .gather: ("h264pack.comp", "")
+        }
+        guard let common = ShaderLibrary.source(named: "h264common.glsl"), let body = ShaderLibrary.source(named: file) else {
+            throw .encode("shader \(file) is missing from the build")
+        }
+        let source = "#version 310 es\n" + defines + common + "\n" + body
+        let shader = try ShaderCache.compile(GL.computeShader, name: "\(file) (\(pass))", source: source)
+        let program = glCreateProgram()
+        glAttachShader(program, shader)
+        glLinkProgram(program)
+        glDeleteShader(shader)
+        var ok: GLint = 0
+        glGetProgramiv(program, GL.linkStatus, &ok)
+        guard ok != 0 else {
+            var len: GLint = 0
+            glGetProgramiv(program, GL.infoLogLength, &len)
+            var buf = [GLchar](repeating: 0, count: Int(max(len, 1)) + 1)
+            glGetProgramInfoLog(program, GLsizei(buf.count), nil, &buf)
+            glDeleteProgram(program)
+            throw .shaderCompile(name: "link \(file) (\(pass))", log: cLogString(buf), numberedSource: ShaderCache.numbered(source))
+        }
+        return program
+    }
+
+}
+
+/// One GL fence after a batch of encoded pictures, shared by their result
+/// slots; deleted when the last slot lets go. Render thread only.
+final class BatchFence {
+    private var sync: GLsync?
+    private var signalled = false
+
+    init() { sync = glFenceSync(GLenum(GL_SYNC_GPU_COMMANDS_COMPLETE), 0) }
+
+    var isSignalled: Bool {
+        guard !signalled, let sync else { return true }
+        let r = glClientWaitSync(sync, 0, 0)
+        signalled = r == GLenum(GL_ALREADY_SIGNALED) || r == GLenum(GL_CONDITION_SATISFIED)
+        return signalled
+    }
+
+    func wait() {
+        guard !signalled, let sync else { return }
+        _ = glClientWaitSync(sync, GLbitfield(GL_SYNC_FLUSH_COMMANDS_BIT), UInt64.max)
+        signalled = true
+    }
+
+    deinit { if let sync { glDeleteSync(sync) } }
+}
