@@ -332,7 +332,6 @@ final class GPURenderer {
             timer.end(.nv12)
         }
         if s.encode, let encoder = out.encoder {
-            glMemoryBarrier(GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT))
             try encoder.encode(nv12: out.nv12Storage(), rowBytes: out.nv12Stride, height: out.canvas.height, pts: s.pts)
         }
         timer.stats.framesCompute += 1

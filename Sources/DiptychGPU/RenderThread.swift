@@ -56,6 +56,9 @@ final class RenderThread: @unchecked Sendable {
     /// their submissions share (created at the first, sealed after the last).
     private var sharing = false
     private var shared: SharedFence?
+    /// Render thread only: GPU-encoded pictures of the batch being recorded,
+    /// encoded together after its last frame (`H264ComputeEncoder.encode`).
+    private var encodes: [(OutputEncoder, H264ComputeEncoder.Job)] = []
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
     private var lastFlush: UInt64 = 0
@@ -160,10 +163,23 @@ final class RenderThread: @unchecked Sendable {
         body()
         guard !outer else { return }
         t.sharing = false
+        if !t.encodes.isEmpty {
+            let batch = t.encodes
+            t.encodes = []
+            OutputEncoder.encode(batch)
+        }
         let t0 = DispatchTime.now().uptimeNanoseconds
         t.shared?.seal()
         add(.fence, since: t0)
         t.shared = nil
+    }
+
+    /// On a render thread recording a batch: keeps `job` to be encoded with
+    /// the batch's other pictures before its fence; false elsewhere (encode now).
+    static func deferEncode(_ encoder: OutputEncoder, _ job: H264ComputeEncoder.Job) -> Bool {
+        guard let t = current, t.sharing else { return false }
+        t.encodes.append((encoder, job))
+        return true
     }
 
     /// The fence a submission made now shares (retained for it), or nil

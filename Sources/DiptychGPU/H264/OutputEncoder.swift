@@ -51,14 +51,37 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
 
     /// Render thread, after the composite wrote `nv12` (and a storage barrier):
     /// collects what completed, then records this picture's passes.
+    /// Inside a render-thread batch the picture is recorded with the batch's
+    /// other GPU-encoded pictures, pass by pass, before the batch's fence.
     func encode(nv12: NV12Buffer, rowBytes: Int, height: Int, pts: MediaTime) throws(GPUError) {
         try collect(wait: false)
-        if pending.count >= Self.depth { try collectOne(wait: true) }
+        while pending.count + deferred >= Self.depth && !pending.isEmpty { try collectOne(wait: true) }
         lock.lock()
         let key = keyframeAsked
         keyframeAsked = false
         lock.unlock()
-        pending.append(encoder.encode(source: nv12.buffer, rowBytes: rowBytes, uvOffset: rowBytes * height, pts: pts, keyframe: key))
+        let job = H264ComputeEncoder.Job(encoder: encoder, source: nv12.buffer, rowBytes: rowBytes, uvOffset: rowBytes * height,
+                                         pts: pts, keyframe: key)
+        if RenderThread.deferEncode(self, job) {
+            deferred += 1
+        } else {
+            glMemoryBarrier(GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT))
+            pending.append(H264ComputeEncoder.encode([job], programs: encoder.programs)[0])
+        }
+    }
+
+    /// Pictures kept for the batch's encode, not yet recorded.
+    private var deferred = 0
+
+    /// Render thread, at the end of a batch: records the kept pictures together.
+    static func encode(_ batch: [(OutputEncoder, H264ComputeEncoder.Job)]) {
+        guard let programs = batch.first?.1.encoder.programs else { return }
+        glMemoryBarrier(GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT))
+        let recorded = H264ComputeEncoder.encode(batch.map(\.1), programs: programs)
+        for ((e, _), p) in zip(batch, recorded) {
+            e.deferred -= 1
+            e.pending.append(p)
+        }
     }
 
     /// Render thread: moves completed pictures (all of them, with `wait`) to the ready queue.
