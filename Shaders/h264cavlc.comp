@@ -97,10 +97,6 @@ int mbIndex;
 int mbX;
 int mbY;
 
-int coeff(int word, int i) {
-    uint w = mbs[mbIndex * MB_WORDS + word + (i >> 1)];
-    return bitfieldExtract(int(w), (i & 1) * 16, 16);
-}
 
 int nnzOf(int mb, int blk) {
     uint w = mbs[mb * MB_WORDS + MB_NNZ + (blk >> 2)];
@@ -131,14 +127,23 @@ int predictedCount(int bx, int by, int comp) {
 
 // residual_block_cavlc (7.3.5.3.2) of `count` coefficients read at `word`
 // from scan position `start`; nC -1 is chroma DC.
-void residualBlock(int word, int start, int count, int nC) {
+void residualBlock(int word, int start, int count, int nC, bool empty) {
+    if (empty) {
+        // No coefficient: TotalCoeff 0, TrailingOnes 0.
+        if (nC < 0) putCode(CHROMA_DC_TOKEN[0]);
+        else putCode(COEFF_TOKEN[(nC < 2 ? 0 : (nC < 4 ? 1 : (nC < 8 ? 2 : 3))) * 68]);
+        return;
+    }
     int levels[16];
     int runs[16];
     int total = 0;
     int last = -1;
+    uint words[8];
+    int n = (start + count + 1) >> 1;
+    for (int k = 0; k < 8; k++) if (k < n) words[k] = mbs[mbIndex * MB_WORDS + word + k];
     // Coefficients in reverse scan order, each with the zeros just below it.
     for (int i = start + count - 1; i >= start; i--) {
-        int c = coeff(word, i);
+        int c = bitfieldExtract(int(words[i >> 1]), (i & 1) * 16, 16);
         if (c != 0) {
             if (total > 0) runs[total - 1] = last - i - 1;
             levels[total] = c;
@@ -214,10 +219,10 @@ void main() {
         ue(uint((pSlice ? 5 : 0) + 1 + infoLumaMode(info) + 4 * cbpChroma + (cbpLuma != 0 ? 12 : 0)));
         ue(uint(infoChromaMode(info)));
         se(0);   // mb_qp_delta
-        residualBlock(MB_LUMADC, 0, 16, predictedCount(0, 0, -1));
+        residualBlock(MB_LUMADC, 0, 16, predictedCount(0, 0, -1), false);
         if (cbpLuma != 0) {
             for (int b = 0; b < 16; b++)
-                residualBlock(MB_LUMA + b * 8, 1, 15, predictedCount(BLK_X[b], BLK_Y[b], -1));
+                residualBlock(MB_LUMA + b * 8, 1, 15, predictedCount(BLK_X[b], BLK_Y[b], -1), nnzOf(mbIndex, b) == 0);
         }
     } else {
         ue(0u);   // P_L0_16x16
@@ -229,17 +234,17 @@ void main() {
         if (cbp != 0) se(0);
         for (int b = 0; b < 16; b++) {
             if ((cbpLuma & (1 << (b >> 2))) != 0)
-                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(BLK_X[b], BLK_Y[b], -1));
+                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(BLK_X[b], BLK_Y[b], -1), nnzOf(mbIndex, b) == 0);
         }
     }
     if (cbpChroma != 0) {
-        residualBlock(MB_CHROMADC, 0, 4, -1);
-        residualBlock(MB_CHROMADC + 2, 0, 4, -1);
+        residualBlock(MB_CHROMADC, 0, 4, -1, false);
+        residualBlock(MB_CHROMADC + 2, 0, 4, -1, false);
     }
     if (cbpChroma == 2) {
         for (int c = 0; c < 2; c++) {
             for (int b = 0; b < 4; b++)
-                residualBlock(MB_CHROMAAC + (c * 4 + b) * 8, 1, 15, predictedCount(b & 1, b >> 1, c));
+                residualBlock(MB_CHROMAAC + (c * 4 + b) * 8, 1, 15, predictedCount(b & 1, b >> 1, c), nnzOf(mbIndex, 16 + c * 4 + b) == 0);
         }
     }
     int length = bwPos * 32 + bwN;
