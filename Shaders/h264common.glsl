@@ -96,6 +96,29 @@ int quant(int c, int i, int qp, int deadzone) {
     return clampLevel(c < 0 ? -a : a);
 }
 
+// The quantiser of one QP, worked out once for a block: multipliers and
+// normAdjust values by position class, shift and rounding.
+struct Quantiser { ivec3 mf; ivec3 v; int qbits; int f; int shift; };
+
+Quantiser quantiser(int qp, int deadzone) {
+    int q6 = qp / 6, r6 = qp - 6 * q6;
+    Quantiser q;
+    q.mf = ivec3(MF[r6 * 3], MF[r6 * 3 + 1], MF[r6 * 3 + 2]);
+    q.v = ivec3(V[r6 * 3], V[r6 * 3 + 1], V[r6 * 3 + 2]);
+    q.qbits = 15 + q6;
+    q.f = ((1 << q.qbits) / 6) * deadzone;
+    q.shift = q6;
+    return q;
+}
+
+int quantWith(Quantiser q, int c, int i) {
+    int k = posClass(i);
+    int a = (abs(c) * q.mf[k] + q.f) >> q.qbits;
+    return clampLevel(c < 0 ? -a : a);
+}
+
+int dequantWith(Quantiser q, int l, int i) { return (l * q.v[posClass(i)]) << q.shift; }
+
 // Dequantises level `l` at raster index i (8.5.12.1, flat scaling: LevelScale4x4 = 16 · normAdjust).
 int dequant(int l, int i, int qp) {
     return (l * V[(qp % 6) * 3 + posClass(i)]) << (qp / 6);

@@ -356,8 +356,9 @@ void main() {
         if (luma && intra) sDC[BLK_Y[t] * 4 + BLK_X[t]] = r[0];
         if (!luma) sDC[t] = r[0];
         int count = 0;
+        Quantiser q = quantiser(luma ? qp : qpc, deadzone);
         for (int i = 0; i < 16; i++) {
-            int l = (i == 0 && dcApart) ? 0 : quant(r[i], i, luma ? qp : qpc, deadzone);
+            int l = (i == 0 && dcApart) ? 0 : quantWith(q, r[i], i);
             sLevels[t * 16 + i] = l;
             if (l != 0) count++;
         }
@@ -398,7 +399,8 @@ void main() {
     if (t < 24) {
         bool luma = t < 16;
         int d[16];
-        for (int i = 0; i < 16; i++) d[i] = dequant(sLevels[t * 16 + i], i, luma ? qp : qpc);
+        Quantiser q = quantiser(luma ? qp : qpc, 1);
+        for (int i = 0; i < 16; i++) d[i] = dequantWith(q, sLevels[t * 16 + i], i);
         if (luma && intra) d[0] = sDC[BLK_Y[t] * 4 + BLK_X[t]];
         if (!luma) d[0] = sDC[t];
         inverse4x4(d);
