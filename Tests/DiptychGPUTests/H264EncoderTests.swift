@@ -258,3 +258,43 @@ extension GPU {
         }
     }
 }
+
+@Suite struct H264SyntaxTests {
+    /// The standard's rule byte by byte (7.4.1), to check the fast one against.
+    static func reference(_ rbsp: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = [0, 0, 0, 1, 0x65]
+        var zeros = 0
+        for b in rbsp {
+            if zeros >= 2 && b <= 3 { out.append(3); zeros = 0 }
+            out.append(b)
+            zeros = b == 0 ? zeros + 1 : 0
+        }
+        return out
+    }
+
+    @Test("Emulation prevention bytes go exactly where the standard puts them")
+    func emulationPrevention() {
+        var rng: UInt64 = 12345
+        for length in [0, 1, 2, 3, 4, 7, 64, 1000] {
+            for _ in 0..<50 {
+                let rbsp: [UInt8] = (0..<length).map { _ in
+                    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17
+                    let r = rng % 10
+                    return r < 5 ? 0 : (r < 8 ? UInt8(r - 4) : UInt8(truncatingIfNeeded: rng >> 8))
+                }
+                var out: [UInt8] = []
+                NALUnit.annexB(type: 5, refIDC: 3, rbsp: rbsp, into: &out)
+                #expect(out == Self.reference(rbsp), "\(rbsp)")
+            }
+        }
+    }
+
+    @Test("Parameter sets: Constrained Baseline, the level from the size and rate, cropping to the picture")
+    func parameterSets() {
+        let f = H264StreamFormat(width: 1920, height: 1080, rate: FrameRate(60), matrix: .bt709, range: .limited)
+        #expect(f.levelIDC == 42)
+        #expect(Array(f.sps.prefix(3)) == [66, 0xC0, 42])
+        #expect(H264StreamFormat(width: 1280, height: 720, rate: FrameRate(30), matrix: .bt709, range: .limited).levelIDC == 31)
+        #expect(H264StreamFormat(width: 3840, height: 2160, rate: FrameRate(30), matrix: .bt709, range: .limited).levelIDC == 51)
+    }
+}

@@ -1,4 +1,5 @@
 import DiptychCore
+import Foundation
 
 /// Bits written most significant first (ITU-T H.264 7.2: u(n), ue(v), se(v)).
 struct BitWriter {
@@ -156,12 +157,28 @@ enum NALUnit {
     static func annexB(type: Int, refIDC: Int = 3, rbsp: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
         out.reserveCapacity(out.count + rbsp.count + rbsp.count / 64 + 5)
         out += [0, 0, 0, 1, UInt8(refIDC << 5 | type)]
-        var zeros = 0
-        for b in rbsp {
-            if zeros >= 2 && b <= 3 { out.append(3); zeros = 0 }
-            out.append(b)
-            zeros = b == 0 ? zeros + 1 : 0
+        guard let base = rbsp.baseAddress, rbsp.count > 0 else { return }
+        let n = rbsp.count
+        var start = 0, i = 0
+        // Jump from zero byte to zero byte (memchr); an emulation prevention
+        // byte goes before any byte 0-3 that follows two zeros.
+        while i < n {
+            guard let z = memchr(base + i, 0, n - i) else { break }
+            var j = base.distance(to: z.assumingMemoryBound(to: UInt8.self))
+            var zeros = 0
+            while j < n && base[j] == 0 {
+                zeros += 1
+                if zeros == 2 && j + 1 < n && base[j + 1] <= 3 {
+                    out.append(contentsOf: UnsafeBufferPointer(start: base + start, count: j + 1 - start))
+                    out.append(3)
+                    start = j + 1
+                    zeros = 0
+                }
+                j += 1
+            }
+            i = j
         }
+        out.append(contentsOf: UnsafeBufferPointer(start: base + start, count: n - start))
     }
 
     static func annexB(type: Int, refIDC: Int = 3, rbsp: [UInt8], into out: inout [UInt8]) {
