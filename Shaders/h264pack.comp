@@ -22,12 +22,15 @@ uniform ivec4 u_code;   // qp, P slice, slot words, output words
 
 #ifdef SCAN
 shared uint sSum[1024];
+shared uint sOverflow;
 
 void main() {
     int slots = u_size.z * u_size.w + 2;
     int t = int(gl_LocalInvocationIndex);
     int chunk = (slots + 1023) / 1024;
     int first = t * chunk, end = min(slots, first + chunk);
+    if (t == 0) sOverflow = 0u;
+    barrier();
     uint sum = 0u;
     bool overflow = false;
     for (int i = first; i < end; i++) {
@@ -36,6 +39,7 @@ void main() {
         sum += l;
     }
     sSum[t] = sum;
+    if (overflow) atomicOr(sOverflow, 1u);
     barrier();
     for (int step = 1; step < 1024; step <<= 1) {
         uint v = sSum[t];
@@ -50,11 +54,12 @@ void main() {
         uint l = lens[i];
         start += l == 0xffffffffu ? 0u : l;
     }
-    if (overflow) result[5] = 1u;
     if (t == 1023) {
         uint total = sSum[1023];
         uint words = (total + 31u) / 32u;
-        if (words > uint(u_code.w)) { result[5] = 1u; words = uint(u_code.w); }
+        uint over = sOverflow;
+        if (words > uint(u_code.w)) { over = 1u; words = uint(u_code.w); }
+        result[5] = over;
         result[0] = (words + 63u) / 64u;
         result[1] = 1u;
         result[2] = 1u;

@@ -55,10 +55,11 @@ struct EncodedRun {
 func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings, rate: FrameRate = FrameRate(30),
                keyframesAt: Set<Int> = [], reconstruct: Bool = true, frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
     let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
-    _ = context
     let format = H264StreamFormat(width: pattern.width, height: pattern.height, rate: rate, matrix: .bt709, range: .limited)
     let programs = try H264Programs()
-    let encoder = try H264ComputeEncoder(format: format, settings: settings, programs: programs)
+    let encoder = try H264ComputeEncoder(format: format, settings: settings, programs: programs,
+                                         bufferStorage: context.procs.bufferStorage)
+    #expect(encoder.mapped == (context.procs.bufferStorage != nil))
     defer { encoder.release(); programs.release() }
     var source: GLuint = 0
     glGenBuffers(1, &source)

@@ -13,6 +13,9 @@ usage: diptych-gpu-bench --encode [options]
   --qp N          quantisation parameter (default 26)
   --keyint N      pictures from one IDR to the next (default 250)
   --profile       wait for each pass and report its time (slower overall)
+  --input FILE    raw NV12 pictures of --size, tightly packed (e.g. ffmpeg -i clip.mp4
+                  -vf scale=1920:1080 -frames:v 16 -pix_fmt nv12 -f rawvideo FILE) instead of
+                  the built-in moving pattern
   --gpu SEL       auto|software|N|device|surfaceless|PLATFORM:DEVICE
   --json FILE     also write the result as JSON
 """
@@ -48,8 +51,9 @@ func runEncodeBench() -> Never {
     var size = PixelSize.hd1080, streams = 16, frames = 120, qp = 26, keyint = 250, profile = false
     var gpu = GPUSelection.auto
     var json: String?
+    var inputFile: String?
     if CommandLine.arguments.contains("-h") || CommandLine.arguments.contains("--help") { print(encodeUsage); exit(0) }
-    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json"]
+    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json", "--input"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--encode", "--profile"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(Array(CommandLine.arguments.dropFirst())) } catch { fail("\(error)") }
@@ -65,16 +69,29 @@ func runEncodeBench() -> Never {
         case "--keyint": guard let n = Int(value), n >= 1 else { fail("--keyint expects a positive number") }; keyint = n
         case "--gpu": guard let g = GPUSelection(parsing: value) else { fail("--gpu '\(value)': expected auto|software|N|PLATFORM[:DEVICE]") }; gpu = g
         case "--json": json = value
+        case "--input": inputFile = value
         default: fail("unknown option \(a)\n\(encodeUsage)")
         }
     }
-    let sources = encodeSources(size, count: 8)
+    var sources = encodeSources(size, count: inputFile == nil ? 8 : 0)
+    if let input = inputFile {
+        guard size.width % 4 == 0, let data = FileManager.default.contents(atPath: input) else {
+            fail("--input \(input): cannot read it (and --size needs a width divisible by 4)")
+        }
+        let frame = size.width * size.height * 3 / 2
+        guard data.count >= frame else { fail("--input \(input): \(data.count) bytes hold no \(size.width)x\(size.height) NV12 picture") }
+        let bytes = [UInt8](data)
+        sources = stride(from: 0, through: bytes.count - frame, by: frame).map { Array(bytes[$0..<$0 + frame]) }
+    }
     do {
         let r = try GPUEncodeBenchmark.run(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
                                            settings: GPUH264Settings(qp: qp, keyframeInterval: keyint), profile: profile,
                                            log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
-        print(String(format: "encode %@ %d streams qp %d: %.0f pictures/s (%d pictures in %.2f s), %.0f bytes/picture, latency p50 %.2f ms p99 %.2f ms [%@]",
-                     r.size, r.streams, qp, r.picturesPerSecond, r.pictures, r.seconds, r.bytesPerPicture, r.latencyP50Ms, r.latencyP99Ms, r.renderer))
+        let name = inputFile.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "pattern"
+        let head = "encode \(r.size) \(name) \(r.streams) streams qp \(qp): "
+        let rate = String(format: "%.0f pictures/s (%d pictures in %.2f s), %.0f bytes/picture, ", r.picturesPerSecond, r.pictures, r.seconds, r.bytesPerPicture)
+        let latency = String(format: "latency p50 %.2f ms p99 %.2f ms", r.latencyP50Ms, r.latencyP99Ms)
+        print(head + rate + latency + " [\(r.renderer)\(r.mapped ? ", mapped" : "")]")
         if !r.passMs.isEmpty {
             print("passes (ms/picture): " + r.passMs.sorted { $0.key < $1.key }.map { String(format: "%@ %.3f", $0.key, $0.value) }.joined(separator: ", "))
         }

@@ -63,7 +63,16 @@ final class H264ComputeEncoder {
     /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
     private var slots: [Slot] = []
     private var nextSlot = 0
-    struct Slot { var result: GLuint; var output: GLuint; var fence: BatchFence? }
+    struct Slot {
+        var result: GLuint
+        var output: GLuint
+        var fence: BatchFence?
+        /// Persistently mapped (GL_EXT_buffer_storage): the GPU writes them in host memory, read without a map call.
+        var resultWords: UnsafePointer<UInt32>? = nil
+        var outputBytes: UnsafePointer<UInt8>? = nil
+    }
+    /// Whether the slots are persistently mapped.
+    let mapped: Bool
     private(set) var current = 0
     private var frameNum = 0
     private var idrCount = 0
@@ -85,7 +94,9 @@ final class H264ComputeEncoder {
     func resetPassTimes() { passMs = [:] }
 
     /// `depth`: pictures that may be encoded before the oldest is collected.
-    init(format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs, depth: Int = 2) throws(GPUError) {
+    /// `bufferStorage` (GL_EXT_buffer_storage), where the context has it, maps the result slots persistently.
+    init(format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs, depth: Int = 2,
+         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC? = nil) throws(GPUError) {
         try settings.validate()
         guard format.width >= 16, format.height >= 16, format.width % 2 == 0, format.height % 2 == 0 else {
             throw .encode("picture \(format.width)x\(format.height): the GPU encoder takes even sizes of at least 16x16")
@@ -100,6 +111,7 @@ final class H264ComputeEncoder {
         // Room for any picture this encoder can write: 2 bytes a pixel is more than an I_PCM picture takes.
         outputWords = max(1024, format.mbWidth * format.mbHeight * 256 * 2 / 4)
         self.programs = programs
+        mapped = bufferStorage != nil
         let n = macroblocks
         func buffer(_ bytes: Int) -> GLuint {
             var b: GLuint = 0
@@ -112,8 +124,25 @@ final class H264ComputeEncoder {
         records = [buffer(n * 220 * 4), buffer(n * 220 * 4)]
         bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
         lens = buffer(2 * (n + 2) * 4)
-        slots = (0..<max(1, depth)).map { _ in Slot(result: buffer(8 * 4), output: buffer(outputWords * 4), fence: nil) }
+        func mappedBuffer(_ bytes: Int) -> (GLuint, UnsafeRawPointer?) {
+            guard let bufferStorage else { return (buffer(bytes), nil) }
+            var b: GLuint = 0
+            glGenBuffers(1, &b)
+            glBindBuffer(GL.shaderStorageBuffer, b)
+            let flags = GL.mapReadBit | GL.mapPersistentBit | GL.mapCoherentBit
+            bufferStorage(GL.shaderStorageBuffer, GLsizeiptr(bytes), nil, flags)
+            return (b, glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(bytes), flags).map { UnsafeRawPointer($0) })
+        }
+        for _ in 0..<max(1, depth) {
+            let (r, rp) = mappedBuffer(8 * 4), (o, op) = mappedBuffer(outputWords * 4)
+            slots.append(Slot(result: r, output: o, fence: nil, resultWords: rp?.assumingMemoryBound(to: UInt32.self),
+                              outputBytes: op?.assumingMemoryBound(to: UInt8.self)))
+        }
         glBindBuffer(GL.shaderStorageBuffer, 0)
+        if mapped && slots.contains(where: { $0.resultWords == nil || $0.outputBytes == nil }) {
+            release()
+            throw .gl(label: "GPU encoder: persistent map of its result buffers failed", code: glGetError())
+        }
         let code = glGetError()
         guard code == GL_NO_ERROR else { release(); throw .gl(label: "GPU encoder buffers for \(format.width)x\(format.height)", code: code) }
     }
@@ -181,9 +210,6 @@ final class H264ComputeEncoder {
         var headerBits = UInt32(header.count)
         glBindBuffer(GL.shaderStorageBuffer, lens)
         glBufferSubData(GL.shaderStorageBuffer, 0, 4, &headerBits)
-        var zero: [UInt32] = [0, 0, 0, 0, 0, 0, 0, 0]
-        glBindBuffer(GL.shaderStorageBuffer, slots[slotIndex].result)
-        glBufferSubData(GL.shaderStorageBuffer, 0, 32, &zero)
         glBindBuffer(GL.shaderStorageBuffer, 0)
         let pending = Pending(idr: idr, pts: job.pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
         return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP])
@@ -261,7 +287,7 @@ final class H264ComputeEncoder {
             glDispatchComputeIndirect(0)
         }
         glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), 0)
-        glMemoryBarrier(GLbitfield(GL_BUFFER_UPDATE_BARRIER_BIT) | storage)
+        glMemoryBarrier(GLbitfield(GL_BUFFER_UPDATE_BARRIER_BIT | GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT_EXT) | storage)
         glUseProgram(0)
         timed(.gather)
         let fence = BatchFence()
@@ -278,19 +304,25 @@ final class H264ComputeEncoder {
 
     /// Maps the bitstream of `pending` (blocks until the GPU wrote it) and frames it as Annex B.
     func collect(_ pending: Pending) throws(GPUError) -> H264Picture {
-        let result = slots[pending.slot].result, output = slots[pending.slot].output
+        let slot = slots[pending.slot]
+        let result = slot.result, output = slot.output
         slots[pending.slot].fence?.wait()
         slots[pending.slot].fence = nil
-        glBindBuffer(GL.shaderStorageBuffer, result)
-        guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, 32, GL.mapReadBit) else {
+        let bytes: Int, overflow: Bool, totalBits: Int
+        if let words = slot.resultWords {
+            bytes = Int(words[4]); overflow = words[5] != 0; totalBits = Int(words[3])
+        } else {
+            glBindBuffer(GL.shaderStorageBuffer, result)
+            guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, 32, GL.mapReadBit) else {
+                glBindBuffer(GL.shaderStorageBuffer, 0)
+                throw .gl(label: "mapping the GPU encoder's result", code: glGetError())
+            }
+            let words = r.assumingMemoryBound(to: UInt32.self)
+            bytes = Int(words[4]); overflow = words[5] != 0; totalBits = Int(words[3])
+            glUnmapBuffer(GL.shaderStorageBuffer)
             glBindBuffer(GL.shaderStorageBuffer, 0)
-            throw .gl(label: "mapping the GPU encoder's result", code: glGetError())
         }
-        let words = r.assumingMemoryBound(to: UInt32.self)
-        let bytes = Int(words[4]), overflow = words[5] != 0, totalBits = Int(words[3])
-        glUnmapBuffer(GL.shaderStorageBuffer)
         guard !overflow else {
-            glBindBuffer(GL.shaderStorageBuffer, 0)
             throw .encode("a picture of \(format.width)x\(format.height) at QP \(pending.qp) overflowed the encoder's bit buffer")
         }
         rateControl.encoded(ticket: pending.ticket, bits: totalBits, qp: pending.qp, keyframe: pending.idr)
@@ -299,15 +331,20 @@ final class H264ComputeEncoder {
             NALUnit.annexB(type: NALUnit.spsType, rbsp: format.sps, into: &data)
             NALUnit.annexB(type: NALUnit.ppsType, rbsp: format.pps, into: &data)
         }
-        glBindBuffer(GL.shaderStorageBuffer, output)
-        guard bytes > 0, let o = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(bytes), GL.mapReadBit) else {
+        guard bytes > 0 else { throw .encode("a picture of \(format.width)x\(format.height) came back empty") }
+        let type = pending.idr ? NALUnit.idrType : NALUnit.sliceType
+        if let o = slot.outputBytes {
+            NALUnit.annexB(type: type, rbsp: UnsafeBufferPointer(start: o, count: bytes), into: &data)
+        } else {
+            glBindBuffer(GL.shaderStorageBuffer, output)
+            guard let o = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(bytes), GL.mapReadBit) else {
+                glBindBuffer(GL.shaderStorageBuffer, 0)
+                throw .gl(label: "mapping the GPU encoder's bitstream (\(bytes) bytes)", code: glGetError())
+            }
+            NALUnit.annexB(type: type, rbsp: UnsafeBufferPointer(start: o.assumingMemoryBound(to: UInt8.self), count: bytes), into: &data)
+            glUnmapBuffer(GL.shaderStorageBuffer)
             glBindBuffer(GL.shaderStorageBuffer, 0)
-            throw .gl(label: "mapping the GPU encoder's bitstream (\(bytes) bytes)", code: glGetError())
         }
-        NALUnit.annexB(type: pending.idr ? NALUnit.idrType : NALUnit.sliceType,
-                       rbsp: UnsafeBufferPointer(start: o.assumingMemoryBound(to: UInt8.self), count: bytes), into: &data)
-        glUnmapBuffer(GL.shaderStorageBuffer)
-        glBindBuffer(GL.shaderStorageBuffer, 0)
         return H264Picture(data: data, keyframe: pending.idr, pts: pending.pts)
     }
 

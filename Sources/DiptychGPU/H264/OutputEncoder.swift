@@ -35,9 +35,11 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
     private var keyframeAsked = false
     static let depth = 4
 
-    init(output: OutputID, format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs) throws(GPUError) {
+    init(output: OutputID, format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs,
+         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) throws(GPUError) {
         self.output = output
-        encoder = try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: Self.depth)
+        encoder = try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: Self.depth,
+                                         bufferStorage: bufferStorage)
     }
 
     var stream: GPUEncodedStream {
