@@ -53,12 +53,19 @@ public enum SourceSpec: Hashable, Sendable, Codable, CustomStringConvertible {
 
 /// Which encoder implementation to use.
 public enum EncoderChoice: String, Hashable, Sendable, Codable, CaseIterable {
-    /// VA-API when a VA display with an encode entrypoint exists, else software.
+    /// VA-API when a VA display with an encode entrypoint exists, else the
+    /// GPU's own H.264 encoder on a hardware GPU, else software.
     case auto
     /// Hardware through VA-API; fails when unavailable.
     case vaapi
     /// Software: libx264 for H.264, libx265 for HEVC.
     case x264
+    /// The compositor's GPU encodes H.264 itself (GLES 3.1 compute passes,
+    /// Constrained Baseline); fails when its context cannot run them. H.264 only.
+    case gpu
+
+    /// The codecs this encoder writes.
+    public func encodes(_ codec: VideoCodec) -> Bool { self != .gpu || codec == .h264 }
 }
 
 /// Where input streams are decoded (`--decoder`).

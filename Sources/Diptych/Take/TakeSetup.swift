@@ -37,7 +37,10 @@ enum TakeSetup {
             throw .configuration(ConfigurationError(field: "--out", value: "", reason: "is required (an output file or URL)"))
         }
         if io.outputIsNamed { try checkDistinctFiles(config: config, output: outputPath) }
-        do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
+        // The GPU encoder is decided once the GPU is open (ZeroCopySetup).
+        if config.encoder != .gpu {
+            do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
+        }
         do {
             try VideoEncoderSettings.validate(codec: config.codec, encoder: config.encoder, preset: config.preset, tune: nil,
                                               bitrate: config.bitrate)
@@ -133,9 +136,12 @@ enum TakeSetup {
         }
 
         // Live sources: measure the canvas's cost and roll back while it is over budget.
-        let settings = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec, encoder: config.encoder,
+        var settings = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec, encoder: config.encoder,
                                             bitrate: config.bitrate, preset: config.preset,
                                             gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded())))
+        settings.qp = config.qp
+        settings.maxrate = config.maxrate
+        settings.bufsize = config.bufsize
         if hooks.costTrial.applies(live: TakeRun.isLive(config.primary) || TakeRun.isLive(config.secondary)) {
             let g = gpu.gpu
             let secondaryOrientation = InputStage.orientation(metadata: secondary?.info.orientation ?? .identity,
