@@ -88,6 +88,10 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
     case mp4
     /// MPEG transport stream.
     case mpegts
+    /// HLS: a playlist (`.m3u8`) of MPEG-TS segments beside it, cut at
+    /// keyframes, the playlist rewritten after each (a killed take keeps
+    /// every segment listed).
+    case hls
     /// FLV over RTMP.
     case rtmp
     /// MPEG-TS over SRT.
@@ -105,6 +109,7 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
         switch self {
         case .mp4: return "mp4"
         case .mpegts, .srt: return "mpegts"
+        case .hls: return "hls"
         case .rtmp: return "flv"
         }
     }
@@ -117,6 +122,7 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
         if lower.hasPrefix("udp://") || lower.hasPrefix("pipe:") { return .mpegts }
         if lower.hasSuffix(".mp4") || lower.hasSuffix(".m4v") || lower.hasSuffix(".mov") { return .mp4 }
         if lower.hasSuffix(".ts") || lower.hasSuffix(".m2ts") { return .mpegts }
+        if lower.hasSuffix(".m3u8") { return .hls }
         return nil
     }
 }

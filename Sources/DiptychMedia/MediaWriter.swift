@@ -12,6 +12,8 @@ import DiptychCore
 ///   so a process killed at any moment leaves a playable file holding every
 ///   fragment but the last. `finish()` writes the rest, the index (`mfra`)
 ///   and the length into the movie header (see `FragmentedMP4`).
+/// - HLS (`.m3u8`): MPEG-TS segments of about two seconds beside the
+///   playlist, which lists every one (rewritten after each, ended at finish).
 /// - MPEG-TS to files or `srt://`, FLV to `rtmp://`, all through avio
 ///   (network outputs get a write timeout).
 /// - Audio (given an `AudioTrack`): copied without re-encoding when the
@@ -117,7 +119,7 @@ public final class MediaWriter: @unchecked Sendable {
                  audio: AudioTrack?, networkTimeout: Double, timestampOrigin: MediaTime?,
                  cancel: OpenCancel?) throws(MediaError) {
         guard let container = container ?? ContainerFormat.infer(from: url) else {
-            throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .ts, rtmp:// or srt://)")
+            throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .ts, .m3u8, rtmp:// or srt://)")
         }
         self.url = url
         self.container = container
@@ -197,6 +199,15 @@ public final class MediaWriter: @unchecked Sendable {
         if container == .mp4 {
             muxOptions.set("movflags", "frag_keyframe+empty_moov+default_base_moof")
             muxOptions.set("frag_duration", "1000000")
+        }
+        if container == .hls {
+            // Segments of about two seconds cut at keyframes, beside the
+            // playlist; every segment stays listed, the playlist is replaced
+            // whole after each (temp_file), and the end is marked at finish.
+            muxOptions.set("hls_time", "2")
+            muxOptions.set("hls_list_size", "0")
+            muxOptions.set("hls_playlist_type", "event")
+            muxOptions.set("hls_flags", "independent_segments+temp_file")
         }
         output = out
         if encoder == nil && parameterSets == nil {
