@@ -70,6 +70,14 @@ enum TakeSetup {
         var keepGPU = false
         defer { if !keepGPU { gpu.shutdown() } }
         if let size = config.canvasSize { try checkCanvas(size, on: gpu.gpu, field: "--size", value: size.description) }
+        // `--encoder gpu` where the GPU cannot run it is bad input, said before the GPU's lines.
+        if config.encoder == .gpu {
+            let facts = hooks.zeroCopyOverride?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(gpu.gpu.info)
+            do {
+                _ = try EncoderProbe.plan(codec: config.codec, choice: .gpu, report: VAAPIReport(directory: "", devices: [], problem: nil),
+                                          target: nil, gpu: facts)
+            } catch { throw .encoder(error) }
+        }
         // A pattern's size is known before it is opened (and making its first frame can take long).
         if config.canvasSize == nil, case .testPattern(_, let size, _) = config.primary {
             let canvas = config.resolvedCanvas(primaryUprightSize: size.rotated(config.primaryOrientation.rotation))
