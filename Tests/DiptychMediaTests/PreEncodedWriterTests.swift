@@ -112,6 +112,29 @@ import DiptychCore
         }
     }
 
+    /// The source's audio alongside pre-encoded video: copied as it is read,
+    /// both streams starting at zero and ending together.
+    @Test(arguments: [".mp4", ".ts"])
+    func audioAlongside(ext: String) throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let input = dir.path("av.mp4")
+        try #require(try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                                        "-t", "2", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-c:a", "aac", input]) == 0)
+        let src = try FileSource(url: input)
+        let out = dir.path("av" + ext)
+        let encoder = try PacketEncoder(settings: VideoEncoderSettings(size: Self.size, frameRate: Self.rate, encoder: .x264, preset: "ultrafast"))
+        let writer = try MediaWriter(url: out, preEncoded: PreEncodedVideo(size: Self.size, frameRate: Self.rate), audio: src.audioTrack)
+        while let f = try src.nextFrame() { for p in try encoder.encode(f) { try writer.write(p) } }
+        for p in try encoder.finish() { try writer.write(p) }
+        try writer.finish()
+        #expect(writer.audioDescription.contains("aac") && writer.audioPacketsWritten > 80, "\(writer.audioDescription)")
+        let probe = ProbedFile(path: out)
+        #expect(probe.streams.map(\.codec) == ["h264", "aac"])
+        #expect(probe.frames.count == 60)
+        #expect(probe.videoStart.map { abs($0 - (probe.audioStart ?? -1)) < 0.05 } == true, "\(String(describing: probe.videoStart)) \(String(describing: probe.audioStart))")
+        if ext == ".mp4" { #expect(probe.durationSeconds.map { abs($0 - 2) < 0.03 } == true) }
+    }
+
     /// Packets before the first keyframe are dropped (a stream starts at one);
     /// a frame into a pre-encoded writer, or a packet into an encoding one, is refused.
     @Test func startsAtAKeyframeAndRefusesTheOtherInput() throws {
