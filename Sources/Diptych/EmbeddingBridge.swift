@@ -144,6 +144,7 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
         self.bridge = bridge
         let o = bridge.outputs
         gpuEncoded = video.encoder == .gpu
+        frameDuration = video.frameRate.time(ofFrame: 1)
         if let path = o.file {
             var v = video
             v.maxBFrames = v.maxBFrames ?? 0
@@ -158,6 +159,8 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
 
     /// The GPU encodes: pictures come encoded (`write(_: EncodedVideoPacket)`).
     private let gpuEncoded: Bool
+    /// One frame at the take's rate: the duration of a picture that gives none.
+    private let frameDuration: MediaTime
     var takesEncoded: Bool { gpuEncoded }
 
     /// A picture the GPU encoded: to the packet callback (at its host
@@ -168,6 +171,7 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
             var p = packet
             p.pts = bridge.hostTime(packet.pts)
             p.dts = bridge.hostTime(packet.dts)
+            if p.duration.value <= 0 { p.duration = frameDuration }
             if let scale = bridge.hostTimescale { p.duration = p.duration.converted(to: scale) }
             onPacket(p)
         }

@@ -95,8 +95,57 @@ extension EncodedOutputTests {
         try output.finish()
         #expect(got.packets.count == 45)
         #expect(got.packets.map(\.data) == packets.map(\.data) && got.packets.map(\.pts) == packets.map(\.pts))
+        #expect(got.packets.allSatisfy { $0.duration == Self.rate.time(ofFrame: 1) })
         #expect(try decodeAll(dir.path("host.mp4")).frames.map(\.counter) == (0..<45).map { Optional($0) })
     }
+}
+
+extension EncodedOutputTests {
+    /// A live output whose queue drops an encoded picture drops the pictures
+    /// after it up to the next keyframe (they refer to it), and says so.
+    @Test func droppedPictureWaitsForTheNextKeyframe() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let sink = BlockingSink()
+        let stage = EncoderStage(key: 0, name: "live", sink: sink, live: true, depth: 1)
+        let packets = try Self.packets(60)
+        stage.push(packets[0])          // taken by the encoder thread, which blocks in it
+        sink.entered.wait()
+        stage.push(packets[1])          // queued
+        stage.push(packets[2])          // the queue is full: dropped
+        #expect(stage.needsKeyframe)
+        for p in packets[3..<30] { stage.push(p) }   // refer to the dropped one: dropped
+        sink.release.signal()
+        // From the keyframe on, each once the one before is written (a depth of one drops otherwise).
+        func written(_ n: Int) -> Bool {
+            let end = Date().addingTimeInterval(10)
+            while sink.written.count < n && Date() < end { Thread.sleep(forTimeInterval: 0.002) }
+            return sink.written.count >= n
+        }
+        #expect(written(2))
+        for (i, p) in packets[30...].enumerated() { stage.push(p); #expect(written(3 + i)) }
+        #expect(stage.finish() == nil)
+        #expect(!stage.needsKeyframe && stage.dropped == 28)
+        #expect(sink.written.map(\.pts) == [packets[0], packets[1]].map(\.pts) + packets[30...].map(\.pts))
+    }
+}
+
+/// Takes encoded pictures; the first write waits until `release` is signalled.
+final class BlockingSink: TakeOutput, @unchecked Sendable {
+    let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var _written: [EncodedVideoPacket] = []
+    var written: [EncodedVideoPacket] { lock.withLock { _written } }
+    var encoderName: String { "blocking" }
+    var encoderReason: String { "test" }
+    var encoderDescription: String { "blocking" }
+    var audioDescription: String { "none" }
+    var takesEncoded: Bool { true }
+    func write(_ frame: VideoFrame) throws(MediaError) {}
+    func write(_ packet: EncodedVideoPacket) throws(MediaError) {
+        let first = lock.withLock { () -> Bool in _written.append(packet); return _written.count == 1 }
+        if first { entered.signal(); release.wait() }
+    }
+    func finish() throws(MediaError) {}
 }
 
 /// A sink that takes frames only (the protocol's defaults for the rest).

@@ -87,6 +87,9 @@ final class EncoderStage: @unchecked Sendable {
     private var finished = false
 
     private var _dropped = 0
+    /// An encoded picture was dropped: its successors up to the next
+    /// keyframe are dropped too (they refer to it). Render thread only.
+    private var _awaitingKeyframe = false
     private var thread: JoinableThread?
 
     /// `onWritten` is told each frame's pts once the output has it (frame latency).
@@ -129,12 +132,30 @@ final class EncoderStage: @unchecked Sendable {
     func push(_ packet: EncodedVideoPacket) { push(.encoded(packet)) }
 
     func push(_ frame: EncoderInput) {
+        if case .encoded(let p) = frame {
+            lock.lock()
+            let skip = _awaitingKeyframe && !p.isKeyframe
+            if skip { _dropped += 1 } else { _awaitingKeyframe = false }
+            lock.unlock()
+            if skip { return }
+        }
         if !live {
             if !queue.push(frame) { frame.drop() }
             return
         }
-        if !queue.tryPush(frame) { frame.drop(); lock.lock(); _dropped += 1; lock.unlock() }
+        if !queue.tryPush(frame) {
+            frame.drop()
+            lock.lock()
+            _dropped += 1
+            if case .encoded = frame { _awaitingKeyframe = true }
+            lock.unlock()
+        }
     }
+
+    /// A live output dropped an encoded picture: the pictures after it are
+    /// dropped until a keyframe comes. The GPU encoder may make its next
+    /// picture one (an IDR) to end the gap sooner.
+    var needsKeyframe: Bool { lock.lock(); defer { lock.unlock() }; return _awaitingKeyframe }
 
     /// Frames the queue holds at most (the ring of an output read in place is sized by it).
     var queueDepth: Int { queue.capacity }
