@@ -69,8 +69,14 @@ final class VideoEncoder {
             encoder.raw.pointee.pix_fmt = inputFormat
             options.set("preset", settings.preset)
             if let t = settings.tune { options.set("tune", t) }
-            if let qp = settings.qp { options.set("qp", String(qp)) }
-            if sel.name == "libx265" { options.set("x265-params", "log-level=error") }
+            // A constant quantizer through the library's own parameters (parsed after
+            // FFmpeg's settings, so it overrides them): CQP at that QP.
+            let cqp = settings.qp.map { "qp=\($0)" }
+            if sel.name == "libx265" {
+                options.set("x265-params", (["log-level=error"] + (cqp.map { [$0] } ?? [])).joined(separator: ":"))
+            } else if let cqp {
+                options.set("x264-params", cqp)
+            }
         }
         do { try StageClock.naming(.encode) { () throws(FFmpegError) in try encoder.open(options) } } catch {
             throw .encoderFailed(encoder: sel.name, detail: "cannot open (\(settings.size) @ \(settings.frameRate) fps, preset \(settings.preset)\(settings.tune.map { ", tune \($0)" } ?? "")\(settings.qp.map { ", qp \($0)" } ?? "")): \(error.message)")
@@ -173,8 +179,9 @@ final class VideoEncoder {
             tuning = t
             if t.lowPower { options.set("low_power", "1") }
             if let qp = settings.qp {
+                // Constant QP: FFmpeg's VA-API encoders take the quantizer as global_quality.
                 options.set("rc_mode", "CQP")
-                options.set("qp", String(qp))
+                encoder.raw.pointee.global_quality = Int32(qp)
             } else if let rc = t.rateControl {
                 options.set("rc_mode", rc.rawValue)
                 encoder.raw.pointee.rc_max_rate = Int64(settings.maxrate ?? t.maxRate)
