@@ -162,7 +162,7 @@ extension Option {
                 default: throw .json(f, j, "expected bits per second as a number (8000000) or a string (\"10M\", \"2500k\")")
                 }
             },
-        .text("--qp", ["qp"], "N", "constant quantizer 0-51 instead of --bitrate (lower is better; the GPU encoder's default 26)",
+        .text("--qp", ["qp"], "N", "constant quantizer 0-51 instead of --bitrate (lower is better; the GPU encoder keeps one, default 23)",
               set: { v, t, f throws(ConfigurationError) in v.take.qp = try TakeConfiguration.parseQP(t, field: f) },
               get: { $0.take.qp.map { .number(Double($0)) } }),
         .text("--maxrate", ["maxrate"], "B", "peak bits per second the rate control keeps to (VBV; with --bitrate, not --qp)",

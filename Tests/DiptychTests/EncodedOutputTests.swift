@@ -3,6 +3,7 @@ import Testing
 @testable import Diptych
 import DiptychCore
 import DiptychMedia
+import DiptychGPU
 
 /// Pictures the GPU encoder hands over (`EncoderInput.encoded`) through an
 /// output's encoder stage: into files, through a reconnecting live output
@@ -146,6 +147,17 @@ final class BlockingSink: TakeOutput, @unchecked Sendable {
         if first { entered.signal(); release.wait() }
     }
     func finish() throws(MediaError) {}
+}
+
+extension EncodedOutputTests {
+    /// An output's settings as the GPU encoder takes them: --qp, the keyframe interval.
+    @Test func gpuEncoderSettings() {
+        var s = VideoEncoderSettings(size: Self.size, frameRate: FrameRate(60), encoder: .gpu, gop: 120)
+        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(qp: GPUH264Settings().qp, keyframeInterval: 120))
+        s.qp = 30
+        s.gop = nil
+        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(qp: 30, keyframeInterval: 60))
+    }
 }
 
 /// A sink that takes frames only (the protocol's defaults for the rest).

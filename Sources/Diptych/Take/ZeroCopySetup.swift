@@ -100,6 +100,14 @@ final class ZeroCopySetup {
     /// Until it does, the GPU encoder is planned by no take.
     static let gpuStageEncodes = false
 
+    /// The GPU encoder's settings for an output's: `--qp` (else the
+    /// encoder's default), a keyframe every `keyframeInterval` frames
+    /// (`--keyframe-interval`). The rate options do not apply (`validate`
+    /// refuses `--maxrate` with it; `--bitrate` is not used).
+    static func gpuH264Settings(_ s: VideoEncoderSettings) -> GPUH264Settings {
+        GPUH264Settings(qp: s.qp ?? GPUH264Settings().qp, keyframeInterval: s.keyframeInterval)
+    }
+
     /// Whether the compositor's GPU runs the GPU encoder: OpenGL ES 3.1
     /// compute, in a GPU stage that hands encoded pictures over.
     static func gpuEncoderFacts(_ info: GPUInfo) -> GPUEncoderFacts {
