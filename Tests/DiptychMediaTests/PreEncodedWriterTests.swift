@@ -161,12 +161,13 @@ import DiptychCore
         #expect(bad.map { "\($0)" }?.contains("hold no SPS and PPS") == true)
     }
 
-    /// A pre-encoded take killed with SIGKILL mid-way keeps every fragment completed before.
-    @Test(.timeLimit(.minutes(2)))
-    func killedPreEncodedTakeKeepsCompletedFragments() throws {
+    /// A pre-encoded take killed with SIGKILL mid-way keeps every fragment
+    /// (MP4) or segment (HLS: each listed once complete) completed before.
+    @Test(.timeLimit(.minutes(2)), arguments: [".mp4", ".m3u8"])
+    func killedPreEncodedTakeKeepsCompletedFragments(ext: String) throws {
         let exe = try #require(fixtureExecutable("diptych-writer-fixture"), "diptych-writer-fixture not built")
         let dir = TempDir(); defer { dir.remove() }
-        let out = dir.path("killed.mp4")
+        let out = dir.path("killed" + ext)
         let child = Process()
         child.executableURL = exe
         child.arguments = [out, "60", "100000", "encoded"]
@@ -187,6 +188,20 @@ import DiptychCore
         child.waitUntilExit()
         #expect(child.terminationReason == .uncaughtSignal)
         try #require(written >= 135, "fixture stopped after \(written) pictures")
+        if ext == ".m3u8" {
+            // Segments of about two seconds, cut at the keyframes each second: every complete one is listed.
+            // The playlist of a take still going has no end (a reader waits for more): a copy with one is read.
+            let playlist = try String(contentsOfFile: out, encoding: .utf8)
+            #expect(!playlist.contains("#EXT-X-ENDLIST"))
+            let ended = dir.path("ended.m3u8")
+            try (playlist + "#EXT-X-ENDLIST\n").write(toFile: ended, atomically: true, encoding: .utf8)
+            let probe = ProbedFile(path: ended)
+            #expect(probe.error == nil)
+            let decoded = probe.frames.count
+            #expect(decoded >= 60 && decoded % 30 == 0 && decoded <= written, "decoded \(decoded) of \(written) written")
+            #expect(probe.counters == (0..<decoded).map { Optional($0) })
+            return
+        }
         let probe = ProbedFile(path: out)
         #expect(probe.error == nil)
         let decoded = probe.frames.count
