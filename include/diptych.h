@@ -227,9 +227,11 @@ typedef struct diptych_session diptych_session;
  *   --pip-corner, --pip-size, --pip-margin, --swap-roles, --content-mode,
  *   --background, --rotate-primary/--rotate-secondary DEG,
  *   --mirror-primary/--mirror-secondary, --codec h264|hevc,
- *   --encoder auto|vaapi|x264, --bitrate, --preset, --keyframe-interval,
+ *   --encoder auto|vaapi|x264|gpu (gpu: H.264 only), --bitrate, --preset,
+ *   --qp N (0-51, constant quantizer), --maxrate B, --bufsize B (VBV),
+ *   --keyframe-interval,
  *   --secondary-timeout SECONDS, --gpu auto|software|N|/dev/dri/renderDN,
- *   --out FILE|URL [--format mp4|mpegts|...]   also write a file
+ *   --out FILE|URL [--format mp4|mpegts|hls|...]   also write a file
  *   --queue N           frames per push queue before pushes block (default 4)
  *   --config FILE       the same options as JSON
  * argv may be NULL when argc is 0; each argv[i] must be a NUL-terminated

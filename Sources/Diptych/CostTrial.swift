@@ -78,8 +78,9 @@ struct CostTrial {
             defer { gpu.removeOutput(output) }
             var s = settings
             s.size = canvas
-            let writer = try MediaWriter(url: "/dev/null", container: .mpegts, video: s, audio: nil)
-            defer { try? writer.finish() }
+            // The GPU encoder's passes run in the GPU stage (not measured here): the composite alone.
+            let writer = s.encoder == .gpu ? nil : try MediaWriter(url: "/dev/null", container: .mpegts, video: s, audio: nil)
+            defer { try? writer?.finish() }
             let p = VideoFrame.allocate(width: primary.width, height: primary.height, format: .nv12)
             let q = secondary.map { VideoFrame.allocate(width: $0.width, height: $0.height, format: .nv12) }
             let plan = layout.resolve(canvas: canvas,
@@ -95,7 +96,7 @@ struct CostTrial {
                 try gpu.render(output: output, plan: plan, pts: pf.pts)
                 let out = try gpu.flushReadbacks()
                 let t1 = Date()
-                for r in out where r.output == output { try writer.write(r.frame) }
+                for r in out where r.output == output { try writer?.write(r.frame) }
                 let t2 = Date()
                 if i >= 2 { samples.append(max(t1.timeIntervalSince(t0), t2.timeIntervalSince(t1))) }
             }

@@ -36,6 +36,11 @@ public struct EmbeddedConfiguration: Hashable, Sendable {
     public var encoder: EncoderChoice { get { take.encoder } set { take.encoder = newValue } }
     public var bitrate: Int { get { take.bitrate } set { take.bitrate = newValue } }
     public var preset: String { get { take.preset } set { take.preset = newValue } }
+    /// `--qp`: constant quantizer 0-51; nil: rate controlled by `bitrate`.
+    public var qp: Int? { get { take.qp } set { take.qp = newValue } }
+    /// `--maxrate`, `--bufsize`: the VBV peak rate and buffer, in bits.
+    public var maxrate: Int? { get { take.maxrate } set { take.maxrate = newValue } }
+    public var bufsize: Int? { get { take.bufsize } set { take.bufsize = newValue } }
     public var keyframeInterval: Double { get { take.keyframeInterval } set { take.keyframeInterval = newValue } }
     public var secondaryTimeout: Double { get { take.secondaryTimeout } set { take.secondaryTimeout = newValue } }
     public var gpu: String { get { take.gpu } set { take.gpu = newValue } }

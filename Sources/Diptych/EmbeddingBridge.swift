@@ -127,7 +127,9 @@ final class EmbeddedTaps: RenderTap, @unchecked Sendable {
 /// The embedded take's output, fed by the encoder thread with the NV12
 /// frames read back from the render target: the NV12 callback, an Annex B
 /// packet encoder, and a file (its own `MediaWriter`, so a file and packets
-/// together encode twice).
+/// together encode twice). With the GPU encoder (`--encoder gpu`) it takes
+/// the GPU's access units instead: the packet callback gets each as it
+/// comes, and the file is written from them (encoded once).
 final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     private let bridge: EmbeddingBridge
     private let writer: MediaWriter?
@@ -141,19 +143,50 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     init(bridge: EmbeddingBridge, video: VideoEncoderSettings) throws(MediaError) {
         self.bridge = bridge
         let o = bridge.outputs
+        gpuEncoded = video.encoder == .gpu
+        frameDuration = video.frameRate.time(ofFrame: 1)
         if let path = o.file {
             var v = video
             v.maxBFrames = v.maxBFrames ?? 0
-            writer = try MediaWriter(url: path, container: o.fileFormat, video: v, audio: nil)
+            writer = gpuEncoded
+                ? try MediaWriter(url: path, container: o.fileFormat, preEncoded: PreEncodedVideo(settings: v), audio: nil)
+                : try MediaWriter(url: path, container: o.fileFormat, video: v, audio: nil)
         } else {
             writer = nil
         }
-        packets = o.onPacket != nil ? try PacketEncoder(settings: video) : nil
+        packets = o.onPacket != nil && !gpuEncoded ? try PacketEncoder(settings: video) : nil
     }
 
-    var encoderName: String { writer?.encoderName ?? packets?.encoderName ?? "none" }
-    var encoderReason: String { writer?.encoderReason ?? packets?.encoderReason ?? "no encoded output requested" }
-    var encoderDescription: String { writer?.encoderDescription ?? packets?.encoderDescription ?? "none (frames only)" }
+    /// The GPU encodes: pictures come encoded (`write(_: EncodedVideoPacket)`).
+    private let gpuEncoded: Bool
+    /// One frame at the take's rate: the duration of a picture that gives none.
+    private let frameDuration: MediaTime
+    var takesEncoded: Bool { gpuEncoded }
+
+    /// A picture the GPU encoded: to the packet callback (at its host
+    /// timestamp) and into the file.
+    func write(_ packet: EncodedVideoPacket) throws(MediaError) {
+        guard gpuEncoded else { throw .invalidFrame(reason: "this embedded output encodes frames itself; it takes no encoded pictures") }
+        if let onPacket = bridge.outputs.onPacket {
+            var p = packet
+            p.pts = bridge.hostTime(packet.pts)
+            p.dts = bridge.hostTime(packet.dts)
+            if p.duration.value <= 0 { p.duration = frameDuration }
+            if let scale = bridge.hostTimescale { p.duration = p.duration.converted(to: scale) }
+            onPacket(p)
+        }
+        try writer?.write(packet)
+    }
+
+    var encoderName: String {
+        writer?.encoderName ?? packets?.encoderName ?? (gpuEncoded && bridge.outputs.onPacket != nil ? GPUEncoderFacts.encoderName : "none")
+    }
+    var encoderReason: String {
+        writer?.encoderReason ?? packets?.encoderReason ?? (gpuEncoded && bridge.outputs.onPacket != nil ? "encoded on the GPU" : "no encoded output requested")
+    }
+    var encoderDescription: String {
+        writer?.encoderDescription ?? packets?.encoderDescription ?? (encoderName == "none" ? "none (frames only)" : "\(encoderName) (\(encoderReason))")
+    }
     var audioDescription: String { "none" }
 
     /// A file alone (no frame or packet callbacks) is encoded from the GPU's
@@ -180,7 +213,8 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
             pendingPTS.append(bridge.hostTime(frame.pts))
             for p in try packets.encode(frame) { onPacket(hostPacket(p)) }
         }
-        try writer?.write(frame)
+        // With the GPU encoder, frames (where the GPU stage still reads them back) feed the NV12 callback only.
+        if !gpuEncoded { try writer?.write(frame) }
     }
 
     func finish() throws(MediaError) {

@@ -76,7 +76,7 @@ public struct TakeSummary: Sendable, Codable {
     public var encoder: String
     public var encoderReason: String
     /// How frames reached the encoder: `vaapi-zero-copy`, `vaapi-upload`,
-    /// `software` (`EncoderPath`), or `none` (frames only).
+    /// `gpu` (the GPU's H.264 encoder), `software` (`EncoderPath`), or `none` (frames only).
     public var encoderPath: String
     public var audio: String
     public var gpu: String

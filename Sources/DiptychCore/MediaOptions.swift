@@ -53,12 +53,19 @@ public enum SourceSpec: Hashable, Sendable, Codable, CustomStringConvertible {
 
 /// Which encoder implementation to use.
 public enum EncoderChoice: String, Hashable, Sendable, Codable, CaseIterable {
-    /// VA-API when a VA display with an encode entrypoint exists, else software.
+    /// VA-API when a VA display with an encode entrypoint exists, else the
+    /// GPU's own H.264 encoder on a hardware GPU, else software.
     case auto
     /// Hardware through VA-API; fails when unavailable.
     case vaapi
     /// Software: libx264 for H.264, libx265 for HEVC.
     case x264
+    /// The compositor's GPU encodes H.264 itself (GLES 3.1 compute passes,
+    /// Constrained Baseline); fails when its context cannot run them. H.264 only.
+    case gpu
+
+    /// The codecs this encoder writes.
+    public func encodes(_ codec: VideoCodec) -> Bool { self != .gpu || codec == .h264 }
 }
 
 /// Where input streams are decoded (`--decoder`).
@@ -81,6 +88,10 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
     case mp4
     /// MPEG transport stream.
     case mpegts
+    /// HLS: a playlist (`.m3u8`) of MPEG-TS segments beside it, cut at
+    /// keyframes, the playlist rewritten after each (a killed take keeps
+    /// every segment listed).
+    case hls
     /// FLV over RTMP.
     case rtmp
     /// MPEG-TS over SRT.
@@ -98,6 +109,7 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
         switch self {
         case .mp4: return "mp4"
         case .mpegts, .srt: return "mpegts"
+        case .hls: return "hls"
         case .rtmp: return "flv"
         }
     }
@@ -110,6 +122,7 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
         if lower.hasPrefix("udp://") || lower.hasPrefix("pipe:") { return .mpegts }
         if lower.hasSuffix(".mp4") || lower.hasSuffix(".m4v") || lower.hasSuffix(".mov") { return .mp4 }
         if lower.hasSuffix(".ts") || lower.hasSuffix(".m2ts") { return .mpegts }
+        if lower.hasSuffix(".m3u8") { return .hls }
         return nil
     }
 }

@@ -25,7 +25,7 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var primaryOrientation = Orientation.identity
     /// `--rotate-secondary DEG`, `--mirror-secondary`.
     public var secondaryOrientation = Orientation.identity
-    /// `--encoder auto|vaapi|x264`.
+    /// `--encoder auto|vaapi|x264|gpu`.
     public var encoder = EncoderChoice.auto
     /// `--decoder auto|cpu|nvdec`: where the input streams are decoded.
     public var decoder = DecoderChoice.auto
@@ -35,6 +35,12 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var bitrate = TakeConfiguration.defaultBitrate
     /// `--preset` (x264/x265 preset name).
     public var preset = "veryfast"
+    /// `--qp N` (0-51): constant quantizer instead of a bit rate; nil: rate controlled.
+    public var qp: Int?
+    /// `--maxrate BITS`: the VBV's peak rate in bits per second; nil: the encoder's default.
+    public var maxrate: Int?
+    /// `--bufsize BITS`: the VBV's buffer in bits; nil: the encoder's default.
+    public var bufsize: Int?
     /// `--keyframe-interval SECONDS` (GOP length).
     public var keyframeInterval = 1.0
     /// `--audio primary|none`.
@@ -136,7 +142,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         }
         guard container != nil else {
             throw ConfigurationError(field: "--out", value: out,
-                                     reason: "cannot tell the container from the name; use .mp4, .ts, rtmp://, srt:// or --format")
+                                     reason: "cannot tell the container from the name; use .mp4, .ts, .m3u8, rtmp://, srt:// or --format")
         }
         if let f = format, let inferred = ContainerFormat.infer(from: out), f != inferred,
            inferred == .rtmp || inferred == .srt || f == .rtmp || f == .srt {
@@ -163,6 +169,11 @@ public struct TakeConfiguration: Hashable, Sendable {
         if preset.isEmpty || preset.contains(where: { $0 == " " || $0 == "\t" || $0 == "\n" }) {
             throw ConfigurationError(field: "--preset", value: preset, reason: "must be a preset name such as veryfast")
         }
+        if !encoder.encodes(codec) {
+            throw ConfigurationError(field: "--encoder", value: encoder.rawValue,
+                                     reason: "encodes H.264 only, not --codec \(codec.rawValue) (use --codec h264, or --encoder auto, vaapi or x264)")
+        }
+        try TakeConfiguration.checkRateControl(qp: qp, maxrate: maxrate, bufsize: bufsize, encoder: encoder)
         if !(keyframeInterval > 0 && keyframeInterval <= 3600) {
             throw ConfigurationError(field: "--keyframe-interval", value: "\(keyframeInterval)", reason: "must be a positive number of seconds, at most 3600")
         }
@@ -196,7 +207,7 @@ public struct TakeConfiguration: Hashable, Sendable {
             if o.out.isEmpty { throw ConfigurationError(field: "--also-out", value: o.out, reason: "is empty") }
             guard o.container != nil else {
                 throw ConfigurationError(field: "--also-out", value: o.out,
-                                         reason: "cannot tell the container from the name; use .mp4, .ts, rtmp:// or srt://")
+                                         reason: "cannot tell the container from the name; use .mp4, .ts, .m3u8, rtmp:// or srt://")
             }
             if Self.samePath(o.out, output) || extraOutputs[..<i].contains(where: { Self.samePath($0.out, o.out) }) {
                 throw ConfigurationError(field: "--also-out", value: o.out, reason: "names an output given already")
@@ -215,6 +226,29 @@ public struct TakeConfiguration: Hashable, Sendable {
             if s.source == .stdin {
                 throw ConfigurationError(field: "--switch-secondary", value: text, reason: "cannot switch to standard input")
             }
+        }
+    }
+
+    /// Checks `--qp` (0-51), `--maxrate` and `--bufsize` (positive, at most
+    /// `maximumBitrate`). A buffer needs a peak rate to drain at (a peak rate
+    /// alone gets a one-second buffer), and a constant quantizer has no rate to cap.
+    public static func checkRateControl(qp: Int?, maxrate: Int?, bufsize: Int?, encoder: EncoderChoice = .auto) throws(ConfigurationError) {
+        if let qp, !(0...51).contains(qp) {
+            throw ConfigurationError(field: "--qp", value: "\(qp)", reason: "must be 0 to 51")
+        }
+        for (field, v) in [("--maxrate", maxrate), ("--bufsize", bufsize)] {
+            guard let v else { continue }
+            if v <= 0 { throw ConfigurationError(field: field, value: "\(v)", reason: "must be positive") }
+            if v > maximumBitrate { throw ConfigurationError(field: field, value: "\(v)", reason: "must be at most 1G (1000000000)") }
+        }
+        if let b = bufsize, maxrate == nil {
+            throw ConfigurationError(field: "--bufsize", value: "\(b)", reason: "needs --maxrate (the peak rate the buffer drains at)")
+        }
+        if let m = maxrate, let qp {
+            throw ConfigurationError(field: "--maxrate", value: "\(m)", reason: "cannot cap --qp \(qp) (a constant quantizer has no rate to cap)")
+        }
+        if let m = maxrate, encoder == .gpu {
+            throw ConfigurationError(field: "--maxrate", value: "\(m)", reason: "does not apply to --encoder gpu (constant quantizer: use --qp)")
         }
     }
 

@@ -8,6 +8,9 @@ public enum EncoderPath: String, Hashable, Sendable, Codable, CaseIterable, Cust
     case vaapiZeroCopy = "vaapi-zero-copy"
     /// NV12 read back from the GPU into host memory, then uploaded into VA surfaces.
     case vaapiUpload = "vaapi-upload"
+    /// The compositor's GPU encodes H.264 itself (GLES 3.1 compute passes) and
+    /// only the bitstream is read back; the writers take its access units.
+    case gpu
     /// NV12 read back from the GPU and encoded by libx264/libx265.
     case software
 
@@ -15,9 +18,23 @@ public enum EncoderPath: String, Hashable, Sendable, Codable, CaseIterable, Cust
         switch self {
         case .vaapiZeroCopy: "VA-API from the render target (zero copy)"
         case .vaapiUpload: "VA-API from uploaded frames"
+        case .gpu: "the GPU's H.264 encoder"
         case .software: "software"
         }
     }
+}
+
+/// Whether the compositor's GPU can run the GPU H.264 encoder
+/// (`--encoder gpu`): a GLES 3.1 context with compute shaders.
+public enum GPUEncoderFacts: Hashable, Sendable {
+    /// The context runs compute shaders. `software`: a software renderer
+    /// (llvmpipe), whose encoder is taken only when asked for.
+    case available(renderer: String, software: Bool)
+    /// Why it cannot run (no compute shaders, ...).
+    case unavailable(reason: String)
+
+    /// The encoder's name in plans and summaries.
+    public static let encoderName = "gpu-h264"
 }
 
 /// One DRM format modifier tried for the zero-copy target, and where it failed.
@@ -105,8 +122,11 @@ public struct EncoderPlan: Hashable, Sendable, CustomStringConvertible {
     /// What runs: `VA-API on /dev/dri/renderD128 (...)`, `software`.
     public var detail: String
     public var passedOver: [PassedOverPath]
-    /// The software encoder was asked for.
+    /// The path was asked for (`--encoder x264` or `gpu`).
     public var requested: Bool
+    /// Auto only: whether the GPU encoder's facts were known (the GPU open);
+    /// a software plan says why it was not taken only then.
+    var gpuExamined = false
 
     /// Why this encoder and path: the take's log and summary.
     public var reason: String {
@@ -115,10 +135,15 @@ public struct EncoderPlan: Hashable, Sendable, CustomStringConvertible {
             return "\(path), \(detail)" + (modifier.map { ", modifier \(ModifierTrial.name($0))" } ?? "")
         case .vaapiUpload:
             return "\(path), \(detail); zero copy not possible: \(passedOver.first?.reason ?? "?")"
+        case .gpu:
+            if requested { return "GPU encoder requested, \(detail)" }
+            return "\(path), \(detail); VA-API unavailable: \(passedOver.first?.reason ?? "?")"
         case .software:
             if requested { return "software encoder requested" }
             // Frames are uploaded whenever VA-API can run at all, so both VA paths failed for one reason.
-            return "VA-API unavailable: \(passedOver.last?.reason ?? "?")"
+            let va = "VA-API unavailable: \(passedOver.first(where: { $0.path == .vaapiUpload })?.reason ?? "?")"
+            guard gpuExamined, let gpu = passedOver.first(where: { $0.path == .gpu }) else { return va }
+            return "\(va); GPU encoder not taken: \(gpu.reason)"
         }
     }
 
@@ -127,33 +152,53 @@ public struct EncoderPlan: Hashable, Sendable, CustomStringConvertible {
 
 /// The choice of encoder path: a pure function of what the machine offers
 /// (docs/ARCHITECTURE.md, "Encoder paths"). `auto` takes, in order, VA-API
-/// from the render target, VA-API from uploaded frames, software; `vaapi`
-/// takes the first VA-API path possible and fails with the reason where
-/// none is; `x264` takes software.
+/// from the render target, VA-API from uploaded frames, the GPU's own H.264
+/// encoder (on a hardware GPU only), software; `vaapi` takes the first
+/// VA-API path possible and fails with the reason where none is; `gpu`
+/// takes the GPU encoder (H.264 only, also on a software renderer) or fails
+/// with the reason; `x264` takes software.
 public enum EncoderPlanner {
     /// Picks the path. `target` is nil before the GPU is open (zero copy is
-    /// then not possible, and VA-API and software are decided as usual).
+    /// then not possible, and VA-API and software are decided as usual);
+    /// `gpu` likewise (the GPU encoder is then not possible; nothing says so
+    /// in a software plan's reason).
     public static func plan(codec: VideoCodec, requested: EncoderChoice, built: BuiltEncoders, vaapi: VAAPIReport,
-                            target: EncoderTargetFacts?) throws(MediaError) -> EncoderPlan {
+                            target: EncoderTargetFacts?, gpu: GPUEncoderFacts? = nil) throws(MediaError) -> EncoderPlan {
         let names = EncoderProbe.encoderNames(codec: codec)
-        let va = vaDevice(codec: codec, built: built, report: vaapi, preferring: target?.renderNode)
-        let software = EncoderPlan(path: .software, encoder: names.software, devicePath: nil, modifier: nil,
+        var software = EncoderPlan(path: .software, encoder: names.software, devicePath: nil, modifier: nil,
                                    detail: "software", passedOver: [], requested: requested == .x264)
         if requested == .x264 {
             guard built.software else { throw .encoderUnavailable(encoder: names.software, reason: "FFmpeg lacks the \(names.software) encoder") }
             return software
         }
+        let gpuEncoder = gpuEncoder(codec: codec, facts: gpu, requested: requested == .gpu)
+        if requested == .gpu {
+            switch gpuEncoder {
+            case .success(let detail):
+                return EncoderPlan(path: .gpu, encoder: GPUEncoderFacts.encoderName, devicePath: nil, modifier: nil,
+                                   detail: detail, passedOver: [], requested: true)
+            case .failure(let why):
+                throw .encoderUnavailable(encoder: "gpu", reason: why.reason)
+            }
+        }
         let device: (path: String, detail: String)
-        switch va {
+        switch vaDevice(codec: codec, built: built, report: vaapi, preferring: target?.renderNode) {
         case .failure(let why):
             if requested == .vaapi { throw .encoderUnavailable(encoder: names.hardware, reason: why.reason) }
-            guard built.software else {
-                throw .encoderUnavailable(encoder: "\(names.hardware) or \(names.software)",
-                                          reason: "\(names.hardware): \(why.reason); \(names.software): FFmpeg lacks the \(names.software) encoder")
+            let vaPassed = [PassedOverPath(path: .vaapiZeroCopy, reason: why.reason), PassedOverPath(path: .vaapiUpload, reason: why.reason)]
+            switch gpuEncoder {
+            case .success(let detail):
+                return EncoderPlan(path: .gpu, encoder: GPUEncoderFacts.encoderName, devicePath: nil, modifier: nil,
+                                   detail: detail, passedOver: vaPassed, requested: false)
+            case .failure(let gpuWhy):
+                guard built.software else {
+                    throw .encoderUnavailable(encoder: "\(names.hardware) or \(names.software)",
+                                              reason: "\(names.hardware): \(why.reason); \(names.software): FFmpeg lacks the \(names.software) encoder")
+                }
+                software.passedOver = vaPassed + [PassedOverPath(path: .gpu, reason: gpuWhy.reason)]
+                software.gpuExamined = gpu != nil
+                return software
             }
-            var plan = software
-            plan.passedOver = [PassedOverPath(path: .vaapiZeroCopy, reason: why.reason), PassedOverPath(path: .vaapiUpload, reason: why.reason)]
-            return plan
         case .success(let d): device = d
         }
         var plan = EncoderPlan(path: .vaapiUpload, encoder: names.hardware, devicePath: device.path, modifier: nil,
@@ -166,6 +211,23 @@ public enum EncoderPlanner {
             plan.passedOver = [PassedOverPath(path: .vaapiZeroCopy, reason: why.reason)]
         }
         return plan
+    }
+
+    /// What runs the GPU encoder (`GL renderer, compute`), or why it cannot.
+    /// A software renderer runs it only when it was asked for.
+    static func gpuEncoder(codec: VideoCodec, facts: GPUEncoderFacts?, requested: Bool) -> Result<String, Refusal> {
+        guard codec == .h264 else { return .failure(Refusal(reason: "it encodes H.264 only, not \(codecName(codec))")) }
+        switch facts {
+        case nil:
+            return .failure(Refusal(reason: "the GPU is not open yet"))
+        case .unavailable(let reason)?:
+            return .failure(Refusal(reason: reason))
+        case .available(let renderer, let software)?:
+            if software && !requested {
+                return .failure(Refusal(reason: "\(renderer) is a software renderer (--encoder gpu runs it there)"))
+            }
+            return .success("GLES compute on \(renderer)" + (software ? " (software renderer)" : ""))
+        }
     }
 
     struct Refusal: Error { var reason: String }

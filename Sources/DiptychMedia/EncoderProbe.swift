@@ -210,17 +210,19 @@ public enum EncoderProbe {
         // Facts naming only the GPU's node: the device is preferred; zero copy is decided by the take.
         let p = try plan(codec: codec, choice: choice, driDirectory: driDirectory,
                          target: node.map { EncoderTargetFacts(platform: "gbm", renderNode: $0) })
-        return EncoderSelection(name: p.encoder, isHardware: p.path != .software,
+        return EncoderSelection(name: p.encoder, isHardware: p.path == .vaapiZeroCopy || p.path == .vaapiUpload,
                                 reason: p.path == .software ? p.reason : p.detail, devicePath: p.devicePath)
     }
 
     /// The take's plan: this machine's VA-API devices and FFmpeg build, and
     /// the GPU's side of zero copy (`target`, nil before the GPU is open).
     /// `report`: this machine's VA-API devices when already examined (`vaapi(directory:)`).
+    /// `gpu`: whether the compositor's GPU runs the GPU encoder (nil before the GPU is open).
     public static func plan(codec: VideoCodec, choice: EncoderChoice, driDirectory: String = defaultDRIDirectory,
-                            report: VAAPIReport? = nil, target: EncoderTargetFacts?) throws(MediaError) -> EncoderPlan {
+                            report: VAAPIReport? = nil, target: EncoderTargetFacts?, gpu: GPUEncoderFacts? = nil) throws(MediaError) -> EncoderPlan {
         let have = built(codec: codec)
-        let r = report ?? (have.hardware && choice != .x264 ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil))
-        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: r, target: target)
+        let examine = have.hardware && choice != .x264 && choice != .gpu
+        let r = report ?? (examine ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil))
+        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: r, target: target, gpu: gpu)
     }
 }

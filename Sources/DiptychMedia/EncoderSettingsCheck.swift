@@ -38,6 +38,7 @@ extension VideoEncoderSettings {
         let vaapi = 1...Int(UInt32.max)
         switch encoder {
         case .x264: return software
+        case .gpu: return 1...Int.max   // the GPU encoder keeps a quantizer; the rate is not used
         case .vaapi: return vaapi
         case .auto: return max(software.lowerBound, vaapi.lowerBound)...min(software.upperBound, vaapi.upperBound)
         }

@@ -49,7 +49,7 @@ extension MediaWriter {
     private func writePendingAudio(until endTicks: Int64) throws(MediaError) {
         guard output != nil, let st = audioStream, let track = audioTrack else { pendingAudio.removeAll(); return }
         guard let origin = timestampOrigin else { return }  // audio waits for the first video frame
-        let end = encoder.timeBase.mediaTime(endTicks)
+        let end = videoTimeBase.mediaTime(endTicks)
         let shift = av_rescale_q(origin.value, AVRational(num: 1, den: origin.timescale), track.timeBase)
         var i = 0
         while i < pendingAudio.count {

@@ -12,6 +12,8 @@ import DiptychCore
 ///   so a process killed at any moment leaves a playable file holding every
 ///   fragment but the last. `finish()` writes the rest, the index (`mfra`)
 ///   and the length into the movie header (see `FragmentedMP4`).
+/// - HLS (`.m3u8`): MPEG-TS segments of about two seconds beside the
+///   playlist, which lists every one (rewritten after each, ended at finish).
 /// - MPEG-TS to files or `srt://`, FLV to `rtmp://`, all through avio
 ///   (network outputs get a write timeout).
 /// - Audio (given an `AudioTrack`): copied without re-encoding when the
@@ -22,17 +24,27 @@ import DiptychCore
 ///   unless `maxBFrames` asks for them, so every stream starts at zero.
 /// - A write failing with ENOSPC throws `MediaError.storageFull`.
 ///
+/// - Pre-encoded video (`init(url:container:preEncoded:...)`): H.264 access
+///   units encoded elsewhere (the GPU encoder) go through the same packet
+///   path — timestamps, durations, fragments, audio — with `write(_:)` taking
+///   `EncodedVideoPacket`s instead of frames.
+///
 /// Not thread-safe: call from one thread.
 public final class MediaWriter: @unchecked Sendable {
     public let url: String
     public let container: ContainerFormat
     public let settings: VideoEncoderSettings
-    /// The encoder in use (`libx264`, `h264_vaapi`, ...).
-    public var encoderName: String { encoder.name }
+    /// The encoder in use (`libx264`, `h264_vaapi`, `gpu-h264` for pre-encoded video, ...).
+    public var encoderName: String { selection.name }
     /// Why that encoder was chosen (e.g. `VA-API unavailable: no /dev/dri`).
-    public var encoderReason: String { encoder.selection.reason }
+    public var encoderReason: String { selection.reason }
     /// `"libx264 (VA-API unavailable: no /dev/dri)"`.
-    public var encoderDescription: String { encoder.selection.description }
+    public var encoderDescription: String { selection.description }
+    /// Whether the video comes encoded (`write(_: EncodedVideoPacket)`) rather than as frames.
+    public var isPreEncoded: Bool { encoder == nil }
+    /// Pre-encoded video: the packets dropped because no keyframe had been
+    /// written yet (a stream starts at a keyframe).
+    public private(set) var packetsBeforeKeyframe = 0
     /// How audio is written: `none`, `copy aac`, `aac (re-encoded from pcm_s16le)`.
     public internal(set) var audioDescription = "none"
     public private(set) var framesWritten = 0
@@ -44,7 +56,18 @@ public final class MediaWriter: @unchecked Sendable {
     public private(set) var timestampOrigin: MediaTime?
     public internal(set) var audioPacketsWritten = 0
 
-    let encoder: VideoEncoder
+    /// Nil for pre-encoded video.
+    let encoder: VideoEncoder?
+    let selection: EncoderSelection
+    /// The video's time base (the encoder's, or the same ticks for pre-encoded
+    /// video: `VideoEncoder.ticks(for:)`) and one frame in it.
+    let videoTimeBase: AVRational
+    let frameTicks: Int64
+    /// Pre-encoded video: the last dts written, in ticks (kept increasing).
+    private var lastPacketTicks: Int64?
+    /// Pre-encoded video without parameter sets yet: the muxer's options,
+    /// and the header is written at the first keyframe (its SPS and PPS).
+    private var pendingHeader: FFDictionary?
     /// The muxer; nil once the output is closed.
     private(set) var output: FFOutputContext?
     let videoStream: UnsafeMutablePointer<AVStream>
@@ -68,15 +91,50 @@ public final class MediaWriter: @unchecked Sendable {
     ///   - timestampOrigin: the output's zero; nil takes the first frame's pts
     ///     (a stream reopened mid-take passes the take's zero to keep its timeline).
     ///   - cancel: stops the open (and every write after it) once flipped, as a timeout would.
-    public init(url: String, container: ContainerFormat? = nil, video: VideoEncoderSettings,
-                audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil,
-                cancel: OpenCancel? = nil) throws(MediaError) {
+    public convenience init(url: String, container: ContainerFormat? = nil, video: VideoEncoderSettings,
+                            audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil,
+                            cancel: OpenCancel? = nil) throws(MediaError) {
+        try self.init(url: url, container: container, video: .frames(video), audio: audio, networkTimeout: networkTimeout,
+                      timestampOrigin: timestampOrigin, cancel: cancel)
+    }
+
+    /// Opens an output whose video is encoded already (H.264 access units in
+    /// Annex B, from the GPU encoder): the stream is described by
+    /// `preEncoded` (size, rate, colour, and the SPS and PPS as extradata,
+    /// which the MP4 and FLV muxers turn into `avcC`), and `write(_:
+    /// EncodedVideoPacket)` takes its pictures. Without parameter sets the
+    /// header is written at the first keyframe, from the SPS and PPS in front
+    /// of it. Packets before the first keyframe are dropped (counted in
+    /// `packetsBeforeKeyframe`).
+    public convenience init(url: String, container: ContainerFormat? = nil, preEncoded: PreEncodedVideo,
+                            audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil,
+                            cancel: OpenCancel? = nil) throws(MediaError) {
+        try self.init(url: url, container: container, video: .encoded(preEncoded), audio: audio, networkTimeout: networkTimeout,
+                      timestampOrigin: timestampOrigin, cancel: cancel)
+    }
+
+    enum VideoSource { case frames(VideoEncoderSettings), encoded(PreEncodedVideo) }
+
+    private init(url: String, container: ContainerFormat?, video source: VideoSource,
+                 audio: AudioTrack?, networkTimeout: Double, timestampOrigin: MediaTime?,
+                 cancel: OpenCancel?) throws(MediaError) {
         guard let container = container ?? ContainerFormat.infer(from: url) else {
-            throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .ts, rtmp:// or srt://)")
+            throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .ts, .m3u8, rtmp:// or srt://)")
         }
         self.url = url
         self.container = container
-        var video = video
+        var video: VideoEncoderSettings
+        switch source {
+        case .frames(let v): video = v
+        case .encoded(let e):
+            guard e.codec == .h264 else {
+                throw .writeFailed(path: url, detail: "pre-encoded video must be H.264, not \(e.codec.rawValue)")
+            }
+            if let ps = e.parameterSets, H264AnnexB.parameterSets(in: ps) == nil {
+                throw .writeFailed(path: url, detail: "the parameter sets given hold no SPS and PPS (Annex B NAL units)")
+            }
+            video = e.settings
+        }
         if video.maxBFrames == nil && (container == .mp4 || container == .rtmp) {
             // Fragmented MP4 has no edit list to hide the B-frame reorder delay:
             // with B-frames the muxer shifts every stream by it. Without them
@@ -98,12 +156,29 @@ public final class MediaWriter: @unchecked Sendable {
         // Each completed fragment / packet goes to the file at once.
         out.raw.pointee.flush_packets = 1
         let globalHeader = out.raw.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0
-        encoder = try VideoEncoder(settings: video, globalHeader: globalHeader)
+        var parameterSets: [UInt8]?
+        switch source {
+        case .frames:
+            let e = try VideoEncoder(settings: video, globalHeader: globalHeader)
+            encoder = e
+            selection = e.selection
+            videoTimeBase = e.timeBase
+            frameTicks = e.frameTicks
+        case .encoded(let pre):
+            encoder = nil
+            selection = EncoderSelection(name: pre.encoderName, isHardware: false, reason: pre.encoderReason, devicePath: nil)
+            (videoTimeBase, frameTicks) = VideoEncoder.ticks(for: video.frameRate)
+            parameterSets = pre.parameterSets.flatMap(H264AnnexB.parameterSets(in:))
+        }
         do {
             videoStream = try out.newStream()
-            videoStream.pointee.time_base = encoder.timeBase
-            videoStream.pointee.avg_frame_rate = encoder.context.pointee.framerate
-            try encoder.copyParameters(to: videoStream.pointee.codecpar)
+            videoStream.pointee.time_base = videoTimeBase
+            videoStream.pointee.avg_frame_rate = AVRational(num: video.frameRate.numerator, den: video.frameRate.denominator)
+            if let encoder {
+                try encoder.copyParameters(to: videoStream.pointee.codecpar)
+            } else {
+                MediaWriter.describeH264(videoStream.pointee.codecpar, settings: video, parameterSets: parameterSets)
+            }
         } catch { throw .writeFailed(path: url, detail: "video stream: \(error)") }
         if let audio { try addAudioStream(audio, to: out, globalHeader: globalHeader) }
 
@@ -119,11 +194,33 @@ public final class MediaWriter: @unchecked Sendable {
             deadline.disarm()
             throw MediaWriter.error(error.code, path: url, deadline: deadline, doing: "cannot open output")
         }
+        deadline.disarm()
         let muxOptions = FFDictionary()
         if container == .mp4 {
             muxOptions.set("movflags", "frag_keyframe+empty_moov+default_base_moof")
             muxOptions.set("frag_duration", "1000000")
         }
+        if container == .hls {
+            // Segments of about two seconds cut at keyframes, beside the
+            // playlist; every segment stays listed, the playlist is replaced
+            // whole after each (temp_file), and the end is marked at finish.
+            muxOptions.set("hls_time", "2")
+            muxOptions.set("hls_list_size", "0")
+            muxOptions.set("hls_playlist_type", "event")
+            muxOptions.set("hls_flags", "independent_segments+temp_file")
+        }
+        output = out
+        if encoder == nil && parameterSets == nil {
+            pendingHeader = muxOptions
+        } else {
+            do throws(MediaError) { try writeHeader(muxOptions) } catch { output = nil; throw error }
+        }
+    }
+
+    /// Writes the container's header (and, for an MP4 file, the room for its length).
+    private func writeHeader(_ muxOptions: FFDictionary) throws(MediaError) {
+        guard let out = output else { return }
+        deadline.arm()
         var r = avformat_write_header(out.raw, &muxOptions.raw)
         if r >= 0, let io = out.io { avio_flush(io); if let e = out.ioError { r = e } }
         deadline.disarm()
@@ -135,7 +232,36 @@ public final class MediaWriter: @unchecked Sendable {
             if let e = out.ioError { throw MediaWriter.error(e, path: url, deadline: deadline, doing: "header") }
             trackEnds = Array(repeating: 0, count: out.streamCount)
         }
-        output = out
+    }
+
+    /// The codec parameters of a pre-encoded H.264 stream: Constrained
+    /// Baseline, progressive 4:2:0, the colour signalled, and the SPS and PPS
+    /// (Annex B) as extradata.
+    static func describeH264(_ par: UnsafeMutablePointer<AVCodecParameters>, settings: VideoEncoderSettings, parameterSets: [UInt8]?) {
+        par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+        par.pointee.codec_id = AV_CODEC_ID_H264
+        par.pointee.width = Int32(settings.size.width)
+        par.pointee.height = Int32(settings.size.height)
+        par.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        par.pointee.profile = FF_PROFILE_H264_CONSTRAINED_BASELINE
+        par.pointee.field_order = AV_FIELD_PROGRESSIVE
+        par.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        par.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
+        if settings.matrix == .bt709 {
+            par.pointee.color_space = AVCOL_SPC_BT709; par.pointee.color_primaries = AVCOL_PRI_BT709; par.pointee.color_trc = AVCOL_TRC_BT709
+        } else {
+            par.pointee.color_space = AVCOL_SPC_SMPTE170M; par.pointee.color_primaries = AVCOL_PRI_SMPTE170M; par.pointee.color_trc = AVCOL_TRC_SMPTE170M
+        }
+        if let ps = parameterSets { setExtradata(par, ps) }
+    }
+
+    static func setExtradata(_ par: UnsafeMutablePointer<AVCodecParameters>, _ bytes: [UInt8]) {
+        av_freep(&par.pointee.extradata)
+        let padded = bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)
+        guard let p = av_mallocz(padded)?.assumingMemoryBound(to: UInt8.self) else { par.pointee.extradata_size = 0; return }
+        bytes.withUnsafeBufferPointer { p.update(from: $0.baseAddress!, count: bytes.count) }
+        par.pointee.extradata = p
+        par.pointee.extradata_size = Int32(bytes.count)
     }
 
     /// The SRT latency in microseconds: the URL's `latency=` (as FFmpeg reads it), else SRT's 120 ms.
@@ -187,6 +313,7 @@ public final class MediaWriter: @unchecked Sendable {
     public func write(_ frame: VideoFrame) throws(MediaError) {
         precondition(!finished, "MediaWriter.write after finish")
         if let e = firstError { throw e }
+        guard let encoder else { throw .invalidFrame(reason: "output \(url) takes encoded pictures (\(encoderName)), not frames") }
         let origin = timestampOrigin ?? frame.pts
         var frame = frame
         frame.pts = frame.pts - origin
@@ -200,10 +327,10 @@ public final class MediaWriter: @unchecked Sendable {
     }
 
     /// Whether `write(_:pts:release:)` takes dma-bufs: the VA-API encoder reads them in place.
-    public var takesDmaBuf: Bool { encoder.selection.isHardware }
+    public var takesDmaBuf: Bool { encoder?.selection.isHardware ?? false }
 
     /// The VA-API encoder's rate control and entrypoint (`VAEncoderTuning`); nil for software.
-    public var encoderTuning: VAEncoderTuning? { encoder.tuning }
+    public var encoderTuning: VAEncoderTuning? { encoder?.tuning }
 
     /// Encodes an NV12 dma-buf frame at `pts` without copying it (VA-API
     /// encoder only; `takesDmaBuf`). `release` runs exactly once, when the
@@ -211,6 +338,10 @@ public final class MediaWriter: @unchecked Sendable {
     public func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)? = nil) throws(MediaError) {
         precondition(!finished, "MediaWriter.write after finish")
         if let e = firstError { release?(); throw e }
+        guard let encoder else {
+            release?()
+            throw .invalidFrame(reason: "output \(url) takes encoded pictures (\(encoderName)), not dma-bufs")
+        }
         let origin = timestampOrigin ?? pts
         let t = pts - origin
         let packets: [FFPacket]
@@ -222,6 +353,47 @@ public final class MediaWriter: @unchecked Sendable {
         try afterVideo(packets, frameEnd: t.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
     }
 
+    /// Writes one pre-encoded access unit (H.264, Annex B) at its pts, then
+    /// any audio the source has read up to its end. The packet's duration
+    /// (one frame when zero) and timestamps are set in the stream's ticks,
+    /// kept increasing; a packet's dts equal to its pts (no B-frames) is the
+    /// usual case. Until the first keyframe, packets are dropped; the header
+    /// of an output opened without parameter sets is written at that keyframe.
+    public func write(_ packet: EncodedVideoPacket) throws(MediaError) {
+        precondition(!finished, "MediaWriter.write after finish")
+        if let e = firstError { throw e }
+        guard encoder == nil else {
+            throw .invalidFrame(reason: "\(encoderName) encodes frames itself; output \(url) takes no encoded pictures")
+        }
+        guard !packet.data.isEmpty else { throw .invalidFrame(reason: "an encoded picture of 0 bytes") }
+        if framesWritten == 0 && !packet.isKeyframe { packetsBeforeKeyframe += 1; return }
+        if let options = pendingHeader {
+            guard let ps = H264AnnexB.parameterSets(in: packet.data) else {
+                throw .invalidFrame(reason: "the first keyframe carries no SPS and PPS, and the output was opened without them")
+            }
+            MediaWriter.setExtradata(videoStream.pointee.codecpar, ps)
+            pendingHeader = nil
+            do throws(MediaError) { try writeHeader(options) } catch { firstError = error; throw error }
+        }
+        let origin = timestampOrigin ?? packet.pts
+        // Decode order is the order given: dts strictly increasing, pts never before it.
+        var pts = (packet.pts - origin).converted(to: videoTimeBase.den).value
+        var dts = packet.dts == packet.pts ? pts : (packet.dts - origin).converted(to: videoTimeBase.den).value
+        if let last = lastPacketTicks, dts <= last { dts = last + 1 }
+        if pts < dts { pts = dts }
+        let duration = packet.duration.value > 0 ? max(1, packet.duration.converted(to: videoTimeBase.den).value) : frameTicks
+        let p = FFPacket()
+        guard av_new_packet(p.raw, Int32(packet.data.count)) >= 0 else { throw .writeFailed(path: url, detail: "av_new_packet: out of memory") }
+        packet.data.withUnsafeBufferPointer { p.raw.pointee.data.update(from: $0.baseAddress!, count: packet.data.count) }
+        p.raw.pointee.pts = pts
+        p.raw.pointee.dts = dts
+        p.raw.pointee.duration = duration
+        if packet.isKeyframe { p.raw.pointee.flags |= AV_PKT_FLAG_KEY }
+        lastPacketTicks = dts
+        timestampOrigin = origin
+        try afterVideo([p], frameEnd: pts + duration)
+    }
+
     private func afterVideo(_ packets: [FFPacket], frameEnd: Int64) throws(MediaError) {
         framesWritten += 1
         videoEnd = max(videoEnd, frameEnd)
@@ -231,7 +403,7 @@ public final class MediaWriter: @unchecked Sendable {
 
     private func writeVideoPacket(_ p: FFPacket) throws(MediaError) {
         p.raw.pointee.stream_index = videoStream.pointee.index
-        av_packet_rescale_ts(p.raw, encoder.timeBase, videoStream.pointee.time_base)
+        av_packet_rescale_ts(p.raw, videoTimeBase, videoStream.pointee.time_base)
         try mux(p.raw, "video packet")
     }
 
@@ -251,7 +423,9 @@ public final class MediaWriter: @unchecked Sendable {
             }
             return
         }
-        for p in try encoder.flush() { try writeVideoPacket(p) }
+        if let encoder { for p in try encoder.flush() { try writeVideoPacket(p) } }
+        // Pre-encoded video that never had a keyframe: nothing was muxed, no header written.
+        if pendingHeader != nil { try? output?.closeIO(); return }
         try finishAudio()
         guard let output else { return }
         deadline.arm()

@@ -42,6 +42,9 @@ final class VideoEncoder {
     init(settings: VideoEncoderSettings, globalHeader: Bool) throws(MediaError) {
         self.settings = settings
         guard !settings.size.isEmpty else { throw .invalidFrame(reason: "encoder size \(settings.size) is empty") }
+        guard settings.encoder != .gpu else {
+            throw .encoderUnavailable(encoder: "gpu", reason: "the GPU encoder runs in the GPU stage; an output encoding frames itself cannot use it")
+        }
         let sel = try EncoderProbe.choose(codec: settings.codec, choice: settings.encoder, driDirectory: settings.driDirectory,
                                           preferring: settings.preferredRenderNode)
         selection = sel
@@ -66,10 +69,17 @@ final class VideoEncoder {
             encoder.raw.pointee.pix_fmt = inputFormat
             options.set("preset", settings.preset)
             if let t = settings.tune { options.set("tune", t) }
-            if sel.name == "libx265" { options.set("x265-params", "log-level=error") }
+            // A constant quantizer through the library's own parameters (parsed after
+            // FFmpeg's settings, so it overrides them): CQP at that QP.
+            let cqp = settings.qp.map { "qp=\($0)" }
+            if sel.name == "libx265" {
+                options.set("x265-params", (["log-level=error"] + (cqp.map { [$0] } ?? [])).joined(separator: ":"))
+            } else if let cqp {
+                options.set("x264-params", cqp)
+            }
         }
         do { try StageClock.naming(.encode) { () throws(FFmpegError) in try encoder.open(options) } } catch {
-            throw .encoderFailed(encoder: sel.name, detail: "cannot open (\(settings.size) @ \(settings.frameRate) fps, preset \(settings.preset)\(settings.tune.map { ", tune \($0)" } ?? "")): \(error.message)")
+            throw .encoderFailed(encoder: sel.name, detail: "cannot open (\(settings.size) @ \(settings.frameRate) fps, preset \(settings.preset)\(settings.tune.map { ", tune \($0)" } ?? "")\(settings.qp.map { ", qp \($0)" } ?? "")): \(error.message)")
         }
         if let left = options.first {
             throw .encoderFailed(encoder: sel.name, detail: "option \(left.key)=\(left.value) not recognised")
@@ -133,7 +143,12 @@ final class VideoEncoder {
         c.pointee.time_base = timeBase
         c.pointee.framerate = AVRational(num: settings.frameRate.numerator, den: settings.frameRate.denominator)
         c.pointee.gop_size = Int32(settings.keyframeInterval)
-        c.pointee.bit_rate = Int64(settings.bitrate)
+        // A constant quantizer has no bit rate (libx264/libx265 take a rate over `qp`).
+        c.pointee.bit_rate = settings.qp == nil ? Int64(settings.bitrate) : 0
+        if let maxrate = settings.maxrate, let buffer = settings.vbvBuffer {
+            c.pointee.rc_max_rate = Int64(maxrate)
+            c.pointee.rc_buffer_size = Int32(clamping: buffer)
+        }
         if let b = settings.maxBFrames { c.pointee.max_b_frames = Int32(b) }
         c.pointee.thread_count = Int32(clamping: max(0, settings.threads))
         c.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
@@ -163,10 +178,14 @@ final class VideoEncoder {
                                           live: settings.tune == "zerolatency")
             tuning = t
             if t.lowPower { options.set("low_power", "1") }
-            if let rc = t.rateControl {
+            if let qp = settings.qp {
+                // Constant QP: FFmpeg's VA-API encoders take the quantizer as global_quality.
+                options.set("rc_mode", "CQP")
+                encoder.raw.pointee.global_quality = Int32(qp)
+            } else if let rc = t.rateControl {
                 options.set("rc_mode", rc.rawValue)
-                encoder.raw.pointee.rc_max_rate = Int64(t.maxRate)
-                encoder.raw.pointee.rc_buffer_size = Int32(clamping: t.bufferSize)
+                encoder.raw.pointee.rc_max_rate = Int64(settings.maxrate ?? t.maxRate)
+                encoder.raw.pointee.rc_buffer_size = Int32(clamping: settings.vbvBuffer ?? t.bufferSize)
             }
         }
         guard let fr = av_hwframe_ctx_alloc(device.raw) else { throw .encoderFailed(encoder: name, detail: "av_hwframe_ctx_alloc: out of memory") }

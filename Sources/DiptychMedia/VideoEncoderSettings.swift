@@ -6,8 +6,16 @@ public struct VideoEncoderSettings: Hashable, Sendable {
     public var frameRate: FrameRate
     public var codec: VideoCodec
     public var encoder: EncoderChoice
-    /// Target bit rate in bits per second (default 10 Mbit/s).
+    /// Target bit rate in bits per second (default 10 Mbit/s); unused with `qp`.
     public var bitrate: Int
+    /// Constant quantizer (0-51) instead of a bit rate (libx264/libx265 `qp`,
+    /// VA-API CQP, the GPU encoder's QP); nil: rate controlled.
+    public var qp: Int?
+    /// The VBV's peak rate in bits per second (libx264/libx265 `maxrate`,
+    /// VA-API's maximum rate); nil: the encoder's default.
+    public var maxrate: Int?
+    /// The VBV's buffer in bits (`bufsize`); nil with `maxrate`: one second of it.
+    public var bufsize: Int?
     /// x264/x265 preset (`ultrafast` ... `veryslow`).
     public var preset: String
     /// x264/x265 tune (`zerolatency`, `film`, ...), nil for none.
@@ -36,6 +44,9 @@ public struct VideoEncoderSettings: Hashable, Sendable {
         self.bitrate = bitrate; self.preset = preset; self.tune = tune; self.gop = gop; self.maxBFrames = maxBFrames
         self.matrix = matrix; self.range = range; self.driDirectory = driDirectory
     }
+
+    /// The VBV buffer in bits when a peak rate is set: `bufsize`, else one second of `maxrate`.
+    public var vbvBuffer: Int? { maxrate.map { bufsize ?? $0 } }
 
     /// Keyframe interval in frames (one second unless `gop` is set).
     public var keyframeInterval: Int { gop ?? max(1, Int(frameRate.fps.rounded())) }

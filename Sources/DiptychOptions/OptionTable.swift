@@ -38,9 +38,9 @@ extension Option {
         .text("--secondary", ["secondary"], "SRC", "the second stream, or none (default)",
               set: { v, t, f throws(ConfigurationError) in v.take.secondary = try SourceSpec.parse(t, field: f) },
               get: { .string($0.take.secondary.description) }),
-        .text("--out", ["out"], "FILE|URL", "the output: .mp4 (fragmented), .ts, rtmp://, srt://",
+        .text("--out", ["out"], "FILE|URL", "the output: .mp4 (fragmented), .ts, .m3u8 (HLS), rtmp://, srt://",
               set: { v, t, _ in v.take.output = t }, get: { $0.take.output.map(JSONValue.string) }),
-        .text("--format", ["format"], "mp4|mpegts|rtmp|srt", "container (default: from --out)",
+        .text("--format", ["format"], "mp4|mpegts|hls|rtmp|srt", "container (default: from --out)",
               set: { v, t, f throws(ConfigurationError) in v.take.format = try TakeConfiguration.parseFormat(t, field: f) },
               get: { $0.take.format.map { .string($0.rawValue) } }),
         .text("--also-out", ["alsoOut"], "FILE|URL",
@@ -142,8 +142,9 @@ extension Option {
     // MARK: Encoding
 
     static let encoding: [Option] = [
-        .text("--encoder", ["encoder"], "auto|vaapi|x264", "VA-API where the machine has it (auto), or software",
-              set: { v, t, f throws(ConfigurationError) in v.take.encoder = try enumValue(EncoderChoice.self, t, field: f, "expected auto, vaapi or x264") },
+        .text("--encoder", ["encoder"], "auto|vaapi|x264|gpu",
+              "VA-API where the machine has it, else the GPU's own H.264 encoder on a hardware GPU, else software (auto); gpu: H.264 only",
+              set: { v, t, f throws(ConfigurationError) in v.take.encoder = try enumValue(EncoderChoice.self, t, field: f, "expected auto, vaapi, x264 or gpu") },
               get: { .string($0.take.encoder.rawValue) }),
         .text("--decoder", ["decoder"], "auto|cpu|nvdec", "decode the inputs with NVDEC where the GPU and the stream allow it (auto), or on the CPU",
               set: { v, t, f throws(ConfigurationError) in v.take.decoder = try enumValue(DecoderChoice.self, t, field: f, "expected auto, cpu or nvdec") },
@@ -161,6 +162,15 @@ extension Option {
                 default: throw .json(f, j, "expected bits per second as a number (8000000) or a string (\"10M\", \"2500k\")")
                 }
             },
+        .text("--qp", ["qp"], "N", "constant quantizer 0-51 instead of --bitrate (lower is better; the GPU encoder keeps one, default 23)",
+              set: { v, t, f throws(ConfigurationError) in v.take.qp = try TakeConfiguration.parseQP(t, field: f) },
+              get: { $0.take.qp.map { .number(Double($0)) } }),
+        .text("--maxrate", ["maxrate"], "B", "peak bits per second the rate control keeps to (VBV; with --bitrate, not --qp)",
+              set: { v, t, f throws(ConfigurationError) in v.take.maxrate = try TakeConfiguration.parseBitrate(t, field: f) },
+              get: { $0.take.maxrate.map { .number(Double($0)) } }),
+        .text("--bufsize", ["bufsize"], "B", "bits the peak rate is measured over (VBV buffer; default: one second of --maxrate)",
+              set: { v, t, f throws(ConfigurationError) in v.take.bufsize = try TakeConfiguration.parseBits(t, field: f) },
+              get: { $0.take.bufsize.map { .number(Double($0)) } }),
         .text("--preset", ["preset"], "NAME", "x264/x265 preset (default veryfast)",
               set: { v, t, _ in v.take.preset = t }, get: { .string($0.take.preset) }),
         .text("--keyframe-interval", ["keyframeInterval"], "SECONDS", "GOP length (default 1)",

@@ -31,12 +31,27 @@ extension TakeConfiguration {
         return Int((d * scale).rounded())
     }
 
-    /// Parses `--format` (`mp4`, `mpegts` or its alias `ts`, `rtmp`, `srt`).
+    /// Parses a number of bits (`--bufsize`): `20M`, `2500k`, `8000000`.
+    public static func parseBits(_ text: String, field: String) throws(ConfigurationError) -> Int {
+        do { return try parseBitrate(text, field: field) } catch {
+            throw ConfigurationError(field: field, value: text, reason: "expected bits such as 20M, 2500k or 8000000")
+        }
+    }
+
+    /// Parses `--qp`: a whole number 0 to 51.
+    public static func parseQP(_ text: String, field: String = "--qp") throws(ConfigurationError) -> Int {
+        guard let n = Int(text), (0...51).contains(n) else {
+            throw ConfigurationError(field: field, value: text, reason: "expected a quantizer 0 to 51 (lower is better quality)")
+        }
+        return n
+    }
+
+    /// Parses `--format` (`mp4`, `mpegts` or its alias `ts`, `hls`, `rtmp`, `srt`).
     public static func parseFormat(_ text: String, field: String = "--format") throws(ConfigurationError) -> ContainerFormat {
         let t = text.lowercased()
         if t == "ts" { return .mpegts }
         guard let f = ContainerFormat(rawValue: t) else {
-            throw ConfigurationError(field: field, value: text, reason: "expected mp4, mpegts, rtmp or srt")
+            throw ConfigurationError(field: field, value: text, reason: "expected mp4, mpegts, hls, rtmp or srt")
         }
         return f
     }

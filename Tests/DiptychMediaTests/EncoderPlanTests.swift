@@ -28,6 +28,8 @@ import DiptychCore
         var built = EncoderPlanTests.both
         var va = EncoderPlanTests.vaOK
         var target: EncoderTargetFacts? = EncoderPlanTests.gbm
+        /// Whether the compositor's GPU runs the GPU encoder; nil: not examined (the GPU not open).
+        var gpu: GPUEncoderFacts?
         /// The path and encoder taken, and the reason as logged; or the error's text.
         var expected: Expect
         var testDescription: String { name }
@@ -43,6 +45,12 @@ import DiptychCore
         change(&t)
         return t
     }
+
+    static let h200 = GPUEncoderFacts.available(renderer: "NVIDIA H200/PCIe/SSE2", software: false)
+    static let llvmpipe = GPUEncoderFacts.available(renderer: "llvmpipe (LLVM 15.0.6, 256 bits)", software: true)
+    static let noCompute = GPUEncoderFacts.unavailable(reason: "Mali-T760 has no compute shaders (OpenGL ES 3.0; OpenGL ES 3.1 needed)")
+    static let noVA = VAAPIReport(directory: "/dev/dri", devices: [], problem: "no /dev/dri")
+    static let deviceGPU = EncoderTargetFacts(platform: "device", renderNode: nil)
 
     static let upload = "VA-API from uploaded frames, VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP); zero copy not possible: "
 
@@ -111,12 +119,68 @@ import DiptychCore
             upload + "output x.mp4 takes frames in host memory (libx264)")) {
             $0.target = target { $0.sinkRefusal = "output x.mp4 takes frames in host memory (libx264)" }
         },
+        // The GPU's own H.264 encoder.
+        Row("gpu requested, hardware GPU", expected: .plan(.gpu, "gpu-h264", "GPU encoder requested, GLES compute on NVIDIA H200/PCIe/SSE2")) {
+            $0.requested = .gpu; $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU
+        },
+        Row("gpu requested over VA-API zero copy", expected: .plan(.gpu, "gpu-h264", "GPU encoder requested, GLES compute on NVIDIA H200/PCIe/SSE2")) {
+            $0.requested = .gpu; $0.gpu = h200
+        },
+        Row("gpu requested on a software renderer", expected: .plan(.gpu, "gpu-h264",
+            "GPU encoder requested, GLES compute on llvmpipe (LLVM 15.0.6, 256 bits) (software renderer)")) {
+            $0.requested = .gpu; $0.gpu = llvmpipe; $0.va = noVA
+        },
+        Row("gpu requested, FFmpeg without libx264", expected: .plan(.gpu, "gpu-h264", "GPU encoder requested, GLES compute on NVIDIA H200/PCIe/SSE2")) {
+            $0.requested = .gpu; $0.gpu = h200; $0.built = BuiltEncoders(hardware: false, software: false)
+        },
+        Row("gpu requested, no compute", expected: .error(
+            "encoder gpu unavailable: Mali-T760 has no compute shaders (OpenGL ES 3.0; OpenGL ES 3.1 needed)")) {
+            $0.requested = .gpu; $0.gpu = noCompute
+        },
+        Row("gpu requested, GPU not open", expected: .error("encoder gpu unavailable: the GPU is not open yet")) { $0.requested = .gpu },
+        Row("gpu requested for HEVC", expected: .error("encoder gpu unavailable: it encodes H.264 only, not HEVC")) {
+            $0.requested = .gpu; $0.gpu = h200; $0.codec = .hevc
+        },
+        Row("auto: VA-API zero copy before the GPU encoder", expected: .plan(.vaapiZeroCopy, "h264_vaapi",
+            "VA-API from the render target (zero copy), VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP), modifier 0x0100000000000002")) {
+            $0.gpu = h200
+        },
+        Row("auto: VA-API uploads before the GPU encoder", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "no render node: the GPU runs on the EGL device platform (zero copy needs GBM on a DRM render node)")) {
+            $0.gpu = h200; $0.target = deviceGPU
+        },
+        Row("auto: hardware GPU without VA-API", expected: .plan(.gpu, "gpu-h264",
+            "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2; VA-API unavailable: no /dev/dri")) {
+            $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU
+        },
+        Row("auto: hardware GPU, FFmpeg without VA-API or libx264", expected: .plan(.gpu, "gpu-h264",
+            "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2; VA-API unavailable: FFmpeg lacks the h264_vaapi encoder")) {
+            $0.gpu = h200; $0.built = BuiltEncoders(hardware: false, software: false)
+        },
+        Row("auto: software renderer keeps libx264", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; GPU encoder not taken: llvmpipe (LLVM 15.0.6, 256 bits) is a software renderer (--encoder gpu runs it there)")) {
+            $0.gpu = llvmpipe; $0.va = noVA; $0.target = target { $0.platform = "surfaceless"; $0.renderNode = nil }
+        },
+        Row("auto: GPU without compute", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; GPU encoder not taken: Mali-T760 has no compute shaders (OpenGL ES 3.0; OpenGL ES 3.1 needed)")) {
+            $0.gpu = noCompute; $0.va = noVA
+        },
+        Row("auto: HEVC on a hardware GPU without VA-API", expected: .plan(.software, "libx265",
+            "VA-API unavailable: /dev/dri/renderD128: no encode entrypoint for HEVC (Intel iHD driver); GPU encoder not taken: it encodes H.264 only, not HEVC")) {
+            $0.gpu = h200; $0.codec = .hevc
+        },
+        Row("x264 requested on a hardware GPU", expected: .plan(.software, "libx264", "software encoder requested")) {
+            $0.requested = .x264; $0.gpu = h200; $0.va = noVA
+        },
+        Row("vaapi requested on a hardware GPU without VA-API", expected: .error("encoder h264_vaapi unavailable: no /dev/dri")) {
+            $0.requested = .vaapi; $0.gpu = h200; $0.va = noVA
+        },
     ]
 
     @Test(arguments: rows)
     func table(_ row: Row) {
         do {
-            let p = try EncoderPlanner.plan(codec: row.codec, requested: row.requested, built: row.built, vaapi: row.va, target: row.target)
+            let p = try EncoderPlanner.plan(codec: row.codec, requested: row.requested, built: row.built, vaapi: row.va, target: row.target, gpu: row.gpu)
             guard case .plan(let path, let encoder, let reason) = row.expected else {
                 Issue.record("\(row.name): expected an error, got \(p)"); return
             }
@@ -128,7 +192,7 @@ import DiptychCore
             let better = EncoderPath.allCases.prefix { $0 != path }
             #expect(p.requested || p.passedOver.map(\.path) == Array(better))
             #expect((p.path == .vaapiZeroCopy) == (p.modifier != nil))
-            #expect((p.path != .software) == (p.devicePath == EncoderPlanTests.node))
+            #expect((p.path == .vaapiZeroCopy || p.path == .vaapiUpload) == (p.devicePath == EncoderPlanTests.node))
         } catch {
             guard case .error(let text) = row.expected else { Issue.record("\(row.name): \(error)"); return }
             #expect(error.description == text)
@@ -160,7 +224,8 @@ import DiptychCore
     @Test func thisMachine() throws {
         let p = try EncoderProbe.plan(codec: .h264, choice: .auto, driDirectory: "/nonexistent-dri", target: nil)
         #expect(p.path == .software && p.reason == "VA-API unavailable: no /nonexistent-dri")
-        #expect(p.passedOver.map(\.reason) == ["no /nonexistent-dri", "no /nonexistent-dri"])
+        #expect(p.passedOver.map(\.reason) == ["no /nonexistent-dri", "no /nonexistent-dri", "the GPU is not open yet"])
+        #expect(p.passedOver.map(\.path) == [.vaapiZeroCopy, .vaapiUpload, .gpu])
     }
 }
 

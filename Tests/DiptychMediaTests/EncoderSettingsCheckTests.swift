@@ -69,6 +69,9 @@ import Glibc
         #expect(VideoEncoderSettings.bitrateRange(encoder: .vaapi) == 1...4_294_967_295)
         #expect(VideoEncoderSettings.bitrateRange(encoder: .auto) == 1000...4_294_967_295)
         #expect(expectMediaError { try settings(encoder: .auto, bitrate: 5_000_000_000).validate() } != nil)
+        // The GPU encoder keeps a quantizer: any positive rate is no concern of it.
+        #expect(VideoEncoderSettings.bitrateRange(encoder: .gpu) == 1...Int.max)
+        try settings(encoder: .gpu, bitrate: 360).validate()
     }
 
     /// The check agrees with the real encoder: what it refuses libx264 refuses

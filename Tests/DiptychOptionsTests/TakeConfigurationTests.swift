@@ -61,7 +61,17 @@ private func tempPath(_ name: String) -> String {
         #expect(try parse("--gpu \(text)").gpu == text)
     }
 
-    @Test(arguments: [("take.mp4", ContainerFormat.mp4), ("a/b.MOV", .mp4), ("x.ts", .mpegts),
+    @Test func encoderAndRateControl() throws {
+        let c = try parse("--primary a.mp4 --out a.mp4 --encoder gpu --qp 24")
+        #expect(c.encoder == .gpu && c.qp == 24 && c.maxrate == nil && c.bufsize == nil)
+        try c.validate()
+        let v = try parse("--primary a.mp4 --out a.mp4 --encoder x264 --maxrate 2.5M --bufsize 5M")
+        #expect(v.maxrate == 2_500_000 && v.bufsize == 5_000_000)
+        try v.validate()
+        try parse("--primary a.mp4 --out a.mp4 --maxrate 4M").validate()   // a one-second buffer
+    }
+
+    @Test(arguments: [("take.mp4", ContainerFormat.mp4), ("a/b.MOV", .mp4), ("x.ts", .mpegts), ("live/index.m3u8", .hls),
                       ("rtmp://host/app/key", .rtmp), ("srt://host:9000", .srt)])
     func containerIsInferredFromOutput(out: String, expected: ContainerFormat) throws {
         let c = try parse("--primary a.mp4 --out \(out)")
@@ -84,7 +94,13 @@ private func tempPath(_ name: String) -> String {
         ("--pip-margin wide", "--pip-margin", "wide", "expected pixels"),
         ("--rotate-primary 45", "--rotate-primary", "45", "must be 0, 90, 180 or 270"),
         ("--rotate-secondary up", "--rotate-secondary", "up", "must be 0, 90, 180 or 270"),
-        ("--encoder nvenc", "--encoder", "nvenc", "expected auto, vaapi or x264"),
+        ("--encoder nvenc", "--encoder", "nvenc", "expected auto, vaapi, x264 or gpu"),
+        ("--qp 52", "--qp", "52", "expected a quantizer 0 to 51"),
+        ("--qp -1", "--qp", "-1", "expected a quantizer 0 to 51"),
+        ("--qp high", "--qp", "high", "expected a quantizer 0 to 51"),
+        ("--maxrate fast", "--maxrate", "fast", "expected bits per second"),
+        ("--bufsize big", "--bufsize", "big", "expected bits such as 20M"),
+        ("--format flv", "--format", "flv", "expected mp4, mpegts, hls, rtmp or srt"),
         ("--codec av1", "--codec", "av1", "expected h264 or hevc"),
         ("--bitrate fast", "--bitrate", "fast", "expected bits per second"),
         ("--audio stereo", "--audio", "stereo", "expected primary or none"),
@@ -188,6 +204,13 @@ private func tempPath(_ name: String) -> String {
         ("preview is an extra output", "--preview", "names an output of the take"),
         ("too many extra outputs", "--also-out", "at most 16 extra outputs"),
         ("pip size with another kind", "--pip-size", "must be between 0.05 and 1"),
+        ("gpu encoder for hevc", "--encoder", "encodes H.264 only, not --codec hevc"),
+        ("qp out of range", "--qp", "must be 0 to 51"),
+        ("negative maxrate", "--maxrate", "must be positive"),
+        ("huge bufsize", "--bufsize", "must be at most"),
+        ("bufsize without maxrate", "--bufsize", "needs --maxrate"),
+        ("maxrate with qp", "--maxrate", "cannot cap --qp 20"),
+        ("maxrate with the gpu encoder", "--maxrate", "does not apply to --encoder gpu"),
     ])
     func invalid(name: String, field: String, reason: String) {
         var c = Self.valid()
@@ -224,6 +247,13 @@ private func tempPath(_ name: String) -> String {
         case "preview is an extra output": c.extraOutputs = [OutputSpec(out: "b.ts")]; c.preview = "b.ts"
         case "too many extra outputs": c.extraOutputs = (0..<17).map { OutputSpec(out: "o\($0).ts") }
         case "pip size with another kind": c.layout.kind = .sideBySide; c.layout.pip.size = 5
+        case "gpu encoder for hevc": c.encoder = .gpu; c.codec = .hevc
+        case "qp out of range": c.qp = 60
+        case "negative maxrate": c.maxrate = -1; c.bufsize = 100
+        case "huge bufsize": c.maxrate = 1000; c.bufsize = 2_000_000_000
+        case "bufsize without maxrate": c.bufsize = 1_000_000
+        case "maxrate with qp": c.qp = 20; c.maxrate = 1_000_000
+        case "maxrate with the gpu encoder": c.encoder = .gpu; c.maxrate = 1_000_000
         default: Issue.record("unknown case \(name)")
         }
         do {

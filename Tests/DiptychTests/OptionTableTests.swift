@@ -27,6 +27,9 @@ import DiptychOptions
         case "--pip-margin": return "3%"
         case "--background": return "102030"
         case "--over-budget": return "keep"
+        case "--qp": return "20"
+        case "--maxrate": return "4M"
+        case "--bufsize": return "8M"
         default:
             switch o.value(in: OptionValues()) {
             case .string(let s)?: return s
@@ -45,6 +48,7 @@ import DiptychOptions
             let value = Self.sample(o)
             var args = value.map { [flag, $0] } ?? [flag]
             if flag == "--also-layout" { args = ["--also-out", "y.ts"] + args }
+            if flag == "--bufsize" { args = ["--maxrate", "4M"] + args }
             // diptych record
             let record = Result { () throws(ConfigurationError) in try TakeConfiguration.parse(arguments: args) }
             #expect((try? record.get()) != nil || !o.scopes.contains(.record), "\(flag) \(String(describing: value)) on the command line: \(record)")
@@ -67,7 +71,7 @@ import DiptychOptions
         v.take = try TakeConfiguration.parse(arguments: [
             "--primary", "a.mp4", "--secondary", "b.mp4", "--out", "t.mp4", "--duration", "4", "--preview", "p.png",
             "--thermal-state", "fair", "--switch-secondary", "2=testsrc:gradient", "--also-out", "s.ts",
-            "--also-layout", "stacked", "--zoom-secondary", "1.5", "--pip-margin", "24"])
+            "--also-layout", "stacked", "--zoom-secondary", "1.5", "--pip-margin", "24", "--maxrate", "4M", "--bufsize", "8M"])
         v.take.layout.custom.primary = NormalizedRect(x: 0, y: 0, width: 0.5, height: 1)
         v.take.layout.insetStyle.cornerRadius = 12
         let json = OptionParser.encode(v)
@@ -79,6 +83,29 @@ import DiptychOptions
             doc.set(value, at: key[...])
             #expect(throws: Never.self, "\(key)") { _ = try OptionParser.decode(doc.data(), source: "one.json") }
         }
+    }
+
+    /// The encoder and rate-control options in every form: flags, `--config`
+    /// JSON (numbers or text), the embedding API's option strings.
+    @Test func encoderAndRateControlInEveryForm() throws {
+        let flags = try TakeConfiguration.parse(arguments: ["--encoder", "gpu", "--qp", "20"])
+        #expect(flags.encoder == .gpu && flags.qp == 20)
+        let json = try OptionParser.decode(Data(#"{"encoder": "gpu", "qp": 31, "maxrate": "4M", "bufsize": 8000000}"#.utf8), source: "t.json")
+        #expect(json.encoder == .gpu && json.qp == 31 && json.maxrate == 4_000_000 && json.bufsize == 8_000_000)
+        var v = OptionValues()
+        v.take = json
+        #expect(try OptionParser.decode(OptionParser.encode(v).data(), source: "back.json") == json)
+        let embedded = try EmbeddedConfiguration.parse(arguments: ["--size", "320x240", "--fps", "30", "--encoder", "gpu", "--qp", "28"])
+        #expect(embedded.0.encoder == .gpu && embedded.0.qp == 28)
+        // H.264 only: one line naming both, when the session starts (DIPTYCH_ERR_INVALID_ARGUMENT).
+        let hevc = try EmbeddedConfiguration.parse(arguments: ["--size", "320x240", "--fps", "30", "--encoder", "gpu", "--codec", "hevc"])
+        do {
+            try hevc.0.takeConfiguration(file: nil, format: nil).validate()
+            Issue.record("accepted --encoder gpu --codec hevc")
+        } catch {
+            #expect("\(error)".hasPrefix("--encoder 'gpu': encodes H.264 only, not --codec hevc"), "\(error)")
+        }
+        #expect(TakeConfiguration.usage.contains("auto|vaapi|x264|gpu"))
     }
 
     @Test func embeddingRefusesInputOptionsByName() {

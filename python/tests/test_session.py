@@ -12,6 +12,7 @@ import pytest
 import diptych
 from conftest import decoded_frames
 from diptych.frames import NV12Frame, Packet, RGBAFrame
+from diptych.session import options as session_options
 
 W, H = 320, 180
 RED, BLUE, GREEN = (255, 0, 0), (0, 0, 255), (0, 255, 0)
@@ -149,6 +150,25 @@ def test_file_output(library: str, tmp_path: Any) -> None:
         summary = s.finish()
     assert summary["frames"] == 15
     assert decoded_frames(out) == 15
+
+
+def test_encoder_and_rate_control_options(library: str, tmp_path: Any) -> None:
+    assert session_options(encoder="gpu", qp=24, maxrate="4M", bufsize="8M") == [
+        "--encoder", "gpu", "--qp", "24", "--maxrate", "4M", "--bufsize", "8M"]
+    out = str(tmp_path / "qp.mp4")
+    with diptych.Session("320x180", 30, out=out, encoder="x264", qp=20, preset="ultrafast", secondary="none",
+                         library=library) as s:
+        for i in range(10):
+            s.push("primary", rgba(GREEN), i * 33_333)
+        assert s.finish()["frames"] == 10
+    assert decoded_frames(out) == 10
+    # The GPU encoder is H.264 only; a --qp outside 0-51 names itself.
+    with pytest.raises(diptych.InvalidArgument) as hevc:
+        diptych.Session((W, H), 30, encoder="gpu", codec="hevc", library=library)
+    assert "encodes H.264 only, not --codec hevc" in hevc.value.message
+    with pytest.raises(diptych.InvalidArgument) as qp:
+        diptych.Session((W, H), 30, qp=52, library=library)
+    assert "--qp '52'" in qp.value.message
 
 
 def test_errors_carry_the_code_and_message(library: str) -> None:

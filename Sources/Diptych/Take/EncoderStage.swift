@@ -4,7 +4,9 @@ import DiptychMedia
 
 /// Where an output's NV12 frames go: a `MediaWriter` (file or stream), or an
 /// embedding host's outputs (frames, packets and/or a file). Called by the
-/// output's encoder thread only.
+/// output's encoder thread only. An output opened for the GPU encoder
+/// (`takesEncoded`) takes its H.264 access units (`write(_: EncodedVideoPacket)`)
+/// instead of frames.
 protocol TakeOutput: AnyObject, Sendable {
     var encoderName: String { get }
     var encoderReason: String { get }
@@ -16,6 +18,11 @@ protocol TakeOutput: AnyObject, Sendable {
     func write(_ frame: VideoFrame) throws(MediaError)
     /// Encodes an NV12 dma-buf; `release` runs exactly once, when the buffer is no longer read.
     func write(_ frame: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError)
+    /// Whether `write(_: EncodedVideoPacket)` takes pictures the GPU encoded
+    /// (the output was opened for pre-encoded H.264).
+    var takesEncoded: Bool { get }
+    /// Writes one H.264 access unit (Annex B) encoded before it came here.
+    func write(_ packet: EncodedVideoPacket) throws(MediaError)
     func finish() throws(MediaError)
 }
 
@@ -25,19 +32,27 @@ extension TakeOutput {
         release?()
         throw .invalidFrame(reason: "\(encoderName) takes frames in host memory, not dma-bufs")
     }
+    var takesEncoded: Bool { false }
+    func write(_ packet: EncodedVideoPacket) throws(MediaError) {
+        throw .invalidFrame(reason: "\(encoderName) encodes frames itself; it takes no encoded pictures")
+    }
 }
 
-extension MediaWriter: TakeOutput {}
+extension MediaWriter: TakeOutput {
+    var takesEncoded: Bool { isPreEncoded }
+}
 
 /// A frame for an output's encoder: NV12 in host memory (read back), or an
 /// NV12 dma-buf the encoder reads in place, with the release that gives the
-/// buffer back to its ring.
+/// buffer back to its ring, or a picture the GPU encoded already (H.264,
+/// Annex B) for an output that takes them (`TakeOutput.takesEncoded`).
 enum EncoderInput: Sendable {
     case frame(VideoFrame)
     case dmaBuf(DmaBufFrame, pts: MediaTime, release: EncoderRelease)
+    case encoded(EncodedVideoPacket)
 
     var pts: MediaTime {
-        switch self { case .frame(let f): f.pts; case .dmaBuf(_, let pts, _): pts }
+        switch self { case .frame(let f): f.pts; case .dmaBuf(_, let pts, _): pts; case .encoded(let p): p.pts }
     }
 
     /// A frame that will not be encoded gives its buffer back.
@@ -47,6 +62,7 @@ enum EncoderInput: Sendable {
         switch self {
         case .frame(let f): try sink.write(f)
         case .dmaBuf(let d, let pts, let release): try sink.write(d, pts: pts, release: { release() })
+        case .encoded(let p): try sink.write(p)
         }
     }
 }
@@ -71,6 +87,9 @@ final class EncoderStage: @unchecked Sendable {
     private var finished = false
 
     private var _dropped = 0
+    /// An encoded picture was dropped: its successors up to the next
+    /// keyframe are dropped too (they refer to it). Render thread only.
+    private var _awaitingKeyframe = false
     private var thread: JoinableThread?
 
     /// `onWritten` is told each frame's pts once the output has it (frame latency).
@@ -107,13 +126,36 @@ final class EncoderStage: @unchecked Sendable {
     /// output's frame is dropped then.
     func push(_ frame: VideoFrame) { push(.frame(frame)) }
 
+    /// Queues a picture the GPU encoded, as a frame is queued (a live
+    /// output's dropped picture is counted; its writer waits for the next
+    /// keyframe only if nothing was written yet).
+    func push(_ packet: EncodedVideoPacket) { push(.encoded(packet)) }
+
     func push(_ frame: EncoderInput) {
+        if case .encoded(let p) = frame {
+            lock.lock()
+            let skip = _awaitingKeyframe && !p.isKeyframe
+            if skip { _dropped += 1 } else { _awaitingKeyframe = false }
+            lock.unlock()
+            if skip { return }
+        }
         if !live {
             if !queue.push(frame) { frame.drop() }
             return
         }
-        if !queue.tryPush(frame) { frame.drop(); lock.lock(); _dropped += 1; lock.unlock() }
+        if !queue.tryPush(frame) {
+            frame.drop()
+            lock.lock()
+            _dropped += 1
+            if case .encoded = frame { _awaitingKeyframe = true }
+            lock.unlock()
+        }
     }
+
+    /// A live output dropped an encoded picture: the pictures after it are
+    /// dropped until a keyframe comes. The GPU encoder may make its next
+    /// picture one (an IDR) to end the gap sooner.
+    var needsKeyframe: Bool { lock.lock(); defer { lock.unlock() }; return _awaitingKeyframe }
 
     /// Frames the queue holds at most (the ring of an output read in place is sized by it).
     var queueDepth: Int { queue.capacity }

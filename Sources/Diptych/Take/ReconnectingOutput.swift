@@ -59,6 +59,14 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
         try deliver(at: pts, { (o: any TakeOutput) throws(MediaError) in try o.write(frame, pts: pts, release: { once() }) })
     }
 
+    var takesEncoded: Bool { first.takesEncoded }
+
+    /// An encoded picture that finds the output down is dropped; a reopened
+    /// writer drops what comes before the next keyframe.
+    func write(_ packet: EncodedVideoPacket) throws(MediaError) {
+        try deliver(at: packet.pts, { (o: any TakeOutput) throws(MediaError) in try o.write(packet) })
+    }
+
     private func deliver(at pts: MediaTime, _ write: (any TakeOutput) throws(MediaError) -> Void) throws(MediaError) {
         if let c = current {
             do throws(MediaError) { try write(c); return } catch {

@@ -38,6 +38,11 @@ struct TakeIO: Sendable {
             try MediaInput.open(spec, duration: duration, decoding: decoding, opening: opening)
         },
         openOutput: { _, spec, video, audio, origin, cancel throws(MediaError) in
-            try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio, timestampOrigin: origin, cancel: cancel)
+            // The GPU encoder's plan: the output takes its access units (SPS and PPS from the first keyframe).
+            if video.encoder == .gpu {
+                return try MediaWriter(url: spec.out, container: spec.container, preEncoded: PreEncodedVideo(settings: video),
+                                       audio: audio, timestampOrigin: origin, cancel: cancel)
+            }
+            return try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio, timestampOrigin: origin, cancel: cancel)
         })
 }

@@ -37,7 +37,10 @@ enum TakeSetup {
             throw .configuration(ConfigurationError(field: "--out", value: "", reason: "is required (an output file or URL)"))
         }
         if io.outputIsNamed { try checkDistinctFiles(config: config, output: outputPath) }
-        do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
+        // The GPU encoder is decided once the GPU is open (ZeroCopySetup).
+        if config.encoder != .gpu {
+            do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
+        }
         do {
             try VideoEncoderSettings.validate(codec: config.codec, encoder: config.encoder, preset: config.preset, tune: nil,
                                               bitrate: config.bitrate)
@@ -69,6 +72,14 @@ enum TakeSetup {
         var keepGPU = false
         defer { if !keepGPU { gpu.shutdown() } }
         if let size = config.canvasSize { try checkCanvas(size, on: gpu.gpu, field: "--size", value: size.description) }
+        // `--encoder gpu` where the GPU cannot run it is bad input, said before the GPU's lines.
+        if config.encoder == .gpu {
+            let facts = hooks.zeroCopyOverride?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(gpu.gpu.info)
+            do {
+                _ = try EncoderProbe.plan(codec: config.codec, choice: .gpu, report: VAAPIReport(directory: "", devices: [], problem: nil),
+                                          target: nil, gpu: facts)
+            } catch { throw .encoder(error) }
+        }
         // A pattern's size is known before it is opened (and making its first frame can take long).
         if config.canvasSize == nil, case .testPattern(_, let size, _) = config.primary {
             let canvas = config.resolvedCanvas(primaryUprightSize: size.rotated(config.primaryOrientation.rotation))
@@ -135,9 +146,12 @@ enum TakeSetup {
         }
 
         // Live sources: measure the canvas's cost and roll back while it is over budget.
-        let settings = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec, encoder: config.encoder,
+        var settings = VideoEncoderSettings(size: canvas, frameRate: frameRate, codec: config.codec, encoder: config.encoder,
                                             bitrate: config.bitrate, preset: config.preset,
                                             gop: max(1, Int((config.keyframeInterval * frameRate.fps).rounded())))
+        settings.qp = config.qp
+        settings.maxrate = config.maxrate
+        settings.bufsize = config.bufsize
         if hooks.costTrial.applies(live: TakeRun.isLive(config.primary) || TakeRun.isLive(config.secondary)) {
             let g = gpu.gpu
             let secondaryOrientation = InputStage.orientation(metadata: secondary?.info.orientation ?? .identity,

@@ -10,6 +10,8 @@ struct ZeroCopyOverride: Sendable {
     var report: VAAPIReport
     /// Stands in for the GPU's side (`GPUCompositor.encoderTargetSupport`).
     var support: EncoderTargetFacts
+    /// Stands in for the GPU encoder's facts (`gpuEncoderFacts`); nil: the GPU's own.
+    var gpuEncoder: GPUEncoderFacts? = nil
     /// Makes output `key`'s device; `encoder` is nil during the setup's trial.
     var device: @Sendable (_ current: @escaping @Sendable () -> (GPUCompositor, OutputID)?, _ encoder: EncoderStage?) -> any ZeroCopyDevice
 }
@@ -22,6 +24,8 @@ final class ZeroCopySetup {
     let codec: VideoCodec
     let choice: EncoderChoice
     let report: VAAPIReport?
+    /// Whether the GPU runs the GPU encoder.
+    let gpuEncoder: GPUEncoderFacts
     /// The GPU's side; nil when no VA-API path can run (nothing was asked of the GPU).
     let facts: EncoderTargetFacts?
     /// The plan of an output whose encoder takes dma-bufs.
@@ -49,12 +53,14 @@ final class ZeroCopySetup {
         self.codec = codec; self.choice = choice; self.override = override
         gpu = StageBox(stage)
         let built = EncoderProbe.built(codec: codec)
-        let report: VAAPIReport? = override?.report ?? (built.hardware && choice != .x264 ? EncoderProbe.vaapi() : nil)
+        let report: VAAPIReport? = override?.report ?? (built.hardware && choice != .x264 && choice != .gpu ? EncoderProbe.vaapi() : nil)
         self.report = report
+        let gpuEncoder = override?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(stage.gpu.info)
+        self.gpuEncoder = gpuEncoder
         // The GPU's side first (no allocation yet): the VA-API device on the GPU's own node is preferred.
         var facts = override?.support ?? ZeroCopySetup.facts(stage.gpu.encoderTargetSupport())
         let base = try EncoderProbe.plan(codec: codec, choice: choice, report: report ?? VAAPIReport(directory: "", devices: [], problem: nil),
-                                         target: facts)
+                                         target: facts, gpu: gpuEncoder)
         guard base.path != .software, let node = base.devicePath else {
             self.facts = nil; plan = base; chosen = nil; allocator = nil
             return
@@ -86,17 +92,45 @@ final class ZeroCopySetup {
         self.facts = facts
         self.allocator = allocator
         self.chosen = chosen
-        plan = try EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts)
+        plan = try EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts, gpu: gpuEncoder)
+    }
+
+    /// Whether this build's GPU stage runs the GPU H.264 encoder and hands
+    /// its pictures to the outputs (`EncoderStage.push(_: EncodedVideoPacket)`).
+    /// Until it does, the GPU encoder is planned by no take.
+    static let gpuStageEncodes = false
+
+    /// The GPU encoder's settings for an output's: `--qp` (else the
+    /// encoder's default), a keyframe every `keyframeInterval` frames
+    /// (`--keyframe-interval`). The rate options do not apply (`validate`
+    /// refuses `--maxrate` with it; `--bitrate` is not used).
+    static func gpuH264Settings(_ s: VideoEncoderSettings) -> GPUH264Settings {
+        GPUH264Settings(qp: s.qp ?? GPUH264Settings().qp, keyframeInterval: s.keyframeInterval)
+    }
+
+    /// Whether the compositor's GPU runs the GPU encoder: OpenGL ES 3.1
+    /// compute, in a GPU stage that hands encoded pictures over.
+    static func gpuEncoderFacts(_ info: GPUInfo) -> GPUEncoderFacts {
+        guard gpuStageEncodes else { return .unavailable(reason: "this build's GPU stage does not run it yet") }
+        guard info.capabilities.computeShaders else {
+            return .unavailable(reason: "\(info.renderer) has no compute shaders (\(info.version); OpenGL ES 3.1 needed)")
+        }
+        return .available(renderer: info.renderer, software: info.isSoftware)
     }
 
     static func facts(_ s: EncoderTargetSupport) -> EncoderTargetFacts {
         EncoderTargetFacts(platform: s.platform.rawValue, renderNode: s.renderNode, missing: s.missing, renderableModifiers: s.renderableModifiers)
     }
 
-    /// The settings outputs open with: VA-API on the plan's device when a VA-API path runs.
+    /// The settings outputs open with: VA-API on the plan's device when a
+    /// VA-API path runs; the GPU encoder (outputs that take its pictures) when it runs.
     func settings(_ s: VideoEncoderSettings) -> VideoEncoderSettings {
         var s = s
-        if plan.path != .software { s.preferredRenderNode = plan.devicePath }
+        switch plan.path {
+        case .vaapiZeroCopy, .vaapiUpload: s.preferredRenderNode = plan.devicePath
+        case .gpu: s.encoder = .gpu
+        case .software: break
+        }
         return s
     }
 
@@ -136,6 +170,6 @@ final class ZeroCopySetup {
     private func replan(_ facts: EncoderTargetFacts, refusal: String) -> EncoderPlan {
         var f = facts
         f.sinkRefusal = refusal
-        return (try? EncoderProbe.plan(codec: codec, choice: choice, report: report, target: f)) ?? plan
+        return (try? EncoderProbe.plan(codec: codec, choice: choice, report: report, target: f, gpu: gpuEncoder)) ?? plan
     }
 }

@@ -1,6 +1,8 @@
 // Records `testsrc:counter` frames into a MediaWriter until killed, printing
 // the number of frames written after each one (tests SIGKILL it mid-take).
-// Usage: diptych-writer-fixture OUTPUT [FRAMES_PER_SECOND_PACE] [MAX_FRAMES]
+// Usage: diptych-writer-fixture OUTPUT [FRAMES_PER_SECOND_PACE] [MAX_FRAMES] [encoded]
+//        (encoded: the frames are encoded first, by libx264 into Annex B
+//        access units, and the writer takes those, as from the GPU encoder)
 //        diptych-writer-fixture --stdin   (reads `-`, a Y4M stream, and prints
 //                                          "SIZE RATE FORMAT FRAMES LAST_PTS")
 import DiptychCore
@@ -35,6 +37,20 @@ MediaLibraries.setLogLevel(.error)
 do {
     let size = PixelSize(width: 320, height: 240), rate = FrameRate(30)
     let source = try TestPatternSource(name: "counter", size: size, rate: rate)
+    let settings = VideoEncoderSettings(size: size, frameRate: rate, encoder: .x264, preset: "ultrafast")
+    if args.count > 4 && args[4] == "encoded" {
+        let encoder = try PacketEncoder(settings: settings)
+        let writer = try MediaWriter(url: args[1], preEncoded: PreEncodedVideo(size: size, frameRate: rate))
+        for _ in 0..<maxFrames {
+            guard let frame = try source.nextFrame() else { break }
+            for p in try encoder.encode(frame) { try writer.write(EncodedVideoPacket(data: p.data, pts: p.pts, keyframe: p.isKeyframe)) }
+            say(String(writer.framesWritten))
+            usleep(useconds_t(1_000_000 / pace))
+        }
+        for p in try encoder.finish() { try writer.write(p) }
+        try writer.finish()
+        exit(0)
+    }
     let writer = try MediaWriter(url: args[1], video: VideoEncoderSettings(size: size, frameRate: rate, preset: "ultrafast"))
     for _ in 0..<maxFrames {
         guard let frame = try source.nextFrame() else { break }

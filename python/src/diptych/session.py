@@ -60,7 +60,8 @@ class Session:
     ``size`` (``(width, height)`` or ``"WxH"``) and ``fps`` are required;
     every other option of ``diptych record`` except the inputs is a keyword
     (``layout="pip"``, ``pip_corner="top-right"``, ``out="take.mp4"``,
-    ``secondary="none"``, ``queue=8``, ...) or a word in ``args``.
+    ``secondary="none"``, ``queue=8``, ``encoder="gpu"``, ``qp=24``,
+    ``maxrate="4M", bufsize="8M"``, ...) or a word in ``args``.
 
     Outputs, as callbacks (called on the session's threads, with copies):
     ``on_rgba(RGBAFrame)``, ``on_nv12(NV12Frame)``, ``on_packet(Packet)``,
