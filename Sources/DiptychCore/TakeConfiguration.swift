@@ -247,9 +247,6 @@ public struct TakeConfiguration: Hashable, Sendable {
         if let m = maxrate, let qp {
             throw ConfigurationError(field: "--maxrate", value: "\(m)", reason: "cannot cap --qp \(qp) (a constant quantizer has no rate to cap)")
         }
-        if let m = maxrate, encoder == .gpu {
-            throw ConfigurationError(field: "--maxrate", value: "\(m)", reason: "does not apply to --encoder gpu (constant quantizer: use --qp)")
-        }
     }
 
     /// EGL platforms `--gpu` may name (DiptychGPU's display ladder).

@@ -210,7 +210,6 @@ private func tempPath(_ name: String) -> String {
         ("huge bufsize", "--bufsize", "must be at most"),
         ("bufsize without maxrate", "--bufsize", "needs --maxrate"),
         ("maxrate with qp", "--maxrate", "cannot cap --qp 20"),
-        ("maxrate with the gpu encoder", "--maxrate", "does not apply to --encoder gpu"),
     ])
     func invalid(name: String, field: String, reason: String) {
         var c = Self.valid()
@@ -253,7 +252,6 @@ private func tempPath(_ name: String) -> String {
         case "huge bufsize": c.maxrate = 1000; c.bufsize = 2_000_000_000
         case "bufsize without maxrate": c.bufsize = 1_000_000
         case "maxrate with qp": c.qp = 20; c.maxrate = 1_000_000
-        case "maxrate with the gpu encoder": c.encoder = .gpu; c.maxrate = 1_000_000
         default: Issue.record("unknown case \(name)")
         }
         do {

@@ -8,6 +8,13 @@ struct RenderOutput {
     var target: OutputID
 }
 
+/// What the GPU stage hands an output's encoder: an NV12 frame read back,
+/// or a picture the GPU encoder already wrote (docs/ARCHITECTURE.md, "The GPU encoder").
+enum StageDelivery {
+    case frame(VideoFrame)
+    case encoded(GPUEncodedPicture)
+}
+
 /// Something that reads an output's render target right after each frame is
 /// drawn into it (preview, RGBA and dma-buf callbacks): the same target the
 /// encoder's frames come from (docs/ARCHITECTURE.md, "One render target").
@@ -40,6 +47,8 @@ final class GPUStage {
     private(set) var rings: [Int: EncoderTargetRing] = [:]
     /// Per ring: the frames handed over that `inFlight` has been told of.
     private var accounted: [Int: Int] = [:]
+    /// Outputs encoded on the GPU: their encoder's settings and rate (attached again after a rebuild).
+    private(set) var gpuEncoded: [Int: (settings: GPUH264Settings, rate: FrameRate)] = [:]
     /// Test hook: frame indices at which the context is lost as by a reset.
     var simulateLossAt: Set<Int> = []
     /// The plan frames follow: the compositor's, with CUDA frames through
@@ -82,6 +91,7 @@ final class GPUStage {
         syncDeliveries()
         rings.removeValue(forKey: key)?.shutdown()
         accounted[key] = nil
+        gpuEncoded[key] = nil
         guard let i = outputs.firstIndex(where: { $0.key == key }) else { return }
         gpu.removeOutput(outputs[i].target)
         outputs.remove(at: i)
@@ -104,6 +114,31 @@ final class GPUStage {
         }
     }
 
+    /// From now on output `key`'s frames are encoded on the GPU (none is in flight for it yet).
+    func attachGPUEncoder(_ key: Int, settings: GPUH264Settings, rate: FrameRate) throws(GPUError) -> GPUEncodedStream {
+        precondition(!inFlight.contains { $0.pending.contains(key) }, "output \(key) has frames in flight")
+        guard let t = target(of: key) else { preconditionFailure("output \(key) does not exist") }
+        let stream = try gpu.attachEncoder(output: t, settings: settings, rate: rate)
+        gpuEncoded[key] = (settings, rate)
+        return stream
+    }
+
+    var encodesOnGPU: Bool { !gpuEncoded.isEmpty }
+    /// Outputs asked for an IDR and still waiting for it.
+    private var keyframesAsked: Set<Int> = []
+
+    /// The next GPU-encoded picture of each output in `keys` is an IDR (a
+    /// live output that dropped one); asked once until the output has it.
+    func requestKeyframes(_ keys: [Int]) {
+        let waiting = Set(keys)
+        keyframesAsked.formIntersection(waiting)
+        for key in waiting.subtracting(keyframesAsked) {
+            guard gpuEncoded[key] != nil, let t = target(of: key) else { continue }
+            try? gpu.requestKeyframe(output: t)
+            keyframesAsked.insert(key)
+        }
+    }
+
     /// The output's render target in the current compositor.
     func target(of key: Int) -> OutputID? { outputs.first { $0.key == key }?.target }
 
@@ -111,7 +146,7 @@ final class GPUStage {
     /// converted into its ring's next encoder target.
     private func renderOutput(_ o: RenderOutput, _ p: OutputPlan) throws(GPUError) {
         let ring = rings[o.key]
-        try gpu.render(output: o.target, plan: p.plan, pts: p.pts, readback: ring == nil)
+        try gpu.render(output: o.target, plan: p.plan, pts: p.pts, readback: ring == nil && gpuEncoded[o.key] == nil)
         try ring?.render(pts: p.pts)
     }
 
@@ -208,6 +243,10 @@ final class GPUStage {
             gpu = try makeCompositor()
             plan = cudaFailure.map { GPUPlanner.afterCUDAFailure(gpu.plan, $0) } ?? gpu.plan
             for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
+            // A fresh encoder starts with an IDR: its references were on the lost context.
+            for (key, e) in gpuEncoded {
+                if let t = target(of: key) { _ = try gpu.attachEncoder(output: t, settings: e.settings, rate: e.rate) }
+            }
             for ring in rings.values { try ring.reimport() }
             for e in inFlight {
                 try upload(e.frame.primary, role: .primary)
@@ -222,8 +261,8 @@ final class GPUStage {
     /// The NV12 frames read back so far, with the output each belongs to,
     /// in submission order; the rings hand their finished frames to their
     /// encoders. `wait` blocks until everything in flight is back.
-    func readbacks(wait: Bool) throws(GPUError) -> [(key: Int, frame: VideoFrame)] {
-        var out: [(key: Int, frame: VideoFrame)] = []
+    func readbacks(wait: Bool) throws(GPUError) -> [(key: Int, delivery: StageDelivery)] {
+        var out: [(key: Int, delivery: StageDelivery)] = []
         var rebuilt = 0
         for key in rings.keys.sorted() {
             while true {
@@ -237,6 +276,23 @@ final class GPUStage {
             }
         }
         syncDeliveries()
+        if !gpuEncoded.isEmpty {
+            while true {
+                let p: GPUEncodedPicture?
+                do throws(GPUError) {
+                    p = try gpu.nextEncoded(wait: wait && inFlight.contains { !$0.pending.isDisjoint(with: gpuEncoded.keys) })
+                } catch {
+                    rebuilt += 1
+                    guard case .contextLost = error, rebuilt <= 3 else { throw error }
+                    try rebuild(after: error)
+                    continue
+                }
+                guard let p else { break }
+                guard let o = outputs.first(where: { $0.target == p.output }) else { continue }
+                delivered(o.key)
+                out.append((o.key, .encoded(p)))
+            }
+        }
         while true {
             let r: NV12Readback?
             do throws(GPUError) {
@@ -250,7 +306,7 @@ final class GPUStage {
             guard let r else { return out }
             guard let o = outputs.first(where: { $0.target == r.output }) else { continue }
             delivered(o.key)
-            out.append((o.key, r.frame))
+            out.append((o.key, .frame(r.frame)))
         }
     }
 

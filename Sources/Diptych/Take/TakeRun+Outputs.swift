@@ -63,6 +63,13 @@ extension TakeRun {
         let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
         encoders.append(stage)
         _ = zeroCopy.attach(key, stage: stage, settings: encoderSettings, log: hooks.log, warn: warnings.add)
+        do { try zeroCopy.attachGPUEncoder(key, settings: encoderSettings) } catch {
+            encoders.removeAll { $0 === stage }
+            gpu.removeOutput(key)
+            handovers.discard(sink)
+            opened.reply(.failure(.gpu(error)))
+            return
+        }
         if live {
             let liveSource = TakeRun.isLive(config.primary)
             timing.liveOutputAdded(pace: config.realtime != .off && !liveSource && !TakeRun.isLive(config.secondary),

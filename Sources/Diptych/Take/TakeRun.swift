@@ -199,9 +199,17 @@ final class TakeRun {
 
     /// Moves finished readbacks to their encoders (blocking while a file's is behind).
     func deliverReadbacks(wait: Bool) -> StopReason? {
-        let frames: [(key: Int, frame: VideoFrame)]
+        let frames: [(key: Int, delivery: StageDelivery)]
         do { frames = try gpu.readbacks(wait: wait) } catch { return .gpuFailed(error) }
-        for (key, frame) in frames { encoders.first { $0.key == key }?.push(frame) }
+        for (key, delivery) in frames {
+            guard let e = encoders.first(where: { $0.key == key }) else { continue }
+            switch delivery {
+            case .frame(let f): e.push(f)
+            case .encoded(let p): e.push(EncodedVideoPacket(data: p.picture.data, pts: p.picture.pts, keyframe: p.picture.keyframe))
+            }
+        }
+        // A live output that dropped a picture waits for a keyframe: ask its encoder for one.
+        if gpu.encodesOnGPU { gpu.requestKeyframes(outputsNeedingKeyframe) }
         return nil
     }
 

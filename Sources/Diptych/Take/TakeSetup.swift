@@ -64,7 +64,10 @@ enum TakeSetup {
         do {
             gpu = try GPUStage(makeCompositor: { () throws(GPUError) -> GPUCompositor in
                 if let make { return try make(selection) }
-                return try GPUCompositor(selection: selection, directCopy: true, log: log)
+                // The GPU encoder reads the compute pass's NV12 buffer: asked for, it runs even on a software renderer.
+                let gpuEncoder = config.encoder == .gpu
+                return try GPUCompositor(selection: selection, directCopy: gpuEncoder ? .off : .auto,
+                                         pass: gpuEncoder ? .compute : .auto, log: log)
             }, warn: { warnings.add($0) })
         } catch { throw .gpu(error) }
         // A compositor made by the caller (the server's, in a shared context) logs nothing itself: the take says its plan.
@@ -206,6 +209,8 @@ enum TakeSetup {
                                          override: hooks.zeroCopyOverride)
         } catch { throw .encoder(error) }
         let outputVideo = zeroCopy.settings(video)
+        // Outputs encoded on the GPU (docs/ARCHITECTURE.md, "The GPU encoder"), before any file is opened.
+        do { for i in specs.indices { try zeroCopy.attachGPUEncoder(i, settings: outputVideo) } } catch { throw .gpu(error) }
         var encoders: [EncoderStage] = []
         var plans: [EncoderPlan] = []
         for (i, spec) in specs.enumerated() {

@@ -95,23 +95,26 @@ final class ZeroCopySetup {
         plan = try EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts, gpu: gpuEncoder)
     }
 
-    /// Whether this build's GPU stage runs the GPU H.264 encoder and hands
-    /// its pictures to the outputs (`EncoderStage.push(_: EncodedVideoPacket)`).
-    /// Until it does, the GPU encoder is planned by no take.
-    static let gpuStageEncodes = false
-
-    /// The GPU encoder's settings for an output's: `--qp` (else the
-    /// encoder's default), a keyframe every `keyframeInterval` frames
-    /// (`--keyframe-interval`). The rate options do not apply (`validate`
-    /// refuses `--maxrate` with it; `--bitrate` is not used).
+    /// The GPU encoder's settings for an output's: `--qp` (a constant
+    /// quantizer), else `--bitrate` with the VBV buffer of `--maxrate` and
+    /// `--bufsize` (a second at maxrate when only it is given; a bit rate
+    /// above maxrate is brought down to it); a keyframe every `keyframeInterval` frames.
     static func gpuH264Settings(_ s: VideoEncoderSettings) -> GPUH264Settings {
-        GPUH264Settings(qp: s.qp ?? GPUH264Settings().qp, keyframeInterval: s.keyframeInterval)
+        if let qp = s.qp { return GPUH264Settings(qp: qp, keyframeInterval: s.keyframeInterval) }
+        let bitrate = min(s.bitrate, s.maxrate ?? s.bitrate)
+        return GPUH264Settings(keyframeInterval: s.keyframeInterval, bitrate: bitrate, maxrate: s.maxrate,
+                               bufsize: s.maxrate.map { s.bufsize ?? $0 })
+    }
+
+    /// Output `key`'s frames are encoded on the GPU from now on, when the plan is the GPU encoder.
+    func attachGPUEncoder(_ key: Int, settings: VideoEncoderSettings) throws(GPUError) {
+        guard plan.path == .gpu, let g = gpu.stage else { return }
+        _ = try g.attachGPUEncoder(key, settings: Self.gpuH264Settings(settings), rate: settings.frameRate)
     }
 
     /// Whether the compositor's GPU runs the GPU encoder: OpenGL ES 3.1
     /// compute, in a GPU stage that hands encoded pictures over.
     static func gpuEncoderFacts(_ info: GPUInfo) -> GPUEncoderFacts {
-        guard gpuStageEncodes else { return .unavailable(reason: "this build's GPU stage does not run it yet") }
         guard info.capabilities.computeShaders else {
             return .unavailable(reason: "\(info.renderer) has no compute shaders (\(info.version); OpenGL ES 3.1 needed)")
         }

@@ -41,7 +41,11 @@ final class H264Programs {
         guard let common = ShaderLibrary.source(named: "h264common.glsl"), let body = ShaderLibrary.source(named: file) else {
             throw .encode("shader \(file) is missing from the build")
         }
-        let source = "#version 310 es\n" + defines + common + "\n" + body
+        // The pass's own `#version` line first, then the variant's defines and the shared code.
+        var lines = body.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        let version = lines.first.map(String.init) ?? "#version 310 es"
+        lines.removeFirst()
+        let source = version + "\n" + defines + common + "\n" + (lines.first.map(String.init) ?? "")
         let shader = try ShaderCache.compile(GL.computeShader, name: "\(file) (\(pass))", source: source)
         let program = glCreateProgram()
         glAttachShader(program, shader)
