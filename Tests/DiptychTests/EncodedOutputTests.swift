@@ -150,10 +150,16 @@ final class BlockingSink: TakeOutput, @unchecked Sendable {
 }
 
 extension EncodedOutputTests {
-    /// An output's settings as the GPU encoder takes them: --qp, the keyframe interval.
+    /// An output's settings as the GPU encoder takes them: --bitrate (with --maxrate's
+    /// buffer, a second of it without --bufsize), or --qp; the keyframe interval.
     @Test func gpuEncoderSettings() {
         var s = VideoEncoderSettings(size: Self.size, frameRate: FrameRate(60), encoder: .gpu, gop: 120)
-        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(qp: GPUH264Settings().qp, keyframeInterval: 120))
+        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(keyframeInterval: 120, bitrate: 10_000_000))
+        s.maxrate = 4_000_000
+        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(keyframeInterval: 120, bitrate: 4_000_000, maxrate: 4_000_000, bufsize: 4_000_000))
+        s.bufsize = 2_000_000
+        #expect(ZeroCopySetup.gpuH264Settings(s).bufsize == 2_000_000)
+        s.maxrate = nil; s.bufsize = nil
         s.qp = 30
         s.gop = nil
         #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(qp: 30, keyframeInterval: 60))

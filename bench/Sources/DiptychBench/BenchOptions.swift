@@ -67,6 +67,8 @@ public struct BenchOptions: Sendable, Equatable {
     /// `--ffmpeg-encoder-threads`: FFmpeg's libx264 `-threads` in every FFmpeg command (nil: FFmpeg's default).
     public var ffmpegEncoderThreads: Int?
     public var bitrate = 10_000_000
+    /// `--encoder`: the encoder of our takes (`diptych record --encoder`, and the server's takes).
+    public var encoder = EncoderChoice.auto
     /// End to end: each case runs this many times, ours and the peers alternating (medians and spreads reported).
     public var repeats = 1
     /// End to end: the secondary is mirrored (our `--mirror-secondary`, FFmpeg's `hflip`, GStreamer's `videoflip`).
@@ -115,6 +117,8 @@ public struct BenchOptions: Sendable, Equatable {
       --serve-encoder-threads N  with the serve runners: diptych serve --encoder-threads N
       --serve-contexts N   with the serve runners: diptych serve --contexts N (GL contexts the takes share)
       --ffmpeg-encoder-threads N  FFmpeg's libx264 with -threads N in every FFmpeg command (default: FFmpeg's)
+      --encoder auto|x264|vaapi|gpu  the encoder of our end-to-end takes (default auto; gpu: the GPU
+                           H.264 encoder, --bitrate its rate; the peers keep libx264 at --preset)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -129,7 +133,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--frame-batch", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--serve-encoder-threads", "--serve-contexts", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--encoder", "--serve-encoder-threads", "--serve-contexts", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -206,6 +210,12 @@ public struct BenchOptions: Sendable, Equatable {
                     }
                     o.peers = ps
                 }
+            case "--encoder":
+                let v = try value(a)
+                guard let e = EncoderChoice(rawValue: v) else {
+                    throw BenchUsageError("--encoder '\(v)': expected \(EncoderChoice.allCases.map(\.rawValue).joined(separator: "|"))")
+                }
+                o.encoder = e
             case "--preset", "--presets":
                 let known = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
                 let v = try list(a)

@@ -13,6 +13,8 @@ struct PairCase: Sendable {
     var workDir: String
     /// The secondary is mirrored (`--mirror`).
     var mirrored = true
+    /// Our takes' encoder (`--encoder`).
+    var encoder = EncoderChoice.auto
     /// Seconds of output each take writes (the primary's length).
     var contentSeconds: Double { Double(inputs.frames) / 60 }
 }
@@ -113,8 +115,8 @@ enum PairRunners {
     /// `--decoder cpu` (`diptych-cpu`).
     static func diptych(decoder: DecoderChoice = .auto) -> ProcessPairRunner {
         ProcessPairRunner(name: decoder == .cpu ? "diptych-cpu" : "diptych",
-                          summary: decoder == .cpu ? "diptych record --decoder cpu: CPU decode, GPU composite, libx264, fragmented MP4"
-                                                   : "diptych record: NVDEC decode where the GPU has it (else CPU), GPU composite, libx264, fragmented MP4",
+                          summary: decoder == .cpu ? "diptych record --decoder cpu: CPU decode, GPU composite, --encoder's encoder (libx264 by default), fragmented MP4"
+                                                   : "diptych record: NVDEC decode where the GPU has it (else CPU), GPU composite, --encoder's encoder (libx264 by default), fragmented MP4",
                           executable: diptychExecutable(), missing: "the diptych executable was not found") { c, out in
             ["record"] + takeArguments(c, out, decoder: decoder) + ["--json"]
         }
@@ -125,7 +127,7 @@ enum PairRunners {
         ["--primary", c.inputs.primary, "--secondary", c.inputs.secondary, "--layout", c.layout.rawValue]
         + (c.mirrored ? ["--mirror-secondary"] : [])
         + ["--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(Double(c.gop) / 60)",
-         "--audio", "none", "--gpu", c.gpu, "--decoder", decoder.rawValue, "--out", out]
+         "--audio", "none", "--gpu", c.gpu, "--decoder", decoder.rawValue, "--encoder", c.encoder.rawValue, "--out", out]
     }
 
     /// FFmpeg on the CPU: software decode, `overlay`/`hstack`/`vstack`, libx264.

@@ -25,7 +25,7 @@ struct ServePairRunner: PairRunner {
     var name: String { decoder == .cpu ? "diptych-serve-cpu" : "diptych-serve" }
     var summary: String {
         "one diptych serve holding every take (one GL context, pairs batched per render-thread hop): "
-            + (decoder == .cpu ? "CPU decode" : "NVDEC decode where the GPU has it (else CPU)") + ", GPU composite, libx264, fragmented MP4"
+            + (decoder == .cpu ? "CPU decode" : "NVDEC decode where the GPU has it (else CPU)") + ", GPU composite, --encoder's encoder (libx264 by default), fragmented MP4"
     }
 
     func serveArguments(_ c: PairCase, pairs: Int) -> [String] {
