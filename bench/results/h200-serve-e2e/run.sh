@@ -41,6 +41,7 @@
 #   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
 #            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
+#            (ENCODER=E: the diptych-serve runs with --encoder E, e.g. gpu)
 #            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
 #            FFmpeg with NVDEC + overlay_cuda at NVDEC_<preset> (none: skipped);
 #            SERVET_<preset>: the server again with --serve-encoder-threads T for each T in THREADS (default 4),
@@ -216,11 +217,11 @@ for step in "$@"; do
   pairs)
     for p in ${PRESETS:-ultrafast veryfast}; do
       s=SERVE_$p; f=FFMPEG_$p; n=NVDEC_$p
-      [ "${!s:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!s}" --pair-runners diptych-serve \
+      [ "${!s:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!s}" --pair-runners diptych-serve ${ENCODER:+--encoder $ENCODER} \
         ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-$p.json > $O/pairs-serve-$p.md 2>> $O/pairs.log
       st=SERVET_$p
       for th in ${THREADS:-4}; do
-        [ "${!st:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!st}" --pair-runners diptych-serve \
+        [ "${!st:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!st}" --pair-runners diptych-serve ${ENCODER:+--encoder $ENCODER} \
           --serve-encoder-threads $th ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-t$th-$p.json > $O/pairs-serve-t$th-$p.md 2>> $O/pairs.log
       done
       [ "${!f:-none}" = none ] || t timeout -k 5 $(cap 80) "${R[@]}" --preset $p --stages e2e --pairs "${!f}" --pair-runners ffmpeg \
