@@ -13,6 +13,8 @@ usage: diptych-gpu-bench --encode [options]
   --qp N          quantisation parameter (default 26)
   --keyint N      pictures from one IDR to the next (default 250)
   --profile       wait for each pass and report its time (slower overall)
+  --pace FPS      each stream submits a picture every 1/FPS s, stream i at i/N of an interval,
+                  and each picture is taken as soon as it is done (latency of one picture)
   --input FILE    raw NV12 pictures of --size, tightly packed (e.g. ffmpeg -i clip.mp4
                   -vf scale=1920:1080 -frames:v 16 -pix_fmt nv12 -f rawvideo FILE) instead of
                   the built-in moving pattern
@@ -52,8 +54,9 @@ func runEncodeBench() -> Never {
     var gpu = GPUSelection.auto
     var json: String?
     var inputFile: String?
+    var pace: Double?
     if CommandLine.arguments.contains("-h") || CommandLine.arguments.contains("--help") { print(encodeUsage); exit(0) }
-    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json", "--input"]
+    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json", "--input", "--pace"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--encode", "--profile"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(Array(CommandLine.arguments.dropFirst())) } catch { fail("\(error)") }
@@ -70,6 +73,7 @@ func runEncodeBench() -> Never {
         case "--gpu": guard let g = GPUSelection(parsing: value) else { fail("--gpu '\(value)': expected auto|software|N|PLATFORM[:DEVICE]") }; gpu = g
         case "--json": json = value
         case "--input": inputFile = value
+        case "--pace": guard let v = Double(value), v > 0 else { fail("--pace expects pictures per second") }; pace = v
         default: fail("unknown option \(a)\n\(encodeUsage)")
         }
     }
@@ -85,10 +89,10 @@ func runEncodeBench() -> Never {
     }
     do {
         let r = try GPUEncodeBenchmark.run(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
-                                           settings: GPUH264Settings(qp: qp, keyframeInterval: keyint), profile: profile,
+                                           settings: GPUH264Settings(qp: qp, keyframeInterval: keyint), profile: profile, pace: pace,
                                            log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
         let name = inputFile.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "pattern"
-        let head = "encode \(r.size) \(name) \(r.streams) streams qp \(qp): "
+        let head = "encode \(r.size) \(name) \(r.streams) streams\(pace.map { " paced at \($0) fps" } ?? "") qp \(qp): "
         let rate = String(format: "%.0f pictures/s (%d pictures in %.2f s), %.0f bytes/picture, ", r.picturesPerSecond, r.pictures, r.seconds, r.bytesPerPicture)
         let latency = String(format: "latency p50 %.2f ms p99 %.2f ms", r.latencyP50Ms, r.latencyP99Ms)
         print(head + rate + latency + " [\(r.renderer)\(r.mapped ? ", mapped" : "")]")

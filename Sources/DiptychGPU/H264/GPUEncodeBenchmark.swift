@@ -1,5 +1,6 @@
 import CGLES
 import DiptychCore
+import Foundation
 
 /// The GPU encoder alone, for `diptych-gpu-bench --encode`: `streams`
 /// encoders at one size on one context, each encoding the given NV12
@@ -26,8 +27,11 @@ public enum GPUEncodeBenchmark {
     }
 
     /// `sources`: NV12 pictures, `(width + 3) / 4 * 4` bytes a row, Y rows then UV rows.
+    /// `pace`: each stream submits a picture every 1/pace s, stream i at i/N of
+    /// an interval (independent sources' phases), and every picture is taken
+    /// as soon as it is done; latency is then one picture's, not a round's.
     public static func run(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
-                           settings: GPUH264Settings, profile: Bool, log: (String) -> Void) throws(GPUError) -> Result {
+                           settings: GPUH264Settings, profile: Bool, pace: Double? = nil, log: (String) -> Void) throws(GPUError) -> Result {
         let context = try DisplayLadder.open(selection, log: log)
         let rowBytes = (size.width + 3) / 4 * 4
         var buffers = [GLuint](repeating: 0, count: sources.count)
@@ -48,6 +52,17 @@ public enum GPUEncodeBenchmark {
             e.profiling = profile
             encoders.append(e)
         }
+        func picture(_ k: Int) -> Int {
+            // Forth and back through the pictures, so no stream jumps from the last to the first.
+            let n = buffers.count
+            guard n > 1 else { return 0 }
+            let m = k % (2 * n - 2)
+            return m < n ? m : 2 * n - 2 - m
+        }
+        if let pace {
+            return try paced(context: context, encoders: encoders, programs: programs, buffers: buffers, picture: picture,
+                             rowBytes: rowBytes, size: size, rounds: rounds, pace: pace)
+        }
         var pending: [(H264ComputeEncoder.Pending, UInt64)?] = Array(repeating: nil, count: streams)
         var latencies: [Double] = []
         var bytes = 0, keyframes = 0, pictures = 0
@@ -62,13 +77,6 @@ public enum GPUEncodeBenchmark {
             }
             var next = pending
             if round < rounds + warmup {
-                // Forth and back through the pictures, so no stream jumps from the last to the first.
-                func picture(_ k: Int) -> Int {
-                    let n = buffers.count
-                    guard n > 1 else { return 0 }
-                    let m = k % (2 * n - 2)
-                    return m < n ? m : 2 * n - 2 - m
-                }
                 let jobs = encoders.enumerated().map { s, e in
                     H264ComputeEncoder.Job(encoder: e, source: buffers[picture(round + 3 * s)], rowBytes: rowBytes,
                                            uvOffset: rowBytes * size.height, pts: MediaTime(value: Int64(round), timescale: 60))
@@ -99,5 +107,50 @@ public enum GPUEncodeBenchmark {
         return Result(renderer: context.info.renderer, mapped: encoders.first?.mapped ?? false, size: "\(size.width)x\(size.height)", streams: streams, pictures: pictures,
                       seconds: seconds, picturesPerSecond: Double(pictures) / seconds, bytesPerPicture: Double(bytes) / Double(max(1, pictures)),
                       keyframes: keyframes, passMs: passMs, latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99))
+    }
+
+    private static func paced(context: GLContext, encoders: [H264ComputeEncoder], programs: H264Programs, buffers: [GLuint],
+                              picture: (Int) -> Int, rowBytes: Int, size: PixelSize, rounds: Int, pace: Double) throws(GPUError) -> Result {
+        let n = encoders.count
+        let interval = 1e9 / pace
+        var pending: [[(H264ComputeEncoder.Pending, UInt64)]] = Array(repeating: [], count: n)
+        var submitted = [Int](repeating: 0, count: n)
+        var latencies: [Double] = []
+        var bytes = 0, keyframes = 0, pictures = 0
+        let start = PassTimer.now()
+        let warmup = 2
+        while pictures < n * rounds {
+            let now = PassTimer.now()
+            // Every stream whose next picture is due submits it.
+            for s in 0..<n where submitted[s] < rounds + warmup {
+                let due = start + UInt64((Double(submitted[s]) + Double(s) / Double(n)) * interval)
+                guard now >= due else { continue }
+                let job = H264ComputeEncoder.Job(encoder: encoders[s], source: buffers[picture(submitted[s] + 3 * s)], rowBytes: rowBytes,
+                                                 uvOffset: rowBytes * size.height, pts: MediaTime(value: Int64(submitted[s]), timescale: 60))
+                pending[s].append((H264ComputeEncoder.encode([job], programs: programs)[0], now))
+                submitted[s] += 1
+            }
+            // Every finished picture is taken at once.
+            for s in 0..<n {
+                while let (p, t) = pending[s].first, encoders[s].isComplete(p) || pending[s].count >= 2 {
+                    pending[s].removeFirst()
+                    let pic = try encoders[s].collect(p)
+                    if p.pts.value >= warmup {
+                        latencies.append(Double(PassTimer.now() - t) / 1e6)
+                        bytes += pic.data.count
+                        keyframes += pic.keyframe ? 1 : 0
+                        pictures += 1
+                    }
+                }
+            }
+            usleep(50)
+        }
+        let seconds = Double(PassTimer.now() - start) / 1e9
+        latencies.sort()
+        func pct(_ q: Double) -> Double { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * q))] }
+        return Result(renderer: context.info.renderer, mapped: encoders.first?.mapped ?? false, size: "\(size.width)x\(size.height)",
+                      streams: n, pictures: pictures, seconds: seconds, picturesPerSecond: Double(pictures) / seconds,
+                      bytesPerPicture: Double(bytes) / Double(max(1, pictures)), keyframes: keyframes, passMs: [:],
+                      latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99))
     }
 }
