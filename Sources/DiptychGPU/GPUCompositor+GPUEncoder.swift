@@ -10,7 +10,7 @@ extension GPUCompositor {
     /// Why this compositor cannot run the GPU encoder (it needs a compute pass: OpenGL ES 3.1); nil when it can.
     public func gpuEncoderUnavailable() -> GPUError? {
         do {
-            return try withRenderer { r in r.hasComputePass ? nil : GPUError.unsupported("OpenGL ES 3.1 compute shaders for the GPU encoder") }
+            return try withRenderer { r -> GPUError? in r.hasComputePass ? nil : r.noComputePass }
         } catch {
             return error
         }
@@ -20,7 +20,7 @@ extension GPUCompositor {
     /// on, at `rate` (for the level and the stream's timing).
     public func attachEncoder(output: OutputID, settings: GPUH264Settings, rate: FrameRate) throws(GPUError) -> GPUEncodedStream {
         try withRenderer { r throws(GPUError) -> GPUEncodedStream in
-            guard r.hasComputePass else { throw .unsupported("OpenGL ES 3.1 compute shaders for the GPU encoder") }
+            guard r.hasComputePass else { throw r.noComputePass }
             let out = try r.output(output)
             if let old = out.encoder { try old.collect(wait: true); r.encoders.remove(old); old.release(); out.encoder = nil }
             let format = H264StreamFormat(width: out.canvas.width, height: out.canvas.height, rate: rate, matrix: out.matrix, range: out.range)
@@ -62,4 +62,13 @@ final class OutputEncoders: @unchecked Sendable {   // guarded by `lock`
     var all: [OutputEncoder] { lock.lock(); defer { lock.unlock() }; return list }
     func add(_ e: OutputEncoder) { lock.lock(); list.append(e); lock.unlock() }
     func remove(_ e: OutputEncoder) { lock.lock(); list.removeAll { $0 === e }; lock.unlock() }
+}
+
+extension GPURenderer {
+    /// Why the GPU encoder cannot read this compositor's frames: it has no compute pass.
+    var noComputePass: GPUError {
+        .unsupported(caps.computeShaders
+            ? "the compute pass for the GPU encoder (this compositor draws with the \(plan.pass) pass)"
+            : "OpenGL ES 3.1 compute shaders for the GPU encoder (\(info.renderer), \(info.version))")
+    }
 }
