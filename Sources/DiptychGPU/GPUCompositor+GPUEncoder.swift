@@ -37,14 +37,41 @@ extension GPUCompositor {
     /// Pictures the render thread collected as it recorded later frames come
     /// without a hop to it.
     public func nextEncoded(wait: Bool) throws(GPUError) -> GPUEncodedPicture? {
+        lock.lock(); defer { lock.unlock() }
         let r = try callerSide()
-        for e in r.encoders.all { if let p = e.take() { return p } }
+        let encoders = r.encoders.all
+        for e in encoders { if let p = e.take() { return p } }
+        // Where the results are mapped and the fences can be waited for here, no hop to the render thread.
+        var hop = false
+        for e in encoders {
+            if e.collectsOffThread(r.timeline) {
+                try e.collectOffThread(r.timeline, wait: wait)
+                if let p = e.take() { return p }
+            } else {
+                hop = true
+            }
+        }
+        guard hop else { return nil }
         return try withRenderer { r throws(GPUError) -> GPUEncodedPicture? in
-            for e in r.encoders.all {
+            for e in r.encoders.all where !e.collectsOffThread(r.timeline) {
                 try e.collect(wait: wait)
                 if let p = e.take() { return p }
             }
             return nil
+        }
+    }
+
+    /// Before a frame of `output` is rendered: while its encoder has every
+    /// result slot in flight, its oldest picture is waited for and kept
+    /// (here where it can be, else on the render thread), so the render
+    /// thread never waits for the GPU on a caller's behalf.
+    func makeRoomForEncodedPicture(_ r: GPURenderer, output: OutputID) throws(GPUError) {
+        guard let e = r.encoders.all.first(where: { $0.output == output }) else { return }
+        while e.inFlight >= OutputEncoder.depth - 1 {
+            let before = e.inFlight
+            if e.collectsOffThread(r.timeline) { try e.collectOffThread(r.timeline, wait: true) }
+            else { try withRenderer { _ throws(GPUError) in try e.collect(wait: true) } }
+            if e.inFlight >= before { return }
         }
     }
 

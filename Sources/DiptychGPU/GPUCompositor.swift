@@ -249,6 +249,8 @@ public final class GPUCompositor: @unchecked Sendable {
         let r = try callerSide()
         if readback {
             while r.readbacks.isFull, let d = try takeOne(r, wait: true) { r.readbacks.ready.append(d) }
+        } else {
+            try makeRoomForEncodedPicture(r, output: output)
         }
         guard r.directCopy else {
             // One frame job: batched with the frames of the compositors sharing this render thread.

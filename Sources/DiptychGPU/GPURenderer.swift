@@ -332,7 +332,8 @@ final class GPURenderer {
             timer.end(.nv12)
         }
         if s.encode, let encoder = out.encoder {
-            try encoder.encode(nv12: out.nv12Storage(), rowBytes: out.nv12Stride, height: out.canvas.height, pts: s.pts)
+            try encoder.encode(nv12: out.nv12Storage(), rowBytes: out.nv12Stride, height: out.canvas.height, pts: s.pts,
+                               serial: timeline.pendingSerial)
         }
         timer.stats.framesCompute += 1
         try finishSubmission(out, pts: s.pts, slot: slot, bytes: out.nv12Bytes)

@@ -348,6 +348,29 @@ final class H264ComputeEncoder {
         return H264Picture(data: data, keyframe: pending.idr, pts: pending.pts)
     }
 
+    /// A completed picture's bitstream read where the GPU wrote it (mapped
+    /// slots only; no GL call, so a caller's thread may read it once the
+    /// picture's fence has signalled). The slot's fence is left to the render thread.
+    func read(_ pending: Pending) throws(GPUError) -> H264Picture {
+        let slot = slots[pending.slot]
+        guard let words = slot.resultWords, let o = slot.outputBytes else {
+            throw .encode("reading a picture without a GL call needs persistently mapped results")
+        }
+        let bytes = Int(words[4]), overflow = words[5] != 0, totalBits = Int(words[3])
+        guard !overflow else {
+            throw .encode("a picture of \(format.width)x\(format.height) at QP \(pending.qp) overflowed the encoder's bit buffer")
+        }
+        guard bytes > 0 else { throw .encode("a picture of \(format.width)x\(format.height) came back empty") }
+        rateControl.encoded(ticket: pending.ticket, bits: totalBits, qp: pending.qp, keyframe: pending.idr)
+        var data: [UInt8] = []
+        if pending.idr {
+            NALUnit.annexB(type: NALUnit.spsType, rbsp: format.sps, into: &data)
+            NALUnit.annexB(type: NALUnit.ppsType, rbsp: format.pps, into: &data)
+        }
+        NALUnit.annexB(type: pending.idr ? NALUnit.idrType : NALUnit.sliceType, rbsp: UnsafeBufferPointer(start: o, count: bytes), into: &data)
+        return H264Picture(data: data, keyframe: pending.idr, pts: pending.pts)
+    }
+
     /// The last reconstructed picture, cropped, as NV12 bytes (Y rows then UV rows, `width` bytes each).
     func reconstruction() throws(GPUError) -> [UInt8] {
         glBindBuffer(GL.shaderStorageBuffer, pictures[current ^ 1])

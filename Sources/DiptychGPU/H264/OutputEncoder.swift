@@ -29,7 +29,10 @@ public struct GPUEncodedPicture: Sendable {
 final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thread only; `ready` is locked
     let encoder: H264ComputeEncoder
     let output: OutputID
-    private var pending: [H264ComputeEncoder.Pending] = []
+    /// Pictures recorded and not yet collected, each with its frame's submission serial.
+    private var pending: [(picture: H264ComputeEncoder.Pending, serial: UInt64)] = []
+    /// Serials of the pictures kept for the batch's encode, in order.
+    private var deferredSerials: [UInt64] = []
     private let lock = NSLock()
     private var ready: [GPUEncodedPicture] = []
     private var keyframeAsked = false
@@ -55,7 +58,7 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
     /// collects what completed, then records this picture's passes.
     /// Inside a render-thread batch the picture is recorded with the batch's
     /// other GPU-encoded pictures, pass by pass, before the batch's fence.
-    func encode(nv12: NV12Buffer, rowBytes: Int, height: Int, pts: MediaTime) throws(GPUError) {
+    func encode(nv12: NV12Buffer, rowBytes: Int, height: Int, pts: MediaTime, serial: UInt64) throws(GPUError) {
         try collect(wait: false)
         while pending.count + deferred >= Self.depth && !pending.isEmpty { try collectOne(wait: true) }
         lock.lock()
@@ -66,9 +69,10 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
                                          pts: pts, keyframe: key)
         if RenderThread.deferEncode(self, job) {
             deferred += 1
+            deferredSerials.append(serial)
         } else {
             glMemoryBarrier(GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT))
-            pending.append(H264ComputeEncoder.encode([job], programs: encoder.programs)[0])
+            pending.append((H264ComputeEncoder.encode([job], programs: encoder.programs)[0], serial))
         }
     }
 
@@ -82,7 +86,7 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
         let recorded = H264ComputeEncoder.encode(batch.map(\.1), programs: programs)
         for ((e, _), p) in zip(batch, recorded) {
             e.deferred -= 1
-            e.pending.append(p)
+            e.pending.append((p, e.deferredSerials.removeFirst()))
         }
     }
 
@@ -95,7 +99,7 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
 
     @discardableResult
     private func collectOne(wait: Bool) throws(GPUError) -> Bool {
-        guard let p = pending.first else { return false }
+        guard let p = pending.first?.picture else { return false }
         if !wait && !encoder.isComplete(p) { return false }
         pending.removeFirst()
         let picture = try encoder.collect(p)
@@ -104,6 +108,29 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
         lock.unlock()
         return true
     }
+
+    /// Whether a caller's thread can collect this encoder's pictures: its
+    /// results are persistently mapped and `timeline`'s fences can be waited for anywhere.
+    func collectsOffThread(_ timeline: FenceTimeline) -> Bool { encoder.mapped && timeline.canWaitOffThread }
+
+    /// A caller's thread (holding the compositor's lock, so the render thread
+    /// is not working for it): moves the pictures whose frames completed
+    /// (all of them, with `wait`) to the ready queue. No GL call: the
+    /// bitstreams are read where the GPU wrote them.
+    func collectOffThread(_ timeline: FenceTimeline, wait: Bool) throws(GPUError) {
+        while let (p, serial) = pending.first {
+            if wait { guard timeline.waitOffThread(for: serial) else { return } }
+            else if !timeline.isCompleteOffThread(serial) { return }
+            pending.removeFirst()
+            let picture = try encoder.read(p)
+            lock.lock()
+            ready.append(GPUEncodedPicture(output: output, picture: picture, qp: p.qp))
+            lock.unlock()
+        }
+    }
+
+    /// Pictures recorded and not collected (kept for a batch included).
+    var inFlight: Int { pending.count + deferred }
 
     /// Any thread: the oldest collected picture.
     func take() -> GPUEncodedPicture? {
