@@ -235,5 +235,35 @@ extension GPU {
             let run = try expectBitExact(pattern, frames: 5, settings: GPUH264Settings(qp: 22))
             #expect(meanPSNR(run, pattern.frame, pattern) > 32)
         }
+    
+        /// The quality benchmark's encoder (bench/h264-quality.py): each line of the job file that
+        /// DIPTYCH_H264_BENCH names is `input.nv12 width height frames qp output.h264 [flags]`, flags a
+        /// comma list of `quarterSample=0`, `decimate=0`, `sceneCut=0`. Off unless the variable is set.
+        @Test("Benchmark entry: encodes the NV12 files a job file lists",
+              .enabled(if: ProcessInfo.processInfo.environment["DIPTYCH_H264_BENCH"] != nil))
+        func benchmarkEntry() throws {
+            let jobs = try String(contentsOfFile: ProcessInfo.processInfo.environment["DIPTYCH_H264_BENCH"]!, encoding: .utf8)
+            for line in jobs.split(separator: "\n") where !line.hasPrefix("#") {
+                let f = line.split(separator: " ").map(String.init)
+                guard f.count >= 6, let w = Int(f[1]), let h = Int(f[2]), let frames = Int(f[3]), let qp = Int(f[4]) else { continue }
+                var settings = GPUH264Settings(qp: qp)
+                for flag in f.count > 6 ? f[6].split(separator: ",") : [] {
+                    switch flag {
+                    case "quarterSample=0": settings.quarterSample = false
+                    case "decimate=0": settings.decimate = false
+                    case "sceneCut=0": settings.sceneCut = false
+                    default: Issue.record("unknown flag \(flag)")
+                    }
+                }
+                let input = try Data(contentsOf: URL(fileURLWithPath: f[0]))
+                let pattern = EncoderPattern(width: w, height: h)
+                let size = pattern.rowBytes * h * 3 / 2
+                #expect(w % 4 == 0 && input.count >= size * frames, "\(f[0]): \(input.count) bytes for \(frames) frames of \(w)x\(h)")
+                let started = Date()
+                let run = try encodeRun(pattern, frames: frames, settings: settings) { i in [UInt8](input[(i * size)..<((i + 1) * size)]) }
+                try Data(run.stream).write(to: URL(fileURLWithPath: f[5]))
+                print("bench \(f[5]) \(run.stream.count) bytes, \(run.keyframes.filter { $0 }.count) IDR, \(Date().timeIntervalSince(started)) s")
+            }
+        }
     }
 }

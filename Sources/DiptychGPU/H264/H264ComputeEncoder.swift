@@ -8,8 +8,16 @@ public struct GPUH264Settings: Hashable, Sendable, Codable {
     /// Frames from one IDR picture to the next.
     public var keyframeInterval: Int
 
-    public init(qp: Int = 23, keyframeInterval: Int = 250) {
+    /// Refines each full-sample vector to half and then quarter samples (8.4.2.2.1).
+    public var quarterSample: Bool
+    /// Drops P macroblock residuals of a few isolated small levels, so more of them become P_Skip.
+    public var decimate: Bool
+    /// Codes a P picture that predicts much worse than intra prediction would as an IDR picture.
+    public var sceneCut: Bool
+
+    public init(qp: Int = 23, keyframeInterval: Int = 250, quarterSample: Bool = true, decimate: Bool = true, sceneCut: Bool = true) {
         self.qp = qp; self.keyframeInterval = keyframeInterval
+        self.quarterSample = quarterSample; self.decimate = decimate; self.sceneCut = sceneCut
     }
 
     /// Whether the values are in range; the message names the one that is not.
