@@ -18,7 +18,7 @@ layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
-uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
+uniform ivec4 u_code;    // qp, P slice, lambda, INTRA: wavefront diagonal; INTER: 1 quarter-sample motion, 2 decimation
 
 #define RANGE 16
 #define WIN 48
@@ -97,7 +97,98 @@ uint costAt(ivec2 d) {
 
 ivec2 prevVector(int x, int y) {
     if (x < 0 || y < 0 || x >= u_size.z || y >= u_size.w) return ivec2(0);
-    return unpackMV(prevMBs[(y * u_size.z + x) * MB_WORDS + MB_MV]) / 4;
+    return unpackMV(prevMBs[(y * u_size.z + x) * MB_WORDS + MB_MV]) >> 2;
+}
+
+// Fractional-sample luma (8.4.2.2.1) around the full-sample vector found, in
+// sWin once the full-sample search is done. Coordinates are relative to the
+// macroblock displaced by that vector: full samples G for x, y in -3..19, the
+// unrounded horizontal 6-tap b1 at x + 1/2 (x in -1..15) for rows -3..19, the
+// vertical half samples h at y + 1/2 (x in -1..16, y in -1..15) and the centre
+// ones j (x, y in -1..15).
+#define OFF_B1 529
+#define OFF_H 920
+#define OFF_J 1226
+int fullAt(int x, int y) { return sWin[(y + 3) * 23 + x + 3]; }
+int b1At(int x, int y) { return sWin[OFF_B1 + (y + 3) * 17 + x + 1]; }
+int bAt(int x, int y) { return clamp((b1At(x, y) + 16) >> 5, 0, 255); }
+int hAt(int x, int y) { return sWin[OFF_H + (y + 1) * 18 + x + 1]; }
+int jAt(int x, int y) { return sWin[OFF_J + (y + 1) * 17 + x + 1]; }
+int tap6(int a, int b, int c, int d, int e, int f) { return a - 5 * b + 20 * c + 20 * d - 5 * e + f; }
+
+// The three steps that fill those planes, a barrier after each (main() holds the barriers).
+void loadFull(int t, ivec2 origin) {
+    for (int i = t; i < 529; i += 64) sWin[i] = refY(origin.x + i % 23 - 3, origin.y + i / 23 - 3);
+}
+void loadHalf(int t) {
+    for (int i = t; i < 391; i += 64) {
+        int x = i % 17 - 1, y = i / 17 - 3;
+        sWin[OFF_B1 + i] = tap6(fullAt(x - 2, y), fullAt(x - 1, y), fullAt(x, y), fullAt(x + 1, y), fullAt(x + 2, y), fullAt(x + 3, y));
+    }
+    for (int i = t; i < 306; i += 64) {
+        int x = i % 18 - 1, y = i / 18 - 1;
+        int h1 = tap6(fullAt(x, y - 2), fullAt(x, y - 1), fullAt(x, y), fullAt(x, y + 1), fullAt(x, y + 2), fullAt(x, y + 3));
+        sWin[OFF_H + i] = clamp((h1 + 16) >> 5, 0, 255);
+    }
+}
+void loadCentre(int t) {
+    for (int i = t; i < 289; i += 64) {
+        int x = i % 17 - 1, y = i / 17 - 1;
+        int j1 = tap6(b1At(x, y - 2), b1At(x, y - 1), b1At(x, y), b1At(x, y + 1), b1At(x, y + 2), b1At(x, y + 3));
+        sWin[OFF_J + i] = clamp((j1 + 512) >> 10, 0, 255);
+    }
+}
+
+// The luma prediction sample at quarter-sample position (qx, qy), relative as above (Table 8-12).
+int lumaAt(int qx, int qy) {
+    int x = qx >> 2, y = qy >> 2, fx = qx & 3, fy = qy & 3;
+    if (fx == 0 && fy == 0) return fullAt(x, y);
+    if (fy == 0) {
+        int b = bAt(x, y);
+        return fx == 2 ? b : (b + fullAt(x + (fx >> 1), y) + 1) >> 1;
+    }
+    if (fx == 0) {
+        int h = hAt(x, y);
+        return fy == 2 ? h : (h + fullAt(x, y + (fy >> 1)) + 1) >> 1;
+    }
+    if (fx == 2 && fy == 2) return jAt(x, y);
+    if (fx == 2) return (jAt(x, y) + bAt(x, y + (fy >> 1)) + 1) >> 1;   // f, q
+    if (fy == 2) return (jAt(x, y) + hAt(x + (fx >> 1), y) + 1) >> 1;   // i, k
+    return (bAt(x, y + (fy >> 1)) + hAt(x + (fx >> 1), y) + 1) >> 1;    // e, g, p, r
+}
+
+shared uint sCand[9];
+
+// One step of the fractional search: the nine offsets `step` quarter samples
+// around `centre` (from the full-sample vector `full`), costed by the SATD of
+// the 4x4 blocks plus lambda times the vector's bits. satdCandidates adds up
+// the SATDs (sCand zeroed, a barrier before and after), bestCandidate picks.
+void satdCandidates(int t, ivec2 centre, int step) {
+    for (int k = t; k < 144; k += 64) {
+        int c = k >> 4, blk = k & 15;
+        ivec2 d = centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
+        int bx = (blk & 3) * 4, by = (blk >> 2) * 4;
+        int r[16];
+        for (int i = 0; i < 16; i++) {
+            int x = bx + (i & 3), y = by + (i >> 2);
+            r[i] = sCur[y * 16 + x] - lumaAt(4 * x + d.x, 4 * y + d.y);
+        }
+        hadamard4x4(r);
+        int s = 0;
+        for (int i = 0; i < 16; i++) s += abs(r[i]);
+        atomicAdd(sCand[c], uint((s + 1) >> 1));
+    }
+}
+ivec2 bestCandidate(ivec2 full, ivec2 centre, int step) {
+    uint bestKey = 0xffffffffu;
+    for (int c = 0; c < 9; c++) {
+        ivec2 mv = full * 4 + centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
+        uint cost = sCand[c] + uint(u_code.z * (seBits(mv.x) + seBits(mv.y)));
+        bestKey = min(bestKey, (cost << 4) | uint(c == 4 ? 0 : c + 1));   // ties keep the centre
+    }
+    int c = int(bestKey & 15u);
+    c = c == 0 ? 4 : c - 1;
+    return centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
 }
 #else
 int top(int i) { return i < 0 ? sCorner[0] : sTop[i]; }
@@ -231,10 +322,30 @@ void main() {
     int kBest = int(sBest & 255u);
     ivec2 best = sCentre + ivec2(kBest % 9 - 4, kBest / 9 - 4);
     ivec2 mv = best * 4;
-    int base = (best.y + RANGE) * WIN + best.x + RANGE;
+    // Half, then quarter samples around the full-sample vector (with the tool
+    // off, steps of 0: every candidate is the full-sample vector).
+    int step = (u_code.w & 1) != 0 ? 2 : 0;
+    barrier();
+    loadFull(t, ivec2(px, py) + best);
+    barrier();
+    loadHalf(t);
+    if (t < 9) sCand[t] = 0u;
+    barrier();
+    loadCentre(t);
+    barrier();
+    satdCandidates(t, ivec2(0), step);
+    barrier();
+    ivec2 frac = bestCandidate(best, ivec2(0), step);
+    barrier();
+    if (t < 9) sCand[t] = 0u;
+    barrier();
+    satdCandidates(t, frac, step >> 1);
+    barrier();
+    frac = bestCandidate(best, frac, step >> 1);
+    mv += frac;
     for (int k = 0; k < 4; k++) {
         int i = t * 4 + k;
-        sPred[i] = sWin[base + (i >> 4) * WIN + (i & 15)];
+        sPred[i] = lumaAt(4 * (i & 15) + frac.x, 4 * (i >> 4) + frac.y);
     }
     {
         // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).

@@ -205,7 +205,8 @@ final class H264ComputeEncoder {
                 glMemoryBarrier(storage)
             }
         } else {
-            use(.inter, code: (qp, 1, Self.lambda[settings.qp], 0))
+            let tools = Int32((settings.quarterSample ? 1 : 0) | (settings.decimate ? 2 : 0))
+            use(.inter, code: (qp, 1, Self.lambda[settings.qp], tools))
             glDispatchCompute(GLuint(format.mbWidth), GLuint(format.mbHeight), 1)
             glMemoryBarrier(storage)
         }
