@@ -158,6 +158,27 @@ int lumaAt(int qx, int qy) {
 }
 
 shared uint sCand[9];
+shared int sScore[24];
+
+// Run lengths → decimation score of a lone ±1 level after that many zeros.
+const int DECIMATE4[16] = int[16](3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+
+// How much block b's levels (zig-zag positions first-15) are worth keeping:
+// 9 (keep) if any level exceeds 1, else the sum over its ±1s of a weight that
+// falls with the zeros before each (x264's rule for P macroblocks).
+int decimateScore(int b, int first) {
+    int idx = 15;
+    while (idx >= first && sLevels[b * 16 + ZIGZAG[idx]] == 0) idx--;
+    int score = 0;
+    while (idx >= first) {
+        if (abs(sLevels[b * 16 + ZIGZAG[idx]]) > 1) return 9;
+        idx--;
+        int run = 0;
+        while (idx >= first && sLevels[b * 16 + ZIGZAG[idx]] == 0) { idx--; run++; }
+        score += DECIMATE4[run];
+    }
+    return score;
+}
 
 // One step of the fractional search: the nine offsets `step` quarter samples
 // around `centre` (from the full-sample vector `full`), costed by the SATD of
@@ -436,6 +457,30 @@ void main() {
         sNNZ[t] = count;
     }
     barrier();
+#ifdef INTER
+    // Decimation (u_code.w bit 2): an 8x8 luma quadrant whose blocks score
+    // under 4 in all, every luma block when the macroblock scores under 6, and
+    // a chroma component's AC when its four blocks score under 7, are dropped:
+    // a few isolated ±1s cost more bits than they return in quality.
+    if (t < 24) sScore[t] = decimateScore(t, t < 16 ? 0 : 1);
+    barrier();
+    if ((u_code.w & 2) != 0 && t < 24) {
+        bool drop;
+        if (t < 16) {
+            int q = t & ~3, total = 0;
+            for (int b = 0; b < 16; b++) total += sScore[b];
+            drop = sScore[q] + sScore[q + 1] + sScore[q + 2] + sScore[q + 3] < 4 || total < 6;
+        } else {
+            int c = 16 + ((t - 16) & ~3);
+            drop = sScore[c] + sScore[c + 1] + sScore[c + 2] + sScore[c + 3] < 7;
+        }
+        if (drop) {
+            for (int i = 0; i < 16; i++) sLevels[t * 16 + i] = 0;
+            sNNZ[t] = 0;
+        }
+    }
+    barrier();
+#endif
     if (t == 24 && intra) {
         int dc[16];
         for (int i = 0; i < 16; i++) dc[i] = sDC[i];

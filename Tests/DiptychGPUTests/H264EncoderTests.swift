@@ -268,6 +268,17 @@ extension GPU {
             #expect(meanPSNR(quarter, source, pattern) > meanPSNR(full, source, pattern) - 0.3)
         }
 
+        @Test("Decimation drops isolated small levels of P macroblocks: fewer bits on a noisy static picture", arguments: [24, 32])
+        func decimation(qp: Int) throws {
+            // The same picture, new noise each time: residuals of a few small levels everywhere.
+            let pattern = EncoderPattern(width: 64, height: 48, noise: 3, pan: (dx: 0, dy: 0))
+            let kept = try expectBitExact(pattern, frames: 5, settings: GPUH264Settings(qp: qp, decimate: false))
+            let dropped = try expectBitExact(pattern, frames: 5, settings: GPUH264Settings(qp: qp))
+            let pKept = pictureSizes(kept.stream).dropFirst().reduce(0, +), pDropped = pictureSizes(dropped.stream).dropFirst().reduce(0, +)
+            #expect(pDropped < pKept, "P pictures: \(pDropped) bytes decimated, \(pKept) not")
+            #expect(meanPSNR(dropped, pattern.frame, pattern) > meanPSNR(kept, pattern.frame, pattern) - 0.5)
+        }
+
         /// The quality benchmark's encoder (bench/h264-quality.py): each line of the job file that
         /// DIPTYCH_H264_BENCH names is `input.nv12 width height frames qp output.h264 [flags]`, flags a
         /// comma list of `quarterSample=0`, `decimate=0`, `sceneCut=0`. Off unless the variable is set.
