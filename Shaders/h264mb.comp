@@ -2,9 +2,13 @@
 // "The GPU encoder"): one work group of 64 invocations per macroblock.
 // INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
 // dispatch runs, so left, top and top-left neighbours are reconstructed).
-// INTER: P_L0_16x16 with a full-sample search (predictors, then every
-// vector within ±4 of the best), all macroblocks at once.
-// Both choose, transform, quantise, reconstruct into the current picture and
+// INTER + SEARCH: P_L0_16x16 motion search, all macroblocks at once: a
+// full-sample search (predictors, then every vector within ±4 of the best),
+// then half and quarter samples; it leaves the vector and its SATD in the record.
+// INTER + DECIDE: over a wavefront of diagonals x + 2y (u_code.w >> 2), so the
+// neighbours' final vectors give the exact predictor and P_Skip vector: P_Skip
+// when its residual quantises to nothing, else the searched or the skip vector.
+// INTRA and DECIDE transform, quantise, reconstruct into the current picture and
 // write the macroblock's record for the entropy pass.
 layout(local_size_x = 64) in;
 
@@ -18,7 +22,7 @@ layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
-uniform ivec4 u_code;    // qp, P slice, lambda, INTRA: wavefront diagonal; INTER: 1 quarter-sample motion, 2 decimation
+uniform ivec4 u_code;    // qp, P slice, lambda, INTRA: wavefront diagonal; INTER: 1 quarter-sample motion, 2 decimation, diagonal << 2
 
 #define RANGE 16
 #define WIN 48
@@ -200,6 +204,7 @@ void satdCandidates(int t, ivec2 centre, int step) {
         atomicAdd(sCand[c], uint((s + 1) >> 1));
     }
 }
+int pickedCand;
 ivec2 bestCandidate(ivec2 full, ivec2 centre, int step) {
     uint bestKey = 0xffffffffu;
     for (int c = 0; c < 9; c++) {
@@ -209,6 +214,7 @@ ivec2 bestCandidate(ivec2 full, ivec2 centre, int step) {
     }
     int c = int(bestKey & 15u);
     c = c == 0 ? 4 : c - 1;
+    pickedCand = c;
     return centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
 }
 #else
@@ -285,13 +291,167 @@ int predictChroma(int mode, int x, int y, int c, bool hasTop, bool hasLeft, ivec
 }
 #endif
 
+
+// Forward transform and quantisation of the residual sCur - sPred: luma blocks
+// on invocations 0-15, chroma on 16-23.
+void transformQuant(int t, bool intra) {
+    int deadzone = intra ? 2 : 1;
+    if (t < 24) {
+        int r[16];
+        bool luma = t < 16;
+        int bx = luma ? BLK_X[t] * 4 : ((t - 16) & 1) * 4;
+        int by = luma ? BLK_Y[t] * 4 : (((t - 16) >> 1) & 1) * 4;
+        int c = (t - 16) >> 2;
+        for (int i = 0; i < 16; i++) {
+            int x = bx + (i & 3), y = by + (i >> 2);
+            r[i] = luma ? sCur[y * 16 + x] - sPred[y * 16 + x] : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
+        }
+        forward4x4(r);
+        bool dcApart = !luma || intra;
+        if (luma && intra) sDC[BLK_Y[t] * 4 + BLK_X[t]] = r[0];
+        if (!luma) sDC[t] = r[0];
+        int count = 0;
+        for (int i = 0; i < 16; i++) {
+            int l = (i == 0 && dcApart) ? 0 : quant(r[i], i, luma ? qp : qpc, deadzone);
+            sLevels[t * 16 + i] = l;
+            if (l != 0) count++;
+        }
+        sNNZ[t] = count;
+    }
+}
+
+// The DC transforms: Intra_16x16 luma DC on invocation 24, chroma DC on 25-26.
+void quantDCs(int t, bool intra) {
+    if (t == 24 && intra) {
+        int dc[16];
+        for (int i = 0; i < 16; i++) dc[i] = sDC[i];
+        quantLumaDC(dc, qp);
+        for (int i = 0; i < 16; i++) sDCLevels[i] = dc[i];
+        dequantLumaDC(dc, qp);
+        for (int i = 0; i < 16; i++) sDC[i] = dc[i];
+    }
+    if (t == 25 || t == 26) {
+        int c = t - 25;
+        int dc[4];
+        for (int i = 0; i < 4; i++) dc[i] = sDC[16 + c * 4 + i];
+        quantChromaDC(dc, qpc, intra);
+        for (int i = 0; i < 4; i++) sDCLevels[16 + c * 4 + i] = dc[i];
+        dequantChromaDC(dc, qpc);
+        for (int i = 0; i < 4; i++) sDC[16 + c * 4 + i] = dc[i];
+    }
+}
+
+#ifdef INTER
+// Decimation (u_code.w bit 2), after decimateScores and a barrier: an 8x8
+// luma quadrant whose blocks score under 4 in all, every luma block when the
+// macroblock scores under 6, and a chroma component's AC when its four blocks
+// score under 7, are dropped: a few isolated ±1s cost more bits than they
+// return in quality.
+void decimateScores(int t) {
+    if (t < 24) sScore[t] = decimateScore(t, t < 16 ? 0 : 1);
+}
+void decimateDrop(int t) {
+    if ((u_code.w & 2) != 0 && t < 24) {
+        bool drop;
+        if (t < 16) {
+            int q = t & ~3, total = 0;
+            for (int b = 0; b < 16; b++) total += sScore[b];
+            drop = sScore[q] + sScore[q + 1] + sScore[q + 2] + sScore[q + 3] < 4 || total < 6;
+        } else {
+            int c = 16 + ((t - 16) & ~3);
+            drop = sScore[c] + sScore[c + 1] + sScore[c + 2] + sScore[c + 3] < 7;
+        }
+        if (drop) {
+            for (int i = 0; i < 16; i++) sLevels[t * 16 + i] = 0;
+            sNNZ[t] = 0;
+        }
+    }
+}
+
+// Chroma prediction for vector mv (quarter luma samples, so eighth chroma
+// samples): the bilinear interpolation of 8.4.2.2.2, invocation t's sample of each component.
+void predictChromaInter(int t, ivec2 mv) {
+    int cx = t & 7, cy = t >> 3;
+    int xi = mbX * 8 + cx + (mv.x >> 3), yi = mbY * 8 + cy + (mv.y >> 3);
+    int xf = mv.x & 7, yf = mv.y & 7;
+    for (int c = 0; c < 2; c++) {
+        int a = refC(xi, yi, c), b = refC(xi + 1, yi, c), e = refC(xi, yi + 1, c), f = refC(xi + 1, yi + 1, c);
+        sPredC[c * 64 + t] = ((8 - xf) * (8 - yf) * a + xf * (8 - yf) * b + (8 - xf) * yf * e + xf * yf * f + 32) >> 6;
+    }
+}
+#endif
+
+#ifdef DECIDE
+// The motion vector predictor and the P_Skip vector from the final vectors of
+// the left, top and top-right (else top-left) macroblocks (8.4.1.1, 8.4.1.3),
+// as h264finish.comp derives them: those come earlier in this wavefront.
+struct Neighbour { bool available; int ref; ivec2 mv; };
+
+Neighbour neighbour(int x, int y) {
+    Neighbour n;
+    n.available = x >= 0 && y >= 0 && x < u_size.z;
+    n.ref = -1;
+    n.mv = ivec2(0);
+    if (n.available) {
+        int i = y * u_size.z + x;
+        if (infoKind(mbs[i * MB_WORDS + MB_INFO]) == KIND_P16) {
+            n.ref = 0;
+            n.mv = unpackMV(mbs[i * MB_WORDS + MB_MV]);
+        }
+    }
+    return n;
+}
+
+int median3(int a, int b, int c) { return max(min(a, b), min(max(a, b), c)); }
+
+// x: the predictor, y: the P_Skip vector.
+ivec2[2] predictors(int x, int y) {
+    Neighbour a = neighbour(x - 1, y), b = neighbour(x, y - 1), c = neighbour(x + 1, y - 1);
+    if (!c.available) c = neighbour(x - 1, y - 1);
+    ivec2 mvp;
+    Neighbour pb = b, pc = c;
+    if (!b.available && !c.available && a.available) { pb = a; pc = a; }
+    int matches = (a.ref == 0 ? 1 : 0) + (pb.ref == 0 ? 1 : 0) + (pc.ref == 0 ? 1 : 0);
+    if (matches == 1) mvp = a.ref == 0 ? a.mv : (pb.ref == 0 ? pb.mv : pc.mv);
+    else mvp = ivec2(median3(a.mv.x, pb.mv.x, pc.mv.x), median3(a.mv.y, pb.mv.y, pc.mv.y));
+    ivec2 skipMV = mvp;
+    if (!a.available || !b.available || (a.ref == 0 && a.mv == ivec2(0)) || (b.ref == 0 && b.mv == ivec2(0)))
+        skipMV = ivec2(0);
+    return ivec2[2](mvp, skipMV);
+}
+
+shared uint sSatd;
+
+// SATD of the luma residual sCur - sPred, added into sSatd by invocations 0-15.
+void satdPred(int t) {
+    if (t < 16) {
+        int bx = (t & 3) * 4, by = (t >> 2) * 4;
+        int r[16];
+        for (int i = 0; i < 16; i++) {
+            int o = (by + (i >> 2)) * 16 + bx + (i & 3);
+            r[i] = sCur[o] - sPred[o];
+        }
+        hadamard4x4(r);
+        int s = 0;
+        for (int i = 0; i < 16; i++) s += abs(r[i]);
+        atomicAdd(sSatd, uint((s + 1) >> 1));
+    }
+}
+#endif
+
 void main() {
     int t = int(gl_LocalInvocationIndex);
     qp = u_code.x;
     qpc = chromaQP(qp);
-#ifdef INTER
+#if defined(SEARCH)
     mbX = int(gl_WorkGroupID.x);
     mbY = int(gl_WorkGroupID.y);
+    bool intra = false;
+#elif defined(DECIDE)
+    // Diagonal x + 2y: the left, top, top-right and top-left macroblocks are decided.
+    int d = u_code.w >> 2;
+    mbY = max(0, (d - (u_size.z - 1) + 1) >> 1) + int(gl_WorkGroupID.x);
+    mbX = d - 2 * mbY;
     bool intra = false;
 #else
     int d = u_code.w;
@@ -308,7 +468,7 @@ void main() {
     sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
     if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
 
-#ifdef INTER
+#if defined(SEARCH)
     for (int i = t; i < WIN * WIN; i += 64) sWin[i] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
     barrier();
     // Predictors: zero, and the vectors of this and the four next macroblocks in the previous picture.
@@ -363,21 +523,63 @@ void main() {
     satdCandidates(t, frac, step >> 1);
     barrier();
     frac = bestCandidate(best, frac, step >> 1);
+    uint satd = sCand[pickedCand];
     mv += frac;
+    // The decision pass takes it from here.
+    if (t == 0) {
+        mbs[mb * MB_WORDS + MB_CAND] = packMV(mv);
+        mbs[mb * MB_WORDS + MB_COST] = satd;
+    }
+    int lumaMode = 0, chromaMode = 0;   // for the code below, which this pass does not reach
+    return;
+#elif defined(DECIDE)
+    ivec2 pv[2] = predictors(mbX, mbY);
+    ivec2 mvp = pv[0], skipMV = pv[1];
+    ivec2 cand = unpackMV(mbs[mb * MB_WORDS + MB_CAND]);
+    uint candSatd = mbs[mb * MB_WORDS + MB_COST];
+    // P_Skip first: the prediction at the skip vector, and whether its residual
+    // quantises (and decimates) to nothing, as the macroblock itself will below.
+    if (t == 0) sSatd = 0u;
+    loadFull(t, ivec2(px, py) + (skipMV >> 2));
+    barrier();
+    loadHalf(t);
+    barrier();
+    loadCentre(t);
+    barrier();
     for (int k = 0; k < 4; k++) {
         int i = t * 4 + k;
-        sPred[i] = lumaAt(4 * (i & 15) + frac.x, 4 * (i >> 4) + frac.y);
+        sPred[i] = lumaAt(4 * (i & 15) + (skipMV.x & 3), 4 * (i >> 4) + (skipMV.y & 3));
     }
-    {
-        // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).
-        int cx = t & 7, cy = t >> 3;
-        int xi = mbX * 8 + cx + (mv.x >> 3), yi = mbY * 8 + cy + (mv.y >> 3);
-        int xf = mv.x & 7, yf = mv.y & 7;
-        for (int c = 0; c < 2; c++) {
-            int a = refC(xi, yi, c), b = refC(xi + 1, yi, c), e = refC(xi, yi + 1, c), f = refC(xi + 1, yi + 1, c);
-            sPredC[c * 64 + t] = ((8 - xf) * (8 - yf) * a + xf * (8 - yf) * b + (8 - xf) * yf * e + xf * yf * f + 32) >> 6;
-        }
+    predictChromaInter(t, skipMV);
+    barrier();
+    transformQuant(t, false);
+    satdPred(t);
+    barrier();
+    decimateScores(t);
+    quantDCs(t, false);
+    barrier();
+    decimateDrop(t);
+    barrier();
+    bool skip = true;
+    for (int b = 0; b < 24; b++) if (sNNZ[b] != 0) skip = false;
+    for (int b = 16; b < 24; b++) if (sDCLevels[b] != 0) skip = false;
+    // Otherwise the searched vector or the skip vector coded with its mvd, by SATD plus lambda times the bits.
+    uint lambda = uint(u_code.z);
+    uint costSkipMV = sSatd + lambda * uint(1 + seBits(skipMV.x - mvp.x) + seBits(skipMV.y - mvp.y));
+    uint costCand = candSatd + lambda * uint(1 + seBits(cand.x - mvp.x) + seBits(cand.y - mvp.y));
+    ivec2 mv = skip || costSkipMV <= costCand ? skipMV : cand;
+    barrier();
+    loadFull(t, ivec2(px, py) + (mv >> 2));
+    barrier();
+    loadHalf(t);
+    barrier();
+    loadCentre(t);
+    barrier();
+    for (int k = 0; k < 4; k++) {
+        int i = t * 4 + k;
+        sPred[i] = lumaAt(4 * (i & 15) + (mv.x & 3), 4 * (i >> 4) + (mv.y & 3));
     }
+    predictChromaInter(t, mv);
     barrier();
     int lumaMode = 0, chromaMode = 0;
 #else
@@ -432,72 +634,14 @@ void main() {
     ivec2 mv = ivec2(0);
 #endif
 
-    // Forward transform and quantisation: luma blocks on invocations 0-15, chroma on 16-23.
-    int deadzone = intra ? 2 : 1;
-    if (t < 24) {
-        int r[16];
-        bool luma = t < 16;
-        int bx = luma ? BLK_X[t] * 4 : ((t - 16) & 1) * 4;
-        int by = luma ? BLK_Y[t] * 4 : (((t - 16) >> 1) & 1) * 4;
-        int c = (t - 16) >> 2;
-        for (int i = 0; i < 16; i++) {
-            int x = bx + (i & 3), y = by + (i >> 2);
-            r[i] = luma ? sCur[y * 16 + x] - sPred[y * 16 + x] : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
-        }
-        forward4x4(r);
-        bool dcApart = !luma || intra;
-        if (luma && intra) sDC[BLK_Y[t] * 4 + BLK_X[t]] = r[0];
-        if (!luma) sDC[t] = r[0];
-        int count = 0;
-        for (int i = 0; i < 16; i++) {
-            int l = (i == 0 && dcApart) ? 0 : quant(r[i], i, luma ? qp : qpc, deadzone);
-            sLevels[t * 16 + i] = l;
-            if (l != 0) count++;
-        }
-        sNNZ[t] = count;
-    }
+    transformQuant(t, intra);
     barrier();
 #ifdef INTER
-    // Decimation (u_code.w bit 2): an 8x8 luma quadrant whose blocks score
-    // under 4 in all, every luma block when the macroblock scores under 6, and
-    // a chroma component's AC when its four blocks score under 7, are dropped:
-    // a few isolated ±1s cost more bits than they return in quality.
-    if (t < 24) sScore[t] = decimateScore(t, t < 16 ? 0 : 1);
+    decimateScores(t);
     barrier();
-    if ((u_code.w & 2) != 0 && t < 24) {
-        bool drop;
-        if (t < 16) {
-            int q = t & ~3, total = 0;
-            for (int b = 0; b < 16; b++) total += sScore[b];
-            drop = sScore[q] + sScore[q + 1] + sScore[q + 2] + sScore[q + 3] < 4 || total < 6;
-        } else {
-            int c = 16 + ((t - 16) & ~3);
-            drop = sScore[c] + sScore[c + 1] + sScore[c + 2] + sScore[c + 3] < 7;
-        }
-        if (drop) {
-            for (int i = 0; i < 16; i++) sLevels[t * 16 + i] = 0;
-            sNNZ[t] = 0;
-        }
-    }
-    barrier();
+    decimateDrop(t);
 #endif
-    if (t == 24 && intra) {
-        int dc[16];
-        for (int i = 0; i < 16; i++) dc[i] = sDC[i];
-        quantLumaDC(dc, qp);
-        for (int i = 0; i < 16; i++) sDCLevels[i] = dc[i];
-        dequantLumaDC(dc, qp);
-        for (int i = 0; i < 16; i++) sDC[i] = dc[i];
-    }
-    if (t == 25 || t == 26) {
-        int c = t - 25;
-        int dc[4];
-        for (int i = 0; i < 4; i++) dc[i] = sDC[16 + c * 4 + i];
-        quantChromaDC(dc, qpc, intra);
-        for (int i = 0; i < 4; i++) sDCLevels[16 + c * 4 + i] = dc[i];
-        dequantChromaDC(dc, qpc);
-        for (int i = 0; i < 4; i++) sDC[16 + c * 4 + i] = dc[i];
-    }
+    quantDCs(t, intra);
     barrier();
 
     // Coded block pattern (7.4.5): every invocation derives the same value.

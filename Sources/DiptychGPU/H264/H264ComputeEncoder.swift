@@ -45,6 +45,8 @@ final class H264ComputeEncoder {
     let settings: GPUH264Settings
     /// 32-bit words of one macroblock's slot in the bit buffer.
     static let slotWords = 512
+    /// 32-bit words of one macroblock's record (MB_WORDS in h264common.glsl).
+    static let recordWords = 222
 
     private var programs: [Pass: GLuint] = [:]
     private var locations: [Pass: (size: GLint, layout: GLint, code: GLint)] = [:]
@@ -60,7 +62,7 @@ final class H264ComputeEncoder {
     private var started = false
     let outputWords: Int
 
-    enum Pass: CaseIterable { case intra, inter, finish, cavlc, scan, gather }
+    enum Pass: CaseIterable { case intra, search, decide, finish, cavlc, scan, gather }
 
     var pictureRowBytes: Int { format.mbWidth * 16 }
     var pictureUVOffset: Int { pictureRowBytes * format.mbHeight * 16 }
@@ -99,7 +101,7 @@ final class H264ComputeEncoder {
             return b
         }
         pictures = [buffer(pictureBytes), buffer(pictureBytes)]
-        records = [buffer(n * 220 * 4), buffer(n * 220 * 4)]
+        records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
         bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
         lens = buffer(2 * (n + 2) * 4)
         result = buffer(8 * 4)
@@ -112,7 +114,8 @@ final class H264ComputeEncoder {
     private static func build(_ pass: Pass) throws(GPUError) -> GLuint {
         let (file, defines): (String, String) = switch pass {
         case .intra: ("h264mb.comp", "#define INTRA 1\n")
-        case .inter: ("h264mb.comp", "#define INTER 1\n")
+        case .search: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n")
+        case .decide: ("h264mb.comp", "#define INTER 1\n#define DECIDE 1\n")
         case .finish: ("h264finish.comp", "")
         case .cavlc: ("h264cavlc.comp", "")
         case .scan: ("h264pack.comp", "#define SCAN 1\n")
@@ -206,9 +209,20 @@ final class H264ComputeEncoder {
             }
         } else {
             let tools = Int32((settings.quarterSample ? 1 : 0) | (settings.decimate ? 2 : 0))
-            use(.inter, code: (qp, 1, Self.lambda[settings.qp], tools))
+            use(.search, code: (qp, 1, Self.lambda[settings.qp], tools))
             glDispatchCompute(GLuint(format.mbWidth), GLuint(format.mbHeight), 1)
             glMemoryBarrier(storage)
+            // The decision over diagonals x + 2y.
+            use(.decide, code: (qp, 1, Self.lambda[settings.qp], tools))
+            let l = locations[.decide]!
+            let w = format.mbWidth, h = format.mbHeight
+            for d in 0..<(w + 2 * h - 2) {
+                let first = max(0, (d - (w - 1) + 1) / 2), last = min(h - 1, d / 2)
+                guard last >= first else { continue }
+                glUniform4i(l.code, qp, 1, Self.lambda[settings.qp], tools | Int32(d << 2))
+                glDispatchCompute(GLuint(last - first + 1), 1, 1)
+                glMemoryBarrier(storage)
+            }
         }
         let slot = Int32(Self.slotWords)
         use(.finish, code: (qp, p, slot, 0))
