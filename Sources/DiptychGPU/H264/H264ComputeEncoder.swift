@@ -12,17 +12,27 @@ public struct GPUH264Settings: Hashable, Sendable, Codable {
     public var quarterSample: Bool
     /// Drops P macroblock residuals of a few isolated small levels, so more of them become P_Skip.
     public var decimate: Bool
-    /// Codes a P picture that predicts much worse than intra prediction would as an IDR picture.
-    public var sceneCut: Bool
+    /// P pictures code Intra_16x16 macroblocks where intra prediction beats motion (new
+    /// content, occlusions; a scene cut becomes a P picture of mostly intra macroblocks).
+    public var intraInP: Bool
+    /// IDR pictures are coded at `qp` less this (at least 0): the reference every later picture
+    /// predicts from is worth the bits (libx264's constant-QP mode does the same, 3 for its ipratio 1.4).
+    public var keyframeQPOffset: Int
 
-    public init(qp: Int = 23, keyframeInterval: Int = 250, quarterSample: Bool = true, decimate: Bool = true, sceneCut: Bool = true) {
+    public init(qp: Int = 23, keyframeInterval: Int = 250, quarterSample: Bool = true, decimate: Bool = true, intraInP: Bool = true,
+                keyframeQPOffset: Int = 3) {
         self.qp = qp; self.keyframeInterval = keyframeInterval
-        self.quarterSample = quarterSample; self.decimate = decimate; self.sceneCut = sceneCut
+        self.quarterSample = quarterSample; self.decimate = decimate; self.intraInP = intraInP
+        self.keyframeQPOffset = keyframeQPOffset
     }
+
+    /// The QP of an IDR picture.
+    public var keyframeQP: Int { max(0, qp - keyframeQPOffset) }
 
     /// Whether the values are in range; the message names the one that is not.
     public func validate() throws(GPUError) {
         guard (0...51).contains(qp) else { throw .encode("QP \(qp) is outside 0 to 51") }
+        guard (0...51).contains(keyframeQPOffset) else { throw .encode("keyframe QP offset \(keyframeQPOffset) is outside 0 to 51") }
         guard keyframeInterval >= 1 else { throw .encode("keyframe interval \(keyframeInterval) must be at least 1") }
     }
 }
@@ -167,7 +177,8 @@ final class H264ComputeEncoder {
         let idr = !started || keyframe || sinceKeyframe >= settings.keyframeInterval
         started = true
         if idr { frameNum = 0; sinceKeyframe = 0 }
-        let header = format.sliceHeader(idr: idr, frameNum: frameNum, idrPicID: idrCount % 2, qp: settings.qp)
+        let pictureQP = idr ? settings.keyframeQP : settings.qp
+        let header = format.sliceHeader(idr: idr, frameNum: frameNum, idrPicID: idrCount % 2, qp: pictureQP)
         if idr { idrCount += 1 }
         frameNum += 1
         sinceKeyframe += 1
@@ -189,7 +200,7 @@ final class H264ComputeEncoder {
                                   (4, records[ref]), (5, bits), (6, lens), (7, result), (8, output)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
-        let qp = Int32(settings.qp), p: Int32 = idr ? 0 : 1
+        let qp = Int32(pictureQP), p: Int32 = idr ? 0 : 1
         func use(_ pass: Pass, code: (Int32, Int32, Int32, Int32)) {
             glUseProgram(programs[pass]!)
             let l = locations[pass]!
@@ -199,27 +210,27 @@ final class H264ComputeEncoder {
         }
         let storage = GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT)
         if idr {
-            use(.intra, code: (qp, 0, Self.lambda[settings.qp], 0))
+            use(.intra, code: (qp, 0, Self.lambda[pictureQP], 0))
             let l = locations[.intra]!
             for d in 0..<(format.mbWidth + format.mbHeight - 1) {
                 let first = max(0, d - (format.mbWidth - 1)), last = min(d, format.mbHeight - 1)
-                glUniform4i(l.code, qp, 0, Self.lambda[settings.qp], Int32(d))
+                glUniform4i(l.code, qp, 0, Self.lambda[pictureQP], Int32(d))
                 glDispatchCompute(GLuint(last - first + 1), 1, 1)
                 glMemoryBarrier(storage)
             }
         } else {
-            let tools = Int32((settings.quarterSample ? 1 : 0) | (settings.decimate ? 2 : 0))
-            use(.search, code: (qp, 1, Self.lambda[settings.qp], tools))
+            let tools = Int32((settings.quarterSample ? 1 : 0) | (settings.decimate ? 2 : 0) | (settings.intraInP ? 4 : 0))
+            use(.search, code: (qp, 1, Self.lambda[pictureQP], tools))
             glDispatchCompute(GLuint(format.mbWidth), GLuint(format.mbHeight), 1)
             glMemoryBarrier(storage)
             // The decision over diagonals x + 2y.
-            use(.decide, code: (qp, 1, Self.lambda[settings.qp], tools))
+            use(.decide, code: (qp, 1, Self.lambda[pictureQP], tools))
             let l = locations[.decide]!
             let w = format.mbWidth, h = format.mbHeight
             for d in 0..<(w + 2 * h - 2) {
                 let first = max(0, (d - (w - 1) + 1) / 2), last = min(h - 1, d / 2)
                 guard last >= first else { continue }
-                glUniform4i(l.code, qp, 1, Self.lambda[settings.qp], tools | Int32(d << 2))
+                glUniform4i(l.code, qp, 1, Self.lambda[pictureQP], tools | Int32(d << 3))
                 glDispatchCompute(GLuint(last - first + 1), 1, 1)
                 glMemoryBarrier(storage)
             }
