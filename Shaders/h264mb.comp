@@ -630,6 +630,24 @@ void main() {
     uint costCand = candSatd + lambda * uint(1 + seBits(cand.x - mvp.x) + seBits(cand.y - mvp.y));
     ivec2 mv = skip || costSkipMV <= costCand ? skipMV : cand;
     uint costInter = min(costSkipMV, costCand);
+    // The predictor itself (an mvd of zero), where it is neither of those.
+    barrier();
+    if (t == 0) sSatd = 0u;
+    loadFull(t, ivec2(px, py) + (mvp >> 2));
+    barrier();
+    loadHalf(t);
+    barrier();
+    loadCentre(t);
+    barrier();
+    for (int k = 0; k < 4; k++) {
+        int i = t * 4 + k;
+        sPred[i] = lumaAt(4 * (i & 15) + (mvp.x & 3), 4 * (i >> 4) + (mvp.y & 3));
+    }
+    barrier();
+    satdPred(t);
+    barrier();
+    uint costMvp = sSatd + lambda * 3u;
+    if (!skip && mvp != skipMV && mvp != cand && costMvp < costInter) { mv = mvp; costInter = costMvp; }
     // Intra_16x16 instead, where it predicts better (occlusions, new content, scene cuts):
     // its modes by SAD, then its SATD plus lambda times about the bits of its mb_type and modes.
     barrier();
