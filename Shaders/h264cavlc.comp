@@ -1,3 +1,4 @@
+#version 310 es
 // H.264 encoder, entropy coding (docs/ARCHITECTURE.md, "The GPU encoder"):
 // one invocation per macroblock writes its slice_data() part with CAVLC
 // (ITU-T H.264 7.3.5, 9.2) into its own slot of the bit buffer, MSB first:

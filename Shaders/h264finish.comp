@@ -1,3 +1,4 @@
+#version 310 es
 // H.264 encoder, per frame (docs/ARCHITECTURE.md, "The GPU encoder"): one
 // work group per frame. In a P slice it derives each macroblock's motion
 // vector predictor and P_Skip vector from its neighbours' final vectors

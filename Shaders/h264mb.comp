@@ -1,3 +1,4 @@
+#version 310 es
 // H.264 encoder, macroblock analysis and reconstruction (docs/ARCHITECTURE.md,
 // "The GPU encoder"): one work group of 64 invocations per macroblock.
 // INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this

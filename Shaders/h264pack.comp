@@ -1,3 +1,4 @@
+#version 310 es
 // H.264 encoder, packing (docs/ARCHITECTURE.md, "The GPU encoder"). SCAN:
 // one work group sums the slots' bit lengths (slice header, each
 // macroblock, the tail) into their starts and writes the frame's size and

@@ -134,7 +134,10 @@ final class H264ComputeEncoder {
         guard let common = ShaderLibrary.source(named: "h264common.glsl"), let body = ShaderLibrary.source(named: file) else {
             throw .encode("shader \(file) is missing from the build")
         }
-        let source = "#version 310 es\n" + defines + common + "\n" + body
+        // Each pass carries its own #version line; the defines and the shared code go after it.
+        let version = "#version 310 es\n"
+        guard body.hasPrefix(version) else { throw .encode("shader \(file) does not start with \(version)") }
+        let source = version + defines + common + "\n" + body.dropFirst(version.count)
         let shader = try ShaderCache.compile(GL.computeShader, name: "\(file) (\(pass))", source: source)
         let program = glCreateProgram()
         glAttachShader(program, shader)
