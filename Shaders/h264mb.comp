@@ -4,7 +4,7 @@
 // INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
 // dispatch runs, so left, top and top-left neighbours are reconstructed).
 // INTER + SEARCH: P_L0_16x16 motion search, all macroblocks at once: a
-// full-sample search (predictors, then every vector within ±4 of the best),
+// full-sample search (predictors and a coarse grid, then every vector within ±4 of the best),
 // then half and quarter samples; it leaves the vector and its SATD in the record.
 // INTER + DECIDE: over a wavefront of diagonals x + 2y (u_code.w >> 3), so the
 // neighbours' final vectors give the exact predictor and P_Skip vector: P_Skip
@@ -544,10 +544,15 @@ void main() {
         c = clamp(c, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
         atomicMin(sBest, (costAt(c) << 8) | uint(t));
     }
+    // And a coarse grid over the window (every fourth vector), for motion the predictors miss.
+    for (int k = t; k < 81; k += 64) {
+        ivec2 c = clamp(ivec2(k % 9 - 4, k / 9 - 4) * 4, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
+        atomicMin(sBest, (costAt(c) << 8) | uint(6 + k));
+    }
     barrier();
     if (t == 0) {
         int k = int(sBest & 255u);
-        ivec2 c = ivec2(0);
+        ivec2 c = k >= 6 ? ivec2((k - 6) % 9 - 4, (k - 6) / 9 - 4) * 4 : ivec2(0);
         if (k == 1) c = prevVector(mbX, mbY);
         if (k == 2) c = prevVector(mbX - 1, mbY);
         if (k == 3) c = prevVector(mbX, mbY - 1);
