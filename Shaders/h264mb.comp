@@ -598,8 +598,6 @@ void main() {
         mbs[mb * MB_WORDS + MB_CAND] = packMV(mv);
         mbs[mb * MB_WORDS + MB_COST] = satd;
     }
-    int lumaMode = 0, chromaMode = 0;   // for the code below, which this pass does not reach
-    return;
 #elif defined(DECIDE)
     ivec2 pv[2] = predictors(mbX, mbY);
     ivec2 mvp = pv[0], skipMV = pv[1];
@@ -701,6 +699,8 @@ void main() {
     ivec2 mv = ivec2(0);
 #endif
 
+    // The search pass ends here (a return before barrier() is not allowed).
+#if !defined(SEARCH)
     transformQuant(t, intra);
     barrier();
 #ifdef INTER
@@ -787,4 +787,5 @@ void main() {
         mbs[rec + MB_MVP] = 0u;
         mbs[rec + MB_SKIPRUN] = 0u;
     }
+#endif
 }
