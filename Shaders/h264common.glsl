@@ -16,9 +16,7 @@ precision highp int;
 #define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order
 #define MB_CHROMADC 152  // Cb then Cr: 4 int16 each
 #define MB_CHROMAAC 156  // Cb 0-3, Cr 0-3: 16 int16 each (AC at 1-15)
-#define MB_CAND 220      // P: the motion search's vector, for the decision pass
-#define MB_COST 221      // P: its luma SATD
-#define MB_WORDS 222
+#define MB_WORDS 220
 
 #define KIND_P16 0u
 #define KIND_I16 1u

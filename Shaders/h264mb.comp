@@ -3,14 +3,9 @@
 // "The GPU encoder"): one work group of 64 invocations per macroblock.
 // INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
 // dispatch runs, so left, top and top-left neighbours are reconstructed).
-// INTER + SEARCH: P_L0_16x16 motion search, all macroblocks at once: a
-// full-sample search (predictors and a coarse grid, then every vector within ±4 of the best),
-// then half and quarter samples; it leaves the vector and its SATD in the record.
-// INTER + DECIDE: over a wavefront of diagonals x + 2y (u_code.w >> 3), so the
-// neighbours' final vectors give the exact predictor and P_Skip vector: P_Skip
-// when its residual quantises to nothing, else the searched or the skip vector,
-// or Intra_16x16 where that predicts better.
-// INTRA and DECIDE transform, quantise, reconstruct into the current picture and
+// INTER: P_L0_16x16 with a full-sample search (predictors, then every
+// vector within ±4 of the best), all macroblocks at once.
+// Both choose, transform, quantise, reconstruct into the current picture and
 // write the macroblock's record for the entropy pass.
 layout(local_size_x = 64) in;
 
@@ -24,7 +19,7 @@ layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
-uniform ivec4 u_code;    // qp, P slice, lambda, INTRA: wavefront diagonal; INTER: 1 quarter-sample motion, 2 decimation, 4 Intra_16x16 in P, diagonal << 3
+uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 
 #define RANGE 16
 #define WIN 48
@@ -42,9 +37,16 @@ shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
 shared int sWin[WIN * WIN];
-shared ivec2 sCentre;
-#endif
-#if !defined(SEARCH)
+shared uint sSad[4];
+shared ivec2 sCand[4];
+shared bool sValid[4];
+shared uint sBestCost;
+shared ivec2 sBestMV;
+shared int sPhase;
+shared int sRound;
+const ivec2 DIAMOND[4] = ivec2[4](ivec2(0, -1), ivec2(-1, 0), ivec2(1, 0), ivec2(0, 1));
+const ivec2 DIAGONAL[4] = ivec2[4](ivec2(-1, -1), ivec2(1, -1), ivec2(-1, 1), ivec2(1, 1));
+#else
 shared int sTop[16];
 shared int sLeft[16];
 shared int sTopC[16];        // U 0-7, V 8-15
@@ -90,138 +92,11 @@ int seBits(int v) {
     return 2 * findMSB(k) + 1;
 }
 
-uint sadAt(ivec2 d) {
-    int s = 0;
-    int base = (d.y + RANGE) * WIN + d.x + RANGE;
-    for (int y = 0; y < 16; y++)
-        for (int x = 0; x < 16; x++) s += abs(sCur[y * 16 + x] - sWin[base + y * WIN + x]);
-    return uint(s);
-}
-
-uint costAt(ivec2 d) {
-    return sadAt(d) + uint(u_code.z * (seBits(4 * d.x) + seBits(4 * d.y)));
-}
-
 ivec2 prevVector(int x, int y) {
     if (x < 0 || y < 0 || x >= u_size.z || y >= u_size.w) return ivec2(0);
-    return unpackMV(prevMBs[(y * u_size.z + x) * MB_WORDS + MB_MV]) >> 2;
+    return unpackMV(prevMBs[(y * u_size.z + x) * MB_WORDS + MB_MV]) / 4;
 }
-
-// Fractional-sample luma (8.4.2.2.1) around the full-sample vector found, in
-// sWin once the full-sample search is done. Coordinates are relative to the
-// macroblock displaced by that vector: full samples G for x, y in -3..19, the
-// unrounded horizontal 6-tap b1 at x + 1/2 (x in -1..15) for rows -3..19, the
-// vertical half samples h at y + 1/2 (x in -1..16, y in -1..15) and the centre
-// ones j (x, y in -1..15).
-#define OFF_B1 529
-#define OFF_H 920
-#define OFF_J 1226
-int fullAt(int x, int y) { return sWin[(y + 3) * 23 + x + 3]; }
-int b1At(int x, int y) { return sWin[OFF_B1 + (y + 3) * 17 + x + 1]; }
-int bAt(int x, int y) { return clamp((b1At(x, y) + 16) >> 5, 0, 255); }
-int hAt(int x, int y) { return sWin[OFF_H + (y + 1) * 18 + x + 1]; }
-int jAt(int x, int y) { return sWin[OFF_J + (y + 1) * 17 + x + 1]; }
-int tap6(int a, int b, int c, int d, int e, int f) { return a - 5 * b + 20 * c + 20 * d - 5 * e + f; }
-
-// The three steps that fill those planes, a barrier after each (main() holds the barriers).
-void loadFull(int t, ivec2 origin) {
-    for (int i = t; i < 529; i += 64) sWin[i] = refY(origin.x + i % 23 - 3, origin.y + i / 23 - 3);
-}
-void loadHalf(int t) {
-    for (int i = t; i < 391; i += 64) {
-        int x = i % 17 - 1, y = i / 17 - 3;
-        sWin[OFF_B1 + i] = tap6(fullAt(x - 2, y), fullAt(x - 1, y), fullAt(x, y), fullAt(x + 1, y), fullAt(x + 2, y), fullAt(x + 3, y));
-    }
-    for (int i = t; i < 306; i += 64) {
-        int x = i % 18 - 1, y = i / 18 - 1;
-        int h1 = tap6(fullAt(x, y - 2), fullAt(x, y - 1), fullAt(x, y), fullAt(x, y + 1), fullAt(x, y + 2), fullAt(x, y + 3));
-        sWin[OFF_H + i] = clamp((h1 + 16) >> 5, 0, 255);
-    }
-}
-void loadCentre(int t) {
-    for (int i = t; i < 289; i += 64) {
-        int x = i % 17 - 1, y = i / 17 - 1;
-        int j1 = tap6(b1At(x, y - 2), b1At(x, y - 1), b1At(x, y), b1At(x, y + 1), b1At(x, y + 2), b1At(x, y + 3));
-        sWin[OFF_J + i] = clamp((j1 + 512) >> 10, 0, 255);
-    }
-}
-
-// The luma prediction sample at quarter-sample position (qx, qy), relative as above (Table 8-12).
-int lumaAt(int qx, int qy) {
-    int x = qx >> 2, y = qy >> 2, fx = qx & 3, fy = qy & 3;
-    if (fx == 0 && fy == 0) return fullAt(x, y);
-    if (fy == 0) {
-        int b = bAt(x, y);
-        return fx == 2 ? b : (b + fullAt(x + (fx >> 1), y) + 1) >> 1;
-    }
-    if (fx == 0) {
-        int h = hAt(x, y);
-        return fy == 2 ? h : (h + fullAt(x, y + (fy >> 1)) + 1) >> 1;
-    }
-    if (fx == 2 && fy == 2) return jAt(x, y);
-    if (fx == 2) return (jAt(x, y) + bAt(x, y + (fy >> 1)) + 1) >> 1;   // f, q
-    if (fy == 2) return (jAt(x, y) + hAt(x + (fx >> 1), y) + 1) >> 1;   // i, k
-    return (bAt(x, y + (fy >> 1)) + hAt(x + (fx >> 1), y) + 1) >> 1;    // e, g, p, r
-}
-
-shared uint sCand[9];
-shared int sScore[24];
-
-// Run lengths → decimation score of a lone ±1 level after that many zeros.
-const int DECIMATE4[16] = int[16](3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-
-// How much block b's levels (zig-zag positions first-15) are worth keeping:
-// 9 (keep) if any level exceeds 1, else the sum over its ±1s of a weight that
-// falls with the zeros before each (x264's rule for P macroblocks).
-int decimateScore(int b, int first) {
-    int idx = 15;
-    while (idx >= first && sLevels[b * 16 + ZIGZAG[idx]] == 0) idx--;
-    int score = 0;
-    while (idx >= first) {
-        if (abs(sLevels[b * 16 + ZIGZAG[idx]]) > 1) return 9;
-        idx--;
-        int run = 0;
-        while (idx >= first && sLevels[b * 16 + ZIGZAG[idx]] == 0) { idx--; run++; }
-        score += DECIMATE4[run];
-    }
-    return score;
-}
-
-// One step of the fractional search: the nine offsets `step` quarter samples
-// around `centre` (from the full-sample vector `full`), costed by the SATD of
-// the 4x4 blocks plus lambda times the vector's bits. satdCandidates adds up
-// the SATDs (sCand zeroed, a barrier before and after), bestCandidate picks.
-void satdCandidates(int t, ivec2 centre, int step) {
-    for (int k = t; k < 144; k += 64) {
-        int c = k >> 4, blk = k & 15;
-        ivec2 d = centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
-        int bx = (blk & 3) * 4, by = (blk >> 2) * 4;
-        int r[16];
-        for (int i = 0; i < 16; i++) {
-            int x = bx + (i & 3), y = by + (i >> 2);
-            r[i] = sCur[y * 16 + x] - lumaAt(4 * x + d.x, 4 * y + d.y);
-        }
-        hadamard4x4(r);
-        int s = 0;
-        for (int i = 0; i < 16; i++) s += abs(r[i]);
-        atomicAdd(sCand[c], uint((s + 1) >> 1));
-    }
-}
-int pickedCand;
-ivec2 bestCandidate(ivec2 full, ivec2 centre, int step) {
-    uint bestKey = 0xffffffffu;
-    for (int c = 0; c < 9; c++) {
-        ivec2 mv = full * 4 + centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
-        uint cost = sCand[c] + uint(u_code.z * (seBits(mv.x) + seBits(mv.y)));
-        bestKey = min(bestKey, (cost << 4) | uint(c == 4 ? 0 : c + 1));   // ties keep the centre
-    }
-    int c = int(bestKey & 15u);
-    c = c == 0 ? 4 : c - 1;
-    pickedCand = c;
-    return centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
-}
-#endif
-#if !defined(SEARCH)
+#else
 int top(int i) { return i < 0 ? sCorner[0] : sTop[i]; }
 int left(int i) { return i < 0 ? sCorner[0] : sLeft[i]; }
 int topC(int i, int c) { return i < 0 ? sCorner[1 + c] : sTopC[c * 8 + i]; }
@@ -295,10 +170,177 @@ int predictChroma(int mode, int x, int y, int c, bool hasTop, bool hasLeft, ivec
 }
 #endif
 
+void main() {
+    int t = int(gl_LocalInvocationIndex);
+    qp = u_code.x;
+    qpc = chromaQP(qp);
+#ifdef INTER
+    mbX = int(gl_WorkGroupID.x);
+    mbY = int(gl_WorkGroupID.y);
+    bool intra = false;
+#else
+    int d = u_code.w;
+    mbY = max(0, d - (u_size.z - 1)) + int(gl_WorkGroupID.x);
+    mbX = d - mbY;
+    bool intra = true;
+#endif
+    int mb = mbY * u_size.z + mbX;
+    int px = mbX * 16, py = mbY * 16;
 
-// Forward transform and quantisation of the residual sCur - sPred: luma blocks
-// on invocations 0-15, chroma on 16-23.
-void transformQuant(int t, bool intra) {
+    // The source macroblock.
+    for (int k = 0; k < 4; k++) sCur[t * 4 + k] = srcY(px + (t & 3) * 4 + k, py + (t >> 2));
+    sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
+    sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
+    if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
+#ifdef INTER
+    if (t == 0) { sPhase = 0; sRound = 0; }
+#endif
+
+#ifdef INTER
+    // The search window: whole words where it lies inside the picture, else sample by sample (clamped).
+    if (px >= RANGE && py >= RANGE && px + 16 + RANGE <= u_size.z * 16 && py + 16 + RANGE <= u_size.w * 16) {
+        int first = ((py - RANGE) * u_layout.z + px - RANGE) >> 2;
+        for (int i = t; i < WIN * WIN / 4; i += 64) {
+            int row = i / (WIN / 4), col = i % (WIN / 4);
+            uint w = ref[first + row * (u_layout.z >> 2) + col];
+            for (int k = 0; k < 4; k++) sWin[row * WIN + col * 4 + k] = int(readByte(w, k));
+        }
+    } else {
+        for (int i = t; i < WIN * WIN; i += 64) sWin[i] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
+    }
+    if (t == 0) sBestCost = 0xffffffffu;
+    // Predictors (zero, and the vectors of this and the four next macroblocks
+    // in the previous picture), then a diamond walk from the best of them,
+    // then its diagonal neighbours: four candidates a round, 16 invocations
+    // (a row each) per candidate.
+    int round = 0;
+    for (;;) {
+        if (t < 4) {
+            sSad[t] = 0u;
+            ivec2 c;
+            bool valid = true;
+            if (round < 2) {
+                int k = round * 4 + t;
+                c = ivec2(0);
+                if (k == 1) c = prevVector(mbX, mbY);
+                if (k == 2) c = prevVector(mbX - 1, mbY);
+                if (k == 3) c = prevVector(mbX, mbY - 1);
+                if (k == 4) c = prevVector(mbX + 1, mbY);
+                if (k == 5) c = prevVector(mbX, mbY + 1);
+                c = clamp(c, ivec2(-RANGE), ivec2(RANGE));
+                valid = k < 6;
+            } else {
+                ivec2 d = sPhase == 0 ? DIAMOND[t] : DIAGONAL[t];
+                c = sBestMV + d;
+                valid = all(lessThanEqual(abs(c), ivec2(RANGE)));
+            }
+            sCand[t] = c;
+            sValid[t] = valid;
+        }
+        barrier();
+        {
+            int c = t >> 4, row = t & 15;
+            if (sValid[c]) {
+                ivec2 d = sCand[c];
+                int base = (d.y + RANGE + row) * WIN + d.x + RANGE;
+                int s = 0;
+                for (int x = 0; x < 16; x++) s += abs(sCur[row * 16 + x] - sWin[base + x]);
+                atomicAdd(sSad[c], uint(s));
+            }
+        }
+        barrier();
+        if (t == 0) {
+            bool moved = false;
+            for (int c = 0; c < 4; c++) {
+                if (!sValid[c]) continue;
+                ivec2 d = sCand[c];
+                uint cost = sSad[c] + uint(u_code.z * (seBits(4 * d.x) + seBits(4 * d.y)));
+                if (cost < sBestCost) { sBestCost = cost; sBestMV = d; moved = true; }
+            }
+            // Rounds 0-1: predictors; then the diamond while it moves (16 steps at most); then one diagonal round.
+            int next = round + 1;
+            if (round >= 2) {
+                if (sPhase == 0 && (!moved || round >= 17)) sPhase = 1;
+                else if (sPhase == 1) sPhase = 2;
+            }
+            sRound = next;
+        }
+        barrier();
+        if (sPhase == 2) break;
+        round = sRound;
+    }
+    ivec2 best = sBestMV;
+    ivec2 mv = best * 4;
+    int base = (best.y + RANGE) * WIN + best.x + RANGE;
+    for (int k = 0; k < 4; k++) {
+        int i = t * 4 + k;
+        sPred[i] = sWin[base + (i >> 4) * WIN + (i & 15)];
+    }
+    {
+        // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).
+        int cx = t & 7, cy = t >> 3;
+        int xi = mbX * 8 + cx + (mv.x >> 3), yi = mbY * 8 + cy + (mv.y >> 3);
+        int xf = mv.x & 7, yf = mv.y & 7;
+        for (int c = 0; c < 2; c++) {
+            int a = refC(xi, yi, c), b = refC(xi + 1, yi, c), e = refC(xi, yi + 1, c), f = refC(xi + 1, yi + 1, c);
+            sPredC[c * 64 + t] = ((8 - xf) * (8 - yf) * a + xf * (8 - yf) * b + (8 - xf) * yf * e + xf * yf * f + 32) >> 6;
+        }
+    }
+    barrier();
+    int lumaMode = 0, chromaMode = 0;
+#else
+    bool hasTop = mbY > 0, hasLeft = mbX > 0;
+    if (t < 16) {
+        sTop[t] = hasTop ? picY(px + t, py - 1) : 0;
+        sLeft[t] = hasLeft ? picY(px - 1, py + t) : 0;
+        int c = t >> 3, i = t & 7;
+        sTopC[t] = hasTop ? picC(mbX * 8 + i, mbY * 8 - 1, c) : 0;
+        sLeftC[t] = hasLeft ? picC(mbX * 8 - 1, mbY * 8 + i, c) : 0;
+    }
+    if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
+    barrier();
+    // Mode decision by SAD: luma modes on invocations 0-3, chroma on 4-7.
+    if (t < 4) {
+        bool ok = (t == 0 && hasTop) || (t == 1 && hasLeft) || t == 2 || (t == 3 && hasTop && hasLeft);
+        if (ok) {
+            int dc = lumaDC(hasTop, hasLeft);
+            ivec3 plane = t == 3 ? lumaPlane() : ivec3(0);
+            uint s = 0u;
+            for (int i = 0; i < 256; i++) s += uint(abs(sCur[i] - predictLuma(t, i & 15, i >> 4, dc, plane)));
+            atomicMin(sBest, (s << 2) | uint(t));
+        }
+    } else if (t < 8) {
+        int m = t - 4;
+        bool ok = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && hasTop && hasLeft);
+        if (ok) {
+            uint s = 0u;
+            for (int c = 0; c < 2; c++) {
+                ivec3 plane = m == 3 ? chromaPlane(c) : ivec3(0);
+                for (int i = 0; i < 64; i++)
+                    s += uint(abs(sCurC[c * 64 + i] - predictChroma(m, i & 7, i >> 3, c, hasTop, hasLeft, plane)));
+            }
+            atomicMin(sBestC, (s << 2) | uint(m));
+        }
+    }
+    barrier();
+    int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
+    {
+        int dc = lumaDC(hasTop, hasLeft);
+        ivec3 plane = lumaMode == 3 ? lumaPlane() : ivec3(0);
+        for (int k = 0; k < 4; k++) {
+            int i = t * 4 + k;
+            sPred[i] = predictLuma(lumaMode, i & 15, i >> 4, dc, plane);
+        }
+        for (int c = 0; c < 2; c++) {
+            ivec3 cplane = chromaMode == 3 ? chromaPlane(c) : ivec3(0);
+            sPredC[c * 64 + t] = predictChroma(chromaMode, t & 7, t >> 3, c, hasTop, hasLeft, cplane);
+        }
+    }
+    barrier();
+    ivec2 mv = ivec2(0);
+#endif
+
+    // Forward transform and quantisation: luma blocks on invocations 0-15, chroma on 16-23.
     int deadzone = intra ? 2 : 1;
     if (t < 24) {
         int r[16];
@@ -323,10 +365,7 @@ void transformQuant(int t, bool intra) {
         }
         sNNZ[t] = count;
     }
-}
-
-// The DC transforms: Intra_16x16 luma DC on invocation 24, chroma DC on 25-26.
-void quantDCs(int t, bool intra) {
+    barrier();
     if (t == 24 && intra) {
         int dc[16];
         for (int i = 0; i < 16; i++) dc[i] = sDC[i];
@@ -344,371 +383,6 @@ void quantDCs(int t, bool intra) {
         dequantChromaDC(dc, qpc);
         for (int i = 0; i < 4; i++) sDC[16 + c * 4 + i] = dc[i];
     }
-}
-
-#ifdef INTER
-// Decimation (u_code.w bit 2), after decimateScores and a barrier: an 8x8
-// luma quadrant whose blocks score under 4 in all, every luma block when the
-// macroblock scores under 6, and a chroma component's AC when its four blocks
-// score under 7, are dropped: a few isolated ±1s cost more bits than they
-// return in quality.
-void decimateScores(int t) {
-    if (t < 24) sScore[t] = decimateScore(t, t < 16 ? 0 : 1);
-}
-void decimateDrop(int t, bool intra) {
-    if ((u_code.w & 2) != 0 && !intra && t < 24) {
-        bool drop;
-        if (t < 16) {
-            int q = t & ~3, total = 0;
-            for (int b = 0; b < 16; b++) total += sScore[b];
-            drop = sScore[q] + sScore[q + 1] + sScore[q + 2] + sScore[q + 3] < 4 || total < 6;
-        } else {
-            int c = 16 + ((t - 16) & ~3);
-            drop = sScore[c] + sScore[c + 1] + sScore[c + 2] + sScore[c + 3] < 7;
-        }
-        if (drop) {
-            for (int i = 0; i < 16; i++) sLevels[t * 16 + i] = 0;
-            sNNZ[t] = 0;
-        }
-    }
-}
-
-// Chroma prediction for vector mv (quarter luma samples, so eighth chroma
-// samples): the bilinear interpolation of 8.4.2.2.2, invocation t's sample of each component.
-void predictChromaInter(int t, ivec2 mv) {
-    int cx = t & 7, cy = t >> 3;
-    int xi = mbX * 8 + cx + (mv.x >> 3), yi = mbY * 8 + cy + (mv.y >> 3);
-    int xf = mv.x & 7, yf = mv.y & 7;
-    for (int c = 0; c < 2; c++) {
-        int a = refC(xi, yi, c), b = refC(xi + 1, yi, c), e = refC(xi, yi + 1, c), f = refC(xi + 1, yi + 1, c);
-        sPredC[c * 64 + t] = ((8 - xf) * (8 - yf) * a + xf * (8 - yf) * b + (8 - xf) * yf * e + xf * yf * f + 32) >> 6;
-    }
-}
-#endif
-
-#ifdef DECIDE
-// The motion vector predictor and the P_Skip vector from the final vectors of
-// the left, top and top-right (else top-left) macroblocks (8.4.1.1, 8.4.1.3),
-// as h264finish.comp derives them: those come earlier in this wavefront.
-struct Neighbour { bool available; int ref; ivec2 mv; };
-
-Neighbour neighbour(int x, int y) {
-    Neighbour n;
-    n.available = x >= 0 && y >= 0 && x < u_size.z;
-    n.ref = -1;
-    n.mv = ivec2(0);
-    if (n.available) {
-        int i = y * u_size.z + x;
-        if (infoKind(mbs[i * MB_WORDS + MB_INFO]) == KIND_P16) {
-            n.ref = 0;
-            n.mv = unpackMV(mbs[i * MB_WORDS + MB_MV]);
-        }
-    }
-    return n;
-}
-
-int median3(int a, int b, int c) { return max(min(a, b), min(max(a, b), c)); }
-
-// x: the predictor, y: the P_Skip vector.
-ivec2[2] predictors(int x, int y) {
-    Neighbour a = neighbour(x - 1, y), b = neighbour(x, y - 1), c = neighbour(x + 1, y - 1);
-    if (!c.available) c = neighbour(x - 1, y - 1);
-    ivec2 mvp;
-    Neighbour pb = b, pc = c;
-    if (!b.available && !c.available && a.available) { pb = a; pc = a; }
-    int matches = (a.ref == 0 ? 1 : 0) + (pb.ref == 0 ? 1 : 0) + (pc.ref == 0 ? 1 : 0);
-    if (matches == 1) mvp = a.ref == 0 ? a.mv : (pb.ref == 0 ? pb.mv : pc.mv);
-    else mvp = ivec2(median3(a.mv.x, pb.mv.x, pc.mv.x), median3(a.mv.y, pb.mv.y, pc.mv.y));
-    ivec2 skipMV = mvp;
-    if (!a.available || !b.available || (a.ref == 0 && a.mv == ivec2(0)) || (b.ref == 0 && b.mv == ivec2(0)))
-        skipMV = ivec2(0);
-    return ivec2[2](mvp, skipMV);
-}
-
-shared uint sSatd;
-
-// SATD of the luma residual sCur - sPred, added into sSatd by invocations 0-15.
-void satdPred(int t) {
-    if (t < 16) {
-        int bx = (t & 3) * 4, by = (t >> 2) * 4;
-        int r[16];
-        for (int i = 0; i < 16; i++) {
-            int o = (by + (i >> 2)) * 16 + bx + (i & 3);
-            r[i] = sCur[o] - sPred[o];
-        }
-        hadamard4x4(r);
-        int s = 0;
-        for (int i = 0; i < 16; i++) s += abs(r[i]);
-        atomicAdd(sSatd, uint((s + 1) >> 1));
-    }
-}
-#endif
-
-
-#if !defined(SEARCH)
-bool hasTop, hasLeft;
-
-// Intra_16x16 in three steps, a barrier after each: the reconstructed
-// neighbours, the luma and chroma modes by SAD (luma on invocations 0-3,
-// chroma on 4-7, into sBest and sBestC), the prediction of the modes chosen.
-void intraNeighbours(int t, int px, int py) {
-    hasTop = mbY > 0; hasLeft = mbX > 0;
-    if (t < 16) {
-        sTop[t] = hasTop ? picY(px + t, py - 1) : 0;
-        sLeft[t] = hasLeft ? picY(px - 1, py + t) : 0;
-        int c = t >> 3, i = t & 7;
-        sTopC[t] = hasTop ? picC(mbX * 8 + i, mbY * 8 - 1, c) : 0;
-        sLeftC[t] = hasLeft ? picC(mbX * 8 - 1, mbY * 8 + i, c) : 0;
-    }
-    if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
-}
-
-void intraModes(int t) {
-    if (t < 4) {
-        bool ok = (t == 0 && hasTop) || (t == 1 && hasLeft) || t == 2 || (t == 3 && hasTop && hasLeft);
-        if (ok) {
-            int dc = lumaDC(hasTop, hasLeft);
-            ivec3 plane = t == 3 ? lumaPlane() : ivec3(0);
-            uint s = 0u;
-            for (int i = 0; i < 256; i++) s += uint(abs(sCur[i] - predictLuma(t, i & 15, i >> 4, dc, plane)));
-            atomicMin(sBest, (s << 2) | uint(t));
-        }
-    } else if (t < 8) {
-        int m = t - 4;
-        bool ok = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && hasTop && hasLeft);
-        if (ok) {
-            uint s = 0u;
-            for (int c = 0; c < 2; c++) {
-                ivec3 plane = m == 3 ? chromaPlane(c) : ivec3(0);
-                for (int i = 0; i < 64; i++)
-                    s += uint(abs(sCurC[c * 64 + i] - predictChroma(m, i & 7, i >> 3, c, hasTop, hasLeft, plane)));
-            }
-            atomicMin(sBestC, (s << 2) | uint(m));
-        }
-    }
-}
-
-void intraPredict(int t, int lumaMode, int chromaMode) {
-    int dc = lumaDC(hasTop, hasLeft);
-    ivec3 plane = lumaMode == 3 ? lumaPlane() : ivec3(0);
-    for (int k = 0; k < 4; k++) {
-        int i = t * 4 + k;
-        sPred[i] = predictLuma(lumaMode, i & 15, i >> 4, dc, plane);
-    }
-    for (int c = 0; c < 2; c++) {
-        ivec3 cplane = chromaMode == 3 ? chromaPlane(c) : ivec3(0);
-        sPredC[c * 64 + t] = predictChroma(chromaMode, t & 7, t >> 3, c, hasTop, hasLeft, cplane);
-    }
-}
-#endif
-
-void main() {
-    int t = int(gl_LocalInvocationIndex);
-    qp = u_code.x;
-    qpc = chromaQP(qp);
-#if defined(SEARCH)
-    mbX = int(gl_WorkGroupID.x);
-    mbY = int(gl_WorkGroupID.y);
-    bool intra = false;
-#elif defined(DECIDE)
-    // Diagonal x + 2y: the left, top, top-right and top-left macroblocks are decided.
-    int d = u_code.w >> 3;
-    mbY = max(0, (d - (u_size.z - 1) + 1) >> 1) + int(gl_WorkGroupID.x);
-    mbX = d - 2 * mbY;
-    bool intra = false;
-#else
-    int d = u_code.w;
-    mbY = max(0, d - (u_size.z - 1)) + int(gl_WorkGroupID.x);
-    mbX = d - mbY;
-    bool intra = true;
-#endif
-    int mb = mbY * u_size.z + mbX;
-    int px = mbX * 16, py = mbY * 16;
-
-    // The source macroblock.
-    for (int k = 0; k < 4; k++) sCur[t * 4 + k] = srcY(px + (t & 3) * 4 + k, py + (t >> 2));
-    sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
-    sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
-    if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
-
-#if defined(SEARCH)
-    for (int i = t; i < WIN * WIN; i += 64) sWin[i] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
-    barrier();
-    // Predictors: zero, and the vectors of this and the four next macroblocks in the previous picture.
-    if (t < 6) {
-        ivec2 c = ivec2(0);
-        if (t == 1) c = prevVector(mbX, mbY);
-        if (t == 2) c = prevVector(mbX - 1, mbY);
-        if (t == 3) c = prevVector(mbX, mbY - 1);
-        if (t == 4) c = prevVector(mbX + 1, mbY);
-        if (t == 5) c = prevVector(mbX, mbY + 1);
-        c = clamp(c, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
-        atomicMin(sBest, (costAt(c) << 8) | uint(t));
-    }
-    // And a coarse grid over the window (every fourth vector), for motion the predictors miss.
-    for (int k = t; k < 81; k += 64) {
-        ivec2 c = clamp(ivec2(k % 9 - 4, k / 9 - 4) * 4, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
-        atomicMin(sBest, (costAt(c) << 8) | uint(6 + k));
-    }
-    barrier();
-    if (t == 0) {
-        int k = int(sBest & 255u);
-        ivec2 c = k >= 6 ? ivec2((k - 6) % 9 - 4, (k - 6) / 9 - 4) * 4 : ivec2(0);
-        if (k == 1) c = prevVector(mbX, mbY);
-        if (k == 2) c = prevVector(mbX - 1, mbY);
-        if (k == 3) c = prevVector(mbX, mbY - 1);
-        if (k == 4) c = prevVector(mbX + 1, mbY);
-        if (k == 5) c = prevVector(mbX, mbY + 1);
-        sCentre = clamp(c, ivec2(-(RANGE - 4)), ivec2(RANGE - 4));
-        sBest = 0xffffffffu;
-    }
-    barrier();
-    for (int k = t; k < 81; k += 64) {
-        ivec2 c = sCentre + ivec2(k % 9 - 4, k / 9 - 4);
-        atomicMin(sBest, (costAt(c) << 8) | uint(k));
-    }
-    barrier();
-    int kBest = int(sBest & 255u);
-    ivec2 best = sCentre + ivec2(kBest % 9 - 4, kBest / 9 - 4);
-    ivec2 mv = best * 4;
-    // Half, then quarter samples around the full-sample vector (with the tool
-    // off, steps of 0: every candidate is the full-sample vector).
-    int step = (u_code.w & 1) != 0 ? 2 : 0;
-    barrier();
-    loadFull(t, ivec2(px, py) + best);
-    barrier();
-    loadHalf(t);
-    if (t < 9) sCand[t] = 0u;
-    barrier();
-    loadCentre(t);
-    barrier();
-    satdCandidates(t, ivec2(0), step);
-    barrier();
-    ivec2 frac = bestCandidate(best, ivec2(0), step);
-    barrier();
-    if (t < 9) sCand[t] = 0u;
-    barrier();
-    satdCandidates(t, frac, step >> 1);
-    barrier();
-    frac = bestCandidate(best, frac, step >> 1);
-    uint satd = sCand[pickedCand];
-    mv += frac;
-    // The decision pass takes it from here.
-    if (t == 0) {
-        mbs[mb * MB_WORDS + MB_CAND] = packMV(mv);
-        mbs[mb * MB_WORDS + MB_COST] = satd;
-    }
-#elif defined(DECIDE)
-    ivec2 pv[2] = predictors(mbX, mbY);
-    ivec2 mvp = pv[0], skipMV = pv[1];
-    ivec2 cand = unpackMV(mbs[mb * MB_WORDS + MB_CAND]);
-    uint candSatd = mbs[mb * MB_WORDS + MB_COST];
-    // P_Skip first: the prediction at the skip vector, and whether its residual
-    // quantises (and decimates) to nothing, as the macroblock itself will below.
-    if (t == 0) sSatd = 0u;
-    loadFull(t, ivec2(px, py) + (skipMV >> 2));
-    barrier();
-    loadHalf(t);
-    barrier();
-    loadCentre(t);
-    barrier();
-    for (int k = 0; k < 4; k++) {
-        int i = t * 4 + k;
-        sPred[i] = lumaAt(4 * (i & 15) + (skipMV.x & 3), 4 * (i >> 4) + (skipMV.y & 3));
-    }
-    predictChromaInter(t, skipMV);
-    barrier();
-    transformQuant(t, false);
-    satdPred(t);
-    barrier();
-    decimateScores(t);
-    quantDCs(t, false);
-    barrier();
-    decimateDrop(t, false);
-    barrier();
-    bool skip = true;
-    for (int b = 0; b < 24; b++) if (sNNZ[b] != 0) skip = false;
-    for (int b = 16; b < 24; b++) if (sDCLevels[b] != 0) skip = false;
-    // Otherwise the searched vector or the skip vector coded with its mvd, by SATD plus lambda times the bits.
-    uint lambda = uint(u_code.z);
-    uint costSkipMV = sSatd + lambda * uint(1 + seBits(skipMV.x - mvp.x) + seBits(skipMV.y - mvp.y));
-    uint costCand = candSatd + lambda * uint(1 + seBits(cand.x - mvp.x) + seBits(cand.y - mvp.y));
-    ivec2 mv = skip || costSkipMV <= costCand ? skipMV : cand;
-    uint costInter = min(costSkipMV, costCand);
-    // The predictor itself (an mvd of zero), where it is neither of those.
-    barrier();
-    if (t == 0) sSatd = 0u;
-    loadFull(t, ivec2(px, py) + (mvp >> 2));
-    barrier();
-    loadHalf(t);
-    barrier();
-    loadCentre(t);
-    barrier();
-    for (int k = 0; k < 4; k++) {
-        int i = t * 4 + k;
-        sPred[i] = lumaAt(4 * (i & 15) + (mvp.x & 3), 4 * (i >> 4) + (mvp.y & 3));
-    }
-    barrier();
-    satdPred(t);
-    barrier();
-    uint costMvp = sSatd + lambda * 3u;
-    if (!skip && mvp != skipMV && mvp != cand && costMvp < costInter) { mv = mvp; costInter = costMvp; }
-    // Intra_16x16 instead, where it predicts better (occlusions, new content, scene cuts):
-    // its modes by SAD, then its SATD plus lambda times about the bits of its mb_type and modes.
-    barrier();
-    if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; sSatd = 0u; }
-    intraNeighbours(t, px, py);
-    barrier();
-    intraModes(t);
-    barrier();
-    int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
-    intraPredict(t, lumaMode, chromaMode);
-    barrier();
-    satdPred(t);
-    barrier();
-    // Not below QP 10: there an Intra_16x16 DC level can pass the ±2047 that
-    // CAVLC codes here and be clamped, which motion-compensated blocks never are.
-    intra = (u_code.w & 4) != 0 && qp >= 10 && !skip && sSatd + lambda * 6u < costInter;
-    if (intra) mv = ivec2(0);
-    barrier();
-    loadFull(t, ivec2(px, py) + (mv >> 2));
-    barrier();
-    loadHalf(t);
-    barrier();
-    loadCentre(t);
-    barrier();
-    if (intra) {
-        intraPredict(t, lumaMode, chromaMode);
-    } else {
-        for (int k = 0; k < 4; k++) {
-            int i = t * 4 + k;
-            sPred[i] = lumaAt(4 * (i & 15) + (mv.x & 3), 4 * (i >> 4) + (mv.y & 3));
-        }
-        predictChromaInter(t, mv);
-        lumaMode = 0; chromaMode = 0;
-    }
-    barrier();
-#else
-    intraNeighbours(t, px, py);
-    barrier();
-    intraModes(t);
-    barrier();
-    int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
-    intraPredict(t, lumaMode, chromaMode);
-    barrier();
-    ivec2 mv = ivec2(0);
-#endif
-
-    // The search pass ends here (a return before barrier() is not allowed).
-#if !defined(SEARCH)
-    transformQuant(t, intra);
-    barrier();
-#ifdef INTER
-    decimateScores(t);
-    barrier();
-    decimateDrop(t, intra);
-#endif
-    quantDCs(t, intra);
     barrier();
 
     // Coded block pattern (7.4.5): every invocation derives the same value.
@@ -787,5 +461,4 @@ void main() {
         mbs[rec + MB_MVP] = 0u;
         mbs[rec + MB_SKIPRUN] = 0u;
     }
-#endif
 }

@@ -13,32 +13,14 @@ public struct GPUH264Settings: Hashable, Sendable, Codable {
     public var maxrate: Int?
     public var bufsize: Int?
 
-    /// Refines each full-sample vector to half and then quarter samples (8.4.2.2.1).
-    public var quarterSample: Bool
-    /// Drops P macroblock residuals of a few isolated small levels, so more of them become P_Skip.
-    public var decimate: Bool
-    /// P pictures code Intra_16x16 macroblocks where intra prediction beats motion (new
-    /// content, occlusions; a scene cut becomes a P picture of mostly intra macroblocks).
-    public var intraInP: Bool
-    /// With a constant QP, IDR pictures are coded at `qp` less this (at least 0): the reference every later picture
-    /// predicts from is worth the bits (libx264's constant-QP mode does the same, 3 for its ipratio 1.4).
-    public var keyframeQPOffset: Int
-
-    public init(qp: Int = 23, keyframeInterval: Int = 250, bitrate: Int? = nil, maxrate: Int? = nil, bufsize: Int? = nil,
-                quarterSample: Bool = true, decimate: Bool = true, intraInP: Bool = true, keyframeQPOffset: Int = 3) {
+    public init(qp: Int = 23, keyframeInterval: Int = 250, bitrate: Int? = nil, maxrate: Int? = nil, bufsize: Int? = nil) {
         self.qp = qp; self.keyframeInterval = keyframeInterval
         self.bitrate = bitrate; self.maxrate = maxrate; self.bufsize = bufsize
-        self.quarterSample = quarterSample; self.decimate = decimate; self.intraInP = intraInP
-        self.keyframeQPOffset = keyframeQPOffset
     }
-
-    /// The QP of an IDR picture.
-    public var keyframeQP: Int { max(0, qp - keyframeQPOffset) }
 
     /// Whether the values are in range; the message names the one that is not.
     public func validate() throws(GPUError) {
         guard (0...51).contains(qp) else { throw .encode("QP \(qp) is outside 0 to 51") }
-        guard (0...51).contains(keyframeQPOffset) else { throw .encode("keyframe QP offset \(keyframeQPOffset) is outside 0 to 51") }
         guard keyframeInterval >= 1 else { throw .encode("keyframe interval \(keyframeInterval) must be at least 1") }
         if let bitrate, bitrate < 1000 { throw .encode("bit rate \(bitrate) is below 1000 bits/s") }
         if (maxrate == nil) != (bufsize == nil) { throw .encode("maxrate and bufsize go together (got \(maxrate.map(String.init) ?? "no maxrate"), \(bufsize.map(String.init) ?? "no bufsize"))") }
@@ -49,7 +31,7 @@ public struct GPUH264Settings: Hashable, Sendable, Codable {
 
     var rateMode: H264RateControl.Mode {
         if let bitrate { return .bitrate(target: bitrate, maxrate: maxrate, bufsize: bufsize) }
-        return .constantQP(qp, keyframeOffset: keyframeQPOffset)
+        return .constantQP(qp)
     }
 }
 
@@ -71,8 +53,6 @@ final class H264ComputeEncoder {
     let settings: GPUH264Settings
     /// 32-bit words of one macroblock's slot in the bit buffer.
     static let slotWords = 512
-    /// 32-bit words of one macroblock's record (MB_WORDS in h264common.glsl).
-    static let recordWords = 222
 
     let programs: H264Programs
     /// Reconstructed pictures (NV12 at the coded size, packed four bytes a word): the one written and the reference.
@@ -141,7 +121,7 @@ final class H264ComputeEncoder {
             return b
         }
         pictures = [buffer(pictureBytes), buffer(pictureBytes)]
-        records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
+        records = [buffer(n * 220 * 4), buffer(n * 220 * 4)]
         bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
         lens = buffer(2 * (n + 2) * 4)
         func mappedBuffer(_ bytes: Int) -> (GLuint, UnsafeRawPointer?) {
@@ -246,10 +226,8 @@ final class H264ComputeEncoder {
         glUniform4i(l.size, Int32(format.width), Int32(format.height), Int32(format.mbWidth), Int32(format.mbHeight))
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
-        let tools = Int32((settings.quarterSample ? 1 : 0) | (settings.decimate ? 2 : 0) | (settings.intraInP ? 4 : 0))
         switch pass {
-        case .intra: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
-        case .search, .decide: glUniform4i(l.code, qp, kind, p.lambda, tools | Int32(diagonal << 3))
+        case .intra, .inter: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
@@ -270,34 +248,29 @@ final class H264ComputeEncoder {
             t0 = t
         }
         let storage = GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT)
-        // Macroblocks: the motion search of every P picture at once; then, diagonal by
-        // diagonal, IDR pictures' Intra_16x16 (x + y) and P pictures' decisions (x + 2y).
-        glUseProgram(programs.ids[.search]!)
+        // Macroblocks: P pictures at once; IDR pictures diagonal by diagonal.
+        glUseProgram(programs.ids[.inter]!)
         for p in prepared where !p.pending.idr {
-            p.job.encoder.bind(p, .search)
+            p.job.encoder.bind(p, .inter)
             glDispatchCompute(GLuint(p.job.encoder.format.mbWidth), GLuint(p.job.encoder.format.mbHeight), 1)
         }
-        glMemoryBarrier(storage)
-        func diagonals(_ p: Prepared) -> Int {
-            let f = p.job.encoder.format
-            return p.pending.idr ? f.mbWidth + f.mbHeight - 1 : f.mbWidth + 2 * f.mbHeight - 2
-        }
-        let steps = prepared.map(diagonals).max() ?? 0
-        var inUse: Pass?
-        for d in 0..<steps {
-            for p in prepared where d < diagonals(p) {
-                let f = p.job.encoder.format
-                let pass: Pass = p.pending.idr ? .intra : .decide
-                let first = p.pending.idr ? max(0, d - (f.mbWidth - 1)) : max(0, (d - (f.mbWidth - 1) + 1) / 2)
-                let last = p.pending.idr ? min(d, f.mbHeight - 1) : min(f.mbHeight - 1, d / 2)
-                guard last >= first else { continue }
-                if inUse != pass { glUseProgram(programs.ids[pass]!); inUse = pass }
-                p.job.encoder.bind(p, pass, diagonal: d)
-                glDispatchCompute(GLuint(last - first + 1), 1, 1)
+        let diagonals = prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.format.mbHeight - 1 }.max() ?? 0
+        if diagonals > 0 {
+            glUseProgram(programs.ids[.intra]!)
+            for d in 0..<diagonals {
+                for p in prepared where p.pending.idr {
+                    let f = p.job.encoder.format
+                    guard d < f.mbWidth + f.mbHeight - 1 else { continue }
+                    let first = max(0, d - (f.mbWidth - 1)), last = min(d, f.mbHeight - 1)
+                    p.job.encoder.bind(p, .intra, diagonal: d)
+                    glDispatchCompute(GLuint(last - first + 1), 1, 1)
+                }
+                glMemoryBarrier(storage)
             }
+        } else {
             glMemoryBarrier(storage)
         }
-        timed(.decide)
+        timed(.inter)
         for pass in [Pass.finish, .cavlc, .scan] {
             glUseProgram(programs.ids[pass]!)
             for p in prepared {

@@ -13,8 +13,7 @@ import Foundation
 /// prediction until they are collected.
 struct H264RateControl {
     enum Mode: Hashable, Sendable {
-        /// A constant QP; IDR pictures at the QP less `keyframeOffset` (at least 0).
-        case constantQP(Int, keyframeOffset: Int)
+        case constantQP(Int)
         case bitrate(target: Int, maxrate: Int?, bufsize: Int?)
     }
 
@@ -48,7 +47,7 @@ struct H264RateControl {
         let ticket = nextTicket
         nextTicket += 1
         guard case .bitrate(let target, let maxrate, let bufsize) = mode else {
-            if case .constantQP(let q, let offset) = mode { return (keyframe ? max(0, q - offset) : q, ticket) }
+            if case .constantQP(let q) = mode { return (q, ticket) }
             return (26, ticket)
         }
         let perPicture = Double(target) / fps
