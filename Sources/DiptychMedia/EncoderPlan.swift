@@ -171,7 +171,7 @@ public enum EncoderPlanner {
             guard built.software else { throw .encoderUnavailable(encoder: names.software, reason: "FFmpeg lacks the \(names.software) encoder") }
             return software
         }
-        let gpuEncoder = gpuEncoder(codec: codec, facts: gpu, requested: requested == .gpu)
+        let gpuEncoder = gpuEncoder(codec: codec, facts: gpu, requested: requested == .gpu, softwareBuilt: built.software)
         if requested == .gpu {
             switch gpuEncoder {
             case .success(let detail):
@@ -215,7 +215,8 @@ public enum EncoderPlanner {
 
     /// What runs the GPU encoder (`GL renderer, compute`), or why it cannot.
     /// A software renderer runs it only when it was asked for.
-    static func gpuEncoder(codec: VideoCodec, facts: GPUEncoderFacts?, requested: Bool) -> Result<String, Refusal> {
+    /// `auto` keeps the software encoder where FFmpeg has it (`autoRefusal`).
+    static func gpuEncoder(codec: VideoCodec, facts: GPUEncoderFacts?, requested: Bool, softwareBuilt: Bool = true) -> Result<String, Refusal> {
         guard codec == .h264 else { return .failure(Refusal(reason: "it encodes H.264 only, not \(codecName(codec))")) }
         switch facts {
         case nil:
@@ -226,11 +227,22 @@ public enum EncoderPlanner {
             if software && !requested {
                 return .failure(Refusal(reason: "\(renderer) is a software renderer (--encoder gpu runs it there)"))
             }
+            if !requested && softwareBuilt { return .failure(Refusal(reason: autoRefusal)) }
             return .success("GLES compute on \(renderer)" + (software ? " (software renderer)" : ""))
         }
     }
 
     struct Refusal: Error { var reason: String }
+
+    /// Why `auto` does not take the GPU encoder, where it could run: it takes
+    /// it where it is at least as good as the libx264 preset it replaces at
+    /// the same bit rate, and it is not yet (measured: up to 2.3 times
+    /// libx264 ultrafast's bits at the same QP and PSNR on a real clip, and
+    /// one `diptych serve` holding fewer real-time 1080p60 pairs with it than
+    /// with libx264; bench/results/h200-gpu-encoder.md).
+    static let autoRefusal = "auto takes it once it is at least as good as libx264 at the same bit rate, "
+        + "which it is not yet (bench/results/h200-gpu-encoder.md); --encoder gpu asks for it"
+
 
     /// The VA-API device that encodes `codec` (the GPU's own node first), or why none does.
     static func vaDevice(codec: VideoCodec, built: BuiltEncoders, report: VAAPIReport,

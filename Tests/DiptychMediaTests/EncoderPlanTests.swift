@@ -149,11 +149,11 @@ import DiptychCore
             upload + "no render node: the GPU runs on the EGL device platform (zero copy needs GBM on a DRM render node)")) {
             $0.gpu = h200; $0.target = deviceGPU
         },
-        Row("auto: hardware GPU without VA-API", expected: .plan(.gpu, "gpu-h264",
-            "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2; VA-API unavailable: no /dev/dri")) {
+        Row("auto: hardware GPU without VA-API keeps libx264 (the GPU encoder is not yet as good)", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; GPU encoder not taken: " + EncoderPlanner.autoRefusal)) {
             $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU
         },
-        Row("auto: hardware GPU, FFmpeg without VA-API or libx264", expected: .plan(.gpu, "gpu-h264",
+        Row("auto: hardware GPU, FFmpeg without VA-API or libx264: the GPU encoder, the only one", expected: .plan(.gpu, "gpu-h264",
             "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2; VA-API unavailable: FFmpeg lacks the h264_vaapi encoder")) {
             $0.gpu = h200; $0.built = BuiltEncoders(hardware: false, software: false)
         },
