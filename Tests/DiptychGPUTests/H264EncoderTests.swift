@@ -122,8 +122,111 @@ func firstDifference(_ decoded: [[UInt8]], _ recon: [[UInt8]], width: Int) -> St
     return "pictures: decoded \(decoded.count), reconstructed \(recon.count)"
 }
 
+/// Bytes of each access unit of an Annex B stream (an access unit starts at an SPS or a slice NAL that follows a slice).
+func pictureSizes(_ stream: [UInt8]) -> [Int] {
+    var starts: [(at: Int, type: UInt8)] = []
+    var i = 0
+    while i + 3 < stream.count {
+        if stream[i] == 0 && stream[i + 1] == 0 && stream[i + 2] == 1 { starts.append((i, stream[i + 3] & 31)); i += 3 } else { i += 1 }
+    }
+    var sizes: [Int] = [], begin = 0, sawSlice = false
+    for (k, s) in starts.enumerated() {
+        let isSlice = s.type == 1 || s.type == 5
+        if k > 0 && sawSlice && (s.type == 7 || isSlice) { sizes.append(s.at - begin); begin = s.at; sawSlice = false }
+        if isSlice { sawSlice = true }
+    }
+    if sawSlice { sizes.append(stream.count - begin) }
+    return sizes
+}
+
+/// Encodes, decodes strictly and checks every decoded picture against the reconstruction; returns the run.
+@discardableResult
+func expectBitExact(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings, keyframesAt: Set<Int> = [],
+                    frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
+    let run = try encodeRun(pattern, frames: frames, settings: settings, keyframesAt: keyframesAt, frameOverride: frameOverride)
+    let (decoded, log) = try decodeStrictly(run.stream, width: pattern.width, height: pattern.height)
+    #expect(decoded.count == frames, "\(log)")
+    #expect(decoded == run.reconstructions, "\(firstDifference(decoded, run.reconstructions, width: pattern.width))")
+    return run
+}
+
+/// Mean luma PSNR of a run against the pictures it encoded.
+func meanPSNR(_ run: EncodedRun, _ source: (Int) -> [UInt8], _ pattern: EncoderPattern) -> Double {
+    let all = run.reconstructions.indices.map {
+        lumaPSNR(run.reconstructions[$0], source($0), width: pattern.width, height: pattern.height, rowBytes: pattern.rowBytes)
+    }
+    return all.reduce(0, +) / Double(max(1, all.count))
+}
+
+/// A picture of saturated 8x8 tiles (0 and 255 luma, 16 and 240 chroma), `inverted` swapping them:
+/// the largest residuals a picture can have, in intra and in inter prediction.
+func saturatedFrame(_ pattern: EncoderPattern, inverted: Bool) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: pattern.rowBytes * (pattern.height + pattern.height / 2))
+    for y in 0..<pattern.height {
+        for x in 0..<pattern.width where ((x / 8 + y / 8) % 2 == 0) != inverted { out[y * pattern.rowBytes + x] = 255 }
+    }
+    for y in 0..<pattern.height / 2 {
+        for x in 0..<pattern.width {
+            out[pattern.rowBytes * pattern.height + y * pattern.rowBytes + x] = ((x / 8 + y / 4) % 2 == 0) != inverted ? 240 : 16
+        }
+    }
+    return out
+}
+
 extension GPU {
     @Suite struct H264Encoder {
+        @Test("QP 0 and 51, with the largest residuals there are", arguments: [0, 51])
+        func extremeQP(qp: Int) throws {
+            let pattern = EncoderPattern(width: 48, height: 32)
+            // Textured pictures, then saturated tiles that invert every picture (levels at their limits).
+            try expectBitExact(pattern, frames: 4, settings: GPUH264Settings(qp: qp, keyframeInterval: 250))
+            let run = try expectBitExact(pattern, frames: 4, settings: GPUH264Settings(qp: qp, keyframeInterval: 250)) {
+                saturatedFrame(pattern, inverted: $0 % 2 == 1)
+            }
+            if qp == 0 { #expect(meanPSNR(run, { saturatedFrame(pattern, inverted: $0 % 2 == 1) }, pattern) > 40) }
+        }
+
+        @Test("Sizes that are not multiples of 16, odd macroblock counts, a single macroblock", arguments: [
+            (16, 16), (18, 18), (50, 34), (80, 16), (16, 80), (46, 30),
+        ])
+        func oddSizes(width: Int, height: Int) throws {
+            let pattern = EncoderPattern(width: width, height: height, pan: (dx: 2, dy: -1))
+            let run = try expectBitExact(pattern, frames: 4, settings: GPUH264Settings(qp: 24, keyframeInterval: 3))
+            #expect(run.keyframes == [true, false, false, true])
+            #expect(meanPSNR(run, pattern.frame, pattern) > 30)
+        }
+
+        @Test("A static picture is almost all P_Skip: long skip runs, the slice ending in one")
+        func staticPicture() throws {
+            let pattern = EncoderPattern(width: 96, height: 64, noise: 0)
+            let run = try expectBitExact(pattern, frames: 5, settings: GPUH264Settings(qp: 26)) { _ in pattern.frame(0) }
+            // Once the first P picture has refined what the IDR left, a P picture of 24 skipped
+            // macroblocks is a slice header and one skip run: a few bytes.
+            let sizes = pictureSizes(run.stream)
+            #expect(sizes.count == 5)
+            for s in sizes.suffix(3) { #expect(s < 16, "P picture of \(s) bytes (all: \(sizes))") }
+        }
+
+        @Test("A scene cut inside a P run")
+        func sceneCut() throws {
+            let a = EncoderPattern(width: 64, height: 48, seed: 3)
+            let b = EncoderPattern(width: 64, height: 48, seed: 9, noise: 20, pan: (dx: -5, dy: 2))
+            let source: (Int) -> [UInt8] = { i in i < 3 ? a.frame(i) : b.frame(i + 40).map { 255 - $0 } }
+            let run = try expectBitExact(a, frames: 6, settings: GPUH264Settings(qp: 28), frameOverride: source)
+            #expect(meanPSNR(run, source, a) > 28)
+            #expect(run.keyframes == [true, false, false, false, false, false])
+        }
+
+        @Test("Motion that points outside the picture at every edge", arguments: [
+            (6, 4), (-6, -4), (7, -5), (-3, 6),
+        ])
+        func edgeMotion(dx: Int, dy: Int) throws {
+            let pattern = EncoderPattern(width: 64, height: 48, noise: 2, pan: (dx: dx, dy: dy))
+            let run = try expectBitExact(pattern, frames: 5, settings: GPUH264Settings(qp: 22))
+            #expect(meanPSNR(run, pattern.frame, pattern) > 32)
+        }
+    
+
         @Test("Decoded pictures equal the encoder's reconstruction, byte for byte", arguments: [
             (48, 32, 26), (64, 48, 30), (40, 24, 20),
         ])
