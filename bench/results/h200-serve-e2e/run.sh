@@ -7,8 +7,6 @@
 #            `diptych record --decoder nvdec` on them (log, JSON summary, frames read back)
 #   nvdec    diptych bench --stages nvdec: --decoder nvdec against --decoder cpu (PSNR per frame),
 #            composites/s from NVDEC frames against the same pictures from host memory
-#   rates    the composite rate from NVDEC frames (bench --stages nvdec, 6 s inputs) at 16 and 32
-#            compositors, with the interop's maps issued ahead (DIPTYCH_CUDA_PREMAP=on) and without
 #   contexts the composite rate from NVDEC frames at 16 and 32 compositors dealt to CTX (default "2 4") GL contexts
 #   extmem   bench/probes/cuda_gl_extmem (built beside this script): CUDA memory imported into GL, readback rates
 #   readback the NVDEC composite rate (NSTREAMS compositors, default "16 32") and diptych-gpu-bench (PiP 1080p from host memory, 16 streams)
@@ -16,8 +14,6 @@
 #   imported NV12 read back through CUDA (DIPTYCH_GPU_READBACK=cuda) with uploads through GL / interop and staged in
 #            imported CUDA memory (DIPTYCH_CUDA_UPLOADS=import): the NVDEC composite rate (32, 64 compositors) and
 #            diptych-gpu-bench (PiP 1080p from host memory, 8, 16, 32 streams)
-#   hostcuda diptych-gpu-bench (PiP 1080p from host memory, 16 streams) with the default readback (through CUDA on
-#            NVIDIA) and uploads through GL, through CUDA interop (DIPTYCH_CUDA_UPLOADS=on), and interop with maps ahead
 #   sync     the decode check (nvdec against cpu, frame by frame) with NV12 read back through CUDA, SYNC (default "1 2") times
 #   order    bench/probes/cuda_gl_order (built beside this script): whether every byte a GL compute pass writes into
 #            imported CUDA memory is visible to CUDA after a GL fence, an EGL fence, glFinish, or a Vulkan-made semaphore
@@ -38,8 +34,6 @@
 #            the last frame: 64 pairs paced at 60 fps and PiP, side by side, stacked, 2160p with the frames in page-locked
 #            upload storage (--host-memory page-locked) and in ordinary memory, ordinary memory gathered with streaming
 #            stores and with memcpy (--streaming-copy off), and --bandwidth
-#   uploads  diptych-gpu-bench (PiP 1080p from host memory, 8 and 16 streams) with host frames uploaded
-#            through GL and through CUDA (DIPTYCH_CUDA_UPLOADS=on), each with and without DIPTYCH_CUDA_PREMAP=on
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
 #            (ENCODER=E: the diptych-serve runs with --encoder E, e.g. gpu)
 #            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
@@ -84,14 +78,6 @@ for step in "$@"; do
   nvdec)
     t timeout -k 2 $(cap 70) "${R[@]}" --preset ultrafast --stages nvdec --frames 600 --streams 16 --json $O/nvdec.json > $O/nvdec.md 2> $O/nvdec.log
     ;;
-  rates)
-    for pm in off on; do
-      for n in 16 32; do
-        t env DIPTYCH_CUDA_PREMAP=$pm timeout -k 2 $(cap 60) diptych bench --chart none --sheet none --work-dir $D --duration 6 \
-          --preset ultrafast --stages nvdec --frames 600 --streams $n --json $O/rates-premap-$pm-$n.json > $O/rates-premap-$pm-$n.md 2>> $O/rates.log
-      done
-    done
-    ;;
   contexts)
     for k in ${CTX:-2 4}; do
       for n in 16 32; do
@@ -126,13 +112,6 @@ for step in "$@"; do
         t env DIPTYCH_GPU_READBACK=cuda DIPTYCH_CUDA_UPLOADS=$up timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
           --streams $n --contexts 1 --frames 600 --json $O/imported-$up-host-$n.json > $O/imported-$up-host-$n.txt 2>&1
       done
-    done
-    ;;
-  hostcuda)
-    for v in "off off" "on off" "on on"; do
-      set -- $v
-      t env DIPTYCH_CUDA_UPLOADS=$1 DIPTYCH_CUDA_PREMAP=$2 timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
-        --streams 16 --contexts 1 --frames 600 --json $O/hostcuda-uploads-$1-premap-$2.json > $O/hostcuda-uploads-$1-premap-$2.txt 2>&1
     done
     ;;
   sync)
@@ -203,16 +182,6 @@ for step in "$@"; do
       echo "$n: $(grep -h 'composites/s\|paced:\|host memory' $O/storage-$n.txt | tr '\n' ' ')"
     done
     t timeout -k 2 $(cap 60) diptych-gpu-bench --bandwidth > $O/bandwidth.txt 2>&1; cat $O/bandwidth.txt
-    ;;
-  uploads)
-    for up in off on; do
-      for pm in off on; do
-        for n in 8 16; do
-          t env DIPTYCH_CUDA_UPLOADS=$up DIPTYCH_CUDA_PREMAP=$pm timeout -k 2 $(cap 40) diptych-gpu-bench --quiet --layout pip \
-            --streams $n --contexts 1 --frames 600 --json $O/uploads-cuda-$up-premap-$pm-$n.json > $O/uploads-cuda-$up-premap-$pm-$n.txt 2>&1
-        done
-      done
-    done
     ;;
   pairs)
     for p in ${PRESETS:-ultrafast veryfast}; do
