@@ -32,6 +32,10 @@ enum Probe {
             print("  \(gpu.plan)")
             for (name, present) in gpu.info.capabilities.summary { print("  \(present ? "yes" : "no ")  \(name)") }
             print("  encoder targets (VA-API from the render target): \(describe(gpu.encoderTargetSupport()))")
+            let info = gpu.info
+            print("  GPU H.264 encoder (--encoder gpu): " + (info.capabilities.computeShaders
+                ? "runs: GLES compute on \(info.renderer)\(info.isSoftware ? " (software renderer)" : ""); --encoder auto does not take it yet"
+                : "unavailable: \(info.renderer) has no compute shaders (\(info.version))"))
             gpu.shutdown()
         } catch {
             print("  none: \(error)")

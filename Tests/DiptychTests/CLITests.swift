@@ -307,6 +307,7 @@ import DiptychGPU
         #expect(r.stdout.contains("llvmpipe") || r.stdout.contains("GL_RENDERER"))
         #expect(r.stdout.contains("plan: pass=fragment shortcut=direct-copy staging="), "probe prints the GPU plan: \(r.stdout)")
         #expect(r.stdout.contains("libx264"))
+        #expect(r.stdout.contains("GPU H.264 encoder (--encoder gpu): runs: GLES compute on"), "probe says whether the GPU encoder runs: \(r.stdout)")
         #expect(r.stdout.contains("libavcodec"))
     }
 }
