@@ -7,15 +7,6 @@ import Foundation
 /// bitstream comes back. Render such an output with `readback: false` and
 /// take its pictures with `nextEncoded`.
 extension GPUCompositor {
-    /// Why this compositor cannot run the GPU encoder (it needs a compute pass: OpenGL ES 3.1); nil when it can.
-    public func gpuEncoderUnavailable() -> GPUError? {
-        do {
-            return try withRenderer { r -> GPUError? in r.hasComputePass ? nil : r.noComputePass }
-        } catch {
-            return error
-        }
-    }
-
     /// Encodes every frame rendered into `output` without readback from now
     /// on, at `rate` (for the level and the stream's timing).
     public func attachEncoder(output: OutputID, settings: GPUH264Settings, rate: FrameRate) throws(GPUError) -> GPUEncodedStream {

@@ -213,13 +213,6 @@ final class TakeRun {
         return nil
     }
 
-    /// Moves pictures the GPU encoded (`--encoder gpu`) to their outputs'
-    /// encoder stages, as `deliverReadbacks` moves frames; each output was
-    /// opened for them (`TakeOutput.takesEncoded`).
-    func deliverEncoded(_ pictures: [(key: Int, packet: EncodedVideoPacket)]) {
-        for (key, p) in pictures { encoders.first { $0.key == key }?.push(p) }
-    }
-
     /// The outputs whose next encoded picture should be a keyframe (a live
     /// output dropped one and waits for the next: `EncoderStage.needsKeyframe`).
     var outputsNeedingKeyframe: [Int] { encoders.filter(\.needsKeyframe).map(\.key) }

@@ -304,48 +304,24 @@ final class H264ComputeEncoder {
 
     /// Maps the bitstream of `pending` (blocks until the GPU wrote it) and frames it as Annex B.
     func collect(_ pending: Pending) throws(GPUError) -> H264Picture {
-        let slot = slots[pending.slot]
-        let result = slot.result, output = slot.output
         slots[pending.slot].fence?.wait()
         slots[pending.slot].fence = nil
-        let bytes: Int, overflow: Bool, totalBits: Int
-        if let words = slot.resultWords {
-            bytes = Int(words[4]); overflow = words[5] != 0; totalBits = Int(words[3])
-        } else {
-            glBindBuffer(GL.shaderStorageBuffer, result)
-            guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, 32, GL.mapReadBit) else {
-                glBindBuffer(GL.shaderStorageBuffer, 0)
-                throw .gl(label: "mapping the GPU encoder's result", code: glGetError())
-            }
-            let words = r.assumingMemoryBound(to: UInt32.self)
-            bytes = Int(words[4]); overflow = words[5] != 0; totalBits = Int(words[3])
-            glUnmapBuffer(GL.shaderStorageBuffer)
-            glBindBuffer(GL.shaderStorageBuffer, 0)
+        if mapped { return try read(pending) }
+        let slot = slots[pending.slot]
+        glBindBuffer(GL.shaderStorageBuffer, slot.result)
+        defer { glBindBuffer(GL.shaderStorageBuffer, 0) }
+        guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, 32, GL.mapReadBit) else {
+            throw .gl(label: "mapping the GPU encoder's result", code: glGetError())
         }
-        guard !overflow else {
-            throw .encode("a picture of \(format.width)x\(format.height) at QP \(pending.qp) overflowed the encoder's bit buffer")
+        let size = Size(r.assumingMemoryBound(to: UInt32.self))
+        glUnmapBuffer(GL.shaderStorageBuffer)
+        try check(size, pending)
+        glBindBuffer(GL.shaderStorageBuffer, slot.output)
+        guard let o = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(size.bytes), GL.mapReadBit) else {
+            throw .gl(label: "mapping the GPU encoder's bitstream (\(size.bytes) bytes)", code: glGetError())
         }
-        rateControl.encoded(ticket: pending.ticket, bits: totalBits, qp: pending.qp, keyframe: pending.idr)
-        var data: [UInt8] = []
-        if pending.idr {
-            NALUnit.annexB(type: NALUnit.spsType, rbsp: format.sps, into: &data)
-            NALUnit.annexB(type: NALUnit.ppsType, rbsp: format.pps, into: &data)
-        }
-        guard bytes > 0 else { throw .encode("a picture of \(format.width)x\(format.height) came back empty") }
-        let type = pending.idr ? NALUnit.idrType : NALUnit.sliceType
-        if let o = slot.outputBytes {
-            NALUnit.annexB(type: type, rbsp: UnsafeBufferPointer(start: o, count: bytes), into: &data)
-        } else {
-            glBindBuffer(GL.shaderStorageBuffer, output)
-            guard let o = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(bytes), GL.mapReadBit) else {
-                glBindBuffer(GL.shaderStorageBuffer, 0)
-                throw .gl(label: "mapping the GPU encoder's bitstream (\(bytes) bytes)", code: glGetError())
-            }
-            NALUnit.annexB(type: type, rbsp: UnsafeBufferPointer(start: o.assumingMemoryBound(to: UInt8.self), count: bytes), into: &data)
-            glUnmapBuffer(GL.shaderStorageBuffer)
-            glBindBuffer(GL.shaderStorageBuffer, 0)
-        }
-        return H264Picture(data: data, keyframe: pending.idr, pts: pending.pts)
+        defer { glUnmapBuffer(GL.shaderStorageBuffer) }
+        return frame(pending, size, UnsafeBufferPointer(start: o.assumingMemoryBound(to: UInt8.self), count: size.bytes))
     }
 
     /// A completed picture's bitstream read where the GPU wrote it (mapped
@@ -356,18 +332,33 @@ final class H264ComputeEncoder {
         guard let words = slot.resultWords, let o = slot.outputBytes else {
             throw .encode("reading a picture without a GL call needs persistently mapped results")
         }
-        let bytes = Int(words[4]), overflow = words[5] != 0, totalBits = Int(words[3])
-        guard !overflow else {
+        let size = Size(words)
+        try check(size, pending)
+        return frame(pending, size, UnsafeBufferPointer(start: o, count: size.bytes))
+    }
+
+    /// A picture's size as the scan pass wrote it into its result words.
+    private struct Size {
+        var bytes: Int, bits: Int, overflowed: Bool
+        init(_ words: UnsafePointer<UInt32>) { bytes = Int(words[4]); bits = Int(words[3]); overflowed = words[5] != 0 }
+    }
+
+    private func check(_ size: Size, _ pending: Pending) throws(GPUError) {
+        guard !size.overflowed else {
             throw .encode("a picture of \(format.width)x\(format.height) at QP \(pending.qp) overflowed the encoder's bit buffer")
         }
-        guard bytes > 0 else { throw .encode("a picture of \(format.width)x\(format.height) came back empty") }
-        rateControl.encoded(ticket: pending.ticket, bits: totalBits, qp: pending.qp, keyframe: pending.idr)
+        guard size.bytes > 0 else { throw .encode("a picture of \(format.width)x\(format.height) came back empty") }
+    }
+
+    /// The access unit of a checked picture (parameter sets before an IDR); the rate control learns its size.
+    private func frame(_ pending: Pending, _ size: Size, _ payload: UnsafeBufferPointer<UInt8>) -> H264Picture {
+        rateControl.encoded(ticket: pending.ticket, bits: size.bits, qp: pending.qp, keyframe: pending.idr)
         var data: [UInt8] = []
         if pending.idr {
             NALUnit.annexB(type: NALUnit.spsType, rbsp: format.sps, into: &data)
             NALUnit.annexB(type: NALUnit.ppsType, rbsp: format.pps, into: &data)
         }
-        NALUnit.annexB(type: pending.idr ? NALUnit.idrType : NALUnit.sliceType, rbsp: UnsafeBufferPointer(start: o, count: bytes), into: &data)
+        NALUnit.annexB(type: pending.idr ? NALUnit.idrType : NALUnit.sliceType, rbsp: payload, into: &data)
         return H264Picture(data: data, keyframe: pending.idr, pts: pending.pts)
     }
 
