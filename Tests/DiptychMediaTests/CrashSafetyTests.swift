@@ -27,19 +27,8 @@ func fixtureExecutable(_ name: String) -> URL? {
         let pipe = Pipe()
         child.standardOutput = pipe
         try child.run()
-        var written = 0
-        var buffer = ""
-        // Read progress until 4.5 s of media (135 frames) are handed to the writer.
-        while written < 135 {
-            let data = pipe.fileHandleForReading.availableData
-            if data.isEmpty { break }  // the child died early
-            buffer += String(decoding: data, as: UTF8.self)
-            let lines = buffer.split(separator: "\n", omittingEmptySubsequences: false)
-            buffer = String(lines.last ?? "")
-            if let n = lines.dropLast().last.flatMap({ Int($0) }) { written = n }
-        }
-        kill(child.processIdentifier, SIGKILL)
-        child.waitUntilExit()
+        // 4.5 s of media (135 frames) handed to the writer, then SIGKILL.
+        let written = killAfter(child, reading: pipe, count: 135)
         #expect(child.terminationReason == .uncaughtSignal)
         try #require(written >= 135, "fixture stopped after \(written) frames")
 

@@ -174,18 +174,7 @@ import DiptychCore
         let pipe = Pipe()
         child.standardOutput = pipe
         try child.run()
-        var written = 0
-        var buffer = ""
-        while written < 135 {
-            let data = pipe.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            buffer += String(decoding: data, as: UTF8.self)
-            let lines = buffer.split(separator: "\n", omittingEmptySubsequences: false)
-            buffer = String(lines.last ?? "")
-            if let n = lines.dropLast().last.flatMap({ Int($0) }) { written = n }
-        }
-        kill(child.processIdentifier, SIGKILL)
-        child.waitUntilExit()
+        let written = killAfter(child, reading: pipe, count: 135)
         #expect(child.terminationReason == .uncaughtSignal)
         try #require(written >= 135, "fixture stopped after \(written) pictures")
         if ext == ".m3u8" {

@@ -230,3 +230,22 @@ struct MovieHeader {
         }
     }
 }
+
+/// Reads a writer fixture's progress (a count a line on `pipe`) until it has
+/// handed `count` frames to its writer (or died), then SIGKILLs it and waits.
+/// Returns the last count it printed.
+func killAfter(_ child: Process, reading pipe: Pipe, count: Int) -> Int {
+    var written = 0
+    var buffer = ""
+    while written < count {
+        let data = pipe.fileHandleForReading.availableData
+        if data.isEmpty { break }  // the child died early
+        buffer += String(decoding: data, as: UTF8.self)
+        let lines = buffer.split(separator: "\n", omittingEmptySubsequences: false)
+        buffer = String(lines.last ?? "")
+        if let n = lines.dropLast().last.flatMap({ Int($0) }) { written = n }
+    }
+    kill(child.processIdentifier, SIGKILL)
+    child.waitUntilExit()
+    return written
+}
