@@ -234,36 +234,6 @@ public final class MediaWriter: @unchecked Sendable {
         }
     }
 
-    /// The codec parameters of a pre-encoded H.264 stream: Constrained
-    /// Baseline, progressive 4:2:0, the colour signalled, and the SPS and PPS
-    /// (Annex B) as extradata.
-    static func describeH264(_ par: UnsafeMutablePointer<AVCodecParameters>, settings: VideoEncoderSettings, parameterSets: [UInt8]?) {
-        par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
-        par.pointee.codec_id = AV_CODEC_ID_H264
-        par.pointee.width = Int32(settings.size.width)
-        par.pointee.height = Int32(settings.size.height)
-        par.pointee.format = AV_PIX_FMT_YUV420P.rawValue
-        par.pointee.profile = FF_PROFILE_H264_CONSTRAINED_BASELINE
-        par.pointee.field_order = AV_FIELD_PROGRESSIVE
-        par.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        par.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
-        if settings.matrix == .bt709 {
-            par.pointee.color_space = AVCOL_SPC_BT709; par.pointee.color_primaries = AVCOL_PRI_BT709; par.pointee.color_trc = AVCOL_TRC_BT709
-        } else {
-            par.pointee.color_space = AVCOL_SPC_SMPTE170M; par.pointee.color_primaries = AVCOL_PRI_SMPTE170M; par.pointee.color_trc = AVCOL_TRC_SMPTE170M
-        }
-        if let ps = parameterSets { setExtradata(par, ps) }
-    }
-
-    static func setExtradata(_ par: UnsafeMutablePointer<AVCodecParameters>, _ bytes: [UInt8]) {
-        av_freep(&par.pointee.extradata)
-        let padded = bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)
-        guard let p = av_mallocz(padded)?.assumingMemoryBound(to: UInt8.self) else { par.pointee.extradata_size = 0; return }
-        bytes.withUnsafeBufferPointer { p.update(from: $0.baseAddress!, count: bytes.count) }
-        par.pointee.extradata = p
-        par.pointee.extradata_size = Int32(bytes.count)
-    }
-
     /// The SRT latency in microseconds: the URL's `latency=` (as FFmpeg reads it), else SRT's 120 ms.
     static func srtLatency(_ url: String) -> Int {
         guard let q = url.split(separator: "?", maxSplits: 1).last, url.contains("?") else { return 120_000 }

@@ -1,3 +1,4 @@
+import CFFmpeg
 import DiptychCore
 
 /// The video of an output whose pictures are encoded already (the GPU
@@ -116,5 +117,37 @@ public enum H264AnnexB {
         }
         close()
         return units
+    }
+}
+
+extension MediaWriter {
+    /// The codec parameters of a pre-encoded H.264 stream: Constrained
+    /// Baseline, progressive 4:2:0, the colour signalled, and the SPS and PPS
+    /// (Annex B) as extradata.
+    static func describeH264(_ par: UnsafeMutablePointer<AVCodecParameters>, settings: VideoEncoderSettings, parameterSets: [UInt8]?) {
+        par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+        par.pointee.codec_id = AV_CODEC_ID_H264
+        par.pointee.width = Int32(settings.size.width)
+        par.pointee.height = Int32(settings.size.height)
+        par.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        par.pointee.profile = FF_PROFILE_H264_CONSTRAINED_BASELINE
+        par.pointee.field_order = AV_FIELD_PROGRESSIVE
+        par.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        par.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
+        if settings.matrix == .bt709 {
+            par.pointee.color_space = AVCOL_SPC_BT709; par.pointee.color_primaries = AVCOL_PRI_BT709; par.pointee.color_trc = AVCOL_TRC_BT709
+        } else {
+            par.pointee.color_space = AVCOL_SPC_SMPTE170M; par.pointee.color_primaries = AVCOL_PRI_SMPTE170M; par.pointee.color_trc = AVCOL_TRC_SMPTE170M
+        }
+        if let ps = parameterSets { setExtradata(par, ps) }
+    }
+
+    static func setExtradata(_ par: UnsafeMutablePointer<AVCodecParameters>, _ bytes: [UInt8]) {
+        av_freep(&par.pointee.extradata)
+        let padded = bytes.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)
+        guard let p = av_mallocz(padded)?.assumingMemoryBound(to: UInt8.self) else { par.pointee.extradata_size = 0; return }
+        bytes.withUnsafeBufferPointer { p.update(from: $0.baseAddress!, count: bytes.count) }
+        par.pointee.extradata = p
+        par.pointee.extradata_size = Int32(bytes.count)
     }
 }
