@@ -40,6 +40,10 @@ public struct NVDECCompositeRate: Sendable, Codable {
     public var renderThreadItemsPerWakeup: Double?
     /// The render thread's busy time per composite by `RenderPhase`, milliseconds.
     public var renderThreadMsByPhase: [String: Double]?
+    /// With `--encoder gpu`: each composite encoded by the GPU H.264 encoder
+    /// in place of the NV12 readback (QP 26, an IDR a second), and its mean size.
+    public var encoder: String?
+    public var bytesPerPicture: Double?
 }
 
 /// The composite rate of `NVDECStage`: a few frames of each input decoded
@@ -48,6 +52,8 @@ public struct NVDECCompositeRate: Sendable, Codable {
 /// read back as NV12 by every stream, three readbacks in flight, as
 /// `diptych-gpu-bench` does with host frames; then the same with those
 /// pictures copied to host memory. Compositor `i` runs in context `i % contexts`.
+/// With `--encoder gpu` each composite is encoded on the GPU where it was
+/// drawn (the path of a take with `--encoder gpu`) instead of read back.
 struct NVDECComposite {
     let options: BenchOptions
     let gpu: GPUSelection
@@ -91,8 +97,14 @@ struct NVDECComposite {
         let lock = NSLock()
         var stats: [GPUStats] = []
         var error: String?
-        func done(_ s: GPUStats?, _ e: String?) { lock.lock(); if let s { stats.append(s) }; if let e { error = error ?? e }; lock.unlock() }
+        var bytes = 0, pictures = 0
+        func done(_ s: GPUStats?, _ e: String?, bytes b: Int = 0, pictures p: Int = 0) {
+            lock.lock(); if let s { stats.append(s) }; if let e { error = error ?? e }; bytes += b; pictures += p; lock.unlock()
+        }
     }
+
+    /// The GPU encoder's settings here: QP 26, an IDR every second.
+    static let gpuEncoder = GPUH264Settings(qp: 26, keyframeInterval: 60)
 
     private func rate(_ kind: String, roots: [GPUCompositor], primaries: [InputFrame], secondaries: [InputFrame],
                       plan: CompositionPlan, inputs: EndToEndStage.Inputs) throws -> NVDECCompositeRate {
@@ -110,6 +122,12 @@ struct NVDECComposite {
                     let c = own ? try GPUCompositor(sharingContextOf: roots[i % roots.count], readbackDepth: 4, directCopy: .auto) : roots[i]
                     defer { if own { c.shutdown() } }
                     let out = try c.addOutput(canvas: plan.canvas)
+                    let encodes = options.encoder == .gpu
+                    if encodes { _ = try c.attachEncoder(output: out, settings: Self.gpuEncoder, rate: FrameRate(60)) }
+                    var bytes = 0, pictures = 0
+                    func take(wait: Bool) throws {
+                        while let p = try c.nextEncoded(wait: wait) { bytes += p.picture.data.count; pictures += 1 }
+                    }
                     func run(_ count: Int, from first: Int) throws {
                         let uploads = first == 0 || Self.variant != "upload-once"
                         for f in first..<(first + count) {
@@ -117,17 +135,20 @@ struct NVDECComposite {
                                 try Self.upload(primaries[(f + i) % primaries.count], .primary, to: c)
                                 if f % 2 == 0 || f == first { try Self.upload(secondaries[(f / 2 + i) % secondaries.count], .secondary, to: c) }
                             }
-                            try c.render(output: out, plan: plan, pts: FrameRate(60).time(ofFrame: Int64(f)))
+                            try c.render(output: out, plan: plan, pts: FrameRate(60).time(ofFrame: Int64(f)), readback: !encodes)
+                            if encodes { try take(wait: false) }
                             while c.outstandingReadbacks > 3, try c.nextNV12(wait: true) != nil {}
                         }
-                        _ = try c.flush()
+                        if encodes { try take(wait: true) } else { _ = try c.flush() }
                     }
                     try run(warmup, from: 0)
                     c.resetStats()
+                    bytes = 0; pictures = 0
                     ready.signal(); signalled = true
                     start.wait()
                     try run(frames, from: warmup)
-                    streams.done(c.stats, nil)
+                    guard !encodes || pictures == frames else { throw BenchRunError("the GPU encoder gave \(pictures) pictures for \(frames) frames") }
+                    streams.done(c.stats, nil, bytes: bytes, pictures: pictures)
                     c.removeOutput(out)
                 } catch {
                     streams.done(nil, "\(error)")
@@ -168,7 +189,9 @@ struct NVDECComposite {
                                                          "nv12": all.map(\.nv12.cpuTotalMs).reduce(0, +) / Double(total),
                                                          "cuda": all.map(\.cudaCPUMs).reduce(0, +) / Double(total)],
                                   renderThreadItemsPerWakeup: load.wakeups > 0 ? Double(load.items) / Double(load.wakeups) : nil,
-                                  renderThreadMsByPhase: load.phaseSeconds.mapValues { $0 * 1000 / Double(total) })
+                                  renderThreadMsByPhase: load.phaseSeconds.mapValues { $0 * 1000 / Double(total) },
+                                  encoder: options.encoder == .gpu ? "gpu (QP \(Self.gpuEncoder.qp), IDR every \(Self.gpuEncoder.keyframeInterval) frames)" : nil,
+                                  bytesPerPicture: streams.pictures > 0 ? Double(streams.bytes) / Double(streams.pictures) : nil)
     }
 
     private static func upload(_ f: InputFrame, _ role: StreamRole, to c: GPUCompositor) throws {

@@ -184,6 +184,10 @@ extension Report {
                     + "| \(f(x.cudaFramesPerMap, 1)) · \(f(x.cudaCPUMsPerComposite, 3)) | \(f(x.gpuUploadMs, 3)) · \(f(x.gpuCompositeMs, 3)) · \(f(x.gpuNV12Ms, 3)) "
                     + "| \(f(x.cpuMsPerComposite, 3)) | \(x.path) |\n"
             }
+            if let e = r.rates.first?.encoder {
+                s += "\nEvery composite encoded by the GPU H.264 encoder (\(e)) instead of read back: "
+                    + r.rates.map { "\($0.inputs) \(f($0.bytesPerPicture, 0)) bytes a picture" }.joined(separator: ", ") + ".\n"
+            }
             s += "\nThe render thread (one per context, every compositor's GL calls; several contexts' added up):\n\n"
                 + "| inputs | busy | CPU ms/composite | items/composite | ms/composite in upload · composite · nv12 · CUDA calls |\n"
                 + "| --- | ---: | ---: | ---: | --- |\n"
