@@ -23,6 +23,9 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 
 #define RANGE 16
 #define WIN 48
+// Row stride of the window in shared memory: odd, so the 16 rows a candidate's
+// invocations read at once fall in 16 different banks.
+#define WSTRIDE 49
 
 shared int sCur[256];
 shared int sCurC[128];       // U then V, 8×8 each
@@ -36,7 +39,7 @@ shared int sReconC[128];
 shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
-shared int sWin[WIN * WIN];
+shared int sWin[WIN * WSTRIDE];
 shared uint sSad[4];
 shared ivec2 sCand[4];
 shared bool sValid[4];
@@ -188,7 +191,12 @@ void main() {
     int px = mbX * 16, py = mbY * 16;
 
     // The source macroblock.
-    for (int k = 0; k < 4; k++) sCur[t * 4 + k] = srcY(px + (t & 3) * 4 + k, py + (t >> 2));
+    if ((u_layout.x & 3) == 0 && px + 16 <= u_size.x && py + 16 <= u_size.y) {
+        uint w = src[((py + (t >> 2)) * u_layout.x + px + (t & 3) * 4) >> 2];
+        for (int k = 0; k < 4; k++) sCur[t * 4 + k] = int(readByte(w, k));
+    } else {
+        for (int k = 0; k < 4; k++) sCur[t * 4 + k] = srcY(px + (t & 3) * 4 + k, py + (t >> 2));
+    }
     sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
     sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
     if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
@@ -203,16 +211,20 @@ void main() {
         for (int i = t; i < WIN * WIN / 4; i += 64) {
             int row = i / (WIN / 4), col = i % (WIN / 4);
             uint w = ref[first + row * (u_layout.z >> 2) + col];
-            for (int k = 0; k < 4; k++) sWin[row * WIN + col * 4 + k] = int(readByte(w, k));
+            for (int k = 0; k < 4; k++) sWin[row * WSTRIDE + col * 4 + k] = int(readByte(w, k));
         }
     } else {
-        for (int i = t; i < WIN * WIN; i += 64) sWin[i] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
+        for (int i = t; i < WIN * WIN; i += 64) sWin[(i / WIN) * WSTRIDE + i % WIN] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
     }
     if (t == 0) sBestCost = 0xffffffffu;
     // Predictors (zero, and the vectors of this and the four next macroblocks
     // in the previous picture), then a diamond walk from the best of them,
     // then its diagonal neighbours: four candidates a round, 16 invocations
     // (a row each) per candidate.
+    // Each invocation sums one row of the macroblock, always the same: it keeps that row of the source.
+    barrier();
+    int cur[16];
+    for (int x = 0; x < 16; x++) cur[x] = sCur[(t & 15) * 16 + x];
     int round = 0;
     for (;;) {
         if (t < 4) {
@@ -242,9 +254,9 @@ void main() {
             int c = t >> 4, row = t & 15;
             if (sValid[c]) {
                 ivec2 d = sCand[c];
-                int base = (d.y + RANGE + row) * WIN + d.x + RANGE;
+                int base = (d.y + RANGE + row) * WSTRIDE + d.x + RANGE;
                 int s = 0;
-                for (int x = 0; x < 16; x++) s += abs(sCur[row * 16 + x] - sWin[base + x]);
+                for (int x = 0; x < 16; x++) s += abs(cur[x] - sWin[base + x]);
                 atomicAdd(sSad[c], uint(s));
             }
         }
@@ -271,10 +283,10 @@ void main() {
     }
     ivec2 best = sBestMV;
     ivec2 mv = best * 4;
-    int base = (best.y + RANGE) * WIN + best.x + RANGE;
+    int base = (best.y + RANGE) * WSTRIDE + best.x + RANGE;
     for (int k = 0; k < 4; k++) {
         int i = t * 4 + k;
-        sPred[i] = sWin[base + (i >> 4) * WIN + (i & 15)];
+        sPred[i] = sWin[base + (i >> 4) * WSTRIDE + (i & 15)];
     }
     {
         // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).
