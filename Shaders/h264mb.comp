@@ -4,8 +4,7 @@
 // INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
 // dispatch runs, so left, top and top-left neighbours are reconstructed).
 // INTER: P_L0_16x16 with a full-sample search (predictors, then every
-// vector within ±3 of the best, again while the best moves), all
-// macroblocks at once.
+// vector within ±4 of the best), all macroblocks at once.
 // Both choose, transform, quantise, reconstruct into the current picture and
 // write the macroblock's record for the entropy pass.
 layout(local_size_x = 64) in;
@@ -24,10 +23,9 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 
 #define RANGE 16
 #define WIN 48
-// Row stride of the window in shared memory (in words): the 49 vectors of
-// the ±3 square, column by column, fall in different banks warp by warp, and
-// the eight even rows a predictor's invocations read at once too.
-#define WSTRIDE 55
+// Row stride of the window in shared memory: odd, so the 16 rows a candidate's
+// invocations read at once fall in 16 different banks.
+#define WSTRIDE 49
 
 shared int sCur[256];
 shared int sCurC[128];       // U then V, 8×8 each
@@ -42,10 +40,15 @@ shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
 shared int sWin[WIN * WSTRIDE];
-shared uint sSad[8];
-// The best cost so far and who found it: cost << 6 | invocation.
-shared uint sBestKey;
+shared uint sSad[4];
+shared ivec2 sCand[4];
+shared bool sValid[4];
+shared uint sBestCost;
 shared ivec2 sBestMV;
+shared int sPhase;
+shared int sRound;
+const ivec2 DIAMOND[4] = ivec2[4](ivec2(0, -1), ivec2(-1, 0), ivec2(1, 0), ivec2(0, 1));
+const ivec2 DIAGONAL[4] = ivec2[4](ivec2(-1, -1), ivec2(1, -1), ivec2(-1, 1), ivec2(1, 1));
 #else
 shared int sTop[16];
 shared int sLeft[16];
@@ -197,6 +200,9 @@ void main() {
     sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
     sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
     if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
+#ifdef INTER
+    if (t == 0) { sPhase = 0; sRound = 0; }
+#endif
 
 #ifdef INTER
     // The search window: whole words where it lies inside the picture, else sample by sample (clamped).
@@ -210,66 +216,70 @@ void main() {
     } else {
         for (int i = t; i < WIN * WIN; i += 64) sWin[(i / WIN) * WSTRIDE + i % WIN] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
     }
+    if (t == 0) sBestCost = 0xffffffffu;
     // Predictors (zero, and the vectors of this and the four next macroblocks
-    // in the previous picture), eight invocations (two rows each) a
-    // predictor; then every vector within ±3 of the best of them, one
-    // invocation a vector; then, while the best moves to that square's
-    // border, the square again around it (three squares at most). Costs
-    // meet in one word, cost << 6 | who found it (predictor k: 56 + k), so
-    // ties go the same way on every GPU.
-    if (t < 8) sSad[t] = 0u;
-    if (t == 0) sBestKey = 0xffffffffu;
+    // in the previous picture), then a diamond walk from the best of them,
+    // then its diagonal neighbours: four candidates a round, 16 invocations
+    // (a row each) per candidate.
+    // Each invocation sums one row of the macroblock, always the same: it keeps that row of the source.
     barrier();
-    uint key;
-    {
-        int k = t >> 3, row = (t & 7) * 2;
-        ivec2 c = ivec2(0);
-        if (k == 1) c = prevVector(mbX, mbY);
-        if (k == 2) c = prevVector(mbX - 1, mbY);
-        if (k == 3) c = prevVector(mbX, mbY - 1);
-        if (k == 4) c = prevVector(mbX + 1, mbY);
-        if (k == 5) c = prevVector(mbX, mbY + 1);
-        c = clamp(c, ivec2(-RANGE), ivec2(RANGE));
-        if (k < 6) {
-            int s = 0;
-            for (int y = row; y < row + 2; y++) {
-                int base = (c.y + RANGE + y) * WSTRIDE + c.x + RANGE;
-                for (int x = 0; x < 16; x++) s += abs(sCur[y * 16 + x] - sWin[base + x]);
+    int cur[16];
+    for (int x = 0; x < 16; x++) cur[x] = sCur[(t & 15) * 16 + x];
+    int round = 0;
+    for (;;) {
+        if (t < 4) {
+            sSad[t] = 0u;
+            ivec2 c;
+            bool valid = true;
+            if (round < 2) {
+                int k = round * 4 + t;
+                c = ivec2(0);
+                if (k == 1) c = prevVector(mbX, mbY);
+                if (k == 2) c = prevVector(mbX - 1, mbY);
+                if (k == 3) c = prevVector(mbX, mbY - 1);
+                if (k == 4) c = prevVector(mbX + 1, mbY);
+                if (k == 5) c = prevVector(mbX, mbY + 1);
+                c = clamp(c, ivec2(-RANGE), ivec2(RANGE));
+                valid = k < 6;
+            } else {
+                ivec2 d = sPhase == 0 ? DIAMOND[t] : DIAGONAL[t];
+                c = sBestMV + d;
+                valid = all(lessThanEqual(abs(c), ivec2(RANGE)));
             }
-            atomicAdd(sSad[k], uint(s));
+            sCand[t] = c;
+            sValid[t] = valid;
         }
         barrier();
-        if ((t & 7) == 0 && k < 6) {
-            uint cost = sSad[k] + uint(u_code.z * (seBits(4 * c.x) + seBits(4 * c.y)));
-            atomicMin(sBestKey, (cost << 6) | uint(56 + k));
-        }
-        barrier();
-        key = sBestKey;
-        if ((t & 7) == 0 && int(key & 63u) == 56 + k) sBestMV = c;
-    }
-    for (int square = 0; square < 3; square++) {
-        barrier();
-        uint before = key;
-        // The square's centre, far enough inside the window for the whole square.
-        ivec2 centre = clamp(sBestMV, ivec2(-RANGE + 3), ivec2(RANGE - 3));
-        // Column by column: with the window's row stride, the 32 vectors of a warp read 32 banks.
-        ivec2 c = centre + ivec2(t / 7 - 3, t % 7 - 3);
-        if (t < 49) {
-            int s = 0;
-            int base = (c.y + RANGE) * WSTRIDE + c.x + RANGE;
-            for (int y = 0; y < 16; y++) {
-                for (int x = 0; x < 16; x++) s += abs(sCur[y * 16 + x] - sWin[base + x]);
-                base += WSTRIDE;
+        {
+            int c = t >> 4, row = t & 15;
+            if (sValid[c]) {
+                ivec2 d = sCand[c];
+                int base = (d.y + RANGE + row) * WSTRIDE + d.x + RANGE;
+                int s = 0;
+                for (int x = 0; x < 16; x++) s += abs(cur[x] - sWin[base + x]);
+                atomicAdd(sSad[c], uint(s));
             }
-            uint cost = uint(s) + uint(u_code.z * (seBits(4 * c.x) + seBits(4 * c.y)));
-            atomicMin(sBestKey, (cost << 6) | uint(t));
         }
         barrier();
-        key = sBestKey;
-        if (key != before && t == int(key & 63u)) sBestMV = c;
+        if (t == 0) {
+            bool moved = false;
+            for (int c = 0; c < 4; c++) {
+                if (!sValid[c]) continue;
+                ivec2 d = sCand[c];
+                uint cost = sSad[c] + uint(u_code.z * (seBits(4 * d.x) + seBits(4 * d.y)));
+                if (cost < sBestCost) { sBestCost = cost; sBestMV = d; moved = true; }
+            }
+            // Rounds 0-1: predictors; then the diamond while it moves (16 steps at most); then one diagonal round.
+            int next = round + 1;
+            if (round >= 2) {
+                if (sPhase == 0 && (!moved || round >= 17)) sPhase = 1;
+                else if (sPhase == 1) sPhase = 2;
+            }
+            sRound = next;
+        }
         barrier();
-        ivec2 off = sBestMV - centre;
-        if (key == before || (abs(off.x) < 3 && abs(off.y) < 3)) break;
+        if (sPhase == 2) break;
+        round = sRound;
     }
     ivec2 best = sBestMV;
     ivec2 mv = best * 4;
