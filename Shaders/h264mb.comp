@@ -3,10 +3,15 @@
 // "The GPU encoder"): one work group of 64 invocations per macroblock.
 // INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
 // dispatch runs, so left, top and top-left neighbours are reconstructed).
-// INTER: P_L0_16x16 with a full-sample search (predictors, then every
-// vector within ±4 of the best), all macroblocks at once.
-// Both choose, transform, quantise, reconstruct into the current picture and
-// write the macroblock's record for the entropy pass.
+// SEARCH (with INTER): the full-sample motion search of P_L0_16x16
+// (predictors, a diamond walk, its diagonal neighbours, in a ±16 window
+// kept in shared memory), all macroblocks at once; it writes only the
+// vector into the macroblock's record. It is a pass of its own because its
+// window takes shared memory the rest does not need: apart, the rest runs
+// with several times the work groups resident.
+// INTER: P_L0_16x16 with the search pass's vector, all macroblocks at once.
+// INTRA and INTER choose, transform, quantise, reconstruct into the current
+// picture and write the macroblock's record for the entropy pass.
 layout(local_size_x = 64) in;
 
 layout(std430, binding = 0) readonly buffer Src { uint src[]; };
@@ -28,6 +33,7 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 #define WSTRIDE 49
 
 shared int sCur[256];
+#ifndef SEARCH
 shared int sCurC[128];       // U then V, 8×8 each
 shared int sPred[256];
 shared int sPredC[128];
@@ -38,7 +44,8 @@ shared int sDCLevels[24];
 shared int sReconC[128];
 shared uint sBest;
 shared uint sBestC;
-#ifdef INTER
+#endif
+#ifdef SEARCH
 shared int sWin[WIN * WSTRIDE];
 shared uint sSad[4];
 shared ivec2 sCand[4];
@@ -49,7 +56,7 @@ shared int sPhase;
 shared int sRound;
 const ivec2 DIAMOND[4] = ivec2[4](ivec2(0, -1), ivec2(-1, 0), ivec2(1, 0), ivec2(0, 1));
 const ivec2 DIAGONAL[4] = ivec2[4](ivec2(-1, -1), ivec2(1, -1), ivec2(-1, 1), ivec2(1, 1));
-#else
+#elif !defined(INTER)
 shared int sTop[16];
 shared int sLeft[16];
 shared int sTopC[16];        // U 0-7, V 8-15
@@ -197,14 +204,15 @@ void main() {
     } else {
         for (int k = 0; k < 4; k++) sCur[t * 4 + k] = srcY(px + (t & 3) * 4 + k, py + (t >> 2));
     }
+#ifdef SEARCH
+    if (t == 0) { sPhase = 0; sRound = 0; }
+#else
     sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
     sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
     if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
-#ifdef INTER
-    if (t == 0) { sPhase = 0; sRound = 0; }
 #endif
 
-#ifdef INTER
+#ifdef SEARCH
     // The search window: whole words where it lies inside the picture, else sample by sample (clamped).
     if (px >= RANGE && py >= RANGE && px + 16 + RANGE <= u_size.z * 16 && py + 16 + RANGE <= u_size.w * 16) {
         int first = ((py - RANGE) * u_layout.z + px - RANGE) >> 2;
@@ -281,12 +289,14 @@ void main() {
         if (sPhase == 2) break;
         round = sRound;
     }
-    ivec2 best = sBestMV;
-    ivec2 mv = best * 4;
-    int base = (best.y + RANGE) * WSTRIDE + best.x + RANGE;
+    if (t == 0) mbs[mb * MB_WORDS + MB_MV] = packMV(sBestMV * 4);
+#elif defined(INTER)
+    // The vector the search pass chose (full samples, in quarter-sample units).
+    ivec2 mv = unpackMV(mbs[mb * MB_WORDS + MB_MV]);
+    ivec2 best = mv / 4;
     for (int k = 0; k < 4; k++) {
         int i = t * 4 + k;
-        sPred[i] = sWin[base + (i >> 4) * WSTRIDE + (i & 15)];
+        sPred[i] = refY(px + best.x + (i & 15), py + best.y + (i >> 4));
     }
     {
         // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).
@@ -351,6 +361,7 @@ void main() {
     barrier();
     ivec2 mv = ivec2(0);
 #endif
+#ifndef SEARCH
 
     // Forward transform and quantisation: luma blocks on invocations 0-15, chroma on 16-23.
     int deadzone = intra ? 2 : 1;
@@ -473,4 +484,5 @@ void main() {
         mbs[rec + MB_MVP] = 0u;
         mbs[rec + MB_SKIPRUN] = 0u;
     }
+#endif
 }

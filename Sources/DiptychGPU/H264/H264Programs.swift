@@ -4,7 +4,7 @@ import DiptychCore
 /// The GPU encoder's compute programs, compiled once per context and shared
 /// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
 final class H264Programs {
-    enum Pass: CaseIterable { case intra, inter, finish, cavlc, scan, gather }
+    enum Pass: CaseIterable { case intra, search, inter, finish, cavlc, scan, gather }
 
     private(set) var ids: [Pass: GLuint] = [:]
     private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint)] = [:]
@@ -32,6 +32,7 @@ final class H264Programs {
     private static func build(_ pass: Pass) throws(GPUError) -> GLuint {
         let (file, defines): (String, String) = switch pass {
         case .intra: ("h264mb.comp", "#define INTRA 1\n")
+        case .search: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n")
         case .inter: ("h264mb.comp", "#define INTER 1\n")
         case .finish: ("h264finish.comp", "")
         case .cavlc: ("h264cavlc.comp", "")
