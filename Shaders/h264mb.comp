@@ -4,11 +4,11 @@
 // INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
 // dispatch runs, so left, top and top-left neighbours are reconstructed).
 // SEARCH (with INTER): the full-sample motion search of P_L0_16x16
-// (predictors, a diamond walk, its diagonal neighbours, in a ±16 window
-// kept in shared memory), all macroblocks at once; it writes only the
-// vector into the macroblock's record. It is a pass of its own because its
-// window takes shared memory the rest does not need: apart, the rest runs
-// with several times the work groups resident.
+// (predictors, a diamond walk, its diagonal neighbours, within ±16), all
+// macroblocks at once, reading the reference where it lies (no window in
+// shared memory: more work groups resident); it writes only the vector into
+// the macroblock's record. A pass of its own, so the transform and
+// reconstruction run with the resources they need, not the search's.
 // INTER: P_L0_16x16 with the search pass's vector, all macroblocks at once.
 // INTRA and INTER choose, transform, quantise, reconstruct into the current
 // picture and write the macroblock's record for the entropy pass.
@@ -27,10 +27,6 @@ uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row byte
 uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 
 #define RANGE 16
-#define WIN 48
-// Row stride of the window in shared memory: odd, so the 16 rows a candidate's
-// invocations read at once fall in 16 different banks.
-#define WSTRIDE 49
 
 shared int sCur[256];
 #ifndef SEARCH
@@ -46,7 +42,6 @@ shared uint sBest;
 shared uint sBestC;
 #endif
 #ifdef SEARCH
-shared int sWin[WIN * WSTRIDE];
 shared uint sSad[4];
 shared ivec2 sCand[4];
 shared bool sValid[4];
@@ -101,6 +96,31 @@ int seBits(int v) {
     uint k = v > 0 ? uint(2 * v) : uint(-2 * v + 1);   // codeNum + 1
     return 2 * findMSB(k) + 1;
 }
+
+#ifdef SEARCH
+// The SAD of row `row` of the macroblock (`cur`) against the reference
+// displaced by `d`: whole words realigned where the row lies inside the
+// picture, else sample by sample, clamped as the standard's prediction is.
+int rowSAD(int cur[16], int row, ivec2 d) {
+    int x0 = mbX * 16 + d.x, y = clamp(mbY * 16 + row + d.y, 0, u_size.w * 16 - 1);
+    int s = 0;
+    if (x0 >= 0 && x0 + 16 <= u_size.z * 16) {
+        int o = y * u_layout.z + x0;
+        int i = o >> 2;
+        uint sh = uint(8 * (o & 3));
+        uint w0 = ref[i], w1 = ref[i + 1], w2 = ref[i + 2], w3 = ref[i + 3];
+        // The fifth word only when the row is not word aligned (then it lies inside the row).
+        uint w4 = sh == 0u ? 0u : ref[i + 4];
+        uvec4 a = sh == 0u ? uvec4(w0, w1, w2, w3)
+                           : (uvec4(w0, w1, w2, w3) >> sh) | (uvec4(w1, w2, w3, w4) << (32u - sh));
+        for (int k = 0; k < 4; k++)
+            for (int b = 0; b < 4; b++) s += abs(cur[k * 4 + b] - int(readByte(a[k], b)));
+    } else {
+        for (int x = 0; x < 16; x++) s += abs(cur[x] - refY(x0 + x, y));
+    }
+    return s;
+}
+#endif
 
 ivec2 prevVector(int x, int y) {
     if (x < 0 || y < 0 || x >= u_size.z || y >= u_size.w) return ivec2(0);
@@ -213,17 +233,6 @@ void main() {
 #endif
 
 #ifdef SEARCH
-    // The search window: whole words where it lies inside the picture, else sample by sample (clamped).
-    if (px >= RANGE && py >= RANGE && px + 16 + RANGE <= u_size.z * 16 && py + 16 + RANGE <= u_size.w * 16) {
-        int first = ((py - RANGE) * u_layout.z + px - RANGE) >> 2;
-        for (int i = t; i < WIN * WIN / 4; i += 64) {
-            int row = i / (WIN / 4), col = i % (WIN / 4);
-            uint w = ref[first + row * (u_layout.z >> 2) + col];
-            for (int k = 0; k < 4; k++) sWin[row * WSTRIDE + col * 4 + k] = int(readByte(w, k));
-        }
-    } else {
-        for (int i = t; i < WIN * WIN; i += 64) sWin[(i / WIN) * WSTRIDE + i % WIN] = refY(px - RANGE + i % WIN, py - RANGE + i / WIN);
-    }
     if (t == 0) sBestCost = 0xffffffffu;
     // Predictors (zero, and the vectors of this and the four next macroblocks
     // in the previous picture), then a diamond walk from the best of them,
@@ -261,11 +270,7 @@ void main() {
         {
             int c = t >> 4, row = t & 15;
             if (sValid[c]) {
-                ivec2 d = sCand[c];
-                int base = (d.y + RANGE + row) * WSTRIDE + d.x + RANGE;
-                int s = 0;
-                for (int x = 0; x < 16; x++) s += abs(cur[x] - sWin[base + x]);
-                atomicAdd(sSad[c], uint(s));
+                atomicAdd(sSad[c], uint(rowSAD(cur, row, sCand[c])));
             }
         }
         barrier();
