@@ -28,8 +28,10 @@ public enum GPUEncodeBenchmark {
 
     /// `sources`: NV12 pictures, `(width + 3) / 4 * 4` bytes a row, Y rows then UV rows.
     /// `pace`: each stream submits a picture every 1/pace s, stream i at i/N of
-    /// an interval (independent sources' phases), and every picture is taken
-    /// as soon as it is done; latency is then one picture's, not a round's.
+    /// an interval (independent sources' phases); the pictures due at once are
+    /// recorded together (as a render thread records the frames queued when it
+    /// wakes), and every picture is taken as soon as it is done; latency is
+    /// then one picture's, from its submission to its bitstream on the host.
     public static func run(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
                            settings: GPUH264Settings, profile: Bool, pace: Double? = nil, log: (String) -> Void) throws(GPUError) -> Result {
         let context = try DisplayLadder.open(selection, log: log)
@@ -121,14 +123,19 @@ public enum GPUEncodeBenchmark {
         let warmup = 2
         while pictures < n * rounds {
             let now = PassTimer.now()
-            // Every stream whose next picture is due submits it.
+            // Every stream whose next picture is due submits it; the pictures
+            // due together are recorded in one batch, as a render thread
+            // records the frames queued when it wakes.
+            var due: [(stream: Int, job: H264ComputeEncoder.Job)] = []
             for s in 0..<n where submitted[s] < rounds + warmup {
-                let due = start + UInt64((Double(submitted[s]) + Double(s) / Double(n)) * interval)
-                guard now >= due else { continue }
-                let job = H264ComputeEncoder.Job(encoder: encoders[s], source: buffers[picture(submitted[s] + 3 * s)], rowBytes: rowBytes,
-                                                 uvOffset: rowBytes * size.height, pts: MediaTime(value: Int64(submitted[s]), timescale: 60))
-                pending[s].append((H264ComputeEncoder.encode([job], programs: programs)[0], now))
+                let at = start + UInt64((Double(submitted[s]) + Double(s) / Double(n)) * interval)
+                guard now >= at else { continue }
+                due.append((s, H264ComputeEncoder.Job(encoder: encoders[s], source: buffers[picture(submitted[s] + 3 * s)], rowBytes: rowBytes,
+                                                      uvOffset: rowBytes * size.height, pts: MediaTime(value: Int64(submitted[s]), timescale: 60))))
                 submitted[s] += 1
+            }
+            if !due.isEmpty {
+                for (d, p) in zip(due, H264ComputeEncoder.encode(due.map(\.job), programs: programs)) { pending[d.stream].append((p, now)) }
             }
             // Every finished picture is taken at once.
             for s in 0..<n {
