@@ -184,7 +184,7 @@ public enum StageClock {
     private static func currentName() -> String {
         var buf = [CChar](repeating: 0, count: 16)
         _ = glibcGetname(pthread_self(), &buf, buf.count)
-        return String(cString: buf)
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private static func setName(_ name: String) {
