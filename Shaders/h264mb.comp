@@ -3,12 +3,11 @@
 // "The GPU encoder"): one work group of 64 invocations per macroblock.
 // INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
 // dispatch runs, so left, top and top-left neighbours are reconstructed).
-// SEARCH (with INTER): the motion search of P_L0_16x16, all macroblocks at
-// once: full samples (predictors, a diamond walk, its diagonal neighbours,
-// within ±16) reading the reference where it lies, then half and quarter
-// samples around the best (SATD plus lambda times the vector's bits, the
-// standard's 6-tap filter); it writes the vector into the macroblock's
-// record and the luma prediction into the predictions buffer. A pass of its own, so the transform and
+// SEARCH (with INTER): the full-sample motion search of P_L0_16x16
+// (predictors, a diamond walk, its diagonal neighbours, within ±16), all
+// macroblocks at once, reading the reference where it lies (no window in
+// shared memory: more work groups resident); it writes only the vector into
+// the macroblock's record. A pass of its own, so the transform and
 // reconstruction run with the resources they need, not the search's.
 // INTER: P_L0_16x16 with the search pass's vector, all macroblocks at once.
 // INTRA and INTER choose, transform, quantise, reconstruct into the current
@@ -21,9 +20,6 @@ layout(std430, binding = 3) buffer MBs { uint mbs[]; };
 #ifdef INTER
 layout(std430, binding = 2) readonly buffer Ref { uint ref[]; };
 layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
-// Each macroblock's 16×16 luma prediction at its quarter-sample vector,
-// four samples a word, row by row: the search pass writes it, INTER reads it.
-layout(std430, binding = 9) buffer Predictions { uint predictions[]; };
 #endif
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
@@ -128,101 +124,8 @@ int rowSAD(int cur[16], int row, ivec2 d) {
 
 ivec2 prevVector(int x, int y) {
     if (x < 0 || y < 0 || x >= u_size.z || y >= u_size.w) return ivec2(0);
-    return unpackMV(prevMBs[(y * u_size.z + x) * MB_WORDS + MB_MV]) >> 2;
+    return unpackMV(prevMBs[(y * u_size.z + x) * MB_WORDS + MB_MV]) / 4;
 }
-
-#ifdef SEARCH
-// Fractional-sample luma (8.4.2.2.1) around the full-sample vector found,
-// in shared memory once the full-sample search is done. Coordinates are
-// relative to the macroblock displaced by that vector: full samples G for x,
-// y in -3..19, the unrounded horizontal 6-tap b1 at x + 1/2 (x in -1..15)
-// for rows -3..19, the vertical half samples h at y + 1/2 (x in -1..16, y in
-// -1..15) and the centre ones j (x, y in -1..15).
-#define OFF_B1 529
-#define OFF_H 920
-#define OFF_J 1226
-shared int sFrac[1515];
-shared uint sCost9[9];
-int fullAt(int x, int y) { return sFrac[(y + 3) * 23 + x + 3]; }
-int b1At(int x, int y) { return sFrac[OFF_B1 + (y + 3) * 17 + x + 1]; }
-int bAt(int x, int y) { return clamp((b1At(x, y) + 16) >> 5, 0, 255); }
-int hAt(int x, int y) { return sFrac[OFF_H + (y + 1) * 18 + x + 1]; }
-int jAt(int x, int y) { return sFrac[OFF_J + (y + 1) * 17 + x + 1]; }
-int tap6(int a, int b, int c, int d, int e, int f) { return a - 5 * b + 20 * c + 20 * d - 5 * e + f; }
-
-// The three steps that fill those planes, a barrier after each (main() holds the barriers).
-void loadFull(int t, ivec2 origin) {
-    for (int i = t; i < 529; i += 64) sFrac[i] = refY(origin.x + i % 23 - 3, origin.y + i / 23 - 3);
-}
-void loadHalf(int t) {
-    for (int i = t; i < 391; i += 64) {
-        int x = i % 17 - 1, y = i / 17 - 3;
-        sFrac[OFF_B1 + i] = tap6(fullAt(x - 2, y), fullAt(x - 1, y), fullAt(x, y), fullAt(x + 1, y), fullAt(x + 2, y), fullAt(x + 3, y));
-    }
-    for (int i = t; i < 306; i += 64) {
-        int x = i % 18 - 1, y = i / 18 - 1;
-        int h1 = tap6(fullAt(x, y - 2), fullAt(x, y - 1), fullAt(x, y), fullAt(x, y + 1), fullAt(x, y + 2), fullAt(x, y + 3));
-        sFrac[OFF_H + i] = clamp((h1 + 16) >> 5, 0, 255);
-    }
-}
-void loadCentre(int t) {
-    for (int i = t; i < 289; i += 64) {
-        int x = i % 17 - 1, y = i / 17 - 1;
-        int j1 = tap6(b1At(x, y - 2), b1At(x, y - 1), b1At(x, y), b1At(x, y + 1), b1At(x, y + 2), b1At(x, y + 3));
-        sFrac[OFF_J + i] = clamp((j1 + 512) >> 10, 0, 255);
-    }
-}
-
-// The luma prediction sample at quarter-sample position (qx, qy), relative as above (Table 8-12).
-int lumaAt(int qx, int qy) {
-    int x = qx >> 2, y = qy >> 2, fx = qx & 3, fy = qy & 3;
-    if (fx == 0 && fy == 0) return fullAt(x, y);
-    if (fy == 0) {
-        int b = bAt(x, y);
-        return fx == 2 ? b : (b + fullAt(x + (fx >> 1), y) + 1) >> 1;
-    }
-    if (fx == 0) {
-        int h = hAt(x, y);
-        return fy == 2 ? h : (h + fullAt(x, y + (fy >> 1)) + 1) >> 1;
-    }
-    if (fx == 2 && fy == 2) return jAt(x, y);
-    if (fx == 2) return (jAt(x, y) + bAt(x, y + (fy >> 1)) + 1) >> 1;   // f, q
-    if (fy == 2) return (jAt(x, y) + hAt(x + (fx >> 1), y) + 1) >> 1;   // i, k
-    return (bAt(x, y + (fy >> 1)) + hAt(x + (fx >> 1), y) + 1) >> 1;    // e, g, p, r
-}
-
-// One step of the fractional search: the nine offsets `step` quarter samples
-// around `centre`, costed by the SATD of the 4×4 blocks plus lambda times the
-// vector's bits. satdCandidates adds up the SATDs (sCost9 zeroed, a barrier
-// before and after), bestCandidate picks (every invocation the same one).
-void satdCandidates(int t, ivec2 centre, int step) {
-    for (int k = t; k < 144; k += 64) {
-        int c = k >> 4, blk = k & 15;
-        ivec2 d = centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
-        int bx = (blk & 3) * 4, by = (blk >> 2) * 4;
-        int r[16];
-        for (int i = 0; i < 16; i++) {
-            int x = bx + (i & 3), y = by + (i >> 2);
-            r[i] = sCur[y * 16 + x] - lumaAt(4 * x + d.x, 4 * y + d.y);
-        }
-        hadamard4x4(r);
-        int s = 0;
-        for (int i = 0; i < 16; i++) s += abs(r[i]);
-        atomicAdd(sCost9[c], uint((s + 1) >> 1));
-    }
-}
-ivec2 bestCandidate(ivec2 full, ivec2 centre, int step) {
-    uint bestKey = 0xffffffffu;
-    for (int c = 0; c < 9; c++) {
-        ivec2 mv = full * 4 + centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
-        uint cost = sCost9[c] + uint(u_code.z * (seBits(mv.x) + seBits(mv.y)));
-        bestKey = min(bestKey, (cost << 4) | uint(c == 4 ? 0 : c + 1));   // ties keep the centre
-    }
-    int c = int(bestKey & 15u);
-    c = c == 0 ? 4 : c - 1;
-    return centre + ivec2(c % 3 - 1, c / 3 - 1) * step;
-}
-#endif
 #else
 int top(int i) { return i < 0 ? sCorner[0] : sTop[i]; }
 int left(int i) { return i < 0 ? sCorner[0] : sLeft[i]; }
@@ -391,41 +294,14 @@ void main() {
         if (sPhase == 2) break;
         round = sRound;
     }
-    // Half, then quarter samples around the full-sample vector.
-    ivec2 best = sBestMV;
-    barrier();
-    loadFull(t, ivec2(px, py) + best);
-    if (t < 9) sCost9[t] = 0u;
-    barrier();
-    loadHalf(t);
-    barrier();
-    loadCentre(t);
-    barrier();
-    satdCandidates(t, ivec2(0), 2);
-    barrier();
-    ivec2 frac = bestCandidate(best, ivec2(0), 2);
-    barrier();
-    if (t < 9) sCost9[t] = 0u;
-    barrier();
-    satdCandidates(t, frac, 1);
-    barrier();
-    frac = bestCandidate(best, frac, 1);
-    if (t == 0) mbs[mb * MB_WORDS + MB_MV] = packMV(best * 4 + frac);
-    {
-        // The prediction at that vector, a word (four samples of a row) per invocation.
-        uint word = 0u;
-        for (int k = 0; k < 4; k++) {
-            int i = t * 4 + k;
-            word |= uint(lumaAt(4 * (i & 15) + frac.x, 4 * (i >> 4) + frac.y)) << uint(8 * k);
-        }
-        predictions[mb * 64 + t] = word;
-    }
+    if (t == 0) mbs[mb * MB_WORDS + MB_MV] = packMV(sBestMV * 4);
 #elif defined(INTER)
-    // The vector and luma prediction the search pass chose (quarter samples).
+    // The vector the search pass chose (full samples, in quarter-sample units).
     ivec2 mv = unpackMV(mbs[mb * MB_WORDS + MB_MV]);
-    {
-        uint word = predictions[mb * 64 + t];
-        for (int k = 0; k < 4; k++) sPred[t * 4 + k] = int(readByte(word, k));
+    ivec2 best = mv / 4;
+    for (int k = 0; k < 4; k++) {
+        int i = t * 4 + k;
+        sPred[i] = refY(px + best.x + (i & 15), py + best.y + (i >> 4));
     }
     {
         // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).

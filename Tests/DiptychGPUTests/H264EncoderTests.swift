@@ -227,44 +227,6 @@ extension GPU {
         }
     
 
-        /// A smooth texture panned by (dx, dy) samples a picture (fractions of a sample included).
-        static func smoothPan(_ pattern: EncoderPattern, dx: Double, dy: Double) -> (Int) -> [UInt8] {
-            { i in
-                var out = [UInt8](repeating: 128, count: pattern.rowBytes * pattern.height * 3 / 2)
-                for y in 0..<pattern.height {
-                    for x in 0..<pattern.width {
-                        let u = Double(x) + dx * Double(i), v = Double(y) + dy * Double(i)
-                        let l = 128 + 60 * sin(u * 0.45) * cos(v * 0.3) + 40 * sin((u + v) * 0.13)
-                        out[y * pattern.rowBytes + x] = UInt8(clamping: Int(l.rounded()))
-                    }
-                }
-                for y in 0..<pattern.height / 2 {
-                    for x in 0..<pattern.width / 2 {
-                        let u = Double(2 * x) + dx * Double(i), v = Double(2 * y) + dy * Double(i)
-                        out[pattern.rowBytes * pattern.height + y * pattern.rowBytes + 2 * x] = UInt8(clamping: Int(128 + 50 * sin(u * 0.2)))
-                        out[pattern.rowBytes * pattern.height + y * pattern.rowBytes + 2 * x + 1] = UInt8(clamping: Int(128 + 50 * cos(v * 0.25)))
-                    }
-                }
-                return out
-            }
-        }
-
-        /// Bounds that full-sample vectors miss on these pans (measured with them:
-        /// P pictures 1.04–2.35 times the IDR's bytes, 36.5–37.0 dB; with
-        /// quarter samples 0.33–1.68 times, 37.8–39.1 dB).
-        @Test("Fractional panning: quarter-sample vectors, at the edges too", arguments: [
-            (0.75, 0.25, 0.8), (-1.5, 0.5, 0.8), (2.25, -3.75, 0.8), (-5.5, -6.25, 2.0),
-        ])
-        func fractionalPan(dx: Double, dy: Double, pToIDR: Double) throws {
-            let pattern = EncoderPattern(width: 64, height: 48)
-            let source = Self.smoothPan(pattern, dx: dx, dy: dy)
-            let run = try expectBitExact(pattern, frames: 5, settings: GPUH264Settings(qp: 26), frameOverride: source)
-            let sizes = pictureSizes(run.stream)
-            let p = sizes.dropFirst().reduce(0, +)
-            #expect(Double(p) < pToIDR * Double(sizes[0]), "four P pictures \(p) bytes, the IDR \(sizes[0])")
-            #expect(meanPSNR(run, source, pattern) > 37.5)
-        }
-
         @Test("Decoded pictures equal the encoder's reconstruction, byte for byte", arguments: [
             (48, 32, 26), (64, 48, 30), (40, 24, 20),
         ])

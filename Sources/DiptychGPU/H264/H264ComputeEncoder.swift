@@ -44,7 +44,7 @@ public struct H264Picture: Sendable {
 
 /// An H.264 encoder made of GLES 3.1 compute passes (docs/ARCHITECTURE.md,
 /// "The GPU encoder"): Constrained Baseline, I_16x16, P_L0_16x16 and
-/// P_Skip, quarter-sample motion, CAVLC, one slice a picture. It reads an NV12
+/// P_Skip, full-sample motion, CAVLC, one slice a picture. It reads an NV12
 /// storage buffer (the compute composite's output) and returns the bitstream;
 /// the reconstructed reference and every macroblock's record stay on the GPU.
 /// Owns its programs and buffers. Render thread only (a GL context current).
@@ -60,8 +60,6 @@ final class H264ComputeEncoder {
     /// Macroblock records of this picture and the previous one.
     private var records: [GLuint] = [0, 0]
     private var bits: GLuint = 0, lens: GLuint = 0
-    /// Each macroblock's luma prediction at its quarter-sample vector (the search pass's, for the macroblock pass).
-    private var predictions: GLuint = 0
     /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
     private var slots: [Slot] = []
     private var nextSlot = 0
@@ -126,7 +124,6 @@ final class H264ComputeEncoder {
         records = [buffer(n * 220 * 4), buffer(n * 220 * 4)]
         bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
         lens = buffer(2 * (n + 2) * 4)
-        predictions = buffer(n * 256)
         func mappedBuffer(_ bytes: Int) -> (GLuint, UnsafeRawPointer?) {
             guard let bufferStorage else { return (buffer(bytes), nil) }
             var b: GLuint = 0
@@ -154,10 +151,10 @@ final class H264ComputeEncoder {
 
     func release() {
         released = true
-        let all = pictures + records + [bits, lens, predictions] + slots.flatMap { [$0.result, $0.output] }
+        let all = pictures + records + [bits, lens] + slots.flatMap { [$0.result, $0.output] }
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; predictions = 0; slots = []
+        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; slots = []
     }
 
     deinit { precondition(released, "H264ComputeEncoder released without release()") }
@@ -222,7 +219,7 @@ final class H264ComputeEncoder {
     private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = 0) {
         let slot = slots[p.pending.slot]
         for (binding, buffer) in [(0, p.job.source), (1, pictures[current]), (2, pictures[p.reference]), (3, records[current]),
-                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output), (9, predictions)] {
+                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
         let l = programs.locations[pass]!
