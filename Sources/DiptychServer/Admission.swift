@@ -83,20 +83,44 @@ public enum Admission {
         public var gpuMsPerSecond: Double
     }
 
+    /// Why a take (or an output) is refused: every case is 503, and the
+    /// metrics count each kind apart (`kind`).
+    public enum Refusal: Error, Hashable, Sendable, CustomStringConvertible {
+        case maxTakes(Int)
+        case lagging(Lagging)
+        /// Over the CPU or the GPU budget; the message names the load and the figures.
+        case overCPU(String)
+        case overGPU(String)
+
+        /// The refusal's label in `/metrics` (`diptych_refusals_total{reason=…}`).
+        public var kind: String {
+            switch self {
+            case .maxTakes: "max-takes"
+            case .lagging: "lagging"
+            case .overCPU, .overGPU: "capacity"
+            }
+        }
+
+        public var description: String {
+            switch self {
+            case .maxTakes(let n): "at the limit of \(n) takes running at once (--max-takes)"
+            case .lagging(let l): String(format: "take %@ is running at %.2fx real time; no room for another take", l.id, l.realtimeFactor)
+            case .overCPU(let m), .overGPU(let m): m
+            }
+        }
+
+        public var requestError: RequestError { .unavailable(description) }
+    }
+
     public static func decide(new: TakeLoad, running: [TakeLoad], lagging: Lagging?, active: Int, maxTakes: Int,
-                              model: CostModel, capacity: Capacity) -> Result<Estimate, RequestError> {
-        if active >= maxTakes {
-            return .failure(.unavailable("at the limit of \(maxTakes) takes running at once (--max-takes)"))
-        }
-        if let l = lagging {
-            return .failure(.unavailable(String(format: "take %@ is running at %.2fx real time; no room for another take",
-                                                l.id, l.realtimeFactor)))
-        }
+                              model: CostModel, capacity: Capacity) -> Result<Estimate, Refusal> {
+        if active >= maxTakes { return .failure(.maxTakes(maxTakes)) }
+        if let l = lagging { return .failure(.lagging(l)) }
         let estimate = Estimate(cpuCores: model.cpuCores(new), gpuMsPerSecond: model.gpuMsPerSecond(new))
         let usedCPU = running.reduce(0) { $0 + model.cpuCores($1) }
         let cpuLimit = capacity.cpuCores * capacity.headroom
         if usedCPU + estimate.cpuCores > cpuLimit {
-            return .failure(.unavailable(String(
+            return .failure(.overCPU(String(
                 format: "over capacity: %@ needs about %.2f CPU cores at real time; %@ %.2f of %.2f (%g cores × %.0f %%), cost %@",
                 new.description, estimate.cpuCores, takes(running.count), usedCPU, cpuLimit, capacity.cpuCores,
                 capacity.headroom * 100, model.source)))
@@ -104,7 +128,7 @@ public enum Admission {
         let usedGPU = running.reduce(0) { $0 + model.gpuMsPerSecond($1) }
         let gpuLimit = capacity.gpuMsPerSecond * capacity.headroom
         if usedGPU + estimate.gpuMsPerSecond > gpuLimit {
-            return .failure(.unavailable(String(
+            return .failure(.overGPU(String(
                 format: "over GPU capacity: %@ needs about %.0f ms of GPU time per second; %@ %.0f of %.0f, cost %@",
                 new.description, estimate.gpuMsPerSecond, takes(running.count), usedGPU, gpuLimit, model.source)))
         }

@@ -45,9 +45,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var latency = FrameLatency()
     private var encoder: String?
     private var _error: String?
-    private var _badInput = false
-    private var _unreachableOutput = false
-    private var _sourceTimedOut = false
+    /// How a failure answers the request that started the take (nil for a take read back from disk).
+    private var _failure: RequestError?
     /// Outputs added while the take runs, by index, while they are open.
     private var _added: [Int: OutputSpec] = [:]
     /// Every output added while the take ran, removed ones included (their files hold recordings).
@@ -86,9 +85,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     var layout: Layout { lock.withLock { _layout } }
     var summary: TakeSummary? { lock.withLock { _summary } }
     var error: String? { lock.withLock { _error } }
-    var badInput: Bool { lock.withLock { _badInput } }
-    var unreachableOutput: Bool { lock.withLock { _unreachableOutput } }
-    var sourceTimedOut: Bool { lock.withLock { _sourceTimedOut } }
+    var failure: RequestError? { lock.withLock { _failure } }
 
     // MARK: - Control
 
@@ -220,14 +217,12 @@ final class Take: TakeEvents, @unchecked Sendable {
         lock.withLock { latency.written(pts, at: now); written += 1 }
     }
 
-    func takeEnded(_ e: TakeEnding) {
+    func takeEnded(_ e: SessionOutcome) {
         lock.withLock {
             _summary = e.summary
-            _error = e.error
-            _badInput = e.badInput
-            _unreachableOutput = e.unreachableOutput
-            _sourceTimedOut = e.sourceTimedOut
-            _state = e.error == nil ? .finished : .failed
+            _error = e.failure?.description
+            _failure = e.failure
+            _state = e.failure == nil ? .finished : .failed
             if let s = e.summary { written = s.frames }
         }
         // The final state is saved before anyone waiting for the end is woken.

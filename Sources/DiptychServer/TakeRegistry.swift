@@ -109,11 +109,7 @@ final class TakeRegistry: @unchecked Sendable {
                 order.removeAll { $0 == take.id }
             }
             store?.remove(take.id)
-            let why = take.error ?? "the take failed to start"
-            if take.badInput { throw .badRequest(why) }
-            if take.unreachableOutput { throw .badGateway(why) }
-            if take.sourceTimedOut { throw .gatewayTimeout(why) }
-            throw why.hasPrefix("not starting") ? .unavailable(why) : .failed(why)
+            throw take.failure ?? .failed(take.error ?? "the take failed to start")
         }
         return take
     }
@@ -132,11 +128,10 @@ final class TakeRegistry: @unchecked Sendable {
         let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,
                                         maxTakes: settings.maxTakes, model: model, capacity: settings.capacity)
         switch decision {
-        case .failure(let e):
-            let key = e.description.hasPrefix("at the limit") ? "max-takes" : (lagging != nil ? "lagging" : "capacity")
-            refusals[key, default: 0] += 1
-            log("refused a take (\(load)): \(e)")
-            throw e
+        case .failure(let refusal):
+            refusals[refusal.kind, default: 0] += 1
+            log("refused a take (\(load)): \(refusal)")
+            throw refusal.requestError
         case .success:
             admitted += 1
         }
@@ -162,7 +157,7 @@ final class TakeRegistry: @unchecked Sendable {
             let decision = Admission.decide(new: encode, running: active.map(\.admissionLoad) + reservedEncodes, lagging: lagging,
                                             active: 0, maxTakes: Int.max, model: model, capacity: settings.capacity)
             if case .failure(let e) = decision {
-                refusals[lagging != nil ? "lagging" : "capacity", default: 0] += 1
+                refusals[e.kind, default: 0] += 1
                 log("refused an output of take \(take.id) (\(encode)): \(e)")
                 return .unavailable("out '\(spec.out)': \(e)")
             }

@@ -18,18 +18,30 @@ struct TakeFigures: Hashable, Sendable {
     var realtimeFactor: Double { wallSeconds > 0 ? mediaSeconds / wallSeconds : 0 }
 }
 
-/// How a take ended.
-struct TakeEnding: Sendable {
+/// How a session run by the server ended: its summary, and for a failure
+/// the answer a request that started it gets (`SessionOutcome.answer`).
+struct SessionOutcome: Sendable {
     /// The session's summary when the take started (also after an abnormal end).
     var summary: TakeSummary?
-    /// Why the take failed (nil for a normal end).
-    var error: String?
-    /// The failure was bad input found before anything was recorded.
-    var badInput: Bool
-    /// A live output's receiver could not be reached when the take started.
-    var unreachableOutput = false
-    /// A source did not answer before its open timeout.
-    var sourceTimedOut = false
+    /// Why the take failed, typed to its HTTP status (nil for a normal end).
+    var failure: RequestError?
+
+    /// What a client that asked for the take is told of `error`, decided by
+    /// the case, never by the text: bad input 400, a live receiver that is
+    /// not there 502, a source that did not answer in time 504, the machine
+    /// refusing to start (thermal state, storage, budget) 503, anything else 500.
+    static func answer(_ error: SessionError) -> RequestError {
+        let message = TakeSession.message(error)
+        if error.isBadInput { return .badRequest(message) }
+        switch error {
+        // A live receiver that refused, or accepted and never answered.
+        case .output(let path, .writeFailed), .output(let path, .timedOut):
+            return ContainerFormat.isLive(path) ? .badGateway(message) : .failed(message)
+        case .source(_, .timedOut): return .gatewayTimeout(message)
+        case .refused: return .unavailable(message)
+        default: return .failed(message)
+        }
+    }
 }
 
 /// What a running take reports, on the take's own threads.
@@ -39,7 +51,7 @@ protocol TakeEvents: AnyObject, Sendable {
     func takeStarted()
     func takePrimaryTaken(_ pts: MediaTime)
     func takeWritten(_ pts: MediaTime)
-    func takeEnded(_ ending: TakeEnding)
+    func takeEnded(_ ending: SessionOutcome)
 }
 
 /// One take run by the server: a `RecordingSession` on its own thread with
@@ -110,17 +122,12 @@ final class TakeSession: @unchecked Sendable {
                 if session.hasStarted { events?.takeStarted() }
             }
             watcher.start()
-            var ending = TakeEnding(summary: nil, error: nil, badInput: false)
+            var ending = SessionOutcome()
             do throws(SessionError) {
                 ending.summary = try session.run()
             } catch {
                 ending.summary = session.summary
-                ending.error = TakeSession.message(error)
-                ending.badInput = error.isBadInput
-                // A live receiver that refused, or accepted and never answered.
-                if case .output(let path, .writeFailed) = error, !error.isBadInput { ending.unreachableOutput = ContainerFormat.isLive(path) }
-                if case .output(let path, .timedOut) = error { ending.unreachableOutput = ContainerFormat.isLive(path) }
-                if case .source(_, .timedOut) = error { ending.sourceTimedOut = true }
+                ending.failure = SessionOutcome.answer(error)
                 // The client is told only that a network source could not be opened; the log says why.
                 if case .source(let role, .unreachable(let name, let detail)) = error {
                     events?.takeLogged("\(role.rawValue) \(name) could not be opened: \(detail)")

@@ -2,6 +2,8 @@ import DiptychCore
 import Foundation
 import Testing
 @testable import DiptychServer
+import Diptych
+import DiptychMedia
 
 /// The server's pure parts: routing, admission, access control, request bodies, latency, cost.
 struct ServerUnitTests {
@@ -39,27 +41,46 @@ struct ServerUnitTests {
 
     @Test func admissionFitsTakesIntoTheCapacity() {
         let cap = Capacity(cpuCores: 2)   // 1.8 usable
-        func decide(_ new: TakeLoad, _ running: [TakeLoad], lagging: Lagging? = nil, max: Int = 32) -> Result<Admission.Estimate, RequestError> {
+        func decide(_ new: TakeLoad, _ running: [TakeLoad], lagging: Lagging? = nil, max: Int = 32) -> Result<Admission.Estimate, Admission.Refusal> {
             Admission.decide(new: new, running: running, lagging: lagging, active: running.count, maxTakes: max, model: model, capacity: cap)
         }
         if case .success(let e) = decide(small, []) { #expect(abs(e.cpuCores - 0.03456) < 1e-9) } else { Issue.record("small refused") }
         #expect((try? decide(hd, [hd, hd]).get()) != nil)            // 1.66 ≤ 1.8
         guard case .failure(let e) = decide(hd, [hd, hd, hd]) else { Issue.record("a fourth 720p take fit"); return }
-        #expect(e.status == 503 && e.description.hasPrefix("over capacity: 1280x720 at 30 fps needs about 0.55 CPU cores"))
+        #expect(e.requestError.status == 503 && e.kind == "capacity")
+        #expect(e.description.hasPrefix("over capacity: 1280x720 at 30 fps needs about 0.55 CPU cores"))
         #expect((try? decide(small, [hd, hd, hd]).get()) != nil)      // a small one still fits
         guard case .failure(let m) = decide(small, [small], max: 1) else { Issue.record("max takes ignored"); return }
-        #expect(m.description.contains("--max-takes"))
+        #expect(m == .maxTakes(1) && m.kind == "max-takes" && m.description.contains("--max-takes"))
         guard case .failure(let l) = decide(small, [small], lagging: Lagging(id: "ab", realtimeFactor: 0.7)) else {
             Issue.record("a lagging take did not block"); return
         }
-        #expect(l.description == "take ab is running at 0.70x real time; no room for another take")
+        #expect(l.kind == "lagging" && l.description == "take ab is running at 0.70x real time; no room for another take")
         let gpuBound = CostModel(cpuSecondsPerMegapixel: 0.001, gpuMsPerMegapixel: 20, source: "test")
         guard case .failure(let g) = Admission.decide(new: hd, running: [hd], lagging: nil, active: 1, maxTakes: 32,
                                                       model: gpuBound, capacity: cap) else { Issue.record("GPU ignored"); return }
-        #expect(g.description.hasPrefix("over GPU capacity"))
+        #expect(g.kind == "capacity" && g.requestError.status == 503 && g.description.hasPrefix("over GPU capacity"))
         #expect(Admission.encoderThreads(cores: 16, active: 0) == 16)
         #expect(Admission.encoderThreads(cores: 16, active: 3) == 4)
         #expect(Admission.encoderThreads(cores: 2, active: 7) == 1)
+    }
+
+    /// A take that failed to start answers its request by the error's case, never by its text.
+    @Test(arguments: [
+        (SessionError.configuration(ConfigurationError(field: "bitrate", value: "x", reason: "not a number")), 400),
+        (.source(.primary, .fileNotFound(path: "/x.mp4")), 400),
+        (.source(.primary, .timedOut(path: "/tmp/fifo")), 504),
+        (.output("rtmp://127.0.0.1:1/live", .writeFailed(path: "rtmp://127.0.0.1:1/live", detail: "Connection refused")), 502),
+        (.output("srt://127.0.0.1:9/", .timedOut(path: "srt://127.0.0.1:9/")), 502),
+        (.output("/tmp/x.mp4", .timedOut(path: "/tmp/x.mp4")), 500),
+        (.refused(.thermalCritical(source: "test")), 503),
+        (.refused(.storage(path: "/tmp", reason: "full")), 503),
+        (.gpu(.contextLost), 500),
+    ] as [(SessionError, Int)])
+    func aFailedStartAnswersByItsCase(error: SessionError, status: Int) {
+        let answer = SessionOutcome.answer(error)
+        #expect(answer.status == status, "\(error) → \(answer)")
+        #expect(!answer.description.isEmpty)
     }
 
     @Test func costMeterMeasuresCPUPerMegapixelOverItsWindow() {
