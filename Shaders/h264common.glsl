@@ -11,6 +11,7 @@ precision highp int;
 #define MB_MV 1          // motion vector in quarter samples, x low 16 bits, y high 16 bits
 #define MB_MVP 2         // its predictor (8.4.1.3)
 #define MB_SKIPRUN 3     // skipped macroblocks just before this one
+#define MB_SEARCHMV 3    // until the finish pass: the motion search's vector (quarter samples, as MB_MV)
 #define MB_NNZ 4         // 24 bytes: total_coeff of luma blocks 0-15 (luma4x4BlkIdx order), Cb 0-3, Cr 0-3
 #define MB_LUMA 16       // 16 blocks × 16 int16 in zig-zag order (I_16x16: AC at 1-15)
 #define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order

@@ -40,6 +40,13 @@ shared int sDCLevels[24];
 shared int sReconC[128];
 shared uint sBest;
 shared uint sBestC;
+#ifdef INTER
+shared uint sChoice[3];
+shared int sScore[24];
+
+// Run lengths → decimation score of a lone ±1 level after that many zeros.
+const int DECIMATE4[16] = int[16](3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+#endif
 #endif
 #ifdef SEARCH
 shared uint sSad[4];
@@ -60,6 +67,25 @@ shared int sCorner[3];       // Y, U, V at (-1, -1)
 #endif
 
 int mbX, mbY, qp, qpc;
+
+#if defined(INTER) && !defined(SEARCH)
+// How much block b's levels (zig-zag positions first-15) are worth keeping:
+// 9 (keep) if any level exceeds 1, else the sum over its ±1s of a weight that
+// falls with the zeros before each (x264's rule for P macroblocks).
+int decimateScore(int b, int first) {
+    int idx = 15;
+    while (idx >= first && sLevels[b * 16 + ZIGZAG[idx]] == 0) idx--;
+    int score = 0;
+    while (idx >= first) {
+        if (abs(sLevels[b * 16 + ZIGZAG[idx]]) > 1) return 9;
+        idx--;
+        int run = 0;
+        while (idx >= first && sLevels[b * 16 + ZIGZAG[idx]] == 0) { idx--; run++; }
+        score += DECIMATE4[run];
+    }
+    return score;
+}
+#endif
 
 int srcY(int x, int y) {
     x = min(x, u_size.x - 1); y = min(y, u_size.y - 1);
@@ -294,11 +320,52 @@ void main() {
         if (sPhase == 2) break;
         round = sRound;
     }
-    if (t == 0) mbs[mb * MB_WORDS + MB_MV] = packMV(sBestMV * 4);
+    if (t == 0) mbs[mb * MB_WORDS + MB_SEARCHMV] = packMV(sBestMV * 4);
 #elif defined(INTER)
-    // The vector the search pass chose (full samples, in quarter-sample units).
-    ivec2 mv = unpackMV(mbs[mb * MB_WORDS + MB_MV]);
-    ivec2 best = mv / 4;
+    // The vector: the search pass's, or the predictor or the P_Skip vector
+    // worked out from the neighbours' search vectors (their final vectors are
+    // not known yet; the finish pass derives the exact ones), whichever costs
+    // least by SAD plus lambda times the bits of its difference from that
+    // predictor. Ties go to the P_Skip vector, then the predictor.
+    ivec2 cand[3];
+    ivec2 mvp;
+    {
+        ivec2 sv = unpackMV(mbs[mb * MB_WORDS + MB_SEARCHMV]) >> 2;
+        bool hasA = mbX > 0, hasB = mbY > 0, hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbX > 0 && mbY > 0;
+        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
+        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
+        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + MB_SEARCHMV]) >> 2
+                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0));
+        bool cAvail = hasC || hasD;
+        if (!hasB && !cAvail && hasA) { b = a; c = a; }
+        int n = (hasA ? 1 : 0) + ((hasB || (!cAvail && hasA)) ? 1 : 0) + ((cAvail || (!hasB && hasA)) ? 1 : 0);
+        if (n == 1) mvp = hasA ? a : (hasB ? b : c);
+        else mvp = ivec2(max(min(a.x, b.x), min(max(a.x, b.x), c.x)), max(min(a.y, b.y), min(max(a.y, b.y), c.y)));
+        ivec2 skip = (!hasA || !hasB || a == ivec2(0) || b == ivec2(0)) ? ivec2(0) : mvp;
+        cand[0] = clamp(skip, ivec2(-RANGE), ivec2(RANGE));
+        cand[1] = clamp(mvp, ivec2(-RANGE), ivec2(RANGE));
+        cand[2] = sv;
+    }
+    if (t < 3) sChoice[t] = 0u;
+    barrier();
+    if (t < 48) {
+        int k = t >> 4, row = t & 15;
+        ivec2 d = cand[k];
+        int s = 0;
+        for (int x = 0; x < 16; x++) s += abs(sCur[row * 16 + x] - refY(px + d.x + x, py + d.y + row));
+        atomicAdd(sChoice[k], uint(s));
+    }
+    barrier();
+    ivec2 best = cand[0];
+    {
+        uint bestCost = 0xffffffffu;
+        for (int k = 0; k < 3; k++) {
+            ivec2 d = cand[k];
+            uint cost = sChoice[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
+            if (cost < bestCost) { bestCost = cost; best = d; }
+        }
+    }
+    ivec2 mv = best * 4;
     for (int k = 0; k < 4; k++) {
         int i = t * 4 + k;
         sPred[i] = refY(px + best.x + (i & 15), py + best.y + (i >> 4));
@@ -394,6 +461,30 @@ void main() {
         sNNZ[t] = count;
     }
     barrier();
+#ifdef INTER
+    // Decimation: an 8×8 luma quadrant whose blocks score under 4 in all,
+    // every luma block when the macroblock scores under 6, and a chroma
+    // component's AC when its four blocks score under 7, are dropped: a few
+    // isolated ±1s cost more bits than they return in quality.
+    if (t < 24) sScore[t] = decimateScore(t, t < 16 ? 0 : 1);
+    barrier();
+    if (t < 24) {
+        bool drop;
+        if (t < 16) {
+            int q = t & ~3, total = 0;
+            for (int b = 0; b < 16; b++) total += sScore[b];
+            drop = sScore[q] + sScore[q + 1] + sScore[q + 2] + sScore[q + 3] < 4 || total < 6;
+        } else {
+            int c = 16 + ((t - 16) & ~3);
+            drop = sScore[c] + sScore[c + 1] + sScore[c + 2] + sScore[c + 3] < 7;
+        }
+        if (drop) {
+            for (int i = 0; i < 16; i++) sLevels[t * 16 + i] = 0;
+            sNNZ[t] = 0;
+        }
+    }
+    barrier();
+#endif
     if (t == 24 && intra) {
         int dc[16];
         for (int i = 0; i < 16; i++) dc[i] = sDC[i];
@@ -487,7 +578,8 @@ void main() {
         mbs[rec + MB_INFO] = packInfo(intra ? KIND_I16 : KIND_P16, false, lumaMode, chromaMode, cbp);
         mbs[rec + MB_MV] = packMV(mv);
         mbs[rec + MB_MVP] = 0u;
-        mbs[rec + MB_SKIPRUN] = 0u;
+        // (P pictures: the word holds the search's vector, which neighbours still read; the finish pass writes the run.)
+        if (intra) mbs[rec + MB_SKIPRUN] = 0u;
     }
 #endif
 }

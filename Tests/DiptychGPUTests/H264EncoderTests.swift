@@ -207,6 +207,27 @@ extension GPU {
             for s in sizes.suffix(3) { #expect(s < 16, "P picture of \(s) bytes (all: \(sizes))") }
         }
 
+        @Test("A still scene under faint noise: P macroblocks drop isolated small levels (decimation)")
+        func decimation() throws {
+            // One still picture, every frame with its own faint luma noise (−2 to 2).
+            let still = EncoderPattern(width: 96, height: 64, noise: 0)
+            let base = still.frame(0)
+            let source: (Int) -> [UInt8] = { i in
+                var out = base
+                var rng = UInt64(i + 1) &* 0x9E37_79B9_7F4A_7C15
+                for k in 0..<(still.rowBytes * still.height) {
+                    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17
+                    out[k] = UInt8(clamping: Int(out[k]) + Int(rng % 5) - 2)
+                }
+                return out
+            }
+            let run = try expectBitExact(still, frames: 6, settings: GPUH264Settings(qp: 22), frameOverride: source)
+            // Without decimation these P pictures took 111–194 bytes each; with it 18–73.
+            let sizes = pictureSizes(run.stream)
+            #expect(sizes.count == 6)
+            for s in sizes.dropFirst() { #expect(s < 100, "P picture of \(s) bytes (all: \(sizes))") }
+        }
+
         @Test("A scene cut inside a P run")
         func sceneCut() throws {
             let a = EncoderPattern(width: 64, height: 48, seed: 3)
@@ -226,6 +247,30 @@ extension GPU {
             #expect(meanPSNR(run, pattern.frame, pattern) > 32)
         }
     
+
+        /// The quality benchmark's encoder (bench/h264-quality.py): each line of the job file that
+        /// DIPTYCH_H264_BENCH names is `input.nv12 width height frames qp output.h264`. Off unless the variable is set.
+        @Test("Benchmark entry: encodes the NV12 files a job file lists",
+              .enabled(if: ProcessInfo.processInfo.environment["DIPTYCH_H264_BENCH"] != nil,
+                       "run by bench/h264-quality.py (DIPTYCH_H264_BENCH names its job file)"))
+        func benchmarkEntry() throws {
+            let jobs = try String(contentsOfFile: ProcessInfo.processInfo.environment["DIPTYCH_H264_BENCH"]!, encoding: .utf8)
+            for line in jobs.split(separator: "\n") where !line.hasPrefix("#") {
+                let f = line.split(separator: " ").map(String.init)
+                guard f.count == 6, let w = Int(f[1]), let h = Int(f[2]), let frames = Int(f[3]), let qp = Int(f[4]) else {
+                    Issue.record("job line '\(line)': expected input.nv12 width height frames qp output.h264")
+                    continue
+                }
+                let input = try Data(contentsOf: URL(fileURLWithPath: f[0]))
+                let pattern = EncoderPattern(width: w, height: h)
+                let size = pattern.rowBytes * h * 3 / 2
+                try #require(w % 4 == 0 && input.count >= size * frames, "\(f[0]): \(input.count) bytes for \(frames) frames of \(w)x\(h)")
+                let started = Date()
+                let run = try encodeRun(pattern, frames: frames, settings: GPUH264Settings(qp: qp)) { i in [UInt8](input[(i * size)..<((i + 1) * size)]) }
+                try Data(run.stream).write(to: URL(fileURLWithPath: f[5]))
+                print("bench \(f[5]) \(run.stream.count) bytes, \(run.keyframes.filter { $0 }.count) IDR, \(Date().timeIntervalSince(started)) s")
+            }
+        }
 
         @Test("Decoded pictures equal the encoder's reconstruction, byte for byte", arguments: [
             (48, 32, 26), (64, 48, 30), (40, 24, 20),
