@@ -27,6 +27,13 @@ uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row byte
 uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 
 #define RANGE 16
+// Intra_16x16 in P pictures: its SAD plus this many lambdas must beat P's cost.
+#define INTRA_BIAS 12
+#ifdef PINTRA
+#define P_INTRA true
+#else
+#define P_INTRA false
+#endif
 
 shared int sCur[256];
 #ifndef SEARCH
@@ -236,12 +243,35 @@ void main() {
     bool intra = false;
 #else
     int d = u_code.w;
+#ifdef PINTRA
+    // Half the macroblocks, a checkerboard: phase d takes those with x + y ≡ d (mod 2).
+    mbY = int(gl_WorkGroupID.y);
+    mbX = 2 * int(gl_WorkGroupID.x) + ((mbY + d) & 1);
+#else
     mbY = max(0, d - (u_size.z - 1)) + int(gl_WorkGroupID.x);
     mbX = d - mbY;
+#endif
     bool intra = true;
 #endif
     int mb = mbY * u_size.z + mbX;
     int px = mbX * 16, py = mbY * 16;
+#ifdef PINTRA
+    // Intra_16x16 in a P picture, after the macroblock pass coded every
+    // macroblock as P: left and top neighbours are of the other phase, so
+    // their reconstruction is final when this one reads it (the plane modes,
+    // which read the top-left corner, are left out). A macroblock of the
+    // second phase stays P where its right or lower neighbour became intra
+    // (that one predicted from its reconstruction), and where P costs little.
+    bool live = mbX < u_size.z;
+    uint interCost = live ? mbs[mb * MB_WORDS + MB_MVP] : 0u;
+    if (live && d == 1) {
+        if (mbX + 1 < u_size.z && infoKind(mbs[(mb + 1) * MB_WORDS + MB_INFO]) == KIND_I16) live = false;
+        if (mbY + 1 < u_size.w && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) == KIND_I16) live = false;
+    }
+    uint bias = uint(INTRA_BIAS * u_code.z);
+    if (interCost <= bias) live = false;
+    if (live) {
+#endif
 
     // The source macroblock.
     if ((u_layout.x & 3) == 0 && px + 16 <= u_size.x && py + 16 <= u_size.y) {
@@ -357,13 +387,11 @@ void main() {
     }
     barrier();
     ivec2 best = cand[0];
-    {
-        uint bestCost = 0xffffffffu;
-        for (int k = 0; k < 3; k++) {
-            ivec2 d = cand[k];
-            uint cost = sChoice[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
-            if (cost < bestCost) { bestCost = cost; best = d; }
-        }
+    uint interCost = 0xffffffffu;
+    for (int k = 0; k < 3; k++) {
+        ivec2 d = cand[k];
+        uint cost = sChoice[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
+        if (cost < interCost) { interCost = cost; best = d; }
     }
     ivec2 mv = best * 4;
     for (int k = 0; k < 4; k++) {
@@ -395,7 +423,7 @@ void main() {
     barrier();
     // Mode decision by SAD: luma modes on invocations 0-3, chroma on 4-7.
     if (t < 4) {
-        bool ok = (t == 0 && hasTop) || (t == 1 && hasLeft) || t == 2 || (t == 3 && hasTop && hasLeft);
+        bool ok = (t == 0 && hasTop) || (t == 1 && hasLeft) || t == 2 || (t == 3 && hasTop && hasLeft && !P_INTRA);
         if (ok) {
             int dc = lumaDC(hasTop, hasLeft);
             ivec3 plane = t == 3 ? lumaPlane() : ivec3(0);
@@ -405,7 +433,7 @@ void main() {
         }
     } else if (t < 8) {
         int m = t - 4;
-        bool ok = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && hasTop && hasLeft);
+        bool ok = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && hasTop && hasLeft && !P_INTRA);
         if (ok) {
             uint s = 0u;
             for (int c = 0; c < 2; c++) {
@@ -417,6 +445,10 @@ void main() {
         }
     }
     barrier();
+#ifdef PINTRA
+    // Intra only where it costs less than P by more than the bias.
+    if ((sBest >> 2) + bias < interCost) {
+#endif
     int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
     {
         int dc = lumaDC(hasTop, hasLeft);
@@ -577,9 +609,18 @@ void main() {
     } else if (t == 42) {
         mbs[rec + MB_INFO] = packInfo(intra ? KIND_I16 : KIND_P16, false, lumaMode, chromaMode, cbp);
         mbs[rec + MB_MV] = packMV(mv);
+        // P macroblocks leave their cost here for the intra pass (the finish pass writes the predictor over it).
+#ifdef INTER
+        mbs[rec + MB_MVP] = interCost;
+#else
         mbs[rec + MB_MVP] = 0u;
+#endif
         // (P pictures: the word holds the search's vector, which neighbours still read; the finish pass writes the run.)
         if (intra) mbs[rec + MB_SKIPRUN] = 0u;
+    }
+#endif
+#ifdef PINTRA
+    }
     }
 #endif
 }

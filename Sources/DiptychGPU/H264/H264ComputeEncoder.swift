@@ -227,7 +227,7 @@ final class H264ComputeEncoder {
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
-        case .intra, .search, .inter: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
+        case .intra, .search, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
@@ -248,7 +248,9 @@ final class H264ComputeEncoder {
             t0 = t
         }
         let storage = GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT)
-        // Macroblocks: P pictures at once (the motion search, then the rest); IDR pictures diagonal by diagonal.
+        // Macroblocks: P pictures at once (the motion search, the rest, then
+        // Intra_16x16 where it beats P, over a checkerboard in two phases);
+        // IDR pictures diagonal by diagonal.
         let inter = prepared.filter { !$0.pending.idr }
         if !inter.isEmpty {
             for pass in [Pass.search, .inter] {
@@ -259,6 +261,15 @@ final class H264ComputeEncoder {
                     glDispatchCompute(GLuint(p.job.encoder.format.mbWidth), GLuint(p.job.encoder.format.mbHeight), 1)
                 }
                 if pass == .search { timed(.search) }
+            }
+            glUseProgram(programs.ids[.intraP]!)
+            for phase in 0..<2 {
+                glMemoryBarrier(storage)
+                for p in inter {
+                    let f = p.job.encoder.format
+                    p.job.encoder.bind(p, .intraP, diagonal: phase)
+                    glDispatchCompute(GLuint((f.mbWidth + 1) / 2), GLuint(f.mbHeight), 1)
+                }
             }
         }
         let diagonals = prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.format.mbHeight - 1 }.max() ?? 0
