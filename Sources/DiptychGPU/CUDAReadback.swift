@@ -128,6 +128,9 @@ extension CUDAFacts {
         case .failure(let e): return .absent(e.reason)
         }
         if context.info.isSoftware { return .other("the GL context runs on a software renderer (\(context.info.renderer))") }
+        guard context.info.vendor.lowercased().contains("nvidia") else {
+            return .other("the GL context runs on \(context.info.renderer) (\(context.info.vendor)), not on an NVIDIA GPU")
+        }
         guard let device = (try? driver.devicesOfCurrentGLContext())?.first ?? (driver.deviceCount == 1 ? 0 : nil) else {
             return .other("no CUDA device runs this GL context (\(context.info.renderer))")
         }

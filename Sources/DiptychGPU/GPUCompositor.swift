@@ -28,6 +28,8 @@ public final class GPUCompositor: @unchecked Sendable {
     public let info: GPUInfo
     /// What every frame of this compositor does (fixed at creation).
     public let plan: GPUPlan
+    /// Where CUDA stands against this compositor's GL context, as the renderer probed it for the plan.
+    public let cuda: CUDAFacts
 
     final class RendererBox: @unchecked Sendable { var renderer: GPURenderer? }
 
@@ -95,12 +97,12 @@ public final class GPUCompositor: @unchecked Sendable {
         let b = box
         let hooksBox = UncheckedBox(hooks)
         do throws(GPUError) {
-            (info, plan) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan) in
+            (info, plan, cuda) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan, CUDAFacts) in
                 let r = try GPURenderer(selection: selection, log: log, hooks: hooksBox.value, readbackDepth: readbackDepth,
                                         uploadDepth: uploadDepth, directCopy: directCopy, pass: pass, request: request,
                                         tuning: tuning, plan: given)
                 b.renderer = r
-                return (r.info, r.plan)
+                return (r.info, r.plan, r.cuda)
             }
         } catch {
             thread.stop()
@@ -121,12 +123,12 @@ public final class GPUCompositor: @unchecked Sendable {
         share = other.share
         box = RendererBox()
         let b = box, ob = other.box, tuning = other.plan.tuning
-        (info, plan) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan) in
+        (info, plan, cuda) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan, CUDAFacts) in
             guard let o = ob.renderer else { throw .shutDown }
             let r = try GPURenderer(selection: .auto, sharing: o.context, log: { _ in }, readbackDepth: readbackDepth,
                                     uploadDepth: uploadDepth, directCopy: directCopy, pass: pass, tuning: tuning)
             b.renderer = r
-            return (r.info, r.plan)
+            return (r.info, r.plan, r.cuda)
         }
         share.retain()
     }

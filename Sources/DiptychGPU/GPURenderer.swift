@@ -27,6 +27,8 @@ final class GPURenderer {
     let maxTextureSize: Int
     /// What every frame does (fixed at creation).
     let plan: GPUPlan
+    /// What CUDA offered when the plan was made (the compositor's `cudaDevice` reads it).
+    let cuda: CUDAFacts
     let textures: TexturePool
     let staging: StagingRing
     let readbacks: ReadbackQueue
@@ -85,6 +87,7 @@ final class GPURenderer {
             plan = try GPUPlanner.plan(facts, cuda, request, .init(pass: pass, directCopy: directCopy, uploadDepth: uploadDepth, tuning: tuning))
         }
         self.plan = plan
+        self.cuda = cuda
         let bufferStorage = plan.staging == .mappedBuffers || plan.readback == .mappedBuffers ? context.procs.bufferStorage : nil
         let fences = hooks.fenceOps ?? (plan.fences == .egl ? FenceOps.egl(display: context.display, procs: context.procs) : nil) ?? .gl
         self.log = log
