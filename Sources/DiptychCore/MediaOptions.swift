@@ -88,6 +88,10 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
     case mp4
     /// MPEG transport stream.
     case mpegts
+    /// Matroska (`.mkv`): clusters of about a second, each begun at a
+    /// keyframe and flushed whole, so a killed take keeps every finished one
+    /// (read without the index a clean finish writes).
+    case matroska
     /// HLS: a playlist (`.m3u8`) of MPEG-TS segments beside it, cut at
     /// keyframes, the playlist rewritten after each (a killed take keeps
     /// every segment listed).
@@ -109,6 +113,7 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
         switch self {
         case .mp4: return "mp4"
         case .mpegts, .srt: return "mpegts"
+        case .matroska: return "matroska"
         case .hls: return "hls"
         case .rtmp: return "flv"
         }
@@ -122,6 +127,7 @@ public enum ContainerFormat: String, Hashable, Sendable, Codable, CaseIterable {
         if lower.hasPrefix("udp://") || lower.hasPrefix("pipe:") { return .mpegts }
         if lower.hasSuffix(".mp4") || lower.hasSuffix(".m4v") || lower.hasSuffix(".mov") { return .mp4 }
         if lower.hasSuffix(".ts") || lower.hasSuffix(".m2ts") { return .mpegts }
+        if lower.hasSuffix(".mkv") { return .matroska }
         if lower.hasSuffix(".m3u8") { return .hls }
         return nil
     }

@@ -2,7 +2,7 @@
 /// where it goes and the layout it is drawn with. It shares the take's
 /// stream textures and canvas; its render target and encoder are its own.
 public struct OutputSpec: Hashable, Sendable {
-    /// A file or URL (`.mp4`, `.ts`, `rtmp://`, `srt://`).
+    /// A file or URL (`.mp4`, `.mkv`, `.ts`, `rtmp://`, `srt://`).
     public var out: String
     /// nil: inferred from `out`.
     public var format: ContainerFormat?

@@ -142,7 +142,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         }
         guard container != nil else {
             throw ConfigurationError(field: "--out", value: out,
-                                     reason: "cannot tell the container from the name; use .mp4, .ts, .m3u8, rtmp://, srt:// or --format")
+                                     reason: "cannot tell the container from the name; use .mp4, .mkv, .ts, .m3u8, rtmp://, srt:// or --format")
         }
         if let f = format, let inferred = ContainerFormat.infer(from: out), f != inferred,
            inferred == .rtmp || inferred == .srt || f == .rtmp || f == .srt {
@@ -207,7 +207,7 @@ public struct TakeConfiguration: Hashable, Sendable {
             if o.out.isEmpty { throw ConfigurationError(field: "--also-out", value: o.out, reason: "is empty") }
             guard o.container != nil else {
                 throw ConfigurationError(field: "--also-out", value: o.out,
-                                         reason: "cannot tell the container from the name; use .mp4, .ts, .m3u8, rtmp:// or srt://")
+                                         reason: "cannot tell the container from the name; use .mp4, .mkv, .ts, .m3u8, rtmp:// or srt://")
             }
             if Self.samePath(o.out, output) || extraOutputs[..<i].contains(where: { Self.samePath($0.out, o.out) }) {
                 throw ConfigurationError(field: "--also-out", value: o.out, reason: "names an output given already")

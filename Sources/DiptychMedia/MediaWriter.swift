@@ -86,7 +86,7 @@ public final class MediaWriter: @unchecked Sendable {
 
     /// Opens the output and writes its header.
     /// - Parameters:
-    ///   - container: nil infers it from `url` (`.mp4`, `.ts`, `rtmp://`, `srt://`).
+    ///   - container: nil infers it from `url` (`.mp4`, `.mkv`, `.ts`, `rtmp://`, `srt://`).
     ///   - audio: the primary source's audio (`AudioMode.primary`), or nil for no audio track.
     ///   - timestampOrigin: the output's zero; nil takes the first frame's pts
     ///     (a stream reopened mid-take passes the take's zero to keep its timeline).
@@ -119,7 +119,7 @@ public final class MediaWriter: @unchecked Sendable {
                  audio: AudioTrack?, networkTimeout: Double, timestampOrigin: MediaTime?,
                  cancel: OpenCancel?) throws(MediaError) {
         guard let container = container ?? ContainerFormat.infer(from: url) else {
-            throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .ts, .m3u8, rtmp:// or srt://)")
+            throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .mkv, .ts, .m3u8, rtmp:// or srt://)")
         }
         self.url = url
         self.container = container
@@ -199,6 +199,12 @@ public final class MediaWriter: @unchecked Sendable {
         if container == .mp4 {
             muxOptions.set("movflags", "frag_keyframe+empty_moov+default_base_moof")
             muxOptions.set("frag_duration", "1000000")
+        }
+        if container == .matroska {
+            // A cluster a second at most, each begun at a keyframe, and
+            // every packet flushed: a killed take keeps its finished clusters.
+            muxOptions.set("cluster_time_limit", "1000")
+            muxOptions.set("flush_packets", "1")
         }
         if container == .hls {
             // Segments of about two seconds cut at keyframes, beside the

@@ -46,12 +46,13 @@ extension TakeConfiguration {
         return n
     }
 
-    /// Parses `--format` (`mp4`, `mpegts` or its alias `ts`, `hls`, `rtmp`, `srt`).
+    /// Parses `--format` (`mp4`, `matroska` or its alias `mkv`, `mpegts` or its alias `ts`, `hls`, `rtmp`, `srt`).
     public static func parseFormat(_ text: String, field: String = "--format") throws(ConfigurationError) -> ContainerFormat {
         let t = text.lowercased()
         if t == "ts" { return .mpegts }
+        if t == "mkv" { return .matroska }
         guard let f = ContainerFormat(rawValue: t) else {
-            throw ConfigurationError(field: field, value: text, reason: "expected mp4, mpegts, hls, rtmp or srt")
+            throw ConfigurationError(field: field, value: text, reason: "expected mp4, mkv, mpegts, hls, rtmp or srt")
         }
         return f
     }

@@ -183,7 +183,7 @@ final class TakeRegistry: @unchecked Sendable {
         do { spec = try OptionParser.decodeOutput(json, field: "output") } catch { throw .badRequest(error.description) }
         if let l = spec.layout, let e = l.validationError() { throw .badRequest(e.description) }
         guard spec.container != nil else {
-            throw .badRequest("out '\(spec.out)': cannot tell the container from the name; use .mp4, .ts, .m3u8, rtmp:// or srt://")
+            throw .badRequest("out '\(spec.out)': cannot tell the container from the name; use .mp4, .mkv, .ts, .m3u8, rtmp:// or srt://")
         }
         spec.out = try resolve(spec.out, field: "out")
         if let id = FileIdentity(spec.out), let why = id.unwritableReason {

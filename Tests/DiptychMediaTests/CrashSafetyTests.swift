@@ -52,6 +52,36 @@ func fixtureExecutable(_ name: String) -> URL? {
         #expect(gst.status == 0 && gst.output.contains("H.264"), "\(gst.output)")
     }
 
+    /// A Matroska recording killed with SIGKILL mid-take keeps every cluster
+    /// (a second, begun at a keyframe) finished before the kill, which FFmpeg
+    /// and GStreamer read without the index a clean finish writes.
+    @Test(.timeLimit(.minutes(2)))
+    func killedMatroskaKeepsCompletedClusters() throws {
+        let exe = try #require(fixtureExecutable("diptych-writer-fixture"), "diptych-writer-fixture not built")
+        let dir = TempDir(); defer { dir.remove() }
+        let out = dir.path("killed.mkv")
+        let child = Process()
+        child.executableURL = exe
+        child.arguments = [out, "60"]
+        let pipe = Pipe()
+        child.standardOutput = pipe
+        try child.run()
+        let written = killAfter(child, reading: pipe, count: 135)
+        #expect(child.terminationReason == .uncaughtSignal)
+        try #require(written >= 135, "fixture stopped after \(written) frames")
+        let probe = ProbedFile(path: out)
+        #expect(probe.error == nil)
+        let decoded = probe.frames.count
+        // Whole clusters: all but the one being filled (and the encoder's few frames of delay).
+        let encoderDelay = 10
+        #expect(decoded >= (written - encoderDelay) / 30 * 30 - 30, "decoded \(decoded) of \(written) written")
+        #expect(decoded > 0 && probe.counters == (0..<decoded).map { Optional($0) })
+        // Matroska keeps times in milliseconds.
+        #expect(probe.frames.enumerated().allSatisfy { abs($0.element.pts.seconds - FrameRate(30).time(ofFrame: Int64($0.offset)).seconds) <= 0.0005 })
+        let gst = try runTool("/usr/bin/gst-launch-1.0", ["-q", "filesrc", "location=\(out)", "!", "matroskademux", "!", "decodebin", "!", "fakesink"])
+        #expect(gst.status == 0, "\(gst.output)")
+    }
+
     /// The same fixture, allowed to finish, writes every frame.
     @Test(.timeLimit(.minutes(1)))
     func fixtureFinishesCleanly() throws {

@@ -71,7 +71,7 @@ private func tempPath(_ name: String) -> String {
         try parse("--primary a.mp4 --out a.mp4 --maxrate 4M").validate()   // a one-second buffer
     }
 
-    @Test(arguments: [("take.mp4", ContainerFormat.mp4), ("a/b.MOV", .mp4), ("x.ts", .mpegts), ("live/index.m3u8", .hls),
+    @Test(arguments: [("take.mp4", ContainerFormat.mp4), ("a/b.MOV", .mp4), ("x.ts", .mpegts), ("take.MKV", .matroska), ("live/index.m3u8", .hls),
                       ("rtmp://host/app/key", .rtmp), ("srt://host:9000", .srt)])
     func containerIsInferredFromOutput(out: String, expected: ContainerFormat) throws {
         let c = try parse("--primary a.mp4 --out \(out)")
@@ -100,12 +100,12 @@ private func tempPath(_ name: String) -> String {
         ("--qp high", "--qp", "high", "expected a quantizer 0 to 51"),
         ("--maxrate fast", "--maxrate", "fast", "expected bits per second"),
         ("--bufsize big", "--bufsize", "big", "expected bits such as 20M"),
-        ("--format flv", "--format", "flv", "expected mp4, mpegts, hls, rtmp or srt"),
+        ("--format flv", "--format", "flv", "expected mp4, mkv, mpegts, hls, rtmp or srt"),
         ("--codec av1", "--codec", "av1", "expected h264 or hevc"),
         ("--bitrate fast", "--bitrate", "fast", "expected bits per second"),
         ("--audio stereo", "--audio", "stereo", "expected primary or none"),
         ("--duration forever", "--duration", "forever", "must be a number"),
-        ("--format avi", "--format", "avi", "expected mp4, mpegts"),
+        ("--format avi", "--format", "avi", "expected mp4, mkv, mpegts"),
         ("--thermal-state hot", "--thermal-state", "hot", "expected nominal"),
         ("--gpu cuda", "--gpu", "cuda", "expected auto, software"),
         ("--gpu=-1", "--gpu", "-1", "device index must be 0 or more"),
