@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Module graph (see README "Architecture"):
+// Module graph (see docs/ARCHITECTURE.md, "Modules"):
 //   DiptychCore  pure Swift: geometry, layouts, orientation, clock, policies, configuration
 //   DiptychCUDA  the CUDA driver and NVDEC, loaded at run time (capabilities, CUDA–GL interop)
 //   DiptychGPU   EGL + GLES only (no FFmpeg), so GPU-only binaries stay small and portable
