@@ -262,6 +262,7 @@ final class H264ComputeEncoder {
                 }
                 if pass == .search { timed(.search) }
             }
+            if profiling { glMemoryBarrier(storage); timed(.inter) }
             glUseProgram(programs.ids[.intraP]!)
             for phase in 0..<2 {
                 glMemoryBarrier(storage)
@@ -271,6 +272,7 @@ final class H264ComputeEncoder {
                     glDispatchCompute(GLuint((f.mbWidth + 1) / 2), GLuint(f.mbHeight), 1)
                 }
             }
+            if profiling { glMemoryBarrier(storage); timed(.intraP) }
         }
         let diagonals = prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.format.mbHeight - 1 }.max() ?? 0
         if diagonals > 0 {
@@ -288,7 +290,7 @@ final class H264ComputeEncoder {
         } else {
             glMemoryBarrier(storage)
         }
-        timed(.inter)
+        if diagonals > 0 { timed(.intra) }
         for pass in [Pass.finish, .cavlc, .scan] {
             glUseProgram(programs.ids[pass]!)
             for p in prepared {
