@@ -135,6 +135,18 @@ public enum Admission {
         return .success(estimate)
     }
 
+    /// Whether the server takes work now (`GET /readyz`): nil when it does,
+    /// else why not: calibrating, the calibration failed, draining, or a
+    /// take of the calibration's size (`probe`) would be refused. Pure.
+    public static func unready(calibrated: Bool, calibrationFailure: String?, draining: Bool,
+                               probe: () -> Refusal?) -> String? {
+        if draining { return "draining: the server is shutting down" }
+        if let why = calibrationFailure { return "the start-up calibration failed: \(why)" }
+        if !calibrated { return "calibrating" }
+        if let refusal = probe() { return "no room for a take: \(refusal)" }
+        return nil
+    }
+
     private static func takes(_ n: Int) -> String { n == 1 ? "1 running take uses" : "\(n) running takes use" }
 
     /// Encoder threads for a take joining `active` others: a fair share of

@@ -55,6 +55,9 @@ final class CostMeter: @unchecked Sendable {
     /// The model now; nil while the calibration runs (or after it failed).
     var model: CostModel? { lock.withLock { current } }
 
+    /// Why the calibration failed, once it has.
+    var failure: String? { lock.withLock { calibrationFailure } }
+
     /// Waits for the calibration; the model, or 503 with why there is none.
     func waitForModel() -> Result<CostModel, RequestError> {
         lock.lock(); defer { lock.unlock() }

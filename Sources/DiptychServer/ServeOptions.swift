@@ -57,7 +57,7 @@ public struct ServeOptions: Sendable {
                                a request must arrive whole (head and body) within this long, however slowly
                                it trickles in (default 30); one client address holds at most 64 connections
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
-                POST /v1/takes/{id}/outputs, DELETE /v1/takes/{id}/outputs/{n}, GET /metrics, GET /healthz.
+                POST /v1/takes/{id}/outputs, DELETE /v1/takes/{id}/outputs/{n}, GET /metrics, GET /healthz, GET /livez, GET /readyz.
         """
 
     /// Parses the arguments after `serve` (`--flag value` or `--flag=value`).

@@ -109,9 +109,9 @@ public final class Server: @unchecked Sendable {
     private var responseCounts: [Int: Int] { lock.withLock { responses } }
 
     /// A request's head, before its body is read: refused (401) unless it
-    /// carries the token. /healthz answers without one (load balancers probe it).
+    /// carries the token. /healthz, /livez and /readyz answer without one (load balancers and orchestrators probe them).
     private func admit(_ head: HTTPRequest) -> HTTPResponse? {
-        guard let token, head.path != "/healthz", !token.accepts(authorization: head.authorization) else { return nil }
+        guard let token, !["/healthz", "/livez", "/readyz"].contains(head.path), !token.accepts(authorization: head.authorization) else { return nil }
         return counted(head, RequestError.unauthorized(head.authorization == nil
             ? "missing Authorization: Bearer token" : "the bearer token is wrong").response)
     }

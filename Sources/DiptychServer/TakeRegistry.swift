@@ -55,6 +55,26 @@ final class TakeRegistry: @unchecked Sendable {
     }
 
     var all: [Take] { lock.withLock { order.compactMap { takes[$0] } } }
+
+    /// Why the server is not ready for a take now (`GET /readyz`), or nil:
+    /// calibrating or its calibration failed, draining, or a take of the
+    /// calibration's size would be refused (the limit, a lagging take, the capacity).
+    var unreadiness: String? {
+        let model = meter.model
+        return lock.withLock {
+            Admission.unready(calibrated: model != nil, calibrationFailure: meter.failure, draining: draining) {
+                guard let model else { return nil }
+                let active = takes.values.filter { $0.state.isActive }
+                let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
+                    .min { $0.realtimeFactor < $1.realtimeFactor }
+                let probe = TakeLoad(width: Calibration.canvas.width, height: Calibration.canvas.height, fps: 30)
+                if case .failure(let r) = Admission.decide(new: probe, running: active.map(\.admissionLoad) + reservedEncodes,
+                                                           lagging: lagging, active: active.count, maxTakes: settings.maxTakes,
+                                                           model: model, capacity: settings.capacity) { return r }
+                return nil
+            }
+        }
+    }
     var counts: (admitted: Int, refusals: [String: Int]) { lock.withLock { (admitted, refusals) } }
 
     // MARK: - Creating a take

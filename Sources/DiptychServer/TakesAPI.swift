@@ -15,6 +15,12 @@ struct TakesAPI {
         var r = Router()
         let api = self
         r.add("GET", "/healthz") { _, _ in api.health() }
+        // Probes: the process serves; it takes work now (else 503 with why).
+        r.add("GET", "/livez") { _, _ in JSONOut.response(200, ["status": "live"]) }
+        r.add("GET", "/readyz") { _, _ in
+            if let why = api.registry.unreadiness { return RequestError.unavailable(why).response }
+            return JSONOut.response(200, ["status": "ready"])
+        }
         r.add("GET", "/metrics") { _, _ in api.metrics() }
         r.add("POST", "/v1/takes") { req, _ throws(RequestError) in
             let t = try api.registry.create(req.body)
@@ -92,7 +98,8 @@ struct TakesAPI {
         var counts: [String: Int] = [:]
         for t in registry.all { counts[t.state.rawValue, default: 0] += 1 }
         let model = registry.meter.model
-        return JSONOut.response(200, Health(status: model == nil ? "calibrating" : "ok", gpu: gpuDescription, plan: gpuPlan,
+        let status = model != nil ? "ok" : registry.meter.failure.map { "calibration failed: \($0)" } ?? "calibrating"
+        return JSONOut.response(200, Health(status: status, gpu: gpuDescription, plan: gpuPlan,
                                             planLine: gpuPlan.description, takes: counts,
                                             capacity: registry.settings.capacity, cost: model))
     }

@@ -241,6 +241,10 @@ import Testing
         let a = try server.request("POST", "/v1/takes", body)
         #expect(a.status == 201 && state(a.json) == "starting", "\(a.text)")
         let id = try #require(a.json["id"] as? String)
+        // The only slot is taken: the server lives but is not ready for another take.
+        #expect(try server.request("GET", "/livez").status == 200)
+        let full = try server.request("GET", "/readyz")
+        #expect(full.status == 503 && full.error.contains("--max-takes"), "\(full.text)")
         let start = Date()
         let deleted = try server.request("DELETE", "/v1/takes/\(id)")
         #expect(Date().timeIntervalSince(start) < 3, "DELETE took \(Date().timeIntervalSince(start)) s")
@@ -250,6 +254,8 @@ import Testing
         #expect(b.status == 201, "the slot stayed taken: \(b.text)")
         let bid = try #require(b.json["id"] as? String)
         try server.waitForTake(bid) { state($0) == "finished" }
+        let ready = try server.request("GET", "/readyz")
+        #expect(ready.status == 200 && ready.json["status"] as? String == "ready", "\(ready.text)")
 
         // Another one opening when SIGTERM comes: the server stops at once.
         DispatchQueue.global().async { _ = try? server.request("POST", "/v1/takes", body) }

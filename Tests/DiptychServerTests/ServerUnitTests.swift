@@ -65,6 +65,18 @@ struct ServerUnitTests {
         #expect(Admission.encoderThreads(cores: 2, active: 7) == 1)
     }
 
+    /// `/readyz`: not ready while draining, after a failed calibration, while calibrating, or when a take would be refused.
+    @Test func readinessSaysWhyNot() {
+        func unready(calibrated: Bool = true, failure: String? = nil, draining: Bool = false, refusal: Admission.Refusal? = nil) -> String? {
+            Admission.unready(calibrated: calibrated, calibrationFailure: failure, draining: draining) { refusal }
+        }
+        #expect(unready() == nil)
+        #expect(unready(calibrated: false) == "calibrating")
+        #expect(unready(calibrated: false, failure: "no GPU") == "the start-up calibration failed: no GPU")
+        #expect(unready(draining: true)?.hasPrefix("draining") == true)
+        #expect(unready(refusal: .maxTakes(2)) == "no room for a take: at the limit of 2 takes running at once (--max-takes)")
+    }
+
     /// A take that failed to start answers its request by the error's case, never by its text.
     @Test(arguments: [
         (SessionError.configuration(ConfigurationError(field: "bitrate", value: "x", reason: "not a number")), 400),
