@@ -2,16 +2,23 @@ import Foundation
 
 /// `GET /metrics` in the Prometheus text exposition format (version 0.0.4).
 /// Per-take series are written for active takes only, so finished takes
-/// do not grow the output without bound; totals cover every take.
+/// do not grow the output without bound; totals cover every take. Every
+/// family's lines come together, in the order families were first
+/// sampled, however the samples were taken (the format asks for one group
+/// a family); values are in base units (seconds).
 struct Metrics {
-    private var out = ""
-    private var declared: Set<String> = []
+    private var families: [String] = []
+    private var lines: [String: String] = [:]
+
+    /// The exposition so far.
+    var out: String { families.map { lines[$0]! }.joined() }
 
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     private mutating func family(_ name: String, _ type: String, _ help: String) {
-        guard declared.insert(name).inserted else { return }
-        out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        guard lines[name] == nil else { return }
+        families.append(name)
+        lines[name] = "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
     }
 
     private static func escape(_ v: String) -> String {
@@ -27,10 +34,11 @@ struct Metrics {
     }
 
     mutating func sample(_ name: String, _ type: String, _ help: String, _ labels: [(String, String)] = [], _ value: Double) {
-        family(name.hasSuffix("_bucket") || name.hasSuffix("_sum") || name.hasSuffix("_count")
-               ? String(name[..<name.lastIndex(of: "_")!]) : name, type, help)
+        let f = type == "histogram" && (name.hasSuffix("_bucket") || name.hasSuffix("_sum") || name.hasSuffix("_count"))
+            ? String(name[..<name.lastIndex(of: "_")!]) : name
+        family(f, type, help)
         let l = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
-        out += "\(name)\(l) \(Self.number(value))\n"
+        lines[f]! += "\(name)\(l) \(Self.number(value))\n"
     }
 
     /// The whole exposition for the server's takes.
@@ -57,8 +65,8 @@ struct Metrics {
         if let model {
             m.sample("diptych_cost_cpu_seconds_per_megapixel", "gauge", "Measured CPU seconds per output megapixel.", [],
                      model.cpuSecondsPerMegapixel)
-            m.sample("diptych_cost_gpu_ms_per_megapixel", "gauge", "Measured GPU milliseconds per output megapixel.", [],
-                     model.gpuMsPerMegapixel)
+            m.sample("diptych_cost_gpu_seconds_per_megapixel", "gauge", "Measured GPU seconds per output megapixel.", [],
+                     model.gpuMsPerMegapixel / 1000)
             m.sample("diptych_load_cpu_cores", "gauge", "CPU cores the active takes need at real time (estimate).", [],
                      active.reduce(0) { $0 + model.cpuCores($1.0.load) })
         }
@@ -76,7 +84,7 @@ struct Metrics {
                      "Frames taken from the primary and not yet written (GPU, readback and encoder queue).", t,
                      Double(s.latency.inFlight))
             if let ms = gpu.msPerFrame {
-                m.sample("diptych_take_gpu_ms_per_frame", "gauge", "GPU pass time (upload, composite, NV12) per frame.", t, ms)
+                m.sample("diptych_take_gpu_seconds_per_frame", "gauge", "GPU pass time (upload, composite, NV12) per frame.", t, ms / 1000)
             }
             for (i, b) in FrameLatency.bounds.enumerated() {
                 m.sample("diptych_take_frame_latency_seconds_bucket", "histogram",

@@ -65,6 +65,33 @@ struct ServerUnitTests {
         #expect(Admission.encoderThreads(cores: 2, active: 7) == 1)
     }
 
+    /// The exposition keeps each family's lines together, as the format asks,
+    /// however the samples come (two takes' series are written take by take).
+    @Test func metricsFamiliesAreGrouped() {
+        var m = Metrics()
+        for take in ["a", "b"] {
+            m.sample("diptych_take_fps", "gauge", "fps", [("take", take)], 30)
+            m.sample("diptych_take_frame_latency_seconds_bucket", "histogram", "latency", [("take", take), ("le", "0.1")], 1)
+            m.sample("diptych_take_frame_latency_seconds_sum", "histogram", "", [("take", take)], 0.05)
+            m.sample("diptych_take_frame_latency_seconds_count", "histogram", "", [("take", take)], 1)
+            m.sample("diptych_take_frames_total", "counter", "frames", [("take", take)], 10)
+        }
+        let lines = m.out.split(separator: "\n").map(String.init)
+        #expect(lines.filter { $0.hasPrefix("# TYPE") } == ["# TYPE diptych_take_fps gauge",
+            "# TYPE diptych_take_frame_latency_seconds histogram", "# TYPE diptych_take_frames_total counter"])
+        // Each family's samples follow its TYPE line without another family's in between.
+        var family = ""
+        var seen: Set<String> = []
+        for line in lines {
+            if line.hasPrefix("# TYPE ") {
+                family = String(line.split(separator: " ")[2])
+                #expect(seen.insert(family).inserted, "\(family) declared twice")
+            } else if !line.hasPrefix("# ") {
+                #expect(line.hasPrefix(family), "\(line) outside its family \(family)")
+            }
+        }
+    }
+
     /// `/readyz`: not ready while draining, after a failed calibration, while calibrating, or when a take would be refused.
     @Test func readinessSaysWhyNot() {
         func unready(calibrated: Bool = true, failure: String? = nil, draining: Bool = false, refusal: Admission.Refusal? = nil) -> String? {
