@@ -8,18 +8,29 @@ import Foundation
 enum Probe {
     static func run(arguments: [String]) -> Never {
         if arguments.contains("-h") || arguments.contains("--help") {
-            Console.out("usage: diptych probe [--gpu auto|software|N|/dev/dri/renderDN]\nPrints the EGL display ladder, the GL context taken, encoders, VA-API profiles, NVDEC capabilities, cameras and library versions.")
+            Console.out("usage: diptych probe [--gpu auto|software|N|/dev/dri/renderDN] [--json]\nPrints the EGL display ladder, the GL context taken, encoders, VA-API profiles, NVDEC capabilities, cameras and library versions (--json: as one JSON object).")
             leave(0)
         }
         var selectionText = "auto"
+        var json = false
         do {
-            for (flag, value) in try ArgumentReader(flags: ["--gpu": true]).read(arguments) where flag == "--gpu" {
+            for (flag, value) in try ArgumentReader(flags: ["--gpu": true, "--json": false]).read(arguments) {
+                if flag == "--json" { json = true; continue }
                 try TakeConfiguration.checkGPU(value!)
                 selectionText = value!
             }
         } catch { fail("probe: \(error)", code: 2) }
         guard let selection = GPUSelection(parsing: selectionText) else {
             fail("--gpu '\(selectionText)': expected auto, software, an index or /dev/dri/renderDN", code: 2)
+        }
+        if json {
+            let report = ProbeReport.current(selection)
+            let e = JSONEncoder()
+            e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            e.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+            guard let data = try? e.encode(report) else { fail("probe: the report could not be written as JSON", code: 1) }
+            print(String(decoding: data, as: UTF8.self))
+            leave(0)
         }
         print("diptych \(DiptychVersion.string)")
         print("\nEGL display ladder (\(selection)):")
@@ -33,9 +44,7 @@ enum Probe {
             for (name, present) in gpu.info.capabilities.summary { print("  \(present ? "yes" : "no ")  \(name)") }
             print("  encoder targets (VA-API from the render target): \(describe(gpu.encoderTargetSupport()))")
             let info = gpu.info
-            print("  GPU H.264 encoder (--encoder gpu): " + (info.capabilities.computeShaders
-                ? "runs: GLES compute on \(info.renderer)\(info.isSoftware ? " (software renderer)" : ""); --encoder auto does not take it yet"
-                : "unavailable: \(info.renderer) has no compute shaders (\(info.version))"))
+            print("  GPU H.264 encoder (--encoder gpu): " + gpuEncoderLine(info))
             gpu.shutdown()
         } catch {
             print("  none: \(error)")
@@ -43,15 +52,27 @@ enum Probe {
         print("")
         print(MediaProbeReport.current().description)
         print("\nCameras (V4L2):")
-        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev")) ?? [])
-            .filter { $0.hasPrefix("video") }.sorted()
-        if devices.isEmpty { print("  none (no /dev/video*)") }
-        for d in devices {
+        let cameras = self.cameras()
+        if cameras.isEmpty { print("  none (no /dev/video*)") }
+        for c in cameras { print("  \(c.device): \(c.name)") }
+        leave(0)
+    }
+
+    /// Whether the GPU H.264 encoder runs on the context `info` describes.
+    static func gpuEncoderLine(_ info: GPUInfo) -> String {
+        info.capabilities.computeShaders
+            ? "runs: GLES compute on \(info.renderer)\(info.isSoftware ? " (software renderer)" : ""); --encoder auto does not take it yet"
+            : "unavailable: \(info.renderer) has no compute shaders (\(info.version))"
+    }
+
+    /// V4L2 devices and their names.
+    static func cameras() -> [ProbeReport.Camera] {
+        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev")) ?? []).filter { $0.hasPrefix("video") }.sorted()
+        return devices.map { d in
             let name = (try? String(contentsOfFile: "/sys/class/video4linux/\(d)/name", encoding: .utf8))?
                 .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
-            print("  /dev/\(d): \(name)")
+            return ProbeReport.Camera(device: "/dev/\(d)", name: name)
         }
-        leave(0)
     }
 
     /// What the GPU offers the zero-copy path; a take tries the modifiers when it starts.
@@ -60,5 +81,61 @@ enum Probe {
         if !s.missing.isEmpty { return "no: \(node) lacks \(s.missing.joined(separator: ", "))" }
         if s.renderableModifiers.isEmpty { return "no: \(node) renders R8 and GR88 dma-buf planes with no modifier" }
         return "GBM on \(node); R8/GR88 planes render with " + s.renderableModifiers.map { ModifierTrial.name($0) }.joined(separator: ", ")
+    }
+}
+
+/// `diptych probe --json`: the same report as one JSON object.
+struct ProbeReport: Encodable {
+    struct Camera: Encodable { var device: String; var name: String }
+    struct Candidate: Encodable { var name: String; var hardware: Bool; var available: Bool; var reason: String; var device: String? }
+    struct VAProfile: Encodable { var profile: String; var entrypoints: [String] }
+    struct VADevice: Encodable { var path: String; var vendor: String?; var vaVersion: String?; var error: String?; var profiles: [VAProfile] }
+    struct VAAPI: Encodable { var directory: String; var problem: String?; var devices: [VADevice] }
+    struct NVDECDeviceReport: Encodable { var label: String; var problem: String?; var support: [NVDECCodecSupport] }
+    struct NVDEC: Encodable { var problem: String?; var devices: [NVDECDeviceReport]; var ffmpegDecoders: [String: String] }
+    struct GL: Encodable {
+        var info: GPUInfo?
+        var plan: GPUPlan?
+        var planLine: String?
+        var encoderTargets: String?
+        var gpuEncoder: String?
+        /// Why no context could be made, else nil.
+        var error: String?
+    }
+    var version: String
+    var ladder: [String]
+    var gl: GL
+    var libraries: [String]
+    var encoders: [String: [Candidate]]
+    var autoEncoder: [String: String]
+    var vaapi: VAAPI
+    var nvdec: NVDEC
+    var cameras: [Camera]
+
+    static func current(_ selection: GPUSelection) -> ProbeReport {
+        var gl = GL()
+        do {
+            let gpu = try GPUCompositor(selection: selection, directCopy: .auto)
+            gl = GL(info: gpu.info, plan: gpu.plan, planLine: gpu.plan.description,
+                    encoderTargets: Probe.describe(gpu.encoderTargetSupport()), gpuEncoder: Probe.gpuEncoderLine(gpu.info))
+            gpu.shutdown()
+        } catch {
+            gl.error = "\(error)"
+        }
+        let m = MediaProbeReport.current()
+        return ProbeReport(
+            version: DiptychVersion.string, ladder: GPUCompositor.probeLadder(selection).map { "\($0)" }, gl: gl, libraries: m.libraries,
+            encoders: Dictionary(uniqueKeysWithValues: m.encoders.map { codec, list in
+                (codec.rawValue, list.map { Candidate(name: $0.name, hardware: $0.isHardware, available: $0.available, reason: $0.reason, device: $0.devicePath) })
+            }),
+            autoEncoder: Dictionary(uniqueKeysWithValues: m.autoChoice.map { ($0.key.rawValue, $0.value) }),
+            vaapi: VAAPI(directory: m.vaapi.directory, problem: m.vaapi.problem, devices: m.vaapi.devices.map { d in
+                VADevice(path: d.path, vendor: d.vendor, vaVersion: d.vaVersion, error: d.error,
+                         profiles: d.profiles.map { VAProfile(profile: $0.profile, entrypoints: $0.entrypoints) })
+            }),
+            nvdec: NVDEC(problem: m.nvdec.problem,
+                         devices: m.nvdec.devices.map { NVDECDeviceReport(label: $0.label, problem: $0.problem, support: $0.support) },
+                         ffmpegDecoders: Dictionary(uniqueKeysWithValues: m.nvdec.ffmpegDecoders.map { ($0.codec, $0.decoder ?? "none") })),
+            cameras: Probe.cameras())
     }
 }

@@ -310,6 +310,24 @@ import DiptychGPU
         #expect(r.stdout.contains("GPU H.264 encoder (--encoder gpu): runs: GLES compute on"), "probe says whether the GPU encoder runs: \(r.stdout)")
         #expect(r.stdout.contains("libavcodec"))
     }
+
+    /// `probe --json`: the same report as one JSON object a program can read.
+    @Test func probeAsJSON() throws {
+        let r = try runCLI(["probe", "--json", "--gpu", "software"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let o = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "\(r.stdout)")
+        let gl = try #require(o["gl"] as? [String: Any])
+        #expect(((gl["info"] as? [String: Any])?["renderer"] as? String)?.contains("llvmpipe") == true, "\(gl)")
+        #expect((gl["planLine"] as? String)?.hasPrefix("plan: pass=fragment") == true)
+        #expect((gl["gpuEncoder"] as? String)?.hasPrefix("runs: GLES compute") == true)
+        let h264 = try #require((o["encoders"] as? [String: Any])?["h264"] as? [[String: Any]])
+        #expect(h264.contains { $0["name"] as? String == "libx264" && $0["available"] as? Bool == true })
+        #expect((o["autoEncoder"] as? [String: String])?["h264"]?.hasPrefix("libx264") == true)
+        #expect((o["libraries"] as? [String])?.contains { $0.hasPrefix("libavcodec") } == true)
+        #expect(o["nvdec"] is [String: Any] && o["vaapi"] is [String: Any] && o["cameras"] is [Any])
+        let bad = try runCLI(["probe", "--json", "extra"])
+        #expect(bad.status == 2)
+    }
 }
 
 @Suite struct CostTrialLadderTests {
