@@ -41,10 +41,49 @@ struct Metrics {
         lines[f]! += "\(name)\(l) \(Self.number(value))\n"
     }
 
+    /// The process's own figures from `/proc/self` (Prometheus's standard
+    /// `process_*` names): CPU seconds, resident and virtual bytes, open
+    /// descriptors, start time (seconds since the epoch); nil where unreadable.
+    struct Process {
+        var cpuSeconds: Double
+        var residentBytes: Double?
+        var virtualBytes: Double?
+        var openFDs: Double?
+        var startTime: Double?
+
+        static func current(cpuSeconds: Double) -> Process {
+            var p = Process(cpuSeconds: cpuSeconds)
+            let page = Double(sysconf(Int32(_SC_PAGESIZE)))
+            if let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) {
+                let f = statm.split(separator: " ")
+                if f.count > 1 { p.virtualBytes = Double(f[0]).map { $0 * page }; p.residentBytes = Double(f[1]).map { $0 * page } }
+            }
+            p.openFDs = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")).map { Double($0.count) }
+            // Field 22 of /proc/self/stat: start time in clock ticks after boot; boot time from /proc/stat's btime.
+            if let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8), let close = stat.lastIndex(of: ")"),
+               let sys = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+               let bline = sys.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }), let boot = Double(bline.dropFirst(6)) {
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                if fields.count > 19, let ticks = Double(fields[19]) { p.startTime = boot + ticks / Double(sysconf(Int32(_SC_CLK_TCK))) }
+            }
+            return p
+        }
+    }
+
     /// The whole exposition for the server's takes.
     static func render(takes: [(TakeSnapshot, GPUTotals)], admitted: Int, refusals: [String: Int],
-                       model: CostModel?, capacity: Capacity, megapixels: Double, responses: [Int: Int]) -> String {
+                       model: CostModel?, capacity: Capacity, megapixels: Double, responses: [Int: Int],
+                       version: String = "", draining: Bool = false, process: Process? = nil) -> String {
         var m = Metrics()
+        m.sample("diptych_build_info", "gauge", "The running build (always 1).", [("version", version)], 1)
+        m.sample("diptych_draining", "gauge", "1 while the server finalizes its takes to stop (SIGTERM), else 0.", [], draining ? 1 : 0)
+        if let process {
+            m.sample("process_cpu_seconds_total", "counter", "User and system CPU time of the process, seconds.", [], process.cpuSeconds)
+            if let v = process.residentBytes { m.sample("process_resident_memory_bytes", "gauge", "Resident memory, bytes.", [], v) }
+            if let v = process.virtualBytes { m.sample("process_virtual_memory_bytes", "gauge", "Virtual memory, bytes.", [], v) }
+            if let v = process.openFDs { m.sample("process_open_fds", "gauge", "Open file descriptors.", [], v) }
+            if let v = process.startTime { m.sample("process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, seconds.", [], v) }
+        }
         for (code, n) in responses.sorted(by: { $0.key < $1.key }) {
             m.sample("diptych_http_responses_total", "counter", "HTTP responses sent, by status.", [("code", String(code))], Double(n))
         }
@@ -67,8 +106,10 @@ struct Metrics {
                      model.cpuSecondsPerMegapixel)
             m.sample("diptych_cost_gpu_seconds_per_megapixel", "gauge", "Measured GPU seconds per output megapixel.", [],
                      model.gpuMsPerMegapixel / 1000)
-            m.sample("diptych_load_cpu_cores", "gauge", "CPU cores the active takes need at real time (estimate).", [],
-                     active.reduce(0) { $0 + model.cpuCores($1.0.load) })
+            let load = active.reduce(0) { $0 + model.cpuCores($1.0.load) }
+            m.sample("diptych_load_cpu_cores", "gauge", "CPU cores the active takes need at real time (estimate).", [], load)
+            m.sample("diptych_capacity_free_cpu_cores", "gauge", "CPU cores admission may still fill.", [],
+                     max(0, capacity.cpuCores * capacity.headroom - load))
         }
         for (s, gpu) in active {
             let t = [("take", s.id)]

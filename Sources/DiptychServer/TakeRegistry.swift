@@ -55,6 +55,8 @@ final class TakeRegistry: @unchecked Sendable {
     }
 
     var all: [Take] { lock.withLock { order.compactMap { takes[$0] } } }
+    /// Whether the server is finalizing its takes to stop.
+    var isDraining: Bool { lock.withLock { draining } }
 
     /// Why the server is not ready for a take now (`GET /readyz`), or nil:
     /// calibrating or its calibration failed, draining, or a take of the

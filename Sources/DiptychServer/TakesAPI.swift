@@ -109,7 +109,8 @@ struct TakesAPI {
         let c = registry.counts
         let text = Metrics.render(takes: takes, admitted: c.admitted, refusals: c.refusals, model: registry.meter.model,
                                   capacity: registry.settings.capacity, megapixels: registry.meter.megapixels,
-                                  responses: responses())
+                                  responses: responses(), version: DiptychVersion.string, draining: registry.isDraining,
+                                  process: .current(cpuSeconds: ProcessCPU.seconds()))
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
     }
 }

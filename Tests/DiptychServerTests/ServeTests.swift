@@ -38,6 +38,11 @@ import Testing
         #expect(metrics.contains("diptych_takes{state=\"finished\"} 8"), "\(metrics)")
         #expect(metrics.contains("diptych_frames_total 480"))
         #expect(metrics.contains("diptych_http_responses_total{code=\"201\"} 8"))
+        #expect(metrics.contains("diptych_build_info{version=\"") && metrics.contains("diptych_draining 0"), "\(metrics)")
+        for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds", "process_start_time_seconds",
+                     "diptych_capacity_free_cpu_cores"] {
+            #expect(metrics.split(separator: "\n").contains { $0.hasPrefix(name + " ") }, "\(name) missing: \(metrics)")
+        }
         // Prometheus text format: comments, or `name{label="value",…} number`.
         let sample = try Regex(#"^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [-+0-9.eInfNa]+$"#)
         for line in metrics.split(separator: "\n") where !line.hasPrefix("# HELP ") && !line.hasPrefix("# TYPE ") {
