@@ -8,12 +8,18 @@ public struct HTTPRequest: Sendable {
     /// The path without the query string, e.g. `/v1/takes/ab12`.
     public var path: String
     public var query: String?
+    /// The query's arguments, decoded (`?state=finished&limit=10`); a name given twice keeps its last value.
+    public var arguments: [String: String] = [:]
     /// The `Authorization` header, if any.
     public var authorization: String?
+    /// The `Idempotency-Key` header, if any.
+    public var idempotencyKey: String?
     public var body: Data
 
-    public init(method: String, path: String, query: String? = nil, authorization: String? = nil, body: Data = Data()) {
-        self.method = method; self.path = path; self.query = query; self.authorization = authorization; self.body = body
+    public init(method: String, path: String, query: String? = nil, arguments: [String: String] = [:], authorization: String? = nil,
+                idempotencyKey: String? = nil, body: Data = Data()) {
+        self.method = method; self.path = path; self.query = query; self.arguments = arguments; self.authorization = authorization
+        self.idempotencyKey = idempotencyKey; self.body = body
     }
 }
 
@@ -128,6 +134,11 @@ final class HTTPServer: @unchecked Sendable {
         if listening { log("http: \(line.trimmingCharacters(in: .whitespacesAndNewlines))") }
     }
 
+    /// The query arguments of one request while libmicrohttpd lists them.
+    private final class QueryArguments {
+        var values: [String: String] = [:]
+    }
+
     /// What one request has accumulated between calls of `access`.
     private final class RequestState {
         var body = Data()
@@ -142,8 +153,19 @@ final class HTTPServer: @unchecked Sendable {
             let target = url.map { String(cString: $0) } ?? "/"
             let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
             let auth = MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) }
-            return HTTPRequest(method: method.map { String(cString: $0) } ?? "GET", path: String(parts[0]),
-                               query: parts.count > 1 ? String(parts[1]) : nil, authorization: auth)
+            let key = MHD_lookup_connection_value(connection, .HEADER_KIND, "Idempotency-Key").map { String(cString: $0) }
+            // The query's arguments as libmicrohttpd decoded them.
+            let arguments = QueryArguments()
+            _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, name, value in
+                guard let cls, let name else { return .YES }
+                Unmanaged<QueryArguments>.fromOpaque(cls).takeUnretainedValue().values[String(cString: name)] = value.map { String(cString: $0) } ?? ""
+                return .YES
+            }, Unmanaged.passUnretained(arguments).toOpaque())
+            return withExtendedLifetime(arguments) {
+                HTTPRequest(method: method.map { String(cString: $0) } ?? "GET", path: String(parts[0]),
+                            query: parts.count > 1 ? String(parts[1]) : nil, arguments: arguments.values, authorization: auth,
+                            idempotencyKey: key)
+            }
         }
         // First call: headers only. Refuse an unauthorized request, or a declared
         // oversized body, before reading the body.

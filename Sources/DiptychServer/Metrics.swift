@@ -73,7 +73,7 @@ struct Metrics {
     /// The whole exposition for the server's takes.
     static func render(takes: [(TakeSnapshot, GPUTotals)], admitted: Int, refusals: [String: Int],
                        model: CostModel?, capacity: Capacity, megapixels: Double, responses: [Int: Int],
-                       version: String = "", draining: Bool = false, process: Process? = nil) -> String {
+                       version: String = "", draining: Bool = false, process: Process? = nil, retiredFrames: Int = 0) -> String {
         var m = Metrics()
         m.sample("diptych_build_info", "gauge", "The running build (always 1).", [("version", version)], 1)
         m.sample("diptych_draining", "gauge", "1 while the server finalizes its takes to stop (SIGTERM), else 0.", [], draining ? 1 : 0)
@@ -97,7 +97,7 @@ struct Metrics {
                      [("reason", reason)], Double(refusals[reason] ?? 0))
         }
         m.sample("diptych_frames_total", "counter", "Output frames written by all takes.", [],
-                 Double(takes.reduce(0) { $0 + $1.0.written }))
+                 Double(retiredFrames + takes.reduce(0) { $0 + $1.0.written }))
         m.sample("diptych_output_megapixels_total", "counter", "Output megapixels of all takes (the cost meter's measure).", [], megapixels)
         m.sample("diptych_capacity_cpu_cores", "gauge", "CPU cores admission may fill.", [], capacity.cpuCores * capacity.headroom)
         let active = takes.filter { $0.0.state.isActive }

@@ -41,7 +41,8 @@ enum OutputClaims {
     /// Why `path` (asked for as `field`) may not be written, among `takes`
     /// and the paths `reserved` by outputs being opened; nil when it may.
     /// Paths are compared as files (`FileIdentity`), not as text.
-    static func conflict(_ field: String, _ path: String, takes: [Take], reserved: Set<String> = []) -> RequestError? {
+    static func conflict(_ field: String, _ path: String, takes: [Take], retired: [TakeRegistry.Retired] = [],
+                         reserved: Set<String> = []) -> RequestError? {
         guard let id = FileIdentity(path) else { return nil }
         func same(_ other: String) -> Bool { FileIdentity(other).map { $0.isSame(as: id) } ?? false }
         if reserved.contains(where: same) { return .conflict("\(field) '\(path)': another output is being opened on it") }
@@ -53,6 +54,10 @@ enum OutputClaims {
                 return .conflict("\(field) '\(path)': holds the recording of take \(t.id) (\(t.state.rawValue)); "
                     + "choose another name, or remove the file first")
             }
+        }
+        for r in retired where r.recordings.contains(where: same) && FileManager.default.fileExists(atPath: id.path) {
+            return .conflict("\(field) '\(path)': holds the recording of take \(r.id) (\(r.state.rawValue)); "
+                + "choose another name, or remove the file first")
         }
         return nil
     }

@@ -68,7 +68,7 @@ public final class Server: @unchecked Sendable {
         let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
                                              outputRoot: outputRoot, sourcePolicy: sources, encoderCores: encoderCores,
-                                             encoderThreads: options.encoderThreads)
+                                             encoderThreads: options.encoderThreads, keepFinished: options.keepFinished)
         let meter = CostMeter()
         let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log)
         let r = TakesAPI(registry: registry, gpuDescription: pool.info.description, gpuPlan: pool.plan,

@@ -18,6 +18,16 @@ final class TakeRegistry: @unchecked Sendable {
         var encoderThreads: Int?
         /// How long `POST` waits for a take to start before answering `starting`.
         var startWait = 15.0
+        /// Ended takes kept in memory (`--keep-finished`); older ones leave it
+        /// (the state folder keeps them), their recordings still claimed.
+        var keepFinished = 1000
+    }
+
+    /// An ended take no longer kept in memory: what its outputs hold, so no later take writes over them.
+    struct Retired: Sendable {
+        var id: String
+        var state: TakeState
+        var recordings: [String]
     }
 
     let settings: Settings
@@ -36,6 +46,13 @@ final class TakeRegistry: @unchecked Sendable {
     private var reserved: Set<String> = []
     /// Encodes of outputs being added (admitted, not yet open).
     private var reservedEncodes: [TakeLoad] = []
+    /// Ended takes that left memory (`Settings.keepFinished`), oldest first.
+    private var retired: [Retired] = []
+    private var retiredIDs: Set<String> = []
+    /// Output frames the retired takes wrote (so `/metrics`' total never goes down).
+    private(set) var retiredFrames = 0
+    /// `Idempotency-Key` of a `POST /v1/takes` → the take it made.
+    private var idempotency: [String: String] = [:]
 
     init(settings: Settings, pool: CompositorPool, meter: CostMeter, store: StateStore?, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings; self.pool = pool; self.meter = meter; self.store = store; self.log = log
@@ -47,14 +64,54 @@ final class TakeRegistry: @unchecked Sendable {
         order.append(t.id)
         if let store { t.onChange = { store.save($0) } }
         t.onLog = log
+        retireEnded()
+    }
+
+    /// Lock held: the oldest ended takes beyond `keepFinished` leave memory;
+    /// their recordings stay claimed. Run whenever the takes are looked at,
+    /// so what a client sees never holds more.
+    private func retireEnded() {
+        let ended = order.compactMap { takes[$0] }.filter { !$0.state.isActive }
+        let excess = ended.count - settings.keepFinished
+        guard excess > 0 else { return }
+        for t in ended.prefix(excess) {
+            retired.append(Retired(id: t.id, state: t.state, recordings: OutputClaims.recordings(of: t)))
+            retiredFrames += t.snapshot().written
+            retiredIDs.insert(t.id)
+            takes[t.id] = nil
+        }
+        order.removeAll { takes[$0] == nil }
+        idempotency = idempotency.filter { takes[$0.value] != nil }
     }
 
     func take(_ id: String) throws(RequestError) -> Take {
-        guard let t = lock.withLock({ takes[id] }) else { throw .notFound("take '\(id)': no such take") }
-        return t
+        let (t, gone) = lock.withLock { retireEnded(); return (takes[id], retiredIDs.contains(id)) }
+        if let t { return t }
+        if gone {
+            throw .notFound("take '\(id)': ended and no longer kept in memory (--keep-finished \(settings.keepFinished)); the state folder keeps its record")
+        }
+        throw .notFound("take '\(id)': no such take")
     }
 
-    var all: [Take] { lock.withLock { order.compactMap { takes[$0] } } }
+    /// One page of the takes, oldest first: those in `state` (all without
+    /// it), after the take `after`, at most `limit`; and the id to page on
+    /// from, when more follow.
+    func page(state: TakeState?, limit: Int, after: String?) throws(RequestError) -> (takes: [Take], next: String?) {
+        lock.lock(); defer { lock.unlock() }
+        retireEnded()
+        var list = order.compactMap { takes[$0] }
+        if let after {
+            guard let i = list.firstIndex(where: { $0.id == after }) else {
+                throw .badRequest("after '\(after)': no such take (or no longer kept in memory)")
+            }
+            list = Array(list[(i + 1)...])
+        }
+        if let state { list = list.filter { $0.state == state } }
+        let page = Array(list.prefix(limit))
+        return (page, list.count > limit ? page.last?.id : nil)
+    }
+
+    var all: [Take] { lock.withLock { retireEnded(); return order.compactMap { takes[$0] } } }
     /// Whether the server is finalizing its takes to stop.
     var isDraining: Bool { lock.withLock { draining } }
 
@@ -77,13 +134,24 @@ final class TakeRegistry: @unchecked Sendable {
             }
         }
     }
-    var counts: (admitted: Int, refusals: [String: Int]) { lock.withLock { (admitted, refusals) } }
+    /// The takes kept and the counts, read together (what `/metrics` shows).
+    var snapshot: (takes: [Take], admitted: Int, refusals: [String: Int], retiredFrames: Int) {
+        lock.withLock { retireEnded(); return (order.compactMap { takes[$0] }, admitted, refusals, retiredFrames) }
+    }
 
     // MARK: - Creating a take
 
     /// Checks the body, admits the take and starts it; returns once it is
     /// recording (or after `startWait` while it is still starting).
-    func create(_ body: Data) throws(RequestError) -> Take {
+    /// With `idempotencyKey`, a key already used returns the take it made
+    /// (`existing` true) instead of making another.
+    func create(_ body: Data, idempotencyKey: String? = nil) throws(RequestError) -> (take: Take, existing: Bool) {
+        if let key = idempotencyKey {
+            guard !key.isEmpty, key.count <= 255, key.unicodeScalars.allSatisfy({ $0.value > 32 && $0.value < 127 }) else {
+                throw .badRequest("Idempotency-Key '\(key.prefix(64))': expected 1 to 255 printable characters without spaces")
+            }
+            if let t = lock.withLock({ idempotency[key].flatMap { takes[$0] } }) { return (t, true) }
+        }
         if lock.withLock({ draining }) { throw .unavailable("the server is shutting down") }
         var config = try TakeRequests.configuration(body)
         if config.gpu != "auto" && config.gpu != settings.serverGPU {
@@ -118,7 +186,8 @@ final class TakeRegistry: @unchecked Sendable {
                             encodes: 1 + config.extraOutputs.count)
 
         let model = try meter.waitForModel().get()
-        let take = try admit(config: config, load: load, model: model)
+        let (take, existing) = try admit(config: config, load: load, model: model, idempotencyKey: idempotencyKey)
+        if existing { return (take, true) }
         store?.saveConfiguration(take)
         store?.save(take)
         log("take \(take.id): \(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
@@ -129,21 +198,25 @@ final class TakeRegistry: @unchecked Sendable {
             lock.withLock {
                 takes[take.id] = nil
                 order.removeAll { $0 == take.id }
+                idempotency = idempotency.filter { $0.value != take.id }
             }
             store?.remove(take.id)
             throw take.failure ?? .failed(take.error ?? "the take failed to start")
         }
-        return take
+        return (take, false)
     }
 
     /// The admission decision and the registration, under one hold of the lock.
-    private func admit(config: TakeConfiguration, load: TakeLoad, model: CostModel) throws(RequestError) -> Take {
+    private func admit(config: TakeConfiguration, load: TakeLoad, model: CostModel,
+                       idempotencyKey: String?) throws(RequestError) -> (Take, Bool) {
         lock.lock(); defer { lock.unlock() }
+        // A request with the same key that got here first made the take.
+        if let key = idempotencyKey, let t = idempotency[key].flatMap({ takes[$0] }) { return (t, true) }
         if draining { throw .unavailable("the server is shutting down") }
         let active = takes.values.filter { $0.state.isActive }
         let running = active.map(\.admissionLoad) + reservedEncodes
         for (field, path) in OutputClaims.files(config) {
-            if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), reserved: reserved) { throw e }
+            if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), retired: retired, reserved: reserved) { throw e }
         }
         let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
             .min { $0.realtimeFactor < $1.realtimeFactor }
@@ -162,7 +235,8 @@ final class TakeRegistry: @unchecked Sendable {
         let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
         let t = Take(id: id, configuration: config, load: load, encoderThreads: threads)
         register(t)
-        return t
+        if let key = idempotencyKey { idempotency[key] = id }
+        return (t, false)
     }
     /// Adds `spec` to the running `take`, unless another output of any take
     /// writes that file (409) or one more encode of its canvas does not fit
@@ -172,7 +246,7 @@ final class TakeRegistry: @unchecked Sendable {
         let file = OutputClaims.isFile(spec.out)
         let encode = TakeLoad(width: take.load.width, height: take.load.height, fps: take.load.fps, encodes: 1)
         let refusal: RequestError? = lock.withLock {
-            if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), reserved: reserved) { return e }
+            if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), retired: retired, reserved: reserved) { return e }
             let active = takes.values.filter { $0.state.isActive }
             let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
                 .min { $0.realtimeFactor < $1.realtimeFactor }
@@ -249,7 +323,7 @@ final class TakeRegistry: @unchecked Sendable {
             return (active, Set(takes.values.filter { $0.state.isActive }.map(\.id)))
         }
         meter.sample(time: ProcessInfo.processInfo.systemUptime, cpu: ProcessCPU.seconds(), takes: current.map(\.counters))
-        lock.withLock { sampledLast = ids }
+        lock.withLock { sampledLast = ids; retireEnded() }
     }
 
     /// Stops accepting takes, asks every active one to finalize and waits for all.

@@ -17,6 +17,36 @@ enum TakeRequests {
     }
 
     /// `POST /v1/takes`: the same JSON as `diptych record --config`.
+    /// `GET /v1/takes`'s query: `state` (a take state), `limit` (1 to 1000,
+    /// default 1000), `after` (a take's id); any other name is refused.
+    struct ListQuery: Equatable {
+        var state: TakeState?
+        var limit = 1000
+        var after: String?
+    }
+
+    static func listQuery(_ arguments: [String: String]) throws(RequestError) -> ListQuery {
+        var q = ListQuery()
+        for (name, value) in arguments.sorted(by: { $0.key < $1.key }) {
+            switch name {
+            case "state":
+                guard let s = TakeState(rawValue: value) else {
+                    throw .badRequest("state '\(value)': expected " + TakeState.allCases.map(\.rawValue).joined(separator: ", "))
+                }
+                q.state = s
+            case "limit":
+                guard let n = Int(value), (1...1000).contains(n) else { throw .badRequest("limit '\(value)': expected a whole number from 1 to 1000") }
+                q.limit = n
+            case "after":
+                guard !value.isEmpty else { throw .badRequest("after '': expected a take's id") }
+                q.after = value
+            default:
+                throw .badRequest("query '\(name)': unknown (state, limit, after)")
+            }
+        }
+        return q
+    }
+
     static func configuration(_ body: Data) throws(RequestError) -> TakeConfiguration {
         _ = try object(body)
         let c: TakeConfiguration

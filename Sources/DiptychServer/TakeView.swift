@@ -93,6 +93,8 @@ struct TakeView: Encodable {
 /// `GET /v1/takes`.
 struct TakeList: Encodable {
     var takes: [TakeView]
+    /// With `limit`: the id to ask `after` for the next page, when more follow.
+    var next: String?
 }
 
 /// `GET /healthz`.

@@ -23,11 +23,13 @@ struct TakesAPI {
         }
         r.add("GET", "/metrics") { _, _ in api.metrics() }
         r.add("POST", "/v1/takes") { req, _ throws(RequestError) in
-            let t = try api.registry.create(req.body)
-            return JSONOut.response(201, api.view(t))
+            let (t, existing) = try api.registry.create(req.body, idempotencyKey: req.idempotencyKey)
+            return JSONOut.response(existing ? 200 : 201, api.view(t))
         }
-        r.add("GET", "/v1/takes") { _, _ in
-            JSONOut.response(200, TakeList(takes: api.registry.all.map(api.view)))
+        r.add("GET", "/v1/takes") { req, _ throws(RequestError) in
+            let q = try TakeRequests.listQuery(req.arguments)
+            let (list, next) = try api.registry.page(state: q.state, limit: q.limit, after: q.after)
+            return JSONOut.response(200, TakeList(takes: list.map(api.view), next: next))
         }
         r.add("GET", "/v1/takes/{id}") { _, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in JSONOut.response(200, api.view(t)) }
@@ -105,12 +107,12 @@ struct TakesAPI {
     }
 
     private func metrics() -> HTTPResponse {
-        let takes = registry.all.map { ($0.snapshot(), $0.gpuTotals) }
-        let c = registry.counts
+        let c = registry.snapshot
+        let takes = c.takes.map { ($0.snapshot(), $0.gpuTotals) }
         let text = Metrics.render(takes: takes, admitted: c.admitted, refusals: c.refusals, model: registry.meter.model,
                                   capacity: registry.settings.capacity, megapixels: registry.meter.megapixels,
                                   responses: responses(), version: DiptychVersion.string, draining: registry.isDraining,
-                                  process: .current(cpuSeconds: ProcessCPU.seconds()))
+                                  process: .current(cpuSeconds: ProcessCPU.seconds()), retiredFrames: c.retiredFrames)
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
     }
 }

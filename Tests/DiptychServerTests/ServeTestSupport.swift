@@ -110,9 +110,11 @@ final class ServeProcess: @unchecked Sendable {
     func stop() { if process.isRunning { signal(SIGTERM); waitForExit() } }
 
     /// One request over loopback with URLSession.
-    func request(_ method: String, _ path: String, _ body: String? = nil, token: String? = nil) throws -> Answer {
+    func request(_ method: String, _ path: String, _ body: String? = nil, token: String? = nil,
+                 headers: [String: String] = [:]) throws -> Answer {
         var r = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         r.httpMethod = method
+        for (name, value) in headers { r.setValue(value, forHTTPHeaderField: name) }
         r.timeoutInterval = 60
         if let body { r.httpBody = Data(body.utf8); r.setValue("application/json", forHTTPHeaderField: "Content-Type") }
         if let t = token ?? self.token { r.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization") }

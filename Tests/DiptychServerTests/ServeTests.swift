@@ -165,6 +165,49 @@ import Testing
         #expect(try decodeAll(dir.path("out/small.mp4")).count == 30)
     }
 
+    /// Ended takes beyond --keep-finished leave memory, their recordings still
+    /// protected; the list pages (`state`, `limit`, `after`); a repeated
+    /// Idempotency-Key returns the take it made instead of another.
+    @Test func boundedStatePagingAndIdempotency() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess(["--keep-finished", "2"], in: dir.path); defer { server.stop() }
+        var ids: [String] = []
+        for i in 0..<3 {
+            let a = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "t\(i).mp4",
+                                                                  "duration": 0.5, "preset": "ultrafast"]))
+            #expect(a.status == 201, "\(a.text)")
+            let id = try #require(a.json["id"] as? String)
+            try server.waitForTake(id) { state($0) == "finished" }
+            ids.append(id)
+        }
+        // The oldest left memory once the others ended.
+        let listed = try server.request("GET", "/v1/takes").json["takes"] as? [[String: Any]] ?? []
+        #expect(listed.compactMap { $0["id"] as? String } == [ids[1], ids[2]], "\(listed)")
+        let gone = try server.request("GET", "/v1/takes/\(ids[0])")
+        #expect(gone.status == 404 && gone.error.contains("--keep-finished"), "\(gone.text)")
+        let over = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "t0.mp4", "duration": 0.5]))
+        #expect(over.status == 409 && over.error.contains("holds the recording of take \(ids[0])"), "\(over.text)")
+        // Pages.
+        let first = try server.request("GET", "/v1/takes?limit=1").json
+        #expect((first["takes"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[1]] && first["next"] as? String == ids[1])
+        let second = try server.request("GET", "/v1/takes?limit=1&after=\(ids[1])").json
+        #expect((second["takes"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[2]] && second["next"] == nil)
+        #expect((try server.request("GET", "/v1/takes?state=failed").json["takes"] as? [Any])?.isEmpty == true)
+        for (query, named) in [("bogus=1", "query 'bogus'"), ("limit=0", "limit '0'"), ("state=done", "state 'done'"), ("after=nope", "after 'nope'")] {
+            let bad = try server.request("GET", "/v1/takes?\(query)")
+            #expect(bad.status == 400 && bad.error.contains(named), "\(query): \(bad.text)")
+        }
+        // The same key twice: one take.
+        let body = json(["primary": "testsrc:counter:320x180@30", "out": "k.mp4", "duration": 0.5, "preset": "ultrafast"])
+        let k1 = try server.request("POST", "/v1/takes", body, headers: ["Idempotency-Key": "take-k"])
+        let k2 = try server.request("POST", "/v1/takes", body, headers: ["Idempotency-Key": "take-k"])
+        #expect(k1.status == 201 && k2.status == 200, "\(k1.text) \(k2.text)")
+        #expect(k1.json["id"] as? String == k2.json["id"] as? String)
+        let badKey = try server.request("POST", "/v1/takes", body, headers: ["Idempotency-Key": "has space"])
+        #expect(badKey.status == 400 && badKey.error.contains("Idempotency-Key"), "\(badKey.text)")
+        try server.waitForTake(k1.json["id"] as? String ?? "") { state($0) == "finished" }
+    }
+
     /// A non-loopback address without a token refuses to start: exit 2, one line.
     @Test func nonLoopbackWithoutTokenExitsTwo() throws {
         let dir = Scratch(); defer { dir.remove() }

@@ -92,6 +92,17 @@ struct ServerUnitTests {
         }
     }
 
+    /// `GET /v1/takes`' query: known names with checked values; anything else is refused by name.
+    @Test func listQueryIsChecked() throws {
+        #expect(try TakeRequests.listQuery([:]) == TakeRequests.ListQuery())
+        #expect(try TakeRequests.listQuery(["state": "finished", "limit": "5", "after": "ab12"])
+                == TakeRequests.ListQuery(state: .finished, limit: 5, after: "ab12"))
+        for (args, named) in [(["limit": "1001"], "limit '1001'"), (["limit": "x"], "limit 'x'"), (["state": "gone"], "state 'gone'"),
+                              (["after": ""], "after ''"), (["page": "2"], "query 'page'")] {
+            #expect { try TakeRequests.listQuery(args) } throws: { ($0 as? RequestError)?.status == 400 && "\($0)".contains(named) }
+        }
+    }
+
     /// `/readyz`: not ready while draining, after a failed calibration, while calibrating, or when a take would be refused.
     @Test func readinessSaysWhyNot() {
         func unready(calibrated: Bool = true, failure: String? = nil, draining: Bool = false, refusal: Admission.Refusal? = nil) -> String? {
