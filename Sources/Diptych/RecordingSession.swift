@@ -14,6 +14,9 @@ public struct SessionHooks: Sendable {
     public var log: @Sendable (String) -> Void
     /// Called about every half second from the render loop.
     public var progress: (@Sendable (TakeProgress) -> Void)?
+    /// Called once, on the thread running the take, when it has started
+    /// (sources, GPU and output open: `hasStarted` is true from then on).
+    public var started: (@Sendable () -> Void)?
     /// Called with the RGBA render target of every `frameCallbackInterval`-th
     /// output frame, read from the very target the encoder consumes.
     public var frameCallback: (@Sendable (_ frame: VideoFrame, _ index: Int) -> Void)?
@@ -191,6 +194,7 @@ public final class RecordingSession: @unchecked Sendable {
         let take = TakeRun(session: self, prepared: try TakeSetup.prepare(self))
         take.stageBaseline = baseline
         control.lock(); _hasStarted = true; control.unlock()
+        hooks.started?()
         defer {
             control.lock()
             _summary = take.summary

@@ -85,6 +85,8 @@ final class TakeSession: @unchecked Sendable {
             events?.takeProgressed(TakeFigures(frames: p.frames, mediaSeconds: p.mediaSeconds, wallSeconds: p.wallSeconds,
                                                secondaryRepeated: p.secondaryRepeated, secondaryDropped: p.secondaryDropped))
         }
+        // The start (sources, GPU and output open) is reported as it happens.
+        hooks.started = { [weak events] in events?.takeStarted() }
         hooks.frameEvent = { [weak events] event, pts in
             switch event {
             case .primaryTaken: events?.takePrimaryTaken(pts)
@@ -116,12 +118,6 @@ final class TakeSession: @unchecked Sendable {
         let events = self.events
         let box = gpu
         let t = Thread {
-            let watcher = Thread {
-                // Reports the start (sources, GPU and output open) as soon as it happens.
-                while !session.hasStarted && !Thread.current.isCancelled { Thread.sleep(forTimeInterval: 0.01) }
-                if session.hasStarted { events?.takeStarted() }
-            }
-            watcher.start()
             var ending = SessionOutcome()
             do throws(SessionError) {
                 ending.summary = try session.run()
@@ -133,7 +129,6 @@ final class TakeSession: @unchecked Sendable {
                     events?.takeLogged("\(role.rawValue) \(name) could not be opened: \(detail)")
                 }
             }
-            watcher.cancel()
             box.lock.withLock { box.ended = true }
             events?.takeEnded(ending)
         }
