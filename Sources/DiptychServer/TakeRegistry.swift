@@ -67,6 +67,12 @@ final class TakeRegistry: @unchecked Sendable {
         retireEnded()
     }
 
+    /// The running take furthest behind real time, if one is under 0.9×.
+    private static func slowest(_ active: [Take]) -> Lagging? {
+        active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
+            .min { $0.realtimeFactor < $1.realtimeFactor }
+    }
+
     /// Lock held: the oldest ended takes beyond `keepFinished` leave memory;
     /// their recordings stay claimed. Run whenever the takes are looked at,
     /// so what a client sees never holds more.
@@ -124,8 +130,7 @@ final class TakeRegistry: @unchecked Sendable {
             Admission.unready(calibrated: model != nil, calibrationFailure: meter.failure, draining: draining) {
                 guard let model else { return nil }
                 let active = takes.values.filter { $0.state.isActive }
-                let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
-                    .min { $0.realtimeFactor < $1.realtimeFactor }
+                let lagging = Self.slowest(active)
                 let probe = TakeLoad(width: Calibration.canvas.width, height: Calibration.canvas.height, fps: 30)
                 if case .failure(let r) = Admission.decide(new: probe, running: active.map(\.admissionLoad) + reservedEncodes,
                                                            lagging: lagging, active: active.count, maxTakes: settings.maxTakes,
@@ -218,8 +223,7 @@ final class TakeRegistry: @unchecked Sendable {
         for (field, path) in OutputClaims.files(config) {
             if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), retired: retired, reserved: reserved) { throw e }
         }
-        let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
-            .min { $0.realtimeFactor < $1.realtimeFactor }
+        let lagging = Self.slowest(active)
         let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,
                                         maxTakes: settings.maxTakes, model: model, capacity: settings.capacity)
         switch decision {
@@ -248,8 +252,7 @@ final class TakeRegistry: @unchecked Sendable {
         let refusal: RequestError? = lock.withLock {
             if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), retired: retired, reserved: reserved) { return e }
             let active = takes.values.filter { $0.state.isActive }
-            let lagging = active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
-                .min { $0.realtimeFactor < $1.realtimeFactor }
+            let lagging = Self.slowest(active)
             let decision = Admission.decide(new: encode, running: active.map(\.admissionLoad) + reservedEncodes, lagging: lagging,
                                             active: 0, maxTakes: Int.max, model: model, capacity: settings.capacity)
             if case .failure(let e) = decision {

@@ -18,18 +18,11 @@ func fixtureExecutable(_ name: String) -> URL? {
     /// every fragment (one second each) completed before the kill.
     @Test(.timeLimit(.minutes(2)))
     func killedRecordingKeepsCompletedFragments() throws {
-        let exe = try #require(fixtureExecutable("diptych-writer-fixture"), "diptych-writer-fixture not built")
         let dir = TempDir(); defer { dir.remove() }
         let out = dir.path("killed.mp4")
-        let child = Process()
-        child.executableURL = exe
-        child.arguments = [out, "60"]  // paced at 60 frames/s of 30 fps media
-        let pipe = Pipe()
-        child.standardOutput = pipe
-        try child.run()
         // 4.5 s of media (135 frames) handed to the writer, then SIGKILL.
-        let written = killAfter(child, reading: pipe, count: 135)
-        #expect(child.terminationReason == .uncaughtSignal)
+        let (written, signalled) = try killedWriterFixture(writing: out, after: 135)
+        #expect(signalled)
         try #require(written >= 135, "fixture stopped after \(written) frames")
 
         let probe = ProbedFile(path: out)
@@ -57,17 +50,10 @@ func fixtureExecutable(_ name: String) -> URL? {
     /// and GStreamer read without the index a clean finish writes.
     @Test(.timeLimit(.minutes(2)))
     func killedMatroskaKeepsCompletedClusters() throws {
-        let exe = try #require(fixtureExecutable("diptych-writer-fixture"), "diptych-writer-fixture not built")
         let dir = TempDir(); defer { dir.remove() }
         let out = dir.path("killed.mkv")
-        let child = Process()
-        child.executableURL = exe
-        child.arguments = [out, "60"]
-        let pipe = Pipe()
-        child.standardOutput = pipe
-        try child.run()
-        let written = killAfter(child, reading: pipe, count: 135)
-        #expect(child.terminationReason == .uncaughtSignal)
+        let (written, signalled) = try killedWriterFixture(writing: out, after: 135)
+        #expect(signalled)
         try #require(written >= 135, "fixture stopped after \(written) frames")
         let probe = ProbedFile(path: out)
         #expect(probe.error == nil)

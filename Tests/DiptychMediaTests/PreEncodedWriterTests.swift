@@ -171,17 +171,10 @@ import DiptychCore
     /// (MP4) or segment (HLS: each listed once complete) completed before.
     @Test(.timeLimit(.minutes(2)), arguments: [".mp4", ".m3u8"])
     func killedPreEncodedTakeKeepsCompletedFragments(ext: String) throws {
-        let exe = try #require(fixtureExecutable("diptych-writer-fixture"), "diptych-writer-fixture not built")
         let dir = TempDir(); defer { dir.remove() }
         let out = dir.path("killed" + ext)
-        let child = Process()
-        child.executableURL = exe
-        child.arguments = [out, "60", "100000", "encoded"]
-        let pipe = Pipe()
-        child.standardOutput = pipe
-        try child.run()
-        let written = killAfter(child, reading: pipe, count: 135)
-        #expect(child.terminationReason == .uncaughtSignal)
+        let (written, signalled) = try killedWriterFixture(writing: out, extra: ["100000", "encoded"], after: 135)
+        #expect(signalled)
         try #require(written >= 135, "fixture stopped after \(written) pictures")
         if ext == ".m3u8" {
             // Segments of about two seconds, cut at the keyframes each second: every complete one is listed.

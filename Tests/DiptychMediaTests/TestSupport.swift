@@ -231,6 +231,21 @@ struct MovieHeader {
     }
 }
 
+/// Starts the writer fixture on `out` (paced at 60 frames/s, then `extra`
+/// arguments), SIGKILLs it once it has handed `count` frames to its writer
+/// (`killAfter`); the last count it printed, and whether a signal ended it.
+func killedWriterFixture(writing out: String, extra: [String] = [], after count: Int) throws -> (written: Int, signalled: Bool) {
+    let exe = try #require(fixtureExecutable("diptych-writer-fixture"), "diptych-writer-fixture not built")
+    let child = Process()
+    child.executableURL = exe
+    child.arguments = [out, "60"] + extra  // paced at 60 frames/s of 30 fps media
+    let pipe = Pipe()
+    child.standardOutput = pipe
+    try child.run()
+    let written = killAfter(child, reading: pipe, count: count)
+    return (written, child.terminationReason == .uncaughtSignal)
+}
+
 /// Reads a writer fixture's progress (a count a line on `pipe`) until it has
 /// handed `count` frames to its writer (or died), then SIGKILLs it and waits.
 /// Returns the last count it printed.
