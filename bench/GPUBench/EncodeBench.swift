@@ -99,6 +99,9 @@ func runEncodeBench() -> Never {
         if !r.passMs.isEmpty {
             print("passes (ms/picture): " + r.passMs.sorted { $0.key < $1.key }.map { String(format: "%@ %.3f", $0.key, $0.value) }.joined(separator: ", "))
         }
+        if !r.slowest.isEmpty {
+            print("slowest: " + r.slowest.prefix(12).map { String(format: "%.1f ms (stream %d picture %d%@, batch %d, %d IDR)", $0.ms, $0.stream, $0.picture, $0.keyframe ? " IDR" : "", $0.batch, $0.batchKeyframes) }.joined(separator: "; "))
+        }
         if let json {
             let enc = JSONEncoder()
             enc.outputFormatting = [.prettyPrinted, .sortedKeys]

@@ -24,6 +24,20 @@ public enum GPUEncodeBenchmark {
         /// From a picture's passes being recorded to its bitstream framed on the host, per picture.
         public var latencyP50Ms: Double
         public var latencyP99Ms: Double
+        /// With `pace`: the slowest pictures, slowest first (where the tail comes from).
+        public var slowest: [Slow] = []
+    }
+
+    /// One paced picture's latency and what it was: its stream, its index in
+    /// the stream, whether it was an IDR, how many pictures its batch held,
+    /// and how many IDR pictures were among them.
+    public struct Slow: Codable, Sendable {
+        public var stream: Int
+        public var picture: Int
+        public var keyframe: Bool
+        public var batch: Int
+        public var batchKeyframes: Int
+        public var ms: Double
     }
 
     /// `sources`: NV12 pictures, `(width + 3) / 4 * 4` bytes a row, Y rows then UV rows.
@@ -115,9 +129,10 @@ public enum GPUEncodeBenchmark {
                               picture: (Int) -> Int, rowBytes: Int, size: PixelSize, rounds: Int, pace: Double) throws(GPUError) -> Result {
         let n = encoders.count
         let interval = 1e9 / pace
-        var pending: [[(H264ComputeEncoder.Pending, UInt64)]] = Array(repeating: [], count: n)
+        var pending: [[(H264ComputeEncoder.Pending, UInt64, batch: Int, batchKeyframes: Int)]] = Array(repeating: [], count: n)
         var submitted = [Int](repeating: 0, count: n)
         var latencies: [Double] = []
+        var slow: [Slow] = []
         var bytes = 0, keyframes = 0, pictures = 0
         let start = PassTimer.now()
         let warmup = 2
@@ -135,15 +150,20 @@ public enum GPUEncodeBenchmark {
                 submitted[s] += 1
             }
             if !due.isEmpty {
-                for (d, p) in zip(due, H264ComputeEncoder.encode(due.map(\.job), programs: programs)) { pending[d.stream].append((p, now)) }
+                let recorded = H264ComputeEncoder.encode(due.map(\.job), programs: programs)
+                let idrs = recorded.filter(\.idr).count
+                for (d, p) in zip(due, recorded) { pending[d.stream].append((p, now, due.count, idrs)) }
             }
             // Every finished picture is taken at once.
             for s in 0..<n {
-                while let (p, t) = pending[s].first, encoders[s].isComplete(p) || pending[s].count >= 2 {
+                while let (p, t, batch, batchKeyframes) = pending[s].first, encoders[s].isComplete(p) || pending[s].count >= 2 {
                     pending[s].removeFirst()
                     let pic = try encoders[s].collect(p)
                     if p.pts.value >= warmup {
-                        latencies.append(Double(PassTimer.now() - t) / 1e6)
+                        let ms = Double(PassTimer.now() - t) / 1e6
+                        latencies.append(ms)
+                        slow.append(Slow(stream: s, picture: Int(p.pts.value), keyframe: p.idr, batch: batch, batchKeyframes: batchKeyframes, ms: ms))
+                        if slow.count > 64 { slow.sort { $0.ms > $1.ms }; slow.removeLast(slow.count - 32) }
                         bytes += pic.data.count
                         keyframes += pic.keyframe ? 1 : 0
                         pictures += 1
@@ -158,6 +178,6 @@ public enum GPUEncodeBenchmark {
         return Result(renderer: context.info.renderer, mapped: encoders.first?.mapped ?? false, size: "\(size.width)x\(size.height)",
                       streams: n, pictures: pictures, seconds: seconds, picturesPerSecond: Double(pictures) / seconds,
                       bytesPerPicture: Double(bytes) / Double(max(1, pictures)), keyframes: keyframes, passMs: [:],
-                      latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99))
+                      latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99), slowest: Array(slow.sorted { $0.ms > $1.ms }.prefix(32)))
     }
 }
