@@ -64,6 +64,11 @@ const uint INTER_CBP_CODE[48] = uint[48](0u, 2u, 3u, 7u, 4u, 8u, 17u, 13u, 5u, 1
     11u, 1u, 32u, 33u, 36u, 34u, 37u, 44u, 40u, 35u, 45u, 38u, 41u, 39u, 42u, 43u, 19u, 6u, 24u, 25u, 20u,
     26u, 21u, 46u, 28u, 27u, 47u, 22u, 29u, 23u, 30u, 31u, 12u);
 
+// Table 9-4, Intra_4x4 column: coded_block_pattern → codeNum.
+const uint INTRA4_CBP_CODE[48] = uint[48](3u, 29u, 30u, 17u, 31u, 18u, 37u, 8u, 32u, 38u, 19u, 9u, 20u, 10u,
+    11u, 2u, 16u, 33u, 34u, 21u, 35u, 22u, 39u, 4u, 36u, 40u, 23u, 5u, 24u, 6u, 7u, 1u, 41u, 42u, 43u, 25u,
+    44u, 26u, 46u, 12u, 45u, 47u, 27u, 13u, 28u, 14u, 15u, 0u);
+
 uint bwAcc = 0u;
 int bwN = 0;
 int bwPos = 0;
@@ -124,6 +129,14 @@ int predictedCount(int bx, int by, int comp) {
     if (hasA) return nA;
     if (hasB) return nB;
     return 0;
+}
+
+int blkIndex(int bx, int by) { return (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1); }
+
+// Intra_4x4 mode of block `blk` of macroblock `m`; 2 (DC) when the macroblock is not Intra_4x4 (8.3.1.1).
+int modeOf(int m, int blk) {
+    if (infoKind(mbs[m * MB_WORDS + MB_INFO]) != KIND_I4) return 2;
+    return int((mbs[m * MB_WORDS + MB_LUMADC + (blk >> 3)] >> uint(4 * (blk & 7))) & 15u);
 }
 
 // residual_block_cavlc (7.3.5.3.2) of `count` coefficients read at `word`
@@ -215,8 +228,30 @@ void main() {
     int cbp = infoCBP(info);
     int cbpLuma = cbp & 15, cbpChroma = cbp >> 4;
     bool intra = infoKind(info) == KIND_I16;
+    bool intra4 = infoKind(info) == KIND_I4;
     if (pSlice) ue(mbs[mbIndex * MB_WORDS + MB_SKIPRUN]);
-    if (intra) {
+    if (intra4) {
+        ue(pSlice ? 5u : 0u);   // I_NxN
+        for (int b = 0; b < 16; b++) {
+            int bx = BLK_X[b], by = BLK_Y[b];
+            int mode = modeOf(mbIndex, b);
+            int predMode = 2;
+            if ((bx > 0 || mbX > 0) && (by > 0 || mbY > 0)) {
+                int ma = bx > 0 ? modeOf(mbIndex, blkIndex(bx - 1, by)) : modeOf(mbIndex - 1, blkIndex(3, by));
+                int mb_ = by > 0 ? modeOf(mbIndex, blkIndex(bx, by - 1)) : modeOf(mbIndex - u_size.z, blkIndex(bx, 3));
+                predMode = min(ma, mb_);
+            }
+            if (mode == predMode) put(1u, 1);
+            else { put(0u, 1); put(uint(mode < predMode ? mode : mode - 1), 3); }
+        }
+        ue(uint(infoChromaMode(info)));
+        ue(INTRA4_CBP_CODE[cbp]);
+        if (cbp != 0) se(0);   // mb_qp_delta
+        for (int b = 0; b < 16; b++) {
+            if ((cbpLuma & (1 << (b >> 2))) != 0)
+                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(BLK_X[b], BLK_Y[b], -1), nnzOf(mbIndex, b) == 0);
+        }
+    } else if (intra) {
         ue(uint((pSlice ? 5 : 0) + 1 + infoLumaMode(info) + 4 * cbpChroma + (cbpLuma != 0 ? 12 : 0)));
         ue(uint(infoChromaMode(info)));
         se(0);   // mb_qp_delta

@@ -7,20 +7,21 @@ precision highp float;
 precision highp int;
 
 // One macroblock's record in the MB buffer, in uints.
-#define MB_INFO 0        // bits 0-1 kind (0 P_L0_16x16, 1 I_16x16), bit 2 skipped, 4-5 luma mode, 6-7 chroma mode, 8-13 cbp
+#define MB_INFO 0        // bits 0-1 kind (0 P_L0_16x16, 1 I_16x16, 2 I_NxN), bit 2 skipped, 4-5 luma mode, 6-7 chroma mode, 8-13 cbp
 #define MB_MV 1          // motion vector in quarter samples, x low 16 bits, y high 16 bits
 #define MB_MVP 2         // its predictor (8.4.1.3)
 #define MB_SKIPRUN 3     // skipped macroblocks just before this one
 #define MB_SEARCHMV 3    // until the finish pass: the motion search's vector (quarter samples, as MB_MV)
 #define MB_NNZ 4         // 24 bytes: total_coeff of luma blocks 0-15 (luma4x4BlkIdx order), Cb 0-3, Cr 0-3
 #define MB_LUMA 16       // 16 blocks × 16 int16 in zig-zag order (I_16x16: AC at 1-15)
-#define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order
+#define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order; I_NxN: the 16 Intra_4x4 modes, 4 bits each, in 2 words
 #define MB_CHROMADC 152  // Cb then Cr: 4 int16 each
 #define MB_CHROMAAC 156  // Cb 0-3, Cr 0-3: 16 int16 each (AC at 1-15)
 #define MB_WORDS 220
 
 #define KIND_P16 0u
 #define KIND_I16 1u
+#define KIND_I4 2u
 
 // luma4x4BlkIdx → (x, y) in 4×4 blocks (6.4.3).
 const int BLK_X[16] = int[16](0, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3);

@@ -29,6 +29,8 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 #define RANGE 16
 // Intra_16x16 in P pictures: its SAD plus this many lambdas must beat P's cost.
 #define INTRA_BIAS 12
+// Intra_4x4 against Intra_16x16: its SADs and mode bits plus this many lambdas must be lower.
+#define I4_EXTRA 8
 #ifdef PINTRA
 #define P_INTRA true
 #else
@@ -66,6 +68,16 @@ shared int sRound;
 const ivec2 DIAMOND[4] = ivec2[4](ivec2(0, -1), ivec2(-1, 0), ivec2(1, 0), ivec2(0, 1));
 const ivec2 DIAGONAL[4] = ivec2[4](ivec2(-1, -1), ivec2(1, -1), ivec2(-1, 1), ivec2(1, 1));
 #elif !defined(INTER)
+// Intra_4x4: this macroblock's luma reconstruction block by block, the
+// current block's neighbours (top 0-3, top right 4-7, left 8-11, corner
+// 12), its residual, dequantised coefficients and half-inverse, the modes.
+shared int sRec4[256];
+shared int sEdge[13];
+shared int sRes4[16];
+shared int sCoef4[16];
+shared uint sBest4;
+shared uint sCost4;
+shared int sModes[16];
 shared int sTop[16];
 shared int sLeft[16];
 shared int sTopC[16];        // U 0-7, V 8-15
@@ -231,6 +243,69 @@ int predictChroma(int mode, int x, int y, int c, bool hasTop, bool hasLeft, ivec
     if (mode == 2) return sTopC[c * 8 + x];
     return clamp((plane.x + plane.y * (x - 3) + plane.z * (y - 3) + 16) >> 5, 0, 255);
 }
+
+// Intra_4x4 (8.3.1.2): p[x, -1] (x = -1 the corner) or p[-1, y] of the current block.
+int E(int x, int y) {
+    if (y < 0) return x < 0 ? sEdge[12] : sEdge[x];
+    return x < 0 ? sEdge[8 + y] : 0;
+}
+
+// Sample (x, y) of the block predicted in `mode` (0-8, Table 8-2).
+int pred4(int m, int x, int y, bool hasT, bool hasL) {
+    if (m == 0) return E(x, -1);
+    if (m == 1) return E(-1, y);
+    if (m == 2) {
+        int st = sEdge[0] + sEdge[1] + sEdge[2] + sEdge[3], sl = sEdge[8] + sEdge[9] + sEdge[10] + sEdge[11];
+        if (hasT && hasL) return (st + sl + 4) >> 3;
+        if (hasL) return (sl + 2) >> 2;
+        if (hasT) return (st + 2) >> 2;
+        return 128;
+    }
+    if (m == 3) {
+        if (x == 3 && y == 3) return (E(6, -1) + 3 * E(7, -1) + 2) >> 2;
+        return (E(x + y, -1) + 2 * E(x + y + 1, -1) + E(x + y + 2, -1) + 2) >> 2;
+    }
+    if (m == 4) {
+        if (x > y) return (E(x - y - 2, -1) + 2 * E(x - y - 1, -1) + E(x - y, -1) + 2) >> 2;
+        if (x < y) return (E(-1, y - x - 2) + 2 * E(-1, y - x - 1) + E(-1, y - x) + 2) >> 2;
+        return (E(0, -1) + 2 * E(-1, -1) + E(-1, 0) + 2) >> 2;
+    }
+    if (m == 5) {
+        int z = 2 * x - y, k = x - (y >> 1);
+        if (z >= 0 && (z & 1) == 0) return (E(k - 1, -1) + E(k, -1) + 1) >> 1;
+        if (z >= 0) return (E(k - 2, -1) + 2 * E(k - 1, -1) + E(k, -1) + 2) >> 2;
+        if (z == -1) return (E(-1, 0) + 2 * E(-1, -1) + E(0, -1) + 2) >> 2;
+        return (E(-1, y - 1) + 2 * E(-1, y - 2) + E(-1, y - 3) + 2) >> 2;
+    }
+    if (m == 6) {
+        int z = 2 * y - x, k = y - (x >> 1);
+        if (z >= 0 && (z & 1) == 0) return (E(-1, k - 1) + E(-1, k) + 1) >> 1;
+        if (z >= 0) return (E(-1, k - 2) + 2 * E(-1, k - 1) + E(-1, k) + 2) >> 2;
+        if (z == -1) return (E(-1, 0) + 2 * E(-1, -1) + E(0, -1) + 2) >> 2;
+        return (E(x - 1, -1) + 2 * E(x - 2, -1) + E(x - 3, -1) + 2) >> 2;
+    }
+    if (m == 7) {
+        int k = x + (y >> 1);
+        if ((y & 1) == 0) return (E(k, -1) + E(k + 1, -1) + 1) >> 1;
+        return (E(k, -1) + 2 * E(k + 1, -1) + E(k + 2, -1) + 2) >> 2;
+    }
+    int z = x + 2 * y, k = y + (x >> 1);
+    if (z > 5) return E(-1, 3);
+    if (z == 5) return (E(-1, 2) + 3 * E(-1, 3) + 2) >> 2;
+    if ((z & 1) == 0) return (E(-1, k) + E(-1, k + 1) + 1) >> 1;
+    return (E(-1, k) + 2 * E(-1, k + 1) + E(-1, k + 2) + 2) >> 2;
+}
+
+// The forward core transform's matrix (rows: frequencies).
+const int CF[16] = int[16](1, 1, 1, 1, 2, 1, -1, -2, 1, -1, -1, 1, 1, -2, 2, -1);
+
+int blkIndex(int bx, int by) { return (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1); }
+
+// Intra_4x4 mode of block `blk` of macroblock `m` as its record holds it; 2 (DC) when it is not Intra_4x4.
+int recordMode(int m, int blk) {
+    if (infoKind(mbs[m * MB_WORDS + MB_INFO]) != KIND_I4) return 2;
+    return int((mbs[m * MB_WORDS + MB_LUMADC + (blk >> 3)] >> uint(4 * (blk & 7))) & 15u);
+}
 #endif
 
 void main() {
@@ -241,6 +316,7 @@ void main() {
     mbX = int(gl_WorkGroupID.x);
     mbY = int(gl_WorkGroupID.y);
     bool intra = false;
+    bool i4 = false;
 #else
     int d = u_code.w;
 #ifdef PINTRA
@@ -252,6 +328,7 @@ void main() {
     mbX = d - mbY;
 #endif
     bool intra = true;
+    bool i4 = false;
 #endif
     int mb = mbY * u_size.z + mbX;
     int px = mbX * 16, py = mbY * 16;
@@ -265,8 +342,8 @@ void main() {
     bool live = mbX < u_size.z;
     uint interCost = live ? mbs[mb * MB_WORDS + MB_MVP] : 0u;
     if (live && d == 1) {
-        if (mbX + 1 < u_size.z && infoKind(mbs[(mb + 1) * MB_WORDS + MB_INFO]) == KIND_I16) live = false;
-        if (mbY + 1 < u_size.w && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) == KIND_I16) live = false;
+        if (mbX + 1 < u_size.z && infoKind(mbs[(mb + 1) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
+        if (mbY + 1 < u_size.w && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
     }
     uint bias = uint(INTRA_BIAS * u_code.z);
     if (interCost <= bias) live = false;
@@ -444,10 +521,110 @@ void main() {
             atomicMin(sBestC, (s << 2) | uint(m));
         }
     }
+    if (t == 0) sCost4 = uint(I4_EXTRA * u_code.z);
+    if (t < 16) sNNZ[t] = 0;
     barrier();
+
+    // Intra_4x4: the 16 blocks in decoding order, each predicted from the
+    // reconstruction of the blocks before it (SAD plus lambda times its mode's
+    // bits), transformed, quantised and reconstructed here as a decoder will,
+    // 16 invocations a block. Samples of macroblocks written in the same
+    // dispatch are not read: the top right macroblock's (block 5's modes 3
+    // and 7 left out where it exists) and, in P pictures, the top left's
+    // (block 0's modes 4-6).
+    {
+        Quantiser q4 = quantiser(qp, 2);
+        for (int b = 0; b < 16; b++) {
+            int bx = BLK_X[b], by = BLK_Y[b], x0 = bx * 4, y0 = by * 4;
+            bool hasT = by > 0 || hasTop, hasL = bx > 0 || hasLeft;
+            bool hasZ = (bx > 0 && by > 0) || (by > 0 && hasLeft) || (bx > 0 && hasTop) || (hasTop && hasLeft);
+            bool hasTR = by == 0 ? (bx < 3 ? hasTop : hasTop && mbX + 1 < u_size.z) : (bx < 3 && blkIndex(bx + 1, by - 1) < b);
+            bool readTR = hasTR && b != 5;
+            bool readZ = hasZ && !(P_INTRA && b == 0);
+            if (t < 13) {
+                int v = 0;
+                if (t < 4) {
+                    if (hasT) v = by > 0 ? sRec4[(y0 - 1) * 16 + x0 + t] : picY(px + x0 + t, py - 1);
+                } else if (t < 8) {
+                    int k = readTR ? t : 3;
+                    if (hasT) v = by > 0 ? sRec4[(y0 - 1) * 16 + x0 + k] : picY(px + x0 + k, py - 1);
+                } else if (t < 12) {
+                    if (hasL) v = bx > 0 ? sRec4[(y0 + t - 8) * 16 + x0 - 1] : picY(px - 1, py + y0 + t - 8);
+                } else if (readZ) {
+                    if (bx > 0 && by > 0) v = sRec4[(y0 - 1) * 16 + x0 - 1];
+                    else v = picY(px + x0 - 1, py + y0 - 1);
+                }
+                sEdge[t] = v;
+            }
+            if (t == 13) sBest4 = 0xffffffffu;
+            barrier();
+            if (t < 9) {
+                int m = t;
+                // The mode a decoder predicts (8.3.1.1), from the neighbours as they are now.
+                int predMode = 2;
+                if (hasT && hasL) {
+                    int ma = bx > 0 ? sModes[blkIndex(bx - 1, by)] : recordMode(mb - 1, blkIndex(3, by));
+                    int mb_ = by > 0 ? sModes[blkIndex(bx, by - 1)] : recordMode(mb - u_size.z, blkIndex(bx, 3));
+                    predMode = min(ma, mb_);
+                }
+                bool ok = m == 2 || (m == 0 && hasT) || (m == 1 && hasL) || (m == 8 && hasL)
+                       || ((m == 3 || m == 7) && hasT && !(b == 5 && hasTR))
+                       || ((m == 4 || m == 5 || m == 6) && hasT && hasL && readZ);
+                if (ok) {
+                    uint sad = 0u;
+                    for (int i = 0; i < 16; i++)
+                        sad += uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - pred4(m, i & 3, i >> 2, hasT, hasL)));
+                    uint bits = m == predMode ? 1u : 4u;
+                    atomicMin(sBest4, ((sad + bits * uint(u_code.z)) << 4) | uint(m));
+                }
+            }
+            barrier();
+            int mode = int(sBest4 & 15u);
+            if (t < 16) {
+                int p = pred4(mode, t & 3, t >> 2, hasT, hasL);
+                sRes4[t] = sCur[(y0 + (t >> 2)) * 16 + x0 + (t & 3)] - p;
+            }
+            if (t == 16) { sModes[b] = mode; sCost4 += sBest4 >> 4; }
+            barrier();
+            if (t < 16) {
+                // Coefficient (u, v) = t: the core transform as a matrix product (exact).
+                int u = t >> 2, v = t & 3, c = 0;
+                for (int y = 0; y < 4; y++)
+                    for (int x = 0; x < 4; x++) c += CF[u * 4 + y] * CF[v * 4 + x] * sRes4[y * 4 + x];
+                int l = quantWith(q4, c, t);
+                sLevels[b * 16 + t] = l;
+                sCoef4[t] = dequantWith(q4, l, t);
+                if (l != 0) atomicAdd(sNNZ[b], 1);
+            }
+            barrier();
+            int rowOut = 0;
+            if (t < 16) {
+                // Inverse (8.5.12.2), rows: output j of row i.
+                int i = t >> 2, j = t & 3;
+                int d0 = sCoef4[i * 4], d1 = sCoef4[i * 4 + 1], d2 = sCoef4[i * 4 + 2], d3 = sCoef4[i * 4 + 3];
+                int e0 = d0 + d2, e1 = d0 - d2, e2 = (d1 >> 1) - d3, e3 = d1 + (d3 >> 1);
+                rowOut = j == 0 ? e0 + e3 : (j == 1 ? e1 + e2 : (j == 2 ? e1 - e2 : e0 - e3));
+            }
+            barrier();
+            if (t < 16) sCoef4[t] = rowOut;
+            barrier();
+            if (t < 16) {
+                // Columns, then the prediction added.
+                int row = t >> 2, col = t & 3;
+                int f0 = sCoef4[col], f1 = sCoef4[4 + col], f2 = sCoef4[8 + col], f3 = sCoef4[12 + col];
+                int e0 = f0 + f2, e1 = f0 - f2, e2 = (f1 >> 1) - f3, e3 = f1 + (f3 >> 1);
+                int r = row == 0 ? e0 + e3 : (row == 1 ? e1 + e2 : (row == 2 ? e1 - e2 : e0 - e3));
+                int p = pred4(mode, col, row, hasT, hasL);
+                sRec4[(y0 + row) * 16 + x0 + col] = clamp(p + ((r + 32) >> 6), 0, 255);
+            }
+            barrier();
+        }
+    }
+    uint cost16 = sBest >> 2, cost4 = sCost4;
+    i4 = cost4 < cost16;
 #ifdef PINTRA
     // Intra only where it costs less than P by more than the bias.
-    if ((sBest >> 2) + bias < interCost) {
+    if (min(cost16, cost4) + bias < interCost) {
 #endif
     int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
     {
@@ -469,7 +646,8 @@ void main() {
 
     // Forward transform and quantisation: luma blocks on invocations 0-15, chroma on 16-23.
     int deadzone = intra ? 2 : 1;
-    if (t < 24) {
+    // (Intra_4x4 luma blocks were transformed and reconstructed block by block above.)
+    if (t < 24 && !(i4 && t < 16)) {
         int r[16];
         bool luma = t < 16;
         int bx = luma ? BLK_X[t] * 4 : ((t - 16) & 1) * 4;
@@ -517,7 +695,7 @@ void main() {
     }
     barrier();
 #endif
-    if (t == 24 && intra) {
+    if (t == 24 && intra && !i4) {
         int dc[16];
         for (int i = 0; i < 16; i++) dc[i] = sDC[i];
         quantLumaDC(dc, qp);
@@ -539,7 +717,7 @@ void main() {
     // Coded block pattern (7.4.5): every invocation derives the same value.
     int cbpLuma = 0;
     for (int b = 0; b < 16; b++)
-        if (sNNZ[b] != 0) cbpLuma |= intra ? 15 : (1 << (b >> 2));
+        if (sNNZ[b] != 0) cbpLuma |= (intra && !i4) ? 15 : (1 << (b >> 2));
     bool chromaAC = false, chromaDCs = false;
     for (int b = 16; b < 24; b++) {
         if (sNNZ[b] != 0) chromaAC = true;
@@ -560,8 +738,13 @@ void main() {
             int bx = BLK_X[t] * 4, by = BLK_Y[t] * 4;
             for (int y = 0; y < 4; y++) {
                 uint word = 0u;
-                for (int x = 0; x < 4; x++)
-                    word |= uint(clamp(sPred[(by + y) * 16 + bx + x] + d[y * 4 + x], 0, 255)) << uint(8 * x);
+                for (int x = 0; x < 4; x++) {
+                    int v = clamp(sPred[(by + y) * 16 + bx + x] + d[y * 4 + x], 0, 255);
+#ifndef INTER
+                    if (i4) v = sRec4[(by + y) * 16 + bx + x];
+#endif
+                    word |= uint(v) << uint(8 * x);
+                }
                 recon[((py + by + y) * u_layout.z + px + bx) >> 2] = word;
             }
         } else {
@@ -596,7 +779,15 @@ void main() {
     } else if (t < 32) {
         int k = t - 24;   // luma DC words 0-7, zig-zag order
         int lo = sDCLevels[ZIGZAG[2 * k]], hi = sDCLevels[ZIGZAG[2 * k + 1]];
-        mbs[rec + MB_LUMADC + k] = intra ? ((uint(lo) & 0xffffu) | (uint(hi) << 16)) : 0u;
+        uint w = intra ? ((uint(lo) & 0xffffu) | (uint(hi) << 16)) : 0u;
+#ifndef INTER
+        // Intra_4x4: the blocks' modes, four bits each, in the first two words.
+        if (i4) {
+            w = 0u;
+            if (k < 2) for (int j = 0; j < 8; j++) w |= uint(sModes[k * 8 + j]) << uint(4 * j);
+        }
+#endif
+        mbs[rec + MB_LUMADC + k] = w;
     } else if (t < 36) {
         int k = t - 32;   // chroma DC: Cb 0-1, Cr 2-3
         int lo = sDCLevels[16 + 2 * k], hi = sDCLevels[16 + 2 * k + 1];
@@ -607,7 +798,7 @@ void main() {
         for (int j = 0; j < 4; j++) w |= uint(sNNZ[k * 4 + j]) << uint(8 * j);
         mbs[rec + MB_NNZ + k] = w;
     } else if (t == 42) {
-        mbs[rec + MB_INFO] = packInfo(intra ? KIND_I16 : KIND_P16, false, lumaMode, chromaMode, cbp);
+        mbs[rec + MB_INFO] = packInfo(intra ? (i4 ? KIND_I4 : KIND_I16) : KIND_P16, false, lumaMode, chromaMode, cbp);
         mbs[rec + MB_MV] = packMV(mv);
         // P macroblocks leave their cost here for the intra pass (the finish pass writes the predictor over it).
 #ifdef INTER
