@@ -78,6 +78,12 @@ shared int sCoef4[16];
 shared uint sBest4;
 shared uint sCost4;
 shared int sModes[16];
+shared uint sBlk4[16];
+// Intra_16x16 and chroma: each mode's SAD (luma 0-3, chroma 4-7), the DC and plane parameters.
+shared uint sModeSad[8];
+shared int sDC16;
+shared ivec3 sPlane;
+shared ivec3 sPlaneC[2];
 shared int sTop[16];
 shared int sLeft[16];
 shared int sTopC[16];        // U 0-7, V 8-15
@@ -142,7 +148,6 @@ int seBits(int v) {
     return 2 * findMSB(k) + 1;
 }
 
-#ifdef SEARCH
 // The SAD of row `row` of the macroblock (`cur`) against the reference
 // displaced by `d`: whole words realigned where the row lies inside the
 // picture, else sample by sample, clamped as the standard's prediction is.
@@ -165,7 +170,21 @@ int rowSAD(int cur[16], int row, ivec2 d) {
     }
     return s;
 }
-#endif
+
+// Four samples of the reference at (x, y)..(x + 3, y) packed in a word, read
+// as whole words where they lie inside the picture, else clamped one by one.
+uint refWord(int x, int y) {
+    y = clamp(y, 0, u_size.w * 16 - 1);
+    if (x >= 0 && x + 4 <= u_size.z * 16) {
+        int o = y * u_layout.z + x;
+        uint sh = uint(8 * (o & 3));
+        uint w0 = ref[o >> 2];
+        return sh == 0u ? w0 : (w0 >> sh) | (ref[(o >> 2) + 1] << (32u - sh));
+    }
+    uint w = 0u;
+    for (int k = 0; k < 4; k++) w |= uint(refY(x + k, y)) << uint(8 * k);
+    return w;
+}
 
 ivec2 prevVector(int x, int y) {
     if (x < 0 || y < 0 || x >= u_size.z || y >= u_size.w) return ivec2(0);
@@ -244,10 +263,60 @@ int predictChroma(int mode, int x, int y, int c, bool hasTop, bool hasLeft, ivec
     return clamp((plane.x + plane.y * (x - 3) + plane.z * (y - 3) + 16) >> 5, 0, 255);
 }
 
+int blkIndex(int bx, int by) { return (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1); }
+
+// Which neighbours Intra_4x4 block b has (8.3.1.2): top, left, top right
+// (its own or substituted), and which of the top right and corner samples
+// may be read: not those of macroblocks written in the same dispatch (the
+// top right macroblock's, block 5's, where it exists; in P pictures the top
+// left macroblock's, block 0's corner).
+struct Blk4 { int x0; int y0; bool hasT; bool hasL; bool hasTR; bool readTR; bool readZ; };
+
+Blk4 blk4(int b) {
+    Blk4 k;
+    int bx = BLK_X[b], by = BLK_Y[b];
+    bool hasTop = mbY > 0, hasLeft = mbX > 0;
+    k.x0 = bx * 4; k.y0 = by * 4;
+    k.hasT = by > 0 || hasTop;
+    k.hasL = bx > 0 || hasLeft;
+    bool hasZ = (bx > 0 && by > 0) || (by > 0 && hasLeft) || (bx > 0 && hasTop) || (hasTop && hasLeft);
+    k.hasTR = by == 0 ? (bx < 3 ? hasTop : hasTop && mbX + 1 < u_size.z) : (bx < 3 && blkIndex(bx + 1, by - 1) < b);
+    k.readTR = k.hasTR && b != 5;
+    k.readZ = hasZ && !(P_INTRA && b == 0);
+    return k;
+}
+
+// Whether block b may be predicted in mode m without reading what may not be read.
+bool mode4OK(int m, int b, Blk4 k) {
+    return m == 2 || (m == 0 && k.hasT) || (m == 1 && k.hasL) || (m == 8 && k.hasL)
+        || ((m == 3 || m == 7) && k.hasT && !(b == 5 && k.hasTR))
+        || ((m == 4 || m == 5 || m == 6) && k.hasT && k.hasL && k.readZ);
+}
+
+// Neighbour sample j of block b (top 0-3, top right 4-7, left 8-11, corner
+// 12) for the estimate: the source inside the macroblock, the neighbours'
+// reconstruction outside.
+int edgeOpen(int b, int j, Blk4 k) {
+    int bx = BLK_X[b], by = BLK_Y[b];
+    if (j < 8) {
+        if (j >= 4 && !k.readTR) j = 3;
+        return by > 0 ? sCur[(k.y0 - 1) * 16 + k.x0 + j] : sTop[k.x0 + j];
+    }
+    if (j < 12) return bx > 0 ? sCur[(k.y0 + j - 8) * 16 + k.x0 - 1] : sLeft[k.y0 + j - 8];
+    if (bx > 0 && by > 0) return sCur[(k.y0 - 1) * 16 + k.x0 - 1];
+    if (by > 0) return sLeft[k.y0 - 1];
+    if (bx > 0) return sTop[k.x0 - 1];
+    return sCorner[0];
+}
+
+// The neighbours E() reads for the estimate (gOpen) instead of the current block's (sEdge).
+bool gOpen = false;
+int gEdge[13];
+
 // Intra_4x4 (8.3.1.2): p[x, -1] (x = -1 the corner) or p[-1, y] of the current block.
 int E(int x, int y) {
-    if (y < 0) return x < 0 ? sEdge[12] : sEdge[x];
-    return x < 0 ? sEdge[8 + y] : 0;
+    int j = y < 0 ? (x < 0 ? 12 : x) : 8 + y;
+    return gOpen ? gEdge[j] : sEdge[j];
 }
 
 // Sample (x, y) of the block predicted in `mode` (0-8, Table 8-2).
@@ -255,7 +324,7 @@ int pred4(int m, int x, int y, bool hasT, bool hasL) {
     if (m == 0) return E(x, -1);
     if (m == 1) return E(-1, y);
     if (m == 2) {
-        int st = sEdge[0] + sEdge[1] + sEdge[2] + sEdge[3], sl = sEdge[8] + sEdge[9] + sEdge[10] + sEdge[11];
+        int st = E(0, -1) + E(1, -1) + E(2, -1) + E(3, -1), sl = E(-1, 0) + E(-1, 1) + E(-1, 2) + E(-1, 3);
         if (hasT && hasL) return (st + sl + 4) >> 3;
         if (hasL) return (sl + 2) >> 2;
         if (hasT) return (st + 2) >> 2;
@@ -298,8 +367,6 @@ int pred4(int m, int x, int y, bool hasT, bool hasL) {
 
 // The forward core transform's matrix (rows: frequencies).
 const int CF[16] = int[16](1, 1, 1, 1, 2, 1, -1, -2, 1, -1, -1, 1, 1, -2, 2, -1);
-
-int blkIndex(int bx, int by) { return (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1); }
 
 // Intra_4x4 mode of block `blk` of macroblock `m` as its record holds it; 2 (DC) when it is not Intra_4x4.
 int recordMode(int m, int blk) {
@@ -457,10 +524,9 @@ void main() {
     barrier();
     if (t < 48) {
         int k = t >> 4, row = t & 15;
-        ivec2 d = cand[k];
-        int s = 0;
-        for (int x = 0; x < 16; x++) s += abs(sCur[row * 16 + x] - refY(px + d.x + x, py + d.y + row));
-        atomicAdd(sChoice[k], uint(s));
+        int cur[16];
+        for (int x = 0; x < 16; x++) cur[x] = sCur[row * 16 + x];
+        atomicAdd(sChoice[k], uint(rowSAD(cur, row, cand[k])));
     }
     barrier();
     ivec2 best = cand[0];
@@ -471,9 +537,9 @@ void main() {
         if (cost < interCost) { interCost = cost; best = d; }
     }
     ivec2 mv = best * 4;
-    for (int k = 0; k < 4; k++) {
-        int i = t * 4 + k;
-        sPred[i] = refY(px + best.x + (i & 15), py + best.y + (i >> 4));
+    {
+        uint w = refWord(px + best.x + (t & 3) * 4, py + best.y + (t >> 2));
+        for (int k = 0; k < 4; k++) sPred[t * 4 + k] = int(readByte(w, k));
     }
     {
         // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).
@@ -498,32 +564,82 @@ void main() {
     }
     if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
     barrier();
-    // Mode decision by SAD: luma modes on invocations 0-3, chroma on 4-7.
-    if (t < 4) {
-        bool ok = (t == 0 && hasTop) || (t == 1 && hasLeft) || t == 2 || (t == 3 && hasTop && hasLeft && !P_INTRA);
-        if (ok) {
-            int dc = lumaDC(hasTop, hasLeft);
-            ivec3 plane = t == 3 ? lumaPlane() : ivec3(0);
-            uint s = 0u;
-            for (int i = 0; i < 256; i++) s += uint(abs(sCur[i] - predictLuma(t, i & 15, i >> 4, dc, plane)));
-            atomicMin(sBest, (s << 2) | uint(t));
+    // Mode decision by SAD: every invocation adds four luma and two chroma
+    // samples' differences for every mode; the lowest SAD wins (the lower
+    // mode on a tie).
+    bool planes = hasTop && hasLeft && !P_INTRA;
+    if (t < 8) sModeSad[t] = 0u;
+    if (t == 8) sDC16 = lumaDC(hasTop, hasLeft);
+    if (t == 9) sPlane = planes ? lumaPlane() : ivec3(0);
+    if (t == 10 || t == 11) sPlaneC[t - 10] = planes ? chromaPlane(t - 10) : ivec3(0);
+    barrier();
+    {
+        uint s0 = 0u, s1 = 0u, s2 = 0u, s3 = 0u;
+        int y = t >> 2, dc = sDC16;
+        ivec3 plane = sPlane;
+        for (int k = 0; k < 4; k++) {
+            int x = (t & 3) * 4 + k, c = sCur[y * 16 + x];
+            s0 += uint(abs(c - sTop[x]));
+            s1 += uint(abs(c - sLeft[y]));
+            s2 += uint(abs(c - dc));
+            s3 += uint(abs(c - clamp((plane.x + plane.y * (x - 7) + plane.z * (y - 7) + 16) >> 5, 0, 255)));
         }
-    } else if (t < 8) {
-        int m = t - 4;
-        bool ok = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && hasTop && hasLeft && !P_INTRA);
-        if (ok) {
-            uint s = 0u;
-            for (int c = 0; c < 2; c++) {
-                ivec3 plane = m == 3 ? chromaPlane(c) : ivec3(0);
-                for (int i = 0; i < 64; i++)
-                    s += uint(abs(sCurC[c * 64 + i] - predictChroma(m, i & 7, i >> 3, c, hasTop, hasLeft, plane)));
-            }
-            atomicMin(sBestC, (s << 2) | uint(m));
+        atomicAdd(sModeSad[0], s0); atomicAdd(sModeSad[1], s1); atomicAdd(sModeSad[2], s2);
+        if (planes) atomicAdd(sModeSad[3], s3);
+        uint c0 = 0u, c1 = 0u, c2 = 0u, c3 = 0u;
+        int cx = t & 7, cy = t >> 3;
+        for (int c = 0; c < 2; c++) {
+            int v = sCurC[c * 64 + t];
+            ivec3 cp = sPlaneC[c];
+            c0 += uint(abs(v - chromaDC(cx >> 2, cy >> 2, c, hasTop, hasLeft)));
+            c1 += uint(abs(v - sLeftC[c * 8 + cy]));
+            c2 += uint(abs(v - sTopC[c * 8 + cx]));
+            c3 += uint(abs(v - clamp((cp.x + cp.y * (cx - 3) + cp.z * (cy - 3) + 16) >> 5, 0, 255)));
         }
+        atomicAdd(sModeSad[4], c0); atomicAdd(sModeSad[5], c1); atomicAdd(sModeSad[6], c2);
+        if (planes) atomicAdd(sModeSad[7], c3);
+    }
+    barrier();
+    if (t == 0) {
+        uint best = 0xffffffffu, bestC = 0xffffffffu;
+        for (int m = 0; m < 4; m++) {
+            bool ok = (m == 0 && hasTop) || (m == 1 && hasLeft) || m == 2 || (m == 3 && planes);
+            if (ok) best = min(best, (sModeSad[m] << 2) | uint(m));
+            bool okC = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && planes);
+            if (okC) bestC = min(bestC, (sModeSad[4 + m] << 2) | uint(m));
+        }
+        sBest = best; sBestC = bestC;
     }
     if (t == 0) sCost4 = uint(I4_EXTRA * u_code.z);
-    if (t < 16) sNNZ[t] = 0;
+    if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
     barrier();
+
+    // Intra_4x4 estimated first, every block and mode at once (the blocks'
+    // neighbours inside the macroblock taken from the source): the exact pass
+    // below runs only where the estimate beats Intra_16x16 (and, in P
+    // pictures, P).
+    for (int p = t; p < 144; p += 64) {
+        int b = p / 9, m = p - 9 * b;
+        Blk4 k = blk4(b);
+        if (mode4OK(m, b, k)) {
+            for (int j = 0; j < 13; j++) gEdge[j] = edgeOpen(b, j, k);
+            gOpen = true;
+            uint sad = 0u;
+            for (int i = 0; i < 16; i++)
+                sad += uint(abs(sCur[(k.y0 + (i >> 2)) * 16 + k.x0 + (i & 3)] - pred4(m, i & 3, i >> 2, k.hasT, k.hasL)));
+            gOpen = false;
+            atomicMin(sBlk4[b], sad + (m == 2 ? 1u : 4u) * uint(u_code.z));
+        }
+    }
+    barrier();
+    uint estimate4 = uint(I4_EXTRA * u_code.z);
+    for (int b = 0; b < 16; b++) estimate4 += sBlk4[b];
+    uint cost16 = sBest >> 2;
+#ifdef PINTRA
+    bool exact4 = estimate4 < cost16 && estimate4 + bias < interCost;
+#else
+    bool exact4 = estimate4 < cost16;
+#endif
 
     // Intra_4x4: the 16 blocks in decoding order, each predicted from the
     // reconstruction of the blocks before it (SAD plus lambda times its mode's
@@ -532,15 +648,12 @@ void main() {
     // dispatch are not read: the top right macroblock's (block 5's modes 3
     // and 7 left out where it exists) and, in P pictures, the top left's
     // (block 0's modes 4-6).
-    {
+    if (exact4) {
         Quantiser q4 = quantiser(qp, 2);
         for (int b = 0; b < 16; b++) {
-            int bx = BLK_X[b], by = BLK_Y[b], x0 = bx * 4, y0 = by * 4;
-            bool hasT = by > 0 || hasTop, hasL = bx > 0 || hasLeft;
-            bool hasZ = (bx > 0 && by > 0) || (by > 0 && hasLeft) || (bx > 0 && hasTop) || (hasTop && hasLeft);
-            bool hasTR = by == 0 ? (bx < 3 ? hasTop : hasTop && mbX + 1 < u_size.z) : (bx < 3 && blkIndex(bx + 1, by - 1) < b);
-            bool readTR = hasTR && b != 5;
-            bool readZ = hasZ && !(P_INTRA && b == 0);
+            Blk4 k = blk4(b);
+            int bx = BLK_X[b], by = BLK_Y[b], x0 = k.x0, y0 = k.y0;
+            bool hasT = k.hasT, hasL = k.hasL, readTR = k.readTR, readZ = k.readZ;
             if (t < 13) {
                 int v = 0;
                 if (t < 4) {
@@ -567,10 +680,7 @@ void main() {
                     int mb_ = by > 0 ? sModes[blkIndex(bx, by - 1)] : recordMode(mb - u_size.z, blkIndex(bx, 3));
                     predMode = min(ma, mb_);
                 }
-                bool ok = m == 2 || (m == 0 && hasT) || (m == 1 && hasL) || (m == 8 && hasL)
-                       || ((m == 3 || m == 7) && hasT && !(b == 5 && hasTR))
-                       || ((m == 4 || m == 5 || m == 6) && hasT && hasL && readZ);
-                if (ok) {
+                if (mode4OK(m, b, k)) {
                     uint sad = 0u;
                     for (int i = 0; i < 16; i++)
                         sad += uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - pred4(m, i & 3, i >> 2, hasT, hasL)));
@@ -620,24 +730,22 @@ void main() {
             barrier();
         }
     }
-    uint cost16 = sBest >> 2, cost4 = sCost4;
-    i4 = cost4 < cost16;
+    uint cost4 = exact4 ? sCost4 : 0xffffffffu;
+    i4 = exact4 && cost4 < cost16;
 #ifdef PINTRA
     // Intra only where it costs less than P by more than the bias.
     if (min(cost16, cost4) + bias < interCost) {
 #endif
     int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
     {
-        int dc = lumaDC(hasTop, hasLeft);
-        ivec3 plane = lumaMode == 3 ? lumaPlane() : ivec3(0);
+        int dc = sDC16;
+        ivec3 plane = sPlane;
         for (int k = 0; k < 4; k++) {
             int i = t * 4 + k;
             sPred[i] = predictLuma(lumaMode, i & 15, i >> 4, dc, plane);
         }
-        for (int c = 0; c < 2; c++) {
-            ivec3 cplane = chromaMode == 3 ? chromaPlane(c) : ivec3(0);
-            sPredC[c * 64 + t] = predictChroma(chromaMode, t & 7, t >> 3, c, hasTop, hasLeft, cplane);
-        }
+        for (int c = 0; c < 2; c++)
+            sPredC[c * 64 + t] = predictChroma(chromaMode, t & 7, t >> 3, c, hasTop, hasLeft, sPlaneC[c]);
     }
     barrier();
     ivec2 mv = ivec2(0);
