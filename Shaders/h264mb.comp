@@ -9,7 +9,9 @@
 // shared memory: more work groups resident); it writes only the vector into
 // the macroblock's record. A pass of its own, so the transform and
 // reconstruction run with the resources they need, not the search's.
-// INTER: P_L0_16x16 with the search pass's vector, all macroblocks at once.
+// CHOOSE (with INTER and SEARCH): the vector among the search's and two
+// worked out from the neighbours', all macroblocks at once.
+// INTER: P_L0_16x16 with the chosen vector, all macroblocks at once.
 // INTRA and INTER choose, transform, quantise, reconstruct into the current
 // picture and write the macroblock's record for the entropy pass.
 layout(local_size_x = 64) in;
@@ -50,7 +52,6 @@ shared int sReconC[128];
 shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
-shared uint sChoice[3];
 shared int sScore[24];
 
 // Run lengths → decimation score of a lone ±1 level after that many zeros.
@@ -93,24 +94,6 @@ shared int sCorner[3];       // Y, U, V at (-1, -1)
 
 int mbX, mbY, qp, qpc;
 
-#if defined(INTER) && !defined(SEARCH)
-// How much block b's levels (zig-zag positions first-15) are worth keeping:
-// 9 (keep) if any level exceeds 1, else the sum over its ±1s of a weight that
-// falls with the zeros before each (x264's rule for P macroblocks).
-int decimateScore(int b, int first) {
-    int idx = 15;
-    while (idx >= first && sLevels[b * 16 + ZIGZAG[idx]] == 0) idx--;
-    int score = 0;
-    while (idx >= first) {
-        if (abs(sLevels[b * 16 + ZIGZAG[idx]]) > 1) return 9;
-        idx--;
-        int run = 0;
-        while (idx >= first && sLevels[b * 16 + ZIGZAG[idx]] == 0) { idx--; run++; }
-        score += DECIMATE4[run];
-    }
-    return score;
-}
-#endif
 
 int srcY(int x, int y) {
     x = min(x, u_size.x - 1); y = min(y, u_size.y - 1);
@@ -433,6 +416,54 @@ void main() {
 #endif
 
 #ifdef SEARCH
+#ifdef CHOOSE
+    // The vector: the search pass's, or the predictor or the P_Skip vector
+    // worked out from the neighbours' search vectors (their final vectors are
+    // not known yet; the finish pass derives the exact ones), whichever costs
+    // least by SAD plus lambda times the bits of its difference from that
+    // predictor. Ties go to the P_Skip vector, then the predictor. A pass of
+    // its own (few registers, many work groups resident): the vector goes
+    // into MB_MV and its cost into MB_MVP for the macroblock pass.
+    ivec2 cand[3];
+    ivec2 mvp;
+    {
+        ivec2 sv = unpackMV(mbs[mb * MB_WORDS + MB_SEARCHMV]) >> 2;
+        bool hasA = mbX > 0, hasB = mbY > 0, hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbX > 0 && mbY > 0;
+        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
+        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
+        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + MB_SEARCHMV]) >> 2
+                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0));
+        bool cAvail = hasC || hasD;
+        if (!hasB && !cAvail && hasA) { b = a; c = a; }
+        int n = (hasA ? 1 : 0) + ((hasB || (!cAvail && hasA)) ? 1 : 0) + ((cAvail || (!hasB && hasA)) ? 1 : 0);
+        if (n == 1) mvp = hasA ? a : (hasB ? b : c);
+        else mvp = ivec2(max(min(a.x, b.x), min(max(a.x, b.x), c.x)), max(min(a.y, b.y), min(max(a.y, b.y), c.y)));
+        ivec2 skip = (!hasA || !hasB || a == ivec2(0) || b == ivec2(0)) ? ivec2(0) : mvp;
+        cand[0] = clamp(skip, ivec2(-RANGE), ivec2(RANGE));
+        cand[1] = clamp(mvp, ivec2(-RANGE), ivec2(RANGE));
+        cand[2] = sv;
+    }
+    if (t < 3) sSad[t] = 0u;
+    barrier();
+    if (t < 48) {
+        int k = t >> 4, row = t & 15;
+        int cur[16];
+        for (int x = 0; x < 16; x++) cur[x] = sCur[row * 16 + x];
+        atomicAdd(sSad[k], uint(rowSAD(cur, row, cand[k])));
+    }
+    barrier();
+    if (t == 0) {
+        ivec2 best = cand[0];
+        uint cost = 0xffffffffu;
+        for (int k = 0; k < 3; k++) {
+            ivec2 d = cand[k];
+            uint c = sSad[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
+            if (c < cost) { cost = c; best = d; }
+        }
+        mbs[mb * MB_WORDS + MB_MV] = packMV(best * 4);
+        mbs[mb * MB_WORDS + MB_MVP] = cost;
+    }
+#else
     if (t == 0) sBestCost = 0xffffffffu;
     // Predictors (zero, and the vectors of this and the four next macroblocks
     // in the previous picture), then a diamond walk from the best of them,
@@ -495,47 +526,11 @@ void main() {
         round = sRound;
     }
     if (t == 0) mbs[mb * MB_WORDS + MB_SEARCHMV] = packMV(sBestMV * 4);
+#endif
 #elif defined(INTER)
-    // The vector: the search pass's, or the predictor or the P_Skip vector
-    // worked out from the neighbours' search vectors (their final vectors are
-    // not known yet; the finish pass derives the exact ones), whichever costs
-    // least by SAD plus lambda times the bits of its difference from that
-    // predictor. Ties go to the P_Skip vector, then the predictor.
-    ivec2 cand[3];
-    ivec2 mvp;
-    {
-        ivec2 sv = unpackMV(mbs[mb * MB_WORDS + MB_SEARCHMV]) >> 2;
-        bool hasA = mbX > 0, hasB = mbY > 0, hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbX > 0 && mbY > 0;
-        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
-        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
-        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + MB_SEARCHMV]) >> 2
-                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0));
-        bool cAvail = hasC || hasD;
-        if (!hasB && !cAvail && hasA) { b = a; c = a; }
-        int n = (hasA ? 1 : 0) + ((hasB || (!cAvail && hasA)) ? 1 : 0) + ((cAvail || (!hasB && hasA)) ? 1 : 0);
-        if (n == 1) mvp = hasA ? a : (hasB ? b : c);
-        else mvp = ivec2(max(min(a.x, b.x), min(max(a.x, b.x), c.x)), max(min(a.y, b.y), min(max(a.y, b.y), c.y)));
-        ivec2 skip = (!hasA || !hasB || a == ivec2(0) || b == ivec2(0)) ? ivec2(0) : mvp;
-        cand[0] = clamp(skip, ivec2(-RANGE), ivec2(RANGE));
-        cand[1] = clamp(mvp, ivec2(-RANGE), ivec2(RANGE));
-        cand[2] = sv;
-    }
-    if (t < 3) sChoice[t] = 0u;
-    barrier();
-    if (t < 48) {
-        int k = t >> 4, row = t & 15;
-        int cur[16];
-        for (int x = 0; x < 16; x++) cur[x] = sCur[row * 16 + x];
-        atomicAdd(sChoice[k], uint(rowSAD(cur, row, cand[k])));
-    }
-    barrier();
-    ivec2 best = cand[0];
-    uint interCost = 0xffffffffu;
-    for (int k = 0; k < 3; k++) {
-        ivec2 d = cand[k];
-        uint cost = sChoice[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
-        if (cost < interCost) { interCost = cost; best = d; }
-    }
+    // The vector and its cost, as the CHOOSE pass left them.
+    ivec2 best = unpackMV(mbs[mb * MB_WORDS + MB_MV]) >> 2;
+    uint interCost = mbs[mb * MB_WORDS + MB_MVP];
     ivec2 mv = best * 4;
     {
         uint w = refWord(px + best.x + (t & 3) * 4, py + best.y + (t >> 2));
@@ -614,12 +609,12 @@ void main() {
     if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
     barrier();
 
-    // Intra_4x4 estimated first, every block and mode at once (the blocks'
-    // neighbours inside the macroblock taken from the source): the exact pass
-    // below runs only where the estimate beats Intra_16x16 (and, in P
-    // pictures, P).
-    for (int p = t; p < 144; p += 64) {
-        int b = p / 9, m = p - 9 * b;
+    // Intra_4x4 estimated first, every block at once in its vertical,
+    // horizontal and DC modes (the blocks' neighbours inside the macroblock
+    // taken from the source): the exact pass below, all nine modes, runs only
+    // where the estimate beats Intra_16x16 (and, in P pictures, P).
+    if (t < 48) {
+        int b = t / 3, m = t - 3 * b;
         Blk4 k = blk4(b);
         if (mode4OK(m, b, k)) {
             for (int j = 0; j < 13; j++) gEdge[j] = edgeOpen(b, j, k);
@@ -774,9 +769,27 @@ void main() {
         for (int i = 0; i < 16; i++) {
             int l = (i == 0 && dcApart) ? 0 : quantWith(q, r[i], i);
             sLevels[t * 16 + i] = l;
+            r[i] = l;
             if (l != 0) count++;
         }
         sNNZ[t] = count;
+#ifdef INTER
+        // How much the block's levels are worth keeping (x264's rule for P
+        // macroblocks): 9 if any level exceeds 1, else the sum over its ±1s
+        // (zig-zag order, chroma AC from 1) of a weight that falls with the
+        // zeros just before each.
+        int score = 0, run = 0;
+        bool big = false;
+        for (int zi = 0; zi < 16; zi++) {
+            int l = r[ZIGZAG[zi]];
+            if (zi < (luma ? 0 : 1)) continue;
+            if (l == 0) { run++; continue; }
+            if (abs(l) > 1) big = true;
+            score += DECIMATE4[run];
+            run = 0;
+        }
+        sScore[t] = big ? 9 : score;
+#endif
     }
     barrier();
 #ifdef INTER
@@ -784,8 +797,6 @@ void main() {
     // every luma block when the macroblock scores under 6, and a chroma
     // component's AC when its four blocks score under 7, are dropped: a few
     // isolated ±1s cost more bits than they return in quality.
-    if (t < 24) sScore[t] = decimateScore(t, t < 16 ? 0 : 1);
-    barrier();
     if (t < 24) {
         bool drop;
         if (t < 16) {

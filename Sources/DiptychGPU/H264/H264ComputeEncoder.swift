@@ -227,7 +227,7 @@ final class H264ComputeEncoder {
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
-        case .intra, .search, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
+        case .intra, .search, .choose, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
@@ -253,14 +253,14 @@ final class H264ComputeEncoder {
         // IDR pictures diagonal by diagonal.
         let inter = prepared.filter { !$0.pending.idr }
         if !inter.isEmpty {
-            for pass in [Pass.search, .inter] {
-                if pass == .inter { glMemoryBarrier(storage) }
+            for pass in [Pass.search, .choose, .inter] {
+                if pass != .search { glMemoryBarrier(storage) }
                 glUseProgram(programs.ids[pass]!)
                 for p in inter {
                     p.job.encoder.bind(p, pass)
                     glDispatchCompute(GLuint(p.job.encoder.format.mbWidth), GLuint(p.job.encoder.format.mbHeight), 1)
                 }
-                if pass == .search { timed(.search) }
+                if pass != .inter { timed(pass) }
             }
             if profiling { glMemoryBarrier(storage); timed(.inter) }
             glUseProgram(programs.ids[.intraP]!)
