@@ -76,7 +76,9 @@ shared int sRec4[256];
 shared int sEdge[13];
 shared int sRes4[16];
 shared int sCoef4[16];
-shared uint sBest4;
+shared int sHalf4[16];
+shared uint sSad4[9];
+shared int sNbrMode[8];
 shared uint sCost4;
 shared int sModes[16];
 shared uint sBlk4[16];
@@ -645,51 +647,55 @@ void main() {
     // (block 0's modes 4-6).
     if (exact4) {
         Quantiser q4 = quantiser(qp, 2);
+        // The neighbour macroblocks' Intra_4x4 modes next to this one (left: its blocks (3, y), top: (x, 3)).
+        if (t < 4) sNbrMode[t] = hasLeft ? recordMode(mb - 1, blkIndex(3, t)) : 2;
+        else if (t < 8) sNbrMode[t] = hasTop ? recordMode(mb - u_size.z, blkIndex(t - 4, 3)) : 2;
         for (int b = 0; b < 16; b++) {
             Blk4 k = blk4(b);
             int bx = BLK_X[b], by = BLK_Y[b], x0 = k.x0, y0 = k.y0;
-            bool hasT = k.hasT, hasL = k.hasL, readTR = k.readTR, readZ = k.readZ;
+            bool hasT = k.hasT, hasL = k.hasL;
+            // Its neighbours: from this macroblock's reconstruction so far, or the neighbours' (sTop, sLeft, sCorner).
             if (t < 13) {
                 int v = 0;
-                if (t < 4) {
-                    if (hasT) v = by > 0 ? sRec4[(y0 - 1) * 16 + x0 + t] : picY(px + x0 + t, py - 1);
-                } else if (t < 8) {
-                    int k = readTR ? t : 3;
-                    if (hasT) v = by > 0 ? sRec4[(y0 - 1) * 16 + x0 + k] : picY(px + x0 + k, py - 1);
+                if (t < 8) {
+                    int j = (t < 4 || k.readTR) ? t : 3;
+                    if (hasT) v = by > 0 ? sRec4[(y0 - 1) * 16 + x0 + j] : sTop[x0 + j];
                 } else if (t < 12) {
-                    if (hasL) v = bx > 0 ? sRec4[(y0 + t - 8) * 16 + x0 - 1] : picY(px - 1, py + y0 + t - 8);
-                } else if (readZ) {
+                    if (hasL) v = bx > 0 ? sRec4[(y0 + t - 8) * 16 + x0 - 1] : sLeft[y0 + t - 8];
+                } else if (k.readZ) {
                     if (bx > 0 && by > 0) v = sRec4[(y0 - 1) * 16 + x0 - 1];
-                    else v = picY(px + x0 - 1, py + y0 - 1);
+                    else if (by > 0) v = sLeft[y0 - 1];
+                    else if (bx > 0) v = sTop[x0 - 1];
+                    else v = sCorner[0];
                 }
                 sEdge[t] = v;
-            }
-            if (t == 13) sBest4 = 0xffffffffu;
-            barrier();
-            if (t < 9) {
-                int m = t;
-                // The mode a decoder predicts (8.3.1.1), from the neighbours as they are now.
-                int predMode = 2;
-                if (hasT && hasL) {
-                    int ma = bx > 0 ? sModes[blkIndex(bx - 1, by)] : recordMode(mb - 1, blkIndex(3, by));
-                    int mb_ = by > 0 ? sModes[blkIndex(bx, by - 1)] : recordMode(mb - u_size.z, blkIndex(bx, 3));
-                    predMode = min(ma, mb_);
-                }
-                if (mode4OK(m, b, k)) {
-                    uint sad = 0u;
-                    for (int i = 0; i < 16; i++)
-                        sad += uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - pred4(m, i & 3, i >> 2, hasT, hasL)));
-                    uint bits = m == predMode ? 1u : 4u;
-                    atomicMin(sBest4, ((sad + bits * uint(u_code.z)) << 4) | uint(m));
-                }
+            } else if (t < 22) {
+                sSad4[t - 13] = 0u;
             }
             barrier();
-            int mode = int(sBest4 & 15u);
+            // Each mode's SAD, 144 (mode, sample) pairs over the invocations.
+            for (int p = t; p < 144; p += 64) {
+                int m = p >> 4, i = p & 15;
+                if (mode4OK(m, b, k))
+                    atomicAdd(sSad4[m], uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - pred4(m, i & 3, i >> 2, hasT, hasL))));
+            }
+            barrier();
+            // The mode a decoder predicts (8.3.1.1), from the neighbours as they are now; the cheapest mode.
+            int predMode = 2;
+            if (hasT && hasL)
+                predMode = min(bx > 0 ? sModes[blkIndex(bx - 1, by)] : sNbrMode[by],
+                               by > 0 ? sModes[blkIndex(bx, by - 1)] : sNbrMode[4 + bx]);
+            uint best = 0xffffffffu;
+            for (int m = 0; m < 9; m++) {
+                if (!mode4OK(m, b, k)) continue;
+                best = min(best, ((sSad4[m] + (m == predMode ? 1u : 4u) * uint(u_code.z)) << 4) | uint(m));
+            }
+            int mode = int(best & 15u);
             if (t < 16) {
                 int p = pred4(mode, t & 3, t >> 2, hasT, hasL);
                 sRes4[t] = sCur[(y0 + (t >> 2)) * 16 + x0 + (t & 3)] - p;
             }
-            if (t == 16) { sModes[b] = mode; sCost4 += sBest4 >> 4; }
+            if (t == 16) { sModes[b] = mode; sCost4 += best >> 4; }
             barrier();
             if (t < 16) {
                 // Coefficient (u, v) = t: the core transform as a matrix product (exact).
@@ -702,21 +708,18 @@ void main() {
                 if (l != 0) atomicAdd(sNNZ[b], 1);
             }
             barrier();
-            int rowOut = 0;
             if (t < 16) {
                 // Inverse (8.5.12.2), rows: output j of row i.
                 int i = t >> 2, j = t & 3;
                 int d0 = sCoef4[i * 4], d1 = sCoef4[i * 4 + 1], d2 = sCoef4[i * 4 + 2], d3 = sCoef4[i * 4 + 3];
                 int e0 = d0 + d2, e1 = d0 - d2, e2 = (d1 >> 1) - d3, e3 = d1 + (d3 >> 1);
-                rowOut = j == 0 ? e0 + e3 : (j == 1 ? e1 + e2 : (j == 2 ? e1 - e2 : e0 - e3));
+                sHalf4[t] = j == 0 ? e0 + e3 : (j == 1 ? e1 + e2 : (j == 2 ? e1 - e2 : e0 - e3));
             }
-            barrier();
-            if (t < 16) sCoef4[t] = rowOut;
             barrier();
             if (t < 16) {
                 // Columns, then the prediction added.
                 int row = t >> 2, col = t & 3;
-                int f0 = sCoef4[col], f1 = sCoef4[4 + col], f2 = sCoef4[8 + col], f3 = sCoef4[12 + col];
+                int f0 = sHalf4[col], f1 = sHalf4[4 + col], f2 = sHalf4[8 + col], f3 = sHalf4[12 + col];
                 int e0 = f0 + f2, e1 = f0 - f2, e2 = (f1 >> 1) - f3, e3 = f1 + (f3 >> 1);
                 int r = row == 0 ? e0 + e3 : (row == 1 ? e1 + e2 : (row == 2 ? e1 - e2 : e0 - e3));
                 int p = pred4(mode, col, row, hasT, hasL);
