@@ -43,7 +43,7 @@ public struct H264Picture: Sendable {
 }
 
 /// An H.264 encoder made of GLES 3.1 compute passes (docs/ARCHITECTURE.md,
-/// "The GPU encoder"): Constrained Baseline, I_16x16, P_L0_16x16 and
+/// "The GPU encoder"): Constrained Baseline, I_16x16, I_NxN (Intra_4x4), P_L0_16x16 and
 /// P_Skip, full-sample motion, CAVLC, one slice a picture. It reads an NV12
 /// storage buffer (the compute composite's output) and returns the bitstream;
 /// the reconstructed reference and every macroblock's record stay on the GPU.
@@ -248,9 +248,9 @@ final class H264ComputeEncoder {
             t0 = t
         }
         let storage = GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT)
-        // Macroblocks: P pictures at once (the motion search, the rest, then
-        // Intra_16x16 where it beats P, over a checkerboard in two phases);
-        // IDR pictures diagonal by diagonal.
+        // Macroblocks: P pictures at once (the motion search, the choice of
+        // vector, the rest, then intra where it beats P, over a checkerboard
+        // in two phases); IDR pictures diagonal by diagonal.
         let inter = prepared.filter { !$0.pending.idr }
         if !inter.isEmpty {
             for pass in [Pass.search, .choose, .inter] {
