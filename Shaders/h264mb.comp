@@ -73,11 +73,11 @@ const ivec2 DIAGONAL[4] = ivec2[4](ivec2(-1, -1), ivec2(1, -1), ivec2(-1, 1), iv
 // current block's neighbours (top 0-3, top right 4-7, left 8-11, corner
 // 12), its residual, dequantised coefficients and half-inverse, the modes.
 shared int sRec4[256];
-shared int sEdge[13];
-shared int sRes4[16];
-shared int sCoef4[16];
-shared int sHalf4[16];
-shared uint sSad4[9];
+shared int sEdge[26];
+shared int sRes4[32];
+shared int sCoef4[32];
+shared int sHalf4[32];
+shared uint sSad4[18];
 shared int sNbrMode[8];
 shared uint sCost4;
 shared int sModes[16];
@@ -297,11 +297,13 @@ int edgeOpen(int b, int j, Blk4 k) {
 // The neighbours E() reads for the estimate (gOpen) instead of the current block's (sEdge).
 bool gOpen = false;
 int gEdge[13];
+// The wave slot whose neighbours (sEdge) E() reads.
+int gSlot = 0;
 
 // Intra_4x4 (8.3.1.2): p[x, -1] (x = -1 the corner) or p[-1, y] of the current block.
 int E(int x, int y) {
     int j = y < 0 ? (x < 0 ? 12 : x) : 8 + y;
-    return gOpen ? gEdge[j] : sEdge[j];
+    return gOpen ? gEdge[j] : sEdge[gSlot * 13 + j];
 }
 
 // Sample (x, y) of the block predicted in `mode` (0-8, Table 8-2).
@@ -650,34 +652,45 @@ void main() {
         // The neighbour macroblocks' Intra_4x4 modes next to this one (left: its blocks (3, y), top: (x, 3)).
         if (t < 4) sNbrMode[t] = hasLeft ? recordMode(mb - 1, blkIndex(3, t)) : 2;
         else if (t < 8) sNbrMode[t] = hasTop ? recordMode(mb - u_size.z, blkIndex(t - 4, 3)) : 2;
-        for (int b = 0; b < 16; b++) {
+        // The blocks in waves w = x + 2y (ten): a block's left, top, top-right
+        // and top-left neighbours are in earlier waves, so the one or two
+        // blocks of a wave are worked out together, 32 invocations each.
+        int slot = t >> 5, lt = t & 31;
+        gSlot = slot;
+        for (int w = 0; w < 10; w++) {
+            int byLo = max(0, (w - 2) / 2), byHi = min(3, w / 2);
+            int by = byLo + slot, bx = w - 2 * by;
+            bool here = by <= byHi && bx >= 0 && bx < 4;
+            int b = here ? blkIndex(bx, by) : 0;
             Blk4 k = blk4(b);
-            int bx = BLK_X[b], by = BLK_Y[b], x0 = k.x0, y0 = k.y0;
+            int x0 = k.x0, y0 = k.y0;
             bool hasT = k.hasT, hasL = k.hasL;
             // Its neighbours: from this macroblock's reconstruction so far, or the neighbours' (sTop, sLeft, sCorner).
-            if (t < 13) {
+            if (here && lt < 13) {
                 int v = 0;
-                if (t < 8) {
-                    int j = (t < 4 || k.readTR) ? t : 3;
+                if (lt < 8) {
+                    int j = (lt < 4 || k.readTR) ? lt : 3;
                     if (hasT) v = by > 0 ? sRec4[(y0 - 1) * 16 + x0 + j] : sTop[x0 + j];
-                } else if (t < 12) {
-                    if (hasL) v = bx > 0 ? sRec4[(y0 + t - 8) * 16 + x0 - 1] : sLeft[y0 + t - 8];
+                } else if (lt < 12) {
+                    if (hasL) v = bx > 0 ? sRec4[(y0 + lt - 8) * 16 + x0 - 1] : sLeft[y0 + lt - 8];
                 } else if (k.readZ) {
                     if (bx > 0 && by > 0) v = sRec4[(y0 - 1) * 16 + x0 - 1];
                     else if (by > 0) v = sLeft[y0 - 1];
                     else if (bx > 0) v = sTop[x0 - 1];
                     else v = sCorner[0];
                 }
-                sEdge[t] = v;
-            } else if (t < 22) {
-                sSad4[t - 13] = 0u;
+                sEdge[slot * 13 + lt] = v;
+            } else if (lt >= 13 && lt < 22) {
+                sSad4[slot * 9 + lt - 13] = 0u;
             }
             barrier();
-            // Each mode's SAD, 144 (mode, sample) pairs over the invocations.
-            for (int p = t; p < 144; p += 64) {
-                int m = p >> 4, i = p & 15;
-                if (mode4OK(m, b, k))
-                    atomicAdd(sSad4[m], uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - pred4(m, i & 3, i >> 2, hasT, hasL))));
+            // Each mode's SAD, 144 (mode, sample) pairs over the block's invocations.
+            if (here) {
+                for (int p = lt; p < 144; p += 32) {
+                    int m = p >> 4, i = p & 15;
+                    if (mode4OK(m, b, k))
+                        atomicAdd(sSad4[slot * 9 + m], uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - pred4(m, i & 3, i >> 2, hasT, hasL))));
+                }
             }
             barrier();
             // The mode a decoder predicts (8.3.1.1), from the neighbours as they are now; the cheapest mode.
@@ -688,38 +701,38 @@ void main() {
             uint best = 0xffffffffu;
             for (int m = 0; m < 9; m++) {
                 if (!mode4OK(m, b, k)) continue;
-                best = min(best, ((sSad4[m] + (m == predMode ? 1u : 4u) * uint(u_code.z)) << 4) | uint(m));
+                best = min(best, ((sSad4[slot * 9 + m] + (m == predMode ? 1u : 4u) * uint(u_code.z)) << 4) | uint(m));
             }
             int mode = int(best & 15u);
-            if (t < 16) {
-                int p = pred4(mode, t & 3, t >> 2, hasT, hasL);
-                sRes4[t] = sCur[(y0 + (t >> 2)) * 16 + x0 + (t & 3)] - p;
+            if (here && lt < 16) {
+                int p = pred4(mode, lt & 3, lt >> 2, hasT, hasL);
+                sRes4[slot * 16 + lt] = sCur[(y0 + (lt >> 2)) * 16 + x0 + (lt & 3)] - p;
             }
-            if (t == 16) { sModes[b] = mode; sCost4 += best >> 4; }
+            if (here && lt == 16) { sModes[b] = mode; atomicAdd(sCost4, best >> 4); }
             barrier();
-            if (t < 16) {
-                // Coefficient (u, v) = t: the core transform as a matrix product (exact).
-                int u = t >> 2, v = t & 3, c = 0;
+            if (here && lt < 16) {
+                // Coefficient (u, v) = lt: the core transform as a matrix product (exact).
+                int u = lt >> 2, v = lt & 3, c = 0;
                 for (int y = 0; y < 4; y++)
-                    for (int x = 0; x < 4; x++) c += CF[u * 4 + y] * CF[v * 4 + x] * sRes4[y * 4 + x];
-                int l = quantWith(q4, c, t);
-                sLevels[b * 16 + t] = l;
-                sCoef4[t] = dequantWith(q4, l, t);
+                    for (int x = 0; x < 4; x++) c += CF[u * 4 + y] * CF[v * 4 + x] * sRes4[slot * 16 + y * 4 + x];
+                int l = quantWith(q4, c, lt);
+                sLevels[b * 16 + lt] = l;
+                sCoef4[slot * 16 + lt] = dequantWith(q4, l, lt);
                 if (l != 0) atomicAdd(sNNZ[b], 1);
             }
             barrier();
-            if (t < 16) {
+            if (here && lt < 16) {
                 // Inverse (8.5.12.2), rows: output j of row i.
-                int i = t >> 2, j = t & 3;
-                int d0 = sCoef4[i * 4], d1 = sCoef4[i * 4 + 1], d2 = sCoef4[i * 4 + 2], d3 = sCoef4[i * 4 + 3];
+                int i = lt >> 2, j = lt & 3, o = slot * 16 + i * 4;
+                int d0 = sCoef4[o], d1 = sCoef4[o + 1], d2 = sCoef4[o + 2], d3 = sCoef4[o + 3];
                 int e0 = d0 + d2, e1 = d0 - d2, e2 = (d1 >> 1) - d3, e3 = d1 + (d3 >> 1);
-                sHalf4[t] = j == 0 ? e0 + e3 : (j == 1 ? e1 + e2 : (j == 2 ? e1 - e2 : e0 - e3));
+                sHalf4[slot * 16 + lt] = j == 0 ? e0 + e3 : (j == 1 ? e1 + e2 : (j == 2 ? e1 - e2 : e0 - e3));
             }
             barrier();
-            if (t < 16) {
+            if (here && lt < 16) {
                 // Columns, then the prediction added.
-                int row = t >> 2, col = t & 3;
-                int f0 = sHalf4[col], f1 = sHalf4[4 + col], f2 = sHalf4[8 + col], f3 = sHalf4[12 + col];
+                int row = lt >> 2, col = lt & 3, o = slot * 16;
+                int f0 = sHalf4[o + col], f1 = sHalf4[o + 4 + col], f2 = sHalf4[o + 8 + col], f3 = sHalf4[o + 12 + col];
                 int e0 = f0 + f2, e1 = f0 - f2, e2 = (f1 >> 1) - f3, e3 = f1 + (f3 >> 1);
                 int r = row == 0 ? e0 + e3 : (row == 1 ? e1 + e2 : (row == 2 ? e1 - e2 : e0 - e3));
                 int p = pred4(mode, col, row, hasT, hasL);
@@ -727,6 +740,7 @@ void main() {
             }
             barrier();
         }
+        gSlot = 0;
     }
     uint cost4 = exact4 ? sCost4 : 0xffffffffu;
     i4 = exact4 && cost4 < cost16;
