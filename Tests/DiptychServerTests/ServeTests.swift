@@ -50,6 +50,42 @@ import Testing
         }
     }
 
+    /// Prometheus's own checker accepts `/metrics` while several takes run
+    /// (their per-take series interleaved by the takes' threads) and after
+    /// they finish: `promtool check metrics` (Debian's `prometheus`).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool"),
+                   "needs promtool (Debian's prometheus package; scripts/setup installs it)"))
+    func promtoolAcceptsTheMetrics() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        var ids: [String] = []
+        for i in 0..<3 {
+            let a = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@15",
+                                                                "out": "p\(i).mp4", "duration": 3, "realtime": "on", "preset": "ultrafast"]))
+            #expect(a.status == 201, "\(a.text)")
+            ids.append(try #require(a.json["id"] as? String))
+        }
+        for id in ids { _ = try server.waitForTake(id) { ($0["frames"] as? Int ?? 0) > 5 } }
+        func check(_ when: String, running: Bool) throws {
+            let metrics = try server.request("GET", "/metrics").text
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/promtool")
+            p.arguments = ["check", "metrics"]
+            let input = Pipe(), output = Pipe()
+            p.standardInput = input; p.standardOutput = output; p.standardError = output
+            try p.run()
+            input.fileHandleForWriting.write(Data(metrics.utf8))
+            try input.fileHandleForWriting.close()
+            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            #expect(p.terminationStatus == 0 && said.isEmpty, "promtool, \(when): \(said)\n\(metrics)")
+            if running { #expect(metrics.contains("diptych_take_"), "\(when): no per-take series in \(metrics)") }
+        }
+        try check("three takes running", running: true)
+        for id in ids { _ = try server.waitForTake(id) { state($0) == "finished" } }
+        try check("after the takes", running: false)
+    }
+
     /// A PATCH half-way switches PiP to side by side at one frame: every
     /// frame before it shows the primary (red) right of centre, every frame
     /// from it on the secondary (blue). A switch then hot-swaps the
