@@ -428,19 +428,15 @@ void main() {
     // predictor. Ties go to the P_Skip vector, then the predictor. A pass of
     // its own (few registers, many work groups resident): the vector goes
     // into MB_MV and its cost into MB_MVP for the macroblock pass.
-    // Second iteration (u_code.w 1): the same with the neighbours' vectors
-    // of the first, which are closer to their final ones; its own first
-    // choice is a fourth candidate, and the result goes into MB_SEARCHMV.
-    int it = u_code.w, from = it == 0 ? MB_SEARCHMV : MB_MV;
-    ivec2 cand[4];
+    ivec2 cand[3];
     ivec2 mvp;
     {
         ivec2 sv = unpackMV(mbs[mb * MB_WORDS + MB_SEARCHMV]) >> 2;
         bool hasA = mbX > 0, hasB = mbY > 0, hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbX > 0 && mbY > 0;
-        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + from]) >> 2 : ivec2(0);
-        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + from]) >> 2 : ivec2(0);
-        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + from]) >> 2
-                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + from]) >> 2 : ivec2(0));
+        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
+        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
+        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + MB_SEARCHMV]) >> 2
+                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0));
         bool cAvail = hasC || hasD;
         if (!hasB && !cAvail && hasA) { b = a; c = a; }
         int n = (hasA ? 1 : 0) + ((hasB || (!cAvail && hasA)) ? 1 : 0) + ((cAvail || (!hasB && hasA)) ? 1 : 0);
@@ -450,11 +446,10 @@ void main() {
         cand[0] = clamp(skip, ivec2(-RANGE), ivec2(RANGE));
         cand[1] = clamp(mvp, ivec2(-RANGE), ivec2(RANGE));
         cand[2] = sv;
-        cand[3] = it == 0 ? sv : unpackMV(mbs[mb * MB_WORDS + MB_MV]) >> 2;
     }
-    if (t < 4) sSad[t] = 0u;
+    if (t < 3) sSad[t] = 0u;
     barrier();
-    if (t < 64) {
+    if (t < 48) {
         int k = t >> 4, row = t & 15;
         int cur[16];
         for (int x = 0; x < 16; x++) cur[x] = sCur[row * 16 + x];
@@ -464,12 +459,12 @@ void main() {
     if (t == 0) {
         ivec2 best = cand[0];
         uint cost = 0xffffffffu;
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 3; k++) {
             ivec2 d = cand[k];
             uint c = sSad[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
             if (c < cost) { cost = c; best = d; }
         }
-        mbs[mb * MB_WORDS + (it == 0 ? MB_MV : MB_SEARCHMV)] = packMV(best * 4);
+        mbs[mb * MB_WORDS + MB_MV] = packMV(best * 4);
         mbs[mb * MB_WORDS + MB_MVP] = cost;
     }
 #else
@@ -537,8 +532,8 @@ void main() {
     if (t == 0) mbs[mb * MB_WORDS + MB_SEARCHMV] = packMV(sBestMV * 4);
 #endif
 #elif defined(INTER)
-    // The vector and its cost, as the CHOOSE pass's second iteration left them.
-    ivec2 best = unpackMV(mbs[mb * MB_WORDS + MB_SEARCHMV]) >> 2;
+    // The vector and its cost, as the CHOOSE pass left them.
+    ivec2 best = unpackMV(mbs[mb * MB_WORDS + MB_MV]) >> 2;
     uint interCost = mbs[mb * MB_WORDS + MB_MVP];
     ivec2 mv = best * 4;
     {

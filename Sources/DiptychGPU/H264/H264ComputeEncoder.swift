@@ -253,14 +253,14 @@ final class H264ComputeEncoder {
         // in two phases); IDR pictures diagonal by diagonal.
         let inter = prepared.filter { !$0.pending.idr }
         if !inter.isEmpty {
-            for (pass, iteration) in [(Pass.search, 0), (.choose, 0), (.choose, 1), (.inter, 0)] {
+            for pass in [Pass.search, .choose, .inter] {
                 if pass != .search { glMemoryBarrier(storage) }
                 glUseProgram(programs.ids[pass]!)
                 for p in inter {
-                    p.job.encoder.bind(p, pass, diagonal: iteration)
+                    p.job.encoder.bind(p, pass)
                     glDispatchCompute(GLuint(p.job.encoder.format.mbWidth), GLuint(p.job.encoder.format.mbHeight), 1)
                 }
-                if pass == .search || iteration == 1 { timed(pass) }
+                if pass != .inter { timed(pass) }
             }
             if profiling { glMemoryBarrier(storage); timed(.inter) }
             glUseProgram(programs.ids[.intraP]!)
