@@ -19,6 +19,8 @@ public final class Server: @unchecked Sendable {
     private var responses: [Int: Int] = [:]
     /// Left when the calibration take has ended (shutdown waits for it).
     private let calibrating = DispatchGroup()
+    /// systemd's notification socket, where systemd started the server.
+    private let systemd: SystemdNotifier?
 
     /// Checks the options that need no GPU: the listen address, the token,
     /// the folders. Throws `.badUsage` (exit 2) for any of them.
@@ -30,6 +32,7 @@ public final class Server: @unchecked Sendable {
         if !address.isLoopback && token == nil {
             throw .badUsage("--listen \(address): not a loopback address; listening there needs --token-file (a bearer token)")
         }
+        systemd = try SystemdNotifier(environment: ProcessInfo.processInfo.environment)
     }
 
     /// Starts everything; returns the port listened on. Throws `.badUsage`
@@ -77,20 +80,31 @@ public final class Server: @unchecked Sendable {
 
         // The calibration take runs beside the requests (a POST waits for
         // it); the cost sampler starts after it, so its CPU is not counted.
-        let gpu = options.gpu, say = log, group = calibrating
+        // systemd hears READY=1 when calibration has ended (either way: a
+        // failed calibration is the status, and /readyz says it), and a
+        // watchdog ping with each cost sample.
+        let gpu = options.gpu, say = log, group = calibrating, systemd = self.systemd
         group.enter()
         let calibration = Thread { [weak registry] in
+            let calibrated: Bool
             do throws(ServerError) {
                 let model = try Calibration.run(pool: pool, gpu: gpu, cores: encoderCores, log: say)
                 meter.calibrated(model)
-                group.leave()
+                systemd?.ready(status: "listening on port \(port), calibrated")
+                calibrated = true
             } catch {
                 say("\(error); takes are refused")
                 meter.calibrationFailed(error.description)
-                group.leave()
-                return
+                systemd?.ready(status: "listening on port \(port); calibration failed, takes are refused: \(error)")
+                calibrated = false
             }
-            while let registry { registry.sampleCosts(); Thread.sleep(forTimeInterval: 1) }
+            group.leave()
+            let interval = min(1, systemd?.watchdogInterval ?? 1)
+            while let registry, calibrated || systemd != nil {
+                if calibrated { registry.sampleCosts() }
+                systemd?.watchdog()
+                Thread.sleep(forTimeInterval: interval)
+            }
         }
         calibration.name = "diptych.cost-meter"
         calibration.start()
@@ -99,6 +113,7 @@ public final class Server: @unchecked Sendable {
 
     /// Stop accepting, finalize every take, close the socket.
     public func shutdown(reason: String) {
+        systemd?.stopping(status: "finalizing every take: \(reason)")
         http?.quiesce()
         calibrating.wait()
         let registry = lock.withLock { () -> TakeRegistry? in ready = false; return self.registry }

@@ -65,9 +65,11 @@ final class ServeProcess: @unchecked Sendable {
     var token: String?
 
     /// Starts `diptych serve ARGS` in `directory` and waits for its "listening" line.
-    init(_ args: [String], in directory: String, listen: String = "127.0.0.1:0", waitForListening: Bool = true) throws {
+    init(_ args: [String], in directory: String, listen: String = "127.0.0.1:0", waitForListening: Bool = true,
+         environment: [String: String] = [:]) throws {
         process.executableURL = try diptychExecutable()
         process.arguments = ["serve", "--listen", listen, "--gpu", "software"] + args
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
