@@ -9,7 +9,7 @@ import Testing
 /// the build folder and is kept between runs; only the package is
 /// installed again each time.
 @Suite(.serialized) struct PythonPackageTests {
-    static let requirements = ["numpy", "pytest", "ray>=2.9", "mypy", "setuptools>=64", "wheel"]
+    static let requirements = ["numpy", "pytest", "ray>=2.9", "mypy", "pyyaml", "setuptools>=64", "wheel"]
     static var venv: URL { EmbeddingCAPITests.root.appendingPathComponent(".build/python-venv") }
 
     struct Failed: Error, CustomStringConvertible { var description: String }
@@ -21,7 +21,7 @@ import Testing
         let python = venv.appendingPathComponent("bin/python")
         if FileManager.default.isExecutableFile(atPath: python.path),
            (try? String(contentsOf: stamp, encoding: .utf8)) == want,
-           (try? EmbeddingCAPITests.sh("'\(python.path)' -c 'import numpy, pytest, ray, mypy'"))?.status == 0 {
+           (try? EmbeddingCAPITests.sh("'\(python.path)' -c 'import numpy, pytest, ray, mypy, yaml'"))?.status == 0 {
             return python
         }
         let words = requirements.map { "'\($0)'" }.joined(separator: " ")

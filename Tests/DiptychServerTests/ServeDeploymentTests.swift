@@ -4,11 +4,11 @@ import Glibc
 import Testing
 @testable import DiptychServer
 
-/// `diptych serve` under systemd (`Type=notify`): the messages a unit's
+/// `diptych serve` deployed: under systemd (`Type=notify`), the messages a unit's
 /// manager reads from `NOTIFY_SOCKET`, received here on a real datagram
-/// socket from the real server process, and the unit file shipped in
-/// `contrib/`.
-@Suite(.serialized) struct ServeSystemdTests {
+/// socket from the real server process; the unit file and the container
+/// recipe shipped in `contrib/`.
+@Suite(.serialized) struct ServeDeploymentTests {
     /// A datagram socket bound to a path, as systemd's notification socket is.
     final class NotifySocket {
         let fd: Int32
@@ -102,5 +102,52 @@ import Testing
         #expect(exec.count > 2 && exec[0].hasSuffix("/diptych") && exec[1] == "serve", "\(exec)")
         let options = try ServeOptions.parse(Array(exec.dropFirst(2)))
         #expect(options.stateDir != nil && options.outputRoot != nil)
+    }
+
+    /// contrib/Dockerfile: non-root, the driver capabilities EGL, NVDEC and
+    /// CUDA need, glvnd's vendor file for NVIDIA's EGL, a health check on
+    /// /livez, the archive scripts/build-server makes, and an ENTRYPOINT
+    /// whose options `diptych serve` accepts (with a token, since it listens
+    /// beyond loopback). No container engine runs here: this reads the file.
+    @Test func dockerfileRunsTheServerAsItParses() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("contrib/Dockerfile"), encoding: .utf8)
+        // Instructions (continuation lines joined), and heredoc bodies by their target.
+        var instructions: [(String, String)] = []
+        var heredocs: [String: String] = [:]
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)[...]
+        while let line = lines.popFirst() {
+            let t = line.trimmingCharacters(in: .whitespaces)
+            if t.isEmpty || t.hasPrefix("#") { continue }
+            var full = t
+            while full.hasSuffix("\\"), let next = lines.popFirst() { full = String(full.dropLast()) + " " + next.trimmingCharacters(in: .whitespaces) }
+            let parts = full.split(separator: " ", maxSplits: 1).map(String.init)
+            instructions.append((parts[0], parts.count > 1 ? parts[1] : ""))
+            if parts[0] == "COPY", let m = full.firstMatch(of: /<<'(\w+)' (\S+)/) {
+                var body: [String] = []
+                while let l = lines.popFirst(), l != String(m.1) { body.append(l) }
+                heredocs[String(m.2)] = body.joined(separator: "\n")
+            }
+        }
+        func all(_ name: String) -> [String] { instructions.filter { $0.0 == name }.map(\.1) }
+        #expect(all("FROM").count == 1)
+        let user = try #require(all("USER").last)
+        #expect(user != "root" && user != "0" && Int(user).map { $0 > 0 } == true, "USER \(user)")
+        let env = all("ENV").joined(separator: " ")
+        let caps = try #require(env.firstMatch(of: /NVIDIA_DRIVER_CAPABILITIES=(\S+)/)).1.split(separator: ",").map(String.init)
+        #expect(Set(caps).isSuperset(of: ["graphics", "video", "compute", "utility"]), "\(caps)")
+        let vendor = try #require(heredocs["/usr/share/glvnd/egl_vendor.d/10_nvidia.json"])
+        let icd = try #require((try JSONSerialization.jsonObject(with: Data(vendor.utf8)) as? [String: Any])?["ICD"] as? [String: Any])
+        #expect(icd["library_path"] as? String == "libEGL_nvidia.so.0")
+        #expect(all("HEALTHCHECK").contains { $0.contains("/livez") })
+        let build = try String(contentsOf: root.appendingPathComponent("scripts/build-server"), encoding: .utf8)
+        let archive = try #require(build.firstMatch(of: /\nname=(\S+)\n/)).1
+        #expect(all("COPY").contains { $0.hasPrefix("dist/\(archive).tar.xz ") })
+        let entry = try #require(all("ENTRYPOINT").last)
+        let argv = try #require(try JSONSerialization.jsonObject(with: Data(entry.utf8)) as? [String])
+        #expect(argv.count > 2 && argv[0] == "/opt/diptych/bin/diptych" && argv[1] == "serve", "\(argv)")
+        let options = try ServeOptions.parse(Array(argv.dropFirst(2)))
+        let listen = try ListenAddress(parsing: options.listen)
+        #expect(listen.isLoopback || options.tokenFile != nil, "listens on \(options.listen) without a token")
     }
 }
