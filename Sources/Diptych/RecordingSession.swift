@@ -21,6 +21,8 @@ public struct SessionHooks: Sendable {
     /// output frame, read from the very target the encoder consumes.
     public var frameCallback: (@Sendable (_ frame: VideoFrame, _ index: Int) -> Void)?
     public var frameCallbackInterval: Int
+    /// Snapshots of the outputs while the take runs (`GET /v1/takes/{id}/snapshot`).
+    public var snapshots: SnapshotRequests?
     /// Output frame indices at which to simulate a GPU context loss (tests).
     public var simulateContextLossAtFrames: Set<Int>
     /// Seconds between storage and thermal checks.
@@ -190,6 +192,8 @@ public final class RecordingSession: @unchecked Sendable {
     /// the take ended abnormally — in which case what was recorded has been
     /// finalized and `summary` describes it.
     public func run() throws(SessionError) -> TakeSummary {
+        // Whoever waits for a snapshot is told when the take is over (or never started).
+        defer { hooks.snapshots?.close() }
         let baseline = StageClock.times()
         let take = TakeRun(session: self, prepared: try TakeSetup.prepare(self))
         take.stageBaseline = baseline

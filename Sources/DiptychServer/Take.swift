@@ -1,5 +1,6 @@
 import Diptych
 import DiptychCore
+import DiptychMedia
 import Foundation
 
 /// Where a take is in its life.
@@ -163,6 +164,26 @@ final class Take: TakeEvents, @unchecked Sendable {
         lock.withLock { _added[index] = nil }
         changed()
         return summary
+    }
+
+    /// Output `index`'s current picture as PNG, from its render target: 409
+    /// unless the take is recording, 404 for an output it does not have (0
+    /// is the main output, N the N-th added), 504 when no frame of it is
+    /// drawn within `timeout` seconds.
+    func snapshotPNG(output index: Int, timeout: Double) throws(RequestError) -> Data {
+        let (s, state, added) = lock.withLock { (session, _state, _added) }
+        guard let s, state == .recording else { throw .conflict("take '\(id)': is \(state.rawValue); only a recording take has a picture") }
+        guard index == 0 || added[index] != nil else { throw .notFound("take '\(id)': has no output \(index)") }
+        switch s.snapshot(output: index, timeout: timeout) {
+        case .success(let frame):
+            do { return try PNGWriter.encode(frame) } catch { throw .failed("take '\(id)' output \(index): \(error)") }
+        case .failure(.timedOut(let seconds)):
+            throw .gatewayTimeout("take '\(id)' output \(index): no frame drawn within \(seconds) s")
+        case .failure(.ended):
+            throw .conflict("take '\(id)': ended before a frame of output \(index) was drawn")
+        case .failure(let e):
+            throw .failed("take '\(id)' output \(index): \(e)")
+        }
     }
 
     /// Marks a take that was running when the server stopped as failed, with what its file holds.

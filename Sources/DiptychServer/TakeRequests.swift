@@ -25,6 +25,24 @@ enum TakeRequests {
         var after: String?
     }
 
+    /// `GET /v1/takes/{id}/snapshot`'s query: `output` (0, the main output,
+    /// by default) and `format` (`png`); any other name is refused.
+    static func snapshotOutput(_ arguments: [String: String]) throws(RequestError) -> Int {
+        var output = 0
+        for (name, value) in arguments.sorted(by: { $0.key < $1.key }) {
+            switch name {
+            case "output":
+                guard let n = Int(value), n >= 0 else { throw .badRequest("output '\(value)': expected an output's index (0 for the main output)") }
+                output = n
+            case "format":
+                guard value == "png" else { throw .badRequest("format '\(value)': only png") }
+            default:
+                throw .badRequest("query '\(name)': unknown (output, format)")
+            }
+        }
+        return output
+    }
+
     static func listQuery(_ arguments: [String: String]) throws(RequestError) -> ListQuery {
         var q = ListQuery()
         for (name, value) in arguments.sorted(by: { $0.key < $1.key }) {

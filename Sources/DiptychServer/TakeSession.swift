@@ -58,6 +58,7 @@ protocol TakeEvents: AnyObject, Sendable {
 /// a compositor from the server's pool.
 final class TakeSession: @unchecked Sendable {
     private let session: RecordingSession
+    private let snapshots = SnapshotRequests()
     private let gpu: GPUBox
     private weak var events: (any TakeEvents)?
 
@@ -109,6 +110,7 @@ final class TakeSession: @unchecked Sendable {
         hooks.encoderThreads = encoderThreads
         hooks.sourcePolicy = sourcePolicy
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
+        hooks.snapshots = snapshots
         session = RecordingSession(configuration: configuration, hooks: hooks)
     }
 
@@ -162,6 +164,11 @@ final class TakeSession: @unchecked Sendable {
 
     /// Removes an added output (its file is completed); nil for an unknown index.
     func removeOutput(_ index: Int) -> OutputSummary? { session.removeOutput(index) }
+
+    /// Output `index`'s next drawn frame as RGBA, waiting at most `timeout` seconds.
+    func snapshot(output index: Int, timeout: Double) -> Result<VideoFrame, SnapshotFailure> {
+        snapshots.next(output: index, timeout: timeout)
+    }
 
     var hasStarted: Bool { session.hasStarted }
 

@@ -34,6 +34,13 @@ struct TakesAPI {
         r.add("GET", "/v1/takes/{id}") { _, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in JSONOut.response(200, api.view(t)) }
         }
+        r.add("GET", "/v1/takes/{id}/snapshot") { req, p throws(RequestError) in
+            let output = try TakeRequests.snapshotOutput(req.arguments)
+            return try api.withTake(p) { t throws(RequestError) in
+                HTTPResponse(status: 200, contentType: "image/png", body: try t.snapshotPNG(output: output, timeout: 5),
+                             headers: ["Cache-Control": "no-store"])
+            }
+        }
         r.add("PATCH", "/v1/takes/{id}") { req, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in
                 let layout = try TakeRequests.patchedLayout(req.body, current: t.layout)

@@ -86,6 +86,42 @@ import Testing
         try check("after the takes", running: false)
     }
 
+    /// `GET /v1/takes/{id}/snapshot`: the main output's current composite as
+    /// a PNG of the canvas (the red primary full frame, the blue inset in
+    /// the bottom-right corner); bad queries 400, an output the take does
+    /// not have 404, a take that is not recording 409.
+    @Test func snapshotIsTheCurrentComposite() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:solid-ff0000:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@15",
+            "out": "snap.mp4", "duration": 3, "realtime": "on", "preset": "ultrafast"]))
+        let id = try #require(created.json["id"] as? String, "\(created.text)")
+        _ = try server.waitForTake(id) { frames($0) > 3 }
+        let snap = try server.request("GET", "/v1/takes/\(id)/snapshot")
+        #expect(snap.status == 200 && snap.body.starts(with: [0x89, 0x50, 0x4e, 0x47]), "\(snap.status) \(snap.text.prefix(200))")
+        try snap.body.write(to: URL(fileURLWithPath: dir.path("snap.png")))
+        let picture = try #require(try decodeAll(dir.path("snap.png")).first)
+        #expect(picture.width == 320 && picture.height == 180)
+        func rgb(_ x: Int, _ y: Int) -> [Int] {
+            guard picture.format == .rgba || picture.format == .bgra else { return hue(picture, x, y) == .red ? [255, 0, 0] : [0, 0, 255] }
+            let p = picture.planes[0].baseAddress + y * picture.planes[0].stride + x * 4
+            let c = (0..<3).map { Int(p.load(fromByteOffset: $0, as: UInt8.self)) }
+            return picture.format == .rgba ? c : c.reversed()
+        }
+        let (corner, inset) = (rgb(20, 20), rgb(300, 160))
+        #expect(corner[0] > 200 && corner[1] < 50 && corner[2] < 50 && inset[2] > 200 && inset[0] < 50, "\(picture.format) \(corner) \(inset)")
+        #expect(try server.request("GET", "/v1/takes/\(id)/snapshot?output=0&format=png").status == 200)
+        #expect(try server.request("GET", "/v1/takes/\(id)/snapshot?format=jpeg").status == 400)
+        #expect(try server.request("GET", "/v1/takes/\(id)/snapshot?size=1").status == 400)
+        let missing = try server.request("GET", "/v1/takes/\(id)/snapshot?output=3")
+        #expect(missing.status == 404 && missing.error.contains("no output 3"), "\(missing.text)")
+        #expect(try server.request("GET", "/v1/takes/nosuchtake/snapshot").status == 404)
+        _ = try server.waitForTake(id) { state($0) == "finished" }
+        let over = try server.request("GET", "/v1/takes/\(id)/snapshot")
+        #expect(over.status == 409 && over.error.contains("finished"), "\(over.text)")
+    }
+
     /// A PATCH half-way switches PiP to side by side at one frame: every
     /// frame before it shows the primary (red) right of centre, every frame
     /// from it on the secondary (blue). A switch then hot-swaps the

@@ -97,6 +97,10 @@ def test_outputs_added_and_removed(server: ServeProcess, tmp_path: Any) -> None:
     assert index == 1
     start = c.take(t)["frames"]
     c.wait(t, until=lambda x: x["frames"] >= start + 30, timeout=60)
+    png = c.snapshot(t, output=index)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(diptych.NotFound):
+        c.snapshot(t, output=5)
     removed = c.remove_output(t, index)
     assert int(removed["index"]) == index and removed["output"] == extra and removed["frames"] >= 30
     with pytest.raises(diptych.NotFound):

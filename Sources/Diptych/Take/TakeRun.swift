@@ -75,6 +75,7 @@ final class TakeRun {
         var taps = session.io.taps
         if let cb = hooks.frameCallback { taps.append(FrameCallbackTap(callback: cb, interval: hooks.frameCallbackInterval)) }
         if let preview { taps.append(preview) }
+        if let s = hooks.snapshots { taps.append(SnapshotTap(s)) }
         self.taps = taps
     }
 

@@ -196,6 +196,13 @@ class Client:
                                          timeout=self.stop_timeout)
         return got
 
+    def snapshot(self, take: str | Mapping[str, Any], output: int = 0) -> bytes:
+        """``GET /v1/takes/{id}/snapshot``: output ``output``'s current picture
+        (0 the main output, N the N-th added) as PNG bytes, read from its render
+        target when its next frame is drawn."""
+        _, raw = self.request("GET", f"/v1/takes/{self._id(take)}/snapshot?output={int(output)}")
+        return raw
+
     def stop(self, take: str | Mapping[str, Any]) -> Take:
         """Stops a take through its finalize path and returns its final JSON
         (with the summary). Stopping an ended take returns it as it is."""
