@@ -140,10 +140,10 @@ final class Runner {
         }
         if let path = options.sheet {
             let order = options.layouts.filter { previews[$0] != nil }
-            if let sheet = Report.contactSheet(order.map { previews[$0]! }) {
+            if let sheet = Report.contactSheet(order.map { (label: $0.rawValue, frame: previews[$0]!) }) {
                 do {
                     try PNGWriter.write(sheet, to: path)
-                    note("\(path): " + order.map(\.rawValue).joined(separator: ", ") + " (left to right, top to bottom)")
+                    note("\(path): " + order.map(\.rawValue).joined(separator: ", ") + " (left to right, top to bottom, each tile labelled)")
                 } catch { note(BenchOptions.writeFailure("--sheet", path, error)); failures += 1 }
             }
         }

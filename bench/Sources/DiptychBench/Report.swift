@@ -119,7 +119,9 @@ enum Report {
         return s
     }
 
-    /// Horizontal bars of fps per case, ours beside the peers, with the 60 fps line.
+    /// Horizontal bars of fps per case, ours beside the peers, with the 60 fps
+    /// line, on a log scale (rates from a few to thousands of frames a second
+    /// side by side), a gridline at each 1, 2 and 5 of a decade.
     static func svg(_ report: BenchReport) -> String {
         struct Bar { var label: String; var value: Double; var color: String }
         var groups: [(String, [Bar])] = []
@@ -128,36 +130,51 @@ enum Report {
             for p in r.peers { if let v = p.fps { bars.append(Bar(label: p.peer.rawValue, value: v, color: p.peer == .ffmpeg ? "#c05621" : "#2f855a")) } }
             groups.append(("\(r.stage.rawValue) · \(r.layout) · \(r.canvas) · \(r.input)", bars))
         }
-        let maxV = max(60, groups.flatMap { $0.1.map(\.value) }.max() ?? 60) * 1.1
+        let values = groups.flatMap { $0.1.map(\.value) }.filter { $0 > 0 }
+        let lo = pow(10, (log10(min(10, values.min() ?? 10))).rounded(.down))
+        let hi = pow(10, (log10(max(60, values.max() ?? 60) * 1.05)).rounded(.up))
         let left = 330.0, width = 520.0, barH = 14.0, gap = 10.0
+        func xAt(_ v: Double) -> Double { left + (log10(max(v, lo)) - log10(lo)) / (log10(hi) - log10(lo)) * width }
         var y = 40.0
         var body = ""
         func esc(_ s: String) -> String { s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;") }
         for (title, bars) in groups {
             body += "<text x=\"\(left - 8)\" y=\"\(y + barH - 3)\" text-anchor=\"end\" font-size=\"11\">\(esc(title))</text>\n"
             for b in bars {
-                let w = max(1, b.value / maxV * width)
+                let w = max(1, xAt(b.value) - left)
                 body += "<rect x=\"\(left)\" y=\"\(y)\" width=\"\(String(format: "%.1f", w))\" height=\"\(barH - 2)\" fill=\"\(b.color)\"/>"
                 body += "<text x=\"\(left + w + 4)\" y=\"\(y + barH - 4)\" font-size=\"10\">\(esc(b.label)) \(String(format: "%.1f", b.value))</text>\n"
                 y += barH
             }
             y += gap
         }
-        let x60 = left + 60 / maxV * width
+        let x60 = xAt(60)
         let height = y + 20
+        var grid = ""
+        var decade = lo
+        while decade <= hi {
+            for m in [1.0, 2.0, 5.0] where decade * m <= hi {
+                let v = decade * m, x = xAt(v)
+                grid += "<line x1=\"\(String(format: "%.1f", x))\" y1=\"30\" x2=\"\(String(format: "%.1f", x))\" y2=\"\(height - 15)\" stroke=\"#e2e8f0\"/>"
+                grid += "<text x=\"\(String(format: "%.1f", x))\" y=\"\(height - 5)\" font-size=\"9\" text-anchor=\"middle\" fill=\"#718096\">\(v >= 1 ? String(Int(v)) : String(format: "%g", v))</text>\n"
+            }
+            decade *= 10
+        }
         var s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(left + width + 120))\" height=\"\(Int(height))\" font-family=\"sans-serif\">\n"
         s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-        s += "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">diptych bench: output frames per second (higher is better)</text>\n"
-        s += body
+        s += "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">diptych bench: output frames per second (higher is better, log scale)</text>\n"
+        s += grid + body
         s += "<line x1=\"\(x60)\" y1=\"30\" x2=\"\(x60)\" y2=\"\(height - 15)\" stroke=\"#e53e3e\" stroke-dasharray=\"4 3\"/>"
-        s += "<text x=\"\(x60 + 3)\" y=\"\(height - 5)\" font-size=\"10\" fill=\"#e53e3e\">60 fps</text>\n</svg>\n"
+        s += "<text x=\"\(x60 + 3)\" y=\"40\" font-size=\"10\" fill=\"#e53e3e\">60 fps</text>\n</svg>\n"
         return s
     }
 
     /// Tiles of one composite per layout, each scaled down (box filter) to
-    /// `tileWidth`, two columns, in the order given.
-    static func contactSheet(_ frames: [VideoFrame], tileWidth: Int = 640) -> VideoFrame? {
-        guard !frames.isEmpty else { return nil }
+    /// `tileWidth`, two columns, in the order given, each with its label in
+    /// its top-left corner.
+    static func contactSheet(_ tiles: [(label: String, frame: VideoFrame)], tileWidth: Int = 640) -> VideoFrame? {
+        guard !tiles.isEmpty else { return nil }
+        let frames = tiles.map(\.frame)
         let cols = min(2, frames.count), rows = (frames.count + cols - 1) / cols
         let aspect = Double(frames[0].height) / Double(frames[0].width)
         let tw = tileWidth, th = Int(Double(tileWidth) * aspect) & ~1, pad = 8
@@ -181,6 +198,8 @@ enum Report {
                     d[o] = UInt8(acc.0 / n); d[o + 1] = UInt8(acc.1 / n); d[o + 2] = UInt8(acc.2 / n)
                 }
             }
+            let scale = tw >= 320 ? 2 : 1
+            TileFont.draw(tiles[k].label, into: d, width: W, height: H, x: ox + 4 * scale, y: oy + 4 * scale, scale: scale)
         }
         return sheet
     }

@@ -1,3 +1,4 @@
+import Foundation
 import DiptychCore
 import Testing
 @testable import DiptychBench
@@ -84,15 +85,32 @@ import Testing
         #expect(md.contains("gstreamer pip 1920x1080: gst-launch-1.0 not installed: skipped"))
     }
 
-    @Test func chartIsOneSVGWithEveryBar() {
+    @Test func chartIsOneSVGWithEveryBar() throws {
         let svg = Report.svg(Self.report())
         #expect(svg.hasPrefix("<svg") && svg.hasSuffix("</svg>\n"))
-        #expect(svg.contains("diptych 60.0") && svg.contains("ffmpeg 120.0") && svg.contains("60 fps"))
+        #expect(svg.contains("diptych 60.0") && svg.contains("ffmpeg 120.0") && svg.contains("60 fps") && svg.contains("log scale"))
+        // Log scale: 60 and 120 fps bars differ by log10(2) of the width per decade, not by a factor of two.
+        let widths = svg.matches(of: /<rect x="330.0" y="[0-9.]+" width="([0-9.]+)"/).compactMap { Double($0.1) }
+        let decades = log10(1000.0 / 10.0)   // the axis spans 10 to 1000 fps here
+        #expect(widths.count >= 2 && abs((widths[1] - widths[0]) - log10(2) / decades * 520) < 1, "\(widths)")
     }
 
-    @Test func contactSheetTilesEveryLayout() throws {
-        let frames = (0..<4).map { _ in VideoFrame.allocate(width: 64, height: 36, format: .rgba) }
-        let sheet = try #require(Report.contactSheet(frames, tileWidth: 32))
-        #expect(sheet.width == 2 * 32 + 3 * 8 && sheet.height == 2 * 18 + 3 * 8 && sheet.format == .rgba)
+    @Test func contactSheetTilesEveryLayoutWithItsLabel() throws {
+        let frames = (0..<4).map { i in (label: "pip \(i)", frame: VideoFrame.allocate(width: 640, height: 360, format: .rgba)) }
+        let sheet = try #require(Report.contactSheet(frames, tileWidth: 320))
+        #expect(sheet.width == 2 * 320 + 3 * 8 && sheet.height == 2 * 180 + 3 * 8 && sheet.format == .rgba)
+        // The black tiles (allocate zero-fills) get white label pixels only inside each label's box.
+        let d = sheet.planes[0].baseAddress.assumingMemoryBound(to: UInt8.self)
+        func white(_ x0: Int, _ y0: Int, _ w: Int, _ h: Int) -> Int {
+            var n = 0
+            for y in y0..<y0 + h { for x in x0..<x0 + w where d[(y * sheet.width + x) * 4] == 255 { n += 1 } }
+            return n
+        }
+        let box = (w: TileFont.width("PIP 0", scale: 2) + 8, h: TileFont.height * 2 + 8)
+        for k in 0..<4 {
+            let ox = 8 + (k % 2) * (320 + 8) + 8, oy = 8 + (k / 2) * (180 + 8) + 8
+            #expect(white(ox, oy, box.w, box.h) > 40, "tile \(k) has no label")
+            #expect(white(ox + box.w, oy + box.h, 320 - 8 - box.w, 180 - 8 - box.h) == 0)
+        }
     }
 }
