@@ -28,6 +28,8 @@ public struct ServeOptions: Sendable {
     public var requestTimeout = 30.0
     /// Ended takes kept in memory (`GET /v1/takes`); the state folder keeps all.
     public var keepFinished = 1000
+    /// `--log-format`: text lines or JSON objects.
+    public var logFormat = ServerLog.Format.text
 
     public init() {}
 
@@ -35,7 +37,7 @@ public struct ServeOptions: Sendable {
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
                              [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
-                             [--request-timeout SECONDS] [--keep-finished N]
+                             [--request-timeout SECONDS] [--keep-finished N] [--log-format text|json]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
           --listen HOST:PORT   address to listen on (default \(ListenAddress.defaultText); port 0 picks a free one).
                                Any address other than loopback needs --token-file.
@@ -60,8 +62,12 @@ public struct ServeOptions: Sendable {
                                it trickles in (default 30); one client address holds at most 64 connections
           --keep-finished N    ended takes kept in memory and listed (default 1000); older ones leave it (the state
                                folder keeps them) and what they recorded stays protected from being written over
+          --log-format text|json
+                               the log on standard error: text lines (default) or one JSON object a line
+                               (time, level, message, take, event)
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
-                POST /v1/takes/{id}/outputs, DELETE /v1/takes/{id}/outputs/{n}, GET /metrics, GET /healthz, GET /livez, GET /readyz.
+                POST /v1/takes/{id}/outputs, DELETE /v1/takes/{id}/outputs/{n}, GET /v1/takes/{id}/snapshot,
+                GET /metrics, GET /healthz, GET /livez, GET /readyz.
         """
 
     /// Parses the arguments after `serve` (`--flag value` or `--flag=value`).
@@ -75,7 +81,7 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -123,6 +129,9 @@ public struct ServeOptions: Sendable {
             case "--keep-finished":
                 guard let n = Int(v), n >= 0, n <= 1_000_000 else { throw bad("must be a whole number from 0 to 1000000") }
                 o.keepFinished = n
+            case "--log-format":
+                guard let f = ServerLog.Format(rawValue: v) else { throw bad("expected text or json") }
+                o.logFormat = f
             case "--request-timeout":
                 guard let n = Double(v), n >= 0.5, n <= 3600 else { throw bad("must be a number of seconds from 0.5 to 3600") }
                 o.requestTimeout = n

@@ -11,6 +11,7 @@ public final class Server: @unchecked Sendable {
     private let address: ListenAddress
     private let token: BearerToken?
     private let log: @Sendable (String) -> Void
+    private let serverLog: ServerLog
     private var http: HTTPServer?
     private var registry: TakeRegistry?
     private var router = Router()
@@ -24,9 +25,10 @@ public final class Server: @unchecked Sendable {
 
     /// Checks the options that need no GPU: the listen address, the token,
     /// the folders. Throws `.badUsage` (exit 2) for any of them.
-    public init(options: ServeOptions, log: @escaping @Sendable (String) -> Void) throws(ServerError) {
+    public init(options: ServeOptions, log: ServerLog) throws(ServerError) {
         self.options = options
-        self.log = log
+        serverLog = log
+        self.log = { log($0) }
         address = try ListenAddress(parsing: options.listen)
         token = try options.tokenFile.map { (f) throws(ServerError) in try BearerToken(file: f) }
         if !address.isLoopback && token == nil {
@@ -73,7 +75,9 @@ public final class Server: @unchecked Sendable {
                                              outputRoot: outputRoot, sourcePolicy: sources, encoderCores: encoderCores,
                                              encoderThreads: options.encoderThreads, keepFinished: options.keepFinished)
         let meter = CostMeter()
-        let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log)
+        let serverLog = self.serverLog
+        let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log,
+                                    takeLog: { serverLog($1, take: $0) })
         let r = TakesAPI(registry: registry, gpuDescription: pool.info.description, gpuPlan: pool.plan,
                          responses: { [weak self] in self?.responseCounts ?? [:] }).router()
         lock.withLock { self.registry = registry; router = r; ready = true }
@@ -158,17 +162,17 @@ public final class Server: @unchecked Sendable {
 public enum ServeCommand {
     public static func run(arguments: [String]) -> Never {
         if arguments.contains("-h") || arguments.contains("--help") { print(ServeOptions.usage); exit(0) }
-        let log: @Sendable (String) -> Void = { line in
-            FileHandle.standardError.write(Data("diptych serve: \(line)\n".utf8))
-        }
+        // Text until the options say otherwise (a bad option is told as text).
+        nonisolated(unsafe) var log = ServerLog(format: .text)
         func fail(_ e: ServerError) -> Never {
-            FileHandle.standardError.write(Data("diptych serve: \(e.description)\n".utf8))
+            log(e.description, level: .error, event: "start-failed")
             exit(e.exitCode)
         }
         let server: Server
         let port: UInt16
         do throws(ServerError) {
             let options = try ServeOptions.parse(arguments)
+            log = ServerLog(format: options.logFormat)
             server = try Server(options: options, log: log)
             // Signals are taken over before the takes exist, so none is lost.
             for sig in [SIGINT, SIGTERM] { signal(sig, SIG_IGN) }
@@ -176,10 +180,11 @@ public enum ServeCommand {
             let a = try ListenAddress(parsing: options.listen)
             let shown = a.isIPv6 ? "[\(a.host)]:\(port)" : "\(a.host):\(port)"
             FileHandle.standardOutput.write(Data("diptych serve: listening on http://\(shown)\n".utf8))
-            log("listening on http://\(shown)")
+            log("listening on http://\(shown)", event: "listening")
         } catch {
             fail(error)
         }
+        let logged = log
         let done = DispatchSemaphore(value: 0)
         var sources: [DispatchSourceSignal] = []
         let once = NSLock()
@@ -190,7 +195,7 @@ public enum ServeCommand {
             s.setEventHandler {
                 let first = once.withLock { () -> Bool in defer { stopping = true }; return !stopping }
                 guard first else { return }
-                log("\(name): no new takes; finalizing every take")
+                logged("\(name): no new takes; finalizing every take", event: "draining")
                 server.shutdown(reason: "server stopped by \(name)")
                 done.signal()
             }
@@ -198,7 +203,7 @@ public enum ServeCommand {
             sources.append(s)
         }
         done.wait()
-        log("stopped")
+        logged("stopped", event: "stopped")
         exit(0)
     }
 }

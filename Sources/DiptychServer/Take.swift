@@ -60,7 +60,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var startTime = ProcessInfo.processInfo.systemUptime
     var onChange: (@Sendable (Take) -> Void)?
     /// Where the session's log lines go (the server's log, prefixed with the take's id).
-    var onLog: (@Sendable (String) -> Void)?
+    /// The take's log lines, with its id.
+    var onLog: (@Sendable (_ take: String, _ line: String) -> Void)?
 
     init(id: String, configuration: TakeConfiguration, load: TakeLoad, encoderThreads: Int,
          state: TakeState = .starting, created: Date = Date()) {
@@ -201,7 +202,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     // MARK: - TakeEvents
 
     func takeLogged(_ line: String) {
-        onLog?("take \(id): \(line)")
+        onLog?(id, line)
         if line.hasPrefix("encoder: ") {
             // "encoder: libx264 (why); audio: …" → "libx264"
             let name = line.dropFirst("encoder: ".count).split(separator: ";").first?

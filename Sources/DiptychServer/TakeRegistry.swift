@@ -35,6 +35,7 @@ final class TakeRegistry: @unchecked Sendable {
     private let pool: CompositorPool
     private let store: StateStore?
     private let log: @Sendable (String) -> Void
+    private let takeLog: @Sendable (_ take: String, _ line: String) -> Void
     private let lock = NSLock()
     private var takes: [String: Take] = [:]
     private var order: [String] = []
@@ -54,8 +55,11 @@ final class TakeRegistry: @unchecked Sendable {
     /// `Idempotency-Key` of a `POST /v1/takes` → the take it made.
     private var idempotency: [String: String] = [:]
 
-    init(settings: Settings, pool: CompositorPool, meter: CostMeter, store: StateStore?, log: @escaping @Sendable (String) -> Void) {
+    /// `takeLog`: a take's own lines, with its id (by default `log`'s, prefixed `take ID: `).
+    init(settings: Settings, pool: CompositorPool, meter: CostMeter, store: StateStore?, log: @escaping @Sendable (String) -> Void,
+         takeLog: (@Sendable (_ take: String, _ line: String) -> Void)? = nil) {
         self.settings = settings; self.pool = pool; self.meter = meter; self.store = store; self.log = log
+        self.takeLog = takeLog ?? { log("take \($0): \($1)") }
         for t in store?.load() ?? [] { register(t) }
     }
 
@@ -63,7 +67,7 @@ final class TakeRegistry: @unchecked Sendable {
         takes[t.id] = t
         order.append(t.id)
         if let store { t.onChange = { store.save($0) } }
-        t.onLog = log
+        t.onLog = takeLog
         retireEnded()
     }
 

@@ -150,4 +150,36 @@ import Testing
         let listen = try ListenAddress(parsing: options.listen)
         #expect(listen.isLoopback || options.tokenFile != nil, "listens on \(options.listen) without a token")
     }
+
+    /// `--log-format json`: every line on standard error is one JSON object
+    /// with time, level and message; a take's lines carry its id, and the
+    /// server's life its events (listening, draining, stopped).
+    @Test func jsonLogsAreOneObjectALine() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess(["--log-format", "json"], in: dir.path)
+        let created = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "j.mp4",
+                                                                    "duration": 0.5, "preset": "ultrafast"]))
+        let id = try #require(created.json["id"] as? String, "\(created.text)")
+        _ = try server.waitForTake(id) { state($0) == "finished" }
+        server.signal(SIGTERM)
+        #expect(server.waitForExit() == 0)
+        let lines = server.stderr.text.split(separator: "\n").map(String.init)
+        let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] }
+        #expect(!lines.isEmpty && objects.count == lines.count, "not JSON: \(lines.filter { l in (try? JSONSerialization.jsonObject(with: Data(l.utf8))) == nil })")
+        let time = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+        for o in objects {
+            #expect(o["time"].map { $0.wholeMatch(of: time) != nil } == true && ["info", "error"].contains(o["level"] ?? "") && o["message"] != nil, "\(o)")
+        }
+        let events = objects.compactMap { $0["event"] }
+        #expect(events.contains("listening") && events.contains("draining") && events.last == "stopped", "\(events)")
+        #expect(objects.contains { $0["take"] == id }, "no line of take \(id): \(lines)")
+    }
+
+    /// An unknown log format is refused before anything starts.
+    @Test func unknownLogFormatIsRefused() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess(["--log-format", "xml"], in: dir.path, waitForListening: false)
+        #expect(server.waitForExit() == 2)
+        #expect(server.stderr.text.contains("--log-format 'xml': expected text or json"), "\(server.stderr.text)")
+    }
 }
