@@ -14,21 +14,31 @@ public struct HTTPRequest: Sendable {
     public var authorization: String?
     /// The `Idempotency-Key` header, if any.
     public var idempotencyKey: String?
+    /// The `Last-Event-ID` header, if any (a reconnecting event stream).
+    public var lastEventID: String?
     public var body: Data
 
     public init(method: String, path: String, query: String? = nil, arguments: [String: String] = [:], authorization: String? = nil,
-                idempotencyKey: String? = nil, body: Data = Data()) {
+                idempotencyKey: String? = nil, lastEventID: String? = nil, body: Data = Data()) {
         self.method = method; self.path = path; self.query = query; self.arguments = arguments; self.authorization = authorization
-        self.idempotencyKey = idempotencyKey; self.body = body
+        self.idempotencyKey = idempotencyKey; self.lastEventID = lastEventID; self.body = body
     }
 }
 
-/// A response: status, content type and body.
+/// A body sent as it is made (server-sent events): `next` blocks until
+/// there is more and returns nil at the end. It runs on the connection's
+/// own thread.
+protocol HTTPStream: AnyObject, Sendable {
+    func next() -> Data?
+}
+
+/// A response: status, content type and body, or a stream instead of the body.
 public struct HTTPResponse: Sendable {
     public var status: Int
     public var contentType: String
     public var body: Data
     public var headers: [String: String] = [:]
+    var stream: (any HTTPStream)?
 
     public init(status: Int, contentType: String = "application/json", body: Data, headers: [String: String] = [:]) {
         self.status = status; self.contentType = contentType; self.body = body; self.headers = headers
@@ -154,6 +164,7 @@ final class HTTPServer: @unchecked Sendable {
             let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
             let auth = MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) }
             let key = MHD_lookup_connection_value(connection, .HEADER_KIND, "Idempotency-Key").map { String(cString: $0) }
+            let lastEvent = MHD_lookup_connection_value(connection, .HEADER_KIND, "Last-Event-ID").map { String(cString: $0) }
             // The query's arguments as libmicrohttpd decoded them.
             let arguments = QueryArguments()
             _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { cls, _, name, value in
@@ -164,7 +175,7 @@ final class HTTPServer: @unchecked Sendable {
             return withExtendedLifetime(arguments) {
                 HTTPRequest(method: method.map { String(cString: $0) } ?? "GET", path: String(parts[0]),
                             query: parts.count > 1 ? String(parts[1]) : nil, arguments: arguments.values, authorization: auth,
-                            idempotencyKey: key)
+                            idempotencyKey: key, lastEventID: lastEvent)
             }
         }
         // First call: headers only. Refuse an unauthorized request, or a declared
@@ -224,9 +235,42 @@ final class HTTPServer: @unchecked Sendable {
         }
     }
 
+    /// A stream's bytes not yet handed to libmicrohttpd.
+    private final class StreamState {
+        let stream: any HTTPStream
+        var pending = Data()
+        init(_ stream: any HTTPStream) { self.stream = stream }
+    }
+
+    /// libmicrohttpd asks for the next bytes of a stream on the connection's thread; -1 ends it.
+    private static let readStream: MHD_ContentReaderCallback = { cls, _, buf, max in
+        guard let cls, let buf else { return -1 }
+        let s = Unmanaged<StreamState>.fromOpaque(cls).takeUnretainedValue()
+        while s.pending.isEmpty {
+            guard let more = s.stream.next() else { return -1 }
+            s.pending = more
+        }
+        let n = min(max, s.pending.count)
+        s.pending.withUnsafeBytes { UnsafeMutableRawPointer(buf).copyMemory(from: $0.baseAddress!, byteCount: n) }
+        s.pending.removeFirst(n)
+        return n
+    }
+
+    private static let freeStream: MHD_ContentReaderFreeCallback = { cls in
+        guard let cls else { return }
+        Unmanaged<StreamState>.fromOpaque(cls).release()
+    }
+
     private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-        let r = response.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        let r: OpaquePointer?
+        if let stream = response.stream {
+            let state = Unmanaged.passRetained(StreamState(stream)).toOpaque()
+            r = MHD_create_response_from_callback(UInt64.max, 4096, HTTPServer.readStream, state, HTTPServer.freeStream)
+            if r == nil { Unmanaged<StreamState>.fromOpaque(state).release() }
+        } else {
+            r = response.body.withUnsafeBytes { bytes in
+                MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+            }
         }
         guard let r else { return .NO }
         defer { MHD_destroy_response(r) }

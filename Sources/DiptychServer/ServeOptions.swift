@@ -67,7 +67,7 @@ public struct ServeOptions: Sendable {
                                (time, level, message, take, event)
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
                 POST /v1/takes/{id}/outputs, DELETE /v1/takes/{id}/outputs/{n}, GET /v1/takes/{id}/snapshot,
-                GET /metrics, GET /healthz, GET /livez, GET /readyz.
+                GET /v1/events, GET /metrics, GET /healthz, GET /livez, GET /readyz.
         """
 
     /// Parses the arguments after `serve` (`--flag value` or `--flag=value`).

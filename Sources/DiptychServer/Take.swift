@@ -62,6 +62,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     /// Where the session's log lines go (the server's log, prefixed with the take's id).
     /// The take's log lines, with its id.
     var onLog: (@Sendable (_ take: String, _ line: String) -> Void)?
+    /// What happened to the take (`GET /v1/events`): its type, the take's id, its fields.
+    var onEvent: (@Sendable (_ type: String, _ take: String, _ fields: [String: String]) -> Void)?
 
     init(id: String, configuration: TakeConfiguration, load: TakeLoad, encoderThreads: Int,
          state: TakeState = .starting, created: Date = Date()) {
@@ -125,10 +127,12 @@ final class Take: TakeEvents, @unchecked Sendable {
         let s: TakeSession? = lock.withLock { _layout = layout; return session }
         s?.setLayout(layout)
         changed()
+        onEvent?("layout-changed", id, ["kind": layout.kind.rawValue])
     }
 
     func switchSource(_ role: StreamRole, to spec: SourceSpec) {
         lock.withLock { session }?.switchSource(role, to: spec)
+        onEvent?("source-switched", id, ["role": role.rawValue, "source": "\(spec)"])
     }
 
     /// The outputs added while the take ran, open now or removed since.
@@ -148,6 +152,7 @@ final class Take: TakeEvents, @unchecked Sendable {
             let index = try s.addOutput(spec)
             lock.withLock { _added[index] = spec; _everAdded.append(spec) }
             changed()
+            onEvent?("output-added", id, ["index": "\(index)", "out": spec.out])
             return index
         } catch {
             if error.isBadInput { throw .badRequest("out '\(spec.out)': \(error)") }
@@ -164,6 +169,7 @@ final class Take: TakeEvents, @unchecked Sendable {
         guard let summary = lock.withLock({ session })?.removeOutput(index) else { return nil }
         lock.withLock { _added[index] = nil }
         changed()
+        onEvent?("output-removed", id, ["index": "\(index)", "frames": "\(summary.frames)"])
         return summary
     }
 
@@ -226,7 +232,10 @@ final class Take: TakeEvents, @unchecked Sendable {
             lock.broadcast()
             return true
         }
-        if changedState { changed() }
+        if changedState {
+            changed()
+            onEvent?("started", id, [:])
+        }
     }
 
     func takePrimaryTaken(_ pts: MediaTime) {
@@ -247,8 +256,10 @@ final class Take: TakeEvents, @unchecked Sendable {
             _state = e.failure == nil ? .finished : .failed
             if let s = e.summary { written = s.frames }
         }
-        // The final state is saved before anyone waiting for the end is woken.
+        // The final state is saved (and told) before anyone waiting for the end is woken.
         changed()
+        if let f = e.failure { onEvent?("failed", id, ["error": f.description]) }
+        else { onEvent?("finished", id, ["frames": "\(e.summary?.frames ?? 0)"]) }
         lock.withLock { ended = true; lock.broadcast() }
     }
 

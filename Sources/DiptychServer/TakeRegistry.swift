@@ -36,6 +36,8 @@ final class TakeRegistry: @unchecked Sendable {
     private let store: StateStore?
     private let log: @Sendable (String) -> Void
     private let takeLog: @Sendable (_ take: String, _ line: String) -> Void
+    /// `GET /v1/events`.
+    let events: EventLog
     private let lock = NSLock()
     private var takes: [String: Take] = [:]
     private var order: [String] = []
@@ -57,8 +59,9 @@ final class TakeRegistry: @unchecked Sendable {
 
     /// `takeLog`: a take's own lines, with its id (by default `log`'s, prefixed `take ID: `).
     init(settings: Settings, pool: CompositorPool, meter: CostMeter, store: StateStore?, log: @escaping @Sendable (String) -> Void,
-         takeLog: (@Sendable (_ take: String, _ line: String) -> Void)? = nil) {
+         takeLog: (@Sendable (_ take: String, _ line: String) -> Void)? = nil, events: EventLog = EventLog()) {
         self.settings = settings; self.pool = pool; self.meter = meter; self.store = store; self.log = log
+        self.events = events
         self.takeLog = takeLog ?? { log("take \($0): \($1)") }
         for t in store?.load() ?? [] { register(t) }
     }
@@ -68,6 +71,7 @@ final class TakeRegistry: @unchecked Sendable {
         order.append(t.id)
         if let store { t.onChange = { store.save($0) } }
         t.onLog = takeLog
+        t.onEvent = { [events] type, take, fields in events.post(type, take: take, fields) }
         retireEnded()
     }
 
@@ -200,6 +204,7 @@ final class TakeRegistry: @unchecked Sendable {
         store?.saveConfiguration(take)
         store?.save(take)
         log("take \(take.id): \(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
+        events.post("created", take: take.id, ["out": config.output ?? ""])
         take.run(TakeSession(configuration: config, pool: pool, encoderThreads: take.encoderThreads, sourcePolicy: policy, events: take))
         take.waitUntilStarted(timeout: settings.startWait)
         if take.state == .failed && take.summary == nil {
@@ -342,6 +347,8 @@ final class TakeRegistry: @unchecked Sendable {
         if !active.isEmpty { log("finalizing \(active.count) takes (\(reason))") }
         for t in active { t.stop(reason) }
         for t in active { t.waitUntilEnded() }
+        // Every event stream ends once the takes' last events are posted.
+        events.close()
         pool.shutdown()
     }
 }

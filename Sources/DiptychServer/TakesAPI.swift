@@ -34,6 +34,9 @@ struct TakesAPI {
         r.add("GET", "/v1/takes/{id}") { _, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in JSONOut.response(200, api.view(t)) }
         }
+        r.add("GET", "/v1/events") { req, _ throws(RequestError) in
+            try api.eventStream(req)
+        }
         r.add("GET", "/v1/takes/{id}/snapshot") { req, p throws(RequestError) in
             let output = try TakeRequests.snapshotOutput(req.arguments)
             return try api.withTake(p) { t throws(RequestError) in
@@ -92,6 +95,24 @@ struct TakesAPI {
     }
 
     /// Changes need a take that is still running.
+    /// `GET /v1/events`: server-sent events from the one after `Last-Event-ID`
+    /// (or `?after=N`; without either, from now on).
+    func eventStream(_ req: HTTPRequest) throws(RequestError) -> HTTPResponse {
+        var after = registry.events.lastID
+        for (name, value) in req.arguments {
+            guard name == "after" else { throw .badRequest("query '\(name)': unknown (after)") }
+            guard let n = Int(value), n >= 0 else { throw .badRequest("after '\(value)': expected an event's number") }
+            after = n
+        }
+        if let v = req.lastEventID {
+            guard let n = Int(v), n >= 0 else { throw .badRequest("Last-Event-ID '\(v)': expected an event's number") }
+            after = n
+        }
+        var r = HTTPResponse(status: 200, contentType: "text/event-stream", body: Data(), headers: ["Cache-Control": "no-store"])
+        r.stream = EventStream(log: registry.events, after: after)
+        return r
+    }
+
     private func requireRecording(_ t: Take) throws(RequestError) {
         let s = t.state
         guard s == .recording || s == .starting else {

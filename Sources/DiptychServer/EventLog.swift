@@ -1,0 +1,84 @@
+import Foundation
+
+/// What happened to the takes, in order (`GET /v1/events`): created,
+/// started, layout changed, source switched, output added or removed,
+/// finished, failed. Each event has a number one more than the last; the
+/// last `capacity` are kept, so a client that reconnects with
+/// `Last-Event-ID` is given the ones it missed. Posted from any thread;
+/// readers wait on the condition, never poll.
+final class EventLog: @unchecked Sendable {
+    struct Event: Sendable, Equatable {
+        var id: Int
+        var type: String
+        var take: String
+        var time: Double
+        var fields: [String: String]
+
+        /// The event as server-sent events frame it (`id:`, `event:`, one `data:` line of JSON).
+        var frame: String {
+            var object: [String: String] = fields
+            object["take"] = take
+            object["time"] = ServerLog.timestamp(Date(timeIntervalSince1970: time))
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+            return "id: \(id)\nevent: \(type)\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
+        }
+    }
+
+    let capacity: Int
+    private let cond = NSCondition()
+    private var events: [Event] = []
+    private var nextID = 1
+    private var closed = false
+
+    init(capacity: Int = 10_000) { self.capacity = capacity }
+
+    func post(_ type: String, take: String, _ fields: [String: String] = [:]) {
+        cond.lock()
+        events.append(Event(id: nextID, type: type, take: take, time: Date().timeIntervalSince1970, fields: fields))
+        nextID += 1
+        if events.count > capacity { events.removeFirst(events.count - capacity) }
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    /// The events after `id` still kept; when there are none, waits up to
+    /// `timeout` seconds for one. Nil once the log is closed.
+    func after(_ id: Int, timeout: Double) -> [Event]? {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        cond.lock(); defer { cond.unlock() }
+        while !closed {
+            let newer = events.drop { $0.id <= id }
+            if !newer.isEmpty { return Array(newer) }
+            if !cond.wait(until: deadline) { return [] }
+        }
+        return nil
+    }
+
+    /// The number of the last event posted (0 before any).
+    var lastID: Int { cond.lock(); defer { cond.unlock() }; return nextID - 1 }
+
+    /// Ends every stream (the server is stopping).
+    func close() {
+        cond.lock(); closed = true; cond.broadcast(); cond.unlock()
+    }
+}
+
+/// One `GET /v1/events` stream: the events after the one it resumes from,
+/// then each as it is posted, and a comment every `heartbeat` seconds
+/// while none comes (so no proxy or idle timeout ends a quiet stream).
+final class EventStream: HTTPStream, @unchecked Sendable {
+    private let log: EventLog
+    private var cursor: Int
+    private let heartbeat: Double
+
+    init(log: EventLog, after cursor: Int, heartbeat: Double = 10) {
+        self.log = log; self.cursor = cursor; self.heartbeat = heartbeat
+    }
+
+    func next() -> Data? {
+        guard let events = log.after(cursor, timeout: heartbeat) else { return nil }
+        guard let last = events.last else { return Data(": keep-alive\n\n".utf8) }
+        cursor = last.id
+        return Data(events.map(\.frame).joined().utf8)
+    }
+}
