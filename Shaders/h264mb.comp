@@ -1,8 +1,10 @@
 #version 310 es
 // H.264 encoder, macroblock analysis and reconstruction (docs/ARCHITECTURE.md,
 // "The GPU encoder"): one work group of 64 invocations per macroblock.
-// INTRA: Intra_16x16 over a wavefront (u_code.w is the diagonal x + y this
-// dispatch runs, so left, top and top-left neighbours are reconstructed).
+// INTRA: Intra_16x16 or Intra_4x4 over a wavefront (u_code.w is the
+// diagonal x + y this dispatch runs, so left, top and top-left neighbours
+// are reconstructed).
+// PINTRA: the same in P pictures, over a checkerboard (below).
 // SEARCH (with INTER): the full-sample motion search of P_L0_16x16
 // (predictors, a diamond walk, its diagonal neighbours, within ±16), all
 // macroblocks at once, reading the reference where it lies (no window in
@@ -29,7 +31,7 @@ uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row byte
 uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 
 #define RANGE 16
-// Intra_16x16 in P pictures: its SAD plus this many lambdas must beat P's cost.
+// Intra in P pictures: its cost (Intra_16x16's SAD, or Intra_4x4's) plus this many lambdas must beat P's.
 #define INTRA_BIAS 12
 // Intra_4x4 against Intra_16x16: its SADs and mode bits plus this many lambdas must be lower.
 #define I4_EXTRA 8
@@ -387,10 +389,11 @@ void main() {
     int mb = mbY * u_size.z + mbX;
     int px = mbX * 16, py = mbY * 16;
 #ifdef PINTRA
-    // Intra_16x16 in a P picture, after the macroblock pass coded every
-    // macroblock as P: left and top neighbours are of the other phase, so
-    // their reconstruction is final when this one reads it (the plane modes,
-    // which read the top-left corner, are left out). A macroblock of the
+    // Intra_16x16 or Intra_4x4 in a P picture, after the macroblock pass
+    // coded every macroblock as P: left and top neighbours are of the other
+    // phase, so their reconstruction is final when this one reads it (what
+    // reads the top-left or top-right macroblock, of this phase, is left
+    // out: the plane modes, block 0's modes 4-6, block 5's 3 and 7). A macroblock of the
     // second phase stays P where its right or lower neighbour became intra
     // (that one predicted from its reconstruction), and where P costs little.
     bool live = mbX < u_size.z;
@@ -640,10 +643,10 @@ void main() {
     bool exact4 = estimate4 < cost16;
 #endif
 
-    // Intra_4x4: the 16 blocks in decoding order, each predicted from the
-    // reconstruction of the blocks before it (SAD plus lambda times its mode's
-    // bits), transformed, quantised and reconstructed here as a decoder will,
-    // 16 invocations a block. Samples of macroblocks written in the same
+    // Intra_4x4: the 16 blocks, each predicted from the reconstruction of the
+    // blocks before it (SAD plus lambda times its mode's bits), transformed,
+    // quantised and reconstructed here as a decoder will, in ten waves of one
+    // or two blocks (32 invocations a block). Samples of macroblocks written in the same
     // dispatch are not read: the top right macroblock's (block 5's modes 3
     // and 7 left out where it exists) and, in P pictures, the top left's
     // (block 0's modes 4-6).
@@ -695,7 +698,7 @@ void main() {
             barrier();
             // The mode a decoder predicts (8.3.1.1), from the neighbours as they are now; the cheapest mode.
             int predMode = 2;
-            if (hasT && hasL)
+            if (here && hasT && hasL)
                 predMode = min(bx > 0 ? sModes[blkIndex(bx - 1, by)] : sNbrMode[by],
                                by > 0 ? sModes[blkIndex(bx, by - 1)] : sNbrMode[4 + bx]);
             uint best = 0xffffffffu;

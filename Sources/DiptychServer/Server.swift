@@ -97,13 +97,14 @@ public final class Server: @unchecked Sendable {
                 systemd?.ready(status: "listening on port \(port), calibrated")
                 calibrated = true
             } catch {
-                say("\(error); takes are refused")
+                serverLog("\(error); takes are refused", level: .error, event: "calibration-failed")
                 meter.calibrationFailed(error.description)
                 systemd?.ready(status: "listening on port \(port); calibration failed, takes are refused: \(error)")
                 calibrated = false
             }
             group.leave()
-            let interval = min(1, systemd?.watchdogInterval ?? 1)
+            // A ping every second, sooner for a watchdog under two seconds (never under 10 ms).
+            let interval = min(1, max(0.01, systemd?.watchdogInterval ?? 1))
             while let registry, calibrated || systemd != nil {
                 if calibrated { registry.sampleCosts() }
                 systemd?.watchdog()

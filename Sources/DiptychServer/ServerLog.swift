@@ -4,7 +4,7 @@ import Foundation
 /// (`diptych serve: take ID: message`) or, with `--log-format json`, one
 /// JSON object a line: `time` (UTC, milliseconds), `level` (`info`,
 /// `error`), `message`, and where they apply `take` (the take's id) and
-/// `event` (`listening`, `draining`, `stopped`, `start-failed`).
+/// `event` (`listening`, `calibration-failed`, `draining`, `stopped`, `start-failed`).
 public struct ServerLog: Sendable {
     public enum Format: String, Sendable, CaseIterable { case text, json }
     public enum Level: String, Sendable { case info, error }

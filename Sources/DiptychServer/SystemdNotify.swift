@@ -4,8 +4,8 @@ import Glibc
 /// Tells systemd how the server is doing (`Type=notify` units:
 /// `contrib/diptych-serve.service`): `READY=1` once calibration has ended,
 /// `STOPPING=1` when SIGTERM starts the drain, a `STATUS=` line beside each,
-/// and `WATCHDOG=1` at half the unit's `WatchdogSec` while the cost sampler
-/// runs. Through libsystemd's own `sd_notify`, loaded at run time, so the
+/// and `WATCHDOG=1` every second (every half `WatchdogSec` where that is
+/// shorter) from the server's sampler thread while the server runs. Through libsystemd's own `sd_notify`, loaded at run time, so the
 /// binary needs no libsystemd where no systemd runs it. Reads `NOTIFY_SOCKET`
 /// and `WATCHDOG_USEC` (docs/ENVIRONMENT.md); with no `NOTIFY_SOCKET` it is
 /// not made.

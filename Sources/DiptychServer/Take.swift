@@ -50,6 +50,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var _failure: RequestError?
     /// Outputs added while the take runs, by index, while they are open.
     private var _added: [Int: OutputSpec] = [:]
+    /// Outputs closed while the take ran (declared or added).
+    private var _removed: Set<Int> = []
     /// Every output added while the take ran, removed ones included (their files hold recordings).
     private var _everAdded: [OutputSpec] = []
     private var _summary: TakeSummary?
@@ -167,20 +169,22 @@ final class Take: TakeEvents, @unchecked Sendable {
     /// Removes an added output and returns what it received; nil for an unknown index or the main output.
     func removeOutput(_ index: Int) -> OutputSummary? {
         guard let summary = lock.withLock({ session })?.removeOutput(index) else { return nil }
-        lock.withLock { _added[index] = nil }
+        lock.withLock { _added[index] = nil; _removed.insert(index) }
         changed()
         onEvent?("output-removed", id, ["index": "\(index)", "frames": "\(summary.frames)"])
         return summary
     }
 
     /// Output `index`'s current picture as PNG, from its render target: 409
-    /// unless the take is recording, 404 for an output it does not have (0
-    /// is the main output, N the N-th added), 504 when no frame of it is
-    /// drawn within `timeout` seconds.
+    /// unless the take is recording, 404 for an output it does not have
+    /// open (0 is the main output, then the outputs in the order they were
+    /// declared, `alsoOut`, and added), 504 when no frame of it is drawn
+    /// within `timeout` seconds.
     func snapshotPNG(output index: Int, timeout: Double) throws(RequestError) -> Data {
-        let (s, state, added) = lock.withLock { (session, _state, _added) }
+        let (s, state, added, removed) = lock.withLock { (session, _state, _added, _removed) }
         guard let s, state == .recording else { throw .conflict("take '\(id)': is \(state.rawValue); only a recording take has a picture") }
-        guard index == 0 || added[index] != nil else { throw .notFound("take '\(id)': has no output \(index)") }
+        let declared = index >= 0 && index <= configuration.extraOutputs.count
+        guard (declared || added[index] != nil) && !removed.contains(index) else { throw .notFound("take '\(id)': has no output \(index)") }
         switch s.snapshot(output: index, timeout: timeout) {
         case .success(let frame):
             do { return try PNGWriter.encode(frame) } catch { throw .failed("take '\(id)' output \(index): \(error)") }

@@ -203,7 +203,7 @@ final class TakeRegistry: @unchecked Sendable {
         if existing { return (take, true) }
         store?.saveConfiguration(take)
         store?.save(take)
-        log("take \(take.id): \(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
+        takeLog(take.id, "\(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
         events.post("created", take: take.id, ["out": config.output ?? ""])
         take.run(TakeSession(configuration: config, pool: pool, encoderThreads: take.encoderThreads, sourcePolicy: policy, events: take))
         take.waitUntilStarted(timeout: settings.startWait)
@@ -266,7 +266,7 @@ final class TakeRegistry: @unchecked Sendable {
                                             active: 0, maxTakes: Int.max, model: model, capacity: settings.capacity)
             if case .failure(let e) = decision {
                 refusals[e.kind, default: 0] += 1
-                log("refused an output of take \(take.id) (\(encode)): \(e)")
+                takeLog(take.id, "refused an output (\(encode)): \(e)")
                 return .unavailable("out '\(spec.out)': \(e)")
             }
             if file { reserved.insert(spec.out) }

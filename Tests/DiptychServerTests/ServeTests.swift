@@ -95,7 +95,7 @@ import Testing
         let server = try ServeProcess([], in: dir.path); defer { server.stop() }
         let created = try server.request("POST", "/v1/takes", json([
             "primary": "testsrc:solid-ff0000:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@15",
-            "out": "snap.mp4", "duration": 3, "realtime": "on", "preset": "ultrafast"]))
+            "out": "snap.mp4", "alsoOut": [["out": "also.mp4"]], "duration": 3, "realtime": "on", "preset": "ultrafast"]))
         let id = try #require(created.json["id"] as? String, "\(created.text)")
         _ = try server.waitForTake(id) { frames($0) > 3 }
         let snap = try server.request("GET", "/v1/takes/\(id)/snapshot")
@@ -112,6 +112,9 @@ import Testing
         let (corner, inset) = (rgb(20, 20), rgb(300, 160))
         #expect(corner[0] > 200 && corner[1] < 50 && corner[2] < 50 && inset[2] > 200 && inset[0] < 50, "\(picture.format) \(corner) \(inset)")
         #expect(try server.request("GET", "/v1/takes/\(id)/snapshot?output=0&format=png").status == 200)
+        // The declared extra output is output 1, as the take's `outputs` list it.
+        let also = try server.request("GET", "/v1/takes/\(id)/snapshot?output=1")
+        #expect(also.status == 200 && also.body.starts(with: [0x89, 0x50, 0x4e, 0x47]), "\(also.status) \(also.text.prefix(200))")
         #expect(try server.request("GET", "/v1/takes/\(id)/snapshot?format=jpeg").status == 400)
         #expect(try server.request("GET", "/v1/takes/\(id)/snapshot?size=1").status == 400)
         let missing = try server.request("GET", "/v1/takes/\(id)/snapshot?output=3")

@@ -127,11 +127,12 @@ enum Report {
         var groups: [(String, [Bar])] = []
         for r in report.results {
             var bars = [Bar(label: "diptych", value: r.fps, color: "#2b6cb0")]
-            for p in r.peers { if let v = p.fps { bars.append(Bar(label: p.peer.rawValue, value: v, color: p.peer == .ffmpeg ? "#c05621" : "#2f855a")) } }
+            for p in r.peers { if let v = p.fps, v.isFinite { bars.append(Bar(label: p.peer.rawValue, value: v, color: p.peer == .ffmpeg ? "#c05621" : "#2f855a")) } }
             groups.append(("\(r.stage.rawValue) · \(r.layout) · \(r.canvas) · \(r.input)", bars))
         }
-        let values = groups.flatMap { $0.1.map(\.value) }.filter { $0 > 0 }
-        let lo = pow(10, (log10(min(10, values.min() ?? 10))).rounded(.down))
+        let values = groups.flatMap { $0.1.map(\.value) }.filter { $0 > 0 && $0.isFinite }
+        // The decade below the smallest rate (so a 10 fps bar is a decade long, not a pixel).
+        let lo = pow(10, (log10(min(10, values.min() ?? 10))).rounded(.up) - 1)
         let hi = pow(10, (log10(max(60, values.max() ?? 60) * 1.05)).rounded(.up))
         let left = 330.0, width = 520.0, barH = 14.0, gap = 10.0
         func xAt(_ v: Double) -> Double { left + (log10(max(v, lo)) - log10(lo)) / (log10(hi) - log10(lo)) * width }

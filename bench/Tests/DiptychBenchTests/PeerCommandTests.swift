@@ -91,7 +91,7 @@ import Testing
         #expect(svg.contains("diptych 60.0") && svg.contains("ffmpeg 120.0") && svg.contains("60 fps") && svg.contains("log scale"))
         // Log scale: 60 and 120 fps bars differ by log10(2) of the width per decade, not by a factor of two.
         let widths = svg.matches(of: /<rect x="330.0" y="[0-9.]+" width="([0-9.]+)"/).compactMap { Double($0.1) }
-        let decades = log10(1000.0 / 10.0)   // the axis spans 10 to 1000 fps here
+        let decades = log10(1000.0 / 1.0)   // the axis spans 1 to 1000 fps here (the decade below 10, the smallest it starts at)
         #expect(widths.count >= 2 && abs((widths[1] - widths[0]) - log10(2) / decades * 520) < 1, "\(widths)")
     }
 

@@ -198,7 +198,8 @@ class Client:
 
     def snapshot(self, take: str | Mapping[str, Any], output: int = 0) -> bytes:
         """``GET /v1/takes/{id}/snapshot``: output ``output``'s current picture
-        (0 the main output, N the N-th added) as PNG bytes, read from its render
+        (0 the main output, then the declared ``alsoOut`` outputs and the added
+        ones in order, as the take's ``outputs`` list them) as PNG bytes, read from its render
         target when its next frame is drawn."""
         _, raw = self.request("GET", f"/v1/takes/{self._id(take)}/snapshot?output={int(output)}")
         return raw
