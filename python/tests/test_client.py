@@ -110,6 +110,14 @@ def test_outputs_added_and_removed(server: ServeProcess, tmp_path: Any) -> None:
     assert "pipe:1" in bad.value.message
     final = c.stop(t)
     assert decoded_frames(str(tmp_path / "main.mp4")) == final["summary"]["frames"]
+    # This take's events, in order, from the server's event stream (replayed from its start).
+    mine = []
+    for e in c.events(after=0, timeout=30):
+        if e.data.get("take") == t["id"]:
+            mine.append(e.type)
+        if e.data.get("take") == t["id"] and e.type in ("finished", "failed"):
+            break
+    assert mine == ["created", "started", "output-added", "output-removed", "finished"], mine
     [added] = [o for o in final["summary"]["outputs"] if o["output"] == extra]
     assert added["frames"] >= 30 and added.get("failure") is None
     assert decoded_frames(extra) == added["frames"]

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from .client import Client, Sample, parse_metrics
+from .client import Client, Event, Sample, parse_metrics
 from .errors import (APIError, BadFrame, BadRequest, Conflict, DiptychError, InvalidArgument, NotFound,
                      RuntimeFailure, ServerUnreachable, SessionError, StateError, TimestampError, Unauthorized,
                      Unavailable, Unsupported)
@@ -22,7 +22,7 @@ SECONDARY = "secondary"
 __version__ = "0.1.0"
 
 __all__ = [
-    "Session", "Client", "RGBAFrame", "NV12Frame", "Packet", "Sample", "parse_metrics", "version",
+    "Session", "Client", "Event", "RGBAFrame", "NV12Frame", "Packet", "Sample", "parse_metrics", "version",
     "PRIMARY", "SECONDARY",
     "DiptychError", "SessionError", "InvalidArgument", "BadFrame", "TimestampError", "StateError", "Unsupported",
     "RuntimeFailure", "APIError", "BadRequest", "Unauthorized", "NotFound", "Conflict", "Unavailable",

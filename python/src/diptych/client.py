@@ -11,6 +11,8 @@ Routes (JSON bodies in the form ``diptych record --config`` reads):
 ``POST /v1/takes/{id}/outputs``           :meth:`Client.add_output`
 ``DELETE /v1/takes/{id}/outputs/{n}``     :meth:`Client.remove_output`
 ``DELETE /v1/takes/{id}``                 :meth:`Client.stop`
+``GET /v1/takes/{id}/snapshot``           :meth:`Client.snapshot`
+``GET /v1/events``                        :meth:`Client.events`
 ``GET /metrics``                          :meth:`Client.metrics`
 ``GET /healthz``                          :meth:`Client.healthz`
 =======================================  ====================================
@@ -27,11 +29,22 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Mapping, Optional
+from typing import Any, Callable, Collection, Iterator, Mapping, Optional
 
 from .errors import APIError, ServerUnreachable, Unavailable, api_error
 
 Take = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One of ``GET /v1/events``: its number, type (``created``, ``started``,
+    ``layout-changed``, ``source-switched``, ``output-added``,
+    ``output-removed``, ``finished``, ``failed``) and data (``take``,
+    ``time`` and the type's fields)."""
+    id: int
+    type: str
+    data: dict[str, Any]
 #: States in which a take has ended.
 ENDED = frozenset({"finished", "failed"})
 DEFAULT_URL = "http://127.0.0.1:8737"
@@ -203,6 +216,40 @@ class Client:
         target when its next frame is drawn."""
         _, raw = self.request("GET", f"/v1/takes/{self._id(take)}/snapshot?output={int(output)}")
         return raw
+
+    def events(self, after: Optional[int] = None, timeout: float = 60.0) -> Iterator[Event]:
+        """``GET /v1/events``: the takes' events as they happen (server-sent
+        events), each an :class:`Event`; from ``after`` (an event's ``id``:
+        the ones after it the server still keeps first) or from now on. Ends
+        when the server ends the stream (it stops); ``timeout`` bounds a wait
+        for the next line (the server sends one at least every 10 s)."""
+        path = "/v1/events" + (f"?after={int(after)}" if after is not None else "")
+        req = urllib.request.Request(self.url + path, headers={"Accept": "text/event-stream"})
+        if self._token:
+            req.add_header("Authorization", f"Bearer {self._token}")
+        try:
+            r = urllib.request.urlopen(req, timeout=timeout)
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                message = json.loads(raw).get("error") or raw.decode("utf-8", "replace")
+            except (ValueError, AttributeError):
+                message = raw.decode("utf-8", "replace")
+            raise api_error(e.code, str(message), "GET", path) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ServerUnreachable(f"{self.url}: {getattr(e, 'reason', e)}", "GET", path) from None
+        with r:
+            fields: dict[str, str] = {}
+            for raw_line in r:
+                line = raw_line.decode("utf-8").rstrip("\n")
+                if line == "":
+                    if "id" in fields:
+                        yield Event(id=int(fields["id"]), type=fields.get("event", "message"),
+                                    data=json.loads(fields.get("data", "{}")))
+                    fields = {}
+                elif not line.startswith(":") and ": " in line:
+                    name, value = line.split(": ", 1)
+                    fields[name] = value
 
     def stop(self, take: str | Mapping[str, Any]) -> Take:
         """Stops a take through its finalize path and returns its final JSON
