@@ -23,6 +23,9 @@ public struct SessionHooks: Sendable {
     public var frameCallbackInterval: Int
     /// Snapshots of the outputs while the take runs (`GET /v1/takes/{id}/snapshot`).
     public var snapshots: SnapshotRequests?
+    /// A compositor's last figures, just before the take shuts it down (at
+    /// its end, or to rebuild after a lost context): what it did in all.
+    public var compositorRetiring: (@Sendable (GPUStats) -> Void)?
     /// Output frame indices at which to simulate a GPU context loss (tests).
     public var simulateContextLossAtFrames: Set<Int>
     /// Seconds between storage and thermal checks.

@@ -29,9 +29,9 @@ enum Calibration {
         let cpu0 = ProcessCPU.seconds()
         let t0 = ProcessInfo.processInfo.systemUptime
         take.run(TakeSession(configuration: config, pool: pool, encoderThreads: cores, events: take))
-        // GPU figures are read while the compositor lives.
-        var gpu = GPUTotals()
-        while take.state.isActive { gpu = take.gpuTotals; usleep(20_000) }
+        // The take's GPU figures are its compositor's last, kept when it was shut down.
+        take.waitUntilEnded()
+        let gpu = take.gpuTotals
         let cpu = ProcessCPU.seconds() - cpu0
         let wall = ProcessInfo.processInfo.systemUptime - t0
         let s = take.snapshot()

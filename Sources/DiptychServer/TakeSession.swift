@@ -111,6 +111,8 @@ final class TakeSession: @unchecked Sendable {
         hooks.sourcePolicy = sourcePolicy
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         hooks.snapshots = snapshots
+        // A compositor's last figures stay the take's once it is shut down.
+        hooks.compositorRetiring = { stats in box.lock.withLock { box.last = GPUTotals(stats) } }
         session = RecordingSession(configuration: configuration, hooks: hooks)
     }
 

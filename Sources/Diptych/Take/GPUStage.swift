@@ -73,9 +73,14 @@ final class GPUStage {
         var pts: MediaTime
     }
 
-    init(makeCompositor: @escaping Factory, warn: @escaping (String) -> Void) throws(GPUError) {
+    /// Told each compositor's last figures just before it is shut down (`SessionHooks.compositorRetiring`).
+    private let retiring: (@Sendable (GPUStats) -> Void)?
+
+    init(makeCompositor: @escaping Factory, warn: @escaping (String) -> Void,
+         retiring: (@Sendable (GPUStats) -> Void)? = nil) throws(GPUError) {
         self.makeCompositor = makeCompositor
         self.warn = warn
+        self.retiring = retiring
         gpu = try makeCompositor()
         plan = gpu.plan
     }
@@ -237,6 +242,7 @@ final class GPUStage {
         syncDeliveries()
         warn("GPU context lost (\(error)); rebuilding the GPU side and rendering \(inFlight.count) frames in flight again")
         for ring in rings.values { _ = ring.abandonUndelivered() }
+        retiring?(gpu.stats)
         gpu.shutdown()
         uploadedSecondary = nil
         do throws(GPUError) {
@@ -327,6 +333,7 @@ final class GPUStage {
     func shutdown() {
         for ring in rings.values { ring.shutdown() }
         rings.removeAll()
+        retiring?(gpu.stats)
         gpu.shutdown()
     }
 }

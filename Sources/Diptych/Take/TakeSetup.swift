@@ -68,7 +68,7 @@ enum TakeSetup {
                 let gpuEncoder = config.encoder == .gpu
                 return try GPUCompositor(selection: selection, directCopy: gpuEncoder ? .off : .auto,
                                          pass: gpuEncoder ? .compute : .auto, log: log)
-            }, warn: { warnings.add($0) })
+            }, warn: { warnings.add($0) }, retiring: hooks.compositorRetiring)
         } catch { throw .gpu(error) }
         // A compositor made by the caller (the server's, in a shared context) logs nothing itself: the take says its plan.
         if make != nil { log("GPU \(gpu.plan)") }
