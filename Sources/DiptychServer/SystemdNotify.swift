@@ -31,7 +31,7 @@ final class SystemdNotifier: Sendable {
         library = h
         notify = unsafeBitCast(sym, to: Notify.self)
         if let v = environment["WATCHDOG_USEC"] {
-            guard let usec = UInt64(v), usec > 0 else { throw .runtime("WATCHDOG_USEC '\(v)': not a positive number of microseconds") }
+            guard let usec = UInt64(v), usec > 0 else { throw .badUsage("WATCHDOG_USEC '\(v)': not a positive number of microseconds") }
             watchdogInterval = Double(usec) / 2e6
         } else {
             watchdogInterval = nil
