@@ -47,7 +47,7 @@ struct H264RateControl {
         let ticket = nextTicket
         nextTicket += 1
         guard case .bitrate(let target, let maxrate, let bufsize) = mode else {
-            if case .constantQP(let q) = mode { return (q, ticket) }
+            if case .constantQP(let q) = mode { return (keyframe ? max(0, q - Self.keyframeOffset) : q, ticket) }
             return (26, ticket)
         }
         let perPicture = Double(target) / fps
