@@ -6,7 +6,7 @@
 // are reconstructed).
 // PINTRA: the same in P pictures, over a checkerboard (below).
 // SEARCH (with INTER): the full-sample motion search of P_L0_16x16
-// (predictors, a diamond walk, its diagonal neighbours, within ±16), all
+// (predictors, a diamond walk, its diagonal neighbours, within ±255), all
 // macroblocks at once, reading the reference where it lies (no window in
 // shared memory: more work groups resident); it writes only the vector into
 // the macroblock's record. A pass of its own, so the transform and
@@ -30,7 +30,10 @@ uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
 uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 
-#define RANGE 16
+// Vectors within ±RANGE samples: inside the vertical range of level 3 (the
+// lowest the parameter sets name: −256 to 255.75). A range of 16 cost 10-30 %
+// more bits on clips with fast local motion.
+#define RANGE 255
 // Intra in P pictures: its cost (Intra_16x16's SAD, or Intra_4x4's) plus this many lambdas must beat P's.
 #define INTRA_BIAS 12
 // Intra_4x4 against Intra_16x16: its SADs and mode bits plus this many lambdas must be lower.
@@ -55,9 +58,6 @@ shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
 shared int sScore[24];
-
-// Run lengths → decimation score of a lone ±1 level after that many zeros.
-const int DECIMATE4[16] = int[16](3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 #endif
 #endif
 #ifdef SEARCH
@@ -135,6 +135,24 @@ int refC(int x, int y, int c) {
     x = clamp(x, 0, u_size.z * 8 - 1); y = clamp(y, 0, u_size.w * 8 - 1);
     int o = u_layout.w + y * u_layout.z + 2 * x + c;
     return int(readByte(ref[o >> 2], o & 3));
+}
+
+// Run lengths → decimation score of a lone ±1 level after that many zeros.
+const int DECIMATE4[16] = int[16](3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+
+// How much a P block's levels (raster order) are worth keeping (x264's
+// rule): 9 if any exceeds 1, else the sum over its ±1s (zig-zag order,
+// chroma AC from 1) of a weight that falls with the zeros just before each.
+int decimateScore(int l[16], bool luma) {
+    int score = 0, run = 0;
+    for (int zi = luma ? 0 : 1; zi < 16; zi++) {
+        int v = l[ZIGZAG[zi]];
+        if (v == 0) { run++; continue; }
+        if (abs(v) > 1) return 9;
+        score += DECIMATE4[run];
+        run = 0;
+    }
+    return score;
 }
 
 int seBits(int v) {
@@ -859,21 +877,7 @@ void main() {
         }
         sNNZ[t] = count;
 #ifdef INTER
-        // How much the block's levels are worth keeping (x264's rule for P
-        // macroblocks): 9 if any level exceeds 1, else the sum over its ±1s
-        // (zig-zag order, chroma AC from 1) of a weight that falls with the
-        // zeros just before each.
-        int score = 0, run = 0;
-        bool big = false;
-        for (int zi = 0; zi < 16; zi++) {
-            int l = r[ZIGZAG[zi]];
-            if (zi < (luma ? 0 : 1)) continue;
-            if (l == 0) { run++; continue; }
-            if (abs(l) > 1) big = true;
-            score += DECIMATE4[run];
-            run = 0;
-        }
-        sScore[t] = big ? 9 : score;
+        sScore[t] = decimateScore(r, luma);
 #endif
     }
     barrier();

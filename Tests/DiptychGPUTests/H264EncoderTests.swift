@@ -242,6 +242,35 @@ extension GPU {
             #expect(sizes[3] < 1_300, "the cut's P picture: \(sizes[3]) bytes (all: \(sizes))")
         }
 
+        @Test("Motion that speeds up beyond 16 samples a picture is followed (P pictures a fraction of the IDR)")
+        func farMotion() throws {
+            // A window over a smooth texture gathering speed as a camera does: 10, 14, then 18
+            // samples right a picture, and 5, 9, 16 up; each picture's search starts from the
+            // vectors of the one before.
+            let pattern = EncoderPattern(width: 128, height: 64)
+            let xs = [0, 10, 24, 42], ys = [30, 25, 16, 0]
+            let tw = 128 + 42, th = 64 + 30
+            let texture = (0..<(tw * th)).map { i -> UInt8 in
+                let x = Double(i % tw), y = Double(i / tw)
+                let l = 128 + 50 * sin(x * 0.07 + y * 0.03) + 40 * cos(y * 0.09 - x * 0.02) + 20 * sin(x * 0.21) * cos(y * 0.17)
+                return UInt8(l.rounded())
+            }
+            let source: (Int) -> [UInt8] = { i in
+                var out = [UInt8](repeating: 128, count: pattern.rowBytes * (pattern.height + pattern.height / 2))
+                let ox = xs[i], oy = ys[i]
+                for y in 0..<pattern.height {
+                    for x in 0..<pattern.width { out[y * pattern.rowBytes + x] = texture[(oy + y) * tw + ox + x] }
+                }
+                return out
+            }
+            let run = try expectBitExact(pattern, frames: 4, settings: GPUH264Settings(qp: 26), frameOverride: source)
+            #expect(meanPSNR(run, source, pattern) > 30)
+            let sizes = pictureSizes(run.stream)
+            // Each P picture codes the strip the motion uncovers; the last one (18, −16) took 372
+            // bytes against an IDR of 658, 602 with vectors bounded to ±16.
+            for s in sizes.dropFirst() { #expect(s * 10 < sizes[0] * 7, "P picture of \(s) bytes against an IDR of \(sizes[0])") }
+        }
+
         @Test("Motion that points outside the picture at every edge", arguments: [
             (6, 4), (-6, -4), (7, -5), (-3, 6),
         ])
@@ -355,7 +384,8 @@ extension GPU {
             while let p = try c.nextEncoded(wait: true) { pictures.append(p) }
             #expect(pictures.map(\.picture.pts.value) == (0..<Int64(frames)).map { $0 })
             #expect(pictures.map(\.picture.keyframe) == [true, false, false, false, false, true, false, false])
-            #expect(pictures.allSatisfy { $0.output == encoded && $0.qp == 18 })
+            // IDR pictures three below the constant QP (x264's ipratio), P pictures at it.
+            #expect(pictures.allSatisfy { $0.output == encoded && $0.qp == ($0.picture.keyframe ? 15 : 18) })
             let (decoded, log) = try decodeStrictly(pictures.flatMap(\.picture.data), width: 128, height: 72)
             try #require(decoded.count == frames, "\(log)")
             for i in 0..<frames {
