@@ -58,6 +58,9 @@ shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
 shared int sScore[24];
+
+// Run lengths → decimation score of a lone ±1 level after that many zeros.
+const int DECIMATE4[16] = int[16](3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 #endif
 #endif
 #ifdef SEARCH
@@ -135,24 +138,6 @@ int refC(int x, int y, int c) {
     x = clamp(x, 0, u_size.z * 8 - 1); y = clamp(y, 0, u_size.w * 8 - 1);
     int o = u_layout.w + y * u_layout.z + 2 * x + c;
     return int(readByte(ref[o >> 2], o & 3));
-}
-
-// Run lengths → decimation score of a lone ±1 level after that many zeros.
-const int DECIMATE4[16] = int[16](3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-
-// How much a P block's levels (raster order) are worth keeping (x264's
-// rule): 9 if any exceeds 1, else the sum over its ±1s (zig-zag order,
-// chroma AC from 1) of a weight that falls with the zeros just before each.
-int decimateScore(int l[16], bool luma) {
-    int score = 0, run = 0;
-    for (int zi = luma ? 0 : 1; zi < 16; zi++) {
-        int v = l[ZIGZAG[zi]];
-        if (v == 0) { run++; continue; }
-        if (abs(v) > 1) return 9;
-        score += DECIMATE4[run];
-        run = 0;
-    }
-    return score;
 }
 
 int seBits(int v) {
@@ -877,7 +862,21 @@ void main() {
         }
         sNNZ[t] = count;
 #ifdef INTER
-        sScore[t] = decimateScore(r, luma);
+        // How much the block's levels are worth keeping (x264's rule): 9 if
+        // any exceeds 1, else the sum over its ±1s (zig-zag order, chroma AC
+        // from 1) of a weight that falls with the zeros just before each.
+        // Inline on purpose: as a function with an early return it made
+        // this pass 50 % slower on the H200.
+        int score = 0, run = 0;
+        bool big = false;
+        for (int zi = luma ? 0 : 1; zi < 16; zi++) {
+            int l = r[ZIGZAG[zi]];
+            if (l == 0) { run++; continue; }
+            if (abs(l) > 1) big = true;
+            score += DECIMATE4[run];
+            run = 0;
+        }
+        sScore[t] = big ? 9 : score;
 #endif
     }
     barrier();
