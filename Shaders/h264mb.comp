@@ -4,7 +4,11 @@
 // INTRA: Intra_16x16 or Intra_4x4 over a wavefront (u_code.w is the
 // diagonal x + y this dispatch runs, so left, top and top-left neighbours
 // are reconstructed).
-// PINTRA: the same in P pictures, over a checkerboard (below).
+// PINTRA: the same in P pictures, over a checkerboard (below), in two
+// passes a phase: the first codes Intra_16x16 where it beats P and marks the
+// macroblocks whose estimate says Intra_4x4 may beat both; the second
+// (PINTRA4) tries Intra_4x4 on those alone and codes it where it wins. Apart,
+// the first runs with the few resources it needs, not Intra_4x4's.
 // SEARCH (with INTER): the full-sample motion search of P_L0_16x16
 // (predictors, a diamond walk, its diagonal neighbours, within ±255), all
 // macroblocks at once, reading the reference where it lies (no window in
@@ -407,6 +411,13 @@ void main() {
     // second phase stays P where its right or lower neighbour became intra
     // (that one predicted from its reconstruction), and where P costs little.
     bool live = mbX < u_size.z;
+#ifdef PINTRA4
+    uint todo = live ? mbs[mb * MB_WORDS + MB_I4TODO] : 0u;
+    uint interCost = live ? mbs[mb * MB_WORDS + MB_I4COST] : 0u;
+    live = todo != 0u;
+    uint bias = uint(INTRA_BIAS * u_code.z);
+#else
+    if (live && t == 0) mbs[mb * MB_WORDS + MB_I4TODO] = 0u;
     uint interCost = live ? mbs[mb * MB_WORDS + MB_MVP] : 0u;
     // Bit 31: the choice pass's estimate found intra not worth trying.
     if ((interCost & 0x80000000u) != 0u) live = false;
@@ -417,6 +428,7 @@ void main() {
     }
     uint bias = uint(INTRA_BIAS * u_code.z);
     if (interCost <= bias) live = false;
+#endif
     if (live) {
 #endif
 
@@ -634,6 +646,15 @@ void main() {
     }
     if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
     barrier();
+#ifdef PINTRA4
+    // Intra_16x16's cost and the chroma mode, as the first pass found them.
+    if (t == 0) { sBest = (todo >> 3) << 2; sBestC = (todo >> 1) & 3u; sCost4 = uint(I4_EXTRA * u_code.z); }
+    if (t < 2) sPlaneC[t] = ivec3(0);
+    if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
+    barrier();
+    uint cost16 = sBest >> 2;
+    bool exact4 = true;
+#else
     // Mode decision by SAD: every invocation adds four luma and two chroma
     // samples' differences for every mode; the lowest SAD wins (the lower
     // mode on a tie).
@@ -707,8 +728,14 @@ void main() {
     uint cost16 = sBest >> 2;
 #ifdef PINTRA
     bool exact4 = estimate4 < cost16 && estimate4 + bias < interCost;
+    // The second pass tries Intra_4x4 here.
+    if (t == 0 && exact4) {
+        mbs[mb * MB_WORDS + MB_I4TODO] = 1u | ((sBestC & 3u) << 1) | (min(cost16, 0x1fffffffu) << 3);
+        mbs[mb * MB_WORDS + MB_I4COST] = interCost;
+    }
 #else
     bool exact4 = estimate4 < cost16;
+#endif
 #endif
 
     // Intra_4x4: the 16 blocks, each predicted from the reconstruction of the
@@ -718,6 +745,7 @@ void main() {
     // dispatch are not read: the top right macroblock's (block 5's modes 3
     // and 7 left out where it exists) and, in P pictures, the top left's
     // (block 0's modes 4-6).
+#if !defined(PINTRA) || defined(PINTRA4)
     if (exact4) {
         Quantiser q4 = quantiser(qp, 2);
         // The neighbour macroblocks' Intra_4x4 modes next to this one (left: its blocks (3, y), top: (x, 3)).
@@ -814,8 +842,15 @@ void main() {
         gSlot = 0;
     }
     uint cost4 = exact4 ? sCost4 : 0xffffffffu;
+#else
+    uint cost4 = 0xffffffffu;
+#endif
     i4 = exact4 && cost4 < cost16;
-#ifdef PINTRA
+#ifdef PINTRA4
+    // Intra_4x4 only where it beats Intra_16x16, and P by more than the bias
+    // (else the first pass's choice stands).
+    if (i4 && cost4 + bias < interCost) {
+#elif defined(PINTRA)
     // Intra only where it costs less than P by more than the bias.
     if (min(cost16, cost4) + bias < interCost) {
 #endif

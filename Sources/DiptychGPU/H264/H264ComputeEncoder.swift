@@ -227,7 +227,7 @@ final class H264ComputeEncoder {
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
-        case .intra, .search, .choose, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
+        case .intra, .search, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
@@ -263,16 +263,19 @@ final class H264ComputeEncoder {
                 if pass != .inter { timed(pass) }
             }
             if profiling { glMemoryBarrier(storage); timed(.inter) }
-            glUseProgram(programs.ids[.intraP]!)
+            // Each phase in two passes: Intra_16x16, then Intra_4x4 where its estimate marked.
             for phase in 0..<2 {
-                glMemoryBarrier(storage)
-                for p in inter {
-                    let f = p.job.encoder.format
-                    p.job.encoder.bind(p, .intraP, diagonal: phase)
-                    glDispatchCompute(GLuint((f.mbWidth + 1) / 2), GLuint(f.mbHeight), 1)
+                for pass in [Pass.intraP, .intraP4] {
+                    glMemoryBarrier(storage)
+                    glUseProgram(programs.ids[pass]!)
+                    for p in inter {
+                        let f = p.job.encoder.format
+                        p.job.encoder.bind(p, pass, diagonal: phase)
+                        glDispatchCompute(GLuint((f.mbWidth + 1) / 2), GLuint(f.mbHeight), 1)
+                    }
+                    if profiling { glMemoryBarrier(storage); timed(pass) }
                 }
             }
-            if profiling { glMemoryBarrier(storage); timed(.intraP) }
         }
         let diagonals = prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.format.mbHeight - 1 }.max() ?? 0
         if diagonals > 0 {

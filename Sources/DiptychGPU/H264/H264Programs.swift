@@ -4,7 +4,7 @@ import DiptychCore
 /// The GPU encoder's compute programs, compiled once per context and shared
 /// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
 final class H264Programs {
-    enum Pass: CaseIterable { case intra, search, choose, inter, intraP, finish, cavlc, scan, gather }
+    enum Pass: CaseIterable { case intra, search, choose, inter, intraP, intraP4, finish, cavlc, scan, gather }
 
     private(set) var ids: [Pass: GLuint] = [:]
     private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint)] = [:]
@@ -36,6 +36,7 @@ final class H264Programs {
         case .choose: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define CHOOSE 1\n")
         case .inter: ("h264mb.comp", "#define INTER 1\n")
         case .intraP: ("h264mb.comp", "#define PINTRA 1\n")
+        case .intraP4: ("h264mb.comp", "#define PINTRA 1\n#define PINTRA4 1\n")
         case .finish: ("h264finish.comp", "")
         case .cavlc: ("h264cavlc.comp", "")
         case .scan: ("h264pack.comp", "#define SCAN 1\n")
