@@ -139,8 +139,20 @@ int modeOf(int m, int blk) {
     return int((mbs[m * MB_WORDS + MB_LUMADC + (blk >> 3)] >> uint(4 * (blk & 7))) & 15u);
 }
 
+// The current block's coefficients, two to a word (low half first), in
+// named registers: an array indexed by a variable would live in memory.
+uint cw0, cw1, cw2, cw3, cw4, cw5, cw6, cw7;
+
+int coefAt(int i) {
+    int k = i >> 1;
+    uint w = k < 4 ? (k < 2 ? (k == 0 ? cw0 : cw1) : (k == 2 ? cw2 : cw3))
+                   : (k < 6 ? (k == 4 ? cw4 : cw5) : (k == 6 ? cw6 : cw7));
+    return bitfieldExtract(int(w), (i & 1) * 16, 16);
+}
+
 // residual_block_cavlc (7.3.5.3.2) of `count` coefficients read at `word`
-// from scan position `start`; nC -1 is chroma DC.
+// from scan position `start`; nC -1 is chroma DC. The nonzero coefficients
+// are walked from the last in scan order down, through a mask of them.
 void residualBlock(int word, int start, int count, int nC, bool empty) {
     if (empty) {
         // No coefficient: TotalCoeff 0, TrailingOnes 0.
@@ -148,45 +160,42 @@ void residualBlock(int word, int start, int count, int nC, bool empty) {
         else putCode(COEFF_TOKEN[(nC < 2 ? 0 : (nC < 4 ? 1 : (nC < 8 ? 2 : 3))) * 68]);
         return;
     }
-    int levels[16];
-    int runs[16];
-    int total = 0;
-    int last = -1;
-    uint words[8];
+    int base = mbIndex * MB_WORDS + word;
     int n = (start + count + 1) >> 1;
-    for (int k = 0; k < 8; k++) if (k < n) words[k] = mbs[mbIndex * MB_WORDS + word + k];
-    // Coefficients in reverse scan order, each with the zeros just below it.
-    for (int i = start + count - 1; i >= start; i--) {
-        int c = bitfieldExtract(int(words[i >> 1]), (i & 1) * 16, 16);
-        if (c != 0) {
-            if (total > 0) runs[total - 1] = last - i - 1;
-            levels[total] = c;
-            last = i;
-            total++;
+    cw0 = mbs[base]; cw1 = mbs[base + 1];
+    if (n > 2) { cw2 = mbs[base + 2]; cw3 = mbs[base + 3]; cw4 = mbs[base + 4];
+                 cw5 = mbs[base + 5]; cw6 = mbs[base + 6]; cw7 = mbs[base + 7]; }
+    uint nz = 0u;
+    for (int i = 0; i < 16; i++)
+        if (i >= start && i < start + count && coefAt(i) != 0) nz |= 1u << uint(i);
+    int total = bitCount(nz);
+    int t1 = 0;
+    {
+        uint m = nz;
+        for (int k = 0; k < 3 && m != 0u; k++) {
+            int i = findMSB(m);
+            if (abs(coefAt(i)) != 1) break;
+            t1++;
+            m &= ~(1u << uint(i));
         }
     }
-    int totalZeros = 0;
-    if (total > 0) {
-        runs[total - 1] = last - start;
-        for (int i = 0; i < total; i++) totalZeros += runs[i];
-    }
-    int t1 = 0;
-    for (int i = 0; i < total && i < 3; i++) {
-        if (abs(levels[i]) != 1) break;
-        t1++;
-    }
+    int totalZeros = total > 0 ? findMSB(nz) - start + 1 - total : 0;
     if (nC < 0) putCode(CHROMA_DC_TOKEN[total * 4 + t1]);
     else {
         int table = nC < 2 ? 0 : (nC < 4 ? 1 : (nC < 8 ? 2 : 3));
         putCode(COEFF_TOKEN[table * 68 + total * 4 + t1]);
     }
     if (total == 0) return;
-    for (int i = 0; i < t1; i++) put(levels[i] < 0 ? 1u : 0u, 1);
+    // The trailing ones' signs, then the other levels.
     int suffixLength = (total > 10 && t1 < 3) ? 1 : 0;
-    for (int i = t1; i < total; i++) {
-        int level = levels[i];
+    uint m = nz;
+    for (int k = 0; m != 0u; k++) {
+        int i = findMSB(m);
+        m &= ~(1u << uint(i));
+        int level = coefAt(i);
+        if (k < t1) { put(level < 0 ? 1u : 0u, 1); continue; }
         int code = level > 0 ? 2 * level - 2 : -2 * level - 1;
-        if (i == t1 && t1 < 3) code -= 2;
+        if (k == t1 && t1 < 3) code -= 2;
         if (suffixLength == 0) {
             if (code < 14) { put(1u, code + 1); }
             else if (code < 30) { put(1u, 15); put(uint(code - 14), 4); }
@@ -207,10 +216,18 @@ void residualBlock(int word, int start, int count, int nC, bool empty) {
         if (nC < 0) putCode(CHROMA_DC_TOTAL_ZEROS[(total - 1) * 4 + totalZeros]);
         else putCode(TOTAL_ZEROS[(total - 1) * 16 + totalZeros]);
     }
+    // run_before: the zeros just below each coefficient, from the last down.
     int zerosLeft = totalZeros;
-    for (int i = 0; i < total - 1 && zerosLeft > 0; i++) {
-        putCode(RUN_BEFORE[(min(zerosLeft, 7) - 1) * 16 + runs[i]]);
-        zerosLeft -= runs[i];
+    m = nz;
+    int i = findMSB(m);
+    m &= ~(1u << uint(i));
+    for (int k = 0; k < total - 1 && zerosLeft > 0; k++) {
+        int next = findMSB(m);
+        m &= ~(1u << uint(next));
+        int run = i - next - 1;
+        putCode(RUN_BEFORE[(min(zerosLeft, 7) - 1) * 16 + run]);
+        zerosLeft -= run;
+        i = next;
     }
 }
 
