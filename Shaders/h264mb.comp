@@ -77,13 +77,6 @@ shared int sPhase;
 shared int sRound;
 const ivec2 DIAMOND[4] = ivec2[4](ivec2(0, -1), ivec2(-1, 0), ivec2(1, 0), ivec2(0, 1));
 const ivec2 DIAGONAL[4] = ivec2[4](ivec2(-1, -1), ivec2(1, -1), ivec2(-1, 1), ivec2(1, 1));
-#ifdef CHOOSE
-// The intra estimate (source neighbours): top 0-15, left 16-31; Intra_16x16's
-// vertical, horizontal and DC SADs; each Intra_4x4 block's cheapest of the three.
-shared int sNbr[32];
-shared uint sI16[3];
-shared uint sI4[16];
-#endif
 #elif !defined(INTER)
 // Intra_4x4: this macroblock's luma reconstruction block by block, the
 // current block's neighbours (top 0-3, top right 4-7, left 8-11, corner
@@ -419,9 +412,6 @@ void main() {
 #else
     if (live && t == 0) mbs[mb * MB_WORDS + MB_I4TODO] = 0u;
     uint interCost = live ? mbs[mb * MB_WORDS + MB_MVP] : 0u;
-    // Bit 31: the choice pass's estimate found intra not worth trying.
-    if ((interCost & 0x80000000u) != 0u) live = false;
-    interCost &= 0x7fffffffu;
     if (live && d == 1) {
         if (mbX + 1 < u_size.z && infoKind(mbs[(mb + 1) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
         if (mbY + 1 < u_size.w && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
@@ -475,57 +465,13 @@ void main() {
         cand[1] = clamp(mvp, ivec2(-RANGE), ivec2(RANGE));
         cand[2] = sv;
     }
-    if (t < 3) { sSad[t] = 0u; sI16[t] = 0u; }
-    bool hasTop = mbY > 0, hasLeft = mbX > 0;
-    if (t < 16) {
-        sNbr[t] = hasTop ? srcY(px + t, py - 1) : 0;
-        sNbr[16 + t] = hasLeft ? srcY(px - 1, py + t) : 0;
-        sI4[t] = 0xffffffffu;
-    }
+    if (t < 3) sSad[t] = 0u;
     barrier();
     if (t < 48) {
         int k = t >> 4, row = t & 15;
         int cur[16];
         for (int x = 0; x < 16; x++) cur[x] = sCur[row * 16 + x];
         atomicAdd(sSad[k], uint(rowSAD(cur, row, cand[k])));
-        // Intra_4x4 estimate: block t / 3 in mode t % 3 (vertical, horizontal, DC),
-        // its neighbours inside the macroblock and out of it from the source.
-        int b = t / 3, m = t - 3 * b;
-        int x0 = BLK_X[b] * 4, y0 = BLK_Y[b] * 4;
-        bool hasT = y0 > 0 || hasTop, hasL = x0 > 0 || hasLeft;
-        int e[8];
-        for (int i = 0; i < 4; i++) {
-            e[i] = y0 > 0 ? sCur[(y0 - 1) * 16 + x0 + i] : sNbr[x0 + i];
-            e[4 + i] = x0 > 0 ? sCur[(y0 + i) * 16 + x0 - 1] : sNbr[16 + y0 + i];
-        }
-        int dc = 128;
-        if (hasT && hasL) dc = (e[0] + e[1] + e[2] + e[3] + e[4] + e[5] + e[6] + e[7] + 4) >> 3;
-        else if (hasT) dc = (e[0] + e[1] + e[2] + e[3] + 2) >> 2;
-        else if (hasL) dc = (e[4] + e[5] + e[6] + e[7] + 2) >> 2;
-        if (m == 2 || (m == 0 && hasT) || (m == 1 && hasL)) {
-            uint sad = 0u;
-            for (int i = 0; i < 16; i++) {
-                int x = i & 3, y = i >> 2;
-                int p = m == 0 ? e[x] : (m == 1 ? e[4 + y] : dc);
-                sad += uint(abs(sCur[(y0 + y) * 16 + x0 + x] - p));
-            }
-            atomicMin(sI4[b], sad + (m == 2 ? 1u : 4u) * uint(u_code.z));
-        }
-    }
-    {
-        // Intra_16x16 estimate: four samples of every mode on each invocation.
-        int s = 0;
-        for (int i = 0; i < 16; i++) s += (hasTop ? sNbr[i] : 0) + (hasLeft ? sNbr[16 + i] : 0);
-        int dc = hasTop && hasLeft ? (s + 16) >> 5 : (hasTop || hasLeft ? (s + 8) >> 4 : 128);
-        uint s0 = 0u, s1 = 0u, s2 = 0u;
-        int y = t >> 2;
-        for (int k = 0; k < 4; k++) {
-            int x = (t & 3) * 4 + k, c = sCur[y * 16 + x];
-            s0 += uint(abs(c - sNbr[x]));
-            s1 += uint(abs(c - sNbr[16 + y]));
-            s2 += uint(abs(c - dc));
-        }
-        atomicAdd(sI16[0], s0); atomicAdd(sI16[1], s1); atomicAdd(sI16[2], s2);
     }
     barrier();
     if (t == 0) {
@@ -536,19 +482,8 @@ void main() {
             uint c = sSad[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
             if (c < cost) { cost = c; best = d; }
         }
-        // Intra in this P macroblock only where its estimate from the source
-        // beats P by the intra pass's bias: otherwise bit 31 of the cost tells
-        // that pass to leave the macroblock P. (Reconstructed neighbours
-        // predict a little worse than the source, so the estimate errs
-        // towards trying intra.)
-        uint i16 = sI16[2];
-        if (hasTop) i16 = min(i16, sI16[0]);
-        if (hasLeft) i16 = min(i16, sI16[1]);
-        uint i4 = uint(I4_EXTRA * u_code.z);
-        for (int b = 0; b < 16; b++) i4 += sI4[b];
-        bool tryIntra = min(i16, i4) + uint(INTRA_BIAS * u_code.z) < cost;
         mbs[mb * MB_WORDS + MB_MV] = packMV(best * 4);
-        mbs[mb * MB_WORDS + MB_MVP] = min(cost, 0x7fffffffu) | (tryIntra ? 0u : 0x80000000u);
+        mbs[mb * MB_WORDS + MB_MVP] = cost;
     }
 #else
     if (t == 0) sBestCost = 0xffffffffu;
