@@ -64,6 +64,19 @@ final class BoundedQueue<Element>: @unchecked Sendable {
         return removeFirstLocked()
     }
 
+    /// Waits until the queue holds an element or is closed, or `timeout`
+    /// (seconds) passes, without taking anything. True when an element is
+    /// there or the queue is closed.
+    @discardableResult
+    func waitForElement(timeout: Double) -> Bool {
+        condition.lock(); defer { condition.unlock() }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while count == 0 && !isClosed {
+            if !condition.wait(until: deadline) { break }
+        }
+        return count > 0 || isClosed
+    }
+
     /// Removes the oldest element if there is one, without waiting.
     func tryPop() -> Element? {
         condition.lock(); defer { condition.unlock() }

@@ -51,6 +51,20 @@ import Testing
         #expect(released == 100)
     }
 
+    /// Waiting for an element wakes on a push or a close, not a poll, and leaves the element there.
+    @Test func waitForElementWakesOnPushAndCloseWithoutTaking() {
+        let q = BoundedQueue<Int>(capacity: 2)
+        #expect(!q.waitForElement(timeout: 0.01))
+        let pusher = Thread { Thread.sleep(forTimeInterval: 0.05); q.push(7) }
+        pusher.start()
+        #expect(q.waitForElement(timeout: 10))
+        #expect(q.tryPop() == 7)
+        let closer = Thread { Thread.sleep(forTimeInterval: 0.05); q.close() }
+        closer.start()
+        #expect(q.waitForElement(timeout: 10))
+        #expect(q.isClosed && q.tryPop() == nil)
+    }
+
     @Test func fullQueueRefusesTryPushAndCloseDrainsThenEnds() {
         let q = BoundedQueue<Int>(capacity: 2)
         #expect(q.tryPush(1))

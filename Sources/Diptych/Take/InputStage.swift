@@ -127,8 +127,9 @@ final class InputStage {
         var event: ReaderEvent?
         if swapping {
             event = queue.pop(timeout: 0.02)
-            // The old primary has ended: wait for the new one without spinning.
-            if event == nil || queue.isClosed { Thread.sleep(forTimeInterval: 0.01) }
+            // The old primary has ended: wait on the new one instead (woken by
+            // its first frame, which the next call takes, or by its end).
+            if event == nil && queue.isClosed, let pending = pendingPrimary { pending.queue.waitForElement(timeout: 0.02) }
         } else {
             // Waits in slices, so a stop request is seen while the primary is silent.
             let deadline = lastArrival.addingTimeInterval(settings.primaryTimeout)
