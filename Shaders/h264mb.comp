@@ -287,32 +287,13 @@ bool mode4OK(int m, int b, Blk4 k) {
         || ((m == 4 || m == 5 || m == 6) && k.hasT && k.hasL && k.readZ);
 }
 
-// Neighbour sample j of block b (top 0-3, top right 4-7, left 8-11, corner
-// 12) for the estimate: the source inside the macroblock, the neighbours'
-// reconstruction outside.
-int edgeOpen(int b, int j, Blk4 k) {
-    int bx = BLK_X[b], by = BLK_Y[b];
-    if (j < 8) {
-        if (j >= 4 && !k.readTR) j = 3;
-        return by > 0 ? sCur[(k.y0 - 1) * 16 + k.x0 + j] : sTop[k.x0 + j];
-    }
-    if (j < 12) return bx > 0 ? sCur[(k.y0 + j - 8) * 16 + k.x0 - 1] : sLeft[k.y0 + j - 8];
-    if (bx > 0 && by > 0) return sCur[(k.y0 - 1) * 16 + k.x0 - 1];
-    if (by > 0) return sLeft[k.y0 - 1];
-    if (bx > 0) return sTop[k.x0 - 1];
-    return sCorner[0];
-}
-
-// The neighbours E() reads for the estimate (gOpen) instead of the current block's (sEdge).
-bool gOpen = false;
-int gEdge[13];
 // The wave slot whose neighbours (sEdge) E() reads.
 int gSlot = 0;
 
 // Intra_4x4 (8.3.1.2): p[x, -1] (x = -1 the corner) or p[-1, y] of the current block.
 int E(int x, int y) {
     int j = y < 0 ? (x < 0 ? 12 : x) : 8 + y;
-    return gOpen ? gEdge[j] : sEdge[gSlot * 13 + j];
+    return sEdge[gSlot * 13 + j];
 }
 
 // Sample (x, y) of the block predicted in `mode` (0-8, Table 8-2).
@@ -648,12 +629,22 @@ void main() {
         int b = t / 3, m = t - 3 * b;
         Blk4 k = blk4(b);
         if (mode4OK(m, b, k)) {
-            for (int j = 0; j < 13; j++) gEdge[j] = edgeOpen(b, j, k);
-            gOpen = true;
+            // The block's top (0-3) and left (4-7) neighbours: the source
+            // inside the macroblock, the neighbours' reconstruction outside.
+            int bx = BLK_X[b], by = BLK_Y[b];
+            int e[8];
+            for (int i = 0; i < 4; i++) {
+                e[i] = by > 0 ? sCur[(k.y0 - 1) * 16 + k.x0 + i] : sTop[k.x0 + i];
+                e[4 + i] = bx > 0 ? sCur[(k.y0 + i) * 16 + k.x0 - 1] : sLeft[k.y0 + i];
+            }
+            int st = e[0] + e[1] + e[2] + e[3], sl = e[4] + e[5] + e[6] + e[7];
+            int dc = k.hasT && k.hasL ? (st + sl + 4) >> 3 : (k.hasL ? (sl + 2) >> 2 : (k.hasT ? (st + 2) >> 2 : 128));
             uint sad = 0u;
-            for (int i = 0; i < 16; i++)
-                sad += uint(abs(sCur[(k.y0 + (i >> 2)) * 16 + k.x0 + (i & 3)] - pred4(m, i & 3, i >> 2, k.hasT, k.hasL)));
-            gOpen = false;
+            for (int i = 0; i < 16; i++) {
+                int x = i & 3, y = i >> 2;
+                int p = m == 0 ? e[x] : (m == 1 ? e[4 + y] : dc);
+                sad += uint(abs(sCur[(k.y0 + y) * 16 + k.x0 + x] - p));
+            }
             atomicMin(sBlk4[b], sad + (m == 2 ? 1u : 4u) * uint(u_code.z));
         }
     }
