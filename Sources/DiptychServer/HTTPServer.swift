@@ -294,7 +294,8 @@ final class ConnectionDeadlines: @unchecked Sendable {
         var due: Double?
     }
     let deadline: Double
-    private let lock = NSLock()
+    /// Guards the entries and `running`; the sweeper waits on it between sweeps.
+    private let lock = NSCondition()
     private var entries: [OpaquePointer: Entry] = [:]
     private var running = false
     private var sweeper: Thread?
@@ -320,10 +321,15 @@ final class ConnectionDeadlines: @unchecked Sendable {
     func start() {
         lock.withLock { running = true }
         let t = Thread { [self] in
-            while lock.withLock({ running }) {
+            lock.lock()
+            while running {
+                lock.unlock()
                 sweep()
-                Thread.sleep(forTimeInterval: min(0.5, deadline / 4))
+                lock.lock()
+                // Until the next sweep is due, or at once when stop() is called.
+                if running { _ = lock.wait(until: Date(timeIntervalSinceNow: min(0.5, deadline / 4))) }
             }
+            lock.unlock()
         }
         t.name = "http-deadlines"
         sweeper = t
@@ -331,7 +337,7 @@ final class ConnectionDeadlines: @unchecked Sendable {
     }
 
     func stop() {
-        lock.withLock { running = false }
+        lock.withLock { running = false; lock.broadcast() }
         let left = lock.withLock { () -> [Int32] in defer { entries = [:] }; return entries.values.map(\.socket) }
         for s in left where s >= 0 { close(s) }
     }
