@@ -567,9 +567,9 @@ void main() {
     // Intra_16x16's cost and the chroma mode, as the first pass found them.
     if (t == 0) { sBest = (todo >> 3) << 2; sBestC = (todo >> 1) & 3u; sCost4 = uint(I4_EXTRA * u_code.z); }
     if (t < 2) sPlaneC[t] = ivec3(0);
-    if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
+    if (t < 16) sNNZ[t] = 0;
     barrier();
-    uint cost16 = sBest >> 2;
+    uint cost16 = todo >> 3;
     bool exact4 = true;
 #else
     // Mode decision by SAD: every invocation adds four luma and two chroma
@@ -632,11 +632,10 @@ void main() {
         if (mode4OK(m, b, k)) {
             // The block's top (0-3) and left (4-7) neighbours: the source
             // inside the macroblock, the neighbours' reconstruction outside.
-            int bx = BLK_X[b], by = BLK_Y[b];
             int e[8];
             for (int i = 0; i < 4; i++) {
-                e[i] = by > 0 ? sCur[(k.y0 - 1) * 16 + k.x0 + i] : sTop[k.x0 + i];
-                e[4 + i] = bx > 0 ? sCur[(k.y0 + i) * 16 + k.x0 - 1] : sLeft[k.y0 + i];
+                e[i] = k.y0 > 0 ? sCur[(k.y0 - 1) * 16 + k.x0 + i] : sTop[k.x0 + i];
+                e[4 + i] = k.x0 > 0 ? sCur[(k.y0 + i) * 16 + k.x0 - 1] : sLeft[k.y0 + i];
             }
             int st = e[0] + e[1] + e[2] + e[3], sl = e[4] + e[5] + e[6] + e[7];
             int dc = k.hasT && k.hasL ? (st + sl + 4) >> 3 : (k.hasL ? (sl + 2) >> 2 : (k.hasT ? (st + 2) >> 2 : 128));
