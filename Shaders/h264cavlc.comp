@@ -250,7 +250,7 @@ void main() {
     if (intra4) {
         ue(pSlice ? 5u : 0u);   // I_NxN
         for (int b = 0; b < 16; b++) {
-            int bx = BLK_X[b], by = BLK_Y[b];
+            int bx = blkX(b), by = blkY(b);
             int mode = modeOf(mbIndex, b);
             int predMode = 2;
             if ((bx > 0 || mbX > 0) && (by > 0 || mbY > 0)) {
@@ -266,7 +266,7 @@ void main() {
         if (cbp != 0) se(0);   // mb_qp_delta
         for (int b = 0; b < 16; b++) {
             if ((cbpLuma & (1 << (b >> 2))) != 0)
-                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(BLK_X[b], BLK_Y[b], -1), nnzOf(mbIndex, b) == 0);
+                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(blkX(b), blkY(b), -1), nnzOf(mbIndex, b) == 0);
         }
     } else if (intra) {
         ue(uint((pSlice ? 5 : 0) + 1 + infoLumaMode(info) + 4 * cbpChroma + (cbpLuma != 0 ? 12 : 0)));
@@ -275,7 +275,7 @@ void main() {
         residualBlock(MB_LUMADC, 0, 16, predictedCount(0, 0, -1), false);
         if (cbpLuma != 0) {
             for (int b = 0; b < 16; b++)
-                residualBlock(MB_LUMA + b * 8, 1, 15, predictedCount(BLK_X[b], BLK_Y[b], -1), nnzOf(mbIndex, b) == 0);
+                residualBlock(MB_LUMA + b * 8, 1, 15, predictedCount(blkX(b), blkY(b), -1), nnzOf(mbIndex, b) == 0);
         }
     } else {
         ue(0u);   // P_L0_16x16
@@ -287,7 +287,7 @@ void main() {
         if (cbp != 0) se(0);
         for (int b = 0; b < 16; b++) {
             if ((cbpLuma & (1 << (b >> 2))) != 0)
-                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(BLK_X[b], BLK_Y[b], -1), nnzOf(mbIndex, b) == 0);
+                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(blkX(b), blkY(b), -1), nnzOf(mbIndex, b) == 0);
         }
     }
     if (cbpChroma != 0) {

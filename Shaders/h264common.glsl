@@ -25,21 +25,36 @@ precision highp int;
 #define KIND_I16 1u
 #define KIND_I4 2u
 
+// The tables below are worked out or unpacked from constants, not kept as
+// constant arrays: an array indexed by a variable is copied into every
+// invocation's local memory on NVIDIA, each invocation writing every entry
+// before its first instruction of work.
+
 // luma4x4BlkIdx → (x, y) in 4×4 blocks (6.4.3).
-const int BLK_X[16] = int[16](0, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3);
-const int BLK_Y[16] = int[16](0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3);
-// Zig-zag scan: scan position → raster index in the 4×4 block.
-const int ZIGZAG[16] = int[16](0, 1, 4, 8, 5, 2, 3, 6, 9, 12, 13, 10, 7, 11, 14, 15);
+int blkX(int b) { return ((b >> 1) & 2) | (b & 1); }
+int blkY(int b) { return ((b >> 2) & 2) | ((b >> 1) & 1); }
+// Zig-zag scan: scan position → raster index in the 4×4 block (0, 1, 4, 8, 5, 2, 3, 6, 9, 12, 13, 10, 7, 11, 14, 15).
+int zigzag(int i) { return int(((i < 8 ? 0x63258410u : 0xfeb7adc9u) >> uint(4 * (i & 7))) & 15u); }
 
 // Quantisation multipliers (x264's quant_mf for flat matrices) and the
-// standard's LevelScale4x4 normAdjust values, by qP % 6 and position class.
-const int MF[18] = int[18](13107, 5243, 8066, 11916, 4660, 7490, 10082, 4194, 6554,
-                           9362, 3647, 5825, 8192, 3355, 5243, 7282, 2893, 4559);
-const int V[18] = int[18](10, 16, 13, 11, 18, 14, 13, 20, 16, 14, 23, 18, 16, 25, 20, 18, 29, 23);
-// Chroma qP from the luma one (Table 8-15), for qPI 30-51.
-const int CHROMA_QP[22] = int[22](29, 30, 31, 32, 32, 33, 34, 34, 35, 35, 36, 36, 37, 37, 37, 38, 38, 38, 39, 39, 39, 39);
-
-int chromaQP(int qp) { return qp < 30 ? qp : CHROMA_QP[qp - 30]; }
+// standard's LevelScale4x4 normAdjust values, by qP % 6, for the three
+// position classes.
+ivec3 mfRow(int r) {
+    return r == 0 ? ivec3(13107, 5243, 8066) : r == 1 ? ivec3(11916, 4660, 7490) : r == 2 ? ivec3(10082, 4194, 6554)
+         : r == 3 ? ivec3(9362, 3647, 5825) : r == 4 ? ivec3(8192, 3355, 5243) : ivec3(7282, 2893, 4559);
+}
+ivec3 vRow(int r) {
+    return r == 0 ? ivec3(10, 16, 13) : r == 1 ? ivec3(11, 18, 14) : r == 2 ? ivec3(13, 20, 16)
+         : r == 3 ? ivec3(14, 23, 18) : r == 4 ? ivec3(16, 25, 20) : ivec3(18, 29, 23);
+}
+// Chroma qP from the luma one (Table 8-15): for qPI 30-51, 29 plus a nibble of these
+// (29, 30, 31, 32, 32, 33, 34, 34, 35, 35, 36, 36, 37, 37, 37, 38, 38, 38, 39, 39, 39, 39).
+int chromaQP(int qp) {
+    if (qp < 30) return qp;
+    int i = qp - 30;
+    uint w = i < 8 ? 0x55433210u : (i < 16 ? 0x98887766u : 0x00aaaa99u);
+    return 29 + int((w >> uint(4 * (i & 7))) & 15u);
+}
 
 // Position class of raster index i: 0 for (even, even), 1 for (odd, odd), 2 otherwise.
 int posClass(int i) {
@@ -94,7 +109,7 @@ int clampLevel(int l) { return clamp(l, -2047, 2047); }
 // Quantises coefficient `c` at raster index i; `deadzone` is f in 1/6 of 2^qbits units (2: intra, 1: inter).
 int quant(int c, int i, int qp, int deadzone) {
     int qbits = 15 + qp / 6;
-    int mf = MF[(qp % 6) * 3 + posClass(i)];
+    int mf = mfRow(qp % 6)[posClass(i)];
     int f = ((1 << qbits) / 6) * deadzone;
     int a = (abs(c) * mf + f) >> qbits;
     return clampLevel(c < 0 ? -a : a);
@@ -107,8 +122,8 @@ struct Quantiser { ivec3 mf; ivec3 v; int qbits; int f; int shift; };
 Quantiser quantiser(int qp, int deadzone) {
     int q6 = qp / 6, r6 = qp - 6 * q6;
     Quantiser q;
-    q.mf = ivec3(MF[r6 * 3], MF[r6 * 3 + 1], MF[r6 * 3 + 2]);
-    q.v = ivec3(V[r6 * 3], V[r6 * 3 + 1], V[r6 * 3 + 2]);
+    q.mf = mfRow(r6);
+    q.v = vRow(r6);
     q.qbits = 15 + q6;
     q.f = ((1 << q.qbits) / 6) * deadzone;
     q.shift = q6;
@@ -125,7 +140,7 @@ int dequantWith(Quantiser q, int l, int i) { return (l * q.v[posClass(i)]) << q.
 
 // Dequantises level `l` at raster index i (8.5.12.1, flat scaling: LevelScale4x4 = 16 · normAdjust).
 int dequant(int l, int i, int qp) {
-    return (l * V[(qp % 6) * 3 + posClass(i)]) << (qp / 6);
+    return (l * vRow(qp % 6)[posClass(i)]) << (qp / 6);
 }
 
 // The 4×4 Hadamard of Intra_16x16 DC values (raster order, in place), unscaled.
@@ -146,7 +161,7 @@ void hadamard4x4(inout int d[16]) {
 // Intra_16x16 DC: forward Hadamard (halved, rounded), quantised levels in raster order.
 void quantLumaDC(inout int d[16], int qp) {
     hadamard4x4(d);
-    int qbits = 16 + qp / 6, mf = MF[(qp % 6) * 3];
+    int qbits = 16 + qp / 6, mf = mfRow(qp % 6).x;
     int f = ((1 << qbits) / 3);
     for (int i = 0; i < 16; i++) {
         int c = (d[i] + (d[i] < 0 ? -1 : 1)) / 2;   // (H W H) / 2, rounded away from zero
@@ -158,7 +173,7 @@ void quantLumaDC(inout int d[16], int qp) {
 // Intra_16x16 DC levels (raster order) → the DC of each 4×4 block (8.5.10).
 void dequantLumaDC(inout int d[16], int qp) {
     hadamard4x4(d);
-    int scale = 16 * V[(qp % 6) * 3];
+    int scale = 16 * vRow(qp % 6).x;
     for (int i = 0; i < 16; i++) {
         if (qp >= 36) d[i] = (d[i] * scale) << (qp / 6 - 6);
         else d[i] = (d[i] * scale + (1 << (5 - qp / 6))) >> (6 - qp / 6);
@@ -169,7 +184,7 @@ void dequantLumaDC(inout int d[16], int qp) {
 void quantChromaDC(inout int d[4], int qp, bool intra) {
     int a = d[0], b = d[1], c = d[2], e = d[3];
     d[0] = a + b + c + e; d[1] = a - b + c - e; d[2] = a + b - c - e; d[3] = a - b - c + e;
-    int qbits = 16 + qp / 6, mf = MF[(qp % 6) * 3];
+    int qbits = 16 + qp / 6, mf = mfRow(qp % 6).x;
     int f = intra ? (1 << qbits) / 3 : (1 << qbits) / 6;
     for (int i = 0; i < 4; i++) {
         int q = (abs(d[i]) * mf + f) >> qbits;
@@ -181,7 +196,7 @@ void quantChromaDC(inout int d[4], int qp, bool intra) {
 void dequantChromaDC(inout int d[4], int qp) {
     int a = d[0], b = d[1], c = d[2], e = d[3];
     int f0 = a + b + c + e, f1 = a - b + c - e, f2 = a + b - c - e, f3 = a - b - c + e;
-    int scale = 16 * V[(qp % 6) * 3];
+    int scale = 16 * vRow(qp % 6).x;
     d[0] = ((f0 * scale) << (qp / 6)) >> 5; d[1] = ((f1 * scale) << (qp / 6)) >> 5;
     d[2] = ((f2 * scale) << (qp / 6)) >> 5; d[3] = ((f3 * scale) << (qp / 6)) >> 5;
 }

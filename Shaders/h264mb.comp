@@ -65,7 +65,7 @@ shared uint sBestC;
 shared int sScore[24];
 
 // Run lengths → decimation score of a lone ±1 level after that many zeros.
-const int DECIMATE4[16] = int[16](3, 2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+int decimateWeight(int run) { return run == 0 ? 3 : (run < 3 ? 2 : (run < 6 ? 1 : 0)); }
 #endif
 #endif
 #ifdef SEARCH
@@ -76,8 +76,9 @@ shared uint sBestCost;
 shared ivec2 sBestMV;
 shared int sPhase;
 shared int sRound;
-const ivec2 DIAMOND[4] = ivec2[4](ivec2(0, -1), ivec2(-1, 0), ivec2(1, 0), ivec2(0, 1));
-const ivec2 DIAGONAL[4] = ivec2[4](ivec2(-1, -1), ivec2(1, -1), ivec2(-1, 1), ivec2(1, 1));
+// Candidate k of a diamond round: (0, -1), (-1, 0), (1, 0), (0, 1); of the diagonal round: (±1, ±1).
+ivec2 diamond(int k) { return ivec2(k == 1 ? -1 : (k == 2 ? 1 : 0), k == 0 ? -1 : (k == 3 ? 1 : 0)); }
+ivec2 diagonal(int k) { return ivec2((k & 1) != 0 ? 1 : -1, k >= 2 ? 1 : -1); }
 #elif !defined(INTER)
 // Intra_4x4: this macroblock's luma reconstruction block by block, the
 // current block's neighbours (top 0-3, top right 4-7, left 8-11, corner
@@ -269,7 +270,7 @@ struct Blk4 { int x0; int y0; bool hasT; bool hasL; bool hasTR; bool readTR; boo
 
 Blk4 blk4(int b) {
     Blk4 k;
-    int bx = BLK_X[b], by = BLK_Y[b];
+    int bx = blkX(b), by = blkY(b);
     bool hasTop = mbY > 0, hasLeft = mbX > 0;
     k.x0 = bx * 4; k.y0 = by * 4;
     k.hasT = by > 0 || hasTop;
@@ -343,8 +344,16 @@ int pred4(int m, int x, int y, bool hasT, bool hasL) {
     return (E(-1, k) + 2 * E(-1, k + 1) + E(-1, k + 2) + 2) >> 2;
 }
 
-// The forward core transform's matrix (rows: frequencies).
-const int CF[16] = int[16](1, 1, 1, 1, 2, 1, -1, -2, 1, -1, -1, 1, 1, -2, 2, -1);
+// Entry (u, k) of the forward core transform's matrix (rows u: frequencies):
+// (1, 1, 1, 1), (2, 1, -1, -2), (1, -1, -1, 1), (1, -2, 2, -1).
+int cf(int u, int k) {
+    if (u == 0) return 1;
+    bool outer = k == 0 || k == 3;
+    if (u == 2) return outer ? 1 : -1;
+    int s = k < 2 ? 1 : -1;
+    if (u == 1) return outer ? 2 * s : s;
+    return outer ? s : -2 * s;
+}
 
 // Intra_4x4 mode of block `blk` of macroblock `m` as its record holds it; 2 (DC) when it is not Intra_4x4.
 int recordMode(int m, int blk) {
@@ -494,7 +503,7 @@ void main() {
                 c = clamp(c, ivec2(-RANGE), ivec2(RANGE));
                 valid = k < 6;
             } else {
-                ivec2 d = sPhase == 0 ? DIAMOND[t] : DIAGONAL[t];
+                ivec2 d = sPhase == 0 ? diamond(t) : diagonal(t);
                 c = sBestMV + d;
                 valid = all(lessThanEqual(abs(c), ivec2(RANGE)));
             }
@@ -739,7 +748,7 @@ void main() {
                 // Coefficient (u, v) = lt: the core transform as a matrix product (exact).
                 int u = lt >> 2, v = lt & 3, c = 0;
                 for (int y = 0; y < 4; y++)
-                    for (int x = 0; x < 4; x++) c += CF[u * 4 + y] * CF[v * 4 + x] * sRes4[slot * 16 + y * 4 + x];
+                    for (int x = 0; x < 4; x++) c += cf(u, y) * cf(v, x) * sRes4[slot * 16 + y * 4 + x];
                 int l = quantWith(q4, c, lt);
                 sLevels[b * 16 + lt] = l;
                 sCoef4[slot * 16 + lt] = dequantWith(q4, l, lt);
@@ -802,8 +811,8 @@ void main() {
     if (t < 24 && !(i4 && t < 16)) {
         int r[16];
         bool luma = t < 16;
-        int bx = luma ? BLK_X[t] * 4 : ((t - 16) & 1) * 4;
-        int by = luma ? BLK_Y[t] * 4 : (((t - 16) >> 1) & 1) * 4;
+        int bx = luma ? blkX(t) * 4 : ((t - 16) & 1) * 4;
+        int by = luma ? blkY(t) * 4 : (((t - 16) >> 1) & 1) * 4;
         int c = (t - 16) >> 2;
         for (int i = 0; i < 16; i++) {
             int x = bx + (i & 3), y = by + (i >> 2);
@@ -811,7 +820,7 @@ void main() {
         }
         forward4x4(r);
         bool dcApart = !luma || intra;
-        if (luma && intra) sDC[BLK_Y[t] * 4 + BLK_X[t]] = r[0];
+        if (luma && intra) sDC[blkY(t) * 4 + blkX(t)] = r[0];
         if (!luma) sDC[t] = r[0];
         int count = 0;
         Quantiser q = quantiser(luma ? qp : qpc, deadzone);
@@ -832,11 +841,11 @@ void main() {
         int score = 0, run = 0;
         bool big = false;
         for (int zi = 0; zi < 16; zi++) {
-            int l = r[ZIGZAG[zi]];
+            int l = r[zigzag(zi)];
             if (zi == 0 && !luma) continue;
             if (l == 0) { run++; continue; }
             if (abs(l) > 1) big = true;
-            score += DECIMATE4[run];
+            score += decimateWeight(run);
             run = 0;
         }
         sScore[t] = big ? 9 : score;
@@ -901,11 +910,11 @@ void main() {
         int d[16];
         Quantiser q = quantiser(luma ? qp : qpc, 1);
         for (int i = 0; i < 16; i++) d[i] = dequantWith(q, sLevels[t * 16 + i], i);
-        if (luma && intra) d[0] = sDC[BLK_Y[t] * 4 + BLK_X[t]];
+        if (luma && intra) d[0] = sDC[blkY(t) * 4 + blkX(t)];
         if (!luma) d[0] = sDC[t];
         inverse4x4(d);
         if (luma) {
-            int bx = BLK_X[t] * 4, by = BLK_Y[t] * 4;
+            int bx = blkX(t) * 4, by = blkY(t) * 4;
             for (int y = 0; y < 4; y++) {
                 uint word = 0u;
                 for (int x = 0; x < 4; x++) {
@@ -943,12 +952,12 @@ void main() {
     if (t < 24) {
         int word = t < 16 ? MB_LUMA + t * 8 : MB_CHROMAAC + (t - 16) * 8;
         for (int k = 0; k < 8; k++) {
-            int lo = sLevels[t * 16 + ZIGZAG[2 * k]], hi = sLevels[t * 16 + ZIGZAG[2 * k + 1]];
+            int lo = sLevels[t * 16 + zigzag(2 * k)], hi = sLevels[t * 16 + zigzag(2 * k + 1)];
             mbs[rec + word + k] = (uint(lo) & 0xffffu) | (uint(hi) << 16);
         }
     } else if (t < 32) {
         int k = t - 24;   // luma DC words 0-7, zig-zag order
-        int lo = sDCLevels[ZIGZAG[2 * k]], hi = sDCLevels[ZIGZAG[2 * k + 1]];
+        int lo = sDCLevels[zigzag(2 * k)], hi = sDCLevels[zigzag(2 * k + 1)];
         uint w = intra ? ((uint(lo) & 0xffffu) | (uint(hi) << 16)) : 0u;
 #ifndef INTER
         // Intra_4x4: the blocks' modes, four bits each, in the first two words.
