@@ -40,6 +40,10 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 #define RANGE 255
 // Intra in P pictures: its cost (Intra_16x16's SAD, or Intra_4x4's) plus this many lambdas must beat P's.
 #define INTRA_BIAS 12
+// Intra is not tried in P pictures where P costs at most this many lambdas
+// (on three clips 32 made the same choices as 12 but a few, 64 cost 3 % more
+// bits on one).
+#define INTRA_GATE 32
 // Intra_4x4 against Intra_16x16: its SADs and mode bits plus this many
 // lambdas must be lower (on three clips 16 beat 4, 8, 12, 20 and 24).
 #define I4_EXTRA 16
@@ -144,29 +148,6 @@ int seBits(int v) {
     return 2 * findMSB(k) + 1;
 }
 
-// The SAD of row `row` of the macroblock (`cur`) against the reference
-// displaced by `d`: whole words realigned where the row lies inside the
-// picture, else sample by sample, clamped as the standard's prediction is.
-int rowSAD(int cur[16], int row, ivec2 d) {
-    int x0 = mbX * 16 + d.x, y = clamp(mbY * 16 + row + d.y, 0, u_size.w * 16 - 1);
-    int s = 0;
-    if (x0 >= 0 && x0 + 16 <= u_size.z * 16) {
-        int o = y * u_layout.z + x0;
-        int i = o >> 2;
-        uint sh = uint(8 * (o & 3));
-        uint w0 = ref[i], w1 = ref[i + 1], w2 = ref[i + 2], w3 = ref[i + 3];
-        // The fifth word only when the row is not word aligned (then it lies inside the row).
-        uint w4 = sh == 0u ? 0u : ref[i + 4];
-        uvec4 a = sh == 0u ? uvec4(w0, w1, w2, w3)
-                           : (uvec4(w0, w1, w2, w3) >> sh) | (uvec4(w1, w2, w3, w4) << (32u - sh));
-        for (int k = 0; k < 4; k++)
-            for (int b = 0; b < 4; b++) s += abs(cur[k * 4 + b] - int(readByte(a[k], b)));
-    } else {
-        for (int x = 0; x < 16; x++) s += abs(cur[x] - refY(x0 + x, y));
-    }
-    return s;
-}
-
 // Four samples of the reference at (x, y)..(x + 3, y) packed in a word, read
 // as whole words where they lie inside the picture, else clamped one by one.
 uint refWord(int x, int y) {
@@ -180,6 +161,39 @@ uint refWord(int x, int y) {
     uint w = 0u;
     for (int k = 0; k < 4; k++) w |= uint(refY(x + k, y)) << uint(8 * k);
     return w;
+}
+
+// The SAD of the four samples packed in each of two words.
+int sad4(uint a, uint b) {
+    return abs(int(a & 255u) - int(b & 255u)) + abs(int((a >> 8) & 255u) - int((b >> 8) & 255u))
+         + abs(int((a >> 16) & 255u) - int((b >> 16) & 255u)) + abs(int(a >> 24) - int(b >> 24));
+}
+
+// Four samples of row `row` of this macroblock's source from column x, packed in a word.
+uint curWord(int row, int x) {
+    int o = row * 16 + x;
+    return uint(sCur[o]) | (uint(sCur[o + 1]) << 8) | (uint(sCur[o + 2]) << 16) | (uint(sCur[o + 3]) << 24);
+}
+
+// The SAD of row `row` of the macroblock (`cur`, its 16 samples packed in
+// four words) against the reference displaced by `d`: whole words realigned
+// where the row lies inside the picture, else word by word as refWord reads
+// them. No array indexed by a variable: NVIDIA keeps those in local memory.
+int rowSAD(uvec4 cur, int row, ivec2 d) {
+    int x0 = mbX * 16 + d.x, y = clamp(mbY * 16 + row + d.y, 0, u_size.w * 16 - 1);
+    if (x0 >= 0 && x0 + 16 <= u_size.z * 16) {
+        int o = y * u_layout.z + x0;
+        int i = o >> 2;
+        uint sh = uint(8 * (o & 3));
+        uint w0 = ref[i], w1 = ref[i + 1], w2 = ref[i + 2], w3 = ref[i + 3];
+        // The fifth word only when the row is not word aligned (then it lies inside the row).
+        uint w4 = sh == 0u ? 0u : ref[i + 4];
+        uvec4 a = sh == 0u ? uvec4(w0, w1, w2, w3)
+                           : (uvec4(w0, w1, w2, w3) >> sh) | (uvec4(w1, w2, w3, w4) << (32u - sh));
+        return sad4(cur.x, a.x) + sad4(cur.y, a.y) + sad4(cur.z, a.z) + sad4(cur.w, a.w);
+    }
+    return sad4(cur.x, refWord(x0, y)) + sad4(cur.y, refWord(x0 + 4, y)) + sad4(cur.z, refWord(x0 + 8, y))
+         + sad4(cur.w, refWord(x0 + 12, y));
 }
 
 ivec2 prevVector(int x, int y) {
@@ -408,7 +422,7 @@ void main() {
         if (mbY + 1 < u_size.w && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
     }
     uint bias = uint(INTRA_BIAS * u_code.z);
-    if (interCost <= bias) live = false;
+    if (interCost <= uint(INTRA_GATE * u_code.z)) live = false;
 #endif
     if (live) {
 #endif
@@ -460,9 +474,8 @@ void main() {
     barrier();
     if (t < 48) {
         int k = t >> 4, row = t & 15;
-        int cur[16];
-        for (int x = 0; x < 16; x++) cur[x] = sCur[row * 16 + x];
-        atomicAdd(sSad[k], uint(rowSAD(cur, row, cand[k])));
+        uvec4 cur = uvec4(curWord(row, 0), curWord(row, 4), curWord(row, 8), curWord(row, 12));
+        atomicAdd(sSad[k], uint(rowSAD(cur, row, k == 0 ? cand[0] : (k == 1 ? cand[1] : cand[2]))));
     }
     barrier();
     if (t == 0) {
@@ -484,8 +497,7 @@ void main() {
     // (a row each) per candidate.
     // Each invocation sums one row of the macroblock, always the same: it keeps that row of the source.
     barrier();
-    int cur[16];
-    for (int x = 0; x < 16; x++) cur[x] = sCur[(t & 15) * 16 + x];
+    uvec4 cur = uvec4(curWord(t & 15, 0), curWord(t & 15, 4), curWord(t & 15, 8), curWord(t & 15, 12));
     int round = 0;
     for (;;) {
         if (t < 4) {
