@@ -85,10 +85,16 @@ ivec2 diamond(int k) { return ivec2(k == 1 ? -1 : (k == 2 ? 1 : 0), k == 0 ? -1 
 ivec2 diagonal(int k) { return ivec2((k & 1) != 0 ? 1 : -1, k >= 2 ? 1 : -1); }
 #elif !defined(INTER)
 // Intra_4x4: this macroblock's luma reconstruction block by block, the
-// current block's neighbours (top 0-3, top right 4-7, left 8-11, corner
-// 12), its residual, dequantised coefficients and half-inverse, the modes.
+// current block's prediction line (below), its residual, dequantised
+// coefficients and half-inverse, the modes.
 shared int sRec4[256];
-shared int sEdge[26];
+// Each wave slot's Intra_4x4 prediction line (predIndex): e[j], F3[j], F2[j], DC.
+#define LINE4 37
+#define LE 4     // e[j], j -4..8, at LE + j
+#define LF3 17   // F3[j], j -4..8, at LF3 + j
+#define LF2 30   // F2[j], j -4..5, at LF2 + j
+#define LDC 36
+shared int sLine[2 * LINE4];
 shared int sRes4[32];
 shared int sCoef4[32];
 shared int sHalf4[32];
@@ -303,59 +309,63 @@ bool mode4OK(int m, int b, Blk4 k) {
         || ((m == 4 || m == 5 || m == 6) && k.hasT && k.hasL && k.readZ);
 }
 
-// The wave slot whose neighbours (sEdge) E() reads.
-int gSlot = 0;
+// Intra_4x4 prediction (8.3.1.2) through a line of each wave slot's block:
+// its neighbours e[j] (j = 0 the corner p[-1, -1], 1 to 8 the top row
+// p[j - 1, -1], -1 to -4 the left column p[-1, -j - 1]), their three-tap
+// filter F3[j] = (e[j - 1] + 2 e[j] + e[j + 1] + 2) >> 2 (e[9] = e[8],
+// e[-5] = e[-4]), their two-tap average F2[j] = (e[j] + e[j + 1] + 1) >> 1
+// and the DC value. Every sample of every mode is one entry of the line
+// (predIndex), so a prediction is one shared-memory read.
+// (The line's layout: LINE4, LE, LF3, LF2, LDC, by the shared arrays.)
 
-// Intra_4x4 (8.3.1.2): p[x, -1] (x = -1 the corner) or p[-1, y] of the current block.
-int E(int x, int y) {
-    int j = y < 0 ? (x < 0 ? 12 : x) : 8 + y;
-    return sEdge[gSlot * 13 + j];
+// e[j] of the block (j clamped to -4..8), from this macroblock's
+// reconstruction so far or the neighbours' (sTop, sLeft, sCorner); 0 where
+// the sample may not be read (no mode that reads it is allowed).
+int edge4(int j, Blk4 k, int bx, int by) {
+    j = clamp(j, -4, 8);
+    if (j > 0) {
+        int i = j - 1;
+        if (i >= 4 && !k.readTR) i = 3;   // top right not available: p[3, -1] instead
+        if (!k.hasT) return 0;
+        return by > 0 ? sRec4[(k.y0 - 1) * 16 + k.x0 + i] : sTop[k.x0 + i];
+    }
+    if (j < 0) {
+        int i = -j - 1;
+        if (!k.hasL) return 0;
+        return bx > 0 ? sRec4[(k.y0 + i) * 16 + k.x0 - 1] : sLeft[k.y0 + i];
+    }
+    if (!k.readZ) return 0;
+    if (bx > 0 && by > 0) return sRec4[(k.y0 - 1) * 16 + k.x0 - 1];
+    if (by > 0) return sLeft[k.y0 - 1];
+    if (bx > 0) return sTop[k.x0 - 1];
+    return sCorner[0];
 }
 
-// Sample (x, y) of the block predicted in `mode` (0-8, Table 8-2).
-int pred4(int m, int x, int y, bool hasT, bool hasL) {
-    if (m == 0) return E(x, -1);
-    if (m == 1) return E(-1, y);
-    if (m == 2) {
-        int st = E(0, -1) + E(1, -1) + E(2, -1) + E(3, -1), sl = E(-1, 0) + E(-1, 1) + E(-1, 2) + E(-1, 3);
-        if (hasT && hasL) return (st + sl + 4) >> 3;
-        if (hasL) return (sl + 2) >> 2;
-        if (hasT) return (st + 2) >> 2;
-        return 128;
-    }
-    if (m == 3) {
-        if (x == 3 && y == 3) return (E(6, -1) + 3 * E(7, -1) + 2) >> 2;
-        return (E(x + y, -1) + 2 * E(x + y + 1, -1) + E(x + y + 2, -1) + 2) >> 2;
-    }
-    if (m == 4) {
-        if (x > y) return (E(x - y - 2, -1) + 2 * E(x - y - 1, -1) + E(x - y, -1) + 2) >> 2;
-        if (x < y) return (E(-1, y - x - 2) + 2 * E(-1, y - x - 1) + E(-1, y - x) + 2) >> 2;
-        return (E(0, -1) + 2 * E(-1, -1) + E(-1, 0) + 2) >> 2;
-    }
+// Where sample (x, y) of the block predicted in mode m (0-8, Table 8-2) lies in its line.
+int predIndex(int m, int x, int y) {
+    if (m == 0) return LE + x + 1;
+    if (m == 1) return LE - y - 1;
+    if (m == 2) return LDC;
+    if (m == 3) return LF3 + x + y + 2;
+    if (m == 4) return LF3 + x - y;
     if (m == 5) {
         int z = 2 * x - y, k = x - (y >> 1);
-        if (z >= 0 && (z & 1) == 0) return (E(k - 1, -1) + E(k, -1) + 1) >> 1;
-        if (z >= 0) return (E(k - 2, -1) + 2 * E(k - 1, -1) + E(k, -1) + 2) >> 2;
-        if (z == -1) return (E(-1, 0) + 2 * E(-1, -1) + E(0, -1) + 2) >> 2;
-        return (E(-1, y - 1) + 2 * E(-1, y - 2) + E(-1, y - 3) + 2) >> 2;
+        if (z >= 0) return (z & 1) == 0 ? LF2 + k : LF3 + k;
+        return z == -1 ? LF3 : LF3 + 1 - y;
     }
     if (m == 6) {
         int z = 2 * y - x, k = y - (x >> 1);
-        if (z >= 0 && (z & 1) == 0) return (E(-1, k - 1) + E(-1, k) + 1) >> 1;
-        if (z >= 0) return (E(-1, k - 2) + 2 * E(-1, k - 1) + E(-1, k) + 2) >> 2;
-        if (z == -1) return (E(-1, 0) + 2 * E(-1, -1) + E(0, -1) + 2) >> 2;
-        return (E(x - 1, -1) + 2 * E(x - 2, -1) + E(x - 3, -1) + 2) >> 2;
+        if (z >= 0) return (z & 1) == 0 ? LF2 - k - 1 : LF3 - k;
+        return z == -1 ? LF3 : LF3 + x - 1;
     }
     if (m == 7) {
         int k = x + (y >> 1);
-        if ((y & 1) == 0) return (E(k, -1) + E(k + 1, -1) + 1) >> 1;
-        return (E(k, -1) + 2 * E(k + 1, -1) + E(k + 2, -1) + 2) >> 2;
+        return (y & 1) == 0 ? LF2 + k + 1 : LF3 + k + 2;
     }
     int z = x + 2 * y, k = y + (x >> 1);
-    if (z > 5) return E(-1, 3);
-    if (z == 5) return (E(-1, 2) + 3 * E(-1, 3) + 2) >> 2;
-    if ((z & 1) == 0) return (E(-1, k) + E(-1, k + 1) + 1) >> 1;
-    return (E(-1, k) + 2 * E(-1, k + 1) + E(-1, k + 2) + 2) >> 2;
+    if (z > 5) return LE - 4;
+    if (z == 5) return LF3 - 4;
+    return (z & 1) == 0 ? LF2 - k - 2 : LF3 - k - 2;
 }
 
 // Entry (u, k) of the forward core transform's matrix (rows u: frequencies):
@@ -701,8 +711,7 @@ void main() {
         // The blocks in waves w = x + 2y (ten): a block's left, top, top-right
         // and top-left neighbours are in earlier waves, so the one or two
         // blocks of a wave are worked out together, 32 invocations each.
-        int slot = t >> 5, lt = t & 31;
-        gSlot = slot;
+        int slot = t >> 5, lt = t & 31, line = slot * LINE4;
         for (int w = 0; w < 10; w++) {
             int byLo = max(0, (w - 2) / 2), byHi = min(3, w / 2);
             int by = byLo + slot, bx = w - 2 * by;
@@ -711,23 +720,21 @@ void main() {
             Blk4 k = blk4(b);
             int x0 = k.x0, y0 = k.y0;
             bool hasT = k.hasT, hasL = k.hasL;
-            // Its neighbours: from this macroblock's reconstruction so far, or the neighbours' (sTop, sLeft, sCorner).
+            // Its prediction line: e on invocations 0-12 (and F2 on 0-9), F3 on 13-25, DC on 26.
             if (here && lt < 13) {
-                int v = 0;
-                if (lt < 8) {
-                    int j = (lt < 4 || k.readTR) ? lt : 3;
-                    if (hasT) v = by > 0 ? sRec4[(y0 - 1) * 16 + x0 + j] : sTop[x0 + j];
-                } else if (lt < 12) {
-                    if (hasL) v = bx > 0 ? sRec4[(y0 + lt - 8) * 16 + x0 - 1] : sLeft[y0 + lt - 8];
-                } else if (k.readZ) {
-                    if (bx > 0 && by > 0) v = sRec4[(y0 - 1) * 16 + x0 - 1];
-                    else if (by > 0) v = sLeft[y0 - 1];
-                    else if (bx > 0) v = sTop[x0 - 1];
-                    else v = sCorner[0];
-                }
-                sEdge[slot * 13 + lt] = v;
-            } else if (lt >= 13 && lt < 22) {
-                sSad4[slot * 9 + lt - 13] = 0u;
+                int j = lt - 4, e = edge4(j, k, bx, by);
+                sLine[line + LE + j] = e;
+                if (j <= 5) sLine[line + LF2 + j] = (e + edge4(j + 1, k, bx, by) + 1) >> 1;
+            } else if (here && lt < 26) {
+                int j = lt - 17;
+                sLine[line + LF3 + j] = (edge4(j - 1, k, bx, by) + 2 * edge4(j, k, bx, by) + edge4(j + 1, k, bx, by) + 2) >> 2;
+            } else if (here && lt == 26) {
+                int st = 0, sl = 0;
+                for (int i = 1; i <= 4; i++) { st += edge4(i, k, bx, by); sl += edge4(-i, k, bx, by); }
+                sLine[line + LDC] = hasT && hasL ? (st + sl + 4) >> 3 : (hasL ? (sl + 2) >> 2 : (hasT ? (st + 2) >> 2 : 128));
+            } else if (lt >= 27) {
+                sSad4[slot * 9 + (lt - 27) * 2] = 0u;
+                if (lt < 31) sSad4[slot * 9 + (lt - 27) * 2 + 1] = 0u;
             }
             barrier();
             // Each mode's SAD, 144 (mode, sample) pairs over the block's invocations.
@@ -735,7 +742,7 @@ void main() {
                 for (int p = lt; p < 144; p += 32) {
                     int m = p >> 4, i = p & 15;
                     if (mode4OK(m, b, k))
-                        atomicAdd(sSad4[slot * 9 + m], uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - pred4(m, i & 3, i >> 2, hasT, hasL))));
+                        atomicAdd(sSad4[slot * 9 + m], uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - sLine[line + predIndex(m, i & 3, i >> 2)])));
                 }
             }
             barrier();
@@ -751,7 +758,7 @@ void main() {
             }
             int mode = int(best & 15u);
             if (here && lt < 16) {
-                int p = pred4(mode, lt & 3, lt >> 2, hasT, hasL);
+                int p = sLine[line + predIndex(mode, lt & 3, lt >> 2)];
                 sRes4[slot * 16 + lt] = sCur[(y0 + (lt >> 2)) * 16 + x0 + (lt & 3)] - p;
             }
             if (here && lt == 16) { sModes[b] = mode; atomicAdd(sCost4, best >> 4); }
@@ -781,12 +788,11 @@ void main() {
                 int f0 = sHalf4[o + col], f1 = sHalf4[o + 4 + col], f2 = sHalf4[o + 8 + col], f3 = sHalf4[o + 12 + col];
                 int e0 = f0 + f2, e1 = f0 - f2, e2 = (f1 >> 1) - f3, e3 = f1 + (f3 >> 1);
                 int r = row == 0 ? e0 + e3 : (row == 1 ? e1 + e2 : (row == 2 ? e1 - e2 : e0 - e3));
-                int p = pred4(mode, col, row, hasT, hasL);
+                int p = sLine[line + predIndex(mode, col, row)];
                 sRec4[(y0 + row) * 16 + x0 + col] = clamp(p + ((r + 32) >> 6), 0, 255);
             }
             barrier();
         }
-        gSlot = 0;
     }
     uint cost4 = exact4 ? sCost4 : 0xffffffffu;
 #else
