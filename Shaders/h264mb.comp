@@ -84,9 +84,8 @@ shared int sRound;
 ivec2 diamond(int k) { return ivec2(k == 1 ? -1 : (k == 2 ? 1 : 0), k == 0 ? -1 : (k == 3 ? 1 : 0)); }
 ivec2 diagonal(int k) { return ivec2((k & 1) != 0 ? 1 : -1, k >= 2 ? 1 : -1); }
 #elif !defined(INTER)
-// Intra_4x4: this macroblock's luma reconstruction block by block, the
-// current block's prediction line (below), its residual, dequantised
-// coefficients and half-inverse, the modes.
+// Intra_4x4: this macroblock's luma reconstruction block by block, each
+// wave slot's SADs by mode, the modes.
 shared int sRec4[256];
 // Each wave slot's Intra_4x4 prediction line (predIndex): e[j], F3[j], F2[j], DC.
 #define LINE4 37
@@ -95,9 +94,6 @@ shared int sRec4[256];
 #define LF2 30   // F2[j], j -4..5, at LF2 + j
 #define LDC 36
 shared int sLine[2 * LINE4];
-shared int sRes4[32];
-shared int sCoef4[32];
-shared int sHalf4[32];
 shared uint sSad4[18];
 shared int sNbrMode[8];
 shared uint sCost4;
@@ -368,16 +364,6 @@ int predIndex(int m, int x, int y) {
     return (z & 1) == 0 ? LF2 - k - 2 : LF3 - k - 2;
 }
 
-// Entry (u, k) of the forward core transform's matrix (rows u: frequencies):
-// (1, 1, 1, 1), (2, 1, -1, -2), (1, -1, -1, 1), (1, -2, 2, -1).
-int cf(int u, int k) {
-    if (u == 0) return 1;
-    bool outer = k == 0 || k == 3;
-    if (u == 2) return outer ? 1 : -1;
-    int s = k < 2 ? 1 : -1;
-    if (u == 1) return outer ? 2 * s : s;
-    return outer ? s : -2 * s;
-}
 
 // Intra_4x4 mode of block `blk` of macroblock `m` as its record holds it; 2 (DC) when it is not Intra_4x4.
 int recordMode(int m, int blk) {
@@ -698,7 +684,8 @@ void main() {
     // Intra_4x4: the 16 blocks, each predicted from the reconstruction of the
     // blocks before it (SAD plus lambda times its mode's bits), transformed,
     // quantised and reconstructed here as a decoder will, in ten waves of one
-    // or two blocks (32 invocations a block). Samples of macroblocks written in the same
+    // or two blocks (32 invocations a block for the prediction line and the
+    // modes' SADs, one for the rest: three barriers a wave). Samples of macroblocks written in the same
     // dispatch are not read: the top right macroblock's (block 5's modes 3
     // and 7 left out where it exists) and, in P pictures, the top left's
     // (block 0's modes 4-6).
@@ -746,50 +733,39 @@ void main() {
                 }
             }
             barrier();
-            // The mode a decoder predicts (8.3.1.1), from the neighbours as they are now; the cheapest mode.
-            int predMode = 2;
-            if (here && hasT && hasL)
-                predMode = min(bx > 0 ? sModes[blkIndex(bx - 1, by)] : sNbrMode[by],
-                               by > 0 ? sModes[blkIndex(bx, by - 1)] : sNbrMode[4 + bx]);
-            uint best = 0xffffffffu;
-            for (int m = 0; m < 9; m++) {
-                if (!mode4OK(m, b, k)) continue;
-                best = min(best, ((sSad4[slot * 9 + m] + (m == predMode ? 1u : 4u) * uint(u_code.z)) << 4) | uint(m));
-            }
-            int mode = int(best & 15u);
-            if (here && lt < 16) {
-                int p = sLine[line + predIndex(mode, lt & 3, lt >> 2)];
-                sRes4[slot * 16 + lt] = sCur[(y0 + (lt >> 2)) * 16 + x0 + (lt & 3)] - p;
-            }
-            if (here && lt == 16) { sModes[b] = mode; atomicAdd(sCost4, best >> 4); }
-            barrier();
-            if (here && lt < 16) {
-                // Coefficient (u, v) = lt: the core transform as a matrix product (exact).
-                int u = lt >> 2, v = lt & 3, c = 0;
-                for (int y = 0; y < 4; y++)
-                    for (int x = 0; x < 4; x++) c += cf(u, y) * cf(v, x) * sRes4[slot * 16 + y * 4 + x];
-                int l = quantWith(q4, c, lt);
-                sLevels[b * 16 + lt] = l;
-                sCoef4[slot * 16 + lt] = dequantWith(q4, l, lt);
-                if (l != 0) atomicAdd(sNNZ[b], 1);
-            }
-            barrier();
-            if (here && lt < 16) {
-                // Inverse (8.5.12.2), rows: output j of row i.
-                int i = lt >> 2, j = lt & 3, o = slot * 16 + i * 4;
-                int d0 = sCoef4[o], d1 = sCoef4[o + 1], d2 = sCoef4[o + 2], d3 = sCoef4[o + 3];
-                int e0 = d0 + d2, e1 = d0 - d2, e2 = (d1 >> 1) - d3, e3 = d1 + (d3 >> 1);
-                sHalf4[slot * 16 + lt] = j == 0 ? e0 + e3 : (j == 1 ? e1 + e2 : (j == 2 ? e1 - e2 : e0 - e3));
-            }
-            barrier();
-            if (here && lt < 16) {
-                // Columns, then the prediction added.
-                int row = lt >> 2, col = lt & 3, o = slot * 16;
-                int f0 = sHalf4[o + col], f1 = sHalf4[o + 4 + col], f2 = sHalf4[o + 8 + col], f3 = sHalf4[o + 12 + col];
-                int e0 = f0 + f2, e1 = f0 - f2, e2 = (f1 >> 1) - f3, e3 = f1 + (f3 >> 1);
-                int r = row == 0 ? e0 + e3 : (row == 1 ? e1 + e2 : (row == 2 ? e1 - e2 : e0 - e3));
-                int p = sLine[line + predIndex(mode, col, row)];
-                sRec4[(y0 + row) * 16 + x0 + col] = clamp(p + ((r + 32) >> 6), 0, 255);
+            // One invocation a block codes it: the mode a decoder predicts
+            // (8.3.1.1, from the neighbours as they are now), the cheapest
+            // mode, then its residual transformed, quantised and
+            // reconstructed as a decoder will, in registers.
+            if (here && lt == 0) {
+                int predMode = 2;
+                if (hasT && hasL)
+                    predMode = min(bx > 0 ? sModes[blkIndex(bx - 1, by)] : sNbrMode[by],
+                                   by > 0 ? sModes[blkIndex(bx, by - 1)] : sNbrMode[4 + bx]);
+                uint best = 0xffffffffu;
+                for (int m = 0; m < 9; m++) {
+                    if (!mode4OK(m, b, k)) continue;
+                    best = min(best, ((sSad4[slot * 9 + m] + (m == predMode ? 1u : 4u) * uint(u_code.z)) << 4) | uint(m));
+                }
+                int mode = int(best & 15u);
+                sModes[b] = mode;
+                atomicAdd(sCost4, best >> 4);
+                int r[16], p[16];
+                for (int i = 0; i < 16; i++) {
+                    p[i] = sLine[line + predIndex(mode, i & 3, i >> 2)];
+                    r[i] = sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - p[i];
+                }
+                forward4x4(r);
+                int count = 0;
+                for (int i = 0; i < 16; i++) {
+                    int l = quantWith(q4, r[i], i);
+                    sLevels[b * 16 + i] = l;
+                    if (l != 0) count++;
+                    r[i] = dequantWith(q4, l, i);
+                }
+                sNNZ[b] = count;
+                inverse4x4(r);
+                for (int i = 0; i < 16; i++) sRec4[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] = clamp(p[i] + r[i], 0, 255);
             }
             barrier();
         }
