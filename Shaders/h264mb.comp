@@ -63,6 +63,8 @@ shared int sNNZ[24];
 shared int sDC[24];          // luma DC by block position (raster), then Cb, Cr DC
 shared int sDCLevels[24];
 shared int sReconC[128];
+shared uint sBest;
+shared uint sBestC;
 #ifdef INTER
 shared int sScore[24];
 
@@ -201,14 +203,10 @@ ivec2 prevVector(int x, int y) {
     return unpackMV(prevMBs[(y * u_size.z + x) * MB_WORDS + MB_MV]) / 4;
 }
 #else
-// The neighbours' reconstruction read from the picture (i = -1: the
-// corner), the samples sTop, sLeft, sTopC, sLeftC and sCorner hold once
-// loaded: the DC and plane parameters are worked out while those load, one
-// barrier sooner.
-int top(int i) { return picY(mbX * 16 + i, mbY * 16 - 1); }
-int left(int i) { return picY(mbX * 16 - 1, mbY * 16 + i); }
-int topC(int i, int c) { return picC(mbX * 8 + i, mbY * 8 - 1, c); }
-int leftC(int i, int c) { return picC(mbX * 8 - 1, mbY * 8 + i, c); }
+int top(int i) { return i < 0 ? sCorner[0] : sTop[i]; }
+int left(int i) { return i < 0 ? sCorner[0] : sLeft[i]; }
+int topC(int i, int c) { return i < 0 ? sCorner[1 + c] : sTopC[c * 8 + i]; }
+int leftC(int i, int c) { return i < 0 ? sCorner[1 + c] : sLeftC[c * 8 + i]; }
 
 // Intra_16x16 prediction (8.3.3): 0 vertical, 1 horizontal, 2 DC, 3 plane.
 int predictLuma(int mode, int x, int y, int dc, ivec3 plane) {
@@ -220,8 +218,8 @@ int predictLuma(int mode, int x, int y, int dc, ivec3 plane) {
 
 int lumaDC(bool hasTop, bool hasLeft) {
     int s = 0;
-    if (hasTop) for (int i = 0; i < 16; i++) s += top(i);
-    if (hasLeft) for (int i = 0; i < 16; i++) s += left(i);
+    if (hasTop) for (int i = 0; i < 16; i++) s += sTop[i];
+    if (hasLeft) for (int i = 0; i < 16; i++) s += sLeft[i];
     if (hasTop && hasLeft) return (s + 16) >> 5;
     if (hasTop || hasLeft) return (s + 8) >> 4;
     return 128;
@@ -437,6 +435,7 @@ void main() {
 #else
     sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
     sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
+    if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
 #endif
 
 #ifdef SEARCH
@@ -580,28 +579,25 @@ void main() {
         sLeftC[t] = hasLeft ? picC(mbX * 8 - 1, mbY * 8 + i, c) : 0;
     }
     if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
-    // Meanwhile the DC and plane parameters, from the picture, and what the
-    // mode decision and Intra_4x4 add to.
-    bool planes = hasTop && hasLeft && !P_INTRA;
-    if (t < 8) sModeSad[t] = 0u;
-    if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
-    if (t == 16) sDC16 = lumaDC(hasTop, hasLeft);
-    if (t == 17) sPlane = planes ? lumaPlane() : ivec3(0);
-    if (t == 18 || t == 19) sPlaneC[t - 18] = planes ? chromaPlane(t - 18) : ivec3(0);
-    if (t == 20) sCost4 = uint(I4_EXTRA * u_code.z);
     barrier();
-    // Intra_16x16's (cost << 2 | mode) and the chroma mode's.
-    uint best, bestC;
 #ifdef PINTRA4
-    // As the first pass found them.
-    best = (todo >> 3) << 2;
-    bestC = (todo >> 1) & 3u;
+    // Intra_16x16's cost and the chroma mode, as the first pass found them.
+    if (t == 0) { sBest = (todo >> 3) << 2; sBestC = (todo >> 1) & 3u; sCost4 = uint(I4_EXTRA * u_code.z); }
+    if (t < 2) sPlaneC[t] = ivec3(0);
+    if (t < 16) sNNZ[t] = 0;
+    barrier();
     uint cost16 = todo >> 3;
     bool exact4 = true;
 #else
     // Mode decision by SAD: every invocation adds four luma and two chroma
     // samples' differences for every mode; the lowest SAD wins (the lower
-    // mode on a tie). In the same step, Intra_4x4 estimated (below).
+    // mode on a tie).
+    bool planes = hasTop && hasLeft && !P_INTRA;
+    if (t < 8) sModeSad[t] = 0u;
+    if (t == 8) sDC16 = lumaDC(hasTop, hasLeft);
+    if (t == 9) sPlane = planes ? lumaPlane() : ivec3(0);
+    if (t == 10 || t == 11) sPlaneC[t - 10] = planes ? chromaPlane(t - 10) : ivec3(0);
+    barrier();
     {
         uint s0 = 0u, s1 = 0u, s2 = 0u, s3 = 0u;
         int y = t >> 2, dc = sDC16;
@@ -628,6 +624,20 @@ void main() {
         atomicAdd(sModeSad[4], c0); atomicAdd(sModeSad[5], c1); atomicAdd(sModeSad[6], c2);
         if (planes) atomicAdd(sModeSad[7], c3);
     }
+    barrier();
+    if (t == 0) {
+        uint best = 0xffffffffu, bestC = 0xffffffffu;
+        for (int m = 0; m < 4; m++) {
+            bool ok = (m == 0 && hasTop) || (m == 1 && hasLeft) || m == 2 || (m == 3 && planes);
+            if (ok) best = min(best, (sModeSad[m] << 2) | uint(m));
+            bool okC = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && planes);
+            if (okC) bestC = min(bestC, (sModeSad[4 + m] << 2) | uint(m));
+        }
+        sBest = best; sBestC = bestC;
+    }
+    if (t == 0) sCost4 = uint(I4_EXTRA * u_code.z);
+    if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
+    barrier();
 
     // Intra_4x4 estimated first, every block at once in its vertical,
     // horizontal and DC modes (the blocks' neighbours inside the macroblock
@@ -656,23 +666,14 @@ void main() {
         }
     }
     barrier();
-    // Every invocation picks the modes itself.
-    best = 0xffffffffu;
-    bestC = 0xffffffffu;
-    for (int m = 0; m < 4; m++) {
-        bool ok = (m == 0 && hasTop) || (m == 1 && hasLeft) || m == 2 || (m == 3 && planes);
-        if (ok) best = min(best, (sModeSad[m] << 2) | uint(m));
-        bool okC = m == 0 || (m == 1 && hasLeft) || (m == 2 && hasTop) || (m == 3 && planes);
-        if (okC) bestC = min(bestC, (sModeSad[4 + m] << 2) | uint(m));
-    }
     uint estimate4 = uint(I4_EXTRA * u_code.z);
     for (int b = 0; b < 16; b++) estimate4 += sBlk4[b];
-    uint cost16 = best >> 2;
+    uint cost16 = sBest >> 2;
 #ifdef PINTRA
     bool exact4 = estimate4 < cost16 && estimate4 + bias < interCost;
     // The second pass tries Intra_4x4 here.
     if (t == 0 && exact4) {
-        mbs[mb * MB_WORDS + MB_I4TODO] = 1u | ((bestC & 3u) << 1) | (min(cost16, 0x1fffffffu) << 3);
+        mbs[mb * MB_WORDS + MB_I4TODO] = 1u | ((sBestC & 3u) << 1) | (min(cost16, 0x1fffffffu) << 3);
         mbs[mb * MB_WORDS + MB_I4COST] = interCost;
     }
 #else
@@ -782,7 +783,7 @@ void main() {
     // Intra only where it costs less than P by more than the bias.
     if (min(cost16, cost4) + bias < interCost) {
 #endif
-    int lumaMode = int(best & 3u), chromaMode = int(bestC & 3u);
+    int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
     {
         int dc = sDC16;
         ivec3 plane = sPlane;
