@@ -294,11 +294,10 @@ final class ConnectionDeadlines: @unchecked Sendable {
         var due: Double?
     }
     let deadline: Double
-    /// Guards the entries and `running`; the sweeper waits on it between sweeps.
-    private let lock = NSCondition()
+    private let lock = NSLock()
     private var entries: [OpaquePointer: Entry] = [:]
-    private var running = false
-    private var sweeper: Thread?
+    /// The sweeper sleeps on it between sweeps; `stop` ends it at once.
+    private let stopSignal = StopSignal()
 
     init(deadline: Double) { self.deadline = deadline }
 
@@ -319,25 +318,19 @@ final class ConnectionDeadlines: @unchecked Sendable {
     }
 
     func start() {
-        lock.withLock { running = true }
         let t = Thread { [self] in
-            lock.lock()
-            while running {
-                lock.unlock()
+            // A sweep, then until the next is due, or at once when stop() is called.
+            while !stopSignal.isStopped {
                 sweep()
-                lock.lock()
-                // Until the next sweep is due, or at once when stop() is called.
-                if running { _ = lock.wait(until: Date(timeIntervalSinceNow: min(0.5, deadline / 4))) }
+                guard stopSignal.sleep(min(0.5, deadline / 4)) else { break }
             }
-            lock.unlock()
         }
         t.name = "http-deadlines"
-        sweeper = t
         t.start()
     }
 
     func stop() {
-        lock.withLock { running = false; lock.broadcast() }
+        stopSignal.stop()
         let left = lock.withLock { () -> [Int32] in defer { entries = [:] }; return entries.values.map(\.socket) }
         for s in left where s >= 0 { close(s) }
     }

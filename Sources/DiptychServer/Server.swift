@@ -20,6 +20,8 @@ public final class Server: @unchecked Sendable {
     private var responses: [Int: Int] = [:]
     /// Left when the calibration take has ended (shutdown waits for it).
     private let calibrating = DispatchGroup()
+    /// The cost sampler sleeps on it between samples; shutdown ends it.
+    private let sampling = StopSignal()
     /// systemd's notification socket, where systemd started the server.
     private let systemd: SystemdNotifier?
 
@@ -87,7 +89,7 @@ public final class Server: @unchecked Sendable {
         // systemd hears READY=1 when calibration has ended (either way: a
         // failed calibration is the status, and /readyz says it), and a
         // watchdog ping with each cost sample.
-        let gpu = options.gpu, say = log, group = calibrating, systemd = self.systemd
+        let gpu = options.gpu, say = log, group = calibrating, systemd = self.systemd, sampling = self.sampling
         group.enter()
         let calibration = Thread { [weak registry] in
             let calibrated: Bool
@@ -105,10 +107,11 @@ public final class Server: @unchecked Sendable {
             group.leave()
             // A ping every second, sooner for a watchdog under two seconds (never under 10 ms).
             let interval = min(1, max(0.01, systemd?.watchdogInterval ?? 1))
+            // Until shutdown has finalized every take (the watchdog is pinged through it).
             while let registry, calibrated || systemd != nil {
                 if calibrated { registry.sampleCosts() }
                 systemd?.watchdog()
-                Thread.sleep(forTimeInterval: interval)
+                guard sampling.sleep(interval) else { break }
             }
         }
         calibration.name = "diptych.cost-meter"
@@ -123,6 +126,7 @@ public final class Server: @unchecked Sendable {
         calibrating.wait()
         let registry = lock.withLock { () -> TakeRegistry? in ready = false; return self.registry }
         registry?.shutdown(reason: reason)
+        sampling.stop()
         http?.stop()
     }
 

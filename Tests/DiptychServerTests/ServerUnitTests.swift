@@ -227,4 +227,21 @@ struct ServerUnitTests {
         #expect(abs((f.percentile(0.99) ?? 0) - 0.018) < 1e-9)
         #expect(f.bucketCounts[0] == 1 && f.bucketCounts[1] == 3 && f.bucketCounts[2] == 6)   // ≤5 ms, ≤10 ms, ≤25 ms
     }
+
+    @Test func stopSignalEndsASleepAtOnce() {
+        let signal = StopSignal()
+        #expect(signal.sleep(0.01))   // not stopped: the interval runs out, go on
+        let began = ProcessInfo.processInfo.systemUptime
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var goOn = true
+        let sleeper = Thread { goOn = signal.sleep(30); done.signal() }
+        sleeper.start()
+        Thread.sleep(forTimeInterval: 0.05)
+        signal.stop()
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        #expect(!goOn)
+        #expect(ProcessInfo.processInfo.systemUptime - began < 5)   // not the 30 s it asked for
+        #expect(!signal.sleep(30))   // after stop, at once
+        #expect(signal.isStopped)
+    }
 }
