@@ -13,61 +13,18 @@ layout(std430, binding = 6) buffer Lens { uint lens[]; };
 uniform ivec4 u_size;   // width, height, MBs across, MBs down
 uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), slot words, -
 
-// Table 9-5 coeff_token for 0 <= nC < 2, 2 <= nC < 4, 4 <= nC < 8, 8 <= nC: (code << 8) | length,
-// indexed [table * 68 + TotalCoeff * 4 + TrailingOnes].
-const uint COEFF_TOKEN[272] = uint[272](257u, 0u, 0u, 0u, 1286u, 258u, 0u, 0u, 1800u, 1030u, 259u, 0u, 1801u,
-    1544u, 1287u, 773u, 1802u, 1545u, 1288u, 774u, 1803u, 1546u, 1289u, 1031u, 3853u, 1547u, 1290u, 1032u,
-    2829u, 3597u, 1291u, 1033u, 2061u, 2573u, 3341u, 1034u, 3854u, 3598u, 2317u, 1035u, 2830u, 2574u, 3342u,
-    3085u, 3855u, 3599u, 2318u, 3086u, 2831u, 2575u, 3343u, 2062u, 3856u, 271u, 2319u, 3087u, 2832u, 3600u,
-    3344u, 2063u, 1808u, 2576u, 2320u, 3088u, 1040u, 1552u, 1296u, 2064u, 770u, 0u, 0u, 0u, 2822u, 514u, 0u,
-    0u, 1798u, 1797u, 771u, 0u, 1799u, 2566u, 2310u, 1284u, 1800u, 1542u, 1286u, 1028u, 1032u, 1543u, 1287u,
-    1541u, 1801u, 1544u, 1288u, 2054u, 3851u, 1545u, 1289u, 1030u, 2827u, 3595u, 3339u, 1031u, 3852u, 2571u,
-    2315u, 1033u, 2828u, 3596u, 3340u, 3083u, 2060u, 2572u, 2316u, 2059u, 3853u, 3597u, 3341u, 3084u, 2829u,
-    2573u, 2317u, 3085u, 1805u, 2830u, 1549u, 2061u, 2318u, 2062u, 2574u, 269u, 1806u, 1550u, 1294u, 1038u,
-    3844u, 0u, 0u, 0u, 3846u, 3588u, 0u, 0u, 2822u, 3845u, 3332u, 0u, 2054u, 3077u, 3589u, 3076u, 3847u,
-    2565u, 2821u, 2820u, 2823u, 2053u, 2309u, 2564u, 2311u, 3590u, 3334u, 2308u, 2055u, 2566u, 2310u, 2052u,
-    3848u, 3591u, 3335u, 3333u, 2824u, 3592u, 2567u, 3078u, 3849u, 2568u, 3336u, 3079u, 2825u, 3593u, 2312u,
-    3080u, 2057u, 2569u, 3337u, 2056u, 3338u, 1801u, 2313u, 3081u, 2314u, 3082u, 2826u, 2570u, 1290u, 2058u,
-    1802u, 1546u, 266u, 1034u, 778u, 522u, 774u, 0u, 0u, 0u, 6u, 262u, 6u, 6u, 1030u, 1286u, 1542u, 6u,
-    2054u, 2310u, 2566u, 2822u, 3078u, 3334u, 3590u, 3846u, 4102u, 4358u, 4614u, 4870u, 5126u, 5382u, 5638u,
-    5894u, 6150u, 6406u, 6662u, 6918u, 7174u, 7430u, 7686u, 7942u, 8198u, 8454u, 8710u, 8966u, 9222u, 9478u,
-    9734u, 9990u, 10246u, 10502u, 10758u, 11014u, 11270u, 11526u, 11782u, 12038u, 12294u, 12550u, 12806u,
-    13062u, 13318u, 13574u, 13830u, 14086u, 14342u, 14598u, 14854u, 15110u, 15366u, 15622u, 15878u, 16134u);
-// Table 9-5, nC = -1 (chroma DC): [TotalCoeff * 4 + TrailingOnes].
-const uint CHROMA_DC_TOKEN[20] = uint[20](258u, 0u, 0u, 0u, 1798u, 257u, 0u, 0u, 1030u, 1542u, 259u, 0u,
-    774u, 775u, 519u, 1286u, 518u, 776u, 520u, 7u);
-// Tables 9-7 and 9-8 total_zeros for 4x4 blocks: [(TotalCoeff - 1) * 16 + total_zeros].
-const uint TOTAL_ZEROS[240] = uint[240](257u, 771u, 515u, 772u, 516u, 773u, 517u, 774u, 518u, 775u, 519u,
-    776u, 520u, 777u, 521u, 265u, 1795u, 1539u, 1283u, 1027u, 771u, 1284u, 1028u, 772u, 516u, 773u, 517u,
-    774u, 518u, 262u, 6u, 0u, 1284u, 1795u, 1539u, 1283u, 1028u, 772u, 1027u, 771u, 516u, 773u, 517u, 262u,
-    261u, 6u, 0u, 0u, 773u, 1795u, 1284u, 1028u, 1539u, 1283u, 1027u, 772u, 771u, 516u, 517u, 261u, 5u, 0u,
-    0u, 0u, 1284u, 1028u, 772u, 1795u, 1539u, 1283u, 1027u, 771u, 516u, 261u, 260u, 5u, 0u, 0u, 0u, 0u, 262u,
-    261u, 1795u, 1539u, 1283u, 1027u, 771u, 515u, 260u, 259u, 6u, 0u, 0u, 0u, 0u, 0u, 262u, 261u, 1283u,
-    1027u, 771u, 770u, 515u, 260u, 259u, 6u, 0u, 0u, 0u, 0u, 0u, 0u, 262u, 260u, 261u, 771u, 770u, 514u,
-    515u, 259u, 6u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 262u, 6u, 260u, 770u, 514u, 259u, 258u, 261u, 0u, 0u, 0u, 0u,
-    0u, 0u, 0u, 0u, 261u, 5u, 259u, 770u, 514u, 258u, 260u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 4u, 260u,
-    259u, 515u, 257u, 771u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 4u, 260u, 258u, 257u, 259u, 0u, 0u, 0u,
-    0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 3u, 259u, 257u, 258u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 2u,
-    258u, 257u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 1u, 257u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u,
-    0u, 0u, 0u, 0u, 0u, 0u);
-// Table 9-9a total_zeros for chroma DC: [(TotalCoeff - 1) * 4 + total_zeros].
-const uint CHROMA_DC_TOTAL_ZEROS[12] = uint[12](257u, 258u, 259u, 3u, 257u, 258u, 2u, 0u, 257u, 1u, 0u, 0u);
-// Table 9-10 run_before: [(min(zerosLeft, 7) - 1) * 16 + run_before].
-const uint RUN_BEFORE[112] = uint[112](257u, 1u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u,
-    257u, 258u, 2u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 770u, 514u, 258u, 2u, 0u, 0u, 0u, 0u,
-    0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 770u, 514u, 258u, 259u, 3u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u,
-    770u, 514u, 771u, 515u, 259u, 3u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 770u, 3u, 259u, 771u, 515u,
-    1283u, 1027u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 1795u, 1539u, 1283u, 1027u, 771u, 515u, 259u, 260u,
-    261u, 262u, 263u, 264u, 265u, 266u, 267u, 0u);
-// Table 9-4, inter column: coded_block_pattern → codeNum.
-const uint INTER_CBP_CODE[48] = uint[48](0u, 2u, 3u, 7u, 4u, 8u, 17u, 13u, 5u, 18u, 9u, 14u, 10u, 15u, 16u,
-    11u, 1u, 32u, 33u, 36u, 34u, 37u, 44u, 40u, 35u, 45u, 38u, 41u, 39u, 42u, 43u, 19u, 6u, 24u, 25u, 20u,
-    26u, 21u, 46u, 28u, 27u, 47u, 22u, 29u, 23u, 30u, 31u, 12u);
-
-// Table 9-4, Intra_4x4 column: coded_block_pattern → codeNum.
-const uint INTRA4_CBP_CODE[48] = uint[48](3u, 29u, 30u, 17u, 31u, 18u, 37u, 8u, 32u, 38u, 19u, 9u, 20u, 10u,
-    11u, 2u, 16u, 33u, 34u, 21u, 35u, 22u, 39u, 4u, 36u, 40u, 23u, 5u, 24u, 6u, 7u, 1u, 41u, 42u, 43u, 25u,
-    44u, 26u, 46u, 12u, 45u, 47u, 27u, 13u, 28u, 14u, 15u, 0u);
+// The code tables (H264CAVLCTables: Tables 9-4, 9-5, 9-7 to 9-10, each as
+// (code << 8) | length or codeNum), in a storage buffer, each at NAME_AT
+// (defined with the source): as constant arrays they were copied into every
+// invocation's local memory first.
+layout(std430, binding = 9) readonly buffer Tables { uint tables[]; };
+#define COEFF_TOKEN(i) tables[COEFF_TOKEN_AT + (i)]
+#define CHROMA_DC_TOKEN(i) tables[CHROMA_DC_TOKEN_AT + (i)]
+#define TOTAL_ZEROS(i) tables[TOTAL_ZEROS_AT + (i)]
+#define CHROMA_DC_TOTAL_ZEROS(i) tables[CHROMA_DC_TOTAL_ZEROS_AT + (i)]
+#define RUN_BEFORE(i) tables[RUN_BEFORE_AT + (i)]
+#define INTER_CBP_CODE(i) tables[INTER_CBP_CODE_AT + (i)]
+#define INTRA4_CBP_CODE(i) tables[INTRA4_CBP_CODE_AT + (i)]
 
 uint bwAcc = 0u;
 int bwN = 0;
@@ -156,8 +113,8 @@ int coefAt(int i) {
 void residualBlock(int word, int start, int count, int nC, bool empty) {
     if (empty) {
         // No coefficient: TotalCoeff 0, TrailingOnes 0.
-        if (nC < 0) putCode(CHROMA_DC_TOKEN[0]);
-        else putCode(COEFF_TOKEN[(nC < 2 ? 0 : (nC < 4 ? 1 : (nC < 8 ? 2 : 3))) * 68]);
+        if (nC < 0) putCode(CHROMA_DC_TOKEN(0));
+        else putCode(COEFF_TOKEN((nC < 2 ? 0 : (nC < 4 ? 1 : (nC < 8 ? 2 : 3))) * 68));
         return;
     }
     int base = mbIndex * MB_WORDS + word;
@@ -180,10 +137,10 @@ void residualBlock(int word, int start, int count, int nC, bool empty) {
         }
     }
     int totalZeros = total > 0 ? findMSB(nz) - start + 1 - total : 0;
-    if (nC < 0) putCode(CHROMA_DC_TOKEN[total * 4 + t1]);
+    if (nC < 0) putCode(CHROMA_DC_TOKEN(total * 4 + t1));
     else {
         int table = nC < 2 ? 0 : (nC < 4 ? 1 : (nC < 8 ? 2 : 3));
-        putCode(COEFF_TOKEN[table * 68 + total * 4 + t1]);
+        putCode(COEFF_TOKEN(table * 68 + total * 4 + t1));
     }
     if (total == 0) return;
     // The trailing ones' signs, then the other levels.
@@ -213,8 +170,8 @@ void residualBlock(int word, int start, int count, int nC, bool empty) {
         if (abs(level) > (3 << (suffixLength - 1)) && suffixLength < 6) suffixLength++;
     }
     if (total < count) {
-        if (nC < 0) putCode(CHROMA_DC_TOTAL_ZEROS[(total - 1) * 4 + totalZeros]);
-        else putCode(TOTAL_ZEROS[(total - 1) * 16 + totalZeros]);
+        if (nC < 0) putCode(CHROMA_DC_TOTAL_ZEROS((total - 1) * 4 + totalZeros));
+        else putCode(TOTAL_ZEROS((total - 1) * 16 + totalZeros));
     }
     // run_before: the zeros just below each coefficient, from the last down.
     int zerosLeft = totalZeros;
@@ -225,7 +182,7 @@ void residualBlock(int word, int start, int count, int nC, bool empty) {
         int next = findMSB(m);
         m &= ~(1u << uint(next));
         int run = i - next - 1;
-        putCode(RUN_BEFORE[(min(zerosLeft, 7) - 1) * 16 + run]);
+        putCode(RUN_BEFORE((min(zerosLeft, 7) - 1) * 16 + run));
         zerosLeft -= run;
         i = next;
     }
@@ -262,7 +219,7 @@ void main() {
             else { put(0u, 1); put(uint(mode < predMode ? mode : mode - 1), 3); }
         }
         ue(uint(infoChromaMode(info)));
-        ue(INTRA4_CBP_CODE[cbp]);
+        ue(INTRA4_CBP_CODE(cbp));
         if (cbp != 0) se(0);   // mb_qp_delta
         for (int b = 0; b < 16; b++) {
             if ((cbpLuma & (1 << (b >> 2))) != 0)
@@ -283,7 +240,7 @@ void main() {
         ivec2 mvp = unpackMV(mbs[mbIndex * MB_WORDS + MB_MVP]);
         se(mv.x - mvp.x);
         se(mv.y - mvp.y);
-        ue(INTER_CBP_CODE[cbp]);
+        ue(INTER_CBP_CODE(cbp));
         if (cbp != 0) se(0);
         for (int b = 0; b < 16; b++) {
             if ((cbpLuma & (1 << (b >> 2))) != 0)

@@ -7,6 +7,8 @@ final class H264Programs {
     enum Pass: CaseIterable { case intra, search, choose, inter, intraP, intraP4, finish, cavlc, scan, gather }
 
     private(set) var ids: [Pass: GLuint] = [:]
+    /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
+    let cavlcTables = H264CAVLCTables()
     private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint)] = [:]
 
     init() throws(GPUError) {
@@ -25,6 +27,7 @@ final class H264Programs {
     func release() {
         for p in ids.values { glDeleteProgram(p) }
         ids = [:]
+        cavlcTables.release()
     }
 
     deinit { precondition(ids.isEmpty, "H264Programs released without release()") }
@@ -38,7 +41,7 @@ final class H264Programs {
         case .intraP: ("h264mb.comp", "#define PINTRA 1\n")
         case .intraP4: ("h264mb.comp", "#define PINTRA 1\n#define PINTRA4 1\n")
         case .finish: ("h264finish.comp", "")
-        case .cavlc: ("h264cavlc.comp", "")
+        case .cavlc: ("h264cavlc.comp", H264CAVLCTables.defines)
         case .scan: ("h264pack.comp", "#define SCAN 1\n")
         case .gather: ("h264pack.comp", "")
         }
