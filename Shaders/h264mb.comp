@@ -15,7 +15,12 @@
 // shared memory: more work groups resident); it writes only the vector into
 // the macroblock's record. A pass of its own, so the transform and
 // reconstruction run with the resources they need, not the search's.
-// CHOOSE (with INTER and SEARCH): the vector among the search's and two
+// REFINE (with INTER and SEARCH): the walk again, from the vectors the
+// search found for this macroblock and its four neighbours in this
+// picture, four diamond steps at most, into MB_REFINEMV: motion the
+// previous picture's vectors miss spreads from the neighbours (on bikes
+// scaled to 1920x816, BD-rate against x264 ultrafast +111.7 → +78.3 %).
+// CHOOSE (with INTER and SEARCH): the vector among the refinement's and two
 // worked out from the neighbours', all macroblocks at once.
 // INTER: P_L0_16x16 with the chosen vector, all macroblocks at once.
 // INTRA and INTER choose, transform, quantise, reconstruct into the current
@@ -440,8 +445,8 @@ void main() {
 
 #ifdef SEARCH
 #ifdef CHOOSE
-    // The vector: the search pass's, or the predictor or the P_Skip vector
-    // worked out from the neighbours' search vectors (their final vectors are
+    // The vector: the refinement's, or the predictor or the P_Skip vector
+    // worked out from the neighbours' refined vectors (their final vectors are
     // not known yet; the finish pass derives the exact ones), whichever costs
     // least by SAD plus lambda times the bits of its difference from that
     // predictor. Ties go to the P_Skip vector, then the predictor. A pass of
@@ -450,12 +455,12 @@ void main() {
     ivec2 cand[3];
     ivec2 mvp;
     {
-        ivec2 sv = unpackMV(mbs[mb * MB_WORDS + MB_SEARCHMV]) >> 2;
+        ivec2 sv = unpackMV(mbs[mb * MB_WORDS + MB_REFINEMV]) >> 2;
         bool hasA = mbX > 0, hasB = mbY > 0, hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbX > 0 && mbY > 0;
-        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
-        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0);
-        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + MB_SEARCHMV]) >> 2
-                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + MB_SEARCHMV]) >> 2 : ivec2(0));
+        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + MB_REFINEMV]) >> 2 : ivec2(0);
+        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + MB_REFINEMV]) >> 2 : ivec2(0);
+        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + MB_REFINEMV]) >> 2
+                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + MB_REFINEMV]) >> 2 : ivec2(0));
         bool cAvail = hasC || hasD;
         if (!hasB && !cAvail && hasA) { b = a; c = a; }
         int n = (hasA ? 1 : 0) + ((hasB || (!cAvail && hasA)) ? 1 : 0) + ((cAvail || (!hasB && hasA)) ? 1 : 0);
@@ -503,13 +508,20 @@ void main() {
             if (round < 2) {
                 int k = round * 4 + t;
                 c = ivec2(0);
+#ifdef REFINE
+                ivec2 at = ivec2(mbX, mbY) + (k == 1 ? ivec2(-1, 0) : k == 2 ? ivec2(0, -1) : k == 3 ? ivec2(1, 0) : k == 4 ? ivec2(0, 1) : ivec2(0));
+                bool inside = at.x >= 0 && at.y >= 0 && at.x < u_size.z && at.y < u_size.w;
+                if (inside) c = unpackMV(mbs[(at.y * u_size.z + at.x) * MB_WORDS + MB_SEARCHMV]) / 4;
+                valid = k < 5 && inside;
+#else
                 if (k == 1) c = prevVector(mbX, mbY);
                 if (k == 2) c = prevVector(mbX - 1, mbY);
                 if (k == 3) c = prevVector(mbX, mbY - 1);
                 if (k == 4) c = prevVector(mbX + 1, mbY);
                 if (k == 5) c = prevVector(mbX, mbY + 1);
-                c = clamp(c, ivec2(-RANGE), ivec2(RANGE));
                 valid = k < 6;
+#endif
+                c = clamp(c, ivec2(-RANGE), ivec2(RANGE));
             } else {
                 ivec2 d = sPhase == 0 ? diamond(t) : diagonal(t);
                 c = sBestMV + d;
@@ -537,8 +549,13 @@ void main() {
             // Rounds 0-1: predictors; then the diamond while it moves (16 steps at most); then one diagonal round.
             int next = round + 1;
             if (round >= 2) {
+#ifdef REFINE
+                // The refinement: four diamond steps at most, no diagonal round.
+                if (sPhase == 0 && (!moved || round >= 5)) sPhase = 2;
+#else
                 if (sPhase == 0 && (!moved || round >= 17)) sPhase = 1;
                 else if (sPhase == 1) sPhase = 2;
+#endif
             }
             sRound = next;
         }
@@ -546,7 +563,11 @@ void main() {
         if (sPhase == 2) break;
         round = sRound;
     }
+#ifdef REFINE
+    if (t == 0) mbs[mb * MB_WORDS + MB_REFINEMV] = packMV(sBestMV * 4);
+#else
     if (t == 0) mbs[mb * MB_WORDS + MB_SEARCHMV] = packMV(sBestMV * 4);
+#endif
 #endif
 #elif defined(INTER)
     // The vector and its cost, as the CHOOSE pass left them.

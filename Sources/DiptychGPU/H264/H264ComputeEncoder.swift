@@ -228,7 +228,7 @@ final class H264ComputeEncoder {
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
-        case .intra, .search, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
+        case .intra, .search, .refine, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
@@ -254,7 +254,7 @@ final class H264ComputeEncoder {
         // in two phases); IDR pictures diagonal by diagonal.
         let inter = prepared.filter { !$0.pending.idr }
         if !inter.isEmpty {
-            for pass in [Pass.search, .choose, .inter] {
+            for pass in [Pass.search, .refine, .choose, .inter] {
                 if pass != .search { glMemoryBarrier(storage) }
                 glUseProgram(programs.ids[pass]!)
                 for p in inter {
