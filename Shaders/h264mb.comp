@@ -49,6 +49,7 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 // (on three clips 32 made the same choices as 12 but a few, 64 cost 3 % more
 // bits on one).
 #define INTRA_GATE 32
+// CHOICE_ROUNDS, the choice pass's rounds, comes with the source (H264ComputeEncoder.choiceRounds).
 // Intra_4x4 against Intra_16x16: its SADs and mode bits plus this many
 // lambdas must be lower (on three clips 16 beat 4, 8, 12, 20 and 24).
 #define I4_EXTRA 16
@@ -446,21 +447,27 @@ void main() {
 #ifdef SEARCH
 #ifdef CHOOSE
     // The vector: the refinement's, or the predictor or the P_Skip vector
-    // worked out from the neighbours' refined vectors (their final vectors are
-    // not known yet; the finish pass derives the exact ones), whichever costs
+    // worked out from the neighbours' vectors (their final vectors are not
+    // known yet; the finish pass derives the exact ones), whichever costs
     // least by SAD plus lambda times the bits of its difference from that
     // predictor. Ties go to the P_Skip vector, then the predictor. A pass of
-    // its own (few registers, many work groups resident): the vector goes
-    // into MB_MV and its cost into MB_MVP for the macroblock pass.
+    // its own (few registers, many work groups resident), in CHOICE_ROUNDS
+    // rounds (u_code.w): the first reads the neighbours' refined vectors,
+    // each next their choice of the round before (MB_CHOSENMV + round), so
+    // the predictors it prices vectors against come nearer the final ones;
+    // the last writes the vector into MB_MV and its cost into MB_MVP for
+    // the macroblock pass.
     ivec2 cand[3];
     ivec2 mvp;
     {
         ivec2 sv = unpackMV(mbs[mb * MB_WORDS + MB_REFINEMV]) >> 2;
         bool hasA = mbX > 0, hasB = mbY > 0, hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbX > 0 && mbY > 0;
-        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + MB_REFINEMV]) >> 2 : ivec2(0);
-        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + MB_REFINEMV]) >> 2 : ivec2(0);
-        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + MB_REFINEMV]) >> 2
-                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + MB_REFINEMV]) >> 2 : ivec2(0));
+        // The neighbours' vectors: refined (round 0), or their choice of the round before.
+        int nw = MB_REFINEMV + u_code.w;
+        ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + nw]) >> 2 : ivec2(0);
+        ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + nw]) >> 2 : ivec2(0);
+        ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + nw]) >> 2
+                       : (hasD ? unpackMV(mbs[(mb - u_size.z - 1) * MB_WORDS + nw]) >> 2 : ivec2(0));
         bool cAvail = hasC || hasD;
         if (!hasB && !cAvail && hasA) { b = a; c = a; }
         int n = (hasA ? 1 : 0) + ((hasB || (!cAvail && hasA)) ? 1 : 0) + ((cAvail || (!hasB && hasA)) ? 1 : 0);
@@ -487,8 +494,12 @@ void main() {
             uint c = sSad[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
             if (c < cost) { cost = c; best = d; }
         }
-        mbs[mb * MB_WORDS + MB_MV] = packMV(best * 4);
-        mbs[mb * MB_WORDS + MB_MVP] = cost;
+        if (u_code.w + 1 < CHOICE_ROUNDS) {
+            mbs[mb * MB_WORDS + MB_CHOSENMV + u_code.w] = packMV(best * 4);
+        } else {
+            mbs[mb * MB_WORDS + MB_MV] = packMV(best * 4);
+            mbs[mb * MB_WORDS + MB_MVP] = cost;
+        }
     }
 #else
     if (t == 0) sBestCost = 0xffffffffu;

@@ -37,7 +37,7 @@ final class H264Programs {
         case .intra: ("h264mb.comp", "#define INTRA 1\n")
         case .search: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n")
         case .refine: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define REFINE 1\n")
-        case .choose: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define CHOOSE 1\n")
+        case .choose: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define CHOOSE 1\n#define CHOICE_ROUNDS \(H264ComputeEncoder.choiceRounds)\n")
         case .inter: ("h264mb.comp", "#define INTER 1\n")
         case .intraP: ("h264mb.comp", "#define PINTRA 1\n")
         case .intraP4: ("h264mb.comp", "#define PINTRA 1\n#define PINTRA4 1\n")
