@@ -162,7 +162,7 @@ final class H264ComputeEncoder {
     /// Rounds of the choice pass (`CHOICE_ROUNDS` in its source), each
     /// reading the neighbours' choice of the round before: on bikes scaled
     /// to 1920x816, one round gave +78.3 % BD-rate against x264 ultrafast,
-    /// two +64.4 %, three +54.3 % (`bench/results/gpu-h264-quality.md`).
+    /// two +64.4 %, three +54.3 %, four +51.2 % (`bench/results/gpu-h264-quality.md`).
     static let choiceRounds = 3
 
     /// x264's lambda for SAD-based motion costs, by QP.
