@@ -446,8 +446,8 @@ void main() {
 
 #ifdef SEARCH
 #ifdef CHOOSE
-    // The vector: the refinement's, or the predictor or the P_Skip vector
-    // worked out from the neighbours' vectors (their final vectors are not
+    // The vector: the refinement's, the left neighbour's, or the predictor
+    // or the P_Skip vector worked out from the neighbours' vectors (their final vectors are not
     // known yet; the finish pass derives the exact ones), whichever costs
     // least by SAD plus lambda times the bits of its difference from that
     // predictor. Ties go to the P_Skip vector, then the predictor. A pass of
@@ -457,7 +457,7 @@ void main() {
     // the predictors it prices vectors against come nearer the final ones;
     // the last writes the vector into MB_MV and its cost into MB_MVP for
     // the macroblock pass.
-    ivec2 cand[3];
+    ivec2 cand[4];
     ivec2 mvp;
     {
         ivec2 sv = unpackMV(mbs[mb * MB_WORDS + MB_REFINEMV]) >> 2;
@@ -477,19 +477,20 @@ void main() {
         cand[0] = clamp(skip, ivec2(-RANGE), ivec2(RANGE));
         cand[1] = clamp(mvp, ivec2(-RANGE), ivec2(RANGE));
         cand[2] = sv;
+        cand[3] = clamp(hasA ? a : sv, ivec2(-RANGE), ivec2(RANGE));
     }
-    if (t < 3) sSad[t] = 0u;
+    if (t < 4) sSad[t] = 0u;
     barrier();
-    if (t < 48) {
+    {
         int k = t >> 4, row = t & 15;
         uvec4 cur = uvec4(curWord(row, 0), curWord(row, 4), curWord(row, 8), curWord(row, 12));
-        atomicAdd(sSad[k], uint(rowSAD(cur, row, k == 0 ? cand[0] : (k == 1 ? cand[1] : cand[2]))));
+        atomicAdd(sSad[k], uint(rowSAD(cur, row, k == 0 ? cand[0] : (k == 1 ? cand[1] : (k == 2 ? cand[2] : cand[3])))));
     }
     barrier();
     if (t == 0) {
         ivec2 best = cand[0];
         uint cost = 0xffffffffu;
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             ivec2 d = cand[k];
             uint c = sSad[k] + uint(u_code.z * (seBits(4 * (d.x - mvp.x)) + seBits(4 * (d.y - mvp.y))));
             if (c < cost) { cost = c; best = d; }
