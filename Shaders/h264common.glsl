@@ -108,15 +108,6 @@ void inverse4x4(inout int d[16]) {
 // Levels are kept within what Baseline CAVLC codes without escapes past level_prefix 15.
 int clampLevel(int l) { return clamp(l, -2047, 2047); }
 
-// Quantises coefficient `c` at raster index i; `deadzone` is f in 1/6 of 2^qbits units (2: intra, 1: inter).
-int quant(int c, int i, int qp, int deadzone) {
-    int qbits = 15 + qp / 6;
-    int mf = mfRow(qp % 6)[posClass(i)];
-    int f = ((1 << qbits) / 6) * deadzone;
-    int a = (abs(c) * mf + f) >> qbits;
-    return clampLevel(c < 0 ? -a : a);
-}
-
 // The quantiser of one QP, worked out once for a block: multipliers and
 // normAdjust values by position class, shift and rounding.
 struct Quantiser { ivec3 mf; ivec3 v; int qbits; int f; int shift; };
@@ -139,11 +130,6 @@ int quantWith(Quantiser q, int c, int i) {
 }
 
 int dequantWith(Quantiser q, int l, int i) { return (l * q.v[posClass(i)]) << q.shift; }
-
-// Dequantises level `l` at raster index i (8.5.12.1, flat scaling: LevelScale4x4 = 16 · normAdjust).
-int dequant(int l, int i, int qp) {
-    return (l * vRow(qp % 6)[posClass(i)]) << (qp / 6);
-}
 
 // The 4×4 Hadamard of Intra_16x16 DC values (raster order, in place), unscaled.
 void hadamard4x4(inout int d[16]) {

@@ -317,8 +317,13 @@ bool mode4OK(int m, int b, Blk4 k) {
 // filter F3[j] = (e[j - 1] + 2 e[j] + e[j + 1] + 2) >> 2 (e[9] = e[8],
 // e[-5] = e[-4]), their two-tap average F2[j] = (e[j] + e[j + 1] + 1) >> 1
 // and the DC value. Every sample of every mode is one entry of the line
-// (predIndex), so a prediction is one shared-memory read.
-// (The line's layout: LINE4, LE, LF3, LF2, LDC, by the shared arrays.)
+// (predIndex), so a prediction is one shared-memory read. Its layout
+// (LINE4, LE, LF3, LF2, LDC) is by the shared arrays.
+
+// A block's DC prediction from the sums of its top (st) and left (sl) neighbours.
+int dc4(int st, int sl, Blk4 k) {
+    return k.hasT && k.hasL ? (st + sl + 4) >> 3 : (k.hasL ? (sl + 2) >> 2 : (k.hasT ? (st + 2) >> 2 : 128));
+}
 
 // e[j] of the block (j clamped to -4..8), from this macroblock's
 // reconstruction so far or the neighbours' (sTop, sLeft, sCorner); 0 where
@@ -689,7 +694,7 @@ void main() {
                 e[4 + i] = k.x0 > 0 ? sCur[(k.y0 + i) * 16 + k.x0 - 1] : sLeft[k.y0 + i];
             }
             int st = e[0] + e[1] + e[2] + e[3], sl = e[4] + e[5] + e[6] + e[7];
-            int dc = k.hasT && k.hasL ? (st + sl + 4) >> 3 : (k.hasL ? (sl + 2) >> 2 : (k.hasT ? (st + 2) >> 2 : 128));
+            int dc = dc4(st, sl, k);
             uint sad = 0u;
             for (int i = 0; i < 16; i++) {
                 int x = i & 3, y = i >> 2;
@@ -752,7 +757,7 @@ void main() {
             } else if (here && lt == 26) {
                 int st = 0, sl = 0;
                 for (int i = 1; i <= 4; i++) { st += edge4(i, k, bx, by); sl += edge4(-i, k, bx, by); }
-                sLine[line + LDC] = hasT && hasL ? (st + sl + 4) >> 3 : (hasL ? (sl + 2) >> 2 : (hasT ? (st + 2) >> 2 : 128));
+                sLine[line + LDC] = dc4(st, sl, k);
             } else if (lt >= 27) {
                 sSad4[slot * 9 + (lt - 27) * 2] = 0u;
                 if (lt < 31) sSad4[slot * 9 + (lt - 27) * 2 + 1] = 0u;

@@ -228,7 +228,6 @@ final class H264ComputeEncoder {
                                   (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
-        if pass == .cavlc { glBindBufferBase(GL.shaderStorageBuffer, H264CAVLCTables.binding, programs.cavlcTables.buffer) }
         let l = programs.locations[pass]!
         glUniform4i(l.size, Int32(format.width), Int32(format.height), Int32(format.mbWidth), Int32(format.mbHeight))
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
@@ -304,6 +303,8 @@ final class H264ComputeEncoder {
         if diagonals > 0 { timed(.intra) }
         for pass in [Pass.finish, .cavlc, .scan] {
             glUseProgram(programs.ids[pass]!)
+            // CAVLC's code tables: one buffer for every picture of the context.
+            if pass == .cavlc { glBindBufferBase(GL.shaderStorageBuffer, H264CAVLCTables.binding, programs.cavlcTables.buffer) }
             for p in prepared {
                 p.job.encoder.bind(p, pass)
                 glDispatchCompute(pass == .cavlc ? GLuint((p.job.encoder.macroblocks + 63) / 64) : 1, 1, 1)
