@@ -44,6 +44,11 @@ let package = Package(
         // build time, libcuda.so.1 and libnvcuvid.so.1 loaded with dlopen at run time.
         .systemLibrary(name: "CCUDA", providers: [.apt(["libffmpeg-nvenc-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // Webhooks (`diptych serve --webhook`): libcurl and OpenSSL's libcrypto (HMAC-SHA256),
+        // header-only here and loaded with dlopen when a webhook is configured, so the
+        // self-contained server build links neither.
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
 
         .target(name: "DiptychCore"),
         // The CUDA driver loaded at run time: devices, primary contexts, NVDEC's
@@ -71,7 +76,7 @@ let package = Package(
         // `diptych bench`: composite and end-to-end stages, peers, table/JSON/chart/contact sheet.
         .target(name: "DiptychBench", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CFFmpeg"],
                 path: "bench/Sources/DiptychBench"),
-        .target(name: "DiptychServer", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CMicroHTTPD"]),
+        .target(name: "DiptychServer", dependencies: ["Diptych", "DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "CMicroHTTPD", "CCurl", "CCrypto"]),
         .executableTarget(name: "diptych", dependencies: ["Diptych", "DiptychOptions", "DiptychBench", "DiptychServer"]),
         .executableTarget(name: "diptych-gpu-bench", dependencies: ["DiptychGPU", "DiptychCUDA", "DiptychOptions"], path: "bench/GPUBench"),
         .executableTarget(name: "diptych-gpu-check", dependencies: ["DiptychGPU", "DiptychOptions"], path: "bench/GPUCheck"),

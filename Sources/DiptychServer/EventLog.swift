@@ -5,7 +5,8 @@ import Foundation
 /// finished, failed. Each event has a number one more than the last; the
 /// last `capacity` are kept, so a client that reconnects with
 /// `Last-Event-ID` is given the ones it missed. Posted from any thread;
-/// readers wait on the condition, never poll.
+/// readers wait on the condition, never poll. `forward` is handed each
+/// event as it is posted, in order (the webhooks' queues: it must not block).
 final class EventLog: @unchecked Sendable {
     struct Event: Sendable, Equatable {
         var id: Int
@@ -30,12 +31,18 @@ final class EventLog: @unchecked Sendable {
     private var nextID = 1
     private var closed = false
 
-    init(capacity: Int = 10_000) { self.capacity = capacity }
+    private let forward: (@Sendable (Event) -> Void)?
+
+    init(capacity: Int = 10_000, forward: (@Sendable (Event) -> Void)? = nil) {
+        self.capacity = capacity; self.forward = forward
+    }
 
     func post(_ type: String, take: String, _ fields: [String: String] = [:]) {
         cond.lock()
-        events.append(Event(id: nextID, type: type, take: take, time: Date().timeIntervalSince1970, fields: fields))
+        let event = Event(id: nextID, type: type, take: take, time: Date().timeIntervalSince1970, fields: fields)
+        events.append(event)
         nextID += 1
+        forward?(event)
         if events.count > capacity { events.removeFirst(events.count - capacity) }
         cond.broadcast()
         cond.unlock()

@@ -73,7 +73,8 @@ struct Metrics {
     /// The whole exposition for the server's takes.
     static func render(takes: [(TakeSnapshot, GPUTotals)], admitted: Int, refusals: [String: Int],
                        model: CostModel?, capacity: Capacity, megapixels: Double, responses: [Int: Int],
-                       version: String = "", draining: Bool = false, process: Process? = nil, retiredFrames: Int = 0) -> String {
+                       version: String = "", draining: Bool = false, process: Process? = nil, retiredFrames: Int = 0,
+                       webhooks: Webhooks.Counts? = nil) -> String {
         var m = Metrics()
         m.sample("diptych_build_info", "gauge", "The running build (always 1).", [("version", version)], 1)
         m.sample("diptych_draining", "gauge", "1 while the server finalizes its takes to stop (SIGTERM), else 0.", [], draining ? 1 : 0)
@@ -86,6 +87,14 @@ struct Metrics {
         }
         for (code, n) in responses.sorted(by: { $0.key < $1.key }) {
             m.sample("diptych_http_responses_total", "counter", "HTTP responses sent, by status.", [("code", String(code))], Double(n))
+        }
+        if let w = webhooks {
+            for (outcome, n) in [("delivered", w.delivered), ("failed", w.failed), ("dropped", w.dropped)] {
+                m.sample("diptych_webhook_events_total", "counter",
+                         "Events by what became of them at the webhook receivers (summed over receivers).", [("outcome", outcome)], Double(n))
+            }
+            m.sample("diptych_webhook_retries_total", "counter", "Webhook attempts made again after a failure.", [], Double(w.retries))
+            m.sample("diptych_webhook_queued_events", "gauge", "Events waiting to be delivered to webhook receivers.", [], Double(w.queued))
         }
         let byState = Dictionary(grouping: takes, by: { $0.0.state })
         for s in TakeState.allCases {

@@ -30,6 +30,10 @@ public struct ServeOptions: Sendable {
     public var keepFinished = 1000
     /// `--log-format`: text lines or JSON objects.
     public var logFormat = ServerLog.Format.text
+    /// `--webhook`: URLs every event is POSTed to.
+    public var webhooks: [String] = []
+    /// `--webhook-secret-file`: the HMAC-SHA256 key the webhooks' bodies are signed with.
+    public var webhookSecretFile: String?
 
     public init() {}
 
@@ -38,6 +42,7 @@ public struct ServeOptions: Sendable {
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
                              [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
                              [--request-timeout SECONDS] [--keep-finished N] [--log-format text|json]
+                             [--webhook URL --webhook-secret-file FILE]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
           --listen HOST:PORT   address to listen on (default \(ListenAddress.defaultText); port 0 picks a free one).
                                Any address other than loopback needs --token-file.
@@ -65,6 +70,10 @@ public struct ServeOptions: Sendable {
           --log-format text|json
                                the log on standard error: text lines (default) or one JSON object a line
                                (time, level, message, take, event)
+          --webhook URL        POST every event of /v1/events as JSON to this http:// or https:// URL (repeatable),
+                               signed (X-Diptych-Signature: sha256=HMAC-SHA256 of the body), retried with backoff
+          --webhook-secret-file FILE
+                               the key the webhooks are signed with (at least 16 bytes); needed with --webhook
         Routes: POST/GET /v1/takes, GET/PATCH/DELETE /v1/takes/{id}, POST /v1/takes/{id}/switch,
                 POST /v1/takes/{id}/outputs, DELETE /v1/takes/{id}/outputs/{n}, GET /v1/takes/{id}/snapshot,
                 GET /v1/events, GET /metrics, GET /healthz, GET /livez, GET /readyz.
@@ -81,7 +90,7 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--webhook", "--webhook-secret-file"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -132,11 +141,21 @@ public struct ServeOptions: Sendable {
             case "--log-format":
                 guard let f = ServerLog.Format(rawValue: v) else { throw bad("expected text or json") }
                 o.logFormat = f
+            case "--webhook":
+                try Webhooks.check(v)
+                o.webhooks.append(v)
+            case "--webhook-secret-file": o.webhookSecretFile = v
             case "--request-timeout":
                 guard let n = Double(v), n >= 0.5, n <= 3600 else { throw bad("must be a number of seconds from 0.5 to 3600") }
                 o.requestTimeout = n
             default: break
             }
+        }
+        if !o.webhooks.isEmpty && o.webhookSecretFile == nil {
+            throw .badUsage("--webhook: needs --webhook-secret-file (the key every delivery is signed with)")
+        }
+        if o.webhooks.isEmpty && o.webhookSecretFile != nil {
+            throw .badUsage("--webhook-secret-file: given without --webhook (no webhook to sign)")
         }
         return o
     }

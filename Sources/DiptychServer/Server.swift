@@ -24,6 +24,10 @@ public final class Server: @unchecked Sendable {
     private let sampling = StopSignal()
     /// systemd's notification socket, where systemd started the server.
     private let systemd: SystemdNotifier?
+    /// `--webhook-secret-file`'s key, read before anything starts.
+    private let webhookSigner: WebhookSigner?
+    /// `--webhook`: the receivers every event is POSTed to.
+    private var webhooks: Webhooks?
 
     /// Checks the options that need no GPU: the listen address, the token,
     /// the folders. Throws `.badUsage` (exit 2) for any of them.
@@ -37,6 +41,7 @@ public final class Server: @unchecked Sendable {
             throw .badUsage("--listen \(address): not a loopback address; listening there needs --token-file (a bearer token)")
         }
         systemd = try SystemdNotifier(environment: ProcessInfo.processInfo.environment)
+        webhookSigner = try options.webhookSecretFile.map { (f) throws(ServerError) in try WebhookSigner(secretFile: f) }
     }
 
     /// Starts everything; returns the port listened on. Throws `.badUsage`
@@ -50,6 +55,17 @@ public final class Server: @unchecked Sendable {
         log("sources: \(sources)")
         let store = try options.stateDir.map { (p) throws(ServerError) in try StateStore(path: p, log: log) }
         guard let selection = GPUSelection(parsing: options.gpu) else { throw .badUsage("--gpu '\(options.gpu)': not a GPU selection") }
+        let serverLog = self.serverLog
+        let webhooks: Webhooks?
+        if let signer = webhookSigner, !options.webhooks.isEmpty {
+            do {
+                webhooks = try Webhooks(urls: options.webhooks, signer: signer) { serverLog($0, level: .error) }
+            } catch { throw .runtime(error.description) }
+            log("webhooks: \(options.webhooks.map(Webhooks.describe).joined(separator: ", "))")
+        } else {
+            webhooks = nil
+        }
+        self.webhooks = webhooks
 
         let http = HTTPServer(address: address, maxBodyBytes: options.maxBodyBytes, requestDeadline: options.requestTimeout, log: log, admit: { [weak self] head in
             self?.admit(head)
@@ -77,11 +93,13 @@ public final class Server: @unchecked Sendable {
                                              outputRoot: outputRoot, sourcePolicy: sources, encoderCores: encoderCores,
                                              encoderThreads: options.encoderThreads, keepFinished: options.keepFinished)
         let meter = CostMeter()
-        let serverLog = self.serverLog
+        var forward: (@Sendable (EventLog.Event) -> Void)?
+        if let webhooks { forward = { webhooks.post($0) } }
         let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: store, log: log,
-                                    takeLog: { serverLog($1, take: $0) })
+                                    takeLog: { serverLog($1, take: $0) }, events: EventLog(forward: forward))
         let r = TakesAPI(registry: registry, gpuDescription: pool.info.description, gpuPlan: pool.plan,
-                         responses: { [weak self] in self?.responseCounts ?? [:] }).router()
+                         responses: { [weak self] in self?.responseCounts ?? [:] },
+                         webhooks: { webhooks?.counts }).router()
         lock.withLock { self.registry = registry; router = r; ready = true }
 
         // The calibration take runs beside the requests (a POST waits for
@@ -126,6 +144,8 @@ public final class Server: @unchecked Sendable {
         calibrating.wait()
         let registry = lock.withLock { () -> TakeRegistry? in ready = false; return self.registry }
         registry?.shutdown(reason: reason)
+        // The takes' last events are posted: the receivers get a few seconds to take them.
+        webhooks?.stop()
         sampling.stop()
         http?.stop()
     }

@@ -10,6 +10,8 @@ struct TakesAPI {
     let gpuPlan: GPUPlan
     /// Responses sent so far, by status.
     let responses: @Sendable () -> [Int: Int]
+    /// The webhooks' counts (nil without `--webhook`).
+    var webhooks: @Sendable () -> Webhooks.Counts? = { nil }
 
     func router() -> Router {
         var r = Router()
@@ -140,7 +142,8 @@ struct TakesAPI {
         let text = Metrics.render(takes: takes, admitted: c.admitted, refusals: c.refusals, model: registry.meter.model,
                                   capacity: registry.settings.capacity, megapixels: registry.meter.megapixels,
                                   responses: responses(), version: DiptychVersion.string, draining: registry.isDraining,
-                                  process: .current(cpuSeconds: ProcessCPU.seconds()), retiredFrames: c.retiredFrames)
+                                  process: .current(cpuSeconds: ProcessCPU.seconds()), retiredFrames: c.retiredFrames,
+                                  webhooks: webhooks())
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
     }
 }
