@@ -17,7 +17,8 @@ precision highp int;
 #define MB_I4COST 11     // and P's cost
 #define MB_REFINEMV 12   // P pictures, until the choice pass: the refined search vector
 #define MB_CHOSENMV 13   // and the choice's vector of each round but the last (13, 14), which the next reads around it
-#define MB_SEARCHDONE 15 // until the refinement: 1 where the search stopped by itself (neither its diamond nor its diagonal round found better)
+#define MB_SEARCHSAD 15  // P pictures, until the choice pass: the SAD of the search's vector, bit 16 set where the search stopped by itself
+                         // (neither its diamond nor its diagonal round found better); after the refinement, the SAD of its vector
 #define MB_LUMA 16       // 16 blocks × 16 int16 in zig-zag order (I_16x16: AC at 1-15)
 #define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order; I_NxN: the 16 Intra_4x4 modes, 4 bits each, in 2 words
 #define MB_CHROMADC 152  // Cb then Cr: 4 int16 each
