@@ -42,6 +42,9 @@ public struct SessionHooks: Sendable {
     /// Called when the render loop takes a primary frame and when its output
     /// frame has been written, with the frame's timestamp (frame latency).
     public var frameEvent: (@Sendable (_ event: FrameEvent, _ pts: MediaTime) -> Void)?
+    /// Called, on the thread that saw it, when the secondary or a live
+    /// output goes away or comes back.
+    public var streamChange: (@Sendable (StreamChange) -> Void)?
     /// Encoder threads (nil: FFmpeg's choice); a server bounds them by its cores.
     public var encoderThreads: Int?
     /// What file and URL sources may read (`diptych serve` narrows it).

@@ -47,6 +47,20 @@ public enum StopReason: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A stream that went away or came back mid-take (`SessionHooks.streamChange`).
+public enum StreamChange: Sendable, Equatable {
+    /// The secondary delivered nothing for `secondaryTimeout` (its last frame
+    /// is held), or failed; `reason` says which.
+    case sourceLost(StreamRole, reason: String)
+    /// A stalled secondary delivers again.
+    case sourceBack(StreamRole)
+    /// A live output's write failed; it is reopened with backoff
+    /// (`output`: the output's index, 0 the main one; `out`: where it writes).
+    case outputLost(output: Int, out: String, reason: String)
+    /// A lost live output was reopened after `seconds` down.
+    case outputBack(output: Int, out: String, seconds: Double)
+}
+
 /// A point an output frame passes on its way to the file (`SessionHooks.frameEvent`).
 public enum FrameEvent: Sendable {
     /// The render loop took the primary frame.

@@ -242,6 +242,18 @@ final class Take: TakeEvents, @unchecked Sendable {
         }
     }
 
+    /// The secondary or a live output went away or came back: an event
+    /// (`source-lost`, `source-back`, `output-lost`, `output-back`).
+    func takeStreamChanged(_ change: StreamChange) {
+        switch change {
+        case .sourceLost(let role, let reason): onEvent?("source-lost", id, ["role": role.rawValue, "reason": reason])
+        case .sourceBack(let role): onEvent?("source-back", id, ["role": role.rawValue])
+        case .outputLost(let index, let out, let reason): onEvent?("output-lost", id, ["index": "\(index)", "out": out, "reason": reason])
+        case .outputBack(let index, let out, let seconds):
+            onEvent?("output-back", id, ["index": "\(index)", "out": out, "seconds": String(format: "%.1f", seconds)])
+        }
+    }
+
     func takePrimaryTaken(_ pts: MediaTime) {
         let now = ProcessInfo.processInfo.systemUptime
         lock.withLock { latency.primaryTaken(pts, at: now) }

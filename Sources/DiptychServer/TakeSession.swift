@@ -49,6 +49,7 @@ protocol TakeEvents: AnyObject, Sendable {
     func takeLogged(_ line: String)
     func takeProgressed(_ figures: TakeFigures)
     func takeStarted()
+    func takeStreamChanged(_ change: StreamChange)
     func takePrimaryTaken(_ pts: MediaTime)
     func takeWritten(_ pts: MediaTime)
     func takeEnded(_ ending: SessionOutcome)
@@ -88,6 +89,7 @@ final class TakeSession: @unchecked Sendable {
         }
         // The start (sources, GPU and output open) is reported as it happens.
         hooks.started = { [weak events] in events?.takeStarted() }
+        hooks.streamChange = { [weak events] in events?.takeStreamChanged($0) }
         hooks.frameEvent = { [weak events] event, pts in
             switch event {
             case .primaryTaken: events?.takePrimaryTaken(pts)

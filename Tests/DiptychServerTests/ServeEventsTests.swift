@@ -143,4 +143,115 @@ import Testing
         #expect(stream.endsWithin(30) && resumed.endsWithin(30))
         #expect(server.waitForExit() == 0)
     }
+
+    /// `ffmpeg` listening for RTMP on loopback, the stream thrown away; `kill` is SIGKILL (a receiver that vanished).
+    final class RTMPReceiver {
+        let process = Process()
+        init(url: String, port: Int) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+            process.arguments = ["-loglevel", "error", "-nostdin", "-listen", "1", "-i", url, "-c", "copy", "-f", "null", "-"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Listening before the take connects (/proc/net/tcp: nothing connects to it to find out).
+            let hex = String(format: ":%04X", port), deadline = Date(timeIntervalSinceNow: 15)
+            while Date() < deadline {
+                let rows = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8))?.split(separator: "\n") ?? []
+                if rows.contains(where: { let f = $0.split(separator: " "); return f.count > 3 && f[1].hasSuffix(hex) && f[3] == "0A" }) { return }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            Issue.record("ffmpeg did not listen on \(url)")
+        }
+        func kill() { Glibc.kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        deinit { if process.isRunning { kill() } }
+    }
+
+    /// A free TCP or UDP port on loopback (bound and released).
+    static func freePort(_ type: Int32 = Int32(SOCK_STREAM.rawValue)) -> Int {
+        let fd = socket(AF_INET, type, 0)
+        defer { close(fd) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: a.sin_port))
+    }
+
+    /// A take whose secondary (Y4M through a FIFO) goes quiet, and whose
+    /// RTMP output's receiver is killed and started again: `source-lost`
+    /// (the secondary's read timed out after `secondaryTimeout`),
+    /// `output-lost` and `output-back`, each once, in the take's order.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg"), "the sender and receiver are ffmpeg (scripts/setup)"),
+          .timeLimit(.minutes(2)))
+    func lostAndBackEventsOfASourceAndAnOutput() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path)
+        defer { server.stop() }
+        let rtmpPort = Self.freePort()
+        let out = "rtmp://127.0.0.1:\(rtmpPort)/live/take"
+        var receiver = try RTMPReceiver(url: out, port: rtmpPort)
+        // The secondary: Y4M through a FIFO, 2 s of frames, then nothing (the writer holds it open).
+        let y4m = dir.path("sec.y4m"), fifo = dir.path("sec-fifo.y4m")
+        let made = Process()
+        made.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        made.arguments = ["-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=30", "-frames:v", "180",
+                          "-pix_fmt", "yuv420p", y4m]
+        try made.run(); made.waitUntilExit()
+        try #require(made.terminationStatus == 0 && mkfifo(fifo, 0o600) == 0)
+        let data = try Data(contentsOf: URL(fileURLWithPath: y4m))
+        let header = data.prefix { $0 != 0x0A }.count + 1, frameBytes = 6 + 160 * 120 * 3 / 2
+        let writer = DispatchGroup()
+        writer.enter()
+        DispatchQueue.global().async {
+            defer { writer.leave() }
+            signal(SIGPIPE, SIG_IGN)   // a reader gone is an error of the write, not the end of the test process
+            guard let h = FileHandle(forWritingAtPath: fifo) else { return }   // waits for the take to open it
+            defer { try? h.close() }
+            do {
+                try h.write(contentsOf: data.prefix(header))
+                for i in 0..<60 {
+                    try h.write(contentsOf: data.subdata(in: (header + i * frameBytes)..<(header + (i + 1) * frameBytes)))
+                    Thread.sleep(forTimeInterval: 1.0 / 30)
+                }
+                Thread.sleep(forTimeInterval: 4)
+            } catch {
+                Issue.record("the take stopped reading its secondary early: \(error)")
+            }
+        }
+        let stream = try EventClient(port: server.port)
+        #expect(stream.status(timeout: 10) == 200)
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:counter:320x240@30", "secondary": fifo, "secondaryTimeout": 1, "out": out,
+            "duration": 12, "realtime": "on", "preset": "ultrafast"]))
+        let id = try #require(created.json["id"] as? String, "\(created.text)")
+        _ = try server.waitForTake(id) { frames($0) > 30 }
+        // The receiver goes at 1 s and is back at 3 s (the output's second attempt, 2 s after its first, finds it).
+        receiver.kill()
+        Thread.sleep(forTimeInterval: 2)
+        receiver = try RTMPReceiver(url: out, port: rtmpPort)
+
+        var seen: [EventClient.Event] = []
+        while let e = stream.next(timeout: 40) {
+            seen.append(e)
+            if e.type == "finished" || e.type == "failed" { break }
+        }
+        let types = seen.map(\.type)
+        for t in ["source-lost", "output-lost", "output-back"] {
+            #expect(types.filter { $0 == t }.count == 1, "\(t): \(types)")
+        }
+        #expect(types.last == "finished", "\(seen.map { "\($0.type) \($0.data)" })")
+        func index(_ t: String) -> Int { types.firstIndex(of: t) ?? -1 }
+        #expect(index("output-lost") < index("output-back"), "\(types)")
+        _ = writer.wait(timeout: .now() + 10)
+        let lost = seen.first { $0.type == "source-lost" }?.data ?? [:]
+        // Whichever saw the silence first: the reader's timeout or the take's wait for a frame.
+        #expect(lost["role"] == "secondary" && lost["take"] == id, "\(lost)")
+        #expect(lost["reason"]?.contains("timed out") == true || lost["reason"]?.contains("nothing for 1") == true, "\(lost)")
+        let outLost = seen.first { $0.type == "output-lost" }?.data ?? [:]
+        #expect(outLost["index"] == "0" && outLost["out"] == out && outLost["reason"]?.isEmpty == false, "\(outLost)")
+        let back = seen.first { $0.type == "output-back" }?.data ?? [:]
+        #expect(back["index"] == "0" && (Double(back["seconds"] ?? "") ?? 0) >= 1, "\(back)")
+    }
 }

@@ -35,6 +35,7 @@ final class InputStage {
     let settings: InputSettings
     private let log: (String) -> Void
     private let warn: (String) -> Void
+    private let change: (StreamChange) -> Void
     private let isStopRequested: () -> Bool
 
     private var primary: StreamCursor
@@ -53,9 +54,10 @@ final class InputStage {
     private(set) var timelineOrigin: MediaTime?
 
     init(primary: SourceReader, secondary: SourceReader?, settings: InputSettings, clock: FrameClockConfiguration,
-         log: @escaping (String) -> Void, warn: @escaping (String) -> Void, isStopRequested: @escaping () -> Bool) {
+         log: @escaping (String) -> Void, warn: @escaping (String) -> Void, change: @escaping (StreamChange) -> Void = { _ in },
+         isStopRequested: @escaping () -> Bool) {
         self.settings = settings
-        self.log = log; self.warn = warn; self.isStopRequested = isStopRequested
+        self.log = log; self.warn = warn; self.change = change; self.isStopRequested = isStopRequested
         self.primary = StreamCursor(reader: primary, orientation: Self.orientation(primary.info, settings.primaryOrientation))
         if let s = secondary {
             self.secondary.reader = s
@@ -281,17 +283,19 @@ final class InputStage {
                     secondary.firstPTS = first
                     f.pts = secondary.base + (f.pts - first)
                     secondary.next = f
-                    if secondary.stalled { secondary.stalled = false; log("secondary stream resumed") }
+                    if secondary.stalled { secondary.stalled = false; log("secondary stream resumed"); change(.sourceBack(.secondary)) }
                 case .end?:
                     endSecondary(at: t, because: "ended")
                 case .failed(let e)?:
                     endSecondary(at: t, because: "interrupted: \(e)")
+                    if !secondary.stalled { change(.sourceLost(.secondary, reason: "interrupted: \(e)")) }   // else told at the stall
                 case nil:
                     if reader.queue.isClosed {
                         endSecondary(at: t, because: "ended")
                     } else if !secondary.stalled {
                         secondary.stalled = true
                         warn("secondary stream delivered nothing for \(settings.secondaryTimeout) s at \(String(format: "%.3f", t.seconds)) s; holding its last frame")
+                        change(.sourceLost(.secondary, reason: "delivered nothing for \(settings.secondaryTimeout) s"))
                     }
                 }
             }

@@ -12,11 +12,15 @@ import DiptychMedia
 /// the take closes the output. Each attempt is logged; outages, and the
 /// frames lost to them, are kept for the summary. Once the take is ending
 /// (`stopReconnecting`, from any thread), an attempt in progress is stopped
-/// and no other is made. Used by the output's encoder thread.
+/// and no other is made. `lost` and `back` are told each loss (with the
+/// error) and each return (with the seconds it was down), on the encoder
+/// thread. Used by the output's encoder thread.
 final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private let name: String
     private let window: Double
     private let log: @Sendable (String) -> Void
+    private let lost: @Sendable (String) -> Void
+    private let back: @Sendable (Double) -> Void
     private let open: @Sendable (_ again: Bool, _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput
     private let first: any TakeOutput
     private var current: (any TakeOutput)?
@@ -32,8 +36,9 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private var attempt: OpenCancel?
 
     init(name: String, window: Double, log: @escaping @Sendable (String) -> Void,
+         lost: @escaping @Sendable (String) -> Void = { _ in }, back: @escaping @Sendable (Double) -> Void = { _ in },
          open: @escaping @Sendable (_ again: Bool, _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput) throws(MediaError) {
-        self.name = name; self.window = window; self.log = log; self.open = open
+        self.name = name; self.window = window; self.log = log; self.lost = lost; self.back = back; self.open = open
         first = try open(false, nil)
         current = first
     }
@@ -80,6 +85,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
                 attempts = 0
                 nextAttempt = now + 1_000_000_000
                 log("output \(name) lost at \(String(format: "%.3f", pts.seconds)) s (\(error)); reconnecting for up to \(Int(window)) s")
+                lost("\(error)")
                 return
             }
         }
@@ -103,6 +109,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
             down = nil
             record(OutputOutage(at: d.at, seconds: outage, recovered: true))
             log("output \(name) reconnected after \(String(format: "%.1f", outage)) s (attempt \(attempts))")
+            back(outage)
         } catch {
             lose()
             backoff = min(backoff * 2, 30)

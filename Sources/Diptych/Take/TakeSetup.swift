@@ -216,7 +216,8 @@ enum TakeSetup {
         for (i, spec) in specs.enumerated() {
             do throws(MediaError) {
                 let live = ContainerFormat.isLive(spec.out)
-                let sink = try openSink(i, spec, outputVideo, i == 0 ? audio : audio?.branch(), config: config, io: io, log: hooks.log)
+                let sink = try openSink(i, spec, outputVideo, i == 0 ? audio : audio?.branch(), config: config, io: io, log: hooks.log,
+                                          change: hooks.streamChange)
                 var onWritten: (@Sendable (MediaTime) -> Void)?
                 if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
                 let stage = EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten)
@@ -260,7 +261,7 @@ enum TakeSetup {
         let inputs = InputStage(primary: SourceReader(spec: config.primary, source: primary, capacity: depth(config.primary)),
                                 secondary: secondary.map { SourceReader(spec: config.secondary, source: $0, capacity: depth(config.secondary)) },
                                 settings: inputSettings, clock: clock, log: hooks.log,
-                                warn: warnings.add, isStopRequested: { session.isStopRequested })
+                                warn: warnings.add, change: { hooks.streamChange?($0) }, isStopRequested: { session.isStopRequested })
         keepGPU = true
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
@@ -291,7 +292,8 @@ enum TakeSetup {
     /// when it fails (`ReconnectingOutput`), keeping the take's timeline;
     /// a pipe is not (its reader cannot come back).
     static func openSink(_ index: Int, _ spec: OutputSpec, _ video: VideoEncoderSettings, _ audio: AudioTrack?,
-                         config: TakeConfiguration, io: TakeIO, log: @escaping @Sendable (String) -> Void) throws(MediaError) -> any TakeOutput {
+                         config: TakeConfiguration, io: TakeIO, log: @escaping @Sendable (String) -> Void,
+                         change: (@Sendable (StreamChange) -> Void)? = nil) throws(MediaError) -> any TakeOutput {
         guard ContainerFormat.isLive(spec.out) else { return try io.openOutput(index, spec, video, audio, nil, nil) }
         var settings = video
         settings.tune = settings.tune ?? "zerolatency"
@@ -301,6 +303,8 @@ enum TakeSetup {
             return try io.openOutput(index, spec, live, audio, nil, nil)
         }
         return try ReconnectingOutput(name: spec.out, window: config.reconnectWindow, log: log,
+                                      lost: { change?(.outputLost(output: index, out: spec.out, reason: $0)) },
+                                      back: { change?(.outputBack(output: index, out: spec.out, seconds: $0)) },
                                       open: { (again: Bool, cancel: OpenCancel?) throws(MediaError) in
                                           try io.openOutput(index, spec, live, audio, again ? .zero : nil, cancel)
                                       })
