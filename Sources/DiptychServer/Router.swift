@@ -15,6 +15,9 @@ struct Router: Sendable {
         routes.append(Route(method: method, segments: Self.segments(pattern), handler: handler))
     }
 
+    /// Every route as `METHOD /pattern`, in the order added (docs/openapi.yaml is checked against it).
+    var table: [String] { routes.map { "\($0.method) /" + $0.segments.joined(separator: "/") } }
+
     static func segments(_ path: String) -> [String] {
         path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
     }

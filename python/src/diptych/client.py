@@ -17,6 +17,9 @@ Routes (JSON bodies in the form ``diptych record --config`` reads):
 ``GET /healthz``                          :meth:`Client.healthz`
 =======================================  ====================================
 
+Every route, body and answer is described in ``docs/openapi.yaml`` (OpenAPI
+3.1); ``tests/test_openapi.py`` checks this table against it.
+
 A refused request raises :class:`~diptych.errors.APIError` (one subclass per
 status: 400, 401, 404, 409, 503) with the server's one-line reason.
 """
