@@ -396,6 +396,43 @@ extension GPU {
             }
         }
 
+        @Test("In a batch with an IDR, streams whose IDR is due within a quarter of their interval take theirs with it")
+        func idrsGrouped() throws {
+            let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
+            _ = context
+            let programs = try H264Programs()
+            defer { programs.release() }
+            let p = EncoderPattern(width: 32, height: 32)
+            let bytes = p.frame(0)
+            var source: GLuint = 0
+            glGenBuffers(1, &source)
+            defer { glDeleteBuffers(1, &source) }
+            glBindBuffer(GL.shaderStorageBuffer, source)
+            glBufferData(GL.shaderStorageBuffer, GLsizeiptr(bytes.count), bytes, GL.dynamicDraw)
+            glBindBuffer(GL.shaderStorageBuffer, 0)
+            let f = H264StreamFormat(width: 32, height: 32, rate: FrameRate(30), matrix: .bt709, range: .limited)
+            // Three streams with an IDR every 8 pictures, starting at pictures 0, 1 and 4 of the batches below.
+            let starts = [0, 1, 4]
+            var encoders: [H264ComputeEncoder] = []
+            defer { for e in encoders { e.release() } }
+            for _ in starts { encoders.append(try H264ComputeEncoder(format: f, settings: GPUH264Settings(qp: 26, keyframeInterval: 8), programs: programs, depth: 2)) }
+            var idrs = [[Int]](repeating: [], count: starts.count)
+            for frame in 0..<20 {
+                let members = encoders.indices.filter { frame >= starts[$0] }
+                let jobs = members.map { H264ComputeEncoder.Job(encoder: encoders[$0], source: source, rowBytes: p.rowBytes,
+                                                                 uvOffset: p.rowBytes * p.height, pts: MediaTime(value: Int64(frame), timescale: 30)) }
+                let pending = H264ComputeEncoder.encode(jobs, programs: programs)
+                for (i, m) in members.enumerated() {
+                    _ = try encoders[m].collect(pending[i])
+                    if pending[i].idr { idrs[m].append(frame) }
+                }
+            }
+            // Stream 1 (7 pictures since its IDR at 1 when stream 0's falls due at 8) joins it; stream 2 (4 since) does not.
+            #expect(idrs[0] == [0, 8, 16])
+            #expect(idrs[1] == [1, 8, 16])
+            #expect(idrs[2] == [4, 12])
+        }
+
         @Test("Pictures of several streams recorded in one batch (IDR and P mixed, different sizes) each decode to their reconstruction")
         func batch() throws {
             let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
