@@ -30,6 +30,8 @@ public struct ServeOptions: Sendable {
     public var keepFinished = 1000
     /// `--log-format`: text lines or JSON objects.
     public var logFormat = ServerLog.Format.text
+    /// `--log-level`: the least level logged.
+    public var logLevel = ServerLog.Level.info
     /// `--webhook`: URLs every event is POSTed to.
     public var webhooks: [String] = []
     /// `--webhook-secret-file`: the HMAC-SHA256 key the webhooks' bodies are signed with.
@@ -42,7 +44,7 @@ public struct ServeOptions: Sendable {
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
                              [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
                              [--request-timeout SECONDS] [--keep-finished N] [--log-format text|json]
-                             [--webhook URL --webhook-secret-file FILE]
+                             [--log-level debug|info|warning|error] [--webhook URL --webhook-secret-file FILE]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
           --listen HOST:PORT   address to listen on (default \(ListenAddress.defaultText); port 0 picks a free one).
                                Any address other than loopback needs --token-file.
@@ -70,6 +72,8 @@ public struct ServeOptions: Sendable {
           --log-format text|json
                                the log on standard error: text lines (default) or one JSON object a line
                                (time, level, message, take, event)
+          --log-level debug|info|warning|error
+                               the least level logged (default info; debug adds every request and webhook attempt)
           --webhook URL        POST every event of /v1/events as JSON to this http:// or https:// URL (repeatable),
                                signed (X-Diptych-Signature: sha256=HMAC-SHA256 of the body), retried with backoff
           --webhook-secret-file FILE
@@ -90,7 +94,7 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--webhook", "--webhook-secret-file"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -141,6 +145,9 @@ public struct ServeOptions: Sendable {
             case "--log-format":
                 guard let f = ServerLog.Format(rawValue: v) else { throw bad("expected text or json") }
                 o.logFormat = f
+            case "--log-level":
+                guard let l = ServerLog.Level(rawValue: v) else { throw bad("expected debug, info, warning or error") }
+                o.logLevel = l
             case "--webhook":
                 try Webhooks.check(v)
                 o.webhooks.append(v)

@@ -59,7 +59,7 @@ public final class Server: @unchecked Sendable {
         let webhooks: Webhooks?
         if let signer = webhookSigner, !options.webhooks.isEmpty {
             do {
-                webhooks = try Webhooks(urls: options.webhooks, signer: signer) { serverLog($0, level: .error) }
+                webhooks = try Webhooks(urls: options.webhooks, signer: signer) { serverLog($0, level: $1) }
             } catch { throw .runtime(error.description) }
             log("webhooks: \(options.webhooks.map(Webhooks.describe).joined(separator: ", "))")
         } else {
@@ -166,9 +166,9 @@ public final class Server: @unchecked Sendable {
 
     private func counted(_ request: HTTPRequest, _ response: HTTPResponse) -> HTTPResponse {
         lock.withLock { responses[response.status, default: 0] += 1 }
-        if response.status >= 400 && response.status != 404 {
-            log("\(request.method) \(request.path) → \(response.status)")
-        }
+        // Every request at debug; refusals (but 404) at warning, failures at error.
+        let level: ServerLog.Level = response.status >= 500 ? .error : response.status >= 400 && response.status != 404 ? .warning : .debug
+        serverLog("\(request.method) \(request.path) → \(response.status)", level: level)
         return response
     }
 
@@ -197,7 +197,7 @@ public enum ServeCommand {
         let port: UInt16
         do throws(ServerError) {
             let options = try ServeOptions.parse(arguments)
-            log = ServerLog(format: options.logFormat)
+            log = ServerLog(format: options.logFormat, minimum: options.logLevel)
             server = try Server(options: options, log: log)
             // Signals are taken over before the takes exist, so none is lost.
             for sig in [SIGINT, SIGTERM] { signal(sig, SIG_IGN) }

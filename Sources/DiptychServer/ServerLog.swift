@@ -7,17 +7,25 @@ import Foundation
 /// `event` (`listening`, `calibration-failed`, `draining`, `stopped`, `start-failed`).
 public struct ServerLog: Sendable {
     public enum Format: String, Sendable, CaseIterable { case text, json }
-    public enum Level: String, Sendable { case info, error }
-
-    public let format: Format
-    private let write: @Sendable (String) -> Void
-
-    public init(format: Format, write: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) {
-        self.format = format; self.write = write
+    public enum Level: String, Sendable, CaseIterable, Comparable {
+        case debug, info, warning, error
+        private var rank: Int { Self.allCases.firstIndex(of: self)! }
+        public static func < (a: Level, b: Level) -> Bool { a.rank < b.rank }
     }
 
-    /// One message.
+    public let format: Format
+    /// The least level written.
+    public let minimum: Level
+    private let write: @Sendable (String) -> Void
+
+    public init(format: Format, minimum: Level = .info,
+                write: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) {
+        self.format = format; self.minimum = minimum; self.write = write
+    }
+
+    /// One message (none below `minimum`).
     public func callAsFunction(_ message: String, level: Level = .info, take: String? = nil, event: String? = nil) {
+        guard level >= minimum else { return }
         write(line(message, level: level, take: take, event: event, at: Date()))
     }
 

@@ -48,7 +48,7 @@ final class Webhooks: Sendable {
     private let drainTime: TimeInterval
 
     init(urls: [String], signer: WebhookSigner, policy: RetryPolicy = RetryPolicy(), queueCapacity: Int = 1000,
-         drainTime: TimeInterval = 5, log: @escaping @Sendable (String) -> Void) throws(WebhookError) {
+         drainTime: TimeInterval = 5, log: @escaping @Sendable (String, ServerLog.Level) -> Void) throws(WebhookError) {
         receivers = try urls.map { (u) throws(WebhookError) in
             try WebhookReceiver(url: u, signer: signer, policy: policy, capacity: queueCapacity, log: log)
         }
@@ -113,7 +113,7 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
     private let signer: WebhookSigner
     private let policy: Webhooks.RetryPolicy
     private let capacity: Int
-    private let log: @Sendable (String) -> Void
+    private let log: @Sendable (String, ServerLog.Level) -> Void
     private let easy: CurlEasy
     /// Backoff sleeps wait on it; `finish` ends them at its deadline.
     private let stopping = StopSignal()
@@ -126,7 +126,7 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
     private let ended = DispatchSemaphore(value: 0)
 
     init(url: String, signer: WebhookSigner, policy: Webhooks.RetryPolicy, capacity: Int,
-         log: @escaping @Sendable (String) -> Void) throws(WebhookError) {
+         log: @escaping @Sendable (String, ServerLog.Level) -> Void) throws(WebhookError) {
         self.url = url; self.signer = signer; self.policy = policy; self.capacity = max(1, capacity); self.log = log
         name = Webhooks.describe(url)
         easy = try CurlEasy(timeout: policy.timeout, connectTimeout: policy.connectTimeout)
@@ -146,7 +146,7 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
         if queue.count - head >= capacity {
             head += 1
             tally.dropped += 1
-            if !dropping { log("webhook \(name): queue full (\(capacity) events); dropping the oldest until it catches up") }
+            if !dropping { log("webhook \(name): queue full (\(capacity) events); dropping the oldest until it catches up", .warning) }
             dropping = true
         }
         queue.append(Delivery(event: event, body: body, id: UUID()))
@@ -179,7 +179,7 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
         while let d = next() { deliver(d) }
         cond.withLock {
             let left = queue.count - head
-            if left > 0 { log("webhook \(name): \(left) events not delivered (the server stopped)") }
+            if left > 0 { log("webhook \(name): \(left) events not delivered (the server stopped)", .warning) }
             tally.dropped += left
             queue.removeAll(); head = 0
         }
@@ -200,6 +200,7 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
                 let status = try easy.post(url, headers: headers, body: d.body)
                 if (200..<300).contains(status) {
                     cond.withLock { tally.delivered += 1; dropping = false }
+                    log("webhook \(name): event \(d.event.id) (\(d.event.type)) delivered, attempt \(attempt)", .debug)
                     return
                 }
                 error = .status(status)
@@ -208,9 +209,10 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
             }
             guard error.isTransient, attempt < policy.attempts, stopping.sleep(policy.delay(after: attempt)) else {
                 cond.withLock { tally.failed += 1 }
-                log("webhook \(name): event \(d.event.id) (\(d.event.type)) not delivered after \(attempt) attempt\(attempt == 1 ? "" : "s"): \(error)")
+                log("webhook \(name): event \(d.event.id) (\(d.event.type)) not delivered after \(attempt) attempt\(attempt == 1 ? "" : "s"): \(error)", .error)
                 return
             }
+            log("webhook \(name): event \(d.event.id) (\(d.event.type)), attempt \(attempt): \(error); trying again", .debug)
             cond.withLock { tally.retries += 1 }
             attempt += 1
         }

@@ -168,7 +168,7 @@ import Testing
         #expect(!lines.isEmpty && objects.count == lines.count, "not JSON: \(lines.filter { l in (try? JSONSerialization.jsonObject(with: Data(l.utf8))) == nil })")
         let time = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
         for o in objects {
-            #expect(o["time"].map { $0.wholeMatch(of: time) != nil } == true && ["info", "error"].contains(o["level"] ?? "") && o["message"] != nil, "\(o)")
+            #expect(o["time"].map { $0.wholeMatch(of: time) != nil } == true && ["debug", "info", "warning", "error"].contains(o["level"] ?? "") && o["message"] != nil, "\(o)")
         }
         let events = objects.compactMap { $0["event"] }
         #expect(events.contains("listening") && events.contains("draining") && events.last == "stopped", "\(events)")
@@ -181,5 +181,34 @@ import Testing
         let server = try ServeProcess(["--log-format", "xml"], in: dir.path, waitForListening: false)
         #expect(server.waitForExit() == 2)
         #expect(server.stderr.text.contains("--log-format 'xml': expected text or json"), "\(server.stderr.text)")
+    }
+
+    /// `--log-level`: debug adds every request; warning keeps refusals and
+    /// drops the info lines; an unknown level is refused before anything starts.
+    @Test func logLevelChoosesTheLines() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        func objects(_ server: ServeProcess) -> [[String: String]] {
+            server.stderr.text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] }
+        }
+        for level in ["debug", "warning"] {
+            let server = try ServeProcess(["--log-format", "json", "--log-level", level], in: dir.path)
+            #expect(try server.request("GET", "/v1/takes").status == 200)
+            #expect(try server.request("POST", "/v1/takes", "{\"primary\": 5, \"primary\": 6}").status == 400)
+            server.signal(SIGTERM)
+            #expect(server.waitForExit() == 0)
+            let lines = objects(server)
+            let listed = lines.first { $0["message"] == "GET /v1/takes → 200" }
+            let refused = lines.first { $0["message"] == "POST /v1/takes → 400" }
+            #expect(refused?["level"] == "warning", "\(level): \(lines)")
+            if level == "debug" {
+                #expect(listed?["level"] == "debug", "\(lines)")
+                #expect(lines.contains { $0["level"] == "info" && $0["event"] == "listening" })
+            } else {
+                #expect(listed == nil && lines.allSatisfy { $0["level"] == "warning" || $0["level"] == "error" }, "\(lines)")
+            }
+        }
+        let bad = try ServeProcess(["--log-level", "loud"], in: dir.path, waitForListening: false)
+        #expect(bad.waitForExit() == 2)
+        #expect(bad.stderr.text.contains("--log-level 'loud': expected debug, info, warning or error"), "\(bad.stderr.text)")
     }
 }

@@ -194,7 +194,7 @@ import Testing
         var policy = Webhooks.RetryPolicy()
         policy.timeout = 30
         let hooks = try Webhooks(urls: ["http://127.0.0.1:\(port)/silent"], signer: WebhookSigner(key: Array("k".utf8)),
-                                 policy: policy, queueCapacity: 3, drainTime: 0.5) { _ in }
+                                 policy: policy, queueCapacity: 3, drainTime: 0.5) { _, _ in }
         func post(_ i: Int) { hooks.post(EventLog.Event(id: i, type: "created", take: "t", time: 0, fields: [:])) }
         post(1)
         let deadline = Date(timeIntervalSinceNow: 10)
