@@ -231,6 +231,37 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         }
     }
 
+    /// A pushed secondary that goes quiet for longer than `secondaryTimeout`
+    /// and then delivers again is told to the host as lost, then back
+    /// (`SessionHooks.streamChange`), once each.
+    @Test func aSecondaryThatStallsIsToldLostThenBack() throws {
+        final class Changes: @unchecked Sendable {
+            let lock = NSLock()
+            var all: [StreamChange] = []
+            func add(_ c: StreamChange) { lock.withLock { all.append(c) } }
+            var list: [StreamChange] { lock.withLock { all } }
+        }
+        let changes = Changes()
+        var c = config()
+        c.hasSecondary = true
+        c.secondaryTimeout = 0.5
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(), log: { _ in }, startTimeout: 60,
+                                    adjustHooks: { $0.streamChange = { changes.add($0) } })
+        // 1 s of both, 1.5 s of the primary alone, 1 s of both again, at 30 frames a second.
+        for i in 0..<105 {
+            let pts = MediaTime(value: Int64(i), timescale: 30)
+            if i < 30 || i >= 75 { try s.push(solidFrame(32, 18, (0, 0, 255), pts: pts), to: .secondary) }
+            try s.push(solidFrame(32, 18, (255, 0, 0), pts: pts), to: .primary)
+            Thread.sleep(forTimeInterval: 1.0 / 30)
+        }
+        try s.finish()
+        let got = changes.list
+        #expect(got.count == 2, "\(got)")
+        if case .sourceLost(.secondary, let reason)? = got.first { #expect(reason.contains("nothing for 0.5"), "\(reason)") }
+        else { Issue.record("first: \(got)") }
+        #expect(got.last == .sourceBack(.secondary), "\(got)")
+    }
+
     @Test func aTakeThatEndsByItselfFailsPushesAndFinish() throws {
         let monitor = OverheatingMonitor(nominalReads: 1)
         let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(), log: { _ in }, startTimeout: 60,
