@@ -232,6 +232,7 @@ typedef struct diptych_session diptych_session;
  *   --keyframe-interval,
  *   --secondary-timeout SECONDS, --gpu auto|software|N|/dev/dri/renderDN,
  *   --out FILE|URL [--format mp4|mpegts|hls|...]   also write a file
+ *   --segment-time SECONDS   split an .mp4/.mkv --out into NAME-0001.mp4, ...
  *   --queue N           frames per push queue before pushes block (default 4)
  *   --config FILE       the same options as JSON
  * argv may be NULL when argc is 0; each argv[i] must be a NUL-terminated

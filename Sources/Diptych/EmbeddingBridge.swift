@@ -72,9 +72,9 @@ final class EmbeddingBridge: @unchecked Sendable {
                 }
                 return s
             },
-            openOutput: { [self] index, _, video, _, _, _ throws(MediaError) in
+            openOutput: { [self] index, spec, video, _, _, _ throws(MediaError) in
                 guard index == 0 else { throw .writeFailed(path: "output \(index)", detail: "embedded sessions have one output") }
-                return try EmbeddedOutput(bridge: self, video: video)
+                return try EmbeddedOutput(bridge: self, video: video, segmentTime: spec.segmentTime)
             })
         io.taps = [EmbeddedTaps(bridge: self)]
         io.sharedClock = true
@@ -140,7 +140,7 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     /// rounded through the encoder's time base. Encoder thread only.
     private var pendingPTS: [MediaTime] = []
 
-    init(bridge: EmbeddingBridge, video: VideoEncoderSettings) throws(MediaError) {
+    init(bridge: EmbeddingBridge, video: VideoEncoderSettings, segmentTime: Double? = nil) throws(MediaError) {
         self.bridge = bridge
         let o = bridge.outputs
         gpuEncoded = video.encoder == .gpu
@@ -149,8 +149,8 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
             var v = video
             v.maxBFrames = v.maxBFrames ?? 0
             writer = gpuEncoded
-                ? try MediaWriter(url: path, container: o.fileFormat, preEncoded: PreEncodedVideo(settings: v), audio: nil)
-                : try MediaWriter(url: path, container: o.fileFormat, video: v, audio: nil)
+                ? try MediaWriter(url: path, container: o.fileFormat, preEncoded: PreEncodedVideo(settings: v), audio: nil, segmentTime: segmentTime)
+                : try MediaWriter(url: path, container: o.fileFormat, video: v, audio: nil, segmentTime: segmentTime)
         } else {
             writer = nil
         }
@@ -162,6 +162,7 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     /// One frame at the take's rate: the duration of a picture that gives none.
     private let frameDuration: MediaTime
     var takesEncoded: Bool { gpuEncoded }
+    var segments: [WrittenSegment] { writer?.segments ?? [] }
 
     /// A picture the GPU encoded: to the packet callback (at its host
     /// timestamp) and into the file.

@@ -111,6 +111,10 @@ public struct TakeSummary: Sendable, Codable {
     public var previewSeconds: Double?
     /// The outputs besides the main one (`--also-out`, added while running), as they ended.
     public var outputs: [OutputSummary] = []
+    /// A split main output's files (`--segment-time`), in order: each file's
+    /// path, frames, and start and length in seconds on the take's timeline
+    /// (each file's own timestamps start at 0). Nil for an output written whole.
+    public var segments: [WrittenSegment]?
     /// Frames live outputs repeated (the last frame or the slate) while the primary was interrupted.
     public var heldFrames = 0
     /// Frames the main output dropped because the network could not keep up (live outputs only).

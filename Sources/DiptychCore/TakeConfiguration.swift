@@ -49,6 +49,10 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var duration: Double?
     /// `--out FILE|URL` (required).
     public var output: String?
+    /// `--segment-time SECONDS`: the main output (an MP4 or Matroska file)
+    /// is split into files of about this length, each cut at a keyframe
+    /// (`SegmentNaming`); nil: one file.
+    public var segmentTime: Double?
     /// `--format`; nil = inferred from `output` (`ContainerFormat.infer`).
     public var format: ContainerFormat?
     /// `--preview FILE`: PNG of the composite (same render target as the encoder).
@@ -147,6 +151,16 @@ public struct TakeConfiguration: Hashable, Sendable {
         if let f = format, let inferred = ContainerFormat.infer(from: out), f != inferred,
            inferred == .rtmp || inferred == .srt || f == .rtmp || f == .srt {
             throw ConfigurationError(field: "--format", value: f.rawValue, reason: "does not match the output '\(out)' (\(inferred.rawValue))")
+        }
+        if let t = segmentTime {
+            let text = t.isFinite && t == t.rounded() && abs(t) < 1e15 ? String(Int(t)) : "\(t)"
+            if !(t > 0 && t <= 1e7) {
+                throw ConfigurationError(field: "--segment-time", value: text, reason: "must be a positive number of seconds, at most 10000000")
+            }
+            if ContainerFormat.isLive(out) || (out.contains("://") && !out.lowercased().hasPrefix("file:")) || !(container == .mp4 || container == .matroska) {
+                throw ConfigurationError(field: "--segment-time", value: text,
+                                         reason: "splits MP4 and Matroska files only, not '\(out)'")
+            }
         }
         if let s = canvasSize {
             if s.width <= 0 || s.height <= 0 {

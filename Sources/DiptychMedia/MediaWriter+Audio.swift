@@ -44,6 +44,32 @@ extension MediaWriter {
         if let t = audioTranscoder, let st = audioStream {
             try writeAll(try t.flush(), stream: st, from: t.encoder.raw.pointee.time_base)
         }
+        try writeHeldAudio(before: .max)
+    }
+
+    /// A split output: the held audio packets that begin before `end` (video
+    /// ticks on the take's timeline) go to the current file, with its start
+    /// taken off. Audio is held until the video muxed has passed it, so each
+    /// packet lands in the file its time falls in (the video's cut is a
+    /// keyframe not yet known when the audio comes).
+    func writeHeldAudio(before end: Int64) throws(MediaError) {
+        guard let split, let st = audioStream else { return }
+        var i = 0
+        while i < split.heldAudio.count {
+            let (p, tb) = split.heldAudio[i]
+            if p.raw.pointee.pts != avNoPTS, end != .max,
+               av_rescale_q(p.raw.pointee.pts, tb, videoTimeBase) >= end { break }
+            i += 1
+            let shift = av_rescale_q(split.start, videoTimeBase, tb)
+            if p.raw.pointee.pts != avNoPTS { p.raw.pointee.pts -= shift }
+            if p.raw.pointee.dts != avNoPTS { p.raw.pointee.dts -= shift }
+            p.raw.pointee.stream_index = st.pointee.index
+            p.raw.pointee.pos = -1
+            av_packet_rescale_ts(p.raw, tb, st.pointee.time_base)
+            try mux(p.raw, "audio packet")
+            audioPacketsWritten += 1
+        }
+        self.split?.heldAudio.removeFirst(i)
     }
 
     private func writePendingAudio(until endTicks: Int64) throws(MediaError) {
@@ -78,6 +104,10 @@ extension MediaWriter {
     }
 
     private func writeAudioPacket(_ p: FFPacket, stream: UnsafeMutablePointer<AVStream>, from tb: AVRational) throws(MediaError) {
+        if split != nil {
+            split!.heldAudio.append((p, tb))
+            return try writeHeldAudio(before: muxedVideoEnd)
+        }
         p.raw.pointee.stream_index = stream.pointee.index
         p.raw.pointee.pos = -1
         av_packet_rescale_ts(p.raw, tb, stream.pointee.time_base)

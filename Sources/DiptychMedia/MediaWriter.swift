@@ -23,6 +23,13 @@ import DiptychCore
 ///   last exactly N/F seconds. MP4 and FLV are written without B-frames
 ///   unless `maxBFrames` asks for them, so every stream starts at zero.
 /// - A write failing with ENOSPC throws `MediaError.storageFull`.
+/// - Split (`segmentTime`, MP4 and Matroska files): the file is written as
+///   `SegmentNaming.path(url, index:)` files, each a whole file of its own
+///   (the hybrid MP4 above, per file), cut at the first keyframe at or after
+///   `segmentTime` into the file; a frame encoded here that falls due is made
+///   a keyframe. Each file's timestamps start at 0 (`segments` gives each
+///   file's place on the take's timeline); audio goes to the file its time
+///   falls in. A file that exists already is never written over.
 ///
 /// - Pre-encoded video (`init(url:container:preEncoded:...)`): H.264 access
 ///   units encoded elsewhere (the GPU encoder) go through the same packet
@@ -31,7 +38,10 @@ import DiptychCore
 ///
 /// Not thread-safe: call from one thread.
 public final class MediaWriter: @unchecked Sendable {
+    /// The output asked for (for a split output, the name its files are named after).
     public let url: String
+    /// The file written now: `url`, or a split output's current file.
+    public private(set) var path: String
     public let container: ContainerFormat
     public let settings: VideoEncoderSettings
     /// The encoder in use (`libx264`, `h264_vaapi`, `gpu-h264` for pre-encoded video, ...).
@@ -55,6 +65,13 @@ public final class MediaWriter: @unchecked Sendable {
     /// are written relative to it, so a take starting mid-stream starts at 0.
     public private(set) var timestampOrigin: MediaTime?
     public internal(set) var audioPacketsWritten = 0
+    /// A split output's files, completed ones first and the current one
+    /// last (its frames and length so far); empty for an output written whole.
+    public var segments: [WrittenSegment] {
+        guard let split else { return [] }
+        guard !finished else { return split.done }
+        return split.done + [split.current(path: path, end: muxedVideoEnd, timeBase: videoTimeBase)]
+    }
 
     /// Nil for pre-encoded video.
     let encoder: VideoEncoder?
@@ -70,7 +87,7 @@ public final class MediaWriter: @unchecked Sendable {
     private var pendingHeader: FFDictionary?
     /// The muxer; nil once the output is closed.
     private(set) var output: FFOutputContext?
-    let videoStream: UnsafeMutablePointer<AVStream>
+    private(set) var videoStream: UnsafeMutablePointer<AVStream>
     var audioStream: UnsafeMutablePointer<AVStream>?
     let audioTrack: AudioTrack?
     var audioTranscoder: AudioTranscoder?
@@ -78,6 +95,12 @@ public final class MediaWriter: @unchecked Sendable {
     let deadline: InterruptDeadline
     /// End of the last video frame written, in encoder ticks.
     var videoEnd: Int64 = 0
+    /// End of the last video packet muxed, in encoder ticks on the take's timeline.
+    var muxedVideoEnd: Int64 = 0
+    /// A split output's state; nil for one written whole.
+    var split: SplitState?
+    /// The time base each stream was given before its header (a split output's next file asks for the same).
+    private var requestedTimeBases: [AVRational] = []
     private var firstError: MediaError?
     private var finished = false
     /// MP4 files: each stream's end (last pts + duration, in its time base),
@@ -91,11 +114,13 @@ public final class MediaWriter: @unchecked Sendable {
     ///   - timestampOrigin: the output's zero; nil takes the first frame's pts
     ///     (a stream reopened mid-take passes the take's zero to keep its timeline).
     ///   - cancel: stops the open (and every write after it) once flipped, as a timeout would.
+    ///   - segmentTime: split a file output into files of about this many
+    ///     seconds (MP4 and Matroska; see the type's description); nil: one file.
     public convenience init(url: String, container: ContainerFormat? = nil, video: VideoEncoderSettings,
                             audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil,
-                            cancel: OpenCancel? = nil) throws(MediaError) {
+                            cancel: OpenCancel? = nil, segmentTime: Double? = nil) throws(MediaError) {
         try self.init(url: url, container: container, video: .frames(video), audio: audio, networkTimeout: networkTimeout,
-                      timestampOrigin: timestampOrigin, cancel: cancel)
+                      timestampOrigin: timestampOrigin, cancel: cancel, segmentTime: segmentTime)
     }
 
     /// Opens an output whose video is encoded already (H.264 access units in
@@ -108,21 +133,28 @@ public final class MediaWriter: @unchecked Sendable {
     /// `packetsBeforeKeyframe`).
     public convenience init(url: String, container: ContainerFormat? = nil, preEncoded: PreEncodedVideo,
                             audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil,
-                            cancel: OpenCancel? = nil) throws(MediaError) {
+                            cancel: OpenCancel? = nil, segmentTime: Double? = nil) throws(MediaError) {
         try self.init(url: url, container: container, video: .encoded(preEncoded), audio: audio, networkTimeout: networkTimeout,
-                      timestampOrigin: timestampOrigin, cancel: cancel)
+                      timestampOrigin: timestampOrigin, cancel: cancel, segmentTime: segmentTime)
     }
 
     enum VideoSource { case frames(VideoEncoderSettings), encoded(PreEncodedVideo) }
 
     private init(url: String, container: ContainerFormat?, video source: VideoSource,
                  audio: AudioTrack?, networkTimeout: Double, timestampOrigin: MediaTime?,
-                 cancel: OpenCancel?) throws(MediaError) {
+                 cancel: OpenCancel?, segmentTime: Double?) throws(MediaError) {
         guard let container = container ?? ContainerFormat.infer(from: url) else {
             throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .mkv, .ts, .m3u8, rtmp:// or srt://)")
         }
         self.url = url
         self.container = container
+        if let segmentTime {
+            guard segmentTime > 0, segmentTime.isFinite, container == .mp4 || container == .matroska, !isURL(url) || url.hasPrefix("file:") else {
+                throw .writeFailed(path: url, detail: "only MP4 and Matroska files are split (segment time \(segmentTime) s)")
+            }
+        }
+        let firstPath = segmentTime == nil ? url : SegmentNaming.path(url, index: 1)
+        self.path = firstPath
         var video: VideoEncoderSettings
         switch source {
         case .frames(let v): video = v
@@ -135,7 +167,7 @@ public final class MediaWriter: @unchecked Sendable {
             }
             video = e.settings
         }
-        if video.maxBFrames == nil && (container == .mp4 || container == .rtmp) {
+        if video.maxBFrames == nil && (container == .mp4 || container == .rtmp || segmentTime != nil) {
             // Fragmented MP4 has no edit list to hide the B-frame reorder delay:
             // with B-frames the muxer shifts every stream by it. Without them
             // video and audio start exactly at zero.
@@ -149,8 +181,8 @@ public final class MediaWriter: @unchecked Sendable {
 
         let muxer = container.muxer
         let out: FFOutputContext
-        do { out = try FFOutputContext(muxer: muxer, url: url) } catch {
-            throw .writeFailed(path: url, detail: "no \(muxer) muxer: \(error.message)")
+        do { out = try FFOutputContext(muxer: muxer, url: firstPath) } catch {
+            throw .writeFailed(path: firstPath, detail: "no \(muxer) muxer: \(error.message)")
         }
         out.raw.pointee.interrupt_callback = deadline.callback
         // Each completed fragment / packet goes to the file at once.
@@ -187,14 +219,30 @@ public final class MediaWriter: @unchecked Sendable {
         // SRT in live mode drops what is unsent when the socket closes: wait
         // up to 2 s for the receiver to have the end of the take (unless the
         // URL says otherwise; libsrt takes it from the URL, not the options).
-        var ioURL = url
+        if segmentTime != nil { try MediaWriter.claim(firstPath) }
+        var ioURL = firstPath
         if url.lowercased().hasPrefix("srt://") && !url.contains("linger=") { ioURL += (url.contains("?") ? "&" : "?") + "linger=2" }
         deadline.arm()
         do { try out.openIO(url: ioURL, options: options.copy()) } catch {
             deadline.disarm()
-            throw MediaWriter.error(error.code, path: url, deadline: deadline, doing: "cannot open output")
+            throw MediaWriter.error(error.code, path: firstPath, deadline: deadline, doing: "cannot open output")
         }
         deadline.disarm()
+        requestedTimeBases = (0..<out.streamCount).map { out.stream($0).pointee.time_base }
+        if let segmentTime {
+            split = SplitState(ticks: max(1, Int64((segmentTime * Double(videoTimeBase.den) / Double(videoTimeBase.num)).rounded())))
+        }
+        output = out
+        let muxOptions = muxerOptions()
+        if encoder == nil && parameterSets == nil {
+            pendingHeader = muxOptions
+        } else {
+            do throws(MediaError) { try writeHeader(muxOptions) } catch { output = nil; throw error }
+        }
+    }
+
+    /// The muxer's options for this container (a fresh dictionary: writing a header consumes it).
+    private func muxerOptions() -> FFDictionary {
         let muxOptions = FFDictionary()
         if container == .mp4 {
             muxOptions.set("movflags", "frag_keyframe+empty_moov+default_base_moof")
@@ -215,12 +263,7 @@ public final class MediaWriter: @unchecked Sendable {
             muxOptions.set("hls_playlist_type", "event")
             muxOptions.set("hls_flags", "independent_segments+temp_file")
         }
-        output = out
-        if encoder == nil && parameterSets == nil {
-            pendingHeader = muxOptions
-        } else {
-            do throws(MediaError) { try writeHeader(muxOptions) } catch { output = nil; throw error }
-        }
+        return muxOptions
     }
 
     /// Writes the container's header (and, for an MP4 file, the room for its length).
@@ -230,12 +273,12 @@ public final class MediaWriter: @unchecked Sendable {
         var r = avformat_write_header(out.raw, &muxOptions.raw)
         if r >= 0, let io = out.io { avio_flush(io); if let e = out.ioError { r = e } }
         deadline.disarm()
-        if r < 0 { throw MediaWriter.error(r, path: url, deadline: deadline, doing: "header") }
+        if r < 0 { throw MediaWriter.error(r, path: path, deadline: deadline, doing: "header") }
         if container == .mp4 && !isURL(url), let io = out.io {
             // Room for the movie length that a clean finish writes (FragmentedMP4).
             avio_write(io, FragmentedMP4.reservedBox, Int32(FragmentedMP4.reservedBox.count))
             avio_flush(io)
-            if let e = out.ioError { throw MediaWriter.error(e, path: url, deadline: deadline, doing: "header") }
+            if let e = out.ioError { throw MediaWriter.error(e, path: path, deadline: deadline, doing: "header") }
             trackEnds = Array(repeating: 0, count: out.streamCount)
         }
     }
@@ -266,7 +309,7 @@ public final class MediaWriter: @unchecked Sendable {
         var code = r
         if code >= 0, let e = output?.ioError { code = e }
         guard code < 0 else { return }
-        let e = MediaWriter.error(code, path: url, deadline: deadline, doing: doing)
+        let e = MediaWriter.error(code, path: path, deadline: deadline, doing: doing)
         if firstError == nil { firstError = e }
         throw e
     }
@@ -294,7 +337,8 @@ public final class MediaWriter: @unchecked Sendable {
         var frame = frame
         frame.pts = frame.pts - origin
         let packets: [FFPacket]
-        do { packets = try encoder.encode(frame) } catch {
+        let key = keyframeDue(at: frame.pts.converted(to: videoTimeBase.den).value)
+        do { packets = try encoder.encode(frame, keyframe: key) } catch {
             if case .invalidFrame = error {} else { firstError = error }
             throw error
         }
@@ -321,7 +365,8 @@ public final class MediaWriter: @unchecked Sendable {
         let origin = timestampOrigin ?? pts
         let t = pts - origin
         let packets: [FFPacket]
-        do { packets = try encoder.encode(frame, pts: t, release: release) } catch {
+        let key = keyframeDue(at: t.converted(to: videoTimeBase.den).value)
+        do { packets = try encoder.encode(frame, pts: t, release: release, keyframe: key) } catch {
             if case .invalidFrame = error {} else { firstError = error }
             throw error
         }
@@ -378,9 +423,22 @@ public final class MediaWriter: @unchecked Sendable {
     }
 
     private func writeVideoPacket(_ p: FFPacket) throws(MediaError) {
+        let pts = p.raw.pointee.pts
+        if split != nil, pts != avNoPTS {
+            if p.raw.pointee.flags & AV_PKT_FLAG_KEY != 0, split!.cutsBefore(pts) { try startNextSegment(at: pts) }
+            let start = split!.start
+            p.raw.pointee.pts -= start
+            if p.raw.pointee.dts != avNoPTS { p.raw.pointee.dts -= start }
+        }
         p.raw.pointee.stream_index = videoStream.pointee.index
+        let end = pts == avNoPTS ? muxedVideoEnd : pts + max(0, p.raw.pointee.duration)
         av_packet_rescale_ts(p.raw, videoTimeBase, videoStream.pointee.time_base)
         try mux(p.raw, "video packet")
+        muxedVideoEnd = max(muxedVideoEnd, end)
+        if split != nil {
+            split!.frames += 1
+            try writeHeldAudio(before: muxedVideoEnd)
+        }
     }
 
     /// Flushes the encoder, writes the remaining audio and the trailer, and
@@ -395,8 +453,11 @@ public final class MediaWriter: @unchecked Sendable {
         if let e = firstError {
             if e.isStorageFull, trackEnds != nil, let output {
                 try? output.closeIO()
-                framesInFile = try? FragmentedMP4.cutToLastFragment(path: url).firstTrackSamples
+                let held = try? FragmentedMP4.cutToLastFragment(path: path).firstTrackSamples
+                if let held, split != nil { split!.frames = held }
+                framesInFile = held.map { $0 + (split?.done.reduce(0) { $0 + $1.frames } ?? 0) }
             }
+            if split != nil { split!.close(path: path, end: muxedVideoEnd, timeBase: videoTimeBase) }
             return
         }
         if let encoder { for p in try encoder.flush() { try writeVideoPacket(p) } }
@@ -404,6 +465,7 @@ public final class MediaWriter: @unchecked Sendable {
         if pendingHeader != nil { try? output?.closeIO(); return }
         try finishAudio()
         guard let output else { return }
+        if split != nil { split!.close(path: path, end: muxedVideoEnd, timeBase: videoTimeBase) }
         deadline.arm()
         let r = av_write_trailer(output.raw)
         deadline.disarm()
@@ -416,14 +478,133 @@ public final class MediaWriter: @unchecked Sendable {
             usleep(UInt32(MediaWriter.srtLatency(url) * 2 + 100_000))
         }
         do { try output.closeIO() } catch { try check(error.code, "close") }
-        if let trackEnds {
-            let tracks = trackEnds.enumerated().map { i, end in
-                let tb = output.stream(i).pointee.time_base  // the muxer sets 1/mdhd timescale
-                return FragmentedMP4.TrackEnd(end: end * Int64(tb.num), timescale: tb.den)
-            }
-            do { try FragmentedMP4.writeDuration(path: url, tracks: tracks) } catch {
-                throw .writeFailed(path: url, detail: "writing the duration: \(error)")
-            }
+        try writeLength(of: output)
+    }
+
+    /// An MP4 file's length, written into its movie header once it is complete (`FragmentedMP4`).
+    private func writeLength(of output: FFOutputContext) throws(MediaError) {
+        guard let trackEnds else { return }
+        let tracks = trackEnds.enumerated().map { i, end in
+            let tb = output.stream(i).pointee.time_base  // the muxer sets 1/mdhd timescale
+            return FragmentedMP4.TrackEnd(end: end * Int64(tb.num), timescale: tb.den)
         }
+        do { try FragmentedMP4.writeDuration(path: path, tracks: tracks) } catch {
+            throw .writeFailed(path: path, detail: "writing the duration: \(error)")
+        }
+    }
+
+    // MARK: Split outputs
+
+    /// Whether the frame at `ticks` (on the take's timeline) is to be made a
+    /// keyframe: the first frame at or after `segmentTime` into the file.
+    private func keyframeDue(at ticks: Int64) -> Bool {
+        guard split != nil else { return false }
+        return split!.keyframeDue(at: ticks)
+    }
+
+    /// Completes the current file (its audio before `pts`, trailer, length)
+    /// and opens the next, whose first frame is the keyframe at `pts`.
+    private func startNextSegment(at pts: Int64) throws(MediaError) {
+        guard let old = output else { return }
+        try writeHeldAudio(before: pts)
+        deadline.arm()
+        let r = av_write_trailer(old.raw)
+        deadline.disarm()
+        try check(r, "trailer")
+        do { try old.closeIO() } catch { try check(error.code, "close") }
+        try writeLength(of: old)
+        split!.close(path: path, end: pts, timeBase: videoTimeBase)
+        split!.start = pts
+
+        let next = SegmentNaming.path(url, index: split!.done.count + 1)
+        do throws(MediaError) { try openSegment(next, like: old) } catch {
+            output = nil
+            if firstError == nil { firstError = error }
+            throw error
+        }
+    }
+
+    /// Opens `next` with the streams of `old` (parameters, time bases) and writes its header.
+    private func openSegment(_ next: String, like old: FFOutputContext) throws(MediaError) {
+        try MediaWriter.claim(next)
+        path = next
+        let out: FFOutputContext
+        do { out = try FFOutputContext(muxer: container.muxer, url: next) } catch {
+            throw .writeFailed(path: next, detail: "no \(container.muxer) muxer: \(error.message)")
+        }
+        out.raw.pointee.interrupt_callback = deadline.callback
+        out.raw.pointee.flush_packets = 1
+        for i in 0..<old.streamCount {
+            let from = old.stream(i)
+            let st: UnsafeMutablePointer<AVStream>
+            do { st = try out.newStream() } catch { throw .writeFailed(path: next, detail: "stream \(i): \(error)") }
+            guard avcodec_parameters_copy(st.pointee.codecpar, from.pointee.codecpar) >= 0 else {
+                throw .writeFailed(path: next, detail: "stream \(i): avcodec_parameters_copy failed")
+            }
+            st.pointee.codecpar.pointee.codec_tag = 0
+            st.pointee.time_base = requestedTimeBases[i]
+            st.pointee.avg_frame_rate = from.pointee.avg_frame_rate
+        }
+        do { try out.openIO(url: next, options: FFDictionary()) } catch {
+            throw MediaWriter.error(error.code, path: next, deadline: deadline, doing: "cannot open output")
+        }
+        output = out
+        videoStream = out.stream(Int(videoStream.pointee.index))
+        if let a = audioStream { audioStream = out.stream(Int(a.pointee.index)) }
+        try writeHeader(muxerOptions())
+    }
+
+    /// Creates `path` as a new, empty file, failing where a file is there
+    /// already: a split output never writes over anything.
+    static func claim(_ path: String) throws(MediaError) {
+        let file = path.hasPrefix("file:") ? String(path.dropFirst(5)) : path
+        let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+        guard fd >= 0 else {
+            let e = errno
+            if e == EEXIST { throw .writeFailed(path: path, detail: "exists already; a split recording never writes over a file") }
+            if e == ENOSPC { throw .storageFull(path: path) }
+            throw .writeFailed(path: path, detail: "cannot create: \(String(cString: strerror(e)))")
+        }
+        close(fd)
+    }
+}
+
+/// Where a split output stands: the current file's start and frames, the
+/// files completed, and when the next keyframe is to be made.
+struct SplitState {
+    /// The segment length in video ticks.
+    let ticks: Int64
+    /// The current file's first frame, in video ticks on the take's timeline.
+    var start: Int64 = 0
+    /// Video packets in the current file.
+    var frames = 0
+    var done: [WrittenSegment] = []
+    /// Audio packets (timestamps on the take's timeline, in their time base)
+    /// waiting for the video to pass them (`writeHeldAudio`).
+    var heldAudio: [(FFPacket, AVRational)] = []
+    /// Frames handed to an encoder here: the next frame to be made a keyframe (nil before the first frame).
+    private var nextKeyframe: Int64?
+
+    init(ticks: Int64) { self.ticks = ticks }
+
+    /// A keyframe at `pts` begins a new file: the current one holds a frame and has lasted its length.
+    func cutsBefore(_ pts: Int64) -> Bool { frames > 0 && pts >= start + ticks }
+
+    mutating func keyframeDue(at t: Int64) -> Bool {
+        guard let next = nextKeyframe else { nextKeyframe = t + ticks; return false }
+        guard t >= next else { return false }
+        nextKeyframe = t + ticks
+        return true
+    }
+
+    func current(path: String, end: Int64, timeBase: AVRational) -> WrittenSegment {
+        let seconds = { (t: Int64) in Double(t) * Double(timeBase.num) / Double(timeBase.den) }
+        return WrittenSegment(path: path, frames: frames, start: seconds(start), duration: seconds(max(end, start) - start))
+    }
+
+    /// The current file is complete, its video ending at `end`.
+    mutating func close(path: String, end: Int64, timeBase: AVRational) {
+        done.append(current(path: path, end: end, timeBase: timeBase))
+        frames = 0
     }
 }

@@ -36,7 +36,7 @@ extension VideoEncoder {
     /// VA surface of the encoder's display (`VAImportedSurface`) named by a
     /// `AV_PIX_FMT_VAAPI` frame. `release` runs exactly once, when the encoder
     /// no longer reads the buffer (at once when it is refused).
-    func encode(_ image: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?) throws(MediaError) -> [FFPacket] {
+    func encode(_ image: DmaBufFrame, pts: MediaTime, release: (@Sendable () -> Void)?, keyframe: Bool = false) throws(MediaError) -> [FFPacket] {
         guard selection.isHardware, let hwFrames, let vaDisplay, case .success(let va) = VALibrary.shared else {
             release?()
             throw .invalidFrame(reason: "dma-buf frames need the VA-API encoder; \(name) takes frames in host memory")
@@ -65,6 +65,7 @@ extension VideoEncoder {
         diptych_frame_set_buf(frame.raw, 0, buf)
         diptych_frame_set_plane(frame.raw, 3, UnsafeMutablePointer(bitPattern: UInt(surface.id)), 0)
         frame.raw.pointee.pts = ticks(for: pts)
+        if keyframe { frame.raw.pointee.pict_type = AV_PICTURE_TYPE_I }
         return try send(frame)
     }
 

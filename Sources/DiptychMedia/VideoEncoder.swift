@@ -68,6 +68,8 @@ final class VideoEncoder {
         } else {
             encoder.raw.pointee.pix_fmt = inputFormat
             options.set("preset", settings.preset)
+            // A frame asked to be a keyframe (AV_PICTURE_TYPE_I) is an IDR picture, not an open-GOP I.
+            options.set("forced-idr", "1")
             if let t = settings.tune { options.set("tune", t) }
             // A constant quantizer through the library's own parameters (parsed after
             // FFmpeg's settings, so it overrides them): CQP at that QP.
@@ -212,8 +214,9 @@ final class VideoEncoder {
     }
 
     /// Encodes `frame` (NV12 preferred; I420/RGBA/BGRA are converted) and
-    /// returns the packets that came out (timestamps in `timeBase`, durations set).
-    func encode(_ frame: VideoFrame) throws(MediaError) -> [FFPacket] {
+    /// returns the packets that came out (timestamps in `timeBase`, durations
+    /// set). `keyframe` makes the frame an IDR picture (a split output's cut).
+    func encode(_ frame: VideoFrame, keyframe: Bool = false) throws(MediaError) -> [FFPacket] {
         guard frame.width == settings.size.width, frame.height == settings.size.height else {
             throw .invalidFrame(reason: "frame is \(frame.size), encoder expects \(settings.size)")
         }
@@ -222,6 +225,7 @@ final class VideoEncoder {
         }
         let av = try StageClock.measure(.convert) { () throws(MediaError) in try makeAVFrame(frame) }
         av.raw.pointee.pts = ticks(for: frame.pts)
+        if keyframe { av.raw.pointee.pict_type = AV_PICTURE_TYPE_I }
         if let hwFrames {
             let hw = FFFrame()
             do {
@@ -231,6 +235,7 @@ final class VideoEncoder {
                 throw .encoderFailed(encoder: name, detail: "upload to VA surface: \(error.message)")
             }
             hw.raw.pointee.pts = av.raw.pointee.pts
+            hw.raw.pointee.pict_type = av.raw.pointee.pict_type
             return try send(hw)
         }
         return try send(av)

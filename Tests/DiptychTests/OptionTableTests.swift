@@ -30,6 +30,7 @@ import DiptychOptions
         case "--qp": return "20"
         case "--maxrate": return "4M"
         case "--bufsize": return "8M"
+        case "--segment-time": return "10"
         default:
             switch o.value(in: OptionValues()) {
             case .string(let s)?: return s

@@ -24,6 +24,8 @@ protocol TakeOutput: AnyObject, Sendable {
     /// Writes one H.264 access unit (Annex B) encoded before it came here.
     func write(_ packet: EncodedVideoPacket) throws(MediaError)
     func finish() throws(MediaError)
+    /// A split file output's files (`--segment-time`); empty otherwise.
+    var segments: [WrittenSegment] { get }
 }
 
 extension TakeOutput {
@@ -33,6 +35,7 @@ extension TakeOutput {
         throw .invalidFrame(reason: "\(encoderName) takes frames in host memory, not dma-bufs")
     }
     var takesEncoded: Bool { false }
+    var segments: [WrittenSegment] { [] }
     func write(_ packet: EncodedVideoPacket) throws(MediaError) {
         throw .invalidFrame(reason: "\(encoderName) encodes frames itself; it takes no encoded pictures")
     }

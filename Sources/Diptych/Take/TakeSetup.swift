@@ -199,7 +199,7 @@ enum TakeSetup {
         }
         // The outputs last, so a failure above leaves no file behind.
         let audio = config.audio == .primary ? primary.audioTrack : nil
-        let specs = [OutputSpec(out: outputPath, format: config.format)] + config.extraOutputs
+        let specs = [OutputSpec(out: outputPath, format: config.format, segmentTime: config.segmentTime)] + config.extraOutputs
         do { for i in specs.indices { try gpu.addOutput(i) } } catch { throw .gpu(error) }
         // The encoder path: VA-API devices, the GPU's side and the trial of the
         // zero-copy target (docs/ARCHITECTURE.md, "Encoder paths").
@@ -345,6 +345,21 @@ enum TakeSetup {
             }
             writes.append((field, id))
         }
+        if config.segmentTime != nil, let id = FileIdentity(output), let existing = existingSegment(of: id.path) {
+            throw .configuration(ConfigurationError(field: "--out", value: output,
+                                                    reason: "\(existing) exists already; a split recording never writes over a file (choose another name or remove it)"))
+        }
+    }
+
+    /// A file already in the folder of `out` named as one of its segments
+    /// would be (`SegmentNaming`: `take-0001.mp4`, any number): the first by
+    /// name, with its folder; nil when there is none.
+    static func existingSegment(of out: String) -> String? {
+        let url = URL(fileURLWithPath: out)
+        let folder = url.deletingLastPathComponent().path
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return names.filter { SegmentNaming.isSegment($0, of: url.lastPathComponent) }.sorted().first
+            .map { URL(fileURLWithPath: folder).appendingPathComponent($0).path }
     }
 
     /// Why a file cannot be written at `path` (a folder there, a folder
