@@ -163,6 +163,7 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     private let frameDuration: MediaTime
     var takesEncoded: Bool { gpuEncoded }
     var segments: [WrittenSegment] { writer?.segments ?? [] }
+    var awaitsCut: Bool { writer?.awaitsCut ?? false }
 
     /// A picture the GPU encoded: to the packet callback (at its host
     /// timestamp) and into the file.

@@ -27,7 +27,7 @@ import DiptychCore
 ///   `SegmentNaming.path(url, index:)` files, each a whole file of its own
 ///   (the hybrid MP4 above, per file), cut at the first keyframe at or after
 ///   `segmentTime` into the file; a frame encoded here that falls due is made
-///   a keyframe. Each file's timestamps start at 0 (`segments` gives each
+///   a keyframe (pre-encoded video: `awaitsCut` says when one is wanted). Each file's timestamps start at 0 (`segments` gives each
 ///   file's place on the take's timeline); audio goes to the file its time
 ///   falls in. A file that exists already is never written over.
 ///
@@ -71,6 +71,14 @@ public final class MediaWriter: @unchecked Sendable {
         guard let split else { return [] }
         guard !finished else { return split.done }
         return split.done + [split.current(path: path, end: muxedVideoEnd, timeBase: videoTimeBase)]
+    }
+
+    /// A split output of pre-encoded video whose current file has lasted its
+    /// length: the next keyframe written begins the next file (whoever
+    /// encodes may make one now). Encoder-side cuts need no asking.
+    public var awaitsCut: Bool {
+        guard isPreEncoded, let split else { return false }
+        return split.cutsBefore(muxedVideoEnd)
     }
 
     /// Nil for pre-encoded video.

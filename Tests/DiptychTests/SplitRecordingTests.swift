@@ -109,6 +109,30 @@ import DiptychCore
         }
     }
 
+    /// With the GPU encoder the cut asks it for an IDR: a keyframe interval
+    /// of 10 s still gives files of about a second (a few pictures over,
+    /// those the encoder had in flight), each starting with a keyframe.
+    @Test(.timeLimit(.minutes(2)))
+    func gpuEncodedTakeIsCutNearTheSegmentTime() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "4",
+                            "--encoder", "gpu", "--gpu", "software", "--keyframe-interval", "10", "--audio", "none",
+                            "--out", "take.mp4", "--segment-time", "1", "--json"], in: dir.url.path)
+        try #require(r.status == 0, "\(r.stderr)")
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        let segments = try #require(summary.segments)
+        #expect(segments.count == 4, "\(segments.map { ($0.path, $0.frames) })")
+        #expect(segments.map(\.frames).reduce(0, +) == 120)
+        for s in segments.dropLast() {
+            #expect(s.frames >= 30 && s.frames <= 36, "\(s.path): \(s.frames) frames, for 30 at 1 s")
+        }
+        for s in segments {
+            let video = try Self.packets(dir.path(s.path), "v")
+            #expect(video.first?.key == true, "\(s.path) starts with a keyframe")
+            try Self.decodesCleanly(dir.path(s.path))
+        }
+    }
+
     /// A split take killed with SIGKILL keeps every finished file whole
     /// (its length in its header) and the current one as a killed take does.
     @Test(.timeLimit(.minutes(1)))

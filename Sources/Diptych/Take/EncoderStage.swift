@@ -26,6 +26,10 @@ protocol TakeOutput: AnyObject, Sendable {
     func finish() throws(MediaError)
     /// A split file output's files (`--segment-time`); empty otherwise.
     var segments: [WrittenSegment] { get }
+    /// A split output of pictures encoded before they come here: its file
+    /// has lasted its length and waits for a keyframe to begin the next.
+    /// Asked on the encoder's thread, after a write.
+    var awaitsCut: Bool { get }
 }
 
 extension TakeOutput {
@@ -36,6 +40,7 @@ extension TakeOutput {
     }
     var takesEncoded: Bool { false }
     var segments: [WrittenSegment] { [] }
+    var awaitsCut: Bool { false }
     func write(_ packet: EncodedVideoPacket) throws(MediaError) {
         throw .invalidFrame(reason: "\(encoderName) encodes frames itself; it takes no encoded pictures")
     }
@@ -93,6 +98,8 @@ final class EncoderStage: @unchecked Sendable {
     /// An encoded picture was dropped: its successors up to the next
     /// keyframe are dropped too (they refer to it). Render thread only.
     private var _awaitingKeyframe = false
+    /// A split output waits for a keyframe to cut its file at (`TakeOutput.awaitsCut`), set on the encoder's thread.
+    private var _awaitingCut = false
     private var thread: JoinableThread?
 
     /// `onWritten` is told each frame's pts once the output has it (frame latency).
@@ -110,7 +117,8 @@ final class EncoderStage: @unchecked Sendable {
                 if failure != nil { frame.drop(); continue }
                 do throws(MediaError) {
                     try frame.write(to: sink)
-                    lock.lock(); _written += 1; lock.unlock()
+                    let cut = sink.awaitsCut
+                    lock.lock(); _written += 1; _awaitingCut = cut; lock.unlock()
                     onWritten?(frame.pts)
                 } catch {
                     lock.lock(); if _failure == nil { _failure = error }; lock.unlock()
@@ -156,9 +164,10 @@ final class EncoderStage: @unchecked Sendable {
     }
 
     /// A live output dropped an encoded picture: the pictures after it are
-    /// dropped until a keyframe comes. The GPU encoder may make its next
-    /// picture one (an IDR) to end the gap sooner.
-    var needsKeyframe: Bool { lock.lock(); defer { lock.unlock() }; return _awaitingKeyframe }
+    /// dropped until a keyframe comes; or a split file waits for one to
+    /// begin its next file at. The GPU encoder may make its next picture one
+    /// (an IDR) to end the gap or cut the file sooner.
+    var needsKeyframe: Bool { lock.lock(); defer { lock.unlock() }; return _awaitingKeyframe || _awaitingCut }
 
     /// Frames the queue holds at most (the ring of an output read in place is sized by it).
     var queueDepth: Int { queue.capacity }
