@@ -100,4 +100,25 @@ enum MediaProbe {
         }
         return RecoveredOutput(frames: frames, durationSeconds: end, decodable: frames > 0, note: nil)
     }
+
+    /// The same for a split output (`--segment-time`): its files `out-0001`,
+    /// `out-0002`, … counted one after another, within one `budget`.
+    static func countFrames(segmentsOf out: String, budget: Double = 10) -> RecoveredOutput {
+        let start = Date()
+        var total = RecoveredOutput(frames: 0, durationSeconds: 0, decodable: false, note: nil)
+        var files = 0
+        while FileManager.default.fileExists(atPath: SegmentNaming.path(out, index: files + 1)) {
+            files += 1
+            let left = budget - Date().timeIntervalSince(start)
+            guard left > 0 else { total.note = "counted the first \(files - 1) files in \(Int(budget)) s"; break }
+            let one = countFrames(SegmentNaming.path(out, index: files), budget: left)
+            total.frames += one.frames
+            total.durationSeconds += one.durationSeconds
+            total.decodable = total.decodable || one.decodable
+            if let note = one.note { total.note = "\(SegmentNaming.path(out, index: files)): \(note)"; break }
+        }
+        if files == 0 { total.note = "no file of the split output exists" }
+        else if total.note == nil { total.note = "\(files) files" }
+        return total
+    }
 }

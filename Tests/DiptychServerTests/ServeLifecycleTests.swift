@@ -91,6 +91,40 @@ import Testing
         #expect(decoded.map { CounterPattern.decode(frame: $0) } == (0..<n).map { Optional($0) })
     }
 
+    /// A split take running at a crash: its frames are counted over its files.
+    @Test func splitTakeRunningAtACrashCountsItsFiles() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let stateDir = dir.path("state")
+        let server = try ServeProcess(["--state-dir", stateDir], in: dir.path)
+        let r = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:counter:320x180@30", "secondary": "none", "realtime": "on", "out": "split.mp4",
+            "segmentTime": 1, "preset": "ultrafast", "audio": "none"]))
+        try #require(r.status == 201, "\(r.status) \(r.text)")
+        let id = try #require(r.json["id"] as? String)
+        try server.waitForTake(id) { frames($0) >= 75 }
+        Thread.sleep(forTimeInterval: 0.5)
+        server.signal(SIGKILL)
+        server.waitForExit()
+
+        let again = try ServeProcess(["--state-dir", stateDir], in: dir.path); defer { again.stop() }
+        let t = try again.take(id)
+        #expect(state(t) == "failed", "\(t)")
+        let recovered = try #require(t["recovered"] as? [String: Any])
+        let n = try #require(recovered["frames"] as? Int)
+        // Every file before the last is whole; the last, being written at the
+        // kill, may hold only its header (as any killed take's file may).
+        var paths: [String] = []
+        while FileManager.default.fileExists(atPath: dir.path(String(format: "split-%04d.mp4", paths.count + 1))) {
+            paths.append(dir.path(String(format: "split-%04d.mp4", paths.count + 1)))
+        }
+        #expect(paths.count >= 2)
+        var decoded = 0
+        for path in paths.dropLast() { decoded += try decodeAll(path).count }
+        decoded += (try? decodeAll(paths.last ?? "")).map(\.count) ?? 0
+        #expect(n >= 60 && n == decoded, "\(recovered), \(decoded) frames decoded from the files")
+        #expect(recovered["decodable"] as? Bool == true)
+    }
+
     /// A take whose primary stops delivering ends through its own finalize
     /// path (`failed`, its file complete); the take beside it keeps recording.
     @Test func aFailingTakeEndsAlone() throws {
