@@ -78,6 +78,9 @@ public struct TakeProgress: Sendable {
     public var realtimeFactor: Double { wallSeconds > 0 ? mediaSeconds / wallSeconds : 0 }
     public var secondaryRepeated: Int
     public var secondaryDropped: Int
+    /// A split main output's files so far (`--segment-time`), the last one
+    /// still being written; empty for an output written whole.
+    public var segments: [WrittenSegment] = []
 }
 
 /// What a finished take produced. `--json` prints this.

@@ -14,6 +14,8 @@ struct TakeFigures: Hashable, Sendable {
     var wallSeconds = 0.0
     var secondaryRepeated = 0
     var secondaryDropped = 0
+    /// A split main output's files so far.
+    var segments: [WrittenSegment] = []
     var fps: Double { wallSeconds > 0 ? Double(frames) / wallSeconds : 0 }
     var realtimeFactor: Double { wallSeconds > 0 ? mediaSeconds / wallSeconds : 0 }
 }
@@ -85,7 +87,8 @@ final class TakeSession: @unchecked Sendable {
         var hooks = SessionHooks(log: { [weak events] in events?.takeLogged($0) })
         hooks.progress = { [weak events] p in
             events?.takeProgressed(TakeFigures(frames: p.frames, mediaSeconds: p.mediaSeconds, wallSeconds: p.wallSeconds,
-                                               secondaryRepeated: p.secondaryRepeated, secondaryDropped: p.secondaryDropped))
+                                               secondaryRepeated: p.secondaryRepeated, secondaryDropped: p.secondaryDropped,
+                                               segments: p.segments))
         }
         // The start (sources, GPU and output open) is reported as it happens.
         hooks.started = { [weak events] in events?.takeStarted() }

@@ -56,6 +56,9 @@ struct TakeView: Encodable {
     var error: String?
     var summary: TakeSummary?
     var recovered: RecoveredOutput?
+    /// A split main output's files (`segmentTime`): while it records, those
+    /// so far (the last still being written); once it has ended, the summary's.
+    var segments: [WrittenSegment]?
 
     init(_ s: TakeSnapshot, gpu: GPUTotals, model: CostModel?) {
         id = s.id
@@ -87,6 +90,7 @@ struct TakeView: Encodable {
         error = s.error
         summary = s.summary
         recovered = s.recovered
+        if let sum = s.summary { segments = sum.segments } else { segments = s.figures.segments.isEmpty ? nil : s.figures.segments }
     }
 }
 

@@ -91,7 +91,8 @@ import Testing
         #expect(decoded.map { CounterPattern.decode(frame: $0) } == (0..<n).map { Optional($0) })
     }
 
-    /// A split take running at a crash: its frames are counted over its files.
+    /// A split take lists its files while it records; running at a crash,
+    /// its frames are counted over its files.
     @Test func splitTakeRunningAtACrashCountsItsFiles() throws {
         let dir = Scratch(); defer { dir.remove() }
         let stateDir = dir.path("state")
@@ -102,6 +103,11 @@ import Testing
         try #require(r.status == 201, "\(r.status) \(r.text)")
         let id = try #require(r.json["id"] as? String)
         try server.waitForTake(id) { frames($0) >= 75 }
+        // While it records, the take lists its files so far: the finished ones a second each.
+        let running = try server.take(id)
+        let listed = try #require(running["segments"] as? [[String: Any]], "\(running)")
+        #expect(listed.count >= 2 && listed.first?["path"] as? String == dir.path("split-0001.mp4"), "\(listed)")
+        #expect(listed.dropLast().allSatisfy { $0["frames"] as? Int == 30 }, "\(listed)")
         Thread.sleep(forTimeInterval: 0.5)
         server.signal(SIGKILL)
         server.waitForExit()

@@ -100,6 +100,8 @@ final class EncoderStage: @unchecked Sendable {
     private var _awaitingKeyframe = false
     /// A split output waits for a keyframe to cut its file at (`TakeOutput.awaitsCut`), set on the encoder's thread.
     private var _awaitingCut = false
+    /// A split output's files as of its last write (`TakeOutput.segments`), set on the encoder's thread.
+    private var _segments: [WrittenSegment] = []
     private var thread: JoinableThread?
 
     /// `onWritten` is told each frame's pts once the output has it (frame latency).
@@ -117,8 +119,8 @@ final class EncoderStage: @unchecked Sendable {
                 if failure != nil { frame.drop(); continue }
                 do throws(MediaError) {
                     try frame.write(to: sink)
-                    let cut = sink.awaitsCut
-                    lock.lock(); _written += 1; _awaitingCut = cut; lock.unlock()
+                    let cut = sink.awaitsCut, segments = sink.segments
+                    lock.lock(); _written += 1; _awaitingCut = cut; _segments = segments; lock.unlock()
                     onWritten?(frame.pts)
                 } catch {
                     lock.lock(); if _failure == nil { _failure = error }; lock.unlock()
@@ -129,6 +131,8 @@ final class EncoderStage: @unchecked Sendable {
 
     var failure: MediaError? { lock.lock(); defer { lock.unlock() }; return _failure }
     var written: Int { lock.lock(); defer { lock.unlock() }; return _written }
+    /// A split output's files so far (the last one still being written); empty for an output written whole.
+    var segments: [WrittenSegment] { lock.lock(); defer { lock.unlock() }; return _segments }
 
     /// Frames a live output dropped because its queue was full.
     var dropped: Int { lock.lock(); defer { lock.unlock() }; return _dropped }

@@ -226,6 +226,7 @@ final class TakeRun {
         let c = inputs.clock.counters
         return TakeProgress(frames: frames, mediaSeconds: Double(frames) * frameRate.frameDuration.seconds,
                             wallSeconds: Date().timeIntervalSince(started),
-                            secondaryRepeated: c.secondaryRepeatShows, secondaryDropped: c.secondaryFramesDropped)
+                            secondaryRepeated: c.secondaryRepeatShows, secondaryDropped: c.secondaryFramesDropped,
+                            segments: encoders.first { $0.key == 0 }?.segments ?? [])
     }
 }
