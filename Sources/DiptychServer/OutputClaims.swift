@@ -19,9 +19,19 @@ enum OutputClaims {
 
     static func isFile(_ path: String) -> Bool { FileIdentity(path) != nil }
 
-    /// The recordings of `take` (its output, extra outputs and those added while it runs).
+    /// The recordings of `take` (its output, extra outputs and those added
+    /// while it runs; a split output's files, once it has ended).
     static func recordings(of take: Take) -> [String] {
-        (files(take.configuration).filter { $0.field != "preview" }.map(\.path) + take.addedOutputs.map(\.out)).filter(isFile)
+        let segments = take.summary?.segments?.map(\.path) ?? []
+        return (files(take.configuration).filter { $0.field != "preview" }.map(\.path) + take.addedOutputs.map(\.out) + segments).filter(isFile)
+    }
+
+    /// Whether the file `id` is one of the files a split output `out` writes
+    /// (`out-0001.mp4`, … in its folder: `SegmentNaming`).
+    static func isSegment(_ id: FileIdentity, of out: String) -> Bool {
+        guard let o = FileIdentity(out) else { return false }
+        func folder(_ p: String) -> Substring { p[..<(p.lastIndex(of: "/") ?? p.startIndex)] }
+        return folder(id.path) == folder(o.path) && SegmentNaming.isSegment(SegmentNaming.lastComponent(id.path), of: o.path)
     }
 
     /// Every file `take` writes while it runs.
@@ -41,14 +51,22 @@ enum OutputClaims {
     /// Why `path` (asked for as `field`) may not be written, among `takes`
     /// and the paths `reserved` by outputs being opened; nil when it may.
     /// Paths are compared as files (`FileIdentity`), not as text.
+    /// `split`: `path` is a split output, so its files are checked, not the name itself.
     static func conflict(_ field: String, _ path: String, takes: [Take], retired: [TakeRegistry.Retired] = [],
-                         reserved: Set<String> = []) -> RequestError? {
+                         reserved: Set<String> = [], split: Bool = false) -> RequestError? {
         guard let id = FileIdentity(path) else { return nil }
         func same(_ other: String) -> Bool { FileIdentity(other).map { $0.isSame(as: id) } ?? false }
         if reserved.contains(where: same) { return .conflict("\(field) '\(path)': another output is being opened on it") }
         for t in takes {
             if t.state.isActive {
                 if written(by: t).contains(where: same) { return .conflict("\(field) '\(path)': take \(t.id) is writing it") }
+                // A running split take writes its output's numbered files; a new split output would write those of its own.
+                if t.configuration.segmentTime != nil, let out = t.configuration.output, isSegment(id, of: out) {
+                    return .conflict("\(field) '\(path)': take \(t.id) is writing it (a file of its split output)")
+                }
+                if split, let hit = written(by: t).first(where: { FileIdentity($0).map { isSegment($0, of: id.path) } ?? false }) {
+                    return .conflict("\(field) '\(path)': its files would include '\(hit)', which take \(t.id) is writing")
+                }
                 if reads(of: t).contains(where: same) { return .conflict("\(field) '\(path)': take \(t.id) is reading it") }
             } else if recordings(of: t).contains(where: same) && FileManager.default.fileExists(atPath: id.path) {
                 return .conflict("\(field) '\(path)': holds the recording of take \(t.id) (\(t.state.rawValue)); "

@@ -230,7 +230,8 @@ final class TakeRegistry: @unchecked Sendable {
         let active = takes.values.filter { $0.state.isActive }
         let running = active.map(\.admissionLoad) + reservedEncodes
         for (field, path) in OutputClaims.files(config) {
-            if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), retired: retired, reserved: reserved) { throw e }
+            if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), retired: retired, reserved: reserved,
+                                             split: field == "out" && config.segmentTime != nil) { throw e }
         }
         let lagging = Self.slowest(active)
         let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,

@@ -108,6 +108,16 @@ import Testing
         let listed = try #require(running["segments"] as? [[String: Any]], "\(running)")
         #expect(listed.count >= 2 && listed.first?["path"] as? String == dir.path("split-0001.mp4"), "\(listed)")
         #expect(listed.dropLast().allSatisfy { $0["frames"] as? Int == 30 }, "\(listed)")
+        // No other take may write one of its files, nor a split take whose files would be another take's.
+        let onItsFile = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:smpte:320x240@30", "out": "split-0007.mp4", "preset": "ultrafast"]))
+        #expect(onItsFile.status == 409 && onItsFile.error.contains("a file of its split output"), "\(onItsFile.text)")
+        let plain = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:smpte:320x240@30", "realtime": "on", "out": "z-0001.mp4", "preset": "ultrafast", "audio": "none"]))
+        #expect(plain.status == 201, "\(plain.text)")
+        let over = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:smpte:320x240@30", "out": "z.mp4", "segmentTime": 1, "preset": "ultrafast"]))
+        #expect(over.status == 409 && over.error.contains("z-0001.mp4"), "\(over.text)")
         Thread.sleep(forTimeInterval: 0.5)
         server.signal(SIGKILL)
         server.waitForExit()
