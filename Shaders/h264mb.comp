@@ -91,6 +91,12 @@ shared ivec2 sBestMV;
 shared int sPhase;
 shared int sRound;
 shared bool sStopped;         // the search: no diamond step cut off by the limit, no diagonal move
+// The refinement's neighbour k (1-7: left, top, right, bottom, upper left,
+// upper right, lower right); 0 and the rest: the macroblock itself.
+ivec2 refineNeighbour(int k) {
+    return k == 1 ? ivec2(-1, 0) : k == 2 ? ivec2(0, -1) : k == 3 ? ivec2(1, 0) : k == 4 ? ivec2(0, 1)
+         : k == 5 ? ivec2(-1, -1) : k == 6 ? ivec2(1, -1) : k == 7 ? ivec2(1, 1) : ivec2(0);
+}
 // Candidate k of a diamond round: (0, -1), (-1, 0), (1, 0), (0, 1); of the diagonal round: (±1, ±1).
 ivec2 diamond(int k) { return ivec2(k == 1 ? -1 : (k == 2 ? 1 : 0), k == 0 ? -1 : (k == 3 ? 1 : 0)); }
 ivec2 diagonal(int k) { return ivec2((k & 1) != 0 ? 1 : -1, k >= 2 ? 1 : -1); }
@@ -471,8 +477,7 @@ void main() {
         uint own = mbs[mb * MB_WORDS + MB_SEARCHMV];
         bool same = (mbs[mb * MB_WORDS + MB_SEARCHSAD] & 0x10000u) != 0u;
         for (int k = 1; k < 8 && same; k++) {
-            ivec2 at = ivec2(mbX, mbY) + (k == 1 ? ivec2(-1, 0) : k == 2 ? ivec2(0, -1) : k == 3 ? ivec2(1, 0) : k == 4 ? ivec2(0, 1)
-                                        : k == 5 ? ivec2(-1, -1) : k == 6 ? ivec2(1, -1) : ivec2(1, 1));
+            ivec2 at = ivec2(mbX, mbY) + refineNeighbour(k);
             if (at.x >= 0 && at.y >= 0 && at.x < u_size.z && at.y < u_size.w) same = mbs[(at.y * u_size.z + at.x) * MB_WORDS + MB_SEARCHMV] == own;
         }
         if (same) {
@@ -578,8 +583,7 @@ void main() {
                 int k = round * 4 + t;
                 c = ivec2(0);
 #ifdef REFINE
-                ivec2 at = ivec2(mbX, mbY) + (k == 1 ? ivec2(-1, 0) : k == 2 ? ivec2(0, -1) : k == 3 ? ivec2(1, 0) : k == 4 ? ivec2(0, 1)
-                                            : k == 5 ? ivec2(-1, -1) : k == 6 ? ivec2(1, -1) : k == 7 ? ivec2(1, 1) : ivec2(0));
+                ivec2 at = ivec2(mbX, mbY) + refineNeighbour(k);
                 bool inside = at.x >= 0 && at.y >= 0 && at.x < u_size.z && at.y < u_size.w;
                 if (inside) c = unpackMV(mbs[(at.y * u_size.z + at.x) * MB_WORDS + MB_SEARCHMV]) / 4;
                 valid = k < 8 && inside;

@@ -41,7 +41,7 @@ public final class MediaWriter: @unchecked Sendable {
     /// The output asked for (for a split output, the name its files are named after).
     public let url: String
     /// The file written now: `url`, or a split output's current file.
-    public private(set) var path: String
+    public internal(set) var path: String
     public let container: ContainerFormat
     public let settings: VideoEncoderSettings
     /// The encoder in use (`libx264`, `h264_vaapi`, `gpu-h264` for pre-encoded video, ...).
@@ -94,8 +94,8 @@ public final class MediaWriter: @unchecked Sendable {
     /// and the header is written at the first keyframe (its SPS and PPS).
     private var pendingHeader: FFDictionary?
     /// The muxer; nil once the output is closed.
-    private(set) var output: FFOutputContext?
-    private(set) var videoStream: UnsafeMutablePointer<AVStream>
+    var output: FFOutputContext?
+    var videoStream: UnsafeMutablePointer<AVStream>
     var audioStream: UnsafeMutablePointer<AVStream>?
     let audioTrack: AudioTrack?
     var audioTranscoder: AudioTranscoder?
@@ -108,8 +108,8 @@ public final class MediaWriter: @unchecked Sendable {
     /// A split output's state; nil for one written whole.
     var split: SplitState?
     /// The time base each stream was given before its header (a split output's next file asks for the same).
-    private var requestedTimeBases: [AVRational] = []
-    private var firstError: MediaError?
+    var requestedTimeBases: [AVRational] = []
+    var firstError: MediaError?
     private var finished = false
     /// MP4 files: each stream's end (last pts + duration, in its time base),
     /// written into the movie header by `finish()`.
@@ -250,7 +250,7 @@ public final class MediaWriter: @unchecked Sendable {
     }
 
     /// The muxer's options for this container (a fresh dictionary: writing a header consumes it).
-    private func muxerOptions() -> FFDictionary {
+    func muxerOptions() -> FFDictionary {
         let muxOptions = FFDictionary()
         if container == .mp4 {
             muxOptions.set("movflags", "frag_keyframe+empty_moov+default_base_moof")
@@ -275,7 +275,7 @@ public final class MediaWriter: @unchecked Sendable {
     }
 
     /// Writes the container's header (and, for an MP4 file, the room for its length).
-    private func writeHeader(_ muxOptions: FFDictionary) throws(MediaError) {
+    func writeHeader(_ muxOptions: FFDictionary) throws(MediaError) {
         guard let out = output else { return }
         deadline.arm()
         var r = avformat_write_header(out.raw, &muxOptions.raw)
@@ -490,7 +490,7 @@ public final class MediaWriter: @unchecked Sendable {
     }
 
     /// An MP4 file's length, written into its movie header once it is complete (`FragmentedMP4`).
-    private func writeLength(of output: FFOutputContext) throws(MediaError) {
+    func writeLength(of output: FFOutputContext) throws(MediaError) {
         guard let trackEnds else { return }
         let tracks = trackEnds.enumerated().map { i, end in
             let tb = output.stream(i).pointee.time_base  // the muxer sets 1/mdhd timescale
@@ -499,120 +499,5 @@ public final class MediaWriter: @unchecked Sendable {
         do { try FragmentedMP4.writeDuration(path: path, tracks: tracks) } catch {
             throw .writeFailed(path: path, detail: "writing the duration: \(error)")
         }
-    }
-
-    // MARK: Split outputs
-
-    /// Whether the frame at `ticks` (on the take's timeline) is to be made a
-    /// keyframe: the first frame at or after `segmentTime` into the file.
-    private func keyframeDue(at ticks: Int64) -> Bool {
-        guard split != nil else { return false }
-        return split!.keyframeDue(at: ticks)
-    }
-
-    /// Completes the current file (its audio before `pts`, trailer, length)
-    /// and opens the next, whose first frame is the keyframe at `pts`.
-    private func startNextSegment(at pts: Int64) throws(MediaError) {
-        guard let old = output else { return }
-        try writeHeldAudio(before: pts)
-        deadline.arm()
-        let r = av_write_trailer(old.raw)
-        deadline.disarm()
-        try check(r, "trailer")
-        do { try old.closeIO() } catch { try check(error.code, "close") }
-        try writeLength(of: old)
-        split!.close(path: path, end: pts, timeBase: videoTimeBase)
-        split!.start = pts
-
-        let next = SegmentNaming.path(url, index: split!.done.count + 1)
-        do throws(MediaError) { try openSegment(next, like: old) } catch {
-            output = nil
-            if firstError == nil { firstError = error }
-            throw error
-        }
-    }
-
-    /// Opens `next` with the streams of `old` (parameters, time bases) and writes its header.
-    private func openSegment(_ next: String, like old: FFOutputContext) throws(MediaError) {
-        try MediaWriter.claim(next)
-        path = next
-        let out: FFOutputContext
-        do { out = try FFOutputContext(muxer: container.muxer, url: next) } catch {
-            throw .writeFailed(path: next, detail: "no \(container.muxer) muxer: \(error.message)")
-        }
-        out.raw.pointee.interrupt_callback = deadline.callback
-        out.raw.pointee.flush_packets = 1
-        for i in 0..<old.streamCount {
-            let from = old.stream(i)
-            let st: UnsafeMutablePointer<AVStream>
-            do { st = try out.newStream() } catch { throw .writeFailed(path: next, detail: "stream \(i): \(error)") }
-            guard avcodec_parameters_copy(st.pointee.codecpar, from.pointee.codecpar) >= 0 else {
-                throw .writeFailed(path: next, detail: "stream \(i): avcodec_parameters_copy failed")
-            }
-            st.pointee.codecpar.pointee.codec_tag = 0
-            st.pointee.time_base = requestedTimeBases[i]
-            st.pointee.avg_frame_rate = from.pointee.avg_frame_rate
-        }
-        do { try out.openIO(url: next, options: FFDictionary()) } catch {
-            throw MediaWriter.error(error.code, path: next, deadline: deadline, doing: "cannot open output")
-        }
-        output = out
-        videoStream = out.stream(Int(videoStream.pointee.index))
-        if let a = audioStream { audioStream = out.stream(Int(a.pointee.index)) }
-        try writeHeader(muxerOptions())
-    }
-
-    /// Creates `path` as a new, empty file, failing where a file is there
-    /// already: a split output never writes over anything.
-    static func claim(_ path: String) throws(MediaError) {
-        let file = path.hasPrefix("file:") ? String(path.dropFirst(5)) : path
-        let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-        guard fd >= 0 else {
-            let e = errno
-            if e == EEXIST { throw .writeFailed(path: path, detail: "exists already; a split recording never writes over a file") }
-            if e == ENOSPC { throw .storageFull(path: path) }
-            throw .writeFailed(path: path, detail: "cannot create: \(String(cString: strerror(e)))")
-        }
-        close(fd)
-    }
-}
-
-/// Where a split output stands: the current file's start and frames, the
-/// files completed, and when the next keyframe is to be made.
-struct SplitState {
-    /// The segment length in video ticks.
-    let ticks: Int64
-    /// The current file's first frame, in video ticks on the take's timeline.
-    var start: Int64 = 0
-    /// Video packets in the current file.
-    var frames = 0
-    var done: [WrittenSegment] = []
-    /// Audio packets (timestamps on the take's timeline, in their time base)
-    /// waiting for the video to pass them (`writeHeldAudio`).
-    var heldAudio: [(FFPacket, AVRational)] = []
-    /// Frames handed to an encoder here: the next frame to be made a keyframe (nil before the first frame).
-    private var nextKeyframe: Int64?
-
-    init(ticks: Int64) { self.ticks = ticks }
-
-    /// A keyframe at `pts` begins a new file: the current one holds a frame and has lasted its length.
-    func cutsBefore(_ pts: Int64) -> Bool { frames > 0 && pts >= start + ticks }
-
-    mutating func keyframeDue(at t: Int64) -> Bool {
-        guard let next = nextKeyframe else { nextKeyframe = t + ticks; return false }
-        guard t >= next else { return false }
-        nextKeyframe = t + ticks
-        return true
-    }
-
-    func current(path: String, end: Int64, timeBase: AVRational) -> WrittenSegment {
-        let seconds = { (t: Int64) in Double(t) * Double(timeBase.num) / Double(timeBase.den) }
-        return WrittenSegment(path: path, frames: frames, start: seconds(start), duration: seconds(max(end, start) - start))
-    }
-
-    /// The current file is complete, its video ending at `end`.
-    mutating func close(path: String, end: Int64, timeBase: AVRational) {
-        done.append(current(path: path, end: end, timeBase: timeBase))
-        frames = 0
     }
 }

@@ -166,19 +166,6 @@ import Testing
         deinit { if process.isRunning { kill() } }
     }
 
-    /// A free TCP or UDP port on loopback (bound and released).
-    static func freePort(_ type: Int32 = Int32(SOCK_STREAM.rawValue)) -> Int {
-        let fd = socket(AF_INET, type, 0)
-        defer { close(fd) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: a.sin_port))
-    }
-
     /// A take whose secondary (Y4M through a FIFO) goes quiet, and whose
     /// RTMP output's receiver is killed and started again: `source-lost`
     /// (the secondary's read timed out after `secondaryTimeout`),
@@ -189,7 +176,7 @@ import Testing
         let dir = Scratch(); defer { dir.remove() }
         let server = try ServeProcess([], in: dir.path)
         defer { server.stop() }
-        let rtmpPort = Self.freePort()
+        let rtmpPort = freePort()
         let out = "rtmp://127.0.0.1:\(rtmpPort)/live/take"
         var receiver = try RTMPReceiver(url: out, port: rtmpPort)
         // The secondary: Y4M through a FIFO, 2 s of frames, then nothing (the writer holds it open).

@@ -422,15 +422,21 @@ import Testing
     }
 }
 
-/// A free TCP port on 127.0.0.1.
-func freePort() -> Int {
+/// A TCP socket bound to a free port on 127.0.0.1 (the caller closes it).
+func loopbackSocket() -> (fd: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
     var len = socklen_t(MemoryLayout<sockaddr_in>.size)
     _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
     _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-    return Int(UInt16(bigEndian: addr.sin_port))
+    return (fd, Int(UInt16(bigEndian: addr.sin_port)))
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released).
+func freePort() -> Int {
+    let (fd, port) = loopbackSocket()
+    close(fd)
+    return port
 }

@@ -180,16 +180,10 @@ import Testing
     /// accepts): the queue stays bounded, dropping the oldest, and stopping
     /// aborts the POST in flight instead of waiting out its timeout.
     @Test func fullQueueDropsTheOldestAndStopDoesNotWait() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (fd, port) = loopbackSocket()
         defer { close(fd) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try #require(withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } } == 0)
+        try #require(port != 0)
         try #require(listen(fd, 16) == 0)
-        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        let port = UInt16(bigEndian: a.sin_port)
 
         var policy = Webhooks.RetryPolicy()
         policy.timeout = 30
