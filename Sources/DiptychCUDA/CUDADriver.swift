@@ -22,7 +22,7 @@ public struct CUDAUnavailable: Error, Hashable, Sendable, CustomStringConvertibl
 /// so Diptych runs where there is no NVIDIA driver. Loaded and initialized
 /// once per process (`shared`). The calls are thread-safe as the driver's are;
 /// each one that needs a context runs between `CUDAPrimaryContext.push()` and `pop()`.
-public final class CUDADriver: @unchecked Sendable {
+public final class CUDADriver: @unchecked Sendable {   // the driver's function table, immutable; its calls are thread-safe
     let api: UnsafeMutablePointer<CudaFunctions>
 
     private init(_ api: UnsafeMutablePointer<CudaFunctions>) { self.api = api }
@@ -110,7 +110,7 @@ public final class CUDADriver: @unchecked Sendable {
 }
 
 /// One device's primary context, retained while this object lives.
-public final class CUDAPrimaryContext: @unchecked Sendable {
+public final class CUDAPrimaryContext: @unchecked Sendable {   // CUcontext handle, retained for this object's life
     public let driver: CUDADriver
     public let ordinal: Int
     let device: CUdevice

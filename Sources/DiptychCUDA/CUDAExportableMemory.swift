@@ -1,3 +1,4 @@
+import Synchronization
 import CCUDA
 import Foundation
 import Glibc
@@ -10,7 +11,7 @@ import Glibc
 /// Freed (unmapped and released) when it goes; GL's imports keep the physical
 /// memory until they are deleted too (docs/ARCHITECTURE.md, "NV12 read back
 /// through CUDA").
-public final class CUDAExportableMemory: @unchecked Sendable {
+public final class CUDAExportableMemory: @unchecked Sendable {   // CUDA VMM handles and fd, immutable until deinit
     public let context: CUDAPrimaryContext
     private var block = diptych_cuda_vmm_block()
     /// The bytes allocated (`bytes` rounded up to the device's granularity).
@@ -56,7 +57,7 @@ public final class CUDAExportableMemory: @unchecked Sendable {
 /// CUDA's copy engines, from any thread: a stream of its own (not ordered
 /// after other streams' work) and an event whose waiters sleep, one copy at a
 /// time.
-public final class CUDACopyOut: @unchecked Sendable {
+public final class CUDACopyOut: @unchecked Sendable {   // CUDA stream and event handles, behind `lock`
     public let context: CUDAPrimaryContext
     private let lock = NSLock()
     private var stream: CUstream?
@@ -144,10 +145,9 @@ public final class CUDACopyOut: @unchecked Sendable {
 /// Several copiers on one context, taken in turn: copies from several
 /// threads go onto the copy engines back to back instead of one waiting for
 /// another's copy to finish.
-public final class CUDACopyPool: @unchecked Sendable {
+public final class CUDACopyPool: Sendable {
     public let copiers: [CUDACopyOut]
-    private let lock = NSLock()
-    private var next = 0
+    private let next = Mutex(0)
 
     public init(context: CUDAPrimaryContext, count: Int) throws(CUDAError) {
         var made: [CUDACopyOut] = []
@@ -157,9 +157,9 @@ public final class CUDACopyPool: @unchecked Sendable {
 
     /// The copier whose turn it is.
     public func take() -> CUDACopyOut {
-        lock.lock(); defer { lock.unlock() }
-        let c = copiers[next]
-        next = (next + 1) % copiers.count
-        return c
+        next.withLock { n in
+            defer { n = (n + 1) % copiers.count }
+            return copiers[n]
+        }
     }
 }

@@ -1,14 +1,14 @@
 import CCUDA
 
 /// A GL texture registered with CUDA (`CUgraphicsResource`).
-public struct CUDAGraphicsResource: Hashable, @unchecked Sendable {
+public struct CUDAGraphicsResource: Hashable, @unchecked Sendable {   // CUgraphicsResource handle
     let raw: OpaquePointer
     public init(opaque: OpaquePointer) { raw = opaque }
     public var opaque: OpaquePointer { raw }
 }
 
 /// The CUDA array behind a mapped resource (`CUarray`), valid until it is unmapped.
-public struct CUDAMappedArray: Hashable, @unchecked Sendable {
+public struct CUDAMappedArray: Hashable, @unchecked Sendable {   // CUarray handle
     let raw: OpaquePointer
     public init(opaque: OpaquePointer) { raw = opaque }
     public var opaque: OpaquePointer { raw }

@@ -3,7 +3,7 @@ import Synchronization
 
 /// A picture's planes in device memory of its own (`cuMemAllocPitch`), from
 /// a `CUDAPicturePool`; back in the pool when the last reference goes.
-public final class CUDAPicture: @unchecked Sendable {
+public final class CUDAPicture: @unchecked Sendable {   // CUDA device pointers, immutable until returned to the pool
     public struct Plane: Sendable {
         public var address: UInt64
         public var pitch: Int
@@ -25,7 +25,7 @@ public final class CUDAPicture: @unchecked Sendable {
 /// NVDEC frames do from FFmpeg 6 on. The take then holds pictures of this
 /// pool for as long as it needs (until the fence after the draws that read
 /// them), however deep its queues are. Thread-safe.
-public final class CUDAPicturePool: @unchecked Sendable {
+public final class CUDAPicturePool: @unchecked Sendable {   // CUDA stream handle; the free lists behind a Mutex
     struct Key: Hashable { var planes: [[Int]] }
     public let context: CUDAPrimaryContext
     private let free = Mutex<[Key: [[CUDAPicture.Plane]]]>([:])

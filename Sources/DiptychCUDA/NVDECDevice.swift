@@ -5,7 +5,7 @@ import Synchronization
 /// One CUDA device's NVDEC engines: what they decode (`cuvidGetDecoderCaps`
 /// of libnvcuvid.so.1, asked once per codec, chroma and depth and kept),
 /// on the device's primary context. One per device per process (`open`).
-public final class NVDECDevice: @unchecked Sendable {
+public final class NVDECDevice: @unchecked Sendable {   // CUDA context and decoder caps; the driver's calls are thread-safe
     public let context: CUDAPrimaryContext
     /// `NVIDIA H200`.
     public let name: String

@@ -9,7 +9,7 @@ import Foundation
 /// copies each frame out with CUDA's copy engines into page-locked frame
 /// memory once its fence has signalled (docs/ARCHITECTURE.md, "NV12 read back
 /// through CUDA"). No cuGraphics map or unmap is involved.
-final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {
+final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {   // CUDA allocation; its copies run on CUDA streams, thread-safe
     let memory: CUDAExportableMemory
     /// Copies out (readbacks) and in (uploads), each on a pool of streams of
     /// their own, several threads' copies at once.

@@ -4,7 +4,7 @@ import DiptychCUDA
 
 /// A texture set's textures registered with CUDA (`cuGraphicsGLRegisterImage`,
 /// once per set), unregistered before the textures are deleted
-/// (`TextureSet.release`). Render thread only.
+/// (`StreamPicture.release`). Render thread only.
 final class CUDARegistration {
     let calls: any CUDAGLCalls
     let resources: [CUDAGraphicsResource]
@@ -42,7 +42,7 @@ final class CUDARegistration {
 /// fence completion"). Render thread only.
 final class CUDATextureUploads {
     let calls: any CUDAGLCalls
-    private var queued: [(set: TextureSet, frame: CUDAFrame, owner: ObjectIdentifier?)] = []
+    private var queued: [(set: StreamPicture, frame: CUDAFrame, owner: ObjectIdentifier?)] = []
 
     init(calls: any CUDAGLCalls) { self.calls = calls }
 
@@ -64,7 +64,7 @@ final class CUDATextureUploads {
 
     /// Queues `frame`'s planes for `set`'s textures (registered with CUDA the
     /// first time). The GL context is current.
-    func enqueue(_ frame: CUDAFrame, into set: TextureSet, owner: AnyObject? = nil) throws(GPUError) {
+    func enqueue(_ frame: CUDAFrame, into set: StreamPicture, owner: AnyObject? = nil) throws(GPUError) {
         guard frame.device == calls.ordinal else {
             throw .cudaInterop("the frame is on CUDA device \(frame.device), the compositor's GL context on device \(calls.ordinal)")
         }
@@ -72,7 +72,7 @@ final class CUDATextureUploads {
         queued.append((set, frame, owner.map(ObjectIdentifier.init)))
     }
 
-    private func register(_ set: TextureSet) throws(GPUError) {
+    private func register(_ set: StreamPicture) throws(GPUError) {
         guard set.cuda == nil else { return }
         do throws(CUDAError) {
             try calls.begin()
@@ -128,7 +128,7 @@ final class CUDATextureUploads {
     }
 }
 
-extension TextureSet {
+extension StreamPicture {
     /// Plane `i`'s GL shape (bytes per texel and size), 16-bit planes included.
     func planeShape(_ i: Int) -> PlaneShape {
         var s = (format ?? .nv12).planeShapes(width: width, height: height)[i]

@@ -5,7 +5,7 @@ import DiptychCore
 /// the background. Kept on the output so its RGBA target can be brought up to
 /// date on demand (preview, export).
 struct ComputeFrame {
-    var draws: [(DrawDescription, TextureSet)]
+    var draws: [(DrawDescription, StreamPicture)]
     var background: RGBAColor
 }
 
@@ -46,7 +46,7 @@ final class ComputePass {
 
     /// Whether the draws fit one dispatch: at most `maxDraws`, none of an
     /// external (dma-buf) texture, which compute shaders cannot sample here.
-    static func supports(_ draws: [(DrawDescription, TextureSet)]) -> Bool {
+    static func supports(_ draws: [(DrawDescription, StreamPicture)]) -> Bool {
         draws.count <= maxDraws && draws.allSatisfy { $0.1.input != .external }
     }
 
@@ -107,13 +107,13 @@ final class ComputePass {
     }
 
     /// A source's textures filter linearly unless every draw of it is 1:1 (then nearest, exact).
-    static func filtersLinearly(_ set: TextureSet, _ frame: ComputeFrame) -> Bool {
+    static func filtersLinearly(_ set: StreamPicture, _ frame: ComputeFrame) -> Bool {
         frame.draws.contains { $0.1 === set && !DrawSampling.isUnitScale($0.0, textureWidth: set.width, textureHeight: set.height) }
     }
 
     /// The draw's kind: source, input, nearest (a 1:1 draw of a linearly
     /// filtered source, fetched texel by texel), masked.
-    static func mode(_ d: DrawDescription, _ set: TextureSet, _ frame: ComputeFrame) -> (source: Int, input: Int, nearest: Int, masked: Int) {
+    static func mode(_ d: DrawDescription, _ set: StreamPicture, _ frame: ComputeFrame) -> (source: Int, input: Int, nearest: Int, masked: Int) {
         let unit = DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height)
         return (d.role == .primary ? 0 : 1, set.inPlace?.kind ?? (set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0),
                 unit && filtersLinearly(set, frame) ? 1 : 0, d.cornerRadius > 0 || d.borderWidth > 0 ? 1 : 0)

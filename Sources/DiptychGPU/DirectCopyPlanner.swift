@@ -61,7 +61,7 @@ struct DirectFrame {
 }
 
 /// The bytes of one rendered region (Y rows then UV rows, tightly packed).
-final class RegionCache: @unchecked Sendable {
+final class RegionCache: @unchecked Sendable {   // malloc'd bytes, written by deliveries that run in order
     let region: PixelRect
     let bytes: Int
     let base: UnsafeMutableRawPointer

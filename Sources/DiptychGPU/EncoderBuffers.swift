@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// libgbm's buffer calls, opened with dlopen like `GBMLibrary` (binaries run where it is absent).
-final class GBMBufferLibrary: @unchecked Sendable {
+final class GBMBufferLibrary: @unchecked Sendable {   // dlopen handle and C function pointers, immutable
     typealias CreateWithModifiers2 = @convention(c) (OpaquePointer?, UInt32, UInt32, UInt32, UnsafePointer<UInt64>?, UInt32, UInt32) -> OpaquePointer?
     typealias Create = @convention(c) (OpaquePointer?, UInt32, UInt32, UInt32, UInt32) -> OpaquePointer?
     typealias Destroy = @convention(c) (OpaquePointer?) -> Void
@@ -70,7 +70,7 @@ public enum EncoderBufferLayout: String, Hashable, Sendable, CaseIterable, Custo
 /// still holds outlive a lost and rebuilt GL context. Thread-safe.
 /// Teardown: every `EncoderBuffer` (each holds its allocator) is destroyed
 /// before the gbm_device, then the fd is closed (`GBMDevice`).
-public final class EncoderBufferAllocator: @unchecked Sendable {
+public final class EncoderBufferAllocator: @unchecked Sendable {   // gbm_device handle; libgbm allocates from any thread
     public let renderNode: String
     private let device: GBMDevice
     private let gbm: GBMBufferLibrary
@@ -125,7 +125,7 @@ public final class EncoderBufferAllocator: @unchecked Sendable {
 /// One NV12 buffer for the encoder: its GBM buffers and the dma-buf fds of
 /// its planes (`frame`). Teardown (`deinit`): the fds are closed, then the
 /// buffers destroyed, then the allocator (and its gbm_device) may go.
-public final class EncoderBuffer: @unchecked Sendable {
+public final class EncoderBuffer: @unchecked Sendable {   // gbm_bo handles and dma-buf fds, immutable until deinit
     public let frame: DmaBufFrame
     public let layout: EncoderBufferLayout
     private let bos: [OpaquePointer]

@@ -5,15 +5,15 @@ import CGLES
 /// thread; EGL fence syncs (EGL_KHR_fence_sync) may be queried, waited for and
 /// destroyed on any thread, so callers wait for their own frames without a
 /// hop to the render thread. Tests replace both to hold fences unsignalled.
-struct FenceOps {
+struct FenceOps: Sendable {
     /// Inserts a fence after all commands so far. The render thread flushes
     /// once its queue of work is done (`RenderThread.requestFlush`).
-    var insert: () -> OpaquePointer?
+    var insert: @Sendable () -> OpaquePointer?
     /// Non-blocking: has the fence signalled?
-    var isSignalled: (OpaquePointer) -> Bool
+    var isSignalled: @Sendable (OpaquePointer) -> Bool
     /// Blocks until the fence signals (or the context is lost).
-    var wait: (OpaquePointer) -> Void
-    var delete: (OpaquePointer) -> Void
+    var wait: @Sendable (OpaquePointer) -> Void
+    var delete: @Sendable (OpaquePointer) -> Void
     /// The fences may be queried, waited for and deleted on any thread.
     var anyThread = false
     /// Which fences these are: submissions share a batch's fence
@@ -41,26 +41,26 @@ struct FenceOps {
     /// EGL fence syncs on `display`, inserted into the context current on the render thread.
     static func egl(display: EGLDisplay, procs: GLProcs) -> FenceOps? {
         guard let create = procs.createSync, let destroy = procs.destroySync, let clientWait = procs.clientWaitSync else { return nil }
-        let d = UncheckedBox(display)
+        let d = UInt(bitPattern: display)   // EGL displays may be used on any thread
         return FenceOps(
             insert: {
                 RenderThread.requestFlush()
-                guard let s = create(d.value, EGLenum(EGL_SYNC_FENCE_KHR), nil), s != diptych_egl_no_sync() else {
+                guard let s = create(UnsafeMutableRawPointer(bitPattern: d), EGLenum(EGL_SYNC_FENCE_KHR), nil), s != diptych_egl_no_sync() else {
                     glFinish()   // no fence: the work is complete once this returns (a missing fence counts as signalled)
                     return nil
                 }
                 return OpaquePointer(s)
             },
             isSignalled: { f in
-                let r = clientWait(d.value, UnsafeMutableRawPointer(f), 0, 0)
+                let r = clientWait(UnsafeMutableRawPointer(bitPattern: d), UnsafeMutableRawPointer(f), 0, 0)
                 return r != EGLint(EGL_TIMEOUT_EXPIRED_KHR)   // satisfied, or failed (never wait on a broken fence)
             },
             wait: { f in
-                while clientWait(d.value, UnsafeMutableRawPointer(f), 0, 1_000_000_000) == EGLint(EGL_TIMEOUT_EXPIRED_KHR) {}
+                while clientWait(UnsafeMutableRawPointer(bitPattern: d), UnsafeMutableRawPointer(f), 0, 1_000_000_000) == EGLint(EGL_TIMEOUT_EXPIRED_KHR) {}
             },
-            delete: { f in _ = destroy(d.value, UnsafeMutableRawPointer(f)) },
+            delete: { f in _ = destroy(UnsafeMutableRawPointer(bitPattern: d), UnsafeMutableRawPointer(f)) },
             anyThread: true,
-            kind: "egl \(UInt(bitPattern: d.value))")
+            kind: "egl \(UInt(bitPattern: UnsafeMutableRawPointer(bitPattern: d)))")
     }
 }
 

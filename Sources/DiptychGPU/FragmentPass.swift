@@ -12,8 +12,8 @@ final class FragmentPass {
     init() { glGenVertexArrays(1, &vao) }
 
     /// The draws with their programs (compiled first, so a compile error leaves no pass open).
-    static func work(_ draws: [(DrawDescription, TextureSet)], shaders: ShaderCache) throws(GPUError) -> [(DrawDescription, TextureSet, ShaderProgram)] {
-        var work: [(DrawDescription, TextureSet, ShaderProgram)] = []
+    static func work(_ draws: [(DrawDescription, StreamPicture)], shaders: ShaderCache) throws(GPUError) -> [(DrawDescription, StreamPicture, ShaderProgram)] {
+        var work: [(DrawDescription, StreamPicture, ShaderProgram)] = []
         for (d, set) in draws {
             let masked = d.cornerRadius > 0 || d.borderWidth > 0
             work.append((d, set, try shaders.program(.composite(set.input, masked: masked))))
@@ -22,7 +22,7 @@ final class FragmentPass {
     }
 
     /// Clears the RGBA target to the background and draws every draw into it.
-    func composite(_ work: [(DrawDescription, TextureSet, ShaderProgram)], out: Output, background bg: RGBAColor,
+    func composite(_ work: [(DrawDescription, StreamPicture, ShaderProgram)], out: Output, background bg: RGBAColor,
                    timer: PassTimer, serial: UInt64) {
         glBindFramebuffer(GL.framebuffer, out.target.fbo)
         glViewport(0, 0, GLsizei(out.canvas.width), GLsizei(out.canvas.height))
@@ -39,7 +39,7 @@ final class FragmentPass {
     }
 
     /// The draws of a composite pass, each with all of its own uniforms.
-    func drawAll(_ work: [(DrawDescription, TextureSet, ShaderProgram)], canvas: PixelSize, serial: UInt64) {
+    func drawAll(_ work: [(DrawDescription, StreamPicture, ShaderProgram)], canvas: PixelSize, serial: UInt64) {
         let W = canvas.width, H = canvas.height
         glBindVertexArray(vao)
         for (d, set, prog) in work {

@@ -6,8 +6,8 @@ import Foundation
 /// Thread-safe: a frame's storage goes back to the pool from whichever thread
 /// drops the last reference. With an `Allocator` (page-locked memory) its
 /// buffers come from there where it can give them, else from the heap.
-final class FrameBufferPool: @unchecked Sendable {
-    struct Allocator: @unchecked Sendable {
+final class FrameBufferPool: @unchecked Sendable {   // raw buffers, behind `lock`
+    struct Allocator: @unchecked Sendable {   // C allocator entry points (page-locked memory), thread-safe
         var allocate: (Int) -> UnsafeMutableRawPointer?
         var free: (UnsafeMutableRawPointer) -> Void
     }
@@ -104,15 +104,15 @@ enum BulkCopy {
 }
 
 /// Holds whatever owns a copy job's memory (frames, region caches).
-final class KeepAlive: @unchecked Sendable {
-    let value: Any
-    init(_ value: Any) { self.value = value }
+final class KeepAlive: Sendable {
+    let value: any Sendable
+    init(_ value: any Sendable) { self.value = value }
 }
 
 /// One block of rows to copy between a frame and a mapped GL buffer. Made on
 /// the render thread, run on any thread (the caller's, so that the render
 /// thread only issues GL calls) while the buffer stays mapped.
-struct CopyJob: @unchecked Sendable {
+struct CopyJob: @unchecked Sendable {   // raw pointers into memory `owner` keeps alive
     var dst: UnsafeMutableRawPointer
     var dstStride: Int
     var src: UnsafeRawPointer

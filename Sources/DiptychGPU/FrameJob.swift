@@ -8,7 +8,7 @@ import Dispatch
 /// after the last copy for all of them (`SharedFence`). The
 /// GPU then sees a run of transfers, a run of dispatches and a run of copies
 /// instead of alternating between them once per frame.
-final class FrameJob: @unchecked Sendable {
+final class FrameJob: @unchecked Sendable {   // the blocking hop: its caller waits on `done` while the render thread runs it
     /// Turns the pending uploads into textures, CUDA frames queued only;
     /// true when it queued CUDA frames.
     let prepare: () throws(GPUError) -> Bool

@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// libgbm, opened with dlopen so binaries run where it is absent (NVIDIA servers).
-final class GBMLibrary: @unchecked Sendable {
+final class GBMLibrary: @unchecked Sendable {   // dlopen handle and C function pointers, immutable
     typealias CreateDevice = @convention(c) (Int32) -> OpaquePointer?
     typealias DestroyDevice = @convention(c) (OpaquePointer?) -> Void
     let createDevice: CreateDevice

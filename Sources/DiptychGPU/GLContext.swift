@@ -47,7 +47,9 @@ struct DisplayRung {
 /// Teardown order (deinit): release current → destroy the pbuffer (if any) →
 /// destroy the context → terminate the display (last user) → destroy the
 /// gbm_device → close its fd. GL objects must be deleted before this dies.
-final class GLContext {
+/// Sendable for its EGL handles: renderers sharing it are made on its render
+/// thread, the one thread that makes GL calls in it.
+final class GLContext: @unchecked Sendable {   // EGL handles; GL calls on the render thread only (asserted)
     let display: EGLDisplay
     let context: EGLContext
     let surface: EGLSurface?

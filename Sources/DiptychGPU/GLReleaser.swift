@@ -11,16 +11,16 @@ enum GLResourceKind: String, Hashable, Sendable { case texture, buffer, framebuf
 /// `GPUPlan` or a `GPURequest`): fences that signal on command, a deleter that
 /// sees every deletion, CUDA–GL interop calls, and memory standing in for
 /// CUDA's exported allocations.
-struct GPUTestHooks {
+struct GPUTestHooks: Sendable {
     var fenceOps: FenceOps?
-    var onDelete: ((GLResourceKind, [UInt32]) -> Void)?
+    var onDelete: (@Sendable (GLResourceKind, [UInt32]) -> Void)?
     /// The CUDA–GL interop calls for a CUDA device (nil: the driver's). Their
     /// presence stands for CUDA on the context's device (`CUDAFacts.probe`).
-    var cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)?
+    var cudaCalls: (@Sendable (Int) throws(GPUError) -> any CUDAGLCalls)?
     /// Memory imported where the plan says CUDA-imported (nil: CUDA's).
     var exportedMemory: ExportedMemorySource?
-    init(fenceOps: FenceOps? = nil, onDelete: ((GLResourceKind, [UInt32]) -> Void)? = nil,
-         cudaCalls: ((Int) throws(GPUError) -> any CUDAGLCalls)? = nil, exportedMemory: ExportedMemorySource? = nil) {
+    init(fenceOps: FenceOps? = nil, onDelete: (@Sendable (GLResourceKind, [UInt32]) -> Void)? = nil,
+         cudaCalls: (@Sendable (Int) throws(GPUError) -> any CUDAGLCalls)? = nil, exportedMemory: ExportedMemorySource? = nil) {
         self.fenceOps = fenceOps; self.onDelete = onDelete; self.cudaCalls = cudaCalls; self.exportedMemory = exportedMemory
     }
 }

@@ -80,6 +80,7 @@ extension GPUCompositor {
 
 extension GPURenderer {
     func addEncoderTarget(_ id: OutputID, make: () throws(GPUError) -> EncoderTarget) throws(GPUError) -> EncoderTargetID {
+        RenderThread.assertCurrent()
         try beginHop()
         let out = try output(id)
         let t = try make()
@@ -95,6 +96,7 @@ extension GPURenderer {
     }
 
     func renderEncoderTarget(_ id: EncoderTargetID) throws(GPUError) -> UInt64 {
+        RenderThread.assertCurrent()
         try beginHop()
         let out = try output(id.output)
         guard let t = out.encoderTargets[id.index] else { preconditionFailure("\(id) does not exist") }

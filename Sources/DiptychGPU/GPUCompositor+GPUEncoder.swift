@@ -1,3 +1,4 @@
+import Synchronization
 import DiptychCore
 import Foundation
 
@@ -28,21 +29,28 @@ extension GPUCompositor {
     /// Pictures the render thread collected as it recorded later frames come
     /// without a hop to it.
     public func nextEncoded(wait: Bool) throws(GPUError) -> GPUEncodedPicture? {
-        lock.lock(); defer { lock.unlock() }
-        let r = try callerSide()
-        let encoders = r.encoders.all
-        for e in encoders { if let p = e.take() { return p } }
+        calls.lock(); defer { calls.unlock() }
         // Where the results are mapped and the fences can be waited for here, no hop to the render thread.
-        var hop = false
-        for e in encoders {
-            if e.collectsOffThread(r.timeline) {
-                try e.collectOffThread(r.timeline, wait: wait)
-                if let p = e.take() { return p }
-            } else {
-                hop = true
+        enum Found: Sendable { case picture(GPUEncodedPicture), none, hop }
+        let found = try callerSide { r throws(GPUError) -> Found in
+            let encoders = r.encoders.all
+            for e in encoders { if let p = e.take() { return .picture(p) } }
+            var hop = false
+            for e in encoders {
+                if e.collectsOffThread(r.timeline) {
+                    try e.collectOffThread(r.timeline, wait: wait)
+                    if let p = e.take() { return .picture(p) }
+                } else {
+                    hop = true
+                }
             }
+            return hop ? .hop : .none
         }
-        guard hop else { return nil }
+        switch found {
+        case .picture(let p): return p
+        case .none: return nil
+        case .hop: break
+        }
         return try withRenderer { r throws(GPUError) -> GPUEncodedPicture? in
             for e in r.encoders.all where !e.collectsOffThread(r.timeline) {
                 try e.collect(wait: wait)
@@ -55,14 +63,26 @@ extension GPUCompositor {
     /// Before a frame of `output` is rendered: while its encoder has every
     /// result slot in flight, its oldest picture is waited for and kept
     /// (here where it can be, else on the render thread), so the render
-    /// thread never waits for the GPU on a caller's behalf.
-    func makeRoomForEncodedPicture(_ r: GPURenderer, output: OutputID) throws(GPUError) {
-        guard let e = r.encoders.all.first(where: { $0.output == output }) else { return }
-        while e.inFlight >= OutputEncoder.depth - 1 {
-            let before = e.inFlight
-            if e.collectsOffThread(r.timeline) { try e.collectOffThread(r.timeline, wait: true) }
-            else { try withRenderer { _ throws(GPUError) in try e.collect(wait: true) } }
-            if e.inFlight >= before { return }
+    /// thread never waits for the GPU on a caller's behalf. `calls` is held.
+    func makeRoomForEncodedPicture(output: OutputID) throws(GPUError) {
+        guard let e = try callerSide({ r in r.encoders.all.first(where: { $0.output == output }) }) else { return }
+        while true {
+            enum Step: Sendable { case done, collected, hop }
+            let step = try callerSide { r throws(GPUError) -> Step in
+                guard e.inFlight >= OutputEncoder.depth - 1 else { return .done }
+                guard e.collectsOffThread(r.timeline) else { return .hop }
+                let before = e.inFlight
+                try e.collectOffThread(r.timeline, wait: true)
+                return e.inFlight >= before ? .done : .collected
+            }
+            switch step {
+            case .done: return
+            case .collected: continue
+            case .hop:
+                let before = e.inFlight
+                try withRenderer { _ throws(GPUError) in try e.collect(wait: true) }
+                if e.inFlight >= before { return }
+            }
         }
     }
 
@@ -74,12 +94,11 @@ extension GPUCompositor {
 }
 
 /// The GPU encoders of a renderer's outputs, readable from callers' threads.
-final class OutputEncoders: @unchecked Sendable {   // guarded by `lock`
-    private let lock = NSLock()
-    private var list: [OutputEncoder] = []
-    var all: [OutputEncoder] { lock.lock(); defer { lock.unlock() }; return list }
-    func add(_ e: OutputEncoder) { lock.lock(); list.append(e); lock.unlock() }
-    func remove(_ e: OutputEncoder) { lock.lock(); list.removeAll { $0 === e }; lock.unlock() }
+final class OutputEncoders: Sendable {
+    private let list = Mutex<[OutputEncoder]>([])
+    var all: [OutputEncoder] { list.withLock { $0 } }
+    func add(_ e: OutputEncoder) { list.withLock { $0.append(e) } }
+    func remove(_ e: OutputEncoder) { list.withLock { $0.removeAll { $0 === e } } }
 }
 
 extension GPURenderer {

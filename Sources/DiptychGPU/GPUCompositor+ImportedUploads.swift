@@ -17,9 +17,7 @@ extension GPUCompositor {
     /// it, upload. Freed when its last frame is gone.
     public func makeUploadStorage(byteCount: Int) -> FrameStorage {
         let n = max(byteCount, 1)
-        lock.lock()
-        let allocator = (try? callerSide())?.staging.imported?.source.hostMemory
-        lock.unlock()
+        let allocator = try? callerSide { r in r.staging.imported?.source.hostMemory }
         guard let allocator, let p = allocator.allocate(n) else { return FrameStorage(zeroedCount: n) }
         let address = UInt(bitPattern: p)
         return FrameStorage(base: UnsafeRawPointer(p), count: n, pageLocked: true,
@@ -39,28 +37,46 @@ extension GPUCompositor {
                           pts: frame.pts, matrix: frame.matrix, range: frame.range)
     }
 
-    /// A staging slot with room for `bytes` (a hop commits staged frames when
-    /// every slot holds one; another grows the slot). `lock` is held.
-    func stagingSlot(_ r: GPURenderer, bytes: Int) throws(GPUError) -> Int {
-        var slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
-        if slot == nil {
-            // Every slot holds a staged frame (a ring shallower than the roles): commit them.
-            _ = try withRenderer { r throws(GPUError) in try r.beginHop() }
-            slot = try r.staging.acquire { s throws(GPUError) in try wait(r, for: s) }
+    /// A staging slot with room for `bytes`, once the GPU has read what it
+    /// held (waited for here where the fences allow, else on the render
+    /// thread). Where every slot holds a staged frame (a ring shallower than
+    /// the roles), a hop commits them; another grows the slot. `calls` is held.
+    func stagingSlot(bytes: Int) throws(GPUError) -> Int {
+        enum Step: Sendable { case slot(Int), wait(UInt64), full }
+        var committed = false
+        while true {
+            let step = try callerSide { r -> Step in
+                guard let (i, lastUse) = r.staging.candidate() else { return .full }
+                guard lastUse <= r.timeline.completed || (r.timeline.canWaitOffThread && r.timeline.waitOffThread(for: lastUse)) else {
+                    return .wait(lastUse)
+                }
+                r.staging.take(i)
+                return .slot(i)
+            }
+            switch step {
+            case .slot(let i):
+                guard try callerSide({ r in r.staging.needsGrowth(i, bytes: bytes) }) else { return i }
+                do throws(GPUError) {
+                    try withRenderer { r throws(GPUError) in try r.staging.grow(i, bytes: bytes, releaser: r.releaser) }
+                } catch { _ = try? callerSide { r in r.staging.abandon(i) }; throw error }
+                return i
+            case .wait(let serial):
+                try withRenderer { r in r.timeline.wait(for: serial) }
+            case .full:
+                guard !committed else {
+                    let n = try callerSide { r in r.staging.slots.count }
+                    throw .gl(label: "upload: staging ring of \(n) slots exhausted", code: 0)
+                }
+                committed = true
+                _ = try withRenderer { r throws(GPUError) in try r.beginHop() }
+            }
         }
-        guard let i = slot else { throw .gl(label: "upload: staging ring of \(r.staging.slots.count) slots exhausted", code: 0) }
-        if r.staging.needsGrowth(i, bytes: bytes) {
-            do throws(GPUError) {
-                try withRenderer { r throws(GPUError) in try r.staging.grow(i, bytes: bytes, releaser: r.releaser) }
-            } catch { r.staging.abandon(i); throw error }
-        }
-        return i
     }
 
     /// Copies `frame`'s planes into staging slot `i` (CPU copies into a
-    /// mapped slot; CUDA's copy into an imported one). `lock` is held.
+    /// mapped slot; CUDA's copy into an imported one), under the renderer's lock.
     func stage(_ frame: VideoFrame, layout: UploadLayout, into i: Int, _ r: GPURenderer) throws(GPUError) {
-        guard let memory = r.staging.memory(i) else {
+        guard let memory = r.staging.exported(i) else {
             for j in layout.copyJobs(frame, to: r.staging.base(i)) { j.run() }
             return
         }
@@ -71,13 +87,15 @@ extension GPUCompositor {
     /// staging slot device to device and made the role's pending upload, as a
     /// host frame would be (its holder can go at once). False where the plan
     /// does not stage CUDA frames, or for frames staging does not take (P010,
-    /// another device): those go through interop. `lock` is held.
-    func stageImported(_ f: CUDAFrame, role: StreamRole, _ r: GPURenderer) throws(GPUError) -> Bool {
-        guard r.plan.cudaFrames == .staged, let imported = r.staging.imported, f.format == .nv12, f.device == imported.source.device,
-              f.planes.count == 2, f.width > 0, f.height > 0, f.width % 2 == 0, f.height % 2 == 0,
-              f.width <= r.maxTextureSize, f.height <= r.maxTextureSize, f.planes.allSatisfy({ $0.pitch >= f.width }) else {
-            return false   // interop's checks name what is wrong with a bad frame
+    /// another device): those go through interop. `calls` is held.
+    func stageImported(_ f: CUDAFrame, role: StreamRole) throws(GPUError) -> Bool {
+        let takes = try callerSide { r in
+            guard r.plan.cudaFrames == .staged, let imported = r.staging.imported else { return false }
+            return f.format == .nv12 && f.device == imported.source.device && f.planes.count == 2 && f.width > 0 && f.height > 0
+                && f.width % 2 == 0 && f.height % 2 == 0 && f.width <= r.maxTextureSize && f.height <= r.maxTextureSize
+                && f.planes.allSatisfy({ $0.pitch >= f.width })
         }
+        guard takes else { return false }   // interop's checks name what is wrong with a bad frame
         // The frame as the upload path describes it: tightly packed planes (the slot's layout), no host memory.
         let none = FrameStorage(base: UnsafeRawPointer(bitPattern: 1)!, count: 0, release: {})
         let shape = VideoFrame(width: f.width, height: f.height, format: .nv12,
@@ -85,18 +103,20 @@ extension GPUCompositor {
                                         FramePlane(storage: none, offset: 0, stride: f.width)],
                                pts: .zero, matrix: f.matrix, range: f.range)
         let layout = UploadLayout(shape)
-        r.dropPending(role)
-        let i = try stagingSlot(r, bytes: layout.total)
-        guard let memory = r.staging.memory(i) else { r.staging.abandon(i); return false }
+        try callerSide { r in r.dropPending(role) }
+        let i = try stagingSlot(bytes: layout.total)
         let planes = (0..<2).map { k in
             PlaneTransfer(source: .device(f.planes[k].address), pitch: f.planes[k].pitch, rowBytes: f.width,
                           rows: k == 0 ? f.height : f.height / 2, offset: layout.planes[k].offset, dstPitch: f.width)
         }
-        let t0 = PassTimer.now()
-        do throws(GPUError) { try memory.copyIn(planes) } catch { r.staging.abandon(i); throw error }
-        r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
-        r.timer.stats.cudaFrames += 1
-        r.setPending(role, .staged(StagedUpload(frame: shape, role: role, slot: i, layout: layout)))
-        return true
+        return try callerSide { r throws(GPUError) -> Bool in
+            guard let memory = r.staging.exported(i) else { r.staging.abandon(i); return false }
+            let t0 = PassTimer.now()
+            do throws(GPUError) { try memory.copyIn(planes) } catch { r.staging.abandon(i); throw error }
+            r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
+            r.timer.stats.cudaFrames += 1
+            r.setPending(role, .staged(StagedUpload(frame: shape, role: role, slot: i, layout: layout)))
+            return true
+        }
     }
 }

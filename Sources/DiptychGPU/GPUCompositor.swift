@@ -1,3 +1,4 @@
+import Synchronization
 import DiptychCore
 import Foundation
 
@@ -7,38 +8,40 @@ import Foundation
 /// asynchronous NV12 readback.
 ///
 /// Thread-safe: every method may be called from any thread (one compositor's
-/// calls are serialized). The render thread only issues GL calls: frames are
-/// copied into staging (`upload`) and completed readbacks out of their
-/// buffers (`nextNV12`, `composite`) on the calling thread, fences are waited
-/// for there too (EGL_KHR_fence_sync), and a `render` is one hop to the render
-/// thread that also turns the pending uploads into textures. Hops of several
-/// compositors sharing the thread run back to back and are flushed to the GPU
-/// together. After `GPUError.contextLost` every method throws it again: build
-/// a new compositor (nothing old is reused).
-public final class GPUCompositor: @unchecked Sendable {
-    private let thread: RenderThread
-    /// Compositors sharing `thread` (and its context); the last one stops it.
-    private let share: ThreadShare
-    /// Serializes this compositor's calls (a `composite` spans several steps).
-    let lock = NSRecursiveLock()
-    private var isShut = false
-    /// Read under `lock`; GL work through it on the render thread only.
-    private let box: RendererBox
+/// calls are serialized by `calls`). The renderer sits behind one lock
+/// (`renderer`), which whichever thread touches it takes: the callers'
+/// threads for its caller side, which makes no GL call (frames are copied
+/// into staging by `upload`, completed readbacks out of their buffers by
+/// `nextNV12` and `composite`, and fences are waited for there too where
+/// EGL_KHR_fence_sync allows), the render thread for the rest (GL; the
+/// renderer's entry points assert the thread). No hop to the render thread is
+/// made while the lock is held. A `render` is one hop that also turns the
+/// pending uploads into textures; hops of several compositors sharing the
+/// thread run back to back and are flushed to the GPU together. After
+/// `GPUError.contextLost` every method throws it again: build a new
+/// compositor (nothing old is reused).
+public final class GPUCompositor: Sendable {
     /// The GPU in use (fixed at creation).
     public let info: GPUInfo
     /// What every frame of this compositor does (fixed at creation).
     public let plan: GPUPlan
     /// Where CUDA stands against this compositor's GL context, as the renderer probed it for the plan.
     public let cuda: CUDAFacts
+    private let thread: RenderThread
+    /// Compositors sharing `thread` (and its context); the last one stops it.
+    private let share: ThreadShare
+    /// Serializes this compositor's calls (a `composite` spans several steps
+    /// and hops). It guards no data: `renderer` does.
+    let calls = NSRecursiveLock()
+    /// The renderer; nil once shut down.
+    let renderer: Mutex<GPURenderer?>
+    private let isShut = Atomic(false)
 
-    final class RendererBox: @unchecked Sendable { var renderer: GPURenderer? }
-
-    final class ThreadShare: @unchecked Sendable {
-        private let lock = NSLock()
-        private var count = 1
-        func retain() { lock.lock(); count += 1; lock.unlock() }
+    final class ThreadShare: Sendable {
+        private let count = Mutex(1)
+        func retain() { count.withLock { $0 += 1 } }
         /// True when the last user let go.
-        func release() -> Bool { lock.lock(); defer { lock.unlock() }; count -= 1; return count == 0 }
+        func release() -> Bool { count.withLock { $0 -= 1; return $0 == 0 } }
     }
 
     /// Walks the display ladder for `selection` and creates the context.
@@ -93,21 +96,22 @@ public final class GPUCompositor: @unchecked Sendable {
         let tuning = given?.tuning ?? tuning
         thread = RenderThread(name: "diptych-gpu", maxBatch: tuning.frameBatch)
         share = ThreadShare()
-        box = RendererBox()
-        let b = box
-        let hooksBox = UncheckedBox(hooks)
+        let cell = Mutex<GPURenderer?>(nil)
         do throws(GPUError) {
             (info, plan, cuda) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan, CUDAFacts) in
-                let r = try GPURenderer(selection: selection, log: log, hooks: hooksBox.value, readbackDepth: readbackDepth,
-                                        uploadDepth: uploadDepth, directCopy: directCopy, pass: pass, request: request,
-                                        tuning: tuning, plan: given)
-                b.renderer = r
-                return (r.info, r.plan, r.cuda)
+                try cell.withLock { (slot) throws(GPUError) -> (GPUInfo, GPUPlan, CUDAFacts) in
+                    let r = try GPURenderer(selection: selection, log: log, hooks: hooks, readbackDepth: readbackDepth,
+                                            uploadDepth: uploadDepth, directCopy: directCopy, pass: pass, request: request,
+                                            tuning: tuning, plan: given)
+                    slot = r
+                    return (r.info, r.plan, r.cuda)
+                }
             }
         } catch {
             thread.stop()
             throw error
         }
+        renderer = cell
     }
 
     /// Another compositor in `other`'s context, on `other`'s render thread:
@@ -121,15 +125,21 @@ public final class GPUCompositor: @unchecked Sendable {
                 directCopy: DirectCopyMode = .off, pass: GPUPass = .auto) throws(GPUError) {
         thread = other.thread
         share = other.share
-        box = RendererBox()
-        let b = box, ob = other.box, tuning = other.plan.tuning
+        let tuning = other.plan.tuning
+        let cell = Mutex<GPURenderer?>(nil)
         (info, plan, cuda) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan, CUDAFacts) in
-            guard let o = ob.renderer else { throw .shutDown }
-            let r = try GPURenderer(selection: .auto, sharing: o.context, log: { _ in }, readbackDepth: readbackDepth,
-                                    uploadDepth: uploadDepth, directCopy: directCopy, pass: pass, tuning: tuning)
-            b.renderer = r
-            return (r.info, r.plan, r.cuda)
+            let context = try other.renderer.withLock { (o) throws(GPUError) -> GLContext in
+                guard let o else { throw .shutDown }
+                return o.context
+            }
+            return try cell.withLock { (slot) throws(GPUError) -> (GPUInfo, GPUPlan, CUDAFacts) in
+                let r = try GPURenderer(selection: .auto, sharing: context, log: { _ in }, readbackDepth: readbackDepth,
+                                        uploadDepth: uploadDepth, directCopy: directCopy, pass: pass, tuning: tuning)
+                slot = r
+                return (r.info, r.plan, r.cuda)
+            }
         }
+        renderer = cell
         share.retain()
     }
 
@@ -145,12 +155,26 @@ public final class GPUCompositor: @unchecked Sendable {
     /// Runs `body` with the renderer on the render thread, after turning the
     /// pending uploads into textures (every hop does, so uploads take effect
     /// in call order).
-    func withRenderer<T>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
-        lock.lock(); defer { lock.unlock() }
-        let b = box
-        return try thread.sync { () throws(GPUError) -> T in
-            guard let r = b.renderer else { throw .shutDown }
+    func withRenderer<T: Sendable>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
+        calls.lock(); defer { calls.unlock() }
+        return try thread.sync { () throws(GPUError) -> T in try onRenderThread(body) }
+    }
+
+    /// On the render thread: `body` with the renderer under its lock, after the pending uploads.
+    private func onRenderThread<T: Sendable>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
+        try renderer.withLock { (r) throws(GPUError) -> T in
+            guard let r else { throw .shutDown }
             if r.hasPendingUploads { try r.beginHop() }
+            return try body(r)
+        }
+    }
+
+    /// On a caller's thread: `body` with the usable renderer under its lock
+    /// (its caller side: no GL call, no hop).
+    func callerSide<T: Sendable>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
+        try renderer.withLock { (r) throws(GPUError) -> T in
+            guard let r else { throw .shutDown }
+            try r.checkUsable()
             return try body(r)
         }
     }
@@ -165,19 +189,13 @@ public final class GPUCompositor: @unchecked Sendable {
         return l
     }
 
-    /// The renderer for work on this thread (no GL); `lock` is held.
-    func callerSide() throws(GPUError) -> GPURenderer {
-        guard let r = box.renderer else { throw .shutDown }
-        try r.checkUsable()
-        return r
-    }
-
-    /// Blocks until submission `serial` has completed: here where the fences
-    /// allow it, else on the render thread.
-    func wait(_ r: GPURenderer, for serial: UInt64) throws(GPUError) {
-        if serial <= r.timeline.completed { return }
-        if r.timeline.canWaitOffThread && r.timeline.waitOffThread(for: serial) { return }
-        try withRenderer { r in r.timeline.wait(for: serial) }
+    /// Blocks until submission `serial` has completed: on this thread where
+    /// the fences allow it, else on the render thread.
+    func wait(for serial: UInt64) throws(GPUError) {
+        let done = try callerSide { r in
+            serial <= r.timeline.completed || (r.timeline.canWaitOffThread && r.timeline.waitOffThread(for: serial))
+        }
+        if !done { try withRenderer { r in r.timeline.wait(for: serial) } }
     }
 
     /// Adds an output with its own render target. The canvas needs even width
@@ -203,17 +221,19 @@ public final class GPUCompositor: @unchecked Sendable {
     /// this returns (no render-thread hop); the textures are written by the
     /// next render. Throws `.badFrame` (no GL error left behind).
     public func upload(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
-        lock.lock(); defer { lock.unlock() }
-        let r = try callerSide()
-        try validateUpload(frame, maxTextureSize: r.maxTextureSize)
-        if r.directCopy && frame.format.isYUV { r.setPending(role, .keep(frame)); return }
-        r.dropPending(role)
+        calls.lock(); defer { calls.unlock() }
+        let (maxTextureSize, keeps) = try callerSide { r in (r.maxTextureSize, r.directCopy) }
+        try validateUpload(frame, maxTextureSize: maxTextureSize)
+        if keeps && frame.format.isYUV { try callerSide { r in r.setPending(role, .keep(frame)) }; return }
+        try callerSide { r in r.dropPending(role) }
         let layout = UploadLayout(frame)
-        let i = try stagingSlot(r, bytes: layout.total)
-        let t0 = PassTimer.now()
-        do throws(GPUError) { try stage(frame, layout: layout, into: i, r) } catch { r.staging.abandon(i); throw error }
-        r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
-        r.setPending(role, .staged(StagedUpload(frame: frame, role: role, slot: i, layout: layout)))
+        let i = try stagingSlot(bytes: layout.total)
+        try callerSide { r throws(GPUError) in
+            let t0 = PassTimer.now()
+            do throws(GPUError) { try stage(frame, layout: layout, into: i, r) } catch { r.staging.abandon(i); throw error }
+            r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
+            r.setPending(role, .staged(StagedUpload(frame: frame, role: role, slot: i, layout: layout)))
+        }
     }
 
 
@@ -224,11 +244,10 @@ public final class GPUCompositor: @unchecked Sendable {
     /// render-thread hop here. A frame interop cannot take fails the next
     /// render with `.cudaInterop` (the role's picture is then unchanged).
     public func upload(_ frame: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
-        lock.lock(); defer { lock.unlock() }
-        let r = try callerSide()
-        guard r.plan.takesCUDAFrames else { throw .cudaInterop("the plan takes no CUDA frames on the GPU (cuda-frames=\(r.plan.cudaFrames.name))") }
-        if try stageImported(frame, role: role, r) { return }
-        try r.setPending(frame, holder: holder, role: role)
+        calls.lock(); defer { calls.unlock() }
+        guard plan.takesCUDAFrames else { throw .cudaInterop("the plan takes no CUDA frames on the GPU (cuda-frames=\(plan.cudaFrames.name))") }
+        if try stageImported(frame, role: role) { return }
+        try callerSide { r throws(GPUError) in try r.setPending(frame, holder: holder, role: role) }
     }
 
     /// Imports a dma-buf as the role's current picture (EGL_EXT_image_dma_buf_import);
@@ -247,42 +266,53 @@ public final class GPUCompositor: @unchecked Sendable {
     /// wait for the GPU unless every readback buffer holds a frame nobody took
     /// (then the oldest is delivered first, kept for `nextNV12`).
     public func render(output: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool = true) throws(GPUError) {
-        lock.lock(); defer { lock.unlock() }
-        let r = try callerSide()
+        calls.lock(); defer { calls.unlock() }
         if readback {
-            while r.readbacks.isFull, let d = try takeOne(r, wait: true) { r.readbacks.ready.append(d) }
+            while try callerSide({ r in r.readbacks.isFull }), let d = try takeOne(wait: true) {
+                try callerSide { r in r.readbacks.ready.append(d) }
+            }
         } else {
-            try makeRoomForEncodedPicture(r, output: output)
+            try makeRoomForEncodedPicture(output: output)
         }
-        guard r.directCopy else {
+        guard self.plan.softwareShortcut else {
             // One frame job: batched with the frames of the compositors sharing this render thread.
-            let b = box
             try thread.syncFrame(FrameJob(
-                prepare: { () throws(GPUError) -> Bool in
-                    guard let r = b.renderer else { throw .shutDown }
-                    return try r.beginHop(flushCUDA: false)
-                },
-                flushCUDA: { () throws(GPUError) in try b.renderer?.flushCUDAUploads() },
+                prepare: { () throws(GPUError) -> Bool in try self.inFrame { r throws(GPUError) in try r.beginHop(flushCUDA: false) } },
+                flushCUDA: { () throws(GPUError) in try self.inFrame { r throws(GPUError) in try r.flushCUDAUploads() } },
                 begin: { () throws(GPUError) -> Bool in
-                    guard let r = b.renderer else { throw .shutDown }
-                    return try r.beginFrame(output: output, plan: plan, pts: pts, readback: readback)
+                    try self.inFrame { r throws(GPUError) in try r.beginFrame(output: output, plan: plan, pts: pts, readback: readback) }
                 },
-                dispatch: { () throws(GPUError) in try b.renderer?.dispatchFrame(barrier: false) },
-                finish: { () throws(GPUError) in try b.renderer?.finishFrame() }))
+                dispatch: { () throws(GPUError) in try self.inFrame { r throws(GPUError) in try r.dispatchFrame(barrier: false) } },
+                finish: { () throws(GPUError) in try self.inFrame { r throws(GPUError) in try r.finishFrame() } }))
             return
         }
-        let staged = try withRenderer { r throws(GPUError) -> UncheckedBox<(GPURenderer.PreparedRender, [CopyJob])>? in
+        // The direct copy: the caller runs the copies between two hops.
+        let jobs = try withRenderer { r throws(GPUError) -> [CopyJob]? in
             var jobs: [CopyJob] = []
             let p = try r.prepareRender(output: output, plan: plan, readback: readback, jobs: &jobs)
             // Nothing to copy in between (a frame the CPU draws whole): one hop.
             if jobs.isEmpty { try r.commitRender(p, pts: pts); return nil }
-            return UncheckedBox((p, jobs))
+            r.prepared = p
+            return jobs
         }
-        guard let staged else { return }
+        guard let jobs else { return }
         let t0 = PassTimer.now()
-        for j in staged.value.1 { j.run() }
-        r.timer.stats.upload.cpuTotalMs += Double(PassTimer.now() - t0) / 1e6
-        try withRenderer { r throws(GPUError) in try r.commitRender(staged.value.0, pts: pts) }
+        for j in jobs { j.run() }
+        let ms = Double(PassTimer.now() - t0) / 1e6
+        try withRenderer { r throws(GPUError) in
+            r.timer.stats.upload.cpuTotalMs += ms
+            guard let p = r.prepared else { return }
+            r.prepared = nil
+            try r.commitRender(p, pts: pts)
+        }
+    }
+
+    /// On the render thread, in a frame job: `body` with the renderer under its lock.
+    private func inFrame<T: Sendable>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
+        try renderer.withLock { (r) throws(GPUError) -> T in
+            guard let r else { throw .shutDown }
+            return try body(r)
+        }
     }
 
     /// One call for one output frame: uploads `uploads`, renders `plan` with
@@ -292,7 +322,7 @@ public final class GPUCompositor: @unchecked Sendable {
     /// then `nextReadback(wait: false)` until none is ready: the path a take runs.
     public func composite(uploads: [(VideoFrame, StreamRole)], output: OutputID, plan: CompositionPlan,
                           pts: MediaTime) throws(GPUError) -> [VideoFrame] {
-        lock.lock(); defer { lock.unlock() }
+        calls.lock(); defer { calls.unlock() }
         for (frame, role) in uploads { try upload(frame, role: role) }
         try render(output: output, plan: plan, pts: pts)
         var done: [VideoFrame] = []
@@ -301,12 +331,12 @@ public final class GPUCompositor: @unchecked Sendable {
     }
 
     /// The oldest readback once complete, its bytes copied out on this thread.
-    private func takeOne(_ r: GPURenderer, wait: Bool) throws(GPUError) -> NV12Readback? {
+    private func takeOne(wait: Bool) throws(GPUError) -> NV12Readback? {
         let got: (NV12Readback, [CopyJob])?
-        if r.deliversOffThread {
-            got = try r.takeCompleted(wait: wait, offThread: true)
+        if try callerSide({ r in r.deliversOffThread }) {
+            got = try callerSide { r throws(GPUError) in try r.takeCompleted(wait: wait, offThread: true) }
         } else {
-            got = try withRenderer { r throws(GPUError) in UncheckedBox(try r.takeCompleted(wait: wait, offThread: false)) }.value
+            got = try withRenderer { r throws(GPUError) in try r.takeCompleted(wait: wait, offThread: false) }
         }
         guard let (readback, jobs) = got else { return nil }
         StageClock.measure(.convert) { for j in jobs { j.run() } }
@@ -323,10 +353,9 @@ public final class GPUCompositor: @unchecked Sendable {
     /// Like `nextNV12`, with the output the frame belongs to. No render-thread
     /// hop where fences and readback buffers allow waiting and copying here.
     public func nextReadback(wait: Bool) throws(GPUError) -> NV12Readback? {
-        lock.lock(); defer { lock.unlock() }
-        let r = try callerSide()
-        if !r.readbacks.ready.isEmpty { return r.readbacks.ready.removeFirst() }
-        return try takeOne(r, wait: wait)
+        calls.lock(); defer { calls.unlock() }
+        if let d = try callerSide({ r in r.readbacks.ready.isEmpty ? nil : r.readbacks.ready.removeFirst() }) { return d }
+        return try takeOne(wait: wait)
     }
 
     /// Waits for every outstanding readback and returns them in submission order.
@@ -336,19 +365,20 @@ public final class GPUCompositor: @unchecked Sendable {
 
     /// Like `flush`, with the output each frame belongs to.
     public func flushReadbacks() throws(GPUError) -> [NV12Readback] {
-        lock.lock(); defer { lock.unlock() }
-        let r = try callerSide()
-        var out = r.readbacks.ready
-        r.readbacks.ready.removeAll()
-        while let d = try takeOne(r, wait: true) { out.append(d) }
+        calls.lock(); defer { calls.unlock() }
+        var out = try callerSide { r in
+            let ready = r.readbacks.ready
+            r.readbacks.ready.removeAll()
+            return ready
+        }
+        while let d = try takeOne(wait: true) { out.append(d) }
         try withRenderer { r throws(GPUError) in try r.checkUsable(); r.timer.poll(); try r.checkReset() }
         return out
     }
 
     /// NV12 readbacks submitted and not yet taken.
     public var outstandingReadbacks: Int {
-        lock.lock(); defer { lock.unlock() }
-        return box.renderer?.readbacks.outstanding ?? 0
+        renderer.withLock { r in r?.readbacks.outstanding ?? 0 }
     }
 
     /// The output's render target as RGBA now: the same pixels its NV12 frames
@@ -375,15 +405,15 @@ public final class GPUCompositor: @unchecked Sendable {
     /// render thread. Outstanding readbacks are dropped: `flush()` first to
     /// keep them. Idempotent; later calls throw `.shutDown`.
     public func shutdown() {
-        lock.lock(); defer { lock.unlock() }
-        guard !isShut else { return }
-        isShut = true
+        calls.lock(); defer { calls.unlock() }
+        guard !isShut.exchange(true, ordering: .relaxed) else { return }
         // The rasterizer's threads may end with the context: their time is read first.
         StageClock.sample()
-        let b = box
         _ = try? thread.sync { () throws(GPUError) in
-            b.renderer?.shutdown()
-            b.renderer = nil   // GLContext teardown happens here, on the render thread, with its last renderer
+            renderer.withLock { r in
+                r?.shutdown()
+                r = nil   // GLContext teardown happens here, on the render thread, with its last renderer
+            }
         }
         if share.release() { thread.stop() }
     }
@@ -391,8 +421,7 @@ public final class GPUCompositor: @unchecked Sendable {
     /// Fault injection: the next GPU call reports a lost context, exactly as a
     /// reset would (sessions use it to test their rebuild path).
     public func simulateContextLoss() {
-        lock.lock(); defer { lock.unlock() }
-        box.renderer?.simulateLoss = true
+        renderer.withLock { $0?.simulateLoss = true }
     }
 
     /// Lists what every rung of the display ladder does for `selection`

@@ -47,6 +47,7 @@ extension GPURenderer {
     /// Render thread: the role's next texture set gets `upload`'s planes at
     /// the next flush and becomes current.
     func stage(_ upload: CUDAUpload, role: StreamRole) throws(GPUError) {
+        RenderThread.assertCurrent()
         let uploads = try cudaUploads(device: upload.frame.device)
         let serial = try queueCopy(upload.frame, role: role, uploads: uploads)
         let holder = upload.holder
@@ -73,6 +74,7 @@ extension GPURenderer {
 
     /// Render thread: copies every CUDA frame queued in this context.
     func flushCUDAUploads() throws(GPUError) {
+        RenderThread.assertCurrent()
         guard let u = context.cudaUploads, !u.isEmpty else { return }
         let t0 = PassTimer.now()
         defer { timer.stats.cudaCPUMs += Double(PassTimer.now() - t0) / 1e6 }

@@ -41,6 +41,7 @@ extension GPURenderer {
     /// `jobs` (run by the caller, on any thread, before `commitRender`).
     func prepareRender(output id: OutputID, plan: CompositionPlan, readback: Bool,
                        jobs: inout [CopyJob]) throws(GPUError) -> PreparedRender {
+                           RenderThread.assertCurrent()
         try beginHop()
         let out = try output(id, canvas: plan.canvas)
         timeline.poll(); timer.poll()
@@ -69,6 +70,7 @@ extension GPURenderer {
 
     /// Second half (render thread): uploads, then the direct frame or the GPU path.
     func commitRender(_ p: PreparedRender, pts: MediaTime) throws(GPUError) {
+        RenderThread.assertCurrent()
         for u in p.uploads { textures.commit(u, from: staging, timer: timer) }
         let out = try output(p.id)
         if let direct = p.direct {

@@ -9,6 +9,7 @@ import Foundation
 extension GPURenderer {
     /// Imports a dma-buf as the role's current texture (EGL_EXT_image_dma_buf_import).
     func upload(_ frame: DmaBufFrame, role: StreamRole) throws(GPUError) {
+        RenderThread.assertCurrent()
         try frame.validate()
         try beginHop()
         guard caps.dmaBufImport else { throw .unsupported("EGL_EXT_image_dma_buf_import") }
@@ -48,7 +49,7 @@ extension GPURenderer {
         glTexParameteri(GL.textureExternalOES, GL.textureWrapT, GL.clampToEdge)
         bind(GL.textureExternalOES, image)
         glBindTexture(GL.textureExternalOES, 0)
-        let set = TextureSet(format: nil, input: .external, width: frame.width, height: frame.height, textures: [tex], image: image)
+        let set = StreamPicture(format: nil, input: .external, width: frame.width, height: frame.height, source: .external(texture: tex, image: image))
         set.matrix = frame.matrix; set.range = frame.range
         set.lastUse = timeline.pendingSerial
         do throws(GPUError) { try checkGL("import dma-buf \(DmaBufFrame.fourccName(frame.fourcc))") } catch {
@@ -60,6 +61,7 @@ extension GPURenderer {
 
     /// Exports the output's render target as dma-buf (EGL_MESA_image_dma_buf_export).
     func exportDmaBuf(output id: OutputID) throws(GPUError) -> ExportedDmaBuf {
+        RenderThread.assertCurrent()
         try beginHop()
         let out = try output(id)
         guard caps.dmaBufExport, let query = context.procs.exportDmaBufQuery, let export = context.procs.exportDmaBuf else {

@@ -14,6 +14,7 @@ extension GPURenderer {
     /// go of the staging slots it did not commit.
     @discardableResult
     func beginHop(flushCUDA: Bool = true) throws(GPUError) -> Bool {
+        RenderThread.assertCurrent()
         try checkUsable()
         guard !pendingUploads.isEmpty else { return false }
         let pending = pendingUploads

@@ -22,17 +22,8 @@ extension GPURenderer {
             guard wait || timeline.isComplete(first.serial) else { return nil }
             timeline.wait(for: first.serial)
         }
-        let r: PendingReadback, frame: VideoFrame, jobs: [CopyJob]
-        switch plan.readback {
-        case .cudaImported:
-            (r, frame, jobs) = try readbacks.deliverImported()
-        case .mappedBuffers:
-            (r, frame, jobs) = readbacks.deliverMapped()
-        case .mapOnRenderThread:
-            (r, frame) = try readbacks.deliverByMapping()
-            jobs = []
-            try checkGL("readback \(r.output)")
-        }
+        let (r, frame, jobs) = try readbacks.deliver()
+        if !offThread { try checkGL("readback \(r.output)") }
         timer.stats.framesDelivered += 1
         if r.direct != nil { outputs[r.output]?.lastDirectFrame = frame }
         return (NV12Readback(output: r.output, frame: frame), jobs)
@@ -45,17 +36,8 @@ extension GPURenderer {
         return r
     }
 
-    func nextReadback(wait: Bool) throws(GPUError) -> NV12Readback? {
-        try checkUsable()
-        timer.poll()
-        if !readbacks.ready.isEmpty { return readbacks.ready.removeFirst() }
-        guard let (r, jobs) = try takeCompleted(wait: wait, offThread: false) else { return nil }
-        StageClock.measure(.convert) { for j in jobs { j.run() } }
-        try checkReset()
-        return r
-    }
-
     func previewRGBA(output id: OutputID) throws(GPUError) -> VideoFrame {
+        RenderThread.assertCurrent()
         try beginHop()
         let out = try output(id)
         try refreshRGBA(out)

@@ -4,9 +4,10 @@ import DiptychCore
 import Foundation
 
 /// The GL side of one compositor: owns its parts and sequences them. Not
-/// Sendable; `GPUCompositor` is the thread-safe front, and every access
-/// happens under its lock. GL calls happen on the render thread only; the
-/// members marked "caller side" make none and run on the caller's thread.
+/// Sendable: `GPUCompositor` holds it behind a `Mutex`, and every access
+/// takes that lock. GL calls happen on the render thread only (its entry
+/// points assert it); the members marked "caller side" make none and run on
+/// the caller's thread.
 ///
 /// Parts: `StagingRing` (uploads copied in by the callers), `TexturePool`
 /// (stream textures), `Output` (per-output targets), `ComputePass` and
@@ -34,7 +35,7 @@ final class GPURenderer {
     let readbacks: ReadbackQueue
     let fragment = FragmentPass()
     private let compute: ComputePass?
-    private let log: (String) -> Void
+    private let log: @Sendable (String) -> Void
     private(set) var outputs: [OutputID: Output] = [:]
     /// The outputs' GPU encoders, for callers' threads.
     let encoders = OutputEncoders()
@@ -44,6 +45,8 @@ final class GPURenderer {
     var pendingUploads: [StreamRole: PendingUpload] = [:]
     /// Render thread: the compute frame between its phases.
     private var staged: StagedFrame?
+    /// Render thread: a direct-copy frame between its two hops (`prepareRender`, `commitRender`).
+    var prepared: PreparedRender?
     private(set) var lost = false
     private(set) var isShutDown = false
     /// Test hook: the next check reports a lost context.
@@ -68,7 +71,7 @@ final class GPURenderer {
     /// render thread; the context goes when its last renderer is released).
     /// The renderer probes what the context and CUDA offer, and does what the
     /// plan says: `GPUPlanner`'s, or `given` (checked against the facts).
-    init(selection: GPUSelection, sharing: GLContext? = nil, log: @escaping (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
+    init(selection: GPUSelection, sharing: GLContext? = nil, log: @escaping @Sendable (String) -> Void, hooks: GPUTestHooks = GPUTestHooks(),
          readbackDepth: Int = 4, uploadDepth: Int? = nil, directCopy: DirectCopyMode = .off, pass: GPUPass = .auto,
          request: GPURequest = .settings, tuning: GPUTuning = GPUTuning(), plan given: GPUPlan? = nil) throws(GPUError) {
         let uploadDepth = uploadDepth ?? 2 * readbackDepth
@@ -88,7 +91,7 @@ final class GPURenderer {
         }
         self.plan = plan
         self.cuda = cuda
-        let bufferStorage = plan.staging == .mappedBuffers || plan.readback == .mappedBuffers ? context.procs.bufferStorage : nil
+        let bufferStorage = context.procs.bufferStorage
         let fences = hooks.fenceOps ?? (plan.fences == .egl ? FenceOps.egl(display: context.display, procs: context.procs) : nil) ?? .gl
         self.log = log
         timeline = FenceTimeline(ops: fences)
@@ -96,10 +99,8 @@ final class GPURenderer {
         timer = PassTimer(timerQuery: context.caps.timerQuery && plan.tuning.timerQueries, getResult: context.procs.getQueryObjectui64v)
         maxTextureSize = context.info.maxTextureSize
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
-        staging = StagingRing(count: uploadDepth, bufferStorage: plan.staging == .mappedBuffers ? bufferStorage : nil,
-                              imported: plan.staging == .cudaImported ? exported : nil)
-        readbacks = ReadbackQueue(depth: readbackDepth, bufferStorage: plan.readback == .mappedBuffers ? bufferStorage : nil,
-                                  exported: plan.readback == .cudaImported ? exported : nil)
+        staging = StagingRing(count: uploadDepth, memory: try GPURenderer.stagingMemory(plan.staging, bufferStorage, exported))
+        readbacks = ReadbackQueue(depth: readbackDepth, transport: try GPURenderer.readbackTransport(plan.readback, bufferStorage, exported))
         compute = plan.pass == .compute ? ComputePass(slots: readbackDepth + 4) : nil
         glDisable(GL.dither)
         _ = glGetError()
@@ -108,6 +109,34 @@ final class GPURenderer {
     }
 
     deinit { assert(isShutDown, "GPURenderer released without shutdown(): GL objects leaked") }
+
+    /// The staging memory the plan chose, with what it needs (checked by the planner).
+    private static func stagingMemory(_ s: GPUPlan.Staging, _ bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?,
+                                      _ exported: ImportedMemory?) throws(GPUError) -> StagingRing.Memory {
+        switch s {
+        case .clientMemory: return .client
+        case .mappedBuffers:
+            guard let bufferStorage else { throw .unsupported("mapped staging without GL_EXT_buffer_storage") }
+            return .mapped(bufferStorage)
+        case .cudaImported:
+            guard let exported else { throw .unsupported("CUDA-imported staging without imported memory") }
+            return .imported(exported)
+        }
+    }
+
+    /// The readback transport the plan chose, with what it needs (checked by the planner).
+    private static func readbackTransport(_ r: GPUPlan.Readback, _ bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?,
+                                          _ exported: ImportedMemory?) throws(GPUError) -> ReadbackQueue.Transport {
+        switch r {
+        case .mapOnRenderThread: return .mapOnRenderThread
+        case .mappedBuffers:
+            guard let bufferStorage else { throw .unsupported("mapped readback without GL_EXT_buffer_storage") }
+            return .mapped(bufferStorage)
+        case .cudaImported:
+            guard let exported else { throw .unsupported("CUDA-imported readback without imported memory") }
+            return .imported(exported)
+        }
+    }
 
     private static let settingsLogged = Mutex(false)
     /// The settings the environment gave, said once a process.
@@ -151,6 +180,7 @@ final class GPURenderer {
 
     /// Checks GL errors at a pass boundary; GL_CONTEXT_LOST becomes `.contextLost`.
     func checkGL(_ label: @autoclosure () -> String) throws(GPUError) {
+        RenderThread.assertCurrent()
         let e = glGetError()
         guard e != GL.noError else { return }
         while glGetError() != GL.noError {}
@@ -174,6 +204,7 @@ final class GPURenderer {
     var hasPendingUploads: Bool { !pendingUploads.isEmpty }
 
     func clearStream(_ role: StreamRole) throws(GPUError) {
+        RenderThread.assertCurrent()
         dropPending(role)
         try beginHop()
         textures.clear(role)
@@ -182,6 +213,7 @@ final class GPURenderer {
     // MARK: Outputs
 
     func addOutput(canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) throws(GPUError) -> OutputID {
+        RenderThread.assertCurrent()
         try checkUsable()
         try checkCanvas(canvas)
         let id = OutputID(rawValue: nextOutput)
@@ -204,6 +236,7 @@ final class GPURenderer {
     }
 
     func removeOutput(_ id: OutputID) {
+        RenderThread.assertCurrent()
         if let e = outputs[id]?.encoder { encoders.remove(e) }
         outputs.removeValue(forKey: id)?.release(releaser)
     }
@@ -217,7 +250,7 @@ final class GPURenderer {
     // MARK: Rendering (render thread)
 
     /// The plan's draws that have a picture, with the texture set each samples.
-    func drawable(_ draws: [DrawDescription]) -> [(DrawDescription, TextureSet)] {
+    func drawable(_ draws: [DrawDescription]) -> [(DrawDescription, StreamPicture)] {
         draws.compactMap { d in
             guard d.destination.width > 0, d.destination.height > 0, let set = streams[d.role]?.current else { return nil }
             return (d, set)
@@ -228,6 +261,7 @@ final class GPURenderer {
     /// draw it) and, with `readback`, starts its NV12 readback. The caller made
     /// room in the readback ring.
     func render(output id: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool) throws(GPUError) {
+        RenderThread.assertCurrent()
         if try beginFrame(output: id, plan: plan, pts: pts, readback: readback) {
             try dispatchFrame(barrier: true)
             try finishFrame()
@@ -252,6 +286,7 @@ final class GPURenderer {
     /// the fragment path (returns false) or a compute frame staged for
     /// `dispatchFrame` and `finishFrame` (returns true).
     func beginFrame(output id: OutputID, plan: CompositionPlan, pts: MediaTime, readback: Bool) throws(GPUError) -> Bool {
+        RenderThread.assertCurrent()
         staged = nil
         try beginHop()
         let out = try output(id, canvas: plan.canvas)
@@ -261,7 +296,7 @@ final class GPURenderer {
         return try beginGPU(out, draws: drawable(plan.draws), background: plan.background, pts: pts, readback: readback)
     }
 
-    func beginGPU(_ out: Output, draws: [(DrawDescription, TextureSet)], background: RGBAColor, pts: MediaTime,
+    func beginGPU(_ out: Output, draws: [(DrawDescription, StreamPicture)], background: RGBAColor, pts: MediaTime,
                   readback: Bool) throws(GPUError) -> Bool {
         out.directLast = false
         if compute != nil, ComputePass.supports(draws) {
@@ -296,6 +331,7 @@ final class GPURenderer {
 
     /// Phase 2: the staged frame's compute dispatch.
     func dispatchFrame(barrier: Bool) throws(GPUError) {
+        RenderThread.assertCurrent()
         guard var s = staged, let compute else { return }
         var target: GLuint?
         if s.readback, plan.readback == .cudaImported {
@@ -320,6 +356,7 @@ final class GPURenderer {
 
     /// Phase 3 (after the barrier): the staged frame's readback copy and fence.
     func finishFrame() throws(GPUError) {
+        RenderThread.assertCurrent()
         guard let s = staged else { return }
         staged = nil
         let out = s.out
@@ -366,6 +403,7 @@ final class GPURenderer {
     /// Brings the RGBA target up to date with the last frame (a compute frame
     /// that wrote NV12 only draws it again), and keeps it so from now on.
     func refreshRGBA(_ out: Output) throws(GPUError) {
+        RenderThread.assertCurrent()
         out.wantsRGBA = true
         if out.directLast { try refreshFromDirectFrame(out); return }
         guard out.rgbaStale, let frame = out.lastCompute, let compute else { return }
@@ -396,6 +434,7 @@ final class GPURenderer {
     /// 4. the context itself goes when this object is released (GLContext:
     ///    programs → context → display → gbm_device → fd).
     func shutdown() {
+        RenderThread.assertCurrent()
         guard !isShutDown else { return }
         isShutDown = true
         pendingUploads.removeAll()

@@ -36,12 +36,12 @@ struct PlaneTransfer {
 /// Where readback buffers come from when GL does not make them: allocations
 /// of exported memory, and (optionally) the host memory delivered frames are
 /// copied into (page-locked, so the copy runs at bus speed).
-struct ExportedMemorySource {
+struct ExportedMemorySource: Sendable {
     /// What the path is called (`CUDA`).
     var name: String
     /// The CUDA device whose memory it is (CUDA frames of another device cannot be copied in).
     var device: Int = 0
-    var allocate: (Int) throws(GPUError) -> any ExportedMemory
+    var allocate: @Sendable (Int) throws(GPUError) -> any ExportedMemory
     var hostMemory: FrameBufferPool.Allocator?
 }
 

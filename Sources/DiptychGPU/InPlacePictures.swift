@@ -62,10 +62,11 @@ extension TexturePool {
     /// Makes the staged frame its role's picture, read from its slot (held until replaced).
     func commitInPlace(_ st: StagedUpload, from staging: StagingRing) {
         let frame = st.frame
-        let set = TextureSet(format: nil, input: frame.format == .nv12 ? .nv12 : .rgb, width: frame.width, height: frame.height, textures: [])
-        set.inPlace = InPlacePicture(slot: st.slot, buffer: staging.slots[st.slot].buffer, format: frame.format, layout: st.layout) { [unowned staging] i, serial in
+        let picture = InPlacePicture(slot: st.slot, buffer: staging.slots[st.slot].buffer, format: frame.format, layout: st.layout) { [unowned staging] i, serial in
             staging.release(i, lastUse: serial)
         }
+        let set = StreamPicture(format: nil, input: frame.format == .nv12 ? .nv12 : .rgb, width: frame.width, height: frame.height,
+                                source: .inPlace(picture))
         staging.hold(st.slot)
         set.lastUse = timeline.pendingSerial
         set.matrix = frame.matrix

@@ -25,15 +25,24 @@ struct PendingReadback {
 /// pixel-pack buffers the GPU copies each frame into, and the frames waiting
 /// in them.
 ///
-/// With GL_EXT_buffer_storage the buffers are persistently mapped for reading
-/// (coherent): once a frame's fence has signalled, the caller copies it out on
-/// its own thread with no render-thread hop. Without it, the one map path
-/// (`deliverMapped`) maps the buffer on the render thread. With an
-/// `ExportedMemorySource` the buffers are imported memory (CUDA's): the GPU's
-/// readback copy stays in device memory and the caller's thread copies the
-/// frame out through the source (`deliverImported`). Bookkeeping happens
-/// under the compositor's lock; GL calls on the render thread.
+/// How the bytes come back is the plan's readback (`GPUPlan.Readback`), one
+/// `Transport` for the whole ring:
+/// - `mapped`: buffers persistently mapped for reading (GL_EXT_buffer_storage,
+///   coherent): once a frame's fence has signalled, the caller copies it out
+///   on its own thread with no render-thread hop;
+/// - `imported`: CUDA memory imported into GL: the GPU's readback copy stays
+///   in device memory and the caller's thread copies the frame out through
+///   CUDA's copy engines;
+/// - `mapOnRenderThread`: the render thread maps the buffer at delivery.
+/// Bookkeeping happens under the renderer's lock; GL calls on the render thread.
 final class ReadbackQueue {
+    /// How frames come back, as the plan's readback says.
+    enum Transport {
+        case mapOnRenderThread
+        case mapped(PFNGLBUFFERSTORAGEEXTPROC)
+        case imported(ImportedMemory)
+    }
+
     struct PackBuffer {
         var buffer: GLuint
         var base: UnsafeRawPointer?
@@ -47,21 +56,20 @@ final class ReadbackQueue {
     private var next = 0
     private(set) var pending: [PendingReadback] = []
     var ready: [NV12Readback] = []
-    private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
-    /// Imported buffers instead of GL's, and the calls that make them.
-    let exported: ImportedMemory?
-    var persistent: Bool { bufferStorage != nil && exported == nil }
+    let transport: Transport
+    /// The imported memory the buffers are, or nil.
+    var exported: ImportedMemory? { if case .imported(let m) = transport { m } else { nil } }
+    var persistent: Bool { if case .mapped = transport { true } else { false } }
     /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
     private let framePool: FrameBufferPool
 
-    init(depth: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, exported: ImportedMemory? = nil) {
+    init(depth: Int, transport: Transport) {
         precondition(depth >= 1)
         var ids = [GLuint](repeating: 0, count: depth)
-        if exported == nil { glGenBuffers(GLsizei(depth), &ids) }
+        self.transport = transport
+        if case .imported = transport {} else { glGenBuffers(GLsizei(depth), &ids) }
         buffers = ids.map { PackBuffer(buffer: $0) }
-        self.bufferStorage = bufferStorage
-        self.exported = exported
-        framePool = FrameBufferPool(allocator: exported?.source.hostMemory)
+        framePool = FrameBufferPool(allocator: transport.hostMemory)
     }
 
     /// Every pack buffer holds a frame nobody has taken: deliver one first.
@@ -76,13 +84,14 @@ final class ReadbackQueue {
         precondition(!buffers[i].busy, "pack buffer \(i) still holds an undelivered readback")
         if buffers[i].capacity < bytes {
             let cap = (bytes + 65535) & ~65535
-            if let exported {
+            switch transport {
+            case .imported(let exported):
                 // Nothing in flight uses the old one (it is not busy): a bigger import replaces it.
                 buffers[i].imported?.release(releaser, procs: exported.procs)
                 buffers[i] = PackBuffer(buffer: 0)
                 let b = try ImportedBuffer(try exported.source.allocate(cap), target: GL.pixelPackBuffer, procs: exported.procs)
                 buffers[i] = PackBuffer(buffer: b.buffer, base: nil, capacity: b.memory.size, imported: b)
-            } else if let bufferStorage {
+            case .mapped(let bufferStorage):
                 // Immutable storage: a bigger buffer replaces it (nothing in flight uses it: it is not busy).
                 releaser.delete(.buffer, [buffers[i].buffer])
                 var b: GLuint = 0
@@ -96,11 +105,12 @@ final class ReadbackQueue {
                     _ = glGetError()
                     throw .gl(label: "readback buffer of \(cap) bytes: persistent map failed", code: 0)
                 }
-            } else {
+                buffers[i].capacity = cap
+            case .mapOnRenderThread:
                 glBindBuffer(GL.pixelPackBuffer, buffers[i].buffer)
                 glBufferData(GL.pixelPackBuffer, GLsizeiptr(cap), nil, GL.streamRead)
+                buffers[i].capacity = cap
             }
-            if exported == nil { buffers[i].capacity = cap }
             glBindBuffer(GL.pixelPackBuffer, 0)
         }
         glBindBuffer(target, buffers[i].buffer)
@@ -124,14 +134,27 @@ final class ReadbackQueue {
     }
 
     /// Whether the oldest pending readback can be delivered off the render thread.
-    var deliversOffThread: Bool { persistent || exported != nil }
+    var deliversOffThread: Bool { if case .mapOnRenderThread = transport { false } else { true } }
+
+    /// The oldest pending readback, its fence already waited for, as a frame,
+    /// and the copies that fill it (run them on any thread before the next
+    /// call). On any thread where `deliversOffThread`, else on the render thread.
+    func deliver() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
+        switch transport {
+        case .imported: return try deliverImported()
+        case .mapped: return deliverMapped()
+        case .mapOnRenderThread:
+            let (r, frame) = try deliverByMapping()
+            return (r, frame, [])
+        }
+    }
 
     /// The oldest pending readback, its fence already waited for, copied out
     /// of its imported buffer (into the frame, or for a frame assembled from
     /// parts into the buffer's host copy, with the copies that fill the frame
     /// from there: run them on any thread before the next call). Any thread.
     /// A failed copy leaves the readback pending (the next call fails the same way).
-    func deliverImported() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
+    private func deliverImported() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
         let r = pending[0]
         let slot = r.slot
         let storage = framePool.storage(count: r.frameBytes) { _ in }
@@ -163,7 +186,7 @@ final class ReadbackQueue {
     /// The oldest pending readback, its fence already waited for, as a frame
     /// and the copies that fill it from the persistently mapped buffer (run
     /// them on any thread before the next call). Persistent buffers only.
-    func deliverMapped() -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
+    private func deliverMapped() -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
         precondition(persistent)
         let r = pending.removeFirst()
         let src = r.slot >= 0 ? buffers[r.slot].base : nil
@@ -175,7 +198,7 @@ final class ReadbackQueue {
 
     /// Render thread, without persistent mapping: maps the oldest readback's
     /// buffer (its fence already waited for), copies it into a frame and unmaps it.
-    func deliverByMapping() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame) {
+    private func deliverByMapping() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame) {
         precondition(!persistent)
         let r = pending.removeFirst()
         var src: UnsafeRawPointer?
@@ -212,11 +235,16 @@ final class ReadbackQueue {
     /// Render thread, at teardown (after the timeline drained).
     func release(_ r: GLReleaser) {
         dropAll()
-        if let exported {
+        if let exported = exported {
             for b in buffers { b.imported?.release(r, procs: exported.procs) }
         } else {
             r.delete(.buffer, buffers.map(\.buffer))
         }
         buffers.removeAll()
     }
+}
+
+extension ReadbackQueue.Transport {
+    /// Page-locked host memory for delivered frames (imported memory's), if any.
+    var hostMemory: FrameBufferPool.Allocator? { if case .imported(let m) = self { m.source.hostMemory } else { nil } }
 }

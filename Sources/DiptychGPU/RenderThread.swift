@@ -1,17 +1,17 @@
+import Synchronization
 import CGLES
 import DiptychCore
 import Foundation
 import CEGL
 
 /// A dedicated thread that owns the GL context: every GL call runs here.
-/// `sync` blocks the caller until the work has run; `async` queues work (used
-/// for releases that happen on other threads). Thread-safe.
+/// `sync` blocks the caller until the work has run. Thread-safe.
 ///
 /// Work queued by several compositors sharing the context runs back to back
 /// in one wake-up, and fenced work is flushed to the GPU once the queue is
 /// empty (or every `flushInterval`), not once per call. Output frames queued
 /// back to back (`FrameJob`, up to `maxBatch`) run phase by phase.
-final class RenderThread: @unchecked Sendable {
+final class RenderThread: @unchecked Sendable {   // pthread handle; the queue behind `condition`, the rest render-thread only
     private enum Item {
         case work(@Sendable () -> Void)
         case frame(FrameJob)
@@ -29,26 +29,25 @@ final class RenderThread: @unchecked Sendable {
     private var handle = pthread_t()
     /// Calls that went to the render thread and waited for it (`sync` from another thread).
     let hopCounter = Counter()
-    final class Counter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var n = 0
-        func add() { lock.lock(); n += 1; lock.unlock() }
-        var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+    final class Counter: Sendable {
+        private let n = Mutex(0)
+        func add() { n.withLock { $0 += 1 } }
+        var value: Int { n.withLock { $0 } }
     }
     /// How busy the thread is: time spent running work, items run, wake-ups
     /// (read from any thread; the render thread adds to it).
     let load = LoadCounter()
-    final class LoadCounter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = RenderThreadLoad()
+    final class LoadCounter: Sendable {
+        private let value = Mutex(RenderThreadLoad())
         func add(busy ns: UInt64, items: Int, phases: inout [UInt64]) {
-            lock.lock()
-            value.busySeconds += Double(ns) / 1e9; value.items += items; value.wakeups += 1
-            for (i, p) in phases.enumerated() where p > 0 { value.phaseSeconds[RenderPhase.allCases[i].name, default: 0] += Double(p) / 1e9 }
-            lock.unlock()
+            let seconds = phases.map { Double($0) / 1e9 }
+            value.withLock { v in
+                v.busySeconds += Double(ns) / 1e9; v.items += items; v.wakeups += 1
+                for (i, p) in seconds.enumerated() where p > 0 { v.phaseSeconds[RenderPhase.allCases[i].name, default: 0] += p }
+            }
             for i in phases.indices { phases[i] = 0 }
         }
-        var snapshot: RenderThreadLoad { lock.lock(); defer { lock.unlock() }; return value }
+        var snapshot: RenderThreadLoad { value.withLock { $0 } }
     }
     /// Render thread only: time by phase since the last item ended (nanoseconds, `RenderPhase` order).
     private var phaseNs = [UInt64](repeating: 0, count: RenderPhase.allCases.count)
@@ -207,13 +206,9 @@ final class RenderThread: @unchecked Sendable {
     /// True on any render thread.
     static var onRenderThread: Bool { current != nil }
 
-    /// Queues `work`; it runs after everything queued before it.
-    func async(_ work: @escaping @Sendable () -> Void) {
-        condition.lock()
-        if stopped { condition.unlock(); return }
-        queue.append(.work(work))
-        condition.signal()
-        condition.unlock()
+    /// Traps unless called on a render thread: GL calls are made there only.
+    static func assertCurrent(file: StaticString = #fileID, line: UInt = #line) {
+        precondition(current != nil, "a GL call off the render thread", file: file, line: line)
     }
 
     /// Runs `work` on the render thread and returns its result. Blocks.
@@ -271,11 +266,11 @@ final class RenderThread: @unchecked Sendable {
         pthread_join(handle, nil)
     }
 
-    private final class Slot<T>: @unchecked Sendable { var result: Result<T, GPUError>? }
+    private final class Slot<T>: @unchecked Sendable { var result: Result<T, GPUError>? }   // written by the render thread before the caller's wait ends
 
     /// Holds the caller's closure until the render thread takes it, so no
     /// reference outlives `withoutActuallyEscaping`.
-    private final class WorkBox<T>: @unchecked Sendable {
+    private final class WorkBox<T>: @unchecked Sendable {   // the blocking hop: the caller waits until the render thread is done with it
         private var work: (() throws(GPUError) -> T)?
         init(_ work: @escaping () throws(GPUError) -> T) { self.work = work }
         /// Runs the closure and lets go of it before returning.
@@ -336,11 +331,4 @@ public enum RenderPhase: Int, CaseIterable, Sendable {
         case .checks: "checks"
         }
     }
-}
-
-/// Carries a value across threads where the caller guarantees exclusive use
-/// (the render thread runs it while the owner waits).
-struct UncheckedBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
 }

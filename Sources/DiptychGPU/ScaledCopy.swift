@@ -28,7 +28,7 @@ struct SensorMap: Hashable {
 /// Writes destination samples `columns` × `rows` (indices into the draw's
 /// plane of `destWidth` × `destHeight` samples) to `dst` (the sample at
 /// `columns.lowerBound`, `rows.lowerBound`), `dstStep` bytes apart.
-struct PlaneScale: @unchecked Sendable {
+struct PlaneScale: @unchecked Sendable {   // raw plane pointers; their owners are kept alive by the copy job
     /// Sample (0, 0) of the source plane, `srcStep` bytes between samples.
     var src: UnsafeRawPointer
     var srcStride: Int
@@ -211,7 +211,7 @@ struct ScaleKey: Hashable {
 /// its own, and the frames in between copy these bytes. `key` is what the
 /// last frame committed asked for; deliveries run in submission order, so
 /// each one finds the bytes the frames before it left.
-final class ScaledCache: @unchecked Sendable {
+final class ScaledCache: @unchecked Sendable {   // malloc'd bytes, written by deliveries that run in order
     var key: ScaleKey
     let bytes: Int
     let base: UnsafeMutableRawPointer

@@ -12,7 +12,7 @@ import Foundation
 /// command and before any compositor of the batch is released to wait on it
 /// (docs/ARCHITECTURE.md, "Lifetimes end at fence completion"). Thread-safe:
 /// timelines on callers' threads query it where the fences allow it.
-final class SharedFence: @unchecked Sendable {
+final class SharedFence: @unchecked Sendable {   // EGL/GL fence handle, behind `lock`
     private let lock = NSLock()
     let ops: FenceOps
     private var handle: OpaquePointer?

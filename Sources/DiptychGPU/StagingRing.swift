@@ -47,61 +47,82 @@ struct UploadLayout {
 }
 
 /// The upload staging ring: slots the callers copy frames into, on their own
-/// threads, before the render thread turns them into textures.
+/// threads, before the render thread turns them into textures (or the compute
+/// pass reads them in place).
 ///
-/// With GL_EXT_buffer_storage each slot is a pixel-unpack buffer persistently
-/// mapped for writing (coherent), so no render-thread hop maps or unmaps it and
-/// glTexSubImage2D reads it at bus speed; a slot is reused once the fence of
-/// the upload that read it has signalled. Without the extension a slot is
-/// host memory that glTexSubImage2D copies from during the call.
+/// Where the slots live is the plan's staging (`GPUPlan.Staging`), one
+/// `Memory` for the whole ring:
+/// - `mapped`: pixel-unpack buffers persistently mapped for writing
+///   (GL_EXT_buffer_storage, coherent), so no render-thread hop maps or
+///   unmaps them and glTexSubImage2D reads them at bus speed;
+/// - `imported`: CUDA device memory imported into GL; the callers copy in
+///   through CUDA's copy engines, and glTexSubImage2D or the compute pass
+///   reads it on the device;
+/// - `client`: host memory glTexSubImage2D copies from during the call.
+/// A slot of the first two is reused once the fence of the upload that read
+/// it has signalled.
 ///
-/// Slot bookkeeping happens under the compositor's lock (any thread); buffers
+/// Slot bookkeeping happens under the renderer's lock (any thread); buffers
 /// are created and deleted on the render thread.
 final class StagingRing {
+    /// The memory the slots are, as the plan's staging says.
+    enum Memory {
+        case client
+        case mapped(PFNGLBUFFERSTORAGEEXTPROC)
+        case imported(ImportedMemory)
+    }
+
     struct Slot {
         var buffer: GLuint = 0
         var base: UnsafeMutableRawPointer?
         var capacity = 0
-        /// The submission that last read it (persistent buffers only).
+        /// The submission that last read it (mapped and imported memory).
         var lastUse: UInt64 = 0
         /// Holds a copied frame not yet committed.
         var staged = false
         /// Holds a picture read in place (`TexturePool.commitInPlace`) while it is current.
         var held = false
-        /// Imported device memory (`imported`): callers copy in through its owner.
+        /// Imported device memory: callers copy in through its owner.
         var imported: ImportedBuffer?
     }
     private(set) var slots: [Slot]
     private var next = 0
-    private let bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
-    var persistent: Bool { bufferStorage != nil }
-    /// Slots are imported device memory (CUDA's) that the callers copy frames
-    /// into through its owner (the plan's `cuda-imported` staging), and
-    /// glTexSubImage2D or the compute pass reads on the device.
-    let imported: ImportedMemory?
+    let memory: Memory
+    /// The imported memory the slots are (the plan's `cuda-imported` staging), or nil.
+    var imported: ImportedMemory? { if case .imported(let m) = memory { m } else { nil } }
+    var persistent: Bool { if case .mapped = memory { true } else { false } }
     /// Slots are read after the call that reads them returns, so they wait for its fence.
-    private var tracksUse: Bool { persistent || imported != nil }
+    private var tracksUse: Bool { if case .client = memory { false } else { true } }
 
-    init(count: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, imported: ImportedMemory? = nil) {
+    init(count: Int, memory: Memory) {
         precondition(count >= 1)
         slots = Array(repeating: Slot(), count: count)
-        self.bufferStorage = bufferStorage
-        self.imported = imported
+        self.memory = memory
     }
 
     /// A slot for `bytes` that nothing staged holds, in ring order, after its
     /// last read has completed (`wait` blocks for a serial). Nil when every
     /// slot holds a staged frame. The caller grows it if `needsGrowth`.
     func acquire(wait: (UInt64) throws(GPUError) -> Void) throws(GPUError) -> Int? {
+        guard let (i, lastUse) = candidate() else { return nil }
+        try wait(lastUse)
+        take(i)
+        return i
+    }
+
+    /// The slot `acquire` would take, and the submission whose completion it waits for.
+    func candidate() -> (slot: Int, lastUse: UInt64)? {
         for k in 0..<slots.count {
             let i = (next + k) % slots.count
-            guard !slots[i].staged && !slots[i].held else { continue }
-            try wait(slots[i].lastUse)
-            next = (i + 1) % slots.count
-            slots[i].staged = true
-            return i
+            if !slots[i].staged && !slots[i].held { return (i, slots[i].lastUse) }
         }
         return nil
+    }
+
+    /// Takes the `candidate` slot `i` (its last read has completed).
+    func take(_ i: Int) {
+        next = (i + 1) % slots.count
+        slots[i].staged = true
     }
 
     func needsGrowth(_ i: Int, bytes: Int) -> Bool { slots[i].capacity < bytes }
@@ -109,7 +130,7 @@ final class StagingRing {
     func base(_ i: Int) -> UnsafeMutableRawPointer { slots[i].base! }
 
     /// Slot `i`'s imported memory (`imported` only).
-    func memory(_ i: Int) -> (any ExportedMemory)? { slots[i].imported?.memory }
+    func exported(_ i: Int) -> (any ExportedMemory)? { slots[i].imported?.memory }
 
     /// Lets go of a staged slot that will not be committed (superseded or failed).
     func abandon(_ i: Int) { slots[i].staged = false }
@@ -117,7 +138,8 @@ final class StagingRing {
     /// Render thread: slot `i` with room for `bytes` (its old buffer retired after its last read).
     func grow(_ i: Int, bytes: Int, releaser: GLReleaser) throws(GPUError) {
         let cap = (bytes + 65535) & ~65535
-        if let imported {
+        switch memory {
+        case .imported(let imported):
             if let old = slots[i].imported {
                 let procs = imported.procs
                 releaser.timeline.retire(lastUse: slots[i].lastUse) { old.release(releaser, procs: procs) }
@@ -131,7 +153,7 @@ final class StagingRing {
             slots[i].buffer = b.buffer
             slots[i].capacity = b.memory.size
             return
-        } else if let bufferStorage {
+        case .mapped(let bufferStorage):
             if slots[i].buffer != 0 { releaser.retire(lastUse: slots[i].lastUse, .buffer, [slots[i].buffer]) }
             var b: GLuint = 0
             glGenBuffers(1, &b)
@@ -148,7 +170,7 @@ final class StagingRing {
             }
             slots[i].buffer = b
             slots[i].base = p
-        } else {
+        case .client:
             slots[i].base?.deallocate()
             slots[i].base = UnsafeMutableRawPointer.allocate(byteCount: cap, alignment: 64)
         }
@@ -158,12 +180,12 @@ final class StagingRing {
     /// Render thread: binds slot `i` as the pixel-unpack source; returns the
     /// "pointer" glTexSubImage2D takes for byte `offset` of it.
     func bind(_ i: Int, offset: Int) -> UnsafeRawPointer? {
-        if imported != nil || persistent {
-            glBindBuffer(GL.pixelUnpackBuffer, slots[i].buffer)
-            return diptych_gl_offset(offset)
+        if case .client = memory {
+            glBindBuffer(GL.pixelUnpackBuffer, 0)
+            return UnsafeRawPointer(slots[i].base! + offset)
         }
-        glBindBuffer(GL.pixelUnpackBuffer, 0)
-        return UnsafeRawPointer(slots[i].base! + offset)
+        glBindBuffer(GL.pixelUnpackBuffer, slots[i].buffer)
+        return diptych_gl_offset(offset)
     }
 
     /// Render thread: slot `i`'s frame stays where it is, read in place
@@ -190,12 +212,10 @@ final class StagingRing {
 
     /// Render thread, at teardown (after the timeline drained).
     func release(_ r: GLReleaser) {
-        if let imported {
-            for s in slots { s.imported?.release(r, procs: imported.procs) }
-        } else if persistent {
-            r.delete(.buffer, slots.map(\.buffer))
-        } else {
-            for s in slots { s.base?.deallocate() }
+        switch memory {
+        case .imported(let imported): for s in slots { s.imported?.release(r, procs: imported.procs) }
+        case .mapped: r.delete(.buffer, slots.map(\.buffer))
+        case .client: for s in slots { s.base?.deallocate() }
         }
         slots = slots.map { _ in Slot() }
     }

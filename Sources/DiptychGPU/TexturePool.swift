@@ -2,17 +2,27 @@ import CEGL
 import CGLES
 import DiptychCore
 
-/// The textures of one uploaded (or imported) stream frame. Owned by the pool,
-/// deleted only after the fence of its last use (`lastUse`) has signalled.
-final class TextureSet {
-    /// The CPU format it was made for; nil for a dma-buf import (never reused).
+/// Where a stream picture's samples are read from: the one place the plan's
+/// `pictures` (and a dma-buf import) shows in the passes.
+enum Picture {
+    /// Textures it was uploaded or copied into (one per plane).
+    case textures([GLuint])
+    /// The staging slot it was copied into, read there by the compute pass
+    /// (`TexturePool.commitInPlace`).
+    case inPlace(InPlacePicture)
+    /// An external texture over an imported dma-buf's EGLImage (destroyed after the texture).
+    case external(texture: GLuint, image: EGLImageKHR)
+}
+
+/// One uploaded (or imported) stream frame as the passes read it. Owned by
+/// the pool, deleted only after the fence of its last use (`lastUse`) has signalled.
+final class StreamPicture {
+    /// The CPU format it was made for; nil for a dma-buf import or a picture read in place (never reused).
     let format: PixelFormat?
     let input: ShaderKey.Input
     let width: Int
     let height: Int
-    let textures: [GLuint]
-    /// The EGLImage behind an imported texture (destroyed after the texture).
-    let image: EGLImageKHR?
+    let source: Picture
     var lastUse: UInt64 = 0
     var matrix: ColorMatrix = .bt709
     var range: ColorRange = .limited
@@ -22,15 +32,23 @@ final class TextureSet {
     let sixteenBit: Bool
     /// The textures' CUDA registrations, once CUDA frames were copied into them.
     var cuda: CUDARegistration?
-    /// An NV12 picture read where it was staged (no textures: the compute
-    /// pass reads the staging slot); see `TexturePool.commitInPlace`.
-    var inPlace: InPlacePicture?
 
-    init(format: PixelFormat?, input: ShaderKey.Input, width: Int, height: Int, textures: [GLuint], image: EGLImageKHR? = nil,
-         sixteenBit: Bool = false) {
+    init(format: PixelFormat?, input: ShaderKey.Input, width: Int, height: Int, source: Picture, sixteenBit: Bool = false) {
         self.format = format; self.input = input; self.width = width; self.height = height
-        self.textures = textures; self.image = image; self.sixteenBit = sixteenBit
+        self.source = source; self.sixteenBit = sixteenBit
     }
+
+    /// The textures the fragment pass and CUDA copies use (none for a picture read in place).
+    var textures: [GLuint] {
+        switch source {
+        case .textures(let t): t
+        case .external(let t, _): [t]
+        case .inPlace: []
+        }
+    }
+
+    /// The staging slot read in place, if it is one.
+    var inPlace: InPlacePicture? { if case .inPlace(let p) = source { p } else { nil } }
 
     /// A texture set of that shape (a picture read in place is never one).
     func matches(_ f: PixelFormat, _ w: Int, _ h: Int, sixteenBit: Bool = false) -> Bool {
@@ -39,7 +57,7 @@ final class TextureSet {
 
     /// Allocates immutable textures for `format` (BGRA through texture swizzle;
     /// NV12 with `sixteenBit` as R16/RG16, GL_EXT_texture_norm16).
-    static func make(format: PixelFormat, width: Int, height: Int, sixteenBit: Bool = false) -> TextureSet {
+    static func make(format: PixelFormat, width: Int, height: Int, sixteenBit: Bool = false) -> StreamPicture {
         var shapes = format.planeShapes(width: width, height: height)
         if sixteenBit {
             shapes = shapes.map { s in
@@ -65,26 +83,31 @@ final class TextureSet {
         }
         glBindTexture(GL.texture2D, 0)
         let input: ShaderKey.Input = format == .nv12 ? .nv12 : format == .i420 ? .i420 : .rgb
-        return TextureSet(format: format, input: input, width: width, height: height, textures: ids, sixteenBit: sixteenBit)
+        return StreamPicture(format: format, input: input, width: width, height: height, source: .textures(ids), sixteenBit: sixteenBit)
     }
 
     /// The CUDA registrations, then the textures, then the EGLImage, once
-    /// the last use has completed.
+    /// the last use has completed (a picture read in place lets its slot go itself).
     func release(_ r: GLReleaser) {
-        let textures = textures, image = image, cuda = cuda
+        let source = source, cuda = cuda
         self.cuda = nil
         r.timeline.retire(lastUse: lastUse) {
             cuda?.unregister()
-            r.delete(.texture, textures)
-            if let image { r.destroy(image: image) }
+            switch source {
+            case .textures(let t): r.delete(.texture, t)
+            case .external(let t, let image):
+                r.delete(.texture, [t])
+                r.destroy(image: image)
+            case .inPlace: break
+            }
         }
     }
 }
 
 /// A stream role's current textures and its pool of reusable sets.
 final class StreamSlot {
-    var pool: [TextureSet] = []
-    var current: TextureSet?
+    var pool: [StreamPicture] = []
+    var current: StreamPicture?
     /// Direct-copy mode: the latest YUV frame, kept until the next upload.
     var cpuFrame: VideoFrame?
     /// Whether `current` already holds `cpuFrame`'s picture.
@@ -109,7 +132,7 @@ final class TexturePool {
     /// Texture sets kept per role: the current one, one per frame in flight, one being uploaded.
     let maxSetsPerRole: Int
     private let releaser: GLReleaser
-    /// Counts uploads and imports (`TextureSet.uploadSerial`).
+    /// Counts uploads and imports (`StreamPicture.uploadSerial`).
     private var uploadCounter: UInt64 = 0
 
     init(maxSetsPerRole: Int, releaser: GLReleaser) {
@@ -123,16 +146,16 @@ final class TexturePool {
     /// A free texture set for `role` that fits the frame: a matching set whose
     /// last use has completed, a new one while the pool has room, else the
     /// oldest matching set after waiting for its fence.
-    func set(for role: StreamRole, format: PixelFormat, width: Int, height: Int, sixteenBit: Bool = false) -> TextureSet {
+    func set(for role: StreamRole, format: PixelFormat, width: Int, height: Int, sixteenBit: Bool = false) -> StreamPicture {
         set(for: role, fits: { $0.matches(format, width, height, sixteenBit: sixteenBit) }) {
-            TextureSet.make(format: format, width: width, height: height, sixteenBit: sixteenBit)
+            StreamPicture.make(format: format, width: width, height: height, sixteenBit: sixteenBit)
         }
     }
 
     /// The pool's rule for any kind of set: sets that do not `fit` go (after
     /// their last use), then a fitting one whose last use has completed, a
     /// new one (`make`) while the pool has room, else the oldest after waiting.
-    func set(for role: StreamRole, fits: (TextureSet) -> Bool, make: () -> TextureSet) -> TextureSet {
+    func set(for role: StreamRole, fits: (StreamPicture) -> Bool, make: () -> StreamPicture) -> StreamPicture {
         let slot = streams[role]!
         slot.pool.removeAll { s in
             guard s !== slot.current, !fits(s) else { return false }
@@ -151,7 +174,7 @@ final class TexturePool {
         return oldest
     }
 
-    func makeCurrent(_ set: TextureSet, role: StreamRole) {
+    func makeCurrent(_ set: StreamPicture, role: StreamRole) {
         let slot = streams[role]!
         if let old = slot.current, old !== set, let p = old.inPlace {
             // Its staging slot is free once the last frame that read it is done.
@@ -192,7 +215,7 @@ final class TexturePool {
 
     /// After the GPU copy of a staged frame into `set`: the slot is free after
     /// this submission, and the set is the role's picture.
-    func committed(_ set: TextureSet, _ st: StagedUpload, _ staging: StagingRing) {
+    func committed(_ set: StreamPicture, _ st: StagedUpload, _ staging: StagingRing) {
         let serial = timeline.pendingSerial
         set.lastUse = serial
         staging.committed(st.slot, serial: serial)

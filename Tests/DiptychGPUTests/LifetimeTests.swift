@@ -8,7 +8,7 @@ import Testing
 final class DeletionLog: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [(GLResourceKind, [UInt32])] = []
-    var hook: (GLResourceKind, [UInt32]) -> Void { { [self] k, ids in lock.lock(); entries.append((k, ids)); lock.unlock() } }
+    var hook: @Sendable (GLResourceKind, [UInt32]) -> Void { { [self] k, ids in lock.lock(); entries.append((k, ids)); lock.unlock() } }
     var textures: Set<UInt32> { ids(.texture) }
     var buffers: Set<UInt32> { ids(.buffer) }
     func ids(_ kind: GLResourceKind) -> Set<UInt32> { lock.lock(); defer { lock.unlock() }; return Set(entries.filter { $0.0 == kind }.flatMap(\.1)) }
@@ -233,12 +233,12 @@ extension GPU {
             var c: GPUCompositor? = try makeCompositor(hooks: GPUTestHooks(onDelete: deletions.hook))
             try c!.upload(solidFrame(8, 8, RGBA8(r: 1, g: 1, b: 1)), role: .primary)
             let t: [UInt32] = try c!.withRenderer { r in r.streams[.primary]!.current!.textures }
-            let box = UncheckedBox(c!)
+            let kept = c!
             c = nil
             let done = DispatchSemaphore(value: 0)
-            Thread { _ = box; done.signal() }.start()
+            Thread { _ = kept; done.signal() }.start()
             done.wait()
-            box.value.shutdown()
+            kept.shutdown()
             #expect(deletions.textures.isSuperset(of: t))
         }
     }

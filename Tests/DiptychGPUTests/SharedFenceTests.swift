@@ -42,24 +42,26 @@ import Testing
     @Test func waitersAreReleasedAfterTheFence() throws {
         let c = try makeCompositor()
         defer { c.shutdown() }
-        var jobs: [FrameJob] = []
-        var releasedEarly: [Int] = []
+        /// Read and written on the render thread only, while the test waits.
+        final class Seen: @unchecked Sendable { var jobs: [FrameJob] = []; var releasedEarly: [Int] = [] }
+        let seen = Seen()
         let fakes = FakeFences(finishGL: false), other = FakeFences(finishGL: false)
         var ops = fakes.ops
         let insert = ops.insert
         ops.insert = {
-            for (k, j) in jobs.enumerated() where j.done.wait(timeout: .now()) == .success {
-                releasedEarly.append(k); j.done.signal()
+            for (k, j) in seen.jobs.enumerated() where j.done.wait(timeout: .now()) == .success {
+                seen.releasedEarly.append(k); j.done.signal()
             }
             return insert()
         }
         let a = FenceTimeline(ops: ops), b = FenceTimeline(ops: ops), x = FenceTimeline(ops: other.ops)
-        jobs = [
+        seen.jobs = [
             FrameJob(begin: { true }, dispatch: {}, finish: { a.submit() }),
             FrameJob(begin: { true }, dispatch: {}, finish: { () throws(GPUError) in b.submit(); throw .badCanvas("b") }),
             FrameJob(begin: { true }, dispatch: {}, finish: { x.submit() })]
+        let jobs = seen.jobs
         try c.withRenderer { _ in FrameJob.run(jobs) }
-        #expect(releasedEarly.isEmpty, "released before their fence: \(releasedEarly)")
+        #expect(seen.releasedEarly.isEmpty, "released before their fence: \(seen.releasedEarly)")
         #expect(fakes.issued == 1 && other.issued == 1, "one fence of each kind: \(fakes.issued), \(other.issued)")
         #expect(jobs.map(\.error) == [nil, .badCanvas("b"), nil])
         for j in jobs { #expect(j.done.wait(timeout: .now()) == .success, "every waiter released") }
