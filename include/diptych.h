@@ -232,7 +232,10 @@ typedef struct diptych_session diptych_session;
  *   --keyframe-interval,
  *   --secondary-timeout SECONDS, --gpu auto|software|N|/dev/dri/renderDN,
  *   --out FILE|URL [--format mp4|mpegts|hls|...]   also write a file
- *   --segment-time SECONDS   split an .mp4/.mkv --out into NAME-0001.mp4, ...
+ *   --segment-time SECONDS   split an .mp4/.mkv --out into NAME-0001.mp4, ...;
+ *                       for an .m3u8 (HLS) --out, the segment length (default 2)
+ *   --hls-list-size N   an HLS --out's live playlist lists the last N segments
+ *                       (default 0: all; the finished playlist lists them all)
  *   --queue N           frames per push queue before pushes block (default 4)
  *   --config FILE       the same options as JSON
  * argv may be NULL when argc is 0; each argv[i] must be a NUL-terminated

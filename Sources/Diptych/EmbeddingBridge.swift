@@ -74,7 +74,7 @@ final class EmbeddingBridge: @unchecked Sendable {
             },
             openOutput: { [self] index, spec, video, _, _, _ throws(MediaError) in
                 guard index == 0 else { throw .writeFailed(path: "output \(index)", detail: "embedded sessions have one output") }
-                return try EmbeddedOutput(bridge: self, video: video, segmentTime: spec.segmentTime)
+                return try EmbeddedOutput(bridge: self, video: video, segmentTime: spec.segmentTime, hlsListSize: spec.hlsListSize)
             })
         io.taps = [EmbeddedTaps(bridge: self)]
         io.sharedClock = true
@@ -140,7 +140,7 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
     /// rounded through the encoder's time base. Encoder thread only.
     private var pendingPTS: [MediaTime] = []
 
-    init(bridge: EmbeddingBridge, video: VideoEncoderSettings, segmentTime: Double? = nil) throws(MediaError) {
+    init(bridge: EmbeddingBridge, video: VideoEncoderSettings, segmentTime: Double? = nil, hlsListSize: Int? = nil) throws(MediaError) {
         self.bridge = bridge
         let o = bridge.outputs
         gpuEncoded = video.encoder == .gpu
@@ -149,8 +149,9 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
             var v = video
             v.maxBFrames = v.maxBFrames ?? 0
             writer = gpuEncoded
-                ? try MediaWriter(url: path, container: o.fileFormat, preEncoded: PreEncodedVideo(settings: v), audio: nil, segmentTime: segmentTime)
-                : try MediaWriter(url: path, container: o.fileFormat, video: v, audio: nil, segmentTime: segmentTime)
+                ? try MediaWriter(url: path, container: o.fileFormat, preEncoded: PreEncodedVideo(settings: v), audio: nil,
+                                  segmentTime: segmentTime, hlsListSize: hlsListSize)
+                : try MediaWriter(url: path, container: o.fileFormat, video: v, audio: nil, segmentTime: segmentTime, hlsListSize: hlsListSize)
         } else {
             writer = nil
         }

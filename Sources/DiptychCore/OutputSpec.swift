@@ -9,11 +9,15 @@ public struct OutputSpec: Hashable, Sendable {
     /// nil: the take's own layout (and its changes).
     public var layout: Layout?
     /// `--segment-time SECONDS` (the main output only): the file is split
-    /// into `segmentPath(out, index:)` files of about this length; nil: one file.
+    /// into `segmentPath(out, index:)` files of about this length; nil: one
+    /// file. HLS: the segment length (nil: `HLSNaming.defaultSegmentTime`).
     public var segmentTime: Double?
+    /// `--hls-list-size N` (an HLS main output only): segments the live
+    /// playlist lists; nil or 0: all.
+    public var hlsListSize: Int?
 
-    public init(out: String, format: ContainerFormat? = nil, layout: Layout? = nil, segmentTime: Double? = nil) {
-        self.out = out; self.format = format; self.layout = layout; self.segmentTime = segmentTime
+    public init(out: String, format: ContainerFormat? = nil, layout: Layout? = nil, segmentTime: Double? = nil, hlsListSize: Int? = nil) {
+        self.out = out; self.format = format; self.layout = layout; self.segmentTime = segmentTime; self.hlsListSize = hlsListSize
     }
 
     /// The container: `format` when given, else inferred from `out`.

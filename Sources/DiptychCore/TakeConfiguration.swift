@@ -51,8 +51,12 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var output: String?
     /// `--segment-time SECONDS`: the main output (an MP4 or Matroska file)
     /// is split into files of about this length, each cut at a keyframe
-    /// (`SegmentNaming`); nil: one file.
+    /// (`SegmentNaming`); nil: one file. For an HLS output: the length of
+    /// its segments (nil: `HLSNaming.defaultSegmentTime`).
     public var segmentTime: Double?
+    /// `--hls-list-size N` (an HLS main output only): the live playlist lists
+    /// the last N segments (a sliding window); nil or 0: every segment.
+    public var hlsListSize: Int?
     /// `--format`; nil = inferred from `output` (`ContainerFormat.infer`).
     public var format: ContainerFormat?
     /// `--preview FILE`: PNG of the composite (same render target as the encoder).
@@ -102,6 +106,12 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// The output container: `format` when given, else inferred from `output`.
     public var container: ContainerFormat? {
         format ?? output.flatMap { ContainerFormat.infer(from: $0) }
+    }
+
+    /// Whether the main output is a split recording (`segmentTime` on an MP4
+    /// or Matroska file: `SegmentNaming`'s files, not `output` itself).
+    public var splitsOutput: Bool {
+        segmentTime != nil && (container == .mp4 || container == .matroska)
     }
 
     /// The canvas for this take: `canvasSize` when set, else the primary's
@@ -157,9 +167,18 @@ public struct TakeConfiguration: Hashable, Sendable {
             if !(t > 0 && t <= 1e7) {
                 throw ConfigurationError(field: "--segment-time", value: text, reason: "must be a positive number of seconds, at most 10000000")
             }
-            if ContainerFormat.isLive(out) || (out.contains("://") && !out.lowercased().hasPrefix("file:")) || !(container == .mp4 || container == .matroska) {
+            let file = !ContainerFormat.isLive(out) && (!out.contains("://") || out.lowercased().hasPrefix("file:"))
+            if !file || !(container == .mp4 || container == .matroska || container == .hls) {
                 throw ConfigurationError(field: "--segment-time", value: text,
-                                         reason: "splits MP4 and Matroska files only, not '\(out)'")
+                                         reason: "splits MP4 and Matroska files and sets the segment length of HLS only, not '\(out)'")
+            }
+        }
+        if let n = hlsListSize {
+            if !(0...1_000_000).contains(n) {
+                throw ConfigurationError(field: "--hls-list-size", value: String(n), reason: "must be a whole number of segments, 0 to 1000000")
+            }
+            if container != .hls {
+                throw ConfigurationError(field: "--hls-list-size", value: String(n), reason: "applies to an HLS --out (.m3u8) only, not '\(out)'")
             }
         }
         if let s = canvasSize {

@@ -10,7 +10,9 @@ import Glibc
 extension MediaWriter {
     /// Whether the frame at `ticks` (on the take's timeline) is to be made a
     /// keyframe: the first frame at or after `segmentTime` into the file.
+    /// An HLS output: the first frame at or after the next cut (`HLSState`).
     func keyframeDue(at ticks: Int64) -> Bool {
+        if hls != nil { return hls!.keyframeDue(at: ticks) }
         guard split != nil else { return false }
         return split!.keyframeDue(at: ticks)
     }

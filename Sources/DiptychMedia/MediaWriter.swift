@@ -12,8 +12,11 @@ import DiptychCore
 ///   so a process killed at any moment leaves a playable file holding every
 ///   fragment but the last. `finish()` writes the rest, the index (`mfra`)
 ///   and the length into the movie header (see `FragmentedMP4`).
-/// - HLS (`.m3u8`): MPEG-TS segments of about two seconds beside the
-///   playlist, which lists every one (rewritten after each, ended at finish).
+/// - HLS (`.m3u8`): fragmented-MP4 segments of `segmentTime` (default 2 s)
+///   beside the playlist (`HLSNaming`), each begun at a keyframe made at its
+///   time and named in the live playlist once whole (`hlsListSize`: the last
+///   N; 0, all); `finish()` replaces it with the complete VOD playlist. A
+///   file of those names that exists already is never written over.
 /// - MPEG-TS to files or `srt://`, FLV to `rtmp://`, all through avio
 ///   (network outputs get a write timeout).
 /// - Audio (given an `AudioTrack`): copied without re-encoding when the
@@ -77,7 +80,9 @@ public final class MediaWriter: @unchecked Sendable {
     /// length: the next keyframe written begins the next file (whoever
     /// encodes may make one now). Encoder-side cuts need no asking.
     public var awaitsCut: Bool {
-        guard isPreEncoded, let split else { return false }
+        guard isPreEncoded else { return false }
+        if let hls { return hls.awaitsCut(muxedVideoEnd) }
+        guard let split else { return false }
         return split.cutsBefore(muxedVideoEnd)
     }
 
@@ -107,6 +112,8 @@ public final class MediaWriter: @unchecked Sendable {
     var muxedVideoEnd: Int64 = 0
     /// A split output's state; nil for one written whole.
     var split: SplitState?
+    /// An HLS output's state; nil for other containers.
+    var hls: HLSState?
     /// The time base each stream was given before its header (a split output's next file asks for the same).
     var requestedTimeBases: [AVRational] = []
     var firstError: MediaError?
@@ -123,12 +130,14 @@ public final class MediaWriter: @unchecked Sendable {
     ///     (a stream reopened mid-take passes the take's zero to keep its timeline).
     ///   - cancel: stops the open (and every write after it) once flipped, as a timeout would.
     ///   - segmentTime: split a file output into files of about this many
-    ///     seconds (MP4 and Matroska; see the type's description); nil: one file.
+    ///     seconds (MP4 and Matroska; see the type's description); nil: one
+    ///     file. HLS: the segment length (nil: `HLSNaming.defaultSegmentTime`).
+    ///   - hlsListSize: HLS only: the segments the live playlist lists (nil or 0: all).
     public convenience init(url: String, container: ContainerFormat? = nil, video: VideoEncoderSettings,
                             audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil,
-                            cancel: OpenCancel? = nil, segmentTime: Double? = nil) throws(MediaError) {
+                            cancel: OpenCancel? = nil, segmentTime: Double? = nil, hlsListSize: Int? = nil) throws(MediaError) {
         try self.init(url: url, container: container, video: .frames(video), audio: audio, networkTimeout: networkTimeout,
-                      timestampOrigin: timestampOrigin, cancel: cancel, segmentTime: segmentTime)
+                      timestampOrigin: timestampOrigin, cancel: cancel, segmentTime: segmentTime, hlsListSize: hlsListSize)
     }
 
     /// Opens an output whose video is encoded already (H.264 access units in
@@ -141,25 +150,36 @@ public final class MediaWriter: @unchecked Sendable {
     /// `packetsBeforeKeyframe`).
     public convenience init(url: String, container: ContainerFormat? = nil, preEncoded: PreEncodedVideo,
                             audio: AudioTrack? = nil, networkTimeout: Double = 10, timestampOrigin: MediaTime? = nil,
-                            cancel: OpenCancel? = nil, segmentTime: Double? = nil) throws(MediaError) {
+                            cancel: OpenCancel? = nil, segmentTime: Double? = nil, hlsListSize: Int? = nil) throws(MediaError) {
         try self.init(url: url, container: container, video: .encoded(preEncoded), audio: audio, networkTimeout: networkTimeout,
-                      timestampOrigin: timestampOrigin, cancel: cancel, segmentTime: segmentTime)
+                      timestampOrigin: timestampOrigin, cancel: cancel, segmentTime: segmentTime, hlsListSize: hlsListSize)
     }
 
     enum VideoSource { case frames(VideoEncoderSettings), encoded(PreEncodedVideo) }
 
     private init(url: String, container: ContainerFormat?, video source: VideoSource,
                  audio: AudioTrack?, networkTimeout: Double, timestampOrigin: MediaTime?,
-                 cancel: OpenCancel?, segmentTime: Double?) throws(MediaError) {
+                 cancel: OpenCancel?, segmentTime segmentLength: Double?, hlsListSize: Int?) throws(MediaError) {
         guard let container = container ?? ContainerFormat.infer(from: url) else {
             throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .mkv, .ts, .m3u8, rtmp:// or srt://)")
         }
         self.url = url
         self.container = container
+        if let t = segmentLength, !(t > 0 && t.isFinite) {
+            throw .writeFailed(path: url, detail: "a segment time must be a positive number of seconds, not \(t)")
+        }
+        // HLS takes the segment time as the length of its segments; a file of MP4 or Matroska is split.
+        let segmentTime = container == .hls ? nil : segmentLength
         if let segmentTime {
-            guard segmentTime > 0, segmentTime.isFinite, container == .mp4 || container == .matroska, !isURL(url) || url.hasPrefix("file:") else {
+            guard container == .mp4 || container == .matroska, !isURL(url) || url.hasPrefix("file:") else {
                 throw .writeFailed(path: url, detail: "only MP4 and Matroska files are split (segment time \(segmentTime) s)")
             }
+        }
+        if let n = hlsListSize, container != .hls || n < 0 {
+            throw .writeFailed(path: url, detail: "a list size (\(n)) is for an HLS output only, 0 or more")
+        }
+        if container == .hls, !isURL(url) || url.hasPrefix("file:"), let existing = HLSNaming.existingFile(of: url) {
+            throw .writeFailed(path: existing, detail: "exists already; an HLS output never writes over a file")
         }
         let firstPath = segmentTime == nil ? url : SegmentNaming.path(url, index: 1)
         self.path = firstPath
@@ -175,7 +195,7 @@ public final class MediaWriter: @unchecked Sendable {
             }
             video = e.settings
         }
-        if video.maxBFrames == nil && (container == .mp4 || container == .rtmp || segmentTime != nil) {
+        if video.maxBFrames == nil && (container == .mp4 || container == .rtmp || container == .hls || segmentTime != nil) {
             // Fragmented MP4 has no edit list to hide the B-frame reorder delay:
             // with B-frames the muxer shifts every stream by it. Without them
             // video and audio start exactly at zero.
@@ -237,6 +257,10 @@ public final class MediaWriter: @unchecked Sendable {
         }
         deadline.disarm()
         requestedTimeBases = (0..<out.streamCount).map { out.stream($0).pointee.time_base }
+        if container == .hls {
+            hls = HLSState(playlist: url, segmentTime: segmentLength ?? HLSNaming.defaultSegmentTime, listSize: hlsListSize ?? 0,
+                           timeBase: videoTimeBase)
+        }
         if let segmentTime {
             split = SplitState(ticks: max(1, Int64((segmentTime * Double(videoTimeBase.den) / Double(videoTimeBase.num)).rounded())))
         }
@@ -262,15 +286,7 @@ public final class MediaWriter: @unchecked Sendable {
             muxOptions.set("cluster_time_limit", "1000")
             muxOptions.set("flush_packets", "1")
         }
-        if container == .hls {
-            // Segments of about two seconds cut at keyframes, beside the
-            // playlist; every segment stays listed, the playlist is replaced
-            // whole after each (temp_file), and the end is marked at finish.
-            muxOptions.set("hls_time", "2")
-            muxOptions.set("hls_list_size", "0")
-            muxOptions.set("hls_playlist_type", "event")
-            muxOptions.set("hls_flags", "independent_segments+temp_file")
-        }
+        if let hls { hlsOptions(hls, into: muxOptions) }
         return muxOptions
     }
 
@@ -333,6 +349,7 @@ public final class MediaWriter: @unchecked Sendable {
         let r = StageClock.measure(.mux) { av_interleaved_write_frame(output.raw, packet) }
         deadline.disarm()
         try check(r, doing)
+        if hls != nil { readPlaylistIfChanged() }
     }
 
     /// Encodes and writes one frame (NV12 preferred, any `PixelFormat` accepted),
@@ -440,6 +457,7 @@ public final class MediaWriter: @unchecked Sendable {
         }
         p.raw.pointee.stream_index = videoStream.pointee.index
         let end = pts == avNoPTS ? muxedVideoEnd : pts + max(0, p.raw.pointee.duration)
+        if hls != nil, pts != avNoPTS, p.raw.pointee.flags & AV_PKT_FLAG_KEY != 0 { hls!.muxedKeyframe(at: pts) }
         av_packet_rescale_ts(p.raw, videoTimeBase, videoStream.pointee.time_base)
         try mux(p.raw, "video packet")
         muxedVideoEnd = max(muxedVideoEnd, end)
@@ -478,6 +496,7 @@ public final class MediaWriter: @unchecked Sendable {
         let r = av_write_trailer(output.raw)
         deadline.disarm()
         try check(r, "trailer")
+        if hls != nil { try writeCompletePlaylist() }
         if container == .srt, let io = output.io {
             // An SRT receiver delivers each packet its latency after it was sent, and
             // one that sees the connection close drops what it still holds: keep the

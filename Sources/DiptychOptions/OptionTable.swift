@@ -41,9 +41,16 @@ extension Option {
         .text("--out", ["out"], "FILE|URL", "the output: .mp4 (fragmented), .mkv, .ts, .m3u8 (HLS), rtmp://, srt://",
               set: { v, t, _ in v.take.output = t }, get: { $0.take.output.map(JSONValue.string) }),
         .text("--segment-time", ["segmentTime"], "SECONDS",
-              "split an MP4 or Matroska --out into NAME-0001.mp4, NAME-0002.mp4, ... of this length, each cut at a keyframe and starting at 0",
+              "split an MP4 or Matroska --out into NAME-0001.mp4, NAME-0002.mp4, ... of this length, each cut at a keyframe and starting at 0; for HLS, the segment length (default 2)",
               set: { v, t, f throws(ConfigurationError) in v.take.segmentTime = try seconds(t, field: f) },
               get: { $0.take.segmentTime.map(JSONValue.number) }),
+        .text("--hls-list-size", ["hlsListSize"], "N",
+              "an HLS --out's live playlist lists the last N segments (default 0: all); no segment is deleted, and the finished playlist lists them all",
+              set: { v, t, f throws(ConfigurationError) in
+                  guard let n = Int(t) else { throw ConfigurationError(field: f, value: t, reason: "must be a whole number of segments, 0 to 1000000") }
+                  v.take.hlsListSize = n
+              },
+              get: { $0.take.hlsListSize.map { JSONValue.number(Double($0)) } }),
         .text("--format", ["format"], "mp4|mkv|mpegts|hls|rtmp|srt", "container (default: from --out)",
               set: { v, t, f throws(ConfigurationError) in v.take.format = try TakeConfiguration.parseFormat(t, field: f) },
               get: { $0.take.format.map { .string($0.rawValue) } }),

@@ -34,6 +34,22 @@ enum OutputClaims {
         return folder(id.path) == folder(o.path) && SegmentNaming.isSegment(SegmentNaming.lastComponent(id.path), of: o.path)
     }
 
+    /// The HLS playlists `take` writes (its output and extra outputs, and those added while it runs).
+    static func hlsOutputs(of take: Take) -> [String] {
+        let c = take.configuration
+        var specs = c.extraOutputs + take.addedOutputs
+        if let o = c.output { specs.insert(OutputSpec(out: o, format: c.format), at: 0) }
+        return specs.filter { $0.container == .hls && isFile($0.out) }.map(\.out)
+    }
+
+    /// Whether the file `id` is one an HLS output `playlist` writes beside it
+    /// (its initialization segment or a media segment: `HLSNaming`).
+    static func isHLSFile(_ id: FileIdentity, of playlist: String) -> Bool {
+        guard let p = FileIdentity(playlist) else { return false }
+        func folder(_ p: String) -> Substring { p[..<(p.lastIndex(of: "/") ?? p.startIndex)] }
+        return folder(id.path) == folder(p.path) && HLSNaming.isFile(SegmentNaming.lastComponent(id.path), of: p.path)
+    }
+
     /// Every file `take` writes while it runs.
     static func written(by take: Take) -> [String] {
         files(take.configuration).map(\.path) + take.addedOutputs.map(\.out).filter(isFile)
@@ -61,8 +77,12 @@ enum OutputClaims {
             if t.state.isActive {
                 if written(by: t).contains(where: same) { return .conflict("\(field) '\(path)': take \(t.id) is writing it") }
                 // A running split take writes its output's numbered files; a new split output would write those of its own.
-                if t.configuration.segmentTime != nil, let out = t.configuration.output, isSegment(id, of: out) {
+                if t.configuration.splitsOutput, let out = t.configuration.output, isSegment(id, of: out) {
                     return .conflict("\(field) '\(path)': take \(t.id) is writing it (a file of its split output)")
+                }
+                // A running HLS take writes its segments beside its playlist.
+                if let hit = hlsOutputs(of: t).first(where: { isHLSFile(id, of: $0) }) {
+                    return .conflict("\(field) '\(path)': take \(t.id) is writing it (a file of its HLS output \(hit))")
                 }
                 if split, let hit = written(by: t).first(where: { FileIdentity($0).map { isSegment($0, of: id.path) } ?? false }) {
                     return .conflict("\(field) '\(path)': its files would include '\(hit)', which take \(t.id) is writing")

@@ -231,7 +231,7 @@ final class TakeRegistry: @unchecked Sendable {
         let running = active.map(\.admissionLoad) + reservedEncodes
         for (field, path) in OutputClaims.files(config) {
             if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), retired: retired, reserved: reserved,
-                                             split: field == "out" && config.segmentTime != nil) { throw e }
+                                             split: field == "out" && config.splitsOutput) { throw e }
         }
         let lagging = Self.slowest(active)
         let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,

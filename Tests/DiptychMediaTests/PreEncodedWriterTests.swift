@@ -114,7 +114,7 @@ import DiptychCore
         if ext == ".m3u8" {
             let playlist = try String(contentsOfFile: out, encoding: .utf8)
             #expect(playlist.contains("#EXT-X-ENDLIST"), "\(playlist)")
-            #expect(playlist.split(separator: "\n").filter { $0.hasSuffix(".ts") }.count >= 1, "\(playlist)")
+            #expect(playlist.split(separator: "\n").filter { $0.hasSuffix(".m4s") }.count >= 1, "\(playlist)")
         }
     }
 

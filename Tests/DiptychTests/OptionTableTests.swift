@@ -31,6 +31,7 @@ import DiptychOptions
         case "--maxrate": return "4M"
         case "--bufsize": return "8M"
         case "--segment-time": return "10"
+        case "--hls-list-size": return "3"
         default:
             switch o.value(in: OptionValues()) {
             case .string(let s)?: return s

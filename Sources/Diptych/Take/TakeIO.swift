@@ -41,9 +41,10 @@ struct TakeIO: Sendable {
             // The GPU encoder's plan: the output takes its access units (SPS and PPS from the first keyframe).
             if video.encoder == .gpu {
                 return try MediaWriter(url: spec.out, container: spec.container, preEncoded: PreEncodedVideo(settings: video),
-                                       audio: audio, timestampOrigin: origin, cancel: cancel, segmentTime: spec.segmentTime)
+                                       audio: audio, timestampOrigin: origin, cancel: cancel, segmentTime: spec.segmentTime,
+                                       hlsListSize: spec.hlsListSize)
             }
             return try MediaWriter(url: spec.out, container: spec.container, video: video, audio: audio, timestampOrigin: origin, cancel: cancel,
-                                   segmentTime: spec.segmentTime)
+                                   segmentTime: spec.segmentTime, hlsListSize: spec.hlsListSize)
         })
 }

@@ -199,7 +199,8 @@ enum TakeSetup {
         }
         // The outputs last, so a failure above leaves no file behind.
         let audio = config.audio == .primary ? primary.audioTrack : nil
-        let specs = [OutputSpec(out: outputPath, format: config.format, segmentTime: config.segmentTime)] + config.extraOutputs
+        let specs = [OutputSpec(out: outputPath, format: config.format, segmentTime: config.segmentTime, hlsListSize: config.hlsListSize)]
+            + config.extraOutputs
         do { for i in specs.indices { try gpu.addOutput(i) } } catch { throw .gpu(error) }
         // The encoder path: VA-API devices, the GPU's side and the trial of the
         // zero-copy target (docs/ARCHITECTURE.md, "Encoder paths").
@@ -345,9 +346,17 @@ enum TakeSetup {
             }
             writes.append((field, id))
         }
-        if config.segmentTime != nil, let id = FileIdentity(output), let existing = existingSegment(of: id.path) {
+        if config.splitsOutput, let id = FileIdentity(output), let existing = existingSegment(of: id.path) {
             throw .configuration(ConfigurationError(field: "--out", value: output,
                                                     reason: "\(existing) exists already; a split recording never writes over a file (choose another name or remove it)"))
+        }
+        // An HLS output's playlist, initialization segment and segments are
+        // written by FFmpeg's muxer, which would replace a file of the same name.
+        let hls = [("--out", output, config.container)] + config.extraOutputs.map { ("--also-out", $0.out, $0.container) }
+        for (field, out, container) in hls where container == .hls {
+            guard let id = FileIdentity(out), let existing = HLSNaming.existingFile(of: id.path) else { continue }
+            throw .configuration(ConfigurationError(field: field, value: out,
+                                                    reason: "\(existing) exists already; an HLS output never writes over a file (choose another name or folder, or remove it)"))
         }
     }
 
