@@ -222,7 +222,7 @@ public final class GPUCompositor: Sendable {
     /// next render. Throws `.badFrame` (no GL error left behind).
     public func upload(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
         calls.lock(); defer { calls.unlock() }
-        let (maxTextureSize, keeps) = try callerSide { r in (r.maxTextureSize, r.directCopy) }
+        let (maxTextureSize, keeps) = try callerSide { r in (r.maxTextureSize, r.directFrames != nil) }
         try validateUpload(frame, maxTextureSize: maxTextureSize)
         if keeps && frame.format.isYUV { try callerSide { r in r.setPending(role, .keep(frame)) }; return }
         try callerSide { r in r.dropPending(role) }
@@ -288,11 +288,12 @@ public final class GPUCompositor: Sendable {
         }
         // The direct copy: the caller runs the copies between two hops.
         let jobs = try withRenderer { r throws(GPUError) -> [CopyJob]? in
+            guard let d = r.directFrames else { preconditionFailure("the plan takes the direct copy") }
             var jobs: [CopyJob] = []
-            let p = try r.prepareRender(output: output, plan: plan, readback: readback, jobs: &jobs)
+            let p = try d.prepare(r, output: output, plan: plan, readback: readback, jobs: &jobs)
             // Nothing to copy in between (a frame the CPU draws whole): one hop.
-            if jobs.isEmpty { try r.commitRender(p, pts: pts); return nil }
-            r.prepared = p
+            if jobs.isEmpty { try d.commit(r, p, pts: pts); return nil }
+            d.prepared = p
             return jobs
         }
         guard let jobs else { return }
@@ -301,9 +302,9 @@ public final class GPUCompositor: Sendable {
         let ms = Double(PassTimer.now() - t0) / 1e6
         try withRenderer { r throws(GPUError) in
             r.timer.stats.upload.cpuTotalMs += ms
-            guard let p = r.prepared else { return }
-            r.prepared = nil
-            try r.commitRender(p, pts: pts)
+            guard let d = r.directFrames, let p = d.prepared else { return }
+            d.prepared = nil
+            try d.commit(r, p, pts: pts)
         }
     }
 

@@ -66,7 +66,7 @@ extension GPURenderer {
         set.lastUse = serial
         set.matrix = f.matrix
         set.range = f.range
-        streams[role]!.cpuFrame = nil
+        directFrames?.forget(role)
         textures.makeCurrent(set, role: role)
         timer.stats.cudaFrames += 1
         return serial

@@ -16,7 +16,7 @@ extension GPURenderer {
         if frame.modifier != nil && !caps.dmaBufImportModifiers { throw .unsupported("EGL_EXT_image_dma_buf_import_modifiers") }
         guard caps.eglImageExternal, let bind = context.procs.imageTargetTexture2D else { throw .unsupported("GL_OES_EGL_image_external_essl3") }
         guard let create = context.procs.createImage else { throw .unsupported("EGL_KHR_image_base") }
-        streams[role]!.cpuFrame = nil
+        directFrames?.forget(role)
         timeline.poll()
         let planeAttrs: [(fd: Int32, offset: Int32, pitch: Int32, lo: Int32, hi: Int32)] = [
             (EGL_DMA_BUF_PLANE0_FD_EXT, EGL_DMA_BUF_PLANE0_OFFSET_EXT, EGL_DMA_BUF_PLANE0_PITCH_EXT, EGL_DMA_BUF_PLANE0_MODIFIER_LO_EXT, EGL_DMA_BUF_PLANE0_MODIFIER_HI_EXT),

@@ -24,15 +24,13 @@ extension GPURenderer {
             for role in StreamRole.allCases {
                 switch pending[role] {
                 case .staged(let st)? where plan.pictures == .inPlace && TexturePool.canReadInPlace(st, staging: staging):
-                    streams[role]!.cpuFrame = nil
+                    directFrames?.forget(role)
                     textures.commitInPlace(st, from: staging)
                 case .staged(let st)?:
-                    streams[role]!.cpuFrame = nil
+                    directFrames?.forget(role)
                     textures.commit(st, from: staging, timer: timer)
                 case .keep(let f)?:
-                    streams[role]!.cpuFrame = f
-                    streams[role]!.textureFresh = false
-                    streams[role]!.keptSerial &+= 1
+                    directFrames?.keep(f, role: role)
                 case .cuda(let u)?:
                     try stage(u, role: role)
                     queuedCUDA = true

@@ -25,7 +25,7 @@ extension GPURenderer {
         let (r, frame, jobs) = try readbacks.deliver()
         if !offThread { try checkGL("readback \(r.output)") }
         timer.stats.framesDelivered += 1
-        if r.direct != nil { outputs[r.output]?.lastDirectFrame = frame }
+        if r.direct != nil { directFrames?.delivered(frame, output: r.output) }
         return (NV12Readback(output: r.output, frame: frame), jobs)
     }
 

@@ -45,8 +45,8 @@ final class GPURenderer {
     var pendingUploads: [StreamRole: PendingUpload] = [:]
     /// Render thread: the compute frame between its phases.
     private var staged: StagedFrame?
-    /// Render thread: a direct-copy frame between its two hops (`prepareRender`, `commitRender`).
-    var prepared: PreparedRender?
+    /// The direct-copy shortcut's frames, where the plan takes it.
+    let directFrames: DirectCopyFrames?
     private(set) var lost = false
     private(set) var isShutDown = false
     /// Test hook: the next check reports a lost context.
@@ -62,7 +62,6 @@ final class GPURenderer {
 
     var info: GPUInfo { context.info }
     var caps: GPUCapabilities { context.caps }
-    var directCopy: Bool { plan.softwareShortcut }
     var streams: [StreamRole: StreamSlot] { textures.streams }
     var maxSetsPerRole: Int { textures.maxSetsPerRole }
 
@@ -102,6 +101,7 @@ final class GPURenderer {
         staging = StagingRing(count: uploadDepth, memory: try GPURenderer.stagingMemory(plan.staging, bufferStorage, exported))
         readbacks = ReadbackQueue(depth: readbackDepth, transport: try GPURenderer.readbackTransport(plan.readback, bufferStorage, exported))
         compute = plan.pass == .compute ? ComputePass(slots: readbackDepth + 4) : nil
+        directFrames = plan.softwareShortcut ? DirectCopyFrames() : nil
         glDisable(GL.dither)
         _ = glGetError()
         GPURenderer.logSettingsOnce(request, log: log)
@@ -206,6 +206,7 @@ final class GPURenderer {
     func clearStream(_ role: StreamRole) throws(GPUError) {
         RenderThread.assertCurrent()
         dropPending(role)
+        directFrames?.forget(role)
         try beginHop()
         textures.clear(role)
     }
@@ -238,6 +239,7 @@ final class GPURenderer {
     func removeOutput(_ id: OutputID) {
         RenderThread.assertCurrent()
         if let e = outputs[id]?.encoder { encoders.remove(e) }
+        directFrames?.remove(id)
         outputs.removeValue(forKey: id)?.release(releaser)
     }
 
@@ -298,7 +300,7 @@ final class GPURenderer {
 
     func beginGPU(_ out: Output, draws: [(DrawDescription, StreamPicture)], background: RGBAColor, pts: MediaTime,
                   readback: Bool) throws(GPUError) -> Bool {
-        out.directLast = false
+        directFrames?.renderedOnGPU(out.id)
         if compute != nil, ComputePass.supports(draws) {
             let encode = out.encoder != nil && !readback
             staged = StagedFrame(out: out, frame: ComputeFrame(draws: draws, background: background), pts: pts,
@@ -405,7 +407,7 @@ final class GPURenderer {
     func refreshRGBA(_ out: Output) throws(GPUError) {
         RenderThread.assertCurrent()
         out.wantsRGBA = true
-        if out.directLast { try refreshFromDirectFrame(out); return }
+        if let d = directFrames, d.lastWasDirect(out.id) { try d.refresh(self, out); return }
         guard out.rgbaStale, let frame = out.lastCompute, let compute else { return }
         try compute.dispatch(frame, out: out, nv12: false, rgba: true, shaders: shaders, timer: timer)
         for (_, set) in frame.draws { set.lastUse = timeline.pendingSerial }

@@ -95,17 +95,6 @@ final class Output {
     var rgbaStale = false
     /// The last compute frame's draws, to bring the RGBA target up to date.
     var lastCompute: ComputeFrame?
-    /// The last frame took the direct-copy path: the RGBA target holds only its rendered region.
-    var directLast = false
-    /// The last direct-copy frame delivered (its bytes are filled once the
-    /// caller has run the delivery copies, before the next call).
-    var lastDirectFrame: VideoFrame?
-    /// The last direct-copy region rendered with nothing beneath showing, and
-    /// where its bytes land once that frame is delivered (see `RegionKey`).
-    var regionKey: RegionKey?
-    var regionCache: RegionCache?
-    /// Per CPU draw index, the bytes of the last scaled picture drawn there (`ScaledCache`).
-    var scaledCaches: [Int: ScaledCache] = [:]
     /// The NV12 buffers the encoder reads, converted from the RGBA target
     /// (`GPUCompositor.addEncoderTarget`).
     var encoderTargets: [Int: EncoderTarget] = [:]

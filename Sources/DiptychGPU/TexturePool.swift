@@ -108,12 +108,6 @@ final class StreamPicture {
 final class StreamSlot {
     var pool: [StreamPicture] = []
     var current: StreamPicture?
-    /// Direct-copy mode: the latest YUV frame, kept until the next upload.
-    var cpuFrame: VideoFrame?
-    /// Whether `current` already holds `cpuFrame`'s picture.
-    var textureFresh = false
-    /// Counts the frames kept: the same serial is the same picture.
-    var keptSerial: UInt64 = 0
 }
 
 /// A frame copied into a staging slot, waiting for the render thread to turn it into textures.
@@ -234,7 +228,6 @@ final class TexturePool {
             s.release(releaser)
         }
         slot.pool.removeAll(); slot.current = nil
-        slot.cpuFrame = nil
     }
 
     func clearAll() { for r in StreamRole.allCases { clear(r) } }
