@@ -52,8 +52,12 @@ public enum StreamChange: Sendable, Equatable {
     /// The secondary delivered nothing for `secondaryTimeout` (its last frame
     /// is held), or failed; `reason` says which.
     case sourceLost(StreamRole, reason: String)
-    /// A stalled secondary delivers again.
+    /// A stalled secondary delivers again; a lost role shows a source again
+    /// (reopened, or another of its list).
     case sourceBack(StreamRole)
+    /// The role shows another source of its priority list (`reason`:
+    /// `failover`, `failback`), or the one it lost again (`reconnect`).
+    case sourceSwitched(StreamRole, from: String, to: String, reason: SourceSwitchReason)
     /// A live output's write failed; it is reopened with backoff
     /// (`output`: the output's index, 0 the main one; `out`: where it writes).
     case outputLost(output: Int, out: String, reason: String)
@@ -81,6 +85,40 @@ public struct TakeProgress: Sendable {
     /// A split main output's files so far (`--segment-time`), the last one
     /// still being written; empty for an output written whole.
     public var segments: [WrittenSegment] = []
+    /// What each role shows now (primary first; the secondary when the take has one).
+    public var sources: [SourceStatus] = []
+    /// The sources' switches so far (reconnects, failovers, failbacks).
+    public var sourceSwitches: [SourceSwitchRecord] = []
+}
+
+/// What one role shows now (`TakeProgress.sources`).
+public struct SourceStatus: Sendable, Codable, Hashable {
+    /// `primary` or `secondary`.
+    public var role: String
+    /// The source shown, nil while the role has none (lost).
+    public var source: String?
+    /// Its place in the role's priority list (0: the first), nil while lost.
+    public var index: Int?
+    /// Sources in the role's list.
+    public var listed: Int
+    /// Whether the role has lost its source and is reopening it (or trying its list).
+    public var lost: Bool
+    /// Switches of the role so far.
+    public var switches: Int
+}
+
+/// A role's change of source (`TakeSummary.sourceSwitches`), at a frame boundary.
+public struct SourceSwitchRecord: Sendable, Codable, Hashable {
+    /// `primary` or `secondary`.
+    public var role: String
+    /// Take time of the first frame from `to` (the live outputs' timeline, seconds).
+    public var at: Double
+    public var from: String
+    public var to: String
+    /// `reconnect`, `failover` or `failback` (`SourceSwitchReason`).
+    public var reason: SourceSwitchReason
+    /// Wall seconds the role had no new frame before `to` delivered (0 for a failback).
+    public var downSeconds: Double
 }
 
 /// What a finished take produced. `--json` prints this.
@@ -120,6 +158,9 @@ public struct TakeSummary: Sendable, Codable {
     public var segments: [WrittenSegment]?
     /// Frames live outputs repeated (the last frame or the slate) while the primary was interrupted.
     public var heldFrames = 0
+    /// Every change of source of either role: a lost network source reopened
+    /// (`reconnect`), a priority list failing over or back, in order.
+    public var sourceSwitches: [SourceSwitchRecord] = []
     /// Frames the main output dropped because the network could not keep up (live outputs only).
     public var droppedFrames = 0
     /// Times the main output (a live stream) was disconnected and reopened.

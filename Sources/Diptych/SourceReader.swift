@@ -33,14 +33,18 @@ final class SourceReader: @unchecked Sendable {
     }
 
     /// Starts a reader that opens `spec` with `open` on its own thread first.
+    /// `open` is given the reader's `OpenCancel`, which `stop` flips, so a
+    /// stop never waits for an open in progress.
     init(opening spec: SourceSpec, duration: Double?, capacity: Int = 4,
-         open: @escaping @Sendable (SourceSpec, Double?) throws(MediaError) -> any TakeInput) {
+         open: @escaping @Sendable (SourceSpec, Double?, OpenCancel) throws(MediaError) -> any TakeInput) {
         self.spec = spec
         self.queue = BoundedQueue(capacity: capacity)
         self.opener = open
         start(openFirst: duration)
     }
-    private var opener: (@Sendable (SourceSpec, Double?) throws(MediaError) -> any TakeInput)?
+    private var opener: (@Sendable (SourceSpec, Double?, OpenCancel) throws(MediaError) -> any TakeInput)?
+    /// Stops an open in progress (`stop`).
+    private let cancel = OpenCancel()
 
     /// The source's description once it is open, else nil.
     var info: SourceInfo? { lock.lock(); defer { lock.unlock() }; return _info }
@@ -51,8 +55,9 @@ final class SourceReader: @unchecked Sendable {
             defer { StageClock.sample(); done.signal() }
             if case .some(let d) = duration, let opener {
                 do throws(MediaError) {
-                    let s = try opener(spec, d)
+                    let s = try opener(spec, d, cancel)
                     lock.lock(); source = s; _info = s.info; lock.unlock()
+                    // Stopped while it opened: the loop below ends at once, and `stop` closes it.
                 } catch {
                     queue.push(.failed(error))
                     queue.close()
@@ -80,6 +85,10 @@ final class SourceReader: @unchecked Sendable {
     /// behind after two seconds together with its source, rather than closing
     /// the source under it.
     func stop() {
+        cancel.cancel()
+        lock.lock(); let open = source; lock.unlock()
+        // A network read blocked on a silent source returns now (FFmpeg's interrupt check).
+        open?.interrupt()
         queue.closeAndDiscard()
         guard done.wait(timeout: .now() + 2) == .success else { thread?.detach(); return }
         done.signal()

@@ -12,6 +12,13 @@ protocol TakeInput: AnyObject, Sendable {
     func next() throws(MediaError) -> InputFrame?
     /// Releases the input. Idempotent; `next` returns nil afterwards.
     func close()
+    /// Makes a `next` blocked on a silent network source return (with an
+    /// error); any thread. Inputs that never block on the network do nothing.
+    func interrupt()
+}
+
+extension TakeInput {
+    func interrupt() {}
 }
 
 /// A `VideoSource` of DiptychMedia as a take input.
@@ -41,6 +48,7 @@ final class MediaInput: TakeInput, @unchecked Sendable {
         return f
     }
     func close() { source.close() }
+    func interrupt() { (source as? FileSource)?.interrupt() }
 
     /// Opens `spec` (a file or URL, a pattern, standard input); a file's or
     /// URL's video is decoded as `decoding` says. Frames too small to

@@ -70,6 +70,25 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// `--primary-timeout SECONDS`: a primary that delivers nothing for this
     /// long counts as interrupted and the take is finalized.
     public var primaryTimeout = 10.0
+    /// `--primary-fallback SRC` (repeatable; JSON: `"primary": [A, B, ...]`):
+    /// the primary's priority list after `primary`, highest first. The take
+    /// shows the first that delivers, fails over when it is lost and fails
+    /// back (docs/ARCHITECTURE.md, "Source recovery").
+    public var primaryFallbacks: [SourceSpec] = []
+    /// `--secondary-fallback SRC` (repeatable; JSON: `"secondary": [A, B, ...]`).
+    public var secondaryFallbacks: [SourceSpec] = []
+    /// `--source-reconnect-window SECONDS`: how long a role whose network
+    /// source is lost (failed, ended or silent for the role's timeout) keeps
+    /// reopening it, and trying the rest of its list, before it gives up; 0:
+    /// never (a lost source ends the take or drops the secondary at once).
+    public var sourceReconnectWindow = TakeConfiguration.defaultSourceReconnectWindow
+    /// `--source-failback SECONDS`: how long a higher source of a list must
+    /// deliver steadily before the take goes back to it.
+    public var sourceFailback = TakeConfiguration.defaultSourceFailback
+    public static let defaultSourceReconnectWindow = 30.0
+    public static let defaultSourceFailback = 5.0
+    /// Sources a role's list may hold.
+    public static let maximumSources = 8
     /// `--gpu auto|software|N|/dev/dri/renderDN`, optionally as `PLATFORM`
     /// or `PLATFORM:DEVICE` (platforms `gbm`, `device`, `surfaceless`).
     /// Kept as text: DiptychGPU's `GPUSelection(parsing:)` interprets it;
@@ -121,6 +140,17 @@ public struct TakeConfiguration: Hashable, Sendable {
         if let p = primaryUprightSize, !p.isEmpty { return p.evenAligned() }
         return .hd1080
     }
+
+    /// The priority list of `role`: its source, then its fallbacks (empty for no secondary).
+    public func sources(_ role: StreamRole) -> [SourceSpec] {
+        switch role {
+        case .primary: return [primary] + primaryFallbacks
+        case .secondary: return secondary == .none ? [] : [secondary] + secondaryFallbacks
+        }
+    }
+
+    /// How lost sources are reopened and lists fail over (`SourceRecovery`).
+    public var sourceRecovery: SourceRecovery { SourceRecovery(window: sourceReconnectWindow, failback: sourceFailback) }
 
     /// The stream geometry of `role` for a decoded frame size, with this
     /// configuration's rotation and mirror.
@@ -223,6 +253,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         if !(reconnectWindow >= 0 && reconnectWindow <= 3600) {
             throw ConfigurationError(field: "--reconnect-window", value: "\(reconnectWindow)", reason: "must be 0 to 3600 seconds")
         }
+        try checkSources()
         if let s = slate, s.isEmpty { throw ConfigurationError(field: "--slate", value: s, reason: "must be a PNG file") }
         if let p = preview, p.isEmpty {
             throw ConfigurationError(field: "--preview", value: p, reason: "must be a file path")
@@ -258,6 +289,39 @@ public struct TakeConfiguration: Hashable, Sendable {
             }
             if s.source == .stdin {
                 throw ConfigurationError(field: "--switch-secondary", value: text, reason: "cannot switch to standard input")
+            }
+        }
+    }
+
+    /// Checks the source lists and their recovery: fallbacks are sources
+    /// that can be opened again (not `none` or standard input), a secondary
+    /// list needs a secondary, and a list needs a reconnect window to fail over in.
+    func checkSources() throws(ConfigurationError) {
+        if !(sourceReconnectWindow >= 0 && sourceReconnectWindow <= 3600) {
+            throw ConfigurationError(field: "--source-reconnect-window", value: "\(sourceReconnectWindow)", reason: "must be 0 to 3600 seconds")
+        }
+        if !(sourceFailback > 0 && sourceFailback <= 3600) {
+            throw ConfigurationError(field: "--source-failback", value: "\(sourceFailback)", reason: "must be a positive number of seconds, at most 3600")
+        }
+        for (role, head, fallbacks) in [(StreamRole.primary, primary, primaryFallbacks), (.secondary, secondary, secondaryFallbacks)] {
+            let field = "--\(role.rawValue)-fallback"
+            guard let first = fallbacks.first else { continue }
+            if head == .none {
+                throw ConfigurationError(field: field, value: first.description, reason: "needs --\(role.rawValue) (the source it stands in for)")
+            }
+            if head == .stdin {
+                throw ConfigurationError(field: "--\(role.rawValue)", value: "-", reason: "standard input cannot head a source list (it cannot be opened again)")
+            }
+            if fallbacks.count + 1 > Self.maximumSources {
+                throw ConfigurationError(field: field, value: fallbacks[Self.maximumSources - 1].description,
+                                         reason: "a source list holds at most \(Self.maximumSources) sources")
+            }
+            for f in fallbacks where f == .none || f == .stdin {
+                throw ConfigurationError(field: field, value: f.description, reason: "must be a file, URL or testsrc: pattern (not none or standard input)")
+            }
+            if sourceReconnectWindow == 0 {
+                throw ConfigurationError(field: "--source-reconnect-window", value: "0",
+                                         reason: "must be positive with a source list (\(field)): the window is how long a lost source is replaced")
             }
         }
     }

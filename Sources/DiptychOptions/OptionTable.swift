@@ -29,15 +29,55 @@ extension Option {
         return d
     }
 
+    /// A role's source as JSON: a string, or a list when it has fallbacks.
+    private static func sourceList(_ head: SourceSpec, _ fallbacks: [SourceSpec]) -> JSONValue {
+        fallbacks.isEmpty ? .string(head.description) : .array(([head] + fallbacks).map { .string($0.description) })
+    }
+
+    /// `"primary": "SRC"` or `"primary": ["SRC", "SRC", ...]` (a priority list, highest first).
+    private static func decodeSourceList(_ j: JSONValue, field: String) throws(ConfigurationError) -> (SourceSpec, [SourceSpec]) {
+        switch j {
+        case .string(let s):
+            return (try SourceSpec.parse(s, field: field), [])
+        case .array(let items):
+            guard !items.isEmpty else { throw .json(field, j, "expected a source or a non-empty list of sources") }
+            var specs: [SourceSpec] = []
+            for (i, item) in items.enumerated() {
+                let f = "\(field)[\(i)]"
+                guard case .string(let s) = item else { throw .json(f, item, "expected a string, found \(item.kindName)") }
+                guard s.utf8.count <= maximumTextLength else {
+                    throw ConfigurationError(field: f, value: "", reason: "is longer than \(maximumTextLength) characters")
+                }
+                specs.append(try SourceSpec.parse(s, field: f))
+            }
+            return (specs[0], Array(specs.dropFirst()))
+        default:
+            throw .json(field, j, "expected a string or a list of strings, found \(j.kindName)")
+        }
+    }
+
     // MARK: Inputs and outputs
 
     static let inputs: [Option] = [
         .text("--primary", ["primary"], "SRC", "the clock stream: a media file or URL, testsrc:NAME[:WxH[@FPS]] or - (Y4M on stdin)",
               scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.primary = try SourceSpec.parse(t, field: f) },
-              get: { .string($0.take.primary.description) }),
+              get: { sourceList($0.take.primary, $0.take.primaryFallbacks) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in
+                (v.take.primary, v.take.primaryFallbacks) = try decodeSourceList(j, field: f)
+            },
+        .text("--primary-fallback", nil, "SRC",
+              "shown when the sources before it are lost (repeatable, highest priority first; JSON: \"primary\": [SRC, SRC, ...])",
+              scopes: [.record], set: { v, t, f throws(ConfigurationError) in v.take.primaryFallbacks.append(try SourceSpec.parse(t, field: f)) },
+              get: { _ in nil }),
         .text("--secondary", ["secondary"], "SRC", "the second stream, or none (default)",
               set: { v, t, f throws(ConfigurationError) in v.take.secondary = try SourceSpec.parse(t, field: f) },
-              get: { .string($0.take.secondary.description) }),
+              get: { sourceList($0.take.secondary, $0.take.secondaryFallbacks) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in
+                (v.take.secondary, v.take.secondaryFallbacks) = try decodeSourceList(j, field: f)
+            },
+        .text("--secondary-fallback", nil, "SRC", "the same for the secondary (JSON: \"secondary\": [SRC, SRC, ...])",
+              scopes: [.record], set: { v, t, f throws(ConfigurationError) in v.take.secondaryFallbacks.append(try SourceSpec.parse(t, field: f)) },
+              get: { _ in nil }),
         .text("--out", ["out"], "FILE|URL", "the output: .mp4 (fragmented), .mkv, .ts, .m3u8 (HLS), rtmp://, srt://",
               set: { v, t, _ in v.take.output = t }, get: { $0.take.output.map(JSONValue.string) }),
         .text("--segment-time", ["segmentTime"], "SECONDS",
@@ -227,6 +267,14 @@ extension Option {
         .text("--reconnect-window", ["reconnectWindow"], "SECONDS", "reopen a failed live output with backoff for this long (default 60; 0: never)",
               set: { v, t, f throws(ConfigurationError) in v.take.reconnectWindow = try seconds(t, field: f) },
               get: { .number($0.take.reconnectWindow) }),
+        .text("--source-reconnect-window", ["sourceReconnectWindow"], "SECONDS",
+              "reopen a lost network source (failed, ended or silent for its role's timeout) with backoff for this long (default 30; 0: never)",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.sourceReconnectWindow = try seconds(t, field: f) },
+              get: { .number($0.take.sourceReconnectWindow) }),
+        .text("--source-failback", ["sourceFailback"], "SECONDS",
+              "go back to a higher source of a list once it has delivered steadily this long (default 5)",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.sourceFailback = try seconds(t, field: f) },
+              get: { .number($0.take.sourceFailback) }),
         .text("--slate", ["slate"], "FILE.png", "shown on live outputs while the primary is interrupted (default: its last frame)",
               scopes: .take, set: { v, t, _ in v.take.slate = t }, get: { $0.take.slate.map(JSONValue.string) }),
         .text("--config", nil, "FILE.json", "load options from JSON first; flags override", scopes: [.record, .embedded],

@@ -1,4 +1,5 @@
 import Foundation
+import DiptychCore
 
 /// `GET /metrics` in the Prometheus text exposition format (version 0.0.4).
 /// Per-take series are written for active takes only, so finished takes
@@ -133,6 +134,20 @@ struct Metrics {
             m.sample("diptych_take_frames_in_flight", "gauge",
                      "Frames taken from the primary and not yet written (GPU, readback and encoder queue).", t,
                      Double(s.latency.inFlight))
+            for source in s.figures.sources {
+                let r = t + [("role", source.role)]
+                m.sample("diptych_take_source_lost", "gauge",
+                         "1 while the role has lost its source and reopens it (or tries its list), else 0.", r, source.lost ? 1 : 0)
+                if let index = source.index {
+                    m.sample("diptych_take_source_index", "gauge", "The place in its priority list of the source a role shows (0: the first).",
+                             r, Double(index))
+                }
+                for reason in [SourceSwitchReason.reconnect, .failover, .failback] {
+                    let n = s.figures.sourceSwitches.filter { $0.role == source.role && $0.reason == reason }.count
+                    m.sample("diptych_take_source_switches_total", "counter", "Changes of a role's source, by reason (reconnect, failover, failback).",
+                             r + [("reason", reason.rawValue)], Double(n))
+                }
+            }
             if let ms = gpu.msPerFrame {
                 m.sample("diptych_take_gpu_seconds_per_frame", "gauge", "GPU pass time (upload, composite, NV12) per frame.", t, ms / 1000)
             }

@@ -242,12 +242,14 @@ final class Take: TakeEvents, @unchecked Sendable {
         }
     }
 
-    /// The secondary or a live output went away or came back: an event
-    /// (`source-lost`, `source-back`, `output-lost`, `output-back`).
+    /// A source or a live output went away or came back: an event
+    /// (`source-lost`, `source-back`, `source-changed`, `output-lost`, `output-back`).
     func takeStreamChanged(_ change: StreamChange) {
         switch change {
         case .sourceLost(let role, let reason): onEvent?("source-lost", id, ["role": role.rawValue, "reason": reason])
         case .sourceBack(let role): onEvent?("source-back", id, ["role": role.rawValue])
+        case .sourceSwitched(let role, let from, let to, let reason):
+            onEvent?("source-changed", id, ["role": role.rawValue, "from": from, "to": to, "reason": reason.rawValue])
         case .outputLost(let index, let out, let reason): onEvent?("output-lost", id, ["index": "\(index)", "out": out, "reason": reason])
         case .outputBack(let index, let out, let seconds):
             onEvent?("output-back", id, ["index": "\(index)", "out": out, "seconds": String(format: "%.1f", seconds)])

@@ -16,6 +16,9 @@ struct TakeFigures: Hashable, Sendable {
     var secondaryDropped = 0
     /// A split main output's files so far.
     var segments: [WrittenSegment] = []
+    /// What each role shows, and the sources' switches so far.
+    var sources: [SourceStatus] = []
+    var sourceSwitches: [SourceSwitchRecord] = []
     var fps: Double { wallSeconds > 0 ? Double(frames) / wallSeconds : 0 }
     var realtimeFactor: Double { wallSeconds > 0 ? mediaSeconds / wallSeconds : 0 }
 }
@@ -88,7 +91,7 @@ final class TakeSession: @unchecked Sendable {
         hooks.progress = { [weak events] p in
             events?.takeProgressed(TakeFigures(frames: p.frames, mediaSeconds: p.mediaSeconds, wallSeconds: p.wallSeconds,
                                                secondaryRepeated: p.secondaryRepeated, secondaryDropped: p.secondaryDropped,
-                                               segments: p.segments))
+                                               segments: p.segments, sources: p.sources, sourceSwitches: p.sourceSwitches))
         }
         // The start (sources, GPU and output open) is reported as it happens.
         hooks.started = { [weak events] in events?.takeStarted() }

@@ -24,6 +24,12 @@ struct TakeView: Encodable {
         var layout: AnyJSON
         var preview: String?
     }
+    /// The take's sources: what each role shows, and every switch so far
+    /// (reconnects, failovers and failbacks of its priority lists).
+    struct Sources: Encodable {
+        var roles: [SourceStatus]
+        var switches: [SourceSwitchRecord]
+    }
     struct Cost: Encodable {
         /// CPU cores the take needs at real time (the server's measured cost
         /// per megapixel × its load); nil while the server calibrates.
@@ -51,6 +57,7 @@ struct TakeView: Encodable {
     var secondary: Secondary
     var latency: Latency
     var encoder: String?
+    var sources: Sources
     var outputs: [Output]
     var cost: Cost
     var error: String?
@@ -79,6 +86,7 @@ struct TakeView: Encodable {
         latency = Latency(p50Ms: s.latency.percentile(0.5).map { $0 * 1000 }, p99Ms: s.latency.percentile(0.99).map { $0 * 1000 },
                           samples: s.latency.count)
         encoder = s.encoder
+        sources = Sources(roles: s.figures.sources, switches: s.summary?.sourceSwitches ?? s.figures.sourceSwitches)
         // The main output, the ones given at the start (`alsoOut`), then the ones added and still open.
         let main = layout
         outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: main, preview: s.configuration.preview)]

@@ -24,8 +24,11 @@ final class DecoderLog: @unchecked Sendable {
     /// Notes `input`'s decoder; returns `input`.
     func opened(_ role: StreamRole, _ input: any TakeInput) -> any TakeInput {
         guard let d = input.info.decoder else { return input }
+        let entry = StreamDecoding(stream: role.rawValue, input: input.info.name, decoder: d.decoder.rawValue, reason: d.reason)
         lock.lock(); defer { lock.unlock() }
-        streams.append(StreamDecoding(stream: role.rawValue, input: input.info.name, decoder: d.decoder.rawValue, reason: d.reason))
+        // A source reopened (a reconnect, a list's failover and back) is listed once.
+        if streams.contains(entry) { return input }
+        streams.append(entry)
         return input
     }
 

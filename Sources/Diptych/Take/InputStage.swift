@@ -14,8 +14,17 @@ struct InputSettings {
     /// Both streams' timestamps are on one clock (a host's pushes): the
     /// secondary is rebased on the primary's first frame, not its own.
     var sharedClock: Bool
-    /// Opens a hot swap's stream.
-    var open: @Sendable (SourceSpec, Double?) throws(MediaError) -> any TakeInput
+    /// The priority list of each role (the first entry the configured
+    /// source) and the one shown at the start (the first that opened).
+    var primarySources: [SourceSpec] = []
+    var secondarySources: [SourceSpec] = []
+    var primaryShown = 0
+    var secondaryShown = 0
+    /// How lost sources are reopened and lists fail over and back.
+    var recovery = SourceRecovery(window: 0)
+    /// Opens a stream of `role` (a hot swap's, a reopen, another of the list),
+    /// within its role's timeout; the `OpenCancel` stops an open in progress.
+    var open: @Sendable (StreamRole, SourceSpec, OpenCancel) throws(MediaError) -> any TakeInput
 }
 
 /// One primary frame and the secondary frame the clock pairs with it.
@@ -49,6 +58,11 @@ final class InputStage {
     private var scheduled: [SecondarySwitch]
     private(set) var clock: FrameClock<InputFrame>
     private(set) var hotSwaps = 0
+    /// Each role's list, reopens and failovers (docs/ARCHITECTURE.md, "Source recovery").
+    private var primarySources: SourceSupervisor
+    private var secondarySources: SourceSupervisor?
+    /// Every change of source, for the summary.
+    private(set) var sourceSwitches: [SourceSwitchRecord] = []
     /// The first primary frame's own timestamp: the take's zero on the
     /// source's (or host's) timeline.
     private(set) var timelineOrigin: MediaTime?
@@ -65,6 +79,17 @@ final class InputStage {
         }
         scheduled = settings.switches.sorted { $0.time < $1.time }
         self.clock = FrameClock(configuration: clock)
+        let open = settings.open
+        func readers(_ role: StreamRole) -> (SourceSpec) -> SourceReader {
+            { spec in SourceReader(opening: spec, duration: nil, capacity: 4, open: { s, _, cancel throws(MediaError) in try open(role, s, cancel) }) }
+        }
+        primarySources = SourceSupervisor(role: .primary, candidates: settings.primarySources.isEmpty ? [primary.spec] : settings.primarySources,
+                                          shown: settings.primaryShown, recovery: settings.recovery, makeReader: readers(.primary), log: log)
+        if let s = secondary {
+            secondarySources = SourceSupervisor(role: .secondary, candidates: settings.secondarySources.isEmpty ? [s.spec] : settings.secondarySources,
+                                                shown: settings.secondaryShown, recovery: settings.recovery, makeReader: readers(.secondary), log: log)
+        }
+        self.primary.live = TakeRun.isLive(primary.spec) && !settings.sharedClock
     }
 
     /// A configured rotation wins over the stream's metadata; mirror is configured only.
@@ -87,8 +112,69 @@ final class InputStage {
     private var lastArrival = Date()
 
     /// Moves the primary's later frames `d` later on the take's timeline
-    /// (after frames were held for it on live outputs).
-    func shiftPrimary(by d: MediaTime) { primary.base = primary.base + d }
+    /// (after frames were held for it on live outputs): its next frame starts
+    /// a new timeline right after the held ones.
+    func shiftPrimary(by d: MediaTime) {
+        primary.base = primary.base + d
+        primary.held = true
+    }
+
+    /// What each role shows now (`TakeProgress.sources`).
+    var sourceStatus: [SourceStatus] {
+        [primarySources, secondarySources].compactMap { s in
+            s.map { SourceStatus(role: $0.role.rawValue, source: $0.shownSpec?.description, index: $0.shown,
+                                 listed: $0.candidates.count, lost: $0.isLost, switches: $0.switches) }
+        }
+    }
+
+    /// Records and tells a change of `role`'s source, adopted at take time `at`.
+    private func noteSwitch(_ role: StreamRole, at: MediaTime, from: SourceSpec, to: SourceSpec, reason: SourceSwitchReason,
+                            down: Double, wasLost: Bool) {
+        sourceSwitches.append(SourceSwitchRecord(role: role.rawValue, at: at.seconds, from: from.description, to: to.description,
+                                                 reason: reason, downSeconds: down))
+        let what: String
+        switch reason {
+        case .reconnect: what = "\(to) is back after \(String(format: "%.1f", down)) s (reopened)"
+        case .failover: what = "failed over from \(from) to \(to) after \(String(format: "%.1f", down)) s without frames"
+        case .failback: what = "failed back from \(from) to \(to) (it delivered steadily for \(SourceSupervisor.seconds(settings.recovery.failback)) s)"
+        }
+        log("\(role.rawValue) \(what), at \(String(format: "%.3f", at.seconds)) s")
+        change(.sourceSwitched(role, from: from.description, to: to.description, reason: reason))
+        if wasLost { change(.sourceBack(role)) }
+    }
+
+    /// The shown primary is lost: when its role recovers it, its reader is
+    /// stopped and reopening (or the list) begins; false when the take should end.
+    private func losePrimary(_ why: String, ended: Bool) -> Bool {
+        guard primarySources.canRecover(ended: ended, hasLength: primary.reader.info?.duration != nil) else { return false }
+        let old = primary.reader
+        DispatchQueue.global().async { old.stop() }
+        primarySources.lose(why: why, ended: ended)
+        let list = primarySources.candidates.count > 1 ? " (and trying the rest of its list)" : ""
+        warn("primary \(old.spec) \(why); reopening it\(list) for up to \(SourceSupervisor.seconds(settings.recovery.window)) s: "
+             + "live outputs hold its last frame, files pause")
+        change(.sourceLost(.primary, reason: why))
+        return true
+    }
+
+    /// Shows `reader` as the primary from `first` on: a new timeline right after the last output frame.
+    private func adoptPrimary(_ reader: SourceReader, first: InputFrame, lastPTS: MediaTime?, from: Int, reason: SourceSwitchReason,
+                              down: Double, wasLost: Bool) -> InputFrame {
+        let previous = primarySources.candidates[from]
+        if primary.reader !== reader {
+            let old = primary.reader
+            DispatchQueue.global().async { old.stop() }
+        }
+        primary = StreamCursor(reader: reader, orientation: Self.orientation(reader.info, settings.primaryOrientation))
+        primary.live = TakeRun.isLive(reader.spec) && !settings.sharedClock
+        primary.base = lastPTS.map { $0 + settings.frameRate.frameDuration } ?? .zero
+        primary.firstPTS = first.pts
+        primary.lastRaw = first.pts
+        lastArrival = Date()
+        if timelineOrigin == nil { timelineOrigin = first.pts }
+        noteSwitch(.primary, at: primary.base, from: previous, to: reader.spec, reason: reason, down: down, wasLost: wasLost)
+        return primary.rebased(first)
+    }
 
     // MARK: The primary
 
@@ -106,8 +192,11 @@ final class InputStage {
                 primary.base = (lastPTS ?? .zero) + settings.frameRate.frameDuration
                 primary.firstPTS = f.pts
                 lastArrival = Date()
+                primary.lastRaw = f.pts
+                primary.live = TakeRun.isLive(pending.spec) && !settings.sharedClock
                 pendingPrimary = nil
                 hotSwaps += 1
+                primarySources.replace(with: pending.spec)
                 log("primary switched to \(pending.spec)")
                 return .frame(primary.rebased(f))
             case .failed(let e)?:
@@ -136,17 +225,36 @@ final class InputStage {
             // Waits in slices, so a stop request is seen while the primary is silent.
             let deadline = lastArrival.addingTimeInterval(settings.primaryTimeout)
             while true {
-                // Returns queued frames even after the reader closed the queue; nil once drained.
-                var slice = 0.1
+                // The role's list and reopens: a lost primary waits for them; a shown one may fail over or back.
+                if primarySources.isActive {
+                    switch primarySources.poll() {
+                    case .adopt(_, let reader, let first, let from, let reason, let down, let wasLost):
+                        return .frame(adoptPrimary(reader, first: first, lastPTS: lastPTS, from: from, reason: reason, down: down, wasLost: wasLost))
+                    case .giveUp(let why, let ended):
+                        return .stop(ended ? .endOfPrimary : .primaryInterrupted(why))
+                    case .none:
+                        break
+                    }
+                }
+                var slice = primarySources.isActive ? 0.05 : 0.1
                 if let hold = holdDeadline {
                     let now = LiveTiming.now()
                     slice = hold > now ? min(slice, Double(hold - now) / 1e9) : 0
                 }
+                if primarySources.isLost {
+                    if isStopRequested() { return nil }
+                    if let hold = holdDeadline, LiveTiming.now() >= hold { return .late }
+                    Thread.sleep(forTimeInterval: min(slice, 0.02))
+                    continue
+                }
+                // Returns queued frames even after the reader closed the queue; nil once drained.
                 event = slice > 0 ? queue.pop(timeout: slice) : queue.tryPop()
                 if event != nil || queue.isClosed { break }
                 if isStopRequested() { return nil }
                 if Date() >= deadline {
-                    return .stop(.primaryInterrupted("\(settings.primarySpec) delivered nothing for \(settings.primaryTimeout) s"))
+                    let why = "delivered nothing for \(SourceSupervisor.seconds(settings.primaryTimeout)) s"
+                    if losePrimary(why, ended: false) { return nil }
+                    return .stop(.primaryInterrupted("\(primary.reader.spec) \(why)"))
                 }
                 if let hold = holdDeadline, LiveTiming.now() >= hold { return .late }
             }
@@ -154,18 +262,39 @@ final class InputStage {
         switch event {
         case .frame(let f)?:
             lastArrival = Date()
+            primarySources.delivered()
             if primary.firstPTS == nil { primary.firstPTS = f.pts }
             if timelineOrigin == nil { timelineOrigin = f.pts }
+            // A new timeline after held frames, or where a live source's timestamps restart, jump or wrap.
+            if let raw = primary.lastRaw, let last = lastPTS, !swapping {
+                let jumped = primary.live && SourceRecovery.isDiscontinuity(previous: raw, next: f.pts, frameDuration: settings.frameRate.frameDuration)
+                if jumped || primary.held {
+                    if jumped {
+                        log(String(format: "primary timestamps jumped from %.3f s to %.3f s (a new timeline); rebased at %.3f s",
+                                   raw.seconds, f.pts.seconds, (last + settings.frameRate.frameDuration).seconds))
+                    }
+                    primary.base = last + settings.frameRate.frameDuration
+                    primary.firstPTS = f.pts
+                }
+            }
+            primary.held = false
+            primary.lastRaw = f.pts
             return .frame(primary.rebased(f))
         case .end?, nil:
-            return swapping ? nil : .stop(.endOfPrimary)
+            if swapping { return nil }
+            if losePrimary("ended", ended: true) { return nil }
+            return .stop(.endOfPrimary)
         case .failed(let e)?:
-            return swapping ? nil : .stop(.primaryInterrupted("\(e)"))
+            if swapping { return nil }
+            if losePrimary("failed: \(e)", ended: false) { return nil }
+            return .stop(.primaryInterrupted("\(e)"))
         }
     }
 
     var primaryOrientation: Orientation { primary.orientation }
-    /// Whether a secondary stream is being read (or switched to).
+    /// Whether the primary shown now is a live source (not a file or pattern).
+    var primaryIsLive: Bool { TakeRun.isLive(primary.reader.spec) }
+    /// Whether a secondary stream is being read (or switched to, or reopened).
     var hasSecondary: Bool { secondary.reader != nil || pendingSecondary != nil }
 
     // MARK: Pairing
@@ -190,7 +319,7 @@ final class InputStage {
         }
         if pendingSecondary == nil, let s = scheduled.first, s.source != .none {
             scheduled.removeFirst()
-            pendingSecondary = SourceReader(opening: s.source, duration: nil, open: settings.open)
+            pendingSecondary = SourceReader(opening: s.source, duration: nil, open: opener(.secondary))
             pendingSecondaryAt = MediaTime(seconds: s.time)
             log("secondary switches to \(s.source) at \(s.time) s")
         }
@@ -201,7 +330,7 @@ final class InputStage {
         switch role {
         case .primary:
             if let p = pendingPrimary { DispatchQueue.global().async { p.stop() } }
-            pendingPrimary = SourceReader(opening: spec, duration: nil, open: settings.open)
+            pendingPrimary = SourceReader(opening: spec, duration: nil, open: opener(.primary))
             pendingPrimarySince = Date()
             log("switching primary to \(spec)")
         case .secondary:
@@ -210,15 +339,23 @@ final class InputStage {
             pendingSecondaryAt = nil
             if spec == .none {
                 if let r = secondary.reader { DispatchQueue.global().async { r.stop() } }
+                secondarySources?.stopProbes()
+                secondarySources = nil
                 secondary = SecondaryState()
                 clock.secondaryEnded(now: now)
                 hotSwaps += 1
                 log("secondary removed")
                 return
             }
-            pendingSecondary = SourceReader(opening: spec, duration: nil, open: settings.open)
+            pendingSecondary = SourceReader(opening: spec, duration: nil, open: opener(.secondary))
             log("switching secondary to \(spec)")
         }
+    }
+
+    /// The take's opener for `role`, as a reader calls it.
+    private func opener(_ role: StreamRole) -> @Sendable (SourceSpec, Double?, OpenCancel) throws(MediaError) -> any TakeInput {
+        let open = settings.open
+        return { spec, _, cancel throws(MediaError) in try open(role, spec, cancel) }
     }
 
     /// A pending switch whose stream failed before its first frame: the current stream stays.
@@ -253,6 +390,11 @@ final class InputStage {
                 pendingSecondary = nil
                 clock.replaceSecondary(now: t)
                 hotSwaps += 1
+                if let sup = secondarySources { sup.replace(with: pending.spec) } else {
+                    secondarySources = SourceSupervisor(role: .secondary, candidates: [pending.spec], shown: 0, recovery: settings.recovery,
+                                                        makeReader: { [opener = opener(.secondary)] spec in
+                                                            SourceReader(opening: spec, duration: nil, open: opener) }, log: log)
+                }
                 log("secondary switched to \(pending.spec) at \(String(format: "%.3f", t.seconds)) s")
             case .failed(let e)?:
                 abandon(pending, role: .secondary, because: "\(e)")
@@ -261,6 +403,16 @@ final class InputStage {
                 abandon(pending, role: .secondary, because: "the stream is empty")
                 pendingSecondary = nil
             case nil:
+                break
+            }
+        }
+        if let sup = secondarySources, sup.isActive {
+            switch sup.poll() {
+            case .adopt(_, let reader, let first, let from, let reason, let down, let wasLost):
+                adoptSecondary(reader, first: first, at: t, from: from, reason: reason, down: down, wasLost: wasLost)
+            case .giveUp(let why, _):
+                warn("secondary \(why); primary only from \(String(format: "%.3f", t.seconds)) s")
+            case .none:
                 break
             }
         }
@@ -283,15 +435,18 @@ final class InputStage {
                     secondary.firstPTS = first
                     f.pts = secondary.base + (f.pts - first)
                     secondary.next = f
+                    secondarySources?.delivered()
                     if secondary.stalled { secondary.stalled = false; log("secondary stream resumed"); change(.sourceBack(.secondary)) }
                 case .end?:
-                    endSecondary(at: t, because: "ended")
+                    if !loseSecondary(at: t, because: "ended", ended: true) { endSecondary(at: t, because: "ended") }
                 case .failed(let e)?:
-                    endSecondary(at: t, because: "interrupted: \(e)")
-                    if !secondary.stalled { change(.sourceLost(.secondary, reason: "interrupted: \(e)")) }   // else told at the stall
+                    if !loseSecondary(at: t, because: "interrupted: \(e)", ended: false) {
+                        endSecondary(at: t, because: "interrupted: \(e)")
+                        if !secondary.stalled { change(.sourceLost(.secondary, reason: "interrupted: \(e)")) }   // else told at the stall
+                    }
                 case nil:
                     if reader.queue.isClosed {
-                        endSecondary(at: t, because: "ended")
+                        if !loseSecondary(at: t, because: "ended", ended: true) { endSecondary(at: t, because: "ended") }
                     } else if !secondary.stalled {
                         secondary.stalled = true
                         warn("secondary stream delivered nothing for \(settings.secondaryTimeout) s at \(String(format: "%.3f", t.seconds)) s; holding its last frame")
@@ -305,6 +460,43 @@ final class InputStage {
         }
     }
 
+    /// The secondary is lost and its role recovers it: its last frame is
+    /// held, then hidden, while it is reopened (or its list tried); false
+    /// when it is not recovered (it ends as before).
+    private func loseSecondary(at t: MediaTime, because why: String, ended: Bool) -> Bool {
+        guard let sup = secondarySources, let reader = secondary.reader,
+              sup.canRecover(ended: ended, hasLength: reader.info?.duration != nil) else { return false }
+        secondary.ended = true
+        clock.secondaryEnded(now: t)
+        DispatchQueue.global().async { reader.stop() }
+        sup.lose(why: why, ended: ended)
+        let list = sup.candidates.count > 1 ? " (and trying the rest of its list)" : ""
+        warn("secondary \(reader.spec) \(why) at \(String(format: "%.3f", t.seconds)) s; holding its last frame for "
+             + "\(SourceSupervisor.seconds(settings.secondaryTimeout)) s, then primary only, while reopening it\(list) for up to "
+             + "\(SourceSupervisor.seconds(settings.recovery.window)) s")
+        if !secondary.stalled { change(.sourceLost(.secondary, reason: why)) }   // else told at the stall
+        return true
+    }
+
+    /// Shows `reader` as the secondary from `first` on, at take time `t` (the hot-swap path).
+    private func adoptSecondary(_ reader: SourceReader, first: InputFrame, at t: MediaTime, from: Int, reason: SourceSwitchReason,
+                                down: Double, wasLost: Bool) {
+        guard let sup = secondarySources else { return }
+        if let old = secondary.reader, old !== reader { DispatchQueue.global().async { old.stop() } }
+        var s = SecondaryState()
+        s.reader = reader
+        s.orientation = Self.orientation(reader.info, settings.secondaryOrientation)
+        s.base = t
+        s.firstPTS = first.pts
+        s.lastRaw = first.pts
+        var f = first
+        f.pts = t
+        s.next = f
+        secondary = s
+        clock.replaceSecondary(now: t)
+        noteSwitch(.secondary, at: t, from: sup.candidates[from], to: reader.spec, reason: reason, down: down, wasLost: wasLost)
+    }
+
     private func endSecondary(at t: MediaTime, because why: String) {
         secondary.ended = true
         clock.secondaryEnded(now: t)
@@ -313,6 +505,8 @@ final class InputStage {
 
     /// Stops every reader (finalize).
     func stop() {
+        primarySources.stopProbes()
+        secondarySources?.stopProbes()
         primary.reader.stop()
         secondary.reader?.stop()
         pendingSecondary?.stop()
@@ -327,6 +521,12 @@ struct StreamCursor {
     var orientation: Orientation
     var firstPTS: MediaTime?
     var base = MediaTime.zero
+    /// The last frame's own timestamp (before rebasing), to find a timeline that restarted.
+    var lastRaw: MediaTime?
+    /// A live source whose timestamps may restart (a network stream, a pipe).
+    var live = false
+    /// Frames were held on live outputs since its last frame.
+    var held = false
 
     func rebased(_ f: InputFrame) -> InputFrame {
         var f = f

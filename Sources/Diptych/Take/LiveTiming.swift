@@ -37,6 +37,15 @@ final class LiveTiming {
         if pace && !paced { paced = true; origin = nil }
     }
 
+    /// Paces from now on, or stops pacing (a live primary's list showing a
+    /// file or pattern is paced; the live source back is not). The next
+    /// frame is due at once.
+    func pace(_ on: Bool) {
+        guard on != paced else { return }
+        paced = on
+        origin = nil
+    }
+
     /// Held time so far: file outputs write the take's time minus this, so
     /// they pause without a gap while live outputs keep their cadence.
     var pause: MediaTime { MediaTime(value: frameDuration.value * Int64(held), timescale: frameDuration.timescale) }

@@ -55,7 +55,8 @@ extension TakeRun {
             normalStop: reason.isNormal && finishError == nil && lost.isEmpty && !outputResults.contains { $0.failure != nil },
             warnings: warnings.all + (finishError.map { ["finishing \(outputPath): \($0)"] } ?? []),
             preview: preview?.seconds != nil ? config.preview : nil, previewSeconds: preview?.seconds,
-            outputs: outputResults, segments: sink.segments.isEmpty ? nil : sink.segments, heldFrames: timing.held, droppedFrames: mainResult.dropped, outages: mainResult.outages,
+            outputs: outputResults, segments: sink.segments.isEmpty ? nil : sink.segments, heldFrames: timing.held,
+            sourceSwitches: inputs.sourceSwitches, droppedFrames: mainResult.dropped, outages: mainResult.outages,
             lostFrames: mainResult.lost,
             cpuStages: StageClock.times() - stageBaseline,
             decoders: decoders.entries, gpuPlan: gpu.plan)

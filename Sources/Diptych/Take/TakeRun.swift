@@ -34,6 +34,8 @@ final class TakeRun {
     let timing: LiveTiming
     /// Shown on live outputs while the primary is interrupted (`--slate`).
     let slate: InputFrame?
+    /// The primary's list holds a live source (docs/ARCHITECTURE.md, "Source recovery").
+    let livePrimaryList: Bool
     let decoders: DecoderLog
 
     var frames = 0
@@ -61,6 +63,8 @@ final class TakeRun {
         mainPlan = p.mainPlan
         slate = p.slate
         decoders = p.decoders
+        livePrimaryList = p.config.realtime != .off && p.config.primaryFallbacks.count > 0
+            && p.config.sources(.primary).contains { TakeRun.isLive($0) }
         layouts = [0: p.config.layout]
         for (i, o) in p.config.extraOutputs.enumerated() { layouts[i + 1] = o.layout }
         nextOutputKey = p.encoders.count
@@ -119,6 +123,8 @@ final class TakeRun {
             case .frame(let f): primary = f
             }
             if frames == 0, let origin = inputs.timelineOrigin { session.io.timelineOrigin(origin) }
+            // A live primary's list showing a file or pattern is paced at real time while it does.
+            if livePrimaryList { timing.pace(!inputs.primaryIsLive) }
             let t = primary.pts
             hooks.frameEvent?(.primaryTaken, t)
             if let l = primary.layout { layouts[0] = l }
@@ -227,6 +233,7 @@ final class TakeRun {
         return TakeProgress(frames: frames, mediaSeconds: Double(frames) * frameRate.frameDuration.seconds,
                             wallSeconds: Date().timeIntervalSince(started),
                             secondaryRepeated: c.secondaryRepeatShows, secondaryDropped: c.secondaryFramesDropped,
-                            segments: encoders.first { $0.key == 0 }?.segments ?? [])
+                            segments: encoders.first { $0.key == 0 }?.segments ?? [],
+                            sources: inputs.sourceStatus, sourceSwitches: inputs.sourceSwitches)
     }
 }

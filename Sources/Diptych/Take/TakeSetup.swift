@@ -97,13 +97,22 @@ enum TakeSetup {
         let opening = { @Sendable (role: StreamRole) in
             SourceOpening(policy: policy, timeout: role == .primary ? config.primaryTimeout : config.secondaryTimeout, cancel: cancel)
         }
-        let primary: any TakeInput
-        do { primary = try decoders.opened(.primary, io.openInput(.primary, config.primary, config.duration, decoding(.primary), opening(.primary))) } catch {
-            throw .source(.primary, error)
-        }
-        var secondary: (any TakeInput)?
+        // A role's priority list: the take shows the first source that opens (docs/ARCHITECTURE.md, "Source recovery").
+        let primary: any TakeInput, primaryShown: Int
+        do {
+            (primary, primaryShown) = try openFirst(.primary, config.sources(.primary), policy: policy, log: hooks.log) { spec throws(MediaError) in
+                try decoders.opened(.primary, io.openInput(.primary, spec, config.duration, decoding(.primary), opening(.primary)))
+            }
+        } catch { throw .source(.primary, error) }
+        var secondary: (any TakeInput)?, secondaryShown = 0
         if config.secondary != .none {
-            do { secondary = try decoders.opened(.secondary, io.openInput(.secondary, config.secondary, nil, decoding(.secondary), opening(.secondary))) } catch {
+            do {
+                let (input, shown) = try openFirst(.secondary, config.sources(.secondary), policy: policy, log: hooks.log) { spec throws(MediaError) in
+                    try decoders.opened(.secondary, io.openInput(.secondary, spec, nil, decoding(.secondary), opening(.secondary)))
+                }
+                secondary = input
+                secondaryShown = shown
+            } catch {
                 primary.close(); throw .source(.secondary, error)
             }
         }
@@ -243,15 +252,23 @@ enum TakeSetup {
             for notice in input?.info.notices ?? [] { hooks.log("\(role): \(notice)") }
         }
 
-        let inputSettings = InputSettings(primarySpec: config.primary, primaryOrientation: config.primaryOrientation,
+        var inputSettings = InputSettings(primarySpec: config.primary, primaryOrientation: config.primaryOrientation,
                                           secondaryOrientation: config.secondaryOrientation, frameRate: frameRate,
                                           primaryTimeout: config.primaryTimeout, secondaryTimeout: config.secondaryTimeout,
                                           switches: config.secondarySwitches, sharedClock: io.sharedClock,
-                                          open: { spec, d throws(MediaError) in
-                                              let input = try io.openInput(.secondary, spec, d, decoding(.secondary), opening(.secondary))
-                                              if let dec = input.info.decoder { hooks.log("secondary decoder (\(spec)): \(dec)") }
-                                              return decoders.opened(.secondary, input)
+                                          open: { role, spec, cancel throws(MediaError) in
+                                              // Every reopen goes through the take's source policy, within the role's timeout.
+                                              let within = SourceOpening(policy: policy, timeout: role == .primary ? config.primaryTimeout : config.secondaryTimeout,
+                                                                         cancel: cancel)
+                                              let input = try io.openInput(role, spec, nil, decoding(role), within)
+                                              if let dec = input.info.decoder { hooks.log("\(role.rawValue) decoder (\(spec)): \(dec)") }
+                                              return decoders.opened(role, input)
                                           })
+        inputSettings.primarySources = config.sources(.primary)
+        inputSettings.secondarySources = config.sources(.secondary)
+        inputSettings.primaryShown = primaryShown
+        inputSettings.secondaryShown = secondaryShown
+        inputSettings.recovery = config.sourceRecovery
         var clock = config.clockConfiguration
         // File sources are paced by timestamp, so the clock never has to wait.
         clock.beforeFirstFrame = .primaryOnly
@@ -259,8 +276,10 @@ enum TakeSetup {
         // Each queued frame pins a decoder buffer (3 MB at 1080p): a file needs
         // two (its decoder's threads already work ahead), a live source four for jitter.
         func depth(_ spec: SourceSpec) -> Int { TakeRun.isLive(spec) ? 4 : 2 }
-        let inputs = InputStage(primary: SourceReader(spec: config.primary, source: primary, capacity: depth(config.primary)),
-                                secondary: secondary.map { SourceReader(spec: config.secondary, source: $0, capacity: depth(config.secondary)) },
+        let primarySpec = config.sources(.primary)[primaryShown]
+        let secondarySpec = config.sources(.secondary).indices.contains(secondaryShown) ? config.sources(.secondary)[secondaryShown] : config.secondary
+        let inputs = InputStage(primary: SourceReader(spec: primarySpec, source: primary, capacity: depth(primarySpec)),
+                                secondary: secondary.map { SourceReader(spec: secondarySpec, source: $0, capacity: depth(secondarySpec)) },
                                 settings: inputSettings, clock: clock, log: hooks.log,
                                 warn: warnings.add, change: { hooks.streamChange?($0) }, isStopRequested: { session.isStopRequested })
         keepGPU = true
@@ -268,6 +287,32 @@ enum TakeSetup {
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
                             encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, slate: slate,
                             zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
+    }
+
+    /// Opens the first source of `role`'s priority list that opens, and says
+    /// which; a source that cannot be opened is logged and the next tried.
+    /// The fallbacks are checked against the source policy first (a refused
+    /// or missing one is bad input, as the first source is); when none opens,
+    /// the first source's error.
+    static func openFirst(_ role: StreamRole, _ list: [SourceSpec], policy: SourcePolicy, log: (String) -> Void,
+                          open: (SourceSpec) throws(MediaError) -> any TakeInput) throws(MediaError) -> (any TakeInput, Int) {
+        for spec in list.dropFirst() { try MediaSources.checkAllowed(spec, policy: policy) }
+        var firstError: MediaError?
+        for (i, spec) in list.enumerated() {
+            do throws(MediaError) {
+                let input = try open(spec)
+                if i > 0 { log("\(role.rawValue): showing \(spec), source \(i + 1) of its list") }
+                return (input, i)
+            } catch {
+                switch error {
+                case .refused, .fileNotFound: throw error
+                default: break
+                }
+                if firstError == nil { firstError = error }
+                if i + 1 < list.count { log("\(role.rawValue) \(spec) could not be opened (\(error)); trying \(list[i + 1])") }
+            }
+        }
+        throw firstError ?? .invalidSource(spec: role.rawValue, reason: "no source to open")
     }
 
     /// The decoder settings of each role: `--decoder`, NVDEC on the CUDA
