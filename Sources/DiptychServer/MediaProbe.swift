@@ -101,6 +101,34 @@ enum MediaProbe {
         return RecoveredOutput(frames: frames, durationSeconds: end, decodable: frames > 0, note: nil)
     }
 
+    /// The same for an HLS output. The playlist a crash left is a live one
+    /// (no `#EXT-X-ENDLIST`): a reader would start near its end and wait for
+    /// more. Its segments are counted through an ended copy in the temporary
+    /// folder that names them by their full paths.
+    static func countFrames(hlsPlaylist out: String, budget: Double = 10) -> RecoveredOutput {
+        guard let text = try? String(contentsOfFile: out, encoding: .utf8) else { return countFrames(out, budget: budget) }
+        let folder = URL(fileURLWithPath: out).deletingLastPathComponent().path
+        func absolute(_ uri: Substring) -> String {
+            uri.hasPrefix("/") || uri.contains("://") ? String(uri) : folder + "/" + uri
+        }
+        var lines: [String] = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            let map = "#EXT-X-MAP:URI=\""
+            if line.hasPrefix(map), let end = line.dropFirst(map.count).firstIndex(of: "\"") {
+                return map + absolute(line[line.index(line.startIndex, offsetBy: map.count)..<end]) + line[end...]
+            }
+            return line.isEmpty || line.hasPrefix("#") ? String(line) : absolute(line)
+        }
+        if !lines.contains("#EXT-X-ENDLIST") { lines.append("#EXT-X-ENDLIST") }
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-recovery-\(UUID().uuidString).m3u8").path
+        guard FileManager.default.createFile(atPath: copy, contents: Data(lines.joined(separator: "\n").utf8)) else {
+            return RecoveredOutput(frames: 0, durationSeconds: 0, decodable: false, note: "cannot write a copy of the playlist to read it")
+        }
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        var counted = countFrames(copy, budget: budget)
+        counted.note = counted.note?.replacingOccurrences(of: copy, with: out)
+        return counted
+    }
+
     /// The same for a split output (`--segment-time`): its files `out-0001`,
     /// `out-0002`, … counted one after another, within one `budget`.
     static func countFrames(segmentsOf out: String, budget: Double = 10) -> RecoveredOutput {

@@ -115,7 +115,8 @@ final class StateStore: @unchecked Sendable {
                 let out = config.output ?? ""
                 let recovered = out.contains("://") ? RecoveredOutput(frames: 0, durationSeconds: 0, decodable: false,
                                                                       note: "a network output cannot be checked")
-                    : config.splitsOutput ? MediaProbe.countFrames(segmentsOf: out) : MediaProbe.countFrames(out)
+                    : config.splitsOutput ? MediaProbe.countFrames(segmentsOf: out)
+                    : config.container == .hls ? MediaProbe.countFrames(hlsPlaylist: out) : MediaProbe.countFrames(out)
                 take.markCrashed(recovered, previous: record.state)
                 log("take \(id) was \(record.state.rawValue) when the server stopped: failed; \(out) holds \(recovered.frames) decodable frames")
                 save(take)
