@@ -417,9 +417,13 @@ final class InputStage {
             }
         }
         guard let reader = secondary.reader else { return }
+        // A live secondary is waited for a frame time at most (the take never stops for it);
+        // its stall is measured on the wall clock since its last frame.
+        let live = TakeRun.isLive(reader.spec) && !settings.sharedClock
         while true {
             if secondary.next == nil && !secondary.ended {
-                let event = secondary.stalled ? reader.queue.tryPop() : reader.queue.pop(timeout: settings.secondaryTimeout)
+                let wait = secondary.stalled ? 0 : live ? min(settings.secondaryTimeout, settings.frameRate.frameDuration.seconds) : settings.secondaryTimeout
+                let event = wait > 0 ? reader.queue.pop(timeout: wait) : reader.queue.tryPop()
                 switch event {
                 case .frame(var f)?:
                     if let last = secondary.lastRaw, !settings.sharedClock, TakeRun.isLive(reader.spec),
@@ -435,6 +439,7 @@ final class InputStage {
                     secondary.firstPTS = first
                     f.pts = secondary.base + (f.pts - first)
                     secondary.next = f
+                    secondary.lastArrival = Date()
                     secondarySources?.delivered()
                     if secondary.stalled { secondary.stalled = false; log("secondary stream resumed"); change(.sourceBack(.secondary)) }
                 case .end?:
@@ -447,7 +452,7 @@ final class InputStage {
                 case nil:
                     if reader.queue.isClosed {
                         if !loseSecondary(at: t, because: "ended", ended: true) { endSecondary(at: t, because: "ended") }
-                    } else if !secondary.stalled {
+                    } else if !secondary.stalled && (!live || Date().timeIntervalSince(secondary.lastArrival) >= settings.secondaryTimeout) {
                         secondary.stalled = true
                         warn("secondary stream delivered nothing for \(settings.secondaryTimeout) s at \(String(format: "%.3f", t.seconds)) s; holding its last frame")
                         change(.sourceLost(.secondary, reason: "delivered nothing for \(settings.secondaryTimeout) s"))
@@ -547,6 +552,8 @@ struct SecondaryState {
     var lastRaw: MediaTime?
     var ended = false
     var stalled = false
+    /// When it last delivered (or was opened).
+    var lastArrival = Date()
 
     /// A live source's timestamps that jump back, or ahead by more than this,
     /// started a new timeline (a sender that restarted): its frames are
