@@ -32,6 +32,7 @@ import DiptychOptions
         case "--bufsize": return "8M"
         case "--segment-time": return "10"
         case "--hls-list-size": return "3"
+        case "--primary-fallback", "--secondary-fallback": return "testsrc:smpte"
         default:
             switch o.value(in: OptionValues()) {
             case .string(let s)?: return s
@@ -73,7 +74,8 @@ import DiptychOptions
         v.take = try TakeConfiguration.parse(arguments: [
             "--primary", "a.mp4", "--secondary", "b.mp4", "--out", "t.mp4", "--duration", "4", "--preview", "p.png",
             "--thermal-state", "fair", "--switch-secondary", "2=testsrc:gradient", "--also-out", "s.ts",
-            "--also-layout", "stacked", "--zoom-secondary", "1.5", "--pip-margin", "24", "--maxrate", "4M", "--bufsize", "8M"])
+            "--also-layout", "stacked", "--zoom-secondary", "1.5", "--pip-margin", "24", "--maxrate", "4M", "--bufsize", "8M",
+            "--primary-fallback", "rtsp://b/live", "--secondary-fallback", "testsrc:smpte", "--source-reconnect-window", "12"])
         v.take.layout.custom.primary = NormalizedRect(x: 0, y: 0, width: 0.5, height: 1)
         v.take.layout.insetStyle.cornerRadius = 12
         let json = OptionParser.encode(v)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import socket
 import time
 from typing import Any
 
@@ -86,6 +87,31 @@ def test_metrics_and_healthz(server: ServeProcess, tmp_path: Any) -> None:
     assert samples[("diptych_frames_total", ())] == 30
     assert samples[("diptych_admissions_total", ())] == 1
     assert all(math.isfinite(v) for v in samples.values())
+
+
+def test_source_list_and_reconnect_window(server: ServeProcess, tmp_path: Any) -> None:
+    # A list whose first source (a UDP port nothing sends to) does not open within
+    # primaryTimeout: the take shows the pattern after it, and says so.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as free:
+        free.bind(("127.0.0.1", 0))
+        silent = f"udp://127.0.0.1:{free.getsockname()[1]}"
+    c = server.client()
+    take = c.create({**LIVE, "primary": [silent, "testsrc:counter:320x180@30"], "primaryTimeout": 1,
+                     "sourceReconnectWindow": 20, "sourceFailback": 3, "out": str(tmp_path / "l.mp4")})
+    assert take["configuration"]["primary"] == [silent, "testsrc:counter:320x180@30"]
+    assert take["configuration"]["sourceReconnectWindow"] == 20 and take["configuration"]["sourceFailback"] == 3
+    running = c.wait(take, until=lambda t: t["frames"] >= 15 and t["sources"]["roles"], timeout=60)
+    primary = running["sources"]["roles"][0]
+    assert primary == {"role": "primary", "source": "testsrc:counter:320x180@30", "index": 1, "listed": 2, "lost": False,
+                       "switches": 0}
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in c.metric_samples()}
+    assert samples[("diptych_take_source_index", (("role", "primary"), ("take", take["id"])))] == 1
+    assert samples[("diptych_take_source_switches_total", (("reason", "failover"), ("role", "primary"), ("take", take["id"])))] == 0
+    final = c.stop(take)
+    assert final["summary"]["sourceSwitches"] == [] and final["sources"]["switches"] == []
+    with pytest.raises(diptych.BadRequest) as bad:
+        c.create({**LIVE, "sourceReconnectWindow": -1, "out": str(tmp_path / "b.mp4")})
+    assert bad.value.message.startswith("sourceReconnectWindow")
 
 
 def test_outputs_added_and_removed(server: ServeProcess, tmp_path: Any) -> None:

@@ -148,7 +148,11 @@ class Client:
                on_refused: Optional[Callable[[Unavailable], None]] = None, retry_interval: float = 0.5) -> Take:
         """Starts a take (``POST /v1/takes``) and returns its JSON once it is
         recording. ``config`` is what ``--config`` reads (``primary``,
-        ``secondary``, ``out``, ``layout``, ``duration``, ...).
+        ``secondary``, ``out``, ``layout``, ``duration``, ...); a role's
+        source may be a priority list (``"primary": ["srt://a:9000",
+        "testsrc:smpte"]``), with ``sourceReconnectWindow`` and
+        ``sourceFailback`` in seconds; the take's JSON says what each role
+        shows in ``sources``.
 
         A take refused by admission (503) raises
         :class:`~diptych.errors.Unavailable`, unless ``wait_for_capacity``
