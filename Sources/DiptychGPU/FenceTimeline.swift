@@ -72,7 +72,7 @@ struct FenceOps: Sendable {
 /// `retire(lastUse:_:)` runs its release once that serial's fence has signalled.
 /// Fences of one context complete in order, so only the oldest is polled.
 ///
-/// Used under its compositor's lock: on the render thread, and, where the
+/// Used under its renderer's lock: on the render thread, and, where the
 /// fences allow it (`canWaitOffThread`), on a caller's thread through
 /// `isCompleteOffThread`/`waitOffThread`, which never run releases (GL calls).
 final class FenceTimeline {

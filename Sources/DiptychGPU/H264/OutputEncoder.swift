@@ -113,7 +113,7 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
     /// results are persistently mapped and `timeline`'s fences can be waited for anywhere.
     func collectsOffThread(_ timeline: FenceTimeline) -> Bool { encoder.mapped && timeline.canWaitOffThread }
 
-    /// A caller's thread (holding the compositor's lock, so the render thread
+    /// A caller's thread (under the renderer's lock, so the render thread
     /// is not working for it): moves the pictures whose frames completed
     /// (all of them, with `wait`) to the ready queue. No GL call: the
     /// bitstreams are read where the GPU wrote them.
