@@ -252,7 +252,7 @@ final class InputStage {
                 if event != nil || queue.isClosed { break }
                 if isStopRequested() { return nil }
                 if Date() >= deadline {
-                    let why = "delivered nothing for \(SourceSupervisor.seconds(settings.primaryTimeout)) s"
+                    let why = "delivered nothing for \(settings.primaryTimeout) s"
                     if losePrimary(why, ended: false) { return nil }
                     return .stop(.primaryInterrupted("\(primary.reader.spec) \(why)"))
                 }
