@@ -292,9 +292,14 @@ diptych_status diptych_session_push_dmabuf(diptych_session *session, int32_t rol
  * pushed after this call (never half a frame), and to the frames after it.
  * argv/argc: --layout KIND and optionally --pip-corner, --pip-size,
  * --pip-margin, --swap-roles, --content-mode, --background; options not
- * given take their defaults. Errors: DIPTYCH_ERR_INVALID_ARGUMENT (bad or
- * non-layout option), DIPTYCH_ERR_STATE (after finish). Any thread; does
- * not block. */
+ * given take their defaults. --transition MS[:EASING] (easing linear,
+ * ease-in, ease-out or ease-in-out, the default) animates the change: the
+ * frames whose timestamps fall in those MS from that first frame are drawn
+ * with rectangles, crops, corner radius and opacity interpolated from the
+ * picture as it is (400 ms at 60 fps: 24 frames); without it, the session's
+ * own --transition applies, if any, else the change is a cut. Errors:
+ * DIPTYCH_ERR_INVALID_ARGUMENT (bad or non-layout option),
+ * DIPTYCH_ERR_STATE (after finish). Any thread; does not block. */
 diptych_status diptych_session_set_layout(diptych_session *session,
                                           const char *const *argv, int32_t argc);
 

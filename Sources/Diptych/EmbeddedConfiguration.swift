@@ -77,13 +77,20 @@ public struct EmbeddedConfiguration: Hashable, Sendable {
     /// `--pip-size`, `--pip-margin`, `--swap-roles`, `--content-mode`,
     /// `--background`, `--zoom-*`); flags not named take their defaults.
     public static func parseLayout(arguments: [String]) throws(EmbeddingError) -> Layout {
-        let layoutFlags = OptionParser.options(.embedded).filter { $0.key?.first == "layout" }.compactMap(\.flag)
-        let reader = ArgumentReader(layoutFlags.map { f in (f, OptionParser.options(.embedded).first { $0.flag == f }!.takesValue) })
+        try parseLayoutChange(arguments: arguments).layout
+    }
+
+    /// A layout change: the layout flags, and `--transition MS[:EASING]`
+    /// for how it animates (absent: the session's `--transition`).
+    public static func parseLayoutChange(arguments: [String]) throws(EmbeddingError) -> LayoutChange {
+        let flags = OptionParser.options(.embedded).filter { $0.key?.first == "layout" || $0.flag == "--transition" }.compactMap(\.flag)
+        let reader = ArgumentReader(flags.map { f in (f, OptionParser.options(.embedded).first { $0.flag == f }!.takesValue) })
         do {
             _ = try reader.read(arguments)
-            return try OptionParser.parse(arguments: arguments, scope: .embedded).take.layout
+            let v = try OptionParser.parse(arguments: arguments, scope: .embedded)
+            return LayoutChange(layout: v.take.layout, transition: v.take.layoutTransition)
         } catch {
-            throw EmbeddingError(.invalidArgument, "\(error.field == "option" ? ConfigurationError(field: error.field, value: error.value, reason: "not a layout option (use \(layoutFlags.joined(separator: ", ")))") : error)")
+            throw EmbeddingError(.invalidArgument, "\(error.field == "option" ? ConfigurationError(field: error.field, value: error.value, reason: "not a layout option (use \(flags.joined(separator: ", ")))") : error)")
         }
     }
 

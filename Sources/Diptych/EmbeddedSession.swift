@@ -309,9 +309,9 @@ public final class EmbeddedSession: @unchecked Sendable {
                 + "is more than an MP4 track holds in one frame (\(Int(EmbeddedSession.maximumMP4GapSeconds)) s at 90 kHz)")
         }
         var frame = frame
-        if role == .primary { frame.layout = bridge.takePendingLayout() }
+        if role == .primary, let c = bridge.takePendingLayout() { frame.layout = c.layout; frame.layoutTransition = c.transition }
         let outcome = source.push(frame, wait: mode == .blocking)
-        if outcome != .accepted, let l = frame.layout { bridge.restoreLayout(l) }
+        if outcome != .accepted, let l = frame.layout { bridge.restoreLayout(LayoutChange(layout: l, transition: frame.layoutTransition)) }
         switch outcome {
         case .accepted: return .accepted
         case .wouldBlock: return .wouldBlock
@@ -331,12 +331,16 @@ public final class EmbeddedSession: @unchecked Sendable {
 
     /// Changes the layout from the next primary frame pushed on, for every
     /// draw of that frame at once. Throws `.invalidArgument` for a layout
-    /// that fails validation (a PiP size out of range, say).
-    public func setLayout(_ layout: Layout) throws(EmbeddingError) {
+    /// that fails validation (a PiP size out of range, say). With a
+    /// transition (nil: the session's `--transition`, if any), the frames
+    /// from that one are interpolated over its duration of the pushed
+    /// frames' timestamps (docs/ARCHITECTURE.md, "Layout transitions").
+    public func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) throws(EmbeddingError) {
         if let e = layout.validationError() { throw EmbeddingError(.invalidArgument, "\(e)") }
+        if let t = transition, let e = t.validationError(field: "transition") { throw EmbeddingError(.invalidArgument, "\(e)") }
         lock.lock(); let over = finished || finishing; lock.unlock()
         if over { throw EmbeddingError(.state, "setLayout after finish") }
-        bridge.setLayout(layout)
+        bridge.setLayout(LayoutChange(layout: layout, transition: transition))
     }
 
     /// Ends one stream early: frames already pushed are still used. Ending

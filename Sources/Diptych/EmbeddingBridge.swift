@@ -18,7 +18,7 @@ final class EmbeddingBridge: @unchecked Sendable {
     let log: @Sendable (String) -> Void
 
     private let lock = NSLock()
-    private var pendingLayout: Layout?
+    private var pendingLayout: LayoutChange?
     private var _gpu: GPUInfo?
     private var _endReason: StopReason?
     private var _origin: MediaTime?
@@ -37,12 +37,12 @@ final class EmbeddingBridge: @unchecked Sendable {
     func wakeStartWaiters() { startedSignal.signal() }
 
     /// The layout for the next primary frame pushed.
-    func setLayout(_ layout: Layout) {
-        lock.lock(); pendingLayout = layout; lock.unlock()
+    func setLayout(_ change: LayoutChange) {
+        lock.lock(); pendingLayout = change; lock.unlock()
     }
 
     /// Takes the pending layout change for the primary frame about to be pushed.
-    func takePendingLayout() -> Layout? {
+    func takePendingLayout() -> LayoutChange? {
         lock.lock(); defer { lock.unlock() }
         let l = pendingLayout
         pendingLayout = nil
@@ -50,8 +50,8 @@ final class EmbeddingBridge: @unchecked Sendable {
     }
 
     /// Puts back a layout change whose frame was not accepted (unless a newer one came).
-    func restoreLayout(_ layout: Layout) {
-        lock.lock(); if pendingLayout == nil { pendingLayout = layout }; lock.unlock()
+    func restoreLayout(_ change: LayoutChange) {
+        lock.lock(); if pendingLayout == nil { pendingLayout = change }; lock.unlock()
     }
 
     /// Take timeline → host timeline (the first primary frame's timestamp is

@@ -95,7 +95,7 @@ enum OutputChange: Sendable {
 struct TakeControl {
     var stop: StopReason?
     var switches: [(role: StreamRole, spec: SourceSpec)]
-    var layout: Layout?
+    var layout: LayoutChange?
     var outputs: [OutputChange]
 }
 
@@ -125,7 +125,7 @@ public final class RecordingSession: @unchecked Sendable {
     let openCancel = OpenCancel()
     private var stopRequest: StopReason?
     private var pendingSwitches: [(role: StreamRole, spec: SourceSpec)] = []
-    private var pendingLayout: Layout?
+    private var pendingLayout: LayoutChange?
     private var pendingOutputs: [OutputChange] = []
 
     public convenience init(configuration: TakeConfiguration, hooks: SessionHooks = SessionHooks()) {
@@ -151,9 +151,12 @@ public final class RecordingSession: @unchecked Sendable {
         control.lock(); pendingSwitches.append((role, spec)); control.unlock()
     }
 
-    /// Changes the layout; it applies atomically, to all draws, on the next frame.
-    public func setLayout(_ layout: Layout) {
-        control.lock(); pendingLayout = layout; control.unlock()
+    /// Changes the layout; it applies atomically, to all draws, on the next
+    /// frame. With a transition (nil: the take's `--transition`, if any) the
+    /// frames from there are interpolated from the picture as it is
+    /// (docs/ARCHITECTURE.md, "Layout transitions").
+    public func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) {
+        control.lock(); pendingLayout = LayoutChange(layout: layout, transition: transition); control.unlock()
     }
 
     /// Adds an output fed from the same stream textures, with its own layout

@@ -323,7 +323,8 @@ public func cSessionSetLayout(_ h: OpaquePointer?, _ argv: UnsafePointer<UnsafeP
     do throws(EmbeddingError) {
         let args = try strings(argv, argc, fn)
         guard !args.isEmpty else { throw EmbeddingError(.invalidArgument, "\(fn): no options (give at least --layout KIND)") }
-        try s.session.setLayout(try EmbeddedConfiguration.parseLayout(arguments: args))
+        let change = try EmbeddedConfiguration.parseLayoutChange(arguments: args)
+        try s.session.setLayout(change.layout, transition: change.transition)
         return DIPTYCH_OK
     } catch {
         return fail(error)

@@ -18,6 +18,8 @@ public struct InputFrame: Sendable {
     /// A layout that applies from this frame on (an embedding host's
     /// `setLayout`, tied to the next primary frame it pushes).
     public var layout: Layout?
+    /// How `layout` animates in (nil: the take's `--transition`, if any).
+    public var layoutTransition: LayoutTransition?
 
     public init(_ frame: VideoFrame) { payload = .cpu(frame); pts = frame.pts }
     public init(_ frame: DmaBufFrame, pts: MediaTime, owner: PayloadOwner? = nil) {

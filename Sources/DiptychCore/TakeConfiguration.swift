@@ -19,6 +19,15 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// `--layout`, `--pip-corner`, `--pip-size`, `--pip-margin`, `--swap-roles`,
     /// `--content-mode`, `--background`.
     public var layout = Layout()
+    /// `--transition MS[:EASING]` (JSON `transition: {"ms", "easing"}`): how
+    /// the take's layout changes animate (scheduled ones, and `PATCH` or
+    /// `setLayout` without a transition of their own); nil: at once.
+    public var layoutTransition: LayoutTransition?
+    /// `--layout-at SECONDS=KIND` (repeatable; JSON `layoutSchedule`: a list
+    /// of `{"at", "layout", "transition"}`): layout changes at times of the take, in time order.
+    public var layoutSchedule: [ScheduledLayout] = []
+    /// Entries `layoutSchedule` may hold.
+    public static let maximumScheduledLayouts = 1000
     /// `--size WxH`; nil = the primary's upright size (rounded down to even).
     public var canvasSize: PixelSize?
     /// `--rotate-primary DEG`, `--mirror-primary`.
@@ -263,6 +272,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         }
         if let e = layout.validationError() { throw e }
         if let s = canvasSize, let e = layout.validationError(canvas: s) { throw e }
+        try checkLayoutSchedule()
         if extraOutputs.count > Self.maximumExtraOutputs {
             throw ConfigurationError(field: "--also-out", value: extraOutputs[Self.maximumExtraOutputs].out,
                                      reason: "at most \(Self.maximumExtraOutputs) extra outputs (each has its own encoder)")
@@ -290,6 +300,33 @@ public struct TakeConfiguration: Hashable, Sendable {
             if s.source == .stdin {
                 throw ConfigurationError(field: "--switch-secondary", value: text, reason: "cannot switch to standard input")
             }
+        }
+    }
+
+    /// Checks `--transition` and `--layout-at`: times 0 or more in
+    /// increasing order, within the take's duration, each layout valid.
+    func checkLayoutSchedule() throws(ConfigurationError) {
+        if let t = layoutTransition, let e = t.validationError(field: "--transition") { throw e }
+        if layoutSchedule.count > Self.maximumScheduledLayouts {
+            throw ConfigurationError(field: "--layout-at", value: "\(layoutSchedule[Self.maximumScheduledLayouts].at)",
+                                     reason: "at most \(Self.maximumScheduledLayouts) scheduled layout changes")
+        }
+        var previous = -Double.infinity
+        for (i, c) in layoutSchedule.enumerated() {
+            let text = "\(c.at)=\(c.layout.kind.rawValue)"
+            if !(c.at >= 0 && c.at <= 1e7) {
+                throw ConfigurationError(field: "--layout-at", value: text, reason: "time must be 0 or more seconds, at most 10000000")
+            }
+            if c.at <= previous {
+                throw ConfigurationError(field: "--layout-at", value: text, reason: "times must increase (entry \(i) is not after the one before)")
+            }
+            previous = c.at
+            if let d = duration, c.at >= d {
+                throw ConfigurationError(field: "--layout-at", value: text, reason: "time is after the end of the take (--duration \(d))")
+            }
+            if let e = c.layout.validationError() { throw e }
+            if let s = canvasSize, let e = c.layout.validationError(canvas: s) { throw e }
+            if let t = c.transition, let e = t.validationError(field: "layoutSchedule[\(i)].transition") { throw e }
         }
     }
 

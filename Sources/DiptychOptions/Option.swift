@@ -25,7 +25,10 @@ public struct OptionValues: Hashable, Sendable {
     public var queue = 4
     /// `--also-layout KIND` by output index, applied over the final `--layout` once every flag is read.
     var alsoLayoutKinds: [Int: LayoutKind] = [:]
+    /// `--layout-at SECONDS=KIND` in the order given, each applied over the final `--layout` once every flag is read.
+    var layoutAtKinds: [LayoutAt] = []
     public init(take: TakeConfiguration = TakeConfiguration()) { self.take = take }
+    struct LayoutAt: Hashable, Sendable { var at: Double; var kind: LayoutKind }
 }
 
 /// A value as given: text from the command line, or a JSON value.

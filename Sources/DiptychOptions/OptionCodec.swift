@@ -128,6 +128,63 @@ enum OptionCodec {
         return out
     }
 
+    static func encode(_ t: LayoutTransition) -> JSONValue {
+        .object(["ms": .number(t.milliseconds), "easing": .string(t.easing.rawValue)])
+    }
+
+    /// `{"ms": 400, "easing": "ease-in-out"}` (easing optional) or `"400:ease-in-out"`.
+    static func decodeTransition(_ j: JSONValue, field: String) throws(ConfigurationError) -> LayoutTransition {
+        if case .string(let s) = j { return try LayoutTransition.parse(s, field: field) }
+        if case .number(let d) = j { return try LayoutTransition.parse(LayoutTransition.format(d), field: field) }
+        let o = try object(j, field: field, keys: ["ms", "easing"])
+        guard let ms = o["ms"] else { throw .json("\(field).ms", j, "missing (the duration in milliseconds)") }
+        var t = LayoutTransition(milliseconds: try decodeNumber(ms, field: "\(field).ms"))
+        if let e = o["easing"] {
+            let name = try decodeString(e, field: "\(field).easing")
+            guard let easing = Easing(rawValue: name) else {
+                throw ConfigurationError(field: "\(field).easing", value: name, reason: "unknown easing; expected \(Easing.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            t.easing = easing
+        }
+        if let e = t.validationError(field: "\(field).ms") { throw e }
+        return t
+    }
+
+    /// `SECONDS=KIND` of `--layout-at`.
+    static func parseLayoutAt(_ text: String, field: String) throws(ConfigurationError) -> OptionValues.LayoutAt {
+        guard let eq = text.firstIndex(of: "="), let at = Double(text[..<eq]), at.isFinite else {
+            throw ConfigurationError(field: field, value: text, reason: "expected SECONDS=KIND, e.g. 5=side-by-side")
+        }
+        return OptionValues.LayoutAt(at: at, kind: try LayoutKind.parse(String(text[text.index(after: eq)...]), field: field))
+    }
+
+    static func encode(_ c: ScheduledLayout) -> JSONValue {
+        var o: [String: JSONValue] = ["at": .number(c.at), "layout": OptionParser.encodeLayout(c.layout)]
+        if let t = c.transition { o["transition"] = encode(t) }
+        return .object(o)
+    }
+
+    /// `[{"at": SECONDS, "layout": {...}, "transition": {...}}]`: each layout
+    /// merged over the one before it (the first over `base`, the take's).
+    static func decodeSchedule(_ j: JSONValue, field: String, base: Layout) throws(ConfigurationError) -> [ScheduledLayout] {
+        guard case .array(let items) = j else {
+            throw .json(field, j, "expected a list of {\"at\": SECONDS, \"layout\": {...}, \"transition\": {...}}")
+        }
+        var out: [ScheduledLayout] = []
+        var layout = base
+        for (i, item) in items.enumerated() {
+            let f = "\(field)[\(i)]"
+            let o = try object(item, field: f, keys: ["at", "layout", "transition"])
+            guard let at = o["at"] else { throw .json("\(f).at", item, "missing (seconds into the take)") }
+            guard let l = o["layout"] else { throw .json("\(f).layout", item, "missing (the layout fields to change)") }
+            layout = try OptionParser.decodeLayout(l, field: "\(f).layout", base: layout)
+            var transition: LayoutTransition?
+            if let t = o["transition"] { transition = try decodeTransition(t, field: "\(f).transition") }
+            out.append(ScheduledLayout(at: try decodeNumber(at, field: "\(f).at"), layout: layout, transition: transition))
+        }
+        return out
+    }
+
     static func encode(_ o: OutputSpec) -> JSONValue {
         var out: [String: JSONValue] = ["out": .string(o.out)]
         if let f = o.format { out["format"] = .string(f.rawValue) }

@@ -17,7 +17,7 @@ public enum OptionParser {
 
     /// Flags repeated to build a list; given on the command line, they
     /// replace the list a `--config` file had.
-    static let listFlags: Set<String> = ["--switch-secondary", "--also-out"]
+    static let listFlags: Set<String> = ["--switch-secondary", "--also-out", "--layout-at"]
 
     /// Parses a command line of `scope`. `--config FILE` is loaded first,
     /// wherever it appears; the other flags then apply in order and override
@@ -36,7 +36,11 @@ public enum OptionParser {
         var cleared: Set<String> = []
         for (flag, value) in given where flag != "--config" {
             if listFlags.contains(flag), cleared.insert(flag).inserted {
-                if flag == "--switch-secondary" { v.take.secondarySwitches = [] } else { v.take.extraOutputs = []; v.alsoLayoutKinds = [:] }
+                switch flag {
+                case "--switch-secondary": v.take.secondarySwitches = []
+                case "--layout-at": v.take.layoutSchedule = []; v.layoutAtKinds = []
+                default: v.take.extraOutputs = []; v.alsoLayoutKinds = [:]
+                }
             }
             try byFlag[flag]!.apply(&v, .text(value ?? ""), flag)
         }
@@ -46,6 +50,12 @@ public enum OptionParser {
             v.take.extraOutputs[i].layout = l
         }
         v.alsoLayoutKinds = [:]
+        for e in v.layoutAtKinds {
+            var l = v.take.layout
+            l.kind = e.kind
+            v.take.layoutSchedule.append(ScheduledLayout(at: e.at, layout: l))
+        }
+        v.layoutAtKinds = []
         return v
     }
 
@@ -133,6 +143,11 @@ public enum OptionParser {
     /// One output: `{"out": URL, "format": "mp4", "layout": {...}}`, read strictly.
     public static func decodeOutput(_ json: JSONValue, field: String) throws(ConfigurationError) -> OutputSpec {
         try OptionCodec.decodeOutput(json, field: field)
+    }
+
+    /// A transition: `{"ms": 400, "easing": "ease-in-out"}` or `"400:ease-in-out"`, read strictly.
+    public static func decodeTransition(_ json: JSONValue, field: String) throws(ConfigurationError) -> LayoutTransition {
+        try OptionCodec.decodeTransition(json, field: field)
     }
 
     public static func encodeLayout(_ layout: Layout) -> JSONValue {

@@ -170,6 +170,18 @@ extension Option {
               scopes: [.json], set: { v, t, f throws(ConfigurationError) in
                   v.take.layout.zOrder = try enumValue(ZOrder.self, t, field: f, "expected automatic, primary-on-top or secondary-on-top")
               }, get: { .string($0.take.layout.zOrder.rawValue) }),
+        .text("--transition", ["transition"], "MS[:EASING]",
+              "animate layout changes over MS milliseconds of the take (0-10000), easing linear, ease-in, ease-out or ease-in-out (default); JSON {\"ms\", \"easing\"}",
+              set: { v, t, f throws(ConfigurationError) in v.take.layoutTransition = try LayoutTransition.parse(t, field: f) },
+              get: { $0.take.layoutTransition.map(OptionCodec.encode) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.layoutTransition = try OptionCodec.decodeTransition(j, field: f) },
+        .text("--layout-at", ["layoutSchedule"], "SECONDS=KIND",
+              "change the layout's kind at that time of the take (repeatable; JSON: a list of {\"at\", \"layout\", \"transition\"})",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in v.layoutAtKinds.append(try OptionCodec.parseLayoutAt(t, field: f)) },
+              get: { v in v.take.layoutSchedule.isEmpty ? nil : .array(v.take.layoutSchedule.map(OptionCodec.encode)) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in
+                v.take.layoutSchedule = try OptionCodec.decodeSchedule(j, field: f, base: v.take.layout)
+            },
         .json(["layout", "custom", "primary"], "the primary's rectangle for the custom layout: {\"x\", \"y\", \"width\", \"height\"} in 0...1",
               set: { v, j, f throws(ConfigurationError) in v.take.layout.custom.primary = try OptionCodec.decodeRect(j, field: f) },
               get: { $0.take.layout.custom.primary.map(OptionCodec.encode) }),

@@ -125,9 +125,9 @@ final class Take: TakeEvents, @unchecked Sendable {
         while session != nil && !ended { lock.wait() }
     }
 
-    func setLayout(_ layout: Layout) {
+    func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) {
         let s: TakeSession? = lock.withLock { _layout = layout; return session }
-        s?.setLayout(layout)
+        s?.setLayout(layout, transition: transition)
         changed()
         onEvent?("layout-changed", id, ["kind": layout.kind.rawValue])
     }

@@ -77,16 +77,17 @@ enum TakeRequests {
     }
 
     /// `PATCH /v1/takes/{id}`: `{"layout": {…}}` applied over `current`
-    /// (keys not given keep their values). Unknown keys are 400 at every
-    /// depth; known take fields other than `layout` are fixed once a take has
-    /// started: 409 with the reason.
-    static func patchedLayout(_ body: Data, current: Layout) throws(RequestError) -> Layout {
+    /// (keys not given keep their values), with an optional `"transition":
+    /// {"ms": 400, "easing": "ease-in-out"}` (absent: the take's). Unknown
+    /// keys are 400 at every depth; known take fields other than `layout`
+    /// and `transition` are fixed once a take has started: 409 with the reason.
+    static func patchedLayout(_ body: Data, current: Layout) throws(RequestError) -> LayoutChange {
         guard !body.isEmpty else { throw .badRequest("request body: empty; expected a JSON object") }
         let json: JSONValue
         do { json = try JSONValue(parsing: body, source: "request body") } catch { throw .badRequest(error.reason == "not valid JSON" ? "request body: not valid JSON" : error.description) }
         guard case .object(let o) = json else { throw .badRequest("request body: expected a JSON object") }
         let takeKeys = Set(OptionParser.options(.json).compactMap { $0.key?.first })
-        for key in o.keys.sorted() where key != "layout" {
+        for key in o.keys.sorted() where key != "layout" && key != "transition" {
             guard takeKeys.contains(key) else {
                 throw .badRequest("\(ConfigurationError.quoted(key)): unknown key (expected layout)")
             }
@@ -100,7 +101,11 @@ enum TakeRequests {
         let layout: Layout
         do { layout = try OptionParser.decodeLayout(patch, field: "layout", base: current) } catch { throw .badRequest(describe(error)) }
         if let v = layout.validationError() { throw .badRequest(describe(v)) }
-        return layout
+        var transition: LayoutTransition?
+        if let t = o["transition"], t != .null {
+            do { transition = try OptionParser.decodeTransition(t, field: "transition") } catch { throw .badRequest(describe(error)) }
+        }
+        return LayoutChange(layout: layout, transition: transition)
     }
 
     /// `POST /v1/takes/{id}/switch`: `{"role": "secondary", "source": "…"}`.

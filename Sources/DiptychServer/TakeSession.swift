@@ -164,7 +164,7 @@ final class TakeSession: @unchecked Sendable {
     func stop(_ why: String) { session.stop(.requested(why)) }
 
     /// The layout from the next primary frame on, atomically.
-    func setLayout(_ layout: Layout) { session.setLayout(layout) }
+    func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) { session.setLayout(layout, transition: transition) }
 
     /// Hot swap: the old stream stays on screen until the new one delivers.
     func switchSource(_ role: StreamRole, to spec: SourceSpec) { session.switchSource(role, to: spec) }

@@ -48,9 +48,9 @@ struct TakesAPI {
         }
         r.add("PATCH", "/v1/takes/{id}") { req, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in
-                let layout = try TakeRequests.patchedLayout(req.body, current: t.layout)
+                let change = try TakeRequests.patchedLayout(req.body, current: t.layout)
                 try api.requireRecording(t)
-                t.setLayout(layout)
+                t.setLayout(change.layout, transition: change.transition)
                 return JSONOut.response(200, api.view(t))
             }
         }

@@ -399,3 +399,65 @@ private func tempPath(_ name: String) -> String {
         #expect(try TakeConfiguration.load(path: path) == c)
     }
 }
+
+/// `--transition` and `--layout-at` (docs/record.md, "Layout changes and transitions").
+@Suite struct LayoutScheduleOptionTests {
+    @Test func flagsBuildTheScheduleOverTheFinalLayout() throws {
+        let c = try parse("--primary a.mp4 --out t.mp4 --layout-at 2=side-by-side --transition 400:ease-in --pip-corner top-left --layout-at 5=pip")
+        #expect(c.layoutTransition == LayoutTransition(milliseconds: 400, easing: .easeIn))
+        #expect(c.layoutSchedule.map(\.at) == [2, 5])
+        #expect(c.layoutSchedule.map(\.layout.kind) == [.sideBySide, .pip])
+        #expect(c.layoutSchedule.allSatisfy { $0.layout.pip.corner == .topLeft && $0.transition == nil })
+        try c.validate()
+    }
+
+    @Test func jsonEntriesMergeOverTheOneBefore() throws {
+        let c = try TakeConfiguration(jsonData: Data("""
+        { "primary": "a.mp4", "out": "t.mp4", "layout": {"pip": {"corner": "top-left"}}, "transition": {"ms": 300},
+          "layoutSchedule": [ {"at": 1, "layout": {"pip": {"size": 0.2}}},
+                              {"at": 2.5, "layout": {"kind": "stacked"}, "transition": {"ms": 800, "easing": "linear"}} ] }
+        """.utf8))
+        #expect(c.layoutTransition == LayoutTransition(milliseconds: 300, easing: .easeInOut))
+        let s = c.layoutSchedule
+        #expect(s.count == 2 && s[0].layout.pip.corner == .topLeft && s[0].layout.pip.size == 0.2 && s[0].transition == nil)
+        #expect(s[1].layout.kind == .stacked && s[1].layout.pip.size == 0.2 && s[1].transition == LayoutTransition(milliseconds: 800, easing: .linear))
+        try c.validate()
+    }
+
+    @Test(arguments: [
+        ("--transition fast", "--transition", "expected MS[:EASING]"),
+        ("--transition 400:bounce", "--transition", "unknown easing"),
+        ("--transition 20000", "--transition", "0 to 10000 ms"),
+        ("--layout-at 2", "--layout-at", "expected SECONDS=KIND"),
+        ("--layout-at 2=grid", "--layout-at", "unknown layout"),
+    ]) func badValuesNameTheFlag(_ line: String, _ field: String, _ reason: String) {
+        do {
+            _ = try parse("--primary a.mp4 --out t.mp4 " + line)
+            Issue.record("accepted \(line)")
+        } catch {
+            #expect(error.field == field && error.reason.contains(reason), "\(error)")
+        }
+    }
+
+    @Test func scheduleErrorsNameTheEntry() throws {
+        for (json, field, reason) in [
+            (#"[{"at": 1}]"#, "layoutSchedule[0].layout", "missing"),
+            (#"[{"layout": {}}]"#, "layoutSchedule[0].at", "missing"),
+            (#"[{"at": 1, "layout": {"knd": "pip"}}]"#, "layoutSchedule[0].layout.knd", "unknown key"),
+            (#"[{"at": 1, "layout": {}, "transition": {"ms": 1, "easing": "x"}}]"#, "layoutSchedule[0].transition.easing", "unknown easing"),
+            (#"[{"at": 1, "layout": {}, "when": 2}]"#, "layoutSchedule[0].when", "unknown key"),
+            (#"{"at": 1}"#, "layoutSchedule", "expected a list"),
+        ] {
+            do {
+                _ = try OptionParser.decode(Data(#"{"layoutSchedule": \#(json)}"#.utf8), source: "t.json")
+                Issue.record("accepted \(json)")
+            } catch {
+                #expect(error.reason.contains(field) && error.reason.contains(reason), "\(json): \(error)")
+            }
+        }
+        var c = try parse("--primary a.mp4 --out t.mp4 --layout-at 3=stacked --layout-at 1=pip")
+        #expect(throws: ConfigurationError.self) { try c.validate() }
+        c = try parse("--primary a.mp4 --out t.mp4 --duration 2 --layout-at 3=stacked")
+        #expect(throws: ConfigurationError.self) { try c.validate() }
+    }
+}

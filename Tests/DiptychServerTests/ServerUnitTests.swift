@@ -192,15 +192,25 @@ struct ServerUnitTests {
     @Test func patchesMergeIntoTheLayoutAndRefuseFrozenFields() throws {
         var current = Layout()
         current.pip.corner = .topLeft
-        let l = try TakeRequests.patchedLayout(Data(#"{"layout": {"pip": {"size": 0.25}}}"#.utf8), current: current)
+        let l = try TakeRequests.patchedLayout(Data(#"{"layout": {"pip": {"size": 0.25}}}"#.utf8), current: current).layout
         #expect(l.pip.corner == .topLeft && l.pip.size == 0.25 && l.kind == .pip)
-        let s = try TakeRequests.patchedLayout(Data(#"{"layout": {"kind": "side-by-side", "swapRoles": true}}"#.utf8), current: l)
+        let c = try TakeRequests.patchedLayout(Data(#"{"layout": {"kind": "side-by-side", "swapRoles": true}, "transition": {"ms": 400, "easing": "ease-out"}}"#.utf8), current: l)
+        let s = c.layout
         #expect(s.kind == .sideBySide && s.swapRoles && s.pip.size == 0.25)
+        #expect(c.transition == LayoutTransition(milliseconds: 400, easing: .easeOut))
+        #expect(try TakeRequests.patchedLayout(Data(#"{"layout": {}}"#.utf8), current: l).transition == nil)
         let cases: [(String, Int, String)] = [
             (#"{"size": "640x360"}"#, 409, "size:"), (#"{"audio": "none"}"#, 409, "audio:"),
             (#"{"bitrate": "5M"}"#, 409, "bitrate:"), (#"{"sise": "640x360"}"#, 400, "sise"),
             (#"{"layout": {"knd": "pip"}}"#, 400, "layout.knd"), (#"{"layout": {"pip": {"corner": "middle"}}}"#, 400, "layout.pip.corner"),
             (#"{"layout": {"pip": {"size": 3}}}"#, 400, "layout.pip.size"), (#"[1]"#, 400, "object"), (#"{"#, 400, "JSON"),
+            (#"{"layout": {}, "transition": {"ms": 400, "easing": "bounce"}}"#, 400, "transition.easing"),
+            (#"{"layout": {}, "transition": {"ms": -1}}"#, 400, "transition.ms"),
+            (#"{"layout": {}, "transition": {"ms": 20000}}"#, 400, "transition.ms"),
+            (#"{"layout": {}, "transition": {"easing": "linear"}}"#, 400, "transition.ms"),
+            (#"{"layout": {}, "transition": {"ms": 400, "speed": 2}}"#, 400, "transition.speed"),
+            (#"{"transition": {"ms": 400}}"#, 400, "nothing to change"),
+            (#"{"layout": {}, "layoutSchedule": []}"#, 409, "layoutSchedule:"),
         ]
         for (body, status, named) in cases {
             do {

@@ -84,6 +84,36 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         #expect(nv12.allSatisfy { $0.format == .nv12 && $0.width == 320 && $0.height == 180 })
     }
 
+    /// docs/ARCHITECTURE.md, "Layout transitions": 200 ms at 30 fps is six
+    /// frames of the pushed timestamps, the first the old picture, the sixth
+    /// the new, the inset moving one way in between.
+    @Test func aLayoutTransitionMovesTheInsetOverItsFrames() throws {
+        let got = Collected()
+        let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }))
+        for i in 0..<16 {
+            let pts = MediaTime(value: Int64(i) * 1001, timescale: 30_030)
+            if i == 4 {
+                let change = try EmbeddedConfiguration.parseLayoutChange(arguments: ["--layout", "pip", "--pip-corner", "bottom-left",
+                                                                                     "--transition", "200:linear"])
+                #expect(change.transition == LayoutTransition(milliseconds: 200, easing: .linear))
+                try s.setLayout(change.layout, transition: change.transition)
+            }
+            try s.push(solidFrame(320, 180, (0, 0, 255), pts: pts), to: .secondary)
+            try s.push(solidFrame(320, 180, (255, 0, 0), pts: pts), to: .primary)
+        }
+        _ = try s.finish()
+        let frames = got.rgba
+        #expect(frames.count == 16)
+        // The inset's left edge on row 150.
+        let left = frames.map { f in (0..<320).first { near(pixel(f, $0, 150), blue, 40) } ?? -1 }
+        let start = left[0], end = left[15]
+        #expect(start > 200 && end < 20, "\(left)")
+        #expect(left[0...4].allSatisfy { $0 == start }, "\(left)")
+        #expect(left[9...].allSatisfy { $0 == end }, "\(left)")
+        #expect(left[5...8].allSatisfy { $0 < start && $0 > end }, "\(left)")
+        #expect(zip(left.dropFirst(), left).allSatisfy { $0 <= $1 }, "\(left)")
+    }
+
     @Test func streamsShareOneClockWhenTheSecondaryStartsLate() throws {
         let got = Collected()
         let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }))
@@ -410,6 +440,11 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         #expect(d.hasSecondary)
         let l = try EmbeddedConfiguration.parseLayout(arguments: ["--layout", "pip", "--pip-corner", "top-left"])
         #expect(l.kind == .pip && l.pip.corner == .topLeft)
+        let t = try EmbeddedConfiguration.parseLayoutChange(arguments: ["--layout", "stacked", "--transition", "400"])
+        #expect(t.layout.kind == .stacked && t.transition == LayoutTransition(milliseconds: 400, easing: .easeInOut))
+        #expect(throws: EmbeddingError.self) { try EmbeddedConfiguration.parseLayoutChange(arguments: ["--layout", "pip", "--transition", "4:wobble"]) }
+        let (e, _, _) = try EmbeddedConfiguration.parse(arguments: ["--size", "640x360", "--fps", "30", "--transition", "300:linear"])
+        #expect(e.take.layoutTransition == LayoutTransition(milliseconds: 300, easing: .linear))
     }
 
     @Test func nonBlockingPushSaysWouldBlockWhenFull() throws {

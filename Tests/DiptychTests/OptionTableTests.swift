@@ -33,6 +33,8 @@ import DiptychOptions
         case "--segment-time": return "10"
         case "--hls-list-size": return "3"
         case "--primary-fallback", "--secondary-fallback": return "testsrc:smpte"
+        case "--transition": return "400:ease-out"
+        case "--layout-at": return "1=side-by-side"
         default:
             switch o.value(in: OptionValues()) {
             case .string(let s)?: return s
@@ -75,9 +77,13 @@ import DiptychOptions
             "--primary", "a.mp4", "--secondary", "b.mp4", "--out", "t.mp4", "--duration", "4", "--preview", "p.png",
             "--thermal-state", "fair", "--switch-secondary", "2=testsrc:gradient", "--also-out", "s.ts",
             "--also-layout", "stacked", "--zoom-secondary", "1.5", "--pip-margin", "24", "--maxrate", "4M", "--bufsize", "8M",
-            "--primary-fallback", "rtsp://b/live", "--secondary-fallback", "testsrc:smpte", "--source-reconnect-window", "12"])
+            "--primary-fallback", "rtsp://b/live", "--secondary-fallback", "testsrc:smpte", "--source-reconnect-window", "12",
+            "--transition", "250:linear", "--layout-at", "1=side-by-side", "--layout-at", "2.5=stacked"])
+        v.take.layoutSchedule[1].transition = LayoutTransition(milliseconds: 600, easing: .easeIn)
         v.take.layout.custom.primary = NormalizedRect(x: 0, y: 0, width: 0.5, height: 1)
         v.take.layout.insetStyle.cornerRadius = 12
+        // Scheduled layouts are read over the take's (JSON entries merge over the layout before them).
+        for i in v.take.layoutSchedule.indices { v.take.layoutSchedule[i].layout.custom.primary = v.take.layout.custom.primary }
         let json = OptionParser.encode(v)
         let back = try OptionParser.decode(json.data(), source: "test.json")
         #expect(back == v.take)

@@ -27,6 +27,12 @@ def test_take_lifecycle(server: ServeProcess, tmp_path: Any) -> None:
 
     patched = c.patch(tid, {"kind": "side-by-side"})
     assert patched["layout"]["kind"] == "side-by-side"
+    eased = c.patch(tid, {"kind": "pip"}, transition={"ms": 300, "easing": "ease-out"})
+    assert eased["layout"]["kind"] == "pip"
+    with pytest.raises(diptych.BadRequest) as easing:
+        c.patch(tid, {"kind": "stacked"}, transition={"ms": 300, "easing": "bounce"})
+    assert easing.value.status == 400 and "transition.easing" in easing.value.message
+    c.patch(tid, {"kind": "side-by-side"}, transition="250:linear")
     with pytest.raises(diptych.BadRequest) as bad:
         c.patch(tid, {"kind": "diagonal"})
     assert bad.value.status == 400 and "layout.kind" in bad.value.message

@@ -105,6 +105,27 @@ def test_nv12_and_i420_with_strides(library: str) -> None:
         assert near((n.y[25, W - 40], *n.uv[12, (W - 40) // 2]), YUV[inset], 3)
 
 
+def test_a_layout_transition_moves_the_inset_over_its_frames(library: str) -> None:
+    """set_layout with a transition: 200 ms at 30 fps is six frames, the
+    first the old picture, the sixth the new, the inset moving one way."""
+    s, got = collect(layout="pip", pip_corner="bottom-right")
+    with s:
+        for i in range(16):
+            if i == 4:
+                s.set_layout("pip", pip_corner="bottom-left", transition={"ms": 200, "easing": "linear"})
+            s.push("secondary", rgba(BLUE), i * 100, timescale=3000)
+            s.push("primary", rgba(RED), i * 100, timescale=3000)
+        s.finish()
+        with pytest.raises(diptych.InvalidArgument):
+            s.set_layout("pip", transition="200:wobble")
+    row = H - 30
+    left = [next(x for x in range(W) if near(f.pixels[row, x], BLUE, 40)) for f in got]
+    assert len(left) == 16
+    assert left[:5] == [left[0]] * 5 and left[9:] == [left[15]] * 7, left
+    assert all(left[15] < x < left[0] for x in left[5:9]), left
+    assert all(b <= a for a, b in zip(left, left[1:])), left
+
+
 def test_packets_and_frames_through_the_iterator_with_a_layout_change(library: str, tmp_path: Any) -> None:
     """Outputs read with the iterator while another thread pushes; the
     layout changes at exactly the frame pushed after set_layout; the packets

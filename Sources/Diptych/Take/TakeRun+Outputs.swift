@@ -90,7 +90,7 @@ extension TakeRun {
     private func detach(_ e: EncoderStage) {
         encoders.removeAll { $0 === e }
         gpu.removeOutput(e.key)
-        layouts[e.key] = nil
+        layouts[e.key] = nil; animators[e.key] = nil
     }
 
     /// What `e` took: frames sent (a reconnecting stream's lost frames

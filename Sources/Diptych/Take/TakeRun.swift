@@ -46,6 +46,12 @@ final class TakeRun {
     let started = Date()
     let preview: PreviewTap?
     var summary: TakeSummary?
+    /// The transition of the last layout change (outputs take it up as they next render).
+    var pendingTransition: LayoutTransition?
+    /// Each output's layout over time (transitions), by output key.
+    var animators: [Int: LayoutAnimator] = [:]
+    /// `--layout-at` changes not yet applied, in time order.
+    var schedule: ArraySlice<ScheduledLayout>
     /// The layout each output's zoom was last checked for.
     var zoomChecked: [Int: Layout] = [:]
     var droppedReported: [Int: Int] = [:]
@@ -67,6 +73,7 @@ final class TakeRun {
             && p.config.sources(.primary).contains { TakeRun.isLive($0) }
         layouts = [0: p.config.layout]
         for (i, o) in p.config.extraOutputs.enumerated() { layouts[i + 1] = o.layout }
+        schedule = p.config.layoutSchedule[...]
         nextOutputKey = p.encoders.count
         gpu.simulateLossAt = hooks.simulateContextLossAtFrames
         let live = p.encoders.contains { $0.live }
@@ -98,7 +105,7 @@ final class TakeRun {
             let control = session.takeControl()
             if let stop = control.stop { return stop }
             if let r = encoderFailure() { return r }
-            if let l = control.layout { layouts[0] = l }
+            if let c = control.layout { changeLayout(c.layout, transition: c.transition) }
             for s in control.switches { inputs.beginSwitch(s.role, to: s.spec, at: lastPTS ?? .zero) }
             for change in control.outputs { apply(change) }
             for opened in handovers.takeOpened() { attach(opened) }
@@ -127,8 +134,12 @@ final class TakeRun {
             if livePrimaryList { timing.pace(!inputs.primaryIsLive) }
             let t = primary.pts
             hooks.frameEvent?(.primaryTaken, t)
-            if let l = primary.layout { layouts[0] = l }
+            if let l = primary.layout { changeLayout(l, transition: primary.layoutTransition) }
             if let d = config.duration, t.seconds >= d - 1e-9 { return .durationReached }
+            while let next = schedule.first, t.seconds >= next.at - 1e-9 {
+                schedule.removeFirst()
+                changeLayout(next.layout, transition: next.transition)
+            }
             if let last = lastPTS, t <= last {
                 warn("primary frame at \(t.seconds) s is not after the previous one; skipped")
                 continue
@@ -180,6 +191,13 @@ final class TakeRun {
         return deliverReadbacks(wait: false)
     }
 
+    /// The take's layout from the next frame on (`layouts[0]`, which outputs
+    /// without their own follow); `transition` nil takes `--transition`.
+    func changeLayout(_ layout: Layout, transition: LayoutTransition?) {
+        layouts[0] = layout
+        pendingTransition = transition ?? config.layoutTransition
+    }
+
     /// Each output's draws for this frame, and the time its frame carries:
     /// the take's time on live outputs, less the held time on files.
     private func plans(for f: PairedFrame, t: MediaTime, liveOnly: Bool) -> [Int: GPUStage.OutputPlan] {
@@ -190,7 +208,10 @@ final class TakeRun {
         var out: [Int: GPUStage.OutputPlan] = [:]
         for e in encoders where e.live || !liveOnly {
             let layout = (layouts[e.key] ?? nil) ?? (layouts[0] ?? nil) ?? config.layout
-            let plan = layout.resolve(canvas: canvas, primary: p, secondary: s)
+            var animator = animators[e.key] ?? LayoutAnimator(layout: layout, frameDuration: frameRate.frameDuration)
+            if animator.layout != layout { animator.change(to: layout, transition: pendingTransition) }
+            let plan = animator.plan(at: t, canvas: canvas, primary: p, secondary: s)
+            animators[e.key] = animator
             out[e.key] = GPUStage.OutputPlan(plan: plan, pts: e.live ? t : t - timing.pause)
             if !liveOnly, zoomChecked[e.key] != layout {
                 zoomChecked[e.key] = layout

@@ -183,11 +183,20 @@ class Client:
         got: Take = self._json("GET", f"/v1/takes/{self._id(take)}")
         return got
 
-    def patch(self, take: str | Mapping[str, Any], layout: Mapping[str, Any]) -> Take:
+    def patch(self, take: str | Mapping[str, Any], layout: Mapping[str, Any], *,
+              transition: Optional[Mapping[str, Any] | str] = None) -> Take:
         """Changes a running take's layout (merged into the current one) from
-        one frame on: ``patch(id, {"kind": "side-by-side"})``. Fields fixed
-        once a take started (``size``, ``audio``) are 409."""
-        got: Take = self._json("PATCH", f"/v1/takes/{self._id(take)}", {"layout": dict(layout)})
+        one frame on: ``patch(id, {"kind": "side-by-side"})``. With
+        ``transition={"ms": 400, "easing": "ease-in-out"}`` (or
+        ``"400:ease-in-out"``) the frames over those milliseconds of the
+        take are interpolated from the picture as it is (easing ``linear``,
+        ``ease-in``, ``ease-out`` or ``ease-in-out``); without, the take's own
+        ``transition`` applies, if any. Fields fixed once a take started
+        (``size``, ``audio``) are 409."""
+        body: dict[str, Any] = {"layout": dict(layout)}
+        if transition is not None:
+            body["transition"] = transition if isinstance(transition, str) else dict(transition)
+        got: Take = self._json("PATCH", f"/v1/takes/{self._id(take)}", body)
         return got
 
     def switch(self, take: str | Mapping[str, Any], role: str, source: str) -> dict[str, Any]:

@@ -178,11 +178,21 @@ class Session:
         del keep
         return status == _capi.OK
 
-    def set_layout(self, layout: str, *, args: Sequence[str] = (), **layout_options: Any) -> None:
+    def set_layout(self, layout: str, *, args: Sequence[str] = (),
+                   transition: Optional[Mapping[str, Any] | str] = None, **layout_options: Any) -> None:
         """Changes the layout from the next primary frame pushed on:
         ``set_layout("pip", pip_corner="top-left")``. Options not given take
-        their defaults."""
-        argv, argc = _capi.argv(options(layout=layout, **layout_options) + list(args))
+        their defaults. ``transition="400:ease-in-out"`` (or ``{"ms": 400,
+        "easing": "ease-in-out"}``) interpolates the frames over those
+        milliseconds of the pushed timestamps from the picture as it is;
+        without, the session's ``transition`` option applies, if any."""
+        if isinstance(transition, Mapping):
+            unknown = sorted(set(transition) - {"ms", "easing"})
+            if unknown or "ms" not in transition:
+                raise ValueError(f"transition {dict(transition)!r}: expected {{'ms': N, 'easing': NAME}}")
+            ms = transition["ms"]
+            transition = f"{int(ms) if float(ms).is_integer() else ms}:{transition.get('easing', 'ease-in-out')}"
+        argv, argc = _capi.argv(options(layout=layout, transition=transition, **layout_options) + list(args))
         self._check(self._lib.diptych_session_set_layout(self._live(), argv, argc), "diptych_session_set_layout")
 
     def end_stream(self, role: Role) -> None:

@@ -154,8 +154,8 @@ class LiveLease:
     def take(self) -> dict[str, Any]:
         return self.client.take(self._tid())
 
-    def patch(self, layout: dict[str, Any]) -> dict[str, Any]:
-        return self.client.patch(self._tid(), layout)
+    def patch(self, layout: dict[str, Any], transition: Optional[dict[str, Any] | str] = None) -> dict[str, Any]:
+        return self.client.patch(self._tid(), layout, transition=transition)
 
     def switch(self, role: str, source: str) -> dict[str, Any]:
         return self.client.switch(self._tid(), role, source)

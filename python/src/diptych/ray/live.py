@@ -96,9 +96,10 @@ class LiveTake:
         except LiveTakeLost as e:
             return e.report
 
-    def patch(self, layout: dict[str, Any]) -> dict[str, Any]:
-        """Changes the layout from one frame on (``{"kind": "side-by-side"}``)."""
-        got: dict[str, Any] = self._call("patch", dict(layout))
+    def patch(self, layout: dict[str, Any], *, transition: Optional[dict[str, Any] | str] = None) -> dict[str, Any]:
+        """Changes the layout from one frame on (``{"kind": "side-by-side"}``),
+        animated with ``transition`` (``{"ms": 400, "easing": "ease-in-out"}``) if given."""
+        got: dict[str, Any] = self._call("patch", dict(layout), transition)
         return got
 
     def switch(self, role: str, source: str) -> dict[str, Any]:
