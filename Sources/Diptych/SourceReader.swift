@@ -48,6 +48,8 @@ final class SourceReader: @unchecked Sendable {
 
     /// The source's description once it is open, else nil.
     var info: SourceInfo? { lock.lock(); defer { lock.unlock() }; return _info }
+    /// The source's audio once it is open (nil without an audio stream).
+    var audioTrack: AudioTrack? { lock.lock(); defer { lock.unlock() }; return source?.audioTrack }
 
     private func start(openFirst duration: Double??) {
         thread = JoinableThread { [self] in

@@ -152,12 +152,29 @@ public enum OverBudget: String, Hashable, Sendable, Codable, CaseIterable {
     case refuse
 }
 
-/// Whether the take has an audio track. Frozen when the take starts.
+/// Whether the take has an audio track, and whose audio it carries.
+/// Frozen when the take starts. The audio follows the role, not a source: a
+/// hot swap, reconnect or failover brings the new source's audio with it
+/// (docs/ARCHITECTURE.md, "Take audio").
 public enum AudioMode: String, Hashable, Sendable, Codable, CaseIterable {
-    /// Copy (or re-encode to AAC) the primary source's audio.
+    /// The primary's audio (at `--primary-gain`).
     case primary
+    /// The secondary's audio (at `--secondary-gain`).
+    case secondary
+    /// Both streams' audio summed, each at its gain.
+    case mix
     /// No audio track at all (not a silent one).
     case none
+
+    /// The roles heard, in the mix's input order.
+    public var roles: [StreamRole] {
+        switch self {
+        case .primary: return [.primary]
+        case .secondary: return [.secondary]
+        case .mix: return [.primary, .secondary]
+        case .none: return []
+        }
+    }
 }
 
 /// A bad configuration value: which field, which value, what is wrong.

@@ -52,8 +52,14 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var bufsize: Int?
     /// `--keyframe-interval SECONDS` (GOP length).
     public var keyframeInterval = 1.0
-    /// `--audio primary|none`.
+    /// `--audio primary|secondary|mix|none`.
     public var audio = AudioMode.primary
+    /// `--primary-gain DB`, `--secondary-gain DB`: each stream's audio gain
+    /// in decibels (0: as it is), applied before the mix.
+    public var primaryGain = 0.0
+    public var secondaryGain = 0.0
+    /// Gains a stream's audio may be given, in decibels.
+    public static let gainRange = -60.0...20.0
     /// `--duration SECONDS`; nil = until the primary ends.
     public var duration: Double?
     /// `--out FILE|URL` (required).
@@ -263,6 +269,7 @@ public struct TakeConfiguration: Hashable, Sendable {
             throw ConfigurationError(field: "--reconnect-window", value: "\(reconnectWindow)", reason: "must be 0 to 3600 seconds")
         }
         try checkSources()
+        try checkAudio()
         if let s = slate, s.isEmpty { throw ConfigurationError(field: "--slate", value: s, reason: "must be a PNG file") }
         if let p = preview, p.isEmpty {
             throw ConfigurationError(field: "--preview", value: p, reason: "must be a file path")
@@ -327,6 +334,24 @@ public struct TakeConfiguration: Hashable, Sendable {
             if let e = c.layout.validationError() { throw e }
             if let s = canvasSize, let e = c.layout.validationError(canvas: s) { throw e }
             if let t = c.transition, let e = t.validationError(field: "layoutSchedule[\(i)].transition") { throw e }
+        }
+    }
+
+    /// Checks `--audio` and the gains: a gain within `gainRange`, for a
+    /// stream the take hears; `secondary` and `mix` need a secondary.
+    func checkAudio() throws(ConfigurationError) {
+        for (role, gain) in [(StreamRole.primary, primaryGain), (.secondary, secondaryGain)] {
+            let field = "--\(role.rawValue)-gain"
+            if !(gain >= Self.gainRange.lowerBound && gain <= Self.gainRange.upperBound) {
+                throw ConfigurationError(field: field, value: "\(gain)", reason: "must be \(Int(Self.gainRange.lowerBound)) to \(Int(Self.gainRange.upperBound)) dB")
+            }
+            if gain != 0 && !audio.roles.contains(role) {
+                throw ConfigurationError(field: field, value: "\(gain)",
+                                         reason: "the \(role.rawValue)'s audio is not heard with --audio \(audio.rawValue) (use --audio \(role.rawValue) or mix)")
+            }
+        }
+        if audio == .secondary || audio == .mix, secondary == .none {
+            throw ConfigurationError(field: "--audio", value: audio.rawValue, reason: "needs a secondary (--secondary)")
         }
     }
 

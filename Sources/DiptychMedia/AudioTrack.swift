@@ -37,15 +37,25 @@ public final class AudioTrack: @unchecked Sendable {
     /// The source's start time in `timeBase`, subtracted from every packet.
     let startOffset: Int64
     public let capacity: Int
+    /// How a writer describes the track (`MediaWriter.audioDescription`);
+    /// nil: "copy CODEC".
+    public let label: String?
+    /// False for a hub (`AudioMixer`'s): it keeps nothing itself and only
+    /// feeds its branches.
+    private let keeps: Bool
     private let queue = Mutex<(packets: [AudioPacket], dropped: Int, ended: Bool)>(([], 0, false))
-    /// The queues of further outputs, fed with every packet queued here.
-    private let branches = Mutex<[AudioTrack]>([])
+    /// The queues of further outputs, fed with every packet queued here
+    /// (held weakly: a branch lives as long as the output reading it).
+    private let branches = Mutex<[WeakBranch]>([])
+    private struct WeakBranch { weak var track: AudioTrack? }
 
     init(stream: UnsafeMutablePointer<AVStream>, startOffset: Int64, capacity: Int = 4096) {
         parameters = FFCodecParameters(copying: stream.pointee.codecpar)
         timeBase = stream.pointee.time_base
         self.startOffset = startOffset
         self.capacity = capacity
+        label = nil
+        keeps = true
         codecName = String(cString: avcodec_get_name(parameters.raw.pointee.codec_id))
         sampleRate = Int(parameters.raw.pointee.sample_rate)
         channels = Int(parameters.raw.pointee.ch_layout.nb_channels)
@@ -57,6 +67,8 @@ public final class AudioTrack: @unchecked Sendable {
         timeBase = trunk.timeBase
         startOffset = trunk.startOffset
         capacity = trunk.capacity
+        label = trunk.label
+        keeps = true
         codecName = trunk.codecName
         sampleRate = trunk.sampleRate
         channels = trunk.channels
@@ -64,13 +76,37 @@ public final class AudioTrack: @unchecked Sendable {
         queue.withLock { $0 = (now.packets, 0, now.ended) }
     }
 
+    /// A hub for packets made by `encoder` (timestamps in its time base,
+    /// from the take's zero): it queues nothing itself, each `branch()` gets
+    /// every packet published from then on.
+    init(hubFor encoder: FFCodecContext, label: String) throws(FFmpegError) {
+        let p = FFCodecParameters()
+        try encoder.copyParameters(to: p.raw)
+        parameters = p
+        timeBase = encoder.raw.pointee.time_base
+        startOffset = 0
+        capacity = 4096
+        self.label = label
+        keeps = false
+        codecName = String(cString: avcodec_get_name(p.raw.pointee.codec_id))
+        sampleRate = Int(p.raw.pointee.sample_rate)
+        channels = Int(p.raw.pointee.ch_layout.nb_channels)
+    }
+
     var codecID: AVCodecID { parameters.raw.pointee.codec_id }
+
+    /// A hub's packet, timestamps already on the take's timeline, to every branch.
+    func publish(_ packet: FFPacket) {
+        let p = AudioPacket(moving: packet.raw, timeBase: timeBase)
+        if keeps { append(p) }
+        for b in branches.withLock({ $0.compactMap(\.track) }) { b.append(p) }
+    }
 
     /// A queue of the same audio for another output: the packets queued now
     /// and every one queued from now on.
     public func branch() -> AudioTrack {
         let b = AudioTrack(branchOf: self)
-        branches.withLock { $0.append(b) }
+        branches.withLock { $0.removeAll { $0.track == nil }; $0.append(WeakBranch(track: b)) }
         return b
     }
 
@@ -79,8 +115,8 @@ public final class AudioTrack: @unchecked Sendable {
         if packet.pointee.pts != avNoPTS { packet.pointee.pts -= startOffset }
         if packet.pointee.dts != avNoPTS { packet.pointee.dts -= startOffset }
         let p = AudioPacket(moving: packet, timeBase: timeBase)
-        append(p)
-        for b in branches.withLock({ $0 }) { b.append(p) }
+        if keeps { append(p) }
+        for b in branches.withLock({ $0.compactMap(\.track) }) { b.append(p) }
     }
 
     private func append(_ p: AudioPacket) {
@@ -92,7 +128,7 @@ public final class AudioTrack: @unchecked Sendable {
 
     func markEnded() {
         queue.withLock { $0.ended = true }
-        for b in branches.withLock({ $0 }) { b.markEnded() }
+        for b in branches.withLock({ $0.compactMap(\.track) }) { b.markEnded() }
     }
 
     /// Removes and returns the queued packets (in demux order).

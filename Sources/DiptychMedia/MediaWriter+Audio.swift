@@ -14,7 +14,7 @@ extension MediaWriter {
             avcodec_parameters_copy(st.pointee.codecpar, audio.parameters.raw)
             st.pointee.codecpar.pointee.codec_tag = 0
             st.pointee.time_base = audio.timeBase
-            audioDescription = "copy \(audio.codecName)"
+            audioDescription = audio.label ?? "copy \(audio.codecName)"
         } else {
             let t = try AudioTranscoder(track: audio, globalHeader: globalHeader, output: url)
             do { try t.encoder.copyParameters(to: st.pointee.codecpar) } catch {

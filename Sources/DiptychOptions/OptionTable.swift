@@ -17,6 +17,18 @@ extension Option {
         return d
     }
 
+    /// A gain in decibels: `-6`, `-6dB`, `+3 dB`.
+    private static func decibels(_ text: String, field: String) throws(ConfigurationError) -> Double {
+        var t = Substring(text)
+        if t.lowercased().hasSuffix("db") { t = t.dropLast(2) }
+        while t.last == " " { t = t.dropLast() }
+        if t.first == "+" { t = t.dropFirst() }
+        guard let d = Double(t), d.isFinite else {
+            throw ConfigurationError(field: field, value: text, reason: "must be a number of decibels (-6, 3dB)")
+        }
+        return d
+    }
+
     private static func rotation(_ text: String, field: String) throws(ConfigurationError) -> Rotation {
         guard let n = Int(text), let r = Rotation(degrees: n) else {
             throw ConfigurationError(field: field, value: text, reason: "must be 0, 90, 180 or 270")
@@ -239,9 +251,19 @@ extension Option {
         .text("--keyframe-interval", ["keyframeInterval"], "SECONDS", "GOP length (default 1; with --encoder gpu in a server an IDR may come up to a quarter early, with other takes')",
               set: { v, t, f throws(ConfigurationError) in v.take.keyframeInterval = try seconds(t, field: f) },
               get: { .number($0.take.keyframeInterval) }),
-        .text("--audio", ["audio"], "primary|none", "copy the primary's audio (default) or no audio track", scopes: .take,
-              set: { v, t, f throws(ConfigurationError) in v.take.audio = try enumValue(AudioMode.self, t, field: f, "expected primary or none") },
+        .text("--audio", ["audio"], "primary|secondary|mix|none",
+              "the take's audio (AAC): the primary's (default), the secondary's, both mixed, or no audio track; it follows swaps and failovers",
+              scopes: .take,
+              set: { v, t, f throws(ConfigurationError) in
+                  v.take.audio = try enumValue(AudioMode.self, t, field: f, "expected primary, secondary, mix or none")
+              },
               get: { .string($0.take.audio.rawValue) }),
+        .text("--primary-gain", ["primaryGain"], "DB", "gain of the primary's audio in decibels (default 0; -60 to 20)", scopes: .take,
+              set: { v, t, f throws(ConfigurationError) in v.take.primaryGain = try decibels(t, field: f) },
+              get: { .number($0.take.primaryGain) }),
+        .text("--secondary-gain", ["secondaryGain"], "DB", "gain of the secondary's audio in decibels (default 0; -60 to 20)", scopes: .take,
+              set: { v, t, f throws(ConfigurationError) in v.take.secondaryGain = try decibels(t, field: f) },
+              get: { .number($0.take.secondaryGain) }),
     ]
 
     // MARK: The take

@@ -35,6 +35,7 @@ import DiptychOptions
         case "--primary-fallback", "--secondary-fallback": return "testsrc:smpte"
         case "--transition": return "400:ease-out"
         case "--layout-at": return "1=side-by-side"
+        case "--primary-gain": return "-3dB"
         default:
             switch o.value(in: OptionValues()) {
             case .string(let s)?: return s
@@ -78,7 +79,8 @@ import DiptychOptions
             "--thermal-state", "fair", "--switch-secondary", "2=testsrc:gradient", "--also-out", "s.ts",
             "--also-layout", "stacked", "--zoom-secondary", "1.5", "--pip-margin", "24", "--maxrate", "4M", "--bufsize", "8M",
             "--primary-fallback", "rtsp://b/live", "--secondary-fallback", "testsrc:smpte", "--source-reconnect-window", "12",
-            "--transition", "250:linear", "--layout-at", "1=side-by-side", "--layout-at", "2.5=stacked"])
+            "--transition", "250:linear", "--layout-at", "1=side-by-side", "--layout-at", "2.5=stacked",
+            "--audio", "mix", "--primary-gain", "-3", "--secondary-gain", "-6.5"])
         v.take.layoutSchedule[1].transition = LayoutTransition(milliseconds: 600, easing: .easeIn)
         v.take.layout.custom.primary = NormalizedRect(x: 0, y: 0, width: 0.5, height: 1)
         v.take.layout.insetStyle.cornerRadius = 12

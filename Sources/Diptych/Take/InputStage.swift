@@ -291,6 +291,23 @@ final class InputStage {
         }
     }
 
+    /// What `role`'s audio is read from now, and its shift onto the take's
+    /// timeline (the one its video frames get); nil while the role has no
+    /// audio to give: no source, lost or held, not yet delivering, or a
+    /// source without an audio stream (docs/ARCHITECTURE.md, "Take audio").
+    func audioFeed(_ role: StreamRole) -> AudioFeed? {
+        switch role {
+        case .primary:
+            guard !primarySources.isLost, !primary.held, let first = primary.firstPTS,
+                  let track = primary.reader.audioTrack else { return nil }
+            return AudioFeed(track: track, offset: primary.base - first)
+        case .secondary:
+            guard let reader = secondary.reader, !secondary.ended, let first = secondary.firstPTS,
+                  let track = reader.audioTrack else { return nil }
+            return AudioFeed(track: track, offset: secondary.base - first)
+        }
+    }
+
     var primaryOrientation: Orientation { primary.orientation }
     /// Whether the primary shown now is a live source (not a file or pattern).
     var primaryIsLive: Bool { TakeRun.isLive(primary.reader.spec) }

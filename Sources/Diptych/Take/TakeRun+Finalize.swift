@@ -7,6 +7,8 @@ extension TakeRun {
     func finalize(_ stopReason: StopReason) throws(SessionError) -> TakeSummary {
         var reason = stopReason
         session.io.ending(stopReason)
+        // The audio up to the last frame's end, before the sources close and the outputs finish.
+        audio?.finish(at: (lastPTS ?? .zero) + frameRate.frameDuration, feeds: config.audio.roles.map { inputs.audioFeed($0) })
         inputs.stop()
 
         // Drain the GPU: every rendered frame reaches its encoder.

@@ -30,8 +30,9 @@ extension TakeRun {
             // (Opening sees a key of an added output; only the main output's, 0, means anything to a sink.)
             let index = nextOutputKey
             let settings = encoderSettings, config = self.config, io = session.io, log = hooks.log, change = hooks.streamChange
+            let track = TakeSetup.audioTrack(audio, for: spec)
             handovers.open(spec: spec, reply: reply) { () throws(MediaError) in
-                try TakeSetup.openSink(index, spec, settings, nil, config: config, io: io, log: log, change: change)
+                try TakeSetup.openSink(index, spec, settings, track, config: config, io: io, log: log, change: change)
             }
         case .remove(let key, let reply):
             guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(nil); return }

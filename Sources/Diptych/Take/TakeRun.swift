@@ -37,6 +37,8 @@ final class TakeRun {
     /// The primary's list holds a live source (docs/ARCHITECTURE.md, "Source recovery").
     let livePrimaryList: Bool
     let decoders: DecoderLog
+    /// The take's audio (docs/ARCHITECTURE.md, "Take audio"); nil: no audio track.
+    let audio: AudioMixer?
 
     var frames = 0
     let warnings: TakeWarnings
@@ -69,6 +71,7 @@ final class TakeRun {
         mainPlan = p.mainPlan
         slate = p.slate
         decoders = p.decoders
+        audio = p.audio
         livePrimaryList = p.config.realtime != .off && p.config.primaryFallbacks.count > 0
             && p.config.sources(.primary).contains { TakeRun.isLive($0) }
         layouts = [0: p.config.layout]
@@ -149,6 +152,7 @@ final class TakeRun {
                 log("primary resumed at \(String(format: "%.3f", t.seconds)) s; live outputs held \(timing.held) frames in all")
             }
             let paired = inputs.pair(primary)
+            advanceAudio(to: t + frameRate.frameDuration)
             do throws(GPUError) {
                 try gpu.render(paired, plans: plans(for: paired, t: t, liveOnly: false), index: frames, taps: taps)
             } catch {
@@ -186,9 +190,17 @@ final class TakeRun {
             return .gpuFailed(error)
         }
         inputs.shiftPrimary(by: frameRate.frameDuration)
+        audio?.hold(at: t, duration: frameRate.frameDuration)
+        advanceAudio(to: t + frameRate.frameDuration)
         timing.sent(held: true)
         self.lastPTS = t
         return deliverReadbacks(wait: false)
+    }
+
+    /// Feeds the take's audio up to take time `t` from what each heard role shows now.
+    func advanceAudio(to t: MediaTime) {
+        guard let audio else { return }
+        audio.advance(to: t, feeds: config.audio.roles.map { inputs.audioFeed($0) })
     }
 
     /// The take's layout from the next frame on (`layouts[0]`, which outputs

@@ -13,7 +13,8 @@ struct PreparedTake {
     var gpu: GPUStage
     var encoders: [EncoderStage]
     var warnings: TakeWarnings
-    var audio: AudioTrack?
+    /// The take's audio (nil: no audio track).
+    var audio: AudioMixer?
     var encoderSettings: VideoEncoderSettings
     /// `--slate`, decoded.
     var slate: InputFrame?
@@ -207,7 +208,7 @@ enum TakeSetup {
             }
         }
         // The outputs last, so a failure above leaves no file behind.
-        let audio = config.audio == .primary ? primary.audioTrack : nil
+        let audio = try makeAudio(config, primary: primary, secondary: secondary, log: hooks.log)
         let specs = [OutputSpec(out: outputPath, format: config.format, segmentTime: config.segmentTime, hlsListSize: config.hlsListSize)]
             + config.extraOutputs
         do { for i in specs.indices { try gpu.addOutput(i) } } catch { throw .gpu(error) }
@@ -226,7 +227,7 @@ enum TakeSetup {
         for (i, spec) in specs.enumerated() {
             do throws(MediaError) {
                 let live = ContainerFormat.isLive(spec.out)
-                let sink = try openSink(i, spec, outputVideo, i == 0 ? audio : audio?.branch(), config: config, io: io, log: hooks.log,
+                let sink = try openSink(i, spec, outputVideo, audioTrack(audio, for: spec), config: config, io: io, log: hooks.log,
                                           change: hooks.streamChange)
                 var onWritten: (@Sendable (MediaTime) -> Void)?
                 if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
@@ -287,6 +288,32 @@ enum TakeSetup {
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
                             encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, slate: slate,
                             zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
+    }
+
+    /// The take's audio (docs/ARCHITECTURE.md, "Take audio"): the roles
+    /// `--audio` hears, at their gains, when one of their sources has audio
+    /// at the start (else no track: frozen at start).
+    static func makeAudio(_ config: TakeConfiguration, primary: any TakeInput, secondary: (any TakeInput)?,
+                          log: @escaping @Sendable (String) -> Void) throws(SessionError) -> AudioMixer? {
+        let roles = config.audio.roles
+        let has = roles.contains { ($0 == .primary ? primary.audioTrack : secondary?.audioTrack) != nil }
+        guard has else {
+            if config.audio != .none && config.audio != .primary {
+                log("audio: none (no \(roles.map(\.rawValue).joined(separator: " or ")) audio stream at the start)")
+            }
+            return nil
+        }
+        do {
+            return try AudioMixer(names: roles.map(\.rawValue), gains: roles.map { $0 == .primary ? config.primaryGain : config.secondaryGain },
+                                  log: log)
+        } catch { throw .output(config.output ?? "", error) }
+    }
+
+    /// The branch of the take's audio an output reads: the take's own
+    /// timeline on a live output, the files' (held times taken out) otherwise.
+    static func audioTrack(_ audio: AudioMixer?, for spec: OutputSpec) -> AudioTrack? {
+        guard let audio else { return nil }
+        return ContainerFormat.isLive(spec.out) ? audio.liveTrack.branch() : audio.fileTrack.branch()
     }
 
     /// Opens the first source of `role`'s priority list that opens, and says
