@@ -51,6 +51,15 @@ layout(binding = 2) uniform sampler2D u_s0p2;
 layout(binding = 3) uniform sampler2D u_s1p0;
 layout(binding = 4) uniform sampler2D u_s1p1;
 layout(binding = 5) uniform sampler2D u_s1p2;
+// Overlay pictures (premultiplied RGBA), sources 2...9: the frame's overlays in order.
+layout(binding = 6) uniform sampler2D u_ov0;
+layout(binding = 7) uniform sampler2D u_ov1;
+layout(binding = 8) uniform sampler2D u_ov2;
+layout(binding = 9) uniform sampler2D u_ov3;
+layout(binding = 10) uniform sampler2D u_ov4;
+layout(binding = 11) uniform sampler2D u_ov5;
+layout(binding = 12) uniform sampler2D u_ov6;
+layout(binding = 13) uniform sampler2D u_ov7;
 
 #ifdef WRITE_NV12
 layout(std430, binding = 0) writeonly buffer NV12 { uint nv12[]; };
@@ -133,7 +142,7 @@ vec3 inPlaceRGBA(int i, int src, bool nearest, vec2 tc) {
 #endif
 
 // The picture of source 0 (primary) or 1 (secondary); input 0 RGB, 1 NV12, 2 I420, 3 NV12 read in place,
-// 4 RGBA or BGRA read in place.
+// 4 RGBA or BGRA read in place; input 5 is an overlay (sources 2...9, overlayPicture).
 #define PICTURE_BODY(p0, p1, p2) { \
     vec4 a = tap(p0, tc, nearest); \
     if (kind == 0) return a.rgb; \
@@ -146,6 +155,18 @@ vec3 picture1(int i, int kind, bool nearest, vec2 tc) PICTURE_BODY(u_s1p0, u_s1p
 
 vec4 quantize(vec4 c) { return floor(clamp(c, 0.0, 1.0) * 255.0 + 0.5) / 255.0; }
 
+// Overlay source src (2...9), premultiplied.
+vec4 overlayPicture(int src, bool nearest, vec2 tc) {
+    if (src == 2) return tap(u_ov0, tc, nearest);
+    if (src == 3) return tap(u_ov1, tc, nearest);
+    if (src == 4) return tap(u_ov2, tc, nearest);
+    if (src == 5) return tap(u_ov3, tc, nearest);
+    if (src == 6) return tap(u_ov4, tc, nearest);
+    if (src == 7) return tap(u_ov5, tc, nearest);
+    if (src == 8) return tap(u_ov6, tc, nearest);
+    return tap(u_ov7, tc, nearest);
+}
+
 // Draw i over the pixel colour c at pixel centre pc: the draw's kind
 // (source, input, nearest, masked) is a constant of the program variant, so
 // the compiler drops every branch that does not apply.
@@ -155,6 +176,11 @@ vec4 over(vec4 c, vec2 pc, int i, int src, int kind, bool nearest, bool masked) 
     vec2 local = pc - dest.xy;
     vec2 st = local / dest.zw;
     vec2 tc = mat2(draws[i].texST.xy, draws[i].texST.zw) * st + draws[i].texOrigin.xy;
+    if (kind == 5) {
+        // An overlay (premultiplied RGBA): its own alpha times the opacity, as composite.frag's INPUT_OVERLAY.
+        vec4 o8 = quantize(overlayPicture(src, nearest, tc) * draws[i].style.x);
+        return quantize(o8 + c * (1.0 - o8.a));
+    }
     #ifdef PICTURES_IN_PLACE
     vec3 color = kind == 3 ? inPlace(i, src, nearest, tc) : kind == 4 ? inPlaceRGBA(i, src, nearest, tc) : src == 0 ? picture0(i, kind, nearest, tc) : picture1(i, kind, nearest, tc);
 #else

@@ -1,7 +1,8 @@
 #version 300 es
 // One stream's picture placed on the canvas (DrawDescription).
-// Variants (#define prelude): INPUT_RGB | INPUT_NV12 | INPUT_I420 | INPUT_EXTERNAL,
-// and MASKED for rounded corners and borders.
+// Variants (#define prelude): INPUT_RGB | INPUT_NV12 | INPUT_I420 | INPUT_EXTERNAL |
+// INPUT_OVERLAY (a premultiplied RGBA overlay, drawn with its own alpha), and
+// MASKED for rounded corners and borders.
 #ifdef GL_FRAGMENT_PRECISION_HIGH
 precision highp float;
 #else
@@ -49,6 +50,11 @@ void main() {
     vec2 local = gl_FragCoord.xy - u_dest.xy;          // pixels from the destination's top-left
     vec2 st = local / u_dest.zw;
     vec2 tc = u_texFromLocal * vec3(st, 1.0);
+#if defined(INPUT_OVERLAY)
+    // Premultiplied already: its own alpha times the draw's opacity (overlays have no mask).
+    o_color = texture(u_tex0, tc) * u_opacity;
+    return;
+#endif
     vec3 color = picture(tc);
     float alpha = u_opacity;
 #ifdef MASKED

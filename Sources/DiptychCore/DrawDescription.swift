@@ -20,13 +20,23 @@ public struct DrawDescription: Hashable, Sendable, Codable {
     public var borderColor: RGBAColor
     /// Higher draws later (on top).
     public var zIndex: Int
+    /// The overlay picture this draw shows instead of a stream: the id it
+    /// was given to the compositor with (`GPUCompositor.setOverlay`); nil:
+    /// the stream of `role`. An overlay is premultiplied RGBA, drawn with
+    /// its own alpha times `opacity` (no corner radius or border).
+    public var overlay: Int?
 
     public init(role: StreamRole, destination: PixelRect, crop: NormalizedRect = .unit,
                 orientation: Orientation = .identity, opacity: Double = 1, cornerRadius: Double = 0,
-                borderWidth: Double = 0, borderColor: RGBAColor = .white, zIndex: Int = 0) {
+                borderWidth: Double = 0, borderColor: RGBAColor = .white, zIndex: Int = 0, overlay: Int? = nil) {
         self.role = role; self.destination = destination; self.crop = crop
         self.orientation = orientation; self.opacity = opacity; self.cornerRadius = cornerRadius
-        self.borderWidth = borderWidth; self.borderColor = borderColor; self.zIndex = zIndex
+        self.borderWidth = borderWidth; self.borderColor = borderColor; self.zIndex = zIndex; self.overlay = overlay
+    }
+
+    /// A draw of overlay `id` filling `destination` (the whole picture, upright).
+    public static func overlay(_ id: Int, destination: PixelRect, opacity: Double = 1, zIndex: Int = 0) -> DrawDescription {
+        DrawDescription(role: .primary, destination: destination, opacity: opacity, zIndex: zIndex, overlay: id)
     }
 }
 

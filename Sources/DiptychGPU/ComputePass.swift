@@ -18,6 +18,8 @@ struct ComputeFrame {
 /// while an earlier dispatch may still read them. Render thread only.
 final class ComputePass {
     static let maxDraws = 16
+    /// Overlay pictures one dispatch samples (texture units 6...13, sources 2...9).
+    static let maxOverlays = 8
     static let headerWords = 24    // 6 vec4
     static let drawWords = 48      // 12 vec4
     static let blockBytes = (headerWords + maxDraws * drawWords) * 4
@@ -45,9 +47,23 @@ final class ComputePass {
     }
 
     /// Whether the draws fit one dispatch: at most `maxDraws`, none of an
-    /// external (dma-buf) texture, which compute shaders cannot sample here.
+    /// external (dma-buf) texture, which compute shaders cannot sample here,
+    /// and at most `maxOverlays` overlay pictures.
     static func supports(_ draws: [(DrawDescription, StreamPicture)]) -> Bool {
-        draws.count <= maxDraws && draws.allSatisfy { $0.1.input != .external }
+        draws.count <= maxDraws && draws.allSatisfy { $0.1.input != .external } && overlayPictures(draws).count <= maxOverlays
+    }
+
+    /// The distinct overlay pictures of the draws, in order: overlay k is source 2 + k.
+    static func overlayPictures(_ draws: [(DrawDescription, StreamPicture)]) -> [StreamPicture] {
+        var out: [StreamPicture] = []
+        for (_, set) in draws where set.input == .overlay && !out.contains(where: { $0 === set }) { out.append(set) }
+        return out
+    }
+
+    /// The shader's source index of a draw: 0 primary, 1 secondary, 2 + k the frame's k-th overlay picture.
+    static func source(_ d: DrawDescription, _ set: StreamPicture, _ frame: ComputeFrame) -> Int {
+        guard set.input == .overlay else { return d.role == .primary ? 0 : 1 }
+        return 2 + (overlayPictures(frame.draws).firstIndex { $0 === set } ?? 0)
     }
 
     /// Records the dispatch of `frame` into `out`'s NV12 buffer and/or RGBA
@@ -68,14 +84,14 @@ final class ComputePass {
         glBindBufferRange(GL.uniformBuffer, 0, ubo, GLintptr(offset), GLsizeiptr(ComputePass.blockBytes))
         var bound = Set<ObjectIdentifier>()
         for (d, set) in frame.draws where bound.insert(ObjectIdentifier(set)).inserted {
-            let source = d.role == .primary ? 0 : 1
+            let source = ComputePass.source(d, set, frame)
             if let p = set.inPlace {
                 glBindBufferBase(GL.shaderStorageBuffer, GLuint(1 + source), p.buffer)
                 continue
             }
             let filter = ComputePass.filtersLinearly(set, frame) ? GL.linear : GL.nearest
             for (plane, tex) in set.textures.enumerated() {
-                glActiveTexture(GL.texture0 + GLenum(3 * source + plane))
+                glActiveTexture(GL.texture0 + GLenum(source < 2 ? 3 * source + plane : 4 + source))   // overlays: units 6...13
                 glBindTexture(GL.texture2D, tex)
                 glTexParameteri(GL.texture2D, GL.textureMinFilter, filter)
                 glTexParameteri(GL.texture2D, GL.textureMagFilter, filter)
@@ -115,7 +131,8 @@ final class ComputePass {
     /// filtered source, fetched texel by texel), masked.
     static func mode(_ d: DrawDescription, _ set: StreamPicture, _ frame: ComputeFrame) -> (source: Int, input: Int, nearest: Int, masked: Int) {
         let unit = DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height)
-        return (d.role == .primary ? 0 : 1, set.inPlace?.kind ?? (set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0),
+        if set.input == .overlay { return (source(d, set, frame), 5, unit && filtersLinearly(set, frame) ? 1 : 0, 0) }
+        return (source(d, set, frame), set.inPlace?.kind ?? (set.input == .nv12 ? 1 : set.input == .i420 ? 2 : 0),
                 unit && filtersLinearly(set, frame) ? 1 : 0, d.cornerRadius > 0 || d.borderWidth > 0 ? 1 : 0)
     }
 

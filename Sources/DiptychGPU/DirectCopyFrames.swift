@@ -117,7 +117,7 @@ final class DirectCopyFrames {
             ? DirectCopyPlanner.plan(plan, matrix: out.matrix, range: out.range, kept: kept, drawable: drawable) : nil
         var uploads: [StagedUpload] = []
         var seen = Set<StreamRole>()
-        for d in direct?.rendered ?? plan.draws where d.destination.width > 0 && d.destination.height > 0 && !seen.contains(d.role) {
+        for d in direct?.rendered ?? plan.draws where d.overlay == nil && d.destination.width > 0 && d.destination.height > 0 && !seen.contains(d.role) {
             seen.insert(d.role)
             guard let k = self.kept[d.role], let f = k.frame, !k.textureFresh else { continue }
             let layout = UploadLayout(f)

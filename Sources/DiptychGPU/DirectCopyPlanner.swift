@@ -82,7 +82,7 @@ enum DirectCopyPlanner {
     /// than the output's). A 1:1 draw is a copy from its source pixel offset;
     /// any other scale is sampled bilinearly.
     static func copySource(_ d: DrawDescription, frame f: VideoFrame, canvas: PixelSize, matrix: ColorMatrix, range: ColorRange) -> CopyDraw? {
-        guard f.format.isYUV, f.matrix == matrix, f.range == range,
+        guard d.overlay == nil, f.format.isYUV, f.matrix == matrix, f.range == range,
               d.orientation.rotation == .r0, d.opacity >= 1, d.cornerRadius <= 0, d.borderWidth <= 0 else { return nil }
         let r = d.destination
         guard r.x >= 0, r.y >= 0, r.x + r.width <= canvas.width, r.y + r.height <= canvas.height,
@@ -106,10 +106,11 @@ enum DirectCopyPlanner {
                      kept: [StreamRole: (frame: VideoFrame, upload: UInt64)], drawable: Set<StreamRole>) -> DirectPlan? {
         let W = plan.canvas.width, H = plan.canvas.height
         guard W % 4 == 0, H % 2 == 0 else { return nil }
-        let draws = plan.draws.filter { d in d.destination.width > 0 && d.destination.height > 0 && drawable.contains(d.role) }
+        // Overlay draws are always rendered (the renderer skips one without a picture).
+        let draws = plan.draws.filter { d in d.destination.width > 0 && d.destination.height > 0 && (d.overlay != nil || drawable.contains(d.role)) }
         var copies: [CopyDraw] = []
         for d in draws {
-            guard let k = kept[d.role], var c = copySource(d, frame: k.frame, canvas: plan.canvas, matrix: matrix, range: range) else { break }
+            guard d.overlay == nil, let k = kept[d.role], var c = copySource(d, frame: k.frame, canvas: plan.canvas, matrix: matrix, range: range) else { break }
             c.upload = k.upload
             copies.append(c)
         }

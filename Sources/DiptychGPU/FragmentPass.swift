@@ -15,7 +15,7 @@ final class FragmentPass {
     static func work(_ draws: [(DrawDescription, StreamPicture)], shaders: ShaderCache) throws(GPUError) -> [(DrawDescription, StreamPicture, ShaderProgram)] {
         var work: [(DrawDescription, StreamPicture, ShaderProgram)] = []
         for (d, set) in draws {
-            let masked = d.cornerRadius > 0 || d.borderWidth > 0
+            let masked = set.input != .overlay && (d.cornerRadius > 0 || d.borderWidth > 0)
             work.append((d, set, try shaders.program(.composite(set.input, masked: masked))))
         }
         return work

@@ -254,7 +254,8 @@ final class GPURenderer {
     /// The plan's draws that have a picture, with the texture set each samples.
     func drawable(_ draws: [DrawDescription]) -> [(DrawDescription, StreamPicture)] {
         draws.compactMap { d in
-            guard d.destination.width > 0, d.destination.height > 0, let set = streams[d.role]?.current else { return nil }
+            guard d.destination.width > 0, d.destination.height > 0,
+                  let set = d.overlay.map({ textures.overlays[$0] }) ?? streams[d.role]?.current else { return nil }
             return (d, set)
         }
     }

@@ -5,7 +5,8 @@ import DiptychCore
 /// Small and hashable; programs are cached by it.
 struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
     enum Program: String, Hashable, Sendable, CaseIterable { case composite, nv12Pack, nv12Unpack, compute, nv12Luma, nv12Chroma }
-    enum Input: String, Hashable, Sendable, CaseIterable { case rgb, nv12, i420, external }
+    /// `overlay`: a premultiplied RGBA overlay picture, drawn with its own alpha.
+    enum Input: String, Hashable, Sendable, CaseIterable { case rgb, nv12, i420, external, overlay }
     var program: Program
     var input: Input = .rgb
     var masked: Bool = false
@@ -63,7 +64,8 @@ struct ShaderKey: Hashable, Sendable, CustomStringConvertible {
     static func all(external: Bool, compute: Bool = false) -> [ShaderKey] {
         var keys = [nv12Pack, nv12Unpack, nv12Luma, nv12Chroma]
         for input in Input.allCases where input != .external || external {
-            for masked in [false, true] { keys.append(.composite(input, masked: masked)) }
+            // Overlays have no mask.
+            for masked in [false, true] where !(masked && input == .overlay) { keys.append(.composite(input, masked: masked)) }
         }
         if compute { keys += [.compute(nv12: true, rgba: false), .compute(nv12: false, rgba: true), .compute(nv12: true, rgba: true)] }
         return keys

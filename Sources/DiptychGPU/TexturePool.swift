@@ -123,6 +123,8 @@ struct StagedUpload {
 /// reads. Render thread only.
 final class TexturePool {
     private(set) var streams: [StreamRole: StreamSlot] = [:]
+    /// Overlay pictures by the caller's id (`GPUCompositor.setOverlay`), uploaded once.
+    private(set) var overlays: [Int: StreamPicture] = [:]
     /// Texture sets kept per role: the current one, one per frame in flight, one being uploaded.
     let maxSetsPerRole: Int
     private let releaser: GLReleaser
@@ -230,5 +232,36 @@ final class TexturePool {
         slot.pool.removeAll(); slot.current = nil
     }
 
-    func clearAll() { for r in StreamRole.allCases { clear(r) } }
+    func clearAll() {
+        for r in StreamRole.allCases { clear(r) }
+        for id in Array(overlays.keys) { setOverlay(id, nil) }
+    }
+
+    /// Makes `image` (premultiplied RGBA, tightly packed, `width` × `height`)
+    /// overlay `id`'s picture, or removes it (nil). The picture it replaces
+    /// is deleted after its last use.
+    func setOverlay(_ id: Int, _ image: (bytes: [UInt8], width: Int, height: Int)?) {
+        if let old = overlays.removeValue(forKey: id) { old.release(releaser) }
+        guard let image else { return }
+        var tex: GLuint = 0
+        glGenTextures(1, &tex)
+        glActiveTexture(GL.texture0)
+        glBindTexture(GL.texture2D, tex)
+        glTexStorage2D(GL.texture2D, 1, GL.rgba8, GLsizei(image.width), GLsizei(image.height))
+        glTexParameteri(GL.texture2D, GL.textureWrapS, GL.clampToEdge)
+        glTexParameteri(GL.texture2D, GL.textureWrapT, GL.clampToEdge)
+        glTexParameteri(GL.texture2D, GL.textureMinFilter, GL.linear)
+        glTexParameteri(GL.texture2D, GL.textureMagFilter, GL.linear)
+        glBindBuffer(GL.pixelUnpackBuffer, 0)
+        glPixelStorei(GL.unpackAlignment, 4)
+        glPixelStorei(GL.unpackRowLength, 0)
+        image.bytes.withUnsafeBytes {
+            glTexSubImage2D(GL.texture2D, 0, 0, 0, GLsizei(image.width), GLsizei(image.height), GL.rgba, GL.unsignedByte, $0.baseAddress)
+        }
+        glBindTexture(GL.texture2D, 0)
+        let picture = StreamPicture(format: nil, input: .overlay, width: image.width, height: image.height, source: .textures([tex]))
+        uploadCounter += 1
+        picture.uploadSerial = uploadCounter
+        overlays[id] = picture
+    }
 }

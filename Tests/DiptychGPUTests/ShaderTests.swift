@@ -21,8 +21,8 @@ extension GPU {
             let caps = c.info.capabilities
             let keys = ShaderKey.all(external: caps.eglImageExternal, compute: caps.computeShaders)
             #expect(caps.computeShaders, "llvmpipe offers OpenGL ES 3.2")
-            // nv12Pack, nv12Unpack, nv12Luma, nv12Chroma, composite × inputs × masked, compute × (NV12, RGBA, both).
-            #expect(keys.count == (caps.eglImageExternal ? 12 : 10) + 3)
+            // nv12Pack, nv12Unpack, nv12Luma, nv12Chroma, composite × inputs × masked (overlays unmasked only), compute × (NV12, RGBA, both).
+            #expect(keys.count == (caps.eglImageExternal ? 13 : 11) + 3)
             try c.withRenderer { r throws(GPUError) in
                 for k in keys { _ = try r.shaders.program(k) }
                 #expect(r.shaders.count == keys.count)
