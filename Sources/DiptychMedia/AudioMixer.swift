@@ -40,6 +40,8 @@ public final class AudioMixer {
     private let log: (String) -> Void
     /// Take-time ranges (samples) when live outputs held frames: files skip them.
     private var holds: [(start: Int64, end: Int64)] = []
+    /// The end of the last packet on the files' timeline (their packets keep increasing).
+    private var fileEnd = Int64.min
     private var failed = false
     private var ended = false
     private let frame = FFFrame()
@@ -266,9 +268,11 @@ public final class AudioMixer {
         }
     }
 
-    /// The packet on the files' timeline (the held times taken out); nil when it falls in a hold.
+    /// The packet on the files' timeline (the held times taken out); nil
+    /// when it falls in a hold, or before the end of one already written
+    /// (audio the source gave beyond its last frame before the hold began).
     private func fileTime(_ p: FFPacket) -> FFPacket? {
-        guard !holds.isEmpty, p.raw.pointee.pts != avNoPTS else { return p }
+        guard p.raw.pointee.pts != avNoPTS else { return p }
         let pts = p.raw.pointee.pts
         var shift: Int64 = 0
         for h in holds {
@@ -276,7 +280,10 @@ public final class AudioMixer {
             if pts >= h.start { return nil }
             break
         }
-        p.raw.pointee.pts -= shift
+        let mapped = pts - shift
+        if mapped < fileEnd { return nil }
+        fileEnd = mapped + max(1, p.raw.pointee.duration)
+        p.raw.pointee.pts = mapped
         if p.raw.pointee.dts != avNoPTS { p.raw.pointee.dts -= shift }
         return p
     }

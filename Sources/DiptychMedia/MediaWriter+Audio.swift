@@ -10,7 +10,9 @@ extension MediaWriter {
         let st: UnsafeMutablePointer<AVStream>
         do { st = try out.newStream() } catch { throw .writeFailed(path: url, detail: "audio stream: \(error)") }
         audioStream = st
-        if avformat_query_codec(out.raw.pointee.oformat, audio.codecID, FF_COMPLIANCE_NORMAL) == 1 {
+        // The take's own AAC (`AudioMixer`) is copied into every container Diptych writes (MPEG-TS
+        // makes ADTS from its extradata); a source's track only where the muxer says it carries it.
+        if audio.label != nil || avformat_query_codec(out.raw.pointee.oformat, audio.codecID, FF_COMPLIANCE_NORMAL) == 1 {
             avcodec_parameters_copy(st.pointee.codecpar, audio.parameters.raw)
             st.pointee.codecpar.pointee.codec_tag = 0
             st.pointee.time_base = audio.timeBase
