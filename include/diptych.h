@@ -236,6 +236,9 @@ typedef struct diptych_session diptych_session;
  *                       for an .m3u8 (HLS) --out, the segment length (default 2)
  *   --hls-list-size N   an HLS --out's live playlist lists the last N segments
  *                       (default 0: all; the finished playlist lists them all)
+ *   --transition MS[:EASING]   how layout changes animate (default: at once)
+ *   --overlay IMAGE@X,Y,W,H[,OPACITY][,top|bottom]   a PNG over the streams
+ *                       (repeatable, at most 8; read when the session starts)
  *   --queue N           frames per push queue before pushes block (default 4)
  *   --config FILE       the same options as JSON
  * Options about sources (--primary, --primary-fallback, --secondary-fallback,

@@ -165,6 +165,7 @@ public final class RecordingSession: @unchecked Sendable {
     /// Throws `.output` when it cannot be opened, `.ended` once the take is over.
     public func addOutput(_ spec: OutputSpec) throws(SessionError) -> Int {
         if let e = spec.layout?.validationError() { throw .configuration(e) }
+        do { try ImageOverlay.check(spec.overlays, field: "overlays") } catch { throw .configuration(error) }
         let box = ReplyBox<Result<Int, SessionError>>()
         guard enqueue(.add(spec, reply: { box.put($0) })) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
         guard let r = box.take(while: { self.isRunning }) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }

@@ -15,9 +15,13 @@ public struct OutputSpec: Hashable, Sendable {
     /// `--hls-list-size N` (an HLS main output only): segments the live
     /// playlist lists; nil or 0: all.
     public var hlsListSize: Int?
+    /// Images drawn over this output's streams (JSON `overlays` of an `alsoOut` entry).
+    public var overlays: [ImageOverlay] = []
 
-    public init(out: String, format: ContainerFormat? = nil, layout: Layout? = nil, segmentTime: Double? = nil, hlsListSize: Int? = nil) {
+    public init(out: String, format: ContainerFormat? = nil, layout: Layout? = nil, segmentTime: Double? = nil, hlsListSize: Int? = nil,
+                overlays: [ImageOverlay] = []) {
         self.out = out; self.format = format; self.layout = layout; self.segmentTime = segmentTime; self.hlsListSize = hlsListSize
+        self.overlays = overlays
     }
 
     /// The container: `format` when given, else inferred from `out`.

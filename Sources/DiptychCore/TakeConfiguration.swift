@@ -28,6 +28,10 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var layoutSchedule: [ScheduledLayout] = []
     /// Entries `layoutSchedule` may hold.
     public static let maximumScheduledLayouts = 1000
+    /// `--overlay IMAGE@X,Y,W,H[,OPACITY][,top|bottom]` (repeatable; JSON
+    /// `overlays`: a list of `{"image", "rect", "opacity", "z"}`): images
+    /// drawn over the main output's streams (`--also-out` outputs have their own).
+    public var overlays: [ImageOverlay] = []
     /// `--size WxH`; nil = the primary's upright size (rounded down to even).
     public var canvasSize: PixelSize?
     /// `--rotate-primary DEG`, `--mirror-primary`.
@@ -280,6 +284,8 @@ public struct TakeConfiguration: Hashable, Sendable {
         if let e = layout.validationError() { throw e }
         if let s = canvasSize, let e = layout.validationError(canvas: s) { throw e }
         try checkLayoutSchedule()
+        try ImageOverlay.check(overlays, field: "overlays")
+        for (i, o) in extraOutputs.enumerated() { try ImageOverlay.check(o.overlays, field: "alsoOut[\(i)].overlays") }
         if extraOutputs.count > Self.maximumExtraOutputs {
             throw ConfigurationError(field: "--also-out", value: extraOutputs[Self.maximumExtraOutputs].out,
                                      reason: "at most \(Self.maximumExtraOutputs) extra outputs (each has its own encoder)")

@@ -185,10 +185,44 @@ enum OptionCodec {
         return out
     }
 
+    static func encode(_ o: ImageOverlay) -> JSONValue {
+        .object(["image": .string(o.image), "rect": encode(o.rect), "opacity": .number(o.opacity), "z": .string(o.layer.rawValue)])
+    }
+
+    /// `[{"image": "logo.png", "rect": {"x", "y", "width", "height"}, "opacity": 0.8, "z": "top"}]` (opacity and z optional).
+    static func decodeOverlays(_ j: JSONValue, field: String) throws(ConfigurationError) -> [ImageOverlay] {
+        guard case .array(let items) = j else {
+            throw .json(field, j, "expected a list of {\"image\": FILE, \"rect\": {\"x\", \"y\", \"width\", \"height\"}, \"opacity\", \"z\"}")
+        }
+        var out: [ImageOverlay] = []
+        for (i, item) in items.enumerated() {
+            let f = "\(field)[\(i)]"
+            let o = try object(item, field: f, keys: ["image", "rect", "opacity", "z"])
+            guard let image = o["image"] else { throw .json("\(f).image", item, "missing (a PNG file)") }
+            guard let rect = o["rect"], case .object = rect else { throw .json("\(f).rect", item, "missing (an object {\"x\", \"y\", \"width\", \"height\"} in 0...1)") }
+            var overlay = ImageOverlay(image: try decodeString(image, field: "\(f).image"), rect: try decodeRect(rect, field: "\(f).rect")!)
+            if let op = o["opacity"] { overlay.opacity = try decodeNumber(op, field: "\(f).opacity") }
+            if let z = o["z"] {
+                let name = try decodeString(z, field: "\(f).z")
+                guard let layer = OverlayLayer(rawValue: name) else {
+                    throw ConfigurationError(field: "\(f).z", value: name, reason: "expected top or bottom")
+                }
+                overlay.layer = layer
+            }
+            if let e = overlay.validationError(field: f) { throw e }
+            out.append(overlay)
+        }
+        if out.count > ImageOverlay.maximumPerOutput {
+            throw ConfigurationError(field: field, value: "", reason: "at most \(ImageOverlay.maximumPerOutput) overlays an output")
+        }
+        return out
+    }
+
     static func encode(_ o: OutputSpec) -> JSONValue {
         var out: [String: JSONValue] = ["out": .string(o.out)]
         if let f = o.format { out["format"] = .string(f.rawValue) }
         if let l = o.layout { out["layout"] = OptionParser.encodeLayout(l) }
+        if !o.overlays.isEmpty { out["overlays"] = .array(o.overlays.map(encode)) }
         return .object(out)
     }
 
@@ -202,11 +236,12 @@ enum OptionCodec {
     /// One output: `{"out": URL, "format": "mp4", "layout": {...}}` (the
     /// server's `POST /v1/takes/{id}/outputs` body, one `alsoOut` element).
     static func decodeOutput(_ item: JSONValue, field f: String) throws(ConfigurationError) -> OutputSpec {
-        let o = try object(item, field: f, keys: ["out", "format", "layout"])
+        let o = try object(item, field: f, keys: ["out", "format", "layout", "overlays"])
         guard let url = o["out"] else { throw .json(f, item, "needs out") }
         var spec = OutputSpec(out: try decodeString(url, field: "\(f).out"))
         if let fmt = o["format"] { spec.format = try TakeConfiguration.parseFormat(try decodeString(fmt, field: "\(f).format"), field: "\(f).format") }
         if let l = o["layout"] { spec.layout = try OptionParser.decodeLayout(l, field: "\(f).layout") }
+        if let l = o["overlays"] { spec.overlays = try decodeOverlays(l, field: "\(f).overlays") }
         return spec
     }
 }

@@ -17,7 +17,7 @@ public enum OptionParser {
 
     /// Flags repeated to build a list; given on the command line, they
     /// replace the list a `--config` file had.
-    static let listFlags: Set<String> = ["--switch-secondary", "--also-out", "--layout-at"]
+    static let listFlags: Set<String> = ["--switch-secondary", "--also-out", "--layout-at", "--overlay"]
 
     /// Parses a command line of `scope`. `--config FILE` is loaded first,
     /// wherever it appears; the other flags then apply in order and override
@@ -39,6 +39,7 @@ public enum OptionParser {
                 switch flag {
                 case "--switch-secondary": v.take.secondarySwitches = []
                 case "--layout-at": v.take.layoutSchedule = []; v.layoutAtKinds = []
+                case "--overlay": v.take.overlays = []
                 default: v.take.extraOutputs = []; v.alsoLayoutKinds = [:]
                 }
             }

@@ -118,6 +118,11 @@ extension Option {
                   }
                   v.alsoLayoutKinds[v.take.extraOutputs.count - 1] = try LayoutKind.parse(t, field: f)
               }, get: { _ in nil }),
+        .text("--overlay", ["overlays"], "IMAGE@X,Y,W,H[,OPACITY][,top|bottom]",
+              "draw a PNG (with its alpha) in that canvas rectangle (fractions 0-1) over the streams, or beneath them with bottom (repeatable, at most 8; JSON: a list of {\"image\", \"rect\", \"opacity\", \"z\"})",
+              set: { v, t, f throws(ConfigurationError) in v.take.overlays.append(try ImageOverlay.parse(t, field: f)) },
+              get: { v in v.take.overlays.isEmpty ? nil : .array(v.take.overlays.map(OptionCodec.encode)) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.overlays = try OptionCodec.decodeOverlays(j, field: f) },
         .text("--preview", ["preview"], "FILE", "PNG of the composite (the render target the encoder reads)", scopes: .take,
               set: { v, t, f throws(ConfigurationError) in v.take.preview = t }, get: { $0.take.preview.map(JSONValue.string) }),
         .text("--size", ["size"], "WxH", "even canvas size (default: the primary's upright size)",

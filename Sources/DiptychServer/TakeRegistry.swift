@@ -184,6 +184,17 @@ final class TakeRegistry: @unchecked Sendable {
         for i in config.secondarySwitches.indices { config.secondarySwitches[i].source = sourceSpec(config.secondarySwitches[i].source) }
         let policy = settings.sourcePolicy
         if let slate = config.slate { _ = try MediaProbe.checked(.url(slate), field: "slate", policy: policy) }
+        // Overlay images are inputs too: from the input root, each checked against the policy.
+        for i in config.overlays.indices {
+            config.overlays[i].image = sourcePath(config.overlays[i].image)
+            _ = try MediaProbe.checked(.url(config.overlays[i].image), field: "overlays[\(i)].image", policy: policy)
+        }
+        for i in config.extraOutputs.indices {
+            for j in config.extraOutputs[i].overlays.indices {
+                config.extraOutputs[i].overlays[j].image = sourcePath(config.extraOutputs[i].overlays[j].image)
+                _ = try MediaProbe.checked(.url(config.extraOutputs[i].overlays[j].image), field: "alsoOut[\(i)].overlays[\(j)].image", policy: policy)
+            }
+        }
         for (i, s) in config.secondarySwitches.enumerated() {
             try MediaProbe.checkAllowed(s.source, field: "secondarySwitches[\(i)].source", policy: policy)
         }
@@ -256,6 +267,9 @@ final class TakeRegistry: @unchecked Sendable {
     /// writes that file (409) or one more encode of its canvas does not fit
     /// the capacity (503, as a new take would be refused); returns the output's index.
     func addOutput(_ spec: OutputSpec, to take: Take) throws(RequestError) -> Int {
+        var spec = spec
+        // Overlay images from the input root, as the take's were (the take shows only those it read at the start).
+        for i in spec.overlays.indices { spec.overlays[i].image = sourcePath(spec.overlays[i].image) }
         let model = try meter.waitForModel().get()
         let file = OutputClaims.isFile(spec.out)
         let encode = TakeLoad(width: take.load.width, height: take.load.height, fps: take.load.fps, encodes: 1)

@@ -461,3 +461,47 @@ private func tempPath(_ name: String) -> String {
         #expect(throws: ConfigurationError.self) { try c.validate() }
     }
 }
+
+/// `--overlay` and JSON `overlays` (docs/record.md, "Overlays").
+@Suite struct OverlayOptionTests {
+    @Test func flagsAndJSON() throws {
+        let c = try parse("--primary a.mp4 --out t.mp4 --overlay logo.png@0.8,0.05,0.15,0.1 --overlay dir/a@b.png@0,0,1,1,0.5,bottom")
+        #expect(c.overlays == [ImageOverlay(image: "logo.png", rect: nrect(0.8, 0.05, 0.15, 0.1)),
+                               ImageOverlay(image: "dir/a@b.png", rect: nrect(0, 0, 1, 1), opacity: 0.5, layer: .bottom)])
+        try c.validate()
+        let j = try TakeConfiguration(jsonData: Data("""
+        { "primary": "a.mp4", "out": "t.mp4", "overlays": [{"image": "l.png", "rect": {"x": 0, "y": 0, "width": 0.5, "height": 0.5}, "opacity": 0.8, "z": "top"}],
+          "alsoOut": [{"out": "b.ts", "overlays": [{"image": "m.png", "rect": {"x": 0.5, "y": 0.5, "width": 0.5, "height": 0.5}, "z": "bottom"}]}] }
+        """.utf8))
+        #expect(j.overlays == [ImageOverlay(image: "l.png", rect: nrect(0, 0, 0.5, 0.5), opacity: 0.8)])
+        #expect(j.extraOutputs[0].overlays == [ImageOverlay(image: "m.png", rect: nrect(0.5, 0.5, 0.5, 0.5), layer: .bottom)])
+    }
+
+    @Test func badOverlaysNameTheField() {
+        for (line, reason) in [("--overlay logo.png", "expected IMAGE@X,Y,W,H"), ("--overlay logo.png@0,0,1", "expected IMAGE@X,Y,W,H"),
+                               ("--overlay logo.png@0.5,0.5,0.6,0.1", "within 0...1"), ("--overlay logo.png@0,0,1,1,2", "between 0 and 1"),
+                               ("--overlay @0,0,1,1", "expected IMAGE@X,Y,W,H")] {
+            do {
+                _ = try parse("--primary a.mp4 --out t.mp4 " + line)
+                Issue.record("accepted \(line)")
+            } catch {
+                #expect(error.field.hasPrefix("--overlay") && error.reason.contains(reason), "\(line): \(error)")
+            }
+        }
+        for (json, field) in [(#"[{"rect": {"x": 0, "y": 0, "width": 1, "height": 1}}]"#, "overlays[0].image"),
+                              (#"[{"image": "a.png"}]"#, "overlays[0].rect"),
+                              (#"[{"image": "a.png", "rect": {"x": 0, "y": 0, "width": 1, "height": 1}, "z": "middle"}]"#, "overlays[0].z"),
+                              (#"[{"image": "a.png", "rect": {"x": 0, "y": 0, "width": 1, "height": 1}, "alpha": 1}]"#, "overlays[0].alpha")] {
+            do {
+                _ = try OptionParser.decode(Data(#"{"overlays": \#(json)}"#.utf8), source: "t.json")
+                Issue.record("accepted \(json)")
+            } catch {
+                #expect(error.reason.contains(field), "\(json): \(error)")
+            }
+        }
+        var c = TakeConfiguration()
+        c.primary = .url("a.mp4"); c.output = "t.mp4"
+        c.overlays = Array(repeating: ImageOverlay(image: "a.png", rect: nrect(0, 0, 1, 1)), count: 9)
+        #expect(throws: ConfigurationError.self) { try c.validate() }
+    }
+}

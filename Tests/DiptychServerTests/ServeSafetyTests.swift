@@ -48,6 +48,36 @@ import Testing
         #expect(try decodeAll(dir.path("ok.mp4")).count == 30)
     }
 
+    /// Overlay images are inputs: under --input-root only, checked before
+    /// the take starts, named by their JSON field; one under the root is drawn.
+    @Test func overlayImagesStayUnderTheInputRoot() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let outside = Scratch(); defer { outside.remove() }
+        try FileManager.default.createDirectory(atPath: dir.path("in"), withIntermediateDirectories: true)
+        let storage = FrameStorage(zeroedCount: 8 * 8 * 4)
+        let logo = VideoFrame(width: 8, height: 8, format: .rgba, planes: [FramePlane(storage: storage, stride: 32)], pts: .zero)
+        try PNGWriter.write(logo, to: dir.path("in/logo.png"))
+        try PNGWriter.write(logo, to: outside.path("logo.png"))
+        let server = try ServeProcess(["--input-root", dir.path("in")], in: dir.path); defer { server.stop() }
+        let rect: [String: Any] = ["x": 0.1, "y": 0.1, "width": 0.2, "height": 0.2]
+        for (image, reason) in [(outside.path("logo.png"), "outside the input root"), ("missing.png", "no such file"),
+                                ("concat:\(dir.path("in/logo.png"))|\(outside.path("logo.png"))", "protocol 'concat'")] {
+            let a = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x180@30", "out": "o.mp4", "duration": 1,
+                                                                   "overlays": [["image": image, "rect": rect]]]))
+            #expect(a.status == 400 && a.error.contains("overlays[0].image") && a.error.contains(reason), "\(image): \(a.status) \(a.text)")
+        }
+        let bad = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x180@30", "out": "o.mp4",
+                                                                 "overlays": [["image": "logo.png", "rect": rect, "z": "middle"]]]))
+        #expect(bad.status == 400 && bad.error.contains("overlays[0].z"), "\(bad.text)")
+        let ok = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x180@30", "out": "ok.mp4", "duration": 1,
+                                                                "preset": "ultrafast", "audio": "none",
+                                                                "overlays": [["image": "logo.png", "rect": rect, "opacity": 0.5]]]))
+        #expect(ok.status == 201, "\(ok.text)")
+        let id = try #require(ok.json["id"] as? String)
+        try server.waitForTake(id) { state($0) == "finished" }
+        #expect(try decodeAll(dir.path("ok.mp4")).count == 30)
+    }
+
     /// A network source may reach only the listed networks: the refusal
     /// comes before any connection, and a source that cannot be opened is
     /// told as such, not why (open and closed ports look alike).

@@ -114,6 +114,50 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         #expect(zip(left.dropFirst(), left).allSatisfy { $0 <= $1 }, "\(left)")
     }
 
+    /// An image overlay (`--overlay`, JSON `overlays`): a PNG read once with
+    /// its alpha, drawn over the streams at its rectangle, premultiplied;
+    /// beneath them with z bottom; a missing file is refused naming it.
+    @Test func imageOverlaysAreDrawnWithTheirAlpha() throws {
+        let png = FileManager.default.temporaryDirectory.appendingPathComponent("overlay-\(UUID().uuidString).png").path
+        defer { try? FileManager.default.removeItem(atPath: png) }
+        // 32×32: the left half opaque green, the right half red at alpha 128.
+        let storage = FrameStorage(zeroedCount: 32 * 32 * 4)
+        let p = storage.mutableBase.assumingMemoryBound(to: UInt8.self)
+        for y in 0..<32 { for x in 0..<32 { let o = (y * 32 + x) * 4; if x < 16 { p[o + 1] = 255; p[o + 3] = 255 } else { p[o] = 255; p[o + 3] = 128 } } }
+        try PNGWriter.write(VideoFrame(width: 32, height: 32, format: .rgba, planes: [FramePlane(storage: storage, stride: 128)], pts: .zero), to: png)
+
+        var c = config()
+        c.take.layout = .sideBySide
+        c.take.overlays = [ImageOverlay(image: png, rect: NormalizedRect(x: 0.25, y: 0.25, width: 0.5, height: 0.5)),
+                           ImageOverlay(image: png, rect: NormalizedRect(x: 0, y: 0, width: 1, height: 1), opacity: 0.5, layer: .bottom)]
+        let got = Collected()
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }))
+        for i in 0..<3 {
+            let pts = MediaTime(value: Int64(i) * 1001, timescale: 30_030)
+            try s.push(solidFrame(320, 180, (0, 0, 255), pts: pts), to: .secondary)
+            try s.push(solidFrame(320, 180, (255, 0, 0), pts: pts), to: .primary)
+        }
+        _ = try s.finish()
+        let f = try #require(got.rgba.last)
+        // The overlay's left half (x 80...160) over the primary: opaque green.
+        #expect(near(pixel(f, 100, 90), (0, 255, 0), 1), "\(pixel(f, 100, 90))")
+        // Its right half over the secondary (blue): red at alpha 128 premultiplied: 128 + 0, 0, 255 × 127/255.
+        #expect(near(pixel(f, 200, 90), (128, 0, 127), 1), "\(pixel(f, 200, 90))")
+        // Outside the top overlay: the streams cover the bottom one.
+        #expect(near(pixel(f, 10, 10), red, 1) && near(pixel(f, 310, 170), blue, 1))
+
+        var missing = config()
+        missing.take.overlays = [ImageOverlay(image: "/no/such/logo.png", rect: NormalizedRect(x: 0, y: 0, width: 0.5, height: 0.5))]
+        do {
+            let m = try EmbeddedSession(configuration: missing, outputs: EmbeddedOutputs(onRGBA: { _ in }))
+            try? m.push(solidFrame(320, 180, (255, 0, 0), pts: .zero), to: .primary)
+            _ = try m.finish()
+            Issue.record("a missing overlay image was accepted")
+        } catch {
+            #expect("\(error)".contains("--overlay") && "\(error)".contains("/no/such/logo.png"), "\(error)")
+        }
+    }
+
     @Test func streamsShareOneClockWhenTheSecondaryStartsLate() throws {
         let got = Collected()
         let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }))

@@ -35,6 +35,7 @@ import DiptychOptions
         case "--primary-fallback", "--secondary-fallback": return "testsrc:smpte"
         case "--transition": return "400:ease-out"
         case "--layout-at": return "1=side-by-side"
+        case "--overlay": return "logo.png@0.1,0.1,0.2,0.2,0.8"
         case "--primary-gain": return "-3dB"
         default:
             switch o.value(in: OptionValues()) {
@@ -82,6 +83,9 @@ import DiptychOptions
             "--transition", "250:linear", "--layout-at", "1=side-by-side", "--layout-at", "2.5=stacked",
             "--audio", "mix", "--primary-gain", "-3", "--secondary-gain", "-6.5"])
         v.take.layoutSchedule[1].transition = LayoutTransition(milliseconds: 600, easing: .easeIn)
+        v.take.overlays = [ImageOverlay(image: "logo.png", rect: NormalizedRect(x: 0.1, y: 0.1, width: 0.2, height: 0.2)),
+                           ImageOverlay(image: "bug.png", rect: NormalizedRect(x: 0, y: 0, width: 1, height: 1), opacity: 0.5, layer: .bottom)]
+        v.take.extraOutputs[0].overlays = [ImageOverlay(image: "s.png", rect: NormalizedRect(x: 0.5, y: 0.5, width: 0.25, height: 0.25), opacity: 0.75)]
         v.take.layout.custom.primary = NormalizedRect(x: 0, y: 0, width: 0.5, height: 1)
         v.take.layout.insetStyle.cornerRadius = 12
         // Scheduled layouts are read over the take's (JSON entries merge over the layout before them).

@@ -17,6 +17,8 @@ struct Result: Codable {
     var fragmentFrames: Int
     var directFrames: Int
     var staggered: Bool
+    /// Image overlays drawn over every composite (`--overlays N`).
+    var overlays: Int = 0
     var inFlight: Int
     var api: String
     var platform: String

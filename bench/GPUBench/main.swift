@@ -27,6 +27,8 @@ struct Options {
     var quiet = false
     var probe = false
     var pageLocked = false
+    /// `--overlays N`: RGBA image overlays drawn over every composite.
+    var overlays = 0
     /// Frame batch, copiers, timer queries, streaming copy, fences: the plan's tuning.
     var tuning = GPUTuning()
 }
@@ -38,6 +40,8 @@ usage: diptych-gpu-bench [options]
   --input WxH         both input streams (default: the canvas size)
   --format rgba|bgra|nv12|i420   input pixel format (default nv12)
   --frames N          measured composites (default 240)
+  --overlays N        draw N image overlays (256x128 RGBA with alpha, at 80 %) over every
+                      composite, 0 to 8 (default 0), to compare the rate with and without
   --warmup N          composites before measuring (default 20)
   --in-flight N       NV12 readbacks kept in flight (default 3)
   --secondary-every N upload the secondary every Nth frame (default 1)
@@ -82,7 +86,7 @@ func parse() -> Options {
     if arguments.contains("-h") || arguments.contains("--help") { print(usage); exit(0) }
     let valued = ["--layout", "--size", "--input", "--format", "--frames", "--warmup", "--in-flight", "--secondary-every", "--gpu",
                   "--streams", "--contexts", "--direct", "--pass", "--pace", "--api", "--json", "--host-memory",
-                  "--frame-batch", "--copiers", "--timer-queries", "--streaming-copy", "--fences"]
+                  "--frame-batch", "--copiers", "--timer-queries", "--streaming-copy", "--fences", "--overlays"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--stagger", "--bandwidth", "--quiet", "--probe"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(arguments) } catch { fail("\(error)") }
@@ -105,6 +109,7 @@ func parse() -> Options {
         case "--contexts": guard let n = Int(value(a)), n >= 1 else { fail("--contexts expects a positive number") }; o.contexts = n
         case "--direct": let v = value(a); guard let m = DirectCopyMode(rawValue: v) else { fail("--direct expects auto|on|off") }; o.direct = m
         case "--pass": let v = value(a); guard let p = GPUPass(rawValue: v) else { fail("--pass expects auto|compute|fragment") }; o.pass = p
+        case "--overlays": guard let n = Int(value(a)), (0...8).contains(n) else { fail("--overlays expects 0 to 8") }; o.overlays = n
         case "--stagger": o.stagger = true
         case "--bandwidth": o.bandwidth = true
         case "--pace": guard let v = Double(value(a)), v > 0 else { fail("--pace expects frames per second") }; o.pace = v
@@ -142,6 +147,21 @@ func fill(_ picture: PixelSize, _ destination: PixelSize) -> NormalizedRect {
     if pa > da { let w = da / pa; return NormalizedRect(x: (1 - w) / 2, y: 0, width: w, height: 1) }
     let h = pa / da
     return NormalizedRect(x: 0, y: (1 - h) / 2, width: 1, height: h)
+}
+
+/// A 256×128 RGBA picture with an alpha ramp (opaque at the left, clear at the right) and a soft edge.
+func rgbaLogo(seed: Int) -> VideoFrame {
+    let w = 256, h = 128
+    let storage = FrameStorage(zeroedCount: w * h * 4)
+    let p = storage.mutableBase.assumingMemoryBound(to: UInt8.self)
+    for y in 0..<h {
+        for x in 0..<w {
+            let o = (y * w + x) * 4
+            p[o] = UInt8((x + seed * 40) & 255); p[o + 1] = UInt8((y * 2 + seed * 20) & 255); p[o + 2] = UInt8((x ^ y) & 255)
+            p[o + 3] = UInt8(255 - x)
+        }
+    }
+    return VideoFrame(width: w, height: h, format: .rgba, planes: [FramePlane(storage: storage, stride: w * 4)], pts: .zero)
 }
 
 func plan(_ layout: String, canvas: PixelSize, input: PixelSize) -> CompositionPlan {
@@ -227,7 +247,17 @@ func runStream(_ index: Int, start: DispatchSemaphore, ready: DispatchSemaphore)
     result.plan = compositor.plan
     do {
         let out = try compositor.addOutput(canvas: o.size)
-        let p = plan(o.layout, canvas: o.size, input: input)
+        var built = plan(o.layout, canvas: o.size, input: input)
+        // Image overlays: uploaded once, one draw each over the streams, spread along the top.
+        for k in 0..<o.overlays {
+            let logo = rgbaLogo(seed: k)
+            try compositor.setOverlay(k, image: logo)
+            let w = max(o.size.width / 8, 2) & ~1, h = max(w / 2, 2) & ~1
+            let x = min(k * (w + w / 4) + w / 4, max(o.size.width - w, 0)) & ~1
+            built.draws.append(.overlay(k, destination: PixelRect(x: x, y: max(o.size.height / 20, 2) & ~1, width: w, height: h),
+                                        opacity: 0.8, zIndex: 10 + k))
+        }
+        let p = built
         let kept = { (f: VideoFrame) in o.pageLocked ? compositor.copyIntoUploadStorage(f) : f }
         let primaries = (0..<3).map { kept(testFrame(input, o.format, seed: $0 + index)) }
         let secondaries = (0..<3).map { kept(testFrame(input, o.format, seed: $0 + 7 + index)) }
@@ -337,7 +367,7 @@ let directFrames = all.map(\.stats.framesDirect).reduce(0, +)
 let path = [(CompositePath.compute, computeFrames), (.fragment, fragmentFrames), (.directCopy, directFrames)].max { $0.1 < $1.1 }!.0
 let r = Result(layout: o.layout, canvas: "\(o.size)", input: "\(input)", format: o.format.rawValue, frames: o.frames,
                streams: o.streams, contexts: contexts, direct: o.direct.rawValue, path: path.rawValue,
-               computeFrames: computeFrames, fragmentFrames: fragmentFrames, directFrames: directFrames, staggered: o.stagger,
+               computeFrames: computeFrames, fragmentFrames: fragmentFrames, directFrames: directFrames, staggered: o.stagger, overlays: o.overlays,
                inFlight: o.inFlight, api: o.batched ? "batched" : "calls",
                platform: info.platform.rawValue, device: info.device, renderer: info.renderer,
                compositesPerSecond: Double(frames) / seconds, hostMemory: all.allSatisfy(\.pageLocked) ? "page-locked"
@@ -360,8 +390,8 @@ func ms(_ v: Double?) -> String { v.map { String(format: "%.3f", $0) } ?? "n/a" 
 print("\(info.renderer) [\(info.platform) \(info.device)]")
 print("contexts \(contexts)")
 print("path \(path): compute \(computeFrames), fragment \(fragmentFrames), direct copy \(directFrames) of \(frames) frames (--direct \(o.direct.rawValue), --pass \(o.pass.rawValue)); \(sorted.count) delivered")
-print(String(format: "%@ %@ from %@ %@ x%d streams: %.1f composites/s, latency p50 %.2f ms, p99 %.2f ms (in flight %d, %d frames/stream, %@)",
-             o.layout, "\(o.size)", o.format.rawValue, "\(input)", o.streams, r.compositesPerSecond, r.latencyP50Ms, r.latencyP99Ms,
+print(String(format: "%@%@ %@ from %@ %@ x%d streams: %.1f composites/s, latency p50 %.2f ms, p99 %.2f ms (in flight %d, %d frames/stream, %@)",
+             o.layout, o.overlays > 0 ? " + \(o.overlays) overlays" : "", "\(o.size)", o.format.rawValue, "\(input)", o.streams, r.compositesPerSecond, r.latencyP50Ms, r.latencyP99Ms,
              o.inFlight, o.frames, r.api))
 print("  \(r.plan)")
 print("per composite GPU: upload \(ms(r.uploadGPUMs)) ms, composite \(ms(r.compositeGPUMs)) ms, nv12 \(ms(r.nv12GPUMs)) ms"

@@ -49,6 +49,8 @@ final class GPUStage {
     private var accounted: [Int: Int] = [:]
     /// Outputs encoded on the GPU: their encoder's settings and rate (attached again after a rebuild).
     private(set) var gpuEncoded: [Int: (settings: GPUH264Settings, rate: FrameRate)] = [:]
+    /// The overlay pictures (id = index), uploaded once and again on a rebuilt context.
+    var overlayImages: [VideoFrame] = []
     /// Test hook: frame indices at which the context is lost as by a reset.
     var simulateLossAt: Set<Int> = []
     /// The plan frames follow: the compositor's, with CUDA frames through
@@ -248,6 +250,7 @@ final class GPUStage {
         do throws(GPUError) {
             gpu = try makeCompositor()
             plan = cudaFailure.map { GPUPlanner.afterCUDAFailure(gpu.plan, $0) } ?? gpu.plan
+            for (id, image) in overlayImages.enumerated() { try gpu.setOverlay(id, image: image) }
             for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
             // A fresh encoder starts with an IDR: its references were on the lost context.
             for (key, e) in gpuEncoded {

@@ -26,6 +26,12 @@ extension TakeRun {
     func apply(_ change: OutputChange) {
         switch change {
         case .add(let spec, let reply):
+            // An added output's overlays are images the take read when it started.
+            if let o = spec.overlays.first(where: { overlayIDs[$0.image] == nil }) {
+                reply(.failure(.configuration(ConfigurationError(field: "overlays", value: o.image,
+                                                                 reason: "an added output's overlays must be images the take already shows (read when it started)"))))
+                return
+            }
             // The output's key is given when it is attached, so one that fails to open takes none.
             // (Opening sees a key of an added output; only the main output's, 0, means anything to a sink.)
             let index = nextOutputKey
@@ -60,6 +66,7 @@ extension TakeRun {
         }
         nextOutputKey += 1
         layouts[key] = spec.layout
+        overlays[key] = spec.overlays
         let live = ContainerFormat.isLive(spec.out)
         let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
         encoders.append(stage)
@@ -91,7 +98,7 @@ extension TakeRun {
     private func detach(_ e: EncoderStage) {
         encoders.removeAll { $0 === e }
         gpu.removeOutput(e.key)
-        layouts[e.key] = nil; animators[e.key] = nil
+        layouts[e.key] = nil; animators[e.key] = nil; overlays[e.key] = nil
     }
 
     /// What `e` took: frames sent (a reconnecting stream's lost frames

@@ -48,6 +48,9 @@ final class TakeRun {
     let started = Date()
     let preview: PreviewTap?
     var summary: TakeSummary?
+    /// Each output's overlays, by output key; `overlayIDs` their pictures' ids by image path.
+    var overlays: [Int: [ImageOverlay]] = [:]
+    let overlayIDs: [String: Int]
     /// The transition of the last layout change (outputs take it up as they next render).
     var pendingTransition: LayoutTransition?
     /// Each output's layout over time (transitions), by output key.
@@ -77,6 +80,9 @@ final class TakeRun {
         layouts = [0: p.config.layout]
         for (i, o) in p.config.extraOutputs.enumerated() { layouts[i + 1] = o.layout }
         schedule = p.config.layoutSchedule[...]
+        overlays[0] = p.config.overlays
+        for (i, o) in p.config.extraOutputs.enumerated() { overlays[i + 1] = o.overlays }
+        overlayIDs = Dictionary(p.overlayImages.enumerated().map { ($0.element.path, $0.offset) }, uniquingKeysWith: { a, _ in a })
         nextOutputKey = p.encoders.count
         gpu.simulateLossAt = hooks.simulateContextLossAtFrames
         let live = p.encoders.contains { $0.live }
@@ -222,7 +228,7 @@ final class TakeRun {
             let layout = (layouts[e.key] ?? nil) ?? (layouts[0] ?? nil) ?? config.layout
             var animator = animators[e.key] ?? LayoutAnimator(layout: layout, frameDuration: frameRate.frameDuration)
             if animator.layout != layout { animator.change(to: layout, transition: pendingTransition) }
-            let plan = animator.plan(at: t, canvas: canvas, primary: p, secondary: s)
+            let plan = animator.plan(at: t, canvas: canvas, primary: p, secondary: s).adding(overlays[e.key] ?? [], ids: overlayIDs)
             animators[e.key] = animator
             out[e.key] = GPUStage.OutputPlan(plan: plan, pts: e.live ? t : t - timing.pause)
             if !liveOnly, zoomChecked[e.key] != layout {

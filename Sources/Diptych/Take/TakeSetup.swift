@@ -18,6 +18,8 @@ struct PreparedTake {
     var encoderSettings: VideoEncoderSettings
     /// `--slate`, decoded.
     var slate: InputFrame?
+    /// The overlays' images by path, decoded (RGBA); each one's picture id is its index.
+    var overlayImages: [(path: String, frame: VideoFrame)] = []
     /// The encoder path of the take and of each output it adds later.
     var zeroCopy: ZeroCopySetup
     /// The main output's encoder path (nil when its sink encodes with another encoder than the plan's).
@@ -207,6 +209,18 @@ enum TakeSetup {
                 throw .configuration(ConfigurationError(field: "--slate", value: path, reason: "\(error)"))
             }
         }
+        // Overlay images: each file read once, through the source policy, as any input.
+        var overlayImages: [(path: String, frame: VideoFrame)] = []
+        for (field, o) in config.overlays.map({ ("--overlay", $0) }) + config.extraOutputs.flatMap({ s in s.overlays.map { ("alsoOut.overlays", $0) } })
+        where !overlayImages.contains(where: { $0.path == o.image }) {
+            let f = try loadOverlayImage(o.image, field: field, opening: opening(.secondary))
+            do { try gpu.gpu.setOverlay(overlayImages.count, image: f) } catch {
+                guard case .badFrame(let why) = error else { throw .gpu(error) }
+                throw .configuration(ConfigurationError(field: field, value: o.image, reason: why))
+            }
+            overlayImages.append((o.image, f))
+        }
+        gpu.overlayImages = overlayImages.map(\.frame)
         // The outputs last, so a failure above leaves no file behind.
         let audio = try makeAudio(config, primary: primary, secondary: secondary, log: hooks.log)
         let specs = [OutputSpec(out: outputPath, format: config.format, segmentTime: config.segmentTime, hlsListSize: config.hlsListSize)]
@@ -287,7 +301,25 @@ enum TakeSetup {
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
                             encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, slate: slate,
-                            zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
+                            overlayImages: overlayImages, zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
+    }
+
+    /// An overlay's image: its first picture, decoded with its alpha (a PNG
+    /// through FFmpeg's png decoder), opened as an input is (the source policy).
+    static func loadOverlayImage(_ path: String, field: String, opening: SourceOpening) throws(SessionError) -> VideoFrame {
+        let f: VideoFrame
+        do throws(MediaError) {
+            let source = try MediaSources.open(.url(path), opening: opening)
+            defer { source.close() }
+            guard let first = try source.nextFrame() else { throw MediaError.emptyFile(path: path) }
+            f = first
+        } catch {
+            throw .configuration(ConfigurationError(field: field, value: path, reason: "\(error)"))
+        }
+        guard f.format == .rgba else {
+            throw .configuration(ConfigurationError(field: field, value: path, reason: "is not an RGB image (decoded as \(f.format.rawValue)); use a PNG"))
+        }
+        return f
     }
 
     /// The take's audio (docs/ARCHITECTURE.md, "Take audio"): the roles
@@ -402,6 +434,9 @@ enum TakeSetup {
             if case .url(let u) = spec, let id = FileIdentity(u) { reads.append((u, id)) }
         }
         if let slate = config.slate, let id = FileIdentity(slate) { reads.append((slate, id)) }
+        for o in config.overlays + config.extraOutputs.flatMap(\.overlays) {
+            if let id = FileIdentity(o.image) { reads.append((o.image, id)) }
+        }
         var writes: [(field: String, id: FileIdentity)] = []
         let outs = [("--out", output)] + config.extraOutputs.map { ("--also-out", $0.out) } + (config.preview.map { [("--preview", $0)] } ?? [])
         for (field, out) in outs {
