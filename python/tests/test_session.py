@@ -173,6 +173,39 @@ def test_file_output(library: str, tmp_path: Any) -> None:
     assert decoded_frames(out) == 15
 
 
+def write_png(path: str, pixels: np.ndarray) -> None:
+    """An RGBA PNG (8 bits a channel) from an (h, w, 4) uint8 array."""
+    import struct
+    import zlib
+    h, w = pixels.shape[:2]
+    raw = b"".join(b"\x00" + pixels[y].tobytes() for y in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_an_image_overlay_is_drawn_with_its_alpha(library: str, tmp_path: Any) -> None:
+    """overlay=[...] is one --overlay an item: a PNG with alpha over the streams."""
+    png = str(tmp_path / "logo.png")
+    logo = np.zeros((16, 16, 4), np.uint8)
+    logo[:, :] = (255, 0, 0, 128)
+    write_png(png, logo)
+    assert session_options(overlay=[f"{png}@0.25,0.25,0.5,0.5", f"{png}@0,0,0.1,0.1,0.5,bottom"]) == [
+        "--overlay", f"{png}@0.25,0.25,0.5,0.5", "--overlay", f"{png}@0,0,0.1,0.1,0.5,bottom"]
+    s, got = collect(secondary="none", overlay=[f"{png}@0.25,0.25,0.5,0.5,1,top"])
+    with s:
+        for i in range(3):
+            s.push("primary", rgba(BLUE), i * 100, timescale=3000)
+        s.finish()
+    px = got[-1].pixels
+    # Red at alpha 128 over blue, premultiplied: (128, 0, 255 x 127/255); outside it, blue.
+    assert near(px[H // 2, W // 2], (128, 0, 127), 1), px[H // 2, W // 2]
+    assert near(px[5, 5], BLUE, 1), px[5, 5]
+
+
 def test_encoder_and_rate_control_options(library: str, tmp_path: Any) -> None:
     assert session_options(encoder="gpu", qp=24, maxrate="4M", bufsize="8M") == [
         "--encoder", "gpu", "--qp", "24", "--maxrate", "4M", "--bufsize", "8M"]
