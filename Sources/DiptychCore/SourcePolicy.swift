@@ -24,6 +24,10 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
     /// Loopback, link-local and unspecified addresses are refused unless
     /// `allowedNetworks` lists them.
     public var refusesLocal: Bool
+    /// Ports a listening source may bind (an SRT listener, an RTMP or TCP
+    /// listen URL: a publisher pushes to the take). nil: any (the command
+    /// line); empty: none (a server without `--allow-source-listen`).
+    public var listenPorts: [ClosedRange<Int>]?
     /// Whether a failure to open a network source is told in full (the
     /// command line) or only as "could not be opened" (a server, whose
     /// clients should not learn which internal ports answer).
@@ -49,9 +53,10 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
 
     public init(protocols: [String] = standardProtocols, formats: [String] = standardFormats, files: Bool = true,
                 inputRoot: String? = nil, allowedNetworks: [IPNetwork] = [], refusesLocal: Bool = false,
-                detailedNetworkErrors: Bool = true) {
+                listenPorts: [ClosedRange<Int>]? = nil, detailedNetworkErrors: Bool = true) {
         self.protocols = protocols; self.formats = formats; self.files = files; self.inputRoot = inputRoot
         self.allowedNetworks = allowedNetworks; self.refusesLocal = refusesLocal
+        self.listenPorts = listenPorts
         self.detailedNetworkErrors = detailedNetworkErrors
     }
 
@@ -63,9 +68,69 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
     /// server listens beyond loopback), hosts in `allowedNetworks`, and
     /// loopback and link-local refused unless listed when it listens beyond
     /// loopback.
-    public static func server(inputRoot: String?, allowedNetworks: [IPNetwork], listensBeyondLoopback: Bool) -> SourcePolicy {
+    /// Listening sources only on `listenPorts` (none by default: a take
+    /// would otherwise bind any port of the server's host).
+    public static func server(inputRoot: String?, allowedNetworks: [IPNetwork], listensBeyondLoopback: Bool,
+                              listenPorts: [ClosedRange<Int>] = []) -> SourcePolicy {
         SourcePolicy(files: inputRoot != nil || !listensBeyondLoopback, inputRoot: inputRoot,
-                     allowedNetworks: allowedNetworks, refusesLocal: listensBeyondLoopback, detailedNetworkErrors: false)
+                     allowedNetworks: allowedNetworks, refusesLocal: listensBeyondLoopback, listenPorts: listenPorts,
+                     detailedNetworkErrors: false)
+    }
+
+    /// `PORT` or `FIRST-LAST`, comma separated (`1935,9000-9010`); nil when malformed.
+    public static func parsePorts(_ text: String) -> [ClosedRange<Int>]? {
+        var out: [ClosedRange<Int>] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let ends = part.split(separator: "-", omittingEmptySubsequences: false).map { Int($0.filter { $0 != " " }) }
+            guard (1...2).contains(ends.count), let a = ends[0], let b = ends.last!, (1...65535).contains(a), (a...65535).contains(b) else { return nil }
+            out.append(a...b)
+        }
+        return out
+    }
+
+    /// Whether `url` listens for a publisher rather than pulling from a
+    /// host: an SRT listener (`srt://:9000?mode=listener`, or
+    /// `mode=rendezvous`), an RTMP URL whose host is the unspecified address
+    /// (`rtmp://0.0.0.0:1935/live/key`, opened with FFmpeg's `listen`), a TCP
+    /// URL with `listen`. Its protocol and port (nil when it names none).
+    public static func listening(_ url: String) -> (scheme: String, port: Int?)? {
+        let proto = ffmpegProtocol(of: url)
+        guard let scheme = proto.split(separator: "+").last.map(String.init), url.contains("://") else { return nil }
+        let query = url.split(separator: "?", maxSplits: 1).dropFirst().first.map {
+            $0.split(separator: "&").map { $0.lowercased() }
+        } ?? []
+        let listens: Bool
+        switch scheme {
+        case "srt": listens = query.contains("mode=listener") || query.contains("mode=rendezvous")
+        case "tcp": listens = query.contains { $0 == "listen" || ($0.hasPrefix("listen=") && $0 != "listen=0") }
+        case "rtmp": listens = host(of: url).flatMap(IPAddress.init)?.isUnspecified ?? false
+        default: listens = false
+        }
+        return listens ? (scheme, port(of: url)) : nil
+    }
+
+    /// The port of `scheme://[user@]host:port/...`, nil when it names none.
+    public static func port(of url: String) -> Int? {
+        guard let r = url.range(of: "://") else { return nil }
+        var authority = url[r.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") { authority = authority[authority.index(after: close)...] }
+        guard let colon = authority.lastIndex(of: ":") else { return nil }
+        return Int(authority[authority.index(after: colon)...])
+    }
+
+    /// Checks a listening source's port against `listenPorts`.
+    public func checkListening(scheme: String, port: Int?, as source: String) -> Result<Void, Refusal> {
+        guard let ports = listenPorts else { return .success(()) }
+        let allowed = ports.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ",")
+        guard !ports.isEmpty else {
+            return .failure(Refusal(source: source, reason: "listening for a publisher is not allowed here (the server has no --allow-source-listen)"))
+        }
+        guard let port, port > 0 else { return .failure(Refusal(source: source, reason: "names no port to listen on")) }
+        guard ports.contains(where: { $0.contains(port) }) else {
+            return .failure(Refusal(source: source, reason: "port \(port) is not one sources may listen on (--allow-source-listen \(allowed))"))
+        }
+        return .success(())
     }
 
     public var description: String {
@@ -73,6 +138,9 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
         parts.append(files ? "files from \(inputRoot ?? "any folder")" : "no files")
         if !allowedNetworks.isEmpty { parts.append("hosts in \(allowedNetworks.map(\.description).joined(separator: ","))") }
         else if refusesLocal { parts.append("no loopback or link-local hosts") }
+        if let ports = listenPorts {
+            parts.append(ports.isEmpty ? "no listening" : "listening on ports " + ports.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ","))
+        }
         return parts.joined(separator: "; ")
     }
 
@@ -129,6 +197,11 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
             return .success(.file(path: String(path)))
         }
         guard let outer = layers.last else { return .failure(Refusal(source: url, reason: "names no protocol")) }
+        // A listener binds a port of this host; it reaches no host.
+        if let l = Self.listening(url) {
+            if case .failure(let r) = checkListening(scheme: l.scheme, port: l.port, as: url) { return .failure(r) }
+            return .success(.network(scheme: outer, host: nil))
+        }
         return .success(.network(scheme: outer, host: Self.host(of: url)))
     }
 

@@ -89,6 +89,18 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// `--primary-timeout SECONDS`: a primary that delivers nothing for this
     /// long counts as interrupted and the take is finalized.
     public var primaryTimeout = 10.0
+    /// `--listen-timeout SECONDS`: how long a listening source (an SRT
+    /// listener, an RTMP or TCP listen URL) waits for its publisher, at the
+    /// start and at each reopen once the publisher has left.
+    public var listenTimeout = TakeConfiguration.defaultListenTimeout
+    public static let defaultListenTimeout = 30.0
+
+    /// How long opening `spec` for `role` may block: the listen timeout for
+    /// a source that waits for a publisher, else the role's timeout.
+    public func openTimeout(_ role: StreamRole, _ spec: SourceSpec) -> Double {
+        if case .url(let u) = spec, SourcePolicy.listening(u) != nil { return listenTimeout }
+        return role == .primary ? primaryTimeout : secondaryTimeout
+    }
     /// `--primary-fallback SRC` (repeatable; JSON: `"primary": [A, B, ...]`):
     /// the primary's priority list after `primary`, highest first. The take
     /// shows the first that delivers, fails over when it is lost and fails
@@ -267,6 +279,9 @@ public struct TakeConfiguration: Hashable, Sendable {
         }
         if !(secondaryTimeout > 0 && secondaryTimeout <= 3600) {
             throw ConfigurationError(field: "--secondary-timeout", value: "\(secondaryTimeout)", reason: "must be a positive number of seconds, at most 3600")
+        }
+        if !(listenTimeout > 0 && listenTimeout <= 3600) {
+            throw ConfigurationError(field: "--listen-timeout", value: "\(listenTimeout)", reason: "must be a positive number of seconds, at most 3600")
         }
         try TakeConfiguration.checkGPU(gpu)
         if !(reconnectWindow >= 0 && reconnectWindow <= 3600) {

@@ -66,6 +66,8 @@ extension FileSource {
         if network {
             options.set("rw_timeout", String(Int(networkTimeout * 1_000_000)))
             options.set("reconnect", "0")
+            // An RTMP URL on the unspecified address waits for a publisher (FFmpeg's `listen`), as long as `deadline` allows.
+            if SourcePolicy.listening(url)?.scheme == "rtmp" { options.set("listen", "1") }
         }
         let forced = forcedFormat.flatMap { av_find_input_format($0) }
         var io: FFCustomIO?

@@ -284,6 +284,10 @@ extension Option {
         .text("--primary-timeout", ["primaryTimeout"], "SECONDS", "finalize when the primary delivers nothing for this long (default 10)",
               scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.primaryTimeout = try seconds(t, field: f) },
               get: { .number($0.take.primaryTimeout) }),
+        .text("--listen-timeout", ["listenTimeout"], "SECONDS",
+              "how long a listening source (srt://:PORT?mode=listener, rtmp://0.0.0.0:PORT/APP/KEY) waits for its publisher (default 30)",
+              scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.listenTimeout = try seconds(t, field: f) },
+              get: { .number($0.take.listenTimeout) }),
         .text("--switch-secondary", ["switchSecondary"], "SECONDS=SRC", "hot-swap the secondary at that time (repeatable)",
               scopes: .take, set: { v, t, f throws(ConfigurationError) in v.take.secondarySwitches.append(try SecondarySwitch.parse(t, field: f)) },
               get: { v in v.take.secondarySwitches.isEmpty ? nil : .array(v.take.secondarySwitches.map(OptionCodec.encode)) })

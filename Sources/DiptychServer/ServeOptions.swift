@@ -13,6 +13,8 @@ public struct ServeOptions: Sendable {
     public var inputRoot: String?
     /// `--allow-source-net`: the networks network sources may reach.
     public var allowedSourceNetworks: [IPNetwork] = []
+    /// `--allow-source-listen`: the ports listening sources may bind (none without it).
+    public var sourceListenPorts: [ClosedRange<Int>] = []
     /// CPU cores admission may fill (default: every core of this machine).
     public var cores: Double?
     /// GPU milliseconds per second admission may fill (default 1000: all of
@@ -42,7 +44,7 @@ public struct ServeOptions: Sendable {
     public static let usage = """
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
-                             [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
+                             [--allow-source-listen PORTS] [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
                              [--request-timeout SECONDS] [--keep-finished N] [--log-format text|json]
                              [--log-level debug|info|warning|error] [--webhook URL --webhook-secret-file FILE]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
@@ -58,6 +60,10 @@ public struct ServeOptions: Sendable {
           --allow-source-net CIDR,...
                                the only networks network sources may reach (repeatable). Without it any host but,
                                when listening beyond loopback, loopback and link-local addresses
+          --allow-source-listen PORT[-PORT],...
+                               the only ports a take's listening sources (an SRT listener, an RTMP or TCP
+                               listen URL, a publisher pushing to the take) may bind (repeatable). Without it
+                               a take may not listen
           --cores N            CPU cores admission may fill (default: all of this machine's)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
           --contexts N         GL contexts the takes share (default 1 on a GPU, one per core in software)
@@ -94,7 +100,7 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--allow-source-listen", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -124,6 +130,11 @@ public struct ServeOptions: Sendable {
                     }
                     o.allowedSourceNetworks.append(n)
                 }
+            case "--allow-source-listen":
+                guard let ports = SourcePolicy.parsePorts(v) else {
+                    throw bad("expected ports or ranges from 1 to 65535 (1935, 9000-9010)")
+                }
+                o.sourceListenPorts += ports
             case "--cores":
                 guard let n = Double(v), n > 0, n <= 4096 else { throw bad("must be a positive number of cores, at most 4096") }
                 o.cores = n

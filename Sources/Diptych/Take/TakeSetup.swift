@@ -97,21 +97,22 @@ enum TakeSetup {
         let decoding = decoderSettings(config, gpu: gpu.gpu, hooks: hooks, log: decoders, warn: warnings.add)
         // Opening a source blocks at most its role's timeout, and stops at once when the take is stopped.
         let policy = hooks.sourcePolicy, cancel = session.openCancel
-        let opening = { @Sendable (role: StreamRole) in
-            SourceOpening(policy: policy, timeout: role == .primary ? config.primaryTimeout : config.secondaryTimeout, cancel: cancel)
+        // A listening source waits for its publisher for --listen-timeout instead.
+        let opening = { @Sendable (role: StreamRole, spec: SourceSpec) in
+            SourceOpening(policy: policy, timeout: config.openTimeout(role, spec), cancel: cancel)
         }
         // A role's priority list: the take shows the first source that opens (docs/ARCHITECTURE.md, "Source recovery").
         let primary: any TakeInput, primaryShown: Int
         do {
             (primary, primaryShown) = try openFirst(.primary, config.sources(.primary), policy: policy, log: hooks.log) { spec throws(MediaError) in
-                try decoders.opened(.primary, io.openInput(.primary, spec, config.duration, decoding(.primary), opening(.primary)))
+                try decoders.opened(.primary, io.openInput(.primary, spec, config.duration, decoding(.primary), opening(.primary, spec)))
             }
         } catch { throw .source(.primary, error) }
         var secondary: (any TakeInput)?, secondaryShown = 0
         if config.secondary != .none {
             do {
                 let (input, shown) = try openFirst(.secondary, config.sources(.secondary), policy: policy, log: hooks.log) { spec throws(MediaError) in
-                    try decoders.opened(.secondary, io.openInput(.secondary, spec, nil, decoding(.secondary), opening(.secondary)))
+                    try decoders.opened(.secondary, io.openInput(.secondary, spec, nil, decoding(.secondary), opening(.secondary, spec)))
                 }
                 secondary = input
                 secondaryShown = shown
@@ -201,7 +202,7 @@ enum TakeSetup {
         var slate: InputFrame?
         if let path = config.slate {
             do throws(MediaError) {
-                let source = try MediaSources.open(.url(path), opening: opening(.secondary))
+                let source = try MediaSources.open(.url(path), opening: opening(.secondary, .url(path)))
                 defer { source.close() }
                 guard let f = try source.nextFrame() else { throw MediaError.emptyFile(path: path) }
                 slate = InputFrame(f)
@@ -213,7 +214,7 @@ enum TakeSetup {
         var overlayImages: [(path: String, frame: VideoFrame)] = []
         for (field, o) in config.overlays.map({ ("--overlay", $0) }) + config.extraOutputs.flatMap({ s in s.overlays.map { ("alsoOut.overlays", $0) } })
         where !overlayImages.contains(where: { $0.path == o.image }) {
-            let f = try loadOverlayImage(o.image, field: field, opening: opening(.secondary))
+            let f = try loadOverlayImage(o.image, field: field, opening: opening(.secondary, .url(o.image)))
             do { try gpu.gpu.setOverlay(overlayImages.count, image: f) } catch {
                 guard case .badFrame(let why) = error else { throw .gpu(error) }
                 throw .configuration(ConfigurationError(field: field, value: o.image, reason: why))
@@ -273,8 +274,7 @@ enum TakeSetup {
                                           switches: config.secondarySwitches, sharedClock: io.sharedClock,
                                           open: { role, spec, cancel throws(MediaError) in
                                               // Every reopen goes through the take's source policy, within the role's timeout.
-                                              let within = SourceOpening(policy: policy, timeout: role == .primary ? config.primaryTimeout : config.secondaryTimeout,
-                                                                         cancel: cancel)
+                                              let within = SourceOpening(policy: policy, timeout: config.openTimeout(role, spec), cancel: cancel)
                                               let input = try io.openInput(role, spec, nil, decoding(role), within)
                                               if let dec = input.info.decoder { hooks.log("\(role.rawValue) decoder (\(spec)): \(dec)") }
                                               return decoders.opened(role, input)
