@@ -242,10 +242,12 @@ typedef struct diptych_session diptych_session;
  *   --queue N           frames per push queue before pushes block (default 4)
  *   --config FILE       the same options as JSON
  * Options about sources (--primary, --primary-fallback, --secondary-fallback,
- * --primary-timeout, --source-reconnect-window, --source-failback, and their
- * JSON keys) are refused with DIPTYCH_ERR_INVALID_ARGUMENT, the message
+ * --primary-timeout, --source-reconnect-window, --source-failback,
+ * --listen-timeout) and the take's audio (--audio, --primary-gain,
+ * --secondary-gain), and their JSON keys, are refused with DIPTYCH_ERR_INVALID_ARGUMENT, the message
  * naming the option: the frames come from the host, which reconnects its
- * own sources (see docs/live.md, "Live sources", for `diptych record` and
+ * own sources and has no audio path here (a pushed session's outputs carry
+ * no audio track) (see docs/live.md, "Live sources", for `diptych record` and
  * the server).
  * argv may be NULL when argc is 0; each argv[i] must be a NUL-terminated
  * string. outputs may be NULL (no callbacks); it is copied.

@@ -152,7 +152,12 @@ class Client:
         source may be a priority list (``"primary": ["srt://a:9000",
         "testsrc:smpte"]``), with ``sourceReconnectWindow`` and
         ``sourceFailback`` in seconds; the take's JSON says what each role
-        shows in ``sources``.
+        shows in ``sources``. ``audio`` is ``"primary"``, ``"secondary"``,
+        ``"mix"`` or ``"none"``, with ``primaryGain`` and ``secondaryGain``
+        in dB; a source may listen for a publisher
+        (``"srt://:9000?mode=listener"``, ``"rtmp://0.0.0.0:1935/live/key"``)
+        for ``listenTimeout`` seconds, on the ports the server's
+        ``--allow-source-listen`` lists.
 
         A take refused by admission (503) raises
         :class:`~diptych.errors.Unavailable`, unless ``wait_for_capacity``
