@@ -87,12 +87,18 @@ let red = (255, 0, 0), blue = (0, 0, 255)
     /// docs/ARCHITECTURE.md, "Layout transitions": 200 ms at 30 fps is six
     /// frames of the pushed timestamps, the first the old picture, the sixth
     /// the new, the inset moving one way in between.
-    @Test func aLayoutTransitionMovesTheInsetOverItsFrames() throws {
+    /// The same from the take's schedule (`--layout-at`, `layoutSchedule`) with `--transition`.
+    @Test(arguments: [false, true]) func aLayoutTransitionMovesTheInsetOverItsFrames(scheduled: Bool) throws {
         let got = Collected()
-        let s = try EmbeddedSession(configuration: config(), outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }))
+        var c = config()
+        if scheduled {
+            c.take.layoutSchedule = [ScheduledLayout(at: 4.0 / 30, layout: .pip(PiPPlacement(corner: .bottomLeft)))]
+            c.take.layoutTransition = LayoutTransition(milliseconds: 200, easing: .linear)
+        }
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }))
         for i in 0..<16 {
             let pts = MediaTime(value: Int64(i) * 1001, timescale: 30_030)
-            if i == 4 {
+            if i == 4 && !scheduled {
                 let change = try EmbeddedConfiguration.parseLayoutChange(arguments: ["--layout", "pip", "--pip-corner", "bottom-left",
                                                                                      "--transition", "200:linear"])
                 #expect(change.transition == LayoutTransition(milliseconds: 200, easing: .linear))
