@@ -64,8 +64,10 @@ final class CompositorPool: @unchecked Sendable {
     var generation: Int { lock.withLock { generations.reduce(0, +) } }
 
     /// A compositor in a shared context, and where it came from. `replacing`
-    /// names a compositor whose context was lost.
-    func make(replacing lost: Origin?) throws(GPUError) -> (GPUCompositor, Origin) {
+    /// names a compositor whose context was lost. A take encoding on the GPU
+    /// gets the compute pass and no direct copy (what the GPU encoder reads),
+    /// as `diptych record --encoder gpu` does, whatever the root draws with.
+    func make(replacing lost: Origin?, gpuEncoder: Bool = false) throws(GPUError) -> (GPUCompositor, Origin) {
         lock.lock(); defer { lock.unlock() }
         guard !roots.isEmpty else { throw .shutDown }
         let c: Int
@@ -78,7 +80,9 @@ final class CompositorPool: @unchecked Sendable {
             log("GPU: context \(c) replaced (generation \(generations[c])) after a context loss")
         }
         guard let root = roots[c] else { throw .shutDown }
-        return (try GPUCompositor(sharingContextOf: root, directCopy: true), Origin(context: c, generation: generations[c]))
+        let compositor = gpuEncoder ? try GPUCompositor(sharingContextOf: root, directCopy: .off, pass: .compute)
+                                    : try GPUCompositor(sharingContextOf: root, directCopy: true)
+        return (compositor, Origin(context: c, generation: generations[c]))
     }
 
     /// Releases the roots; each context ends when the last take's compositor in it does.

@@ -34,7 +34,8 @@ struct SessionOutcome: Sendable {
     /// What a client that asked for the take is told of `error`, decided by
     /// the case, never by the text: bad input 400, a live receiver that is
     /// not there 502, a source that did not answer in time 504, the machine
-    /// refusing to start (thermal state, storage, budget) 503, anything else 500.
+    /// refusing to start (thermal state, storage, budget) 503, a GPU that
+    /// cannot do what the take asks 400, anything else 500.
     static func answer(_ error: SessionError) -> RequestError {
         let message = TakeSession.message(error)
         if error.isBadInput { return .badRequest(message) }
@@ -43,6 +44,8 @@ struct SessionOutcome: Sendable {
         case .output(let path, .writeFailed), .output(let path, .timedOut):
             return ContainerFormat.isLive(path) ? .badGateway(message) : .failed(message)
         case .source(_, .timedOut): return .gatewayTimeout(message)
+        // The take asks for what this server's GPU cannot do (the GPU encoder without compute shaders).
+        case .gpu(.unsupported): return .badRequest(message)
         case .refused: return .unavailable(message)
         default: return .failed(message)
         }
@@ -102,11 +105,12 @@ final class TakeSession: @unchecked Sendable {
             case .written: events?.takeWritten(pts)
             }
         }
+        let gpuEncoder = configuration.encoder == .gpu
         hooks.makeCompositor = { _ throws(GPUError) in
             // The server's GPU is fixed (`diptych serve --gpu`); the take's selection is not used.
             // A second call is a rebuild after a context loss of the compositor's generation.
             let lost = box.lock.withLock { box.origin }
-            let (c, origin) = try pool.make(replacing: lost)
+            let (c, origin) = try pool.make(replacing: lost, gpuEncoder: gpuEncoder)
             box.lock.withLock {
                 box.retired = box.retired + box.last
                 box.last = GPUTotals()

@@ -316,6 +316,28 @@ import Testing
         }
     }
 
+    /// A take encoding on the GPU gets a compositor of the compute pass in
+    /// the shared context, whatever the root draws with (llvmpipe's is the
+    /// fragment pass): it runs, and its file decodes, where it was refused
+    /// with a 500 before.
+    @Test func gpuEncodedTakeRunsInTheSharedContext() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        let a = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "g.mp4",
+                                                              "duration": 1, "encoder": "gpu"]))
+        #expect(a.status == 201, "\(a.text)")
+        guard let id = a.json["id"] as? String else { Issue.record("no take id: \(a.text)"); return }
+        let t = try server.waitForTake(id) { state($0) == "finished" }
+        #expect(frames(t) == 30, "\(t)")
+        let probe = Process()
+        probe.executableURL = URL(fileURLWithPath: "/usr/bin/ffprobe")
+        probe.arguments = ["-v", "error", "-count_frames", "-show_entries", "stream=codec_name,nb_read_frames", "-of", "csv=p=0",
+                           dir.path + "/g.mp4"]
+        let out = Pipe(); probe.standardOutput = out
+        try probe.run(); probe.waitUntilExit()
+        #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "h264,30")
+    }
+
     /// With --token-file every route but /healthz needs the bearer token.
     @Test func requestsWithoutTheTokenGet401() throws {
         let dir = Scratch(); defer { dir.remove() }
