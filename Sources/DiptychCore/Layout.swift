@@ -316,7 +316,7 @@ extension CompositionPlan {
     /// pixel). `uprightSizes` are the streams' upright picture sizes.
     public func zoomUpsampling(layout: Layout, uprightSizes: [StreamRole: PixelSize]) -> [(role: StreamRole, scale: Double)] {
         draws.compactMap { d in
-            guard layout.zoom(d.role) > 1, let size = uprightSizes[d.role], !size.isEmpty, d.crop.width > 0 else { return nil }
+            guard d.overlay == nil, layout.zoom(d.role) > 1, let size = uprightSizes[d.role], !size.isEmpty, d.crop.width > 0 else { return nil }
             let scale = Double(d.destination.width) / (d.crop.width * Double(size.width))
             return scale > 1.0001 ? (d.role, scale) : nil
         }
