@@ -103,7 +103,7 @@ private func tempPath(_ name: String) -> String {
         ("--format flv", "--format", "flv", "expected mp4, mkv, mpegts, hls, rtmp or srt"),
         ("--codec av1", "--codec", "av1", "expected h264 or hevc"),
         ("--bitrate fast", "--bitrate", "fast", "expected bits per second"),
-        ("--audio stereo", "--audio", "stereo", "expected primary or none"),
+        ("--audio stereo", "--audio", "stereo", "expected primary, secondary, mix or none"),
         ("--duration forever", "--duration", "forever", "must be a number"),
         ("--format avi", "--format", "avi", "expected mp4, mkv, mpegts"),
         ("--thermal-state hot", "--thermal-state", "hot", "expected nominal"),
