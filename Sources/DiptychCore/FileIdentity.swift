@@ -30,7 +30,7 @@ public struct FileIdentity: Hashable, Sendable, CustomStringConvertible {
         if !text.hasPrefix("/") {
             var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
             guard getcwd(&buf, buf.count) != nil else { return nil }
-            text = String(cString: buf) + "/" + text
+            text = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/" + text
         }
         spelled = text
         if let whole = FileIdentity.realPath(text) {

@@ -307,7 +307,7 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
         withUnsafeMutableBytes(of: &a) { $0.copyBytes(from: bytes) }
         var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         guard inet_ntop(AF_INET6, &a, &buf, socklen_t(buf.count)) != nil else { return "?" }
-        return String(cString: buf)
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 

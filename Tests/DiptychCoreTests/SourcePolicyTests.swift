@@ -108,7 +108,7 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fileid-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir + "/real", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        FileManager.default.createFile(atPath: dir + "/real/in.mp4", contents: Data([1, 2, 3]))
+        _ = FileManager.default.createFile(atPath: dir + "/real/in.mp4", contents: Data([1, 2, 3]))
         try FileManager.default.createSymbolicLink(atPath: dir + "/link", withDestinationPath: dir + "/real")
         #expect(link(dir + "/real/in.mp4", dir + "/hard.mp4") == 0)
         let a = try #require(FileIdentity(dir + "/real/in.mp4"))

@@ -156,7 +156,7 @@ let red = (255, 0, 0), blue = (0, 0, 255)
         missing.take.overlays = [ImageOverlay(image: "/no/such/logo.png", rect: NormalizedRect(x: 0, y: 0, width: 0.5, height: 0.5))]
         do {
             let m = try EmbeddedSession(configuration: missing, outputs: EmbeddedOutputs(onRGBA: { _ in }))
-            try? m.push(solidFrame(320, 180, (255, 0, 0), pts: .zero), to: .primary)
+            _ = try? m.push(solidFrame(320, 180, (255, 0, 0), pts: .zero), to: .primary)
             _ = try m.finish()
             Issue.record("a missing overlay image was accepted")
         } catch {

@@ -285,7 +285,7 @@ final class H264ComputeEncoder {
         let inter = prepared.filter { !$0.pending.idr }
         if !inter.isEmpty {
             // The choice in rounds (its `CHOICE_ROUNDS`), each reading the round before.
-            for (pass, round) in [(Pass.search, 0), (.refine, 0)] + (0..<Self.choiceRounds).map { (Pass.choose, $0) } + [(.inter, 0)] {
+            for (pass, round) in [(Pass.search, 0), (.refine, 0)] + (0..<Self.choiceRounds).map({ (Pass.choose, $0) }) + [(.inter, 0)] {
                 if pass != .search { glMemoryBarrier(storage) }
                 glUseProgram(programs.ids[pass]!)
                 for p in inter {

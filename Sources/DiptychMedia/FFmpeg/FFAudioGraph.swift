@@ -28,7 +28,7 @@ final class FFAudioGraph {
             }
             var buf = [CChar](repeating: 0, count: 128)
             av_channel_layout_describe(&frame.pointee.ch_layout, &buf, buf.count)
-            layout = String(cString: buf)
+            layout = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             self.timeBase = timeBase
         }
 
