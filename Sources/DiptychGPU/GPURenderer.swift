@@ -98,8 +98,8 @@ final class GPURenderer {
         timer = PassTimer(timerQuery: context.caps.timerQuery && plan.tuning.timerQueries, getResult: context.procs.getQueryObjectui64v)
         maxTextureSize = context.info.maxTextureSize
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
-        staging = StagingRing(count: uploadDepth, memory: try GPURenderer.stagingMemory(plan.staging, bufferStorage, exported))
-        readbacks = ReadbackQueue(depth: readbackDepth, transport: try GPURenderer.readbackTransport(plan.readback, bufferStorage, exported))
+        staging = StagingRing(count: uploadDepth, memory: try StagingRing.Memory(plan.staging, bufferStorage: bufferStorage, imported: exported))
+        readbacks = ReadbackQueue(depth: readbackDepth, transport: try ReadbackQueue.Transport(plan.readback, bufferStorage: bufferStorage, imported: exported))
         compute = plan.pass == .compute ? ComputePass(slots: readbackDepth + 4) : nil
         directFrames = plan.softwareShortcut ? DirectCopyFrames() : nil
         glDisable(GL.dither)
@@ -109,34 +109,6 @@ final class GPURenderer {
     }
 
     deinit { assert(isShutDown, "GPURenderer released without shutdown(): GL objects leaked") }
-
-    /// The staging memory the plan chose, with what it needs (checked by the planner).
-    private static func stagingMemory(_ s: GPUPlan.Staging, _ bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?,
-                                      _ exported: ImportedMemory?) throws(GPUError) -> StagingRing.Memory {
-        switch s {
-        case .clientMemory: return .client
-        case .mappedBuffers:
-            guard let bufferStorage else { throw .unsupported("mapped staging without GL_EXT_buffer_storage") }
-            return .mapped(bufferStorage)
-        case .cudaImported:
-            guard let exported else { throw .unsupported("CUDA-imported staging without imported memory") }
-            return .imported(exported)
-        }
-    }
-
-    /// The readback transport the plan chose, with what it needs (checked by the planner).
-    private static func readbackTransport(_ r: GPUPlan.Readback, _ bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?,
-                                          _ exported: ImportedMemory?) throws(GPUError) -> ReadbackQueue.Transport {
-        switch r {
-        case .mapOnRenderThread: return .mapOnRenderThread
-        case .mappedBuffers:
-            guard let bufferStorage else { throw .unsupported("mapped readback without GL_EXT_buffer_storage") }
-            return .mapped(bufferStorage)
-        case .cudaImported:
-            guard let exported else { throw .unsupported("CUDA-imported readback without imported memory") }
-            return .imported(exported)
-        }
-    }
 
     private static let settingsLogged = Mutex(false)
     /// The settings the environment gave, said once a process.

@@ -245,6 +245,19 @@ final class ReadbackQueue {
 }
 
 extension ReadbackQueue.Transport {
+    /// The transport the plan's readback names, with what it needs (the planner checked it is there).
+    init(_ readback: GPUPlan.Readback, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, imported: ImportedMemory?) throws(GPUError) {
+        switch readback {
+        case .mapOnRenderThread: self = .mapOnRenderThread
+        case .mappedBuffers:
+            guard let bufferStorage else { throw .unsupported("mapped readback without GL_EXT_buffer_storage") }
+            self = .mapped(bufferStorage)
+        case .cudaImported:
+            guard let imported else { throw .unsupported("CUDA-imported readback without imported memory") }
+            self = .imported(imported)
+        }
+    }
+
     /// Page-locked host memory for delivered frames (imported memory's), if any.
     var hostMemory: FrameBufferPool.Allocator? { if case .imported(let m) = self { m.source.hostMemory } else { nil } }
 }

@@ -220,3 +220,18 @@ final class StagingRing {
         slots = slots.map { _ in Slot() }
     }
 }
+
+extension StagingRing.Memory {
+    /// The memory the plan's staging names, with what it needs (the planner checked it is there).
+    init(_ staging: GPUPlan.Staging, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, imported: ImportedMemory?) throws(GPUError) {
+        switch staging {
+        case .clientMemory: self = .client
+        case .mappedBuffers:
+            guard let bufferStorage else { throw .unsupported("mapped staging without GL_EXT_buffer_storage") }
+            self = .mapped(bufferStorage)
+        case .cudaImported:
+            guard let imported else { throw .unsupported("CUDA-imported staging without imported memory") }
+            self = .imported(imported)
+        }
+    }
+}
