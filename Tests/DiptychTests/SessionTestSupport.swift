@@ -168,3 +168,14 @@ func run(_ program: String, _ args: [String], in directory: String? = nil, stdin
                      stderr: String(decoding: e.data, as: UTF8.self),
                      signalled: p.terminationReason == .uncaughtSignal)
 }
+
+/// `diptych record` of a second of test pattern with `args` exits 2 with one
+/// line naming `named`, and writes nothing into its folder.
+func expectRefusedWritingNothing(_ args: [String], naming named: String) throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "1"] + args,
+                           in: dir.url.path)
+        #expect(r.status == 2, "\(r.stderr)")
+        #expect(r.stderr.split(separator: "\n").count == 1 && r.stderr.contains(named), "\(r.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).isEmpty)
+}

@@ -186,12 +186,7 @@ import DiptychCore
         (["--out", "rtmp://127.0.0.1:1/live/key", "--segment-time", "2"], "--segment-time '2': splits MP4 and Matroska files"),
     ])
     func badValuesExitTwo(args: [String], named: String) throws {
-        let dir = Scratch(); defer { dir.remove() }
-        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "1"] + args,
-                           in: dir.url.path)
-        #expect(r.status == 2, "\(r.stderr)")
-        #expect(r.stderr.split(separator: "\n").count == 1 && r.stderr.contains(named), "\(r.stderr)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).isEmpty)
+        try expectRefusedWritingNothing(args, naming: named)
     }
 
     /// The `--config` JSON key and the names of the files.
