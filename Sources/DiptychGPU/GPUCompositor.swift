@@ -222,9 +222,8 @@ public final class GPUCompositor: Sendable {
     /// next render. Throws `.badFrame` (no GL error left behind).
     public func upload(_ frame: VideoFrame, role: StreamRole) throws(GPUError) {
         calls.lock(); defer { calls.unlock() }
-        let (maxTextureSize, keeps) = try callerSide { r in (r.maxTextureSize, r.directFrames != nil) }
-        try validateUpload(frame, maxTextureSize: maxTextureSize)
-        if keeps && frame.format.isYUV { try callerSide { r in r.setPending(role, .keep(frame)) }; return }
+        try validateUpload(frame, maxTextureSize: info.maxTextureSize)
+        if plan.softwareShortcut && frame.format.isYUV { try callerSide { r in r.setPending(role, .keep(frame)) }; return }
         try callerSide { r in r.dropPending(role) }
         let layout = UploadLayout(frame)
         let i = try stagingSlot(bytes: layout.total)
