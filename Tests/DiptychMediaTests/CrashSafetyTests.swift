@@ -69,7 +69,7 @@ func fixtureExecutable(_ name: String) -> URL? {
     }
 
     /// The same fixture, allowed to finish, writes every frame.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func fixtureFinishesCleanly() throws {
         let exe = try #require(fixtureExecutable("diptych-writer-fixture"))
         let dir = TempDir(); defer { dir.remove() }
@@ -87,7 +87,7 @@ func fixtureExecutable(_ name: String) -> URL? {
     }
 
     /// `-` reads Y4M from standard input: ffmpeg | diptych-writer-fixture --stdin.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func stdinY4M() throws {
         let exe = try #require(fixtureExecutable("diptych-writer-fixture"))
         let ffmpeg = Process()

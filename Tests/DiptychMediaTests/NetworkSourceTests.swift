@@ -9,7 +9,7 @@ import Glibc
 @Suite struct NetworkTimeoutTests {
     /// A server that accepts the connection but never sends a byte: the
     /// interrupt callback / rw_timeout end the open instead of hanging.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func silentServerTimesOut() throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         try #require(fd >= 0)
@@ -81,7 +81,7 @@ final class StallingServer: @unchecked Sendable {
     }
 
     /// A live source that stops sending mid-stream times out instead of hanging.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func stalledStreamTimesOut() throws {
         let server = try StallingServer(payload: y4m(frames: 3))
         defer { server.stop() }
@@ -94,7 +94,7 @@ final class StallingServer: @unchecked Sendable {
     }
 
     /// `interrupt()` from another thread ends a blocked read.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func interruptEndsABlockedRead() throws {
         let server = try StallingServer(payload: y4m(frames: 2))
         defer { server.stop() }

@@ -296,7 +296,7 @@ import DiptychCore
 
     /// Network outputs go through the same avio path: with no server they fail
     /// quickly with an error naming the URL (never hang).
-    @Test(.timeLimit(.minutes(1)), arguments: ["rtmp://127.0.0.1:9/live/test", "srt://127.0.0.1:9"])
+    @Test(.timeLimit(.minutes(3)), arguments: ["rtmp://127.0.0.1:9/live/test", "srt://127.0.0.1:9"])
     func networkOutputWithoutServerFailsClearly(url: String) throws {
         let start = Date()
         let e = expectMediaError { _ = try MediaWriter(url: url, video: VideoEncoderSettings(size: PixelSize(width: 320, height: 240), frameRate: FrameRate(30)), networkTimeout: 2) }

@@ -58,7 +58,7 @@ import DiptychGPU
 
     /// FLV over RTMP (the muxer turns the Annex B pictures and parameter sets
     /// into length-prefixed ones), through the reconnecting live output.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func liveOutputCarriesEncodedPictures() throws {
         let dir = Scratch(); defer { dir.remove() }
         let url = "rtmp://127.0.0.1:\(LiveReceiver.freePort())/live/x"

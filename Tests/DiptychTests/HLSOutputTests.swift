@@ -133,7 +133,7 @@ import DiptychCore
     /// `--hls-list-size 2`: while the take runs the playlist lists the last two
     /// segments (a live playlist, no end); every segment stays on disk, and the
     /// finished playlist lists them all.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func slidingWindowWhileLiveCompleteAtTheEnd() throws {
         let dir = Scratch(); defer { dir.remove() }
         let exe = try #require(diptychExecutable())
@@ -172,7 +172,7 @@ import DiptychCore
     /// segments: each decodes on its own (FFmpeg, GStreamer), together they
     /// hold the take's first frames in order, and FFmpeg plays the playlist
     /// from its first segment; with an end added GStreamer plays it too.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func killedTakeLeavesAPlayablePlaylist() throws {
         let dir = Scratch(); defer { dir.remove() }
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--realtime", "on",

@@ -186,7 +186,7 @@ import DiptychMedia
 
     /// `--thermal-state serious` on a live take: the secondary is dropped at
     /// the next frame and the stream goes on with the primary alone.
-    @Test(.timeLimit(.minutes(1))) func seriousThermalStateGoesPrimaryOnly() throws {
+    @Test(.timeLimit(.minutes(3))) func seriousThermalStateGoesPrimaryOnly() throws {
         let dir = Scratch(); defer { dir.remove() }
         let url = "srt://127.0.0.1:\(LiveReceiver.freePort())"
         let receiver = try LiveReceiver(url: url, path: dir.path("hot.ts"))

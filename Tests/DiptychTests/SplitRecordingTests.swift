@@ -135,7 +135,7 @@ import DiptychCore
 
     /// A split take killed with SIGKILL keeps every finished file whole
     /// (its length in its header) and the current one as a killed take does.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func killedSplitTakeKeepsFinishedSegments() throws {
         let dir = Scratch(); defer { dir.remove() }
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--realtime", "on",
