@@ -85,6 +85,12 @@ final class CompositorPool: @unchecked Sendable {
         return (compositor, Origin(context: c, generation: generations[c]))
     }
 
+    /// How busy each context's render thread has been so far (`/metrics`),
+    /// in context order; a context being replaced counts nothing.
+    var renderThreadLoads: [RenderThreadLoad] {
+        lock.withLock { roots.map { $0?.renderThreadLoad ?? RenderThreadLoad() } }
+    }
+
     /// Releases the roots; each context ends when the last take's compositor in it does.
     func shutdown() {
         lock.lock(); defer { lock.unlock() }

@@ -1,5 +1,6 @@
 import Foundation
 import DiptychCore
+import DiptychGPU
 
 /// `GET /metrics` in the Prometheus text exposition format (version 0.0.4).
 /// Per-take series are written for active takes only, so finished takes
@@ -75,7 +76,7 @@ struct Metrics {
     static func render(takes: [(TakeSnapshot, GPUTotals)], admitted: Int, refusals: [String: Int],
                        model: CostModel?, capacity: Capacity, megapixels: Double, responses: [Int: Int],
                        version: String = "", draining: Bool = false, process: Process? = nil, retiredFrames: Int = 0,
-                       webhooks: Webhooks.Counts? = nil) -> String {
+                       webhooks: Webhooks.Counts? = nil, renderThreads: [RenderThreadLoad] = []) -> String {
         var m = Metrics()
         m.sample("diptych_build_info", "gauge", "The running build (always 1).", [("version", version)], 1)
         m.sample("diptych_draining", "gauge", "1 while the server finalizes its takes to stop (SIGTERM), else 0.", [], draining ? 1 : 0)
@@ -96,6 +97,20 @@ struct Metrics {
             }
             m.sample("diptych_webhook_retries_total", "counter", "Webhook attempts made again after a failure.", [], Double(w.retries))
             m.sample("diptych_webhook_queued_events", "gauge", "Events waiting to be delivered to webhook receivers.", [], Double(w.queued))
+        }
+        for (i, load) in renderThreads.enumerated() {
+            let c = [("context", String(i))]
+            m.sample("diptych_gpu_render_thread_busy_seconds_total", "counter",
+                     "Wall time the shared context's render thread spent running GL work, waits inside GL calls included.", c, load.busySeconds)
+            m.sample("diptych_gpu_render_thread_cpu_seconds_total", "counter", "CPU time of the shared context's render thread.", c, load.cpuSeconds)
+            m.sample("diptych_gpu_render_thread_items_total", "counter", "Frames and other calls the render thread ran.", c, Double(load.items))
+            m.sample("diptych_gpu_render_thread_wakeups_total", "counter",
+                     "Times the render thread woke to run what was queued (items over wake-ups: frames recorded together).", c, Double(load.wakeups))
+            for phase in RenderPhase.allCases {
+                m.sample("diptych_gpu_render_thread_phase_seconds_total", "counter",
+                         "Render thread busy time by phase (poll is part of begin; fence and checks of finish).",
+                         c + [("phase", phase.name.replacingOccurrences(of: " ", with: "_"))], load.phaseSeconds[phase.name] ?? 0)
+            }
         }
         let byState = Dictionary(grouping: takes, by: { $0.0.state })
         for s in TakeState.allCases {

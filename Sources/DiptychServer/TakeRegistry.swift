@@ -1,4 +1,5 @@
 import DiptychCore
+import DiptychGPU
 import DiptychOptions
 import Foundation
 
@@ -33,6 +34,8 @@ final class TakeRegistry: @unchecked Sendable {
     let settings: Settings
     let meter: CostMeter
     private let pool: CompositorPool
+    /// How busy each shared context's render thread has been (`/metrics`).
+    var renderThreadLoads: [RenderThreadLoad] { pool.renderThreadLoads }
     private let store: StateStore?
     private let log: @Sendable (String) -> Void
     private let takeLog: @Sendable (_ take: String, _ line: String) -> Void

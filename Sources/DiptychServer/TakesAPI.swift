@@ -143,7 +143,7 @@ struct TakesAPI {
                                   capacity: registry.settings.capacity, megapixels: registry.meter.megapixels,
                                   responses: responses(), version: DiptychVersion.string, draining: registry.isDraining,
                                   process: .current(cpuSeconds: ProcessCPU.seconds()), retiredFrames: c.retiredFrames,
-                                  webhooks: webhooks())
+                                  webhooks: webhooks(), renderThreads: registry.renderThreadLoads)
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
     }
 }

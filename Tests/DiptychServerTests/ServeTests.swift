@@ -43,6 +43,14 @@ import Testing
                      "diptych_capacity_free_cpu_cores"] {
             #expect(metrics.split(separator: "\n").contains { $0.hasPrefix(name + " ") }, "\(name) missing: \(metrics)")
         }
+        // The shared contexts' render threads ran the takes' frames: busy, woken, by phase.
+        func total(_ name: String) -> Double {
+            metrics.split(separator: "\n").filter { $0.hasPrefix(name + "{") }.compactMap { Double($0.split(separator: " ").last!) }.reduce(0, +)
+        }
+        #expect(total("diptych_gpu_render_thread_items_total") >= 480, "\(metrics)")
+        #expect(total("diptych_gpu_render_thread_wakeups_total") > 0)
+        #expect(total("diptych_gpu_render_thread_busy_seconds_total") > 0)
+        #expect(total("diptych_gpu_render_thread_phase_seconds_total") > 0)
         // Prometheus text format: comments, or `name{label="value",…} number`.
         let sample = try Regex(#"^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [-+0-9.eInfNa]+$"#)
         for line in metrics.split(separator: "\n") where !line.hasPrefix("# HELP ") && !line.hasPrefix("# TYPE ") {

@@ -104,6 +104,8 @@ struct ServePairRunner: PairRunner {
             usleep(useconds_t(Self.pollInterval * 1e6))
         }
         let cpu = (Self.cpuSeconds(pid) ?? cpu0) - cpu0
+        let metrics = try? client.get("/metrics")
+        let wall = now() - t0
         // The server finalizes whatever still runs and exits.
         kill(pid, SIGTERM)
         var status: Int32 = 0
@@ -115,6 +117,12 @@ struct ServePairRunner: PairRunner {
         try? FileManager.default.copyItem(atPath: base + ".stderr", toPath: kept + ".log")
         if let data = try? JSONSerialization.data(withJSONObject: ["takes": lastList], options: [.prettyPrinted, .sortedKeys]) {
             try? data.write(to: URL(fileURLWithPath: kept + "-takes.json"))
+        }
+        if let metrics {
+            try? metrics.write(to: URL(fileURLWithPath: kept + "-metrics.txt"))
+            if let line = Self.renderThreadLine(String(decoding: metrics, as: UTF8.self), seconds: wall) {
+                FileHandle.standardError.write(Data("\(name) \(pairs) pairs: \(line)\n".utf8))
+            }
         }
         // Each take's summary counts the whole process while it ran: the longest-lived one's, shared out.
         let stages = lastList.compactMap { v -> StageTimes? in
@@ -141,6 +149,29 @@ struct ServePairRunner: PairRunner {
                                    return each
                                })
         }
+    }
+
+    /// What the server's render threads did over a trial of `seconds`, from
+    /// its `/metrics`: busy share, frames and calls a wake-up, and busy
+    /// milliseconds an item by phase (nil without those families).
+    static func renderThreadLine(_ metrics: String, seconds: Double) -> String? {
+        var total: [String: Double] = [:], phases: [String: Double] = [:]
+        for line in metrics.split(separator: "\n") where line.hasPrefix("diptych_gpu_render_thread_") {
+            guard let space = line.lastIndex(of: " "), let v = Double(line[line.index(after: space)...]) else { continue }
+            let key = line[..<space]
+            let name = String(key.prefix { $0 != "{" })
+            if name == "diptych_gpu_render_thread_phase_seconds_total", let r = key.range(of: "phase=\"") {
+                phases[String(key[r.upperBound...].prefix { $0 != "\"" }), default: 0] += v
+            } else {
+                total[name, default: 0] += v
+            }
+        }
+        guard let busy = total["diptych_gpu_render_thread_busy_seconds_total"], let items = total["diptych_gpu_render_thread_items_total"],
+              let wakeups = total["diptych_gpu_render_thread_wakeups_total"], items > 0, wakeups > 0, seconds > 0 else { return nil }
+        let byPhase = phases.filter { $0.value > 0 }.sorted { $0.value > $1.value }
+            .map { "\($0.key) \(String(format: "%.3f", $0.value * 1000 / items))" }.joined(separator: ", ")
+        return String(format: "render threads %.0f %% busy, %.1f items a wake-up, %.3f busy ms an item (", busy / seconds * 100, items / wakeups,
+                      busy * 1000 / items) + byPhase + ")"
     }
 
     /// Waits for the server's address on its standard output, then for its

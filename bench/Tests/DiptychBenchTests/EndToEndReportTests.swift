@@ -15,6 +15,25 @@ import Testing
         }
     }
 
+    /// The server runner's line about its render threads, summed over contexts from `/metrics`.
+    @Test func renderThreadLineFromMetrics() throws {
+        let metrics = """
+            # TYPE diptych_gpu_render_thread_busy_seconds_total counter
+            diptych_gpu_render_thread_busy_seconds_total{context="0"} 6
+            diptych_gpu_render_thread_busy_seconds_total{context="1"} 2
+            diptych_gpu_render_thread_items_total{context="0"} 3000
+            diptych_gpu_render_thread_items_total{context="1"} 1000
+            diptych_gpu_render_thread_wakeups_total{context="0"} 500
+            diptych_gpu_render_thread_wakeups_total{context="1"} 500
+            diptych_gpu_render_thread_phase_seconds_total{context="0",phase="fence"} 4
+            diptych_gpu_render_thread_phase_seconds_total{context="0",phase="cuda_copy"} 0
+            diptych_gpu_render_thread_phase_seconds_total{context="1",phase="dispatch"} 0.4
+            """
+        let line = try #require(ServePairRunner.renderThreadLine(metrics, seconds: 10))
+        #expect(line == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100)", "\(line)")
+        #expect(ServePairRunner.renderThreadLine("diptych_frames_total 3\n", seconds: 10) == nil)
+    }
+
     @Test func mirroredSecondaryForEveryProgram() {
         var options = BenchOptions()
         options.workDir = "/w"
