@@ -6,6 +6,7 @@ import PackageDescription
 //   DiptychCUDA  the CUDA driver and NVDEC, loaded at run time (capabilities, CUDA–GL interop)
 //   DiptychGPU   EGL + GLES only (no FFmpeg), so GPU-only binaries stay small and portable
 //   DiptychMedia FFmpeg: sources, encoders, muxers
+//   DiptychText  text overlays set as pictures (FreeType and HarfBuzz, loaded at run time)
 //   Diptych      the session that ties them together; public embedding API
 //   DiptychServer `diptych serve`: many takes on one GPU behind an HTTP API (libmicrohttpd)
 //   diptych      the command-line tool
@@ -49,8 +50,14 @@ let package = Package(
         // self-contained server build links neither.
         .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
+        // Text overlays: FreeType and HarfBuzz, loaded with dlopen at first use (libfreetype.so.6,
+        // libharfbuzz.so.0), so no binary links them. The headers (libfreetype-dev, libharfbuzz-dev)
+        // check the module's own declarations and give the few struct fields it reads.
+        .target(name: "CFreeType", cSettings: [.unsafeFlags(["-I/usr/include/freetype2", "-I/usr/include/harfbuzz"])]),
 
         .target(name: "DiptychCore"),
+        // Text set as pictures for text overlays: HarfBuzz shapes, FreeType rasterises.
+        .target(name: "DiptychText", dependencies: ["DiptychCore", "CFreeType"]),
         // The CUDA driver loaded at run time: devices, primary contexts, NVDEC's
         // capabilities and the CUDA–GL interop calls (no FFmpeg, no GL).
         .target(name: "DiptychCUDA", dependencies: ["DiptychCore", "CCUDA"]),
@@ -65,7 +72,7 @@ let package = Package(
                 dependencies: ["DiptychCore", "DiptychCUDA", "CEGL", "CGLES", "CGBM"],
                 plugins: ["EmbedShaders"]),
         .target(name: "DiptychMedia", dependencies: ["DiptychCore", "DiptychCUDA", "CFFmpeg", "CVA", "CX26x"]),
-        .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia"]),
+        .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "DiptychText"]),
         // include/diptych.h as a module, so the C API's Swift side uses the header's own types.
         .systemLibrary(name: "CDiptych", path: "Sources/CDiptych"),
         // The @_cdecl entry points. RUNPATH $ORIGIN/diptych finds the Swift runtime
@@ -83,11 +90,11 @@ let package = Package(
 
         .testTarget(name: "DiptychCoreTests", dependencies: ["DiptychCore"]),
         .testTarget(name: "DiptychOptionsTests", dependencies: ["DiptychOptions"]),
-        .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU", "DiptychCUDA"]),
+        .testTarget(name: "DiptychGPUTests", dependencies: ["DiptychGPU", "DiptychCUDA", "DiptychText"]),
         // A writer a media test SIGKILLs mid-take (crash safety of fragmented MP4).
         .executableTarget(name: "diptych-writer-fixture", dependencies: ["DiptychMedia"], path: "Tests/Fixtures/WriterFixture"),
         .testTarget(name: "DiptychMediaTests", dependencies: ["DiptychMedia", "DiptychCUDA", "diptych-writer-fixture"]),
-        .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych", "DiptychCUDA"]),
+        .testTarget(name: "DiptychTests", dependencies: ["Diptych", "diptych", "DiptychCUDA", "DiptychText"]),
         .testTarget(name: "DiptychServerTests", dependencies: ["DiptychServer", "DiptychMedia", "diptych"]),
         .testTarget(name: "DiptychBenchTests", dependencies: ["DiptychBench", "Diptych", "DiptychMedia", "CFFmpeg"],
                     path: "bench/Tests/DiptychBenchTests"),

@@ -8,9 +8,11 @@ extension GPUCompositor {
     /// nil removes it (its draws are skipped). `image` is RGBA with straight
     /// alpha (a PNG's, any stride); it is premultiplied here and uploaded
     /// once as a texture, sampled by the compute and fragment passes alike.
-    /// Blocks for one render-thread hop. Throws `.badFrame` for another
-    /// format or a size the GPU cannot hold.
-    public func setOverlay(_ id: Int, image: VideoFrame?) throws(GPUError) {
+    /// `premultiplied`: the image's colours are already multiplied by its
+    /// alpha (a rendered text's), uploaded as they are. Blocks for one
+    /// render-thread hop. Throws `.badFrame` for another format or a size
+    /// the GPU cannot hold.
+    public func setOverlay(_ id: Int, image: VideoFrame?, premultiplied: Bool = false) throws(GPUError) {
         guard let image else {
             try withRenderer { r in r.textures.setOverlay(id, nil) }
             return
@@ -20,11 +22,21 @@ extension GPUCompositor {
         guard image.width > 0, image.height > 0, image.width <= maxTextureSize, image.height <= maxTextureSize else {
             throw .badFrame("an overlay of \(image.width)x\(image.height) (this GPU holds up to \(maxTextureSize)x\(maxTextureSize))")
         }
-        let bytes = GPUCompositor.premultiplied(image)
+        let bytes = premultiplied ? GPUCompositor.packed(image) : GPUCompositor.premultiplied(image)
         try withRenderer { r throws(GPUError) in
             r.textures.setOverlay(id, (bytes, image.width, image.height))
             try r.checkGL("overlay \(id) \(image.width)x\(image.height)")
         }
+    }
+
+    /// The RGBA picture's pixels as they are, tightly packed.
+    static func packed(_ image: VideoFrame) -> [UInt8] {
+        let row = image.width * 4, stride = image.planes[0].stride
+        var out = [UInt8](repeating: 0, count: row * image.height)
+        out.withUnsafeMutableBytes { dst in
+            for y in 0..<image.height { dst.baseAddress!.advanced(by: y * row).copyMemory(from: image.planes[0].baseAddress + y * stride, byteCount: row) }
+        }
+        return out
     }
 
     /// The RGBA picture's pixels, tightly packed, with colour multiplied by
