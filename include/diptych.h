@@ -227,7 +227,7 @@ typedef struct diptych_session diptych_session;
  *   --pip-corner, --pip-size, --pip-margin, --swap-roles, --content-mode,
  *   --background, --rotate-primary/--rotate-secondary DEG,
  *   --mirror-primary/--mirror-secondary, --codec h264|hevc,
- *   --encoder auto|vaapi|x264|gpu (gpu: H.264 only), --bitrate, --preset,
+ *   --encoder auto|vaapi|nvenc|x264|gpu (gpu: H.264 only), --bitrate, --preset,
  *   --qp N (0-51, constant quantizer), --maxrate B, --bufsize B (VBV),
  *   --keyframe-interval,
  *   --secondary-timeout SECONDS, --gpu auto|software|N|/dev/dri/renderDN,

@@ -173,4 +173,71 @@ static inline void diptych_stream_copy(void *dst, const void *src, size_t n) {
     memcpy(dst, src, n);
 #endif
 }
+
+/* NVENC (libnvidia-encode.so.1), as FFmpeg's h264_nvenc/hevc_nvenc reach it:
+ * the library, the highest API version the driver takes against the one the
+ * headers (and so FFmpeg) were built for, and an encode session opened on a
+ * CUDA context, asked for its codecs and their limits, then closed.
+ * `status` is NvEncOpenEncodeSessionEx's NVENCSTATUS (0: it opened). */
+typedef struct { int h264, hevc; int max_width, max_height, b_frames, ten_bit; } diptych_nvenc_codec_caps;
+typedef struct {
+    unsigned driver_version, built_version; /* (major << 4) | minor */
+    int status;                             /* -1: the session was not tried */
+    diptych_nvenc_codec_caps codecs[4];
+    int codec_count;
+} diptych_nvenc_report;
+
+/* Loads libnvidia-encode.so.1; `why` (256 bytes) as for CUDA. */
+static inline int diptych_nvenc_load(NvencFunctions **functions, char *why) {
+    why[0] = 0;
+    int r = nvenc_load_functions(functions, why);
+    if (r != 0) diptych_cuda_load_reason(why);
+    return r;
+}
+
+static inline void diptych_nvenc_examine(NvencFunctions *nv, CUcontext context, diptych_nvenc_report *out) {
+    memset(out, 0, sizeof *out);
+    out->status = -1;
+    out->built_version = (NVENCAPI_MAJOR_VERSION << 4) | NVENCAPI_MINOR_VERSION;
+    uint32_t max = 0;
+    if (nv->NvEncodeAPIGetMaxSupportedVersion(&max) != NV_ENC_SUCCESS) return;
+    out->driver_version = max;
+    if (max < out->built_version) return;
+    NV_ENCODE_API_FUNCTION_LIST fl;
+    memset(&fl, 0, sizeof fl);
+    fl.version = NV_ENCODE_API_FUNCTION_LIST_VER;
+    NVENCSTATUS s = nv->NvEncodeAPICreateInstance(&fl);
+    if (s != NV_ENC_SUCCESS) { out->status = s; return; }
+    NV_ENC_OPEN_ENCODE_SESSION_EX_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.version = NV_ENC_OPEN_ENCODE_SESSION_EX_PARAMS_VER;
+    p.deviceType = NV_ENC_DEVICE_TYPE_CUDA;
+    p.device = context;
+    p.apiVersion = NVENCAPI_VERSION;
+    void *encoder = NULL;
+    out->status = fl.nvEncOpenEncodeSessionEx(&p, &encoder);
+    if (out->status != NV_ENC_SUCCESS) return;
+    uint32_t n = 0, got = 0;
+    GUID guids[16];
+    fl.nvEncGetEncodeGUIDCount(encoder, &n);
+    fl.nvEncGetEncodeGUIDs(encoder, guids, n < 16 ? n : 16, &got);
+    for (uint32_t i = 0; i < got && out->codec_count < 4; i++) {
+        diptych_nvenc_codec_caps c;
+        memset(&c, 0, sizeof c);
+        c.h264 = !memcmp(&guids[i], &NV_ENC_CODEC_H264_GUID, sizeof(GUID));
+        c.hevc = !memcmp(&guids[i], &NV_ENC_CODEC_HEVC_GUID, sizeof(GUID));
+        if (!c.h264 && !c.hevc) continue;
+        NV_ENC_CAPS which[] = {NV_ENC_CAPS_WIDTH_MAX, NV_ENC_CAPS_HEIGHT_MAX, NV_ENC_CAPS_NUM_MAX_BFRAMES, NV_ENC_CAPS_SUPPORT_10BIT_ENCODE};
+        int *into[] = {&c.max_width, &c.max_height, &c.b_frames, &c.ten_bit};
+        for (int k = 0; k < 4; k++) {
+            NV_ENC_CAPS_PARAM q;
+            memset(&q, 0, sizeof q);
+            q.version = NV_ENC_CAPS_PARAM_VER;
+            q.capsToQuery = which[k];
+            fl.nvEncGetEncodeCaps(encoder, guids[i], &q, into[k]);
+        }
+        out->codecs[out->codec_count++] = c;
+    }
+    fl.nvEncDestroyEncoder(encoder);
+}
 #endif

@@ -67,4 +67,50 @@ static inline void diptych_drm_descriptor_fill(AVDRMFrameDescriptor *d, int fd, 
         d->layers[0].planes[i].pitch = pitches[i];
     }
 }
+
+/* FFmpeg's own messages about one object (an encoder being opened), kept
+ * while a capture is on, besides going where they always go (FFmpeg's
+ * default callback, which prints them at DIPTYCH_FFMPEG_LOG's level): an
+ * encoder that fails to open says why in its log, not in its error code.
+ * One capture at a time (the caller serializes them). The slot is a static
+ * local, so one Swift file (FFLogCapture.swift) makes every call. */
+#include <stdatomic.h>
+#include <string.h>
+typedef struct { const void *object; char *buffer; size_t size; size_t used; } diptych_log_capture;
+static inline _Atomic(diptych_log_capture *) *diptych_log_slot(void) {
+    static _Atomic(diptych_log_capture *) slot;
+    return &slot;
+}
+static inline void diptych_log_callback(void *avcl, int level, const char *fmt, va_list vl) {
+    diptych_log_capture *c = atomic_load(diptych_log_slot());
+    if (c && avcl == c->object && level <= AV_LOG_WARNING && c->used + 1 < c->size) {
+        va_list copy;
+        va_copy(copy, vl);
+        char line[512];
+        int prefix = 0;
+        av_log_format_line(avcl, level, fmt, copy, line, sizeof line, &prefix);
+        va_end(copy);
+        size_t n = strlen(line);
+        if (n > c->size - 1 - c->used) n = c->size - 1 - c->used;
+        memcpy(c->buffer + c->used, line, n);
+        c->used += n;
+        c->buffer[c->used] = 0;
+    }
+    av_log_default_callback(avcl, level, fmt, vl);
+}
+/* Starts keeping `object`'s messages in `buffer` (NUL-terminated, `size` bytes). */
+static inline void diptych_log_capture_begin(diptych_log_capture *c, const void *object, char *buffer, size_t size) {
+    c->object = object; c->buffer = buffer; c->size = size; c->used = 0;
+    if (size > 0) buffer[0] = 0;
+    av_log_set_callback(diptych_log_callback);
+    atomic_store(diptych_log_slot(), c);
+}
+static inline void diptych_log_capture_end(void) { atomic_store(diptych_log_slot(), (diptych_log_capture *)0); }
+
+/* The CUDA device pointers of a hardware frame: data[0] and data[1] are the
+ * NV12 planes (FFmpeg's CUDA frame layout), as integers. */
+static inline unsigned long long diptych_frame_device_plane(const AVFrame *f, int i) { return (unsigned long long)(uintptr_t)f->data[i]; }
+static inline void diptych_frame_set_device_plane(AVFrame *f, int i, unsigned long long address, int linesize) {
+    f->data[i] = (uint8_t *)(uintptr_t)address; f->linesize[i] = linesize;
+}
 #endif

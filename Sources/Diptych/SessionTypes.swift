@@ -130,7 +130,7 @@ public struct TakeSummary: Sendable, Codable {
     public var canvas: String
     public var encoder: String
     public var encoderReason: String
-    /// How frames reached the encoder: `vaapi-zero-copy`, `vaapi-upload`,
+    /// How frames reached the encoder: `vaapi-zero-copy`, `nvenc`, `vaapi-upload`,
     /// `gpu` (the GPU's H.264 encoder), `software` (`EncoderPath`), or `none` (frames only).
     public var encoderPath: String
     public var audio: String

@@ -53,11 +53,16 @@ public enum SourceSpec: Hashable, Sendable, Codable, CustomStringConvertible {
 
 /// Which encoder implementation to use.
 public enum EncoderChoice: String, Hashable, Sendable, Codable, CaseIterable {
-    /// VA-API when a VA display with an encode entrypoint exists, else the
-    /// GPU's own H.264 encoder on a hardware GPU, else software.
+    /// VA-API from the render target where it can run, else NVENC where the
+    /// GPU has an engine, else VA-API from uploaded frames, else software
+    /// (docs/ARCHITECTURE.md, "Encoder paths").
     case auto
     /// Hardware through VA-API; fails when unavailable.
     case vaapi
+    /// NVIDIA's encoder engine through FFmpeg's h264_nvenc/hevc_nvenc, fed
+    /// the composite's NV12 in CUDA memory; fails (bad input) where the GPU
+    /// has no engine, the driver is too old or no session can be opened.
+    case nvenc
     /// Software: libx264 for H.264, libx265 for HEVC.
     case x264
     /// The compositor's GPU encodes H.264 itself (GLES 3.1 compute passes,

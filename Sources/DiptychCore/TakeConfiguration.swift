@@ -38,7 +38,7 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var primaryOrientation = Orientation.identity
     /// `--rotate-secondary DEG`, `--mirror-secondary`.
     public var secondaryOrientation = Orientation.identity
-    /// `--encoder auto|vaapi|x264|gpu`.
+    /// `--encoder auto|vaapi|nvenc|x264|gpu`.
     public var encoder = EncoderChoice.auto
     /// `--decoder auto|cpu|nvdec`: where the input streams are decoded.
     public var decoder = DecoderChoice.auto
@@ -265,7 +265,7 @@ public struct TakeConfiguration: Hashable, Sendable {
         }
         if !encoder.encodes(codec) {
             throw ConfigurationError(field: "--encoder", value: encoder.rawValue,
-                                     reason: "encodes H.264 only, not --codec \(codec.rawValue) (use --codec h264, or --encoder auto, vaapi or x264)")
+                                     reason: "encodes H.264 only, not --codec \(codec.rawValue) (use --codec h264, or --encoder auto, vaapi, nvenc or x264)")
         }
         try TakeConfiguration.checkRateControl(qp: qp, maxrate: maxrate, bufsize: bufsize, encoder: encoder)
         if !(keyframeInterval > 0 && keyframeInterval <= 3600) {

@@ -6,6 +6,9 @@ public enum EncoderPath: String, Hashable, Sendable, Codable, CaseIterable, Cust
     /// Each output's NV12 frame is converted on the GPU straight into a
     /// dma-buf the VA-API encoder reads: nothing crosses host memory.
     case vaapiZeroCopy = "vaapi-zero-copy"
+    /// NVIDIA's encoder engine (FFmpeg's h264_nvenc/hevc_nvenc) on the
+    /// compositor's CUDA device, fed CUDA frames.
+    case nvenc
     /// NV12 read back from the GPU into host memory, then uploaded into VA surfaces.
     case vaapiUpload = "vaapi-upload"
     /// The compositor's GPU encodes H.264 itself (GLES 3.1 compute passes) and
@@ -17,6 +20,7 @@ public enum EncoderPath: String, Hashable, Sendable, Codable, CaseIterable, Cust
     public var description: String {
         switch self {
         case .vaapiZeroCopy: "VA-API from the render target (zero copy)"
+        case .nvenc: "NVENC"
         case .vaapiUpload: "VA-API from uploaded frames"
         case .gpu: "the GPU's H.264 encoder"
         case .software: "software"
@@ -119,6 +123,8 @@ public struct EncoderPlan: Hashable, Sendable, CustomStringConvertible {
     public var devicePath: String?
     /// Zero copy: the modifier of the target buffers.
     public var modifier: UInt64?
+    /// NVENC: the CUDA device it encodes on (the compositor's).
+    public var cudaDevice: Int?
     /// What runs: `VA-API on /dev/dri/renderD128 (...)`, `software`.
     public var detail: String
     public var passedOver: [PassedOverPath]
@@ -127,21 +133,33 @@ public struct EncoderPlan: Hashable, Sendable, CustomStringConvertible {
     /// Auto only: whether the GPU encoder's facts were known (the GPU open);
     /// a software plan says why it was not taken only then.
     var gpuExamined = false
+    /// Auto only: whether NVENC's facts were known; a later path's reason
+    /// says why NVENC was not taken only then.
+    var nvencExamined = false
+
+    /// `; NVENC not taken: …` where NVENC was examined and passed over.
+    private var nvencNotTaken: String {
+        guard nvencExamined, let n = passedOver.first(where: { $0.path == .nvenc }) else { return "" }
+        return "; NVENC not taken: \(n.reason)"
+    }
 
     /// Why this encoder and path: the take's log and summary.
     public var reason: String {
         switch path {
         case .vaapiZeroCopy:
             return "\(path), \(detail)" + (modifier.map { ", modifier \(ModifierTrial.name($0))" } ?? "")
+        case .nvenc:
+            if requested { return "NVENC requested, \(detail)" }
+            return "\(path), \(detail); VA-API zero copy not possible: \(passedOver.first?.reason ?? "?")"
         case .vaapiUpload:
-            return "\(path), \(detail); zero copy not possible: \(passedOver.first?.reason ?? "?")"
+            return "\(path), \(detail); zero copy not possible: \(passedOver.first?.reason ?? "?")" + nvencNotTaken
         case .gpu:
             if requested { return "GPU encoder requested, \(detail)" }
-            return "\(path), \(detail); VA-API unavailable: \(passedOver.first?.reason ?? "?")"
+            return "\(path), \(detail); VA-API unavailable: \(passedOver.first?.reason ?? "?")" + nvencNotTaken
         case .software:
             if requested { return "software encoder requested" }
             // Frames are uploaded whenever VA-API can run at all, so both VA paths failed for one reason.
-            let va = "VA-API unavailable: \(passedOver.first(where: { $0.path == .vaapiUpload })?.reason ?? "?")"
+            let va = "VA-API unavailable: \(passedOver.first(where: { $0.path == .vaapiUpload })?.reason ?? "?")" + nvencNotTaken
             guard gpuExamined, let gpu = passedOver.first(where: { $0.path == .gpu }) else { return va }
             return "\(va); GPU encoder not taken: \(gpu.reason)"
         }
@@ -152,18 +170,21 @@ public struct EncoderPlan: Hashable, Sendable, CustomStringConvertible {
 
 /// The choice of encoder path: a pure function of what the machine offers
 /// (docs/ARCHITECTURE.md, "Encoder paths"). `auto` takes, in order, VA-API
-/// from the render target, VA-API from uploaded frames, the GPU's own H.264
-/// encoder (on a hardware GPU only), software; `vaapi` takes the first
-/// VA-API path possible and fails with the reason where none is; `gpu`
-/// takes the GPU encoder (H.264 only, also on a software renderer) or fails
-/// with the reason; `x264` takes software.
+/// from the render target, NVENC, VA-API from uploaded frames, the GPU's own
+/// H.264 encoder (on a hardware GPU only), software; `vaapi` takes the first
+/// VA-API path possible and fails with the reason where none is; `nvenc`
+/// takes NVENC or fails with what is missing; `gpu` takes the GPU encoder
+/// (H.264 only, also on a software renderer) or fails with the reason;
+/// `x264` takes software.
 public enum EncoderPlanner {
     /// Picks the path. `target` is nil before the GPU is open (zero copy is
     /// then not possible, and VA-API and software are decided as usual);
     /// `gpu` likewise (the GPU encoder is then not possible; nothing says so
-    /// in a software plan's reason).
+    /// in a software plan's reason); `nvenc` likewise (NVENC on the
+    /// compositor's CUDA device, examined once the GPU is open).
     public static func plan(codec: VideoCodec, requested: EncoderChoice, built: BuiltEncoders, vaapi: VAAPIReport,
-                            target: EncoderTargetFacts?, gpu: GPUEncoderFacts? = nil) throws(MediaError) -> EncoderPlan {
+                            target: EncoderTargetFacts?, gpu: GPUEncoderFacts? = nil,
+                            nvenc: NVENCFacts? = nil) throws(MediaError) -> EncoderPlan {
         let names = EncoderProbe.encoderNames(codec: codec)
         var software = EncoderPlan(path: .software, encoder: names.software, devicePath: nil, modifier: nil,
                                    detail: "software", passedOver: [], requested: requested == .x264)
@@ -171,6 +192,17 @@ public enum EncoderPlanner {
             guard built.software else { throw .encoderUnavailable(encoder: names.software, reason: "FFmpeg lacks the \(names.software) encoder") }
             return software
         }
+        let nvencEncoder = nvencEncoder(codec: codec, facts: nvenc)
+        if requested == .nvenc {
+            switch nvencEncoder {
+            case .success(let n):
+                return EncoderPlan(path: .nvenc, encoder: NVENCFacts.encoderName(codec), devicePath: nil, modifier: nil,
+                                   cudaDevice: n.device, detail: n.detail, passedOver: [], requested: true)
+            case .failure(let why):
+                throw .encoderUnavailable(encoder: NVENCFacts.encoderName(codec), reason: why.reason)
+            }
+        }
+        let nvencPassed = nvencEncoder.failureReason.map { [PassedOverPath(path: .nvenc, reason: $0)] } ?? []
         let gpuEncoder = gpuEncoder(codec: codec, facts: gpu, requested: requested == .gpu, softwareBuilt: built.software)
         if requested == .gpu {
             switch gpuEncoder {
@@ -185,11 +217,19 @@ public enum EncoderPlanner {
         switch vaDevice(codec: codec, built: built, report: vaapi, preferring: target?.renderNode) {
         case .failure(let why):
             if requested == .vaapi { throw .encoderUnavailable(encoder: names.hardware, reason: why.reason) }
-            let vaPassed = [PassedOverPath(path: .vaapiZeroCopy, reason: why.reason), PassedOverPath(path: .vaapiUpload, reason: why.reason)]
+            // Better paths passed over, in the order they are tried.
+            let vaPassed = [PassedOverPath(path: .vaapiZeroCopy, reason: why.reason)] + nvencPassed
+                + [PassedOverPath(path: .vaapiUpload, reason: why.reason)]
+            if case .success(let n) = nvencEncoder {
+                return EncoderPlan(path: .nvenc, encoder: NVENCFacts.encoderName(codec), devicePath: nil, modifier: nil,
+                                   cudaDevice: n.device, detail: n.detail, passedOver: [vaPassed[0]], requested: false)
+            }
             switch gpuEncoder {
             case .success(let detail):
-                return EncoderPlan(path: .gpu, encoder: GPUEncoderFacts.encoderName, devicePath: nil, modifier: nil,
-                                   detail: detail, passedOver: vaPassed, requested: false)
+                var plan = EncoderPlan(path: .gpu, encoder: GPUEncoderFacts.encoderName, devicePath: nil, modifier: nil,
+                                       detail: detail, passedOver: vaPassed, requested: false)
+                plan.nvencExamined = nvenc != nil
+                return plan
             case .failure(let gpuWhy):
                 guard built.software else {
                     throw .encoderUnavailable(encoder: "\(names.hardware) or \(names.software)",
@@ -197,6 +237,7 @@ public enum EncoderPlanner {
                 }
                 software.passedOver = vaPassed + [PassedOverPath(path: .gpu, reason: gpuWhy.reason)]
                 software.gpuExamined = gpu != nil
+                software.nvencExamined = nvenc != nil
                 return software
             }
         case .success(let d): device = d
@@ -209,8 +250,31 @@ public enum EncoderPlanner {
             plan.modifier = modifier
         case .failure(let why):
             plan.passedOver = [PassedOverPath(path: .vaapiZeroCopy, reason: why.reason)]
+            // NVENC reads the composite where the GPU wrote it: before frames uploaded into VA surfaces.
+            if requested == .auto, case .success(let n) = nvencEncoder {
+                return EncoderPlan(path: .nvenc, encoder: NVENCFacts.encoderName(codec), devicePath: nil, modifier: nil,
+                                   cudaDevice: n.device, detail: n.detail, passedOver: plan.passedOver, requested: false)
+            }
+            plan.passedOver += nvencPassed
+            plan.nvencExamined = nvenc != nil && requested == .auto
         }
         return plan
+    }
+
+    /// NVENC for `codec` on the compositor's CUDA device (`NVENC on NVIDIA L4
+    /// (CUDA device 0), H.264 up to 4096x4096`), or what is missing.
+    static func nvencEncoder(codec: VideoCodec, facts: NVENCFacts?) -> Result<(device: Int, detail: String), Refusal> {
+        switch facts {
+        case nil:
+            return .failure(Refusal(reason: "the GPU is not open yet"))
+        case .unavailable(let absence)?:
+            return .failure(Refusal(reason: absence.description))
+        case .available(let device, let ordinal, let api, let limits)?:
+            guard let l = limits.first(where: { $0.codec == codec }) else {
+                return .failure(Refusal(reason: NVENCAbsence.codecUnsupported(gpu: device, codec: codec, detail: "the engine lists \(limits.map(\.codec.rawValue).joined(separator: ", "))").description))
+            }
+            return .success((ordinal, "NVENC on \(device), API \(api); \(l)"))
+        }
     }
 
     /// What runs the GPU encoder (`GL renderer, compute`), or why it cannot.
@@ -293,4 +357,9 @@ public enum EncoderPlanner {
         let unique = renderable.filter { seen.insert($0).inserted }
         return unique.filter { $0 != 0 } + unique.filter { $0 == 0 }
     }
+}
+
+extension Result where Failure == EncoderPlanner.Refusal {
+    /// Why the path is not possible; nil where it is.
+    var failureReason: String? { if case .failure(let r) = self { r.reason } else { nil } }
 }

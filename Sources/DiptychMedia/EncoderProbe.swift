@@ -84,7 +84,10 @@ public struct EncoderCandidate: Hashable, Sendable, CustomStringConvertible {
 /// The encoder chosen for a take, and why.
 public struct EncoderSelection: Hashable, Sendable, CustomStringConvertible {
     public var name: String
+    /// VA-API (frames go through VA surfaces).
     public var isHardware: Bool
+    /// NVENC (frames go through CUDA frames).
+    public var isNVENC: Bool { name.hasSuffix("_nvenc") }
     public var reason: String
     public var devicePath: String?
     public var description: String { "\(name) (\(reason))" }
@@ -218,11 +221,13 @@ public enum EncoderProbe {
     /// the GPU's side of zero copy (`target`, nil before the GPU is open).
     /// `report`: this machine's VA-API devices when already examined (`vaapi(directory:)`).
     /// `gpu`: whether the compositor's GPU runs the GPU encoder (nil before the GPU is open).
+    /// `nvenc`: NVENC on the compositor's CUDA device (`NVENCProbe.facts`; nil before the GPU is open).
     public static func plan(codec: VideoCodec, choice: EncoderChoice, driDirectory: String = defaultDRIDirectory,
-                            report: VAAPIReport? = nil, target: EncoderTargetFacts?, gpu: GPUEncoderFacts? = nil) throws(MediaError) -> EncoderPlan {
+                            report: VAAPIReport? = nil, target: EncoderTargetFacts?, gpu: GPUEncoderFacts? = nil,
+                            nvenc: NVENCFacts? = nil) throws(MediaError) -> EncoderPlan {
         let have = built(codec: codec)
-        let examine = have.hardware && choice != .x264 && choice != .gpu
+        let examine = have.hardware && (choice == .auto || choice == .vaapi)
         let r = report ?? (examine ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil))
-        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: r, target: target, gpu: gpu)
+        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: r, target: target, gpu: gpu, nvenc: nvenc)
     }
 }

@@ -32,14 +32,15 @@ extension VideoEncoderSettings {
     /// The bit rates (bits per second) the encoder takes: libx264 and
     /// libx265 count whole kbit/s in an `int` (below 1000 is 0, which
     /// libx264 refuses and libx265 ignores); VA-API counts bits per second in
-    /// 32 bits. `.auto` may end up with either, so it takes what both accept.
+    /// 32 bits, as NVENC does (`averageBitRate`). `.auto` may end up with
+    /// any, so it takes what all accept.
     public static func bitrateRange(encoder: EncoderChoice) -> ClosedRange<Int> {
         let software = 1000...(Int(Int32.max) * 1000)
         let vaapi = 1...Int(UInt32.max)
         switch encoder {
         case .x264: return software
         case .gpu: return 1...Int.max   // the GPU encoder keeps a quantizer; the rate is not used
-        case .vaapi: return vaapi
+        case .vaapi, .nvenc: return vaapi
         case .auto: return max(software.lowerBound, vaapi.lowerBound)...min(software.upperBound, vaapi.upperBound)
         }
     }
@@ -68,7 +69,8 @@ extension VideoEncoderSettings {
         }
         let range = bitrateRange(encoder: encoder)
         if !range.contains(bitrate) {
-            let who = encoder == .vaapi ? "VA-API takes" : encoder == .x264 ? "\(software) takes" : "\(software) and VA-API take"
+            let who = encoder == .vaapi ? "VA-API takes" : encoder == .nvenc ? "NVENC takes"
+                : encoder == .x264 ? "\(software) takes" : "\(software) and VA-API take"
             throw .invalidSetting(.bitrate, value: "\(bitrate)", reason: "\(who) \(range.lowerBound)...\(range.upperBound) bits per second")
         }
     }

@@ -30,8 +30,59 @@ private func releaseSurfaceHold(_ opaque: UnsafeMutableRawPointer?, _ data: Unsa
     Unmanaged<SurfaceHold>.fromOpaque(opaque).release()
 }
 
+/// A CUDA picture's owner while the encoder holds the AVFrame naming it:
+/// `release` runs once, when FFmpeg lets go of the frame (NVENC has encoded
+/// it, or the encoder is freed), to hand the memory back to its ring.
+private final class CUDAPictureHold {
+    let release: (@Sendable () -> Void)?
+    init(release: (@Sendable () -> Void)?) { self.release = release }
+    deinit { release?() }
+}
+
+private func releaseCUDAPictureHold(_ opaque: UnsafeMutableRawPointer?, _ data: UnsafeMutablePointer<UInt8>?) {
+    guard let opaque else { return }
+    Unmanaged<CUDAPictureHold>.fromOpaque(opaque).release()
+}
+
 /// Wrapping the frames handed to the encoder as AVFrames.
 extension VideoEncoder {
+    /// Encodes an NV12 picture in CUDA memory (NVENC only, no host copy): an
+    /// `AV_PIX_FMT_CUDA` frame of the encoder's frames context whose planes
+    /// are the picture's device addresses. `release` runs exactly once, when
+    /// FFmpeg no longer holds the frame (at once when it is refused).
+    func encode(_ picture: CUDANV12Picture, pts: MediaTime, release: (@Sendable () -> Void)?, keyframe: Bool = false) throws(MediaError) -> [FFPacket] {
+        guard nvenc != nil, let hwFrames else {
+            release?()
+            throw .invalidFrame(reason: "CUDA pictures need the NVENC encoder; \(name) takes frames in host memory")
+        }
+        guard picture.width == settings.size.width, picture.height == settings.size.height else {
+            release?()
+            throw .invalidFrame(reason: "CUDA picture \(picture.width)x\(picture.height), encoder expects \(settings.size) NV12")
+        }
+        guard picture.pitch >= picture.width, picture.luma != 0, picture.chroma != 0 else {
+            release?()
+            throw .invalidFrame(reason: "CUDA picture with pitch \(picture.pitch) for width \(picture.width), or no plane address")
+        }
+        let hold = Unmanaged.passRetained(CUDAPictureHold(release: release)).toOpaque()
+        // buf[0] holds the picture: FFmpeg's references to the frame keep it, its last unref releases it.
+        guard let buf = av_buffer_create(nil, 0, releaseCUDAPictureHold, hold, 0) else {
+            Unmanaged<CUDAPictureHold>.fromOpaque(hold).release()
+            throw .encoderFailed(encoder: name, detail: "av_buffer_create: out of memory")
+        }
+        let frame = FFFrame()
+        frame.raw.pointee.format = AV_PIX_FMT_CUDA.rawValue
+        frame.raw.pointee.width = Int32(picture.width)
+        frame.raw.pointee.height = Int32(picture.height)
+        frame.raw.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
+        diptych_frame_set_buf(frame.raw, 0, buf)
+        frame.raw.pointee.hw_frames_ctx = hwFrames.newReference()
+        diptych_frame_set_device_plane(frame.raw, 0, picture.luma, Int32(picture.pitch))
+        diptych_frame_set_device_plane(frame.raw, 1, picture.chroma, Int32(picture.pitch))
+        frame.raw.pointee.pts = ticks(for: pts)
+        if keyframe { frame.raw.pointee.pict_type = AV_PICTURE_TYPE_I }
+        return try send(frame)
+    }
+
     /// Encodes an NV12 dma-buf (VA-API only, zero copy): the buffer becomes a
     /// VA surface of the encoder's display (`VAImportedSurface`) named by a
     /// `AV_PIX_FMT_VAAPI` frame. `release` runs exactly once, when the encoder

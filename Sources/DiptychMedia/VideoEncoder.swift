@@ -2,8 +2,10 @@ import CFFmpeg
 import CVA
 import DiptychCore
 
-/// An H.264/HEVC encoder: libx264/libx265 on CPU frames, or h264_vaapi/hevc_vaapi
-/// on frames uploaded (NV12) or mapped (dma-buf) to VA surfaces.
+/// An H.264/HEVC encoder: libx264/libx265 on CPU frames, h264_vaapi/hevc_vaapi
+/// on frames uploaded (NV12) or mapped (dma-buf) to VA surfaces, or
+/// h264_nvenc/hevc_nvenc on CUDA frames (NV12 in the compositor's CUDA
+/// memory, or uploaded from host memory).
 ///
 /// The software path takes NV12 frames without copying (libx264 reads NV12
 /// directly; for libx265 only the chroma is de-interleaved into I420).
@@ -25,6 +27,11 @@ final class VideoEncoder {
     /// its rate control is driven.
     private(set) var vaDisplay: VADisplay?
     private(set) var tuning: VAEncoderTuning?
+    /// What opens the encoder and moves frames and packets (FFmpeg's calls;
+    /// for NVENC, its backend's: a recording stand-in in tests).
+    private(set) var session: any EncoderSession
+    /// NVENC only: where its device and session come from.
+    let nvenc: (any NVENCBackend)?
     private let packet = FFPacket()
     /// Rewrites the stream's VUI timing to the real frame rate (see `init`).
     private var timing: FFBitstreamFilter?
@@ -39,14 +46,34 @@ final class VideoEncoder {
     deinit { StageClock.sample() }
     var name: String { selection.name }
 
-    init(settings: VideoEncoderSettings, globalHeader: Bool) throws(MediaError) {
+    /// `nvenc`: NVENC's backend (nil: FFmpeg's on `settings.cudaDevice`);
+    /// `probing`: NVENC is being examined (its facts are not asked for);
+    /// `openLog`: told what FFmpeg logged about the encoder while it opened.
+    init(settings: VideoEncoderSettings, globalHeader: Bool, nvenc backend: (any NVENCBackend)? = nil, probing: Bool = false,
+         openLog: ((String) -> Void)? = nil) throws(MediaError) {
         self.settings = settings
         guard !settings.size.isEmpty else { throw .invalidFrame(reason: "encoder size \(settings.size) is empty") }
         guard settings.encoder != .gpu else {
             throw .encoderUnavailable(encoder: "gpu", reason: "the GPU encoder runs in the GPU stage; an output encoding frames itself cannot use it")
         }
-        let sel = try EncoderProbe.choose(codec: settings.codec, choice: settings.encoder, driDirectory: settings.driDirectory,
+        let sel: EncoderSelection
+        if settings.encoder == .nvenc {
+            let b = backend ?? NVENCHardware.open(ordinal: settings.cudaDevice ?? 0)
+            nvenc = b
+            let name = NVENCFacts.encoderName(settings.codec)
+            if probing {
+                sel = EncoderSelection(name: name, isHardware: false, reason: "NVENC", devicePath: nil)
+            } else {
+                switch EncoderPlanner.nvencEncoder(codec: settings.codec, facts: b.facts(codec: settings.codec)) {
+                case .success(let n): sel = EncoderSelection(name: name, isHardware: false, reason: n.detail, devicePath: nil)
+                case .failure(let why): throw .encoderUnavailable(encoder: name, reason: why.reason)
+                }
+            }
+        } else {
+            nvenc = nil
+            sel = try EncoderProbe.choose(codec: settings.codec, choice: settings.encoder, driDirectory: settings.driDirectory,
                                           preferring: settings.preferredRenderNode)
+        }
         selection = sel
         let size = settings.size
         guard size.width % 2 == 0, size.height % 2 == 0 else {
@@ -58,6 +85,7 @@ final class VideoEncoder {
             throw .encoderUnavailable(encoder: sel.name, reason: "FFmpeg lacks the encoder")
         }
         do { encoder = try FFCodecContext(codec) } catch { throw .encoderFailed(encoder: sel.name, detail: "\(error)") }
+        session = nvenc?.session(for: encoder) ?? FFmpegEncoderSession(encoder)
         (timeBase, frameTicks) = VideoEncoder.ticks(for: settings.frameRate)
         inputFormat = sel.isHardware ? AV_PIX_FMT_NV12 : (sel.name == "libx265" ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12)
         configure(globalHeader: globalHeader)
@@ -65,6 +93,8 @@ final class VideoEncoder {
         let options = FFDictionary()
         if sel.isHardware {
             try attachVAAPI(options)
+        } else if let nvenc {
+            try attachNVENC(options, backend: nvenc)
         } else {
             encoder.raw.pointee.pix_fmt = inputFormat
             options.set("preset", settings.preset)
@@ -80,9 +110,19 @@ final class VideoEncoder {
                 options.set("x264-params", cqp)
             }
         }
-        do { try StageClock.naming(.encode) { () throws(FFmpegError) in try encoder.open(options) } } catch {
-            throw .encoderFailed(encoder: sel.name, detail: "cannot open (\(settings.size) @ \(settings.frameRate) fps, preset \(settings.preset)\(settings.tune.map { ", tune \($0)" } ?? "")\(settings.qp.map { ", qp \($0)" } ?? "")): \(error.message)")
+        // NVENC says why it did not open in its log, not in its error code: kept for the reason.
+        let said = FFLogCapture(object: nvenc == nil ? nil : UnsafeRawPointer(encoder.raw))
+        do {
+            try StageClock.naming(.encode) { () throws(FFmpegError) in
+                defer { said.end() }
+                try session.open(options)
+            }
+        } catch {
+            openLog?(said.text)
+            let why = said.text.isEmpty ? "" : " (FFmpeg: \(said.text.split(whereSeparator: \.isNewline).joined(separator: "; ")))"
+            throw .encoderFailed(encoder: sel.name, detail: "cannot open (\(settings.size) @ \(settings.frameRate) fps, preset \(settings.preset)\(settings.tune.map { ", tune \($0)" } ?? "")\(settings.qp.map { ", qp \($0)" } ?? "")): \(error.message)\(why)")
         }
+        openLog?(said.text)
         if let left = options.first {
             throw .encoderFailed(encoder: sel.name, detail: "option \(left.key)=\(left.value) not recognised")
         }
@@ -205,6 +245,47 @@ final class VideoEncoder {
         encoder.raw.pointee.hw_frames_ctx = frames.newReference()
     }
 
+    /// NVENC's CUDA device (the compositor's, on its primary context), a
+    /// frames context of NV12 CUDA frames (the compositor's pictures are
+    /// wrapped as its frames; host frames are uploaded into its pool), and
+    /// the take's settings as NVENC's options: a preset from the x264 one,
+    /// the low-latency tune without reordering delay for live outputs (`tune
+    /// zerolatency`) and high quality for files, no B-frames unless asked
+    /// for, IDR pictures where a keyframe is asked for (`forced-idr`), CBR
+    /// for live outputs and VBR for files within `--maxrate`/`--bufsize`, or
+    /// a constant QP (`--qp`).
+    private func attachNVENC(_ options: FFDictionary, backend: any NVENCBackend) throws(MediaError) {
+        let c = encoder.raw
+        c.pointee.pix_fmt = AV_PIX_FMT_CUDA
+        let device = try backend.hardwareDevice()
+        hwDevice = device
+        guard let fr = av_hwframe_ctx_alloc(device.raw) else { throw .encoderFailed(encoder: name, detail: "av_hwframe_ctx_alloc: out of memory") }
+        let frames = FFBufferRef(taking: fr)
+        let fc = UnsafeMutableRawPointer(frames.raw.pointee.data).assumingMemoryBound(to: AVHWFramesContext.self)
+        fc.pointee.format = AV_PIX_FMT_CUDA
+        fc.pointee.sw_format = AV_PIX_FMT_NV12
+        fc.pointee.width = c.pointee.width
+        fc.pointee.height = c.pointee.height
+        // No frame is made ahead: the compositor's own pictures are wrapped; uploads take from the pool as they come.
+        fc.pointee.initial_pool_size = 0
+        do { try backend.initialize(frames: frames) } catch {
+            throw .encoderUnavailable(encoder: name, reason: "cannot make CUDA frames \(settings.size) NV12: \(error.message)")
+        }
+        hwFrames = frames
+        c.pointee.hw_frames_ctx = frames.newReference()
+        for (k, v) in NVENCOptions.options(settings) { options.set(k, v) }
+        if settings.qp == nil {
+            // The VBV: a live output's CBR needs one; a file's VBR is capped by it when --maxrate is given.
+            if settings.maxrate == nil && settings.tune == "zerolatency" {
+                c.pointee.rc_max_rate = Int64(settings.bitrate)
+                c.pointee.rc_buffer_size = Int32(clamping: settings.bitrate)
+            }
+        } else {
+            c.pointee.bit_rate = 0
+        }
+        c.pointee.max_b_frames = Int32(settings.maxBFrames ?? 0)
+    }
+
     /// The frame's pts in encoder ticks, kept strictly increasing.
     func ticks(for pts: MediaTime) -> Int64 {
         var t = pts.converted(to: timeBase.den).value
@@ -232,7 +313,7 @@ final class VideoEncoder {
                 try ffCheck(av_hwframe_get_buffer(hwFrames.raw, hw.raw, 0), "av_hwframe_get_buffer")
                 try ffCheck(av_hwframe_transfer_data(hw.raw, av.raw, 0), "av_hwframe_transfer_data")
             } catch {
-                throw .encoderFailed(encoder: name, detail: "upload to VA surface: \(error.message)")
+                throw .encoderFailed(encoder: name, detail: "upload to \(nvenc == nil ? "VA surface" : "CUDA frame"): \(error.message)")
             }
             hw.raw.pointee.pts = av.raw.pointee.pts
             hw.raw.pointee.pict_type = av.raw.pointee.pict_type
@@ -250,12 +331,12 @@ final class VideoEncoder {
 
     func send(_ frame: FFFrame?) throws(MediaError) -> [FFPacket] {
         precondition(!flushed || frame == nil, "VideoEncoder.encode after flush")
-        let r = encoder.send(frame?.raw)
+        let r = session.send(frame?.raw)
         if r < 0 && r != averrorEOF { throw .encoderFailed(encoder: name, detail: avErrorString(r)) }
         if frame != nil { framesIn += 1 }
         var out: [FFPacket] = []
         while true {
-            let rr = encoder.receive(packet)
+            let rr = session.receive(packet)
             if rr == averrorEAGAIN || rr == averrorEOF { break }
             if rr < 0 { throw .encoderFailed(encoder: name, detail: avErrorString(rr)) }
             // FFmpeg 5.1's libx264 leaves duration 0: the muxer needs it for the last sample.

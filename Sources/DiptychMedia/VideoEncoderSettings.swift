@@ -35,6 +35,8 @@ public struct VideoEncoderSettings: Hashable, Sendable {
     public var preferredRenderNode: String?
     /// Encoder threads; 0 lets FFmpeg choose.
     public var threads = 0
+    /// NVENC: the CUDA device it encodes on (the compositor's); nil: device 0.
+    public var cudaDevice: Int?
 
     public init(size: PixelSize, frameRate: FrameRate, codec: VideoCodec = .h264, encoder: EncoderChoice = .auto,
                 bitrate: Int = 10_000_000, preset: String = "veryfast", tune: String? = nil, gop: Int? = nil,

@@ -222,9 +222,9 @@ extension Option {
     // MARK: Encoding
 
     static let encoding: [Option] = [
-        .text("--encoder", ["encoder"], "auto|vaapi|x264|gpu",
-              "VA-API where the machine has it, else the GPU's own H.264 encoder on a hardware GPU, else software (auto); gpu: H.264 only",
-              set: { v, t, f throws(ConfigurationError) in v.take.encoder = try enumValue(EncoderChoice.self, t, field: f, "expected auto, vaapi, x264 or gpu") },
+        .text("--encoder", ["encoder"], "auto|vaapi|nvenc|x264|gpu",
+              "VA-API zero copy where the machine has it, else NVENC where the GPU has an engine, else VA-API, else software (auto); gpu: the GPU's own H.264 encoder",
+              set: { v, t, f throws(ConfigurationError) in v.take.encoder = try enumValue(EncoderChoice.self, t, field: f, "expected auto, vaapi, nvenc, x264 or gpu") },
               get: { .string($0.take.encoder.rawValue) }),
         .text("--decoder", ["decoder"], "auto|cpu|nvdec", "decode the inputs with NVDEC where the GPU and the stream allow it (auto), or on the CPU",
               set: { v, t, f throws(ConfigurationError) in v.take.decoder = try enumValue(DecoderChoice.self, t, field: f, "expected auto, cpu or nvdec") },

@@ -1,5 +1,6 @@
 import Diptych
 import DiptychOptions
+import DiptychCUDA
 import DiptychGPU
 import DiptychMedia
 import Foundation
@@ -45,6 +46,7 @@ enum Probe {
             print("  encoder targets (VA-API from the render target): \(describe(gpu.encoderTargetSupport()))")
             let info = gpu.info
             print("  GPU H.264 encoder (--encoder gpu): " + gpuEncoderLine(info))
+            print("  NVENC (--encoder nvenc): " + nvencLines(gpu.cudaDevice()).joined(separator: "\n    "))
             gpu.shutdown()
         } catch {
             print("  none: \(error)")
@@ -63,6 +65,24 @@ enum Probe {
         info.capabilities.computeShaders
             ? "runs: GLES compute on \(info.renderer)\(info.isSoftware ? " (software renderer)" : ""); --encoder auto does not take it yet"
             : "unavailable: \(info.renderer) has no compute shaders (\(info.version))"
+    }
+
+    /// NVENC on the compositor's CUDA device, a line a codec: its engine and
+    /// limits, or `absent: <reason>` (one line where both codecs are absent
+    /// for one reason). A session is opened and closed to find out.
+    static func nvencLines(_ device: Result<Int, CUDAUnavailable>) -> [String] {
+        let facts = VideoCodec.allCases.map { ($0, NVENCProbe.facts(codec: $0, cudaDevice: device)) }
+        let reasons = facts.compactMap { f -> String? in if case .unavailable(let a) = f.1 { "\(a)" } else { nil } }
+        if reasons.count == facts.count, Set(reasons).count == 1 { return ["absent: \(reasons[0])"] }
+        return facts.map { codec, f in "\(NVENCFacts.encoderName(codec)): " + nvencLine(f, codec: codec) }
+    }
+
+    static func nvencLine(_ f: NVENCFacts, codec: VideoCodec) -> String {
+        switch f {
+        case .available(let device, _, let api, let limits):
+            return "present on \(device), NVENC API \(api); " + limits.map(\.description).joined(separator: "; ")
+        case .unavailable(let a): return "absent: \(a)"
+        }
     }
 
     /// V4L2 devices and their names.
@@ -99,6 +119,8 @@ struct ProbeReport: Encodable {
         var planLine: String?
         var encoderTargets: String?
         var gpuEncoder: String?
+        /// NVENC on the context's CUDA device: per codec, `present on …` or `absent: <reason>`.
+        var nvenc: [String: String]?
         /// Why no context could be made, else nil.
         var error: String?
     }
@@ -116,8 +138,12 @@ struct ProbeReport: Encodable {
         var gl = GL()
         do {
             let gpu = try GPUCompositor(selection: selection, directCopy: .auto)
+            let device = gpu.cudaDevice()
             gl = GL(info: gpu.info, plan: gpu.plan, planLine: gpu.plan.description,
-                    encoderTargets: Probe.describe(gpu.encoderTargetSupport()), gpuEncoder: Probe.gpuEncoderLine(gpu.info))
+                    encoderTargets: Probe.describe(gpu.encoderTargetSupport()), gpuEncoder: Probe.gpuEncoderLine(gpu.info),
+                    nvenc: Dictionary(uniqueKeysWithValues: VideoCodec.allCases.map { c in
+                        (c.rawValue, Probe.nvencLine(NVENCProbe.facts(codec: c, cudaDevice: device), codec: c))
+                    }))
             gpu.shutdown()
         } catch {
             gl.error = "\(error)"

@@ -1,5 +1,6 @@
 import Testing
 import DiptychCore
+import DiptychCUDA
 @testable import DiptychMedia
 
 /// Every row of the encoder path choice (docs/ARCHITECTURE.md, "Encoder paths"):
@@ -30,6 +31,8 @@ import DiptychCore
         var target: EncoderTargetFacts? = EncoderPlanTests.gbm
         /// Whether the compositor's GPU runs the GPU encoder; nil: not examined (the GPU not open).
         var gpu: GPUEncoderFacts?
+        /// NVENC on the compositor's CUDA device; nil: not examined.
+        var nvenc: NVENCFacts?
         /// The path and encoder taken, and the reason as logged; or the error's text.
         var expected: Expect
         var testDescription: String { name }
@@ -51,6 +54,24 @@ import DiptychCore
     static let noCompute = GPUEncoderFacts.unavailable(reason: "Mali-T760 has no compute shaders (OpenGL ES 3.0; OpenGL ES 3.1 needed)")
     static let noVA = VAAPIReport(directory: "/dev/dri", devices: [], problem: "no /dev/dri")
     static let deviceGPU = EncoderTargetFacts(platform: "device", renderNode: nil)
+
+    // NVENC as machines offer it: an L4 (an engine, both codecs), an H200
+    // (the driver's library, no engine), and what else can be missing.
+    static let l4Label = "NVIDIA L4 (CUDA device 0)"
+    static let l4 = NVENCFacts.available(device: l4Label, cudaDevice: 0, driverAPI: "12.1", limits: [
+        NVENCCodecLimits(codec: .h264, maxWidth: 4096, maxHeight: 4096, maxBFrames: 4, tenBit: false),
+        NVENCCodecLimits(codec: .hevc, maxWidth: 8192, maxHeight: 8192, maxBFrames: 5, tenBit: true)])
+    static let l4H264Only = NVENCFacts.available(device: l4Label, cudaDevice: 1, driverAPI: "12.1", limits: [
+        NVENCCodecLimits(codec: .h264, maxWidth: 4096, maxHeight: 4096, maxBFrames: 4, tenBit: false)])
+    static let h200Label = "NVIDIA H200 (CUDA device 0)"
+    static let h200NVENC = NVENCFacts.unavailable(NVENCAbsence.session(status: 2, gpu: h200Label, codec: .h264)!)
+    static let h200Absent = "no NVENC engine on this GPU (NVIDIA H200 (CUDA device 0): its encode session does not open: unsupported device (2))"
+    static let noEncodeLibrary = NVENCFacts.unavailable(.noEncodeLibrary("no NVENC library (libnvidia-encode.so.1): Cannot load libnvidia-encode.so.1"))
+    static let tooOld = NVENCFacts.unavailable(.driverTooOld("it takes NVENC API 11.0, FFmpeg's encoders need 11.1"))
+    static let busy = NVENCFacts.unavailable(NVENCAbsence.session(status: 10, gpu: "NVIDIA GeForce RTX 3060 (CUDA device 0)", codec: .h264)!)
+    static let noCUDA = NVENCFacts.unavailable(.noCUDA("the GL context runs on a software renderer (llvmpipe (LLVM 15.0.6, 256 bits))"))
+    static let nvencNotBuilt = NVENCFacts.unavailable(.notBuilt(encoder: "h264_nvenc"))
+    static let l4Detail = "NVENC on NVIDIA L4 (CUDA device 0), API 12.1; h264 up to 4096x4096, 4 B-frames"
 
     static let upload = "VA-API from uploaded frames, VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP); zero copy not possible: "
 
@@ -175,12 +196,92 @@ import DiptychCore
         Row("vaapi requested on a hardware GPU without VA-API", expected: .error("encoder h264_vaapi unavailable: no /dev/dri")) {
             $0.requested = .vaapi; $0.gpu = h200; $0.va = noVA
         },
+        // NVENC, asked for: taken, or refused naming what is missing.
+        Row("nvenc requested on an L4", expected: .plan(.nvenc, "h264_nvenc", "NVENC requested, " + l4Detail)) {
+            $0.requested = .nvenc; $0.nvenc = l4; $0.va = noVA; $0.target = deviceGPU
+        },
+        Row("nvenc requested over VA-API zero copy", expected: .plan(.nvenc, "h264_nvenc", "NVENC requested, " + l4Detail)) {
+            $0.requested = .nvenc; $0.nvenc = l4
+        },
+        Row("nvenc requested for HEVC", expected: .plan(.nvenc, "hevc_nvenc",
+            "NVENC requested, NVENC on NVIDIA L4 (CUDA device 0), API 12.1; hevc up to 8192x8192, 5 B-frames, 10-bit")) {
+            $0.requested = .nvenc; $0.nvenc = l4; $0.codec = .hevc
+        },
+        Row("nvenc requested on an H200: no engine", expected: .error("encoder h264_nvenc unavailable: " + h200Absent)) {
+            $0.requested = .nvenc; $0.nvenc = h200NVENC; $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU
+        },
+        Row("nvenc requested without libnvidia-encode", expected: .error(
+            "encoder h264_nvenc unavailable: no libnvidia-encode (the driver's NVENC library): no NVENC library (libnvidia-encode.so.1): Cannot load libnvidia-encode.so.1")) {
+            $0.requested = .nvenc; $0.nvenc = noEncodeLibrary
+        },
+        Row("nvenc requested, driver too old", expected: .error(
+            "encoder h264_nvenc unavailable: NVIDIA driver too old for FFmpeg's NVENC encoders: it takes NVENC API 11.0, FFmpeg's encoders need 11.1")) {
+            $0.requested = .nvenc; $0.nvenc = tooOld
+        },
+        Row("nvenc requested, session limit", expected: .error(
+            "encoder h264_nvenc unavailable: NVENC session limit reached on NVIDIA GeForce RTX 3060 (CUDA device 0) (out of memory (10)): too many encode sessions are open")) {
+            $0.requested = .nvenc; $0.nvenc = busy
+        },
+        Row("nvenc requested, FFmpeg without it", expected: .error("encoder h264_nvenc unavailable: FFmpeg lacks the h264_nvenc encoder")) {
+            $0.requested = .nvenc; $0.nvenc = nvencNotBuilt
+        },
+        Row("nvenc requested on a software renderer", expected: .error(
+            "encoder h264_nvenc unavailable: no CUDA device for NVENC: the GL context runs on a software renderer (llvmpipe (LLVM 15.0.6, 256 bits))")) {
+            $0.requested = .nvenc; $0.nvenc = noCUDA; $0.gpu = llvmpipe; $0.va = noVA
+        },
+        Row("nvenc requested, GPU not open", expected: .error("encoder h264_nvenc unavailable: the GPU is not open yet")) { $0.requested = .nvenc },
+        Row("nvenc requested for HEVC on an engine without it", expected: .error(
+            "encoder hevc_nvenc unavailable: NVENC on NVIDIA L4 (CUDA device 0) does not encode HEVC (the engine lists h264)")) {
+            $0.requested = .nvenc; $0.nvenc = l4H264Only; $0.codec = .hevc
+        },
+        // NVENC in auto's order: after VA-API zero copy, before VA-API uploads, the GPU encoder and libx264.
+        Row("auto: VA-API zero copy before NVENC", expected: .plan(.vaapiZeroCopy, "h264_vaapi",
+            "VA-API from the render target (zero copy), VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP), modifier 0x0100000000000002")) {
+            $0.nvenc = l4; $0.gpu = h200
+        },
+        Row("auto: NVENC before VA-API uploads", expected: .plan(.nvenc, "h264_nvenc", "NVENC, " + l4Detail
+            + "; VA-API zero copy not possible: no render node: the GPU runs on the EGL device platform (zero copy needs GBM on a DRM render node)")) {
+            $0.nvenc = l4; $0.target = deviceGPU
+        },
+        Row("auto: NVENC without VA-API", expected: .plan(.nvenc, "h264_nvenc", "NVENC, " + l4Detail + "; VA-API zero copy not possible: no /dev/dri")) {
+            $0.nvenc = l4; $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU
+        },
+        Row("auto: NVENC for HEVC", expected: .plan(.nvenc, "hevc_nvenc",
+            "NVENC, NVENC on NVIDIA L4 (CUDA device 0), API 12.1; hevc up to 8192x8192, 5 B-frames, 10-bit; VA-API zero copy not possible: /dev/dri/renderD128: no encode entrypoint for HEVC (Intel iHD driver)")) {
+            $0.nvenc = l4; $0.codec = .hevc
+        },
+        Row("auto: H200, no engine: libx264, saying why at each step", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; NVENC not taken: " + h200Absent + "; GPU encoder not taken: " + EncoderPlanner.autoRefusal)) {
+            $0.nvenc = h200NVENC; $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU
+        },
+        Row("auto: llvmpipe: libx264, saying why at each step", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; NVENC not taken: no CUDA device for NVENC: the GL context runs on a software renderer (llvmpipe (LLVM 15.0.6, 256 bits)); GPU encoder not taken: llvmpipe (LLVM 15.0.6, 256 bits) is a software renderer (--encoder gpu runs it there)")) {
+            $0.nvenc = noCUDA; $0.gpu = llvmpipe; $0.va = noVA; $0.target = target { $0.platform = "surfaceless"; $0.renderNode = nil }
+        },
+        Row("auto: VA-API uploads where NVENC is absent", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "no render node: the GPU runs on the EGL device platform (zero copy needs GBM on a DRM render node); NVENC not taken: NVIDIA driver too old for FFmpeg's NVENC encoders: it takes NVENC API 11.0, FFmpeg's encoders need 11.1")) {
+            $0.nvenc = tooOld; $0.target = deviceGPU
+        },
+        Row("auto: the GPU encoder, the only one, where NVENC is busy", expected: .plan(.gpu, "gpu-h264",
+            "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2; VA-API unavailable: FFmpeg lacks the h264_vaapi encoder; NVENC not taken: NVENC session limit reached on NVIDIA GeForce RTX 3060 (CUDA device 0) (out of memory (10)): too many encode sessions are open")) {
+            $0.gpu = h200; $0.nvenc = busy; $0.built = BuiltEncoders(hardware: false, software: false)
+        },
+        Row("x264 requested where NVENC is", expected: .plan(.software, "libx264", "software encoder requested")) {
+            $0.requested = .x264; $0.nvenc = l4
+        },
+        Row("vaapi requested where only NVENC is", expected: .error("encoder h264_vaapi unavailable: no /dev/dri")) {
+            $0.requested = .vaapi; $0.nvenc = l4; $0.va = noVA
+        },
+        Row("gpu requested where NVENC is", expected: .plan(.gpu, "gpu-h264", "GPU encoder requested, GLES compute on NVIDIA H200/PCIe/SSE2")) {
+            $0.requested = .gpu; $0.gpu = h200; $0.nvenc = l4
+        },
     ]
 
     @Test(arguments: rows)
     func table(_ row: Row) {
         do {
-            let p = try EncoderPlanner.plan(codec: row.codec, requested: row.requested, built: row.built, vaapi: row.va, target: row.target, gpu: row.gpu)
+            let p = try EncoderPlanner.plan(codec: row.codec, requested: row.requested, built: row.built, vaapi: row.va, target: row.target,
+                                            gpu: row.gpu, nvenc: row.nvenc)
             guard case .plan(let path, let encoder, let reason) = row.expected else {
                 Issue.record("\(row.name): expected an error, got \(p)"); return
             }
@@ -193,6 +294,7 @@ import DiptychCore
             #expect(p.requested || p.passedOver.map(\.path) == Array(better))
             #expect((p.path == .vaapiZeroCopy) == (p.modifier != nil))
             #expect((p.path == .vaapiZeroCopy || p.path == .vaapiUpload) == (p.devicePath == EncoderPlanTests.node))
+            #expect((p.path == .nvenc) == (p.cudaDevice != nil))
         } catch {
             guard case .error(let text) = row.expected else { Issue.record("\(row.name): \(error)"); return }
             #expect(error.description == text)
@@ -224,8 +326,8 @@ import DiptychCore
     @Test func thisMachine() throws {
         let p = try EncoderProbe.plan(codec: .h264, choice: .auto, driDirectory: "/nonexistent-dri", target: nil)
         #expect(p.path == .software && p.reason == "VA-API unavailable: no /nonexistent-dri")
-        #expect(p.passedOver.map(\.reason) == ["no /nonexistent-dri", "no /nonexistent-dri", "the GPU is not open yet"])
-        #expect(p.passedOver.map(\.path) == [.vaapiZeroCopy, .vaapiUpload, .gpu])
+        #expect(p.passedOver.map(\.reason) == ["no /nonexistent-dri", "the GPU is not open yet", "no /nonexistent-dri", "the GPU is not open yet"])
+        #expect(p.passedOver.map(\.path) == [.vaapiZeroCopy, .nvenc, .vaapiUpload, .gpu])
     }
 }
 

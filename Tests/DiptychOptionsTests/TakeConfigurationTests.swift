@@ -94,7 +94,7 @@ private func tempPath(_ name: String) -> String {
         ("--pip-margin wide", "--pip-margin", "wide", "expected pixels"),
         ("--rotate-primary 45", "--rotate-primary", "45", "must be 0, 90, 180 or 270"),
         ("--rotate-secondary up", "--rotate-secondary", "up", "must be 0, 90, 180 or 270"),
-        ("--encoder nvenc", "--encoder", "nvenc", "expected auto, vaapi, x264 or gpu"),
+        ("--encoder qsv", "--encoder", "qsv", "expected auto, vaapi, nvenc, x264 or gpu"),
         ("--qp 52", "--qp", "52", "expected a quantizer 0 to 51"),
         ("--qp -1", "--qp", "-1", "expected a quantizer 0 to 51"),
         ("--qp high", "--qp", "high", "expected a quantizer 0 to 51"),

@@ -30,6 +30,11 @@ import DiptychGPU
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--size", "12x0"], "--size"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--bitrate", "-5"], "--bitrate"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--encoder", "vaapi"], "vaapi"),
+        // No NVENC on llvmpipe: the one line names what is missing.
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--encoder", "nvenc"],
+         "encoder h264_nvenc unavailable: no CUDA device for NVENC: "),
+        (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--encoder", "nvenc", "--codec", "hevc"],
+         "encoder hevc_nvenc unavailable: no CUDA device for NVENC: "),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--frobnicate"], "--frobnicate"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--keyframe-interval", "1e300"], "--keyframe-interval"),
         (["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--secondary-timeout", "1e300"], "--secondary-timeout"),
@@ -308,6 +313,7 @@ import DiptychGPU
         #expect(r.stdout.contains("plan: pass=fragment shortcut=direct-copy staging="), "probe prints the GPU plan: \(r.stdout)")
         #expect(r.stdout.contains("libx264"))
         #expect(r.stdout.contains("GPU H.264 encoder (--encoder gpu): runs: GLES compute on"), "probe says whether the GPU encoder runs: \(r.stdout)")
+        #expect(r.stdout.contains("NVENC (--encoder nvenc): absent: no CUDA device for NVENC: "), "probe says why NVENC is absent: \(r.stdout)")
         #expect(r.stdout.contains("libavcodec"))
     }
 
@@ -320,6 +326,7 @@ import DiptychGPU
         #expect(((gl["info"] as? [String: Any])?["renderer"] as? String)?.contains("llvmpipe") == true, "\(gl)")
         #expect((gl["planLine"] as? String)?.hasPrefix("plan: pass=fragment") == true)
         #expect((gl["gpuEncoder"] as? String)?.hasPrefix("runs: GLES compute") == true)
+        #expect((gl["nvenc"] as? [String: String])?["hevc"]?.hasPrefix("absent: no CUDA device for NVENC: ") == true, "\(gl)")
         let h264 = try #require((o["encoders"] as? [String: Any])?["h264"] as? [[String: Any]])
         #expect(h264.contains { $0["name"] as? String == "libx264" && $0["available"] as? Bool == true })
         #expect((o["autoEncoder"] as? [String: String])?["h264"]?.hasPrefix("libx264") == true)

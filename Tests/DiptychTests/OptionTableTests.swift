@@ -121,7 +121,7 @@ import DiptychOptions
         } catch {
             #expect("\(error)".hasPrefix("--encoder 'gpu': encodes H.264 only, not --codec hevc"), "\(error)")
         }
-        #expect(TakeConfiguration.usage.contains("auto|vaapi|x264|gpu"))
+        #expect(TakeConfiguration.usage.contains("auto|vaapi|nvenc|x264|gpu"))
     }
 
     @Test func embeddingRefusesInputOptionsByName() {

@@ -40,8 +40,8 @@ enum TakeSetup {
             throw .configuration(ConfigurationError(field: "--out", value: "", reason: "is required (an output file or URL)"))
         }
         if io.outputIsNamed { try checkDistinctFiles(config: config, output: outputPath) }
-        // The GPU encoder is decided once the GPU is open (ZeroCopySetup).
-        if config.encoder != .gpu {
+        // The GPU encoder and NVENC are decided once the GPU is open (ZeroCopySetup).
+        if config.encoder != .gpu && config.encoder != .nvenc {
             do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
         }
         do {
@@ -89,6 +89,14 @@ enum TakeSetup {
         // A pattern's size is known before it is opened (and making its first frame can take long).
         if config.canvasSize == nil, case .testPattern(_, let size, _) = config.primary {
             let canvas = config.resolvedCanvas(primaryUprightSize: size.rotated(config.primaryOrientation.rotation))
+        // `--encoder nvenc` where NVENC cannot open on the compositor's GPU is bad input, said likewise.
+        if config.encoder == .nvenc {
+            let facts = hooks.zeroCopyOverride?.nvenc ?? NVENCProbe.facts(codec: config.codec, cudaDevice: gpu.gpu.cudaDevice())
+            do {
+                _ = try EncoderProbe.plan(codec: config.codec, choice: .nvenc, report: VAAPIReport(directory: "", devices: [], problem: nil),
+                                          target: nil, nvenc: facts)
+            } catch { throw .encoder(error) }
+        }
             try checkCanvas(canvas, on: gpu.gpu, field: "--primary", value: "\(config.primary) (canvas \(canvas))")
         }
 
@@ -171,6 +179,8 @@ enum TakeSetup {
         if hooks.costTrial.applies(live: TakeRun.isLive(config.primary) || TakeRun.isLive(config.secondary)) {
             let g = gpu.gpu
             let secondaryOrientation = InputStage.orientation(metadata: secondary?.info.orientation ?? .identity,
+        // NVENC encodes on the compositor's CUDA device (the cost trial's encoder too).
+        if config.encoder == .nvenc, case .success(let device) = gpu.gpu.cudaDevice() { settings.cudaDevice = device }
                                                               configured: config.secondaryOrientation)
             let measure: (PixelSize) throws -> [Double] = hooks.costMeasurement.map { m in { m($0) } }
                 ?? CostTrial.real(gpu: g, primary: primary.info.size, secondary: secondary?.info.size, layout: config.layout,
@@ -269,6 +279,8 @@ enum TakeSetup {
         }
 
         var inputSettings = InputSettings(primarySpec: config.primary, primaryOrientation: config.primaryOrientation,
+        // What `scripts/verify-nvenc` reads: whether NVENC's frames cross host memory.
+        if mainPlan?.path == .nvenc { hooks.log("NVENC: \(ZeroCopySetup.nvencFrames)") }
                                           secondaryOrientation: config.secondaryOrientation, frameRate: frameRate,
                                           primaryTimeout: config.primaryTimeout, secondaryTimeout: config.secondaryTimeout,
                                           switches: config.secondarySwitches, sharedClock: io.sharedClock,

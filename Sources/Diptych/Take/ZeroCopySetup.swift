@@ -12,6 +12,8 @@ struct ZeroCopyOverride: Sendable {
     var support: EncoderTargetFacts
     /// Stands in for the GPU encoder's facts (`gpuEncoderFacts`); nil: the GPU's own.
     var gpuEncoder: GPUEncoderFacts? = nil
+    /// Stands in for NVENC's facts (`NVENCProbe.facts`); nil: the machine's own.
+    var nvenc: NVENCFacts? = nil
     /// Makes output `key`'s device; `encoder` is nil during the setup's trial.
     var device: @Sendable (_ current: @escaping @Sendable () -> (GPUCompositor, OutputID)?, _ encoder: EncoderStage?) -> any ZeroCopyDevice
 }
@@ -26,6 +28,8 @@ final class ZeroCopySetup {
     let report: VAAPIReport?
     /// Whether the GPU runs the GPU encoder.
     let gpuEncoder: GPUEncoderFacts
+    /// NVENC on the compositor's CUDA device; nil where it was not asked for (`--encoder vaapi`, `x264`, `gpu`).
+    let nvenc: NVENCFacts?
     /// The GPU's side; nil when no VA-API path can run (nothing was asked of the GPU).
     let facts: EncoderTargetFacts?
     /// The plan of an output whose encoder takes dma-bufs.
@@ -45,24 +49,33 @@ final class ZeroCopySetup {
         }
     }
 
-    /// Examines VA-API, then (where a VA-API path can run) the GPU, and tries
-    /// the zero-copy target on output `trialOutput`. Throws when `--encoder
-    /// vaapi` cannot run at all (bad input: exit 2).
+    /// Examines VA-API, NVENC on the compositor's CUDA device, then (where a
+    /// VA-API path can run) the GPU, and tries the zero-copy target on output
+    /// `trialOutput`. Throws when `--encoder vaapi` or `nvenc` cannot run at
+    /// all (bad input: exit 2).
     init(codec: VideoCodec, choice: EncoderChoice, gpu stage: GPUStage, trialOutput: Int, settings: VideoEncoderSettings,
          override: ZeroCopyOverride?) throws(MediaError) {
         self.codec = codec; self.choice = choice; self.override = override
         gpu = StageBox(stage)
         let built = EncoderProbe.built(codec: codec)
-        let report: VAAPIReport? = override?.report ?? (built.hardware && choice != .x264 && choice != .gpu ? EncoderProbe.vaapi() : nil)
+        let report: VAAPIReport? = override?.report ?? (built.hardware && (choice == .auto || choice == .vaapi) ? EncoderProbe.vaapi() : nil)
         self.report = report
         let gpuEncoder = override?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(stage.gpu.info)
         self.gpuEncoder = gpuEncoder
+        let nvenc: NVENCFacts? = choice == .auto || choice == .nvenc
+            ? override?.nvenc ?? NVENCProbe.facts(codec: codec, cudaDevice: stage.gpu.cudaDevice()) : nil
+        self.nvenc = nvenc
         // The GPU's side first (no allocation yet): the VA-API device on the GPU's own node is preferred.
+        // NVENC joins the final plan only (before the trial, zero copy cannot be told from NVENC's turn).
         var facts = override?.support ?? ZeroCopySetup.facts(stage.gpu.encoderTargetSupport())
         let base = try EncoderProbe.plan(codec: codec, choice: choice, report: report ?? VAAPIReport(directory: "", devices: [], problem: nil),
-                                         target: facts, gpu: gpuEncoder)
+                                         target: facts, gpu: gpuEncoder, nvenc: choice == .nvenc ? nvenc : nil)
         guard base.path != .software, let node = base.devicePath else {
-            self.facts = nil; plan = base; chosen = nil; allocator = nil
+            self.facts = nil; chosen = nil; allocator = nil
+            plan = choice == .auto && nvenc != nil
+                ? try EncoderProbe.plan(codec: codec, choice: choice, report: report ?? VAAPIReport(directory: "", devices: [], problem: nil),
+                                        target: facts, gpu: gpuEncoder, nvenc: nvenc)
+                : base
             return
         }
         var allocator: EncoderBufferAllocator?
@@ -92,7 +105,7 @@ final class ZeroCopySetup {
         self.facts = facts
         self.allocator = allocator
         self.chosen = chosen
-        plan = try EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts, gpu: gpuEncoder)
+        plan = try EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts, gpu: gpuEncoder, nvenc: nvenc)
     }
 
     /// The GPU encoder's settings for an output's: `--qp` (a constant
@@ -111,6 +124,13 @@ final class ZeroCopySetup {
         guard plan.path == .gpu, let g = gpu.stage else { return }
         _ = try g.attachGPUEncoder(key, settings: Self.gpuH264Settings(settings), rate: settings.frameRate)
     }
+
+    /// How NVENC's frames reach it. The encoder takes the composite's NV12
+    /// where the GPU wrote it (`VideoEncoder.encode(_: CUDANV12Picture, …)`),
+    /// but the GPU stage does not hand the readback ring's CUDA memory over
+    /// yet: each frame is read back into page-locked memory and uploaded
+    /// into a CUDA frame of the encoder's pool (`av_hwframe_transfer_data`).
+    static let nvencFrames = "frames read back and uploaded into CUDA frames (a host copy a frame: the GPU stage does not hand NVENC its CUDA memory yet)"
 
     /// Whether the compositor's GPU runs the GPU encoder: OpenGL ES 3.1
     /// compute, in a GPU stage that hands encoded pictures over.
@@ -131,6 +151,7 @@ final class ZeroCopySetup {
         var s = s
         switch plan.path {
         case .vaapiZeroCopy, .vaapiUpload: s.preferredRenderNode = plan.devicePath
+        case .nvenc: s.encoder = .nvenc; s.cudaDevice = plan.cudaDevice
         case .gpu: s.encoder = .gpu
         case .software: break
         }
@@ -173,6 +194,6 @@ final class ZeroCopySetup {
     private func replan(_ facts: EncoderTargetFacts, refusal: String) -> EncoderPlan {
         var f = facts
         f.sinkRefusal = refusal
-        return (try? EncoderProbe.plan(codec: codec, choice: choice, report: report, target: f, gpu: gpuEncoder)) ?? plan
+        return (try? EncoderProbe.plan(codec: codec, choice: choice, report: report, target: f, gpu: gpuEncoder, nvenc: nvenc)) ?? plan
     }
 }
