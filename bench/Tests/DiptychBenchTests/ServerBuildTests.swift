@@ -143,6 +143,8 @@ import Testing
         // What Diptych writes, the same build reads back (hot swaps, previews, the benchmark's checks).
         for e in needed.sorted() {
             let d = try #require(Self.decoder(forEncoder: e))
+        // NVENC (`--encoder nvenc`), where the GPU has an engine.
+        for codec in VideoCodec.allCases { needed.insert(NVENCFacts.encoderName(codec)) }
             #expect(c["decoder"]?.contains(d) == true, "decoder \(d) (reads \(e))")
         }
     }
@@ -204,7 +206,7 @@ import Testing
         for d in c["demuxer"] ?? [] { #expect(av_find_input_format(d) != nil, "demuxer \(d)") }
         for h in c["hwaccel"] ?? [] { #expect(h.hasSuffix("_nvdec"), "hwaccel \(h)") }
         let script = try String(contentsOfFile: Self.root + "/scripts/build-server", encoding: .utf8)
-        for flag in ["--enable-ffnvcodec", "--enable-nvdec", "--enable-cuvid", "--enable-libx264", "--enable-libx265",
+        for flag in ["--enable-ffnvcodec", "--enable-nvdec", "--enable-cuvid", "--enable-nvenc", "--enable-libx264", "--enable-libx265",
                      "--disable-everything", "server-ffmpeg-components"] {
             #expect(script.contains(flag), "scripts/build-server: \(flag)")
         }
