@@ -29,8 +29,11 @@ struct DirectPlan {
     var region: PixelRect?
 
     /// What an opaque, unmasked rendered draw covers needs neither the
-    /// background nor the copies' pixels beneath it.
-    var cover: PixelRect? { rendered.first { $0.opacity >= 1 && $0.cornerRadius <= 0 && $0.borderWidth <= 0 }?.destination }
+    /// background nor the copies' pixels beneath it. An overlay is never
+    /// opaque: its picture has an alpha of its own, whatever the draw's opacity.
+    var cover: PixelRect? {
+        rendered.first { $0.overlay == nil && $0.opacity >= 1 && $0.cornerRadius <= 0 && $0.borderWidth <= 0 }?.destination
+    }
     func uncovered(_ r: PixelRect) -> [PixelRect] { cover.map { DirectCopyPlanner.subtract(r, $0) } ?? [r] }
 }
 

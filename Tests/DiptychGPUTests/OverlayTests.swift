@@ -158,6 +158,40 @@ extension GPU {
             #expect(worst.0 <= 1, "direct copy: \(worst)")
         }
 
+        /// An overlay at opacity 1 is not opaque on the direct copy: its
+        /// transparent pixels show the stream of this frame, never the last
+        /// frame's composite (frame after frame, as the fragment pass draws them).
+        @Test func directCopyOverlayAtFullOpacityShowsTheStreamBeneath() throws {
+            let direct = try GPUCompositor(selection: .software, directCopy: true)
+            let plain = try makeCompositor(pass: .fragment)
+            defer { direct.shutdown(); plain.shutdown() }
+            let plan = CompositionPlan(canvas: ComputePath.canvas, draws: [
+                DrawDescription(role: .primary, destination: PixelRect(x: 0, y: 0, width: 128, height: 72)),
+                .overlay(1, destination: PixelRect(x: 8, y: 8, width: 16, height: 16), opacity: 1, zIndex: 1),
+            ])
+            var got: [[VideoFrame]] = [[], []]
+            for (k, c) in [direct, plain].enumerated() {
+                let out = try c.addOutput(canvas: plan.canvas)
+                try c.setOverlay(1, image: Self.logo())
+                for seed in 1...3 {
+                    try c.upload(ComputePath.picture(128, 72, .nv12, seed: seed), role: .primary)
+                    try c.render(output: out, plan: plan, pts: MediaTime(value: Int64(seed), timescale: 30))
+                    got[k].append(try #require(try c.flush().first))
+                }
+            }
+            #expect(direct.stats.framesDirect == 3)
+            for i in 0..<3 {
+                var worst = (0, "-")
+                for y in 8..<24 {
+                    for x in 8..<24 {
+                        let d = abs(Int(got[0][i].byte(plane: 0, x, y)) - Int(got[1][i].byte(plane: 0, x, y)))
+                        if d > worst.0 { worst = (d, "Y (\(x), \(y))") }
+                    }
+                }
+                #expect(worst.0 <= 1, "frame \(i): \(worst)")
+            }
+        }
+
         /// A removed overlay's draws are skipped; a picture that is not RGBA,
         /// or larger than the GPU holds, is refused with a typed error and no GL error left.
         @Test func removedAndRefused() throws {
