@@ -239,6 +239,10 @@ typedef struct diptych_session diptych_session;
  *   --transition MS[:EASING]   how layout changes animate (default: at once)
  *   --overlay IMAGE@X,Y,W,H[,OPACITY][,top|bottom]   a PNG over the streams
  *                       (repeatable, at most 8; read when the session starts)
+ *   --text TEMPLATE@X,Y[,SIZE][,KEY=VALUE]...   a text over the streams, set
+ *                       again when its fields change ({timecode}, {frame},
+ *                       {time}, {take}; keys color, font, outline, box,
+ *                       opacity, align; with the images at most 8)
  *   --queue N           frames per push queue before pushes block (default 4)
  *   --config FILE       the same options as JSON
  * Options about sources (--primary, --primary-fallback, --secondary-fallback,

@@ -2,6 +2,7 @@ import Foundation
 import DiptychCore
 import DiptychGPU
 import DiptychMedia
+import DiptychText
 
 /// What a session may be given besides its configuration: monitors, callbacks
 /// and fault injection. Every member has a default that suits the CLI.
@@ -49,6 +50,9 @@ public struct SessionHooks: Sendable {
     public var encoderThreads: Int?
     /// What file and URL sources may read (`diptych serve` narrows it).
     public var sourcePolicy = SourcePolicy.commandLine
+    /// The take's name in a text's `{take}` (a server's take id); nil: the
+    /// main output's file or stream name without its extension.
+    public var takeName: String?
     /// Tests: the zero-copy path's VA-API devices and GBM/EGL/VA-API calls on a machine without them.
     var zeroCopyOverride: ZeroCopyOverride?
     /// Replaces the decoder settings a stream is opened with (tests: a
@@ -97,6 +101,8 @@ struct TakeControl {
     var switches: [(role: StreamRole, spec: SourceSpec)]
     var layout: LayoutChange?
     var outputs: [OutputChange]
+    /// The main output's texts from the next frame on, with the fonts they were checked with.
+    var texts: (texts: [TextOverlay], fonts: [String: FontFile])?
 }
 
 /// One take: two streams in, one composited, encoded, crash-safe output.
@@ -127,6 +133,7 @@ public final class RecordingSession: @unchecked Sendable {
     private var pendingSwitches: [(role: StreamRole, spec: SourceSpec)] = []
     private var pendingLayout: LayoutChange?
     private var pendingOutputs: [OutputChange] = []
+    private var pendingTexts: (texts: [TextOverlay], fonts: [String: FontFile])?
 
     public convenience init(configuration: TakeConfiguration, hooks: SessionHooks = SessionHooks()) {
         self.init(configuration: configuration, hooks: hooks, io: .media)
@@ -159,6 +166,20 @@ public final class RecordingSession: @unchecked Sendable {
         control.lock(); pendingLayout = LayoutChange(layout: layout, transition: transition); control.unlock()
     }
 
+    /// Replaces the main output's texts (docs/record.md, "Text") from the
+    /// next frame on: the frame boundary after this call shows the new
+    /// texts, the one before it the old. Their fonts are read and each text
+    /// set once here, on the caller's thread, so bad input throws
+    /// `.configuration` naming it and the take never sees it.
+    public func setTexts(_ texts: [TextOverlay]) throws(SessionError) {
+        var fonts: [String: FontFile] = [:]
+        do {
+            try TextOverlay.check(texts, images: configuration.overlays.count, field: "texts")
+            try TakeTexts.loadFonts(texts.enumerated().map { ("texts[\($0.offset)]", $0.element) }, policy: hooks.sourcePolicy, into: &fonts)
+        } catch { throw .configuration(error) }
+        control.lock(); pendingTexts = (texts, fonts); control.unlock()
+    }
+
     /// Adds an output fed from the same stream textures, with its own layout
     /// (nil: the take's) and render target, from the next frame on. Blocks
     /// until the take has opened it; returns its index for `removeOutput`.
@@ -166,6 +187,7 @@ public final class RecordingSession: @unchecked Sendable {
     public func addOutput(_ spec: OutputSpec) throws(SessionError) -> Int {
         if let e = spec.layout?.validationError() { throw .configuration(e) }
         do { try ImageOverlay.check(spec.overlays, field: "overlays") } catch { throw .configuration(error) }
+        do { try TextOverlay.check(spec.texts, images: spec.overlays.count, field: "texts") } catch { throw .configuration(error) }
         let box = ReplyBox<Result<Int, SessionError>>()
         guard enqueue(.add(spec, reply: { box.put($0) })) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
         guard let r = box.take(while: { self.isRunning }) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
@@ -192,8 +214,8 @@ public final class RecordingSession: @unchecked Sendable {
 
     func takeControl() -> TakeControl {
         control.lock(); defer { control.unlock() }
-        let r = TakeControl(stop: stopRequest, switches: pendingSwitches, layout: pendingLayout, outputs: pendingOutputs)
-        pendingSwitches = []; pendingLayout = nil; pendingOutputs = []
+        let r = TakeControl(stop: stopRequest, switches: pendingSwitches, layout: pendingLayout, outputs: pendingOutputs, texts: pendingTexts)
+        pendingSwitches = []; pendingLayout = nil; pendingOutputs = []; pendingTexts = nil
         return r
     }
 

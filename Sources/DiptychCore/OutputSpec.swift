@@ -17,11 +17,13 @@ public struct OutputSpec: Hashable, Sendable {
     public var hlsListSize: Int?
     /// Images drawn over this output's streams (JSON `overlays` of an `alsoOut` entry).
     public var overlays: [ImageOverlay] = []
+    /// Texts drawn over this output's streams (JSON `texts` of an `alsoOut` entry).
+    public var texts: [TextOverlay] = []
 
     public init(out: String, format: ContainerFormat? = nil, layout: Layout? = nil, segmentTime: Double? = nil, hlsListSize: Int? = nil,
-                overlays: [ImageOverlay] = []) {
+                overlays: [ImageOverlay] = [], texts: [TextOverlay] = []) {
         self.out = out; self.format = format; self.layout = layout; self.segmentTime = segmentTime; self.hlsListSize = hlsListSize
-        self.overlays = overlays
+        self.overlays = overlays; self.texts = texts
     }
 
     /// The container: `format` when given, else inferred from `out`.

@@ -32,6 +32,10 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// `overlays`: a list of `{"image", "rect", "opacity", "z"}`): images
     /// drawn over the main output's streams (`--also-out` outputs have their own).
     public var overlays: [ImageOverlay] = []
+    /// `--text TEMPLATE@X,Y[,SIZE][,KEY=VALUE]...` (repeatable; JSON `texts`):
+    /// texts drawn over the main output's streams, counted with its images
+    /// (`--also-out` outputs have their own).
+    public var texts: [TextOverlay] = []
     /// `--size WxH`; nil = the primary's upright size (rounded down to even).
     public var canvasSize: PixelSize?
     /// `--rotate-primary DEG`, `--mirror-primary`.
@@ -301,6 +305,8 @@ public struct TakeConfiguration: Hashable, Sendable {
         try checkLayoutSchedule()
         try ImageOverlay.check(overlays, field: "overlays")
         for (i, o) in extraOutputs.enumerated() { try ImageOverlay.check(o.overlays, field: "alsoOut[\(i)].overlays") }
+        try TextOverlay.check(texts, images: overlays.count, field: "texts")
+        for (i, o) in extraOutputs.enumerated() { try TextOverlay.check(o.texts, images: o.overlays.count, field: "alsoOut[\(i)].texts") }
         if extraOutputs.count > Self.maximumExtraOutputs {
             throw ConfigurationError(field: "--also-out", value: extraOutputs[Self.maximumExtraOutputs].out,
                                      reason: "at most \(Self.maximumExtraOutputs) extra outputs (each has its own encoder)")

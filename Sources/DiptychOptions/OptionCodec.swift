@@ -218,11 +218,75 @@ enum OptionCodec {
         return out
     }
 
+    static func encode(_ t: TextOverlay) -> JSONValue {
+        var o: [String: JSONValue] = ["text": .string(t.text), "x": .number(t.x), "y": .number(t.y), "size": .number(Double(t.size)),
+                                      "color": .string(t.color.hexString), "opacity": .number(t.opacity), "z": .string(t.layer.rawValue),
+                                      "align": .string(t.align.rawValue)]
+        if let f = t.font { o["font"] = .string(f) }
+        if t.outlineWidth > 0 { o["outline"] = .object(["width": .number(t.outlineWidth), "color": .string(t.outlineColor.hexString)]) }
+        if let b = t.box {
+            var box: [String: JSONValue] = ["color": .string(b.hexString)]
+            if let p = t.boxPadding { box["padding"] = .number(Double(p)) }
+            o["box"] = .object(box)
+        }
+        return .object(o)
+    }
+
+    static let textShape = "expected a list of {\"text\", \"x\", \"y\", \"size\", \"color\", \"font\", \"outline\": {\"width\", \"color\"}, \"box\": {\"color\", \"padding\"}, \"opacity\", \"z\", \"align\"}"
+
+    /// `[{"text": "{timecode}", "x": 0.05, "y": 0.9, "size": 48, "color": "FFFFFF", "font": FILE,
+    /// "outline": {"width": 2, "color": "000000"}, "box": {"color": "00000080", "padding": 8},
+    /// "opacity": 1, "z": "top", "align": "left"}]` (text, x and y required).
+    static func decodeTexts(_ j: JSONValue, field: String) throws(ConfigurationError) -> [TextOverlay] {
+        guard case .array(let items) = j else { throw .json(field, j, textShape) }
+        var out: [TextOverlay] = []
+        for (i, item) in items.enumerated() {
+            let f = "\(field)[\(i)]"
+            let o = try object(item, field: f, keys: ["text", "x", "y", "size", "color", "font", "outline", "box", "opacity", "z", "align"])
+            guard let text = o["text"] else { throw .json("\(f).text", item, "missing (the text, a template such as \"{timecode}\")") }
+            guard let x = o["x"], let y = o["y"] else { throw .json(f, item, "needs x and y (fractions of the canvas, 0...1)") }
+            var t = TextOverlay(text: try decodeString(text, field: "\(f).text"), x: try decodeNumber(x, field: "\(f).x"),
+                                y: try decodeNumber(y, field: "\(f).y"))
+            if let v = o["size"] { t.size = try decodeWhole(v, field: "\(f).size", range: TextOverlay.sizes) }
+            if let v = o["color"] { t.color = try decodeColor(v, field: "\(f).color") }
+            if let v = o["font"] { t.font = try decodeString(v, field: "\(f).font") }
+            if let v = o["outline"] {
+                let ol = try object(v, field: "\(f).outline", keys: ["width", "color"])
+                guard let w = ol["width"] else { throw .json("\(f).outline", v, "needs width (pixels)") }
+                t.outlineWidth = try decodeNumber(w, field: "\(f).outline.width")
+                if let c = ol["color"] { t.outlineColor = try decodeColor(c, field: "\(f).outline.color") }
+            }
+            if let v = o["box"] {
+                let b = try object(v, field: "\(f).box", keys: ["color", "padding"])
+                t.box = try b["color"].map { c throws(ConfigurationError) in try decodeColor(c, field: "\(f).box.color") } ?? RGBAColor(r: 0, g: 0, b: 0, a: 0.5)
+                if let p = b["padding"] { t.boxPadding = try decodeWhole(p, field: "\(f).box.padding", range: 0...TextOverlay.maximumPadding) }
+            }
+            if let v = o["opacity"] { t.opacity = try decodeNumber(v, field: "\(f).opacity") }
+            if let v = o["z"] {
+                let name = try decodeString(v, field: "\(f).z")
+                guard let layer = OverlayLayer(rawValue: name) else { throw ConfigurationError(field: "\(f).z", value: name, reason: "expected top or bottom") }
+                t.layer = layer
+            }
+            if let v = o["align"] {
+                let name = try decodeString(v, field: "\(f).align")
+                guard let a = TextAlignment(rawValue: name) else { throw ConfigurationError(field: "\(f).align", value: name, reason: "expected left, center or right") }
+                t.align = a
+            }
+            if let e = t.validationError(field: f) { throw e }
+            out.append(t)
+        }
+        if out.count > ImageOverlay.maximumPerOutput {
+            throw ConfigurationError(field: field, value: "", reason: "at most \(ImageOverlay.maximumPerOutput) overlays an output")
+        }
+        return out
+    }
+
     static func encode(_ o: OutputSpec) -> JSONValue {
         var out: [String: JSONValue] = ["out": .string(o.out)]
         if let f = o.format { out["format"] = .string(f.rawValue) }
         if let l = o.layout { out["layout"] = OptionParser.encodeLayout(l) }
         if !o.overlays.isEmpty { out["overlays"] = .array(o.overlays.map(encode)) }
+        if !o.texts.isEmpty { out["texts"] = .array(o.texts.map(encode)) }
         return .object(out)
     }
 
@@ -236,12 +300,13 @@ enum OptionCodec {
     /// One output: `{"out": URL, "format": "mp4", "layout": {...}}` (the
     /// server's `POST /v1/takes/{id}/outputs` body, one `alsoOut` element).
     static func decodeOutput(_ item: JSONValue, field f: String) throws(ConfigurationError) -> OutputSpec {
-        let o = try object(item, field: f, keys: ["out", "format", "layout", "overlays"])
+        let o = try object(item, field: f, keys: ["out", "format", "layout", "overlays", "texts"])
         guard let url = o["out"] else { throw .json(f, item, "needs out") }
         var spec = OutputSpec(out: try decodeString(url, field: "\(f).out"))
         if let fmt = o["format"] { spec.format = try TakeConfiguration.parseFormat(try decodeString(fmt, field: "\(f).format"), field: "\(f).format") }
         if let l = o["layout"] { spec.layout = try OptionParser.decodeLayout(l, field: "\(f).layout") }
         if let l = o["overlays"] { spec.overlays = try decodeOverlays(l, field: "\(f).overlays") }
+        if let l = o["texts"] { spec.texts = try decodeTexts(l, field: "\(f).texts") }
         return spec
     }
 }

@@ -17,7 +17,7 @@ public enum OptionParser {
 
     /// Flags repeated to build a list; given on the command line, they
     /// replace the list a `--config` file had.
-    static let listFlags: Set<String> = ["--switch-secondary", "--also-out", "--layout-at", "--overlay"]
+    static let listFlags: Set<String> = ["--switch-secondary", "--also-out", "--layout-at", "--overlay", "--text"]
 
     /// Parses a command line of `scope`. `--config FILE` is loaded first,
     /// wherever it appears; the other flags then apply in order and override
@@ -40,6 +40,7 @@ public enum OptionParser {
                 case "--switch-secondary": v.take.secondarySwitches = []
                 case "--layout-at": v.take.layoutSchedule = []; v.layoutAtKinds = []
                 case "--overlay": v.take.overlays = []
+                case "--text": v.take.texts = []
                 default: v.take.extraOutputs = []; v.alsoLayoutKinds = [:]
                 }
             }
@@ -147,6 +148,11 @@ public enum OptionParser {
     }
 
     /// A transition: `{"ms": 400, "easing": "ease-in-out"}` or `"400:ease-in-out"`, read strictly.
+    /// A list of texts (`texts`, a PATCH's), as the take's JSON has them.
+    public static func decodeTexts(_ json: JSONValue, field: String) throws(ConfigurationError) -> [TextOverlay] {
+        try OptionCodec.decodeTexts(json, field: field)
+    }
+
     public static func decodeTransition(_ json: JSONValue, field: String) throws(ConfigurationError) -> LayoutTransition {
         try OptionCodec.decodeTransition(json, field: field)
     }

@@ -123,6 +123,11 @@ extension Option {
               set: { v, t, f throws(ConfigurationError) in v.take.overlays.append(try ImageOverlay.parse(t, field: f)) },
               get: { v in v.take.overlays.isEmpty ? nil : .array(v.take.overlays.map(OptionCodec.encode)) })
             .replacingJSON { v, j, f throws(ConfigurationError) in v.take.overlays = try OptionCodec.decodeOverlays(j, field: f) },
+        .text("--text", ["texts"], "TEMPLATE@X,Y[,SIZE][,KEY=VALUE]...",
+              "draw a text (fields {time}, {timecode}, {frame}, {take}) with its box's top-left at X,Y (fractions 0-1), SIZE pixels an em; keys color=RRGGBB[AA], font=FILE, outline=WIDTH[:COLOR], box=COLOR[:PADDING], opacity=O, align=left|center|right, and top|bottom (repeatable, at most 8 overlays with the images; JSON: a list of {\"text\", \"x\", \"y\", \"size\", \"color\", \"font\", \"outline\", \"box\", \"opacity\", \"z\", \"align\"})",
+              set: { v, t, f throws(ConfigurationError) in v.take.texts.append(try TextOverlay.parse(t, field: f)) },
+              get: { v in v.take.texts.isEmpty ? nil : .array(v.take.texts.map(OptionCodec.encode)) })
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.texts = try OptionCodec.decodeTexts(j, field: f) },
         .text("--preview", ["preview"], "FILE", "PNG of the composite (the render target the encoder reads)", scopes: .take,
               set: { v, t, f throws(ConfigurationError) in v.take.preview = t }, get: { $0.take.preview.map(JSONValue.string) }),
         .text("--size", ["size"], "WxH", "even canvas size (default: the primary's upright size)",

@@ -132,6 +132,16 @@ final class Take: TakeEvents, @unchecked Sendable {
         onEvent?("layout-changed", id, ["kind": layout.kind.rawValue])
     }
 
+    /// Replaces the main output's texts from the next frame on; bad input
+    /// (a font that cannot be read or is outside the input root) is a 400.
+    func setTexts(_ texts: [TextOverlay]) throws(RequestError) {
+        guard let s = lock.withLock({ session }) else { return }
+        do { try s.setTexts(texts) } catch {
+            guard case .configuration(let e) = error else { throw .badRequest("texts: \(error)") }
+            throw .badRequest(TakeRequests.describe(e))
+        }
+    }
+
     func switchSource(_ role: StreamRole, to spec: SourceSpec) {
         lock.withLock { session }?.switchSource(role, to: spec)
         onEvent?("source-switched", id, ["role": role.rawValue, "source": "\(spec)"])

@@ -1,3 +1,4 @@
+import Diptych
 import DiptychCore
 import DiptychGPU
 import DiptychOptions
@@ -198,6 +199,12 @@ final class TakeRegistry: @unchecked Sendable {
                 _ = try MediaProbe.checked(.url(config.extraOutputs[i].overlays[j].image), field: "alsoOut[\(i)].overlays[\(j)].image", policy: policy)
             }
         }
+        // Texts' fonts likewise from the input root, each checked against the policy and read once here.
+        for i in config.texts.indices { config.texts[i].font = config.texts[i].font.map(sourcePath) }
+        for i in config.extraOutputs.indices {
+            for j in config.extraOutputs[i].texts.indices { config.extraOutputs[i].texts[j].font = config.extraOutputs[i].texts[j].font.map(sourcePath) }
+        }
+        do throws(ConfigurationError) { try TextOverlayCheck.check(config, policy: policy) } catch { throw .badRequest(error.description) }
         for (i, s) in config.secondarySwitches.enumerated() {
             try MediaProbe.checkAllowed(s.source, field: "secondarySwitches[\(i)].source", policy: policy)
         }
@@ -219,7 +226,7 @@ final class TakeRegistry: @unchecked Sendable {
         store?.save(take)
         takeLog(take.id, "\(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
         events.post("created", take: take.id, ["out": config.output ?? ""])
-        take.run(TakeSession(configuration: config, pool: pool, encoderThreads: take.encoderThreads, sourcePolicy: policy, events: take))
+        take.run(TakeSession(configuration: config, pool: pool, encoderThreads: take.encoderThreads, sourcePolicy: policy, events: take, name: take.id))
         take.waitUntilStarted(timeout: settings.startWait)
         if take.state == .failed && take.summary == nil {
             // Nothing was recorded: the request failed, and no take exists.
@@ -273,6 +280,7 @@ final class TakeRegistry: @unchecked Sendable {
         var spec = spec
         // Overlay images from the input root, as the take's were (the take shows only those it read at the start).
         for i in spec.overlays.indices { spec.overlays[i].image = sourcePath(spec.overlays[i].image) }
+        for i in spec.texts.indices { spec.texts[i].font = spec.texts[i].font.map(sourcePath) }
         let model = try meter.waitForModel().get()
         let file = OutputClaims.isFile(spec.out)
         let encode = TakeLoad(width: take.load.width, height: take.load.height, fps: take.load.fps, encodes: 1)
@@ -322,6 +330,11 @@ final class TakeRegistry: @unchecked Sendable {
     func sourceSpec(_ spec: SourceSpec) -> SourceSpec {
         guard case .url(let u) = spec else { return spec }
         return .url(sourcePath(u))
+    }
+
+    /// `texts` with each named font from under the input root (a PATCH's).
+    func resolvingFonts(_ texts: [TextOverlay]) -> [TextOverlay] {
+        texts.map { var t = $0; t.font = t.font.map(sourcePath); return t }
     }
 
     private func sourcePath(_ value: String) -> String {

@@ -86,7 +86,7 @@ final class TakeSession: @unchecked Sendable {
     /// `simulateContextLossAtFrames`: output frames at which the take's GPU
     /// context is reported lost (tests of the rebuild through the pool).
     init(configuration: TakeConfiguration, pool: CompositorPool, encoderThreads: Int, sourcePolicy: SourcePolicy = .commandLine,
-         events: any TakeEvents, simulateContextLossAtFrames: Set<Int> = []) {
+         events: any TakeEvents, simulateContextLossAtFrames: Set<Int> = [], name: String? = nil) {
         let box = GPUBox()
         gpu = box
         self.events = events
@@ -121,6 +121,7 @@ final class TakeSession: @unchecked Sendable {
         }
         hooks.encoderThreads = encoderThreads
         hooks.sourcePolicy = sourcePolicy
+        hooks.takeName = name
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         hooks.snapshots = snapshots
         // A compositor's last figures stay the take's once it is shut down.
@@ -169,6 +170,9 @@ final class TakeSession: @unchecked Sendable {
 
     /// The layout from the next primary frame on, atomically.
     func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) { session.setLayout(layout, transition: transition) }
+
+    /// The main output's texts from the next frame on; throws `.configuration` for bad input.
+    func setTexts(_ texts: [TextOverlay]) throws(SessionError) { try session.setTexts(texts) }
 
     /// Hot swap: the old stream stays on screen until the new one delivers.
     func switchSource(_ role: StreamRole, to spec: SourceSpec) { session.switchSource(role, to: spec) }

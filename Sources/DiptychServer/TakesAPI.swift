@@ -48,9 +48,11 @@ struct TakesAPI {
         }
         r.add("PATCH", "/v1/takes/{id}") { req, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in
-                let change = try TakeRequests.patchedLayout(req.body, current: t.layout)
+                let change = try TakeRequests.patch(req.body, current: t.layout)
                 try api.requireRecording(t)
-                t.setLayout(change.layout, transition: change.transition)
+                // Texts first: a bad font is a 400 that leaves the layout as it was.
+                if let texts = change.texts { try t.setTexts(api.registry.resolvingFonts(texts)) }
+                if change.changesLayout { t.setLayout(change.layout, transition: change.transition) }
                 return JSONOut.response(200, api.view(t))
             }
         }

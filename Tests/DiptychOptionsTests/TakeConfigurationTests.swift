@@ -505,3 +505,63 @@ private func tempPath(_ name: String) -> String {
         #expect(throws: ConfigurationError.self) { try c.validate() }
     }
 }
+
+/// `--text` and JSON `texts` (docs/record.md, "Text").
+@Suite struct TextOptionTests {
+    @Test func flagsAndJSON() throws {
+        let c = try parse("--primary a.mp4 --out t.mp4 --text {timecode}@0.05,0.9 --text a@b@0.5,0.1,32,color=FF0000,outline=2:00FF00,box=00000080:6,font=f.ttf,opacity=0.5,align=center,bottom")
+        #expect(c.texts == [TextOverlay(text: "{timecode}", x: 0.05, y: 0.9),
+                            TextOverlay(text: "a@b", x: 0.5, y: 0.1, size: 32, color: RGBAColor(hex: "FF0000")!, font: "f.ttf", outlineWidth: 2,
+                                        outlineColor: RGBAColor(hex: "00FF00")!, box: RGBAColor(hex: "00000080")!, boxPadding: 6, opacity: 0.5,
+                                        layer: .bottom, align: .center)])
+        try c.validate()
+        let j = try TakeConfiguration(jsonData: Data("""
+        { "primary": "a.mp4", "out": "t.mp4", "texts": [{"text": "Take {take}", "x": 0.1, "y": 0.2, "size": 20, "outline": {"width": 1.5}, "box": {"padding": 3}, "z": "top", "align": "right"}],
+          "alsoOut": [{"out": "b.ts", "texts": [{"text": "{frame}", "x": 0, "y": 0, "color": "00FF00"}]}] }
+        """.utf8))
+        #expect(j.texts == [TextOverlay(text: "Take {take}", x: 0.1, y: 0.2, size: 20, outlineWidth: 1.5, box: RGBAColor(r: 0, g: 0, b: 0, a: 0.5),
+                                        boxPadding: 3, align: .right)])
+        #expect(j.extraOutputs[0].texts == [TextOverlay(text: "{frame}", x: 0, y: 0, color: RGBAColor(hex: "00FF00")!)])
+        // The JSON form round-trips through the option table.
+        let again = try TakeConfiguration(jsonData: c.jsonData())
+        #expect(again.texts == c.texts)
+    }
+
+    @Test func badTextsNameTheInput() {
+        for (line, field, reason) in [("--text hello", "--text", "expected TEMPLATE@X,Y"), ("--text a@0.5", "--text", "expected TEMPLATE@X,Y"),
+                                      ("--text a@1.5,0", "--text.x", "fractions of the canvas"), ("--text a@0,0,2", "--text.size", "must be 4...1000 pixels"),
+                                      ("--text {clock}@0,0", "--text", "unknown field {clock}"), ("--text a@0,0,color=red", "--text color", "RRGGBB"),
+                                      ("--text a@0,0,outline=99", "--text.outline", "0...50"), ("--text a@0,0,size=big", "--text size", "whole pixels"),
+                                      ("--text a@0,0,weight=bold", "--text", "unknown key 'weight'"), ("--text a@0,0,align=justify", "--text align", "left, center or right"),
+                                      ("--text a@0,0,opacity=2", "--text.opacity", "between 0 and 1"), ("--text @0,0", "--text", "expected TEMPLATE@X,Y")] {
+            do {
+                _ = try parse("--primary a.mp4 --out t.mp4 " + line)
+                Issue.record("accepted \(line)")
+            } catch {
+                #expect(error.field == field && error.reason.contains(reason), "\(line): \(error)")
+                #expect(!"\(error)".contains("\n"))
+            }
+        }
+        for (json, field) in [(#"[{"x": 0, "y": 0}]"#, "texts[0].text"), (#"[{"text": "a"}]"#, "texts[0]"),
+                              (#"[{"text": "a", "x": 0, "y": 0, "z": "middle"}]"#, "texts[0].z"),
+                              (#"[{"text": "a", "x": 0, "y": 0, "size": 0.5}]"#, "texts[0].size"),
+                              (#"[{"text": "a", "x": 0, "y": 0, "outline": {"color": "000000"}}]"#, "texts[0].outline"),
+                              (#"[{"text": "{nope}", "x": 0, "y": 0}]"#, "texts[0].text"),
+                              (#"[{"text": "a", "x": 0, "y": 0, "weight": 1}]"#, "texts[0].weight")] {
+            do {
+                _ = try OptionParser.decode(Data(#"{"texts": \#(json)}"#.utf8), source: "t.json")
+                Issue.record("accepted \(json)")
+            } catch {
+                #expect(error.field.contains(field) || error.reason.contains(field), "\(json): \(error)")
+            }
+        }
+        // Images and texts together: at most 8 an output.
+        var c = TakeConfiguration()
+        c.primary = .url("a.mp4"); c.output = "t.mp4"
+        c.overlays = Array(repeating: ImageOverlay(image: "a.png", rect: nrect(0, 0, 1, 1)), count: 5)
+        c.texts = Array(repeating: TextOverlay(text: "x", x: 0, y: 0), count: 4)
+        #expect(throws: ConfigurationError.self) { try c.validate() }
+        c.texts.removeLast()
+        #expect(throws: Never.self) { try c.validate() }
+    }
+}

@@ -192,13 +192,13 @@ struct ServerUnitTests {
     @Test func patchesMergeIntoTheLayoutAndRefuseFrozenFields() throws {
         var current = Layout()
         current.pip.corner = .topLeft
-        let l = try TakeRequests.patchedLayout(Data(#"{"layout": {"pip": {"size": 0.25}}}"#.utf8), current: current).layout
+        let l = try TakeRequests.patch(Data(#"{"layout": {"pip": {"size": 0.25}}}"#.utf8), current: current).layout
         #expect(l.pip.corner == .topLeft && l.pip.size == 0.25 && l.kind == .pip)
-        let c = try TakeRequests.patchedLayout(Data(#"{"layout": {"kind": "side-by-side", "swapRoles": true}, "transition": {"ms": 400, "easing": "ease-out"}}"#.utf8), current: l)
+        let c = try TakeRequests.patch(Data(#"{"layout": {"kind": "side-by-side", "swapRoles": true}, "transition": {"ms": 400, "easing": "ease-out"}}"#.utf8), current: l)
         let s = c.layout
         #expect(s.kind == .sideBySide && s.swapRoles && s.pip.size == 0.25)
         #expect(c.transition == LayoutTransition(milliseconds: 400, easing: .easeOut))
-        #expect(try TakeRequests.patchedLayout(Data(#"{"layout": {}}"#.utf8), current: l).transition == nil)
+        #expect(try TakeRequests.patch(Data(#"{"layout": {}}"#.utf8), current: l).transition == nil)
         let cases: [(String, Int, String)] = [
             (#"{"size": "640x360"}"#, 409, "size:"), (#"{"audio": "none"}"#, 409, "audio:"),
             (#"{"bitrate": "5M"}"#, 409, "bitrate:"), (#"{"sise": "640x360"}"#, 400, "sise"),
@@ -214,7 +214,7 @@ struct ServerUnitTests {
         ]
         for (body, status, named) in cases {
             do {
-                _ = try TakeRequests.patchedLayout(Data(body.utf8), current: current)
+                _ = try TakeRequests.patch(Data(body.utf8), current: current)
                 Issue.record("\(body) accepted")
             } catch {
                 #expect(error.status == status, "\(body): \(error)")

@@ -36,6 +36,7 @@ import DiptychOptions
         case "--transition": return "400:ease-out"
         case "--layout-at": return "1=side-by-side"
         case "--overlay": return "logo.png@0.1,0.1,0.2,0.2,0.8"
+        case "--text": return "{timecode}@0.1,0.9,32,box=00000080"
         case "--primary-gain": return "-3dB"
         default:
             switch o.value(in: OptionValues()) {

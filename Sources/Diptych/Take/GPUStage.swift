@@ -51,6 +51,8 @@ final class GPUStage {
     private(set) var gpuEncoded: [Int: (settings: GPUH264Settings, rate: FrameRate)] = [:]
     /// The overlay pictures (id = index), uploaded once and again on a rebuilt context.
     var overlayImages: [VideoFrame] = []
+    /// The texts' pictures by overlay id (premultiplied), uploaded again on a rebuilt context.
+    private var textPictures: [Int: VideoFrame] = [:]
     /// Test hook: frame indices at which the context is lost as by a reset.
     var simulateLossAt: Set<Int> = []
     /// The plan frames follow: the compositor's, with CUDA frames through
@@ -251,6 +253,7 @@ final class GPUStage {
             gpu = try makeCompositor()
             plan = cudaFailure.map { GPUPlanner.afterCUDAFailure(gpu.plan, $0) } ?? gpu.plan
             for (id, image) in overlayImages.enumerated() { try gpu.setOverlay(id, image: image) }
+            for (id, image) in textPictures { try gpu.setOverlay(id, image: image, premultiplied: true) }
             for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
             // A fresh encoder starts with an IDR: its references were on the lost context.
             for (key, e) in gpuEncoded {
@@ -338,5 +341,14 @@ final class GPUStage {
         rings.removeAll()
         retiring?(gpu.stats)
         gpu.shutdown()
+    }
+}
+
+extension GPUStage {
+    /// Makes `image` (a rendered text, premultiplied) text overlay `id`'s
+    /// picture from the next render on, or removes it (nil).
+    func setText(_ id: Int, _ image: VideoFrame?) throws(GPUError) {
+        textPictures[id] = image
+        try gpu.setOverlay(id, image: image, premultiplied: true)
     }
 }

@@ -32,6 +32,15 @@ extension TakeRun {
                                                                  reason: "an added output's overlays must be images the take already shows (read when it started)"))))
                 return
             }
+            // Its texts' fonts are read now (each once a take), so a bad one is refused before the output opens.
+            var fonts = texts.fonts
+            do {
+                try TakeTexts.loadFonts(spec.texts.enumerated().map { ("texts[\($0.offset)]", $0.element) }, policy: hooks.sourcePolicy, into: &fonts)
+            } catch {
+                reply(.failure(.configuration(error)))
+                return
+            }
+            texts.add(fonts: fonts)
             // The output's key is given when it is attached, so one that fails to open takes none.
             // (Opening sees a key of an added output; only the main output's, 0, means anything to a sink.)
             let index = nextOutputKey
@@ -67,6 +76,7 @@ extension TakeRun {
         nextOutputKey += 1
         layouts[key] = spec.layout
         overlays[key] = spec.overlays
+        do { try texts.set(spec.texts, output: key, gpu: gpu) } catch { warn("output \(spec.out): texts: \(error)") }
         let live = ContainerFormat.isLive(spec.out)
         let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
         encoders.append(stage)
@@ -99,6 +109,7 @@ extension TakeRun {
         encoders.removeAll { $0 === e }
         gpu.removeOutput(e.key)
         layouts[e.key] = nil; animators[e.key] = nil; overlays[e.key] = nil
+        texts.remove(output: e.key, gpu: gpu)
     }
 
     /// What `e` took: frames sent (a reconnecting stream's lost frames

@@ -51,6 +51,8 @@ final class TakeRun {
     /// Each output's overlays, by output key; `overlayIDs` their pictures' ids by image path.
     var overlays: [Int: [ImageOverlay]] = [:]
     let overlayIDs: [String: Int]
+    /// Each output's texts, set again when their expanded text changes.
+    let texts: TakeTexts
     /// The transition of the last layout change (outputs take it up as they next render).
     var pendingTransition: LayoutTransition?
     /// Each output's layout over time (transitions), by output key.
@@ -83,6 +85,13 @@ final class TakeRun {
         overlays[0] = p.config.overlays
         for (i, o) in p.config.extraOutputs.enumerated() { overlays[i + 1] = o.overlays }
         overlayIDs = Dictionary(p.overlayImages.enumerated().map { ($0.element.path, $0.offset) }, uniquingKeysWith: { a, _ in a })
+        texts = TakeTexts(fonts: p.fonts, take: session.hooks.takeName ?? TakeRun.takeName(output: p.config.output ?? "take"))
+        do {
+            try texts.set(p.config.texts, output: 0, gpu: p.gpu)
+            for (i, o) in p.config.extraOutputs.enumerated() { try texts.set(o.texts, output: i + 1, gpu: p.gpu) }
+        } catch {
+            p.warnings.add("texts: \(error)")
+        }
         nextOutputKey = p.encoders.count
         gpu.simulateLossAt = hooks.simulateContextLossAtFrames
         let live = p.encoders.contains { $0.live }
@@ -115,6 +124,10 @@ final class TakeRun {
             if let stop = control.stop { return stop }
             if let r = encoderFailure() { return r }
             if let c = control.layout { changeLayout(c.layout, transition: c.transition) }
+            if let c = control.texts {
+                texts.add(fonts: c.fonts)
+                do { try texts.set(c.texts, output: 0, gpu: gpu) } catch { warn("texts: \(error)") }
+            }
             for s in control.switches { inputs.beginSwitch(s.role, to: s.spec, at: lastPTS ?? .zero) }
             for change in control.outputs { apply(change) }
             for opened in handovers.takeOpened() { attach(opened) }
@@ -160,7 +173,7 @@ final class TakeRun {
             let paired = inputs.pair(primary)
             advanceAudio(to: t + frameRate.frameDuration)
             do throws(GPUError) {
-                try gpu.render(paired, plans: plans(for: paired, t: t, liveOnly: false), index: frames, taps: taps)
+                try gpu.render(paired, plans: try plans(for: paired, t: t, liveOnly: false), index: frames, taps: taps)
             } catch {
                 return .gpuFailed(error)
             }
@@ -191,7 +204,7 @@ final class TakeRun {
         }
         if !timing.holding { log("primary interrupted at \(String(format: "%.3f", t.seconds)) s: live outputs hold its last frame\(slate == nil ? "" : " (the slate)")") }
         do throws(GPUError) {
-            try gpu.render(frame, plans: plans(for: frame, t: t, liveOnly: true), index: frames, taps: [])
+            try gpu.render(frame, plans: try plans(for: frame, t: t, liveOnly: true), index: frames, taps: [])
         } catch {
             return .gpuFailed(error)
         }
@@ -218,17 +231,20 @@ final class TakeRun {
 
     /// Each output's draws for this frame, and the time its frame carries:
     /// the take's time on live outputs, less the held time on files.
-    private func plans(for f: PairedFrame, t: MediaTime, liveOnly: Bool) -> [Int: GPUStage.OutputPlan] {
+    private func plans(for f: PairedFrame, t: MediaTime, liveOnly: Bool) throws(GPUError) -> [Int: GPUStage.OutputPlan] {
         let p = StreamGeometry(sensorSize: f.primary.size, orientation: f.primaryOrientation, sampleAspect: f.primary.sampleAspect)
         let s = f.secondary.map {
             StreamGeometry(sensorSize: $0.payload.size, orientation: f.secondaryOrientation, sampleAspect: $0.payload.sampleAspect)
         }
         var out: [Int: GPUStage.OutputPlan] = [:]
+        let clock = TextClock(time: t, rate: frameRate, wallClock: Date().timeIntervalSince1970, take: texts.take)
         for e in encoders where e.live || !liveOnly {
             let layout = (layouts[e.key] ?? nil) ?? (layouts[0] ?? nil) ?? config.layout
             var animator = animators[e.key] ?? LayoutAnimator(layout: layout, frameDuration: frameRate.frameDuration)
             if animator.layout != layout { animator.change(to: layout, transition: pendingTransition) }
-            let plan = animator.plan(at: t, canvas: canvas, primary: p, secondary: s).adding(overlays[e.key] ?? [], ids: overlayIDs)
+            let images = overlays[e.key] ?? []
+            let plan = animator.plan(at: t, canvas: canvas, primary: p, secondary: s).adding(images, ids: overlayIDs)
+                .adding(try texts.draws(output: e.key, clock: clock, canvas: canvas, order: images.count, gpu: gpu, warn: warn))
             animators[e.key] = animator
             out[e.key] = GPUStage.OutputPlan(plan: plan, pts: e.live ? t : t - timing.pause)
             if !liveOnly, zoomChecked[e.key] != layout {
@@ -274,5 +290,13 @@ final class TakeRun {
                             secondaryRepeated: c.secondaryRepeatShows, secondaryDropped: c.secondaryFramesDropped,
                             segments: encoders.first { $0.key == 0 }?.segments ?? [],
                             sources: inputs.sourceStatus, sourceSwitches: inputs.sourceSwitches)
+    }
+
+    /// A take's name for `{take}` where its host gave none: its main
+    /// output's file or stream name, without the extension.
+    static func takeName(output: String) -> String {
+        let last = output.split(separator: "/").last.map(String.init) ?? output
+        guard let dot = last.lastIndex(of: "."), dot != last.startIndex else { return last }
+        return String(last[..<dot])
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import DiptychCore
 import DiptychGPU
 import DiptychMedia
+import DiptychText
 
 /// Everything a take needs once it has started: the configuration as it
 /// will run (canvas, rate, orientations), its open inputs, GPU and outputs.
@@ -20,6 +21,8 @@ struct PreparedTake {
     var slate: InputFrame?
     /// The overlays' images by path, decoded (RGBA); each one's picture id is its index.
     var overlayImages: [(path: String, frame: VideoFrame)] = []
+    /// The texts' fonts by path, read once (`TakeTexts`).
+    var fonts: [String: FontFile] = [:]
     /// The encoder path of the take and of each output it adds later.
     var zeroCopy: ZeroCopySetup
     /// The main output's encoder path (nil when its sink encodes with another encoder than the plan's).
@@ -40,6 +43,9 @@ enum TakeSetup {
             throw .configuration(ConfigurationError(field: "--out", value: "", reason: "is required (an output file or URL)"))
         }
         if io.outputIsNamed { try checkDistinctFiles(config: config, output: outputPath) }
+        // Text overlays' fonts: each read once, and each text set once to check it can be (before anything opens).
+        var fonts: [String: FontFile] = [:]
+        do { try TakeTexts.loadFonts(TakeTexts.all(config), policy: hooks.sourcePolicy, into: &fonts) } catch { throw .configuration(error) }
         // The GPU encoder and NVENC are decided once the GPU is open (ZeroCopySetup).
         if config.encoder != .gpu && config.encoder != .nvenc {
             do { _ = try EncoderProbe.choose(codec: config.codec, choice: config.encoder) } catch { throw .encoder(error) }
@@ -313,7 +319,7 @@ enum TakeSetup {
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
                             encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, slate: slate,
-                            overlayImages: overlayImages, zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
+                            overlayImages: overlayImages, fonts: fonts, zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
     }
 
     /// An overlay's image: its first picture, decoded with its alpha (a PNG

@@ -42,8 +42,8 @@ def options(**values: Any) -> list[str]:
             words.append(flag)
         elif isinstance(value, (tuple, list)) and len(value) == 2 and key == "size":
             words += [flag, f"{value[0]}x{value[1]}"]
-        elif isinstance(value, (tuple, list)) and key == "overlay":
-            for item in value:   # overlay=["logo.png@0.8,0.05,0.15,0.1", ...]: one --overlay each
+        elif isinstance(value, (tuple, list)) and key in ("overlay", "text"):
+            for item in value:   # overlay=["logo.png@0.8,0.05,0.15,0.1", ...], text=["{timecode}@0.05,0.9", ...]: one flag each
                 words += [flag, str(item)]
         elif isinstance(value, float) and value.is_integer():
             words += [flag, str(int(value))]

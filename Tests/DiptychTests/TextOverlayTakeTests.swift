@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+@testable import Diptych
+import DiptychText
+
+/// The font shipped with the tests (DejaVu Sans, Tests/Fixtures/Fonts).
+private let font = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Fixtures/Fonts/DejaVuSans.ttf").path
+
+/// Text overlays in a take (docs/record.md, "Text"): the template expanded
+/// from the take's clock every frame and drawn where the renderer puts it;
+/// bad input refused with one line naming it, exit 2 on the command line.
+@Suite(.serialized, .enabled(if: TextSupport.unavailableReason == nil, "needs libfreetype.so.6 and libharfbuzz.so.0 (Debian: libfreetype6, libharfbuzz0b)"))
+struct TextOverlayTakeTests {
+    /// Each output frame shows its own timecode and frame number at 30 fps:
+    /// inside the text's opaque box every pixel is the renderer's picture of
+    /// the expected text (within ±1), on a faster-than-real-time embedded take.
+    @Test func eachFrameShowsItsTimecode() throws {
+        var c = EmbeddedConfiguration(canvas: PixelSize(width: 320, height: 180), frameRate: FrameRate(30))
+        c.gpu = "software"
+        c.preset = "ultrafast"
+        let text = TextOverlay(text: "{timecode} #{frame}", x: 0.05, y: 0.1, size: 20, color: .white, font: font,
+                               outlineWidth: 1, box: RGBAColor(r: 0.1, g: 0.2, b: 0.6), boxPadding: 4)
+        c.take.texts = [text]
+        let got = Collected()
+        let s = try EmbeddedSession(configuration: c, outputs: EmbeddedOutputs(onRGBA: { got.add(rgba: $0) }))
+        for i in 0..<5 {
+            let pts = MediaTime(value: Int64(i), timescale: 30)
+            try s.push(solidFrame(320, 180, (0, 0, 255), pts: pts), to: .secondary)
+            try s.push(solidFrame(320, 180, (255, 0, 0), pts: pts), to: .primary)
+        }
+        _ = try s.finish()
+        let frames = got.rgba
+        #expect(frames.count == 5)
+        let renderer = try TextRenderer(font: try FontFile(path: font), overlay: text)
+        for (i, f) in frames.enumerated() {
+            let want = try #require(try renderer.render("00:00:00:0\(i) #\(i)", canvas: c.canvas))
+            let d = want.destination
+            let px = want.image.planes[0].baseAddress.assumingMemoryBound(to: UInt8.self)
+            var worst = (0, "-")
+            for y in 0..<d.height {
+                for x in 0..<d.width where px[4 * (y * d.width + x) + 3] == 255 {   // the opaque box and what is on it
+                    let o = 4 * (y * d.width + x)
+                    let g = pixel(f, d.x + x, d.y + y)
+                    let e = max(abs(g.0 - Int(px[o])), abs(g.1 - Int(px[o + 1])), abs(g.2 - Int(px[o + 2])))
+                    if e > worst.0 { worst = (e, "(\(x), \(y)) \(g)") }
+                }
+            }
+            #expect(worst.0 <= 1, "frame \(i): \(worst.1)")
+        }
+        // Frames 1 and 2 differ where their digits do.
+        #expect(frames.count == 5 && pixelsDiffer(frames[1], frames[2]))
+    }
+
+    private func pixelsDiffer(_ a: VideoFrame, _ b: VideoFrame) -> Bool {
+        for y in stride(from: 0, to: 60, by: 1) { for x in 0..<200 where !near(pixel(a, x, y), pixel(b, x, y), 8) { return true } }
+        return false
+    }
+
+    /// A font that cannot be read, and a template's unknown field, refuse the
+    /// take before it starts (exit 2, one line naming the input).
+    @Test func badInputExitsTwoNamingIt() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let base = ["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--duration", "1", "--out", dir.path("t.mp4")]
+        let missing = try runCLI(base + ["--text", "hello@0.1,0.1,24,font=/no/such/font.ttf"], in: dir.url.path)
+        #expect(missing.status == 2, "\(missing.stderr)")
+        #expect(missing.stderr.contains("texts[0].font '/no/such/font.ttf': cannot be read (No such file or directory)"), "\(missing.stderr)")
+        let field = try runCLI(base + ["--text", "{clock}@0.1,0.1"], in: dir.url.path)
+        #expect(field.status == 2)
+        #expect(field.stderr.contains("--text '{clock}': unknown field {clock}"), "\(field.stderr)")
+        let notFont = dir.path("notes.ttf")
+        try Data("plain text".utf8).write(to: URL(fileURLWithPath: notFont))
+        let junk = try runCLI(base + ["--text", "x@0,0,font=\(notFont)"], in: dir.url.path)
+        #expect(junk.status == 2)
+        #expect(junk.stderr.contains("is not a font FreeType reads"), "\(junk.stderr)")
+        for r in [missing, field, junk] {
+            #expect(r.stderr.split(separator: "\n").filter { $0.contains("texts") || $0.contains("--text") }.count == 1, "\(r.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.path("t.mp4")))
+    }
+
+    /// A command-line take with a text writes its file (the text drawn on
+    /// every frame through the encoder path).
+    @Test func recordWithATextWritesItsFile() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let r = try runCLI(["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--duration", "1", "--out", dir.path("t.mp4"),
+                            "--text", "{timecode}@0.05,0.8,24,box=00000080,font=\(font)", "--preview", dir.path("p.png")], in: dir.url.path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(FileManager.default.fileExists(atPath: dir.path("t.mp4")))
+    }
+}
