@@ -72,6 +72,7 @@ struct ServePairRunner: PairRunner {
         // The takes, all at once.
         let page = Double(sysconf(Int32(_SC_PAGESIZE)))
         let cpu0 = Self.cpuSeconds(pid) ?? 0
+        let metrics0 = try? client.get("/metrics")
         let t0 = now()
         let ids = Locked([String?](repeating: nil, count: pairs)), errors = Locked([String?](repeating: nil, count: pairs))
         let posted = Locked([Double](repeating: t0, count: pairs))
@@ -120,7 +121,8 @@ struct ServePairRunner: PairRunner {
         }
         if let metrics {
             try? metrics.write(to: URL(fileURLWithPath: kept + "-metrics.txt"))
-            if let line = Self.renderThreadLine(String(decoding: metrics, as: UTF8.self), seconds: wall) {
+            if let line = Self.renderThreadLine(String(decoding: metrics, as: UTF8.self), since: metrics0.map { String(decoding: $0, as: UTF8.self) },
+                                                seconds: wall) {
                 FileHandle.standardError.write(Data("\(name) \(pairs) pairs: \(line)\n".utf8))
             }
         }
@@ -152,18 +154,21 @@ struct ServePairRunner: PairRunner {
     }
 
     /// What the server's render threads did over a trial of `seconds`, from
-    /// its `/metrics`: busy share, frames and calls a wake-up, and busy
-    /// milliseconds an item by phase (nil without those families).
-    static func renderThreadLine(_ metrics: String, seconds: Double) -> String? {
+    /// its `/metrics` at the end less those at the start (`since`: the
+    /// start-up calibration is not the trial's): busy share, frames and
+    /// calls a wake-up, and busy milliseconds an item by phase (nil without those families).
+    static func renderThreadLine(_ metrics: String, since start: String? = nil, seconds: Double) -> String? {
         var total: [String: Double] = [:], phases: [String: Double] = [:]
-        for line in metrics.split(separator: "\n") where line.hasPrefix("diptych_gpu_render_thread_") {
-            guard let space = line.lastIndex(of: " "), let v = Double(line[line.index(after: space)...]) else { continue }
-            let key = line[..<space]
-            let name = String(key.prefix { $0 != "{" })
-            if name == "diptych_gpu_render_thread_phase_seconds_total", let r = key.range(of: "phase=\"") {
-                phases[String(key[r.upperBound...].prefix { $0 != "\"" }), default: 0] += v
-            } else {
-                total[name, default: 0] += v
+        for (text, sign) in [(metrics, 1.0), (start ?? "", -1.0)] {
+            for line in text.split(separator: "\n") where line.hasPrefix("diptych_gpu_render_thread_") {
+                guard let space = line.lastIndex(of: " "), let v = Double(line[line.index(after: space)...]) else { continue }
+                let key = line[..<space]
+                let name = String(key.prefix { $0 != "{" })
+                if name == "diptych_gpu_render_thread_phase_seconds_total", let r = key.range(of: "phase=\"") {
+                    phases[String(key[r.upperBound...].prefix { $0 != "\"" }), default: 0] += sign * v
+                } else {
+                    total[name, default: 0] += sign * v
+                }
             }
         }
         guard let busy = total["diptych_gpu_render_thread_busy_seconds_total"], let items = total["diptych_gpu_render_thread_items_total"],

@@ -32,6 +32,15 @@ import Testing
         let line = try #require(ServePairRunner.renderThreadLine(metrics, seconds: 10))
         #expect(line == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100)", "\(line)")
         #expect(ServePairRunner.renderThreadLine("diptych_frames_total 3\n", seconds: 10) == nil)
+        // Less what the render threads did before the trial (the server's calibration).
+        let before = """
+            diptych_gpu_render_thread_busy_seconds_total{context="0"} 4
+            diptych_gpu_render_thread_items_total{context="0"} 2000
+            diptych_gpu_render_thread_wakeups_total{context="0"} 500
+            diptych_gpu_render_thread_phase_seconds_total{context="0",phase="fence"} 3
+            """
+        #expect(ServePairRunner.renderThreadLine(metrics, since: before, seconds: 10)
+                == "render threads 40 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 0.500, dispatch 0.200)")
     }
 
     @Test func mirroredSecondaryForEveryProgram() {

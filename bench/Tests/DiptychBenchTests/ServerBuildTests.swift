@@ -54,6 +54,12 @@ import Testing
         return String(cString: dec.pointee.name)
     }
 
+    /// The format name of a configure name: FFmpeg configures its raw PCM
+    /// formats as `pcm_f32le` and names them `f32le`.
+    static func formatName(_ configureName: String) -> String {
+        configureName.hasPrefix("pcm_") ? String(configureName.dropFirst(4)) : configureName
+    }
+
     /// The demuxer (configure name) that reads files named `*.ext`: mp4 → mov, mkv → matroska.
     static func demuxer(forExtension ext: String) -> String? {
         let muxer = av_guess_format(nil, "f.\(ext)", nil).map { String(cString: $0.pointee.name) }
@@ -189,8 +195,10 @@ import Testing
             #expect(c["demuxer"]?.contains(d) == true, "demuxer \(d) (.\(ext) files the tests make)")
         }
         // `-f null` is where a test's ffmpeg throws its decoded output away (a muxer, not an input).
+        // Either way round: streams the tests pipe in, or raw output they read (`-f f32le`: the audio tests' tones).
         for f in Set(Self.matches(#""-f", "([a-z0-9_]+)""#, in: text)) where f != "lavfi" && f != "null" {
-            #expect(c["demuxer"]?.contains(f) == true, "demuxer \(f) (streams the tests pipe in)")
+            let listed = (c["demuxer"] ?? []).union(c["muxer"] ?? [])
+            #expect(listed.contains { Self.formatName($0) == f }, "demuxer or muxer \(f) (the tests' -f \(f))")
         }
     }
 
@@ -202,8 +210,8 @@ import Testing
         #expect(Set(c.keys).isSubset(of: kinds))
         for d in c["decoder"] ?? [] { #expect(avcodec_find_decoder_by_name(d) != nil, "decoder \(d)") }
         for e in c["encoder"] ?? [] { #expect(avcodec_find_encoder_by_name(e) != nil, "encoder \(e)") }
-        for m in c["muxer"] ?? [] { #expect(av_guess_format(m, nil, nil) != nil, "muxer \(m)") }
-        for d in c["demuxer"] ?? [] { #expect(av_find_input_format(d) != nil, "demuxer \(d)") }
+        for m in c["muxer"] ?? [] { #expect(av_guess_format(Self.formatName(m), nil, nil) != nil, "muxer \(m)") }
+        for d in c["demuxer"] ?? [] { #expect(av_find_input_format(Self.formatName(d)) != nil, "demuxer \(d)") }
         for h in c["hwaccel"] ?? [] { #expect(h.hasSuffix("_nvdec"), "hwaccel \(h)") }
         let script = try String(contentsOfFile: Self.root + "/scripts/build-server", encoding: .utf8)
         for flag in ["--enable-ffnvcodec", "--enable-nvdec", "--enable-cuvid", "--enable-nvenc", "--enable-libx264", "--enable-libx265",
