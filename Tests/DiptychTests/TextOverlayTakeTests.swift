@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import Diptych
 import DiptychText
+import DiptychGPU
 
 /// The font shipped with the tests (DejaVu Sans, Tests/Fixtures/Fonts).
 private let font = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -50,6 +51,29 @@ struct TextOverlayTakeTests {
         }
         // Frames 1 and 2 differ where their digits do.
         #expect(frames.count == 5 && pixelsDiffer(frames[1], frames[2]))
+    }
+
+    /// Over three seconds at 30 fps, a constant text is set once, `{time}`
+    /// once a second of the wall clock and `{timecode}` every frame; a text
+    /// that runs off the canvas is cut, not squeezed.
+    @Test func setAgainOnlyWhenTheTextChanges() throws {
+        let gpu = try GPUStage(makeCompositor: { () throws(GPUError) -> GPUCompositor in try GPUCompositor(selection: .software) }, warn: { _ in })
+        defer { gpu.shutdown() }
+        let texts = TakeTexts(fonts: [font: try FontFile(path: font)], take: "t")
+        try texts.set([TextOverlay(text: "Camera 2", x: 0.1, y: 0.1, font: font), TextOverlay(text: "{time}", x: 0.5, y: 0.1, font: font),
+                       TextOverlay(text: "{timecode}", x: 0.1, y: 0.5, font: font), TextOverlay(text: "{frame}", x: 0.95, y: 0.5, size: 100, font: font)],
+                      output: 0, gpu: gpu)
+        let rate = FrameRate(30), canvas = PixelSize(width: 320, height: 180)
+        var last: [DrawDescription] = []
+        for n in Int64(0)..<90 {
+            let clock = TextClock(time: rate.time(ofFrame: n), rate: rate, wallClock: 1_000_000 + Double(n) / 30, take: "t")
+            last = try texts.draws(output: 0, clock: clock, canvas: canvas, order: 2, gpu: gpu, warn: { Issue.record("\($0)") })
+        }
+        #expect(texts.setCounts(output: 0) == [1, 3, 90, 90])
+        #expect(last.count == 4 && last.map(\.zIndex) == [1002, 1003, 1004, 1005])
+        #expect(last.allSatisfy { $0.overlay! >= TakeTexts.firstID && $0.destination.maxX <= 320 && $0.destination.maxY <= 180 })
+        // "89" at 100 pixels from x 304 runs off the right edge: cut there, one pixel a texel.
+        #expect(last.count == 4 && last[3].destination.maxX == 320 && last[3].destination.x >= 304, "\(last.map(\.destination))")
     }
 
     private func pixelsDiffer(_ a: VideoFrame, _ b: VideoFrame) -> Bool {

@@ -29,6 +29,8 @@ final class TakeTexts {
         /// The expanded text last set, and where its picture is drawn (nil: it shows nothing).
         var text: String?
         var destination: PixelRect?
+        /// Times the text was set (rasterised and uploaded).
+        var sets = 0
 
         init(overlay: TextOverlay, template: TextTemplate, renderer: TextRenderer, id: Int) {
             self.overlay = overlay; self.template = template; self.renderer = renderer; self.id = id
@@ -115,6 +117,9 @@ final class TakeTexts {
     /// Adds fonts read beside the take (a PATCH's) to those it has.
     func add(fonts more: [String: FontFile]) { fonts.merge(more) { a, _ in a } }
 
+    /// How many times each of output `key`'s texts was set, in order.
+    func setCounts(output key: Int) -> [Int] { outputs[key]?.map(\.sets) ?? [] }
+
     /// Removes output `key`'s texts and their pictures.
     func remove(output key: Int, gpu: GPUStage) {
         for s in outputs.removeValue(forKey: key) ?? [] { try? gpu.setText(s.id, nil) }
@@ -132,6 +137,7 @@ final class TakeTexts {
             let text = s.template.expand(clock)
             if text != s.text {
                 s.text = text
+                s.sets += 1
                 do {
                     let r = try s.renderer.render(text, canvas: canvas)
                     try gpu.setText(s.id, r?.image)
