@@ -103,6 +103,8 @@ struct TakeControl {
     var outputs: [OutputChange]
     /// The main output's texts from the next frame on, with the fonts they were checked with.
     var texts: (texts: [TextOverlay], fonts: [String: FontFile])?
+    /// The main output's image overlays from the next frame on.
+    var overlays: [ImageOverlay]?
 }
 
 /// One take: two streams in, one composited, encoded, crash-safe output.
@@ -134,6 +136,11 @@ public final class RecordingSession: @unchecked Sendable {
     private var pendingLayout: LayoutChange?
     private var pendingOutputs: [OutputChange] = []
     private var pendingTexts: (texts: [TextOverlay], fonts: [String: FontFile])?
+    private var pendingOverlays: [ImageOverlay]?
+    /// The main output's image overlays and texts as last asked for (the
+    /// configuration's, then `setOverlays`' and `setTexts`'), so a change
+    /// is checked against the other's count.
+    private var mainOverlays: [ImageOverlay]?, mainTexts: [TextOverlay]?
 
     public convenience init(configuration: TakeConfiguration, hooks: SessionHooks = SessionHooks()) {
         self.init(configuration: configuration, hooks: hooks, io: .media)
@@ -174,10 +181,29 @@ public final class RecordingSession: @unchecked Sendable {
     public func setTexts(_ texts: [TextOverlay]) throws(SessionError) {
         var fonts: [String: FontFile] = [:]
         do {
-            try TextOverlay.check(texts, images: configuration.overlays.count, field: "texts")
+            let images = control.withLock { mainOverlays ?? configuration.overlays }.count
+            try TextOverlay.check(texts, images: images, field: "texts")
             try TakeTexts.loadFonts(texts.enumerated().map { ("texts[\($0.offset)]", $0.element) }, policy: hooks.sourcePolicy, into: &fonts)
         } catch { throw .configuration(error) }
-        control.lock(); pendingTexts = (texts, fonts); control.unlock()
+        control.lock(); pendingTexts = (texts, fonts); mainTexts = texts; control.unlock()
+    }
+
+    /// Replaces the main output's image overlays from the next frame on
+    /// (docs/record.md, "Overlays"), as `setTexts` does its texts. Each image
+    /// must be one the take read when it started (an overlay of any of its
+    /// outputs): `.configuration` naming it otherwise.
+    public func setOverlays(_ overlays: [ImageOverlay]) throws(SessionError) {
+        let read = Set((configuration.overlays + configuration.extraOutputs.flatMap(\.overlays)).map(\.image))
+        do throws(ConfigurationError) {
+            try ImageOverlay.check(overlays, field: "overlays")
+            if let (i, o) = overlays.enumerated().first(where: { !read.contains($0.element.image) }) {
+                throw ConfigurationError(field: "overlays[\(i)].image", value: o.image,
+                                         reason: "a running take shows only images it read when it started (an overlay of one of its outputs)")
+            }
+            let texts = control.withLock { mainTexts ?? configuration.texts }
+            try TextOverlay.check(texts, images: overlays.count, field: "overlays")
+        } catch { throw .configuration(error) }
+        control.lock(); pendingOverlays = overlays; mainOverlays = overlays; control.unlock()
     }
 
     /// Adds an output fed from the same stream textures, with its own layout
@@ -214,8 +240,9 @@ public final class RecordingSession: @unchecked Sendable {
 
     func takeControl() -> TakeControl {
         control.lock(); defer { control.unlock() }
-        let r = TakeControl(stop: stopRequest, switches: pendingSwitches, layout: pendingLayout, outputs: pendingOutputs, texts: pendingTexts)
-        pendingSwitches = []; pendingLayout = nil; pendingOutputs = []; pendingTexts = nil
+        let r = TakeControl(stop: stopRequest, switches: pendingSwitches, layout: pendingLayout, outputs: pendingOutputs, texts: pendingTexts,
+                            overlays: pendingOverlays)
+        pendingSwitches = []; pendingLayout = nil; pendingOutputs = []; pendingTexts = nil; pendingOverlays = nil
         return r
     }
 

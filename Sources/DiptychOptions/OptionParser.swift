@@ -148,6 +148,11 @@ public enum OptionParser {
     }
 
     /// A transition: `{"ms": 400, "easing": "ease-in-out"}` or `"400:ease-in-out"`, read strictly.
+    /// A list of image overlays (`overlays`, a PATCH's), as the take's JSON has them.
+    public static func decodeOverlays(_ json: JSONValue, field: String) throws(ConfigurationError) -> [ImageOverlay] {
+        try OptionCodec.decodeOverlays(json, field: field)
+    }
+
     /// A list of texts (`texts`, a PATCH's), as the take's JSON has them.
     public static func decodeTexts(_ json: JSONValue, field: String) throws(ConfigurationError) -> [TextOverlay] {
         try OptionCodec.decodeTexts(json, field: field)

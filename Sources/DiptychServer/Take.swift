@@ -142,6 +142,16 @@ final class Take: TakeEvents, @unchecked Sendable {
         }
     }
 
+    /// Replaces the main output's image overlays from the next frame on;
+    /// an image the take did not read when it started is a 400.
+    func setOverlays(_ overlays: [ImageOverlay]) throws(RequestError) {
+        guard let s = lock.withLock({ session }) else { return }
+        do { try s.setOverlays(overlays) } catch {
+            guard case .configuration(let e) = error else { throw .badRequest("overlays: \(error)") }
+            throw .badRequest(TakeRequests.describe(e))
+        }
+    }
+
     func switchSource(_ role: StreamRole, to spec: SourceSpec) {
         lock.withLock { session }?.switchSource(role, to: spec)
         onEvent?("source-switched", id, ["role": role.rawValue, "source": "\(spec)"])

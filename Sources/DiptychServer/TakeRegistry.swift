@@ -332,6 +332,11 @@ final class TakeRegistry: @unchecked Sendable {
         return .url(sourcePath(u))
     }
 
+    /// `overlays` with each image from under the input root (a PATCH's).
+    func resolvingImages(_ overlays: [ImageOverlay]) -> [ImageOverlay] {
+        overlays.map { var o = $0; o.image = sourcePath(o.image); return o }
+    }
+
     /// `texts` with each named font from under the input root (a PATCH's).
     func resolvingFonts(_ texts: [TextOverlay]) -> [TextOverlay] {
         texts.map { var t = $0; t.font = t.font.map(sourcePath); return t }

@@ -77,43 +77,49 @@ enum TakeRequests {
     }
 
     /// What a `PATCH /v1/takes/{id}` changes: the layout (`current` where
-    /// the body has none), and the main output's texts where it has them.
+    /// the body has none), and the main output's texts and image overlays
+    /// where it has them.
     struct TakePatch {
         var layout: Layout
         var transition: LayoutTransition?
         var changesLayout: Bool
         var texts: [TextOverlay]?
+        var overlays: [ImageOverlay]?
     }
 
     /// `PATCH /v1/takes/{id}`: `{"layout": {…}}` applied over `current`
     /// (keys not given keep their values), with an optional `"transition":
     /// {"ms": 400, "easing": "ease-in-out"}` (absent: the take's), and/or
-    /// `{"texts": […]}`, the main output's texts replaced from the next frame
-    /// on. Unknown keys are 400 at every depth; known take fields other than
-    /// `layout`, `transition` and `texts` are fixed once a take has started:
-    /// 409 with the reason.
+    /// `{"texts": […]}` and `{"overlays": […]}`, the main output's texts and
+    /// images replaced from the next frame on. Unknown keys are 400 at every
+    /// depth; known take fields other than `layout`, `transition`, `texts`
+    /// and `overlays` are fixed once a take has started: 409 with the reason.
     static func patch(_ body: Data, current: Layout) throws(RequestError) -> TakePatch {
         guard !body.isEmpty else { throw .badRequest("request body: empty; expected a JSON object") }
         let json: JSONValue
         do { json = try JSONValue(parsing: body, source: "request body") } catch { throw .badRequest(error.reason == "not valid JSON" ? "request body: not valid JSON" : error.description) }
         guard case .object(let o) = json else { throw .badRequest("request body: expected a JSON object") }
         let takeKeys = Set(OptionParser.options(.json).compactMap { $0.key?.first })
-        for key in o.keys.sorted() where key != "layout" && key != "transition" && key != "texts" {
+        for key in o.keys.sorted() where !["layout", "transition", "texts", "overlays"].contains(key) {
             guard takeKeys.contains(key) else {
-                throw .badRequest("\(ConfigurationError.quoted(key)): unknown key (expected layout, transition or texts)")
+                throw .badRequest("\(ConfigurationError.quoted(key)): unknown key (expected layout, transition, texts or overlays)")
             }
             switch key {
             case "size": throw .conflict("size: the canvas size is frozen when a take starts; start a new take to change it")
             case "audio": throw .conflict("audio: whether a take has an audio track is frozen when it starts; start a new take to change it")
-            default: throw .conflict("\(key): fixed once a take has started; PATCH changes only the layout and the texts")
+            default: throw .conflict("\(key): fixed once a take has started; PATCH changes only the layout, the texts and the overlays")
             }
         }
         var texts: [TextOverlay]?
         if let t = o["texts"] {
             do { texts = try OptionParser.decodeTexts(t, field: "texts") } catch { throw .badRequest(describe(error)) }
         }
-        guard o["layout"] != nil || texts != nil else {
-            throw .badRequest("request body: nothing to change; expected {\"layout\": {…}} or {\"texts\": […]}")
+        var overlays: [ImageOverlay]?
+        if let v = o["overlays"] {
+            do { overlays = try OptionParser.decodeOverlays(v, field: "overlays") } catch { throw .badRequest(describe(error)) }
+        }
+        guard o["layout"] != nil || texts != nil || overlays != nil else {
+            throw .badRequest("request body: nothing to change; expected {\"layout\": {…}}, {\"texts\": […]} or {\"overlays\": […]}")
         }
         var layout = current
         if let patch = o["layout"] {
@@ -124,7 +130,7 @@ enum TakeRequests {
         if let t = o["transition"], t != .null {
             do { transition = try OptionParser.decodeTransition(t, field: "transition") } catch { throw .badRequest(describe(error)) }
         }
-        return TakePatch(layout: layout, transition: transition, changesLayout: o["layout"] != nil, texts: texts)
+        return TakePatch(layout: layout, transition: transition, changesLayout: o["layout"] != nil, texts: texts, overlays: overlays)
     }
 
     /// `POST /v1/takes/{id}/switch`: `{"role": "secondary", "source": "…"}`.

@@ -174,6 +174,9 @@ final class TakeSession: @unchecked Sendable {
     /// The main output's texts from the next frame on; throws `.configuration` for bad input.
     func setTexts(_ texts: [TextOverlay]) throws(SessionError) { try session.setTexts(texts) }
 
+    /// The main output's image overlays from the next frame on; throws `.configuration` for bad input.
+    func setOverlays(_ overlays: [ImageOverlay]) throws(SessionError) { try session.setOverlays(overlays) }
+
     /// Hot swap: the old stream stays on screen until the new one delivers.
     func switchSource(_ role: StreamRole, to spec: SourceSpec) { session.switchSource(role, to: spec) }
 

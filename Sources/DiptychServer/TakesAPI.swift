@@ -50,7 +50,8 @@ struct TakesAPI {
             try api.withTake(p) { t throws(RequestError) in
                 let change = try TakeRequests.patch(req.body, current: t.layout)
                 try api.requireRecording(t)
-                // Texts first: a bad font is a 400 that leaves the layout as it was.
+                // Overlays and texts first: a bad image or font is a 400 that leaves the layout as it was.
+                if let overlays = change.overlays { try t.setOverlays(api.registry.resolvingImages(overlays)) }
                 if let texts = change.texts { try t.setTexts(api.registry.resolvingFonts(texts)) }
                 if change.changesLayout { t.setLayout(change.layout, transition: change.transition) }
                 return JSONOut.response(200, api.view(t))

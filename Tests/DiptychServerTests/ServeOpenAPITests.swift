@@ -103,11 +103,11 @@ import Testing
         #expect(options.isSubset(of: spelled), "options not in TakeConfiguration: \(options.subtracting(spelled).sorted())")
         let extra = spelled.subtracting(prefixes)
         #expect(extra.isEmpty, "TakeConfiguration keys no option has: \(extra.sorted())")
-        // The layout a PATCH takes is the configuration's, and so are its transition and texts.
+        // The layout a PATCH takes is the configuration's, and so are its transition, texts and overlays.
         let patch = Self.resolve(((((paths["/v1/takes/{id}"]?["patch"] as? [String: Any])?["requestBody"] as? [String: Any])?["content"]
             as? [String: Any])?["application/json"] as? [String: Any])?["schema"], in: doc)
         #expect(Self.keyPaths(patch, in: doc, leaves: options)
-                == Set(spelled.filter { $0 == "layout" || $0.hasPrefix("layout.") || $0 == "transition" || $0 == "texts" }))
+                == Set(spelled.filter { $0 == "layout" || $0.hasPrefix("layout.") || $0 == "transition" || $0 == "texts" || $0 == "overlays" }))
     }
 
     /// The test's own virtual environment with schemathesis from PyPI, made

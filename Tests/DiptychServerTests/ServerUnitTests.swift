@@ -199,6 +199,9 @@ struct ServerUnitTests {
         #expect(s.kind == .sideBySide && s.swapRoles && s.pip.size == 0.25)
         #expect(c.transition == LayoutTransition(milliseconds: 400, easing: .easeOut))
         #expect(try TakeRequests.patch(Data(#"{"layout": {}}"#.utf8), current: l).transition == nil)
+        // Texts and overlays alone leave the layout as it is.
+        let t = try TakeRequests.patch(Data(#"{"texts": [{"text": "{timecode}", "x": 0.1, "y": 0.9}], "overlays": []}"#.utf8), current: l)
+        #expect(!t.changesLayout && t.layout == l && t.texts?.first?.text == "{timecode}" && t.overlays == [])
         let cases: [(String, Int, String)] = [
             (#"{"size": "640x360"}"#, 409, "size:"), (#"{"audio": "none"}"#, 409, "audio:"),
             (#"{"bitrate": "5M"}"#, 409, "bitrate:"), (#"{"sise": "640x360"}"#, 400, "sise"),
@@ -210,6 +213,8 @@ struct ServerUnitTests {
             (#"{"layout": {}, "transition": {"easing": "linear"}}"#, 400, "transition.ms"),
             (#"{"layout": {}, "transition": {"ms": 400, "speed": 2}}"#, 400, "transition.speed"),
             (#"{"transition": {"ms": 400}}"#, 400, "nothing to change"),
+            (#"{"texts": [{"text": "a"}]}"#, 400, "texts[0]"), (#"{"texts": [{"text": "{nope}", "x": 0, "y": 0}]}"#, 400, "texts[0].text"),
+            (#"{"overlays": [{"image": "a.png"}]}"#, 400, "overlays[0].rect"), (#"{"overlays": {}}"#, 400, "overlays"),
             (#"{"layout": {}, "layoutSchedule": []}"#, 409, "layoutSchedule:"),
         ]
         for (body, status, named) in cases {

@@ -128,6 +128,7 @@ final class TakeRun {
                 texts.add(fonts: c.fonts)
                 do { try texts.set(c.texts, output: 0, gpu: gpu) } catch { warn("texts: \(error)") }
             }
+            if let o = control.overlays { overlays[0] = o }
             for s in control.switches { inputs.beginSwitch(s.role, to: s.spec, at: lastPTS ?? .zero) }
             for change in control.outputs { apply(change) }
             for opened in handovers.takeOpened() { attach(opened) }
