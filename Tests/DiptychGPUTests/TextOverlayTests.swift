@@ -116,6 +116,33 @@ extension GPU {
             #expect(rendered[0].rgba(d.x + 2, d.y + 2).close(to: ref[d.y + 2][d.x + 2], within: 1))
         }
 
+        /// Over NV12 and RGBA streams, in NV12 and RGB: the compute pass
+        /// equals the fragment pass within ±1 for texts with an outline and a
+        /// translucent box, one running off the canvas.
+        @Test func computeEqualsFragmentInNV12() throws {
+            let pair = try ComputePath.Pair()
+            let canvas = ComputePath.canvas
+            let a = TextOverlay(text: "x", x: 0.05, y: 0.1, size: 18, color: RGBAColor(hex: "FFFFFF")!, font: testFontPath,
+                                outlineWidth: 1.5, box: RGBAColor(hex: "10204080")!, boxPadding: 3)
+            let b = TextOverlay(text: "x", x: 0.7, y: 0.6, size: 24, color: RGBAColor(hex: "20FF40C0")!, font: testFontPath, layer: .bottom)
+            let ra = try render(a, "12:34:56 Äg", canvas: canvas), rb = try render(b, "Wide text", canvas: canvas)
+            #expect(rb.destination.maxX == canvas.width)
+            for c in [pair.fragment, pair.compute] {
+                try c.setOverlay(21, image: ra.image, premultiplied: true)
+                try c.setOverlay(22, image: rb.image, premultiplied: true)
+            }
+            defer { for c in [pair.fragment, pair.compute] { try? c.setOverlay(21, image: nil); try? c.setOverlay(22, image: nil) } }
+            for format in [PixelFormat.nv12, .rgba] {
+                let plan = CompositionPlan(canvas: canvas, background: color(RGBA8(r: 10, g: 20, b: 30)), draws: [
+                    DrawDescription(role: .primary, destination: PixelRect(x: 10, y: 6, width: 100, height: 56),
+                                    crop: NormalizedRect(x: 0.125, y: 0.1, width: 100.0 / 160, height: 56.0 / 90)),
+                    a.draw(id: 21, destination: ra.destination, order: 0),
+                    b.draw(id: 22, destination: rb.destination, order: 1),
+                ])
+                try pair.expectSame(plan, ComputePath.frames(format), "texts over \(format)", tolerance: 1)
+            }
+        }
+
         /// Cut to the canvas: a text running off the right edge keeps its
         /// pixels one to one (not squeezed), and one wholly off shows nothing.
         @Test func cutToTheCanvas() throws {

@@ -76,6 +76,21 @@ struct TextOverlayTakeTests {
         #expect(last.count == 4 && last[3].destination.maxX == 320 && last[3].destination.x >= 304, "\(last.map(\.destination))")
     }
 
+    /// A lost GPU context is rebuilt with the texts' pictures uploaded
+    /// again: a constant text (never set again) shows on every frame.
+    @Test func textsSurviveARebuiltContext() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let out = dir.path("take.mp4")
+        let config = try takeConfig(secondary: "none", out: out, duration: 1,
+                                    extra: ["--text", "X@0,0,40,color=00FF00,box=00FF00:16,font=\(font)"])
+        let session = RecordingSession(configuration: config, hooks: SessionHooks(storage: plentyOfSpace, simulateContextLossAtFrames: [20, 41]))
+        let summary = try session.run()
+        #expect(summary.gpuRebuilds == 2 && summary.frames == 60)
+        let frames = try decodeAll(out).frames
+        #expect(frames.count == 60)
+        #expect(frames.allSatisfy { hue($0.frame, 8, 8) == .green }, "\(frames.map { hue($0.frame, 8, 8) })")
+    }
+
     private func pixelsDiffer(_ a: VideoFrame, _ b: VideoFrame) -> Bool {
         for y in stride(from: 0, to: 60, by: 1) { for x in 0..<200 where !near(pixel(a, x, y), pixel(b, x, y), 8) { return true } }
         return false
