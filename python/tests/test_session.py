@@ -284,3 +284,21 @@ def test_a_session_left_open_is_finished_at_exit(library: str, tmp_path: Any) ->
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
     assert decoded_frames(out) == 10
+
+
+FONT = os.path.join(os.path.dirname(__file__), "..", "..", "Tests", "Fixtures", "Fonts", "DejaVuSans.ttf")
+
+
+def test_a_text_overlay_is_drawn_over_the_streams(library: str) -> None:
+    """text=[...] is one --text an item: its box and glyphs over the streams, set from the take's clock."""
+    assert session_options(text=["{timecode}@0.05,0.9,40", "Cam 2@0.5,0,align=center"]) == [
+        "--text", "{timecode}@0.05,0.9,40", "--text", "Cam 2@0.5,0,align=center"]
+    s, got = collect(secondary="none", text=[f"{{frame}}@0,0,20,color=00FF00,box=00FF00:8,font={FONT}"])
+    with s:
+        for i in range(3):
+            s.push("primary", rgba(BLUE), i * 100, timescale=3000)
+        s.finish()
+    px = got[-1].pixels
+    # The box's corner (the padding, opaque green); far from it, the primary.
+    assert near(px[2, 2], (0, 255, 0), 1), px[2, 2]
+    assert near(px[H - 5, W - 5], BLUE, 1), px[H - 5, W - 5]
