@@ -69,6 +69,16 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {   // CUDA 
         do throws(CUDAError) { return try memory.exportDescriptor() } catch { throw .cudaInterop("readback memory: \(error)") }
     }
 
+    func copyOut(_ planes: [DevicePlaneCopy]) throws(GPUError) {
+        let base = memory.address
+        do throws(CUDAError) {
+            try copiersOut.take().copy(planes.map { p in
+                CUDACopyOut.Plane(source: .device(base + UInt64(p.offset)), pitch: p.pitch, rowBytes: p.rowBytes, rows: p.rows,
+                                  destination: p.destination, dstPitch: p.dstPitch)
+            })
+        } catch { throw .cudaInterop("copying \(planes.count) planes to device memory: \(error)") }
+    }
+
     func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError) {
         do throws(CUDAError) {
             try copiersOut.take().copy(from: memory.address, count: count, to: dst)

@@ -376,6 +376,19 @@ public final class GPUCompositor: Sendable {
         return out
     }
 
+    /// Output `output`'s frames go device to device into CUDA pictures
+    /// `provider` lends (an NVENC encoder's frames: no host copy), where the
+    /// readback is imported CUDA memory (`plan.readback == .cudaImported`) and
+    /// the frame is not assembled from parts; elsewhere, or when the provider
+    /// has none free, in host memory as always (`NV12Readback.device` says
+    /// which). The provider runs on the thread that takes the frame. nil:
+    /// host memory from now on. Returns whether the plan's readback allows it.
+    @discardableResult
+    public func setCUDAFrameProvider(output: OutputID, _ provider: CUDAFrameProvider?) -> Bool {
+        renderer.withLock { r in r?.readbacks.cudaFrameProviders[output] = provider }
+        return plan.readback == .cudaImported
+    }
+
     /// NV12 readbacks submitted and not yet taken.
     public var outstandingReadbacks: Int {
         renderer.withLock { r in r?.readbacks.outstanding ?? 0 }

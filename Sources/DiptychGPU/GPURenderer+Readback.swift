@@ -22,11 +22,11 @@ extension GPURenderer {
             guard wait || timeline.isComplete(first.serial) else { return nil }
             timeline.wait(for: first.serial)
         }
-        let (r, frame, jobs) = try readbacks.deliver()
+        let (r, frame, jobs, device) = try readbacks.deliver()
         if !offThread { try checkGL("readback \(r.output)") }
         timer.stats.framesDelivered += 1
         if r.direct != nil { directFrames?.delivered(frame, output: r.output) }
-        return (NV12Readback(output: r.output, frame: frame), jobs)
+        return (NV12Readback(output: r.output, frame: frame, device: device), jobs)
     }
 
     /// Render thread: the oldest readback, delivered here (copies run here).

@@ -17,6 +17,26 @@ protocol ExportedMemory: AnyObject, Sendable {
     func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError)
     /// Copies planes in (from host memory or from the device) and waits for them.
     func copyIn(_ planes: [PlaneTransfer]) throws(GPUError)
+    /// Copies planes out to other memory of the same device (an encoder's
+    /// CUDA frame) and waits for them: nothing crosses host memory.
+    func copyOut(_ planes: [DevicePlaneCopy]) throws(GPUError)
+}
+
+extension ExportedMemory {
+    func copyOut(_ planes: [DevicePlaneCopy]) throws(GPUError) {
+        throw .unsupported("copies to device memory from \(type(of: self))")
+    }
+}
+
+/// One plane out of exported memory to device memory: `rows` rows of
+/// `rowBytes` from byte `offset`, `pitch` apart, to `destination`, `dstPitch` apart.
+struct DevicePlaneCopy {
+    var offset: Int
+    var pitch: Int
+    var rowBytes: Int
+    var rows: Int
+    var destination: UInt64
+    var dstPitch: Int
 }
 
 /// One plane into exported memory: `rows` rows of `rowBytes`, `pitch` apart

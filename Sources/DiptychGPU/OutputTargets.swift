@@ -10,7 +10,12 @@ public struct OutputID: Hashable, Sendable, CustomStringConvertible {
 /// A delivered NV12 frame and the output it was rendered for.
 public struct NV12Readback: Sendable {
     public var output: OutputID
+    /// The frame in host memory; where `device` is set, its size, time and
+    /// colour only (no planes): its bytes went to `device`.
     public var frame: VideoFrame
+    /// The CUDA picture the output's provider lent (`GPUCompositor.setCUDAFrameProvider`),
+    /// filled device to device from the readback's CUDA memory; nil: the frame is in host memory.
+    public var device: CUDAFrameTarget? = nil
 }
 
 /// A framebuffer with one RGBA8 color texture (immutable storage, so compute

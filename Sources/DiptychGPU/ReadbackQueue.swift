@@ -62,6 +62,9 @@ final class ReadbackQueue {
     var persistent: Bool { if case .mapped = transport { true } else { false } }
     /// CPU memory of delivered NV12 frames, reused once the consumer drops them.
     private let framePool: FrameBufferPool
+    /// Outputs whose frames go device to device into CUDA pictures their
+    /// encoder lends (imported CUDA memory only): set by the compositor.
+    var cudaFrameProviders: [OutputID: CUDAFrameProvider] = [:]
 
     init(depth: Int, transport: Transport) {
         precondition(depth >= 1)
@@ -139,14 +142,41 @@ final class ReadbackQueue {
     /// The oldest pending readback, its fence already waited for, as a frame,
     /// and the copies that fill it (run them on any thread before the next
     /// call). On any thread where `deliversOffThread`, else on the render thread.
-    func deliver() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob]) {
+    func deliver() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob], device: CUDAFrameTarget?) {
         switch transport {
-        case .imported: return try deliverImported()
-        case .mapped: return deliverMapped()
+        case .imported:
+            if let d = try deliverToDevice() { return d }
+            let (r, frame, jobs) = try deliverImported()
+            return (r, frame, jobs, nil)
+        case .mapped:
+            let (r, frame, jobs) = deliverMapped()
+            return (r, frame, jobs, nil)
         case .mapOnRenderThread:
             let (r, frame) = try deliverByMapping()
-            return (r, frame, [])
+            return (r, frame, [], nil)
         }
+    }
+
+    /// The oldest pending readback, its fence already waited for, copied
+    /// device to device into a CUDA picture its output's provider lends (the
+    /// encoder's own frame: no host copy); nil where the output has no
+    /// provider, the frame is assembled from parts (direct copy), or the
+    /// provider has none free (the frame then comes back in host memory).
+    /// Any thread. A failed copy leaves the readback pending.
+    private func deliverToDevice() throws(GPUError) -> (readback: PendingReadback, frame: VideoFrame, jobs: [CopyJob], device: CUDAFrameTarget?)? {
+        let r = pending[0]
+        guard r.direct == nil, r.slot >= 0, let imported = buffers[r.slot].imported, let provider = cudaFrameProviders[r.output],
+              let target = provider(PixelSize(width: r.width, height: r.height)) else { return nil }
+        let p = target.picture
+        guard p.width == r.width, p.height == r.height else { return nil }
+        try imported.memory.copyOut([
+            DevicePlaneCopy(offset: 0, pitch: r.stride, rowBytes: r.width, rows: r.height, destination: p.luma, dstPitch: p.pitch),
+            DevicePlaneCopy(offset: r.stride * r.height, pitch: r.stride, rowBytes: (r.width + 1) & ~1, rows: (r.height + 1) / 2,
+                            destination: p.chroma, dstPitch: p.pitch)])
+        pending.removeFirst()
+        buffers[r.slot].busy = false
+        let frame = VideoFrame(width: r.width, height: r.height, format: .nv12, planes: [], pts: r.pts, matrix: r.matrix, range: r.range)
+        return (r, frame, [], target)
     }
 
     /// The oldest pending readback, its fence already waited for, copied out

@@ -399,6 +399,33 @@ public final class MediaWriter: @unchecked Sendable {
         try afterVideo(packets, frameEnd: t.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
     }
 
+    /// Whether `lendCUDAFrame` lends CUDA frames to fill: the NVENC encoder
+    /// takes the compositor's frames device to device, no host copy.
+    public var takesCUDA: Bool { encoder?.nvenc != nil }
+
+    /// A CUDA frame of the NVENC encoder's pool for the compositor to fill
+    /// (`GPUCompositor.setCUDAFrameProvider`); nil where the encoder is not
+    /// NVENC or no frame can be had. Any thread.
+    public func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? { encoder?.lendCUDAFrame(size) }
+
+    /// Encodes a CUDA frame this writer lent (`lendCUDAFrame`), now filled
+    /// with the composite's NV12, at `pts`.
+    public func write(_ frame: CUDAFrameTarget, pts: MediaTime) throws(MediaError) {
+        precondition(!finished, "MediaWriter.write after finish")
+        if let e = firstError { throw e }
+        guard let encoder else { throw .invalidFrame(reason: "output \(url) takes encoded pictures (\(encoderName)), not CUDA frames") }
+        let origin = timestampOrigin ?? pts
+        let t = pts - origin
+        let packets: [FFPacket]
+        let key = keyframeDue(at: t.converted(to: videoTimeBase.den).value)
+        do { packets = try encoder.encode(lent: frame, pts: t, keyframe: key) } catch {
+            if case .invalidFrame = error {} else { firstError = error }
+            throw error
+        }
+        timestampOrigin = origin
+        try afterVideo(packets, frameEnd: t.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
+    }
+
     /// Writes one pre-encoded access unit (H.264, Annex B) at its pts, then
     /// any audio the source has read up to its end. The packet's duration
     /// (one frame when zero) and timestamps are set in the stream's ticks,

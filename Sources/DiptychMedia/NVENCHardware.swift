@@ -3,22 +3,6 @@ import DiptychCore
 import DiptychCUDA
 import Synchronization
 
-/// An NV12 picture in CUDA memory on the encoder's device (the NV12 buffer
-/// the compositor's compute pass wrote, imported into GL): two planes at
-/// device addresses, `pitch` bytes a row. NVENC reads it where it is.
-public struct CUDANV12Picture: Hashable, Sendable {
-    /// Device addresses (`CUdeviceptr`) of the luma and interleaved chroma planes.
-    public var luma: UInt64
-    public var chroma: UInt64
-    public var pitch: Int
-    public var width: Int
-    public var height: Int
-
-    public init(luma: UInt64, chroma: UInt64, pitch: Int, width: Int, height: Int) {
-        self.luma = luma; self.chroma = chroma; self.pitch = pitch; self.width = width; self.height = height
-    }
-}
-
 /// What opens an encoder and moves its frames and packets: FFmpeg's own
 /// `avcodec_*` calls, or in tests a recording stand-in for NVENC (no engine
 /// exists on the machines the tests run on).

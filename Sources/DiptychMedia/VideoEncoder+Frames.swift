@@ -44,8 +44,40 @@ private func releaseCUDAPictureHold(_ opaque: UnsafeMutableRawPointer?, _ data: 
     Unmanaged<CUDAPictureHold>.fromOpaque(opaque).release()
 }
 
+/// A frame of the NVENC encoder's CUDA pool, lent to be filled and given back with its picture.
+final class LentCUDAFrame: @unchecked Sendable {   // the frame is touched by the filler, then by the encoder, never at once
+    let frame: FFFrame
+    init(_ frame: FFFrame) { self.frame = frame }
+}
+
 /// Wrapping the frames handed to the encoder as AVFrames.
 extension VideoEncoder {
+    /// A frame of the encoder's CUDA pool (NVENC only) for the compositor to
+    /// fill device to device; nil elsewhere or when none can be had. Any
+    /// thread (the pool is FFmpeg's thread-safe buffer pool).
+    func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? {
+        guard nvenc != nil, let hwFrames, size == settings.size else { return nil }
+        let f = FFFrame()
+        guard av_hwframe_get_buffer(hwFrames.raw, f.raw, 0) >= 0,
+              diptych_frame_linesize(f.raw, 0) == diptych_frame_linesize(f.raw, 1) else { return nil }
+        let p = CUDANV12Picture(luma: diptych_frame_device_plane(f.raw, 0), chroma: diptych_frame_device_plane(f.raw, 1),
+                                pitch: Int(diptych_frame_linesize(f.raw, 0)), width: size.width, height: size.height)
+        return CUDAFrameTarget(picture: p, owner: LentCUDAFrame(f))
+    }
+
+    /// Encodes a frame `lendCUDAFrame` lent, filled with the composite.
+    func encode(lent target: CUDAFrameTarget, pts: MediaTime, keyframe: Bool = false) throws(MediaError) -> [FFPacket] {
+        guard let lent = target.owner as? LentCUDAFrame, let hwFrames,
+              lent.frame.raw.pointee.hw_frames_ctx?.pointee.data == hwFrames.raw.pointee.data else {
+            throw .invalidFrame(reason: "a CUDA frame \(name) did not lend")
+        }
+        let frame = lent.frame
+        frame.raw.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
+        frame.raw.pointee.pts = ticks(for: pts)
+        frame.raw.pointee.pict_type = keyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+        return try send(frame)
+    }
+
     /// Encodes an NV12 picture in CUDA memory (NVENC only, no host copy): an
     /// `AV_PIX_FMT_CUDA` frame of the encoder's frames context whose planes
     /// are the picture's device addresses. `release` runs exactly once, when

@@ -13,7 +13,7 @@ import Testing
 final class MemfdMemory: ExportedMemory, @unchecked Sendable {
     final class Ledger: @unchecked Sendable {
         let lock = NSLock()
-        var live = 0, made = 0, copies = 0, descriptors = 0, copiesIn = 0, planesFromDevice = 0
+        var live = 0, made = 0, copies = 0, descriptors = 0, copiesIn = 0, planesFromDevice = 0, planesToDevice = 0
         /// Copies out fail while set (a device error).
         var failCopies = false
         func note(_ f: (Ledger) -> Void) { lock.lock(); f(self); lock.unlock() }
@@ -66,6 +66,16 @@ final class MemfdMemory: ExportedMemory, @unchecked Sendable {
             for y in 0..<p.rows { (base + p.offset + y * p.dstPitch).copyMemory(from: src + y * p.pitch, byteCount: p.rowBytes) }
         }
         ledger.note { $0.copiesIn += 1 }
+    }
+
+    /// "Device" destinations are host pointers here (the tests' CUDA frames).
+    func copyOut(_ planes: [DevicePlaneCopy]) throws(GPUError) {
+        for p in planes {
+            precondition(p.offset + p.pitch * (p.rows - 1) + p.rowBytes <= size)
+            let dst = UnsafeMutableRawPointer(bitPattern: UInt(p.destination))!
+            for y in 0..<p.rows { (dst + y * p.dstPitch).copyMemory(from: base + p.offset + y * p.pitch, byteCount: p.rowBytes) }
+        }
+        ledger.note { $0.planesToDevice += planes.count }
     }
 
     deinit { munmap(base, size); close(fd); ledger.note { $0.live -= 1 } }

@@ -216,6 +216,10 @@ final class Releases: Sendable {
         let x264 = try VideoEncoder(settings: Self.settings { $0.encoder = .x264 }, globalHeader: true)
         #expect(throws: MediaError.self) { try x264.encode(Self.picture(2), pts: .zero, release: releases.release(2)) }
         #expect(releases.count(2) == 1)
+        // A CUDA frame the encoder did not lend is refused; an encoder that is not NVENC lends none.
+        let foreign = CUDAFrameTarget(picture: Self.picture(3), owner: NSObject())
+        #expect(throws: MediaError.self) { try encoder.encode(lent: foreign, pts: .zero) }
+        #expect(x264.lendCUDAFrame(Self.size) == nil)
     }
 
     /// A file: the high-quality tune, VBR at the bit rate, no B-frames, IDR on demand.
@@ -298,6 +302,13 @@ final class Releases: Sendable {
         #expect(s.luma == memory.address && s.framesSoftware == AV_PIX_FMT_NV12.rawValue)
         nvenc.complete(1)
         #expect(releases.count(0) == 1)
+        // A frame of the encoder's own pool, lent to be filled device to device, comes back as itself.
+        let lent = try #require(encoder.lendCUDAFrame(Self.size))
+        #expect(encoder.lendCUDAFrame(PixelSize(width: 640, height: 480)) == nil)
+        _ = try encoder.encode(lent: lent, pts: MediaTime(value: 1, timescale: 30), keyframe: true)
+        let again = try #require(nvenc.record.withLock { $0.sent.last })
+        #expect(again.luma == lent.picture.luma && again.chroma == lent.picture.chroma && again.keyframe)
+        #expect(again.linesizes == [Int32(lent.picture.pitch), Int32(lent.picture.pitch)])
     }
 }
 

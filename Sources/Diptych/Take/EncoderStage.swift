@@ -23,6 +23,14 @@ protocol TakeOutput: AnyObject, Sendable {
     var takesEncoded: Bool { get }
     /// Writes one H.264 access unit (Annex B) encoded before it came here.
     func write(_ packet: EncodedVideoPacket) throws(MediaError)
+    /// Whether the output lends CUDA frames for the compositor to fill
+    /// (`lendCUDAFrame`): an NVENC encoder, fed device to device.
+    var takesCUDA: Bool { get }
+    /// A CUDA frame of the output's encoder to fill with the next frame of
+    /// `size`, or nil (the frame then comes in host memory). Any thread.
+    func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget?
+    /// Encodes a frame `lendCUDAFrame` lent, filled.
+    func write(_ frame: CUDAFrameTarget, pts: MediaTime) throws(MediaError)
     func finish() throws(MediaError)
     /// A split file output's files (`--segment-time`); empty otherwise.
     var segments: [WrittenSegment] { get }
@@ -44,6 +52,11 @@ extension TakeOutput {
     func write(_ packet: EncodedVideoPacket) throws(MediaError) {
         throw .invalidFrame(reason: "\(encoderName) encodes frames itself; it takes no encoded pictures")
     }
+    var takesCUDA: Bool { false }
+    func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? { nil }
+    func write(_ frame: CUDAFrameTarget, pts: MediaTime) throws(MediaError) {
+        throw .invalidFrame(reason: "\(encoderName) takes frames in host memory, not CUDA frames")
+    }
 }
 
 extension MediaWriter: TakeOutput {
@@ -53,14 +66,20 @@ extension MediaWriter: TakeOutput {
 /// A frame for an output's encoder: NV12 in host memory (read back), or an
 /// NV12 dma-buf the encoder reads in place, with the release that gives the
 /// buffer back to its ring, or a picture the GPU encoded already (H.264,
-/// Annex B) for an output that takes them (`TakeOutput.takesEncoded`).
+/// Annex B) for an output that takes them (`TakeOutput.takesEncoded`), or a
+/// CUDA frame the output's encoder lent, filled device to device (`TakeOutput.takesCUDA`).
 enum EncoderInput: Sendable {
     case frame(VideoFrame)
     case dmaBuf(DmaBufFrame, pts: MediaTime, release: EncoderRelease)
     case encoded(EncodedVideoPacket)
+    case cuda(CUDAFrameTarget, pts: MediaTime)
 
     var pts: MediaTime {
-        switch self { case .frame(let f): f.pts; case .dmaBuf(_, let pts, _): pts; case .encoded(let p): p.pts }
+        switch self {
+        case .frame(let f): f.pts
+        case .dmaBuf(_, let pts, _), .cuda(_, let pts): pts
+        case .encoded(let p): p.pts
+        }
     }
 
     /// A frame that will not be encoded gives its buffer back.
@@ -71,6 +90,7 @@ enum EncoderInput: Sendable {
         case .frame(let f): try sink.write(f)
         case .dmaBuf(let d, let pts, let release): try sink.write(d, pts: pts, release: { release() })
         case .encoded(let p): try sink.write(p)
+        case .cuda(let f, let pts): try sink.write(f, pts: pts)
         }
     }
 }

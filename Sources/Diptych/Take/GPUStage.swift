@@ -13,6 +13,8 @@ struct RenderOutput {
 enum StageDelivery {
     case frame(VideoFrame)
     case encoded(GPUEncodedPicture)
+    /// A CUDA frame the output's encoder lent, filled device to device (NVENC).
+    case cuda(CUDAFrameTarget, pts: MediaTime)
 }
 
 /// Something that reads an output's render target right after each frame is
@@ -98,12 +100,26 @@ final class GPUStage {
     /// still arrive; a ring's buffers are freed as its encoder lets them go).
     func removeOutput(_ key: Int) {
         syncDeliveries()
+        if cudaFrames.removeValue(forKey: key) != nil, let t = target(of: key) { gpu.setCUDAFrameProvider(output: t, nil) }
         rings.removeValue(forKey: key)?.shutdown()
         accounted[key] = nil
         gpuEncoded[key] = nil
         guard let i = outputs.firstIndex(where: { $0.key == key }) else { return }
         gpu.removeOutput(outputs[i].target)
         outputs.remove(at: i)
+    }
+
+    /// Outputs whose frames go device to device into CUDA frames their
+    /// encoder lends (NVENC), kept to be set again on a rebuilt compositor.
+    private var cudaFrames: [Int: CUDAFrameProvider] = [:]
+
+    /// From now on output `key`'s frames go device to device into the CUDA
+    /// frames `provider` lends, where the compositor reads back into CUDA
+    /// memory; returns whether it does (else they come in host memory).
+    func attachCUDAFrames(_ key: Int, provider: @escaping CUDAFrameProvider) -> Bool {
+        guard let t = target(of: key) else { return false }
+        cudaFrames[key] = provider
+        return gpu.setCUDAFrameProvider(output: t, provider)
     }
 
     /// From now on output `key`'s frames go through `ring` (none is in flight for it yet).
@@ -255,6 +271,7 @@ final class GPUStage {
             for (id, image) in overlayImages.enumerated() { try gpu.setOverlay(id, image: image) }
             for (id, image) in textPictures { try gpu.setOverlay(id, image: image, premultiplied: true) }
             for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
+            for (key, provider) in cudaFrames { if let t = target(of: key) { gpu.setCUDAFrameProvider(output: t, provider) } }
             // A fresh encoder starts with an IDR: its references were on the lost context.
             for (key, e) in gpuEncoded {
                 if let t = target(of: key) { _ = try gpu.attachEncoder(output: t, settings: e.settings, rate: e.rate) }
@@ -318,7 +335,7 @@ final class GPUStage {
             guard let r else { return out }
             guard let o = outputs.first(where: { $0.target == r.output }) else { continue }
             delivered(o.key)
-            out.append((o.key, .frame(r.frame)))
+            out.append((o.key, r.device.map { .cuda($0, pts: r.frame.pts) } ?? .frame(r.frame)))
         }
     }
 

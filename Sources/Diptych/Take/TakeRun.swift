@@ -269,6 +269,7 @@ final class TakeRun {
             switch delivery {
             case .frame(let f): e.push(f)
             case .encoded(let p): e.push(EncodedVideoPacket(data: p.picture.data, pts: p.picture.pts, keyframe: p.picture.keyframe))
+            case .cuda(let frame, let pts): e.push(.cuda(frame, pts: pts))
             }
         }
         // A live output that dropped a picture waits for a keyframe: ask its encoder for one.

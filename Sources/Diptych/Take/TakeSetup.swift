@@ -92,9 +92,6 @@ enum TakeSetup {
                                           target: nil, gpu: facts)
             } catch { throw .encoder(error) }
         }
-        // A pattern's size is known before it is opened (and making its first frame can take long).
-        if config.canvasSize == nil, case .testPattern(_, let size, _) = config.primary {
-            let canvas = config.resolvedCanvas(primaryUprightSize: size.rotated(config.primaryOrientation.rotation))
         // `--encoder nvenc` where NVENC cannot open on the compositor's GPU is bad input, said likewise.
         if config.encoder == .nvenc {
             let facts = hooks.zeroCopyOverride?.nvenc ?? NVENCProbe.facts(codec: config.codec, cudaDevice: gpu.gpu.cudaDevice())
@@ -103,6 +100,9 @@ enum TakeSetup {
                                           target: nil, nvenc: facts)
             } catch { throw .encoder(error) }
         }
+        // A pattern's size is known before it is opened (and making its first frame can take long).
+        if config.canvasSize == nil, case .testPattern(_, let size, _) = config.primary {
+            let canvas = config.resolvedCanvas(primaryUprightSize: size.rotated(config.primaryOrientation.rotation))
             try checkCanvas(canvas, on: gpu.gpu, field: "--primary", value: "\(config.primary) (canvas \(canvas))")
         }
 
@@ -182,11 +182,11 @@ enum TakeSetup {
         settings.qp = config.qp
         settings.maxrate = config.maxrate
         settings.bufsize = config.bufsize
+        // NVENC encodes on the compositor's CUDA device (the cost trial's encoder too).
+        if config.encoder == .nvenc, case .success(let device) = gpu.gpu.cudaDevice() { settings.cudaDevice = device }
         if hooks.costTrial.applies(live: TakeRun.isLive(config.primary) || TakeRun.isLive(config.secondary)) {
             let g = gpu.gpu
             let secondaryOrientation = InputStage.orientation(metadata: secondary?.info.orientation ?? .identity,
-        // NVENC encodes on the compositor's CUDA device (the cost trial's encoder too).
-        if config.encoder == .nvenc, case .success(let device) = gpu.gpu.cudaDevice() { settings.cudaDevice = device }
                                                               configured: config.secondaryOrientation)
             let measure: (PixelSize) throws -> [Double] = hooks.costMeasurement.map { m in { m($0) } }
                 ?? CostTrial.real(gpu: g, primary: primary.info.size, secondary: secondary?.info.size, layout: config.layout,
@@ -279,14 +279,14 @@ enum TakeSetup {
         let mainPlan = plans[0].encoder == mainSink.encoderName ? plans[0] : nil
         hooks.log("encoder: \(mainPlan.map { "\($0.encoder) (\($0.reason))" } ?? mainSink.encoderDescription); audio: \(mainSink.audioDescription)")
         if let tuning = (mainSink as? MediaWriter)?.encoderTuning { hooks.log("encoder rate control: \(tuning)") }
+        // What `scripts/verify-nvenc` reads: whether NVENC's frames cross host memory.
+        if mainPlan?.path == .nvenc, let frames = zeroCopy.nvencFrames { hooks.log("NVENC: \(frames)") }
         for (role, input) in [("primary", Optional(primary)), ("secondary", secondary)] {
             if let d = input?.info.decoder { hooks.log("\(role) decoder: \(d)") }
             for notice in input?.info.notices ?? [] { hooks.log("\(role): \(notice)") }
         }
 
         var inputSettings = InputSettings(primarySpec: config.primary, primaryOrientation: config.primaryOrientation,
-        // What `scripts/verify-nvenc` reads: whether NVENC's frames cross host memory.
-        if mainPlan?.path == .nvenc { hooks.log("NVENC: \(ZeroCopySetup.nvencFrames)") }
                                           secondaryOrientation: config.secondaryOrientation, frameRate: frameRate,
                                           primaryTimeout: config.primaryTimeout, secondaryTimeout: config.secondaryTimeout,
                                           switches: config.secondarySwitches, sharedClock: io.sharedClock,

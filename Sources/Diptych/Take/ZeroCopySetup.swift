@@ -125,12 +125,18 @@ final class ZeroCopySetup {
         _ = try g.attachGPUEncoder(key, settings: Self.gpuH264Settings(settings), rate: settings.frameRate)
     }
 
-    /// How NVENC's frames reach it. The encoder takes the composite's NV12
-    /// where the GPU wrote it (`VideoEncoder.encode(_: CUDANV12Picture, …)`),
-    /// but the GPU stage does not hand the readback ring's CUDA memory over
-    /// yet: each frame is read back into page-locked memory and uploaded
+    /// How output 0's frames reach NVENC, for the take log's `NVENC: …` line
+    /// (`scripts/verify-nvenc` reads it); nil unless the plan is NVENC.
+    private(set) var nvencFrames: String?
+
+    /// NVENC's frames where the compositor reads back into CUDA memory: each
+    /// frame copied device to device from the readback's CUDA memory into a
+    /// CUDA frame the encoder lends (`GPUStage.attachCUDAFrames`).
+    static let nvencInCUDA = "frames copied device to device from the compositor's CUDA memory into the encoder's CUDA frames (in CUDA memory, no host copy)"
+
+    /// NVENC's frames elsewhere: read back into host memory, then uploaded
     /// into a CUDA frame of the encoder's pool (`av_hwframe_transfer_data`).
-    static let nvencFrames = "frames read back and uploaded into CUDA frames (a host copy a frame: the GPU stage does not hand NVENC its CUDA memory yet)"
+    static func nvencUploaded(_ why: String) -> String { "frames read back and uploaded into CUDA frames (a host copy a frame: \(why))" }
 
     /// Whether the compositor's GPU runs the GPU encoder: OpenGL ES 3.1
     /// compute, in a GPU stage that hands encoded pictures over.
@@ -163,6 +169,18 @@ final class ZeroCopySetup {
     /// frames in host memory, or whose ring cannot be made, reads back.
     func attach(_ key: Int, stage: EncoderStage, settings: VideoEncoderSettings, log: (String) -> Void,
                 warn: (String) -> Void) -> EncoderPlan {
+        if plan.path == .nvenc, let g = gpu.stage {
+            let sink = stage.sink, line: String
+            if !sink.takesCUDA {
+                line = Self.nvencUploaded("output \(stage.name) takes no CUDA frames (\(sink.encoderName))")
+            } else if g.attachCUDAFrames(key, provider: { size in sink.lendCUDAFrame(size) }) {
+                line = Self.nvencInCUDA
+            } else {
+                line = Self.nvencUploaded("the compositor reads back into \(g.plan.readback.rawValue) memory, not CUDA memory")
+            }
+            if key == 0 { nvencFrames = line } else if line != Self.nvencInCUDA { log("output \(stage.name): NVENC \(line)") }
+            return plan
+        }
         guard plan.path == .vaapiZeroCopy, let chosen, let facts, override != nil || allocator != nil else { return plan }
         guard override != nil || stage.sink.takesDmaBuf else {
             return replan(facts, refusal: "output \(stage.name) takes frames in host memory (\(stage.sink.encoderName))")

@@ -143,14 +143,14 @@ import Testing
         let c = try Self.components()
         var needed: Set<String> = []
         for codec in VideoCodec.allCases { needed.insert(EncoderProbe.encoderNames(codec: codec).software) }
+        // NVENC (`--encoder nvenc`), where the GPU has an engine.
+        for codec in VideoCodec.allCases { needed.insert(NVENCFacts.encoderName(codec)) }
         needed.insert(String(cString: try #require(avcodec_find_encoder(AV_CODEC_ID_AAC)).pointee.name))
         needed.insert(String(cString: try #require(avcodec_find_encoder(AV_CODEC_ID_PNG)).pointee.name))
         for e in needed.sorted() { #expect(c["encoder"]?.contains(e) == true, "encoder \(e)") }
         // What Diptych writes, the same build reads back (hot swaps, previews, the benchmark's checks).
         for e in needed.sorted() {
             let d = try #require(Self.decoder(forEncoder: e))
-        // NVENC (`--encoder nvenc`), where the GPU has an engine.
-        for codec in VideoCodec.allCases { needed.insert(NVENCFacts.encoderName(codec)) }
             #expect(c["decoder"]?.contains(d) == true, "decoder \(d) (reads \(e))")
         }
     }
