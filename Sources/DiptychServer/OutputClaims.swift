@@ -55,13 +55,14 @@ enum OutputClaims {
         files(take.configuration).map(\.path) + take.addedOutputs.map(\.out).filter(isFile)
     }
 
-    /// The files `take` reads: its inputs, slate, scheduled switches and overlay images.
+    /// The files `take` reads: its inputs, slate, scheduled switches, overlay images and texts' fonts.
     static func reads(of take: Take) -> [String] {
         let c = take.configuration
         var r: [String] = []
         for spec in [c.primary, c.secondary] + c.secondarySwitches.map(\.source) { if case .url(let u) = spec { r.append(u) } }
         if let s = c.slate { r.append(s) }
         r += (c.overlays + c.extraOutputs.flatMap(\.overlays)).map(\.image)
+        r += (c.texts + c.extraOutputs.flatMap(\.texts)).compactMap(\.font)
         return r.filter { FileIdentity($0) != nil }
     }
 

@@ -116,6 +116,12 @@ struct TextOverlayTakeTests {
             #expect(r.stderr.split(separator: "\n").filter { $0.contains("texts") || $0.contains("--text") }.count == 1, "\(r.stderr)")
         }
         #expect(!FileManager.default.fileExists(atPath: dir.path("t.mp4")))
+        // A font is a file the take reads: no output may write over it.
+        try FileManager.default.copyItem(atPath: font, toPath: dir.path("f.ttf"))
+        let over = try runCLI(["record", "--primary", "testsrc:smpte:320x240@30", "--secondary", "none", "--duration", "1",
+                               "--text", "x@0,0,font=f.ttf", "--out", dir.path("f.ttf"), "--format", "mp4"], in: dir.url.path)
+        #expect(over.status == 2 && over.stderr.contains("is also an input"), "\(over.stderr)")
+        #expect(FileManager.default.contentsEqual(atPath: font, andPath: dir.path("f.ttf")))
     }
 
     /// A command-line take with a text writes its file (the text drawn on

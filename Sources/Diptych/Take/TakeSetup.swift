@@ -442,7 +442,8 @@ enum TakeSetup {
     }
 
     /// No file a take writes (`--out`, `--also-out`, `--preview`) may be a
-    /// file it reads (the inputs, the slate, the scheduled switches) or
+    /// file it reads (the inputs, the slate, the scheduled switches, the
+    /// overlay images, the texts' fonts) or
     /// another of its outputs, however spelled (`FileIdentity`: resolved
     /// links, `file:` URLs, device and inode); and each must be a regular
     /// file (not a device, FIFO, or a file under /dev, /proc or /sys).
@@ -454,6 +455,9 @@ enum TakeSetup {
         if let slate = config.slate, let id = FileIdentity(slate) { reads.append((slate, id)) }
         for o in config.overlays + config.extraOutputs.flatMap(\.overlays) {
             if let id = FileIdentity(o.image) { reads.append((o.image, id)) }
+        }
+        for t in TakeTexts.all(config) {
+            if let font = t.text.font, let id = FileIdentity(font) { reads.append((font, id)) }
         }
         var writes: [(field: String, id: FileIdentity)] = []
         let outs = [("--out", output)] + config.extraOutputs.map { ("--also-out", $0.out) } + (config.preview.map { [("--preview", $0)] } ?? [])
