@@ -25,13 +25,16 @@ public final class TextRenderer {
     private let hb: HarfBuzzFont
     private let buffer: HarfBuzzBuffer
     private let stroker: Stroker?
-    /// Each glyph's coverage and outline coverage, by glyph index.
+    /// Each glyph's coverage and outline coverage, by glyph index, and their bytes.
     private var glyphs: [UInt32: (fill: GlyphBitmap, outline: GlyphBitmap?)] = [:]
+    private var cachedBytes = 0
     /// The face's ascender, descender (negative) and line height, in pixels.
     private let ascender: Double, descender: Double, lineHeight: Double
 
-    /// Glyphs kept before the cache starts again (a template's digits stay well under it).
+    /// Glyphs, and bytes of coverage, kept before the cache starts again (a
+    /// template's digits stay well under both; a large size fills the bytes first).
     static let maximumCachedGlyphs = 512
+    static let maximumCachedBytes = 32 << 20
 
     /// A renderer of `overlay`'s texts in `font`. Throws `.library` where
     /// FreeType or HarfBuzz cannot be loaded, `.font` where the font cannot be set at its size.
@@ -165,8 +168,13 @@ public final class TextRenderer {
             try g.stroke(stroker)
             outline = try g.coverage()
         }
-        if glyphs.count >= Self.maximumCachedGlyphs { glyphs.removeAll(keepingCapacity: true) }
+        let bytes = fill.coverage.count + (outline?.coverage.count ?? 0)
+        if glyphs.count >= Self.maximumCachedGlyphs || cachedBytes + bytes > Self.maximumCachedBytes {
+            glyphs.removeAll(keepingCapacity: true)
+            cachedBytes = 0
+        }
         glyphs[id] = (fill, outline)
+        cachedBytes += bytes
         return (fill, outline)
     }
 
