@@ -24,14 +24,15 @@ enum NVENCOptions {
     /// ultra-low-latency tune, no reordering delay, frames out at once, CBR.
     /// Files: the high-quality tune and VBR. Both: a keyframe asked for is an
     /// IDR picture (a split file's cut, a reconnected stream's first
-    /// picture); `--qp` is a constant QP instead of a rate.
+    /// picture); `--qp` is a constant QP instead of a rate, the same for I,
+    /// P and B pictures (nvenc's `init_qpI/P/B`).
     static func options(_ s: VideoEncoderSettings) -> [(String, String)] {
         let live = isLive(s)
         var o: [(String, String)] = [("preset", preset(s.preset)), ("tune", live ? "ull" : "hq")]
         if live { o += [("zerolatency", "1"), ("delay", "0")] }
         o.append(("forced-idr", "1"))
         if let qp = s.qp {
-            o += [("rc", "constqp"), ("qp", "\(qp)")]
+            o += [("rc", "constqp"), ("init_qpI", "\(qp)"), ("init_qpP", "\(qp)"), ("init_qpB", "\(qp)")]
         } else {
             o.append(("rc", live ? "cbr" : "vbr"))
         }

@@ -252,7 +252,7 @@ final class Releases: Sendable {
         let nvenc = RecordingNVENC()
         _ = try VideoEncoder(settings: Self.settings { $0.qp = 23; $0.maxBFrames = 2; $0.preset = "slow" }, globalHeader: true, nvenc: nvenc)
         let o = try #require(nvenc.record.withLock { $0.opened })
-        #expect(o.options == ["preset": "p5", "tune": "hq", "forced-idr": "1", "rc": "constqp", "qp": "23"])
+        #expect(o.options == ["preset": "p5", "tune": "hq", "forced-idr": "1", "rc": "constqp", "init_qpI": "23", "init_qpP": "23", "init_qpB": "23"])
         #expect(o.bitRate == 0 && o.maxBFrames == 2)
     }
 
