@@ -124,7 +124,7 @@ extension Option {
               get: { v in v.take.overlays.isEmpty ? nil : .array(v.take.overlays.map(OptionCodec.encode)) })
             .replacingJSON { v, j, f throws(ConfigurationError) in v.take.overlays = try OptionCodec.decodeOverlays(j, field: f) },
         .text("--text", ["texts"], "TEMPLATE@X,Y[,SIZE][,KEY=VALUE]...",
-              "draw a text (fields {time}, {timecode}, {frame}, {take}) with its box's top-left at X,Y (fractions 0-1), SIZE pixels an em; keys color=RRGGBB[AA], font=FILE, outline=WIDTH[:COLOR], box=COLOR[:PADDING], opacity=O, align=left|center|right, and top|bottom (repeatable, at most 8 overlays with the images; JSON: a list of {\"text\", \"x\", \"y\", \"size\", \"color\", \"font\", \"outline\", \"box\", \"opacity\", \"z\", \"align\"})",
+              "draw a text (fields {time}, {timecode}, {frame}, {take}) with the top of its box at X,Y (fractions 0-1; its left edge, middle or right edge by align), SIZE pixels an em (default 48); keys color=RRGGBB[AA], font=FILE, outline=WIDTH[:COLOR], box=COLOR[:PADDING], opacity=O, align=left|center|right, and top|bottom (repeatable, at most 8 overlays with the images; JSON: a list of {\"text\", \"x\", \"y\", \"size\", \"color\", \"font\", \"outline\", \"box\", \"opacity\", \"z\", \"align\"})",
               set: { v, t, f throws(ConfigurationError) in v.take.texts.append(try TextOverlay.parse(t, field: f)) },
               get: { v in v.take.texts.isEmpty ? nil : .array(v.take.texts.map(OptionCodec.encode)) })
             .replacingJSON { v, j, f throws(ConfigurationError) in v.take.texts = try OptionCodec.decodeTexts(j, field: f) },
