@@ -1,0 +1,163 @@
+import DiptychCore
+import DiptychCUDA
+import DiptychMedia
+import Foundation
+import Glibc
+import Testing
+@testable import Diptych
+@testable import DiptychGPU
+
+/// Memory standing in for CUDA's readback allocations on llvmpipe (as
+/// DiptychGPUTests' `MemfdMemory`): an unlinked file, mapped, that Mesa
+/// imports (GL_EXT_memory_object_fd); its copies to "device" addresses are
+/// memcpy into host buffers, which stand for an encoder's CUDA frames.
+final class MappedReadbackMemory: ExportedMemory, @unchecked Sendable {
+    let size: Int
+    private let fd: Int32
+    private let base: UnsafeMutableRawPointer
+    private let copies: Counter
+
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var toHost = 0, toDevice = 0
+        func note(host: Int = 0, device: Int = 0) { lock.lock(); toHost += host; toDevice += device; lock.unlock() }
+        var counts: (host: Int, device: Int) { lock.lock(); defer { lock.unlock() }; return (toHost, toDevice) }
+    }
+
+    init(bytes: Int, copies: Counter) throws(GPUError) {
+        size = (bytes + 4095) & ~4095
+        self.copies = copies
+        var template = Array((NSTemporaryDirectory() + "/diptych-nvenc-XXXXXX").utf8CString)
+        fd = mkstemp(&template)
+        if fd >= 0 { unlink(template) }
+        // Mesa's export header: total size, offset of the data, the first 16 bytes of SHA-1("llvmpipe").
+        let id: [UInt8] = [0x6c, 0xb9, 0xee, 0x07, 0x4a, 0x0b, 0xad, 0x7b, 0x01, 0x2e, 0x1b, 0xe9, 0x69, 0x7e, 0x53, 0x0f]
+        var header = [Int(size + 8192), 4096].withUnsafeBytes { Array($0) } + id
+        guard fd >= 0, ftruncate(fd, off_t(size + 8192)) == 0, pwrite(fd, &header, header.count, 0) == header.count,
+              let p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 4096), p != MAP_FAILED else {
+            throw .unsupported("a mapped file of \(bytes) bytes")
+        }
+        base = p
+    }
+
+    func exportDescriptor() throws(GPUError) -> Int32 { dup(fd) }
+
+    func copyOut(count: Int, to dst: UnsafeMutableRawPointer) throws(GPUError) {
+        dst.copyMemory(from: base, byteCount: count)
+        copies.note(host: 1)
+    }
+
+    func copyIn(_ planes: [PlaneTransfer]) throws(GPUError) { throw .unsupported("uploads (readback only)") }
+
+    func copyOut(_ planes: [DevicePlaneCopy]) throws(GPUError) {
+        for p in planes {
+            let dst = UnsafeMutableRawPointer(bitPattern: UInt(p.destination))!
+            for y in 0..<p.rows { (dst + y * p.dstPitch).copyMemory(from: base + p.offset + y * p.pitch, byteCount: p.rowBytes) }
+        }
+        copies.note(device: 1)
+    }
+
+    deinit { munmap(base, size); close(fd) }
+}
+
+/// An output standing in for a `MediaWriter` on NVENC: it lends host
+/// buffers as CUDA frames (with a wider row pitch, as FFmpeg's pool) and
+/// keeps each frame's NV12 bytes, however it came.
+final class LendingOutput: TakeOutput, @unchecked Sendable {
+    final class Lent { let base = UnsafeMutableRawPointer.allocate(byteCount: 512 * 360, alignment: 256); deinit { base.deallocate() } }
+    static let pitch = 512
+    let lends: Bool
+    private let lock = NSLock()
+    private(set) var frames: [(pts: MediaTime, bytes: [UInt8], device: Bool)] = []
+    private(set) var lent = 0
+
+    init(lends: Bool) { self.lends = lends }
+
+    var encoderName: String { "h264_nvenc" }
+    var encoderReason: String { "stand-in" }
+    var encoderDescription: String { "h264_nvenc (stand-in)" }
+    var audioDescription: String { "none" }
+    var takesCUDA: Bool { lends }
+
+    func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? {
+        guard lends else { return nil }
+        let f = Lent()
+        lock.lock(); lent += 1; lock.unlock()
+        let base = UInt64(UInt(bitPattern: f.base))
+        return CUDAFrameTarget(picture: CUDANV12Picture(luma: base, chroma: base + UInt64(Self.pitch * size.height), pitch: Self.pitch,
+                                                        width: size.width, height: size.height), owner: f)
+    }
+
+    func write(_ frame: CUDAFrameTarget, pts: MediaTime) throws(MediaError) {
+        let p = frame.picture
+        var bytes: [UInt8] = []
+        for (plane, rows) in [(p.luma, p.height), (p.chroma, p.height / 2)] {
+            let b = UnsafeRawPointer(bitPattern: UInt(plane))!
+            for y in 0..<rows { bytes += Array(UnsafeRawBufferPointer(start: b + y * p.pitch, count: p.width)) }
+        }
+        lock.lock(); frames.append((pts, bytes, true)); lock.unlock()
+    }
+
+    func write(_ frame: VideoFrame) throws(MediaError) {
+        var bytes: [UInt8] = []
+        for (i, rows) in [(0, frame.height), (1, frame.height / 2)] {
+            let pl = frame.planes[i]
+            for y in 0..<rows { bytes += Array(UnsafeRawBufferPointer(start: pl.baseAddress + y * pl.stride, count: frame.width)) }
+        }
+        lock.lock(); frames.append((frame.pts, bytes, false)); lock.unlock()
+    }
+
+    func finish() throws(MediaError) {}
+}
+
+/// Takes on NVENC's plan whose frames go device to device from the
+/// readback's (stand-in) CUDA memory into frames the output lends, against
+/// the same take whose frames come in host memory; across lost contexts.
+@Suite(.serialized) struct NVENCDeviceTakeTests {
+    static let l4 = NVENCFacts.available(device: "NVIDIA L4 (CUDA device 0)", cudaDevice: 0, driverAPI: "12.1",
+                                         limits: [NVENCCodecLimits(codec: .h264, maxWidth: 4096, maxHeight: 4096, maxBFrames: 4, tenBit: false)])
+
+    func take(lends: Bool, loss: Set<Int> = [], log: LogLines) throws -> (output: LendingOutput, copies: MappedReadbackMemory.Counter) {
+        let dir = Scratch(); defer { dir.remove() }
+        let copies = MappedReadbackMemory.Counter()
+        var h = SessionHooks(storage: plentyOfSpace, log: log.add, simulateContextLossAtFrames: loss)
+        var asked = GPURequest()
+        asked.uploads = .off
+        let request = asked
+        h.makeCompositor = { sel throws(GPUError) in
+            // The fragment path without the direct-copy shortcut, reading back into the stand-in CUDA memory.
+            try GPUCompositor(selection: sel, directCopy: .off, pass: .fragment, request: request,
+                              hooks: GPUTestHooks(exportedMemory: ExportedMemorySource(name: "test memory", allocate: { n throws(GPUError) in
+                                  try MappedReadbackMemory(bytes: n, copies: copies)
+                              })))
+        }
+        h.zeroCopyOverride = ZeroCopyOverride(
+            report: VAAPIReport(directory: "/dev/dri", devices: [], problem: "no /dev/dri"),
+            support: EncoderTargetFacts(platform: "device", renderNode: nil), nvenc: Self.l4,
+            device: { _, _ in preconditionFailure("no VA-API device stands in") })
+        let output = LendingOutput(lends: lends)
+        let io = TakeIO(openInput: TakeIO.media.openInput, openOutput: { _, _, _, _, _, _ in output })
+        let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: dir.path("x.mp4"), duration: 1,
+                                    extra: ["--encoder", "nvenc", "--secondary-timeout", "120"])
+        let summary = try RecordingSession(configuration: config, hooks: h, io: io).run()
+        #expect(summary.frames == 30 && summary.encoderPath == "nvenc", "\(summary.frames) \(summary.encoderPath)")
+        return (output, copies)
+    }
+
+    @Test(arguments: [Set<Int>(), [7, 19]])
+    func framesGoDeviceToDevice(loss: Set<Int>) throws {
+        let plainLog = LogLines(), log = LogLines()
+        let plain = try take(lends: false, log: plainLog)
+        #expect(plainLog.contains("NVENC: frames read back and uploaded into CUDA frames (a host copy a frame: output "))
+        #expect(plain.output.frames.count == 30 && plain.output.frames.allSatisfy { !$0.device })
+        let device = try take(lends: true, loss: loss, log: log)
+        #expect(log.contains("NVENC: " + ZeroCopySetup.nvencInCUDA), "\(log.all.filter { $0.contains("NVENC") })")
+        let frames = device.output.frames
+        #expect(frames.count == 30 && frames.allSatisfy(\.device), "every frame in a lent CUDA frame")
+        #expect(device.copies.counts.host == 0 && device.copies.counts.device == 30, "one copy on the device a frame, none to host memory: \(device.copies.counts)")
+        #expect(frames.map(\.pts) == plain.output.frames.map(\.pts))
+        let differ = zip(frames, plain.output.frames).filter { $0.0.bytes != $0.1.bytes }.count
+        #expect(differ == 0, "\(differ) frames differ from the same take in host memory")
+        if !loss.isEmpty { #expect(log.contains("GPU context lost")) }
+    }
+}
