@@ -70,8 +70,17 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
     private let lock = NSLock()
     private(set) var frames: [(pts: MediaTime, bytes: [UInt8], device: Bool)] = []
     private(set) var lent = 0
+    /// The next write fails (a receiver gone), once.
+    var failNext = false
 
     init(lends: Bool) { self.lends = lends }
+
+    private func failing() -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        let f = failNext
+        failNext = false
+        return f
+    }
 
     var encoderName: String { "h264_nvenc" }
     var encoderReason: String { "stand-in" }
@@ -89,6 +98,7 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
     }
 
     func write(_ frame: CUDAFrameTarget, pts: MediaTime) throws(MediaError) {
+        if failing() { throw .writeFailed(path: "stand-in", detail: "receiver gone") }
         let p = frame.picture
         var bytes: [UInt8] = []
         for (plane, rows) in [(p.luma, p.height), (p.chroma, p.height / 2)] {
@@ -99,6 +109,7 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
     }
 
     func write(_ frame: VideoFrame) throws(MediaError) {
+        if failing() { throw .writeFailed(path: "stand-in", detail: "receiver gone") }
         var bytes: [UInt8] = []
         for (i, rows) in [(0, frame.height), (1, frame.height / 2)] {
             let pl = frame.planes[i]
@@ -159,5 +170,35 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
         let differ = zip(frames, plain.output.frames).filter { $0.0.bytes != $0.1.bytes }.count
         #expect(differ == 0, "\(differ) frames differ from the same take in host memory")
         if !loss.isEmpty { #expect(log.contains("GPU context lost")) }
+    }
+
+    /// A live output that reconnects lends the frames of the writer open
+    /// now; a frame lent by a writer since replaced, or while it is down, is
+    /// dropped (counted lost), never an error that would end the output.
+    @Test func aReconnectingOutputLendsFromItsOpenWriter() throws {
+        let writers = Writers()
+        let out = try ReconnectingOutput(name: "srt://x", window: 30, log: { _ in }, open: { _, _ in writers.open() })
+        #expect(out.takesCUDA)
+        let size = PixelSize(width: 64, height: 48)
+        let a = try #require(out.lendCUDAFrame(size))
+        try out.write(a, pts: .zero)
+        #expect(writers.all[0].frames.count == 1 && writers.all[0].frames[0].device)
+        let stale = try #require(out.lendCUDAFrame(size))
+        writers.all[0].failNext = true
+        try out.write(try #require(out.lendCUDAFrame(size)), pts: MediaTime(value: 1, timescale: 30))   // fails: the output goes down
+        #expect(out.lendCUDAFrame(size) == nil, "none lent while down")
+        Thread.sleep(forTimeInterval: 1.05)   // the first reconnect attempt comes after a second
+        try out.write(stale, pts: MediaTime(value: 2, timescale: 30))   // reopens; the stale frame is dropped
+        #expect(writers.all.count == 2 && writers.all[1].frames.isEmpty && out.framesLost == 2)
+        try out.write(try #require(out.lendCUDAFrame(size)), pts: MediaTime(value: 3, timescale: 30))
+        #expect(writers.all[1].frames.count == 1 && writers.all[1].frames[0].device)
+        try out.finish()
+    }
+
+    final class Writers: @unchecked Sendable {
+        private let lock = NSLock()
+        private var made: [LendingOutput] = []
+        func open() -> LendingOutput { let w = LendingOutput(lends: true); lock.lock(); made.append(w); lock.unlock(); return w }
+        var all: [LendingOutput] { lock.lock(); defer { lock.unlock() }; return made }
     }
 }

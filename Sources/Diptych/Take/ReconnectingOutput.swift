@@ -34,6 +34,16 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     /// Set by `stopReconnecting`; `attempt` stops the reopen in progress.
     private var stopping = false
     private var attempt: OpenCancel?
+    /// The writer CUDA frames are lent from (`current`, read on the take's thread).
+    private var lender: (any TakeOutput)?
+
+    /// A CUDA frame lent by `writer`: once the writer is replaced, the frame
+    /// is no frame of the new one's and is dropped.
+    private final class Lent {
+        let writer: any TakeOutput
+        let target: CUDAFrameTarget
+        init(writer: any TakeOutput, target: CUDAFrameTarget) { self.writer = writer; self.target = target }
+    }
 
     init(name: String, window: Double, log: @escaping @Sendable (String) -> Void,
          lost: @escaping @Sendable (String) -> Void = { _ in }, back: @escaping @Sendable (Double) -> Void = { _ in },
@@ -41,6 +51,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
         self.name = name; self.window = window; self.log = log; self.lost = lost; self.back = back; self.open = open
         first = try open(false, nil)
         current = first
+        lender = first
     }
 
     var encoderName: String { first.encoderName }
@@ -64,6 +75,25 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
         try deliver(at: pts, { (o: any TakeOutput) throws(MediaError) in try o.write(frame, pts: pts, release: { once() }) })
     }
 
+    var takesCUDA: Bool { first.takesCUDA }
+
+    /// A CUDA frame of the writer now open (nil while the output is down:
+    /// the frame then comes in host memory). Any thread.
+    func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? {
+        guard let w = lock.withLock({ lender }), let t = w.lendCUDAFrame(size) else { return nil }
+        return CUDAFrameTarget(picture: t.picture, owner: Lent(writer: w, target: t))
+    }
+
+    /// A CUDA frame that finds the output down, or a writer other than the
+    /// one that lent it (reopened since), is dropped.
+    func write(_ frame: CUDAFrameTarget, pts: MediaTime) throws(MediaError) {
+        guard let lent = frame.owner as? Lent else { throw .invalidFrame(reason: "a CUDA frame output \(name) did not lend") }
+        try deliver(at: pts, { (o: any TakeOutput) throws(MediaError) in
+            guard lent.writer === o else { lose(); return }
+            try o.write(lent.target, pts: pts)
+        })
+    }
+
     var takesEncoded: Bool { first.takesEncoded }
 
     /// An encoded picture that finds the output down is dropped; a reopened
@@ -78,6 +108,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
                 guard window > 0, !error.isStorageFull else { throw error }
                 try? c.finish()
                 current = nil
+                lock.withLock { lender = nil }
                 lose()
                 let now = LiveTiming.now()
                 down = (now, pts.seconds, error)
@@ -106,6 +137,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
             let c = try open(true, cancel)
             try write(c)
             current = c
+            lock.withLock { lender = c }
             down = nil
             record(OutputOutage(at: d.at, seconds: outage, recovered: true))
             log("output \(name) reconnected after \(String(format: "%.1f", outage)) s (attempt \(attempts))")
@@ -129,6 +161,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
             record(OutputOutage(at: d.at, seconds: Double(LiveTiming.now() - d.since) / 1e9, recovered: false))
             down = nil
         }
+        lock.withLock { lender = nil }
         try current?.finish()
         current = nil
     }
