@@ -117,8 +117,9 @@ public struct BenchOptions: Sendable, Equatable {
       --serve-encoder-threads N  with the serve runners: diptych serve --encoder-threads N
       --serve-contexts N   with the serve runners: diptych serve --contexts N (GL contexts the takes share)
       --ffmpeg-encoder-threads N  FFmpeg's libx264 with -threads N in every FFmpeg command (default: FFmpeg's)
-      --encoder auto|x264|vaapi|gpu  the encoder of our end-to-end takes (default auto; gpu: the GPU
-                           H.264 encoder, --bitrate its rate; the peers keep libx264 at --preset;
+      --encoder auto|x264|vaapi|nvenc|gpu  the encoder of our end-to-end takes (default auto; nvenc:
+                           NVENC where the GPU has an engine; gpu: the GPU H.264 encoder, --bitrate its
+                           rate; the peers keep libx264 at --preset;
                            nvdec stage: gpu encodes every composite on the GPU, QP 26, instead of reading it back)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
