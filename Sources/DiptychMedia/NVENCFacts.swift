@@ -110,4 +110,28 @@ public enum NVENCFacts: Hashable, Sendable {
 
     /// The encoders' names in plans and summaries.
     public static func encoderName(_ codec: VideoCodec) -> String { codec == .h264 ? "h264_nvenc" : "hevc_nvenc" }
+
+    /// What `diptych probe` says for `codec`: `present on NVIDIA L4 (CUDA
+    /// device 0), NVENC API 12.1; h264 up to 4096x4096, 4 B-frames`, or
+    /// `absent: <reason>`.
+    public func probeLine(codec: VideoCodec) -> String {
+        switch self {
+        case .available(let device, _, let api, let limits):
+            let mine = limits.filter { $0.codec == codec }
+            guard !mine.isEmpty else {
+                return "absent: " + NVENCAbsence.codecUnsupported(gpu: device, codec: codec,
+                                                                   detail: "the engine lists \(limits.map(\.codec.rawValue).joined(separator: ", "))").description
+            }
+            return "present on \(device), NVENC API \(api); " + mine.map(\.description).joined(separator: "; ")
+        case .unavailable(let a): return "absent: \(a)"
+        }
+    }
+
+    /// `diptych probe`'s lines, one a codec (`h264_nvenc: …`), or one line
+    /// (`absent: <reason>`) where every codec is absent for one reason.
+    public static func probeLines(_ facts: [(VideoCodec, NVENCFacts)]) -> [String] {
+        let lines = facts.map { ($0.0, $0.1.probeLine(codec: $0.0)) }
+        if lines.allSatisfy({ $0.1.hasPrefix("absent: ") }), Set(lines.map(\.1)).count == 1, let one = lines.first { return [one.1] }
+        return lines.map { "\(encoderName($0.0)): \($0.1)" }
+    }
 }

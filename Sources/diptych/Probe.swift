@@ -71,18 +71,7 @@ enum Probe {
     /// limits, or `absent: <reason>` (one line where both codecs are absent
     /// for one reason). A session is opened and closed to find out.
     static func nvencLines(_ device: Result<Int, CUDAUnavailable>) -> [String] {
-        let facts = VideoCodec.allCases.map { ($0, NVENCProbe.facts(codec: $0, cudaDevice: device)) }
-        let reasons = facts.compactMap { f -> String? in if case .unavailable(let a) = f.1 { "\(a)" } else { nil } }
-        if reasons.count == facts.count, Set(reasons).count == 1 { return ["absent: \(reasons[0])"] }
-        return facts.map { codec, f in "\(NVENCFacts.encoderName(codec)): " + nvencLine(f, codec: codec) }
-    }
-
-    static func nvencLine(_ f: NVENCFacts, codec: VideoCodec) -> String {
-        switch f {
-        case .available(let device, _, let api, let limits):
-            return "present on \(device), NVENC API \(api); " + limits.map(\.description).joined(separator: "; ")
-        case .unavailable(let a): return "absent: \(a)"
-        }
+        NVENCFacts.probeLines(VideoCodec.allCases.map { ($0, NVENCProbe.facts(codec: $0, cudaDevice: device)) })
     }
 
     /// V4L2 devices and their names.
@@ -142,7 +131,7 @@ struct ProbeReport: Encodable {
             gl = GL(info: gpu.info, plan: gpu.plan, planLine: gpu.plan.description,
                     encoderTargets: Probe.describe(gpu.encoderTargetSupport()), gpuEncoder: Probe.gpuEncoderLine(gpu.info),
                     nvenc: Dictionary(uniqueKeysWithValues: VideoCodec.allCases.map { c in
-                        (c.rawValue, Probe.nvencLine(NVENCProbe.facts(codec: c, cudaDevice: device), codec: c))
+                        (c.rawValue, NVENCProbe.facts(codec: c, cudaDevice: device).probeLine(codec: c))
                     }))
             gpu.shutdown()
         } catch {

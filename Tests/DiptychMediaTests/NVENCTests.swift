@@ -364,6 +364,17 @@ final class Releases: Sendable {
                 == "NVENC on NVIDIA L4 (CUDA device 0) does not encode HEVC (the engine lists h264)")
     }
 
+    /// `diptych probe`'s lines: each codec with its own limits, or one line where all are absent alike.
+    @Test func probeLines() {
+        #expect(NVENCFacts.probeLines([(.h264, EncoderPlanTests.l4), (.hevc, EncoderPlanTests.l4)]) == [
+            "h264_nvenc: present on NVIDIA L4 (CUDA device 0), NVENC API 12.1; h264 up to 4096x4096, 4 B-frames",
+            "hevc_nvenc: present on NVIDIA L4 (CUDA device 0), NVENC API 12.1; hevc up to 8192x8192, 5 B-frames, 10-bit"])
+        #expect(NVENCFacts.probeLines([(.h264, EncoderPlanTests.l4H264Only), (.hevc, EncoderPlanTests.l4H264Only)])[1]
+                == "hevc_nvenc: absent: NVENC on NVIDIA L4 (CUDA device 0) does not encode HEVC (the engine lists h264)")
+        #expect(NVENCFacts.probeLines([(.h264, EncoderPlanTests.h200NVENC), (.hevc, EncoderPlanTests.h200NVENC)])
+                == ["absent: " + EncoderPlanTests.h200Absent])
+    }
+
     /// This machine as the take finds it: a software renderer has no CUDA device.
     @Test func withoutCUDA() {
         let f = NVENCProbe.facts(codec: .h264, cudaDevice: .failure(CUDAUnavailable("the GL context runs on a software renderer (llvmpipe)")))
