@@ -53,12 +53,13 @@ struct EncodedRun {
 
 /// Encodes `frames` pictures of `pattern` on a software context.
 func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings, rate: FrameRate = FrameRate(30),
-               keyframesAt: Set<Int> = [], reconstruct: Bool = true, frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
+               keyframesAt: Set<Int> = [], reconstruct: Bool = true, deblocking: Bool = true,
+               frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
     let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
     let format = H264StreamFormat(width: pattern.width, height: pattern.height, rate: rate, matrix: .bt709, range: .limited)
     let programs = try H264Programs()
     let encoder = try H264ComputeEncoder(format: format, settings: settings, programs: programs,
-                                         bufferStorage: context.procs.bufferStorage)
+                                         bufferStorage: context.procs.bufferStorage, deblocking: deblocking)
     #expect(encoder.mapped == (context.procs.bufferStorage != nil))
     defer { encoder.release(); programs.release() }
     var source: GLuint = 0
@@ -142,8 +143,9 @@ func pictureSizes(_ stream: [UInt8]) -> [Int] {
 /// Encodes, decodes strictly and checks every decoded picture against the reconstruction; returns the run.
 @discardableResult
 func expectBitExact(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings, keyframesAt: Set<Int> = [],
-                    frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
-    let run = try encodeRun(pattern, frames: frames, settings: settings, keyframesAt: keyframesAt, frameOverride: frameOverride)
+                    deblocking: Bool = true, frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
+    let run = try encodeRun(pattern, frames: frames, settings: settings, keyframesAt: keyframesAt, deblocking: deblocking,
+                            frameOverride: frameOverride)
     let (decoded, log) = try decodeStrictly(run.stream, width: pattern.width, height: pattern.height)
     #expect(decoded.count == frames, "\(log)")
     #expect(decoded == run.reconstructions, "\(firstDifference(decoded, run.reconstructions, width: pattern.width))")
@@ -184,6 +186,34 @@ extension GPU {
                 saturatedFrame(pattern, inverted: $0 % 2 == 1)
             }
             if qp == 0 { #expect(meanPSNR(run, { saturatedFrame(pattern, inverted: $0 % 2 == 1) }, pattern) > 40) }
+        }
+
+        @Test("The deblocking filter: a blocky picture at a high QP is filtered exactly as a decoder does, and nearer the source")
+        func deblocking() throws {
+            // Smooth shading moving a little a picture: coarse quantisation leaves steps at block edges.
+            let pattern = EncoderPattern(width: 64, height: 48)
+            func shaded(_ i: Int) -> [UInt8] {
+                var out = [UInt8](repeating: 128, count: pattern.rowBytes * (pattern.height + pattern.height / 2))
+                for y in 0..<pattern.height {
+                    for x in 0..<pattern.width { out[y * pattern.rowBytes + x] = UInt8(40 + (3 * (x + i) + 2 * y) % 160) }
+                }
+                for y in 0..<pattern.height / 2 {
+                    for x in 0..<pattern.width { out[pattern.rowBytes * pattern.height + y * pattern.rowBytes + x] = UInt8(100 + (x + 2 * y + i) % 50) }
+                }
+                return out
+            }
+            let settings = GPUH264Settings(qp: 40, keyframeInterval: 250)
+            let on = try expectBitExact(pattern, frames: 4, settings: settings, frameOverride: shaded)
+            let off = try expectBitExact(pattern, frames: 4, settings: settings, deblocking: false, frameOverride: shaded)
+            // The filter moved samples of every picture, IDR and P (whose prediction then starts from filtered samples).
+            for i in 0..<4 { #expect(on.reconstructions[i] != off.reconstructions[i], "picture \(i) unfiltered") }
+            #expect(meanPSNR(on, shaded, pattern) > meanPSNR(off, shaded, pattern))
+            // The picture's thresholds (Tables 8-15 to 8-17): luma at QP 40, chroma at its QP 36.
+            let d = H264Deblocking(qp: 40)
+            #expect(d.thresholds == 80 | 13 << 8 | 50 << 16 | 11 << 24)
+            #expect(d.lumaTC0 == 4 | 5 << 8 | 7 << 16 && d.chromaTC0 == 2 | 3 << 8 | 4 << 16)
+            let low = H264Deblocking(qp: 15)
+            #expect(low.thresholds == 0 && low.lumaTC0 == 0 && low.chromaTC0 == 0)
         }
 
         @Test("Sizes that are not multiples of 16, odd macroblock counts, a single macroblock", arguments: [

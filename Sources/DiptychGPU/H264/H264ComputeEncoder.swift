@@ -60,6 +60,10 @@ final class H264ComputeEncoder {
     /// Macroblock records of this picture and the previous one.
     private var records: [GLuint] = [0, 0]
     private var bits: GLuint = 0, lens: GLuint = 0
+    /// The deblocking pass's progress: per macroblock row, the picture's tag and the macroblocks filtered.
+    private var progress: GLuint = 0
+    /// The tag of the picture being recorded (1 to 65535, then 1 again: its rows' counts from an earlier picture differ).
+    private var deblockTag = 0
     /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
     private var slots: [Slot] = []
     private var nextSlot = 0
@@ -95,8 +99,12 @@ final class H264ComputeEncoder {
 
     /// `depth`: pictures that may be encoded before the oldest is collected.
     /// `bufferStorage` (GL_EXT_buffer_storage), where the context has it, maps the result slots persistently.
+    /// Whether the pictures are deblocked (always, but in `diptych-gpu-bench --encode --deblock off`, which times the pass).
+    let deblocking: Bool
+
     init(format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs, depth: Int = 2,
-         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC? = nil) throws(GPUError) {
+         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC? = nil, deblocking: Bool = true) throws(GPUError) {
+        self.deblocking = deblocking
         try settings.validate()
         guard format.width >= 16, format.height >= 16, format.width % 2 == 0, format.height % 2 == 0 else {
             throw .encode("picture \(format.width)x\(format.height): the GPU encoder takes even sizes of at least 16x16")
@@ -123,6 +131,9 @@ final class H264ComputeEncoder {
         pictures = [buffer(pictureBytes), buffer(pictureBytes)]
         records = [buffer(n * 220 * 4), buffer(n * 220 * 4)]
         bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
+        progress = buffer(format.mbHeight * 4)
+        let zeros = [UInt32](repeating: 0, count: format.mbHeight)
+        glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
         lens = buffer(2 * (n + 2) * 4)
         func mappedBuffer(_ bytes: Int) -> (GLuint, UnsafeRawPointer?) {
             guard let bufferStorage else { return (buffer(bytes), nil) }
@@ -151,10 +162,10 @@ final class H264ComputeEncoder {
 
     func release() {
         released = true
-        let all = pictures + records + [bits, lens] + slots.flatMap { [$0.result, $0.output] }
+        let all = pictures + records + [bits, lens, progress] + slots.flatMap { [$0.result, $0.output] }
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; slots = []
+        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; slots = []
     }
 
     deinit { precondition(released, "H264ComputeEncoder released without release()") }
@@ -228,7 +239,7 @@ final class H264ComputeEncoder {
         started = true
         if idr { frameNum = 0; sinceKeyframe = 0 }
         let (pictureQP, ticket) = rateControl.plan(keyframe: idr)
-        let header = format.sliceHeader(idr: idr, frameNum: frameNum, idrPicID: idrCount % 2, qp: pictureQP)
+        let header = format.sliceHeader(idr: idr, frameNum: frameNum, idrPicID: idrCount % 2, qp: pictureQP, deblocking: deblocking)
         if idr { idrCount += 1 }
         frameNum += 1
         sinceKeyframe += 1
@@ -250,7 +261,7 @@ final class H264ComputeEncoder {
     private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = 0) {
         let slot = slots[p.pending.slot]
         for (binding, buffer) in [(0, p.job.source), (1, pictures[current]), (2, pictures[p.reference]), (3, records[current]),
-                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output)] {
+                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output), (10, progress)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
         let l = programs.locations[pass]!
@@ -259,6 +270,10 @@ final class H264ComputeEncoder {
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
         case .intra, .search, .refine, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
+        case .deblock:
+            let d = H264Deblocking(qp: p.pending.qp)
+            deblockTag = deblockTag % 65535 + 1
+            glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, Int32(deblockTag))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
@@ -326,6 +341,15 @@ final class H264ComputeEncoder {
             glMemoryBarrier(storage)
         }
         if diagonals > 0 { timed(.intra) }
+        // Every macroblock is reconstructed: the deblocking pass filters the
+        // picture in place (it becomes the next picture's reference) beside
+        // the finish pass, which reads only the records.
+        glUseProgram(programs.ids[.deblock]!)
+        for p in prepared where p.job.encoder.deblocking {
+            p.job.encoder.bind(p, .deblock)
+            glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+        }
+        if profiling { glMemoryBarrier(storage); timed(.deblock) }
         for pass in [Pass.finish, .cavlc, .scan] {
             glUseProgram(programs.ids[pass]!)
             // CAVLC's code tables: one buffer for every picture of the context.

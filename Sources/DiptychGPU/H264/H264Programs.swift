@@ -4,7 +4,7 @@ import DiptychCore
 /// The GPU encoder's compute programs, compiled once per context and shared
 /// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
 final class H264Programs {
-    enum Pass: CaseIterable { case intra, search, refine, choose, inter, intraP, intraP4, finish, cavlc, scan, gather }
+    enum Pass: CaseIterable { case intra, search, refine, choose, inter, intraP, intraP4, deblock, finish, cavlc, scan, gather }
 
     private(set) var ids: [Pass: GLuint] = [:]
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
@@ -41,6 +41,7 @@ final class H264Programs {
         case .inter: ("h264mb.comp", "#define INTER 1\n")
         case .intraP: ("h264mb.comp", "#define PINTRA 1\n")
         case .intraP4: ("h264mb.comp", "#define PINTRA 1\n#define PINTRA4 1\n")
+        case .deblock: ("h264deblock.comp", "")
         case .finish: ("h264finish.comp", "")
         case .cavlc: ("h264cavlc.comp", H264CAVLCTables.defines)
         case .scan: ("h264pack.comp", "#define SCAN 1\n")

@@ -41,7 +41,8 @@ struct BitWriter {
 
 /// What one GPU-encoded stream says in its parameter sets (ITU-T H.264 7.3.2):
 /// Constrained Baseline, one reference frame, picture order from frame_num,
-/// no deblocking (the reconstruction the encoder predicts from is the decoder's output).
+/// the in-loop deblocking filter on every edge (the reconstruction the
+/// encoder predicts from is the decoder's output).
 struct H264StreamFormat: Hashable, Sendable {
     var width: Int
     var height: Int
@@ -131,7 +132,7 @@ struct H264StreamFormat: Hashable, Sendable {
 
     /// slice_header() of a picture's one slice, without trailing bits (the
     /// macroblocks follow it at the next bit).
-    func sliceHeader(idr: Bool, frameNum: Int, idrPicID: Int, qp: Int) -> BitWriter {
+    func sliceHeader(idr: Bool, frameNum: Int, idrPicID: Int, qp: Int, deblocking: Bool = true) -> BitWriter {
         var w = BitWriter()
         w.ue(0)                      // first_mb_in_slice
         w.ue(idr ? 7 : 5)            // slice_type: every slice of the picture I or P
@@ -145,7 +146,13 @@ struct H264StreamFormat: Hashable, Sendable {
         if idr { w.flag(false); w.flag(false) }   // no_output_of_prior_pics_flag, long_term_reference_flag
         else { w.flag(false) }                     // adaptive_ref_pic_marking_mode_flag
         w.se(qp - 26)                // slice_qp_delta
-        w.ue(1)                      // disable_deblocking_filter_idc: off
+        if deblocking {
+            w.ue(0)                  // disable_deblocking_filter_idc: every edge
+            w.se(0)                  // slice_alpha_c0_offset_div2
+            w.se(0)                  // slice_beta_offset_div2
+        } else {
+            w.ue(1)                  // disable_deblocking_filter_idc: off
+        }
         return w
     }
 }
@@ -183,5 +190,44 @@ enum NALUnit {
 
     static func annexB(type: Int, refIDC: Int = 3, rbsp: [UInt8], into out: inout [UInt8]) {
         rbsp.withUnsafeBufferPointer { annexB(type: type, refIDC: refIDC, rbsp: $0, into: &out) }
+    }
+}
+
+/// The deblocking filter's thresholds for a picture at one QP (ITU-T H.264
+/// Tables 8-16 and 8-17, filter offsets 0), packed for the deblocking pass:
+/// `thresholds` α | β << 8 of luma and α | β << 8 of chroma (at the chroma
+/// QP), each tC0 word tC0 for bS 1, 2, 3 a byte each.
+struct H264Deblocking: Equatable {
+    var thresholds: Int32
+    var lumaTC0: Int32
+    var chromaTC0: Int32
+
+    static let alpha: [Int32] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 5, 6, 7, 8, 9, 10, 12, 13, 15, 17, 20, 22, 25, 28,
+                                 32, 36, 40, 45, 50, 56, 63, 71, 80, 90, 101, 113, 127, 144, 162, 182, 203, 226, 255, 255]
+    static let beta: [Int32] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 6, 6, 7, 7, 8, 8,
+                                9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 16, 16, 17, 17, 18, 18]
+    /// tC0 for bS 1, 2, 3 from indexA 17 (all zero below; 0 to 16 give none).
+    static let tc0: [(Int32, Int32, Int32)] = [
+        (0, 0, 1), (0, 0, 1), (0, 0, 1), (0, 0, 1), (0, 1, 1), (0, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1),
+        (1, 1, 2), (1, 1, 2), (1, 1, 2), (1, 1, 2), (1, 2, 3), (1, 2, 3), (2, 2, 3), (2, 2, 4), (2, 3, 4), (2, 3, 4),
+        (3, 3, 5), (3, 4, 6), (3, 4, 6), (4, 5, 7), (4, 5, 8), (4, 6, 9), (5, 7, 10), (6, 8, 11), (6, 8, 13), (7, 10, 14),
+        (8, 11, 16), (9, 12, 18), (10, 13, 20), (11, 15, 23), (13, 17, 25)]
+
+    /// Chroma's QP from luma's (Table 8-15, chroma_qp_index_offset 0).
+    static func chromaQP(_ qp: Int) -> Int {
+        qp < 30 ? qp : [29, 30, 31, 32, 32, 33, 34, 34, 35, 35, 36, 36, 37, 37, 37, 38, 38, 38, 39, 39, 39, 39][qp - 30]
+    }
+
+    static func tc0Word(_ index: Int) -> Int32 {
+        guard index >= 17 else { return 0 }
+        let (a, b, c) = tc0[index - 17]
+        return a | b << 8 | c << 16
+    }
+
+    init(qp: Int) {
+        let c = Self.chromaQP(qp)
+        thresholds = Self.alpha[qp] | Self.beta[qp] << 8 | Self.alpha[c] << 16 | Self.beta[c] << 24
+        lumaTC0 = Self.tc0Word(qp)
+        chromaTC0 = Self.tc0Word(c)
     }
 }

@@ -1,0 +1,227 @@
+#version 310 es
+// H.264 encoder, the in-loop deblocking filter (ITU-T H.264 8.7;
+// docs/ARCHITECTURE.md, "The GPU encoder"), run on the picture's
+// reconstruction once every macroblock is in it, so the next picture
+// predicts from what a decoder shows. The standard filters macroblock by
+// macroblock in raster order, and each one reads samples its left and upper
+// neighbours (and the upper right one, through the upper's right columns)
+// have filtered: one work group per macroblock row walks the row left to
+// right, and a row waits until the row above is two macroblocks ahead
+// (`progress`: per row, the picture's 16-bit tag over the macroblocks done,
+// so a count left by an earlier picture is never taken for this one's).
+// Rows wait only for rows above them, which started first, so every wait ends.
+layout(local_size_x = 16) in;
+
+layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
+layout(std430, binding = 3) readonly buffer MBs { uint mbs[]; };
+layout(std430, binding = 10) coherent buffer Progress { uint progress[]; };
+
+uniform ivec4 u_size;    // width, height, MBs across, MBs down
+uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
+// The picture's one QP gives every edge the same thresholds (its macroblocks
+// carry no QP change): α | β << 8 of luma and α | β << 8 of chroma, then
+// tC0 for bS 1, 2, 3 a byte each, of luma and of chroma (Tables 8-16, 8-17);
+// then the picture's tag (1 to 65535).
+uniform ivec4 u_code;
+
+shared int sY[400];      // luma rows -4..15, columns -4..15 of the macroblock
+shared int sC[200];      // Cb then Cr: rows -2..7, columns -2..7
+shared int sBS[32];      // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones
+
+bool intraKind(uint info) { return infoKind(info) != KIND_P16; }
+
+// Whether 4×4 luma block (bx, by) of macroblock `mb` (a P macroblock) has coefficients.
+bool coded(int mb, uint info, int bx, int by) {
+    if (((infoCBP(info) >> ((by >> 1) * 2 + (bx >> 1))) & 1) == 0) return false;
+    int blk = (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1);
+    uint w = mbs[mb * MB_WORDS + MB_NNZ + (blk >> 2)];
+    return ((w >> uint(8 * (blk & 3))) & 255u) != 0u;
+}
+
+// bS of the edge between block (pbx, pby) of macroblock p and (qbx, qby) of q (8.7.2.1).
+int strength(int p, int pbx, int pby, int q, int qbx, int qby) {
+    uint ip = mbs[p * MB_WORDS + MB_INFO], iq = mbs[q * MB_WORDS + MB_INFO];
+    bool mbEdge = p != q;
+    if (intraKind(ip) || intraKind(iq)) return mbEdge ? 4 : 3;
+    if (coded(p, ip, pbx, pby) || coded(q, iq, qbx, qby)) return 2;
+    if (!mbEdge) return 0;
+    ivec2 d = abs(unpackMV(mbs[p * MB_WORDS + MB_MV]) - unpackMV(mbs[q * MB_WORDS + MB_MV]));
+    return (d.x >= 4 || d.y >= 4) ? 1 : 0;
+}
+
+int clip1(int v) { return clamp(v, 0, 255); }
+int tc0Of(int word, int bS) { return (word >> (8 * (bS - 1))) & 255; }
+
+// One line of a luma edge: p[0..3] from the edge outwards, q likewise (8.7.2.3, 8.7.2.4).
+void filterLuma(inout int p[4], inout int q[4], int bS) {
+    int alpha = u_code.x & 255, beta = (u_code.x >> 8) & 255;
+    if (bS == 0 || abs(p[0] - q[0]) >= alpha || abs(p[1] - p[0]) >= beta || abs(q[1] - q[0]) >= beta) return;
+    int ap = abs(p[2] - p[0]), aq = abs(q[2] - q[0]);
+    int p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3], q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
+    if (bS < 4) {
+        int c0 = tc0Of(u_code.y, bS);
+        int tc = c0 + (ap < beta ? 1 : 0) + (aq < beta ? 1 : 0);
+        int delta = clamp((((q0 - p0) << 2) + (p1 - q1) + 4) >> 3, -tc, tc);
+        p[0] = clip1(p0 + delta);
+        q[0] = clip1(q0 - delta);
+        if (ap < beta) p[1] = p1 + clamp((p2 + ((p0 + q0 + 1) >> 1) - (p1 << 1)) >> 1, -c0, c0);
+        if (aq < beta) q[1] = q1 + clamp((q2 + ((p0 + q0 + 1) >> 1) - (q1 << 1)) >> 1, -c0, c0);
+    } else {
+        bool strong = abs(p0 - q0) < ((alpha >> 2) + 2);
+        if (strong && ap < beta) {
+            p[0] = (p2 + 2 * p1 + 2 * p0 + 2 * q0 + q1 + 4) >> 3;
+            p[1] = (p2 + p1 + p0 + q0 + 2) >> 2;
+            p[2] = (2 * p3 + 3 * p2 + p1 + p0 + q0 + 4) >> 3;
+        } else {
+            p[0] = (2 * p1 + p0 + q1 + 2) >> 2;
+        }
+        if (strong && aq < beta) {
+            q[0] = (p1 + 2 * p0 + 2 * q0 + 2 * q1 + q2 + 4) >> 3;
+            q[1] = (p0 + q0 + q1 + q2 + 2) >> 2;
+            q[2] = (2 * q3 + 3 * q2 + q1 + q0 + p0 + 4) >> 3;
+        } else {
+            q[0] = (2 * q1 + q0 + p1 + 2) >> 2;
+        }
+    }
+}
+
+// One line of a chroma edge: p0, p1 and q0, q1; only p0 and q0 change.
+void filterChroma(inout int p0, int p1, inout int q0, int q1, int bS) {
+    int alpha = u_code.x >> 16 & 255, beta = (u_code.x >> 24) & 255;
+    if (bS == 0 || abs(p0 - q0) >= alpha || abs(p1 - p0) >= beta || abs(q1 - q0) >= beta) return;
+    int a = p0, b = q0;
+    if (bS < 4) {
+        int tc = tc0Of(u_code.z, bS) + 1;
+        int delta = clamp((((b - a) << 2) + (p1 - q1) + 4) >> 3, -tc, tc);
+        p0 = clip1(a + delta);
+        q0 = clip1(b - delta);
+    } else {
+        p0 = (2 * p1 + a + q1 + 2) >> 2;
+        q0 = (2 * q1 + b + p1 + 2) >> 2;
+    }
+}
+
+// The words a macroblock's filtering reads and writes: five a row (columns
+// -4..15, four samples a word), luma rows -4..15 then chroma rows -2..7;
+// those outside the picture, and the upper left corner nobody reads, are skipped.
+bool wordUsed(int i, int mbX, int mbY, out int word, out bool chroma, out int row, out int wc) {
+    chroma = i >= 100;
+    int k = chroma ? i - 100 : i;
+    row = k / 5 - (chroma ? 2 : 4);
+    wc = k % 5 - 1;
+    if ((row < 0 && mbY == 0) || (wc < 0 && mbX == 0) || (row < 0 && wc < 0)) return false;
+    int rowWords = u_layout.z >> 2;
+    word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
+                  : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
+    return true;
+}
+
+void main() {
+    int t = int(gl_LocalInvocationIndex);
+    int mbY = int(gl_WorkGroupID.x);
+    int mbW = u_size.z;
+    for (int mbX = 0; mbX < mbW; mbX++) {
+        int mb = mbY * mbW + mbX;
+        // The row above must have filtered the upper right neighbour. Every
+        // invocation sees that for itself before it reads (on llvmpipe, with
+        // only the first waiting, the others read early now and then).
+        if (mbY > 0) {
+            uint need = (uint(u_code.w) << 16) | uint(min(mbX + 2, mbW));
+            for (;;) {
+                uint v = atomicOr(progress[mbY - 1], 0u);
+                if ((v >> 16) == uint(u_code.w) && v >= need) break;
+            }
+        }
+        memoryBarrierBuffer();
+        barrier();
+
+        // Edge strengths: thread t gives segment t & 3 of vertical edge t >> 2 and of horizontal edge t >> 2.
+        int e = t >> 2, s = t & 3;
+        sBS[t] = (e == 0 && mbX == 0) ? 0 : strength(e == 0 ? mb - 1 : mb, e == 0 ? 3 : e - 1, s, mb, e, s);
+        sBS[16 + t] = (e == 0 && mbY == 0) ? 0 : strength(e == 0 ? mb - mbW : mb, s, e == 0 ? 3 : e - 1, mb, s, e);
+        for (int i = t; i < 150; i += 16) {
+            int word, row, wc;
+            bool chroma;
+            if (!wordUsed(i, mbX, mbY, word, chroma, row, wc)) continue;
+            uint w = recon[word];
+            for (int k = 0; k < 4; k++) {
+                int v = int((w >> uint(8 * k)) & 255u);
+                if (chroma) {
+                    int b = wc * 4 + k;   // byte -4..15 of the interleaved row
+                    sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)] = v;
+                } else {
+                    sY[(row + 4) * 20 + (wc + 1) * 4 + k] = v;
+                }
+            }
+        }
+        barrier();
+
+        // Luma: vertical edges left to right (thread t: row t), then horizontal edges top to bottom (column t).
+        for (int edge = 0; edge < 4; edge++) {
+            int bS = sBS[edge * 4 + (t >> 2)];
+            if (bS > 0) {
+                int p[4], q[4];
+                int o = (t + 4) * 20 + 4 * edge + 4;
+                for (int i = 0; i < 4; i++) { p[i] = sY[o - 1 - i]; q[i] = sY[o + i]; }
+                filterLuma(p, q, bS);
+                for (int i = 0; i < 3; i++) { sY[o - 1 - i] = p[i]; sY[o + i] = q[i]; }
+            }
+            barrier();
+        }
+        for (int edge = 0; edge < 4; edge++) {
+            int bS = sBS[16 + edge * 4 + (t >> 2)];
+            if (bS > 0) {
+                int p[4], q[4];
+                int o = (4 * edge + 4) * 20 + t + 4;
+                for (int i = 0; i < 4; i++) { p[i] = sY[o - (1 + i) * 20]; q[i] = sY[o + i * 20]; }
+                filterLuma(p, q, bS);
+                for (int i = 0; i < 3; i++) { sY[o - (1 + i) * 20] = p[i]; sY[o + i * 20] = q[i]; }
+            }
+            barrier();
+        }
+        // Chroma (4:2:0): edges 0 and 4 of each component, with the bS of luma edges 0 and 8;
+        // thread t: component t >> 3, line t & 7.
+        int c = t >> 3, line = t & 7;
+        for (int edge = 0; edge < 2; edge++) {
+            int bS = sBS[edge * 8 + (line >> 1)];
+            if (bS > 0) {
+                int o = c * 100 + (line + 2) * 10 + 4 * edge + 2;
+                int p0 = sC[o - 1], q0 = sC[o];
+                filterChroma(p0, sC[o - 2], q0, sC[o + 1], bS);
+                sC[o - 1] = p0; sC[o] = q0;
+            }
+            barrier();
+        }
+        for (int edge = 0; edge < 2; edge++) {
+            int bS = sBS[16 + edge * 8 + (line >> 1)];
+            if (bS > 0) {
+                int o = c * 100 + (4 * edge + 2) * 10 + line + 2;
+                int p0 = sC[o - 10], q0 = sC[o];
+                filterChroma(p0, sC[o - 20], q0, sC[o + 10], bS);
+                sC[o - 10] = p0; sC[o] = q0;
+            }
+            barrier();
+        }
+
+        for (int i = t; i < 150; i += 16) {
+            int word, row, wc;
+            bool chroma;
+            if (!wordUsed(i, mbX, mbY, word, chroma, row, wc)) continue;
+            uint w = 0u;
+            for (int k = 0; k < 4; k++) {
+                int v;
+                if (chroma) {
+                    int b = wc * 4 + k;
+                    v = sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)];
+                } else {
+                    v = sY[(row + 4) * 20 + (wc + 1) * 4 + k];
+                }
+                w |= uint(v) << uint(8 * k);
+            }
+            recon[word] = w;
+        }
+        memoryBarrierBuffer();
+        barrier();
+        if (t == 0) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
+    }
+}
