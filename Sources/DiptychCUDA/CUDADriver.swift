@@ -29,6 +29,17 @@ public final class CUDADriver: @unchecked Sendable {   // the driver's function 
 
     /// The driver, or why there is none. The first use loads and initializes it.
     public static var shared: Result<CUDADriver, CUDAUnavailable> { loaded }
+
+    /// The driver, where it sees CUDA device `ordinal`; else what is missing.
+    static func seeing(ordinal: Int) -> Result<CUDADriver, CUDAUnavailable> {
+        shared.flatMap { driver in
+            let count = driver.deviceCount
+            guard ordinal < count else {
+                return .failure(CUDAUnavailable(count == 0 ? "the NVIDIA driver sees no CUDA device" : "no CUDA device \(ordinal) (the driver sees \(count))"))
+            }
+            return .success(driver)
+        }
+    }
     private static let loaded: Result<CUDADriver, CUDAUnavailable> = load()
 
     private static func load() -> Result<CUDADriver, CUDAUnavailable> {

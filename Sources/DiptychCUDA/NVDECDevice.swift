@@ -38,13 +38,9 @@ public final class NVDECDevice: @unchecked Sendable {   // CUDA context and deco
     /// Device `ordinal`'s NVDEC, or what is missing (driver, library, device).
     public static func open(ordinal: Int) -> Result<NVDECDevice, CUDAUnavailable> {
         let driver: CUDADriver
-        switch CUDADriver.shared {
+        switch CUDADriver.seeing(ordinal: ordinal) {
         case .success(let d): driver = d
         case .failure(let e): return .failure(e)
-        }
-        let count = driver.deviceCount
-        guard ordinal < count else {
-            return .failure(CUDAUnavailable(count == 0 ? "the NVIDIA driver sees no CUDA device" : "no CUDA device \(ordinal) (the driver sees \(count))"))
         }
         let cuvid: UnsafeMutablePointer<CuvidFunctions>
         switch library {

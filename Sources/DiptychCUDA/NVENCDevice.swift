@@ -75,13 +75,9 @@ public enum NVENCDevice {
 
     private static func look(ordinal: Int) -> Result<NVENCDeviceReport, CUDAUnavailable> {
         let driver: CUDADriver
-        switch CUDADriver.shared {
+        switch CUDADriver.seeing(ordinal: ordinal) {
         case .success(let d): driver = d
         case .failure(let e): return .failure(e)
-        }
-        let count = driver.deviceCount
-        guard ordinal < count else {
-            return .failure(CUDAUnavailable(count == 0 ? "the NVIDIA driver sees no CUDA device" : "no CUDA device \(ordinal) (the driver sees \(count))"))
         }
         let nvenc: UnsafeMutablePointer<NvencFunctions>
         switch library {

@@ -189,6 +189,13 @@ enum OptionCodec {
         .object(["image": .string(o.image), "rect": encode(o.rect), "opacity": .number(o.opacity), "z": .string(o.layer.rawValue)])
     }
 
+    /// An output's overlays, images or texts, are at most `ImageOverlay.maximumPerOutput`.
+    static func checkOverlayCount(_ n: Int, field: String) throws(ConfigurationError) {
+        if n > ImageOverlay.maximumPerOutput {
+            throw ConfigurationError(field: field, value: "", reason: "at most \(ImageOverlay.maximumPerOutput) overlays an output")
+        }
+    }
+
     /// `[{"image": "logo.png", "rect": {"x", "y", "width", "height"}, "opacity": 0.8, "z": "top"}]` (opacity and z optional).
     static func decodeOverlays(_ j: JSONValue, field: String) throws(ConfigurationError) -> [ImageOverlay] {
         guard case .array(let items) = j else {
@@ -212,9 +219,7 @@ enum OptionCodec {
             if let e = overlay.validationError(field: f) { throw e }
             out.append(overlay)
         }
-        if out.count > ImageOverlay.maximumPerOutput {
-            throw ConfigurationError(field: field, value: "", reason: "at most \(ImageOverlay.maximumPerOutput) overlays an output")
-        }
+        try checkOverlayCount(out.count, field: field)
         return out
     }
 
@@ -275,9 +280,7 @@ enum OptionCodec {
             if let e = t.validationError(field: f) { throw e }
             out.append(t)
         }
-        if out.count > ImageOverlay.maximumPerOutput {
-            throw ConfigurationError(field: field, value: "", reason: "at most \(ImageOverlay.maximumPerOutput) overlays an output")
-        }
+        try checkOverlayCount(out.count, field: field)
         return out
     }
 
