@@ -41,6 +41,9 @@ final class Take: TakeEvents, @unchecked Sendable {
     private var session: TakeSession?
     private var _state: TakeState
     private var _layout: Layout
+    /// The main output's image overlays and texts as they are now (`PATCH` replaces them).
+    private var _overlays: [ImageOverlay]
+    private var _texts: [TextOverlay]
     private var figures = TakeFigures()
     private var written = 0
     private var latency = FrameLatency()
@@ -73,6 +76,8 @@ final class Take: TakeEvents, @unchecked Sendable {
         self.created = created
         _state = state
         _layout = configuration.layout
+        _overlays = configuration.overlays
+        _texts = configuration.texts
     }
 
     /// A take read back from the state folder.
@@ -140,6 +145,8 @@ final class Take: TakeEvents, @unchecked Sendable {
             guard case .configuration(let e) = error else { throw .badRequest("texts: \(error)") }
             throw .badRequest(TakeRequests.describe(e))
         }
+        lock.withLock { _texts = texts }
+        changed()
     }
 
     /// Replaces the main output's image overlays from the next frame on;
@@ -150,6 +157,8 @@ final class Take: TakeEvents, @unchecked Sendable {
             guard case .configuration(let e) = error else { throw .badRequest("overlays: \(error)") }
             throw .badRequest(TakeRequests.describe(e))
         }
+        lock.withLock { _overlays = overlays }
+        changed()
     }
 
     func switchSource(_ role: StreamRole, to spec: SourceSpec) {
@@ -322,10 +331,14 @@ final class Take: TakeEvents, @unchecked Sendable {
 
     var gpuTotals: GPUTotals { lock.withLock { session }?.gpuTotals ?? GPUTotals() }
 
-    /// A snapshot for the JSON view and the metrics.
+    /// A snapshot for the JSON view and the metrics: the configuration as
+    /// run, with the main output's overlays and texts as they are now.
     func snapshot() -> TakeSnapshot {
         lock.withLock {
-            TakeSnapshot(id: id, state: _state, created: created, configuration: configuration, layout: _layout,
+            var configuration = configuration
+            configuration.overlays = _overlays
+            configuration.texts = _texts
+            return TakeSnapshot(id: id, state: _state, created: created, configuration: configuration, layout: _layout,
                          load: load, encoderThreads: encoderThreads, figures: figures, written: written, latency: latency,
                          encoder: _summary?.encoder ?? encoder, error: _error, summary: _summary, recovered: _recovered,
                          added: _added.sorted { $0.key < $1.key }, everAdded: _everAdded)

@@ -32,6 +32,9 @@ private let font = URL(fileURLWithPath: #filePath).deletingLastPathComponent().d
         let box: [String: Any] = ["text": "X", "x": 0, "y": 0, "size": 40, "font": font, "color": "00FF00", "box": ["color": "00FF00", "padding": 20]]
         let patched = try server.request("PATCH", "/v1/takes/\(id)", json(["texts": [box]]))
         #expect(patched.status == 200, "\(patched.text)")
+        // The take's view shows the texts as they are now.
+        let shown = try #require((try server.take(id)["configuration"] as? [String: Any])?["texts"] as? [[String: Any]])
+        #expect(shown.count == 1 && shown.first?["text"] as? String == "X", "\(shown)")
         let after = try server.waitForTake(id) { frames($0) >= before + 30 }
         let deleted = try server.request("DELETE", "/v1/takes/\(id)")
         #expect(deleted.status == 200, "\(deleted.text)")
@@ -72,6 +75,8 @@ private let font = URL(fileURLWithPath: #filePath).deletingLastPathComponent().d
         let before = frames(try server.take(id))
         let patched = try server.request("PATCH", "/v1/takes/\(id)", json(["overlays": [Any]()]))
         #expect(patched.status == 200, "\(patched.text)")
+        let configuration = try #require(try server.take(id)["configuration"] as? [String: Any])
+        #expect((configuration["overlays"] as? [Any] ?? []).isEmpty && (configuration["texts"] as? [Any])?.count == 1, "\(configuration)")
         let after = try server.waitForTake(id) { frames($0) >= before + 30 }
         #expect(try server.request("DELETE", "/v1/takes/\(id)").status == 200)
 
