@@ -44,6 +44,8 @@ let package = Package(
         // The CUDA driver API and NVDEC (FFmpeg's ffnvcodec headers): header-only at
         // build time, libcuda.so.1 and libnvcuvid.so.1 loaded with dlopen at run time.
         .systemLibrary(name: "CCUDA", providers: [.apt(["libffmpeg-nvenc-dev"])]),
+        // V4L2's ioctls for the camera listing: the kernel's headers only, nothing linked.
+        .systemLibrary(name: "CV4L2"),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // Webhooks (`diptych serve --webhook`): libcurl and OpenSSL's libcrypto (HMAC-SHA256),
         // header-only here and loaded with dlopen when a webhook is configured, so the
@@ -71,7 +73,7 @@ let package = Package(
         .target(name: "DiptychGPU",
                 dependencies: ["DiptychCore", "DiptychCUDA", "CEGL", "CGLES", "CGBM"],
                 plugins: ["EmbedShaders"]),
-        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "DiptychCUDA", "CFFmpeg", "CVA", "CX26x"]),
+        .target(name: "DiptychMedia", dependencies: ["DiptychCore", "DiptychCUDA", "CFFmpeg", "CVA", "CX26x", "CV4L2"]),
         .target(name: "Diptych", dependencies: ["DiptychCore", "DiptychOptions", "DiptychGPU", "DiptychMedia", "DiptychText"]),
         // include/diptych.h as a module, so the C API's Swift side uses the header's own types.
         .systemLibrary(name: "CDiptych", path: "Sources/CDiptych"),

@@ -32,6 +32,10 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
     /// command line) or only as "could not be opened" (a server, whose
     /// clients should not learn which internal ports answer).
     public var detailedNetworkErrors: Bool
+    /// Whether a source may name a local camera (`v4l2:/dev/videoN`,
+    /// `camera:N`): yes on the command line, no on a server without
+    /// `--allow-cameras` (a take would read the server's devices).
+    public var cameras: Bool
 
     /// Protocols sources may use: files, and the network protocols of live
     /// and streamed sources. Refused whatever the policy: `concat`,
@@ -53,11 +57,12 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
 
     public init(protocols: [String] = standardProtocols, formats: [String] = standardFormats, files: Bool = true,
                 inputRoot: String? = nil, allowedNetworks: [IPNetwork] = [], refusesLocal: Bool = false,
-                listenPorts: [ClosedRange<Int>]? = nil, detailedNetworkErrors: Bool = true) {
+                listenPorts: [ClosedRange<Int>]? = nil, detailedNetworkErrors: Bool = true, cameras: Bool = true) {
         self.protocols = protocols; self.formats = formats; self.files = files; self.inputRoot = inputRoot
         self.allowedNetworks = allowedNetworks; self.refusesLocal = refusesLocal
         self.listenPorts = listenPorts
         self.detailedNetworkErrors = detailedNetworkErrors
+        self.cameras = cameras
     }
 
     /// `diptych record`'s: the standard protocols and demuxers, files from
@@ -69,12 +74,13 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
     /// loopback and link-local refused unless listed when it listens beyond
     /// loopback.
     /// Listening sources only on `listenPorts` (none by default: a take
-    /// would otherwise bind any port of the server's host).
+    /// would otherwise bind any port of the server's host); cameras only
+    /// with `cameras` (`--allow-cameras`).
     public static func server(inputRoot: String?, allowedNetworks: [IPNetwork], listensBeyondLoopback: Bool,
-                              listenPorts: [ClosedRange<Int>] = []) -> SourcePolicy {
+                              listenPorts: [ClosedRange<Int>] = [], cameras: Bool = false) -> SourcePolicy {
         SourcePolicy(files: inputRoot != nil || !listensBeyondLoopback, inputRoot: inputRoot,
                      allowedNetworks: allowedNetworks, refusesLocal: listensBeyondLoopback, listenPorts: listenPorts,
-                     detailedNetworkErrors: false)
+                     detailedNetworkErrors: false, cameras: cameras)
     }
 
     /// `PORT` or `FIRST-LAST`, comma separated (`1935,9000-9010`); nil when malformed.
@@ -141,6 +147,7 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
         if let ports = listenPorts {
             parts.append(ports.isEmpty ? "no listening" : "listening on ports " + ports.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ","))
         }
+        if !cameras { parts.append("no cameras") }
         return parts.joined(separator: "; ")
     }
 

@@ -53,6 +53,7 @@ final class SourceGuard {
     /// protocol) and whether it is a network source. Throws `refused`
     /// naming the source.
     func check(_ url: String) throws(MediaError) -> (url: String, network: Bool, path: String?) {
+        try Self.checkCamera(url, policy: policy)
         switch checked(url) {
         case .success(let r): return r
         case .failure(.missing): throw .fileNotFound(path: name)
@@ -61,6 +62,26 @@ final class SourceGuard {
     }
 
     enum Failure: Error { case missing, refused(SourcePolicy.Refusal) }
+
+    /// A camera source (`v4l2:/dev/videoN`, `camera:N`): refused where the
+    /// policy allows no cameras, an error naming it where it is malformed
+    /// or names no capturing device of `CameraListing`'s, and otherwise
+    /// `unsupportedFormat`: capture goes through libavdevice's
+    /// `video4linux2` input, which this build does not link yet. Returns
+    /// for any other source.
+    static func checkCamera(_ url: String, policy: SourcePolicy,
+                            devices: () -> [CameraDevice] = { CameraListing.devices() }) throws(MediaError) {
+        let selection: CameraSelection
+        do {
+            guard let s = try CameraSelection.parse(url) else { return }
+            selection = s
+        } catch { throw .invalidSource(spec: url, reason: error.reason) }
+        guard policy.cameras else { throw .refused(path: url, reason: "cameras are not allowed here (diptych serve --allow-cameras)") }
+        let chosen: (device: CameraDevice, mode: CameraMode)
+        do { chosen = try selection.resolve(in: devices()) } catch { throw .invalidSource(spec: url, reason: error.reason) }
+        throw .unsupportedFormat(path: url, detail: "camera capture is not built in yet (libavdevice's video4linux2 input is not linked); "
+                                 + "it would open \(chosen.device.path) as \(chosen.mode)")
+    }
 
     private func checked(_ url: String) -> Result<(url: String, network: Bool, path: String?), Failure> {
         switch policy.classify(url) {

@@ -15,6 +15,8 @@ public struct ServeOptions: Sendable {
     public var allowedSourceNetworks: [IPNetwork] = []
     /// `--allow-source-listen`: the ports listening sources may bind (none without it).
     public var sourceListenPorts: [ClosedRange<Int>] = []
+    /// `--allow-cameras`: takes may read this host's V4L2 cameras (none without it).
+    public var allowCameras = false
     /// CPU cores admission may fill (default: every core of this machine).
     public var cores: Double?
     /// GPU milliseconds per second admission may fill (default 1000: all of
@@ -44,7 +46,7 @@ public struct ServeOptions: Sendable {
     public static let usage = """
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
-                             [--allow-source-listen PORTS] [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
+                             [--allow-source-listen PORTS] [--allow-cameras] [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
                              [--request-timeout SECONDS] [--keep-finished N] [--log-format text|json]
                              [--log-level debug|info|warning|error] [--webhook URL --webhook-secret-file FILE]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
@@ -64,6 +66,8 @@ public struct ServeOptions: Sendable {
                                the only ports a take's listening sources (an SRT listener, an RTMP or TCP
                                listen URL, a publisher pushing to the take) may bind (repeatable). Without it
                                a take may not listen
+          --allow-cameras      takes may name this host's V4L2 cameras (v4l2:/dev/videoN, camera:N);
+                               without it a camera source is refused (400)
           --cores N            CPU cores admission may fill (default: all of this machine's)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
           --contexts N         GL contexts the takes share (default 1 on a GPU, one per core in software)
@@ -100,6 +104,11 @@ public struct ServeOptions: Sendable {
                 value = String(flag[flag.index(after: eq)...]); flag = String(flag[..<eq])
             }
             i += 1
+            if flag == "--allow-cameras" {
+                guard value == nil else { throw .badUsage("--allow-cameras: takes no value") }
+                o.allowCameras = true
+                continue
+            }
             let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--allow-source-listen", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")

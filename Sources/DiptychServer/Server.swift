@@ -51,7 +51,8 @@ public final class Server: @unchecked Sendable {
         let outputRoot = try options.outputRoot.map { (p) throws(ServerError) in try OutputRoot(p) }
         let inputRoot = try options.inputRoot.map { (p) throws(ServerError) in try OutputRoot(p, option: "--input-root") }
         let sources = SourcePolicy.server(inputRoot: inputRoot?.path, allowedNetworks: options.allowedSourceNetworks,
-                                          listensBeyondLoopback: !address.isLoopback, listenPorts: options.sourceListenPorts)
+                                          listensBeyondLoopback: !address.isLoopback, listenPorts: options.sourceListenPorts,
+                                          cameras: options.allowCameras)
         log("sources: \(sources)")
         let store = try options.stateDir.map { (p) throws(ServerError) in try StateStore(path: p, log: log) }
         guard let selection = GPUSelection(parsing: options.gpu) else { throw .badUsage("--gpu '\(options.gpu)': not a GPU selection") }

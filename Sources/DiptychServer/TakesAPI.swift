@@ -1,4 +1,6 @@
 import Diptych
+import DiptychCore
+import DiptychMedia
 import DiptychGPU
 import Foundation
 
@@ -35,6 +37,11 @@ struct TakesAPI {
         }
         r.add("GET", "/v1/takes/{id}") { _, p throws(RequestError) in
             try api.withTake(p) { t throws(RequestError) in JSONOut.response(200, api.view(t)) }
+        }
+        // This host's cameras, ranked (listed even where --allow-cameras is off, so an operator sees them).
+        r.add("GET", "/v1/sources") { _, _ in
+            JSONOut.response(200, SourceList(cameras: SourceCamera.list(CameraListing.devices()),
+                                             camerasAllowed: api.registry.settings.sourcePolicy.cameras))
         }
         r.add("GET", "/v1/events") { req, _ throws(RequestError) in
             try api.eventStream(req)
@@ -174,4 +181,12 @@ struct RemovedOutput: Encodable {
         try c.encode(summary.dropped, forKey: .dropped)
         try c.encode(summary.outages, forKey: .outages)
     }
+}
+
+/// `GET /v1/sources`: this host's cameras (`SourceCamera.list`: ranked,
+/// then the nodes that capture no video) and whether takes may name them.
+struct SourceList: Encodable {
+    var cameras: [SourceCamera]
+    /// Whether takes may name cameras (`diptych serve --allow-cameras`).
+    var camerasAllowed: Bool
 }

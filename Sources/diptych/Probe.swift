@@ -1,5 +1,6 @@
 import Diptych
 import DiptychOptions
+import DiptychCore
 import DiptychCUDA
 import DiptychGPU
 import DiptychMedia
@@ -53,10 +54,8 @@ enum Probe {
         }
         print("")
         print(MediaProbeReport.current().description)
-        print("\nCameras (V4L2):")
-        let cameras = self.cameras()
-        if cameras.isEmpty { print("  none (no /dev/video*)") }
-        for c in cameras { print("  \(c.device): \(c.name)") }
+        print("\nCameras (V4L2), best first (\(cameraRule)):")
+        for line in cameraLines(CameraListing.devices()) { print("  \(line)") }
         leave(0)
     }
 
@@ -74,14 +73,27 @@ enum Probe {
         NVENCFacts.probeLines(VideoCodec.allCases.map { ($0, NVENCProbe.facts(codec: $0, cudaDevice: device)) })
     }
 
-    /// V4L2 devices and their names.
-    static func cameras() -> [ProbeReport.Camera] {
-        let devices = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev")) ?? []).filter { $0.hasPrefix("video") }.sorted()
-        return devices.map { d in
-            let name = (try? String(contentsOfFile: "/sys/class/video4linux/\(d)/name", encoding: .utf8))?
-                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
-            return ProbeReport.Camera(device: "/dev/\(d)", name: name)
+    /// `CameraRanking`'s rule, as probe states it.
+    static let cameraRule = "more pixels, then a higher rate, then raw over compressed; devices by their best mode, ties by path"
+
+    /// The cameras as probe prints them: each ranked device as `camera:N`
+    /// with its best mode and every format's sizes and rates, then the
+    /// nodes that capture no video; "none" when there are none.
+    static func cameraLines(_ devices: [CameraDevice]) -> [String] {
+        if devices.isEmpty { return ["none (no /dev/video*)"] }
+        let ranked = CameraRanking.rank(devices)
+        var lines: [String] = []
+        for (i, r) in ranked.enumerated() {
+            lines.append("camera:\(i)  \(r.device.path)  \(r.device.name) (\(r.device.driver)); best \(r.mode)")
+            for f in r.device.formats {
+                let sizes = f.sizes.map { s in "\(s.width)x\(s.height)@" + s.rates.map { CameraMode(format: f.fourcc, compressed: f.compressed, size: PixelSize(width: s.width, height: s.height), rate: $0).rateText }.joined(separator: "/") }
+                lines.append("    \(f.fourcc) (\(f.description)\(f.compressed ? ", compressed" : "")): \(sizes.joined(separator: " "))")
+            }
         }
+        for d in devices where !ranked.contains(where: { $0.device.path == d.path }) {
+            lines.append("--        \(d.path)  \(d.name) (\(d.driver)): \(d.capture ? "no capture modes" : "no video capture")")
+        }
+        return lines
     }
 
     /// What the GPU offers the zero-copy path; a take tries the modifiers when it starts.
@@ -95,7 +107,6 @@ enum Probe {
 
 /// `diptych probe --json`: the same report as one JSON object.
 struct ProbeReport: Encodable {
-    struct Camera: Encodable { var device: String; var name: String }
     struct Candidate: Encodable { var name: String; var hardware: Bool; var available: Bool; var reason: String; var device: String? }
     struct VAProfile: Encodable { var profile: String; var entrypoints: [String] }
     struct VADevice: Encodable { var path: String; var vendor: String?; var vaVersion: String?; var error: String?; var profiles: [VAProfile] }
@@ -121,7 +132,8 @@ struct ProbeReport: Encodable {
     var autoEncoder: [String: String]
     var vaapi: VAAPI
     var nvdec: NVDEC
-    var cameras: [Camera]
+    /// As `GET /v1/sources` gives them: ranked, then the nodes that capture nothing.
+    var cameras: [SourceCamera]
 
     static func current(_ selection: GPUSelection) -> ProbeReport {
         var gl = GL()
@@ -151,6 +163,6 @@ struct ProbeReport: Encodable {
             nvdec: NVDEC(problem: m.nvdec.problem,
                          devices: m.nvdec.devices.map { NVDECDeviceReport(label: $0.label, problem: $0.problem, support: $0.support) },
                          ffmpegDecoders: Dictionary(uniqueKeysWithValues: m.nvdec.ffmpegDecoders.map { ($0.codec, $0.decoder ?? "none") })),
-            cameras: Probe.cameras())
+            cameras: SourceCamera.list(CameraListing.devices()))
     }
 }
