@@ -81,16 +81,26 @@ public struct CameraMode: Hashable, Sendable, Codable, CustomStringConvertible {
 }
 
 /// The stated priority rule: a device's modes rank by size (more pixels
-/// first), then rate (higher first), then raw over compressed (no decoding
-/// at equal size and rate), then FourCC; devices rank by their best mode,
-/// ties by device path, and devices that capture no video are not ranked.
+/// first), then rate (higher first), then decoding cost at equal size and
+/// rate (raw, then MJPEG, whose frames stand alone, then other codecs), then
+/// FourCC; devices rank by their best mode, ties by device path, and devices
+/// that capture no video are not ranked.
 public enum CameraRanking {
+    /// The rule in one line, as `diptych probe` states it.
+    public static let rule = "more pixels, then a higher rate, then raw before MJPEG before other codecs; devices by their best mode, ties by path"
+
+    /// 0 raw, 1 MJPEG, 2 any other compressed format.
+    static func decodingCost(_ m: CameraMode) -> Int {
+        !m.compressed ? 0 : (m.format == "MJPG" || m.format == "JPEG") ? 1 : 2
+    }
+
     /// Whether mode `a` ranks before mode `b`.
     public static func prefers(_ a: CameraMode, _ b: CameraMode) -> Bool {
         let pa = a.size.width * a.size.height, pb = b.size.width * b.size.height
         if pa != pb { return pa > pb }
         if a.rate != b.rate { return a.rate > b.rate }
-        if a.compressed != b.compressed { return !a.compressed }
+        let ca = decodingCost(a), cb = decodingCost(b)
+        if ca != cb { return ca < cb }
         return a.format < b.format
     }
 

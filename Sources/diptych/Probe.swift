@@ -54,7 +54,7 @@ enum Probe {
         }
         print("")
         print(MediaProbeReport.current().description)
-        print("\nCameras (V4L2), best first (\(cameraRule)):")
+        print("\nCameras (V4L2), best first (\(CameraRanking.rule)):")
         for line in cameraLines(CameraListing.devices()) { print("  \(line)") }
         leave(0)
     }
@@ -72,9 +72,6 @@ enum Probe {
     static func nvencLines(_ device: Result<Int, CUDAUnavailable>) -> [String] {
         NVENCFacts.probeLines(VideoCodec.allCases.map { ($0, NVENCProbe.facts(codec: $0, cudaDevice: device)) })
     }
-
-    /// `CameraRanking`'s rule, as probe states it.
-    static let cameraRule = "more pixels, then a higher rate, then raw over compressed; devices by their best mode, ties by path"
 
     /// The cameras as probe prints them: each ranked device as `camera:N`
     /// with its best mode and every format's sizes and rates, then the
