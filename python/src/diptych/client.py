@@ -12,6 +12,7 @@ Routes (JSON bodies in the form ``diptych record --config`` reads):
 ``DELETE /v1/takes/{id}/outputs/{n}``     :meth:`Client.remove_output`
 ``DELETE /v1/takes/{id}``                 :meth:`Client.stop`
 ``GET /v1/takes/{id}/snapshot``           :meth:`Client.snapshot`
+``GET /v1/sources``                       :meth:`Client.sources`
 ``GET /v1/events``                        :meth:`Client.events`
 ``GET /metrics``                          :meth:`Client.metrics`
 ``GET /healthz``                          :meth:`Client.healthz`
@@ -181,6 +182,14 @@ class Client:
     def takes(self) -> list[Take]:
         """Every take the server knows (``GET /v1/takes``)."""
         listed: list[Take] = self._json("GET", "/v1/takes")["takes"]
+        return listed
+
+    def sources(self) -> dict[str, Any]:
+        """The server host's V4L2 cameras, best first (``GET /v1/sources``):
+        ``{"cameras": [...], "camerasAllowed": bool}``; a take names one as
+        ``camera:N`` or ``v4l2:/dev/videoN`` where ``diptych serve
+        --allow-cameras`` allows it."""
+        listed: dict[str, Any] = self._json("GET", "/v1/sources")
         return listed
 
     def take(self, take: str | Mapping[str, Any]) -> Take:
