@@ -49,7 +49,7 @@ extension TakeConfiguration {
     public static var usage: String {
         """
         diptych record --primary SRC [--secondary SRC] --out FILE|URL [options]
-          SRC: a media file or URL, testsrc:NAME[:WxH[@FPS]], - (Y4M on stdin) or none
+          SRC: a media file or URL, testsrc:NAME[:WxH[@FPS]], a camera (v4l2:/dev/videoN, camera:N), - (Y4M on stdin) or none
 
         """ + OptionParser.usage(.record)
     }
