@@ -116,12 +116,67 @@ bool wordUsed(int i, int mbX, int mbY, out int word, out bool chroma, out int ro
     return true;
 }
 
+// A word of samples into shared memory: `row` relative to this macroblock
+// (luma -4..15, chroma -2..7), `wc` its word of the row (-1..3).
+void storeWord(uint w, bool chroma, int row, int wc) {
+    for (int k = 0; k < 4; k++) {
+        int v = int((w >> uint(8 * k)) & 255u);
+        if (chroma) {
+            int b = wc * 4 + k;   // byte -4..15 of the interleaved row
+            sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)] = v;
+        } else {
+            sY[(row + 4) * 20 + (wc + 1) * 4 + k] = v;
+        }
+    }
+}
+
+// Loads words of the macroblock region into shared memory: with `rows` 16,
+// words t, t + 16, … of the macroblock's own 16 luma rows and 8 chroma rows
+// (four words each); with 6 (called for the row above, `mbY` that row's),
+// word t of the four luma rows and two chroma rows above: four words each
+// for t < 6 means luma rows 12..15 for t < 4, chroma rows 6..7 for t 4, 5.
+void loadWords(int t, int rows, int mbX, int mbY) {
+    int rowWords = u_layout.z >> 2;
+    if (rows == 16) {
+        for (int i = t; i < 96; i += 16) {
+            bool chroma = i >= 64;
+            int row = chroma ? (i - 64) >> 2 : i >> 2, wc = i & 3;
+            int word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
+                              : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
+            storeWord(recon[word], chroma, row, wc);
+        }
+    } else {
+        bool chroma = t >= 4;
+        int row = chroma ? 6 + (t - 4) : 12 + t;   // rows of the macroblock above
+        for (int wc = 0; wc < 4; wc++) {
+            int word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
+                              : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
+            storeWord(recon[word], chroma, chroma ? row - 8 : row - 16, wc);
+        }
+    }
+}
+
 void main() {
     int t = int(gl_LocalInvocationIndex);
     int mbY = int(gl_WorkGroupID.x);
     int mbW = u_size.z;
     for (int mbX = 0; mbX < mbW; mbX++) {
         int mb = mbY * mbW + mbX;
+        // What does not wait for the row above goes first. Edge strengths
+        // (the records are final): thread t gives segment t & 3 of vertical
+        // edge t >> 2 and of horizontal edge t >> 2.
+        int e = t >> 2, s = t & 3;
+        sBS[t] = (e == 0 && mbX == 0) ? 0 : strength(e == 0 ? mb - 1 : mb, e == 0 ? 3 : e - 1, s, mb, e, s);
+        sBS[16 + t] = (e == 0 && mbY == 0) ? 0 : strength(e == 0 ? mb - mbW : mb, s, e == 0 ? 3 : e - 1, mb, s, e);
+        // The left neighbour's last four columns (two of chroma), as this work
+        // group left them: nobody else writes them before this macroblock is done.
+        if (mbX > 0) {
+            for (int k = 0; k < 4; k++) sY[(t + 4) * 20 + k] = sY[(t + 4) * 20 + 16 + k];
+            if (t < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (t + 2) * 10 + k] = sC[c * 100 + (t + 2) * 10 + 8 + k];
+        }
+        barrier();
+        // The macroblock's own samples: the row above never writes them, the row below only once this one is done.
+        loadWords(t, 16, mbX, mbY);
         // The row above must have filtered the upper right neighbour. Every
         // invocation sees that for itself before it reads (on llvmpipe, with
         // only the first waiting, the others read early now and then).
@@ -131,28 +186,9 @@ void main() {
                 uint v = atomicOr(progress[mbY - 1], 0u);
                 if ((v >> 16) == uint(u_code.w) && v >= need) break;
             }
-        }
-        memoryBarrierBuffer();
-        barrier();
-
-        // Edge strengths: thread t gives segment t & 3 of vertical edge t >> 2 and of horizontal edge t >> 2.
-        int e = t >> 2, s = t & 3;
-        sBS[t] = (e == 0 && mbX == 0) ? 0 : strength(e == 0 ? mb - 1 : mb, e == 0 ? 3 : e - 1, s, mb, e, s);
-        sBS[16 + t] = (e == 0 && mbY == 0) ? 0 : strength(e == 0 ? mb - mbW : mb, s, e == 0 ? 3 : e - 1, mb, s, e);
-        for (int i = t; i < 150; i += 16) {
-            int word, row, wc;
-            bool chroma;
-            if (!wordUsed(i, mbX, mbY, word, chroma, row, wc)) continue;
-            uint w = recon[word];
-            for (int k = 0; k < 4; k++) {
-                int v = int((w >> uint(8 * k)) & 255u);
-                if (chroma) {
-                    int b = wc * 4 + k;   // byte -4..15 of the interleaved row
-                    sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)] = v;
-                } else {
-                    sY[(row + 4) * 20 + (wc + 1) * 4 + k] = v;
-                }
-            }
+            memoryBarrierBuffer();
+            // Its four last rows (two of chroma) above this macroblock.
+            if (t < 6) loadWords(t, 6, mbX, mbY - 1);
         }
         barrier();
 
