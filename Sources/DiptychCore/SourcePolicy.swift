@@ -130,7 +130,8 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
         guard let ports = listenPorts else { return .success(()) }
         let allowed = ports.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ",")
         guard !ports.isEmpty else {
-            return .failure(Refusal(source: source, reason: "listening for a publisher is not allowed here (the server has no --allow-source-listen)"))
+            let what = Self.receivingProtocols.contains(scheme) ? "receiving on a port of this host" : "listening for a publisher"
+            return .failure(Refusal(source: source, reason: "\(what) is not allowed here (the server has no --allow-source-listen)"))
         }
         guard let port, port > 0 else { return .failure(Refusal(source: source, reason: "names no port to listen on")) }
         guard ports.contains(where: { $0.contains(port) }) else {
@@ -204,9 +205,15 @@ public struct SourcePolicy: Sendable, Hashable, CustomStringConvertible {
             return .success(.file(path: String(path)))
         }
         guard let outer = layers.last else { return .failure(Refusal(source: url, reason: "names no protocol")) }
-        // A listener binds a port of this host; it reaches no host.
+        // A listener binds a port of this host; it reaches no host. So does a
+        // receiving protocol: `udp://` and `rtp://` bind the URL's port to take
+        // what a sender pushes (their host is a group to join or a sender).
         if let l = Self.listening(url) {
             if case .failure(let r) = checkListening(scheme: l.scheme, port: l.port, as: url) { return .failure(r) }
+            return .success(.network(scheme: outer, host: nil))
+        }
+        if Self.receivingProtocols.contains(outer) {
+            if case .failure(let r) = checkListening(scheme: outer, port: Self.port(of: url), as: url) { return .failure(r) }
             return .success(.network(scheme: outer, host: nil))
         }
         return .success(.network(scheme: outer, host: Self.host(of: url)))

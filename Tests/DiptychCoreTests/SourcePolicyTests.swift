@@ -93,6 +93,25 @@ import Testing
         #expect((try? p.checkAddresses([], host: "nowhere.invalid", scheme: "http", as: "http://nowhere.invalid/").get()) == nil)
     }
 
+    /// UDP and RTP sources bind the URL's port of this host: a server takes
+    /// them only on the ports `--allow-source-listen` lists; the command line anywhere.
+    @Test func receivingSourcesBindOnlyAllowedPorts() {
+        let server = SourcePolicy.server(inputRoot: nil, allowedNetworks: [], listensBeyondLoopback: true, listenPorts: [])
+        for url in ["udp://0.0.0.0:5000", "udp://239.1.1.1:5000", "rtp://127.0.0.1:6000"] {
+            guard case .failure(let r) = server.classify(url) else { Issue.record("\(url) allowed"); continue }
+            #expect(r.reason.contains("receiving on a port of this host") && r.reason.contains("--allow-source-listen"), "\(r.reason)")
+        }
+        let listed = SourcePolicy.server(inputRoot: nil, allowedNetworks: [], listensBeyondLoopback: true, listenPorts: [5000...5010])
+        guard case .success(.network(scheme: "udp", host: nil)) = listed.classify("udp://239.1.1.1:5004") else {
+            Issue.record("udp on a listed port refused"); return
+        }
+        guard case .failure(let other) = listed.classify("udp://239.1.1.1:6000") else { Issue.record("udp on another port allowed"); return }
+        #expect(other.reason.contains("port 6000"), "\(other.reason)")
+        guard case .failure(let none) = listed.classify("udp://239.1.1.1") else { Issue.record("udp with no port allowed"); return }
+        #expect(none.reason.contains("names no port"), "\(none.reason)")
+        #expect((try? SourcePolicy.commandLine.classify("udp://0.0.0.0:5000").get()) != nil)
+    }
+
     @Test func malformedNetworks() {
         for bad in ["", "10.0.0.0/33", "10.0.0/8", "::/129", "10.0.0.0/-1", "host.example", "10.0.0.0/8/8"] {
             #expect(IPNetwork(bad) == nil, "\(bad)")

@@ -96,11 +96,12 @@ def test_metrics_and_healthz(server: ServeProcess, tmp_path: Any) -> None:
 
 
 def test_source_list_and_reconnect_window(server: ServeProcess, tmp_path: Any) -> None:
-    # A list whose first source (a UDP port nothing sends to) does not open within
-    # primaryTimeout: the take shows the pattern after it, and says so.
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as free:
+    # A list whose first source (a TCP port nothing listens on) does not open:
+    # the take shows the pattern after it, and says so. (A UDP source would bind a
+    # port of the server's host, which this server does not allow.)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as free:
         free.bind(("127.0.0.1", 0))
-        silent = f"udp://127.0.0.1:{free.getsockname()[1]}"
+        silent = f"tcp://127.0.0.1:{free.getsockname()[1]}"
     c = server.client()
     take = c.create({**LIVE, "primary": [silent, "testsrc:counter:320x180@30"], "primaryTimeout": 1,
                      "sourceReconnectWindow": 20, "sourceFailback": 3, "out": str(tmp_path / "l.mp4")})
