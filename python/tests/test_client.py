@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import socket
+import subprocess
 import time
 from typing import Any
 
@@ -119,6 +120,34 @@ def test_source_list_and_reconnect_window(server: ServeProcess, tmp_path: Any) -
     with pytest.raises(diptych.BadRequest) as bad:
         c.create({**LIVE, "sourceReconnectWindow": -1, "out": str(tmp_path / "b.mp4")})
     assert bad.value.message.startswith("sourceReconnectWindow")
+
+
+def test_audio_fields(server: ServeProcess, tmp_path: Any) -> None:
+    # Two streams with tones, mixed with a gain each: the take says so, and its file carries the mix.
+    tones: list[str] = []
+    for name, hz in (("a.mkv", 440), ("b.mkv", 880)):
+        path = str(tmp_path / name)
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x180:rate=30:duration=2",
+                        "-f", "lavfi", "-i", f"sine=frequency={hz}:duration=2", "-c:v", "libx264", "-preset", "ultrafast",
+                        "-c:a", "aac", "-shortest", path], check=True, timeout=60)
+        tones.append(path)
+    c = server.client()
+    out = str(tmp_path / "mix.mp4")
+    take = c.create({"primary": tones[0], "secondary": tones[1], "preset": "ultrafast", "audio": "mix",
+                     "primaryGain": -6, "secondaryGain": 3, "out": out})
+    assert take["configuration"]["audio"] == "mix"
+    assert take["configuration"]["primaryGain"] == -6 and take["configuration"]["secondaryGain"] == 3
+    final = c.wait(take, timeout=60)
+    assert final["state"] == "finished", final.get("error")
+    streams = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_type", "-of", "csv=p=0", out],
+                             capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    assert streams.count("audio") == 1 and streams.count("video") == 1, streams
+    with pytest.raises(diptych.BadRequest) as bad:
+        c.create({**LIVE, "audio": "both", "out": str(tmp_path / "b.mp4")})
+    assert bad.value.message.startswith("audio")
+    with pytest.raises(diptych.BadRequest) as loud:
+        c.create({**LIVE, "audio": "mix", "secondaryGain": 40, "out": str(tmp_path / "c.mp4")})
+    assert loud.value.message.startswith("secondaryGain")
 
 
 def test_outputs_added_and_removed(server: ServeProcess, tmp_path: Any) -> None:
