@@ -27,6 +27,14 @@ enum OptionCodec {
         return Int(d)
     }
 
+    /// One of a type's named values (`"top"`: `OverlayLayer.top`); `reason` says which when it is none.
+    static func decodeChoice<T: RawRepresentable>(_ j: JSONValue, field: String, reason: String) throws(ConfigurationError) -> T
+        where T.RawValue == String {
+        let name = try decodeString(j, field: field)
+        guard let value = T(rawValue: name) else { throw ConfigurationError(field: field, value: name, reason: reason) }
+        return value
+    }
+
     static func decodeString(_ j: JSONValue, field: String) throws(ConfigurationError) -> String {
         guard case .string(let s) = j else { throw .json(field, j, "expected a string, found \(j.kindName)") }
         guard s.utf8.count <= Option.maximumTextLength else {
@@ -140,11 +148,8 @@ enum OptionCodec {
         guard let ms = o["ms"] else { throw .json("\(field).ms", j, "missing (the duration in milliseconds)") }
         var t = LayoutTransition(milliseconds: try decodeNumber(ms, field: "\(field).ms"))
         if let e = o["easing"] {
-            let name = try decodeString(e, field: "\(field).easing")
-            guard let easing = Easing(rawValue: name) else {
-                throw ConfigurationError(field: "\(field).easing", value: name, reason: "unknown easing; expected \(Easing.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            t.easing = easing
+            t.easing = try decodeChoice(e, field: "\(field).easing",
+                                        reason: "unknown easing; expected \(Easing.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         if let e = t.validationError(field: "\(field).ms") { throw e }
         return t
@@ -210,11 +215,7 @@ enum OptionCodec {
             var overlay = ImageOverlay(image: try decodeString(image, field: "\(f).image"), rect: try decodeRect(rect, field: "\(f).rect")!)
             if let op = o["opacity"] { overlay.opacity = try decodeNumber(op, field: "\(f).opacity") }
             if let z = o["z"] {
-                let name = try decodeString(z, field: "\(f).z")
-                guard let layer = OverlayLayer(rawValue: name) else {
-                    throw ConfigurationError(field: "\(f).z", value: name, reason: "expected top or bottom")
-                }
-                overlay.layer = layer
+                overlay.layer = try decodeChoice(z, field: "\(f).z", reason: "expected top or bottom")
             }
             if let e = overlay.validationError(field: f) { throw e }
             out.append(overlay)
@@ -268,14 +269,10 @@ enum OptionCodec {
             }
             if let v = o["opacity"] { t.opacity = try decodeNumber(v, field: "\(f).opacity") }
             if let v = o["z"] {
-                let name = try decodeString(v, field: "\(f).z")
-                guard let layer = OverlayLayer(rawValue: name) else { throw ConfigurationError(field: "\(f).z", value: name, reason: "expected top or bottom") }
-                t.layer = layer
+                t.layer = try decodeChoice(v, field: "\(f).z", reason: "expected top or bottom")
             }
             if let v = o["align"] {
-                let name = try decodeString(v, field: "\(f).align")
-                guard let a = TextAlignment(rawValue: name) else { throw ConfigurationError(field: "\(f).align", value: name, reason: "expected left, center or right") }
-                t.align = a
+                t.align = try decodeChoice(v, field: "\(f).align", reason: "expected left, center or right")
             }
             if let e = t.validationError(field: f) { throw e }
             out.append(t)
