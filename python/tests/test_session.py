@@ -187,6 +187,16 @@ def write_png(path: str, pixels: np.ndarray) -> None:
                 + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
+def last_over_blue(**options: Any) -> Any:
+    """The pixels of the last of three blue primary frames drawn with `options` (no secondary)."""
+    s, got = collect(secondary="none", **options)
+    with s:
+        for i in range(3):
+            s.push("primary", rgba(BLUE), i * 100, timescale=3000)
+        s.finish()
+    return got[-1].pixels
+
+
 def test_an_image_overlay_is_drawn_with_its_alpha(library: str, tmp_path: Any) -> None:
     """overlay=[...] is one --overlay an item: a PNG with alpha over the streams."""
     png = str(tmp_path / "logo.png")
@@ -195,12 +205,7 @@ def test_an_image_overlay_is_drawn_with_its_alpha(library: str, tmp_path: Any) -
     write_png(png, logo)
     assert session_options(overlay=[f"{png}@0.25,0.25,0.5,0.5", f"{png}@0,0,0.1,0.1,0.5,bottom"]) == [
         "--overlay", f"{png}@0.25,0.25,0.5,0.5", "--overlay", f"{png}@0,0,0.1,0.1,0.5,bottom"]
-    s, got = collect(secondary="none", overlay=[f"{png}@0.25,0.25,0.5,0.5,1,top"])
-    with s:
-        for i in range(3):
-            s.push("primary", rgba(BLUE), i * 100, timescale=3000)
-        s.finish()
-    px = got[-1].pixels
+    px = last_over_blue(overlay=[f"{png}@0.25,0.25,0.5,0.5,1,top"])
     # Red at alpha 128 over blue, premultiplied: (128, 0, 255 x 127/255); outside it, blue.
     assert near(px[H // 2, W // 2], (128, 0, 127), 1), px[H // 2, W // 2]
     assert near(px[5, 5], BLUE, 1), px[5, 5]
@@ -293,12 +298,7 @@ def test_a_text_overlay_is_drawn_over_the_streams(library: str) -> None:
     """text=[...] is one --text an item: its box and glyphs over the streams, set from the take's clock."""
     assert session_options(text=["{timecode}@0.05,0.9,40", "Cam 2@0.5,0,align=center"]) == [
         "--text", "{timecode}@0.05,0.9,40", "--text", "Cam 2@0.5,0,align=center"]
-    s, got = collect(secondary="none", text=[f"{{frame}}@0,0,20,color=00FF00,box=00FF00:8,font={FONT}"])
-    with s:
-        for i in range(3):
-            s.push("primary", rgba(BLUE), i * 100, timescale=3000)
-        s.finish()
-    px = got[-1].pixels
+    px = last_over_blue(text=[f"{{frame}}@0,0,20,color=00FF00,box=00FF00:8,font={FONT}"])
     # The box's corner (the padding, opaque green); far from it, the primary.
     assert near(px[2, 2], (0, 255, 0), 1), px[2, 2]
     assert near(px[H - 5, W - 5], BLUE, 1), px[H - 5, W - 5]
