@@ -206,6 +206,8 @@ final class H264ComputeEncoder {
         var pending: Pending
         var reference: Int
         var lambda: Int32
+        /// The deblocking pass's tag for this picture's progress counts.
+        var deblockTag: Int32
     }
 
     /// Whether `job`'s picture is an IDR by the stream's own clock (its first, one asked for, or the interval up).
@@ -254,7 +256,8 @@ final class H264ComputeEncoder {
         glBufferSubData(GL.shaderStorageBuffer, 0, 4, &headerBits)
         glBindBuffer(GL.shaderStorageBuffer, 0)
         let pending = Pending(idr: idr, pts: job.pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
-        return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP])
+        deblockTag = deblockTag % 65535 + 1
+        return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP], deblockTag: Int32(deblockTag))
     }
 
     /// Binds the picture's buffers and sets `pass`'s uniforms (its program in use).
@@ -272,8 +275,7 @@ final class H264ComputeEncoder {
         case .intra, .search, .refine, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
         case .deblock:
             let d = H264Deblocking(qp: p.pending.qp)
-            deblockTag = deblockTag % 65535 + 1
-            glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, Int32(deblockTag))
+            glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.deblockTag)
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
