@@ -193,6 +193,12 @@ public struct OutputSummary: Sendable, Codable, Hashable {
     public var outages: [OutputOutage] = []
     /// Frames lost while it was disconnected (nil for outputs that do not reconnect).
     public var lost: Int?
+    /// Its canvas (`1280x720`), rate (`30`, `15`, `30000/1001`) and bit rate
+    /// in bits per second (nil with a constant quantizer): the take's, or
+    /// its own (`alsoOut`'s `size`, `rateDivisor`, `bitrate`).
+    public var canvas: String?
+    public var frameRate: String?
+    public var bitrate: Int?
 }
 
 /// A live output's disconnection: when (take time) and for how long.

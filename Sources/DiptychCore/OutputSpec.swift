@@ -1,6 +1,7 @@
 /// One more output of a take (`--also-out`, the server's added outputs):
-/// where it goes and the layout it is drawn with. It shares the take's
-/// stream textures and canvas; its render target and encoder are its own.
+/// where it goes, the layout it is drawn with and its encoding. It shares
+/// the take's uploaded stream textures; its canvas (`encoding.size`, else
+/// the take's), render target and encoder are its own.
 public struct OutputSpec: Hashable, Sendable {
     /// A file or URL (`.mp4`, `.mkv`, `.ts`, `rtmp://`, `srt://`).
     public var out: String
@@ -19,15 +20,107 @@ public struct OutputSpec: Hashable, Sendable {
     public var overlays: [ImageOverlay] = []
     /// Texts drawn over this output's streams (JSON `texts` of an `alsoOut` entry).
     public var texts: [TextOverlay] = []
+    /// Its own size, codec, rate control, preset and rate (a rung of a
+    /// ladder); what it leaves out is the take's.
+    public var encoding = OutputEncoding()
 
     public init(out: String, format: ContainerFormat? = nil, layout: Layout? = nil, segmentTime: Double? = nil, hlsListSize: Int? = nil,
-                overlays: [ImageOverlay] = [], texts: [TextOverlay] = []) {
+                overlays: [ImageOverlay] = [], texts: [TextOverlay] = [], encoding: OutputEncoding = OutputEncoding()) {
         self.out = out; self.format = format; self.layout = layout; self.segmentTime = segmentTime; self.hlsListSize = hlsListSize
-        self.overlays = overlays; self.texts = texts
+        self.overlays = overlays; self.texts = texts; self.encoding = encoding
     }
 
     /// The container: `format` when given, else inferred from `out`.
     public var container: ContainerFormat? { format ?? ContainerFormat.infer(from: out) }
+}
+
+/// An output's own encoding (`alsoOut`'s `size`, `codec`, `bitrate`,
+/// `maxrate`, `bufsize`, `preset`, `rateDivisor`; `--also-size` ...): the
+/// output is drawn into a render target of its own size from the same
+/// uploaded pictures (a ladder from one take, no scaler after the fact) and
+/// encoded with its own settings. A field left nil is the take's.
+///
+/// Rate control: an output that sets none of `bitrate`, `maxrate` and
+/// `bufsize` has the take's (`--bitrate`, `--maxrate`, `--bufsize`, `--qp`);
+/// one that sets any has its own: its bit rate (else the take's) and a peak
+/// rate only if it sets `maxrate` (a buffer of one second of it unless it
+/// sets `bufsize`).
+public struct OutputEncoding: Hashable, Sendable {
+    /// The output's canvas (even); nil: the take's.
+    public var size: PixelSize?
+    public var codec: VideoCodec?
+    /// Bits per second.
+    public var bitrate: Int?
+    /// The VBV's peak rate in bits per second.
+    public var maxrate: Int?
+    /// The VBV's buffer in bits (needs `maxrate`).
+    public var bufsize: Int?
+    /// x264/x265 preset name.
+    public var preset: String?
+    /// The output takes every Nth frame of the take's clock (the first, the
+    /// N+1th, ...): its rate is the take's divided by N, its frames keep the
+    /// take's times. nil or 1: every frame.
+    public var rateDivisor: Int?
+
+    public init(size: PixelSize? = nil, codec: VideoCodec? = nil, bitrate: Int? = nil, maxrate: Int? = nil, bufsize: Int? = nil,
+                preset: String? = nil, rateDivisor: Int? = nil) {
+        self.size = size; self.codec = codec; self.bitrate = bitrate; self.maxrate = maxrate; self.bufsize = bufsize
+        self.preset = preset; self.rateDivisor = rateDivisor
+    }
+
+    /// Rate divisors an output may have.
+    public static let rateDivisors = 1...120
+
+    /// Whether the output sets any field (else it is encoded as the main output is).
+    public var isEmpty: Bool { self == OutputEncoding() }
+
+    /// Whether the output has rate control of its own (it sets `bitrate`, `maxrate` or `bufsize`).
+    public var ownsRateControl: Bool { bitrate != nil || maxrate != nil || bufsize != nil }
+
+    /// The divisor in force (1 when not set).
+    public var divisor: Int { rateDivisor ?? 1 }
+
+    /// The output's rate for a take at `rate`: the take's divided by `divisor`, in lowest terms.
+    public func frameRate(take rate: FrameRate) -> FrameRate {
+        let d = Int64(rate.denominator) * Int64(divisor), n = Int64(rate.numerator)
+        func gcd(_ a: Int64, _ b: Int64) -> Int64 { b == 0 ? a : gcd(b, a % b) }
+        let g = gcd(n, d)
+        guard d / g <= Int64(Int32.max) else { return FrameRate(rate.numerator, Int32(clamping: d)) }
+        return FrameRate(Int32(n / g), Int32(d / g))
+    }
+
+    /// The checks that need no take: a size positive, at most
+    /// `maximumDimension` and even; rates positive and at most 1G; a buffer
+    /// with a peak rate; a preset a name; a divisor in `rateDivisors`. The
+    /// error names `field.size`, `field.bitrate`, ... (`alsoOut[1].size`).
+    public func validationError(field: String) -> ConfigurationError? {
+        if let s = size {
+            let f = "\(field).size"
+            if s.width <= 0 || s.height <= 0 { return ConfigurationError(field: f, value: s.description, reason: "width and height must be positive") }
+            if s.width > TakeConfiguration.maximumDimension || s.height > TakeConfiguration.maximumDimension {
+                return ConfigurationError(field: f, value: s.description, reason: "width and height must be at most \(TakeConfiguration.maximumDimension)")
+            }
+            if !s.isEven { return ConfigurationError(field: f, value: s.description, reason: "width and height must be even (4:2:0 output)") }
+        }
+        for (name, v) in [("bitrate", bitrate), ("maxrate", maxrate), ("bufsize", bufsize)] {
+            guard let v else { continue }
+            if v <= 0 { return ConfigurationError(field: "\(field).\(name)", value: "\(v)", reason: "must be positive") }
+            if v > TakeConfiguration.maximumBitrate {
+                return ConfigurationError(field: "\(field).\(name)", value: "\(v)", reason: "must be at most 1G (1000000000)")
+            }
+        }
+        if let b = bufsize, maxrate == nil {
+            return ConfigurationError(field: "\(field).bufsize", value: "\(b)", reason: "needs \(field).maxrate (the peak rate the buffer drains at)")
+        }
+        if let p = preset, p.isEmpty || p.contains(where: { $0 == " " || $0 == "\t" || $0 == "\n" }) {
+            return ConfigurationError(field: "\(field).preset", value: p, reason: "must be a preset name such as veryfast")
+        }
+        if let d = rateDivisor, !Self.rateDivisors.contains(d) {
+            return ConfigurationError(field: "\(field).rateDivisor", value: "\(d)",
+                                      reason: "must be a whole number \(Self.rateDivisors.lowerBound) to \(Self.rateDivisors.upperBound) (the output takes every Nth frame)")
+        }
+        return nil
+    }
 }
 
 /// One file of a split output: its path, its frames, and where it lies on

@@ -321,7 +321,8 @@ public struct TakeConfiguration: Hashable, Sendable {
                 throw ConfigurationError(field: "--also-out", value: o.out, reason: "names an output given already")
             }
             if let l = o.layout, let e = l.validationError() { throw e }
-            if let l = o.layout, let s = canvasSize, let e = l.validationError(canvas: s) { throw e }
+            try checkEncoding(o.encoding, field: "alsoOut[\(i)]")
+            if let s = o.encoding.size ?? canvasSize, let e = outputLayoutError(o, canvas: s, field: "alsoOut[\(i)]") { throw e }
         }
         for s in secondarySwitches {
             let text = "\(s.time)=\(s.source)"
@@ -335,6 +336,39 @@ public struct TakeConfiguration: Hashable, Sendable {
                 throw ConfigurationError(field: "--switch-secondary", value: text, reason: "cannot switch to standard input")
             }
         }
+    }
+
+    /// Checks an output's own encoding against the take: its fields
+    /// (`OutputEncoding.validationError`), and a codec `--encoder` encodes.
+    public func checkEncoding(_ e: OutputEncoding, field: String) throws(ConfigurationError) {
+        if let error = e.validationError(field: field) { throw error }
+        if let c = e.codec, !encoder.encodes(c) {
+            throw ConfigurationError(field: "\(field).codec", value: c.rawValue,
+                                     reason: "--encoder \(encoder.rawValue) encodes H.264 only (use h264, or --encoder auto, vaapi, nvenc or x264)")
+        }
+    }
+
+    /// Whether output `o`'s layouts fit its canvas `canvas`: its own, or
+    /// the take's and its scheduled ones when it follows the take's. An
+    /// output of its own size is named by its size (`alsoOut[1].size`).
+    public func outputLayoutError(_ o: OutputSpec, canvas: PixelSize, field: String) -> ConfigurationError? {
+        let layouts = o.layout.map { [$0] } ?? ([layout] + layoutSchedule.map(\.layout))
+        for l in layouts {
+            guard let e = l.validationError(canvas: canvas) else { continue }
+            guard let size = o.encoding.size else { return e }
+            return ConfigurationError(field: "\(field).size", value: size.description,
+                                      reason: "\(e.field) '\(ConfigurationError.quoted(e.value))' \(e.reason)")
+        }
+        return nil
+    }
+
+    /// What output `e` is encoded with: its own fields, the take's for
+    /// those it leaves out (rate control whole: `OutputEncoding`'s rule).
+    public func resolvedEncoding(_ e: OutputEncoding) -> ResolvedEncoding {
+        let own = e.ownsRateControl
+        return ResolvedEncoding(codec: e.codec ?? codec, bitrate: e.bitrate ?? bitrate, qp: own ? nil : qp,
+                                maxrate: own ? e.maxrate : maxrate, bufsize: own ? e.bufsize : bufsize, preset: e.preset ?? preset,
+                                rateDivisor: e.divisor)
     }
 
     /// Checks `--transition` and `--layout-at`: times 0 or more in
@@ -473,4 +507,16 @@ public struct TakeConfiguration: Hashable, Sendable {
 
     /// `--also-out` outputs one take may have.
     public static let maximumExtraOutputs = 16
+}
+
+/// An output's encoding with the take's values filled in (`TakeConfiguration.resolvedEncoding`).
+public struct ResolvedEncoding: Hashable, Sendable {
+    public var codec: VideoCodec
+    public var bitrate: Int
+    /// The take's `--qp`, for an output without rate control of its own.
+    public var qp: Int?
+    public var maxrate: Int?
+    public var bufsize: Int?
+    public var preset: String
+    public var rateDivisor: Int
 }

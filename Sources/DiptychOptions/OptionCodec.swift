@@ -281,13 +281,59 @@ enum OptionCodec {
         return out
     }
 
+    /// Bits per second (or, `bits`, a number of bits) as the main options
+    /// take them: a number (8000000) or a string ("10M", "2500k").
+    static func decodeBitrate(_ j: JSONValue, field: String, bits: Bool = false) throws(ConfigurationError) -> Int {
+        switch j {
+        case .number(let d) where d.isFinite && abs(d) < 1e15: return Int(d)
+        case .string(let s):
+            return bits ? try TakeConfiguration.parseBits(s, field: field) : try TakeConfiguration.parseBitrate(s, field: field)
+        default:
+            throw .json(field, j, bits ? "expected bits as a number (20000000) or a string (\"20M\", \"2500k\")"
+                                       : "expected bits per second as a number (8000000) or a string (\"10M\", \"2500k\")")
+        }
+    }
+
     static func encode(_ o: OutputSpec) -> JSONValue {
         var out: [String: JSONValue] = ["out": .string(o.out)]
         if let f = o.format { out["format"] = .string(f.rawValue) }
         if let l = o.layout { out["layout"] = OptionParser.encodeLayout(l) }
         if !o.overlays.isEmpty { out["overlays"] = .array(o.overlays.map(encode)) }
         if !o.texts.isEmpty { out["texts"] = .array(o.texts.map(encode)) }
+        let e = o.encoding
+        if let v = e.size { out["size"] = .string(v.description) }
+        if let v = e.codec { out["codec"] = .string(v.rawValue) }
+        if let v = e.bitrate { out["bitrate"] = .number(Double(v)) }
+        if let v = e.maxrate { out["maxrate"] = .number(Double(v)) }
+        if let v = e.bufsize { out["bufsize"] = .number(Double(v)) }
+        if let v = e.preset { out["preset"] = .string(v) }
+        if let v = e.rateDivisor { out["rateDivisor"] = .number(Double(v)) }
         return .object(out)
+    }
+
+    /// The keys of an output's own encoding, as the main options spell them (`OutputEncoding`).
+    static let encodingKeys: Set<String> = ["size", "codec", "bitrate", "maxrate", "bufsize", "preset", "rateDivisor"]
+
+    /// An output's own encoding from its object's keys (`encodingKeys`), checked as far as it can be without the take.
+    static func decodeEncoding(_ o: [String: JSONValue], field f: String) throws(ConfigurationError) -> OutputEncoding {
+        var e = OutputEncoding()
+        if let v = o["size"], v != .null { e.size = try decodeSize(v, field: "\(f).size") }
+        if let v = o["codec"] {
+            let name = try decodeString(v, field: "\(f).codec")
+            guard let c = VideoCodec(rawValue: name.lowercased()) else {
+                throw ConfigurationError(field: "\(f).codec", value: name, reason: "expected h264 or hevc")
+            }
+            e.codec = c
+        }
+        if let v = o["bitrate"] { e.bitrate = try decodeBitrate(v, field: "\(f).bitrate") }
+        if let v = o["maxrate"] { e.maxrate = try decodeBitrate(v, field: "\(f).maxrate") }
+        if let v = o["bufsize"] { e.bufsize = try decodeBitrate(v, field: "\(f).bufsize", bits: true) }
+        if let v = o["preset"] { e.preset = try decodeString(v, field: "\(f).preset") }
+        if let v = o["rateDivisor"] {
+            e.rateDivisor = try decodeWhole(v, field: "\(f).rateDivisor", range: OutputEncoding.rateDivisors)
+        }
+        if let error = e.validationError(field: f) { throw error }
+        return e
     }
 
     static func decodeOutputs(_ j: JSONValue, field: String) throws(ConfigurationError) -> [OutputSpec] {
@@ -297,16 +343,17 @@ enum OptionCodec {
         return out
     }
 
-    /// One output: `{"out": URL, "format": "mp4", "layout": {...}}` (the
-    /// server's `POST /v1/takes/{id}/outputs` body, one `alsoOut` element).
+    /// One output: `{"out": URL, "format": "mp4", "layout": {...}, "size": "640x360", "bitrate": "800k", ...}`
+    /// (the server's `POST /v1/takes/{id}/outputs` body, one `alsoOut` element).
     static func decodeOutput(_ item: JSONValue, field f: String) throws(ConfigurationError) -> OutputSpec {
-        let o = try object(item, field: f, keys: ["out", "format", "layout", "overlays", "texts"])
+        let o = try object(item, field: f, keys: Set(["out", "format", "layout", "overlays", "texts"]).union(encodingKeys))
         guard let url = o["out"] else { throw .json(f, item, "needs out") }
         var spec = OutputSpec(out: try decodeString(url, field: "\(f).out"))
         if let fmt = o["format"] { spec.format = try TakeConfiguration.parseFormat(try decodeString(fmt, field: "\(f).format"), field: "\(f).format") }
         if let l = o["layout"] { spec.layout = try OptionParser.decodeLayout(l, field: "\(f).layout") }
         if let l = o["overlays"] { spec.overlays = try decodeOverlays(l, field: "\(f).overlays") }
         if let l = o["texts"] { spec.texts = try decodeTexts(l, field: "\(f).texts") }
+        spec.encoding = try decodeEncoding(o, field: f)
         return spec
     }
 }

@@ -41,6 +41,20 @@ extension Option {
         return d
     }
 
+    /// Sets a field of the last `--also-out`'s encoding, checked alone (one
+    /// line naming the flag); the checks across fields are `validate()`'s.
+    private static func alsoEncoding(_ v: inout OptionValues, _ text: String, _ field: String,
+                                     _ set: (inout OutputEncoding) throws(ConfigurationError) -> Void) throws(ConfigurationError) {
+        guard let last = v.take.extraOutputs.indices.last else {
+            throw ConfigurationError(field: field, value: text, reason: "comes after the --also-out it applies to")
+        }
+        var alone = OutputEncoding()
+        try set(&alone)
+        if alone.bufsize != nil { alone.maxrate = alone.bufsize }  // the buffer's peak rate is checked with the others
+        if let e = alone.validationError(field: "") { throw ConfigurationError(field: field, value: text, reason: e.reason) }
+        try set(&v.take.extraOutputs[last].encoding)
+    }
+
     /// A role's source as JSON: a string, or a list when it has fallbacks.
     private static func sourceList(_ head: SourceSpec, _ fallbacks: [SourceSpec]) -> JSONValue {
         fallbacks.isEmpty ? .string(head.description) : .array(([head] + fallbacks).map { .string($0.description) })
@@ -117,6 +131,39 @@ extension Option {
                       throw ConfigurationError(field: f, value: t, reason: "comes after the --also-out it applies to")
                   }
                   v.alsoLayoutKinds[v.take.extraOutputs.count - 1] = try LayoutKind.parse(t, field: f)
+              }, get: { _ in nil }),
+        .text("--also-size", nil, "WxH",
+              "the last --also-out's canvas: drawn at this size from the same uploaded pictures, a rung of a ladder (default: the take's; JSON: alsoOut's \"size\")",
+              scopes: [.record], set: { v, t, f throws(ConfigurationError) in
+                  try alsoEncoding(&v, t, f) { e throws(ConfigurationError) in e.size = try TakeConfiguration.parseSize(t, field: f) }
+              }, get: { _ in nil }),
+        .text("--also-codec", nil, "h264|hevc", "the last --also-out's codec (default: --codec)", scopes: [.record],
+              set: { v, t, f throws(ConfigurationError) in
+                  try alsoEncoding(&v, t, f) { e throws(ConfigurationError) in e.codec = try enumValue(VideoCodec.self, t, field: f, "expected h264 or hevc") }
+              }, get: { _ in nil }),
+        .text("--also-bitrate", nil, "B",
+              "the last --also-out's bit rate; an output given --also-bitrate, --also-maxrate or --also-bufsize has rate control of its own, not --bitrate/--maxrate/--bufsize/--qp",
+              scopes: [.record], set: { v, t, f throws(ConfigurationError) in
+                  try alsoEncoding(&v, t, f) { e throws(ConfigurationError) in e.bitrate = try TakeConfiguration.parseBitrate(t, field: f) }
+              }, get: { _ in nil }),
+        .text("--also-maxrate", nil, "B", "the last --also-out's peak bit rate (VBV)", scopes: [.record],
+              set: { v, t, f throws(ConfigurationError) in
+                  try alsoEncoding(&v, t, f) { e throws(ConfigurationError) in e.maxrate = try TakeConfiguration.parseBitrate(t, field: f) }
+              }, get: { _ in nil }),
+        .text("--also-bufsize", nil, "B", "the last --also-out's VBV buffer in bits (with --also-maxrate; default one second of it)", scopes: [.record],
+              set: { v, t, f throws(ConfigurationError) in
+                  try alsoEncoding(&v, t, f) { e throws(ConfigurationError) in e.bufsize = try TakeConfiguration.parseBits(t, field: f) }
+              }, get: { _ in nil }),
+        .text("--also-preset", nil, "NAME", "the last --also-out's x264/x265 preset (default: --preset)", scopes: [.record],
+              set: { v, t, f throws(ConfigurationError) in try alsoEncoding(&v, t, f) { e in e.preset = t } },
+              get: { _ in nil }),
+        .text("--also-rate-divisor", nil, "N",
+              "the last --also-out takes every Nth frame of the take, at the take's rate / N with the take's times (1-120, default 1; JSON: \"rateDivisor\")",
+              scopes: [.record], set: { v, t, f throws(ConfigurationError) in
+                  guard let n = Int(t) else {
+                      throw ConfigurationError(field: f, value: t, reason: "must be a whole number 1 to 120 (the output takes every Nth frame)")
+                  }
+                  try alsoEncoding(&v, t, f) { e in e.rateDivisor = n }
               }, get: { _ in nil }),
         .text("--overlay", ["overlays"], "IMAGE@X,Y,W,H[,OPACITY][,top|bottom]",
               "draw a PNG (with its alpha) in that canvas rectangle (fractions 0-1) over the streams, or beneath them with bottom (repeatable, at most 8; JSON: a list of {\"image\", \"rect\", \"opacity\", \"z\"})",
@@ -240,13 +287,7 @@ extension Option {
         .text("--bitrate", ["bitrate"], "B", "bits per second: 10M, 2500k, 8000000 (default 10M)",
               set: { v, t, f throws(ConfigurationError) in v.take.bitrate = try TakeConfiguration.parseBitrate(t, field: f) },
               get: { .number(Double($0.take.bitrate)) })
-            .replacingJSON { v, j, f throws(ConfigurationError) in
-                switch j {
-                case .number(let d) where d.isFinite && abs(d) < 1e15: v.take.bitrate = Int(d)
-                case .string(let s): v.take.bitrate = try TakeConfiguration.parseBitrate(s, field: f)
-                default: throw .json(f, j, "expected bits per second as a number (8000000) or a string (\"10M\", \"2500k\")")
-                }
-            },
+            .replacingJSON { v, j, f throws(ConfigurationError) in v.take.bitrate = try OptionCodec.decodeBitrate(j, field: f) },
         .text("--qp", ["qp"], "N", "constant quantizer 0-51 instead of --bitrate (lower is better; the GPU encoder keeps one, default 23)",
               set: { v, t, f throws(ConfigurationError) in v.take.qp = try TakeConfiguration.parseQP(t, field: f) },
               get: { $0.take.qp.map { .number(Double($0)) } }),

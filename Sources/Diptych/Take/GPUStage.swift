@@ -1,10 +1,11 @@
 import DiptychCore
 import DiptychGPU
 
-/// A take's output as the GPU stage sees it: its key in the take and its
-/// render target in the current compositor.
+/// A take's output as the GPU stage sees it: its key in the take, its
+/// canvas (its own, or the take's) and its render target in the current compositor.
 struct RenderOutput {
     let key: Int
+    let canvas: PixelSize
     var target: OutputID
 }
 
@@ -34,7 +35,7 @@ final class GPUStage {
     typealias Factory = () throws(GPUError) -> GPUCompositor
 
     private let makeCompositor: Factory
-    /// The outputs' canvas (set before the first output is added).
+    /// The take's canvas, an output's unless it has its own (set before the first output is added).
     var canvas = PixelSize.hd1080
     private let warn: (String) -> Void
     private(set) var gpu: GPUCompositor
@@ -91,10 +92,14 @@ final class GPUStage {
         plan = gpu.plan
     }
 
-    /// Adds a render target for output `key`.
-    func addOutput(_ key: Int) throws(GPUError) {
-        outputs.append(RenderOutput(key: key, target: try gpu.addOutput(canvas: canvas)))
+    /// Adds a render target for output `key`, of `size` (nil: the take's canvas).
+    func addOutput(_ key: Int, size: PixelSize? = nil) throws(GPUError) {
+        let c = size ?? canvas
+        outputs.append(RenderOutput(key: key, canvas: c, target: try gpu.addOutput(canvas: c)))
     }
+
+    /// Output `key`'s canvas (nil: no such output).
+    func canvas(of key: Int) -> PixelSize? { outputs.first { $0.key == key }?.canvas }
 
     /// Removes output `key`'s render target (readbacks already in flight
     /// still arrive; a ring's buffers are freed as its encoder lets them go).
@@ -270,7 +275,7 @@ final class GPUStage {
             plan = cudaFailure.map { GPUPlanner.afterCUDAFailure(gpu.plan, $0) } ?? gpu.plan
             for (id, image) in overlayImages.enumerated() { try gpu.setOverlay(id, image: image) }
             for (id, image) in textPictures { try gpu.setOverlay(id, image: image, premultiplied: true) }
-            for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: canvas) }
+            for i in outputs.indices { outputs[i].target = try gpu.addOutput(canvas: outputs[i].canvas) }
             for (key, provider) in cudaFrames { if let t = target(of: key) { gpu.setCUDAFrameProvider(output: t, provider) } }
             // A fresh encoder starts with an IDR: its references were on the lost context.
             for (key, e) in gpuEncoded {

@@ -25,13 +25,13 @@ extension TakeRun {
                 if let f = e.failure, reason.isNormal { reason = f.isStorageFull ? .storageFull(f) : .outputFailed(f) }
                 finishError = error
             } else {
-                outputResults.append(Self.summary(of: e, failure: e.failure ?? error))
+                outputResults.append(Self.summary(of: e, rendition: renditions[e.key], failure: e.failure ?? error))
             }
         }
         gpu.shutdown()
 
         let outputPath = config.output ?? ""
-        let mainResult = Self.summary(of: main, failure: main.failure)
+        let mainResult = Self.summary(of: main, rendition: nil, failure: main.failure)
         // Frames sent (or, in a file cut short by a full disk, held); the take's
         // length counts those a reconnecting stream lost too.
         let written = mainResult.frames

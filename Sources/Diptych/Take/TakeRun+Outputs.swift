@@ -40,11 +40,27 @@ extension TakeRun {
                 reply(.failure(.configuration(error)))
                 return
             }
+            // Its own encoding: checked as an alsoOut's is, its layout against its canvas.
+            do throws(SessionError) {
+                try OutputRendition.check(spec, config: config, field: "output")
+                if let size = spec.encoding.size {
+                    try TakeSetup.checkCanvas(size, on: gpu.gpu, field: "output.size", value: size.description)
+                }
+                let layout = spec.layout ?? (layouts[0] ?? nil) ?? config.layout
+                if let e = config.outputLayoutError(OutputSpec(out: spec.out, layout: layout, encoding: spec.encoding),
+                                                    canvas: spec.encoding.size ?? canvas, field: "output") {
+                    throw .configuration(e)
+                }
+            } catch {
+                reply(.failure(error))
+                return
+            }
             texts.add(fonts: fonts)
             // The output's key is given when it is attached, so one that fails to open takes none.
             // (Opening sees a key of an added output; only the main output's, 0, means anything to a sink.)
             let index = nextOutputKey
-            let settings = encoderSettings, config = self.config, io = session.io, log = hooks.log, change = hooks.streamChange
+            let settings = zeroCopy.settings(OutputRendition(spec, take: encoderSettings, config: config).video)
+            let config = self.config, io = session.io, log = hooks.log, change = hooks.streamChange
             let track = TakeSetup.audioTrack(audio, for: spec)
             handovers.open(spec: spec, reply: reply) { () throws(MediaError) in
                 try TakeSetup.openSink(index, spec, settings, track, config: config, io: io, log: log, change: change)
@@ -52,8 +68,9 @@ extension TakeRun {
         case .remove(let key, let reply):
             guard key != 0, let e = encoders.first(where: { $0.key == key }) else { reply(nil); return }
             _ = deliverReadbacks(wait: true)
+            let r = renditions[e.key]
             detach(e)
-            handovers.close(e, summarize: { Self.summary(of: e, failure: $0) }, reply: reply)
+            handovers.close(e, summarize: { Self.summary(of: e, rendition: r, failure: $0) }, reply: reply)
             log("output \(key) removed: \(e.name)")
         }
     }
@@ -68,7 +85,9 @@ extension TakeRun {
         case .success(let s): sink = s
         }
         let key = nextOutputKey
-        do { try gpu.addOutput(key) } catch {
+        var rendition = OutputRendition(spec, take: encoderSettings, config: config)
+        rendition.video = zeroCopy.settings(rendition.video)
+        do { try gpu.addOutput(key, size: rendition.canvas) } catch {
             handovers.discard(sink)
             opened.reply(.failure(.gpu(error)))
             return
@@ -80,9 +99,11 @@ extension TakeRun {
         let live = ContainerFormat.isLive(spec.out)
         let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
         encoders.append(stage)
-        _ = zeroCopy.attach(key, stage: stage, settings: encoderSettings, log: hooks.log, warn: warnings.add)
-        do { try zeroCopy.attachGPUEncoder(key, settings: encoderSettings) } catch {
+        renditions[key] = rendition
+        _ = zeroCopy.attach(key, stage: stage, settings: rendition.video, log: hooks.log, warn: warnings.add)
+        do { try zeroCopy.attachGPUEncoder(key, settings: rendition.video) } catch {
             encoders.removeAll { $0 === stage }
+            renditions[key] = nil
             gpu.removeOutput(key)
             handovers.discard(sink)
             opened.reply(.failure(.gpu(error)))
@@ -93,33 +114,41 @@ extension TakeRun {
             timing.liveOutputAdded(pace: config.realtime != .off && !liveSource && !TakeRun.isLive(config.secondary),
                                    cadence: liveSource)
         }
-        log("output \(key) added: \(spec.out)")
+        log("output \(key) added: \(spec.out)" + (spec.encoding.isEmpty ? "" : " (\(rendition.description))"))
         opened.reply(.success(key))
     }
 
     /// Closes a failed output beside the loop: its queued frames are encoded
     /// and its file or stream completed.
     func close(_ e: EncoderStage, failure: MediaError?) {
+        let r = renditions[e.key]
         detach(e)
-        handovers.close(e, summarize: { Self.summary(of: e, failure: failure ?? $0) })
+        handovers.close(e, summarize: { Self.summary(of: e, rendition: r, failure: failure ?? $0) })
     }
 
     /// Takes an output out of the loop: no more frames are rendered for it.
     private func detach(_ e: EncoderStage) {
         encoders.removeAll { $0 === e }
         gpu.removeOutput(e.key)
-        layouts[e.key] = nil; animators[e.key] = nil; overlays[e.key] = nil
+        layouts[e.key] = nil; animators[e.key] = nil; overlays[e.key] = nil; renditions[e.key] = nil
         texts.remove(output: e.key, gpu: gpu)
     }
 
     /// What `e` took: frames sent (a reconnecting stream's lost frames
-    /// apart; for a file cut short by a full disk, the frames it holds), dropped, outages.
-    static func summary(of e: EncoderStage, failure: MediaError?) -> OutputSummary {
+    /// apart; for a file cut short by a full disk, the frames it holds),
+    /// dropped, outages; its canvas, rate and bit rate (`rendition`).
+    static func summary(of e: EncoderStage, rendition: OutputRendition?, failure: MediaError?) -> OutputSummary {
         let reconnecting = e.sink as? ReconnectingOutput
         let lost = reconnecting?.framesLost
         let frames = (e.sink as? MediaWriter)?.framesInFile ?? e.written - (lost ?? 0)
-        return OutputSummary(output: e.name, frames: frames, failure: failure.map { "\($0)" }, dropped: e.dropped,
-                             outages: reconnecting?.outages ?? [], lost: lost)
+        var s = OutputSummary(output: e.name, frames: frames, failure: failure.map { "\($0)" }, dropped: e.dropped,
+                              outages: reconnecting?.outages ?? [], lost: lost)
+        if let r = rendition {
+            s.canvas = r.canvas.description
+            s.frameRate = r.video.frameRate.description
+            s.bitrate = r.video.qp == nil ? r.video.bitrate : nil
+        }
+        return s
     }
 
     /// Once a second: how many frames each live output dropped since the last report.

@@ -24,6 +24,8 @@ final class TakeRun {
     var layouts: [Int: Layout?]
     let taps: [any RenderTap & Sendable]
     let encoderSettings: VideoEncoderSettings
+    /// Each output's canvas, rate and encoder settings, by output key.
+    var renditions: [Int: OutputRendition] = [:]
     /// The encoder path, for outputs added later (`ZeroCopySetup.attach`).
     let zeroCopy: ZeroCopySetup
     /// The main output's encoder path, for the summary.
@@ -72,6 +74,7 @@ final class TakeRun {
         inputs = p.inputs; gpu = p.gpu; encoders = p.encoders; main = p.encoders[0]
         warnings = p.warnings
         encoderSettings = p.encoderSettings
+        for (i, r) in p.renditions.enumerated() { renditions[i] = r }
         zeroCopy = p.zeroCopy
         mainPlan = p.mainPlan
         slate = p.slate
@@ -231,15 +234,22 @@ final class TakeRun {
     }
 
     /// Each output's draws for this frame, and the time its frame carries:
-    /// the take's time on live outputs, less the held time on files.
+    /// the take's time on live outputs, less the held time on files. Each is
+    /// drawn on its own canvas; an output with a rate divisor N has a plan
+    /// on every Nth frame of its timeline only (a file's frames, a live
+    /// output's frames with the held ones).
     private func plans(for f: PairedFrame, t: MediaTime, liveOnly: Bool) throws(GPUError) -> [Int: GPUStage.OutputPlan] {
         let p = StreamGeometry(sensorSize: f.primary.size, orientation: f.primaryOrientation, sampleAspect: f.primary.sampleAspect)
         let s = f.secondary.map {
             StreamGeometry(sensorSize: $0.payload.size, orientation: f.secondaryOrientation, sampleAspect: $0.payload.sampleAspect)
         }
         var out: [Int: GPUStage.OutputPlan] = [:]
-        let clock = TextClock(time: t, rate: frameRate, wallClock: Date().timeIntervalSince1970, take: texts.take)
+        let wallClock = Date().timeIntervalSince1970
         for e in encoders where e.live || !liveOnly {
+            let rendition = renditions[e.key] ?? OutputRendition(take: encoderSettings)
+            guard rendition.takes(e.live ? frames + timing.held : frames) else { continue }
+            let canvas = rendition.canvas
+            let clock = TextClock(time: t, rate: rendition.video.frameRate, wallClock: wallClock, take: texts.take)
             let layout = (layouts[e.key] ?? nil) ?? (layouts[0] ?? nil) ?? config.layout
             var animator = animators[e.key] ?? LayoutAnimator(layout: layout, frameDuration: frameRate.frameDuration)
             if animator.layout != layout { animator.change(to: layout, transition: pendingTransition) }

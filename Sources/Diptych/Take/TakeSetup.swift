@@ -17,6 +17,8 @@ struct PreparedTake {
     /// The take's audio (nil: no audio track).
     var audio: AudioMixer?
     var encoderSettings: VideoEncoderSettings
+    /// Each output's canvas, rate and settings, by output index (0: the main output, then `alsoOut`'s).
+    var renditions: [OutputRendition]
     /// `--slate`, decoded.
     var slate: InputFrame?
     /// The overlays' images by path, decoded (RGBA); each one's picture id is its index.
@@ -57,6 +59,7 @@ enum TakeSetup {
             guard case .invalidSetting(let setting, let value, let reason) = error else { throw .encoder(error) }
             throw .configuration(ConfigurationError(field: "--\(setting.rawValue)", value: value, reason: reason))
         }
+        for (i, o) in config.extraOutputs.enumerated() { try OutputRendition.check(o, config: config, field: "alsoOut[\(i)]") }
         if case .startRefused(let why) = StoragePolicy.standard.decide(freeBytes: hooks.storage.freeBytes(at: outputPath), recording: false) {
             throw .refused(.storage(path: outputPath, reason: why))
         }
@@ -84,6 +87,9 @@ enum TakeSetup {
         var keepGPU = false
         defer { if !keepGPU { gpu.shutdown() } }
         if let size = config.canvasSize { try checkCanvas(size, on: gpu.gpu, field: "--size", value: size.description) }
+        for (i, o) in config.extraOutputs.enumerated() {
+            if let size = o.encoding.size { try checkCanvas(size, on: gpu.gpu, field: "alsoOut[\(i)].size", value: size.description) }
+        }
         // `--encoder gpu` where the GPU cannot run it is bad input, said before the GPU's lines.
         if config.encoder == .gpu {
             let facts = hooks.zeroCopyOverride?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(gpu.gpu.info)
@@ -151,11 +157,19 @@ enum TakeSetup {
         if config.canvasSize == nil {
             try checkCanvas(canvas, on: gpu.gpu, field: "--primary", value: "\(config.primary) (canvas \(canvas))")
         }
-        for layout in [config.layout] + config.extraOutputs.compactMap(\.layout) {
-            if let e = layout.validationError(canvas: canvas) { throw .configuration(e) }
+        if let e = config.layout.validationError(canvas: canvas) { throw .configuration(e) }
+        for (i, o) in config.extraOutputs.enumerated() {
+            if let e = config.outputLayoutError(o, canvas: o.encoding.size ?? canvas, field: "alsoOut[\(i)]") { throw .configuration(e) }
         }
         if config.codec == .hevc && (canvas.width < 16 || canvas.height < 16) {
             throw .configuration(ConfigurationError(field: "--size", value: "\(canvas)", reason: "HEVC needs a canvas of at least 16x16"))
+        }
+        for (i, o) in config.extraOutputs.enumerated() where (o.encoding.codec ?? config.codec) == .hevc {
+            let c = o.encoding.size ?? canvas
+            if c.width < 16 || c.height < 16 {
+                throw .configuration(ConfigurationError(field: o.encoding.size == nil ? "--size" : "alsoOut[\(i)].size", value: "\(c)",
+                                                        reason: "HEVC needs a canvas of at least 16x16"))
+            }
         }
 
         held.release()
@@ -242,7 +256,9 @@ enum TakeSetup {
         let audio = try makeAudio(config, primary: primary, secondary: secondary, log: hooks.log)
         let specs = [OutputSpec(out: outputPath, format: config.format, segmentTime: config.segmentTime, hlsListSize: config.hlsListSize)]
             + config.extraOutputs
-        do { for i in specs.indices { try gpu.addOutput(i) } } catch { throw .gpu(error) }
+        // Each output's canvas, rate and encoder settings (the main output's are the take's).
+        var renditions = [OutputRendition(take: video)] + config.extraOutputs.map { OutputRendition($0, take: video, config: config) }
+        do { for (i, r) in renditions.enumerated() { try gpu.addOutput(i, size: r.canvas) } } catch { throw .gpu(error) }
         // The encoder path: VA-API devices, the GPU's side and the trial of the
         // zero-copy target (docs/ARCHITECTURE.md, "Encoder paths").
         let zeroCopy: ZeroCopySetup
@@ -251,20 +267,22 @@ enum TakeSetup {
                                          override: hooks.zeroCopyOverride)
         } catch { throw .encoder(error) }
         let outputVideo = zeroCopy.settings(video)
+        for i in renditions.indices { renditions[i].video = zeroCopy.settings(renditions[i].video) }
         // Outputs encoded on the GPU (docs/ARCHITECTURE.md, "The GPU encoder"), before any file is opened.
-        do { for i in specs.indices { try zeroCopy.attachGPUEncoder(i, settings: outputVideo) } } catch { throw .gpu(error) }
+        do { for (i, r) in renditions.enumerated() { try zeroCopy.attachGPUEncoder(i, settings: r.video) } } catch { throw .gpu(error) }
         var encoders: [EncoderStage] = []
         var plans: [EncoderPlan] = []
         for (i, spec) in specs.enumerated() {
             do throws(MediaError) {
                 let live = ContainerFormat.isLive(spec.out)
-                let sink = try openSink(i, spec, outputVideo, audioTrack(audio, for: spec), config: config, io: io, log: hooks.log,
+                let sink = try openSink(i, spec, renditions[i].video, audioTrack(audio, for: spec), config: config, io: io, log: hooks.log,
                                           change: hooks.streamChange)
                 var onWritten: (@Sendable (MediaTime) -> Void)?
                 if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
                 let stage = EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten)
                 encoders.append(stage)
-                plans.append(zeroCopy.attach(i, stage: stage, settings: outputVideo, log: hooks.log, warn: warnings.add))
+                if !spec.encoding.isEmpty { hooks.log("output \(spec.out): \(renditions[i].description)") }
+                plans.append(zeroCopy.attach(i, stage: stage, settings: renditions[i].video, log: hooks.log, warn: warnings.add))
             } catch {
                 for e in encoders { _ = e.finish() }
                 // An extra output that cannot be opened is named as the option that gave it.
@@ -318,7 +336,7 @@ enum TakeSetup {
         keepGPU = true
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
-                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, slate: slate,
+                            encoders: encoders, warnings: warnings, audio: audio, encoderSettings: outputVideo, renditions: renditions, slate: slate,
                             overlayImages: overlayImages, fonts: fonts, zeroCopy: zeroCopy, mainPlan: mainPlan, decoders: decoders)
     }
 

@@ -119,9 +119,10 @@ final class ZeroCopySetup {
                                bufsize: s.maxrate.map { s.bufsize ?? $0 })
     }
 
-    /// Output `key`'s frames are encoded on the GPU from now on, when the plan is the GPU encoder.
+    /// Output `key`'s frames are encoded on the GPU from now on, at its own
+    /// settings and rate, when the plan is the GPU encoder (and so are its settings: `settings(_:)`).
     func attachGPUEncoder(_ key: Int, settings: VideoEncoderSettings) throws(GPUError) {
-        guard plan.path == .gpu, let g = gpu.stage else { return }
+        guard plan.path == .gpu, settings.encoder == .gpu, let g = gpu.stage else { return }
         _ = try g.attachGPUEncoder(key, settings: Self.gpuH264Settings(settings), rate: settings.frameRate)
     }
 
@@ -153,8 +154,11 @@ final class ZeroCopySetup {
 
     /// The settings outputs open with: VA-API on the plan's device when a
     /// VA-API path runs; the GPU encoder (outputs that take its pictures) when it runs.
+    /// An output of another codec than the take's (`alsoOut`'s `codec`) keeps
+    /// its settings: its encoder is chosen as `--encoder` says, and its frames are read back.
     func settings(_ s: VideoEncoderSettings) -> VideoEncoderSettings {
         var s = s
+        guard s.codec == codec else { return s }
         switch plan.path {
         case .vaapiZeroCopy, .vaapiUpload: s.preferredRenderNode = plan.devicePath
         case .nvenc: s.encoder = .nvenc; s.cudaDevice = plan.cudaDevice
@@ -169,6 +173,7 @@ final class ZeroCopySetup {
     /// frames in host memory, or whose ring cannot be made, reads back.
     func attach(_ key: Int, stage: EncoderStage, settings: VideoEncoderSettings, log: (String) -> Void,
                 warn: (String) -> Void) -> EncoderPlan {
+        guard settings.codec == codec else { return plan }
         if plan.path == .nvenc, let g = gpu.stage {
             let sink = stage.sink, line: String
             if !sink.takesCUDA {
@@ -199,7 +204,7 @@ final class ZeroCopySetup {
         let count = EncoderTargetRing.size(queueDepth: stage.queueDepth, encoderHold: 4 + max(0, settings.maxBFrames ?? 0), gpuInFlight: 2)
         guard let g = gpu.stage else { return plan }
         do throws(GPUError) {
-            let ring = try EncoderTargetRing(device: device, size: g.canvas, modifier: chosen.modifier, count: count)
+            let ring = try EncoderTargetRing(device: device, size: g.canvas(of: key) ?? g.canvas, modifier: chosen.modifier, count: count)
             g.attachRing(ring, output: key)
             if key == 0 || stage.live { log("output \(stage.name): \(count) encoder targets (\(chosen.layout), modifier \(ModifierTrial.name(chosen.modifier)))") }
             return plan
