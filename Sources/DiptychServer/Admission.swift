@@ -1,27 +1,86 @@
 import Foundation
 
-/// What running a take at real time asks of the machine: its output pixels
-/// per second (canvas × frame rate). Costs scale with it.
-public struct TakeLoad: Hashable, Sendable, Codable, CustomStringConvertible {
+/// One output's share of a take's load: the pixels it renders and encodes
+/// a second (its canvas × its frame rate).
+public struct OutputLoad: Hashable, Sendable, Codable, CustomStringConvertible {
     public var width: Int
     public var height: Int
     public var fps: Double
-    /// Outputs encoded (the main output and every `alsoOut`): each renders and encodes the canvas.
-    public var encodes: Int
+    public init(width: Int, height: Int, fps: Double) { self.width = width; self.height = height; self.fps = fps }
+    public var megapixelsPerSecond: Double { Double(width) * Double(height) * fps / 1e6 }
+    public var description: String { "\(width)x\(height) at \(String(format: "%g", fps))" }
+}
+
+/// What running a take at real time asks of the machine: the pixels per
+/// second its outputs render and encode, each at its own canvas and rate
+/// (the main output at the take's canvas and the primary's rate; an
+/// `alsoOut` or added output at its own `size` and rate divisor, else the
+/// take's). Costs scale with it.
+public struct TakeLoad: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The main output: the take's canvas and rate.
+    public var width: Int
+    public var height: Int
+    public var fps: Double
+    /// The other outputs (`alsoOut`, then those added while it runs), each its own size and rate.
+    public var outputs: [OutputLoad]
+    /// Outputs encoded, the main one included.
+    public var encodes: Int { 1 + outputs.count }
+
+    /// A take whose `encodes` outputs all render and encode its canvas at its rate.
     public init(width: Int, height: Int, fps: Double, encodes: Int = 1) {
-        self.width = width; self.height = height; self.fps = fps; self.encodes = max(1, encodes)
-    }
-    public var megapixelsPerSecond: Double { Double(width) * Double(height) * fps * Double(encodes) / 1e6 }
-    public var description: String {
-        "\(width)x\(height) at \(String(format: "%g", fps)) fps" + (encodes > 1 ? ", \(encodes) outputs" : "")
+        self.init(width: width, height: height, fps: fps,
+                  outputs: Array(repeating: OutputLoad(width: width, height: height, fps: fps), count: max(1, encodes) - 1))
     }
 
-    private enum CodingKeys: String, CodingKey { case width, height, fps, encodes }
-    /// Loads saved before `encodes` existed read as one output.
+    public init(width: Int, height: Int, fps: Double, outputs: [OutputLoad]) {
+        self.width = width; self.height = height; self.fps = fps; self.outputs = outputs
+    }
+
+    /// The load of one more output of this take: `size` (nil: the take's
+    /// canvas) at the take's rate divided by `rateDivisor`.
+    public func output(width w: Int? = nil, height h: Int? = nil, rateDivisor: Int = 1) -> OutputLoad {
+        OutputLoad(width: w ?? width, height: h ?? height, fps: fps / Double(max(1, rateDivisor)))
+    }
+
+    public var megapixelsPerSecond: Double {
+        outputs.reduce(Double(width) * Double(height) * fps / 1e6) { $0 + $1.megapixelsPerSecond }
+    }
+
+    /// Megapixels the outputs render and encode for one frame of the take's
+    /// clock (an output at half the rate counts half its canvas).
+    public var megapixelsPerFrame: Double { fps > 0 ? megapixelsPerSecond / fps : 0 }
+
+    /// `1920x1080 at 30 fps`; with more outputs, `..., 3 outputs` and, where
+    /// one is not the take's canvas and rate, each (`1280x720 at 30, 640x360 at 15`).
+    public var description: String {
+        let main = "\(width)x\(height) at \(String(format: "%g", fps)) fps"
+        guard !outputs.isEmpty else { return main }
+        let same = OutputLoad(width: width, height: height, fps: fps)
+        let own = outputs.allSatisfy { $0 == same } ? "" : " (\(outputs.map(\.description).joined(separator: ", ")))"
+        return main + ", \(encodes) outputs" + own
+    }
+
+    private enum CodingKeys: String, CodingKey { case width, height, fps, encodes, outputs }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(width, forKey: .width)
+        try c.encode(height, forKey: .height)
+        try c.encode(fps, forKey: .fps)
+        try c.encode(encodes, forKey: .encodes)
+        try c.encode(outputs, forKey: .outputs)
+    }
+
+    /// Loads saved before `outputs` existed read as `encodes` outputs of the
+    /// take's canvas and rate; before `encodes` existed, as one output.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(width: try c.decode(Int.self, forKey: .width), height: try c.decode(Int.self, forKey: .height),
-                  fps: try c.decode(Double.self, forKey: .fps), encodes: try c.decodeIfPresent(Int.self, forKey: .encodes) ?? 1)
+        let w = try c.decode(Int.self, forKey: .width), h = try c.decode(Int.self, forKey: .height), fps = try c.decode(Double.self, forKey: .fps)
+        if let outputs = try c.decodeIfPresent([OutputLoad].self, forKey: .outputs) {
+            self.init(width: w, height: h, fps: fps, outputs: outputs)
+        } else {
+            self.init(width: w, height: h, fps: fps, encodes: try c.decodeIfPresent(Int.self, forKey: .encodes) ?? 1)
+        }
     }
 }
 

@@ -172,7 +172,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     /// What the take asks of the machine now: its load with the outputs added and still open.
     var admissionLoad: TakeLoad {
         var l = load
-        l.encodes += lock.withLock { _added.count }
+        l.outputs += lock.withLock { _added.sorted { $0.key < $1.key }.map { load.output(for: $0.value) } }
         return l
     }
 
@@ -324,8 +324,8 @@ final class Take: TakeEvents, @unchecked Sendable {
     var counters: CostMeter.TakeCounters {
         let gpu = lock.withLock { session }?.gpuTotals ?? GPUTotals()
         let frames = lock.withLock { written }
-        // Every encoded output renders and encodes the canvas: the same count as `TakeLoad.megapixelsPerSecond`.
-        return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * Double(load.width * load.height) * Double(load.encodes) / 1e6,
+        // Every encoded output renders and encodes its canvas at its rate: the same count as `TakeLoad.megapixelsPerSecond`.
+        return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * load.megapixelsPerFrame,
                                       gpuMs: gpu.milliseconds)
     }
 

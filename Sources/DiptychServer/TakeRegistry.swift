@@ -216,8 +216,7 @@ final class TakeRegistry: @unchecked Sendable {
         if let info { try MediaProbe.checkSize(info, field: "primary") }
         let upright = info.map { $0.size.rotated(config.primaryOrientation.rotation) }
         let canvas = config.resolvedCanvas(primaryUprightSize: upright)
-        let load = TakeLoad(width: canvas.width, height: canvas.height, fps: info?.frameRate.fps ?? 30,
-                            encodes: 1 + config.extraOutputs.count)
+        let load = TakeLoad(config, canvas: canvas, fps: info?.frameRate.fps ?? 30)
 
         let model = try meter.waitForModel().get()
         let (take, existing) = try admit(config: config, load: load, model: model, idempotencyKey: idempotencyKey)
@@ -283,7 +282,8 @@ final class TakeRegistry: @unchecked Sendable {
         for i in spec.texts.indices { spec.texts[i].font = spec.texts[i].font.map(sourcePath) }
         let model = try meter.waitForModel().get()
         let file = OutputClaims.isFile(spec.out)
-        let encode = TakeLoad(width: take.load.width, height: take.load.height, fps: take.load.fps, encodes: 1)
+        let added = take.load.output(for: spec)
+        let encode = TakeLoad(width: added.width, height: added.height, fps: added.fps)
         let refusal: RequestError? = lock.withLock {
             if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), retired: retired, reserved: reserved) { return e }
             let active = takes.values.filter { $0.state.isActive }
@@ -386,5 +386,19 @@ final class TakeRegistry: @unchecked Sendable {
         // Every event stream ends once the takes' last events are posted.
         events.close()
         pool.shutdown()
+    }
+}
+
+extension TakeLoad {
+    /// A take's load at real time: its canvas at the primary's rate, and
+    /// each `alsoOut` at its own size and rate.
+    init(_ config: TakeConfiguration, canvas: PixelSize, fps: Double) {
+        self.init(width: canvas.width, height: canvas.height, fps: fps, outputs: [])
+        outputs = config.extraOutputs.map { output(for: $0) }
+    }
+
+    /// Output `spec`'s load in this take: its `size` (else the take's canvas) at the take's rate over its `rateDivisor`.
+    func output(for spec: OutputSpec) -> OutputLoad {
+        output(width: spec.encoding.size?.width, height: spec.encoding.size?.height, rateDivisor: spec.encoding.divisor)
     }
 }

@@ -23,6 +23,25 @@ struct TakeView: Encodable {
         var url: String
         var layout: AnyJSON
         var preview: String?
+        /// Its own encoding, where it sets one (`alsoOut`'s or the added
+        /// output's `size`, `codec`, `bitrate`, `maxrate`, `bufsize`,
+        /// `preset`, `rateDivisor`); absent fields are the take's.
+        var size: String?
+        var codec: String?
+        var bitrate: Int?
+        var maxrate: Int?
+        var bufsize: Int?
+        var preset: String?
+        var rateDivisor: Int?
+        /// Its frame rate where it has a divisor: the take's (as admitted) over it.
+        var frameRate: Double?
+
+        init(index: Int, url: String, layout: AnyJSON, preview: String?, encoding e: OutputEncoding = OutputEncoding(), takeRate: Double? = nil) {
+            self.index = index; self.url = url; self.layout = layout; self.preview = preview
+            size = e.size?.description; codec = e.codec?.rawValue; bitrate = e.bitrate; maxrate = e.maxrate; bufsize = e.bufsize
+            preset = e.preset; rateDivisor = e.rateDivisor
+            if let d = e.rateDivisor, let r = takeRate { frameRate = r / Double(d) }
+        }
     }
     /// The take's sources: what each role shows, and every switch so far
     /// (reconnects, failovers and failbacks of its priority lists).
@@ -91,9 +110,12 @@ struct TakeView: Encodable {
         let main = layout
         outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: main, preview: s.configuration.preview)]
             + s.configuration.extraOutputs.enumerated().map { i, o in
-                Output(index: i + 1, url: o.out, layout: o.layout.map(LayoutJSON.value) ?? main, preview: nil)
+                Output(index: i + 1, url: o.out, layout: o.layout.map(LayoutJSON.value) ?? main, preview: nil, encoding: o.encoding, takeRate: s.load.fps)
             }
-            + s.added.map { Output(index: $0.key, url: $0.value.out, layout: $0.value.layout.map(LayoutJSON.value) ?? main, preview: nil) }
+            + s.added.map {
+                Output(index: $0.key, url: $0.value.out, layout: $0.value.layout.map(LayoutJSON.value) ?? main, preview: nil,
+                       encoding: $0.value.encoding, takeRate: s.load.fps)
+            }
         cost = Cost(cpuCores: model?.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load)
         error = s.error
         summary = s.summary

@@ -170,7 +170,7 @@ struct RemovedOutput: Encodable {
     var id: String
     var index: Int
     var summary: OutputSummary
-    enum Keys: String, CodingKey { case id, index, output, frames, failure, dropped, outages }
+    enum Keys: String, CodingKey { case id, index, output, frames, failure, dropped, outages, lost, canvas, frameRate, bitrate }
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
         try c.encode(id, forKey: .id)
@@ -180,6 +180,10 @@ struct RemovedOutput: Encodable {
         try c.encodeIfPresent(summary.failure, forKey: .failure)
         try c.encode(summary.dropped, forKey: .dropped)
         try c.encode(summary.outages, forKey: .outages)
+        try c.encodeIfPresent(summary.lost, forKey: .lost)
+        try c.encodeIfPresent(summary.canvas, forKey: .canvas)
+        try c.encodeIfPresent(summary.frameRate, forKey: .frameRate)
+        try c.encodeIfPresent(summary.bitrate, forKey: .bitrate)
     }
 }
 
