@@ -42,9 +42,9 @@ public struct OutputSpec: Hashable, Sendable {
 ///
 /// Rate control: an output that sets none of `bitrate`, `maxrate` and
 /// `bufsize` has the take's (`--bitrate`, `--maxrate`, `--bufsize`, `--qp`);
-/// one that sets any has its own: its bit rate (else the take's) and a peak
-/// rate only if it sets `maxrate` (a buffer of one second of it unless it
-/// sets `bufsize`).
+/// one that sets any has its own: its bit rate (else the take's, at most its
+/// `maxrate`) and a peak rate only if it sets `maxrate` (a buffer of one
+/// second of it unless it sets `bufsize`).
 public struct OutputEncoding: Hashable, Sendable {
     /// The output's canvas (even); nil: the take's.
     public var size: PixelSize?

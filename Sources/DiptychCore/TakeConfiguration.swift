@@ -366,7 +366,7 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// those it leaves out (rate control whole: `OutputEncoding`'s rule).
     public func resolvedEncoding(_ e: OutputEncoding) -> ResolvedEncoding {
         let own = e.ownsRateControl
-        return ResolvedEncoding(codec: e.codec ?? codec, bitrate: e.bitrate ?? bitrate, qp: own ? nil : qp,
+        return ResolvedEncoding(codec: e.codec ?? codec, bitrate: e.bitrate ?? min(bitrate, e.maxrate ?? bitrate), qp: own ? nil : qp,
                                 maxrate: own ? e.maxrate : maxrate, bufsize: own ? e.bufsize : bufsize, preset: e.preset ?? preset,
                                 rateDivisor: e.divisor)
     }
