@@ -373,6 +373,63 @@ import Testing
 @Suite(.serialized) struct ServeOutputsTests {
     init() { MediaLibraries.setLogLevel(.error) }
 
+    /// Outputs with their own encoding over HTTP: an `alsoOut` rung and an
+    /// added one, each shown with its fields, admitted at its own size and
+    /// rate, written at its size; bad values are 400s naming the field.
+    @Test func outputsWithTheirOwnEncodingOverHTTP() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:counter:320x180@30", "secondary": "testsrc:solid-0000ff:160x90@30", "out": "main.mp4",
+            "preset": "ultrafast", "audio": "none",
+            "alsoOut": [["out": "half.mp4", "size": "160x90", "bitrate": "200k", "rateDivisor": 2]]]))
+        #expect(created.status == 201, "\(created.text)")
+        let id = try #require(created.json["id"] as? String)
+        let outputs = created.json["outputs"] as? [[String: Any]] ?? []
+        #expect(outputs.count == 2 && outputs[0]["size"] == nil, "\(outputs)")
+        let rung = outputs.count == 2 ? outputs[1] : [:]
+        #expect(rung["size"] as? String == "160x90" && rung["bitrate"] as? Int == 200_000 && rung["rateDivisor"] as? Int == 2
+                && rung["frameRate"] as? Double == 15, "\(rung)")
+        // Admission's load: the main output at the take's canvas and rate, the rung at its own.
+        let load = (created.json["cost"] as? [String: Any])?["load"] as? [String: Any] ?? [:]
+        let loads = load["outputs"] as? [[String: Any]] ?? []
+        #expect(load["width"] as? Int == 320 && load["encodes"] as? Int == 2 && loads.count == 1
+                && loads.first?["width"] as? Int == 160 && loads.first?["fps"] as? Double == 15, "\(load)")
+        try server.waitForTake(id) { frames($0) >= 15 }
+
+        for (body, field) in [(["out": "bad.ts", "size": "161x90"], "output.size"), (["out": "bad.ts", "rateDivisor": 0], "output.rateDivisor"),
+                              (["out": "bad.ts", "bitrate": "fast"], "output.bitrate"), (["out": "bad.ts", "preset": "turbo"], "output.preset"),
+                              (["out": "bad.ts", "sizes": "160x90"], "output.sizes")] as [([String: Any], String)] {
+            let bad = try server.request("POST", "/v1/takes/\(id)/outputs", json(body))
+            #expect(bad.status == 400 && bad.error.contains(field) && !bad.error.contains("\n"), "\(body): \(bad.text)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.path("bad.ts")))
+        let added = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "small.ts", "size": "96x54", "bitrate": "100k"]))
+        #expect(added.status == 201, "\(added.text)")
+        let index = try #require(added.json["index"] as? Int)
+        let listed = try server.take(id)["outputs"] as? [[String: Any]] ?? []
+        #expect(listed.contains { $0["index"] as? Int == index && $0["size"] as? String == "96x54" && $0["bitrate"] as? Int == 100_000 },
+                "\(listed)")
+        let more = try server.take(id)
+        try server.waitForTake(id) { frames($0) >= frames(more) + 30 }
+        let removed = try server.request("DELETE", "/v1/takes/\(id)/outputs/\(index)")
+        #expect(removed.status == 200 && removed.json["canvas"] as? String == "96x54" && removed.json["frameRate"] as? String == "30"
+                && removed.json["bitrate"] as? Int == 100_000, "\(removed.text)")
+        let ended = try server.request("DELETE", "/v1/takes/\(id)")
+        #expect(ended.status == 200 && state(ended.json) == "finished", "\(ended.text)")
+        let summaries = (ended.json["summary"] as? [String: Any])?["outputs"] as? [[String: Any]] ?? []
+        #expect(summaries.contains { ($0["output"] as? String)?.hasSuffix("half.mp4") == true && $0["frameRate"] as? String == "15" },
+                "\(summaries)")
+
+        let main = try decodeAll(dir.path("main.mp4")), half = try decodeAll(dir.path("half.mp4")), small = try decodeAll(dir.path("small.ts"))
+        #expect(main.first?.size == PixelSize(width: 320, height: 180) && half.first?.size == PixelSize(width: 160, height: 90)
+                && small.first?.size == PixelSize(width: 96, height: 54))
+        // The rung takes every other frame of the take's, at the take's times.
+        #expect(half.count == (main.count + 1) / 2, "\(half.count) frames at half the rate of \(main.count)")
+        #expect(zip(half, half.dropFirst()).allSatisfy { abs(($1.pts - $0.pts).seconds - 2.0 / 30) < 1e-6 })
+        #expect(small.count >= 30, "\(small.count) frames in the added output")
+    }
+
     @Test func outputsAddedAndRemovedOverHTTP() throws {
         let dir = Scratch(); defer { dir.remove() }
         let server = try ServeProcess([], in: dir.path); defer { server.stop() }

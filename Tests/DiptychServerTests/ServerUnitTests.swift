@@ -39,6 +39,48 @@ struct ServerUnitTests {
         #expect(try JSONDecoder().decode(TakeLoad.self, from: JSONEncoder().encode(three)) == three)
     }
 
+    /// A ladder's outputs count at their own canvas and rate: main + each
+    /// `alsoOut` (or added output) at its `size` and `rateDivisor`; a ladder
+    /// fits where as many outputs of the take's canvas would not.
+    @Test func loadCountsEachOutputAtItsOwnSizeAndRate() throws {
+        var config = TakeConfiguration()
+        config.extraOutputs = [OutputSpec(out: "a.mp4", encoding: OutputEncoding(size: PixelSize(width: 640, height: 360))),
+                               OutputSpec(out: "b.mp4", encoding: OutputEncoding(size: PixelSize(width: 320, height: 180), rateDivisor: 2)),
+                               OutputSpec(out: "c.mp4", encoding: OutputEncoding(bitrate: 1_000_000))]
+        let ladder = TakeLoad(config, canvas: .hd720, fps: 30)
+        let cases: [(load: TakeLoad, megapixelsPerSecond: Double, description: String)] = [
+            (TakeLoad(width: 1280, height: 720, fps: 30), 27.648, "1280x720 at 30 fps"),
+            (TakeLoad(width: 1280, height: 720, fps: 30, encodes: 3), 82.944, "1280x720 at 30 fps, 3 outputs"),
+            (TakeLoad(width: 1920, height: 1080, fps: 30, outputs: [OutputLoad(width: 1280, height: 720, fps: 30),
+                                                                   OutputLoad(width: 640, height: 360, fps: 15)]),
+             62.208 + 27.648 + 3.456, "1920x1080 at 30 fps, 3 outputs (1280x720 at 30, 640x360 at 15)"),
+            // 720p main, a 360p rung, a 180p rung at half the rate, one more at the take's canvas.
+            (ladder, 27.648 + 6.912 + 0.864 + 27.648, "1280x720 at 30 fps, 4 outputs (640x360 at 30, 320x180 at 15, 1280x720 at 30)"),
+        ]
+        for c in cases {
+            #expect(abs(c.load.megapixelsPerSecond - c.megapixelsPerSecond) < 1e-9, "\(c.load)")
+            #expect(abs(c.load.megapixelsPerFrame - c.megapixelsPerSecond / c.load.fps) < 1e-9, "\(c.load)")
+            #expect(c.load.description == c.description)
+            #expect(try JSONDecoder().decode(TakeLoad.self, from: JSONEncoder().encode(c.load)) == c.load)
+        }
+        // Loads saved before each output had its own: `encodes` outputs of the take's canvas and rate.
+        let old = try JSONDecoder().decode(TakeLoad.self, from: Data(#"{"width": 1280, "height": 720, "fps": 30, "encodes": 3}"#.utf8))
+        #expect(old == cases[1].load && old.encodes == 3)
+        // An added output's load in a take: its size at the take's rate over its divisor.
+        #expect(cases[0].load.output(for: OutputSpec(out: "x.ts", encoding: OutputEncoding(size: PixelSize(width: 640, height: 360), rateDivisor: 3)))
+                == OutputLoad(width: 640, height: 360, fps: 10))
+        #expect(cases[0].load.output(for: OutputSpec(out: "x.ts")) == OutputLoad(width: 1280, height: 720, fps: 30))
+        // Beside a running 720p take, a 720p ladder of three rungs fits; three 720p outputs do not.
+        let cap = Capacity(cpuCores: 2)   // 1.8 usable
+        var three = ladder
+        three.outputs.removeLast()
+        #expect(abs(three.megapixelsPerSecond - 35.424) < 1e-9)
+        #expect((try? Admission.decide(new: three, running: [hd], lagging: nil, active: 1, maxTakes: 32, model: model, capacity: cap).get()) != nil)
+        guard case .failure(let e) = Admission.decide(new: cases[1].load, running: [hd], lagging: nil, active: 1, maxTakes: 32, model: model,
+                                                      capacity: cap) else { Issue.record("three 720p outputs fit"); return }
+        #expect(e.kind == "capacity" && e.description.hasPrefix("over capacity: 1280x720 at 30 fps, 3 outputs needs about 1.66 CPU cores"))
+    }
+
     @Test func admissionFitsTakesIntoTheCapacity() {
         let cap = Capacity(cpuCores: 2)   // 1.8 usable
         func decide(_ new: TakeLoad, _ running: [TakeLoad], lagging: Lagging? = nil, max: Int = 32) -> Result<Admission.Estimate, Admission.Refusal> {
