@@ -313,6 +313,8 @@ enum OptionCodec {
 
     /// The keys of an output's own encoding, as the main options spell them (`OutputEncoding`).
     static let encodingKeys: Set<String> = ["size", "codec", "bitrate", "maxrate", "bufsize", "preset", "rateDivisor"]
+    /// Every key of an output's object (`alsoOut`'s entries, `POST .../outputs`).
+    static let outputKeys = Set(["out", "format", "layout", "overlays", "texts"]).union(encodingKeys)
 
     /// An output's own encoding from its object's keys (`encodingKeys`), checked as far as it can be without the take.
     static func decodeEncoding(_ o: [String: JSONValue], field f: String) throws(ConfigurationError) -> OutputEncoding {
@@ -346,7 +348,7 @@ enum OptionCodec {
     /// One output: `{"out": URL, "format": "mp4", "layout": {...}, "size": "640x360", "bitrate": "800k", ...}`
     /// (the server's `POST /v1/takes/{id}/outputs` body, one `alsoOut` element).
     static func decodeOutput(_ item: JSONValue, field f: String) throws(ConfigurationError) -> OutputSpec {
-        let o = try object(item, field: f, keys: Set(["out", "format", "layout", "overlays", "texts"]).union(encodingKeys))
+        let o = try object(item, field: f, keys: outputKeys)
         guard let url = o["out"] else { throw .json(f, item, "needs out") }
         var spec = OutputSpec(out: try decodeString(url, field: "\(f).out"))
         if let fmt = o["format"] { spec.format = try TakeConfiguration.parseFormat(try decodeString(fmt, field: "\(f).format"), field: "\(f).format") }

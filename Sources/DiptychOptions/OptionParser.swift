@@ -147,7 +147,9 @@ public enum OptionParser {
         try OptionCodec.decodeOutput(json, field: field)
     }
 
-    /// A transition: `{"ms": 400, "easing": "ease-in-out"}` or `"400:ease-in-out"`, read strictly.
+    /// Every key an output's object may have (`alsoOut`'s entries, the server's `POST .../outputs` body).
+    public static var outputKeys: Set<String> { OptionCodec.outputKeys }
+
     /// A list of image overlays (`overlays`, a PATCH's), as the take's JSON has them.
     public static func decodeOverlays(_ json: JSONValue, field: String) throws(ConfigurationError) -> [ImageOverlay] {
         try OptionCodec.decodeOverlays(json, field: field)
@@ -158,6 +160,7 @@ public enum OptionParser {
         try OptionCodec.decodeTexts(json, field: field)
     }
 
+    /// A transition: `{"ms": 400, "easing": "ease-in-out"}` or `"400:ease-in-out"`, read strictly.
     public static func decodeTransition(_ json: JSONValue, field: String) throws(ConfigurationError) -> LayoutTransition {
         try OptionCodec.decodeTransition(json, field: field)
     }

@@ -103,6 +103,9 @@ import Testing
         #expect(options.isSubset(of: spelled), "options not in TakeConfiguration: \(options.subtracting(spelled).sorted())")
         let extra = spelled.subtracting(prefixes)
         #expect(extra.isEmpty, "TakeConfiguration keys no option has: \(extra.sorted())")
+        // An output's object (alsoOut's entries, POST .../outputs): the keys the decoder takes, its own encoding's included.
+        let outputSpec = Self.resolve(schemas["OutputSpec"], in: doc)["properties"] as? [String: Any] ?? [:]
+        #expect(Set(outputSpec.keys) == OptionParser.outputKeys, "OutputSpec: \(outputSpec.keys.sorted()), the decoder: \(OptionParser.outputKeys.sorted())")
         // The layout a PATCH takes is the configuration's, and so are its transition, texts and overlays.
         let patch = Self.resolve(((((paths["/v1/takes/{id}"]?["patch"] as? [String: Any])?["requestBody"] as? [String: Any])?["content"]
             as? [String: Any])?["application/json"] as? [String: Any])?["schema"], in: doc)

@@ -150,6 +150,42 @@ def test_audio_fields(server: ServeProcess, tmp_path: Any) -> None:
     assert loud.value.message.startswith("secondaryGain")
 
 
+def test_outputs_with_their_own_encoding(server: ServeProcess, tmp_path: Any) -> None:
+    """A ladder from one take: an ``alsoOut`` rung at its own size, bit rate
+    and half the rate, and an output added with its own size; each file at its
+    size and rate; a bad value is a BadRequest naming the field."""
+    c = server.client()
+    main, half, small = (str(tmp_path / n) for n in ("main.mp4", "half.mp4", "small.mp4"))
+    t = c.create({**LIVE, "out": main,
+                  "alsoOut": [{"out": half, "size": "160x90", "bitrate": "200k", "rateDivisor": 2}]})
+    [_, rung] = t["outputs"]
+    assert rung["size"] == "160x90" and rung["bitrate"] == 200000 and rung["rateDivisor"] == 2, rung
+    c.wait(t, until=lambda x: x["frames"] >= 15, timeout=60)
+    with pytest.raises(diptych.BadRequest) as odd:
+        c.add_output(t, str(tmp_path / "odd.mp4"), size="161x90")
+    assert odd.value.message.startswith("output.size"), odd.value.message
+    with pytest.raises(diptych.BadRequest) as zero:
+        c.add_output(t, str(tmp_path / "zero.mp4"), rate_divisor=0)
+    assert zero.value.message.startswith("output.rateDivisor"), zero.value.message
+    index = c.add_output(t, small, size="96x54", bitrate="100k", preset="ultrafast")
+    start = c.take(t)["frames"]
+    c.wait(t, until=lambda x: x["frames"] >= start + 30, timeout=60)
+    removed = c.remove_output(t, index)
+    assert removed["canvas"] == "96x54" and removed["frameRate"] == "30" and removed["bitrate"] == 100000, removed
+    final = c.stop(t)
+    assert final["state"] == "finished", final.get("error")
+    [rung_summary] = [o for o in final["summary"]["outputs"] if o["output"] == half]
+    assert rung_summary["canvas"] == "160x90" and rung_summary["frameRate"] == "15", rung_summary
+
+    def probe(path: str) -> list[str]:
+        return subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
+                               "stream=width,height,avg_frame_rate,nb_read_frames", "-of", "csv=p=0", path],
+                              capture_output=True, text=True, check=True, timeout=60).stdout.strip().split(",")
+
+    assert probe(half)[:3] == ["160", "90", "15/1"] and probe(small)[:2] == ["96", "54"]
+    assert int(probe(half)[3]) == (final["summary"]["frames"] + 1) // 2 == rung_summary["frames"]
+
+
 def test_outputs_added_and_removed(server: ServeProcess, tmp_path: Any) -> None:
     c = server.client()
     t = c.create({**LIVE, "out": str(tmp_path / "main.mp4")})

@@ -221,14 +221,25 @@ class Client:
         return got
 
     def add_output(self, take: str | Mapping[str, Any], out: str, *, format: Optional[str] = None,
-                   layout: Optional[Mapping[str, Any]] = None) -> int:
+                   layout: Optional[Mapping[str, Any]] = None, size: Optional[str] = None,
+                   codec: Optional[str] = None, bitrate: Optional[int | str] = None,
+                   maxrate: Optional[int | str] = None, bufsize: Optional[int | str] = None,
+                   preset: Optional[str] = None, rate_divisor: Optional[int] = None) -> int:
         """Adds an output (a file or live URL, with its own layout) to a
-        running take; returns its index."""
+        running take; returns its index. It may have its own encoding (a rung
+        of a ladder): ``size`` (``"640x360"``), ``codec``, ``bitrate``,
+        ``maxrate``, ``bufsize`` (bits, or ``"800k"``, ``"4M"``), ``preset``,
+        and ``rate_divisor`` N (every Nth frame of the take: its rate over N);
+        what it leaves out is the take's."""
         body: dict[str, Any] = {"out": out}
         if format is not None:
             body["format"] = format
         if layout is not None:
             body["layout"] = dict(layout)
+        for key, value in (("size", size), ("codec", codec), ("bitrate", bitrate), ("maxrate", maxrate),
+                           ("bufsize", bufsize), ("preset", preset), ("rateDivisor", rate_divisor)):
+            if value is not None:
+                body[key] = value
         return int(self._json("POST", f"/v1/takes/{self._id(take)}/outputs", body)["index"])
 
     def remove_output(self, take: str | Mapping[str, Any], index: int) -> dict[str, Any]:
