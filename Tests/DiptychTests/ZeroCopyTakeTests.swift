@@ -17,6 +17,9 @@ final class HostMemoryTargets: ZeroCopyDevice, @unchecked Sendable {
     private var targets: [Int: (gpu: GPUCompositor, id: EncoderTargetID)] = [:]
     private var next = 0
     private(set) var counts: [String: Int] = [:]
+    private var sizes: Set<PixelSize> = []
+    /// The sizes of the buffers the ring asked for.
+    var allocatedSizes: Set<PixelSize> { lock.lock(); defer { lock.unlock() }; return sizes }
 
     /// Fences report "not yet" unless waited for, as on a loaded machine:
     /// frames stay in flight until the ring needs their buffers.
@@ -33,6 +36,7 @@ final class HostMemoryTargets: ZeroCopyDevice, @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         next += 1
         counts["allocate", default: 0] += 1
+        sizes.insert(size)
         return EncoderTargetBuffer(id: next, frame: DmaBufFrame(width: size.width, height: size.height, fourcc: DmaBufFrame.nv12,
                                                                  modifier: modifier, planes: [.init(fd: -1, stride: size.width),
                                                                                               .init(fd: -1, stride: size.width)]))
@@ -148,6 +152,27 @@ final class HostMemoryTargets: ZeroCopyDevice, @unchecked Sendable {
                 + (plainLog.all + zeroLog.all).filter { $0.contains("warning") }.joined(separator: " | ")
         }
         #expect(differ == 0, "\(differ) rows differ from the readback take: \(where_.joined(separator: ", "))\(why)")
+    }
+
+    /// An output of its own size and rate (a ladder's rung) gets a ring of
+    /// encoder targets of its size, and only its frames go through it.
+    @Test func rungHasARingOfItsSize() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let log = LogLines(), devices = Devices()
+        let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: dir.path("main.mp4"), duration: 1,
+                                    extra: ["--secondary-timeout", "120", "--also-out", dir.path("rung.mp4"), "--also-size", "160x120",
+                                            "--also-rate-divisor", "2"])
+        let summary = try RecordingSession(configuration: config, hooks: hooks(log, devices: devices)).run()
+        #expect(summary.frames == 30 && summary.outputs.map(\.frames) == [15])
+        // The trial's device, then the main output's ring and the rung's.
+        let rings = Array(devices.list.dropFirst())
+        #expect(rings.count == 2)
+        #expect(rings.map(\.allocatedSizes) == [[PixelSize(width: 320, height: 240)], [PixelSize(width: 160, height: 120)]])
+        #expect(rings.map { $0.count(of: "encode") } == [30, 15])
+        let rung = try decodeAll(dir.path("rung.mp4")).frames, main = try decodeAll(dir.path("main.mp4")).frames
+        #expect(main.count == 30 && rung.count == 15)
+        #expect(rung.allSatisfy { $0.frame.width == 160 && $0.frame.height == 120 })
+        #expect(zip(rung, stride(from: 0, to: 30, by: 2)).allSatisfy { r, k in r.pts == main[k].pts }, "the rung's frames at the take's times")
     }
 
     /// Rows (of every plane of 320x240 frames) that differ between two takes, and where.
