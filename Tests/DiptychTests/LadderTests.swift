@@ -148,6 +148,22 @@ import DiptychOptions
         for f in ["main.mp4", "small.mp4"] { try SplitRecordingTests.decodesCleanly(dir.path(f)) }
     }
 
+    /// A lost GPU context is rebuilt with each output's target at its own
+    /// canvas: the rung keeps its size and every frame it takes, at the take's times.
+    @Test func rebuiltContextKeepsEachRungsCanvas() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: dir.path("main.mp4"), duration: 2,
+                                    extra: ["--secondary-timeout", "120", "--also-out", dir.path("rung.mp4"), "--also-size", "160x120",
+                                            "--also-rate-divisor", "2"])
+        let summary = try RecordingSession(configuration: config,
+                                           hooks: SessionHooks(storage: plentyOfSpace, simulateContextLossAtFrames: [5, 12, 13])).run()
+        #expect(summary.gpuRebuilds == 3 && summary.frames == 60 && summary.outputs.map(\.frames) == [30])
+        let main = try decodeAll(dir.path("main.mp4")).frames, rung = try decodeAll(dir.path("rung.mp4")).frames
+        #expect(main.map(\.counter) == (0..<60).map { Optional($0) })
+        #expect(rung.count == 30 && rung.allSatisfy { $0.frame.width == 160 && $0.frame.height == 120 })
+        #expect(zip(rung, stride(from: 0, to: 60, by: 2)).allSatisfy { r, k in r.pts == main[k].pts })
+    }
+
     /// Bad values: exit 2, one line naming the option or the JSON field, nothing written.
     @Test(arguments: [
         (["--out", "a.mp4", "--also-out", "b.mp4", "--also-size", "641x360"], "--also-size '641x360': width and height must be even"),

@@ -19,6 +19,11 @@ import DiptychOptions
         case "--thermal-state": return "fair"
         case "--switch-secondary": return "1=testsrc:gradient"
         case "--also-layout": return "stacked"
+        case "--also-size": return "320x180"
+        case "--also-codec": return "hevc"
+        case "--also-bitrate", "--also-maxrate", "--also-bufsize": return "800k"
+        case "--also-preset": return "faster"
+        case "--also-rate-divisor": return "2"
         case "--config": return nil
         case "--fps": return "30"
         case "--queue": return "8"
@@ -55,7 +60,7 @@ import DiptychOptions
             guard flag != "--config" else { continue }
             let value = Self.sample(o)
             var args = value.map { [flag, $0] } ?? [flag]
-            if flag == "--also-layout" { args = ["--also-out", "y.ts"] + args }
+            if flag == "--also-layout" || flag.hasPrefix("--also-") && flag != "--also-out" { args = ["--also-out", "y.ts"] + args }
             if flag == "--bufsize" { args = ["--maxrate", "4M"] + args }
             // diptych record
             let record = Result { () throws(ConfigurationError) in try TakeConfiguration.parse(arguments: args) }
