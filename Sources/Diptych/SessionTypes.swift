@@ -199,6 +199,8 @@ public struct OutputSummary: Sendable, Codable, Hashable {
     public var canvas: String?
     public var frameRate: String?
     public var bitrate: Int?
+    /// A split output's files (its `segmentTime` on an MP4 or Matroska file), as `TakeSummary.segments`.
+    public var segments: [WrittenSegment]?
 }
 
 /// A live output's disconnection: when (take time) and for how long.

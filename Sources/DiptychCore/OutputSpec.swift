@@ -9,12 +9,13 @@ public struct OutputSpec: Hashable, Sendable {
     public var format: ContainerFormat?
     /// nil: the take's own layout (and its changes).
     public var layout: Layout?
-    /// `--segment-time SECONDS` (the main output only): the file is split
-    /// into `segmentPath(out, index:)` files of about this length; nil: one
-    /// file. HLS: the segment length (nil: `HLSNaming.defaultSegmentTime`).
+    /// `--segment-time SECONDS` (`alsoOut`'s `segmentTime`,
+    /// `--also-segment-time`): the file is split into `SegmentNaming`'s
+    /// files of about this length; nil: one file. HLS: the segment length
+    /// (nil: `HLSNaming.defaultSegmentTime`).
     public var segmentTime: Double?
-    /// `--hls-list-size N` (an HLS main output only): segments the live
-    /// playlist lists; nil or 0: all.
+    /// `--hls-list-size N` (`alsoOut`'s `hlsListSize`, `--also-hls-list-size`;
+    /// an HLS output only): segments the live playlist lists; nil or 0: all.
     public var hlsListSize: Int?
     /// Images drawn over this output's streams (JSON `overlays` of an `alsoOut` entry).
     public var overlays: [ImageOverlay] = []
@@ -32,6 +33,38 @@ public struct OutputSpec: Hashable, Sendable {
 
     /// The container: `format` when given, else inferred from `out`.
     public var container: ContainerFormat? { format ?? ContainerFormat.infer(from: out) }
+
+    /// Whether the output is a split recording (`segmentTime` on an MP4 or
+    /// Matroska file: `SegmentNaming`'s files, not `out` itself).
+    public var splits: Bool { segmentTime != nil && (container == .mp4 || container == .matroska) }
+
+    /// Why `segmentTime` and `hlsListSize` do not fit this output (nil when
+    /// they do): a length of 0 to 10000000 s on an MP4, Matroska or HLS
+    /// file; a list size of 0 to 1000000 on HLS. The error names
+    /// `fields` (`--segment-time`, `alsoOut[1].segmentTime`); `named` is
+    /// what the output is called in it (`--out`).
+    public func segmentsError(fields: (segmentTime: String, hlsListSize: String), named: String) -> ConfigurationError? {
+        if let t = segmentTime {
+            let text = t.isFinite && t == t.rounded() && abs(t) < 1e15 ? String(Int(t)) : "\(t)"
+            if !(t > 0 && t <= 1e7) {
+                return ConfigurationError(field: fields.segmentTime, value: text, reason: "must be a positive number of seconds, at most 10000000")
+            }
+            let file = !ContainerFormat.isLive(out) && (!out.contains("://") || out.lowercased().hasPrefix("file:"))
+            if !file || !(container == .mp4 || container == .matroska || container == .hls) {
+                return ConfigurationError(field: fields.segmentTime, value: text,
+                                          reason: "splits MP4 and Matroska files and sets the segment length of HLS only, not '\(out)'")
+            }
+        }
+        if let n = hlsListSize {
+            if !(0...1_000_000).contains(n) {
+                return ConfigurationError(field: fields.hlsListSize, value: String(n), reason: "must be a whole number of segments, 0 to 1000000")
+            }
+            if container != .hls {
+                return ConfigurationError(field: fields.hlsListSize, value: String(n), reason: "applies to an HLS \(named) (.m3u8) only, not '\(out)'")
+            }
+        }
+        return nil
+    }
 }
 
 /// An output's own encoding (`alsoOut`'s `size`, `codec`, `bitrate`,

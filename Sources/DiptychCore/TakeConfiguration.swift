@@ -227,25 +227,8 @@ public struct TakeConfiguration: Hashable, Sendable {
            inferred == .rtmp || inferred == .srt || f == .rtmp || f == .srt {
             throw ConfigurationError(field: "--format", value: f.rawValue, reason: "does not match the output '\(out)' (\(inferred.rawValue))")
         }
-        if let t = segmentTime {
-            let text = t.isFinite && t == t.rounded() && abs(t) < 1e15 ? String(Int(t)) : "\(t)"
-            if !(t > 0 && t <= 1e7) {
-                throw ConfigurationError(field: "--segment-time", value: text, reason: "must be a positive number of seconds, at most 10000000")
-            }
-            let file = !ContainerFormat.isLive(out) && (!out.contains("://") || out.lowercased().hasPrefix("file:"))
-            if !file || !(container == .mp4 || container == .matroska || container == .hls) {
-                throw ConfigurationError(field: "--segment-time", value: text,
-                                         reason: "splits MP4 and Matroska files and sets the segment length of HLS only, not '\(out)'")
-            }
-        }
-        if let n = hlsListSize {
-            if !(0...1_000_000).contains(n) {
-                throw ConfigurationError(field: "--hls-list-size", value: String(n), reason: "must be a whole number of segments, 0 to 1000000")
-            }
-            if container != .hls {
-                throw ConfigurationError(field: "--hls-list-size", value: String(n), reason: "applies to an HLS --out (.m3u8) only, not '\(out)'")
-            }
-        }
+        if let e = OutputSpec(out: out, format: format, segmentTime: segmentTime, hlsListSize: hlsListSize)
+            .segmentsError(fields: ("--segment-time", "--hls-list-size"), named: "--out") { throw e }
         if let s = canvasSize {
             if s.width <= 0 || s.height <= 0 {
                 throw ConfigurationError(field: "--size", value: s.description, reason: "width and height must be positive")
@@ -321,6 +304,7 @@ public struct TakeConfiguration: Hashable, Sendable {
                 throw ConfigurationError(field: "--also-out", value: o.out, reason: "names an output given already")
             }
             if let l = o.layout, let e = l.validationError() { throw e }
+            if let e = o.segmentsError(fields: ("alsoOut[\(i)].segmentTime", "alsoOut[\(i)].hlsListSize"), named: "output") { throw e }
             try checkEncoding(o.encoding, field: "alsoOut[\(i)]")
             if let s = o.encoding.size ?? canvasSize, let e = outputLayoutError(o, canvas: s, field: "alsoOut[\(i)]") { throw e }
         }

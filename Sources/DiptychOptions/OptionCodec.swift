@@ -300,6 +300,8 @@ enum OptionCodec {
         if let l = o.layout { out["layout"] = OptionParser.encodeLayout(l) }
         if !o.overlays.isEmpty { out["overlays"] = .array(o.overlays.map(encode)) }
         if !o.texts.isEmpty { out["texts"] = .array(o.texts.map(encode)) }
+        if let v = o.segmentTime { out["segmentTime"] = .number(v) }
+        if let v = o.hlsListSize { out["hlsListSize"] = .number(Double(v)) }
         let e = o.encoding
         if let v = e.size { out["size"] = .string(v.description) }
         if let v = e.codec { out["codec"] = .string(v.rawValue) }
@@ -314,7 +316,7 @@ enum OptionCodec {
     /// The keys of an output's own encoding, as the main options spell them (`OutputEncoding`).
     static let encodingKeys: Set<String> = ["size", "codec", "bitrate", "maxrate", "bufsize", "preset", "rateDivisor"]
     /// Every key of an output's object (`alsoOut`'s entries, `POST .../outputs`).
-    static let outputKeys = Set(["out", "format", "layout", "overlays", "texts"]).union(encodingKeys)
+    static let outputKeys = Set(["out", "format", "layout", "overlays", "texts", "segmentTime", "hlsListSize"]).union(encodingKeys)
 
     /// An output's own encoding from its object's keys (`encodingKeys`), checked as far as it can be without the take.
     static func decodeEncoding(_ o: [String: JSONValue], field f: String) throws(ConfigurationError) -> OutputEncoding {
@@ -345,7 +347,7 @@ enum OptionCodec {
         return out
     }
 
-    /// One output: `{"out": URL, "format": "mp4", "layout": {...}, "size": "640x360", "bitrate": "800k", ...}`
+    /// One output: `{"out": URL, "format": "mp4", "layout": {...}, "segmentTime": 2, "size": "640x360", "bitrate": "800k", ...}`
     /// (the server's `POST /v1/takes/{id}/outputs` body, one `alsoOut` element).
     static func decodeOutput(_ item: JSONValue, field f: String) throws(ConfigurationError) -> OutputSpec {
         let o = try object(item, field: f, keys: outputKeys)
@@ -355,6 +357,17 @@ enum OptionCodec {
         if let l = o["layout"] { spec.layout = try OptionParser.decodeLayout(l, field: "\(f).layout") }
         if let l = o["overlays"] { spec.overlays = try decodeOverlays(l, field: "\(f).overlays") }
         if let l = o["texts"] { spec.texts = try decodeTexts(l, field: "\(f).texts") }
+        if let v = o["segmentTime"] {
+            switch v {
+            case .number(let d): spec.segmentTime = d
+            case .string(let t):
+                guard let d = Double(t), d.isFinite else { throw ConfigurationError(field: "\(f).segmentTime", value: t, reason: "must be a number of seconds") }
+                spec.segmentTime = d
+            default: throw .json("\(f).segmentTime", v, "expected a number of seconds, found \(v.kindName)")
+            }
+        }
+        if let v = o["hlsListSize"] { spec.hlsListSize = try decodeWhole(v, field: "\(f).hlsListSize", range: 0...1_000_000) }
+        if let e = spec.segmentsError(fields: ("\(f).segmentTime", "\(f).hlsListSize"), named: "output") { throw e }
         spec.encoding = try decodeEncoding(o, field: f)
         return spec
     }

@@ -55,6 +55,19 @@ extension Option {
         try set(&v.take.extraOutputs[last].encoding)
     }
 
+    /// Sets the last `--also-out`'s segment length or playlist size, checked
+    /// against that output at once (one line naming the flag).
+    private static func alsoOutput(_ v: inout OptionValues, _ text: String, _ field: String,
+                                   _ set: (inout OutputSpec) -> Void) throws(ConfigurationError) {
+        guard let last = v.take.extraOutputs.indices.last else {
+            throw ConfigurationError(field: field, value: text, reason: "comes after the --also-out it applies to")
+        }
+        var o = v.take.extraOutputs[last]
+        set(&o)
+        if let e = o.segmentsError(fields: (field, field), named: "--also-out") { throw ConfigurationError(field: field, value: text, reason: e.reason) }
+        v.take.extraOutputs[last] = o
+    }
+
     /// A role's source as JSON: a string, or a list when it has fallbacks.
     private static func sourceList(_ head: SourceSpec, _ fallbacks: [SourceSpec]) -> JSONValue {
         fallbacks.isEmpty ? .string(head.description) : .array(([head] + fallbacks).map { .string($0.description) })
@@ -131,6 +144,17 @@ extension Option {
                       throw ConfigurationError(field: f, value: t, reason: "comes after the --also-out it applies to")
                   }
                   v.alsoLayoutKinds[v.take.extraOutputs.count - 1] = try LayoutKind.parse(t, field: f)
+              }, get: { _ in nil }),
+        .text("--also-segment-time", nil, "SECONDS",
+              "split the last --also-out (an MP4 or Matroska file) as --segment-time splits --out; for HLS, its segment length (JSON: alsoOut's \"segmentTime\")",
+              scopes: [.record], set: { v, t, f throws(ConfigurationError) in
+                  let d = try seconds(t, field: f)
+                  try alsoOutput(&v, t, f) { o in o.segmentTime = d }
+              }, get: { _ in nil }),
+        .text("--also-hls-list-size", nil, "N", "the last --also-out's live playlist lists the last N segments, as --hls-list-size (JSON: \"hlsListSize\")",
+              scopes: [.record], set: { v, t, f throws(ConfigurationError) in
+                  guard let n = Int(t) else { throw ConfigurationError(field: f, value: t, reason: "must be a whole number of segments, 0 to 1000000") }
+                  try alsoOutput(&v, t, f) { o in o.hlsListSize = n }
               }, get: { _ in nil }),
         .text("--also-size", nil, "WxH",
               "the last --also-out's canvas: drawn at this size from the same uploaded pictures, a rung of a ladder (default: the take's; JSON: alsoOut's \"size\")",

@@ -19,11 +19,25 @@ enum OutputClaims {
 
     static func isFile(_ path: String) -> Bool { FileIdentity(path) != nil }
 
+    /// The fields of `files(config)` that name split outputs (their files are `SegmentNaming`'s, not the name itself).
+    static func splitFields(_ config: TakeConfiguration) -> Set<String> {
+        var f: Set<String> = config.splitsOutput ? ["out"] : []
+        for (i, o) in config.extraOutputs.enumerated() where o.splits { f.insert("alsoOut[\(i)].out") }
+        return f
+    }
+
+    /// The split outputs `take` writes: its main output, extra outputs and added ones that split.
+    static func splitOutputs(of take: Take) -> [String] {
+        let c = take.configuration
+        return ((c.splitsOutput ? [c.output].compactMap { $0 } : []) + (c.extraOutputs + take.addedOutputs).filter(\.splits).map(\.out)).filter(isFile)
+    }
+
     /// The recordings of `take` (its output, extra outputs and those added
     /// while it runs; a split output's files, once it has ended).
     static func recordings(of take: Take) -> [String] {
-        let segments = take.summary?.segments?.map(\.path) ?? []
-        return (files(take.configuration).filter { $0.field != "preview" }.map(\.path) + take.addedOutputs.map(\.out) + segments).filter(isFile)
+        let segments = (take.summary?.segments ?? []) + (take.summary?.outputs.flatMap { $0.segments ?? [] } ?? [])
+        return (files(take.configuration).filter { $0.field != "preview" }.map(\.path) + take.addedOutputs.map(\.out) + segments.map(\.path))
+            .filter(isFile)
     }
 
     /// Whether the file `id` is one of the files a split output `out` writes
@@ -78,8 +92,8 @@ enum OutputClaims {
         for t in takes {
             if t.state.isActive {
                 if written(by: t).contains(where: same) { return .conflict("\(field) '\(path)': take \(t.id) is writing it") }
-                // A running split take writes its output's numbered files; a new split output would write those of its own.
-                if t.configuration.splitsOutput, let out = t.configuration.output, isSegment(id, of: out) {
+                // A running split output writes its numbered files; a new split output would write those of its own.
+                if splitOutputs(of: t).contains(where: { isSegment(id, of: $0) }) {
                     return .conflict("\(field) '\(path)': take \(t.id) is writing it (a file of its split output)")
                 }
                 // A running HLS take writes its segments beside its playlist.

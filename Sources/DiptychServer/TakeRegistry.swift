@@ -249,9 +249,10 @@ final class TakeRegistry: @unchecked Sendable {
         if draining { throw .unavailable("the server is shutting down") }
         let active = takes.values.filter { $0.state.isActive }
         let running = active.map(\.admissionLoad) + reservedEncodes
+        let splitting = OutputClaims.splitFields(config)
         for (field, path) in OutputClaims.files(config) {
             if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), retired: retired, reserved: reserved,
-                                             split: field == "out" && config.splitsOutput) { throw e }
+                                             split: splitting.contains(field)) { throw e }
         }
         let lagging = Self.slowest(active)
         let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,
@@ -285,7 +286,8 @@ final class TakeRegistry: @unchecked Sendable {
         let added = take.load.output(for: spec)
         let encode = TakeLoad(width: added.width, height: added.height, fps: added.fps)
         let refusal: RequestError? = lock.withLock {
-            if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), retired: retired, reserved: reserved) { return e }
+            if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), retired: retired, reserved: reserved,
+                                                   split: spec.splits) { return e }
             let active = takes.values.filter { $0.state.isActive }
             let lagging = Self.slowest(active)
             let decision = Admission.decide(new: encode, running: active.map(\.admissionLoad) + reservedEncodes, lagging: lagging,

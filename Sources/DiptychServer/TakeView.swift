@@ -35,9 +35,14 @@ struct TakeView: Encodable {
         var rateDivisor: Int?
         /// Its frame rate where it has a divisor: the take's (as admitted) over it.
         var frameRate: Double?
+        /// Its segment length (a split file, or HLS) and live playlist's size, where set.
+        var segmentTime: Double?
+        var hlsListSize: Int?
 
-        init(index: Int, url: String, layout: AnyJSON, preview: String?, encoding e: OutputEncoding = OutputEncoding(), takeRate: Double? = nil) {
+        init(index: Int, url: String, layout: AnyJSON, preview: String?, encoding e: OutputEncoding = OutputEncoding(), takeRate: Double? = nil,
+             segmentTime: Double? = nil, hlsListSize: Int? = nil) {
             self.index = index; self.url = url; self.layout = layout; self.preview = preview
+            self.segmentTime = segmentTime; self.hlsListSize = hlsListSize
             size = e.size?.description; codec = e.codec?.rawValue; bitrate = e.bitrate; maxrate = e.maxrate; bufsize = e.bufsize
             preset = e.preset; rateDivisor = e.rateDivisor
             if let d = e.rateDivisor, let r = takeRate { frameRate = r / Double(d) }
@@ -110,11 +115,12 @@ struct TakeView: Encodable {
         let main = layout
         outputs = [Output(index: 0, url: s.configuration.output ?? "", layout: main, preview: s.configuration.preview)]
             + s.configuration.extraOutputs.enumerated().map { i, o in
-                Output(index: i + 1, url: o.out, layout: o.layout.map(LayoutJSON.value) ?? main, preview: nil, encoding: o.encoding, takeRate: s.load.fps)
+                Output(index: i + 1, url: o.out, layout: o.layout.map(LayoutJSON.value) ?? main, preview: nil, encoding: o.encoding, takeRate: s.load.fps,
+                       segmentTime: o.segmentTime, hlsListSize: o.hlsListSize)
             }
             + s.added.map {
                 Output(index: $0.key, url: $0.value.out, layout: $0.value.layout.map(LayoutJSON.value) ?? main, preview: nil,
-                       encoding: $0.value.encoding, takeRate: s.load.fps)
+                       encoding: $0.value.encoding, takeRate: s.load.fps, segmentTime: $0.value.segmentTime, hlsListSize: $0.value.hlsListSize)
             }
         cost = Cost(cpuCores: model?.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load)
         error = s.error

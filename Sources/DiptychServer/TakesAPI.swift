@@ -170,7 +170,7 @@ struct RemovedOutput: Encodable {
     var id: String
     var index: Int
     var summary: OutputSummary
-    enum Keys: String, CodingKey { case id, index, output, frames, failure, dropped, outages, lost, canvas, frameRate, bitrate }
+    enum Keys: String, CodingKey { case id, index, output, frames, failure, dropped, outages, lost, canvas, frameRate, bitrate, segments }
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
         try c.encode(id, forKey: .id)
@@ -184,6 +184,7 @@ struct RemovedOutput: Encodable {
         try c.encodeIfPresent(summary.canvas, forKey: .canvas)
         try c.encodeIfPresent(summary.frameRate, forKey: .frameRate)
         try c.encodeIfPresent(summary.bitrate, forKey: .bitrate)
+        try c.encodeIfPresent(summary.segments, forKey: .segments)
     }
 }
 

@@ -430,6 +430,46 @@ import Testing
         #expect(small.count >= 30, "\(small.count) frames in the added output")
     }
 
+    /// A split `alsoOut` (`segmentTime`) and a split added output: their
+    /// files are claimed while the take runs (another take may not write
+    /// them), and their summaries list them.
+    @Test func splitOutputsBesideTheMainOneOverHTTP() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        let created = try server.request("POST", "/v1/takes", json([
+            "primary": "testsrc:counter:320x180@30", "out": "main.mp4", "preset": "ultrafast", "audio": "none",
+            "alsoOut": [["out": "part.mkv", "segmentTime": 1, "size": "160x90"]]]))
+        #expect(created.status == 201, "\(created.text)")
+        let id = try #require(created.json["id"] as? String)
+        let outputs = created.json["outputs"] as? [[String: Any]] ?? []
+        #expect(outputs.count == 2 && outputs.last?["segmentTime"] as? Double == 1, "\(outputs)")
+        try server.waitForTake(id) { frames($0) >= 15 }
+        let clash = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "part-0002.mkv"]))
+        #expect(clash.status == 409 && clash.error.contains("a file of its split output"), "\(clash.text)")
+        let bad = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "x.ts", "segmentTime": 1]))
+        #expect(bad.status == 400 && bad.error.contains("output.segmentTime"), "\(bad.text)")
+        let added = try server.request("POST", "/v1/takes/\(id)/outputs", json(["out": "added.mp4", "segmentTime": 0.5]))
+        #expect(added.status == 201, "\(added.text)")
+        let index = try #require(added.json["index"] as? Int)
+        let mid = try server.take(id)
+        try server.waitForTake(id) { frames($0) >= frames(mid) + 40 }
+        let addedClash = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "added-0001.mp4"]))
+        #expect(addedClash.status == 409, "\(addedClash.text)")
+        let removed = try server.request("DELETE", "/v1/takes/\(id)/outputs/\(index)")
+        let removedFiles = removed.json["segments"] as? [[String: Any]] ?? []
+        #expect(removed.status == 200 && removedFiles.count >= 2 && (removedFiles.first?["path"] as? String)?.hasSuffix("/added-0001.mp4") == true,
+                "\(removed.text)")
+        let ended = try server.request("DELETE", "/v1/takes/\(id)")
+        let summaries = (ended.json["summary"] as? [String: Any])?["outputs"] as? [[String: Any]] ?? []
+        let part = summaries.first { ($0["output"] as? String)?.hasSuffix("part.mkv") == true }
+        let files = part?["segments"] as? [[String: Any]] ?? []
+        #expect(files.count >= 1 && (files.first?["path"] as? String)?.hasSuffix("part-0001.mkv") == true, "\(summaries)")
+        #expect(files.allSatisfy { FileManager.default.fileExists(atPath: dir.path(($0["path"] as? String).map { SegmentNaming.lastComponent($0) } ?? "")) })
+        // A finished take's files are its recording: no new take writes over them.
+        let reuse = try server.request("POST", "/v1/takes", json(["primary": "testsrc:smpte:320x240@30", "out": "part-0001.mkv"]))
+        #expect(reuse.status == 409, "\(reuse.text)")
+    }
+
     @Test func outputsAddedAndRemovedOverHTTP() throws {
         let dir = Scratch(); defer { dir.remove() }
         let server = try ServeProcess([], in: dir.path); defer { server.stop() }

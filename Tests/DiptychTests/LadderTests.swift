@@ -216,8 +216,9 @@ import DiptychOptions
     /// own whole once it sets any of bitrate, maxrate and bufsize; the rate
     /// divides in lowest terms.
     @Test func encodingFieldsAndTheirRules() throws {
-        let json = try JSONValue(parsing: Data(#"{"out": "r.ts", "size": "640x360", "codec": "hevc", "bitrate": "800k", "maxrate": 1000000, "bufsize": "2M", "preset": "faster", "rateDivisor": 2}"#.utf8), source: "test")
+        let json = try JSONValue(parsing: Data(#"{"out": "r.mkv", "size": "640x360", "codec": "hevc", "bitrate": "800k", "maxrate": 1000000, "bufsize": "2M", "preset": "faster", "rateDivisor": 2, "segmentTime": 4}"#.utf8), source: "test")
         let spec = try OptionParser.decodeOutput(json, field: "output")
+        #expect(spec.segmentTime == 4 && spec.splits)
         #expect(spec.encoding == OutputEncoding(size: PixelSize(width: 640, height: 360), codec: .hevc, bitrate: 800_000, maxrate: 1_000_000,
                                                 bufsize: 2_000_000, preset: "faster", rateDivisor: 2))
         var take = try TakeConfiguration.parse(arguments: ["--primary", "testsrc:counter", "--out", "a.mp4", "--bitrate", "4M", "--maxrate", "5M"])

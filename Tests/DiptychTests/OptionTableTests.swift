@@ -24,6 +24,8 @@ import DiptychOptions
         case "--also-bitrate", "--also-maxrate", "--also-bufsize": return "800k"
         case "--also-preset": return "faster"
         case "--also-rate-divisor": return "2"
+        case "--also-segment-time": return "2"
+        case "--also-hls-list-size": return "3"
         case "--config": return nil
         case "--fps": return "30"
         case "--queue": return "8"
@@ -60,7 +62,9 @@ import DiptychOptions
             guard flag != "--config" else { continue }
             let value = Self.sample(o)
             var args = value.map { [flag, $0] } ?? [flag]
-            if flag == "--also-layout" || flag.hasPrefix("--also-") && flag != "--also-out" { args = ["--also-out", "y.ts"] + args }
+            if flag.hasPrefix("--also-") && flag != "--also-out" {
+                args = ["--also-out", flag == "--also-hls-list-size" ? "y.m3u8" : "y.mp4"] + args
+            }
             if flag == "--bufsize" { args = ["--maxrate", "4M"] + args }
             // diptych record
             let record = Result { () throws(ConfigurationError) in try TakeConfiguration.parse(arguments: args) }

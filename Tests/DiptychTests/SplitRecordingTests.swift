@@ -189,6 +189,76 @@ import DiptychCore
         try expectRefusedWritingNothing(args, naming: named)
     }
 
+    /// An `--also-out` splits as `--out` does (`--also-segment-time`, JSON
+    /// `segmentTime`), at its own size beside a main output written whole,
+    /// and an HLS `--also-out` takes its own segment length and playlist
+    /// size: each file whole and decoded by FFmpeg and GStreamer, the
+    /// summary's outputs listing the split one's files.
+    @Test(.timeLimit(.minutes(2)))
+    func alsoOutSplitsAndSetsItsHLSSegments() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.path("live"), withIntermediateDirectories: true)
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "3", "--preset", "ultrafast",
+                            "--audio", "none", "--out", "main.mp4",
+                            "--also-out", "part.mkv", "--also-segment-time", "1", "--also-size", "160x120",
+                            "--also-out", "live/index.m3u8", "--also-segment-time", "1", "--also-hls-list-size", "2", "--json"],
+                           in: dir.url.path)
+        try #require(r.status == 0, "\(r.stderr)")
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        #expect(summary.segments == nil && summary.frames == 90)
+        let split = try #require(summary.outputs.first { $0.output == "part.mkv" })
+        let files = try #require(split.segments)
+        #expect(files.map(\.path) == ["part-0001.mkv", "part-0002.mkv", "part-0003.mkv"] && files.map(\.frames) == [30, 30, 30])
+        #expect(files.map(\.start) == [0, 1, 2] && split.frames == 90)
+        #expect(!FileManager.default.fileExists(atPath: dir.path("part.mkv")))
+        for f in files {
+            #expect(try Self.countedFrames(dir.path(f.path)) == 30)
+            let size = try run("/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "stream=width,height", "-of", "csv=p=0",
+                                                   dir.path(f.path)])
+            #expect(size.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "160,120")
+            #expect(try Self.packets(dir.path(f.path), "v").first?.key == true)
+            try Self.decodesCleanly(dir.path(f.path))
+        }
+        #expect(try Self.countedFrames(dir.path("main.mp4")) == 90)
+        // The HLS output: one-second segments, all listed once the take is over.
+        let playlist = try String(contentsOfFile: dir.path("live/index.m3u8"), encoding: .utf8)
+        #expect(playlist.contains("#EXT-X-TARGETDURATION:1\n") && playlist.contains("#EXT-X-ENDLIST"), "\(playlist)")
+        #expect(playlist.split(separator: "\n").filter { $0.hasSuffix(".m4s") } == ["index-0001.m4s", "index-0002.m4s", "index-0003.m4s"], "\(playlist)")
+        #expect(try HLSOutputTests.playlistFrames(dir.path("live/index.m3u8")) == 90)
+        try HLSOutputTests.gstreamerPlays(dir.path("live/index.m3u8"))
+    }
+
+    /// An `--also-out`'s segments: bad values and outputs that cannot be
+    /// split, a file of its names already there, another output named as
+    /// one of its files: exit 2, one line naming the option, nothing written.
+    @Test(arguments: [
+        (["--out", "a.mp4", "--also-out", "b.ts", "--also-segment-time", "2"], "--also-segment-time '2': splits MP4 and Matroska files"),
+        (["--out", "a.mp4", "--also-out", "b.mp4", "--also-segment-time", "0"], "--also-segment-time '0': must be a positive number"),
+        (["--out", "a.mp4", "--also-out", "b.mp4", "--also-hls-list-size", "3"], "--also-hls-list-size '3': applies to an HLS --also-out (.m3u8) only"),
+        (["--out", "a.mp4", "--also-segment-time", "2"], "--also-segment-time '2': comes after the --also-out it applies to"),
+        (["--out", "take-0001.mp4", "--also-out", "take.mp4", "--also-segment-time", "1"],
+         "--also-out 'take.mp4': its files would include take-0001.mp4"),
+    ])
+    func alsoOutSegmentsRefused(args: [String], named: String) throws {
+        try expectRefusedWritingNothing(args, naming: named)
+    }
+
+    @Test func alsoOutSegmentsRefusedFromJSON() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: dir.path("part-0002.mp4")))
+        for (entry, named) in [(#""segmentTime": 0"#, "alsoOut[0].segmentTime: '0': must be a positive number"),
+                               (#""segmentTime": "soon""#, "alsoOut[0].segmentTime: 'soon': must be a number of seconds"),
+                               (#""hlsListSize": -1"#, "alsoOut[0].hlsListSize: expected a whole number from 0 to 1000000"),
+                               (#""segmentTime": 2"#, "--also-out 'part.mp4': \(dir.path("part-0002.mp4")) exists already")] {
+            let json = #"{"primary": "testsrc:counter:320x240@30", "duration": 1, "out": "a.mp4", "alsoOut": [{"out": "part.mp4", "# + entry + "}]}"
+            try Data(json.utf8).write(to: URL(fileURLWithPath: dir.path("take.json")))
+            let r = try runCLI(["record", "--config", "take.json"], in: dir.url.path)
+            #expect(r.status == 2 && r.stderr.split(separator: "\n").count == 1 && r.stderr.contains(named), "\(entry): \(r.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.url.path).sorted() == ["part-0002.mp4", "take.json"])
+        }
+        #expect(try String(contentsOfFile: dir.path("part-0002.mp4"), encoding: .utf8) == "keep me")
+    }
+
     /// The `--config` JSON key and the names of the files.
     @Test func namesAndJSON() throws {
         #expect(SegmentNaming.path("take.mp4", index: 1) == "take-0001.mp4")

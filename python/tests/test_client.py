@@ -167,6 +167,9 @@ def test_outputs_with_their_own_encoding(server: ServeProcess, tmp_path: Any) ->
     with pytest.raises(diptych.BadRequest) as zero:
         c.add_output(t, str(tmp_path / "zero.mp4"), rate_divisor=0)
     assert zero.value.message.startswith("output.rateDivisor"), zero.value.message
+    with pytest.raises(diptych.BadRequest) as unsplit:
+        c.add_output(t, str(tmp_path / "x.ts"), segment_time=1)
+    assert unsplit.value.message.startswith("output.segmentTime"), unsplit.value.message
     index = c.add_output(t, small, size="96x54", bitrate="100k", preset="ultrafast")
     start = c.take(t)["frames"]
     c.wait(t, until=lambda x: x["frames"] >= start + 30, timeout=60)

@@ -40,8 +40,13 @@ extension TakeRun {
                 reply(.failure(.configuration(error)))
                 return
             }
-            // Its own encoding: checked as an alsoOut's is, its layout against its canvas.
+            // Its segments and its own encoding: checked as an alsoOut's are, its layout against its canvas.
             do throws(SessionError) {
+                if let e = spec.segmentsError(fields: ("output.segmentTime", "output.hlsListSize"), named: "output") { throw .configuration(e) }
+                if spec.splits, let id = FileIdentity(spec.out), let existing = TakeSetup.existingSegment(of: id.path) {
+                    throw .configuration(ConfigurationError(field: "output.out", value: spec.out,
+                                                            reason: "\(existing) exists already; a split recording never writes over a file"))
+                }
                 try OutputRendition.check(spec, config: config, field: "output")
                 if let size = spec.encoding.size {
                     try TakeSetup.checkCanvas(size, on: gpu.gpu, field: "output.size", value: size.description)
@@ -136,13 +141,15 @@ extension TakeRun {
 
     /// What `e` took: frames sent (a reconnecting stream's lost frames
     /// apart; for a file cut short by a full disk, the frames it holds),
-    /// dropped, outages; its canvas, rate and bit rate (`rendition`).
+    /// dropped, outages; a split output's files; its canvas, rate and bit rate (`rendition`).
     static func summary(of e: EncoderStage, rendition: OutputRendition?, failure: MediaError?) -> OutputSummary {
         let reconnecting = e.sink as? ReconnectingOutput
         let lost = reconnecting?.framesLost
         let frames = (e.sink as? MediaWriter)?.framesInFile ?? e.written - (lost ?? 0)
         var s = OutputSummary(output: e.name, frames: frames, failure: failure.map { "\($0)" }, dropped: e.dropped,
                               outages: reconnecting?.outages ?? [], lost: lost)
+        let segments = e.sink.segments
+        if !segments.isEmpty { s.segments = segments }
         if let r = rendition {
             s.canvas = r.canvas.description
             s.frameRate = r.video.frameRate.description

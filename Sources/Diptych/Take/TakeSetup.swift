@@ -493,9 +493,23 @@ enum TakeSetup {
             }
             writes.append((field, id))
         }
-        if config.splitsOutput, let id = FileIdentity(output), let existing = existingSegment(of: id.path) {
-            throw .configuration(ConfigurationError(field: "--out", value: output,
-                                                    reason: "\(existing) exists already; a split recording never writes over a file (choose another name or remove it)"))
+        // A split output's files: none there already, none another output of the take.
+        let splits = [("--out", output, config.splitsOutput)] + config.extraOutputs.map { ("--also-out", $0.out, $0.splits) }
+        for (field, out, split) in splits where split {
+            guard let id = FileIdentity(out) else { continue }
+            if let existing = existingSegment(of: id.path) {
+                throw .configuration(ConfigurationError(field: field, value: out,
+                                                        reason: "\(existing) exists already; a split recording never writes over a file (choose another name or remove it)"))
+            }
+            let folder = URL(fileURLWithPath: id.path).deletingLastPathComponent().path
+            for (_, other, _) in splits where other != out {
+                // Another output named as one of this one's files.
+                guard let o = FileIdentity(other), URL(fileURLWithPath: o.path).deletingLastPathComponent().path == folder else { continue }
+                if SegmentNaming.isSegment(SegmentNaming.lastComponent(o.path), of: id.path) {
+                    throw .configuration(ConfigurationError(field: field, value: out,
+                                                            reason: "its files would include \(other), which the take writes too"))
+                }
+            }
         }
         // An HLS output's playlist, initialization segment and segments are
         // written by FFmpeg's muxer, which would replace a file of the same name.

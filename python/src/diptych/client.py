@@ -224,20 +224,24 @@ class Client:
                    layout: Optional[Mapping[str, Any]] = None, size: Optional[str] = None,
                    codec: Optional[str] = None, bitrate: Optional[int | str] = None,
                    maxrate: Optional[int | str] = None, bufsize: Optional[int | str] = None,
-                   preset: Optional[str] = None, rate_divisor: Optional[int] = None) -> int:
+                   preset: Optional[str] = None, rate_divisor: Optional[int] = None,
+                   segment_time: Optional[float] = None, hls_list_size: Optional[int] = None) -> int:
         """Adds an output (a file or live URL, with its own layout) to a
         running take; returns its index. It may have its own encoding (a rung
         of a ladder): ``size`` (``"640x360"``), ``codec``, ``bitrate``,
         ``maxrate``, ``bufsize`` (bits, or ``"800k"``, ``"4M"``), ``preset``,
         and ``rate_divisor`` N (every Nth frame of the take: its rate over N);
-        what it leaves out is the take's."""
+        what it leaves out is the take's. ``segment_time`` splits an MP4 or
+        Matroska output into files of that many seconds (an HLS output's
+        segment length), ``hls_list_size`` is an HLS output's live playlist size."""
         body: dict[str, Any] = {"out": out}
         if format is not None:
             body["format"] = format
         if layout is not None:
             body["layout"] = dict(layout)
         for key, value in (("size", size), ("codec", codec), ("bitrate", bitrate), ("maxrate", maxrate),
-                           ("bufsize", bufsize), ("preset", preset), ("rateDivisor", rate_divisor)):
+                           ("bufsize", bufsize), ("preset", preset), ("rateDivisor", rate_divisor),
+                           ("segmentTime", segment_time), ("hlsListSize", hls_list_size)):
             if value is not None:
                 body[key] = value
         return int(self._json("POST", f"/v1/takes/{self._id(take)}/outputs", body)["index"])
