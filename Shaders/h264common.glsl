@@ -25,6 +25,11 @@ precision highp int;
 #define MB_CHROMAAC 156  // Cb 0-3, Cr 0-3: 16 int16 each (AC at 1-15)
 #define MB_WORDS 220
 
+// The reference's sub-sample planes (h264interp.comp): four luma planes, each
+// padded by this many samples on every side (a row of the macroblocks'
+// width plus twice this many bytes).
+#define PLANE_PAD 4
+
 #define KIND_P16 0u
 #define KIND_I16 1u
 #define KIND_I4 2u

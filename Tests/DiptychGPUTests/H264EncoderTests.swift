@@ -49,17 +49,19 @@ struct EncodedRun {
     var pictureBytes: [Int] = []
     var reconstructions: [[UInt8]] = []
     var keyframes: [Bool] = []
+    /// Each picture's vectors (quarter samples, a macroblock each in raster order; zero in IDR pictures).
+    var vectors: [[SIMD2<Int>]] = []
 }
 
 /// Encodes `frames` pictures of `pattern` on a software context.
 func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings, rate: FrameRate = FrameRate(30),
-               keyframesAt: Set<Int> = [], reconstruct: Bool = true, deblocking: Bool = true,
+               keyframesAt: Set<Int> = [], reconstruct: Bool = true, deblocking: Bool = true, subpel: Bool = true,
                frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
     let context = try DisplayLadder.open(GPUSelection.software, log: { _ in })
     let format = H264StreamFormat(width: pattern.width, height: pattern.height, rate: rate, matrix: .bt709, range: .limited)
     let programs = try H264Programs()
     let encoder = try H264ComputeEncoder(format: format, settings: settings, programs: programs,
-                                         bufferStorage: context.procs.bufferStorage, deblocking: deblocking)
+                                         bufferStorage: context.procs.bufferStorage, deblocking: deblocking, subpel: subpel)
     #expect(encoder.mapped == (context.procs.bufferStorage != nil))
     defer { encoder.release(); programs.release() }
     var source: GLuint = 0
@@ -77,7 +79,10 @@ func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings
         run.stream += picture.data
         run.pictureBytes.append(picture.data.count)
         run.keyframes.append(picture.keyframe)
-        if reconstruct { run.reconstructions.append(try encoder.reconstruction()) }
+        if reconstruct {
+            run.reconstructions.append(try encoder.reconstruction())
+            run.vectors.append(try encoder.vectors())
+        }
     }
     return run
 }
@@ -143,9 +148,9 @@ func pictureSizes(_ stream: [UInt8]) -> [Int] {
 /// Encodes, decodes strictly and checks every decoded picture against the reconstruction; returns the run.
 @discardableResult
 func expectBitExact(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings, keyframesAt: Set<Int> = [],
-                    deblocking: Bool = true, frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
+                    deblocking: Bool = true, subpel: Bool = true, frameOverride: ((Int) -> [UInt8])? = nil) throws -> EncodedRun {
     let run = try encodeRun(pattern, frames: frames, settings: settings, keyframesAt: keyframesAt, deblocking: deblocking,
-                            frameOverride: frameOverride)
+                            subpel: subpel, frameOverride: frameOverride)
     let (decoded, log) = try decodeStrictly(run.stream, width: pattern.width, height: pattern.height)
     #expect(decoded.count == frames, "\(log)")
     #expect(decoded == run.reconstructions, "\(firstDifference(decoded, run.reconstructions, width: pattern.width))")
@@ -299,6 +304,44 @@ extension GPU {
             // Each P picture codes the strip the motion uncovers; the last one (18, −16) took 372
             // bytes against an IDR of 658, 602 with vectors bounded to ±16.
             for s in sizes.dropFirst() { #expect(s * 10 < sizes[0] * 7, "P picture of \(s) bytes against an IDR of \(sizes[0])") }
+        }
+
+        @Test("Motion by fractions of a sample, out over every edge: predicted from the quarter sample as a decoder does", arguments: [
+            (0.25, 0.0), (-0.5, 0.75), (1.75, -1.25), (-2.5, -0.5),
+        ])
+        func subSampleMotion(dx: Double, dy: Double) throws {
+            // A smooth texture panned by (dx, dy) samples a picture: the picture's
+            // content leaves over two edges and comes in over the others.
+            let pattern = EncoderPattern(width: 64, height: 48)
+            let source: (Int) -> [UInt8] = { i in
+                var out = [UInt8](repeating: 128, count: pattern.rowBytes * (pattern.height + pattern.height / 2))
+                for y in 0..<pattern.height {
+                    for x in 0..<pattern.width {
+                        let u = Double(x) + dx * Double(i), v = Double(y) + dy * Double(i)
+                        let l = 128 + 60 * sin(u * 0.31 + v * 0.07) + 40 * cos(v * 0.23 - u * 0.05)
+                        out[y * pattern.rowBytes + x] = UInt8(l.rounded())
+                    }
+                }
+                for y in 0..<pattern.height / 2 {
+                    for x in 0..<pattern.width {
+                        let u = Double(x / 2) + dx * Double(i) / 2, v = Double(y) + dy * Double(i) / 2
+                        out[pattern.rowBytes * pattern.height + y * pattern.rowBytes + x] = UInt8((128 + 30 * sin(u * 0.2 + v * 0.1)).rounded())
+                    }
+                }
+                return out
+            }
+            let settings = GPUH264Settings(qp: 24)
+            let quarter = try expectBitExact(pattern, frames: 5, settings: settings, frameOverride: source)
+            let whole = try expectBitExact(pattern, frames: 5, settings: settings, subpel: false, frameOverride: source)
+            // Vectors with a fraction, pointing outside the picture at its edges.
+            let p = quarter.vectors.dropFirst().flatMap { $0 }
+            let fractional = p.filter { $0.x & 3 != 0 || $0.y & 3 != 0 }
+            #expect(fractional.count * 2 > p.count, "\(fractional.count) of \(p.count) vectors with a fraction")
+            #expect(whole.vectors.allSatisfy { $0.allSatisfy { $0.x & 3 == 0 && $0.y & 3 == 0 } })
+            // Fewer bytes for the P pictures than whole-sample vectors take, for as good a picture.
+            let q = pictureSizes(quarter.stream).dropFirst().reduce(0, +), w = pictureSizes(whole.stream).dropFirst().reduce(0, +)
+            #expect(q * 10 < w * 9, "P pictures: \(q) bytes with quarter samples, \(w) with whole ones")
+            #expect(meanPSNR(quarter, source, pattern) > meanPSNR(whole, source, pattern) - 0.3)
         }
 
         @Test("Motion that points outside the picture at every edge", arguments: [

@@ -14,6 +14,7 @@ usage: diptych-gpu-bench --encode [options]
   --keyint N      pictures from one IDR to the next (default 250)
   --profile       wait for each pass and report its time (slower overall)
   --deblock on|off  the in-loop deblocking filter (default on, as every take has it; off times it)
+  --subpel on|off   quarter-sample motion (default on, as every take has it; off times its two passes)
   --pace FPS      each stream submits a picture every 1/FPS s, stream i at i/N of an interval,
                   and each picture is taken as soon as it is done (latency of one picture)
   --input FILE    raw NV12 pictures of --size, tightly packed (e.g. ffmpeg -i clip.mp4
@@ -51,13 +52,13 @@ func encodeSources(_ size: PixelSize, count: Int) -> [[UInt8]] {
 }
 
 func runEncodeBench() -> Never {
-    var size = PixelSize.hd1080, streams = 16, frames = 120, qp = 26, keyint = 250, profile = false, deblock = true
+    var size = PixelSize.hd1080, streams = 16, frames = 120, qp = 26, keyint = 250, profile = false, deblock = true, subpel = true
     var gpu = GPUSelection.auto
     var json: String?
     var inputFile: String?
     var pace: Double?
     if CommandLine.arguments.contains("-h") || CommandLine.arguments.contains("--help") { print(encodeUsage); exit(0) }
-    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json", "--input", "--pace", "--deblock"]
+    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json", "--input", "--pace", "--deblock", "--subpel"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--encode", "--profile"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(Array(CommandLine.arguments.dropFirst())) } catch { fail("\(error)") }
@@ -76,6 +77,7 @@ func runEncodeBench() -> Never {
         case "--input": inputFile = value
         case "--pace": guard let v = Double(value), v > 0 else { fail("--pace expects pictures per second") }; pace = v
         case "--deblock": guard value == "on" || value == "off" else { fail("--deblock '\(value)': expected on or off") }; deblock = value == "on"
+        case "--subpel": guard value == "on" || value == "off" else { fail("--subpel '\(value)': expected on or off") }; subpel = value == "on"
         default: fail("unknown option \(a)\n\(encodeUsage)")
         }
     }
@@ -91,10 +93,10 @@ func runEncodeBench() -> Never {
     }
     do {
         let r = try GPUEncodeBenchmark.run(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
-                                           settings: GPUH264Settings(qp: qp, keyframeInterval: keyint), profile: profile, pace: pace, deblocking: deblock,
+                                           settings: GPUH264Settings(qp: qp, keyframeInterval: keyint), profile: profile, pace: pace, deblocking: deblock, subpel: subpel,
                                            log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
         let name = inputFile.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "pattern"
-        let head = "encode \(r.size) \(name) \(r.streams) streams\(pace.map { " paced at \($0) fps" } ?? "") qp \(qp)\(deblock ? "" : " deblocking off"): "
+        let head = "encode \(r.size) \(name) \(r.streams) streams\(pace.map { " paced at \($0) fps" } ?? "") qp \(qp)\(deblock ? "" : " deblocking off")\(subpel ? "" : " whole-sample motion"): "
         let rate = String(format: "%.0f pictures/s (%d pictures in %.2f s), %.0f bytes/picture, ", r.picturesPerSecond, r.pictures, r.seconds, r.bytesPerPicture)
         let latency = String(format: "latency p50 %.2f ms p99 %.2f ms", r.latencyP50Ms, r.latencyP99Ms)
         print(head + rate + latency + " [\(r.renderer)\(r.mapped ? ", mapped" : "")]")

@@ -47,7 +47,7 @@ public enum GPUEncodeBenchmark {
     /// wakes), and every picture is taken as soon as it is done; latency is
     /// then one picture's, from its submission to its bitstream on the host.
     public static func run(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
-                           settings: GPUH264Settings, profile: Bool, pace: Double? = nil, deblocking: Bool = true,
+                           settings: GPUH264Settings, profile: Bool, pace: Double? = nil, deblocking: Bool = true, subpel: Bool = true,
                            log: (String) -> Void) throws(GPUError) -> Result {
         let context = try DisplayLadder.open(selection, log: log)
         let rowBytes = (size.width + 3) / 4 * 4
@@ -65,7 +65,7 @@ public enum GPUEncodeBenchmark {
         defer { for e in encoders { e.release() }; programs.release() }
         for _ in 0..<streams {
             let e = try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: 2,
-                                           bufferStorage: context.procs.bufferStorage, deblocking: deblocking)
+                                           bufferStorage: context.procs.bufferStorage, deblocking: deblocking, subpel: subpel)
             e.profiling = profile
             encoders.append(e)
         }

@@ -44,7 +44,7 @@ public struct H264Picture: Sendable {
 
 /// An H.264 encoder made of GLES 3.1 compute passes (docs/ARCHITECTURE.md,
 /// "The GPU encoder"): Constrained Baseline, I_16x16, I_NxN (Intra_4x4), P_L0_16x16 and
-/// P_Skip, full-sample motion, CAVLC, one slice a picture. It reads an NV12
+/// P_Skip, quarter-sample motion, CAVLC, the in-loop deblocking filter, one slice a picture. It reads an NV12
 /// storage buffer (the compute composite's output) and returns the bitstream;
 /// the reconstructed reference and every macroblock's record stay on the GPU.
 /// Owns its programs and buffers. Render thread only (a GL context current).
@@ -53,6 +53,8 @@ final class H264ComputeEncoder {
     let settings: GPUH264Settings
     /// 32-bit words of one macroblock's slot in the bit buffer.
     static let slotWords = 512
+    /// 32-bit words of one macroblock's record (`MB_WORDS` in `h264common.glsl`).
+    static let recordWords = 220
 
     let programs: H264Programs
     /// Reconstructed pictures (NV12 at the coded size, packed four bytes a word): the one written and the reference.
@@ -60,6 +62,8 @@ final class H264ComputeEncoder {
     /// Macroblock records of this picture and the previous one.
     private var records: [GLuint] = [0, 0]
     private var bits: GLuint = 0, lens: GLuint = 0
+    /// The reference's sub-sample planes (`h264interp.comp`): four padded luma planes, remade for each P picture.
+    private var planes: GLuint = 0
     /// The deblocking pass's progress: per macroblock row, the picture's tag and the macroblocks filtered.
     private var progress: GLuint = 0
     /// The tag of the picture being recorded (1 to 65535, then 1 again: its rows' counts from an earlier picture differ).
@@ -91,6 +95,9 @@ final class H264ComputeEncoder {
     var pictureUVOffset: Int { pictureRowBytes * format.mbHeight * 16 }
     var pictureBytes: Int { pictureUVOffset + pictureRowBytes * format.mbHeight * 8 }
     var macroblocks: Int { format.mbWidth * format.mbHeight }
+    /// The padding of each sub-sample plane (`PLANE_PAD`), and the planes' bytes.
+    static let planePad = 4
+    var planeBytes: Int { 4 * (pictureRowBytes + 2 * Self.planePad) * (format.mbHeight * 16 + 2 * Self.planePad) }
 
     /// Per-pass wall time (ms) when `profiling` (each pass waited for: benchmarks only).
     var profiling = false
@@ -101,10 +108,15 @@ final class H264ComputeEncoder {
     /// `bufferStorage` (GL_EXT_buffer_storage), where the context has it, maps the result slots persistently.
     /// Whether the pictures are deblocked (always, but in `diptych-gpu-bench --encode --deblock off`, which times the pass).
     let deblocking: Bool
+    /// Whether vectors go to the quarter sample (always, but in
+    /// `diptych-gpu-bench --encode --subpel off`, which times the two passes
+    /// it takes: the planes and the sub-sample search).
+    let subpel: Bool
 
     init(format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs, depth: Int = 2,
-         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC? = nil, deblocking: Bool = true) throws(GPUError) {
+         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC? = nil, deblocking: Bool = true, subpel: Bool = true) throws(GPUError) {
         self.deblocking = deblocking
+        self.subpel = subpel
         try settings.validate()
         guard format.width >= 16, format.height >= 16, format.width % 2 == 0, format.height % 2 == 0 else {
             throw .encode("picture \(format.width)x\(format.height): the GPU encoder takes even sizes of at least 16x16")
@@ -129,9 +141,10 @@ final class H264ComputeEncoder {
             return b
         }
         pictures = [buffer(pictureBytes), buffer(pictureBytes)]
-        records = [buffer(n * 220 * 4), buffer(n * 220 * 4)]
+        records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
         bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
         progress = buffer(format.mbHeight * 4)
+        planes = buffer(planeBytes)
         let zeros = [UInt32](repeating: 0, count: format.mbHeight)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
         lens = buffer(2 * (n + 2) * 4)
@@ -162,10 +175,10 @@ final class H264ComputeEncoder {
 
     func release() {
         released = true
-        let all = pictures + records + [bits, lens, progress] + slots.flatMap { [$0.result, $0.output] }
+        let all = pictures + records + [bits, lens, progress, planes] + slots.flatMap { [$0.result, $0.output] }
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; slots = []
+        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; planes = 0; slots = []
     }
 
     deinit { precondition(released, "H264ComputeEncoder released without release()") }
@@ -264,7 +277,7 @@ final class H264ComputeEncoder {
     private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = 0) {
         let slot = slots[p.pending.slot]
         for (binding, buffer) in [(0, p.job.source), (1, pictures[current]), (2, pictures[p.reference]), (3, records[current]),
-                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output), (10, progress)] {
+                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output), (10, progress), (11, planes)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
         let l = programs.locations[pass]!
@@ -272,7 +285,7 @@ final class H264ComputeEncoder {
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
-        case .intra, .search, .refine, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
+        case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
         case .deblock:
             let d = H264Deblocking(qp: p.pending.qp)
             glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.deblockTag)
@@ -301,11 +314,19 @@ final class H264ComputeEncoder {
         // in two phases); IDR pictures diagonal by diagonal.
         let inter = prepared.filter { !$0.pending.idr }
         if !inter.isEmpty {
+            // The reference's sub-sample planes beside the search (which reads whole samples alone).
+            glUseProgram(programs.ids[.interpolate]!)
+            for p in inter where p.job.encoder.subpel {
+                let e = p.job.encoder
+                e.bind(p, .interpolate)
+                glDispatchCompute(GLuint((e.pictureRowBytes / 4 + 2 + 63) / 64), GLuint(e.format.mbHeight * 16 + 2 * Self.planePad), 1)
+            }
+            if profiling { glMemoryBarrier(storage); timed(.interpolate) }
             // The choice in rounds (its `CHOICE_ROUNDS`), each reading the round before.
-            for (pass, round) in [(Pass.search, 0), (.refine, 0)] + (0..<Self.choiceRounds).map({ (Pass.choose, $0) }) + [(.inter, 0)] {
+            for (pass, round) in [(Pass.search, 0), (.refine, 0), (.subpel, 0)] + (0..<Self.choiceRounds).map({ (Pass.choose, $0) }) + [(.inter, 0)] {
                 if pass != .search { glMemoryBarrier(storage) }
                 glUseProgram(programs.ids[pass]!)
-                for p in inter {
+                for p in inter where pass != .subpel || p.job.encoder.subpel {
                     p.job.encoder.bind(p, pass, diagonal: round)
                     glDispatchCompute(GLuint(p.job.encoder.format.mbWidth), GLuint(p.job.encoder.format.mbHeight), 1)
                 }
@@ -443,6 +464,21 @@ final class H264ComputeEncoder {
         }
         NALUnit.annexB(type: pending.idr ? NALUnit.idrType : NALUnit.sliceType, rbsp: payload, into: &data)
         return H264Picture(data: data, keyframe: pending.idr, pts: pending.pts)
+    }
+
+    /// The last picture's vectors (quarter samples), a macroblock each in raster order (tests).
+    func vectors() throws(GPUError) -> [SIMD2<Int>] {
+        glBindBuffer(GL.shaderStorageBuffer, records[current ^ 1])
+        defer { glBindBuffer(GL.shaderStorageBuffer, 0) }
+        guard let p = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(macroblocks * Self.recordWords * 4), GL.mapReadBit) else {
+            throw .gl(label: "mapping the GPU encoder's records", code: glGetError())
+        }
+        defer { glUnmapBuffer(GL.shaderStorageBuffer) }
+        let words = p.assumingMemoryBound(to: UInt32.self)
+        return (0..<macroblocks).map { mb in
+            let w = words[mb * Self.recordWords + 1]   // MB_MV
+            return SIMD2(Int(Int16(truncatingIfNeeded: w)), Int(Int16(truncatingIfNeeded: w >> 16)))
+        }
     }
 
     /// The last reconstructed picture, cropped, as NV12 bytes (Y rows then UV rows, `width` bytes each).

@@ -4,7 +4,7 @@ import DiptychCore
 /// The GPU encoder's compute programs, compiled once per context and shared
 /// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
 final class H264Programs {
-    enum Pass: CaseIterable { case intra, search, refine, choose, inter, intraP, intraP4, deblock, finish, cavlc, scan, gather }
+    enum Pass: CaseIterable { case intra, interpolate, search, refine, subpel, choose, inter, intraP, intraP4, deblock, finish, cavlc, scan, gather }
 
     private(set) var ids: [Pass: GLuint] = [:]
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
@@ -36,7 +36,9 @@ final class H264Programs {
         let (file, defines): (String, String) = switch pass {
         case .intra: ("h264mb.comp", "#define INTRA 1\n")
         case .search: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n")
+        case .interpolate: ("h264interp.comp", "")
         case .refine: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define REFINE 1\n")
+        case .subpel: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define SUBPEL 1\n")
         case .choose: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define CHOOSE 1\n#define CHOICE_ROUNDS \(H264ComputeEncoder.choiceRounds)\n")
         case .inter: ("h264mb.comp", "#define INTER 1\n")
         case .intraP: ("h264mb.comp", "#define PINTRA 1\n")
