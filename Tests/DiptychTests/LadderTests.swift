@@ -197,7 +197,7 @@ import DiptychOptions
         (#"{"codec": "av1"}"#, "alsoOut[0].codec: 'av1': expected h264 or hevc"),
         (#"{"preset": ""}"#, "alsoOut[0].preset: must be a preset name"),
         (#"{"preset": "turbo"}"#, "alsoOut[0].preset 'turbo': not a libx264 preset"),
-        (#"{"sise": "640x360"}"#, "alsoOut[0].sise: unknown key (expected bitrate, bufsize, codec, format, layout"),
+        (#"{"sise": "640x360"}"#, "alsoOut[0].sise: unknown key (expected bitrate, bufsize, codec, format, hlsListSize, layout"),
     ])
     func badJSONExitsTwo(entry: String, named: String) throws {
         let dir = Scratch(); defer { dir.remove() }
