@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -89,12 +90,11 @@ public struct StageTimes: Sendable, Codable, Hashable {
 /// Process-wide: with several takes in one process the figures are theirs together.
 public enum StageClock {
     private struct ThreadKey: Hashable { var tid: Int32; var start: UInt64 }
-    private final class State: @unchecked Sendable {
-        let lock = NSLock()
+    private struct State {
         var threads: [ThreadKey: (stage: PipelineStage, seconds: Double)] = [:]
         var moved = StageTimes()
     }
-    private static let state = State()
+    private static let state = Mutex(State())
     nonisolated(unsafe) private static var stackKey = pthread_key_t()
     private static let keyOnce: Void = {
         pthread_key_create(&stackKey) { p in if let p { Unmanaged<StageStack>.fromOpaque(p).release() } }
@@ -122,10 +122,10 @@ public enum StageClock {
         defer {
             let d = threadSeconds() - t0
             stack.stages.removeLast()
-            state.lock.lock()
-            state.moved[stage] += d
-            state.moved[outer] -= d
-            state.lock.unlock()
+            state.withLock {
+                $0.moved[stage] += d
+                $0.moved[outer] -= d
+            }
         }
         return try body()
     }
@@ -151,19 +151,18 @@ public enum StageClock {
             seen.append((ThreadKey(tid: tid, start: start), PipelineStage.of(threadName: comm),
                          Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9))
         }
-        state.lock.lock()
-        for (k, stage, s) in seen { state.threads[k] = (stage, s) }
-        state.lock.unlock()
+        state.withLock { for (k, stage, s) in seen { $0.threads[k] = (stage, s) } }
     }
 
     /// CPU seconds per stage of every thread sampled so far (each at its
     /// last sample), with the time `measure` moved. Samples first.
     public static func times() -> StageTimes {
         sample()
-        state.lock.lock(); defer { state.lock.unlock() }
-        var t = state.moved
-        for (_, v) in state.threads { t[v.stage] += v.seconds }
-        return t
+        return state.withLock {
+            var t = $0.moved
+            for (_, v) in $0.threads { t[v.stage] += v.seconds }
+            return t
+        }
     }
 
     /// This thread's CPU time, seconds.
@@ -187,7 +186,8 @@ public enum StageClock {
         return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    private static func setName(_ name: String) {
+    /// Names the calling thread (at most 15 bytes are kept).
+    package static func setName(_ name: String) {
         _ = glibcSetname(pthread_self(), String(decoding: name.utf8.prefix(15), as: UTF8.self))
     }
 }

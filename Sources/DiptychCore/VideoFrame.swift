@@ -45,7 +45,7 @@ public enum ColorRange: String, Hashable, Sendable, Codable, CaseIterable {
 
 /// Owner of the bytes a frame's planes point into. `release` runs when the
 /// last frame referring to it is gone (it may free an FFmpeg AVFrame, say).
-public final class FrameStorage: @unchecked Sendable {
+public final class FrameStorage: @unchecked Sendable {   // raw pointer to bytes not written once shared, freed when the last frame goes
     public let base: UnsafeRawPointer
     public let count: Int
     /// The bytes are page-locked (pinned) host memory that a GPU's copy
