@@ -1,5 +1,6 @@
 import DiptychGPU
 import Foundation
+import Synchronization
 
 /// The GPU side every take of a server shares: a few root compositors, each
 /// owning one EGL context and its render thread, and for each take a
@@ -13,7 +14,7 @@ import Foundation
 /// builds a new root there (nothing old is reused), later ones from the same
 /// generation get compositors in the new context. An old context lives until
 /// the last compositor in it is shut down.
-final class CompositorPool: @unchecked Sendable {
+final class CompositorPool: Sendable {
     /// Where a compositor came from.
     struct Origin: Hashable, Sendable {
         var context: Int
@@ -22,10 +23,12 @@ final class CompositorPool: @unchecked Sendable {
 
     private let selection: GPUSelection
     private let log: @Sendable (String) -> Void
-    private let lock = NSLock()
-    private var roots: [GPUCompositor?]
-    private var generations: [Int]
-    private var next = 0
+    private struct State {
+        var roots: [GPUCompositor?]
+        var generations: [Int]
+        var next = 0
+    }
+    private let state: Mutex<State>
     /// The GPU in use (from the first context).
     let info: GPUInfo
     /// What every frame of the first context's compositor does (`/healthz`).
@@ -54,47 +57,49 @@ final class CompositorPool: @unchecked Sendable {
                 throw error
             }
         }
-        self.roots = roots
-        generations = Array(repeating: 0, count: n)
+        state = Mutex(State(roots: roots, generations: Array(repeating: 0, count: n)))
         log("GPU: \(n) shared context\(n == 1 ? "" : "s") for the takes")
     }
 
-    var contexts: Int { lock.withLock { roots.count } }
+    var contexts: Int { state.withLock { $0.roots.count } }
     /// Context replacements after losses, over all contexts.
-    var generation: Int { lock.withLock { generations.reduce(0, +) } }
+    var generation: Int { state.withLock { $0.generations.reduce(0, +) } }
 
     /// A compositor in a shared context, and where it came from. `replacing`
     /// names a compositor whose context was lost. A take encoding on the GPU
     /// gets the compute pass and no direct copy (what the GPU encoder reads),
     /// as `diptych record --encoder gpu` does, whatever the root draws with.
     func make(replacing lost: Origin?, gpuEncoder: Bool = false) throws(GPUError) -> (GPUCompositor, Origin) {
-        lock.lock(); defer { lock.unlock() }
-        guard !roots.isEmpty else { throw .shutDown }
-        let c: Int
-        if let lost, lost.context < roots.count { c = lost.context } else { c = next % roots.count; next += 1 }
-        if roots[c] == nil || (lost != nil && lost == Origin(context: c, generation: generations[c])) {
-            roots[c]?.shutdown()
-            roots[c] = nil
-            roots[c] = try GPUCompositor(selection: selection, log: log)
-            generations[c] += 1
-            log("GPU: context \(c) replaced (generation \(generations[c])) after a context loss")
+        let (selection, log) = (self.selection, self.log)
+        return try state.withLock { (s) throws(GPUError) -> (GPUCompositor, Origin) in
+            guard !s.roots.isEmpty else { throw .shutDown }
+            let c: Int
+            if let lost, lost.context < s.roots.count { c = lost.context } else { c = s.next % s.roots.count; s.next += 1 }
+            if s.roots[c] == nil || (lost != nil && lost == Origin(context: c, generation: s.generations[c])) {
+                s.roots[c]?.shutdown()
+                s.roots[c] = nil
+                s.roots[c] = try GPUCompositor(selection: selection, log: log)
+                s.generations[c] += 1
+                log("GPU: context \(c) replaced (generation \(s.generations[c])) after a context loss")
+            }
+            guard let root = s.roots[c] else { throw .shutDown }
+            let compositor = gpuEncoder ? try GPUCompositor(sharingContextOf: root, directCopy: .off, pass: .compute)
+                                        : try GPUCompositor(sharingContextOf: root, directCopy: true)
+            return (compositor, Origin(context: c, generation: s.generations[c]))
         }
-        guard let root = roots[c] else { throw .shutDown }
-        let compositor = gpuEncoder ? try GPUCompositor(sharingContextOf: root, directCopy: .off, pass: .compute)
-                                    : try GPUCompositor(sharingContextOf: root, directCopy: true)
-        return (compositor, Origin(context: c, generation: generations[c]))
     }
 
     /// How busy each context's render thread has been so far (`/metrics`),
     /// in context order; a context being replaced counts nothing.
     var renderThreadLoads: [RenderThreadLoad] {
-        lock.withLock { roots.map { $0?.renderThreadLoad ?? RenderThreadLoad() } }
+        state.withLock { $0.roots.map { $0?.renderThreadLoad ?? RenderThreadLoad() } }
     }
 
     /// Releases the roots; each context ends when the last take's compositor in it does.
     func shutdown() {
-        lock.lock(); defer { lock.unlock() }
-        for r in roots { r?.shutdown() }
-        roots = []
+        state.withLock { s in
+            for r in s.roots { r?.shutdown() }
+            s.roots = []
+        }
     }
 }

@@ -1,3 +1,4 @@
+import DiptychCore
 import Foundation
 
 /// The process's CPU time (all threads), from `CLOCK_PROCESS_CPUTIME_ID`.
@@ -15,7 +16,7 @@ enum ProcessCPU {
 /// (or GPU) time divided by the megapixels produced. Until the window holds
 /// `minMegapixels` of output the model is the start-up calibration's, and
 /// before that has run there is none (admission waits for it).
-final class CostMeter: @unchecked Sendable {
+final class CostMeter: Sendable {
     struct TakeCounters: Hashable, Sendable {
         var id: String
         var megapixels: Double
@@ -23,16 +24,18 @@ final class CostMeter: @unchecked Sendable {
     }
     private struct Sample { var time: Double; var cpu: Double; var megapixels: Double; var gpuMs: Double }
 
-    private let lock = NSCondition()
-    private var calibration: CostModel?
-    private var current: CostModel?
-    private var calibrationFailure: String?
+    private struct State {
+        var calibration: CostModel?
+        var current: CostModel?
+        var calibrationFailure: String?
+        var samples: [Sample] = []
+        var lastSeen: [String: TakeCounters] = [:]
+        var totalMegapixels = 0.0
+        var totalGpuMs = 0.0
+    }
+    private let state = Condition(State())
     private let window: Double
     private let minMegapixels: Double
-    private var samples: [Sample] = []
-    private var lastSeen: [String: TakeCounters] = [:]
-    private var totalMegapixels = 0.0
-    private var totalGpuMs = 0.0
 
     /// A meter waiting for its calibration (`calibrated` or `calibrationFailed`).
     init(window: Double = 10, minMegapixels: Double = 20) {
@@ -45,50 +48,52 @@ final class CostMeter: @unchecked Sendable {
     }
 
     func calibrated(_ model: CostModel) {
-        lock.withLock { calibration = model; current = model; lock.broadcast() }
+        state.update { $0.calibration = model; $0.current = model }
     }
 
     func calibrationFailed(_ why: String) {
-        lock.withLock { calibrationFailure = why; lock.broadcast() }
+        state.update { $0.calibrationFailure = why }
     }
 
     /// The model now; nil while the calibration runs (or after it failed).
-    var model: CostModel? { lock.withLock { current } }
+    var model: CostModel? { state.withLock { $0.current } }
 
     /// Why the calibration failed, once it has.
-    var failure: String? { lock.withLock { calibrationFailure } }
+    var failure: String? { state.withLock { $0.calibrationFailure } }
 
     /// Waits for the calibration; the model, or 503 with why there is none.
     func waitForModel() -> Result<CostModel, RequestError> {
-        lock.lock(); defer { lock.unlock() }
-        while current == nil && calibrationFailure == nil { lock.wait() }
-        if let current { return .success(current) }
-        return .failure(.unavailable("no cost model: \(calibrationFailure ?? "")"))
+        state.wait(until: { $0.current != nil || $0.calibrationFailure != nil }) { s, _ in
+            if let current = s.current { return .success(current) }
+            return .failure(.unavailable("no cost model: \(s.calibrationFailure ?? "")"))
+        }
     }
     /// Output megapixels of every take so far.
-    var megapixels: Double { lock.withLock { totalMegapixels } }
+    var megapixels: Double { state.withLock { $0.totalMegapixels } }
 
     /// Records one sample: `cpu` is the process CPU seconds now, `takes`
     /// the cumulative counters of the takes running (a take that ended is
     /// simply absent; what it produced stays counted).
     func sample(time: Double, cpu: Double, takes: [TakeCounters]) {
-        lock.lock(); defer { lock.unlock() }
-        var seen: [String: TakeCounters] = [:]
-        for t in takes {
-            let last = lastSeen[t.id] ?? TakeCounters(id: t.id, megapixels: 0, gpuMs: 0)
-            totalMegapixels += max(0, t.megapixels - last.megapixels)
-            totalGpuMs += max(0, t.gpuMs - last.gpuMs)
-            seen[t.id] = t
+        let (window, minMegapixels) = (self.window, self.minMegapixels)
+        state.withLock { s in
+            var seen: [String: TakeCounters] = [:]
+            for t in takes {
+                let last = s.lastSeen[t.id] ?? TakeCounters(id: t.id, megapixels: 0, gpuMs: 0)
+                s.totalMegapixels += max(0, t.megapixels - last.megapixels)
+                s.totalGpuMs += max(0, t.gpuMs - last.gpuMs)
+                seen[t.id] = t
+            }
+            s.lastSeen = seen
+            s.samples.append(Sample(time: time, cpu: cpu, megapixels: s.totalMegapixels, gpuMs: s.totalGpuMs))
+            while let first = s.samples.first, time - first.time > window { s.samples.removeFirst() }
+            guard let a = s.samples.first, let b = s.samples.last else { return }
+            let mp = b.megapixels - a.megapixels
+            guard mp >= minMegapixels, let calibration = s.calibration else { return }
+            let gpu = b.gpuMs - a.gpuMs
+            s.current = CostModel(cpuSecondsPerMegapixel: (b.cpu - a.cpu) / mp,
+                                  gpuMsPerMegapixel: gpu > 0 ? gpu / mp : calibration.gpuMsPerMegapixel,
+                                  source: String(format: "measured over the last %.0f s (%.0f megapixels)", b.time - a.time, mp))
         }
-        lastSeen = seen
-        samples.append(Sample(time: time, cpu: cpu, megapixels: totalMegapixels, gpuMs: totalGpuMs))
-        while let first = samples.first, time - first.time > window { samples.removeFirst() }
-        guard let a = samples.first, let b = samples.last else { return }
-        let mp = b.megapixels - a.megapixels
-        guard mp >= minMegapixels, let calibration else { return }
-        let gpu = b.gpuMs - a.gpuMs
-        current = CostModel(cpuSecondsPerMegapixel: (b.cpu - a.cpu) / mp,
-                            gpuMsPerMegapixel: gpu > 0 ? gpu / mp : calibration.gpuMsPerMegapixel,
-                            source: String(format: "measured over the last %.0f s (%.0f megapixels)", b.time - a.time, mp))
     }
 }

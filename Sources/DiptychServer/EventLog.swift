@@ -1,4 +1,6 @@
+import DiptychCore
 import Foundation
+import Synchronization
 
 /// What happened to the takes, in order (`GET /v1/events`): created,
 /// started, layout changed, source switched, output added or removed,
@@ -7,7 +9,7 @@ import Foundation
 /// `Last-Event-ID` is given the ones it missed. Posted from any thread;
 /// readers wait on the condition, never poll. `forward` is handed each
 /// event as it is posted, in order (the webhooks' queues: it must not block).
-final class EventLog: @unchecked Sendable {
+final class EventLog: Sendable {
     struct Event: Sendable, Equatable {
         var id: Int
         var type: String
@@ -26,10 +28,12 @@ final class EventLog: @unchecked Sendable {
     }
 
     let capacity: Int
-    private let cond = NSCondition()
-    private var events: [Event] = []
-    private var nextID = 1
-    private var closed = false
+    private struct State {
+        var events: [Event] = []
+        var nextID = 1
+        var closed = false
+    }
+    private let state = Condition(State())
 
     private let forward: (@Sendable (Event) -> Void)?
 
@@ -38,54 +42,46 @@ final class EventLog: @unchecked Sendable {
     }
 
     func post(_ type: String, take: String, _ fields: [String: String] = [:]) {
-        cond.lock()
-        let event = Event(id: nextID, type: type, take: take, time: Date().timeIntervalSince1970, fields: fields)
-        events.append(event)
-        nextID += 1
-        forward?(event)
-        if events.count > capacity { events.removeFirst(events.count - capacity) }
-        cond.broadcast()
-        cond.unlock()
+        state.update { s in
+            let event = Event(id: s.nextID, type: type, take: take, time: Date().timeIntervalSince1970, fields: fields)
+            s.events.append(event)
+            s.nextID += 1
+            forward?(event)
+            if s.events.count > capacity { s.events.removeFirst(s.events.count - capacity) }
+        }
     }
 
     /// The events after `id` still kept; when there are none, waits up to
     /// `timeout` seconds for one. Nil once the log is closed.
     func after(_ id: Int, timeout: Double) -> [Event]? {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        cond.lock(); defer { cond.unlock() }
-        while !closed {
-            let newer = events.drop { $0.id <= id }
-            if !newer.isEmpty { return Array(newer) }
-            if !cond.wait(until: deadline) { return [] }
+        state.wait(until: { $0.closed || ($0.events.last?.id ?? 0) > id }, timeout: timeout) { s, _ in
+            s.closed ? nil : Array(s.events.drop { $0.id <= id })
         }
-        return nil
     }
 
     /// The number of the last event posted (0 before any).
-    var lastID: Int { cond.lock(); defer { cond.unlock() }; return nextID - 1 }
+    var lastID: Int { state.withLock { $0.nextID - 1 } }
 
     /// Ends every stream (the server is stopping).
-    func close() {
-        cond.lock(); closed = true; cond.broadcast(); cond.unlock()
-    }
+    func close() { state.update { $0.closed = true } }
 }
 
 /// One `GET /v1/events` stream: the events after the one it resumes from,
 /// then each as it is posted, and a comment every `heartbeat` seconds
 /// while none comes (so no proxy or idle timeout ends a quiet stream).
-final class EventStream: HTTPStream, @unchecked Sendable {
+final class EventStream: HTTPStream, Sendable {
     private let log: EventLog
-    private var cursor: Int
+    private let cursor: Mutex<Int>
     private let heartbeat: Double
 
     init(log: EventLog, after cursor: Int, heartbeat: Double = 10) {
-        self.log = log; self.cursor = cursor; self.heartbeat = heartbeat
+        self.log = log; self.cursor = Mutex(cursor); self.heartbeat = heartbeat
     }
 
     func next() -> Data? {
-        guard let events = log.after(cursor, timeout: heartbeat) else { return nil }
+        guard let events = log.after(cursor.withLock { $0 }, timeout: heartbeat) else { return nil }
         guard let last = events.last else { return Data(": keep-alive\n\n".utf8) }
-        cursor = last.id
+        cursor.withLock { $0 = last.id }
         return Data(events.map(\.frame).joined().utf8)
     }
 }

@@ -1,5 +1,7 @@
 import CMicroHTTPD
+import DiptychCore
 import Foundation
+import Synchronization
 
 /// One HTTP request as the router sees it: the body is complete (and within
 /// the size limit) when the handler runs.
@@ -55,7 +57,7 @@ public struct HTTPResponse: Sendable {
 /// discarded). One client address holds at most `perAddressLimit`
 /// connections, and a request must arrive whole within `requestDeadline`
 /// (`ConnectionDeadlines`), however slowly its bytes trickle in.
-final class HTTPServer: @unchecked Sendable {
+final class HTTPServer: @unchecked Sendable {   // libmicrohttpd daemon handle (set by start, cleared by stop) and its logger's C struct
     typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     /// Sees a request's head (its body empty, not yet read); a response refuses it.
     typealias Admit = @Sendable (HTTPRequest) -> HTTPResponse?
@@ -68,10 +70,12 @@ final class HTTPServer: @unchecked Sendable {
     private let log: @Sendable (String) -> Void
     private var daemon: OpaquePointer?
     private let logger: UnsafeMutablePointer<diptych_mhd_logger>
-    private let lock = NSLock()
-    private var started = false
-    private var lastLogLine: String?
-    private var quiesced = false
+    private struct State {
+        var started = false
+        var lastLogLine: String?
+        var quiesced = false
+    }
+    private let state = Mutex(State())
 
     init(address: ListenAddress, maxBodyBytes: Int, requestDeadline: Double,
          log: @escaping @Sendable (String) -> Void, admit: @escaping Admit = { _ in nil }, handler: @escaping Handler) {
@@ -111,22 +115,24 @@ final class HTTPServer: @unchecked Sendable {
                               HTTPServer.idleTimeout, 256 * 1024, logger)
         }
         guard let d else {
-            let why = lock.withLock { lastLogLine } ?? "libmicrohttpd could not start"
+            let why = state.withLock { $0.lastLogLine } ?? "libmicrohttpd could not start"
             throw .runtime("--listen \(address): \(why.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
         daemon = d
         deadlines.start()
-        lock.withLock { started = true }
+        state.withLock { $0.started = true }
         return diptych_mhd_bound_port(d)
     }
 
     /// Stops accepting connections; those open are served to the end.
     func quiesce() {
-        lock.lock(); defer { lock.unlock() }
-        guard let d = daemon, !quiesced else { return }
-        quiesced = true
-        let fd = MHD_quiesce_daemon(d)
-        if fd >= 0 { close(fd) }
+        guard let d = daemon else { return }
+        state.withLock { s in
+            guard !s.quiesced else { return }
+            s.quiesced = true
+            let fd = MHD_quiesce_daemon(d)
+            if fd >= 0 { close(fd) }
+        }
     }
 
     /// Stops the daemon: closes every connection and joins its threads.
@@ -140,7 +146,7 @@ final class HTTPServer: @unchecked Sendable {
     /// libmicrohttpd's messages go to the log once it listens; while it starts,
     /// the last one is kept for `start()`'s error (said once, in one line).
     private func logged(_ line: String) {
-        let listening = lock.withLock { lastLogLine = line; return started }
+        let listening = state.withLock { $0.lastLogLine = line; return $0.started }
         if listening { log("http: \(line.trimmingCharacters(in: .whitespacesAndNewlines))") }
     }
 
@@ -287,15 +293,15 @@ final class HTTPServer: @unchecked Sendable {
 /// its socket shut down, which ends the connection on its own thread. Each
 /// connection's socket is held as a duplicate until libmicrohttpd says it
 /// closed, so the one shut down is always that connection's.
-final class ConnectionDeadlines: @unchecked Sendable {
+final class ConnectionDeadlines: Sendable {
     private struct Entry {
         var socket: Int32
         /// When the request now arriving must be whole; nil while a handler runs.
         var due: Double?
     }
     let deadline: Double
-    private let lock = NSLock()
-    private var entries: [OpaquePointer: Entry] = [:]
+    /// By connection (libmicrohttpd's handle, as an address).
+    private let entries = Mutex<[UInt: Entry]>([:])
     /// The sweeper sleeps on it between sweeps; `stop` ends it at once.
     private let stopSignal = StopSignal()
 
@@ -305,40 +311,44 @@ final class ConnectionDeadlines: @unchecked Sendable {
 
     func opened(_ connection: OpaquePointer, socket: Int32) {
         let copy = socket >= 0 ? dup(socket) : -1
-        lock.withLock { entries[connection] = Entry(socket: copy, due: Self.now() + deadline) }
+        let due = Self.now() + deadline
+        entries.withLock { $0[Self.key(connection)] = Entry(socket: copy, due: due) }
     }
 
-    func arrived(_ connection: OpaquePointer) { lock.withLock { entries[connection]?.due = nil } }
+    func arrived(_ connection: OpaquePointer) { entries.withLock { $0[Self.key(connection)]?.due = nil } }
 
-    func restart(_ connection: OpaquePointer) { lock.withLock { entries[connection]?.due = Self.now() + deadline } }
+    func restart(_ connection: OpaquePointer) {
+        let due = Self.now() + deadline
+        entries.withLock { $0[Self.key(connection)]?.due = due }
+    }
+
+    private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
 
     func closed(_ connection: OpaquePointer) {
-        let socket = lock.withLock { entries.removeValue(forKey: connection)?.socket }
+        let socket = entries.withLock { $0.removeValue(forKey: Self.key(connection))?.socket }
         if let socket, socket >= 0 { close(socket) }
     }
 
     func start() {
-        let t = Thread { [self] in
+        JoinableThread.detached(name: "http-deadlines", stackSize: nil) { [self] in
             // A sweep, then until the next is due, or at once when stop() is called.
             while !stopSignal.isStopped {
                 sweep()
                 guard stopSignal.sleep(min(0.5, deadline / 4)) else { break }
             }
         }
-        t.name = "http-deadlines"
-        t.start()
     }
 
     func stop() {
         stopSignal.stop()
-        let left = lock.withLock { () -> [Int32] in defer { entries = [:] }; return entries.values.map(\.socket) }
+        let left = entries.withLock { e -> [Int32] in defer { e = [:] }; return e.values.map(\.socket) }
         for s in left where s >= 0 { close(s) }
     }
 
     /// Shuts down the sockets of requests past their deadline.
     func sweep() {
         let now = Self.now()
-        lock.withLock {
+        entries.withLock { entries in
             for (key, e) in entries {
                 guard let due = e.due, now > due, e.socket >= 0 else { continue }
                 shutdown(e.socket, Int32(SHUT_RDWR))

@@ -1,33 +1,36 @@
 import DiptychCore
 import DiptychGPU
 import Foundation
+import Synchronization
 
 /// `diptych serve`: the HTTP front (authentication, routing, errors) over
 /// the take registry, and the process's life: start-up checks, calibration,
 /// the cost sampler, and SIGTERM/SIGINT (stop accepting, finalize every
 /// take, exit 0).
-public final class Server: @unchecked Sendable {
+public final class Server: Sendable {
     private let options: ServeOptions
     private let address: ListenAddress
     private let token: BearerToken?
     private let log: @Sendable (String) -> Void
     private let serverLog: ServerLog
-    private var http: HTTPServer?
-    private var registry: TakeRegistry?
-    private var router = Router()
-    private let lock = NSLock()
-    private var ready = false
-    private var responses: [Int: Int] = [:]
-    /// Left when the calibration take has ended (shutdown waits for it).
-    private let calibrating = DispatchGroup()
+    private struct State {
+        var http: HTTPServer?
+        var registry: TakeRegistry?
+        var router = Router()
+        var ready = false
+        var responses: [Int: Int] = [:]
+        /// `--webhook`: the receivers every event is POSTed to.
+        var webhooks: Webhooks?
+    }
+    private let state = Mutex(State())
+    /// True while the calibration take runs (shutdown waits for it to end).
+    private let calibrating = Condition(false)
     /// The cost sampler sleeps on it between samples; shutdown ends it.
     private let sampling = StopSignal()
     /// systemd's notification socket, where systemd started the server.
     private let systemd: SystemdNotifier?
     /// `--webhook-secret-file`'s key, read before anything starts.
     private let webhookSigner: WebhookSigner?
-    /// `--webhook`: the receivers every event is POSTed to.
-    private var webhooks: Webhooks?
 
     /// Checks the options that need no GPU: the listen address, the token,
     /// the folders. Throws `.badUsage` (exit 2) for any of them.
@@ -66,7 +69,7 @@ public final class Server: @unchecked Sendable {
         } else {
             webhooks = nil
         }
-        self.webhooks = webhooks
+        state.withLock { $0.webhooks = webhooks }
 
         let http = HTTPServer(address: address, maxBodyBytes: options.maxBodyBytes, requestDeadline: options.requestTimeout, log: log, admit: { [weak self] head in
             self?.admit(head)
@@ -74,7 +77,7 @@ public final class Server: @unchecked Sendable {
             self?.handle(request) ?? HTTPErrors.response(503, "the server is stopping")
         }
         let port = try http.start()
-        self.http = http
+        state.withLock { $0.http = http }
 
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let pool: CompositorPool
@@ -101,16 +104,16 @@ public final class Server: @unchecked Sendable {
         let r = TakesAPI(registry: registry, gpuDescription: pool.info.description, gpuPlan: pool.plan,
                          responses: { [weak self] in self?.responseCounts ?? [:] },
                          webhooks: { webhooks?.counts }).router()
-        lock.withLock { self.registry = registry; router = r; ready = true }
+        state.withLock { $0.registry = registry; $0.router = r; $0.ready = true }
 
         // The calibration take runs beside the requests (a POST waits for
         // it); the cost sampler starts after it, so its CPU is not counted.
         // systemd hears READY=1 when calibration has ended (either way: a
         // failed calibration is the status, and /readyz says it), and a
         // watchdog ping with each cost sample.
-        let gpu = options.gpu, say = log, group = calibrating, systemd = self.systemd, sampling = self.sampling
-        group.enter()
-        let calibration = Thread { [weak registry] in
+        let gpu = options.gpu, say = log, systemd = self.systemd, sampling = self.sampling
+        calibrating.withLock { $0 = true }
+        JoinableThread.detached(name: "diptych.cost-meter", stackSize: nil) { [weak registry, calibrating] in
             let calibrated: Bool
             do throws(ServerError) {
                 let model = try Calibration.run(pool: pool, gpu: gpu, cores: encoderCores, log: say)
@@ -123,7 +126,7 @@ public final class Server: @unchecked Sendable {
                 systemd?.ready(status: "listening on port \(port); calibration failed, takes are refused: \(error)")
                 calibrated = false
             }
-            group.leave()
+            calibrating.update { $0 = false }
             // A ping every second, sooner for a watchdog under two seconds (never under 10 ms).
             let interval = min(1, max(0.01, systemd?.watchdogInterval ?? 1))
             // Until shutdown has finalized every take (the watchdog is pinged through it).
@@ -133,17 +136,16 @@ public final class Server: @unchecked Sendable {
                 guard sampling.sleep(interval) else { break }
             }
         }
-        calibration.name = "diptych.cost-meter"
-        calibration.start()
         return port
     }
 
     /// Stop accepting, finalize every take, close the socket.
     public func shutdown(reason: String) {
         systemd?.stopping(status: "finalizing every take: \(reason)")
+        let (http, webhooks) = state.withLock { ($0.http, $0.webhooks) }
         http?.quiesce()
-        calibrating.wait()
-        let registry = lock.withLock { () -> TakeRegistry? in ready = false; return self.registry }
+        calibrating.wait(until: { !$0 })
+        let registry = state.withLock { s -> TakeRegistry? in s.ready = false; return s.registry }
         registry?.shutdown(reason: reason)
         // The takes' last events are posted: the receivers get a few seconds to take them.
         webhooks?.stop()
@@ -151,7 +153,7 @@ public final class Server: @unchecked Sendable {
         http?.stop()
     }
 
-    private var responseCounts: [Int: Int] { lock.withLock { responses } }
+    private var responseCounts: [Int: Int] { state.withLock { $0.responses } }
 
     /// A request's head, before its body is read: refused (401) unless it
     /// carries the token. /healthz, /livez and /readyz answer without one (load balancers and orchestrators probe them).
@@ -166,7 +168,7 @@ public final class Server: @unchecked Sendable {
     }
 
     private func counted(_ request: HTTPRequest, _ response: HTTPResponse) -> HTTPResponse {
-        lock.withLock { responses[response.status, default: 0] += 1 }
+        state.withLock { $0.responses[response.status, default: 0] += 1 }
         // Every request at debug; refusals (but 404) at warning, failures at error.
         let level: ServerLog.Level = response.status >= 500 ? .error : response.status >= 400 && response.status != 404 ? .warning : .debug
         serverLog("\(request.method) \(request.path) → \(response.status)", level: level)
@@ -174,7 +176,7 @@ public final class Server: @unchecked Sendable {
     }
 
     private func respond(_ request: HTTPRequest) -> HTTPResponse {
-        let (isReady, router) = lock.withLock { (ready, self.router) }
+        let (isReady, router) = state.withLock { ($0.ready, $0.router) }
         guard isReady else { return HTTPErrors.response(503, "the server is starting or stopping") }
         do throws(RequestError) {
             return try router.handle(request)
@@ -211,24 +213,22 @@ public enum ServeCommand {
             fail(error)
         }
         let logged = log
-        let done = DispatchSemaphore(value: 0)
+        let stop = Condition((stopping: false, done: false))
         var sources: [DispatchSourceSignal] = []
-        let once = NSLock()
-        nonisolated(unsafe) var stopping = false
         for sig in [SIGINT, SIGTERM] {
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             let name = sig == SIGINT ? "SIGINT" : "SIGTERM"
             s.setEventHandler {
-                let first = once.withLock { () -> Bool in defer { stopping = true }; return !stopping }
+                let first = stop.withLock { s -> Bool in defer { s.stopping = true }; return !s.stopping }
                 guard first else { return }
                 logged("\(name): no new takes; finalizing every take", event: "draining")
                 server.shutdown(reason: "server stopped by \(name)")
-                done.signal()
+                stop.update { $0.done = true }
             }
             s.resume()
             sources.append(s)
         }
-        done.wait()
+        stop.wait(until: { $0.done })
         logged("stopped", event: "stopped")
         exit(0)
     }

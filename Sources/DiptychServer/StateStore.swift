@@ -1,6 +1,7 @@
 import Diptych
 import DiptychCore
 import Foundation
+import Synchronization
 
 /// What `state.json` holds for a take.
 struct TakeRecord: Codable, Sendable {
@@ -24,10 +25,11 @@ struct TakeRecord: Codable, Sendable {
 /// rewritten at each change of state and when an output is added) and
 /// `summary.json` (once finished).
 /// Files are replaced atomically, so a crash leaves the last complete one.
-final class StateStore: @unchecked Sendable {
+final class StateStore: Sendable {
     let root: URL
     private let log: @Sendable (String) -> Void
-    private let lock = NSLock()
+    /// Serializes the writes; guards no data.
+    private let writing = Mutex(())
 
     init(path: String, log: @escaping @Sendable (String) -> Void) throws(ServerError) {
         root = URL(fileURLWithPath: path).appendingPathComponent("takes")
@@ -50,7 +52,7 @@ final class StateStore: @unchecked Sendable {
         return e
     }()
 
-    /// Callers hold `lock`.
+    /// Callers hold `writing`.
     private func write(_ data: Data, _ name: String, of id: String) {
         do {
             try FileManager.default.createDirectory(at: folder(id), withIntermediateDirectories: true)
@@ -62,27 +64,26 @@ final class StateStore: @unchecked Sendable {
 
     /// Writes the take's configuration (once, at creation).
     func saveConfiguration(_ take: Take) {
-        lock.lock(); defer { lock.unlock() }
-        write(take.configuration.jsonData(), "config.json", of: take.id)
+        writing.withLock { _ in write(take.configuration.jsonData(), "config.json", of: take.id) }
     }
 
     /// Writes the take's state, and its summary once there is one.
     /// The snapshot is taken under the store's lock, so saves from several
     /// threads land in the order they saw the take (the last one wins).
     func save(_ take: Take) {
-        lock.lock(); defer { lock.unlock() }
-        let s = take.snapshot()
-        let record = TakeRecord(id: s.id, state: s.state, created: s.created, updated: Date(), load: s.load,
-                                encoderThreads: s.encoderThreads, layout: LayoutJSON.value(s.layout), error: s.error, recovered: s.recovered,
-                                addedOutputs: s.everAdded.isEmpty ? nil : s.everAdded.map(\.out))
-        if let d = try? Self.encoder.encode(record) { write(d, "state.json", of: s.id) }
-        if let summary = s.summary, let d = try? Self.encoder.encode(summary) { write(d, "summary.json", of: s.id) }
+        writing.withLock { _ in
+            let s = take.snapshot()
+            let record = TakeRecord(id: s.id, state: s.state, created: s.created, updated: Date(), load: s.load,
+                                    encoderThreads: s.encoderThreads, layout: LayoutJSON.value(s.layout), error: s.error, recovered: s.recovered,
+                                    addedOutputs: s.everAdded.isEmpty ? nil : s.everAdded.map(\.out))
+            if let d = try? Self.encoder.encode(record) { write(d, "state.json", of: s.id) }
+            if let summary = s.summary, let d = try? Self.encoder.encode(summary) { write(d, "summary.json", of: s.id) }
+        }
     }
 
     /// Forgets a take (one that never started).
     func remove(_ id: String) {
-        lock.lock(); defer { lock.unlock() }
-        try? FileManager.default.removeItem(at: folder(id))
+        writing.withLock { _ in try? FileManager.default.removeItem(at: folder(id)) }
     }
 
     /// Every take recorded, oldest first. A take recorded as running was

@@ -2,6 +2,7 @@ import Diptych
 import DiptychCore
 import DiptychGPU
 import Foundation
+import Synchronization
 
 // The one file that drives the session API (`RecordingSession`,
 // `SessionHooks`): the rest of the server sees takes through `TakeSession`
@@ -65,16 +66,16 @@ protocol TakeEvents: AnyObject, Sendable {
 
 /// One take run by the server: a `RecordingSession` on its own thread with
 /// a compositor from the server's pool.
-final class TakeSession: @unchecked Sendable {
+final class TakeSession: Sendable {
     private let session: RecordingSession
     private let snapshots = SnapshotRequests()
-    private let gpu: GPUBox
-    private weak var events: (any TakeEvents)?
+    private let gpu = GPUBox()
+    private weak let events: (any TakeEvents)?
 
     /// The compositor the take is using, and what earlier ones (before a
     /// context loss) did.
-    private final class GPUBox: @unchecked Sendable {
-        let lock = NSLock()
+    private final class GPUBox: Sendable { let state = Mutex(GPUState()) }
+    private struct GPUState {
         var current: GPUCompositor?
         var origin: CompositorPool.Origin?
         var last = GPUTotals()
@@ -87,8 +88,7 @@ final class TakeSession: @unchecked Sendable {
     /// context is reported lost (tests of the rebuild through the pool).
     init(configuration: TakeConfiguration, pool: CompositorPool, encoderThreads: Int, sourcePolicy: SourcePolicy = .commandLine,
          events: any TakeEvents, simulateContextLossAtFrames: Set<Int> = [], name: String? = nil) {
-        let box = GPUBox()
-        gpu = box
+        let box = gpu
         self.events = events
         var hooks = SessionHooks(log: { [weak events] in events?.takeLogged($0) })
         hooks.progress = { [weak events] p in
@@ -109,13 +109,13 @@ final class TakeSession: @unchecked Sendable {
         hooks.makeCompositor = { _ throws(GPUError) in
             // The server's GPU is fixed (`diptych serve --gpu`); the take's selection is not used.
             // A second call is a rebuild after a context loss of the compositor's generation.
-            let lost = box.lock.withLock { box.origin }
+            let lost = box.state.withLock { $0.origin }
             let (c, origin) = try pool.make(replacing: lost, gpuEncoder: gpuEncoder)
-            box.lock.withLock {
-                box.retired = box.retired + box.last
-                box.last = GPUTotals()
-                box.current = c
-                box.origin = origin
+            box.state.withLock { b in
+                b.retired = b.retired + b.last
+                b.last = GPUTotals()
+                b.current = c
+                b.origin = origin
             }
             return c
         }
@@ -125,7 +125,7 @@ final class TakeSession: @unchecked Sendable {
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         hooks.snapshots = snapshots
         // A compositor's last figures stay the take's once it is shut down.
-        hooks.compositorRetiring = { stats in box.lock.withLock { box.last = GPUTotals(stats) } }
+        hooks.compositorRetiring = { stats in box.state.withLock { $0.last = GPUTotals(stats) } }
         session = RecordingSession(configuration: configuration, hooks: hooks)
     }
 
@@ -134,7 +134,7 @@ final class TakeSession: @unchecked Sendable {
         let session = self.session
         let events = self.events
         let box = gpu
-        let t = Thread {
+        JoinableThread.detached(name: name, stackSize: nil) {
             var ending = SessionOutcome()
             do throws(SessionError) {
                 ending.summary = try session.run()
@@ -146,11 +146,9 @@ final class TakeSession: @unchecked Sendable {
                     events?.takeLogged("\(role.rawValue) \(name) could not be opened: \(detail)")
                 }
             }
-            box.lock.withLock { box.ended = true }
+            box.state.withLock { $0.ended = true }
             events?.takeEnded(ending)
         }
-        t.name = name
-        t.start()
     }
 
     /// What a client is told of `error`: fields named as in the request's
@@ -195,12 +193,12 @@ final class TakeSession: @unchecked Sendable {
 
     /// GPU time of the take's passes so far (over every compositor it had).
     var gpuTotals: GPUTotals {
-        let c = gpu.lock.withLock { gpu.ended ? nil : gpu.current }
+        let c = gpu.state.withLock { $0.ended ? nil : $0.current }
         let now = c.map { GPUTotals($0.stats) } ?? GPUTotals()
-        return gpu.lock.withLock {
+        return gpu.state.withLock { g in
             // A compositor already shut down reports nothing: keep what it last said.
-            if now.frames >= gpu.last.frames { gpu.last = now }
-            return gpu.retired + gpu.last
+            if now.frames >= g.last.frames { g.last = now }
+            return g.retired + g.last
         }
     }
 }

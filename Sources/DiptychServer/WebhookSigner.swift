@@ -29,7 +29,7 @@ struct WebhookSigner: Sendable {
         hmac = functions.hmac; sha256 = functions.sha256
     }
 
-    private struct Functions: @unchecked Sendable { var hmac: diptych_hmac_fn; var sha256: diptych_evp_sha256_fn }
+    private struct Functions: @unchecked Sendable { var hmac: diptych_hmac_fn; var sha256: diptych_evp_sha256_fn }   // C function pointers from dlsym, immutable
 
     private static let library: Result<Functions, WebhookError> = {
         guard let h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL) else {

@@ -1,4 +1,5 @@
 import Diptych
+import DiptychCore
 import Foundation
 
 /// `--webhook URL`: every event of `GET /v1/events` is also POSTed, as one
@@ -105,8 +106,17 @@ extension EventLog.Event {
 }
 
 /// One `--webhook` receiver: its queue, its delivery thread and its libcurl handle.
-final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind `cond`
+final class WebhookReceiver: Sendable {
     private struct Delivery { var event: EventLog.Event; var body: Data; var id: UUID }
+    private struct State {
+        var queue: [Delivery] = []
+        var head = 0
+        var closed = false
+        var dropping = false
+        var tally = Webhooks.Counts()
+        /// The delivery thread has ended.
+        var ended = false
+    }
 
     private let url: String
     private let name: String
@@ -117,73 +127,67 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
     private let easy: CurlEasy
     /// Backoff sleeps wait on it; `finish` ends them at its deadline.
     private let stopping = StopSignal()
-    private let cond = NSCondition()
-    private var queue: [Delivery] = []
-    private var head = 0
-    private var closed = false
-    private var dropping = false
-    private var tally = Webhooks.Counts()
-    private let ended = DispatchSemaphore(value: 0)
+    private let state = Condition(State())
 
     init(url: String, signer: WebhookSigner, policy: Webhooks.RetryPolicy, capacity: Int,
          log: @escaping @Sendable (String, ServerLog.Level) -> Void) throws(WebhookError) {
         self.url = url; self.signer = signer; self.policy = policy; self.capacity = max(1, capacity); self.log = log
         name = Webhooks.describe(url)
         easy = try CurlEasy(timeout: policy.timeout, connectTimeout: policy.connectTimeout)
-        let thread = Thread { [self] in run() }
-        thread.name = "diptych.webhook"
-        thread.start()
+        JoinableThread.detached(name: "diptych.webhook", stackSize: nil) { [self] in run() }
     }
 
     var counts: Webhooks.Counts {
-        cond.withLock { var c = tally; c.queued = queue.count - head; return c }
+        state.withLock { var c = $0.tally; c.queued = $0.queue.count - $0.head; return c }
     }
 
     func enqueue(_ event: EventLog.Event, body: Data) {
-        cond.lock()
-        defer { cond.unlock() }
-        guard !closed else { return }
-        if queue.count - head >= capacity {
-            head += 1
-            tally.dropped += 1
-            if !dropping { log("webhook \(name): queue full (\(capacity) events); dropping the oldest until it catches up", .warning) }
-            dropping = true
+        let (capacity, name, log) = (self.capacity, self.name, self.log)
+        state.update { s in
+            guard !s.closed else { return }
+            if s.queue.count - s.head >= capacity {
+                s.head += 1
+                s.tally.dropped += 1
+                if !s.dropping { log("webhook \(name): queue full (\(capacity) events); dropping the oldest until it catches up", .warning) }
+                s.dropping = true
+            }
+            s.queue.append(Delivery(event: event, body: body, id: UUID()))
+            if s.head > 256 && s.head * 2 > s.queue.count { s.queue.removeFirst(s.head); s.head = 0 }
         }
-        queue.append(Delivery(event: event, body: body, id: UUID()))
-        if head > 256 && head * 2 > queue.count { queue.removeFirst(head); head = 0 }
-        cond.signal()
     }
 
-    func close() { cond.withLock { closed = true; cond.broadcast() } }
+    func close() { state.update { $0.closed = true } }
 
     /// Waits for the queue to empty until `deadline`, then aborts and drops the rest.
     func finish(by deadline: Date) {
-        if ended.wait(timeout: .now() + max(0, deadline.timeIntervalSinceNow)) == .timedOut {
+        if !state.wait(until: { $0.ended }, timeout: deadline.timeIntervalSinceNow) {
             stopping.stop()
             easy.abort()
-            ended.wait()
+            state.wait(until: { $0.ended })
         }
     }
 
     /// The next delivery; nil once closed and empty, or aborted.
     private func next() -> Delivery? {
-        cond.lock(); defer { cond.unlock() }
-        while head == queue.count && !closed { cond.wait() }
-        guard head < queue.count, !stopping.isStopped else { return nil }
-        let d = queue[head]
-        head += 1
-        return d
+        let stopping = self.stopping
+        return state.wait(until: { $0.head < $0.queue.count || $0.closed }) { s, _ in
+            guard s.head < s.queue.count, !stopping.isStopped else { return nil }
+            let d = s.queue[s.head]
+            s.head += 1
+            return d
+        }
     }
 
     private func run() {
         while let d = next() { deliver(d) }
-        cond.withLock {
-            let left = queue.count - head
+        let (name, log) = (self.name, self.log)
+        state.update { s in
+            let left = s.queue.count - s.head
             if left > 0 { log("webhook \(name): \(left) events not delivered (the server stopped)", .warning) }
-            tally.dropped += left
-            queue.removeAll(); head = 0
+            s.tally.dropped += left
+            s.queue.removeAll(); s.head = 0
+            s.ended = true
         }
-        ended.signal()
     }
 
     private func deliver(_ d: Delivery) {
@@ -199,7 +203,7 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
             do throws(WebhookError) {
                 let status = try easy.post(url, headers: headers, body: d.body)
                 if (200..<300).contains(status) {
-                    cond.withLock { tally.delivered += 1; dropping = false }
+                    state.withLock { $0.tally.delivered += 1; $0.dropping = false }
                     log("webhook \(name): event \(d.event.id) (\(d.event.type)) delivered, attempt \(attempt)", .debug)
                     return
                 }
@@ -208,12 +212,12 @@ final class WebhookReceiver: @unchecked Sendable {   // mutable state is behind 
                 error = e
             }
             guard error.isTransient, attempt < policy.attempts, stopping.sleep(policy.delay(after: attempt)) else {
-                cond.withLock { tally.failed += 1 }
+                state.withLock { $0.tally.failed += 1 }
                 log("webhook \(name): event \(d.event.id) (\(d.event.type)) not delivered after \(attempt) attempt\(attempt == 1 ? "" : "s"): \(error)", .error)
                 return
             }
             log("webhook \(name): event \(d.event.id) (\(d.event.type)), attempt \(attempt): \(error); trying again", .debug)
-            cond.withLock { tally.retries += 1 }
+            state.withLock { $0.tally.retries += 1 }
             attempt += 1
         }
     }
