@@ -2,6 +2,7 @@ import Diptych
 import DiptychCore
 import DiptychMedia
 import Foundation
+import Synchronization
 
 /// Where a take is in its life.
 public enum TakeState: String, Hashable, Sendable, Codable, CaseIterable {
@@ -28,7 +29,7 @@ public struct RecoveredOutput: Hashable, Sendable, Codable {
 /// The server's record of one take: its configuration, state and live
 /// figures; thread-safe. It receives the session's events (`TakeEvents`)
 /// and tells `onChange` when its state changes.
-final class Take: TakeEvents, @unchecked Sendable {
+final class Take: TakeEvents, Sendable {
     let id: String
     let created: Date
     /// The configuration as run (outputs resolved under the output root).
@@ -36,102 +37,119 @@ final class Take: TakeEvents, @unchecked Sendable {
     let load: TakeLoad
     let encoderThreads: Int
 
-    /// Guards everything below; broadcast when the state changes.
-    private let lock = NSCondition()
-    private var session: TakeSession?
-    private var _state: TakeState
-    private var _layout: Layout
-    /// The main output's image overlays and texts as they are now (`PATCH` replaces them).
-    private var _overlays: [ImageOverlay]
-    private var _texts: [TextOverlay]
-    private var figures = TakeFigures()
-    private var written = 0
-    private var latency = FrameLatency()
-    private var encoder: String?
-    private var _error: String?
-    /// How a failure answers the request that started the take (nil for a take read back from disk).
-    private var _failure: RequestError?
-    /// Outputs added while the take runs, by index, while they are open.
-    private var _added: [Int: OutputSpec] = [:]
-    /// Outputs closed while the take ran (declared or added).
-    private var _removed: Set<Int> = []
-    /// Every output added while the take ran, removed ones included (their files hold recordings).
-    private var _everAdded: [OutputSpec] = []
-    private var _summary: TakeSummary?
-    private var _recovered: RecoveredOutput?
-    /// Set once the take has ended and its final state has been reported.
-    private var ended = false
-    private var recent: [(time: Double, media: Double)] = []
-    private var startTime = ProcessInfo.processInfo.systemUptime
-    var onChange: (@Sendable (Take) -> Void)?
-    /// Where the session's log lines go (the server's log, prefixed with the take's id).
+    private struct State {
+        var session: TakeSession?
+        var state: TakeState
+        var layout: Layout
+        /// The main output's image overlays and texts as they are now (`PATCH` replaces them).
+        var overlays: [ImageOverlay]
+        var texts: [TextOverlay]
+        var figures = TakeFigures()
+        var written = 0
+        var latency = FrameLatency()
+        var encoder: String?
+        var error: String?
+        /// How a failure answers the request that started the take (nil for a take read back from disk).
+        var failure: RequestError?
+        /// Outputs added while the take runs, by index, while they are open.
+        var added: [Int: OutputSpec] = [:]
+        /// Outputs closed while the take ran (declared or added).
+        var removed: Set<Int> = []
+        /// Every output added while the take ran, removed ones included (their files hold recordings).
+        var everAdded: [OutputSpec] = []
+        var summary: TakeSummary?
+        var recovered: RecoveredOutput?
+        /// Set once the take has ended and its final state has been reported.
+        var ended = false
+        var recent: [(time: Double, media: Double)] = []
+        var startTime = ProcessInfo.processInfo.systemUptime
+    }
+    /// Everything that changes; waiters are woken when the state changes or the take has ended.
+    private let m: Condition<State>
+
+    private struct Hooks {
+        var onChange: (@Sendable (Take) -> Void)?
+        var onLog: (@Sendable (_ take: String, _ line: String) -> Void)?
+        var onEvent: (@Sendable (_ type: String, _ take: String, _ fields: [String: String]) -> Void)?
+    }
+    private let hooks = Mutex(Hooks())
+    /// Told the take whenever its state changes (the state folder saves it).
+    var onChange: (@Sendable (Take) -> Void)? {
+        get { hooks.withLock { $0.onChange } }
+        set { hooks.withLock { $0.onChange = newValue } }
+    }
     /// The take's log lines, with its id.
-    var onLog: (@Sendable (_ take: String, _ line: String) -> Void)?
+    var onLog: (@Sendable (_ take: String, _ line: String) -> Void)? {
+        get { hooks.withLock { $0.onLog } }
+        set { hooks.withLock { $0.onLog = newValue } }
+    }
     /// What happened to the take (`GET /v1/events`): its type, the take's id, its fields.
-    var onEvent: (@Sendable (_ type: String, _ take: String, _ fields: [String: String]) -> Void)?
+    var onEvent: (@Sendable (_ type: String, _ take: String, _ fields: [String: String]) -> Void)? {
+        get { hooks.withLock { $0.onEvent } }
+        set { hooks.withLock { $0.onEvent = newValue } }
+    }
 
     init(id: String, configuration: TakeConfiguration, load: TakeLoad, encoderThreads: Int,
          state: TakeState = .starting, created: Date = Date()) {
         self.id = id; self.configuration = configuration; self.load = load; self.encoderThreads = encoderThreads
         self.created = created
-        _state = state
-        _layout = configuration.layout
-        _overlays = configuration.overlays
-        _texts = configuration.texts
+        m = Condition(State(state: state, layout: configuration.layout, overlays: configuration.overlays, texts: configuration.texts))
     }
 
     /// A take read back from the state folder.
     convenience init(record: TakeRecord, configuration: TakeConfiguration, summary: TakeSummary?) {
         self.init(id: record.id, configuration: configuration, load: record.load, encoderThreads: record.encoderThreads,
                   state: record.state, created: record.created)
-        _layout = record.layout.flatMap { try? LayoutJSON.layout($0) } ?? configuration.layout
-        _error = record.error
-        _summary = summary
-        _recovered = record.recovered
-        _everAdded = (record.addedOutputs ?? []).map { OutputSpec(out: $0) }
-        if let s = summary { written = s.frames } else if let r = record.recovered { written = r.frames }
+        m.withLock { s in
+            s.layout = record.layout.flatMap { try? LayoutJSON.layout($0) } ?? configuration.layout
+            s.error = record.error
+            s.summary = summary
+            s.recovered = record.recovered
+            s.everAdded = (record.addedOutputs ?? []).map { OutputSpec(out: $0) }
+            if let summary { s.written = summary.frames } else if let r = record.recovered { s.written = r.frames }
+        }
     }
 
-    var state: TakeState { lock.withLock { _state } }
-    var layout: Layout { lock.withLock { _layout } }
-    var summary: TakeSummary? { lock.withLock { _summary } }
-    var error: String? { lock.withLock { _error } }
-    var failure: RequestError? { lock.withLock { _failure } }
+    var state: TakeState { m.withLock { $0.state } }
+    var layout: Layout { m.withLock { $0.layout } }
+    var summary: TakeSummary? { m.withLock { $0.summary } }
+    var error: String? { m.withLock { $0.error } }
+    var failure: RequestError? { m.withLock { $0.failure } }
+    private var session: TakeSession? { m.withLock { $0.session } }
 
     // MARK: - Control
 
     func run(_ session: TakeSession) {
-        lock.withLock { self.session = session; startTime = ProcessInfo.processInfo.systemUptime }
+        m.withLock { $0.session = session; $0.startTime = ProcessInfo.processInfo.systemUptime }
         session.start(name: "diptych.take.\(id)")
     }
 
     /// Blocks until the take is recording or has ended, or `timeout` passes.
     func waitUntilStarted(timeout: Double) {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        lock.lock(); defer { lock.unlock() }
-        while _state == .starting && lock.wait(until: deadline) {}
+        m.wait(until: { $0.state != .starting }, timeout: timeout)
     }
 
     /// Asks an active take to finalize; false when it is not active.
     @discardableResult
     func stop(_ why: String) -> Bool {
-        lock.lock()
-        guard _state.isActive, let s = session else { lock.unlock(); return false }
-        if _state == .recording || _state == .starting { _state = .finishing; lock.broadcast() }
-        lock.unlock()
-        s.stop(why)
+        let session = m.update { s -> TakeSession? in
+            guard s.state.isActive, let session = s.session else { return nil }
+            if s.state == .recording || s.state == .starting { s.state = .finishing }
+            return session
+        }
+        guard let session else { return false }
+        session.stop(why)
         changed()
         return true
     }
 
     /// Blocks until the take has ended.
     func waitUntilEnded() {
-        lock.lock(); defer { lock.unlock() }
-        while session != nil && !ended { lock.wait() }
+        m.wait(until: { $0.session == nil || $0.ended })
     }
 
     func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) {
-        let s: TakeSession? = lock.withLock { _layout = layout; return session }
+        let s: TakeSession? = m.withLock { $0.layout = layout; return $0.session }
         s?.setLayout(layout, transition: transition)
         changed()
         onEvent?("layout-changed", id, ["kind": layout.kind.rawValue])
@@ -140,48 +158,49 @@ final class Take: TakeEvents, @unchecked Sendable {
     /// Replaces the main output's texts from the next frame on; bad input
     /// (a font that cannot be read or is outside the input root) is a 400.
     func setTexts(_ texts: [TextOverlay]) throws(RequestError) {
-        guard let s = lock.withLock({ session }) else { return }
+        guard let s = session else { return }
         do { try s.setTexts(texts) } catch {
             guard case .configuration(let e) = error else { throw .badRequest("texts: \(error)") }
             throw .badRequest(TakeRequests.describe(e))
         }
-        lock.withLock { _texts = texts }
+        m.withLock { $0.texts = texts }
         changed()
     }
 
     /// Replaces the main output's image overlays from the next frame on;
     /// an image the take did not read when it started is a 400.
     func setOverlays(_ overlays: [ImageOverlay]) throws(RequestError) {
-        guard let s = lock.withLock({ session }) else { return }
+        guard let s = session else { return }
         do { try s.setOverlays(overlays) } catch {
             guard case .configuration(let e) = error else { throw .badRequest("overlays: \(error)") }
             throw .badRequest(TakeRequests.describe(e))
         }
-        lock.withLock { _overlays = overlays }
+        m.withLock { $0.overlays = overlays }
         changed()
     }
 
     func switchSource(_ role: StreamRole, to spec: SourceSpec) {
-        lock.withLock { session }?.switchSource(role, to: spec)
+        session?.switchSource(role, to: spec)
         onEvent?("source-switched", id, ["role": role.rawValue, "source": "\(spec)"])
     }
 
     /// The outputs added while the take ran, open now or removed since.
-    var addedOutputs: [OutputSpec] { lock.withLock { _everAdded } }
+    var addedOutputs: [OutputSpec] { m.withLock { $0.everAdded } }
 
     /// What the take asks of the machine now: its load with the outputs added and still open.
     var admissionLoad: TakeLoad {
         var l = load
-        l.outputs += lock.withLock { _added.sorted { $0.key < $1.key }.map { load.output(for: $0.value) } }
+        let added = m.withLock { $0.added.sorted { $0.key < $1.key }.map(\.value) }
+        l.outputs += added.map { load.output(for: $0) }
         return l
     }
 
     /// Adds an output to the running take: 400 when it cannot be opened, 409 once the take is over.
     func addOutput(_ spec: OutputSpec) throws(RequestError) -> Int {
-        guard let s = lock.withLock({ session }) else { throw .conflict("take '\(id)': is not running") }
+        guard let s = session else { throw .conflict("take '\(id)': is not running") }
         do {
             let index = try s.addOutput(spec)
-            lock.withLock { _added[index] = spec; _everAdded.append(spec) }
+            m.withLock { $0.added[index] = spec; $0.everAdded.append(spec) }
             changed()
             onEvent?("output-added", id, ["index": "\(index)", "out": spec.out])
             return index
@@ -197,8 +216,8 @@ final class Take: TakeEvents, @unchecked Sendable {
 
     /// Removes an added output and returns what it received; nil for an unknown index or the main output.
     func removeOutput(_ index: Int) -> OutputSummary? {
-        guard let summary = lock.withLock({ session })?.removeOutput(index) else { return nil }
-        lock.withLock { _added[index] = nil; _removed.insert(index) }
+        guard let summary = session?.removeOutput(index) else { return nil }
+        m.withLock { $0.added[index] = nil; $0.removed.insert(index) }
         changed()
         onEvent?("output-removed", id, ["index": "\(index)", "frames": "\(summary.frames)"])
         return summary
@@ -210,7 +229,7 @@ final class Take: TakeEvents, @unchecked Sendable {
     /// declared, `alsoOut`, and added), 504 when no frame of it is drawn
     /// within `timeout` seconds.
     func snapshotPNG(output index: Int, timeout: Double) throws(RequestError) -> Data {
-        let (s, state, added, removed) = lock.withLock { (session, _state, _added, _removed) }
+        let (s, state, added, removed) = m.withLock { ($0.session, $0.state, $0.added, $0.removed) }
         guard let s, state == .recording else { throw .conflict("take '\(id)': is \(state.rawValue); only a recording take has a picture") }
         let declared = index >= 0 && index <= configuration.extraOutputs.count
         guard (declared || added[index] != nil) && !removed.contains(index) else { throw .notFound("take '\(id)': has no output \(index)") }
@@ -228,11 +247,11 @@ final class Take: TakeEvents, @unchecked Sendable {
 
     /// Marks a take that was running when the server stopped as failed, with what its file holds.
     func markCrashed(_ recovered: RecoveredOutput, previous: TakeState) {
-        lock.withLock {
-            _state = .failed
-            _error = "the server stopped while the take was \(previous.rawValue); the output keeps what was written"
-            _recovered = recovered
-            written = recovered.frames
+        m.withLock { s in
+            s.state = .failed
+            s.error = "the server stopped while the take was \(previous.rawValue); the output keeps what was written"
+            s.recovered = recovered
+            s.written = recovered.frames
         }
     }
 
@@ -246,23 +265,22 @@ final class Take: TakeEvents, @unchecked Sendable {
             // "encoder: libx264 (why); audio: …" → "libx264"
             let name = line.dropFirst("encoder: ".count).split(separator: ";").first?
                 .split(separator: " (").first.map { String($0) }
-            lock.withLock { encoder = name }
+            m.withLock { $0.encoder = name }
         }
     }
 
     func takeProgressed(_ f: TakeFigures) {
-        lock.withLock {
-            figures = f
-            recent.append((f.wallSeconds, f.mediaSeconds))
-            while let first = recent.first, f.wallSeconds - first.time > 4 { recent.removeFirst() }
+        m.withLock { s in
+            s.figures = f
+            s.recent.append((f.wallSeconds, f.mediaSeconds))
+            while let first = s.recent.first, f.wallSeconds - first.time > 4 { s.recent.removeFirst() }
         }
     }
 
     func takeStarted() {
-        let changedState: Bool = lock.withLock {
-            guard _state == .starting else { return false }
-            _state = .recording
-            lock.broadcast()
+        let changedState: Bool = m.update { s in
+            guard s.state == .starting else { return false }
+            s.state = .recording
             return true
         }
         if changedState {
@@ -287,61 +305,62 @@ final class Take: TakeEvents, @unchecked Sendable {
 
     func takePrimaryTaken(_ pts: MediaTime) {
         let now = ProcessInfo.processInfo.systemUptime
-        lock.withLock { latency.primaryTaken(pts, at: now) }
+        m.withLock { $0.latency.primaryTaken(pts, at: now) }
     }
 
     func takeWritten(_ pts: MediaTime) {
         let now = ProcessInfo.processInfo.systemUptime
-        lock.withLock { latency.written(pts, at: now); written += 1 }
+        m.withLock { $0.latency.written(pts, at: now); $0.written += 1 }
     }
 
     func takeEnded(_ e: SessionOutcome) {
-        lock.withLock {
-            _summary = e.summary
-            _error = e.failure?.description
-            _failure = e.failure
-            _state = e.failure == nil ? .finished : .failed
-            if let s = e.summary { written = s.frames }
+        m.withLock { s in
+            s.summary = e.summary
+            s.error = e.failure?.description
+            s.failure = e.failure
+            s.state = e.failure == nil ? .finished : .failed
+            if let summary = e.summary { s.written = summary.frames }
         }
         // The final state is saved (and told) before anyone waiting for the end is woken.
         changed()
         if let f = e.failure { onEvent?("failed", id, ["error": f.description]) }
         else { onEvent?("finished", id, ["frames": "\(e.summary?.frames ?? 0)"]) }
-        lock.withLock { ended = true; lock.broadcast() }
+        m.update { $0.ended = true }
     }
 
     // MARK: - Figures
 
     /// The realtime factor over the last few seconds, once the take has run for two.
     var recentRealtimeFactor: Double? {
-        lock.withLock {
-            guard _state == .recording, let a = recent.first, let b = recent.last, b.time - a.time >= 2 else { return nil }
+        m.withLock { s in
+            guard s.state == .recording, let a = s.recent.first, let b = s.recent.last, b.time - a.time >= 2 else { return nil }
             return (b.media - a.media) / (b.time - a.time)
         }
     }
 
     /// Cumulative counters for the cost meter.
     var counters: CostMeter.TakeCounters {
-        let gpu = lock.withLock { session }?.gpuTotals ?? GPUTotals()
-        let frames = lock.withLock { written }
+        let gpu = session?.gpuTotals ?? GPUTotals()
+        let frames = m.withLock { $0.written }
         // Every encoded output renders and encodes its canvas at its rate: the same count as `TakeLoad.megapixelsPerSecond`.
         return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * load.megapixelsPerFrame,
                                       gpuMs: gpu.milliseconds)
     }
 
-    var gpuTotals: GPUTotals { lock.withLock { session }?.gpuTotals ?? GPUTotals() }
+    var gpuTotals: GPUTotals { session?.gpuTotals ?? GPUTotals() }
 
     /// A snapshot for the JSON view and the metrics: the configuration as
     /// run, with the main output's overlays and texts as they are now.
     func snapshot() -> TakeSnapshot {
-        lock.withLock {
-            var configuration = configuration
-            configuration.overlays = _overlays
-            configuration.texts = _texts
-            return TakeSnapshot(id: id, state: _state, created: created, configuration: configuration, layout: _layout,
-                         load: load, encoderThreads: encoderThreads, figures: figures, written: written, latency: latency,
-                         encoder: _summary?.encoder ?? encoder, error: _error, summary: _summary, recovered: _recovered,
-                         added: _added.sorted { $0.key < $1.key }, everAdded: _everAdded)
+        var configuration = configuration
+        let (id, created, load, encoderThreads) = (self.id, self.created, self.load, self.encoderThreads)
+        return m.withLock { s in
+            configuration.overlays = s.overlays
+            configuration.texts = s.texts
+            return TakeSnapshot(id: id, state: s.state, created: created, configuration: configuration, layout: s.layout,
+                                load: load, encoderThreads: encoderThreads, figures: s.figures, written: s.written, latency: s.latency,
+                                encoder: s.summary?.encoder ?? s.encoder, error: s.error, summary: s.summary, recovered: s.recovered,
+                                added: s.added.sorted { $0.key < $1.key }, everAdded: s.everAdded)
         }
     }
 }

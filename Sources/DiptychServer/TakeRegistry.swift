@@ -3,10 +3,11 @@ import DiptychCore
 import DiptychGPU
 import DiptychOptions
 import Foundation
+import Synchronization
 
 /// The takes of one server: creation (checks, output confinement,
 /// admission by measured cost), lookup, cost sampling and shutdown.
-final class TakeRegistry: @unchecked Sendable {
+final class TakeRegistry: Sendable {
     struct Settings: Sendable {
         var maxTakes: Int
         var capacity: Capacity
@@ -42,24 +43,45 @@ final class TakeRegistry: @unchecked Sendable {
     private let takeLog: @Sendable (_ take: String, _ line: String) -> Void
     /// `GET /v1/events`.
     let events: EventLog
-    private let lock = NSLock()
-    private var takes: [String: Take] = [:]
-    private var order: [String] = []
-    private var draining = false
-    private var sampledLast: Set<String> = []
-    private(set) var admitted = 0
-    private(set) var refusals: [String: Int] = [:]
-    /// File outputs being added to running takes (claimed while they open).
-    private var reserved: Set<String> = []
-    /// Encodes of outputs being added (admitted, not yet open).
-    private var reservedEncodes: [TakeLoad] = []
-    /// Ended takes that left memory (`Settings.keepFinished`), oldest first.
-    private var retired: [Retired] = []
-    private var retiredIDs: Set<String> = []
-    /// Output frames the retired takes wrote (so `/metrics`' total never goes down).
-    private(set) var retiredFrames = 0
-    /// `Idempotency-Key` of a `POST /v1/takes` → the take it made.
-    private var idempotency: [String: String] = [:]
+    private struct State {
+        var takes: [String: Take] = [:]
+        var order: [String] = []
+        var draining = false
+        var sampledLast: Set<String> = []
+        var admitted = 0
+        var refusals: [String: Int] = [:]
+        /// File outputs being added to running takes (claimed while they open).
+        var reserved: Set<String> = []
+        /// Encodes of outputs being added (admitted, not yet open).
+        var reservedEncodes: [TakeLoad] = []
+        /// Ended takes that left memory (`Settings.keepFinished`), oldest first.
+        var retired: [Retired] = []
+        var retiredIDs: Set<String> = []
+        /// Output frames the retired takes wrote (so `/metrics`' total never goes down).
+        var retiredFrames = 0
+        /// `Idempotency-Key` of a `POST /v1/takes` → the take it made.
+        var idempotency: [String: String] = [:]
+
+        var kept: [Take] { order.compactMap { takes[$0] } }
+
+        /// The oldest ended takes beyond `keepFinished` leave memory;
+        /// their recordings stay claimed. Run whenever the takes are looked
+        /// at, so what a client sees never holds more.
+        mutating func retireEnded(keepFinished: Int) {
+            let ended = kept.filter { !$0.state.isActive }
+            let excess = ended.count - keepFinished
+            guard excess > 0 else { return }
+            for t in ended.prefix(excess) {
+                retired.append(Retired(id: t.id, state: t.state, recordings: OutputClaims.recordings(of: t)))
+                retiredFrames += t.snapshot().written
+                retiredIDs.insert(t.id)
+                takes[t.id] = nil
+            }
+            order.removeAll { takes[$0] == nil }
+            idempotency = idempotency.filter { takes[$0.value] != nil }
+        }
+    }
+    private let state = Mutex(State())
 
     /// `takeLog`: a take's own lines, with its id (by default `log`'s, prefixed `take ID: `).
     init(settings: Settings, pool: CompositorPool, meter: CostMeter, store: StateStore?, log: @escaping @Sendable (String) -> Void,
@@ -67,16 +89,17 @@ final class TakeRegistry: @unchecked Sendable {
         self.settings = settings; self.pool = pool; self.meter = meter; self.store = store; self.log = log
         self.events = events
         self.takeLog = takeLog ?? { log("take \($0): \($1)") }
-        for t in store?.load() ?? [] { register(t) }
+        for t in store?.load() ?? [] { state.withLock { register(t, in: &$0) } }
     }
 
-    private func register(_ t: Take) {
-        takes[t.id] = t
-        order.append(t.id)
+    /// Lock held.
+    private func register(_ t: Take, in s: inout State) {
+        s.takes[t.id] = t
+        s.order.append(t.id)
         if let store { t.onChange = { store.save($0) } }
         t.onLog = takeLog
         t.onEvent = { [events] type, take, fields in events.post(type, take: take, fields) }
-        retireEnded()
+        s.retireEnded(keepFinished: settings.keepFinished)
     }
 
     /// The running take furthest behind real time, if one is under 0.9×.
@@ -85,25 +108,9 @@ final class TakeRegistry: @unchecked Sendable {
             .min { $0.realtimeFactor < $1.realtimeFactor }
     }
 
-    /// Lock held: the oldest ended takes beyond `keepFinished` leave memory;
-    /// their recordings stay claimed. Run whenever the takes are looked at,
-    /// so what a client sees never holds more.
-    private func retireEnded() {
-        let ended = order.compactMap { takes[$0] }.filter { !$0.state.isActive }
-        let excess = ended.count - settings.keepFinished
-        guard excess > 0 else { return }
-        for t in ended.prefix(excess) {
-            retired.append(Retired(id: t.id, state: t.state, recordings: OutputClaims.recordings(of: t)))
-            retiredFrames += t.snapshot().written
-            retiredIDs.insert(t.id)
-            takes[t.id] = nil
-        }
-        order.removeAll { takes[$0] == nil }
-        idempotency = idempotency.filter { takes[$0.value] != nil }
-    }
-
     func take(_ id: String) throws(RequestError) -> Take {
-        let (t, gone) = lock.withLock { retireEnded(); return (takes[id], retiredIDs.contains(id)) }
+        let keep = settings.keepFinished
+        let (t, gone) = state.withLock { s in s.retireEnded(keepFinished: keep); return (s.takes[id], s.retiredIDs.contains(id)) }
         if let t { return t }
         if gone {
             throw .notFound("take '\(id)': ended and no longer kept in memory (--keep-finished \(settings.keepFinished)); the state folder keeps its record")
@@ -115,9 +122,8 @@ final class TakeRegistry: @unchecked Sendable {
     /// it), after the take `after`, at most `limit`; and the id to page on
     /// from, when more follow.
     func page(state: TakeState?, limit: Int, after: String?) throws(RequestError) -> (takes: [Take], next: String?) {
-        lock.lock(); defer { lock.unlock() }
-        retireEnded()
-        var list = order.compactMap { takes[$0] }
+        let keep = settings.keepFinished
+        var list = self.state.withLock { s in s.retireEnded(keepFinished: keep); return s.kept }
         if let after {
             guard let i = list.firstIndex(where: { $0.id == after }) else {
                 throw .badRequest("after '\(after)': no such take (or no longer kept in memory)")
@@ -129,22 +135,26 @@ final class TakeRegistry: @unchecked Sendable {
         return (page, list.count > limit ? page.last?.id : nil)
     }
 
-    var all: [Take] { lock.withLock { retireEnded(); return order.compactMap { takes[$0] } } }
+    var all: [Take] {
+        let keep = settings.keepFinished
+        return state.withLock { s in s.retireEnded(keepFinished: keep); return s.kept }
+    }
     /// Whether the server is finalizing its takes to stop.
-    var isDraining: Bool { lock.withLock { draining } }
+    var isDraining: Bool { state.withLock { $0.draining } }
 
     /// Why the server is not ready for a take now (`GET /readyz`), or nil:
     /// calibrating or its calibration failed, draining, or a take of the
     /// calibration's size would be refused (the limit, a lagging take, the capacity).
     var unreadiness: String? {
         let model = meter.model
-        return lock.withLock {
-            Admission.unready(calibrated: model != nil, calibrationFailure: meter.failure, draining: draining) {
+        let (meter, settings) = (self.meter, self.settings)
+        return state.withLock { s in
+            Admission.unready(calibrated: model != nil, calibrationFailure: meter.failure, draining: s.draining) {
                 guard let model else { return nil }
-                let active = takes.values.filter { $0.state.isActive }
+                let active = s.takes.values.filter { $0.state.isActive }
                 let lagging = Self.slowest(active)
                 let probe = TakeLoad(width: Calibration.canvas.width, height: Calibration.canvas.height, fps: 30)
-                if case .failure(let r) = Admission.decide(new: probe, running: active.map(\.admissionLoad) + reservedEncodes,
+                if case .failure(let r) = Admission.decide(new: probe, running: active.map(\.admissionLoad) + s.reservedEncodes,
                                                            lagging: lagging, active: active.count, maxTakes: settings.maxTakes,
                                                            model: model, capacity: settings.capacity) { return r }
                 return nil
@@ -153,7 +163,8 @@ final class TakeRegistry: @unchecked Sendable {
     }
     /// The takes kept and the counts, read together (what `/metrics` shows).
     var snapshot: (takes: [Take], admitted: Int, refusals: [String: Int], retiredFrames: Int) {
-        lock.withLock { retireEnded(); return (order.compactMap { takes[$0] }, admitted, refusals, retiredFrames) }
+        let keep = settings.keepFinished
+        return state.withLock { s in s.retireEnded(keepFinished: keep); return (s.kept, s.admitted, s.refusals, s.retiredFrames) }
     }
 
     // MARK: - Creating a take
@@ -167,9 +178,9 @@ final class TakeRegistry: @unchecked Sendable {
             guard !key.isEmpty, key.count <= 255, key.unicodeScalars.allSatisfy({ $0.value > 32 && $0.value < 127 }) else {
                 throw .badRequest("Idempotency-Key '\(key.prefix(64))': expected 1 to 255 printable characters without spaces")
             }
-            if let t = lock.withLock({ idempotency[key].flatMap { takes[$0] } }) { return (t, true) }
+            if let t = state.withLock({ s in s.idempotency[key].flatMap { s.takes[$0] } }) { return (t, true) }
         }
-        if lock.withLock({ draining }) { throw .unavailable("the server is shutting down") }
+        if state.withLock({ $0.draining }) { throw .unavailable("the server is shutting down") }
         var config = try TakeRequests.configuration(body)
         if config.gpu != "auto" && config.gpu != settings.serverGPU {
             throw .badRequest("gpu '\(config.gpu)': takes share the server's GPU (diptych serve --gpu \(settings.serverGPU))")
@@ -229,10 +240,10 @@ final class TakeRegistry: @unchecked Sendable {
         take.waitUntilStarted(timeout: settings.startWait)
         if take.state == .failed && take.summary == nil {
             // Nothing was recorded: the request failed, and no take exists.
-            lock.withLock {
-                takes[take.id] = nil
-                order.removeAll { $0 == take.id }
-                idempotency = idempotency.filter { $0.value != take.id }
+            state.withLock { s in
+                s.takes[take.id] = nil
+                s.order.removeAll { $0 == take.id }
+                s.idempotency = s.idempotency.filter { $0.value != take.id }
             }
             store?.remove(take.id)
             throw take.failure ?? .failed(take.error ?? "the take failed to start")
@@ -243,35 +254,36 @@ final class TakeRegistry: @unchecked Sendable {
     /// The admission decision and the registration, under one hold of the lock.
     private func admit(config: TakeConfiguration, load: TakeLoad, model: CostModel,
                        idempotencyKey: String?) throws(RequestError) -> (Take, Bool) {
-        lock.lock(); defer { lock.unlock() }
-        // A request with the same key that got here first made the take.
-        if let key = idempotencyKey, let t = idempotency[key].flatMap({ takes[$0] }) { return (t, true) }
-        if draining { throw .unavailable("the server is shutting down") }
-        let active = takes.values.filter { $0.state.isActive }
-        let running = active.map(\.admissionLoad) + reservedEncodes
-        let splitting = OutputClaims.splitFields(config)
-        for (field, path) in OutputClaims.files(config) {
-            if let e = OutputClaims.conflict(field, path, takes: Array(takes.values), retired: retired, reserved: reserved,
-                                             split: splitting.contains(field)) { throw e }
+        try state.withLock { (s) throws(RequestError) -> (Take, Bool) in
+            // A request with the same key that got here first made the take.
+            if let key = idempotencyKey, let t = s.idempotency[key].flatMap({ s.takes[$0] }) { return (t, true) }
+            if s.draining { throw .unavailable("the server is shutting down") }
+            let active = s.takes.values.filter { $0.state.isActive }
+            let running = active.map(\.admissionLoad) + s.reservedEncodes
+            let splitting = OutputClaims.splitFields(config)
+            for (field, path) in OutputClaims.files(config) {
+                if let e = OutputClaims.conflict(field, path, takes: Array(s.takes.values), retired: s.retired, reserved: s.reserved,
+                                                 split: splitting.contains(field)) { throw e }
+            }
+            let lagging = Self.slowest(active)
+            let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,
+                                            maxTakes: settings.maxTakes, model: model, capacity: settings.capacity)
+            switch decision {
+            case .failure(let refusal):
+                s.refusals[refusal.kind, default: 0] += 1
+                log("refused a take (\(load)): \(refusal)")
+                throw refusal.requestError
+            case .success:
+                s.admitted += 1
+            }
+            var id: String
+            repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while s.takes[id] != nil
+            let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
+            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads)
+            register(t, in: &s)
+            if let key = idempotencyKey { s.idempotency[key] = id }
+            return (t, false)
         }
-        let lagging = Self.slowest(active)
-        let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,
-                                        maxTakes: settings.maxTakes, model: model, capacity: settings.capacity)
-        switch decision {
-        case .failure(let refusal):
-            refusals[refusal.kind, default: 0] += 1
-            log("refused a take (\(load)): \(refusal)")
-            throw refusal.requestError
-        case .success:
-            admitted += 1
-        }
-        var id: String
-        repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while takes[id] != nil
-        let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
-        let t = Take(id: id, configuration: config, load: load, encoderThreads: threads)
-        register(t)
-        if let key = idempotencyKey { idempotency[key] = id }
-        return (t, false)
     }
     /// Adds `spec` to the running `take`, unless another output of any take
     /// writes that file (409) or one more encode of its canvas does not fit
@@ -285,27 +297,28 @@ final class TakeRegistry: @unchecked Sendable {
         let file = OutputClaims.isFile(spec.out)
         let added = take.load.output(for: spec)
         let encode = TakeLoad(width: added.width, height: added.height, fps: added.fps)
-        let refusal: RequestError? = lock.withLock {
-            if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(takes.values), retired: retired, reserved: reserved,
+        let (capacity, takeLog) = (settings.capacity, self.takeLog)
+        let refusal: RequestError? = state.withLock { s in
+            if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(s.takes.values), retired: s.retired, reserved: s.reserved,
                                                    split: spec.splits) { return e }
-            let active = takes.values.filter { $0.state.isActive }
+            let active = s.takes.values.filter { $0.state.isActive }
             let lagging = Self.slowest(active)
-            let decision = Admission.decide(new: encode, running: active.map(\.admissionLoad) + reservedEncodes, lagging: lagging,
-                                            active: 0, maxTakes: Int.max, model: model, capacity: settings.capacity)
+            let decision = Admission.decide(new: encode, running: active.map(\.admissionLoad) + s.reservedEncodes, lagging: lagging,
+                                            active: 0, maxTakes: Int.max, model: model, capacity: capacity)
             if case .failure(let e) = decision {
-                refusals[e.kind, default: 0] += 1
+                s.refusals[e.kind, default: 0] += 1
                 takeLog(take.id, "refused an output (\(encode)): \(e)")
                 return .unavailable("out '\(spec.out)': \(e)")
             }
-            if file { reserved.insert(spec.out) }
-            reservedEncodes.append(encode)
+            if file { s.reserved.insert(spec.out) }
+            s.reservedEncodes.append(encode)
             return nil
         }
         if let refusal { throw refusal }
         defer {
-            lock.withLock {
-                if file { _ = reserved.remove(spec.out) }
-                if let i = reservedEncodes.firstIndex(of: encode) { reservedEncodes.remove(at: i) }
+            state.withLock { s in
+                if file { _ = s.reserved.remove(spec.out) }
+                if let i = s.reservedEncodes.firstIndex(of: encode) { s.reservedEncodes.remove(at: i) }
             }
         }
         return try take.addOutput(spec)
@@ -368,19 +381,20 @@ final class TakeRegistry: @unchecked Sendable {
     /// One cost sample (called every second): the process CPU time and the
     /// counters of the takes running now or at the last sample.
     func sampleCosts() {
-        let (current, ids): ([Take], Set<String>) = lock.withLock {
-            let active = takes.values.filter { $0.state.isActive || sampledLast.contains($0.id) }
-            return (active, Set(takes.values.filter { $0.state.isActive }.map(\.id)))
+        let (current, ids): ([Take], Set<String>) = state.withLock { s in
+            let active = s.takes.values.filter { $0.state.isActive || s.sampledLast.contains($0.id) }
+            return (active, Set(s.takes.values.filter { $0.state.isActive }.map(\.id)))
         }
         meter.sample(time: ProcessInfo.processInfo.systemUptime, cpu: ProcessCPU.seconds(), takes: current.map(\.counters))
-        lock.withLock { sampledLast = ids; retireEnded() }
+        let keep = settings.keepFinished
+        state.withLock { s in s.sampledLast = ids; s.retireEnded(keepFinished: keep) }
     }
 
     /// Stops accepting takes, asks every active one to finalize and waits for all.
     func shutdown(reason: String) {
-        let active: [Take] = lock.withLock {
-            draining = true
-            return order.compactMap { takes[$0] }.filter { $0.state.isActive }
+        let active: [Take] = state.withLock { s in
+            s.draining = true
+            return s.kept.filter { $0.state.isActive }
         }
         if !active.isEmpty { log("finalizing \(active.count) takes (\(reason))") }
         for t in active { t.stop(reason) }
