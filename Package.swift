@@ -44,7 +44,8 @@ let package = Package(
         // The CUDA driver API and NVDEC (FFmpeg's ffnvcodec headers): header-only at
         // build time, libcuda.so.1 and libnvcuvid.so.1 loaded with dlopen at run time.
         .systemLibrary(name: "CCUDA", providers: [.apt(["libffmpeg-nvenc-dev"])]),
-        // V4L2's ioctls for the camera listing: the kernel's headers only, nothing linked.
+        // V4L2's ioctls for the camera listing: the kernel's headers only, nothing linked (capture's
+        // libavdevice is loaded at run time, or linked statically by scripts/build-server).
         .systemLibrary(name: "CV4L2"),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // Webhooks (`diptych serve --webhook`): libcurl and OpenSSL's libcrypto (HMAC-SHA256),

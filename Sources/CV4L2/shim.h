@@ -83,4 +83,13 @@ static inline int dv4l2_rate_is_discrete(int fd, uint32_t fourcc, uint32_t width
     return i.type == V4L2_FRMIVAL_TYPE_DISCRETE;
 }
 
+/// libavdevice's registration where the binary links libavdevice itself
+/// (the self-contained server build links it statically: scripts/build-server);
+/// null where it does not, and `CaptureDevices` (DiptychMedia) loads
+/// libavdevice.so at run time instead. A weak reference: nothing is linked
+/// for it, and no libavdevice header is needed.
+extern void avdevice_register_all(void) __attribute__((weak));
+typedef void (*dv4l2_register_fn)(void);
+static inline dv4l2_register_fn dv4l2_linked_avdevice_register_all(void) { return avdevice_register_all; }
+
 #endif

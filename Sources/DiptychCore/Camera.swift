@@ -72,7 +72,10 @@ public struct CameraMode: Hashable, Sendable, Codable, CustomStringConvertible {
     }
 
     /// The rate as FFmpeg's `framerate` option takes it (`30`, `29.97`).
-    public var rateText: String {
+    public var rateText: String { Self.rateText(rate) }
+
+    /// `rate` as FFmpeg's `framerate` option takes it.
+    public static func rateText(_ rate: Double) -> String {
         rate == rate.rounded() ? String(Int(rate)) : String((rate * 1000).rounded() / 1000)
     }
 
@@ -111,6 +114,122 @@ public enum CameraRanking {
     }
 }
 
+/// What a take asks of a camera: the canvas its picture is drawn into (in
+/// the camera's own orientation: a role rotated 90° asks for the canvas
+/// turned) and the take's frame rate, each when known. A primary camera's
+/// rate becomes the take's, so a primary asks for none.
+public struct CameraRequest: Hashable, Sendable, CustomStringConvertible {
+    public var canvas: PixelSize?
+    public var rate: Double?
+
+    public init(canvas: PixelSize? = nil, rate: Double? = nil) { self.canvas = canvas; self.rate = rate }
+
+    public var description: String {
+        let size = canvas.map { "canvas \($0)" } ?? "no canvas yet"
+        let r = rate.map { "\(CameraMode.rateText($0)) fps" }
+            ?? "the take's rate from this camera (\(CameraMode.rateText(CameraModeChoice.primaryRate)) fps or more wanted)"
+        return "\(size), \(r)"
+    }
+}
+
+extension TakeConfiguration {
+    /// What a camera in `role` is asked for: `canvas` turned into the role's
+    /// own orientation (a camera rotated 90° covers a landscape canvas with
+    /// a portrait mode), and the take's `rate` (nil for the primary, whose
+    /// rate becomes the take's).
+    public func cameraRequest(_ role: StreamRole, canvas: PixelSize?, rate: FrameRate?) -> CameraRequest {
+        let rotation = (role == .primary ? primaryOrientation : secondaryOrientation).rotation
+        return CameraRequest(canvas: canvas?.rotated(rotation), rate: rate?.fps)
+    }
+}
+
+/// Which of a device's modes a take opens (`CameraModeChoice.rule`), a pure
+/// function of the device's description and the take's request:
+///
+/// 1. A mode *fits* when it is at least the canvas in both dimensions (any
+///    size when the canvas is not known yet) and its rate is at least the
+///    take's (`primaryRate` when the camera is the primary and sets the
+///    rate), within 1 % (29.97 fits 30). Only modes whose format FFmpeg's
+///    V4L2 input can be asked for by name are considered (`ffmpegInputFormat`).
+/// 2. Of the fitting modes: with a canvas, the fewest pixels, then the lowest
+///    rate, then raw before MJPEG before other codecs, then FourCC (the
+///    least to capture and decode that still covers the take); without a
+///    canvas, the best by `CameraRanking` (the camera's size becomes the canvas).
+/// 3. When none fits, the device's best mode (`CameraRanking`).
+public enum CameraModeChoice {
+    /// The rule in one line, as the log and the docs state it.
+    public static let rule = "the smallest mode at least the canvas in both dimensions at the take's rate or more "
+        + "(the best such mode when there is no canvas yet; a primary camera is asked for \(CameraMode.rateText(primaryRate)) fps or more), "
+        + "the lower rate, then raw before MJPEG at equal size and rate; else the best mode"
+
+    /// The rate a primary camera is asked for (its rate becomes the take's).
+    public static let primaryRate = 30.0
+
+    /// The mode `device` opens for `request`, and which part of the rule chose
+    /// it; nil when the device captures nothing.
+    public static func choose(_ device: CameraDevice, for request: CameraRequest) -> (mode: CameraMode, reason: String)? {
+        guard device.capture else { return nil }
+        let usable = device.modes.filter { $0.ffmpegInputFormat != nil }
+        let rate = request.rate ?? primaryRate
+        let fitting = usable.filter { m in
+            m.rate * 1.01 >= rate && request.canvas.map { m.size.width >= $0.width && m.size.height >= $0.height } ?? true
+        }
+        let rateText = CameraMode.rateText(rate)
+        if let canvas = request.canvas {
+            if let m = fitting.min(by: smaller) {
+                return (m, "the smallest mode covering \(canvas) at \(rateText) fps or more")
+            }
+        } else if let m = fitting.min(by: CameraRanking.prefers) {
+            return (m, "the best mode at \(rateText) fps or more (no canvas yet: its size becomes the canvas)")
+        }
+        guard let best = (usable.isEmpty ? device.modes : usable).min(by: CameraRanking.prefers) else { return nil }
+        let wanted = request.canvas.map { "covers \($0) at \(rateText) fps" } ?? "reaches \(rateText) fps"
+        return (best, "no mode \(wanted); the best mode")
+    }
+
+    /// Whether mode `a` comes before `b` among modes that fit a canvas:
+    /// fewer pixels, a lower rate, raw before MJPEG before other codecs, FourCC.
+    public static func smaller(_ a: CameraMode, _ b: CameraMode) -> Bool {
+        let pa = a.size.width * a.size.height, pb = b.size.width * b.size.height
+        if pa != pb { return pa < pb }
+        if a.rate != b.rate { return a.rate < b.rate }
+        let ca = CameraRanking.decodingCost(a), cb = CameraRanking.decodingCost(b)
+        if ca != cb { return ca < cb }
+        return a.format < b.format
+    }
+}
+
+extension CameraMode {
+    /// This mode as the options of FFmpeg's V4L2 input: `video_size`,
+    /// `framerate` and, where it has a name, `input_format`.
+    public var ffmpegOptions: [(key: String, value: String)] {
+        var options = [(key: "video_size", value: size.description), (key: "framerate", value: rateText)]
+        if let f = ffmpegInputFormat { options.append((key: "input_format", value: f)) }
+        return options
+    }
+
+    /// What FFmpeg's V4L2 input is asked for with `input_format`: the pixel
+    /// format or codec name of this mode's FourCC (`yuyv422` for YUYV,
+    /// `mjpeg` for MJPG), from the FourCCs its conversion table knows; nil
+    /// for one it cannot be asked for by name (Bayer, CPiA, packed RGB).
+    public var ffmpegInputFormat: String? {
+        switch format {
+        case "YUYV": return "yuyv422"
+        case "UYVY": return "uyvy422"
+        case "YU12": return "yuv420p"
+        case "422P": return "yuv422p"
+        case "NV12": return "nv12"
+        case "RGB3": return "rgb24"
+        case "BGR3": return "bgr24"
+        case "GREY": return "gray"
+        case "Y16": return "gray16le"
+        case "MJPG", "JPEG": return "mjpeg"
+        case "H264": return "h264"
+        default: return nil
+        }
+    }
+}
+
 /// A source naming a camera: `v4l2:/dev/videoN` (by device) or `camera:N`
 /// (by rank, 0 the best). Other sources are not camera sources (`parse` is nil).
 public enum CameraSelection: Hashable, Sendable, CustomStringConvertible {
@@ -143,9 +262,10 @@ public enum CameraSelection: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The device and mode this selection opens among `devices` (ranked
-    /// by `CameraRanking`). Throws a `CameraError` naming the source when
-    /// there is no such camera or it captures nothing.
+    /// The device this selection names among `devices` (ranked by
+    /// `CameraRanking`) and its best mode (a take opens the mode
+    /// `CameraModeChoice` chooses for it). Throws a `CameraError` naming the
+    /// source when there is no such camera or it captures nothing.
     public func resolve(in devices: [CameraDevice]) throws(CameraError) -> (device: CameraDevice, mode: CameraMode) {
         let ranked = CameraRanking.rank(devices)
         switch self {
@@ -181,7 +301,8 @@ public struct SourceCamera: Hashable, Sendable, Encodable {
     public var name: String
     public var driver: String
     public var capture: Bool
-    /// The mode a take naming it opens (the best by `CameraRanking`).
+    /// Its best mode by `CameraRanking` (what ranks it; a take opens the
+    /// mode that fits its canvas and rate, `CameraModeChoice`).
     public var mode: CameraMode?
     public var formats: [CameraFormat]
 

@@ -47,6 +47,18 @@ public struct SourceRecovery: Hashable, Sendable {
         return networkSchemes.contains(scheme) || scheme.hasPrefix("hls+")
     }
 
+    /// Whether `spec` names a local camera (`v4l2:/dev/videoN`, `camera:N`):
+    /// a live source like a network stream (no seeking, live timing), reopened
+    /// when it fails or stops delivering (`isReopened`).
+    public static func isCamera(_ spec: SourceSpec) -> Bool {
+        guard case .url(let u) = spec else { return false }
+        return u.hasPrefix("v4l2:") || u.hasPrefix("camera:")
+    }
+
+    /// Whether a lost `spec` is reopened within the reconnect window: a
+    /// network stream (`isNetwork`) or a camera (`isCamera`).
+    public static func isReopened(_ spec: SourceSpec) -> Bool { isNetwork(spec) || isCamera(spec) }
+
     static let networkSchemes: Set<String> = ["rtsp", "rtsps", "rtmp", "rtmps", "srt", "udp", "rtp", "tcp", "http", "https", "hls"]
 
     /// Whether a live stream's next timestamp `next` after `previous` starts

@@ -25,6 +25,8 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     public internal(set) var fallback: DecoderFallback?
 
     let path: String
+    /// A capture device, read without blocking (`readPacket`).
+    let capturing: Bool
     var input: FFInputContext?
     var decoder: (any FrameDecoder)?
     private var deinterlacer: Deinterlacer?
@@ -60,35 +62,79 @@ public final class FileSource: VideoSource, @unchecked Sendable {
     /// The first frame, decoded at open to check NVDEC really decodes the stream.
     private var primed: InputFrame?
 
-    /// Opens `url` (a path, a URL, `pipe:N` with `forcedFormat`
+    /// Where an open begins: a checked URL (a file, a FIFO, a network
+    /// stream), standard input's Y4M (`pipe:N`), or a capture device.
+    enum Target {
+        case url(String, network: Bool, path: String?)
+        case stdinPipe(String)
+        case capture(DeviceCapture)
+    }
+
+    /// Opens `url` (a path, a URL, a camera, `pipe:N` with `forcedFormat`
     /// `yuv4mpegpipe`: standard input's Y4M). `forcedFormat` names a
     /// demuxer instead of probing. `displayName` is used in errors.
     /// `decoding` chooses the decoder; `--decoder nvdec` where NVDEC cannot
     /// decode the stream throws `decoderUnavailable` naming what is missing.
     /// `opening` says what the source may read (`refused` otherwise), how
-    /// long opening a network source or a FIFO may block (`timedOut`), and
-    /// what stops it early.
-    public init(url: String, duration: Double? = nil, forcedFormat: String? = nil, decoding: DecoderSettings = .cpu,
-                displayName: String? = nil, opening: SourceOpening = .commandLine) throws(MediaError) {
+    /// long opening a network source, a FIFO or a camera may block
+    /// (`timedOut`), what stops it early, and what a camera is asked for.
+    public convenience init(url: String, duration: Double? = nil, forcedFormat: String? = nil, decoding: DecoderSettings = .cpu,
+                            displayName: String? = nil, opening: SourceOpening = .commandLine) throws(MediaError) {
         let name = displayName ?? url
+        let guardian = SourceGuard(policy: opening.policy, name: name)
+        let target: Target
+        if forcedFormat == "yuv4mpegpipe" && url.hasPrefix("pipe:") {
+            // Standard input (`MediaSources.openY4M`) is read through our own reader, not a protocol.
+            target = .stdinPipe(url)
+        } else if let capture = try SourceGuard.checkCamera(url, policy: opening.policy, request: opening.camera) {
+            target = .capture(capture)
+        } else {
+            let checked = try guardian.check(url)
+            target = .url(checked.url, network: checked.network, path: checked.path)
+        }
+        try self.init(target: target, name: name, guardian: guardian, duration: duration, forcedFormat: forcedFormat,
+                      decoding: decoding, opening: opening)
+    }
+
+    /// Opens a capture device through libavdevice: a camera's
+    /// (`SourceGuard.checkCamera` chose its mode), or any device input the
+    /// build has (the tests open lavfi's `testsrc` this way). Not checked
+    /// against a source policy: callers name the device themselves.
+    convenience init(capture: DeviceCapture, name: String, duration: Double? = nil, decoding: DecoderSettings = .cpu,
+                     opening: SourceOpening = .commandLine) throws(MediaError) {
+        try self.init(target: .capture(capture), name: name, guardian: SourceGuard(policy: opening.policy, name: name),
+                      duration: duration, forcedFormat: nil, decoding: decoding, opening: opening)
+    }
+
+    private init(target: Target, name: String, guardian: SourceGuard, duration: Double?, forcedFormat: String?,
+                 decoding: DecoderSettings, opening: SourceOpening) throws(MediaError) {
         path = name
         converter = FrameConverter(path: name)
         self.decoding = decoding
         limit = duration.map { MediaTime(seconds: $0) }
-        let guardian = SourceGuard(policy: opening.policy, name: name)
-        // Standard input (`MediaSources.openY4M`) is read through our own reader, not a protocol.
-        let stdinPipe = forcedFormat == "yuv4mpegpipe" && url.hasPrefix("pipe:")
-        let target = stdinPipe ? (url: url, network: false, path: nil) : try guardian.check(url)
-        let kind = try target.path.map { (p) throws(MediaError) in try FileSource.checkPlainFile(p, name: name) }
-        // Regular files never block; a network source, a FIFO waiting for its writer or a silent standard input may.
-        deadline = InterruptDeadline(timeout: target.network || kind == .fifo || stdinPipe ? opening.timeout : 0, cancel: opening.cancel)
+        var url = "", network = false, file: String?, stdinPipe = false, capture: DeviceCapture?
+        switch target {
+        case .url(let u, let n, let p): url = u; network = n; file = p
+        case .stdinPipe(let u): url = u; stdinPipe = true
+        case .capture(let c): capture = c
+        }
+        capturing = capture != nil
+        let kind = try file.map { (p) throws(MediaError) in try FileSource.checkPlainFile(p, name: name) }
+        // Regular files never block; a network source, a FIFO waiting for its writer, a silent
+        // standard input or a camera that stops delivering may.
+        deadline = InterruptDeadline(timeout: network || kind == .fifo || stdinPipe || capturing ? opening.timeout : 0,
+                                     cancel: opening.cancel)
         let ctx: FFInputContext
         do {
-            ctx = try FileSource.openInput(url: target.url, fifo: kind == .fifo ? target.path : nil, name: name,
-                                           forcedFormat: forcedFormat, network: target.network,
-                                           networkTimeout: opening.timeout, deadline: deadline, guardian: guardian)
+            if let capture {
+                ctx = try FileSource.openCapture(capture, name: name, deadline: deadline, guardian: guardian)
+            } else {
+                ctx = try FileSource.openInput(url: url, fifo: kind == .fifo ? file : nil, name: name,
+                                               forcedFormat: forcedFormat, network: network,
+                                               networkTimeout: opening.timeout, deadline: deadline, guardian: guardian)
+            }
         } catch {
-            if target.network && !opening.policy.detailedNetworkErrors {
+            if network && !opening.policy.detailedNetworkErrors {
                 switch error {
                 case .refused: throw error
                 default: throw .unreachable(path: name, detail: error.description)
@@ -132,6 +178,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             }
             described.deinterlacer = deinterlacer?.filter
         }
+        described.capture = capture?.description
         info = described
         if dec.kind == .nvdec { try prime() }
         deadline.disarm()
@@ -228,7 +275,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {
             }
             if try sendReplayed() { continue }
             deadline.arm()
-            let rr = input.read(packet)
+            let rr = FileSource.read(input, into: packet, waiting: capturing ? FileSource.capturePause : nil, deadline: deadline)
             deadline.disarm()
             if rr < 0 {
                 try readEnded(rr)

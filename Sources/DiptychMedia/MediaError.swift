@@ -105,9 +105,14 @@ final class InterruptDeadline: @unchecked Sendable {
     func interrupt() { cancelled.store(true, ordering: .relaxed) }
     var interrupted: Bool { cancelled.load(ordering: .relaxed) || cancel?.isCancelled == true }
     init(timeout: Double, cancel: OpenCancel? = nil) { self.timeout = timeout; self.cancel = cancel }
+    /// Seconds each check waits before it answers (0: none): set while
+    /// FFmpeg's stream analysis retries a non-blocking capture device that
+    /// has no frame yet, so its retries do not spin a core.
+    var idlePause: Double = 0
     /// Whether the operation should stop now (interrupted, or past its
     /// deadline, which sets `fired`).
     func shouldStop() -> Bool {
+        if idlePause > 0 { usleep(useconds_t(idlePause * 1_000_000)) }
         if interrupted { return true }
         if InterruptDeadline.now() > deadline { fired = true; return true }
         return false

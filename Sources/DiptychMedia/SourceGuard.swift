@@ -6,20 +6,32 @@ import Glibc
 #endif
 
 /// How a source is opened: what it may read (`SourcePolicy`), how long
-/// opening it may block (a network source, a FIFO with no writer yet), and
-/// a switch another thread flips to stop an open in progress.
+/// opening it may block (a network source, a FIFO with no writer yet, a
+/// camera), a switch another thread flips to stop an open in progress, and
+/// what a camera is asked for (its mode: `CameraModeChoice`).
 public struct SourceOpening: Sendable {
     public var policy: SourcePolicy
-    /// Seconds opening may block before the source fails as timed out.
+    /// Seconds opening may block before the source fails as timed out; for
+    /// a camera also how long one read may wait for a frame.
     public var timeout: Double
     /// Flipped by whoever may stop the open (`RecordingSession.stop`).
     public var cancel: OpenCancel?
+    /// The canvas and rate a camera source's mode is chosen for.
+    public var camera: CameraRequest
 
-    public init(policy: SourcePolicy = .commandLine, timeout: Double = 10, cancel: OpenCancel? = nil) {
-        self.policy = policy; self.timeout = timeout; self.cancel = cancel
+    public init(policy: SourcePolicy = .commandLine, timeout: Double = 10, cancel: OpenCancel? = nil,
+                camera: CameraRequest = CameraRequest()) {
+        self.policy = policy; self.timeout = timeout; self.cancel = cancel; self.camera = camera
     }
 
     public static let commandLine = SourceOpening()
+
+    /// The same opening, a camera asked for `camera`.
+    public func asking(_ camera: CameraRequest) -> SourceOpening {
+        var o = self
+        o.camera = camera
+        return o
+    }
 }
 
 /// A one-way switch: once `cancel()` is called, every open and read that
@@ -45,6 +57,9 @@ final class SourceGuard {
                                                   UnsafeMutablePointer<OpaquePointer?>?) -> Int32)?
     /// The last refusal of a nested URL (reported instead of FFmpeg's code).
     private(set) var refusal: SourcePolicy.Refusal?
+    /// The device input a capture is opened with (`video4linux2`): the one
+    /// demuxer its context may use; nil for files and URLs (the policy's list).
+    var captureFormat: String?
 
     init(policy: SourcePolicy, name: String) { self.policy = policy; self.name = name }
 
@@ -53,7 +68,7 @@ final class SourceGuard {
     /// protocol) and whether it is a network source. Throws `refused`
     /// naming the source.
     func check(_ url: String) throws(MediaError) -> (url: String, network: Bool, path: String?) {
-        try Self.checkCamera(url, policy: policy)
+        if try Self.checkCamera(url, policy: policy) != nil { return (url, false, nil) }
         switch checked(url) {
         case .success(let r): return r
         case .failure(.missing): throw .fileNotFound(path: name)
@@ -64,23 +79,30 @@ final class SourceGuard {
     enum Failure: Error { case missing, refused(SourcePolicy.Refusal) }
 
     /// A camera source (`v4l2:/dev/videoN`, `camera:N`): refused where the
-    /// policy allows no cameras, an error naming it where it is malformed
-    /// or names no capturing device of `CameraListing`'s, and otherwise
-    /// `unsupportedFormat`: capture goes through libavdevice's
-    /// `video4linux2` input, which this build does not link yet. Returns
-    /// for any other source.
-    static func checkCamera(_ url: String, policy: SourcePolicy,
-                            devices: () -> [CameraDevice] = { CameraListing.devices() }) throws(MediaError) {
+    /// policy allows no cameras, an error naming it where it is malformed,
+    /// names no capturing device of `CameraListing`'s, or capture cannot run
+    /// here (libavdevice cannot be loaded: `CaptureDevices`); otherwise the
+    /// capture to open, in the mode `CameraModeChoice` chooses for
+    /// `request`. Nil for any other source.
+    static func checkCamera(_ url: String, policy: SourcePolicy, request: CameraRequest = CameraRequest(),
+                            devices: () -> [CameraDevice] = { CameraListing.devices() }) throws(MediaError) -> DeviceCapture? {
         let selection: CameraSelection
         do {
-            guard let s = try CameraSelection.parse(url) else { return }
+            guard let s = try CameraSelection.parse(url) else { return nil }
             selection = s
         } catch { throw .invalidSource(spec: url, reason: error.reason) }
         guard policy.cameras else { throw .refused(path: url, reason: "cameras are not allowed here (diptych serve --allow-cameras)") }
-        let chosen: (device: CameraDevice, mode: CameraMode)
-        do { chosen = try selection.resolve(in: devices()) } catch { throw .invalidSource(spec: url, reason: error.reason) }
-        throw .unsupportedFormat(path: url, detail: "camera capture is not built in yet (libavdevice's video4linux2 input is not linked); "
-                                 + "it would open \(chosen.device.path) as \(chosen.mode)")
+        let device: CameraDevice
+        do { device = try selection.resolve(in: devices()).device } catch { throw .invalidSource(spec: url, reason: error.reason) }
+        guard let chosen = CameraModeChoice.choose(device, for: request) else {
+            throw .invalidSource(spec: url, reason: "not a video capture device")
+        }
+        guard chosen.mode.ffmpegInputFormat != nil else {
+            throw .unsupportedFormat(path: url, detail: "\(device.path) offers no format FFmpeg's V4L2 input can be asked for "
+                                     + "(\(Set(device.formats.map(\.fourcc)).sorted().joined(separator: ", ")))")
+        }
+        do { _ = try CaptureDevices.inputFormat("video4linux2") } catch { throw .openFailed(path: url, detail: error.reason) }
+        return .camera(device, mode: chosen.mode, reason: chosen.reason)
     }
 
     private func checked(_ url: String) -> Result<(url: String, network: Bool, path: String?), Failure> {
@@ -107,7 +129,7 @@ final class SourceGuard {
     /// The options every input of this source is opened with.
     func apply(to options: FFDictionary) {
         options.set("protocol_whitelist", policy.protocols.joined(separator: ","))
-        options.set("format_whitelist", policy.formats.joined(separator: ","))
+        options.set("format_whitelist", captureFormat ?? policy.formats.joined(separator: ","))
     }
 
     /// Installs the URL check as `ctx`'s `io_open` (before `avformat_open_input`).

@@ -32,6 +32,9 @@ public struct SourceInfo: Hashable, Sendable, CustomStringConvertible {
     public var deinterlacer: String?
     /// Where the frames are decoded and why (nil for sources that do not decode).
     public var decoder: DecoderDecision?
+    /// For a camera: the device, the mode it captures and why that mode
+    /// (`CameraModeChoice`); nil for other sources.
+    public var capture: String?
 
     public init(name: String, size: PixelSize, frameRate: FrameRate, orientation: Orientation = .identity,
                 matrix: ColorMatrix = .bt709, range: ColorRange = .limited, pixelFormat: PixelFormat = .nv12,
@@ -45,6 +48,7 @@ public struct SourceInfo: Hashable, Sendable, CustomStringConvertible {
     /// What the log should say about how the input is processed, one line each.
     public var notices: [String] {
         var lines: [String] = []
+        if let capture { lines.append(capture) }
         if let interlaced {
             lines.append("interlaced (\(interlaced.rawValue)), " + (deinterlacer.map { "deinterlaced with \($0) before compositing" } ?? "not deinterlaced"))
         }

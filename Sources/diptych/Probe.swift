@@ -56,6 +56,8 @@ enum Probe {
         print(MediaProbeReport.current().description)
         print("\nCameras (V4L2), best first (\(CameraRanking.rule)):")
         for line in cameraLines(CameraListing.devices()) { print("  \(line)") }
+        print("  capture: \(captureLine)")
+        print("  a take opens \(CameraModeChoice.rule)")
         leave(0)
     }
 
@@ -71,6 +73,14 @@ enum Probe {
     /// for one reason). A session is opened and closed to find out.
     static func nvencLines(_ device: Result<Int, CUDAUnavailable>) -> [String] {
         NVENCFacts.probeLines(VideoCodec.allCases.map { ($0, NVENCProbe.facts(codec: $0, cudaDevice: device)) })
+    }
+
+    /// Where capture comes from (libavdevice's video4linux2 input), or why there is none.
+    static var captureLine: String {
+        switch CaptureSupport.status {
+        case .success(let from): return "FFmpeg's video4linux2 input (\(from))"
+        case .failure(let e): return "unavailable: \(e)"
+        }
     }
 
     /// The cameras as probe prints them: each ranked device as `camera:N`
@@ -131,6 +141,8 @@ struct ProbeReport: Encodable {
     var nvdec: NVDEC
     /// As `GET /v1/sources` gives them: ranked, then the nodes that capture nothing.
     var cameras: [SourceCamera]
+    /// Where camera capture comes from, or `unavailable: <reason>`.
+    var capture: String
 
     static func current(_ selection: GPUSelection) -> ProbeReport {
         var gl = GL()
@@ -160,6 +172,6 @@ struct ProbeReport: Encodable {
             nvdec: NVDEC(problem: m.nvdec.problem,
                          devices: m.nvdec.devices.map { NVDECDeviceReport(label: $0.label, problem: $0.problem, support: $0.support) },
                          ffmpegDecoders: Dictionary(uniqueKeysWithValues: m.nvdec.ffmpegDecoders.map { ($0.codec, $0.decoder ?? "none") })),
-            cameras: SourceCamera.list(CameraListing.devices()))
+            cameras: SourceCamera.list(CameraListing.devices()), capture: Probe.captureLine)
     }
 }

@@ -115,7 +115,7 @@ import Testing
     @Test func policy() throws {
         let devices = try Self.fixture("webcam")
         func message(_ url: String, _ policy: SourcePolicy) -> String? {
-            do { try SourceGuard.checkCamera(url, policy: policy, devices: { devices }); return nil } catch { return error.description }
+            do { _ = try SourceGuard.checkCamera(url, policy: policy, devices: { devices }); return nil } catch { return error.description }
         }
         let server = SourcePolicy.server(inputRoot: nil, allowedNetworks: [], listensBeyondLoopback: false)
         #expect(message("in.mp4", .commandLine) == nil)
@@ -123,11 +123,95 @@ import Testing
         #expect(message("camera:1", .commandLine) == "camera:1: no such camera: 1 camera found (camera:0…camera:0)")
         #expect(message("camera:x", .commandLine) == "camera:x: expected camera:N, N a rank from 0 (the best camera)")
         #expect(message("v4l2:/dev/video1", .commandLine) == "v4l2:/dev/video1: not a video capture device")
-        // Resolved: capture is not linked yet, and says what it would open.
+        // Resolved where the server allows cameras: the capture to open, in the mode chosen for the take.
         let allowed = SourcePolicy.server(inputRoot: nil, allowedNetworks: [], listensBeyondLoopback: false, cameras: true)
-        #expect(message("camera:0", allowed)?.contains("would open /dev/video0 as MJPG 1920x1080@30") == true)
+        #expect(message("camera:0", allowed) == nil)
+        let capture = try #require(try SourceGuard.checkCamera("camera:0", policy: allowed, request: CameraRequest(canvas: .hd720, rate: 30),
+                                                                devices: { devices }))
+        #expect(capture.format == "video4linux2" && capture.device == "/dev/video0")
+        #expect(capture.options.map { "\($0.key)=\($0.value)" } == ["video_size=1280x720", "framerate=30", "input_format=mjpeg"])
+        #expect(capture.description == "camera /dev/video0 (HD Pro Webcam C920, uvcvideo): MJPG 1280x720@30, "
+                + "the smallest mode covering 1280x720 at 30 fps or more")
+        #expect(try SourceGuard.checkCamera("in.mp4", policy: allowed, devices: { devices }) == nil)
         #expect(server.description.hasSuffix("no cameras"))
         #expect(!SourcePolicy.commandLine.description.contains("cameras"))
+    }
+
+    /// The mode a take opens (`CameraModeChoice.rule`), on the recorded
+    /// devices: the smallest mode covering the canvas at the take's rate or
+    /// more, the lower rate, raw before MJPEG at equal size and rate; the best
+    /// such mode without a canvas (a primary asks for 30 fps); else the best mode.
+    @Test func modeChoice() throws {
+        let webcam = try Self.fixture("webcam")[0]
+        let card = try #require(try Self.fixture("capture-card").first { $0.path == "/dev/video2" })
+        let portrait = PixelSize(width: 720, height: 1280)
+        let cases: [(CameraDevice, PixelSize?, Double?, String, String)] = [
+            // YUYV does 1280x720 at 10 fps only: MJPEG covers it at 30.
+            (webcam, .hd720, 30, "MJPG 1280x720@30", "the smallest mode covering 1280x720 at 30 fps or more"),
+            // Equal size and rate: raw before MJPEG.
+            (webcam, PixelSize(width: 640, height: 360), 30, "YUYV 640x480@30", "the smallest mode covering 640x360 at 30 fps or more"),
+            // The lowest rate that reaches the take's.
+            (webcam, PixelSize(width: 640, height: 480), 15, "YUYV 640x480@15", "the smallest mode covering 640x480 at 15 fps or more"),
+            (webcam, .hd720, 10, "YUYV 1280x720@10", "the smallest mode covering 1280x720 at 10 fps or more"),
+            (webcam, .hd1080, 5, "YUYV 1920x1080@5", "the smallest mode covering 1920x1080 at 5 fps or more"),
+            // 30 fps reaches 29.97 (within 1 %); MJPEG before H.264.
+            (webcam, .hd1080, 29.97, "MJPG 1920x1080@30", "the smallest mode covering 1920x1080 at 29.97 fps or more"),
+            // Nothing fits: the best mode.
+            (webcam, .hd1080, 60, "MJPG 1920x1080@30", "no mode covers 1920x1080 at 60 fps; the best mode"),
+            (webcam, PixelSize(width: 3840, height: 2160), 30, "MJPG 1920x1080@30", "no mode covers 3840x2160 at 30 fps; the best mode"),
+            (webcam, portrait, 30, "MJPG 1920x1080@30", "no mode covers 720x1280 at 30 fps; the best mode"),
+            // A primary (no rate): 30 fps or more; with --size the smallest that covers it.
+            (webcam, .hd720, nil, "MJPG 1280x720@30", "the smallest mode covering 1280x720 at 30 fps or more"),
+            // No canvas yet: the best mode that reaches the rate.
+            (webcam, nil, nil, "MJPG 1920x1080@30", "the best mode at 30 fps or more (no canvas yet: its size becomes the canvas)"),
+            (webcam, nil, 15, "MJPG 1920x1080@30", "the best mode at 15 fps or more (no canvas yet: its size becomes the canvas)"),
+            (card, .hd720, 30, "YUYV 1280x720@60", "the smallest mode covering 1280x720 at 30 fps or more"),
+            (card, .hd1080, 30, "YUYV 1920x1080@30", "the smallest mode covering 1920x1080 at 30 fps or more"),
+            // Two raw modes at equal size and rate: by FourCC.
+            (card, .hd1080, 60, "NV12 1920x1080@60", "the smallest mode covering 1920x1080 at 60 fps or more"),
+            (card, .hd1080, 50, "NV12 1920x1080@60", "the smallest mode covering 1920x1080 at 50 fps or more"),
+            (card, nil, nil, "NV12 1920x1080@60", "the best mode at 30 fps or more (no canvas yet: its size becomes the canvas)"),
+        ]
+        for (device, canvas, rate, mode, reason) in cases {
+            let chosen = try #require(CameraModeChoice.choose(device, for: CameraRequest(canvas: canvas, rate: rate)))
+            #expect(chosen.mode.description == mode, "\(device.path) \(canvas.map(\.description) ?? "-") \(rate ?? 0)")
+            #expect(chosen.reason == reason, "\(device.path) \(canvas.map(\.description) ?? "-") \(rate ?? 0)")
+        }
+        // The metadata node captures nothing.
+        #expect(CameraModeChoice.choose(try Self.fixture("webcam")[1], for: CameraRequest(canvas: .hd720, rate: 30)) == nil)
+    }
+
+    /// A mode FFmpeg's V4L2 input cannot be asked for by name is never
+    /// chosen while another fits; a device with none is refused in one line.
+    @Test func modesFFmpegCannotName() throws {
+        var cam = try Self.fixture("webcam")[0]
+        let bayer = CameraFormat(fourcc: "BA81", description: "8-bit Bayer BGBG/GRGR", compressed: false,
+                                 sizes: [CameraSize(width: 640, height: 480, rates: [60])])
+        cam.formats.append(bayer)
+        #expect(bayer.sizes[0].rates.count == 1 && CameraMode(format: "BA81", compressed: false, size: .hd720, rate: 60).ffmpegInputFormat == nil)
+        #expect(CameraModeChoice.choose(cam, for: CameraRequest(canvas: PixelSize(width: 640, height: 480), rate: 60))?.mode.description
+                == "MJPG 1920x1080@30")
+        let only = CameraDevice(path: "/dev/video5", name: "Bayer sensor", driver: "unicam", capture: true, formats: [bayer])
+        do {
+            _ = try SourceGuard.checkCamera("v4l2:/dev/video5", policy: .commandLine, devices: { [only] })
+            Issue.record("a device with only Bayer modes was taken")
+        } catch {
+            #expect(error.description == "v4l2:/dev/video5: unsupported format: /dev/video5 offers no format FFmpeg's V4L2 input can be asked for (BA81)")
+        }
+        let names = ["YUYV": "yuyv422", "UYVY": "uyvy422", "YU12": "yuv420p", "422P": "yuv422p", "NV12": "nv12", "RGB3": "rgb24",
+                     "BGR3": "bgr24", "GREY": "gray", "Y16": "gray16le", "MJPG": "mjpeg", "JPEG": "mjpeg", "H264": "h264"]
+        for (fourcc, name) in names {
+            #expect(CameraMode(format: fourcc, compressed: false, size: .hd720, rate: 30).ffmpegInputFormat == name)
+        }
+    }
+
+    /// A camera in a role rotated 90° is asked for the canvas turned; a primary for no rate.
+    @Test func requestFollowsTheRole() {
+        var config = TakeConfiguration()
+        config.secondaryOrientation = Orientation(rotation: .r90)
+        #expect(config.cameraRequest(.secondary, canvas: .hd720, rate: FrameRate(30)) == CameraRequest(canvas: PixelSize(width: 720, height: 1280), rate: 30))
+        #expect(config.cameraRequest(.primary, canvas: .hd720, rate: nil) == CameraRequest(canvas: .hd720, rate: nil))
+        #expect(config.cameraRequest(.primary, canvas: nil, rate: nil).description == "no canvas yet, the take's rate from this camera (30 fps or more wanted)")
     }
 
     @Test func fourcc() {

@@ -69,11 +69,11 @@ final class SourceSupervisor {
 
     /// Whether losing the shown source is recovered (reopened, or replaced
     /// from the list): a window is set, and the source is a network stream
-    /// or the role has a list. A stream of known length that ended has ended.
+    /// or a camera, or the role has a list. A stream of known length that ended has ended.
     func canRecover(ended: Bool, hasLength: Bool) -> Bool {
         guard recovery.window > 0, !gaveUp, let i = shown else { return false }
         if ended && hasLength { return false }
-        return candidates.count > 1 || SourceRecovery.isNetwork(candidates[i])
+        return candidates.count > 1 || SourceRecovery.isReopened(candidates[i])
     }
 
     /// The shown source delivered a frame.
@@ -109,8 +109,8 @@ final class SourceSupervisor {
             wanted.formUnion(0..<i)                                   // waiting to fail back
             if silent >= recovery.grace { wanted.formUnion((i + 1)..<candidates.count) }   // standing by
         } else {
-            // Lost: reopen it (a network stream) and try the others.
-            for j in candidates.indices where j != lostIndex || SourceRecovery.isNetwork(candidates[j]) { wanted.insert(j) }
+            // Lost: reopen it (a network stream or a camera) and try the others.
+            for j in candidates.indices where j != lostIndex || SourceRecovery.isReopened(candidates[j]) { wanted.insert(j) }
         }
         for j in probes.keys where !wanted.contains(j) { stopProbe(j) }
         for j in wanted.sorted() { step(j, now: now) }

@@ -209,12 +209,12 @@ extension TakeRun {
     }
 
     /// Whether a source delivers in real time (falling behind loses frames):
-    /// standard input, a FIFO, a network stream.
+    /// standard input, a FIFO, a network stream, a camera.
     static func isLive(_ spec: SourceSpec) -> Bool {
         switch spec {
         case .stdin: return true
         case .url(let u):
-            if u.hasPrefix("/dev/") { return true }
+            if u.hasPrefix("/dev/") || SourceRecovery.isCamera(spec) { return true }
             if let file = FileIdentity(u) {
                 var st = stat()
                 return stat(file.path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO

@@ -125,14 +125,21 @@ enum TakeSetup {
         let primary: any TakeInput, primaryShown: Int
         do {
             (primary, primaryShown) = try openFirst(.primary, config.sources(.primary), policy: policy, log: hooks.log) { spec throws(MediaError) in
-                try decoders.opened(.primary, io.openInput(.primary, spec, config.duration, decoding(.primary), opening(.primary, spec)))
+                // A primary camera is asked for the canvas of --size, if any, at the rate it sets for the take.
+                let camera = config.cameraRequest(.primary, canvas: config.canvasSize, rate: nil)
+                return try decoders.opened(.primary, io.openInput(.primary, spec, config.duration, decoding(.primary),
+                                                                  opening(.primary, spec).asking(camera)))
             }
         } catch { throw .source(.primary, error) }
         var secondary: (any TakeInput)?, secondaryShown = 0
         if config.secondary != .none {
+            // A secondary camera is asked for the take's canvas at the primary's rate.
+            let upright = primary.info.geometry(orientation: InputStage.orientation(metadata: primary.info.orientation,
+                                                                                    configured: config.primaryOrientation)).uprightSize
+            let camera = config.cameraRequest(.secondary, canvas: config.resolvedCanvas(primaryUprightSize: upright), rate: primary.info.frameRate)
             do {
                 let (input, shown) = try openFirst(.secondary, config.sources(.secondary), policy: policy, log: hooks.log) { spec throws(MediaError) in
-                    try decoders.opened(.secondary, io.openInput(.secondary, spec, nil, decoding(.secondary), opening(.secondary, spec)))
+                    try decoders.opened(.secondary, io.openInput(.secondary, spec, nil, decoding(.secondary), opening(.secondary, spec).asking(camera)))
                 }
                 secondary = input
                 secondaryShown = shown
@@ -304,15 +311,19 @@ enum TakeSetup {
             for notice in input?.info.notices ?? [] { hooks.log("\(role): \(notice)") }
         }
 
+        let cameraCanvas = canvas
         var inputSettings = InputSettings(primarySpec: config.primary, primaryOrientation: config.primaryOrientation,
                                           secondaryOrientation: config.secondaryOrientation, frameRate: frameRate,
                                           primaryTimeout: config.primaryTimeout, secondaryTimeout: config.secondaryTimeout,
                                           switches: config.secondarySwitches, sharedClock: io.sharedClock,
                                           open: { role, spec, cancel throws(MediaError) in
-                                              // Every reopen goes through the take's source policy, within the role's timeout.
-                                              let within = SourceOpening(policy: policy, timeout: config.openTimeout(role, spec), cancel: cancel)
+                                              // Every reopen goes through the take's source policy, within the role's timeout;
+                                              // a camera is asked for the take's canvas and rate.
+                                              let within = SourceOpening(policy: policy, timeout: config.openTimeout(role, spec), cancel: cancel,
+                                                                         camera: config.cameraRequest(role, canvas: cameraCanvas, rate: frameRate))
                                               let input = try io.openInput(role, spec, nil, decoding(role), within)
                                               if let dec = input.info.decoder { hooks.log("\(role.rawValue) decoder (\(spec)): \(dec)") }
+                                              if let capture = input.info.capture { hooks.log("\(role.rawValue) (\(spec)): \(capture)") }
                                               return decoders.opened(role, input)
                                           })
         inputSettings.primarySources = config.sources(.primary)

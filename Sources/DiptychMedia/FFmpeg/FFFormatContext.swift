@@ -10,12 +10,14 @@ final class FFInputContext {
 
     /// Opens `url`, or reads through `io` when given. `interrupt` is
     /// installed before anything blocks; `format` forces a demuxer instead of
-    /// probing; `sourceGuard` checks every URL opened for it and sets
-    /// FFmpeg's protocol and demuxer whitelists.
+    /// probing; `flags` are added to the context's (`AVFMT_FLAG_NONBLOCK`
+    /// for a capture device); `sourceGuard` checks every URL opened for it
+    /// and sets FFmpeg's protocol and demuxer whitelists.
     init(url: String, format: UnsafePointer<AVInputFormat>?, options: FFDictionary,
-         interrupt: AVIOInterruptCB, io: FFCustomIO? = nil, sourceGuard: SourceGuard? = nil) throws(FFmpegError) {
+         interrupt: AVIOInterruptCB, flags: Int32 = 0, io: FFCustomIO? = nil, sourceGuard: SourceGuard? = nil) throws(FFmpegError) {
         guard let ctx = avformat_alloc_context() else { throw .outOfMemory("avformat_alloc_context") }
         ctx.pointee.interrupt_callback = interrupt
+        ctx.pointee.flags |= flags
         self.io = io
         self.sourceGuard = sourceGuard
         if let sourceGuard {
