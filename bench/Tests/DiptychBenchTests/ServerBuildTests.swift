@@ -202,6 +202,30 @@ import Testing
         }
     }
 
+    /// Camera capture in the archive: FFmpeg's V4L2 input is configured,
+    /// with decoders for what cameras send (raw, MJPEG, H.264), and
+    /// libavdevice is linked into diptych — the symbol the script forces
+    /// out of the static archive is the one Diptych references weakly —
+    /// and checked there with probe.
+    @Test func cameraCaptureIsConfiguredAndLinked() throws {
+        let c = try Self.components()
+        #expect(c["indev"]?.contains("v4l2") == true)
+        // The decoders for every format a camera is asked for (`CameraMode.ffmpegInputFormat`).
+        var decoders: Set<String> = []
+        for fourcc in ["YUYV", "UYVY", "YU12", "422P", "NV12", "RGB3", "BGR3", "GREY", "Y16", "MJPG", "JPEG", "H264"] {
+            let name = try #require(CameraMode(format: fourcc, compressed: false, size: .hd720, rate: 30).ffmpegInputFormat, "\(fourcc)")
+            decoders.insert(av_get_pix_fmt(name) != AV_PIX_FMT_NONE ? "rawvideo" : name)
+        }
+        #expect(decoders == ["rawvideo", "mjpeg", "h264"])
+        for d in decoders.sorted() { #expect(c["decoder"]?.contains(d) == true, "decoder \(d) (camera frames)") }
+        let script = try String(contentsOfFile: Self.root + "/scripts/build-server", encoding: .utf8)
+        #expect(script.contains("pkg-config --static --libs-only-l --libs-only-other libavdevice libavformat"), "libavdevice's libraries, first")
+        #expect(script.contains("[ \"$product\" = diptych ] && capture=(-Xlinker -u -Xlinker avdevice_register_all)"))
+        #expect(script.contains("(libavdevice linked in)"), "the archive's diptych is checked for it")
+        let shim = try String(contentsOfFile: Self.root + "/Sources/CV4L2/shim.h", encoding: .utf8)
+        #expect(shim.contains("extern void avdevice_register_all(void) __attribute__((weak));"))
+    }
+
     /// Every listed name is a real FFmpeg component (Debian's full build has them all),
     /// and the script configures NVDEC.
     @Test func listIsWellFormedAndTheScriptEnablesNVDEC() throws {
