@@ -200,9 +200,10 @@ public final class FileSource: VideoSource, @unchecked Sendable {
 
     deinit { close() }
 
-    /// Makes a blocked network read return (thread-safe; the next or current
-    /// `nextFrame` throws `readFailed(... interrupted)`). Plain files and pipes
-    /// do not block on FFmpeg's interrupt check.
+    /// Makes a blocked network read, or a camera's wait for a frame, return
+    /// (thread-safe; the next or current `nextFrame` throws
+    /// `readFailed(... interrupted)`). Plain files and pipes do not block on
+    /// FFmpeg's interrupt check.
     public func interrupt() { deadline.interrupt() }
 
     public func close() {
