@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 
 /// Reads how hot the machine is. Injectable so tests and users can force a level.
@@ -115,12 +116,10 @@ public struct FileSystemStorageMonitor: StorageMonitor {
 }
 
 /// Reports a fixed number of free bytes, or a sequence of them (tests).
-public final class ScriptedStorageMonitor: StorageMonitor, @unchecked Sendable {
-    private let lock = NSLock()
-    private var values: [Int64]
-    public init(_ values: [Int64]) { precondition(!values.isEmpty); self.values = values }
+public final class ScriptedStorageMonitor: StorageMonitor, Sendable {
+    private let values: Mutex<[Int64]>
+    public init(_ values: [Int64]) { precondition(!values.isEmpty); self.values = Mutex(values) }
     public func freeBytes(at path: String) -> Int64? {
-        lock.lock(); defer { lock.unlock() }
-        return values.count > 1 ? values.removeFirst() : values[0]
+        values.withLock { $0.count > 1 ? $0.removeFirst() : $0[0] }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychGPU
 import DiptychMedia
@@ -122,25 +123,34 @@ struct TakeControl {
 ///
 /// `run()` blocks the calling thread for the whole take. `stop`, `switchSource`
 /// and `setLayout` may be called from any thread while it runs.
-public final class RecordingSession: @unchecked Sendable {
+public final class RecordingSession: Sendable {
     public let configuration: TakeConfiguration
     let hooks: SessionHooks
     /// Where the streams come from and the outputs go (`TakeIO.media`, or an embedding host's).
     let io: TakeIO
 
-    private let control = NSLock()
     /// Stops sources still opening (a FIFO with no writer, a silent server) when the take is stopped before it starts.
     let openCancel = OpenCancel()
-    private var stopRequest: StopReason?
-    private var pendingSwitches: [(role: StreamRole, spec: SourceSpec)] = []
-    private var pendingLayout: LayoutChange?
-    private var pendingOutputs: [OutputChange] = []
-    private var pendingTexts: (texts: [TextOverlay], fonts: [String: FontFile])?
-    private var pendingOverlays: [ImageOverlay]?
-    /// The main output's image overlays and texts as last asked for (the
-    /// configuration's, then `setOverlays`' and `setTexts`'), so a change
-    /// is checked against the other's count.
-    private var mainOverlays: [ImageOverlay]?, mainTexts: [TextOverlay]?
+    /// What the host asked of the take, and where the take is.
+    private struct Control {
+        var stopRequest: StopReason?
+        var pendingSwitches: [(role: StreamRole, spec: SourceSpec)] = []
+        var pendingLayout: LayoutChange?
+        var pendingOutputs: [OutputChange] = []
+        var pendingTexts: (texts: [TextOverlay], fonts: [String: FontFile])?
+        var pendingOverlays: [ImageOverlay]?
+        /// The main output's image overlays and texts as last asked for (the
+        /// configuration's, then `setOverlays`' and `setTexts`'), so a change
+        /// is checked against the other's count.
+        var mainOverlays: [ImageOverlay]?, mainTexts: [TextOverlay]?
+        /// Callers waiting for the render loop's reply (`addOutput`,
+        /// `removeOutput`): each is told when the take ends.
+        var replyWaiters: [@Sendable () -> Void] = []
+        var summary: TakeSummary?
+        var hasStarted = false
+        var hasEnded = false
+    }
+    private let control = Mutex(Control())
 
     public convenience init(configuration: TakeConfiguration, hooks: SessionHooks = SessionHooks()) {
         self.init(configuration: configuration, hooks: hooks, io: .media)
@@ -154,7 +164,7 @@ public final class RecordingSession: @unchecked Sendable {
 
     /// Asks the running take to stop after the current frame and finalize.
     public func stop(_ reason: StopReason = .requested("stop requested")) {
-        control.lock(); if stopRequest == nil { stopRequest = reason }; control.unlock()
+        control.withLock { if $0.stopRequest == nil { $0.stopRequest = reason } }
         if !hasStarted { openCancel.cancel() }
     }
 
@@ -162,7 +172,7 @@ public final class RecordingSession: @unchecked Sendable {
     /// frame stays on screen until the new one delivers its first frame. The new
     /// stream may have another size, rate or rotation.
     public func switchSource(_ role: StreamRole, to spec: SourceSpec) {
-        control.lock(); pendingSwitches.append((role, spec)); control.unlock()
+        control.withLock { $0.pendingSwitches.append((role, spec)) }
     }
 
     /// Changes the layout; it applies atomically, to all draws, on the next
@@ -170,7 +180,7 @@ public final class RecordingSession: @unchecked Sendable {
     /// frames from there are interpolated from the picture as it is
     /// (docs/ARCHITECTURE.md, "Layout transitions").
     public func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) {
-        control.lock(); pendingLayout = LayoutChange(layout: layout, transition: transition); control.unlock()
+        control.withLock { $0.pendingLayout = LayoutChange(layout: layout, transition: transition) }
     }
 
     /// Replaces the main output's texts (docs/record.md, "Text") from the
@@ -181,11 +191,11 @@ public final class RecordingSession: @unchecked Sendable {
     public func setTexts(_ texts: [TextOverlay]) throws(SessionError) {
         var fonts: [String: FontFile] = [:]
         do {
-            let images = control.withLock { mainOverlays ?? configuration.overlays }.count
+            let images = (control.withLock { $0.mainOverlays } ?? configuration.overlays).count
             try TextOverlay.check(texts, images: images, field: "texts")
             try TakeTexts.loadFonts(texts.enumerated().map { ("texts[\($0.offset)]", $0.element) }, policy: hooks.sourcePolicy, into: &fonts)
         } catch { throw .configuration(error) }
-        control.lock(); pendingTexts = (texts, fonts); mainTexts = texts; control.unlock()
+        control.withLock { $0.pendingTexts = (texts, fonts); $0.mainTexts = texts }
     }
 
     /// Replaces the main output's image overlays from the next frame on
@@ -200,10 +210,10 @@ public final class RecordingSession: @unchecked Sendable {
                 throw ConfigurationError(field: "overlays[\(i)].image", value: o.image,
                                          reason: "a running take shows only images it read when it started (an overlay of one of its outputs)")
             }
-            let texts = control.withLock { mainTexts ?? configuration.texts }
+            let texts = control.withLock { $0.mainTexts } ?? configuration.texts
             try TextOverlay.check(texts, images: overlays.count, field: "overlays")
         } catch { throw .configuration(error) }
-        control.lock(); pendingOverlays = overlays; mainOverlays = overlays; control.unlock()
+        control.withLock { $0.pendingOverlays = overlays; $0.mainOverlays = overlays }
     }
 
     /// Adds an output fed from the same stream textures, with its own layout
@@ -215,8 +225,8 @@ public final class RecordingSession: @unchecked Sendable {
         do { try ImageOverlay.check(spec.overlays, field: "overlays") } catch { throw .configuration(error) }
         do { try TextOverlay.check(spec.texts, images: spec.overlays.count, field: "texts") } catch { throw .configuration(error) }
         let box = ReplyBox<Result<Int, SessionError>>()
-        guard enqueue(.add(spec, reply: { box.put($0) })) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
-        guard let r = box.take(while: { self.isRunning }) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
+        guard enqueue(.add(spec, reply: { box.put($0) }), box) else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
+        guard let r = box.take() else { throw .ended(.nothingRecorded(.requested("take over"), output: spec.out)) }
         return try r.get()
     }
 
@@ -225,25 +235,27 @@ public final class RecordingSession: @unchecked Sendable {
     /// nil for an unknown index or the main output (0).
     public func removeOutput(_ index: Int) -> OutputSummary? {
         let box = ReplyBox<OutputSummary?>()
-        guard enqueue(.remove(index, reply: { box.put($0) })) else { return nil }
-        return box.take(while: { self.isRunning }) ?? nil
+        guard enqueue(.remove(index, reply: { box.put($0) }), box) else { return nil }
+        return box.take() ?? nil
     }
 
-    private func enqueue(_ change: OutputChange) -> Bool {
-        control.lock(); defer { control.unlock() }
-        guard _hasStarted, !_hasEnded else { return false }
-        pendingOutputs.append(change)
-        return true
+    /// Queues `change` for the render loop while the take runs; `box` is
+    /// closed when the take ends, so its waiter never outlives the take.
+    private func enqueue<T>(_ change: OutputChange, _ box: ReplyBox<T>) -> Bool {
+        control.withLock { c in
+            guard c.hasStarted, !c.hasEnded else { return false }
+            c.pendingOutputs.append(change)
+            c.replyWaiters.append { box.close() }
+            return true
+        }
     }
-
-    private var isRunning: Bool { control.lock(); defer { control.unlock() }; return _hasStarted && !_hasEnded }
 
     func takeControl() -> TakeControl {
-        control.lock(); defer { control.unlock() }
-        let r = TakeControl(stop: stopRequest, switches: pendingSwitches, layout: pendingLayout, outputs: pendingOutputs, texts: pendingTexts,
-                            overlays: pendingOverlays)
-        pendingSwitches = []; pendingLayout = nil; pendingOutputs = []; pendingTexts = nil; pendingOverlays = nil
-        return r
+        control.withLock { c in
+            defer { c.pendingSwitches = []; c.pendingLayout = nil; c.pendingOutputs = []; c.pendingTexts = nil; c.pendingOverlays = nil }
+            return TakeControl(stop: c.stopRequest, switches: c.pendingSwitches, layout: c.pendingLayout, outputs: c.pendingOutputs,
+                               texts: c.pendingTexts, overlays: c.pendingOverlays)
+        }
     }
 
     /// Runs the take to its end. Throws, with the typed reason: bad input
@@ -256,49 +268,46 @@ public final class RecordingSession: @unchecked Sendable {
         let baseline = StageClock.times()
         let take = TakeRun(session: self, prepared: try TakeSetup.prepare(self))
         take.stageBaseline = baseline
-        control.lock(); _hasStarted = true; control.unlock()
+        control.withLock { $0.hasStarted = true }
         hooks.started?()
         defer {
-            control.lock()
-            _summary = take.summary
-            _hasEnded = true
-            let orphans = pendingOutputs
-            pendingOutputs = []
-            control.unlock()
+            let summary = take.summary
+            let (orphans, waiters) = control.withLock { c in
+                c.summary = summary
+                c.hasEnded = true
+                defer { c.pendingOutputs = []; c.replyWaiters = [] }
+                return (c.pendingOutputs, c.replyWaiters)
+            }
             for o in orphans {
                 switch o {
                 case .add(let spec, let reply): reply(.failure(.ended(.nothingRecorded(.requested("take over"), output: spec.out))))
                 case .remove(_, let reply): reply(nil)
                 }
             }
+            // A change the render loop took and never answered (the take ended first) answers nil.
+            for close in waiters { close() }
         }
         return try take.run()
     }
 
-    private var _summary: TakeSummary?
-    private var _hasStarted = false
-    private var _hasEnded = false
     /// Whether the take has started (sources, GPU and output open). Before
     /// that, nothing has been recorded and a stop has nothing to finalize.
-    public var hasStarted: Bool { control.lock(); defer { control.unlock() }; return _hasStarted }
+    public var hasStarted: Bool { control.withLock { $0.hasStarted } }
     /// Whether `stop` has been called.
-    var isStopRequested: Bool { control.lock(); defer { control.unlock() }; return stopRequest != nil }
+    var isStopRequested: Bool { control.withLock { $0.stopRequest != nil } }
     /// The summary of the last take that started, also when it ended abnormally.
-    public var summary: TakeSummary? { control.lock(); defer { control.unlock() }; return _summary }
+    public var summary: TakeSummary? { control.withLock { $0.summary } }
 }
 
-/// One reply from the render loop to a waiting caller.
-final class ReplyBox<T: Sendable>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var value: T?
-    func put(_ v: T) { condition.lock(); value = v; condition.broadcast(); condition.unlock() }
-    /// Waits for the reply while `alive()` holds (checked every 50 ms).
-    func take(while alive: () -> Bool) -> T? {
-        condition.lock(); defer { condition.unlock() }
-        while value == nil {
-            if !alive() { return nil }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.05))
-        }
-        return value
+/// One reply from the render loop to a waiting caller, or none when the
+/// take ends first (`close`).
+final class ReplyBox<T: Sendable>: Sendable {
+    private let state = Condition<(value: T?, closed: Bool)>((nil, false))
+    func put(_ v: T) { state.update { $0.value = v } }
+    /// The take has ended: a waiter without a reply gets nil.
+    func close() { state.update { $0.closed = true } }
+    /// Waits for the reply; nil when the take ended without one.
+    func take() -> T? {
+        state.wait(until: { $0.value != nil || $0.closed }) { s, _ in s.value }
     }
 }

@@ -60,11 +60,15 @@ package final class Condition<State: ~Copyable>: @unchecked Sendable {   // pthr
     /// seconds (nil: no limit) have passed, then runs `body` under the lock
     /// with the state and whether `ready` held. `ready` runs under the lock,
     /// once at the start and again after each wake-up.
-    package func wait<R: ~Copyable, E: Error>(until ready: (inout sending State) -> Bool, timeout: Double? = nil,
+    /// With `waking`, every waiter is woken after `body` (as `update` does).
+    package func wait<R: ~Copyable, E: Error>(until ready: (inout sending State) -> Bool, timeout: Double? = nil, waking: Bool = false,
                                                _ body: (inout sending State, _ ready: Bool) throws(E) -> sending R) throws(E) -> sending R {
         let deadline = timeout.map(Self.deadline(after:))
         pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        defer {
+            if waking { pthread_cond_broadcast(cond) }
+            pthread_mutex_unlock(mutex)
+        }
         var met = ready(&state)
         while !met {
             if var deadline {

@@ -1,6 +1,7 @@
 import Foundation
 import DiptychCore
 import DiptychMedia
+import Synchronization
 
 /// Where one input stream of a take was decoded (the summary's `decoders`).
 public struct StreamDecoding: Sendable, Codable, Hashable {
@@ -17,27 +18,27 @@ public struct StreamDecoding: Sendable, Codable, Hashable {
 
 /// The decoders of a take's inputs as they open, and their falls back from
 /// NVDEC (told on the readers' threads). Thread-safe.
-final class DecoderLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var streams: [StreamDecoding] = []
+final class DecoderLog: Sendable {
+    private let streams = Mutex<[StreamDecoding]>([])
 
     /// Notes `input`'s decoder; returns `input`.
     func opened(_ role: StreamRole, _ input: any TakeInput) -> any TakeInput {
         guard let d = input.info.decoder else { return input }
         let entry = StreamDecoding(stream: role.rawValue, input: input.info.name, decoder: d.decoder.rawValue, reason: d.reason)
-        lock.lock(); defer { lock.unlock() }
-        // A source reopened (a reconnect, a list's failover and back) is listed once.
-        if streams.contains(entry) { return input }
-        streams.append(entry)
+        streams.withLock { streams in
+            // A source reopened (a reconnect, a list's failover and back) is listed once.
+            if !streams.contains(entry) { streams.append(entry) }
+        }
         return input
     }
 
     /// The latest stream of `role` left NVDEC.
     func fellBack(_ role: StreamRole, _ fallback: DecoderFallback) {
-        lock.lock(); defer { lock.unlock() }
-        guard let i = streams.lastIndex(where: { $0.stream == role.rawValue && $0.fallback == nil }) else { return }
-        streams[i].fallback = fallback
+        streams.withLock { streams in
+            guard let i = streams.lastIndex(where: { $0.stream == role.rawValue && $0.fallback == nil }) else { return }
+            streams[i].fallback = fallback
+        }
     }
 
-    var entries: [StreamDecoding] { lock.lock(); defer { lock.unlock() }; return streams }
+    var entries: [StreamDecoding] { streams.withLock { $0 } }
 }
