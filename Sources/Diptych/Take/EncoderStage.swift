@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychMedia
 
@@ -101,28 +102,29 @@ enum EncoderInput: Sendable {
 /// the frame instead, counted, so a slow network never slows the take or
 /// the other outputs. The first failure is kept and later frames are
 /// dropped; the take decides what a failure means.
-final class EncoderStage: @unchecked Sendable {
+final class EncoderStage: Sendable {
     let key: Int
     let name: String
     let sink: any TakeOutput
     /// A live destination (a stream, a socket, a pipe): drops rather than blocks.
     let live: Bool
     private let queue: BoundedQueue<EncoderInput>
-    private let done = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var _failure: MediaError?
-    private var _written = 0
-    private var finished = false
-
-    private var _dropped = 0
-    /// An encoded picture was dropped: its successors up to the next
-    /// keyframe are dropped too (they refer to it). Render thread only.
-    private var _awaitingKeyframe = false
-    /// A split output waits for a keyframe to cut its file at (`TakeOutput.awaitsCut`), set on the encoder's thread.
-    private var _awaitingCut = false
-    /// A split output's files as of its last write (`TakeOutput.segments`), set on the encoder's thread.
-    private var _segments: [WrittenSegment] = []
-    private var thread: JoinableThread?
+    private struct State {
+        var failure: MediaError?
+        var written = 0
+        var finished = false
+        var dropped = 0
+        /// An encoded picture was dropped: its successors up to the next
+        /// keyframe are dropped too (they refer to it).
+        var awaitingKeyframe = false
+        /// A split output waits for a keyframe to cut its file at (`TakeOutput.awaitsCut`), set on the encoder's thread.
+        var awaitingCut = false
+        /// A split output's files as of its last write (`TakeOutput.segments`), set on the encoder's thread.
+        var segments: [WrittenSegment] = []
+    }
+    private let state = Mutex(State())
+    /// The encoder's thread, set once it is started (at the end of `init`).
+    private let thread = Mutex<JoinableThread?>(nil)
 
     /// `onWritten` is told each frame's pts once the output has it (frame latency).
     init(key: Int, name: String, sink: any TakeOutput, live: Bool = false, depth: Int? = nil,
@@ -132,30 +134,31 @@ final class EncoderStage: @unchecked Sendable {
         // A file's queue holds three frames (each 3 MB at 1080p): enough to keep
         // its encoder busy while the render loop waits for the next input frame.
         queue = BoundedQueue(capacity: depth ?? (live ? 30 : 3))
-        thread = JoinableThread { [self] in
+        let t = JoinableThread { [self] in
             StageClock.name(.encode)
-            defer { StageClock.sample(); done.signal() }
+            defer { StageClock.sample() }
             while let frame = queue.pop() {
                 if failure != nil { frame.drop(); continue }
                 do throws(MediaError) {
                     try frame.write(to: sink)
                     let cut = sink.awaitsCut, segments = sink.segments
-                    lock.lock(); _written += 1; _awaitingCut = cut; _segments = segments; lock.unlock()
+                    state.withLock { $0.written += 1; $0.awaitingCut = cut; $0.segments = segments }
                     onWritten?(frame.pts)
                 } catch {
-                    lock.lock(); if _failure == nil { _failure = error }; lock.unlock()
+                    state.withLock { if $0.failure == nil { $0.failure = error } }
                 }
             }
         }
+        thread.withLock { $0 = t }
     }
 
-    var failure: MediaError? { lock.lock(); defer { lock.unlock() }; return _failure }
-    var written: Int { lock.lock(); defer { lock.unlock() }; return _written }
+    var failure: MediaError? { state.withLock { $0.failure } }
+    var written: Int { state.withLock { $0.written } }
     /// A split output's files so far (the last one still being written); empty for an output written whole.
-    var segments: [WrittenSegment] { lock.lock(); defer { lock.unlock() }; return _segments }
+    var segments: [WrittenSegment] { state.withLock { $0.segments } }
 
     /// Frames a live output dropped because its queue was full.
-    var dropped: Int { lock.lock(); defer { lock.unlock() }; return _dropped }
+    var dropped: Int { state.withLock { $0.dropped } }
 
     /// Queues a frame: waits while a file's encoder is behind; a live
     /// output's frame is dropped then.
@@ -168,10 +171,11 @@ final class EncoderStage: @unchecked Sendable {
 
     func push(_ frame: EncoderInput) {
         if case .encoded(let p) = frame {
-            lock.lock()
-            let skip = _awaitingKeyframe && !p.isKeyframe
-            if skip { _dropped += 1 } else { _awaitingKeyframe = false }
-            lock.unlock()
+            let skip = state.withLock { s in
+                let skip = s.awaitingKeyframe && !p.isKeyframe
+                if skip { s.dropped += 1 } else { s.awaitingKeyframe = false }
+                return skip
+            }
             if skip { return }
         }
         if !live {
@@ -180,10 +184,11 @@ final class EncoderStage: @unchecked Sendable {
         }
         if !queue.tryPush(frame) {
             frame.drop()
-            lock.lock()
-            _dropped += 1
-            if case .encoded = frame { _awaitingKeyframe = true }
-            lock.unlock()
+            let encoded = if case .encoded = frame { true } else { false }
+            state.withLock { s in
+                s.dropped += 1
+                if encoded { s.awaitingKeyframe = true }
+            }
         }
     }
 
@@ -191,7 +196,7 @@ final class EncoderStage: @unchecked Sendable {
     /// dropped until a keyframe comes; or a split file waits for one to
     /// begin its next file at. The GPU encoder may make its next picture one
     /// (an IDR) to end the gap or cut the file sooner.
-    var needsKeyframe: Bool { lock.lock(); defer { lock.unlock() }; return _awaitingKeyframe || _awaitingCut }
+    var needsKeyframe: Bool { state.withLock { $0.awaitingKeyframe || $0.awaitingCut } }
 
     /// Frames the queue holds at most (the ring of an output read in place is sized by it).
     var queueDepth: Int { queue.capacity }
@@ -199,16 +204,13 @@ final class EncoderStage: @unchecked Sendable {
     /// Encodes what is queued, then ends the thread and completes the output
     /// (flush, trailer). Returns the error of the last step, if any.
     func finish() -> MediaError? {
-        lock.lock()
-        let again = finished
-        finished = true
-        lock.unlock()
+        let again = state.withLock { s in defer { s.finished = true }; return s.finished }
         if again { return nil }
         // A stream down and reconnecting makes no more attempts: its queued frames are dropped at once.
         (sink as? ReconnectingOutput)?.stopReconnecting()
         queue.close()
-        done.wait()
-        thread?.join()
+        // The thread has encoded what was queued once it has ended.
+        thread.withLock { $0 }?.join()
         do throws(MediaError) { try sink.finish() } catch { return error }
         return nil
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychGPU
 import DiptychMedia
@@ -35,15 +36,14 @@ protocol ZeroCopyDevice: AnyObject, Sendable {
 /// The encoder's "done with this buffer": runs its action exactly once, from
 /// whichever thread calls it first, or when the last reference goes (a frame
 /// dropped on any path still gives its buffer back).
-final class EncoderRelease: @unchecked Sendable {
-    private let lock = NSLock()
-    private var action: (() -> Void)?
-    init(_ action: @escaping () -> Void) { self.action = action }
+final class EncoderRelease: Sendable {
+    private let action: Mutex<(() -> Void)?>
+    init(_ action: sending @escaping () -> Void) { self.action = Mutex(action) }
     func callAsFunction() {
-        lock.lock(); let a = action; action = nil; lock.unlock()
+        let a = action.withLock { a in defer { a = nil }; return a }
         a?()
     }
-    deinit { action?() }
+    deinit { action.withLock { $0 }?() }
 }
 
 /// One output's ring of encoder targets (docs/ARCHITECTURE.md, "Encoder
@@ -52,7 +52,7 @@ final class EncoderRelease: @unchecked Sendable {
 /// it is free again only when the encoder has released it. So no buffer is
 /// written while the GPU or the encoder may still read it. `render` and
 /// `deliver` run on the take's thread; releases come from the encoder's.
-final class EncoderTargetRing: @unchecked Sendable {
+final class EncoderTargetRing: Sendable {
     enum SlotState: Equatable {
         case free
         /// Being converted into (between `acquire` and its fence).
@@ -64,13 +64,16 @@ final class EncoderTargetRing: @unchecked Sendable {
 
     let device: any ZeroCopyDevice
     let buffers: [EncoderTargetBuffer]
-    private let cond = NSCondition()
-    private var states: [SlotState]
-    /// Fenced slots, oldest first.
-    private var order: [Int] = []
-    private var closing = false
-    private var freed: Set<Int> = []
-    private var _handedOver = 0
+    private struct Slots {
+        var states: [SlotState]
+        /// Fenced slots, oldest first.
+        var order: [Int] = []
+        var closing = false
+        var freed: Set<Int> = []
+        var handedOver = 0
+    }
+    /// Waited on for a free slot (the encoder's releases).
+    private let slots: Condition<Slots>
 
     /// Buffers for `queueDepth` frames waiting in the encoder's queue, the
     /// `encoderHold` frames the encoder reads at once (VA-API: its
@@ -95,16 +98,16 @@ final class EncoderTargetRing: @unchecked Sendable {
             throw error
         }
         buffers = made
-        states = Array(repeating: .free, count: count)
+        slots = Condition(Slots(states: Array(repeating: .free, count: count)))
     }
 
     var count: Int { buffers.count }
 
     /// Frames handed to the encoder so far (by `deliver`, or by `render` making room).
-    var handedOver: Int { cond.lock(); defer { cond.unlock() }; return _handedOver }
+    var handedOver: Int { slots.withLock { $0.handedOver } }
 
     /// Slots in each state (tests, diagnostics).
-    var snapshot: [SlotState] { cond.lock(); defer { cond.unlock() }; return states }
+    var snapshot: [SlotState] { slots.withLock { $0.states } }
 
     /// Converts the output's render target into a free buffer and fences it.
     /// While none is free it hands over frames whose fence has signalled,
@@ -113,28 +116,28 @@ final class EncoderTargetRing: @unchecked Sendable {
         let slot = try acquire()
         let fence: UInt64
         do { fence = try device.render(into: buffers[slot]) } catch {
-            cond.lock(); states[slot] = .free; cond.unlock()
+            slots.withLock { $0.states[slot] = .free }
             throw error
         }
-        cond.lock()
-        states[slot] = .fenced(fence, pts)
-        order.append(slot)
-        cond.unlock()
+        slots.withLock {
+            $0.states[slot] = .fenced(fence, pts)
+            $0.order.append(slot)
+        }
     }
 
     private func acquire() throws(GPUError) -> Int {
         while true {
-            cond.lock()
-            if let i = states.firstIndex(of: .free) { states[i] = .rendering; cond.unlock(); return i }
-            let anyFenced = !order.isEmpty
-            cond.unlock()
+            let (taken, anyFenced) = slots.withLock { s -> (Int?, Bool) in
+                guard let i = s.states.firstIndex(of: .free) else { return (nil, !s.order.isEmpty) }
+                s.states[i] = .rendering
+                return (i, false)
+            }
+            if let taken { return taken }
             if anyFenced {
                 if try deliver(wait: false) == 0 { _ = try deliverOldest(wait: true) }
                 continue
             }
-            cond.lock()
-            while !states.contains(.free) { cond.wait() }
-            cond.unlock()
+            slots.wait(until: { $0.states.contains(.free) })
         }
     }
 
@@ -148,26 +151,27 @@ final class EncoderTargetRing: @unchecked Sendable {
     }
 
     private func deliverOldest(wait: Bool) throws(GPUError) -> Bool {
-        cond.lock()
-        guard let slot = order.first, case .fenced(let fence, let pts) = states[slot] else { cond.unlock(); return false }
-        cond.unlock()
+        let oldest = slots.withLock { s -> (slot: Int, fence: UInt64, pts: MediaTime)? in
+            guard let slot = s.order.first, case .fenced(let fence, let pts) = s.states[slot] else { return nil }
+            return (slot, fence, pts)
+        }
+        guard let (slot, fence, pts) = oldest else { return false }
         guard try device.fenceSignalled(fence, wait: wait) else { return false }
-        cond.lock()
-        order.removeFirst()
-        states[slot] = .encoding
-        _handedOver += 1
-        cond.unlock()
+        slots.withLock { s in
+            s.order.removeFirst()
+            s.states[slot] = .encoding
+            s.handedOver += 1
+        }
         device.encode(buffers[slot], pts: pts, release: EncoderRelease { [weak self] in self?.released(slot) })
         return true
     }
 
     private func released(_ slot: Int) {
-        cond.lock()
-        precondition(states[slot] == .encoding, "encoder released buffer \(slot) it did not hold")
-        states[slot] = .free
-        let free = closing && freed.insert(slot).inserted
-        cond.broadcast()
-        cond.unlock()
+        let free = slots.update { s in
+            precondition(s.states[slot] == .encoding, "encoder released buffer \(slot) it did not hold")
+            s.states[slot] = .free
+            return s.closing && s.freed.insert(slot).inserted
+        }
         if free { device.free(buffers[slot]) }
     }
 
@@ -175,15 +179,15 @@ final class EncoderTargetRing: @unchecked Sendable {
     /// they are rendered again). Their buffers are free at once; the GPU
     /// that could still write them is gone.
     func abandonUndelivered() -> [MediaTime] {
-        cond.lock(); defer { cond.unlock() }
-        var dropped: [MediaTime] = []
-        for slot in order {
-            if case .fenced(_, let pts) = states[slot] { dropped.append(pts) }
-            states[slot] = .free
+        slots.update { s in
+            var dropped: [MediaTime] = []
+            for slot in s.order {
+                if case .fenced(_, let pts) = s.states[slot] { dropped.append(pts) }
+                s.states[slot] = .free
+            }
+            s.order.removeAll()
+            return dropped
         }
-        order.removeAll()
-        cond.broadcast()
-        return dropped
     }
 
     /// Imports every buffer again (a rebuilt context has none of the old images).
@@ -195,12 +199,13 @@ final class EncoderTargetRing: @unchecked Sendable {
     /// when the encoder releases it. Call once the output's frames are
     /// delivered (or abandoned).
     func shutdown() {
-        cond.lock()
-        closing = true
-        var now: [Int] = []
-        for (i, s) in states.enumerated() where s != .encoding && freed.insert(i).inserted { now.append(i) }
-        order.removeAll()
-        cond.unlock()
+        let now = slots.withLock { s -> [Int] in
+            s.closing = true
+            var now: [Int] = []
+            for (i, state) in s.states.enumerated() where state != .encoding && s.freed.insert(i).inserted { now.append(i) }
+            s.order.removeAll()
+            return now
+        }
         for i in now { device.free(buffers[i]) }
     }
 }

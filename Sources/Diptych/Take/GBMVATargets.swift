@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychGPU
 import DiptychMedia
@@ -10,17 +11,19 @@ import DiptychMedia
 /// context), handed to the output's encoder stage, whose VA-API encoder
 /// imports each as a surface (`MediaWriter.write(_:pts:release:)`).
 /// Thread-safe: `free` may come from the encoder's thread.
-final class GBMVATargets: ZeroCopyDevice, @unchecked Sendable {
+final class GBMVATargets: ZeroCopyDevice, Sendable {
     let allocator: EncoderBufferAllocator
     let layout: EncoderBufferLayout
     /// The compositor and the output's render target now; nil once the output is gone.
     private let current: @Sendable () -> (GPUCompositor, OutputID)?
     /// The encoder settings of the trial encode (`checkEncoder`).
     private let settings: VideoEncoderSettings
-    private let lock = NSLock()
-    private var buffers: [Int: (buffer: EncoderBuffer, target: (gpu: GPUCompositor, id: EncoderTargetID)?)] = [:]
-    private var next = 0
-    private var _encoder: EncoderStage?
+    private struct State {
+        var buffers: [Int: (buffer: EncoderBuffer, target: (gpu: GPUCompositor, id: EncoderTargetID)?)] = [:]
+        var next = 0
+        var encoder: EncoderStage?
+    }
+    private let state = Mutex(State())
 
     init(allocator: EncoderBufferAllocator, layout: EncoderBufferLayout, settings: VideoEncoderSettings,
          current: @escaping @Sendable () -> (GPUCompositor, OutputID)?) {
@@ -29,26 +32,27 @@ final class GBMVATargets: ZeroCopyDevice, @unchecked Sendable {
 
     /// Where `encode` hands frames (nil during the setup's trial).
     var encoder: EncoderStage? {
-        get { lock.lock(); defer { lock.unlock() }; return _encoder }
-        set { lock.lock(); _encoder = newValue; lock.unlock() }
+        get { state.withLock { $0.encoder } }
+        set { state.withLock { $0.encoder = newValue } }
     }
 
     func allocate(size: PixelSize, modifier: UInt64) throws(GPUError) -> EncoderTargetBuffer {
         let b = try allocator.allocate(size: size, modifier: modifier, layout: layout)
-        lock.lock(); defer { lock.unlock() }
-        let id = next
-        next += 1
-        buffers[id] = (b, nil)
+        let id = state.withLock { s in
+            defer { s.next += 1 }
+            s.buffers[s.next] = (b, nil)
+            return s.next
+        }
         return EncoderTargetBuffer(id: id, frame: b.frame)
     }
 
     func importTarget(_ buffer: EncoderTargetBuffer) throws(GPUError) {
         guard let (gpu, output) = current() else { throw .shutDown }
         let id = try gpu.addEncoderTarget(buffer.frame, output: output)
-        lock.lock()
-        let old = buffers[buffer.id]?.target
-        buffers[buffer.id]?.target = (gpu, id)
-        lock.unlock()
+        let old = state.withLock { s in
+            defer { s.buffers[buffer.id]?.target = (gpu, id) }
+            return s.buffers[buffer.id]?.target
+        }
         if let old, old.gpu === gpu { gpu.removeEncoderTarget(old.id) }
     }
 
@@ -57,8 +61,7 @@ final class GBMVATargets: ZeroCopyDevice, @unchecked Sendable {
     }
 
     private func target(_ buffer: EncoderTargetBuffer) throws(GPUError) -> (gpu: GPUCompositor, id: EncoderTargetID) {
-        lock.lock(); defer { lock.unlock() }
-        guard let t = buffers[buffer.id]?.target else { throw .badFrame("encoder buffer \(buffer.id) is not imported") }
+        guard let t = state.withLock({ $0.buffers[buffer.id]?.target }) else { throw .badFrame("encoder buffer \(buffer.id) is not imported") }
         return t
     }
 
@@ -80,9 +83,7 @@ final class GBMVATargets: ZeroCopyDevice, @unchecked Sendable {
     /// The GPU's target (in whichever compositor made it; a shut-down one has
     /// none left), then the GBM buffer: its fds closed, its buffer objects destroyed.
     func free(_ buffer: EncoderTargetBuffer) {
-        lock.lock()
-        let entry = buffers.removeValue(forKey: buffer.id)
-        lock.unlock()
+        let entry = state.withLock { $0.buffers.removeValue(forKey: buffer.id) }
         if let t = entry?.target { t.gpu.removeEncoderTarget(t.id) }
         withExtendedLifetime(entry) {}
     }

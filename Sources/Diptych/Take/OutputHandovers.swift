@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychMedia
 
@@ -9,7 +10,7 @@ import DiptychMedia
 /// thread of its own, bounded by the output's network timeout; the render
 /// loop takes the opened outputs at its next frame (`takeOpened`), and
 /// finalize waits for every one still under way (`settle`).
-final class OutputHandovers: @unchecked Sendable {
+final class OutputHandovers: Sendable {
     /// An output whose sink has opened (or failed to), waiting to be attached by the render loop.
     struct Opened {
         let spec: OutputSpec
@@ -17,29 +18,32 @@ final class OutputHandovers: @unchecked Sendable {
         let reply: @Sendable (Result<Int, SessionError>) -> Void
     }
 
-    private let lock = NSLock()
-    private var opened: [Opened] = []
-    private var closed: [OutputSummary] = []
-    /// The threads under way, and those done but not yet joined.
-    private var running: [Int: JoinableThread] = [:]
-    private var done: [JoinableThread] = []
-    private var nextID = 0
+    private struct State {
+        var opened: [Opened] = []
+        var closed: [OutputSummary] = []
+        /// The threads under way, and those done but not yet joined.
+        var running: [Int: JoinableThread] = [:]
+        var done: [JoinableThread] = []
+        var nextID = 0
+    }
+    private let state = Mutex(State())
 
     /// Runs `body` on a thread of its own, joined once it has ended.
     private func spawn(_ body: @escaping @Sendable () -> Void) {
-        lock.lock(); defer { lock.unlock() }
-        let id = nextID
-        nextID += 1
-        // The lock is held until the thread is registered, so its end always finds it.
-        running[id] = JoinableThread { [self] in
-            body()
-            lock.withLock { if let t = running.removeValue(forKey: id) { done.append(t) } }
+        state.withLock { s in
+            let id = s.nextID
+            s.nextID += 1
+            // The lock is held until the thread is registered, so its end always finds it.
+            s.running[id] = JoinableThread { [self] in
+                body()
+                state.withLock { s in if let t = s.running.removeValue(forKey: id) { s.done.append(t) } }
+            }
         }
     }
 
     /// Joins the threads that have ended.
     private func reap() {
-        let ended = lock.withLock { () -> [JoinableThread] in defer { done = [] }; return done }
+        let ended = state.withLock { s -> [JoinableThread] in defer { s.done = [] }; return s.done }
         ended.forEach { $0.join() }
     }
 
@@ -49,14 +53,14 @@ final class OutputHandovers: @unchecked Sendable {
         spawn { [self] in
             let result: Result<any TakeOutput, MediaError>
             do throws(MediaError) { result = .success(try open()) } catch { result = .failure(error) }
-            lock.withLock { opened.append(Opened(spec: spec, result: result, reply: reply)) }
+            state.withLock { $0.opened.append(Opened(spec: spec, result: result, reply: reply)) }
         }
     }
 
     /// The outputs opened since the last call (render loop, each frame).
     func takeOpened() -> [Opened] {
         reap()
-        return lock.withLock { defer { opened = [] }; return opened }
+        return state.withLock { s in defer { s.opened = [] }; return s.opened }
     }
 
     /// Completes `stage` (its queued frames encoded, its file or stream
@@ -66,7 +70,7 @@ final class OutputHandovers: @unchecked Sendable {
                reply: (@Sendable (OutputSummary) -> Void)? = nil) {
         spawn { [self] in
             let s = summarize(stage.finish())
-            lock.withLock { closed.append(s) }
+            state.withLock { $0.closed.append(s) }
             reply?(s)
         }
     }
@@ -81,18 +85,18 @@ final class OutputHandovers: @unchecked Sendable {
     /// summaries of the outputs closed, in the order they closed.
     func settle(ended: SessionError) -> [OutputSummary] {
         while true {
-            let pending = lock.withLock { Array(running.values) + done }
+            let pending = state.withLock { Array($0.running.values) + $0.done }
             if pending.isEmpty { break }
             pending.forEach { $0.join() }
-            lock.withLock {
-                running = running.filter { r in !pending.contains { $0 === r.value } }
-                done.removeAll { d in pending.contains { $0 === d } }
+            state.withLock { s in
+                s.running = s.running.filter { r in !pending.contains { $0 === r.value } }
+                s.done.removeAll { d in pending.contains { $0 === d } }
             }
         }
         for o in takeOpened() {
             if case .success(let sink) = o.result { try? sink.finish() }
             o.reply(.failure(ended))
         }
-        return lock.withLock { closed }
+        return state.withLock { $0.closed }
     }
 }

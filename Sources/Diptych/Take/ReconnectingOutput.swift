@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychMedia
 
@@ -15,7 +16,7 @@ import DiptychMedia
 /// and no other is made. `lost` and `back` are told each loss (with the
 /// error) and each return (with the seconds it was down), on the encoder
 /// thread. Used by the output's encoder thread.
-final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
+final class ReconnectingOutput: TakeOutput, @unchecked Sendable {   // `current`, `down` and the backoff are the encoder thread's (then finish's, after it is joined); the rest behind `shared`
     private let name: String
     private let window: Double
     private let log: @Sendable (String) -> Void
@@ -28,14 +29,16 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     private var nextAttempt: UInt64 = 0
     private var backoff = 1.0
     private var attempts = 0
-    private let lock = NSLock()
-    private var _outages: [OutputOutage] = []
-    private var _lost = 0
-    /// Set by `stopReconnecting`; `attempt` stops the reopen in progress.
-    private var stopping = false
-    private var attempt: OpenCancel?
-    /// The writer CUDA frames are lent from (`current`, read on the take's thread).
-    private var lender: (any TakeOutput)?
+    private struct Shared {
+        var outages: [OutputOutage] = []
+        var lost = 0
+        /// Set by `stopReconnecting`; `attempt` stops the reopen in progress.
+        var stopping = false
+        var attempt: OpenCancel?
+        /// The writer CUDA frames are lent from (`current`, read on the take's thread).
+        var lender: (any TakeOutput)?
+    }
+    private let shared = Mutex(Shared())
 
     /// A CUDA frame lent by `writer`: once the writer is replaced, the frame
     /// is no frame of the new one's and is dropped.
@@ -51,16 +54,16 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
         self.name = name; self.window = window; self.log = log; self.lost = lost; self.back = back; self.open = open
         first = try open(false, nil)
         current = first
-        lender = first
+        shared.withLock { $0.lender = first }
     }
 
     var encoderName: String { first.encoderName }
     var encoderReason: String { first.encoderReason }
     var encoderDescription: String { first.encoderDescription }
     var audioDescription: String { first.audioDescription }
-    var outages: [OutputOutage] { lock.lock(); defer { lock.unlock() }; return _outages }
+    var outages: [OutputOutage] { shared.withLock { $0.outages } }
     /// Frames that did not reach the receiver: the write that failed and every frame while it was down.
-    var framesLost: Int { lock.lock(); defer { lock.unlock() }; return _lost }
+    var framesLost: Int { shared.withLock { $0.lost } }
 
     var takesDmaBuf: Bool { first.takesDmaBuf }
 
@@ -80,7 +83,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     /// A CUDA frame of the writer now open (nil while the output is down:
     /// the frame then comes in host memory). Any thread.
     func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? {
-        guard let w = lock.withLock({ lender }), let t = w.lendCUDAFrame(size) else { return nil }
+        guard let w = shared.withLock({ $0.lender }), let t = w.lendCUDAFrame(size) else { return nil }
         return CUDAFrameTarget(picture: t.picture, owner: Lent(writer: w, target: t))
     }
 
@@ -108,7 +111,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
                 guard window > 0, !error.isStorageFull else { throw error }
                 try? c.finish()
                 current = nil
-                lock.withLock { lender = nil }
+                shared.withLock { $0.lender = nil }
                 lose()
                 let now = LiveTiming.now()
                 down = (now, pts.seconds, error)
@@ -130,14 +133,14 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
         }
         guard now >= nextAttempt else { lose(); return }   // still down: this frame is dropped
         let cancel = OpenCancel()
-        guard lock.withLock({ () -> Bool in attempt = cancel; return !stopping }) else { lose(); return }
-        defer { lock.withLock { attempt = nil } }
+        guard shared.withLock({ s -> Bool in s.attempt = cancel; return !s.stopping }) else { lose(); return }
+        defer { shared.withLock { $0.attempt = nil } }
         attempts += 1
         do throws(MediaError) {
             let c = try open(true, cancel)
             try write(c)
             current = c
-            lock.withLock { lender = c }
+            shared.withLock { $0.lender = c }
             down = nil
             record(OutputOutage(at: d.at, seconds: outage, recovered: true))
             log("output \(name) reconnected after \(String(format: "%.1f", outage)) s (attempt \(attempts))")
@@ -153,7 +156,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
     /// The take is ending: a reopen in progress is stopped, and no other is
     /// made (frames while down are dropped). Any thread.
     func stopReconnecting() {
-        lock.withLock { stopping = true; attempt?.cancel() }
+        shared.withLock { $0.stopping = true; $0.attempt?.cancel() }
     }
 
     func finish() throws(MediaError) {
@@ -161,11 +164,11 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {
             record(OutputOutage(at: d.at, seconds: Double(LiveTiming.now() - d.since) / 1e9, recovered: false))
             down = nil
         }
-        lock.withLock { lender = nil }
+        shared.withLock { $0.lender = nil }
         try current?.finish()
         current = nil
     }
 
-    private func record(_ o: OutputOutage) { lock.lock(); _outages.append(o); lock.unlock() }
-    private func lose() { lock.lock(); _lost += 1; lock.unlock() }
+    private func record(_ o: OutputOutage) { shared.withLock { $0.outages.append(o) } }
+    private func lose() { shared.withLock { $0.lost += 1 } }
 }
