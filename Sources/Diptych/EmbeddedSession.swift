@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychGPU
 import DiptychMedia
@@ -110,16 +111,13 @@ public struct EmbeddingError: Error, Hashable, Sendable, CustomStringConvertible
 ///   `.state` and `finish()` throws `.runtime` with the reason.
 ///
 /// Thread-safe: every method may be called from any thread.
-public final class EmbeddedSession: @unchecked Sendable {
+public final class EmbeddedSession: Sendable {
     public let configuration: EmbeddedConfiguration
     private let bridge: EmbeddingBridge
     private let session: RecordingSession
+    /// Runs the take; its end is the take's (joined by `finish`).
     private let thread: JoinableThread
-    private let done = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var finishing = false
-    private var finished = false
-    private var result: Result<TakeSummary, SessionError>?
+    private let state = Mutex<(finishing: Bool, finished: Bool)>((false, false))
     /// Whether the take writes an MP4 file (a gap beyond `maximumMP4GapSeconds` would corrupt it).
     private let writesMP4: Bool
 
@@ -170,59 +168,54 @@ public final class EmbeddedSession: @unchecked Sendable {
         do { try take.validate() } catch { throw EmbeddingError(.invalidArgument, "\(error)") }
         self.configuration = c
         let primary = PushSource(name: "push:primary", size: c.canvas, frameRate: c.frameRate, capacity: c.queueCapacity)
-        let secondary = c.hasSecondary ? PushSource(name: "push:secondary", size: c.canvas, frameRate: c.frameRate, capacity: c.queueCapacity) : nil
-        secondary?.leader = primary
-        secondary?.patience = max(c.secondaryTimeout, 0.5)
+        let secondary = c.hasSecondary ? PushSource(name: "push:secondary", size: c.canvas, frameRate: c.frameRate, capacity: c.queueCapacity,
+                                                    leader: primary, patience: max(c.secondaryTimeout, 0.5)) : nil
         bridge = EmbeddingBridge(primary: primary, secondary: secondary, outputs: outputs, log: log)
         var hooks = SessionHooks(storage: outputs.file == nil ? NoStorageMonitor() : FileSystemStorageMonitor(), log: log)
         adjustHooks(&hooks)
         session = RecordingSession(configuration: take, hooks: hooks, io: bridge.io)
-        let s = session, b = bridge, d = done
+        let s = session, b = bridge
         let box = ResultBox()
         resultBox = box
         thread = JoinableThread(stackSize: 4 << 20) {
             do throws(SessionError) { box.set(.success(try s.run())) } catch { box.set(.failure(error)) }
             // A take that failed to start never signalled: wake the creator.
             b.wakeStartWaiters()
-            d.signal()
         }
         guard bridge.waitStarted(timeout: startTimeout) else {
             session.stop(.requested("start timed out"))
-            finished = true
+            state.withLock { $0.finished = true }
             throw EmbeddingError(.runtime, "the session did not start within \(startTimeout) s")
         }
         if bridge.gpu == nil {
-            done.wait()
             thread.join()
-            finished = true
+            state.withLock { $0.finished = true }
             switch box.value {
             case .failure(let e)?: throw EmbeddingError(e)
             default: throw EmbeddingError(.runtime, "the session ended before it started")
             }
         }
         if outputs.onDmaBuf != nil, let info = bridge.gpu, !info.capabilities.dmaBufExport {
-            lock.lock(); finishing = true; lock.unlock()
+            state.withLock { $0.finishing = true }
             bridge.primary.endStream(); bridge.secondary?.endStream()
-            done.wait()
             thread.join()
-            finished = true
+            state.withLock { $0.finished = true }
             throw EmbeddingError(.unsupported, "dma-buf output needs EGL_MESA_image_dma_buf_export, which this GPU (\(info.renderer)) does not offer; take RGBA or NV12 frames instead")
         }
     }
 
     private let resultBox: ResultBox
-    final class ResultBox: @unchecked Sendable {
-        private let lock = NSLock()
-        private var _value: Result<TakeSummary, SessionError>?
-        var value: Result<TakeSummary, SessionError>? { lock.lock(); defer { lock.unlock() }; return _value }
-        func set(_ v: Result<TakeSummary, SessionError>) { lock.lock(); _value = v; lock.unlock() }
+    final class ResultBox: Sendable {
+        private let result = Mutex<Result<TakeSummary, SessionError>?>(nil)
+        var value: Result<TakeSummary, SessionError>? { result.withLock { $0 } }
+        func set(_ v: Result<TakeSummary, SessionError>) { result.withLock { $0 = v } }
     }
 
     deinit {
         if !isFinished { _ = try? finish() }
     }
 
-    private var isFinished: Bool { lock.lock(); defer { lock.unlock() }; return finished || finishing }
+    private var isFinished: Bool { state.withLock { $0.finished || $0.finishing } }
 
     public enum PushMode: Sendable { case blocking, nonBlocking }
     public enum PushResult: Sendable, Equatable { case accepted, wouldBlock }
@@ -298,7 +291,7 @@ public final class EmbeddedSession: @unchecked Sendable {
         if mode == .blocking && isInOwnCallback {
             throw EmbeddingError(.state, "\(role) frame: a blocking push from one of the session's callbacks would wait for that callback; push non-blocking")
         }
-        lock.lock(); let over = finished || finishing; lock.unlock()
+        let over = isFinished
         if over { throw EmbeddingError(.state, "\(role) frame pushed after finish") }
         guard let source = role == .primary ? bridge.primary : bridge.secondary else {
             throw EmbeddingError(.state, "secondary frame pushed, but the session was configured without a secondary stream")
@@ -322,7 +315,7 @@ public final class EmbeddedSession: @unchecked Sendable {
                 + (last.map { "last one (\($0.seconds) s)" } ?? "first one (none pushed yet)")
                 + "; push primary frames first (a host on one thread must not let the secondary run far ahead of the primary)")
         case .closed:
-            lock.lock(); let over = finished || finishing; lock.unlock()
+            let over = isFinished
             if over { throw EmbeddingError(.state, "\(role) frame pushed after finish") }
             if let r = bridge.endReason { throw EmbeddingError(.state, "the session has ended (\(r)); call finish() for the summary") }
             throw EmbeddingError(.state, "the \(role) stream was ended with endStream")
@@ -338,7 +331,7 @@ public final class EmbeddedSession: @unchecked Sendable {
     public func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) throws(EmbeddingError) {
         if let e = layout.validationError() { throw EmbeddingError(.invalidArgument, "\(e)") }
         if let t = transition, let e = t.validationError(field: "transition") { throw EmbeddingError(.invalidArgument, "\(e)") }
-        lock.lock(); let over = finished || finishing; lock.unlock()
+        let over = isFinished
         if over { throw EmbeddingError(.state, "setLayout after finish") }
         bridge.setLayout(LayoutChange(layout: layout, transition: transition))
     }
@@ -362,16 +355,15 @@ public final class EmbeddedSession: @unchecked Sendable {
         if isInOwnCallback {
             throw EmbeddingError(.state, "finish called from one of the session's callbacks (it would wait for that callback); call it from the host's own thread")
         }
-        lock.lock()
-        if finished || finishing { lock.unlock(); throw EmbeddingError(.state, "finish called twice") }
-        finishing = true
-        lock.unlock()
+        let twice = state.withLock { s in
+            defer { s.finishing = true }
+            return s.finished || s.finishing
+        }
+        if twice { throw EmbeddingError(.state, "finish called twice") }
         bridge.primary.endStream()
         bridge.secondary?.endStream()
-        done.wait()
-        done.signal()
         thread.join()
-        lock.lock(); finished = true; lock.unlock()
+        state.withLock { $0.finished = true }
         switch resultBox.value {
         case .success(let s)?: return s
         case .failure(let e)?: throw EmbeddingError(.runtime, e.description)

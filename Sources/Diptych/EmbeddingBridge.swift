@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychGPU
 import DiptychMedia
@@ -11,57 +12,56 @@ import Glibc
 /// the render target for RGBA and dma-buf frames. Host-side state (the GPU
 /// once started, why the take ended, the layout for the next push) lives
 /// here too.
-final class EmbeddingBridge: @unchecked Sendable {
+final class EmbeddingBridge: Sendable {
     let primary: PushSource
     let secondary: PushSource?
     let outputs: EmbeddedOutputs
     let log: @Sendable (String) -> Void
 
-    private let lock = NSLock()
-    private var pendingLayout: LayoutChange?
-    private var _gpu: GPUInfo?
-    private var _endReason: StopReason?
-    private var _origin: MediaTime?
-    private let startedSignal = DispatchSemaphore(value: 0)
+    private struct State {
+        var pendingLayout: LayoutChange?
+        var gpu: GPUInfo?
+        var endReason: StopReason?
+        var origin: MediaTime?
+        /// The take started, or failed to (`waitStarted` returns).
+        var startedOrOver = false
+    }
+    private let state = Condition(State())
 
     init(primary: PushSource, secondary: PushSource?, outputs: EmbeddedOutputs, log: @escaping @Sendable (String) -> Void) {
         self.primary = primary; self.secondary = secondary; self.outputs = outputs; self.log = log
     }
 
-    var gpu: GPUInfo? { lock.lock(); defer { lock.unlock() }; return _gpu }
-    var endReason: StopReason? { lock.lock(); defer { lock.unlock() }; return _endReason }
+    var gpu: GPUInfo? { state.withLock { $0.gpu } }
+    var endReason: StopReason? { state.withLock { $0.endReason } }
 
     /// Waits until the take has started (true) or `timeout` passes.
-    func waitStarted(timeout: Double) -> Bool { startedSignal.wait(timeout: .now() + timeout) == .success }
+    func waitStarted(timeout: Double) -> Bool { state.wait(until: { $0.startedOrOver }, timeout: timeout) }
     /// Wakes `waitStarted` without a GPU (the take failed to start).
-    func wakeStartWaiters() { startedSignal.signal() }
+    func wakeStartWaiters() { state.update { $0.startedOrOver = true } }
 
     /// The layout for the next primary frame pushed.
     func setLayout(_ change: LayoutChange) {
-        lock.lock(); pendingLayout = change; lock.unlock()
+        state.withLock { $0.pendingLayout = change }
     }
 
     /// Takes the pending layout change for the primary frame about to be pushed.
     func takePendingLayout() -> LayoutChange? {
-        lock.lock(); defer { lock.unlock() }
-        let l = pendingLayout
-        pendingLayout = nil
-        return l
+        state.withLock { s in defer { s.pendingLayout = nil }; return s.pendingLayout }
     }
 
     /// Puts back a layout change whose frame was not accepted (unless a newer one came).
     func restoreLayout(_ change: LayoutChange) {
-        lock.lock(); if pendingLayout == nil { pendingLayout = change }; lock.unlock()
+        state.withLock { if $0.pendingLayout == nil { $0.pendingLayout = change } }
     }
 
     /// Take timeline → host timeline (the first primary frame's timestamp is
     /// the take's zero), in the host's timescale.
     func hostTime(_ t: MediaTime) -> MediaTime {
-        lock.lock(); let origin = _origin; lock.unlock()
-        guard let origin else { return t }
+        guard let origin = state.withLock({ $0.origin }) else { return t }
         return (t + origin).converted(to: origin.timescale)
     }
-    var hostTimescale: Int32? { lock.lock(); defer { lock.unlock() }; return _origin?.timescale }
+    var hostTimescale: Int32? { state.withLock { $0.origin?.timescale } }
 
     /// The take's ends, as the session runs them.
     var io: TakeIO {
@@ -81,13 +81,12 @@ final class EmbeddingBridge: @unchecked Sendable {
         io.outputIsNamed = outputs.file != nil
         io.emptyTakeFails = false
         io.started = { [self] info in
-            lock.lock(); _gpu = info; lock.unlock()
-            startedSignal.signal()
+            state.update { $0.gpu = info; $0.startedOrOver = true }
         }
-        io.timelineOrigin = { [self] origin in lock.lock(); _origin = origin; lock.unlock() }
+        io.timelineOrigin = { [self] origin in state.withLock { $0.origin = origin } }
         io.ending = { [self] reason in
             // Pushes fail from now on and the reader threads leave the push sources at once.
-            lock.lock(); if _endReason == nil { _endReason = reason }; lock.unlock()
+            state.withLock { if $0.endReason == nil { $0.endReason = reason } }
             primary.close()
             secondary?.close()
         }
@@ -97,7 +96,7 @@ final class EmbeddingBridge: @unchecked Sendable {
 
 /// RGBA readback and dma-buf export of the render target after each frame,
 /// the same target the NV12 frames come from.
-final class EmbeddedTaps: RenderTap, @unchecked Sendable {
+final class EmbeddedTaps: RenderTap, Sendable {
     private let bridge: EmbeddingBridge
     init(bridge: EmbeddingBridge) { self.bridge = bridge }
 
@@ -130,15 +129,15 @@ final class EmbeddedTaps: RenderTap, @unchecked Sendable {
 /// together encode twice). With the GPU encoder (`--encoder gpu`) it takes
 /// the GPU's access units instead: the packet callback gets each as it
 /// comes, and the file is written from them (encoded once).
-final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
+final class EmbeddedOutput: TakeOutput, Sendable {
     private let bridge: EmbeddingBridge
     private let writer: MediaWriter?
     private let packets: PacketEncoder?
     /// The host timestamps of the frames given to `packets` whose packets
     /// have not come out yet (one packet a frame, in order: no B-frames), so
     /// a packet carries its primary frame's pts exactly as pushed, not as
-    /// rounded through the encoder's time base. Encoder thread only.
-    private var pendingPTS: [MediaTime] = []
+    /// rounded through the encoder's time base. The encoder thread's.
+    private let pendingPTS = Mutex<[MediaTime]>([])
 
     init(bridge: EmbeddingBridge, video: VideoEncoderSettings, segmentTime: Double? = nil, hlsListSize: Int? = nil) throws(MediaError) {
         self.bridge = bridge
@@ -213,7 +212,8 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
             onNV12(f)
         }
         if let packets, let onPacket = bridge.outputs.onPacket {
-            pendingPTS.append(bridge.hostTime(frame.pts))
+            let pts = bridge.hostTime(frame.pts)
+            pendingPTS.withLock { $0.append(pts) }
             for p in try packets.encode(frame) { onPacket(hostPacket(p)) }
         }
         // With the GPU encoder, frames (where the GPU stage still reads them back) feed the NV12 callback only.
@@ -231,9 +231,9 @@ final class EmbeddedOutput: TakeOutput, @unchecked Sendable {
 
     private func hostPacket(_ p: EncodedVideoPacket) -> EncodedVideoPacket {
         var p = p
-        if !pendingPTS.isEmpty {
-            p.pts = pendingPTS.removeFirst()
-            p.dts = p.pts
+        if let pts = pendingPTS.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+            p.pts = pts
+            p.dts = pts
         } else {
             p.pts = bridge.hostTime(p.pts)
             p.dts = bridge.hostTime(p.dts)

@@ -1,6 +1,7 @@
 import Foundation
 import DiptychCore
 import DiptychMedia
+import Synchronization
 
 /// A take input that a host program pushes frames into (the embedding
 /// API's sources). A bounded FIFO: `push` waits while it is full, or returns
@@ -15,7 +16,7 @@ import DiptychMedia
 /// Timestamps must increase strictly; `push` checks this under the same lock
 /// that queues the frame, so the order the session sees is the order checked.
 /// Safe to use from any thread.
-final class PushSource: TakeInput, @unchecked Sendable {
+final class PushSource: TakeInput, Sendable {
     enum Outcome: Equatable {
         case accepted
         case wouldBlock
@@ -32,95 +33,121 @@ final class PushSource: TakeInput, @unchecked Sendable {
     }
 
     /// For the secondary: the primary, whose frames the take waits for
-    /// before it takes later secondary frames.
-    var leader: PushSource?
+    /// before it takes later secondary frames. Each frame it accepts wakes
+    /// this source's blocked pushes (`wakeOnAccept`).
+    let leader: PushSource?
     /// How long a blocking push waits on a queue ahead of `leader` that
     /// `leader` does not move (seconds).
-    var patience = 2.0
+    let patience: Double
 
     let info: SourceInfo
     let capacity: Int
-    private let condition = NSCondition()
-    private var items: [InputFrame] = []
-    private var head = 0
-    private var ended = false
-    private var closed = false
-    private var lastPTS: MediaTime?
-    private var _firstPTS: MediaTime?
-    private var _accepted = 0
+    private struct Queue {
+        var items: [InputFrame] = []
+        var head = 0
+        var ended = false
+        var closed = false
+        var lastPTS: MediaTime?
+        var firstPTS: MediaTime?
+        var accepted = 0
+        var count: Int { items.count - head }
+    }
+    private let queue = Condition(Queue())
+    /// Told after each frame this source accepts (its follower's wake-up).
+    private let onAccept = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init(name: String, size: PixelSize, frameRate: FrameRate, capacity: Int) {
+    init(name: String, size: PixelSize, frameRate: FrameRate, capacity: Int, leader: PushSource? = nil, patience: Double = 2.0) {
         precondition(capacity > 0, "PushSource capacity must be positive")
         info = SourceInfo(name: name, size: size, frameRate: frameRate, pixelFormat: .rgba,
                           nativeFormat: "pushed", codec: "pushed")
         self.capacity = capacity
+        self.leader = leader
+        self.patience = patience
+        leader?.onAccept.withLock { $0 = { [weak self] in self?.queue.update { _ in } } }
     }
 
-    private var count: Int { items.count - head }
-
     /// The first accepted frame's timestamp (the take's zero).
-    var firstPTS: MediaTime? { condition.lock(); defer { condition.unlock() }; return _firstPTS }
+    var firstPTS: MediaTime? { queue.withLock { $0.firstPTS } }
     /// The last accepted frame's timestamp.
-    var lastAcceptedPTS: MediaTime? { condition.lock(); defer { condition.unlock() }; return lastPTS }
-    var acceptedCount: Int { condition.lock(); defer { condition.unlock() }; return _accepted }
-    var isOpen: Bool { condition.lock(); defer { condition.unlock() }; return !ended && !closed }
+    var lastAcceptedPTS: MediaTime? { queue.withLock { $0.lastPTS } }
+    var acceptedCount: Int { queue.withLock { $0.accepted } }
+    var isOpen: Bool { queue.withLock { !$0.ended && !$0.closed } }
     /// Whether a push now would find the queue full (a hint: another thread may take or add a frame).
-    var isFull: Bool { condition.lock(); defer { condition.unlock() }; return count >= capacity && !ended && !closed }
+    var isFull: Bool { queue.withLock { [capacity] in $0.count >= capacity && !$0.ended && !$0.closed } }
+
+    private enum Step { case done(Outcome), leaderMoved(Int), again }
 
     /// Queues `frame`. With `wait`, blocks while the queue is full (until a
-    /// frame is taken or the source closes).
+    /// frame is taken or the source closes); behind a `leader`, also woken
+    /// by each frame the leader accepts.
     func push(_ frame: InputFrame, wait: Bool) -> Outcome {
-        condition.lock(); defer { condition.unlock() }
-        if closed || ended { return .closed }
-        if let last = lastPTS, frame.pts <= last { return .outOfOrder(previous: last) }
-        var leaderSeen = leader?.acceptedCount, since = Date()
-        while count >= capacity && !closed && !ended {
-            if !wait { return .wouldBlock }
-            guard let leader else { condition.wait(); continue }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.05))
-            let (accepted, last) = (leader.acceptedCount, leader.lastAcceptedPTS)
-            if accepted != leaderSeen { leaderSeen = accepted; since = Date(); continue }
-            let oldest = count > 0 ? items[head].pts : nil
-            if let oldest, last.map({ oldest > $0 }) ?? true, Date().timeIntervalSince(since) >= patience, count >= capacity {
-                return .aheadOfLeader(leaderLast: last)
+        let (capacity, leader, patience) = (self.capacity, self.leader, self.patience)
+        var leaderSeen = leader?.acceptedCount
+        var since = ProcessInfo.processInfo.systemUptime
+        while true {
+            // Behind a leader, the wait also ends when the leader moves, or once when its patience
+            // runs out; after that only a taken frame or the leader's next one can change the verdict.
+            let remaining = patience - (ProcessInfo.processInfo.systemUptime - since)
+            let timeout = leader != nil && remaining > 0 ? remaining : nil
+            let step = queue.wait(until: { q in
+                q.closed || q.ended || q.count < capacity || !wait || (leader.map { $0.acceptedCount != leaderSeen } ?? false)
+            }, timeout: timeout, waking: true) { q, _ -> Step in
+                // A push still waiting when the stream ends (finish) is refused, not queued.
+                if q.closed || q.ended { return .done(.closed) }
+                // Checked again after a wait: another thread may have pushed meanwhile.
+                if let last = q.lastPTS, frame.pts <= last { return .done(.outOfOrder(previous: last)) }
+                if q.count < capacity {
+                    q.items.append(frame)
+                    q.lastPTS = frame.pts
+                    if q.firstPTS == nil { q.firstPTS = frame.pts }
+                    q.accepted += 1
+                    return .done(.accepted)
+                }
+                if !wait { return .done(.wouldBlock) }
+                guard let leader else { return .again }
+                let (accepted, last) = (leader.acceptedCount, leader.lastAcceptedPTS)
+                if accepted != leaderSeen { return .leaderMoved(accepted) }
+                let oldest = q.items[q.head].pts
+                if last.map({ oldest > $0 }) ?? true, ProcessInfo.processInfo.systemUptime - since >= patience {
+                    return .done(.aheadOfLeader(leaderLast: last))
+                }
+                return .again
+            }
+            switch step {
+            case .done(let outcome):
+                if outcome == .accepted { onAccept.withLock { $0 }?() }
+                return outcome
+            case .leaderMoved(let accepted):
+                leaderSeen = accepted
+                since = ProcessInfo.processInfo.systemUptime
+            case .again:
+                continue
             }
         }
-        // A push still waiting when the stream ends (finish) is refused, not queued.
-        if closed || ended { return .closed }
-        // Checked again: another thread may have pushed while this one waited.
-        if let last = lastPTS, frame.pts <= last { return .outOfOrder(previous: last) }
-        items.append(frame)
-        lastPTS = frame.pts
-        if _firstPTS == nil { _firstPTS = frame.pts }
-        _accepted += 1
-        condition.broadcast()
-        return .accepted
     }
 
     /// The host has no more frames for this stream.
     func endStream() {
-        condition.lock(); ended = true; condition.broadcast(); condition.unlock()
+        queue.update { $0.ended = true }
     }
 
     var audioTrack: AudioTrack? { nil }
 
     func next() throws(MediaError) -> InputFrame? {
-        condition.lock(); defer { condition.unlock() }
-        while count == 0 && !ended && !closed { condition.wait() }
-        guard !closed, count > 0 else { return nil }
-        let f = items[head]
-        head += 1
-        if head > 64 && head * 2 > items.count { items.removeFirst(head); head = 0 }
-        condition.broadcast()
-        return f
+        queue.wait(until: { $0.count > 0 || $0.ended || $0.closed }, waking: true) { q, _ -> InputFrame? in
+            guard !q.closed, q.count > 0 else { return nil }
+            let f = q.items[q.head]
+            q.head += 1
+            if q.head > 64 && q.head * 2 > q.items.count { q.items.removeFirst(q.head); q.head = 0 }
+            return f
+        }
     }
 
     /// The take is over: drops what is queued and fails every push. Idempotent.
     func close() {
-        condition.lock()
-        closed = true
-        items.removeAll(); head = 0
-        condition.broadcast()
-        condition.unlock()
+        queue.update { q in
+            q.closed = true
+            q.items.removeAll(); q.head = 0
+        }
     }
 }
