@@ -26,49 +26,48 @@ public enum SnapshotFailure: Error, Sendable, Equatable, CustomStringConvertible
 /// the encoder's frames and the preview come from) and only while someone
 /// waits, so a take nobody asks costs nothing. Callers wait on any thread;
 /// `answer` runs on the take's render loop.
-public final class SnapshotRequests: @unchecked Sendable {
-    private final class Pending {
-        let output: Int
-        var result: Result<VideoFrame, SnapshotFailure>?
-        let done = DispatchSemaphore(value: 0)
-        init(output: Int) { self.output = output }
+public final class SnapshotRequests: Sendable {
+    private struct State {
+        /// Who waits, for which output.
+        var pending: [(id: Int, output: Int)] = []
+        /// Answers not yet taken by their waiters.
+        var answers: [Int: Result<VideoFrame, SnapshotFailure>] = [:]
+        var closed = false
+        var nextID = 0
     }
-    private let lock = NSLock()
-    private var pending: [Pending] = []
-    private var closed = false
+    private let state = Condition(State())
 
     public init() {}
 
     /// Output `output`'s next drawn frame (RGBA), waiting at most `timeout` seconds.
     public func next(output: Int, timeout: Double) -> Result<VideoFrame, SnapshotFailure> {
-        let p = Pending(output: output)
-        let open = lock.withLock { () -> Bool in
-            guard !closed else { return false }
-            pending.append(p)
-            return true
+        let id = state.withLock { s -> Int? in
+            guard !s.closed else { return nil }
+            s.nextID += 1
+            s.pending.append((s.nextID, output))
+            return s.nextID
         }
-        guard open else { return .failure(.ended) }
-        if p.done.wait(timeout: .now() + timeout) == .timedOut {
-            // Answered between the timeout and here: take that answer.
-            let stillWaiting = lock.withLock { () -> Bool in
-                guard let i = pending.firstIndex(where: { $0 === p }) else { return false }
-                pending.remove(at: i)
-                return true
+        guard let id else { return .failure(.ended) }
+        let answer = state.wait(until: { $0.answers[id] != nil }, timeout: timeout) { s, answered -> Result<VideoFrame, SnapshotFailure>? in
+            if answered { return s.answers.removeValue(forKey: id) }
+            if let i = s.pending.firstIndex(where: { $0.id == id }) {
+                s.pending.remove(at: i)
+                return .failure(.timedOut(seconds: timeout))
             }
-            if stillWaiting { return .failure(.timedOut(seconds: timeout)) }
-            p.done.wait()
+            return nil   // being answered now: the answer follows
         }
-        return p.result ?? .failure(.ended)
+        if let answer { return answer }
+        return state.wait(until: { $0.answers[id] != nil }) { s, _ in s.answers.removeValue(forKey: id) ?? .failure(.ended) }
     }
 
     /// Whether anyone waits for output `output` (the render loop asks before reading).
-    func wanted(output: Int) -> Bool { lock.withLock { pending.contains { $0.output == output } } }
+    func wanted(output: Int) -> Bool { state.withLock { $0.pending.contains { $0.output == output } } }
 
     /// Reads output `output`'s target once for everyone waiting for it.
     func answer(output: Int, read: () throws(GPUError) -> VideoFrame?) {
-        let waiting = lock.withLock { () -> [Pending] in
-            let w = pending.filter { $0.output == output }
-            pending.removeAll { $0.output == output }
+        let waiting = state.withLock { s -> [Int] in
+            let w = s.pending.filter { $0.output == output }.map(\.id)
+            s.pending.removeAll { $0.output == output }
             return w
         }
         guard !waiting.isEmpty else { return }
@@ -78,22 +77,21 @@ public final class SnapshotRequests: @unchecked Sendable {
         } catch {
             result = .failure(.unreadable("\(error)"))
         }
-        for p in waiting { p.result = result; p.done.signal() }
+        state.update { s in for id in waiting { s.answers[id] = result } }
     }
 
     /// The take ended: everyone waiting is told so, and later callers at once.
     func close() {
-        let waiting = lock.withLock { () -> [Pending] in
-            closed = true
-            defer { pending = [] }
-            return pending
+        state.update { s in
+            s.closed = true
+            for p in s.pending { s.answers[p.id] = .failure(.ended) }
+            s.pending = []
         }
-        for p in waiting { p.result = .failure(.ended); p.done.signal() }
     }
 }
 
 /// The render loop's side of `SnapshotRequests`.
-final class SnapshotTap: RenderTap, @unchecked Sendable {
+final class SnapshotTap: RenderTap, Sendable {
     let requests: SnapshotRequests
     init(_ requests: SnapshotRequests) { self.requests = requests }
     func rendered(gpu: GPUCompositor, target: OutputID, output key: Int, pts: MediaTime, index: Int) {

@@ -26,7 +26,7 @@ extension TakeInput {
 /// 4:2:0 pictures of an odd width or height (a 321x241 file, a pattern, a
 /// Y4M stream) lose their last column or row here, so the take sees even
 /// sizes throughout: the GPU's and the encoder's 4:2:0 need them.
-final class MediaInput: TakeInput, @unchecked Sendable {
+final class MediaInput: TakeInput, Sendable {
     let source: any VideoSource
     init(_ source: any VideoSource) { self.source = source }
     var info: SourceInfo {

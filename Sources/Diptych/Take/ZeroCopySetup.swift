@@ -40,7 +40,7 @@ final class ZeroCopySetup {
     private let gpu: StageBox
 
     /// The GPU stage for devices' `current()`: read on the take's thread only.
-    final class StageBox: @unchecked Sendable {
+    final class StageBox: @unchecked Sendable {   // a weak reference to the take's GPU stage, which is not Sendable; read on the take's thread only
         weak var stage: GPUStage?
         init(_ s: GPUStage) { stage = s }
         func current(_ key: Int) -> (GPUCompositor, OutputID)? {
