@@ -8,7 +8,9 @@ import CDiptych
 import Diptych
 import DiptychGPU
 import DiptychMedia
+import Synchronization
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -38,30 +40,31 @@ private func fail(_ e: EmbeddingError) -> Int32 { fail(e.code.rawValue, e.messag
 // MARK: - Live handles
 
 /// One C handle: the session and the outputs' callbacks it calls.
-final class CSession: @unchecked Sendable {
+final class CSession: Sendable {
     let session: EmbeddedSession
     init(session: EmbeddedSession) { self.session = session }
 }
 
 /// The live sessions, by handle address: a NULL or destroyed handle is
 /// refused instead of dereferenced. Holds the strong references.
-private final class Registry: @unchecked Sendable {
-    private let lock = NSLock()
-    private var live: [UnsafeMutableRawPointer: CSession] = [:]
+private final class Registry: Sendable {
+    /// By the handle's address.
+    private let live = Mutex<[UInt: CSession]>([:])
+    private static func key(_ p: UnsafeMutableRawPointer) -> UInt { UInt(bitPattern: p) }
     func add(_ s: CSession) -> OpaquePointer {
         let p = Unmanaged.passUnretained(s).toOpaque()
-        lock.lock(); live[p] = s; lock.unlock()
+        live.withLock { $0[Self.key(p)] = s }
         return OpaquePointer(p)
     }
     func lookup(_ h: OpaquePointer?) -> CSession? {
         guard let h else { return nil }
-        lock.lock(); defer { lock.unlock() }
-        return live[UnsafeMutableRawPointer(h)]
+        let k = Self.key(UnsafeMutableRawPointer(h))
+        return live.withLock { $0[k] }
     }
     func remove(_ h: OpaquePointer?) -> CSession? {
         guard let h else { return nil }
-        lock.lock(); defer { lock.unlock() }
-        return live.removeValue(forKey: UnsafeMutableRawPointer(h))
+        let k = Self.key(UnsafeMutableRawPointer(h))
+        return live.withLock { $0.removeValue(forKey: k) }
     }
 }
 private let registry = Registry()
@@ -160,7 +163,7 @@ private func withCFrame(_ frame: VideoFrame, _ body: (UnsafePointer<diptych_fram
 }
 
 /// The C callbacks of one session, called from its threads.
-private final class COutputs: @unchecked Sendable {
+private final class COutputs: @unchecked Sendable {   // the host's C callbacks and its `user` pointer, immutable; the host makes them callable from any thread
     let o: diptych_outputs
     init(_ o: diptych_outputs) { self.o = o }
 
