@@ -4,7 +4,7 @@ import Synchronization
 
 /// One compressed audio packet read from a source, timestamps already
 /// shifted so that the source's start is zero (same zero as its video frames).
-public final class AudioPacket: @unchecked Sendable {
+public final class AudioPacket: Sendable {
     let packet: FFPacket
     let timeBase: AVRational
     init(moving src: UnsafeMutablePointer<AVPacket>, timeBase: AVRational) {
@@ -27,7 +27,7 @@ public final class AudioPacket: @unchecked Sendable {
 /// `MediaWriter` given this track drains them as video is written. Each
 /// further output of the take gets a `branch()`: a queue of its own fed with
 /// the same packets (writers only read them). Thread-safe.
-public final class AudioTrack: @unchecked Sendable {
+public final class AudioTrack: Sendable {
     public let codecName: String
     public let sampleRate: Int
     public let channels: Int

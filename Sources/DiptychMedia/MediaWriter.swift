@@ -40,7 +40,7 @@ import DiptychCore
 ///   `EncodedVideoPacket`s instead of frames.
 ///
 /// Not thread-safe: call from one thread.
-public final class MediaWriter: @unchecked Sendable {
+public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and codec contexts; used by one thread at a time
     /// The output asked for (for a split output, the name its files are named after).
     public let url: String
     /// The file written now: `url`, or a split output's current file.

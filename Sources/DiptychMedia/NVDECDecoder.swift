@@ -159,7 +159,7 @@ private func framesContext(_ ctx: UnsafeMutablePointer<AVCodecContext>) -> Strin
 /// Holds one NVDEC frame's picture (device memory of the decoder's pool)
 /// for as long as any copy of the `InputFrame` that carries it exists; the
 /// compositor keeps it until the GPU work that read it has completed.
-final class NVDECFrameHolder: CUDAFrameHolder, @unchecked Sendable {
+final class NVDECFrameHolder: CUDAFrameHolder, Sendable {
     private let picture: CUDAPicture
     private let pool: CUDAPicturePool
     private let frame: CUDAFrame

@@ -18,7 +18,7 @@ protocol NVDECBackend: Sendable {
 /// and FFmpeg's CUDA device on the device's primary context (`primary_ctx`),
 /// which every decoder of the process on that device shares, so their frames
 /// and the compositor's interop live in one CUDA context. One per device (`open`).
-final class NVDECHardware: NVDECBackend, @unchecked Sendable {
+final class NVDECHardware: NVDECBackend, @unchecked Sendable {   // FFmpeg's device context (AVBufferRef), kept for the process
     let device: NVDECDevice
     /// The `AVBufferRef` of FFmpeg's `AVHWDeviceContext` (kept for the process).
     let hardwareDevice: UnsafeMutablePointer<AVBufferRef>

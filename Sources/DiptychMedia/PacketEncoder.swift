@@ -28,7 +28,7 @@ public struct EncodedVideoPacket: Sendable {
 /// packets come out in presentation order with `dts == pts`.
 ///
 /// Not thread-safe: call from one thread.
-public final class PacketEncoder: @unchecked Sendable {
+public final class PacketEncoder: @unchecked Sendable {   // FFmpeg codec context and frames; used by one thread at a time
     private let encoder: VideoEncoder
     private var finished = false
     public var encoderName: String { encoder.name }

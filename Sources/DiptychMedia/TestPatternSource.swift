@@ -1,4 +1,5 @@
 import DiptychCore
+import Synchronization
 
 /// Converts straight RGB (0...1) to 8-bit limited-range BT.709 Y'CbCr.
 func yuv709(_ r: Double, _ g: Double, _ b: Double) -> (y: UInt8, u: UInt8, v: UInt8) {
@@ -75,7 +76,7 @@ public enum CounterPattern {
 ///
 /// The picture is computed once; still patterns share that one immutable
 /// buffer between all frames, `counter` copies it and rewrites only the band.
-public final class TestPatternSource: VideoSource, @unchecked Sendable {
+public final class TestPatternSource: VideoSource, Sendable {
     public static let names = ["smpte", "gradient", "counter", "solid-RRGGBB"]
 
     public let info: SourceInfo
@@ -86,8 +87,8 @@ public final class TestPatternSource: VideoSource, @unchecked Sendable {
     private let strides: [Int]
     private let totalBytes: Int
     private let frameLimit: Int64?
-    private var index: Int64 = 0
-    private var closed = false
+    /// The next frame's index, and whether `close` was called.
+    private let position = Mutex<(index: Int64, closed: Bool)>((0, false))
 
     public init(name: String, size: PixelSize, rate: FrameRate, duration: Double? = nil,
                 format: PixelFormat = .nv12) throws(MediaError) {
@@ -158,13 +159,17 @@ public final class TestPatternSource: VideoSource, @unchecked Sendable {
                           duration: duration, codec: "testsrc")
     }
 
-    public func close() { closed = true }
+    public func close() { position.withLock { $0.closed = true } }
 
     public func nextFrame() throws(MediaError) -> VideoFrame? {
-        if closed { return nil }
-        if let frameLimit, index >= frameLimit { return nil }
-        let i = index
-        index += 1
+        let frameLimit = self.frameLimit
+        let next = position.withLock { p -> Int64? in
+            if p.closed { return nil }
+            if let frameLimit, p.index >= frameLimit { return nil }
+            defer { p.index += 1 }
+            return p.index
+        }
+        guard let i = next else { return nil }
         let pts = info.frameRate.time(ofFrame: i)
         var storage = base
         if pattern == "counter" {

@@ -8,7 +8,7 @@ import Glibc
 /// no VA-API). Only the calls `EncoderProbe` and `VASurfaceImport` make are
 /// looked up. libavutil links the same libva, so these calls also work on the
 /// display of FFmpeg's VA-API device.
-final class VALibrary: @unchecked Sendable {
+final class VALibrary: @unchecked Sendable {   // dlopen handle and C function pointers, immutable
     typealias GetDisplayDRM = @convention(c) (Int32) -> VADisplay?
     typealias SetCallback = @convention(c) (VADisplay?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
     typealias Initialize = @convention(c) (VADisplay?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?) -> VAStatus

@@ -6,7 +6,7 @@ import CFFmpeg
 // allocation failing (a trap), as it only happens when the process is out of memory.
 
 /// One `AVPacket`.
-final class FFPacket: @unchecked Sendable {
+final class FFPacket: @unchecked Sendable {   // AVPacket pointer; one owner at a time, freed at deinit
     let raw: UnsafeMutablePointer<AVPacket>
     init() {
         guard let p = av_packet_alloc() else { fatalError("av_packet_alloc: out of memory") }
@@ -27,7 +27,7 @@ final class FFPacket: @unchecked Sendable {
 }
 
 /// One `AVFrame`.
-final class FFFrame: @unchecked Sendable {
+final class FFFrame: @unchecked Sendable {   // AVFrame pointer; one owner at a time, freed at deinit
     let raw: UnsafeMutablePointer<AVFrame>
     init() {
         guard let f = av_frame_alloc() else { fatalError("av_frame_alloc: out of memory") }
@@ -90,7 +90,7 @@ final class FFBufferRef {
 }
 
 /// One `AVCodecParameters` (a stream's codec description, copied).
-final class FFCodecParameters: @unchecked Sendable {
+final class FFCodecParameters: @unchecked Sendable {   // AVCodecParameters pointer, not written after the copy
     let raw: UnsafeMutablePointer<AVCodecParameters>
     init() {
         guard let p = avcodec_parameters_alloc() else { fatalError("avcodec_parameters_alloc: out of memory") }
