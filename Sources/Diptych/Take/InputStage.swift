@@ -148,7 +148,7 @@ final class InputStage {
     private func losePrimary(_ why: String, ended: Bool) -> Bool {
         guard primarySources.canRecover(ended: ended, hasLength: primary.reader.info?.duration != nil) else { return false }
         let old = primary.reader
-        DispatchQueue.global().async { old.stop() }
+        JoinableThread.detached { old.stop() }
         primarySources.lose(why: why, ended: ended)
         let list = primarySources.candidates.count > 1 ? " (and trying the rest of its list)" : ""
         warn("primary \(old.spec) \(why); reopening it\(list) for up to \(SourceSupervisor.seconds(settings.recovery.window)) s: "
@@ -163,7 +163,7 @@ final class InputStage {
         let previous = primarySources.candidates[from]
         if primary.reader !== reader {
             let old = primary.reader
-            DispatchQueue.global().async { old.stop() }
+            JoinableThread.detached { old.stop() }
         }
         primary = StreamCursor(reader: reader, orientation: Self.orientation(reader.info, settings.primaryOrientation))
         primary.live = TakeRun.isLive(reader.spec) && !settings.sharedClock
@@ -187,7 +187,7 @@ final class InputStage {
             switch pending.queue.tryPop() {
             case .frame(let f)?:
                 let old = primary.reader
-                DispatchQueue.global().async { old.stop() }
+                JoinableThread.detached { old.stop() }
                 primary = StreamCursor(reader: pending, orientation: Self.orientation(pending.info, settings.primaryOrientation))
                 primary.base = (lastPTS ?? .zero) + settings.frameRate.frameDuration
                 primary.firstPTS = f.pts
@@ -244,6 +244,8 @@ final class InputStage {
                 if primarySources.isLost {
                     if isStopRequested() { return nil }
                     if let hold = holdDeadline, LiveTiming.now() >= hold { return .late }
+                    // A poll, not a wait: the supervisor steps its probes' backoff and grace on the clock, and neither
+                    // they, their readers nor a stop request wake this thread (SourceSupervisor, SourceReader).
                     Thread.sleep(forTimeInterval: min(slice, 0.02))
                     continue
                 }
@@ -346,16 +348,16 @@ final class InputStage {
     func beginSwitch(_ role: StreamRole, to spec: SourceSpec, at now: MediaTime) {
         switch role {
         case .primary:
-            if let p = pendingPrimary { DispatchQueue.global().async { p.stop() } }
+            if let p = pendingPrimary { JoinableThread.detached { p.stop() } }
             pendingPrimary = SourceReader(opening: spec, duration: nil, open: opener(.primary))
             pendingPrimarySince = Date()
             log("switching primary to \(spec)")
         case .secondary:
-            if let p = pendingSecondary { DispatchQueue.global().async { p.stop() } }
+            if let p = pendingSecondary { JoinableThread.detached { p.stop() } }
             pendingSecondary = nil
             pendingSecondaryAt = nil
             if spec == .none {
-                if let r = secondary.reader { DispatchQueue.global().async { r.stop() } }
+                if let r = secondary.reader { JoinableThread.detached { r.stop() } }
                 secondarySources?.stopProbes()
                 secondarySources = nil
                 secondary = SecondaryState()
@@ -378,7 +380,7 @@ final class InputStage {
     /// A pending switch whose stream failed before its first frame: the current stream stays.
     private func abandon(_ reader: SourceReader, role: StreamRole, because why: String) {
         warn("\(role) switch to \(reader.spec) failed: \(why); keeping the current stream")
-        DispatchQueue.global().async { reader.stop() }
+        JoinableThread.detached { reader.stop() }
     }
 
     /// Feeds the clock every secondary frame due at `t`. Files are paced by
@@ -394,7 +396,7 @@ final class InputStage {
             pendingSecondaryAt = nil
             switch event {
             case .frame(let f)?:
-                if let old = secondary.reader { DispatchQueue.global().async { old.stop() } }
+                if let old = secondary.reader { JoinableThread.detached { old.stop() } }
                 var s = SecondaryState()
                 s.reader = pending
                 s.orientation = Self.orientation(pending.info, settings.secondaryOrientation)
@@ -490,7 +492,7 @@ final class InputStage {
               sup.canRecover(ended: ended, hasLength: reader.info?.duration != nil) else { return false }
         secondary.ended = true
         clock.secondaryEnded(now: t)
-        DispatchQueue.global().async { reader.stop() }
+        JoinableThread.detached { reader.stop() }
         sup.lose(why: why, ended: ended)
         let list = sup.candidates.count > 1 ? " (and trying the rest of its list)" : ""
         warn("secondary \(reader.spec) \(why) at \(String(format: "%.3f", t.seconds)) s; holding its last frame for "
@@ -504,7 +506,7 @@ final class InputStage {
     private func adoptSecondary(_ reader: SourceReader, first: InputFrame, at t: MediaTime, from: Int, reason: SourceSwitchReason,
                                 down: Double, wasLost: Bool) {
         guard let sup = secondarySources else { return }
-        if let old = secondary.reader, old !== reader { DispatchQueue.global().async { old.stop() } }
+        if let old = secondary.reader, old !== reader { JoinableThread.detached { old.stop() } }
         var s = SecondaryState()
         s.reader = reader
         s.orientation = Self.orientation(reader.info, settings.secondaryOrientation)
