@@ -1,5 +1,5 @@
 import CFFmpeg
-import Dispatch
+import DiptychCore
 import Foundation
 
 /// FFmpeg's own messages about one object while it is being opened (an
@@ -12,14 +12,14 @@ final class FFLogCapture {
     private let buffer: UnsafeMutablePointer<CChar>?
     private var capturing: Bool
     private static let size = 4096
-    /// The one capture slot of the process (no thread affinity: ended on any thread).
-    private static let slot = DispatchSemaphore(value: 1)
+    /// The one capture slot of the process, true while taken (no thread affinity: ended on any thread).
+    private static let slot = Condition(false)
 
     init(object: UnsafeRawPointer?) {
         guard let object else { capture = nil; buffer = nil; capturing = false; return }
         let c = UnsafeMutablePointer<diptych_log_capture>.allocate(capacity: 1)
         let b = UnsafeMutablePointer<CChar>.allocate(capacity: FFLogCapture.size)
-        FFLogCapture.slot.wait()
+        FFLogCapture.slot.wait(until: { !$0 }) { taken, _ in taken = true }
         diptych_log_capture_begin(c, object, b, FFLogCapture.size)
         capture = c; buffer = b; capturing = true
     }
@@ -29,7 +29,7 @@ final class FFLogCapture {
         guard capturing else { return }
         capturing = false
         diptych_log_capture_end()
-        FFLogCapture.slot.signal()
+        FFLogCapture.slot.update { $0 = false }
     }
 
     /// What was kept, one message a line.
