@@ -93,7 +93,7 @@ extension AVRational {
 
 /// Deadline checked by libavformat's interrupt callback, so a stalled network
 /// read or write ends with `AVERROR_EXIT` instead of hanging.
-final class InterruptDeadline: @unchecked Sendable {
+final class InterruptDeadline: @unchecked Sendable {   // handed to FFmpeg as a raw pointer; the deadline is the thread's that runs the FFmpeg call, `cancelled` is atomic
     /// Seconds each blocking operation may take; 0 disables the deadline.
     var timeout: Double
     private var deadline: Double = .infinity

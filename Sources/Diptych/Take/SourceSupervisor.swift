@@ -188,7 +188,7 @@ final class SourceSupervisor {
                 let wait = SourceRecovery.backoff(afterFailures: p.failures + 1)
                 log("\(role.rawValue) source \(candidates[j]): \(why); trying again in \(Self.seconds(wait)) s")
             }
-            DispatchQueue.global().async { reader.stop() }
+            JoinableThread.detached { reader.stop() }
             p.reader = nil
             p.latest = nil
             p.steadySince = nil
@@ -202,7 +202,7 @@ final class SourceSupervisor {
 
     private func stopProbe(_ j: Int) {
         guard let p = probes.removeValue(forKey: j), let r = p.reader else { return }
-        DispatchQueue.global().async { r.stop() }
+        JoinableThread.detached { r.stop() }
     }
 
     /// Stops every probe (the take ends, the role gave up or was replaced).

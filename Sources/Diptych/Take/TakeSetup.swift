@@ -3,6 +3,7 @@ import DiptychCore
 import DiptychGPU
 import DiptychMedia
 import DiptychText
+import Synchronization
 
 /// Everything a take needs once it has started: the configuration as it
 /// will run (canvas, rate, orientations), its open inputs, GPU and outputs.
@@ -556,19 +557,21 @@ enum TakeSetup {
 }
 
 /// Log lines held back until `release()`, then passed straight through.
-final class HeldLog: @unchecked Sendable {
-    private let lock = NSLock()
+final class HeldLog: Sendable {
     private let out: @Sendable (String) -> Void
-    private var held: [String]? = []
+    /// The lines held back; nil once released.
+    private let held = Mutex<[String]?>([])
     init(_ out: @escaping @Sendable (String) -> Void) { self.out = out }
     func write(_ line: String) {
-        lock.lock()
-        if held != nil { held!.append(line); lock.unlock(); return }
-        lock.unlock()
-        out(line)
+        let kept = held.withLock { h -> Bool in
+            guard h != nil else { return false }
+            h!.append(line)
+            return true
+        }
+        if !kept { out(line) }
     }
     func release() {
-        lock.lock(); let lines = held ?? []; held = nil; lock.unlock()
+        let lines = held.withLock { h in defer { h = nil }; return h ?? [] }
         for l in lines { out(l) }
     }
 }
