@@ -10,10 +10,22 @@
 // (`progress`: per row, the picture's 16-bit tag over the macroblocks done,
 // so a count left by an earlier picture is never taken for this one's).
 // Rows wait only for rows above them, which started first, so every wait ends.
+//
+// In P pictures the same walk first makes the P_Skip decision in the
+// standard's order. Until here every macroblock chose its vector knowing
+// only what its neighbours were about to choose; now the left, upper and
+// upper right neighbours are final, so the P_Skip vector is the one a
+// decoder derives. A P macroblock that is not already a P_Skip becomes one
+// where its residual at that vector quantises to nothing (after
+// decimation) and its SAD there, against the bits P_L0_16x16 takes beyond
+// a skip (mb_type, the vector's difference, coded_block_pattern), costs no
+// more than its own: its record and its reconstruction (the prediction)
+// change before it is filtered. Not where its right or lower neighbour is
+// intra: those predicted from its reconstruction.
 layout(local_size_x = 16) in;
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
-layout(std430, binding = 3) readonly buffer MBs { uint mbs[]; };
+layout(std430, binding = 3) coherent buffer MBs { uint mbs[]; };
 layout(std430, binding = 10) coherent buffer Progress { uint progress[]; };
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
@@ -23,10 +35,26 @@ uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row byte
 // tC0 for bS 1, 2, 3 a byte each, of luma and of chroma (Tables 8-16, 8-17);
 // then the picture's tag (1 to 65535).
 uniform ivec4 u_code;
+// P picture (1) or IDR (0), its QP, lambda, whether to filter (1) or only decide P_Skip (0).
+uniform ivec4 u_pic;
+
+#include "h264source.glsl"
+#include "h264motion.glsl"
+#include "h264predict.glsl"
 
 shared int sY[400];      // luma rows -4..15, columns -4..15 of the macroblock
 shared int sC[200];      // Cb then Cr: rows -2..7, columns -2..7
 shared int sBS[32];      // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones
+// The P_Skip decision: 0 none, 1 tried, 2 taken; the vector; the bits P
+// takes beyond a skip; decimation scores (luma blocks, then chroma AC by
+// component and block); chroma DC coefficients; SADs at the P_Skip vector
+// and of the reconstruction.
+shared int sTake;
+shared ivec2 sSkipMV;
+shared int sExtraBits;
+shared int sScore[24];
+shared int sChromaDC[8];
+shared uint sSadSkip, sSadNow;
 
 bool intraKind(uint info) { return infoKind(info) != KIND_P16; }
 
@@ -156,18 +184,118 @@ void loadWords(int t, int rows, int mbX, int mbY) {
     }
 }
 
+// The P_Skip decision for macroblock (mbX, mbY) (top of the file), its
+// own samples already in sY and sC; 16 invocations, a luma block each, the
+// first eight a chroma block each too.
+void decideSkip(int t, int mb, int mbX, int mbY) {
+    if (t == 0) {
+        int take = 0;
+        uint info = mbs[mb * MB_WORDS + MB_INFO];
+        if (infoKind(info) == KIND_P16) {
+            ivec2 mvp, skip;
+            predictors(mbX, mbY, mvp, skip);
+            ivec2 mv = unpackMV(mbs[mb * MB_WORDS + MB_MV]);
+            bool rightIntra = mbX + 1 < u_size.z && infoKind(mbs[(mb + 1) * MB_WORDS + MB_INFO]) != KIND_P16;
+            bool belowIntra = mbY + 1 < u_size.w && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16;
+            if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) take = 1;
+            sSkipMV = skip;
+            sExtraBits = 2 + mvdBits(mv, mvp);
+        }
+        sTake = take;
+        sSadSkip = 0u;
+        sSadNow = 0u;
+    }
+    barrier();
+    if (sTake == 0) return;
+    ivec2 mv = sSkipMV;
+    int qp = u_pic.y, qpc = chromaQP(qp);
+    {
+        // Luma block t: its residual at the P_Skip vector, and both SADs.
+        int bx = blkX(t) * 4, by = blkY(t) * 4;
+        int r[16];
+        uint sadSkip = 0u, sadNow = 0u;
+        for (int y = 0; y < 4; y++) {
+            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            for (int x = 0; x < 4; x++) {
+                int s = srcY(mbX * 16 + bx + x, mbY * 16 + by + y);
+                r[y * 4 + x] = s - int(readByte(w, x));
+                sadSkip += uint(abs(r[y * 4 + x]));
+                sadNow += uint(abs(s - sY[(by + y + 4) * 20 + bx + x + 4]));
+            }
+        }
+        atomicAdd(sSadSkip, sadSkip);
+        atomicAdd(sSadNow, sadNow);
+        forward4x4(r);
+        Quantiser q = quantiser(qp, 1);
+        for (int i = 0; i < 16; i++) r[i] = quantWith(q, r[i], i);
+        sScore[t] = decimationScore(r, true);
+    }
+    if (t < 8) {
+        // Chroma block t & 3 of component t >> 2.
+        int c = t >> 2, bx = (t & 1) * 4, by = ((t >> 1) & 1) * 4;
+        int r[16];
+        for (int i = 0; i < 16; i++) {
+            int x = mbX * 8 + bx + (i & 3), y = mbY * 8 + by + (i >> 2);
+            r[i] = srcC(x, y, c) - predChroma(x, y, mv, c);
+        }
+        forward4x4(r);
+        sChromaDC[t] = r[0];
+        Quantiser q = quantiser(qpc, 1);
+        for (int i = 0; i < 16; i++) r[i] = i == 0 ? 0 : quantWith(q, r[i], i);
+        sScore[16 + t] = decimationScore(r, false);
+    }
+    barrier();
+    if (t == 0) {
+        // Nothing left after decimation (as the macroblock pass decimates), and no dearer by SAD.
+        int total = 0;
+        bool quadrants = true;
+        for (int k = 0; k < 4; k++) {
+            int qs = sScore[4 * k] + sScore[4 * k + 1] + sScore[4 * k + 2] + sScore[4 * k + 3];
+            total += qs;
+            quadrants = quadrants && qs < 4;
+        }
+        bool empty = total < 6 || quadrants;
+        for (int c = 0; c < 2 && empty; c++) {
+            int dc[4];
+            for (int i = 0; i < 4; i++) dc[i] = sChromaDC[c * 4 + i];
+            quantChromaDC(dc, qpc, false);
+            empty = dc[0] == 0 && dc[1] == 0 && dc[2] == 0 && dc[3] == 0
+                 && sScore[16 + c * 4] + sScore[17 + c * 4] + sScore[18 + c * 4] + sScore[19 + c * 4] < 7;
+        }
+        if (empty && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits)) {
+            sTake = 2;
+            uint info = mbs[mb * MB_WORDS + MB_INFO];
+            mbs[mb * MB_WORDS + MB_INFO] = info & ~(63u << 8);
+            mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
+            for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
+            memoryBarrierBuffer();
+        }
+    }
+    barrier();
+    if (sTake == 2) {
+        // The reconstruction is the prediction.
+        int bx = blkX(t) * 4, by = blkY(t) * 4;
+        for (int y = 0; y < 4; y++) {
+            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
+        }
+        if (t < 8) {
+            int c = t >> 2, bx = (t & 1) * 4, by = ((t >> 1) & 1) * 4;
+            for (int i = 0; i < 16; i++) {
+                int x = bx + (i & 3), y = by + (i >> 2);
+                sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
+            }
+        }
+    }
+}
+
 void main() {
     int t = int(gl_LocalInvocationIndex);
     int mbY = int(gl_WorkGroupID.x);
     int mbW = u_size.z;
     for (int mbX = 0; mbX < mbW; mbX++) {
         int mb = mbY * mbW + mbX;
-        // What does not wait for the row above goes first. Edge strengths
-        // (the records are final): thread t gives segment t & 3 of vertical
-        // edge t >> 2 and of horizontal edge t >> 2.
-        int e = t >> 2, s = t & 3;
-        sBS[t] = (e == 0 && mbX == 0) ? 0 : strength(e == 0 ? mb - 1 : mb, e == 0 ? 3 : e - 1, s, mb, e, s);
-        sBS[16 + t] = (e == 0 && mbY == 0) ? 0 : strength(e == 0 ? mb - mbW : mb, s, e == 0 ? 3 : e - 1, mb, s, e);
+        // What does not wait for the row above goes first.
         // The left neighbour's last four columns (two of chroma), as this work
         // group left them: nobody else writes them before this macroblock is done.
         if (mbX > 0) {
@@ -190,6 +318,14 @@ void main() {
             // Its four last rows (two of chroma) above this macroblock.
             if (t < 6) loadWords(t, 6, mbX, mbY - 1);
         }
+        barrier();
+        // The P_Skip decision, now that the neighbours' vectors are final.
+        if (u_pic.x == 1) decideSkip(t, mb, mbX, mbY);
+        // Edge strengths (the records this edge reads are final): thread t
+        // gives segment t & 3 of vertical edge t >> 2 and of horizontal edge t >> 2.
+        int e = t >> 2, s = t & 3;
+        sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? mb - 1 : mb, e == 0 ? 3 : e - 1, s, mb, e, s);
+        sBS[16 + t] = (e == 0 && mbY == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? mb - mbW : mb, s, e == 0 ? 3 : e - 1, mb, s, e);
         barrier();
 
         // Luma: vertical edges left to right (thread t: row t), then horizontal edges top to bottom (column t).

@@ -16,40 +16,14 @@ uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), slot words, -
 
 shared int sLast[1024];
 
-struct Neighbour { bool available; int ref; ivec2 mv; };
-
-Neighbour neighbour(int x, int y) {
-    Neighbour n;
-    n.available = x >= 0 && y >= 0 && x < u_size.z;
-    n.ref = -1;
-    n.mv = ivec2(0);
-    if (n.available) {
-        int i = y * u_size.z + x;
-        if (infoKind(mbs[i * MB_WORDS + MB_INFO]) == KIND_P16) {
-            n.ref = 0;
-            n.mv = unpackMV(mbs[i * MB_WORDS + MB_MV]);
-        }
-    }
-    return n;
-}
-
-int median3(int a, int b, int c) { return max(min(a, b), min(max(a, b), c)); }
+#include "h264predict.glsl"
 
 void predict(int i) {
     int x = i % u_size.z, y = i / u_size.z;
     uint info = mbs[i * MB_WORDS + MB_INFO];
     if (infoKind(info) != KIND_P16) return;
-    Neighbour a = neighbour(x - 1, y), b = neighbour(x, y - 1), c = neighbour(x + 1, y - 1);
-    if (!c.available) c = neighbour(x - 1, y - 1);
-    ivec2 mvp;
-    Neighbour pb = b, pc = c;
-    if (!b.available && !c.available && a.available) { pb = a; pc = a; }
-    int matches = (a.ref == 0 ? 1 : 0) + (pb.ref == 0 ? 1 : 0) + (pc.ref == 0 ? 1 : 0);
-    if (matches == 1) mvp = a.ref == 0 ? a.mv : (pb.ref == 0 ? pb.mv : pc.mv);
-    else mvp = ivec2(median3(a.mv.x, pb.mv.x, pc.mv.x), median3(a.mv.y, pb.mv.y, pc.mv.y));
-    ivec2 skipMV = mvp;
-    if (!a.available || !b.available || (a.ref == 0 && a.mv == ivec2(0)) || (b.ref == 0 && b.mv == ivec2(0)))
-        skipMV = ivec2(0);
+    ivec2 mvp, skipMV;
+    predictors(x, y, mvp, skipMV);
     ivec2 mv = unpackMV(mbs[i * MB_WORDS + MB_MV]);
     bool skipped = infoCBP(info) == 0 && mv == skipMV;
     mbs[i * MB_WORDS + MB_MVP] = packMV(mvp);

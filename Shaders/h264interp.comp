@@ -18,17 +18,13 @@
 // One invocation writes one word (four samples along a row) of each plane.
 layout(local_size_x = 64) in;
 
-layout(std430, binding = 2) readonly buffer Ref { uint ref[]; };
 layout(std430, binding = 11) writeonly buffer Planes { uint planes[]; };
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
 
-int refY(int x, int y) {
-    x = clamp(x, 0, u_size.z * 16 - 1); y = clamp(y, 0, u_size.w * 16 - 1);
-    int o = y * u_layout.z + x;
-    return int(readByte(ref[o >> 2], o & 3));
-}
+#define INTERPOLATE 1
+#include "h264motion.glsl"
 
 // The six-tap filter (1, −5, 20, 20, −5, 1).
 int tap6(int a, int b, int c, int d, int e, int f) { return a - 5 * b + 20 * c + 20 * d - 5 * e + f; }

@@ -38,18 +38,20 @@
 // picture and write the macroblock's record for the entropy pass.
 layout(local_size_x = 64) in;
 
-layout(std430, binding = 0) readonly buffer Src { uint src[]; };
 layout(std430, binding = 1) buffer Recon { uint recon[]; };
 layout(std430, binding = 3) buffer MBs { uint mbs[]; };
 #ifdef INTER
-layout(std430, binding = 2) readonly buffer Ref { uint ref[]; };
 layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
-layout(std430, binding = 11) readonly buffer Planes { uint planes[]; };
 #endif
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
 uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
+
+#include "h264source.glsl"
+#ifdef INTER
+#include "h264motion.glsl"
+#endif
 
 // Vectors within ±RANGE samples: inside the vertical range of level 3 (the
 // lowest the parameter sets name: −256 to 255.75). A range of 16 cost 10-30 %
@@ -91,8 +93,6 @@ shared uint sBestC;
 #ifdef INTER
 shared int sScore[24];
 
-// Run lengths → decimation score of a lone ±1 level after that many zeros.
-int decimateWeight(int run) { return run == 0 ? 3 : (run < 3 ? 2 : (run < 6 ? 1 : 0)); }
 #endif
 #endif
 #ifdef SEARCH
@@ -145,16 +145,6 @@ shared int sCorner[3];       // Y, U, V at (-1, -1)
 int mbX, mbY, qp, qpc;
 
 
-int srcY(int x, int y) {
-    x = min(x, u_size.x - 1); y = min(y, u_size.y - 1);
-    int o = y * u_layout.x + x;
-    return int(readByte(src[o >> 2], o & 3));
-}
-int srcC(int x, int y, int c) {
-    x = min(x, u_size.x / 2 - 1); y = min(y, u_size.y / 2 - 1);
-    int o = u_layout.y + y * u_layout.x + 2 * x + c;
-    return int(readByte(src[o >> 2], o & 3));
-}
 int picY(int x, int y) {
     int o = y * u_layout.z + x;
     return int(readByte(recon[o >> 2], o & 3));
@@ -165,43 +155,6 @@ int picC(int x, int y, int c) {
 }
 
 #ifdef INTER
-int refY(int x, int y) {
-    x = clamp(x, 0, u_size.z * 16 - 1); y = clamp(y, 0, u_size.w * 16 - 1);
-    int o = y * u_layout.z + x;
-    return int(readByte(ref[o >> 2], o & 3));
-}
-int refC(int x, int y, int c) {
-    x = clamp(x, 0, u_size.z * 8 - 1); y = clamp(y, 0, u_size.w * 8 - 1);
-    int o = u_layout.w + y * u_layout.z + 2 * x + c;
-    return int(readByte(ref[o >> 2], o & 3));
-}
-
-int seBits(int v) {
-    uint k = v > 0 ? uint(2 * v) : uint(-2 * v + 1);   // codeNum + 1
-    return 2 * findMSB(k) + 1;
-}
-
-// Four samples of the reference at (x, y)..(x + 3, y) packed in a word, read
-// as whole words where they lie inside the picture, else clamped one by one.
-uint refWord(int x, int y) {
-    y = clamp(y, 0, u_size.w * 16 - 1);
-    if (x >= 0 && x + 4 <= u_size.z * 16) {
-        int o = y * u_layout.z + x;
-        uint sh = uint(8 * (o & 3));
-        uint w0 = ref[o >> 2];
-        return sh == 0u ? w0 : (w0 >> sh) | (ref[(o >> 2) + 1] << (32u - sh));
-    }
-    uint w = 0u;
-    for (int k = 0; k < 4; k++) w |= uint(refY(x + k, y)) << uint(8 * k);
-    return w;
-}
-
-// The SAD of the four samples packed in each of two words.
-int sad4(uint a, uint b) {
-    return abs(int(a & 255u) - int(b & 255u)) + abs(int((a >> 8) & 255u) - int((b >> 8) & 255u))
-         + abs(int((a >> 16) & 255u) - int((b >> 16) & 255u)) + abs(int(a >> 24) - int(b >> 24));
-}
-
 // Four samples of row `row` of this macroblock's source from column x, packed in a word.
 uint curWord(int row, int x) {
     int o = row * 16 + x;
@@ -227,77 +180,6 @@ int rowSAD(uvec4 cur, int row, ivec2 d) {
     }
     return sad4(cur.x, refWord(x0, y)) + sad4(cur.y, refWord(x0 + 4, y)) + sad4(cur.z, refWord(x0 + 8, y))
          + sad4(cur.w, refWord(x0 + 12, y));
-}
-
-// The reference's sub-sample planes (h264interp.comp): sample (x, y) of
-// plane k (0 whole, 1 horizontal half, 2 vertical half, 3 centre), clamped
-// into the padded plane, which is exact.
-int planeStride() { return u_size.z * 16 + 2 * PLANE_PAD; }
-int planeByte(int k, int x, int y) {
-    x = clamp(x, -PLANE_PAD, u_size.z * 16 + PLANE_PAD - 1);
-    y = clamp(y, -PLANE_PAD, u_size.w * 16 + PLANE_PAD - 1);
-    return (k * (u_size.w * 16 + 2 * PLANE_PAD) + y + PLANE_PAD) * planeStride() + x + PLANE_PAD;
-}
-
-// Four samples of plane k from (x, y) along the row, packed in a word: whole
-// words realigned where they lie inside the padded plane, else one by one.
-uint planeWord(int k, int x, int y) {
-    if (x >= -PLANE_PAD && x + 4 <= u_size.z * 16 + PLANE_PAD) {
-        int o = planeByte(k, x, y);
-        uint sh = uint(8 * (o & 3));
-        uint w0 = planes[o >> 2];
-        return sh == 0u ? w0 : (w0 >> sh) | (planes[(o >> 2) + 1] << (32u - sh));
-    }
-    uint w = 0u;
-    for (int i = 0; i < 4; i++) {
-        int o = planeByte(k, x + i, y);
-        w |= readByte(planes[o >> 2], o & 3) << uint(8 * i);
-    }
-    return w;
-}
-
-// Sixteen samples of plane k from (x, y) along the row, in four words.
-uvec4 planeRow(int k, int x, int y) {
-    if (x >= -PLANE_PAD && x + 16 <= u_size.z * 16 + PLANE_PAD) {
-        int o = planeByte(k, x, y);
-        int i = o >> 2;
-        uint sh = uint(8 * (o & 3));
-        uvec4 w = uvec4(planes[i], planes[i + 1], planes[i + 2], planes[i + 3]);
-        if (sh == 0u) return w;
-        uint w4 = planes[i + 4];
-        return (w >> sh) | (uvec4(w.y, w.z, w.w, w4) << (32u - sh));
-    }
-    return uvec4(planeWord(k, x, y), planeWord(k, x + 4, y), planeWord(k, x + 8, y), planeWord(k, x + 12, y));
-}
-
-// Sample (qx, qy) of the half-sample grid around a whole sample (quarter
-// units, each 0, 2 or 4): its plane and its whole-sample offset.
-ivec3 halfSample(int qx, int qy) { return ivec3(((qx >> 1) & 1) + 2 * ((qy >> 1) & 1), qx >> 2, qy >> 2); }
-
-// Quarter-sample position (fx, fy) as the standard makes it (8.4.2.2.1):
-// one half-grid sample, or the rounded-up average of the two nearest
-// (along the odd coordinate; for both odd, the half samples b or s and h or m).
-void qpelPair(int fx, int fy, out ivec3 a, out ivec3 b) {
-    if ((fx & 1) == 0 && (fy & 1) == 0) { a = halfSample(fx, fy); b = a; }
-    else if ((fy & 1) == 0) { a = halfSample(fx - 1, fy); b = halfSample(fx + 1, fy); }
-    else if ((fx & 1) == 0) { a = halfSample(fx, fy - 1); b = halfSample(fx, fy + 1); }
-    else { a = halfSample(2, fy == 1 ? 0 : 4); b = halfSample(fx == 1 ? 0 : 4, 2); }
-}
-
-// The rounded-up average of the bytes of two words, byte by byte.
-uint avgUp(uint a, uint b) { return (a | b) - (((a ^ b) >> 1) & 0x7f7f7f7fu); }
-uvec4 avgUp(uvec4 a, uvec4 b) { return (a | b) - (((a ^ b) >> 1) & uvec4(0x7f7f7f7fu)); }
-
-// Four predicted luma samples from (x, y) along the row of the macroblock
-// displaced by quarter-sample vector mv.
-uint predWord(int x, int y, ivec2 mv) {
-    ivec2 w = mv >> 2;
-    int fx = mv.x & 3, fy = mv.y & 3;
-    if (fx == 0 && fy == 0) return refWord(x + w.x, y + w.y);
-    ivec3 a, b;
-    qpelPair(fx, fy, a, b);
-    uint wa = planeWord(a.x, x + w.x + a.y, y + w.y + a.z);
-    return a == b ? wa : avgUp(wa, planeWord(b.x, x + w.x + b.y, y + w.y + b.z));
 }
 
 // rowSAD for a quarter-sample vector q.
@@ -332,8 +214,6 @@ void neighbourPredictors(int mb, int word, ivec2 own, out ivec2 mvp, out ivec2 s
     leftMV = hasA ? a : own;
 }
 
-// The bits of a vector's difference from its predictor (quarter samples), as se(v) codes them.
-int mvdBits(ivec2 d, ivec2 mvp) { return seBits(d.x - mvp.x) + seBits(d.y - mvp.y); }
 
 ivec2 prevVector(int x, int y) {
     if (x < 0 || y < 0 || x >= u_size.z || y >= u_size.w) return ivec2(0);
@@ -818,14 +698,8 @@ void main() {
         for (int k = 0; k < 4; k++) sPred[t * 4 + k] = int(readByte(w, k));
     }
     {
-        // Chroma: eighth-sample bilinear prediction (8.4.2.2.2).
-        int cx = t & 7, cy = t >> 3;
-        int xi = mbX * 8 + cx + (mv.x >> 3), yi = mbY * 8 + cy + (mv.y >> 3);
-        int xf = mv.x & 7, yf = mv.y & 7;
-        for (int c = 0; c < 2; c++) {
-            int a = refC(xi, yi, c), b = refC(xi + 1, yi, c), e = refC(xi, yi + 1, c), f = refC(xi + 1, yi + 1, c);
-            sPredC[c * 64 + t] = ((8 - xf) * (8 - yf) * a + xf * (8 - yf) * b + (8 - xf) * yf * e + xf * yf * f + 32) >> 6;
-        }
+        int cx = mbX * 8 + (t & 7), cy = mbY * 8 + (t >> 3);
+        for (int c = 0; c < 2; c++) sPredC[c * 64 + t] = predChroma(cx, cy, mv, c);
     }
     barrier();
     int lumaMode = 0, chromaMode = 0;
@@ -1086,23 +960,8 @@ void main() {
         }
         sNNZ[t] = count;
 #ifdef INTER
-        // How much the block's levels are worth keeping (x264's rule): 9 if
-        // any exceeds 1, else the sum over its ±1s (zig-zag order, chroma AC
-        // from 1) of a weight that falls with the zeros just before each.
-        // Constant bounds on purpose, so the loop unrolls and r stays in
-        // registers: indexed by a variable, it spilled and made this pass
-        // 50 % slower on the H200.
-        int score = 0, run = 0;
-        bool big = false;
-        for (int zi = 0; zi < 16; zi++) {
-            int l = r[zigzag(zi)];
-            if (zi == 0 && !luma) continue;
-            if (l == 0) { run++; continue; }
-            if (abs(l) > 1) big = true;
-            score += decimateWeight(run);
-            run = 0;
-        }
-        sScore[t] = big ? 9 : score;
+        // How much the block's levels are worth keeping (x264's rule).
+        sScore[t] = decimationScore(r, luma);
 #endif
     }
     barrier();

@@ -289,6 +289,7 @@ final class H264ComputeEncoder {
         case .deblock:
             let d = H264Deblocking(qp: p.pending.qp)
             glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.deblockTag)
+            glUniform4i(l.picture, p.pending.idr ? 0 : 1, qp, p.lambda, deblocking ? 1 : 0)
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
@@ -364,15 +365,17 @@ final class H264ComputeEncoder {
             glMemoryBarrier(storage)
         }
         if diagonals > 0 { timed(.intra) }
-        // Every macroblock is reconstructed: the deblocking pass filters the
-        // picture in place (it becomes the next picture's reference) beside
-        // the finish pass, which reads only the records.
+        // Every macroblock is reconstructed: the raster-order pass makes the
+        // P_Skip decision in the standard's order (P pictures) and filters the
+        // picture in place (it becomes the next picture's reference); the
+        // finish pass then reads the final records.
         glUseProgram(programs.ids[.deblock]!)
-        for p in prepared where p.job.encoder.deblocking {
+        for p in prepared where p.job.encoder.deblocking || !p.pending.idr {
             p.job.encoder.bind(p, .deblock)
             glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
         }
-        if profiling { glMemoryBarrier(storage); timed(.deblock) }
+        glMemoryBarrier(storage)
+        timed(.deblock)
         for pass in [Pass.finish, .cavlc, .scan] {
             glUseProgram(programs.ids[pass]!)
             // CAVLC's code tables: one buffer for every picture of the context.

@@ -9,14 +9,15 @@ final class H264Programs {
     private(set) var ids: [Pass: GLuint] = [:]
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
     let cavlcTables = H264CAVLCTables()
-    private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint)] = [:]
+    private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint, picture: GLint)] = [:]
 
     init() throws(GPUError) {
         do {
             for pass in Pass.allCases {
                 let p = try Self.build(pass)
                 ids[pass] = p
-                locations[pass] = (glGetUniformLocation(p, "u_size"), glGetUniformLocation(p, "u_layout"), glGetUniformLocation(p, "u_code"))
+                locations[pass] = (glGetUniformLocation(p, "u_size"), glGetUniformLocation(p, "u_layout"), glGetUniformLocation(p, "u_code"),
+                                   glGetUniformLocation(p, "u_pic"))
             }
         } catch {
             release()
@@ -31,6 +32,20 @@ final class H264Programs {
     }
 
     deinit { precondition(ids.isEmpty, "H264Programs released without release()") }
+
+    /// `body` with each `#include "NAME"` line (GLSL ES has none) replaced by
+    /// the shader source NAME: code shared by some passes, placed where the
+    /// pass's declarations it reads come before it.
+    static func included(_ body: String, in file: String) throws(GPUError) -> String {
+        var out: [Substring] = []
+        for line in body.split(separator: "\n", omittingEmptySubsequences: false) {
+            guard line.hasPrefix("#include \""), line.hasSuffix("\"") else { out.append(line); continue }
+            let name = String(line.dropFirst("#include \"".count).dropLast())
+            guard let text = ShaderLibrary.source(named: name) else { throw .encode("shader \(name), which \(file) includes, is missing from the build") }
+            out.append(Substring(text))
+        }
+        return out.joined(separator: "\n")
+    }
 
     private static func build(_ pass: Pass) throws(GPUError) -> GLuint {
         let (file, defines): (String, String) = switch pass {
@@ -56,7 +71,7 @@ final class H264Programs {
         var lines = body.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
         let version = lines.first.map(String.init) ?? "#version 310 es"
         lines.removeFirst()
-        let source = version + "\n" + defines + common + "\n" + (lines.first.map(String.init) ?? "")
+        let source = version + "\n" + defines + common + "\n" + (try included(lines.first.map(String.init) ?? "", in: file))
         let shader = try ShaderCache.compile(GL.computeShader, name: "\(file) (\(pass))", source: source)
         let program = glCreateProgram()
         glAttachShader(program, shader)

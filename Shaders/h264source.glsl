@@ -1,0 +1,17 @@
+// Shared by the H.264 encoder's passes that read the picture being encoded
+// (h264mb.comp, h264deblock.comp; docs/ARCHITECTURE.md, "The GPU
+// encoder"): the NV12 storage buffer the composite wrote, read clamped to
+// the picture (a macroblock past its right or lower edge repeats the last
+// column or row). Included after the pass's uniforms.
+layout(std430, binding = 0) readonly buffer Src { uint src[]; };
+
+int srcY(int x, int y) {
+    x = min(x, u_size.x - 1); y = min(y, u_size.y - 1);
+    int o = y * u_layout.x + x;
+    return int(readByte(src[o >> 2], o & 3));
+}
+int srcC(int x, int y, int c) {
+    x = min(x, u_size.x / 2 - 1); y = min(y, u_size.y / 2 - 1);
+    int o = u_layout.y + y * u_layout.x + 2 * x + c;
+    return int(readByte(src[o >> 2], o & 3));
+}
