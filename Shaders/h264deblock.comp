@@ -10,6 +10,11 @@
 // (`progress`: per row, the picture's 16-bit tag over the macroblocks done,
 // so a count left by an earlier picture is never taken for this one's).
 // Rows wait only for rows above them, which started first, so every wait ends.
+// Where work groups of one dispatch cannot wait on each other (llvmpipe runs
+// a dispatch's groups in fixed shares per thread, and ends every loop of a
+// shader after 65,535 iterations in all, so a long wait ends early), the
+// walk is a wavefront of dispatches instead: step d filters macroblock
+// (d − 2y, y) of every row y, the same order (u_step, −1 for the walk).
 //
 // In P pictures the same walk first makes the P_Skip decision in the
 // standard's order. Until here every macroblock chose its vector knowing
@@ -37,6 +42,8 @@ uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row byte
 uniform ivec4 u_code;
 // P picture (1) or IDR (0), its QP, lambda, whether to filter (1) or only decide P_Skip (0).
 uniform ivec4 u_pic;
+// −1: one work group walks each row; d ≥ 0: wavefront step d.
+uniform int u_step;
 
 #include "h264source.glsl"
 #include "h264motion.glsl"
@@ -293,14 +300,23 @@ void main() {
     int t = int(gl_LocalInvocationIndex);
     int mbY = int(gl_WorkGroupID.x);
     int mbW = u_size.z;
-    for (int mbX = 0; mbX < mbW; mbX++) {
+    bool walk = u_step < 0;
+    int first = walk ? 0 : u_step - 2 * mbY;
+    if (first < 0 || first >= mbW) return;
+    int end = walk ? mbW : first + 1;
+    for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX;
         // What does not wait for the row above goes first.
-        // The left neighbour's last four columns (two of chroma), as this work
-        // group left them: nobody else writes them before this macroblock is done.
-        if (mbX > 0) {
+        // The left neighbour's last four columns (two of chroma): on a walk as
+        // this work group left them (nobody else writes them before this
+        // macroblock is done), on a wavefront step from the picture.
+        if (mbX > 0 && walk) {
             for (int k = 0; k < 4; k++) sY[(t + 4) * 20 + k] = sY[(t + 4) * 20 + 16 + k];
             if (t < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (t + 2) * 10 + k] = sC[c * 100 + (t + 2) * 10 + 8 + k];
+        } else if (mbX > 0) {
+            int rowWords = u_layout.z >> 2;
+            storeWord(recon[(mbY * 16 + t) * rowWords + mbX * 4 - 1], false, t, -1);
+            if (t < 8) storeWord(recon[(u_layout.w >> 2) + (mbY * 8 + t) * rowWords + mbX * 4 - 1], true, t, -1);
         }
         barrier();
         // The macroblock's own samples: the row above never writes them, the row below only once this one is done.
@@ -310,7 +326,8 @@ void main() {
         // only the first waiting, the others read early now and then).
         if (mbY > 0) {
             uint need = (uint(u_code.w) << 16) | uint(min(mbX + 2, mbW));
-            for (;;) {
+            // (A wavefront step's dispatch comes after the step before it ended.)
+            for (; walk;) {
                 uint v = atomicOr(progress[mbY - 1], 0u);
                 if ((v >> 16) == uint(u_code.w) && v >= need) break;
             }
@@ -394,6 +411,6 @@ void main() {
         }
         memoryBarrierBuffer();
         barrier();
-        if (t == 0) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
+        if (t == 0 && walk) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
     }
 }

@@ -65,7 +65,7 @@ final class GLContext: @unchecked Sendable {   // EGL handles; GL calls on the r
     private var h264: H264Programs?
     func h264Programs() throws(GPUError) -> H264Programs {
         if let h264 { return h264 }
-        let p = try H264Programs()
+        let p = try H264Programs(softwareRenderer: info.isSoftware)
         h264 = p
         return p
     }

@@ -60,7 +60,7 @@ public enum GPUEncodeBenchmark {
         glBindBuffer(GL.shaderStorageBuffer, 0)
         defer { glDeleteBuffers(GLsizei(buffers.count), buffers) }
         let format = H264StreamFormat(width: size.width, height: size.height, rate: FrameRate(60), matrix: .bt709, range: .limited)
-        let programs = try H264Programs()
+        let programs = try H264Programs(softwareRenderer: context.info.isSoftware)
         var encoders: [H264ComputeEncoder] = []
         defer { for e in encoders { e.release() }; programs.release() }
         for _ in 0..<streams {

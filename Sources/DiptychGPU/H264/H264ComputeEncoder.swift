@@ -274,7 +274,7 @@ final class H264ComputeEncoder {
     }
 
     /// Binds the picture's buffers and sets `pass`'s uniforms (its program in use).
-    private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = 0) {
+    private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = -1) {
         let slot = slots[p.pending.slot]
         for (binding, buffer) in [(0, p.job.source), (1, pictures[current]), (2, pictures[p.reference]), (3, records[current]),
                                   (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output), (10, progress), (11, planes)] {
@@ -285,11 +285,12 @@ final class H264ComputeEncoder {
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
-        case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(diagonal))
+        case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
         case .deblock:
             let d = H264Deblocking(qp: p.pending.qp)
             glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.deblockTag)
             glUniform4i(l.picture, p.pending.idr ? 0 : 1, qp, p.lambda, deblocking ? 1 : 0)
+            glUniform1i(l.step, Int32(diagonal))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
         case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
         }
@@ -370,11 +371,25 @@ final class H264ComputeEncoder {
         // picture in place (it becomes the next picture's reference); the
         // finish pass then reads the final records.
         glUseProgram(programs.ids[.deblock]!)
-        for p in prepared where p.job.encoder.deblocking || !p.pending.idr {
-            p.job.encoder.bind(p, .deblock)
-            glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+        let raster = prepared.filter { $0.job.encoder.deblocking || !$0.pending.idr }
+        switch programs.rasterOrder {
+        case .walk:
+            for p in raster {
+                p.job.encoder.bind(p, .deblock)
+                glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+            }
+            glMemoryBarrier(storage)
+        case .wavefront:
+            let steps = raster.map { $0.job.encoder.format.mbWidth + 2 * $0.job.encoder.format.mbHeight - 2 }.max() ?? 0
+            for step in 0..<steps {
+                for p in raster {
+                    p.job.encoder.bind(p, .deblock, diagonal: step)
+                    glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+                }
+                glMemoryBarrier(storage)
+            }
+            if steps == 0 { glMemoryBarrier(storage) }
         }
-        glMemoryBarrier(storage)
         timed(.deblock)
         for pass in [Pass.finish, .cavlc, .scan] {
             glUseProgram(programs.ids[pass]!)

@@ -9,15 +9,28 @@ final class H264Programs {
     private(set) var ids: [Pass: GLuint] = [:]
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
     let cavlcTables = H264CAVLCTables()
-    private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint, picture: GLint)] = [:]
+    private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint, picture: GLint, step: GLint)] = [:]
 
-    init() throws(GPUError) {
+    /// How the raster-order pass (P_Skip decision and deblocking) keeps the
+    /// standard's order: one work group walking each macroblock row, a row
+    /// waiting for the one above (a hardware GPU, where a dispatch's work
+    /// groups run beside each other), or a wavefront of dispatches, one a
+    /// step (a software renderer: llvmpipe runs a dispatch's groups in fixed
+    /// shares per thread and ends a shader's loops after 65,535 iterations in
+    /// all, so a row's wait for one another thread has not reached ends
+    /// early and the picture differs from the decoder's).
+    enum RasterOrder: Sendable { case walk, wavefront }
+    let rasterOrder: RasterOrder
+
+    /// `softwareRenderer`: the context's renderer runs on the CPU (`GPUInfo.isSoftware`).
+    init(softwareRenderer: Bool) throws(GPUError) {
+        rasterOrder = softwareRenderer ? .wavefront : .walk
         do {
             for pass in Pass.allCases {
                 let p = try Self.build(pass)
                 ids[pass] = p
                 locations[pass] = (glGetUniformLocation(p, "u_size"), glGetUniformLocation(p, "u_layout"), glGetUniformLocation(p, "u_code"),
-                                   glGetUniformLocation(p, "u_pic"))
+                                   glGetUniformLocation(p, "u_pic"), glGetUniformLocation(p, "u_step"))
             }
         } catch {
             release()
