@@ -269,7 +269,7 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
             empty = dc[0] == 0 && dc[1] == 0 && dc[2] == 0 && dc[3] == 0
                  && sScore[16 + c * 4] + sScore[17 + c * 4] + sScore[18 + c * 4] + sScore[19 + c * 4] < 7;
         }
-        if (empty && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits)) {
+                if (empty && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits)) {
             sTake = 2;
             uint info = mbs[mb * MB_WORDS + MB_INFO];
             mbs[mb * MB_WORDS + MB_INFO] = info & ~(63u << 8);

@@ -49,8 +49,10 @@ struct EncodedRun {
     var pictureBytes: [Int] = []
     var reconstructions: [[UInt8]] = []
     var keyframes: [Bool] = []
+    /// Each picture's macroblocks as their records hold them (raster order).
+    var macroblocks: [[H264ComputeEncoder.MacroblockRecord]] = []
     /// Each picture's vectors (quarter samples, a macroblock each in raster order; zero in IDR pictures).
-    var vectors: [[SIMD2<Int>]] = []
+    var vectors: [[SIMD2<Int>]] { macroblocks.map { $0.map(\.mv) } }
 }
 
 /// Encodes `frames` pictures of `pattern` on a software context.
@@ -81,7 +83,7 @@ func encodeRun(_ pattern: EncoderPattern, frames: Int, settings: GPUH264Settings
         run.keyframes.append(picture.keyframe)
         if reconstruct {
             run.reconstructions.append(try encoder.reconstruction())
-            run.vectors.append(try encoder.vectors())
+            run.macroblocks.append(try encoder.macroblockRecords())
         }
     }
     return run
@@ -353,6 +355,45 @@ extension GPU {
             let pattern = EncoderPattern(width: 1280, height: 720, noise: 3, pan: (dx: 2, dy: 1))
             let run = try expectBitExact(pattern, frames: 3, settings: GPUH264Settings(qp: 30))
             #expect(meanPSNR(run, pattern.frame, pattern) > 30)
+        }
+
+        @Test("P_Skip decided in the standard's order: a pan under faint noise is almost all P_Skip, exactly as a decoder derives it")
+        func pSkipInOrder() throws {
+            // A smooth texture pans 2 samples right and 1 down a picture under luma
+            // noise that quantises to nothing: every macroblock's vector is its neighbours'.
+            let pattern = EncoderPattern(width: 160, height: 96)
+            let source: (Int) -> [UInt8] = { i in
+                var out = [UInt8](repeating: 128, count: pattern.rowBytes * (pattern.height + pattern.height / 2))
+                var rng = UInt64(i + 1) &* 0x9E37_79B9_7F4A_7C15
+                for y in 0..<pattern.height {
+                    for x in 0..<pattern.width {
+                        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17
+                        let u = Double(x - 2 * i), v = Double(y - i)
+                        let l = 128 + 50 * sin(u * 0.19 + v * 0.05) + 40 * cos(v * 0.17 - u * 0.04) + Double(Int(rng % 3) - 1)
+                        out[y * pattern.rowBytes + x] = UInt8(l.rounded())
+                    }
+                }
+                for y in 0..<pattern.height / 2 {
+                    for x in 0..<pattern.width / 2 {
+                        let u = Double(x - i), v = Double(y) - Double(i) / 2
+                        out[pattern.rowBytes * pattern.height + y * pattern.rowBytes + 2 * x] = UInt8((128 + 30 * sin(u * 0.3 + v * 0.1)).rounded())
+                        out[pattern.rowBytes * pattern.height + y * pattern.rowBytes + 2 * x + 1] = UInt8((128 + 30 * cos(v * 0.25 - u * 0.1)).rounded())
+                    }
+                }
+                return out
+            }
+            let run = try expectBitExact(pattern, frames: 5, settings: GPUH264Settings(qp: 32), frameOverride: source)
+            for (i, mbs) in run.macroblocks.enumerated().dropFirst(2) {
+                // Inside the picture (on the left and top edges the P_Skip vector is zero,
+                // as a neighbour is missing, and the strips the pan uncovers are coded).
+                let interior = mbs.enumerated().filter { $0.offset % 10 > 0 && $0.offset >= 10 }.map(\.element)
+                let skipped = interior.filter(\.skipped).count
+                #expect(skipped * 10 >= interior.count * 8, "picture \(i): \(skipped) of \(interior.count) macroblocks inside skipped")
+                // The skipped macroblocks inside carry the pan's vector (−2, −1), within a quarter sample.
+                let inside = interior.filter(\.skipped).map(\.mv)
+                #expect(inside.allSatisfy { abs($0.x + 8) <= 1 && abs($0.y + 4) <= 1 },
+                        "picture \(i): vectors of skipped macroblocks \(Set(inside.map { "\($0)" }))")
+            }
         }
 
         @Test("Motion that points outside the picture at every edge", arguments: [

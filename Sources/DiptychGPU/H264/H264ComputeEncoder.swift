@@ -484,8 +484,17 @@ final class H264ComputeEncoder {
         return H264Picture(data: data, keyframe: pending.idr, pts: pending.pts)
     }
 
-    /// The last picture's vectors (quarter samples), a macroblock each in raster order (tests).
-    func vectors() throws(GPUError) -> [SIMD2<Int>] {
+    /// One macroblock of the last picture as its record holds it (tests).
+    struct MacroblockRecord {
+        /// P_L0_16x16 or P_Skip (else intra).
+        var inter: Bool
+        var skipped: Bool
+        /// Quarter samples.
+        var mv: SIMD2<Int>
+    }
+
+    /// The last picture's macroblocks, in raster order (tests).
+    func macroblockRecords() throws(GPUError) -> [MacroblockRecord] {
         glBindBuffer(GL.shaderStorageBuffer, records[current ^ 1])
         defer { glBindBuffer(GL.shaderStorageBuffer, 0) }
         guard let p = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(macroblocks * Self.recordWords * 4), GL.mapReadBit) else {
@@ -494,8 +503,9 @@ final class H264ComputeEncoder {
         defer { glUnmapBuffer(GL.shaderStorageBuffer) }
         let words = p.assumingMemoryBound(to: UInt32.self)
         return (0..<macroblocks).map { mb in
-            let w = words[mb * Self.recordWords + 1]   // MB_MV
-            return SIMD2(Int(Int16(truncatingIfNeeded: w)), Int(Int16(truncatingIfNeeded: w >> 16)))
+            let info = words[mb * Self.recordWords], w = words[mb * Self.recordWords + 1]   // MB_INFO, MB_MV
+            return MacroblockRecord(inter: info & 3 == 0, skipped: info & 4 != 0,
+                                    mv: SIMD2(Int(Int16(truncatingIfNeeded: w)), Int(Int16(truncatingIfNeeded: w >> 16))))
         }
     }
 
