@@ -16,7 +16,7 @@ import DiptychMedia
 /// and no other is made. `lost` and `back` are told each loss (with the
 /// error) and each return (with the seconds it was down), on the encoder
 /// thread. Used by the output's encoder thread.
-final class ReconnectingOutput: TakeOutput, @unchecked Sendable {   // `current`, `down` and the backoff are the encoder thread's (then finish's, after it is joined); the rest behind `shared`
+final class ReconnectingOutput: TakeOutput, Sendable {
     private let name: String
     private let window: Double
     private let log: @Sendable (String) -> Void
@@ -24,11 +24,16 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {   // `current`
     private let back: @Sendable (Double) -> Void
     private let open: @Sendable (_ again: Bool, _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput
     private let first: any TakeOutput
-    private var current: (any TakeOutput)?
-    private var down: (since: UInt64, at: Double, error: MediaError)?
-    private var nextAttempt: UInt64 = 0
-    private var backoff = 1.0
-    private var attempts = 0
+    /// The link: the writer open now, the outage under way and the backoff.
+    /// The encoder thread's (then `finish`'s): each call works on a copy and puts it back.
+    private struct Link {
+        var current: (any TakeOutput)?
+        var down: (since: UInt64, at: Double, error: MediaError)?
+        var nextAttempt: UInt64 = 0
+        var backoff = 1.0
+        var attempts = 0
+    }
+    private let link = Mutex(Link())
     private struct Shared {
         var outages: [OutputOutage] = []
         var lost = 0
@@ -53,7 +58,7 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {   // `current`
          open: @escaping @Sendable (_ again: Bool, _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput) throws(MediaError) {
         self.name = name; self.window = window; self.log = log; self.lost = lost; self.back = back; self.open = open
         first = try open(false, nil)
-        current = first
+        link.withLock { $0.current = first }
         shared.withLock { $0.lender = first }
     }
 
@@ -106,50 +111,52 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {   // `current`
     }
 
     private func deliver(at pts: MediaTime, _ write: (any TakeOutput) throws(MediaError) -> Void) throws(MediaError) {
-        if let c = current {
+        var l = link.withLock { $0 }
+        defer { link.withLock { [l] in $0 = l } }
+        if let c = l.current {
             do throws(MediaError) { try write(c); return } catch {
                 guard window > 0, !error.isStorageFull else { throw error }
                 try? c.finish()
-                current = nil
+                l.current = nil
                 shared.withLock { $0.lender = nil }
                 lose()
                 let now = LiveTiming.now()
-                down = (now, pts.seconds, error)
-                backoff = 1
-                attempts = 0
-                nextAttempt = now + 1_000_000_000
+                l.down = (now, pts.seconds, error)
+                l.backoff = 1
+                l.attempts = 0
+                l.nextAttempt = now + 1_000_000_000
                 log("output \(name) lost at \(String(format: "%.3f", pts.seconds)) s (\(error)); reconnecting for up to \(Int(window)) s")
                 lost("\(error)")
                 return
             }
         }
-        guard let d = down else { return }
+        guard let d = l.down else { return }
         let now = LiveTiming.now()
         let outage = Double(now - d.since) / 1e9
         if outage > window {
             record(OutputOutage(at: d.at, seconds: outage, recovered: false))
-            down = nil
+            l.down = nil
             throw .writeFailed(path: name, detail: "gave up reconnecting after \(Int(window)) s (\(d.error))")
         }
-        guard now >= nextAttempt else { lose(); return }   // still down: this frame is dropped
+        guard now >= l.nextAttempt else { lose(); return }   // still down: this frame is dropped
         let cancel = OpenCancel()
         guard shared.withLock({ s -> Bool in s.attempt = cancel; return !s.stopping }) else { lose(); return }
         defer { shared.withLock { $0.attempt = nil } }
-        attempts += 1
+        l.attempts += 1
         do throws(MediaError) {
             let c = try open(true, cancel)
             try write(c)
-            current = c
+            l.current = c
             shared.withLock { $0.lender = c }
-            down = nil
+            l.down = nil
             record(OutputOutage(at: d.at, seconds: outage, recovered: true))
-            log("output \(name) reconnected after \(String(format: "%.1f", outage)) s (attempt \(attempts))")
+            log("output \(name) reconnected after \(String(format: "%.1f", outage)) s (attempt \(l.attempts))")
             back(outage)
         } catch {
             lose()
-            backoff = min(backoff * 2, 30)
-            nextAttempt = LiveTiming.now() + UInt64(backoff * 1e9)
-            log("output \(name): reconnect attempt \(attempts) failed (\(error)); next in \(Int(backoff)) s")
+            l.backoff = min(l.backoff * 2, 30)
+            l.nextAttempt = LiveTiming.now() + UInt64(l.backoff * 1e9)
+            log("output \(name): reconnect attempt \(l.attempts) failed (\(error)); next in \(Int(l.backoff)) s")
         }
     }
 
@@ -160,13 +167,15 @@ final class ReconnectingOutput: TakeOutput, @unchecked Sendable {   // `current`
     }
 
     func finish() throws(MediaError) {
-        if let d = down {
+        var l = link.withLock { $0 }
+        defer { link.withLock { [l] in $0 = l } }
+        if let d = l.down {
             record(OutputOutage(at: d.at, seconds: Double(LiveTiming.now() - d.since) / 1e9, recovered: false))
-            down = nil
+            l.down = nil
         }
         shared.withLock { $0.lender = nil }
-        try current?.finish()
-        current = nil
+        try l.current?.finish()
+        l.current = nil
     }
 
     private func record(_ o: OutputOutage) { shared.withLock { $0.outages.append(o) } }
