@@ -22,6 +22,11 @@ usage: diptych-gpu-bench --encode [options]
                   the built-in moving pattern
   --gpu SEL       auto|software|N|device|surfaceless|PLATFORM:DEVICE
   --json FILE     also write the result as JSON
+  --dump DIR      no timing: encode --frames pictures on each stream, a batch a round
+                  waited for, and write stream 0's bitstream (DIR/stream0.h264) and its
+                  reconstruction after each picture (DIR/recon0.nv12), to be compared
+                  with a decoder's pictures where one runs:
+                  ffmpeg -i DIR/stream0.h264 -f rawvideo -pix_fmt nv12 dec.nv12 && cmp dec.nv12 DIR/recon0.nv12
 """
 
 /// Moving NV12 pictures (a panning texture, a block on its own path, noise), `(width + 3) / 4 * 4` bytes a row.
@@ -57,8 +62,9 @@ func runEncodeBench() -> Never {
     var json: String?
     var inputFile: String?
     var pace: Double?
+    var dump: String?
     if CommandLine.arguments.contains("-h") || CommandLine.arguments.contains("--help") { print(encodeUsage); exit(0) }
-    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json", "--input", "--pace", "--deblock", "--subpel"]
+    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json", "--input", "--pace", "--deblock", "--subpel", "--dump"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--encode", "--profile"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(Array(CommandLine.arguments.dropFirst())) } catch { fail("\(error)") }
@@ -77,6 +83,7 @@ func runEncodeBench() -> Never {
         case "--input": inputFile = value
         case "--pace": guard let v = Double(value), v > 0 else { fail("--pace expects pictures per second") }; pace = v
         case "--deblock": guard value == "on" || value == "off" else { fail("--deblock '\(value)': expected on or off") }; deblock = value == "on"
+        case "--dump": dump = value
         case "--subpel": guard value == "on" || value == "off" else { fail("--subpel '\(value)': expected on or off") }; subpel = value == "on"
         default: fail("unknown option \(a)\n\(encodeUsage)")
         }
@@ -90,6 +97,20 @@ func runEncodeBench() -> Never {
         guard data.count >= frame else { fail("--input \(input): \(data.count) bytes hold no \(size.width)x\(size.height) NV12 picture") }
         let bytes = [UInt8](data)
         sources = stride(from: 0, through: bytes.count - frame, by: frame).map { Array(bytes[$0..<$0 + frame]) }
+    }
+    if let dump {
+        do {
+            let d = try GPUEncodeBenchmark.dump(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
+                                                settings: GPUH264Settings(qp: qp, keyframeInterval: keyint),
+                                                log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
+            try FileManager.default.createDirectory(atPath: dump, withIntermediateDirectories: true)
+            try Data(d.stream).write(to: URL(fileURLWithPath: dump + "/stream0.h264"))
+            try Data(d.reconstructions).write(to: URL(fileURLWithPath: dump + "/recon0.nv12"))
+            print("dump \(size) \(streams) streams \(frames) pictures qp \(qp): \(d.stream.count) bytes of stream 0 and its reconstructions in \(dump) [\(d.renderer)]")
+            exit(0)
+        } catch {
+            fail("encode --dump: \(error)")
+        }
     }
     do {
         let r = try GPUEncodeBenchmark.run(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,

@@ -126,6 +126,49 @@ public enum GPUEncodeBenchmark {
                       keyframes: keyframes, passMs: passMs, latencyP50Ms: pct(0.5), latencyP99Ms: pct(0.99))
     }
 
+    /// Encodes `rounds` pictures on each of `streams` encoders, a batch a
+    /// round waited for, and returns stream 0's bitstream and its
+    /// reconstruction after each picture (cropped NV12): where no decoder
+    /// runs (the GPU machines), the two are carried back and compared with a
+    /// decoder's pictures elsewhere (`diptych-gpu-bench --encode --dump`).
+    public static func dump(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
+                            settings: GPUH264Settings, log: (String) -> Void) throws(GPUError) -> (stream: [UInt8], reconstructions: [UInt8], renderer: String) {
+        let context = try DisplayLadder.open(selection, log: log)
+        let rowBytes = (size.width + 3) / 4 * 4
+        var buffers = [GLuint](repeating: 0, count: sources.count)
+        glGenBuffers(GLsizei(buffers.count), &buffers)
+        for (i, s) in sources.enumerated() {
+            glBindBuffer(GL.shaderStorageBuffer, buffers[i])
+            glBufferData(GL.shaderStorageBuffer, GLsizeiptr(s.count), s, GL.dynamicDraw)
+        }
+        glBindBuffer(GL.shaderStorageBuffer, 0)
+        defer { glDeleteBuffers(GLsizei(buffers.count), buffers) }
+        let format = H264StreamFormat(width: size.width, height: size.height, rate: FrameRate(60), matrix: .bt709, range: .limited)
+        let programs = try H264Programs(softwareRenderer: context.info.isSoftware)
+        var encoders: [H264ComputeEncoder] = []
+        defer { for e in encoders { e.release() }; programs.release() }
+        for _ in 0..<streams {
+            encoders.append(try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: 2,
+                                                   bufferStorage: context.procs.bufferStorage))
+        }
+        var stream: [UInt8] = [], reconstructions: [UInt8] = []
+        for round in 0..<rounds {
+            let jobs = encoders.enumerated().map { s, e in
+                H264ComputeEncoder.Job(encoder: e, source: buffers[(round + 3 * s) % buffers.count], rowBytes: rowBytes,
+                                       uvOffset: rowBytes * size.height, pts: MediaTime(value: Int64(round), timescale: 60))
+            }
+            let pending = H264ComputeEncoder.encode(jobs, programs: programs)
+            for (s, e) in encoders.enumerated() {
+                let picture = try e.collect(pending[s])
+                if s == 0 {
+                    stream += picture.data
+                    reconstructions += try e.reconstruction()
+                }
+            }
+        }
+        return (stream, reconstructions, context.info.renderer)
+    }
+
     private static func paced(context: GLContext, encoders: [H264ComputeEncoder], programs: H264Programs, buffers: [GLuint],
                               picture: (Int) -> Int, rowBytes: Int, size: PixelSize, rounds: Int, pace: Double) throws(GPUError) -> Result {
         let n = encoders.count
