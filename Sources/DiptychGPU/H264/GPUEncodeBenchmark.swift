@@ -49,26 +49,12 @@ public enum GPUEncodeBenchmark {
     public static func run(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
                            settings: GPUH264Settings, profile: Bool, pace: Double? = nil, deblocking: Bool = true, subpel: Bool = true,
                            log: (String) -> Void) throws(GPUError) -> Result {
-        let context = try DisplayLadder.open(selection, log: log)
-        let rowBytes = (size.width + 3) / 4 * 4
-        var buffers = [GLuint](repeating: 0, count: sources.count)
-        glGenBuffers(GLsizei(buffers.count), &buffers)
-        for (i, s) in sources.enumerated() {
-            glBindBuffer(GL.shaderStorageBuffer, buffers[i])
-            glBufferData(GL.shaderStorageBuffer, GLsizeiptr(s.count), s, GL.dynamicDraw)
-        }
-        glBindBuffer(GL.shaderStorageBuffer, 0)
-        defer { glDeleteBuffers(GLsizei(buffers.count), buffers) }
-        let format = H264StreamFormat(width: size.width, height: size.height, rate: FrameRate(60), matrix: .bt709, range: .limited)
-        let programs = try H264Programs(softwareRenderer: context.info.isSoftware)
-        var encoders: [H264ComputeEncoder] = []
-        defer { for e in encoders { e.release() }; programs.release() }
-        for _ in 0..<streams {
-            let e = try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: 2,
-                                           bufferStorage: context.procs.bufferStorage, deblocking: deblocking, subpel: subpel)
-            e.profiling = profile
-            encoders.append(e)
-        }
+        let rig = try Rig(selection: selection, size: size, sources: sources, streams: streams, settings: settings,
+                          deblocking: deblocking, subpel: subpel, log: log)
+        defer { rig.release() }
+        let (context, buffers, programs, encoders) = (rig.context, rig.buffers, rig.programs, rig.encoders)
+        let rowBytes = rig.rowBytes
+        for e in encoders { e.profiling = profile }
         func picture(_ k: Int) -> Int {
             // Forth and back through the pictures, so no stream jumps from the last to the first.
             let n = buffers.count
@@ -133,24 +119,9 @@ public enum GPUEncodeBenchmark {
     /// decoder's pictures elsewhere (`diptych-gpu-bench --encode --dump`).
     public static func dump(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
                             settings: GPUH264Settings, log: (String) -> Void) throws(GPUError) -> (stream: [UInt8], reconstructions: [UInt8], renderer: String) {
-        let context = try DisplayLadder.open(selection, log: log)
-        let rowBytes = (size.width + 3) / 4 * 4
-        var buffers = [GLuint](repeating: 0, count: sources.count)
-        glGenBuffers(GLsizei(buffers.count), &buffers)
-        for (i, s) in sources.enumerated() {
-            glBindBuffer(GL.shaderStorageBuffer, buffers[i])
-            glBufferData(GL.shaderStorageBuffer, GLsizeiptr(s.count), s, GL.dynamicDraw)
-        }
-        glBindBuffer(GL.shaderStorageBuffer, 0)
-        defer { glDeleteBuffers(GLsizei(buffers.count), buffers) }
-        let format = H264StreamFormat(width: size.width, height: size.height, rate: FrameRate(60), matrix: .bt709, range: .limited)
-        let programs = try H264Programs(softwareRenderer: context.info.isSoftware)
-        var encoders: [H264ComputeEncoder] = []
-        defer { for e in encoders { e.release() }; programs.release() }
-        for _ in 0..<streams {
-            encoders.append(try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: 2,
-                                                   bufferStorage: context.procs.bufferStorage))
-        }
+        let rig = try Rig(selection: selection, size: size, sources: sources, streams: streams, settings: settings, log: log)
+        defer { rig.release() }
+        let (context, buffers, programs, encoders, rowBytes) = (rig.context, rig.buffers, rig.programs, rig.encoders, rig.rowBytes)
         var stream: [UInt8] = [], reconstructions: [UInt8] = []
         for round in 0..<rounds {
             let jobs = encoders.enumerated().map { s, e in
@@ -167,6 +138,54 @@ public enum GPUEncodeBenchmark {
             }
         }
         return (stream, reconstructions, context.info.renderer)
+    }
+
+    /// A benchmark's context, its source pictures in storage buffers, and
+    /// `streams` encoders sharing one set of programs. Render thread only.
+    private struct Rig {
+        let context: GLContext
+        let buffers: [GLuint]
+        let programs: H264Programs
+        let encoders: [H264ComputeEncoder]
+        let rowBytes: Int
+
+        init(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, settings: GPUH264Settings,
+             deblocking: Bool = true, subpel: Bool = true, log: (String) -> Void) throws(GPUError) {
+            context = try DisplayLadder.open(selection, log: log)
+            rowBytes = (size.width + 3) / 4 * 4
+            var buffers = [GLuint](repeating: 0, count: sources.count)
+            glGenBuffers(GLsizei(buffers.count), &buffers)
+            for (i, s) in sources.enumerated() {
+                glBindBuffer(GL.shaderStorageBuffer, buffers[i])
+                glBufferData(GL.shaderStorageBuffer, GLsizeiptr(s.count), s, GL.dynamicDraw)
+            }
+            glBindBuffer(GL.shaderStorageBuffer, 0)
+            let format = H264StreamFormat(width: size.width, height: size.height, rate: FrameRate(60), matrix: .bt709, range: .limited)
+            let programs: H264Programs
+            do { programs = try H264Programs(softwareRenderer: context.info.isSoftware) } catch {
+                glDeleteBuffers(GLsizei(buffers.count), buffers)
+                throw error
+            }
+            var encoders: [H264ComputeEncoder] = []
+            do {
+                for _ in 0..<streams {
+                    encoders.append(try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: 2,
+                                                           bufferStorage: context.procs.bufferStorage, deblocking: deblocking, subpel: subpel))
+                }
+            } catch {
+                for e in encoders { e.release() }
+                programs.release()
+                glDeleteBuffers(GLsizei(buffers.count), buffers)
+                throw error
+            }
+            self.buffers = buffers; self.programs = programs; self.encoders = encoders
+        }
+
+        func release() {
+            for e in encoders { e.release() }
+            programs.release()
+            glDeleteBuffers(GLsizei(buffers.count), buffers)
+        }
     }
 
     private static func paced(context: GLContext, encoders: [H264ComputeEncoder], programs: H264Programs, buffers: [GLuint],
