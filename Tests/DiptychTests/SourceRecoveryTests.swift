@@ -8,7 +8,7 @@ import DiptychOptions
 /// Live sources that go away and come back (docs/ARCHITECTURE.md, "Source
 /// recovery"), with real FFmpeg senders on loopback: a UDP sender that
 /// restarts with its timestamps from zero, an SRT sender whose connection
-/// drops, a priority list that fails over to a pattern and back, a
+/// drops, a TCP sender whose stream ends in a take with `--duration`, a priority list that fails over to a pattern and back, a
 /// secondary lost and shown again. Every output keeps its cadence and its
 /// timestamps run on without a gap.
 @Suite(.serialized) struct SourceRecoveryTests {
@@ -30,7 +30,8 @@ import DiptychOptions
 
     /// Runs `steps` one after the other on another thread: a sender to its end, or a pause.
     enum Step { case send(String, Double), pause(Double) }
-    static func senders(_ steps: [Step], size: String = "320x240", to url: String, waitBound port: Int? = nil) -> DispatchGroup {
+    static func senders(_ steps: [Step], size: String = "320x240", to url: String, waitBound port: Int? = nil,
+                        udp: Bool = true) -> DispatchGroup {
         let group = DispatchGroup()
         group.enter()
         DispatchQueue.global().async {
@@ -42,7 +43,7 @@ import DiptychOptions
                 }
             }
         }
-        if let port { _ = LiveReceiver.waitBound(port: port, udp: true, timeout: 10) }
+        if let port { _ = LiveReceiver.waitBound(port: port, udp: udp, timeout: 10) }
         return group
     }
 
@@ -111,6 +112,50 @@ import DiptychOptions
         Self.expectContiguous(file, "file")
         #expect(file.first.map { hue($0.frame, 160, 120) } == .blue)
         #expect(file.last.map { hue($0.frame, 160, 120) } == .red)
+    }
+
+    /// A TCP primary whose sender (the listener) ends its stream after 2 s
+    /// and listens again 1 s later, in a take with `--duration`: the end of
+    /// a live stream is a loss, not the end of a stream of known length (the
+    /// take's duration is the take's, not the source's), so the take reopens
+    /// it; the live stream keeps 30 fps with the held frame, the file pauses,
+    /// both without a gap, and the take runs its full 6 s.
+    @Test(.timeLimit(.minutes(2))) func aLivePrimaryThatEndsIsReopenedInATakeWithADuration() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let port = LiveReceiver.freePort()
+        let source = "tcp://127.0.0.1:\(port)"
+        let out = "srt://127.0.0.1:\(LiveReceiver.freePort())"
+        let receiver = try LiveReceiver(url: out, path: dir.path("live.ts"))
+        let senders = Self.senders([.send("blue", 2), .pause(1), .send("red", 8)], to: source + "?listen=1", waitBound: port, udp: false)
+        let r = try runCLI(["record", "--primary", source, "--secondary", "none", "--out", out + "?latency=1000000",
+                            "--also-out", dir.path("file.mp4"), "--duration", "6", "--json", "--preset", "ultrafast"])
+        _ = senders.wait(timeout: .now() + 20)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(receiver.waitForEnd(timeout: 20))
+        #expect(r.stderr.contains("primary \(source) ended; reopening it for up to 30 s"), "\(r.stderr)")
+        let summary = try Self.summary(r)
+        let reconnect = try #require(summary.sourceSwitches.first, "\(r.stderr)")
+        #expect(summary.sourceSwitches.count == 1, "\(summary.sourceSwitches)")
+        #expect(reconnect.role == "primary" && reconnect.reason == .reconnect && reconnect.to == source, "\(reconnect)")
+        #expect(reconnect.downSeconds > 0.5 && reconnect.downSeconds < 6, "\(reconnect)")
+        #expect(summary.frames == 180, "\(summary.frames) frames")
+        #expect((15...150).contains(summary.heldFrames), "\(summary.heldFrames) held frames")
+        let live = try decodeAll(receiver.path).frames
+        #expect(live.count == 180 - summary.droppedFrames, "\(live.count) live frames, \(summary.droppedFrames) dropped")
+        Self.expectContiguous(live, "live")
+        let file = try decodeAll(dir.path("file.mp4")).frames
+        #expect(file.count == 180 - summary.heldFrames, "\(file.count) file frames, \(summary.heldFrames) held")
+        #expect(file.first?.pts == .zero)
+        Self.expectContiguous(file, "file")
+        #expect(file.first.map { hue($0.frame, 160, 120) } == .blue)
+        #expect(file.last.map { hue($0.frame, 160, 120) } == .red, "the frames after the end come from the restarted sender")
+        #expect(live.last.map { hue($0.frame, 160, 120) } == .red)
+        // During the gap the live stream shows the held (blue) frame; the restarted sender's red from the reconnect on.
+        func liveAt(_ seconds: Double) -> Hue? {
+            live.first { $0.pts.seconds >= seconds - 1e-6 }.map { hue($0.frame, 160, 120) }
+        }
+        #expect(liveAt(reconnect.at - 0.1) == .blue, "held before the reconnect at \(reconnect.at) s")
+        #expect(liveAt(reconnect.at + 0.2) == .red, "the new sender after the reconnect at \(reconnect.at) s")
     }
 
     /// A primary list (a UDP stream, then a green pattern): when the stream

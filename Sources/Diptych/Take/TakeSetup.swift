@@ -128,7 +128,10 @@ enum TakeSetup {
             (primary, primaryShown) = try openFirst(.primary, config.sources(.primary), policy: policy, log: hooks.log) { spec throws(MediaError) in
                 // A primary camera is asked for the canvas of --size, if any, at the rate it sets for the take.
                 let camera = config.cameraRequest(.primary, canvas: config.canvasSize, rate: nil)
-                return try decoders.opened(.primary, io.openInput(.primary, spec, config.duration, decoding(.primary),
+                // --duration cuts a file or pattern at that length; a live source is not cut (the take ends at that
+                // take time): its length is its own, so the end of a live stream is a loss it is reopened from.
+                let limit = SourceRecovery.isReopened(spec) ? nil : config.duration
+                return try decoders.opened(.primary, io.openInput(.primary, spec, limit, decoding(.primary),
                                                                   opening(.primary, spec).asking(camera)))
             }
         } catch { throw .source(.primary, error) }
