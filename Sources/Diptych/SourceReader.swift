@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import DiptychCore
 import DiptychMedia
 
@@ -13,22 +14,31 @@ enum ReaderEvent: Sendable {
 /// (backpressure: the thread blocks when the session falls behind, so memory
 /// stays flat). The source may be opened on that thread too, so a hot swap
 /// never stalls the render loop while a file or device opens.
-final class SourceReader: @unchecked Sendable {
+final class SourceReader: Sendable {
     let spec: SourceSpec
     let queue: BoundedQueue<ReaderEvent>
-    private let lock = NSLock()
-    private var source: (any TakeInput)?
-    private var _info: SourceInfo?
-    private let opened = DispatchSemaphore(value: 0)
-    private var thread: JoinableThread?
-    private let done = DispatchSemaphore(value: 0)
+    /// The source once it is open (nil after `stop` closed it), and its
+    /// description (kept after the close).
+    private struct Opened {
+        var source: (any TakeInput)?
+        var info: SourceInfo?
+    }
+    private let opened: Mutex<Opened>
+    /// The reading thread, set once it started.
+    private let thread = Mutex<JoinableThread?>(nil)
+    /// Whether the reading thread has left the source (`stop` waits for it).
+    private let done = Condition(false)
+    /// Opens the source on the reading thread (nil: it came open).
+    private let opener: (@Sendable (SourceSpec, Double?, OpenCancel) throws(MediaError) -> any TakeInput)?
+    /// Stops an open in progress (`stop`).
+    private let cancel = OpenCancel()
 
     /// Starts a reader over an already opened source.
     init(spec: SourceSpec, source: any TakeInput, capacity: Int = 4) {
         self.spec = spec
         self.queue = BoundedQueue(capacity: capacity)
-        self.source = source
-        self._info = source.info
+        self.opened = Mutex(Opened(source: source, info: source.info))
+        self.opener = nil
         start(openFirst: nil)
     }
 
@@ -39,26 +49,24 @@ final class SourceReader: @unchecked Sendable {
          open: @escaping @Sendable (SourceSpec, Double?, OpenCancel) throws(MediaError) -> any TakeInput) {
         self.spec = spec
         self.queue = BoundedQueue(capacity: capacity)
+        self.opened = Mutex(Opened())
         self.opener = open
         start(openFirst: duration)
     }
-    private var opener: (@Sendable (SourceSpec, Double?, OpenCancel) throws(MediaError) -> any TakeInput)?
-    /// Stops an open in progress (`stop`).
-    private let cancel = OpenCancel()
 
     /// The source's description once it is open, else nil.
-    var info: SourceInfo? { lock.lock(); defer { lock.unlock() }; return _info }
+    var info: SourceInfo? { opened.withLock { $0.info } }
     /// The source's audio once it is open (nil without an audio stream).
-    var audioTrack: AudioTrack? { lock.lock(); defer { lock.unlock() }; return source?.audioTrack }
+    var audioTrack: AudioTrack? { opened.withLock { $0.source?.audioTrack } }
 
     private func start(openFirst duration: Double??) {
-        thread = JoinableThread { [self] in
+        let t = JoinableThread { [self] in
             StageClock.name(.decode)
-            defer { StageClock.sample(); done.signal() }
+            defer { StageClock.sample(); done.update { $0 = true } }
             if case .some(let d) = duration, let opener {
                 do throws(MediaError) {
                     let s = try opener(spec, d, cancel)
-                    lock.lock(); source = s; _info = s.info; lock.unlock()
+                    opened.withLock { $0 = Opened(source: s, info: s.info) }
                     // Stopped while it opened: the loop below ends at once, and `stop` closes it.
                 } catch {
                     queue.push(.failed(error))
@@ -66,8 +74,7 @@ final class SourceReader: @unchecked Sendable {
                     return
                 }
             }
-            lock.lock(); let s = source; lock.unlock()
-            guard let s else { return }
+            guard let s = opened.withLock({ $0.source }) else { return }
             while !queue.isClosed {
                 do throws(MediaError) {
                     guard let f = try s.next() else { queue.push(.end); break }
@@ -79,6 +86,7 @@ final class SourceReader: @unchecked Sendable {
             }
             queue.close()
         }
+        thread.withLock { $0 = t }
     }
 
     /// Stops the thread and closes the source. Blocks until the thread has
@@ -88,14 +96,12 @@ final class SourceReader: @unchecked Sendable {
     /// the source under it.
     func stop() {
         cancel.cancel()
-        lock.lock(); let open = source; lock.unlock()
         // A network read blocked on a silent source returns now (FFmpeg's interrupt check).
-        open?.interrupt()
+        opened.withLock { $0.source }?.interrupt()
         queue.closeAndDiscard()
-        guard done.wait(timeout: .now() + 2) == .success else { thread?.detach(); return }
-        done.signal()
-        thread?.join()
-        lock.lock(); let s = source; source = nil; lock.unlock()
-        s?.close()
+        let t = thread.withLock { $0 }
+        guard done.wait(until: { $0 }, timeout: 2) else { t?.detach(); return }
+        t?.join()
+        opened.withLock { o in defer { o.source = nil }; return o.source }?.close()
     }
 }

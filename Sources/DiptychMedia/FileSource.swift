@@ -10,7 +10,7 @@ import Glibc
 /// goes on on the CPU, see `fallBack`). Interlaced input is deinterlaced
 /// before a frame is delivered (see `Deinterlacer`), so every frame is
 /// progressive. Not thread-safe; use from one thread at a time.
-public final class FileSource: VideoSource, @unchecked Sendable {
+public final class FileSource: VideoSource, @unchecked Sendable {   // FFmpeg format and codec contexts; used by one thread at a time, `interrupt` from any (atomic)
     public private(set) var info: SourceInfo
     public let audioTrack: AudioTrack?
     /// Frames delivered so far.
