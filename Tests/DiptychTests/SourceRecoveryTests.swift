@@ -55,6 +55,22 @@ import DiptychOptions
         }
     }
 
+    /// A take of `frames` frames whose primary went from a blue sender to a
+    /// red one across an outage: the live stream has every frame but those
+    /// dropped, the file every frame but those held, both contiguous, the
+    /// file from 0 and blue, both ending red (`after` says why).
+    static func expectAcrossOutage(_ summary: TakeSummary, live: [DecodedFrame], file: [DecodedFrame], frames: Int, after: String,
+                                   sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(live.count == frames - summary.droppedFrames, "\(live.count) live frames, \(summary.droppedFrames) dropped", sourceLocation: sourceLocation)
+        expectContiguous(live, "live", sourceLocation: sourceLocation)
+        #expect(file.count == frames - summary.heldFrames, "\(file.count) file frames, \(summary.heldFrames) held", sourceLocation: sourceLocation)
+        #expect(file.first?.pts == .zero, sourceLocation: sourceLocation)
+        expectContiguous(file, "file", sourceLocation: sourceLocation)
+        #expect(file.first.map { hue($0.frame, 160, 120) } == .blue, sourceLocation: sourceLocation)
+        #expect(file.last.map { hue($0.frame, 160, 120) } == .red, "\(after)", sourceLocation: sourceLocation)
+        #expect(live.last.map { hue($0.frame, 160, 120) } == .red, sourceLocation: sourceLocation)
+    }
+
     static func summary(_ r: CLIResult) throws -> TakeSummary {
         try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
     }
@@ -80,15 +96,8 @@ import DiptychOptions
         #expect(summary.frames == 240, "\(summary.frames) frames")
         #expect((30...100).contains(summary.heldFrames), "\(summary.heldFrames) held frames")
         let live = try decodeAll(receiver.path).frames
-        #expect(live.count == 240 - summary.droppedFrames, "\(live.count) live frames, \(summary.droppedFrames) dropped")
-        Self.expectContiguous(live, "live")
-        let file = try decodeAll(dir.path("file.mp4")).frames
-        #expect(file.count == 240 - summary.heldFrames, "\(file.count) file frames, \(summary.heldFrames) held")
-        #expect(file.first?.pts == .zero)
-        Self.expectContiguous(file, "file")
-        #expect(file.first.map { hue($0.frame, 160, 120) } == .blue)
-        #expect(file.last.map { hue($0.frame, 160, 120) } == .red, "the frames after the outage come from the restarted sender")
-        #expect(live.last.map { hue($0.frame, 160, 120) } == .red)
+        Self.expectAcrossOutage(summary, live: live, file: try decodeAll(dir.path("file.mp4")).frames, frames: 240,
+                                after: "the frames after the outage come from the restarted sender")
     }
 
     /// An SRT primary whose sender (the listener) goes away for 2 s: the
@@ -141,15 +150,8 @@ import DiptychOptions
         #expect(summary.frames == 180, "\(summary.frames) frames")
         #expect((15...150).contains(summary.heldFrames), "\(summary.heldFrames) held frames")
         let live = try decodeAll(receiver.path).frames
-        #expect(live.count == 180 - summary.droppedFrames, "\(live.count) live frames, \(summary.droppedFrames) dropped")
-        Self.expectContiguous(live, "live")
-        let file = try decodeAll(dir.path("file.mp4")).frames
-        #expect(file.count == 180 - summary.heldFrames, "\(file.count) file frames, \(summary.heldFrames) held")
-        #expect(file.first?.pts == .zero)
-        Self.expectContiguous(file, "file")
-        #expect(file.first.map { hue($0.frame, 160, 120) } == .blue)
-        #expect(file.last.map { hue($0.frame, 160, 120) } == .red, "the frames after the end come from the restarted sender")
-        #expect(live.last.map { hue($0.frame, 160, 120) } == .red)
+        Self.expectAcrossOutage(summary, live: live, file: try decodeAll(dir.path("file.mp4")).frames, frames: 180,
+                                after: "the frames after the end come from the restarted sender")
         // During the gap the live stream shows the held (blue) frame; the restarted sender's red from the reconnect on.
         func liveAt(_ seconds: Double) -> Hue? {
             live.first { $0.pts.seconds >= seconds - 1e-6 }.map { hue($0.frame, 160, 120) }
