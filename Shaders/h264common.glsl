@@ -8,16 +8,18 @@ precision highp int;
 
 // One macroblock's record in the MB buffer, in uints.
 #define MB_INFO 0        // bits 0-1 kind (0 P_L0_16x16, 1 I_16x16, 2 I_NxN), bit 2 skipped, 4-5 luma mode, 6-7 chroma mode, 8-13 cbp
-#define MB_MV 1          // motion vector in quarter samples, x low 16 bits, y high 16 bits
+#define MB_MV 1          // motion vector in quarter samples, x low 16 bits, y high 16 bits (P pictures, from the refinement to the choice: a copy of MB_REFINEMV)
 #define MB_MVP 2         // its predictor (8.4.1.3)
 #define MB_SKIPRUN 3     // skipped macroblocks just before this one
 #define MB_SEARCHMV 3    // until the finish pass: the motion search's vector (quarter samples, as MB_MV)
 #define MB_NNZ 4         // 24 bytes: total_coeff of luma blocks 0-15 (luma4x4BlkIdx order), Cb 0-3, Cr 0-3
 #define MB_I4TODO 10     // P pictures, between the two intra passes: 0, or 1 | chroma mode << 1 | Intra_16x16's cost << 3
 #define MB_I4COST 11     // and P's cost
-#define MB_REFINEMV 12   // P pictures, until the choice pass: the refined search vector
+#define MB_REFINEMV 12   // P pictures, until the choice pass: the refined search vector, then the sub-sample pass's
 #define MB_CHOSENMV 13   // and the choice's vector of each round but the last (13, 14), which the next reads around it
 #define MB_SEARCHSAD 15  // P pictures, until the choice pass: the SAD of the search's vector, bit 16 set where the search stopped by itself
+#define MB_PROBEMV 12    // P pictures, from the macroblock pass to the raster-order pass: the P_Skip vector the neighbours' choices give
+#define MB_PROBE 13      // and the P_Skip probe there: its luma SAD less the reconstruction's, or 0x7fffffff where coefficients would remain
                          // (neither its diamond nor its diagonal round found better); after the refinement, the SAD of its vector
 #define MB_LUMA 16       // 16 blocks × 16 int16 in zig-zag order (I_16x16: AC at 1-15)
 #define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order; I_NxN: the 16 Intra_4x4 modes, 4 bits each, in 2 words

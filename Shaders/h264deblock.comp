@@ -26,7 +26,13 @@
 // a skip (mb_type, the vector's difference, coded_block_pattern), costs no
 // more than its own: its record and its reconstruction (the prediction)
 // change before it is filtered. Not where its right or lower neighbour is
-// intra: those predicted from its reconstruction.
+// intra: those predicted from its reconstruction. The macroblock pass
+// already probed at the P_Skip vector the neighbours' choices gave
+// (MB_PROBEMV, MB_PROBE); where the final vector is that one (most
+// macroblocks), the decision reads the probe, and the chain of the walk
+// probes only where they differ. A step's chain is then: wait for the row
+// above, read its samples and records (one round of reads, side by side),
+// decide, filter in shared memory, write.
 layout(local_size_x = 16) in;
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
@@ -62,25 +68,33 @@ shared int sExtraBits;
 shared int sScore[24];
 shared int sChromaDC[8];
 shared uint sSadSkip, sSadNow;
+// The records a step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of the
+// macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO and
+// MB_MV of the upper right neighbour (or the upper left where there is
+// none), the macroblock's MB_PROBEMV and MB_PROBE, MB_INFO of its right and
+// lower neighbours.
+shared uint sRec[30];
+
+// Word k (0-7) of the record in sRec: MB_INFO, MB_MV, then MB_NNZ 0-5.
+uint recordWord(int mb, int k) { return mbs[mb * MB_WORDS + (k < 2 ? k : MB_NNZ + k - 2)]; }
 
 bool intraKind(uint info) { return infoKind(info) != KIND_P16; }
 
-// Whether 4×4 luma block (bx, by) of macroblock `mb` (a P macroblock) has coefficients.
-bool coded(int mb, uint info, int bx, int by) {
-    if (((infoCBP(info) >> ((by >> 1) * 2 + (bx >> 1))) & 1) == 0) return false;
+// Whether 4×4 luma block (bx, by) of the P macroblock whose record is at sRec[r] has coefficients.
+bool coded(int r, int bx, int by) {
+    if (((infoCBP(sRec[r]) >> ((by >> 1) * 2 + (bx >> 1))) & 1) == 0) return false;
     int blk = (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1);
-    uint w = mbs[mb * MB_WORDS + MB_NNZ + (blk >> 2)];
-    return ((w >> uint(8 * (blk & 3))) & 255u) != 0u;
+    return ((sRec[r + 2 + (blk >> 2)] >> uint(8 * (blk & 3))) & 255u) != 0u;
 }
 
-// bS of the edge between block (pbx, pby) of macroblock p and (qbx, qby) of q (8.7.2.1).
+// bS of the edge between block (pbx, pby) of the macroblock whose record is
+// at sRec[p] and (qbx, qby) of the one at sRec[q] (8.7.2.1).
 int strength(int p, int pbx, int pby, int q, int qbx, int qby) {
-    uint ip = mbs[p * MB_WORDS + MB_INFO], iq = mbs[q * MB_WORDS + MB_INFO];
     bool mbEdge = p != q;
-    if (intraKind(ip) || intraKind(iq)) return mbEdge ? 4 : 3;
-    if (coded(p, ip, pbx, pby) || coded(q, iq, qbx, qby)) return 2;
+    if (intraKind(sRec[p]) || intraKind(sRec[q])) return mbEdge ? 4 : 3;
+    if (coded(p, pbx, pby) || coded(q, qbx, qby)) return 2;
     if (!mbEdge) return 0;
-    ivec2 d = abs(unpackMV(mbs[p * MB_WORDS + MB_MV]) - unpackMV(mbs[q * MB_WORDS + MB_MV]));
+    ivec2 d = abs(unpackMV(sRec[p + 1]) - unpackMV(sRec[q + 1]));
     return (d.x >= 4 || d.y >= 4) ? 1 : 0;
 }
 
@@ -191,29 +205,9 @@ void loadWords(int t, int rows, int mbX, int mbY) {
     }
 }
 
-// The P_Skip decision for macroblock (mbX, mbY) (top of the file), its
-// own samples already in sY and sC; 16 invocations, a luma block each, the
-// first eight a chroma block each too.
-void decideSkip(int t, int mb, int mbX, int mbY) {
-    if (t == 0) {
-        int take = 0;
-        uint info = mbs[mb * MB_WORDS + MB_INFO];
-        if (infoKind(info) == KIND_P16) {
-            ivec2 mvp, skip;
-            predictors(mbX, mbY, mvp, skip);
-            ivec2 mv = unpackMV(mbs[mb * MB_WORDS + MB_MV]);
-            bool rightIntra = mbX + 1 < u_size.z && infoKind(mbs[(mb + 1) * MB_WORDS + MB_INFO]) != KIND_P16;
-            bool belowIntra = mbY + 1 < u_size.w && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16;
-            if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) take = 1;
-            sSkipMV = skip;
-            sExtraBits = 2 + mvdBits(mv, mvp);
-        }
-        sTake = take;
-        sSadSkip = 0u;
-        sSadNow = 0u;
-    }
-    barrier();
-    if (sTake == 0) return;
+// The P_Skip probe at sSkipMV, in the chain (where the macroblock pass
+// probed at another vector): sTake becomes 2 where the macroblock becomes a P_Skip, else 0.
+void probeSkip(int t, int mbX, int mbY) {
     ivec2 mv = sSkipMV;
     int qp = u_pic.y, qpc = chromaQP(qp);
     {
@@ -269,29 +263,64 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
             empty = dc[0] == 0 && dc[1] == 0 && dc[2] == 0 && dc[3] == 0
                  && sScore[16 + c * 4] + sScore[17 + c * 4] + sScore[18 + c * 4] + sScore[19 + c * 4] < 7;
         }
-                if (empty && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits)) {
-            sTake = 2;
-            uint info = mbs[mb * MB_WORDS + MB_INFO];
-            mbs[mb * MB_WORDS + MB_INFO] = info & ~(63u << 8);
-            mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
-            for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
-            memoryBarrierBuffer();
-        }
+        sTake = empty && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) ? 2 : 0;
     }
     barrier();
-    if (sTake == 2) {
-        // The reconstruction is the prediction.
-        int bx = blkX(t) * 4, by = blkY(t) * 4;
-        for (int y = 0; y < 4; y++) {
-            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
-            for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
-        }
-        if (t < 8) {
-            int c = t >> 2, bx = (t & 1) * 4, by = ((t >> 1) & 1) * 4;
-            for (int i = 0; i < 16; i++) {
-                int x = bx + (i & 3), y = by + (i >> 2);
-                sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
+}
+
+// The P_Skip decision for macroblock (mbX, mbY) (top of the file), its
+// own samples already in sY and sC; 16 invocations, a luma block each, the
+// first eight a chroma block each too.
+void decideSkip(int t, int mb, int mbX, int mbY) {
+    if (t == 0) {
+        int take = 0;
+        uint info = sRec[0];
+        if (infoKind(info) == KIND_P16) {
+            ivec2 mvp, skip;
+            bool hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbY > 0 && mbX > 0;
+            predictorsOf(neighbourOf(mbX > 0, sRec[8], sRec[9]), neighbourOf(mbY > 0, sRec[16], sRec[17]),
+                         neighbourOf(hasC, sRec[24], sRec[25]), neighbourOf(hasD, sRec[24], sRec[25]), mvp, skip);
+            ivec2 mv = unpackMV(sRec[1]);
+            bool rightIntra = mbX + 1 < u_size.z && infoKind(sRec[28]) != KIND_P16;
+            bool belowIntra = mbY + 1 < u_size.w && infoKind(sRec[29]) != KIND_P16;
+            int extraBits = 2 + mvdBits(mv, mvp);
+            if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
+                // The macroblock pass's probe where it was at this vector, else one here.
+                if (unpackMV(sRec[26]) == skip) take = int(sRec[27]) <= u_pic.z * extraBits ? 2 : 0;
+                else take = 1;
             }
+            sSkipMV = skip;
+            sExtraBits = extraBits;
+        }
+        sTake = take;
+        sSadSkip = 0u;
+        sSadNow = 0u;
+    }
+    barrier();
+    if (sTake == 0) return;
+    if (sTake == 1) probeSkip(t, mbX, mbY);
+    if (sTake != 2) return;
+    ivec2 mv = sSkipMV;
+    if (t == 0) {
+        mbs[mb * MB_WORDS + MB_INFO] = sRec[0] & ~(63u << 8);
+        mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
+        for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
+        memoryBarrierBuffer();
+        sRec[0] &= ~(63u << 8);
+        sRec[1] = packMV(mv);
+        for (int k = 2; k < 8; k++) sRec[k] = 0u;
+    }
+    // The reconstruction is the prediction.
+    int bx = blkX(t) * 4, by = blkY(t) * 4;
+    for (int y = 0; y < 4; y++) {
+        uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+        for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
+    }
+    if (t < 8) {
+        int c = t >> 2, bx = (t & 1) * 4, by = ((t >> 1) & 1) * 4;
+        for (int i = 0; i < 16; i++) {
+            int x = bx + (i & 3), y = by + (i >> 2);
+            sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
         }
     }
 }
@@ -321,6 +350,14 @@ void main() {
         barrier();
         // The macroblock's own samples: the row above never writes them, the row below only once this one is done.
         loadWords(t, 16, mbX, mbY);
+        // The records the row above does not write: the macroblock's (its
+        // decision comes below), its left neighbour's (final since the step
+        // before), its right and lower neighbours' kinds.
+        if (t < 8) sRec[t] = recordWord(mb, t);
+        else sRec[t] = mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
+        if (t < 2) sRec[26 + t] = mbs[mb * MB_WORDS + MB_PROBEMV + t];
+        if (t == 2) sRec[28] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
+        if (t == 3) sRec[29] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
         // The row above must have filtered the upper right neighbour. Every
         // invocation sees that for itself before it reads (on llvmpipe, with
         // only the first waiting, the others read early now and then).
@@ -332,17 +369,24 @@ void main() {
                 if ((v >> 16) == uint(u_code.w) && v >= need) break;
             }
             memoryBarrierBuffer();
-            // Its four last rows (two of chroma) above this macroblock.
+            // Its four last rows (two of chroma) above this macroblock, the
+            // upper neighbour's record, and the upper right's (the upper
+            // left's where there is none) kind and vector.
             if (t < 6) loadWords(t, 6, mbX, mbY - 1);
+            if (t < 8) sRec[16 + t] = recordWord(mb - mbW, t);
+            if ((t == 8 || t == 9) && (mbX + 1 < mbW || mbX > 0)) sRec[16 + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t - 8];
+        } else if (t < 10) {
+            sRec[16 + t] = 0u;
         }
         barrier();
         // The P_Skip decision, now that the neighbours' vectors are final.
         if (u_pic.x == 1) decideSkip(t, mb, mbX, mbY);
-        // Edge strengths (the records this edge reads are final): thread t
-        // gives segment t & 3 of vertical edge t >> 2 and of horizontal edge t >> 2.
+        barrier();
+        // Edge strengths (from the final records): thread t gives segment
+        // t & 3 of vertical edge t >> 2 and of horizontal edge t >> 2.
         int e = t >> 2, s = t & 3;
-        sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? mb - 1 : mb, e == 0 ? 3 : e - 1, s, mb, e, s);
-        sBS[16 + t] = (e == 0 && mbY == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? mb - mbW : mb, s, e == 0 ? 3 : e - 1, mb, s, e);
+        sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? 8 : 0, e == 0 ? 3 : e - 1, s, 0, e, s);
+        sBS[16 + t] = (e == 0 && mbY == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? 16 : 0, s, e == 0 ? 3 : e - 1, 0, s, e);
         barrier();
 
         // Luma: vertical edges left to right (thread t: row t), then horizontal edges top to bottom (column t).

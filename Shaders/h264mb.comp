@@ -17,7 +17,11 @@
 // reconstruction run with the resources they need, not the search's.
 // REFINE (with INTER and SEARCH): the walk again, from the vectors the
 // search found for this macroblock and seven of its neighbours in this
-// picture (all but the lower left), sixteen diamond steps at most, into MB_REFINEMV: motion the
+// picture (all but the lower left), sixteen diamond steps at most, into
+// MB_REFINEMV and a copy in MB_MV (the sub-sample pass reads the copy
+// around it and writes MB_REFINEMV: a neighbour must never see a vector
+// another work group of the same pass wrote, or the bits depend on when
+// work groups run): motion the
 // previous picture's vectors miss spreads from the neighbours (on bikes
 // scaled to 1920x816, BD-rate against x264 ultrafast +111.7 → +78.3 %).
 // Where the search stopped by itself (MB_SEARCHSAD) and all seven
@@ -93,6 +97,7 @@ shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
 shared int sScore[24];
+shared uint sSadNow, sSadSkip;   // luma SADs of the reconstruction and of the P_Skip probe
 
 #endif
 #endif
@@ -473,6 +478,7 @@ void main() {
         if (same) {
             if (t == 0) {
                 mbs[mb * MB_WORDS + MB_REFINEMV] = own;
+                mbs[mb * MB_WORDS + MB_MV] = own;
                 mbs[mb * MB_WORDS + MB_SEARCHSAD] &= 0xffffu;
             }
             return;
@@ -519,6 +525,9 @@ void main() {
     sCurC[t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 0);
     sCurC[64 + t] = srcC(mbX * 8 + (t & 7), mbY * 8 + (t >> 3), 1);
     if (t == 0) { sBest = 0xffffffffu; sBestC = 0xffffffffu; }
+#ifdef INTER
+    if (t == 0) { sSadNow = 0u; sSadSkip = 0u; }
+#endif
 #endif
 
 #ifdef SEARCH
@@ -561,8 +570,9 @@ void main() {
     // the bits of the difference from the predictor. Ties keep the vector
     // found first, the whole-sample one before any other.
     ivec2 mvp, skip, leftMV;
-    ivec2 start = unpackMV(mbs[mb * MB_WORDS + MB_REFINEMV]);
-    neighbourPredictors(mb, MB_REFINEMV, start, mvp, skip, leftMV);
+    // (From the copy in MB_MV, which no work group of this pass writes.)
+    ivec2 start = unpackMV(mbs[mb * MB_WORDS + MB_MV]);
+    neighbourPredictors(mb, MB_MV, start, mvp, skip, leftMV);
     if (t == 0) {
         sBestMV = start;
         sCentre = start;
@@ -681,6 +691,7 @@ void main() {
 #ifdef REFINE
     if (t == 0) {
         mbs[mb * MB_WORDS + MB_REFINEMV] = packMV(sBestMV * 4);
+        mbs[mb * MB_WORDS + MB_MV] = packMV(sBestMV * 4);
         mbs[mb * MB_WORDS + MB_SEARCHSAD] = sBestCost - uint(u_code.z * (seBits(4 * sBestMV.x) + seBits(4 * sBestMV.y)));
     }
 #else
@@ -1029,6 +1040,7 @@ void main() {
         inverse4x4(d);
         if (luma) {
             int bx = blkX(t) * 4, by = blkY(t) * 4;
+            uint sad = 0u;
             for (int y = 0; y < 4; y++) {
                 uint word = 0u;
                 for (int x = 0; x < 4; x++) {
@@ -1036,10 +1048,14 @@ void main() {
 #ifndef INTER
                     if (i4) v = sRec4[(by + y) * 16 + bx + x];
 #endif
+                    sad += uint(abs(v - sCur[(by + y) * 16 + bx + x]));
                     word |= uint(v) << uint(8 * x);
                 }
                 recon[((py + by + y) * u_layout.z + px + bx) >> 2] = word;
             }
+#ifdef INTER
+            atomicAdd(sSadNow, sad);
+#endif
         } else {
             int b = (t - 16) & 3, c = (t - 16) >> 2;
             int bx = (b & 1) * 4, by = (b >> 1) * 4;
@@ -1102,6 +1118,69 @@ void main() {
         // (P pictures: the word holds the search's vector, which neighbours still read; the finish pass writes the run.)
         if (intra) mbs[rec + MB_SKIPRUN] = 0u;
     }
+#ifdef INTER
+    // The P_Skip probe, for the raster-order pass's decision
+    // (h264deblock.comp): at the P_Skip vector the neighbours' choices give
+    // (before that pass makes their vectors final; there, where the final
+    // one is the same, the decision reads this instead of probing in the
+    // chain), whether the residual quantises to nothing after decimation (as
+    // above), and the luma SAD there less the reconstruction's. Where that
+    // vector is the macroblock's own, the pass above was the probe.
+    ivec2 mvpN, skipN, leftN;
+    neighbourPredictors(mb, MB_MV, mv, mvpN, skipN, leftN);
+    bool probe = skipN != mv;
+    if (probe) {
+        uint w = predWord(px + (t & 3) * 4, py + (t >> 2), skipN);
+        for (int k = 0; k < 4; k++) sPred[t * 4 + k] = int(readByte(w, k));
+        int cx = mbX * 8 + (t & 7), cy = mbY * 8 + (t >> 3);
+        for (int c = 0; c < 2; c++) sPredC[c * 64 + t] = predChroma(cx, cy, skipN, c);
+    }
+    barrier();
+    if (probe && t < 24) {
+        int r[16];
+        bool luma = t < 16;
+        int bx = luma ? blkX(t) * 4 : ((t - 16) & 1) * 4;
+        int by = luma ? blkY(t) * 4 : (((t - 16) >> 1) & 1) * 4;
+        int c = (t - 16) >> 2;
+        uint sad = 0u;
+        for (int i = 0; i < 16; i++) {
+            int x = bx + (i & 3), y = by + (i >> 2);
+            r[i] = luma ? sCur[y * 16 + x] - sPred[y * 16 + x] : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
+            sad += uint(abs(r[i]));
+        }
+        if (luma) atomicAdd(sSadSkip, sad);
+        forward4x4(r);
+        if (!luma) sDC[t] = r[0];
+        Quantiser q = quantiser(luma ? qp : qpc, 1);
+        for (int i = 0; i < 16; i++) r[i] = (i == 0 && !luma) ? 0 : quantWith(q, r[i], i);
+        sScore[t] = decimationScore(r, luma);
+    }
+    barrier();
+    if (t == 0) {
+        uint margin = 0x7fffffffu;
+        if (!probe && cbp == 0) margin = 0u;
+        if (probe) {
+            int total = 0;
+            bool quadrants = true;
+            for (int k = 0; k < 4; k++) {
+                int qs = sScore[4 * k] + sScore[4 * k + 1] + sScore[4 * k + 2] + sScore[4 * k + 3];
+                total += qs;
+                quadrants = quadrants && qs < 4;
+            }
+            bool empty = total < 6 || quadrants;
+            for (int c = 0; c < 2 && empty; c++) {
+                int dc[4];
+                for (int i = 0; i < 4; i++) dc[i] = sDC[16 + c * 4 + i];
+                quantChromaDC(dc, qpc, false);
+                empty = dc[0] == 0 && dc[1] == 0 && dc[2] == 0 && dc[3] == 0
+                     && sScore[16 + c * 4] + sScore[17 + c * 4] + sScore[18 + c * 4] + sScore[19 + c * 4] < 7;
+            }
+            if (empty) margin = uint(int(sSadSkip) - int(sSadNow));
+        }
+        mbs[rec + MB_PROBEMV] = packMV(skipN);
+        mbs[rec + MB_PROBE] = margin;
+    }
+#endif
 #endif
 #ifdef PINTRA
     }

@@ -5,27 +5,27 @@
 
 struct Neighbour { bool available; int ref; ivec2 mv; };
 
-Neighbour neighbour(int x, int y) {
+// A neighbour from its record's MB_INFO and MB_MV words.
+Neighbour neighbourOf(bool available, uint info, uint mv) {
     Neighbour n;
-    n.available = x >= 0 && y >= 0 && x < u_size.z;
-    n.ref = -1;
-    n.mv = ivec2(0);
-    if (n.available) {
-        int i = y * u_size.z + x;
-        if (infoKind(mbs[i * MB_WORDS + MB_INFO]) == KIND_P16) {
-            n.ref = 0;
-            n.mv = unpackMV(mbs[i * MB_WORDS + MB_MV]);
-        }
-    }
+    n.available = available;
+    n.ref = available && infoKind(info) == KIND_P16 ? 0 : -1;
+    n.mv = n.ref == 0 ? unpackMV(mv) : ivec2(0);
     return n;
+}
+
+Neighbour neighbour(int x, int y) {
+    bool available = x >= 0 && y >= 0 && x < u_size.z;
+    int i = available ? y * u_size.z + x : 0;
+    return neighbourOf(available, available ? mbs[i * MB_WORDS + MB_INFO] : 0u, available ? mbs[i * MB_WORDS + MB_MV] : 0u);
 }
 
 int median3(int a, int b, int c) { return max(min(a, b), min(max(a, b), c)); }
 
-// The vector predictor and the P_Skip vector of the P macroblock at (x, y).
-void predictors(int x, int y, out ivec2 mvp, out ivec2 skipMV) {
-    Neighbour a = neighbour(x - 1, y), b = neighbour(x, y - 1), c = neighbour(x + 1, y - 1);
-    if (!c.available) c = neighbour(x - 1, y - 1);
+// The vector predictor and the P_Skip vector of a P macroblock from its
+// left (a), upper (b), upper right (c) and upper left (d) neighbours.
+void predictorsOf(Neighbour a, Neighbour b, Neighbour c, Neighbour d, out ivec2 mvp, out ivec2 skipMV) {
+    if (!c.available) c = d;
     Neighbour pb = b, pc = c;
     if (!b.available && !c.available && a.available) { pb = a; pc = a; }
     int matches = (a.ref == 0 ? 1 : 0) + (pb.ref == 0 ? 1 : 0) + (pc.ref == 0 ? 1 : 0);
@@ -34,4 +34,9 @@ void predictors(int x, int y, out ivec2 mvp, out ivec2 skipMV) {
     skipMV = mvp;
     if (!a.available || !b.available || (a.ref == 0 && a.mv == ivec2(0)) || (b.ref == 0 && b.mv == ivec2(0)))
         skipMV = ivec2(0);
+}
+
+// The same for the P macroblock at (x, y), its neighbours' records read here.
+void predictors(int x, int y, out ivec2 mvp, out ivec2 skipMV) {
+    predictorsOf(neighbour(x - 1, y), neighbour(x, y - 1), neighbour(x + 1, y - 1), neighbour(x - 1, y - 1), mvp, skipMV);
 }
