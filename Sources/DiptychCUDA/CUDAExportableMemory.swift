@@ -1,6 +1,5 @@
 import Synchronization
 import CCUDA
-import Foundation
 import Glibc
 
 /// Device memory that a GL context imports as a buffer object
@@ -57,40 +56,46 @@ public final class CUDAExportableMemory: @unchecked Sendable {   // CUDA VMM han
 /// CUDA's copy engines, from any thread: a stream of its own (not ordered
 /// after other streams' work) and an event whose waiters sleep, one copy at a
 /// time.
-public final class CUDACopyOut: @unchecked Sendable {   // CUDA stream and event handles, behind `lock`
+public final class CUDACopyOut: Sendable {
     public let context: CUDAPrimaryContext
-    private let lock = NSLock()
-    private var stream: CUstream?
-    private var event: CUevent?
+    /// The stream and the event, one copy at a time.
+    private let queue: Mutex<Queue>
+    private struct Queue: @unchecked Sendable {   // CUDA stream and event handles, used only under the Mutex
+        var stream: CUstream?
+        var event: CUevent?
+    }
 
     public init(context: CUDAPrimaryContext) throws(CUDAError) {
         self.context = context
         let api = context.driver.api.pointee
+        queue = Mutex(Queue())
         try context.push()
         defer { context.pop() }
-        try context.driver.check(api.cuStreamCreate(&stream, UInt32(CU_STREAM_NON_BLOCKING)), "cuStreamCreate")
-        try context.driver.check(api.cuEventCreate(&event, UInt32(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+        try queue.withLock { q throws(CUDAError) in
+            try context.driver.check(api.cuStreamCreate(&q.stream, UInt32(CU_STREAM_NON_BLOCKING)), "cuStreamCreate")
+            try context.driver.check(api.cuEventCreate(&q.event, UInt32(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+        }
     }
 
     /// Copies `count` bytes at `address` into `dst` (page-locked memory: at bus
     /// speed; ordinary memory goes through the driver's bounce buffers) and waits.
     public func copy(from address: UInt64, count: Int, to dst: UnsafeMutableRawPointer) throws(CUDAError) {
-        try queueAndWait { driver, api throws(CUDAError) in
+        try queueAndWait { driver, api, stream throws(CUDAError) in
             try driver.check(api.cuMemcpyDtoHAsync(dst, CUdeviceptr(address), count, stream), "cuMemcpyDtoHAsync(\(count))")
         }
     }
 
-    /// One copy at a time: the context current, `queue` puts copies on the
+    /// One copy at a time: the context current, `copies` puts copies on the
     /// stream, then this waits for them (sleeping on the event).
-    private func queueAndWait(_ queue: (CUDADriver, CudaFunctions) throws(CUDAError) -> Void) throws(CUDAError) {
+    private func queueAndWait(_ copies: (CUDADriver, CudaFunctions, CUstream?) throws(CUDAError) -> Void) throws(CUDAError) {
         let driver = context.driver, api = driver.api.pointee
-        lock.lock()
-        defer { lock.unlock() }
-        try context.push()
-        defer { context.pop() }
-        try queue(driver, api)
-        try driver.check(api.cuEventRecord(event, stream), "cuEventRecord")
-        try driver.check(api.cuEventSynchronize(event), "cuEventSynchronize")
+        try queue.withLock { q throws(CUDAError) in
+            try context.push()
+            defer { context.pop() }
+            try copies(driver, api, q.stream)
+            try driver.check(api.cuEventRecord(q.event, q.stream), "cuEventRecord")
+            try driver.check(api.cuEventSynchronize(q.event), "cuEventSynchronize")
+        }
     }
 
     /// A plane to copy into device memory.
@@ -109,7 +114,7 @@ public final class CUDACopyOut: @unchecked Sendable {   // CUDA stream and event
     /// Copies `planes` into device memory and waits (from host memory: staged
     /// by the driver unless page-locked; from the device: on the device).
     public func copy(_ planes: [Plane]) throws(CUDAError) {
-        try queueAndWait { driver, api throws(CUDAError) in
+        try queueAndWait { driver, api, stream throws(CUDAError) in
             for p in planes {
                 if p.rows == 1, case .host(let h) = p.source {
                     // One run of bytes (a plane set gathered in page-locked memory): a plain copy.
@@ -136,8 +141,10 @@ public final class CUDACopyOut: @unchecked Sendable {   // CUDA stream and event
     deinit {
         guard (try? context.push()) != nil else { return }
         let api = context.driver.api.pointee
-        if let s = stream { _ = api.cuStreamSynchronize(s); _ = api.cuStreamDestroy(s) }
-        if let e = event { _ = api.cuEventDestroy(e) }
+        queue.withLock { q in
+            if let s = q.stream { _ = api.cuStreamSynchronize(s); _ = api.cuStreamDestroy(s) }
+            if let e = q.event { _ = api.cuEventDestroy(e) }
+        }
         context.pop()
     }
 }

@@ -2,6 +2,7 @@ import DiptychCore
 import CGLES
 import DiptychCUDA
 import Foundation
+import Synchronization
 
 /// NV12 readbacks into CUDA memory: the readback buffers are CUDA
 /// allocations imported into the GL context, so the GPU's readback copy stays
@@ -9,7 +10,7 @@ import Foundation
 /// copies each frame out with CUDA's copy engines into page-locked frame
 /// memory once its fence has signalled (docs/ARCHITECTURE.md, "NV12 read back
 /// through CUDA"). No cuGraphics map or unmap is involved.
-final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {   // CUDA allocation; its copies run on CUDA streams, thread-safe
+final class CUDAReadbackMemory: ExportedMemory, Sendable {
     let memory: CUDAExportableMemory
     /// Copies out (readbacks) and in (uploads), each on a pool of streams of
     /// their own, several threads' copies at once.
@@ -17,9 +18,9 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {   // CUDA 
     /// Page-locked memory that host planes are gathered into before they go
     /// in (`BouncedUpload`), made at the first copy in (staging slots only).
     private let pinned: FrameBufferPool.Allocator?
-    private let lock = NSLock()
-    private var bounce: UnsafeMutableRawPointer?
-    private var bounceFailed = false
+    /// The bounce buffer's address, made at the first copy in that wants it
+    /// (nil with `failed` where none could be made).
+    private let bounce = Mutex<(address: UInt?, failed: Bool)>((nil, false))
     /// Host planes gathered into the bounce buffer with streaming stores (`GPUTuning.streamingCopy`).
     private let streamingCopy: Bool
     var size: Int { memory.size }
@@ -30,17 +31,19 @@ final class CUDAReadbackMemory: ExportedMemory, @unchecked Sendable {   // CUDA 
         self.streamingCopy = streamingCopy
     }
 
-    deinit { if let bounce { pinned?.free(bounce) } }
+    deinit { if let a = bounce.withLock({ $0.address }) { pinned?.free(UnsafeMutableRawPointer(bitPattern: a)!) } }
 
     /// The slot's page-locked bounce buffer (nil where none could be made:
     /// host planes then go from where they are).
     private func bounceBuffer() -> UnsafeMutableRawPointer? {
-        lock.lock(); defer { lock.unlock() }
-        if bounce == nil && !bounceFailed, let pinned {
-            bounce = pinned.allocate(memory.size)
-            bounceFailed = bounce == nil
+        let address = bounce.withLock { b in
+            if b.address == nil && !b.failed, let pinned {
+                b.address = pinned.allocate(memory.size).map { UInt(bitPattern: $0) }
+                b.failed = b.address == nil
+            }
+            return b.address
         }
-        return bounce
+        return address.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
     }
 
     func copyIn(_ planes: [PlaneTransfer]) throws(GPUError) {

@@ -1,67 +1,74 @@
 import DiptychCore
 import Foundation
+import Synchronization
 
 /// Reusable CPU buffers for delivered frames, so a steady stream of NV12
 /// readbacks does not allocate (and page-fault) megabytes per frame.
 /// Thread-safe: a frame's storage goes back to the pool from whichever thread
 /// drops the last reference. With an `Allocator` (page-locked memory) its
 /// buffers come from there where it can give them, else from the heap.
-final class FrameBufferPool: @unchecked Sendable {   // raw buffers, behind `lock`
+final class FrameBufferPool: Sendable {
     struct Allocator: @unchecked Sendable {   // C allocator entry points (page-locked memory), thread-safe
         var allocate: (Int) -> UnsafeMutableRawPointer?
         var free: (UnsafeMutableRawPointer) -> Void
     }
-    private let lock = NSLock()
-    private var free: [Int: [UnsafeMutableRawPointer]] = [:]
-    private var held = 0
+    /// Free buffers by size, and which buffers came from `allocator` (the
+    /// rest from the heap), as addresses.
+    private struct Buffers {
+        var free: [Int: [UInt]] = [:]
+        var fromAllocator: Set<UInt> = []
+    }
+    private let buffers = Mutex(Buffers())
     /// Free buffers kept per size.
     let keep: Int
     private let allocator: Allocator?
-    /// Buffers that came from `allocator` (the rest from the heap).
-    private var fromAllocator: Set<UInt> = []
 
     init(keep: Int = 8, allocator: Allocator? = nil) { self.keep = keep; self.allocator = allocator }
 
     /// New memory, and whether it came from the allocator (page-locked).
     private func allocate(_ count: Int) -> (UnsafeMutableRawPointer, pinned: Bool) {
         if let allocator, let p = allocator.allocate(max(count, 1)) {
-            lock.lock(); fromAllocator.insert(UInt(bitPattern: p)); lock.unlock()
+            let address = UInt(bitPattern: p)
+            buffers.withLock { _ = $0.fromAllocator.insert(address) }
             return (p, true)
         }
         return (UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 64), false)
     }
 
     private func deallocate(_ p: UnsafeMutableRawPointer) {
-        lock.lock()
-        let pinned = fromAllocator.remove(UInt(bitPattern: p)) != nil
-        lock.unlock()
+        let address = UInt(bitPattern: p)
+        let pinned = buffers.withLock { $0.fromAllocator.remove(address) != nil }
         if pinned, let allocator { allocator.free(p) } else { p.deallocate() }
     }
 
     /// Storage of `count` bytes filled by `fill`; its memory returns to the pool on release.
     func storage(count: Int, fill: (UnsafeMutableRawPointer) -> Void) -> FrameStorage {
-        lock.lock()
-        let reused = free[count]?.popLast().map { ($0, pinned: fromAllocator.contains(UInt(bitPattern: $0))) }
-        lock.unlock()
+        let reused = buffers.withLock { b in
+            b.free[count]?.popLast().map { (UnsafeMutableRawPointer(bitPattern: $0)!, pinned: b.fromAllocator.contains($0)) }
+        }
         let (base, pinned) = reused ?? allocate(count)
         fill(base)
         let address = UInt(bitPattern: base)
         return FrameStorage(base: UnsafeRawPointer(base), count: count, pageLocked: pinned,
-                            release: { [self] in give(UnsafeMutableRawPointer(bitPattern: address)!, count) })
+                            release: { [self] in give(address, count) })
     }
 
-    private func give(_ p: UnsafeMutableRawPointer, _ count: Int) {
-        lock.lock()
-        if free[count, default: []].count < keep {
-            free[count, default: []].append(p)
-            lock.unlock()
-        } else {
-            lock.unlock()
-            deallocate(p)
+    private func give(_ address: UInt, _ count: Int) {
+        let kept = buffers.withLock { b in
+            guard b.free[count, default: []].count < keep else { return false }
+            b.free[count, default: []].append(address)
+            return true
         }
+        if !kept { deallocate(UnsafeMutableRawPointer(bitPattern: address)!) }
     }
 
-    deinit { for list in free.values { for p in list { deallocate(p) } } }
+    deinit {
+        let lists = buffers.withLock { b in
+            defer { b.free = [:] }
+            return b.free
+        }
+        for list in lists.values { for address in list { deallocate(UnsafeMutableRawPointer(bitPattern: address)!) } }
+    }
 }
 
 /// Copies large blocks on several cores where the machine has them to spare

@@ -1,34 +1,36 @@
 import CEGL
 import CGLES
 import Foundation
+import Synchronization
 
 /// Counts users of each initialized EGLDisplay: EGL hands back the same display
 /// for the same platform and device, and `eglTerminate` would kill every context
 /// on it, so the last user terminates it.
 enum DisplayRegistry {
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var counts: [UInt: Int] = [:]
+    private static let counts = Mutex<[UInt: Int]>([:])
 
     static func acquire(_ d: EGLDisplay) -> Bool {
-        lock.lock(); defer { lock.unlock() }
         let key = UInt(bitPattern: d)
-        if counts[key] == nil {
-            var major: EGLint = 0, minor: EGLint = 0
-            guard eglInitialize(d, &major, &minor) == EGLBoolean(EGL_TRUE) else { return false }
+        return counts.withLock { counts in
+            if counts[key] == nil {
+                var major: EGLint = 0, minor: EGLint = 0
+                guard eglInitialize(d, &major, &minor) == EGLBoolean(EGL_TRUE) else { return false }
+            }
+            counts[key, default: 0] += 1
+            return true
         }
-        counts[key, default: 0] += 1
-        return true
     }
 
     static func release(_ d: EGLDisplay) {
-        lock.lock(); defer { lock.unlock() }
         let key = UInt(bitPattern: d)
-        guard let n = counts[key] else { return }
-        if n <= 1 {
-            counts[key] = nil
-            eglTerminate(d)
-        } else {
-            counts[key] = n - 1
+        counts.withLock { counts in
+            guard let n = counts[key] else { return }
+            if n <= 1 {
+                counts[key] = nil
+                eglTerminate(d)
+            } else {
+                counts[key] = n - 1
+            }
         }
     }
 }

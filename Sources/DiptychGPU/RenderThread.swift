@@ -11,18 +11,21 @@ import CEGL
 /// in one wake-up, and fenced work is flushed to the GPU once the queue is
 /// empty (or every `flushInterval`), not once per call. Output frames queued
 /// back to back (`FrameJob`, up to `maxBatch`) run phase by phase.
-final class RenderThread: @unchecked Sendable {   // pthread handle; the queue behind `condition`, the rest render-thread only
+final class RenderThread: @unchecked Sendable {   // pthread handle; the queue is a `Condition`, the rest render-thread only
     private enum Item {
         case work(@Sendable () -> Void)
         case frame(FrameJob)
     }
-    private let condition = NSCondition()
-    private var queue: [Item] = []
+    /// The work queued, and whether `stop()` was asked for and has joined the thread.
+    private struct Queue {
+        var items: [Item] = []
+        var stopped = false
+        var joined = false
+    }
+    private let queue = Condition(Queue())
     /// Frames run phase by phase together at most (`GPUTuning.frameBatch`
     /// of the compositor that made the thread; 1 runs each frame on its own).
     let maxBatch: Int
-    private var stopped = false
-    private var joined = false
     /// The thread, joined by `stop()`: it has left EGL and the C library's
     /// per-thread state before `stop()` returns, so a process that exits
     /// right after (a take that failed to start) never races its teardown.
@@ -90,13 +93,14 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue b
 
     /// The thread's CPU time so far, seconds (nil once it has ended or where the clock is missing).
     var cpuSeconds: Double? {
-        condition.lock(); defer { condition.unlock() }
-        guard !joined else { return nil }
-        var clock = clockid_t()
-        guard pthread_getcpuclockid(handle, &clock) == 0 else { return nil }
-        var ts = timespec()
-        guard clock_gettime(clock, &ts) == 0 else { return nil }
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        queue.withLock { q in
+            guard !q.joined else { return nil }
+            var clock = clockid_t()
+            guard pthread_getcpuclockid(handle, &clock) == 0 else { return nil }
+            var ts = timespec()
+            guard clock_gettime(clock, &ts) == 0 else { return nil }
+            return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        }
     }
 
     /// True on this render thread.
@@ -108,23 +112,25 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue b
         StageClock.name(.render)
         pthread_setspecific(RenderThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
         while true {
-            condition.lock()
-            while queue.isEmpty && !stopped { condition.wait() }
-            if queue.isEmpty && stopped { condition.unlock(); break }
-            let item = queue.removeFirst()
-            var batch: [FrameJob] = []
-            if case .frame(let first) = item {
-                batch.append(first)
-                while batch.count < maxBatch, case .frame(let next)? = queue.first {
-                    queue.removeFirst()
-                    batch.append(next)
+            // The next item (and the frames queued right after a frame), or nil once stopped with nothing left.
+            let next: (item: Item, batch: [FrameJob])? = queue.wait(until: { !$0.items.isEmpty || $0.stopped }) { q, _ in
+                guard !q.items.isEmpty else { return nil }
+                let item = q.items.removeFirst()
+                var batch: [FrameJob] = []
+                if case .frame(let first) = item {
+                    batch.append(first)
+                    while batch.count < maxBatch, case .frame(let following)? = q.items.first {
+                        q.items.removeFirst()
+                        batch.append(following)
+                    }
                 }
+                return (item, batch)
             }
-            condition.unlock()
+            guard let (item, batch) = next else { break }
             let began = DispatchTime.now().uptimeNanoseconds
             if case .work(let work) = item { work(); RenderThread.add(.work, since: began) } else { FrameJob.run(batch) }
             if flushWanted {
-                condition.lock(); let idle = queue.isEmpty; condition.unlock()
+                let idle = queue.withLock { $0.items.isEmpty }
                 let now = DispatchTime.now().uptimeNanoseconds
                 if idle || now - lastFlush >= RenderThread.flushInterval {
                     glFlush()
@@ -220,16 +226,14 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue b
         let done = DispatchSemaphore(value: 0)
         withoutActuallyEscaping(work) { work in
             let box = WorkBox(work)
-            condition.lock()
-            let accepted = !stopped
-            if accepted {
-                queue.append(.work {
+            let accepted = queue.update { q in
+                guard !q.stopped else { return false }
+                q.items.append(.work {
                     do throws(GPUError) { slot.result = .success(try box.run()) } catch { slot.result = .failure(error) }
                     done.signal()
                 })
-                condition.signal()
+                return true
             }
-            condition.unlock()
             if accepted { done.wait() } else { box.drop(); slot.result = .failure(.shutDown) }
         }
         return try slot.result!.get()
@@ -242,11 +246,12 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue b
             FrameJob.run([job])
         } else {
             hopCounter.add()
-            condition.lock()
-            guard !stopped else { condition.unlock(); throw .shutDown }
-            queue.append(.frame(job))
-            condition.signal()
-            condition.unlock()
+            let accepted = queue.update { q in
+                guard !q.stopped else { return false }
+                q.items.append(.frame(job))
+                return true
+            }
+            guard accepted else { throw .shutDown }
             job.done.wait()
         }
         if let e = job.error { throw e }
@@ -254,12 +259,11 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue b
 
     /// Runs what is queued, then ends the thread. Blocks until it has ended.
     func stop() {
-        condition.lock()
-        stopped = true
-        condition.broadcast()
-        let join = !joined
-        joined = true
-        condition.unlock()
+        let join = queue.update { q in
+            q.stopped = true
+            defer { q.joined = true }
+            return !q.joined
+        }
         guard join else { return }
         // Called from the render thread itself (a release queued there): it ends after this work item.
         if isCurrent { pthread_detach(handle); return }

@@ -1,4 +1,4 @@
-import Foundation
+import Synchronization
 
 /// One fence for every compute frame of a render-thread batch (`FrameJob`):
 /// the frames of several compositors sharing a context are recorded back to
@@ -12,46 +12,49 @@ import Foundation
 /// command and before any compositor of the batch is released to wait on it
 /// (docs/ARCHITECTURE.md, "Lifetimes end at fence completion"). Thread-safe:
 /// timelines on callers' threads query it where the fences allow it.
-final class SharedFence: @unchecked Sendable {   // EGL/GL fence handle, behind `lock`
-    private let lock = NSLock()
+final class SharedFence: Sendable {
     let ops: FenceOps
-    private var handle: OpaquePointer?
-    private var sealed = false
-    private var signalled = false
-    private var refs = 0
+    private struct State {
+        var handle: OpaquePointer?
+        var sealed = false
+        var signalled = false
+        var refs = 0
+    }
+    private let state = Mutex(State())
 
     init(ops: FenceOps) { self.ops = ops }
 
     /// Another timeline's submission is covered by this fence.
-    func retain() { lock.lock(); refs += 1; lock.unlock() }
+    func retain() { state.withLock { $0.refs += 1 } }
 
     /// Whether the fence has been inserted (later submissions need another).
-    var isSealed: Bool { lock.lock(); defer { lock.unlock() }; return sealed }
+    var isSealed: Bool { state.withLock { $0.sealed } }
 
     /// Render thread, after the batch's last command: inserts the fence (a
     /// missing fence means the work already completed, as `FenceOps.insert`
     /// says). Once only; a fence nobody holds is deleted at once.
     func seal() {
-        lock.lock()
-        guard !sealed else { lock.unlock(); return }
-        sealed = true
-        let h = ops.insert()
-        let unused = refs == 0
-        handle = unused ? nil : h
-        signalled = unused || h == nil
-        lock.unlock()
-        if unused, let h { ops.delete(h) }
+        let unusedFence: OpaquePointer? = state.withLock { s in
+            guard !s.sealed else { return nil }
+            s.sealed = true
+            let h = ops.insert()
+            let unused = s.refs == 0
+            s.handle = unused ? nil : h
+            s.signalled = unused || h == nil
+            return unused ? h : nil
+        }
+        if let h = unusedFence { ops.delete(h) }
     }
 
     /// Non-blocking. An unsealed fence (the batch is still being recorded) has not signalled.
     var isSignalled: Bool {
-        lock.lock()
-        guard !signalled else { lock.unlock(); return true }
-        let h = sealed ? handle : nil
-        lock.unlock()
-        guard let h else { return false }
+        let (done, fence): (Bool, OpaquePointer?) = state.withLock { s in
+            s.signalled ? (true, nil) : (false, s.sealed ? s.handle : nil)
+        }
+        guard !done else { return true }
+        guard let h = fence else { return false }
         guard ops.isSignalled(h) else { return false }
-        lock.lock(); signalled = true; lock.unlock()
+        state.withLock { $0.signalled = true }
         return true
     }
 
@@ -63,21 +66,20 @@ final class SharedFence: @unchecked Sendable {   // EGL/GL fence handle, behind 
             precondition(RenderThread.onRenderThread, "waited off the render thread on a batch fence before the batch ended")
             seal()
         }
-        lock.lock()
-        let h = signalled ? nil : handle
-        lock.unlock()
-        guard let h else { return }
+        let fence = state.withLock { $0.signalled ? nil : $0.handle }
+        guard let h = fence else { return }
         ops.wait(h)
-        lock.lock(); signalled = true; lock.unlock()
+        state.withLock { $0.signalled = true }
     }
 
     /// A timeline is done with the fence; the last one deletes it.
     func release() {
-        lock.lock()
-        refs -= 1
-        let h = refs == 0 && sealed ? handle : nil
-        if h != nil { handle = nil }
-        lock.unlock()
-        if let h { ops.delete(h) }
+        let fence: OpaquePointer? = state.withLock { s in
+            s.refs -= 1
+            let h = s.refs == 0 && s.sealed ? s.handle : nil
+            if h != nil { s.handle = nil }
+            return h
+        }
+        if let h = fence { ops.delete(h) }
     }
 }

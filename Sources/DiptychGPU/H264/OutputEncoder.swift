@@ -1,6 +1,7 @@
 import CGLES
 import DiptychCore
 import Foundation
+import Synchronization
 
 /// What a GPU-encoded output's stream says before its first picture: the
 /// parameter sets a muxer needs as extradata (docs/ARCHITECTURE.md, "The GPU encoder").
@@ -25,17 +26,16 @@ public struct GPUEncodedPicture: Sendable {
 /// An output's GPU encoder: the encoder, the pictures whose passes were
 /// recorded and not yet collected, and those collected and not yet taken.
 /// `encode` and `collect` run on the render thread; `take` on any thread
-/// (the ready queue is behind a lock).
-final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thread only; `ready` is locked
+/// (the ready queue is behind a `Mutex`).
+final class OutputEncoder: @unchecked Sendable {   // `pending` and the encoder's GL state are render-thread only; `ready` is behind a Mutex
     let encoder: H264ComputeEncoder
     let output: OutputID
     /// Pictures recorded and not yet collected, each with its frame's submission serial.
     private var pending: [(picture: H264ComputeEncoder.Pending, serial: UInt64)] = []
     /// Serials of the pictures kept for the batch's encode, in order.
     private var deferredSerials: [UInt64] = []
-    private let lock = NSLock()
-    private var ready: [GPUEncodedPicture] = []
-    private var keyframeAsked = false
+    /// Pictures collected and not yet taken, and whether the next picture is an IDR.
+    private let ready = Mutex<(pictures: [GPUEncodedPicture], keyframeAsked: Bool)>(([], false))
     static let depth = 4
 
     init(output: OutputID, format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs,
@@ -61,10 +61,10 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
     func encode(nv12: NV12Buffer, rowBytes: Int, height: Int, pts: MediaTime, serial: UInt64) throws(GPUError) {
         try collect(wait: false)
         while pending.count + deferred >= Self.depth && !pending.isEmpty { try collectOne(wait: true) }
-        lock.lock()
-        let key = keyframeAsked
-        keyframeAsked = false
-        lock.unlock()
+        let key = ready.withLock { r in
+            defer { r.keyframeAsked = false }
+            return r.keyframeAsked
+        }
         let job = H264ComputeEncoder.Job(encoder: encoder, source: nv12.buffer, rowBytes: rowBytes, uvOffset: rowBytes * height,
                                          pts: pts, keyframe: key)
         if RenderThread.deferEncode(self, job) {
@@ -102,10 +102,8 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
         guard let p = pending.first?.picture else { return false }
         if !wait && !encoder.isComplete(p) { return false }
         pending.removeFirst()
-        let picture = try encoder.collect(p)
-        lock.lock()
-        ready.append(GPUEncodedPicture(output: output, picture: picture, qp: p.qp))
-        lock.unlock()
+        let picture = GPUEncodedPicture(output: output, picture: try encoder.collect(p), qp: p.qp)
+        ready.withLock { $0.pictures.append(picture) }
         return true
     }
 
@@ -122,10 +120,8 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
             if wait { guard timeline.waitOffThread(for: serial) else { return } }
             else if !timeline.isCompleteOffThread(serial) { return }
             pending.removeFirst()
-            let picture = try encoder.read(p)
-            lock.lock()
-            ready.append(GPUEncodedPicture(output: output, picture: picture, qp: p.qp))
-            lock.unlock()
+            let picture = GPUEncodedPicture(output: output, picture: try encoder.read(p), qp: p.qp)
+            ready.withLock { $0.pictures.append(picture) }
         }
     }
 
@@ -134,14 +130,13 @@ final class OutputEncoder: @unchecked Sendable {   // the GL state is render-thr
 
     /// Any thread: the oldest collected picture.
     func take() -> GPUEncodedPicture? {
-        lock.lock(); defer { lock.unlock() }
-        return ready.isEmpty ? nil : ready.removeFirst()
+        ready.withLock { $0.pictures.isEmpty ? nil : $0.pictures.removeFirst() }
     }
 
     var outstanding: Int { pending.count }
 
     /// Any thread: the next picture encoded is an IDR (a live output reconnected).
-    func askKeyframe() { lock.lock(); keyframeAsked = true; lock.unlock() }
+    func askKeyframe() { ready.withLock { $0.keyframeAsked = true } }
 
     func release() { encoder.release() }
 }
