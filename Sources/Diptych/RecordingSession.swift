@@ -131,6 +131,8 @@ public final class RecordingSession: Sendable {
 
     /// Stops sources still opening (a FIFO with no writer, a silent server) when the take is stopped before it starts.
     let openCancel = OpenCancel()
+    /// Rung by `stop`: the take's input stage waits on it while its primary is lost.
+    let inputWake = WakeSignal()
     /// What the host asked of the take, and where the take is.
     private struct Control {
         var stopRequest: StopReason?
@@ -165,6 +167,7 @@ public final class RecordingSession: Sendable {
     /// Asks the running take to stop after the current frame and finalize.
     public func stop(_ reason: StopReason = .requested("stop requested")) {
         control.withLock { if $0.stopRequest == nil { $0.stopRequest = reason } }
+        inputWake.ring()
         if !hasStarted { openCancel.cancel() }
     }
 

@@ -32,6 +32,9 @@ final class SourceReader: Sendable {
     private let opener: (@Sendable (SourceSpec, Double?, OpenCancel) throws(MediaError) -> any TakeInput)?
     /// Stops an open in progress (`stop`).
     private let cancel = OpenCancel()
+    /// Rung after each event the reading thread queues and when it closes
+    /// the queue (a lost primary's probes wake the input stage this way).
+    private let wake: WakeSignal?
 
     /// Starts a reader over an already opened source.
     init(spec: SourceSpec, source: any TakeInput, capacity: Int = 4) {
@@ -39,18 +42,21 @@ final class SourceReader: Sendable {
         self.queue = BoundedQueue(capacity: capacity)
         self.opened = Mutex(Opened(source: source, info: source.info))
         self.opener = nil
+        self.wake = nil
         start(openFirst: nil)
     }
 
     /// Starts a reader that opens `spec` with `open` on its own thread first.
     /// `open` is given the reader's `OpenCancel`, which `stop` flips, so a
-    /// stop never waits for an open in progress.
-    init(opening spec: SourceSpec, duration: Double?, capacity: Int = 4,
+    /// stop never waits for an open in progress. `wake`, if given, is rung
+    /// after each event queued and when the queue closes.
+    init(opening spec: SourceSpec, duration: Double?, capacity: Int = 4, wake: WakeSignal? = nil,
          open: @escaping @Sendable (SourceSpec, Double?, OpenCancel) throws(MediaError) -> any TakeInput) {
         self.spec = spec
         self.queue = BoundedQueue(capacity: capacity)
         self.opened = Mutex(Opened())
         self.opener = open
+        self.wake = wake
         start(openFirst: duration)
     }
 
@@ -69,24 +75,38 @@ final class SourceReader: Sendable {
                     opened.withLock { $0 = Opened(source: s, info: s.info) }
                     // Stopped while it opened: the loop below ends at once, and `stop` closes it.
                 } catch {
-                    queue.push(.failed(error))
-                    queue.close()
+                    deliver(.failed(error))
+                    finish()
                     return
                 }
             }
             guard let s = opened.withLock({ $0.source }) else { return }
             while !queue.isClosed {
                 do throws(MediaError) {
-                    guard let f = try s.next() else { queue.push(.end); break }
-                    if !queue.push(.frame(f)) { break }
+                    guard let f = try s.next() else { deliver(.end); break }
+                    if !deliver(.frame(f)) { break }
                 } catch {
-                    queue.push(.failed(error))
+                    deliver(.failed(error))
                     break
                 }
             }
-            queue.close()
+            finish()
         }
         thread.withLock { $0 = t }
+    }
+
+    /// Queues `event` (waiting while the queue is full), then rings `wake`;
+    /// false when the queue was closed.
+    @discardableResult
+    private func deliver(_ event: ReaderEvent) -> Bool {
+        defer { wake?.ring() }
+        return queue.push(event)
+    }
+
+    /// Closes the queue, then rings `wake`.
+    private func finish() {
+        queue.close()
+        wake?.ring()
     }
 
     /// Stops the thread and closes the source. Blocks until the thread has

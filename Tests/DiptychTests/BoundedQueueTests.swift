@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Diptych
+import DiptychMedia
 
 /// The queue between a reader and the render loop and between the render
 /// loop and an encoder: order, backpressure, and that a popped frame is not
@@ -95,5 +96,38 @@ import Testing
         #expect(q.pop() == 0)
         #expect(pushed.wait(timeout: .now() + 5) == .success)
         #expect(q.pop() == 1)
+    }
+
+    /// A `WakeSignal` wakes its waiter at the ring, and a ring made after
+    /// the waiter read `rings` (while it looked at what it waits for) still does.
+    @Test func aWakeSignalWakesAtTheRingAndKeepsAnEarlierOne() {
+        let w = WakeSignal()
+        let seen = w.rings
+        #expect(!w.wait(after: seen, timeout: 0.01))
+        w.ring()
+        #expect(w.wait(after: seen, timeout: 0))
+        let now = w.rings
+        let start = Date()
+        let ringer = Thread { Thread.sleep(forTimeInterval: 0.05); w.ring() }
+        ringer.start()
+        #expect(w.wait(after: now, timeout: 10))
+        #expect(Date().timeIntervalSince(start) < 5)
+    }
+
+    /// A reader made with a `WakeSignal` rings it when it queues an event and when it closes its queue.
+    @Test func aReaderRingsItsWakeSignal() {
+        let w = WakeSignal()
+        let seen = w.rings
+        let r = SourceReader(opening: .url("nowhere.mp4"), duration: nil, wake: w) { spec, _, _ throws(MediaError) in
+            throw .fileNotFound(path: spec.description)
+        }
+        defer { r.stop() }
+        #expect(w.wait(after: seen, timeout: 10))
+        #expect(r.queue.waitForElement(timeout: 10))
+        guard case .failed(.fileNotFound)? = r.queue.tryPop() else { Issue.record("no failure queued"); return }
+        // It rang twice: the event and the close.
+        var rings = w.rings
+        while rings - seen < 2, w.wait(after: rings, timeout: 10) { rings = w.rings }
+        #expect(rings - seen == 2)
     }
 }

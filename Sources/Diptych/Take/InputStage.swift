@@ -46,6 +46,9 @@ final class InputStage {
     private let warn: (String) -> Void
     private let change: (StreamChange) -> Void
     private let isStopRequested: () -> Bool
+    /// Rung by a stop request and by the primary's probes as they deliver or
+    /// end: what the stage waits on while its primary is lost.
+    private let wake: WakeSignal
 
     private var primary: StreamCursor
     private var pendingPrimary: SourceReader?
@@ -69,9 +72,9 @@ final class InputStage {
 
     init(primary: SourceReader, secondary: SourceReader?, settings: InputSettings, clock: FrameClockConfiguration,
          log: @escaping (String) -> Void, warn: @escaping (String) -> Void, change: @escaping (StreamChange) -> Void = { _ in },
-         isStopRequested: @escaping () -> Bool) {
+         isStopRequested: @escaping () -> Bool, wake: WakeSignal) {
         self.settings = settings
-        self.log = log; self.warn = warn; self.change = change; self.isStopRequested = isStopRequested
+        self.log = log; self.warn = warn; self.change = change; self.isStopRequested = isStopRequested; self.wake = wake
         self.primary = StreamCursor(reader: primary, orientation: Self.orientation(primary.info, settings.primaryOrientation))
         if let s = secondary {
             self.secondary.reader = s
@@ -81,7 +84,9 @@ final class InputStage {
         self.clock = FrameClock(configuration: clock)
         let open = settings.open
         func readers(_ role: StreamRole) -> (SourceSpec) -> SourceReader {
-            { spec in SourceReader(opening: spec, duration: nil, capacity: 4, open: { s, _, cancel throws(MediaError) in try open(role, s, cancel) }) }
+            { [wake = role == .primary ? wake : nil] spec in
+                SourceReader(opening: spec, duration: nil, capacity: 4, wake: wake, open: { s, _, cancel throws(MediaError) in try open(role, s, cancel) })
+            }
         }
         primarySources = SourceSupervisor(role: .primary, candidates: settings.primarySources.isEmpty ? [primary.spec] : settings.primarySources,
                                           shown: settings.primaryShown, recovery: settings.recovery, makeReader: readers(.primary), log: log)
@@ -225,6 +230,8 @@ final class InputStage {
             // Waits in slices, so a stop request is seen while the primary is silent.
             let deadline = lastArrival.addingTimeInterval(settings.primaryTimeout)
             while true {
+                // Read before anything waited for is looked at: what changes after rings again.
+                let rung = wake.rings
                 // The role's list and reopens: a lost primary waits for them; a shown one may fail over or back.
                 if primarySources.isActive {
                     switch primarySources.poll() {
@@ -236,18 +243,20 @@ final class InputStage {
                         break
                     }
                 }
+                if primarySources.isLost {
+                    if isStopRequested() { return nil }
+                    let now = LiveTiming.now()
+                    if let hold = holdDeadline, now >= hold { return .late }
+                    // Until a probe's reader delivers or ends or a stop is requested (each rings `wake`), or
+                    // the supervisor's next step on the clock (a backoff, the grace, the window), or the hold deadline.
+                    let due = [primarySources.nextDue().map { $0 - SourceSupervisor.now() }, holdDeadline.map { Double($0 - now) / 1e9 }]
+                    wake.wait(after: rung, timeout: due.compactMap { $0 }.min())
+                    continue
+                }
                 var slice = primarySources.isActive ? 0.05 : 0.1
                 if let hold = holdDeadline {
                     let now = LiveTiming.now()
                     slice = hold > now ? min(slice, Double(hold - now) / 1e9) : 0
-                }
-                if primarySources.isLost {
-                    if isStopRequested() { return nil }
-                    if let hold = holdDeadline, LiveTiming.now() >= hold { return .late }
-                    // A poll, not a wait: the supervisor steps its probes' backoff and grace on the clock, and neither
-                    // they, their readers nor a stop request wake this thread (SourceSupervisor, SourceReader).
-                    Thread.sleep(forTimeInterval: min(slice, 0.02))
-                    continue
                 }
                 // Returns queued frames even after the reader closed the queue; nil once drained.
                 event = slice > 0 ? queue.pop(timeout: slice) : queue.tryPop()

@@ -31,6 +31,8 @@ final class SourceSupervisor {
     private(set) var gaveUp = false
     private var probes: [Int: Probe] = [:]
     private(set) var switches = 0
+    /// When `poll` last ran.
+    private var polledAt = -Double.infinity
 
     /// A reader trying one source of the list, and what it has delivered.
     private struct Probe {
@@ -103,6 +105,7 @@ final class SourceSupervisor {
     func poll() -> Verdict {
         guard !gaveUp else { return .none }
         let now = Self.now()
+        polledAt = now
         let silent = now - lastFrame
         var wanted = Set<Int>()
         if let i = shown {
@@ -139,6 +142,20 @@ final class SourceSupervisor {
                            ended: lostByEnd)
         }
         return .none
+    }
+
+    /// The earliest time (on `now()`'s clock) after the last `poll` at which
+    /// a poll may act though no probe's reader delivered or ended: a probe's
+    /// next attempt, the grace's end, the window's, a failback's steady time.
+    /// Nil when there is none. (What the readers deliver rings the
+    /// `WakeSignal` they were made with.)
+    func nextDue() -> Double? {
+        guard !gaveUp else { return nil }
+        var due = probes.values.compactMap { $0.reader == nil ? $0.nextAttempt : nil }
+        if candidates.count > 1 { due.append(lastFrame + recovery.grace) }   // standing by, or another of the list
+        if let lostAt { due.append(lostAt + recovery.window) }
+        if let i = shown { due += (0..<i).compactMap { probes[$0]?.steadySince.map { $0 + recovery.failback } } }
+        return due.filter { $0 > polledAt }.min()
     }
 
     /// The highest source (lowest index) matching `accept` whose probe has a recent frame.

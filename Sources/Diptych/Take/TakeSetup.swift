@@ -347,7 +347,8 @@ enum TakeSetup {
         let inputs = InputStage(primary: SourceReader(spec: primarySpec, source: primary, capacity: depth(primarySpec)),
                                 secondary: secondary.map { SourceReader(spec: secondarySpec, source: $0, capacity: depth(secondarySpec)) },
                                 settings: inputSettings, clock: clock, log: hooks.log,
-                                warn: warnings.add, change: { hooks.streamChange?($0) }, isStopRequested: { session.isStopRequested })
+                                warn: warnings.add, change: { hooks.streamChange?($0) }, isStopRequested: { session.isStopRequested },
+                                wake: session.inputWake)
         keepGPU = true
         keepInputs = true
         return PreparedTake(config: config, canvas: canvas, frameRate: frameRate, inputs: inputs, gpu: gpu,
