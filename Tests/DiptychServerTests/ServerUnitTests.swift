@@ -75,7 +75,10 @@ struct ServerUnitTests {
         var three = ladder
         three.outputs.removeLast()
         #expect(abs(three.megapixelsPerSecond - 35.424) < 1e-9)
-        #expect((try? Admission.decide(new: three, running: [hd], lagging: nil, active: 1, maxTakes: 32, model: model, capacity: cap).get()) != nil)
+        // It fits, at its own estimate: 35.424 Mpx/s at 0.02 CPU seconds and 5 GPU ms a megapixel.
+        guard case .success(let fits) = Admission.decide(new: three, running: [hd], lagging: nil, active: 1, maxTakes: 32, model: model,
+                                                         capacity: cap) else { Issue.record("three rungs refused"); return }
+        #expect(abs(fits.cpuCores - 0.70848) < 1e-9 && abs(fits.gpuMsPerSecond - 177.12) < 1e-9, "\(fits)")
         guard case .failure(let e) = Admission.decide(new: cases[1].load, running: [hd], lagging: nil, active: 1, maxTakes: 32, model: model,
                                                       capacity: cap) else { Issue.record("three 720p outputs fit"); return }
         #expect(e.kind == "capacity" && e.description.hasPrefix("over capacity: 1280x720 at 30 fps, 3 outputs needs about 1.66 CPU cores"))

@@ -75,28 +75,47 @@ import DiptychOptions
         try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
     }
 
+    /// What a take across an outage said and recorded.
+    struct OutageTake {
+        var source: String
+        var stderr: String
+        var summary: TakeSummary
+        var live: [DecodedFrame]
+        var file: [DecodedFrame]
+    }
+
+    /// A take of `seconds` s whose primary is `scheme`://127.0.0.1 on a free
+    /// port, fed by `steps` (listening there with `listen`, the senders'
+    /// query, once bound), with a live SRT output and a file: checks that it
+    /// exited 0 and the live stream ended, and returns what it said and recorded.
+    static func takeAcrossOutage(_ scheme: String, listen: String? = nil, steps: [Step], seconds: Int,
+                                 sourceLocation: SourceLocation = #_sourceLocation) throws -> OutageTake {
+        let dir = Scratch(); defer { dir.remove() }
+        let port = LiveReceiver.freePort()
+        let source = "\(scheme)://127.0.0.1:\(port)"
+        let out = "srt://127.0.0.1:\(LiveReceiver.freePort())"
+        let receiver = try LiveReceiver(url: out, path: dir.path("live.ts"))
+        let senders = Self.senders(steps, to: source + (listen ?? ""), waitBound: listen == nil ? nil : port, udp: scheme == "udp")
+        let r = try runCLI(["record", "--primary", source, "--secondary", "none", "--out", out + "?latency=1000000",
+                            "--also-out", dir.path("file.mp4"), "--duration", "\(seconds)", "--json", "--preset", "ultrafast"])
+        _ = senders.wait(timeout: .now() + 20)
+        #expect(r.status == 0, "\(r.stderr)", sourceLocation: sourceLocation)
+        #expect(receiver.waitForEnd(timeout: 20), sourceLocation: sourceLocation)
+        return OutageTake(source: source, stderr: r.stderr, summary: try Self.summary(r),
+                          live: try decodeAll(receiver.path).frames, file: try decodeAll(dir.path("file.mp4")).frames)
+    }
+
     /// A UDP primary whose sender stops for 2 s and restarts with its
     /// timestamps from zero (another colour): the live stream keeps 30 fps
     /// with the held frame, the file pauses, both without a gap in their
     /// timestamps, and the frames after the outage are the new sender's.
     @Test(.timeLimit(.minutes(2))) func aUDPPrimaryWhoseSenderRestartsKeepsTheCadence() throws {
-        let dir = Scratch(); defer { dir.remove() }
-        let port = LiveReceiver.freePort()
-        let source = "udp://127.0.0.1:\(port)"
-        let out = "srt://127.0.0.1:\(LiveReceiver.freePort())"
-        let receiver = try LiveReceiver(url: out, path: dir.path("live.ts"))
-        let senders = Self.senders([.pause(0.3), .send("blue", 3), .pause(2), .send("red", 8)], to: source)
-        let r = try runCLI(["record", "--primary", source, "--secondary", "none", "--out", out + "?latency=1000000",
-                            "--also-out", dir.path("file.mp4"), "--duration", "8", "--json", "--preset", "ultrafast"])
-        _ = senders.wait(timeout: .now() + 20)
-        #expect(r.status == 0, "\(r.stderr)")
-        #expect(receiver.waitForEnd(timeout: 20))
-        #expect(r.stderr.contains("primary timestamps jumped"), "\(r.stderr)")
-        let summary = try Self.summary(r)
+        let take = try Self.takeAcrossOutage("udp", steps: [.pause(0.3), .send("blue", 3), .pause(2), .send("red", 8)], seconds: 8)
+        #expect(take.stderr.contains("primary timestamps jumped"), "\(take.stderr)")
+        let summary = take.summary
         #expect(summary.frames == 240, "\(summary.frames) frames")
         #expect((30...100).contains(summary.heldFrames), "\(summary.heldFrames) held frames")
-        let live = try decodeAll(receiver.path).frames
-        Self.expectAcrossOutage(summary, live: live, file: try decodeAll(dir.path("file.mp4")).frames, frames: 240,
+        Self.expectAcrossOutage(summary, live: take.live, file: take.file, frames: 240,
                                 after: "the frames after the outage come from the restarted sender")
     }
 
@@ -130,27 +149,18 @@ import DiptychOptions
     /// it; the live stream keeps 30 fps with the held frame, the file pauses,
     /// both without a gap, and the take runs its full 6 s.
     @Test(.timeLimit(.minutes(2))) func aLivePrimaryThatEndsIsReopenedInATakeWithADuration() throws {
-        let dir = Scratch(); defer { dir.remove() }
-        let port = LiveReceiver.freePort()
-        let source = "tcp://127.0.0.1:\(port)"
-        let out = "srt://127.0.0.1:\(LiveReceiver.freePort())"
-        let receiver = try LiveReceiver(url: out, path: dir.path("live.ts"))
-        let senders = Self.senders([.send("blue", 2), .pause(1), .send("red", 8)], to: source + "?listen=1", waitBound: port, udp: false)
-        let r = try runCLI(["record", "--primary", source, "--secondary", "none", "--out", out + "?latency=1000000",
-                            "--also-out", dir.path("file.mp4"), "--duration", "6", "--json", "--preset", "ultrafast"])
-        _ = senders.wait(timeout: .now() + 20)
-        #expect(r.status == 0, "\(r.stderr)")
-        #expect(receiver.waitForEnd(timeout: 20))
-        #expect(r.stderr.contains("primary \(source) ended; reopening it for up to 30 s"), "\(r.stderr)")
-        let summary = try Self.summary(r)
-        let reconnect = try #require(summary.sourceSwitches.first, "\(r.stderr)")
+        let take = try Self.takeAcrossOutage("tcp", listen: "?listen=1", steps: [.send("blue", 2), .pause(1), .send("red", 8)], seconds: 6)
+        let source = take.source
+        #expect(take.stderr.contains("primary \(source) ended; reopening it for up to 30 s"), "\(take.stderr)")
+        let summary = take.summary
+        let reconnect = try #require(summary.sourceSwitches.first, "\(take.stderr)")
         #expect(summary.sourceSwitches.count == 1, "\(summary.sourceSwitches)")
         #expect(reconnect.role == "primary" && reconnect.reason == .reconnect && reconnect.to == source, "\(reconnect)")
         #expect(reconnect.downSeconds > 0.5 && reconnect.downSeconds < 6, "\(reconnect)")
         #expect(summary.frames == 180, "\(summary.frames) frames")
         #expect((15...150).contains(summary.heldFrames), "\(summary.heldFrames) held frames")
-        let live = try decodeAll(receiver.path).frames
-        Self.expectAcrossOutage(summary, live: live, file: try decodeAll(dir.path("file.mp4")).frames, frames: 180,
+        let live = take.live
+        Self.expectAcrossOutage(summary, live: live, file: take.file, frames: 180,
                                 after: "the frames after the end come from the restarted sender")
         // During the gap the live stream shows the held (blue) frame; the restarted sender's red from the reconnect on.
         func liveAt(_ seconds: Double) -> Hue? {
