@@ -28,7 +28,7 @@ enum Calibration {
         let take = Take(id: "calibration", configuration: config, load: load, encoderThreads: cores)
         let cpu0 = ProcessCPU.seconds()
         let t0 = ProcessInfo.processInfo.systemUptime
-        take.run(TakeSession(configuration: config, pool: pool, encoderThreads: cores, events: take))
+        take.run(pool: pool)
         // The take's GPU figures are its compositor's last, kept when it was shut down.
         take.waitUntilEnded()
         let gpu = take.gpuTotals

@@ -1,5 +1,6 @@
 import Diptych
 import DiptychCore
+import DiptychGPU
 import DiptychMedia
 import Foundation
 import Synchronization
@@ -26,10 +27,13 @@ public struct RecoveredOutput: Hashable, Sendable, Codable {
     public var note: String?
 }
 
-/// The server's record of one take: its configuration, state and live
-/// figures; thread-safe. It receives the session's events (`TakeEvents`)
-/// and tells `onChange` when its state changes.
-final class Take: TakeEvents, Sendable {
+/// One take of the server: its record (configuration, state, live figures)
+/// and, once `run` starts it, the `RecordingSession` it runs on a thread of
+/// its own with a compositor from the server's pool; thread-safe. The
+/// recording's reports (`SessionHooks`) change its state, and it tells
+/// `onChange` when its state changes. This is the one place the server
+/// drives the session API.
+final class Take: Sendable {
     let id: String
     let created: Date
     /// The configuration as run (outputs resolved under the output root).
@@ -38,7 +42,8 @@ final class Take: TakeEvents, Sendable {
     let encoderThreads: Int
 
     private struct State {
-        var session: TakeSession?
+        /// The recording `run` started (nil before, and for a take read back from disk).
+        var recording: RecordingSession?
         var state: TakeState
         var layout: Layout
         /// The main output's image overlays and texts as they are now (`PATCH` replaces them).
@@ -62,10 +67,23 @@ final class Take: TakeEvents, Sendable {
         /// Set once the take has ended and its final state has been reported.
         var ended = false
         var recent: [(time: Double, media: Double)] = []
-        var startTime = ProcessInfo.processInfo.systemUptime
     }
     /// Everything that changes; waiters are woken when the state changes or the take has ended.
     private let m: Condition<State>
+    /// Snapshots of the outputs while the take records (`snapshotPNG`).
+    private let snapshots = SnapshotRequests()
+    /// The compositors the pool gave the recording: the one in use, and
+    /// what earlier ones (before a context loss) did.
+    private let gpu = GPUBox()
+    private final class GPUBox: Sendable { let state = Mutex(GPUState()) }
+    private struct GPUState {
+        var current: GPUCompositor?
+        var origin: CompositorPool.Origin?
+        var last = GPUTotals()
+        var retired = GPUTotals()
+        /// The recording has ended (its compositor is shut down).
+        var ended = false
+    }
 
     private struct Hooks {
         var onChange: (@Sendable (Take) -> Void)?
@@ -115,13 +133,70 @@ final class Take: TakeEvents, Sendable {
     var summary: TakeSummary? { m.withLock { $0.summary } }
     var error: String? { m.withLock { $0.error } }
     var failure: RequestError? { m.withLock { $0.failure } }
-    private var session: TakeSession? { m.withLock { $0.session } }
+    private var recording: RecordingSession? { m.withLock { $0.recording } }
 
     // MARK: - Control
 
-    func run(_ session: TakeSession) {
-        m.withLock { $0.session = session; $0.startTime = ProcessInfo.processInfo.systemUptime }
-        session.start(name: "diptych.take.\(id)")
+    /// Starts the take's recording on a thread of its own, with a compositor
+    /// from `pool` (the server's GPU: the configuration's selection is not
+    /// used), and another from it after a context loss. The take follows
+    /// the recording's reports and ends `finished` or `failed`.
+    /// `simulateContextLossAtFrames`: output frames at which the take's GPU
+    /// context is reported lost (tests of the rebuild through the pool).
+    func run(pool: CompositorPool, sourcePolicy: SourcePolicy = .commandLine, simulateContextLossAtFrames: Set<Int> = []) {
+        var hooks = SessionHooks(log: { [weak self] in self?.takeLogged($0) })
+        hooks.progress = { [weak self] p in
+            self?.takeProgressed(TakeFigures(frames: p.frames, mediaSeconds: p.mediaSeconds, wallSeconds: p.wallSeconds,
+                                             secondaryRepeated: p.secondaryRepeated, secondaryDropped: p.secondaryDropped,
+                                             segments: p.segments, sources: p.sources, sourceSwitches: p.sourceSwitches))
+        }
+        // The start (sources, GPU and output open) is reported as it happens.
+        hooks.started = { [weak self] in self?.takeStarted() }
+        hooks.streamChange = { [weak self] in self?.takeStreamChanged($0) }
+        hooks.frameEvent = { [weak self] event, pts in
+            switch event {
+            case .primaryTaken: self?.takePrimaryTaken(pts)
+            case .written: self?.takeWritten(pts)
+            }
+        }
+        let box = gpu
+        let gpuEncoder = configuration.encoder == .gpu
+        hooks.makeCompositor = { _ throws(GPUError) in
+            // A second call is a rebuild after a context loss of the compositor's generation.
+            let lost = box.state.withLock { $0.origin }
+            let (c, origin) = try pool.make(replacing: lost, gpuEncoder: gpuEncoder)
+            box.state.withLock { b in
+                b.retired = b.retired + b.last
+                b.last = GPUTotals()
+                b.current = c
+                b.origin = origin
+            }
+            return c
+        }
+        // A compositor's last figures stay the take's once it is shut down.
+        hooks.compositorRetiring = { stats in box.state.withLock { $0.last = GPUTotals(stats) } }
+        hooks.encoderThreads = encoderThreads
+        hooks.sourcePolicy = sourcePolicy
+        hooks.takeName = id
+        hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
+        hooks.snapshots = snapshots
+        let recording = RecordingSession(configuration: configuration, hooks: hooks)
+        m.withLock { $0.recording = recording }
+        JoinableThread.detached(name: "diptych.take.\(id)", stackSize: nil) {
+            var ending = SessionOutcome()
+            do throws(SessionError) {
+                ending.summary = try recording.run()
+            } catch {
+                ending.summary = recording.summary
+                ending.failure = SessionOutcome.answer(error)
+                // The client is told only that a network source could not be opened; the log says why.
+                if case .source(let role, .unreachable(let name, let detail)) = error {
+                    self.takeLogged("\(role.rawValue) \(name) could not be opened: \(detail)")
+                }
+            }
+            box.state.withLock { $0.ended = true }
+            self.takeEnded(ending)
+        }
     }
 
     /// Blocks until the take is recording or has ended, or `timeout` passes.
@@ -132,24 +207,24 @@ final class Take: TakeEvents, Sendable {
     /// Asks an active take to finalize; false when it is not active.
     @discardableResult
     func stop(_ why: String) -> Bool {
-        let session = m.update { s -> TakeSession? in
-            guard s.state.isActive, let session = s.session else { return nil }
+        let recording = m.update { s -> RecordingSession? in
+            guard s.state.isActive, let recording = s.recording else { return nil }
             if s.state == .recording || s.state == .starting { s.state = .finishing }
-            return session
+            return recording
         }
-        guard let session else { return false }
-        session.stop(why)
+        guard let recording else { return false }
+        recording.stop(.requested(why))
         changed()
         return true
     }
 
     /// Blocks until the take has ended.
     func waitUntilEnded() {
-        m.wait(until: { $0.session == nil || $0.ended })
+        m.wait(until: { $0.recording == nil || $0.ended })
     }
 
     func setLayout(_ layout: Layout, transition: LayoutTransition? = nil) {
-        let s: TakeSession? = m.withLock { $0.layout = layout; return $0.session }
+        let s: RecordingSession? = m.withLock { $0.layout = layout; return $0.recording }
         s?.setLayout(layout, transition: transition)
         changed()
         onEvent?("layout-changed", id, ["kind": layout.kind.rawValue])
@@ -158,7 +233,7 @@ final class Take: TakeEvents, Sendable {
     /// Replaces the main output's texts from the next frame on; bad input
     /// (a font that cannot be read or is outside the input root) is a 400.
     func setTexts(_ texts: [TextOverlay]) throws(RequestError) {
-        guard let s = session else { return }
+        guard let s = recording else { return }
         do { try s.setTexts(texts) } catch {
             guard case .configuration(let e) = error else { throw .badRequest("texts: \(error)") }
             throw .badRequest(TakeRequests.describe(e))
@@ -170,7 +245,7 @@ final class Take: TakeEvents, Sendable {
     /// Replaces the main output's image overlays from the next frame on;
     /// an image the take did not read when it started is a 400.
     func setOverlays(_ overlays: [ImageOverlay]) throws(RequestError) {
-        guard let s = session else { return }
+        guard let s = recording else { return }
         do { try s.setOverlays(overlays) } catch {
             guard case .configuration(let e) = error else { throw .badRequest("overlays: \(error)") }
             throw .badRequest(TakeRequests.describe(e))
@@ -180,7 +255,7 @@ final class Take: TakeEvents, Sendable {
     }
 
     func switchSource(_ role: StreamRole, to spec: SourceSpec) {
-        session?.switchSource(role, to: spec)
+        recording?.switchSource(role, to: spec)
         onEvent?("source-switched", id, ["role": role.rawValue, "source": "\(spec)"])
     }
 
@@ -197,7 +272,7 @@ final class Take: TakeEvents, Sendable {
 
     /// Adds an output to the running take: 400 when it cannot be opened, 409 once the take is over.
     func addOutput(_ spec: OutputSpec) throws(RequestError) -> Int {
-        guard let s = session else { throw .conflict("take '\(id)': is not running") }
+        guard let s = recording else { throw .conflict("take '\(id)': is not running") }
         do {
             let index = try s.addOutput(spec)
             m.withLock { $0.added[index] = spec; $0.everAdded.append(spec) }
@@ -216,7 +291,7 @@ final class Take: TakeEvents, Sendable {
 
     /// Removes an added output and returns what it received; nil for an unknown index or the main output.
     func removeOutput(_ index: Int) -> OutputSummary? {
-        guard let summary = session?.removeOutput(index) else { return nil }
+        guard let summary = recording?.removeOutput(index) else { return nil }
         m.withLock { $0.added[index] = nil; $0.removed.insert(index) }
         changed()
         onEvent?("output-removed", id, ["index": "\(index)", "frames": "\(summary.frames)"])
@@ -229,11 +304,11 @@ final class Take: TakeEvents, Sendable {
     /// declared, `alsoOut`, and added), 504 when no frame of it is drawn
     /// within `timeout` seconds.
     func snapshotPNG(output index: Int, timeout: Double) throws(RequestError) -> Data {
-        let (s, state, added, removed) = m.withLock { ($0.session, $0.state, $0.added, $0.removed) }
-        guard let s, state == .recording else { throw .conflict("take '\(id)': is \(state.rawValue); only a recording take has a picture") }
+        let (recording, state, added, removed) = m.withLock { ($0.recording, $0.state, $0.added, $0.removed) }
+        guard recording != nil, state == .recording else { throw .conflict("take '\(id)': is \(state.rawValue); only a recording take has a picture") }
         let declared = index >= 0 && index <= configuration.extraOutputs.count
         guard (declared || added[index] != nil) && !removed.contains(index) else { throw .notFound("take '\(id)': has no output \(index)") }
-        switch s.snapshot(output: index, timeout: timeout) {
+        switch snapshots.next(output: index, timeout: timeout) {
         case .success(let frame):
             do { return try PNGWriter.encode(frame) } catch { throw .failed("take '\(id)' output \(index): \(error)") }
         case .failure(.timedOut(let seconds)):
@@ -257,9 +332,9 @@ final class Take: TakeEvents, Sendable {
 
     private func changed() { onChange?(self) }
 
-    // MARK: - TakeEvents
+    // MARK: - The recording's reports (on its threads)
 
-    func takeLogged(_ line: String) {
+    private func takeLogged(_ line: String) {
         onLog?(id, line)
         if line.hasPrefix("encoder: ") {
             // "encoder: libx264 (why); audio: …" → "libx264"
@@ -269,7 +344,7 @@ final class Take: TakeEvents, Sendable {
         }
     }
 
-    func takeProgressed(_ f: TakeFigures) {
+    private func takeProgressed(_ f: TakeFigures) {
         m.withLock { s in
             s.figures = f
             s.recent.append((f.wallSeconds, f.mediaSeconds))
@@ -277,7 +352,7 @@ final class Take: TakeEvents, Sendable {
         }
     }
 
-    func takeStarted() {
+    private func takeStarted() {
         let changedState: Bool = m.update { s in
             guard s.state == .starting else { return false }
             s.state = .recording
@@ -291,7 +366,7 @@ final class Take: TakeEvents, Sendable {
 
     /// A source or a live output went away or came back: an event
     /// (`source-lost`, `source-back`, `source-changed`, `output-lost`, `output-back`).
-    func takeStreamChanged(_ change: StreamChange) {
+    private func takeStreamChanged(_ change: StreamChange) {
         switch change {
         case .sourceLost(let role, let reason): onEvent?("source-lost", id, ["role": role.rawValue, "reason": reason])
         case .sourceBack(let role): onEvent?("source-back", id, ["role": role.rawValue])
@@ -303,17 +378,17 @@ final class Take: TakeEvents, Sendable {
         }
     }
 
-    func takePrimaryTaken(_ pts: MediaTime) {
+    private func takePrimaryTaken(_ pts: MediaTime) {
         let now = ProcessInfo.processInfo.systemUptime
         m.withLock { $0.latency.primaryTaken(pts, at: now) }
     }
 
-    func takeWritten(_ pts: MediaTime) {
+    private func takeWritten(_ pts: MediaTime) {
         let now = ProcessInfo.processInfo.systemUptime
         m.withLock { $0.latency.written(pts, at: now); $0.written += 1 }
     }
 
-    func takeEnded(_ e: SessionOutcome) {
+    private func takeEnded(_ e: SessionOutcome) {
         m.withLock { s in
             s.summary = e.summary
             s.error = e.failure?.description
@@ -340,14 +415,23 @@ final class Take: TakeEvents, Sendable {
 
     /// Cumulative counters for the cost meter.
     var counters: CostMeter.TakeCounters {
-        let gpu = session?.gpuTotals ?? GPUTotals()
+        let gpu = gpuTotals
         let frames = m.withLock { $0.written }
         // Every encoded output renders and encodes its canvas at its rate: the same count as `TakeLoad.megapixelsPerSecond`.
         return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * load.megapixelsPerFrame,
                                       gpuMs: gpu.milliseconds)
     }
 
-    var gpuTotals: GPUTotals { session?.gpuTotals ?? GPUTotals() }
+    /// GPU time of the take's passes so far (over every compositor it had).
+    var gpuTotals: GPUTotals {
+        let c = gpu.state.withLock { $0.ended ? nil : $0.current }
+        let now = c.map { GPUTotals($0.stats) } ?? GPUTotals()
+        return gpu.state.withLock { g in
+            // A compositor already shut down reports nothing: keep what it last said.
+            if now.frames >= g.last.frames { g.last = now }
+            return g.retired + g.last
+        }
+    }
 
     /// A snapshot for the JSON view and the metrics: the configuration as
     /// run, with the main output's overlays and texts as they are now.

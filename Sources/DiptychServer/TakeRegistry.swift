@@ -236,7 +236,7 @@ final class TakeRegistry: Sendable {
         store?.save(take)
         takeLog(take.id, "\(load), \(config.primary) + \(config.secondary) → \(config.output ?? "")")
         events.post("created", take: take.id, ["out": config.output ?? ""])
-        take.run(TakeSession(configuration: config, pool: pool, encoderThreads: take.encoderThreads, sourcePolicy: policy, events: take, name: take.id))
+        take.run(pool: pool, sourcePolicy: policy)
         take.waitUntilStarted(timeout: settings.startWait)
         if take.state == .failed && take.summary == nil {
             // Nothing was recorded: the request failed, and no take exists.

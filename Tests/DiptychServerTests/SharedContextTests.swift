@@ -34,9 +34,8 @@ import Testing
         let load = TakeLoad(width: 320, height: 180, fps: 30)
         let lossy = Take(id: "lossy", configuration: config(dir.path("lossy.mp4")), load: load, encoderThreads: 1)
         let steady = Take(id: "steady", configuration: config(dir.path("steady.mp4")), load: load, encoderThreads: 1)
-        lossy.run(TakeSession(configuration: lossy.configuration, pool: pool, encoderThreads: 1, events: lossy,
-                              simulateContextLossAtFrames: [20]))
-        steady.run(TakeSession(configuration: steady.configuration, pool: pool, encoderThreads: 1, events: steady))
+        lossy.run(pool: pool, simulateContextLossAtFrames: [20])
+        steady.run(pool: pool)
         lossy.waitUntilEnded()
         steady.waitUntilEnded()
         #expect(pool.generation == 1)
