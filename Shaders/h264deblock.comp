@@ -37,7 +37,7 @@ layout(local_size_x = 16) in;
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
 layout(std430, binding = 3) coherent buffer MBs { uint mbs[]; };
-layout(std430, binding = 10) coherent buffer Progress { uint progress[]; };
+layout(std430, binding = 10) coherent volatile buffer Progress { uint progress[]; };
 
 uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
@@ -333,6 +333,7 @@ void main() {
     int first = walk ? 0 : u_step - 2 * mbY;
     if (first < 0 || first >= mbW) return;
     int end = walk ? mbW : first + 1;
+    uint seen = 0u;   // the first invocation's last read of the row above's count
     for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX;
         // What does not wait for the row above goes first.
@@ -358,17 +359,19 @@ void main() {
         if (t < 2) sRec[26 + t] = mbs[mb * MB_WORDS + MB_PROBEMV + t];
         if (t == 2) sRec[28] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
         if (t == 3) sRec[29] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
-        // The row above must have filtered the upper right neighbour. Every
-        // invocation sees that for itself before it reads (on llvmpipe, with
-        // only the first waiting, the others read early now and then).
-        if (mbY > 0) {
+        // The row above must have filtered the upper right neighbour. The
+        // first invocation waits, reading the row's count (no atomic: sixteen
+        // read-modify-writes a poll, queued with the one that moves it, cost
+        // more than the filtering), and only while the count it last saw is
+        // short; then the group passes the barrier together. (A wavefront
+        // step's dispatch comes after the step before it ended.)
+        if (mbY > 0 && walk && t == 0) {
             uint need = (uint(u_code.w) << 16) | uint(min(mbX + 2, mbW));
-            // (A wavefront step's dispatch comes after the step before it ended.)
-            for (; walk;) {
-                uint v = atomicOr(progress[mbY - 1], 0u);
-                if ((v >> 16) == uint(u_code.w) && v >= need) break;
-            }
+            while (!((seen >> 16) == uint(u_code.w) && seen >= need)) seen = progress[mbY - 1];
             memoryBarrierBuffer();
+        }
+        barrier();
+        if (mbY > 0) {
             // Its four last rows (two of chroma) above this macroblock, the
             // upper neighbour's record, and the upper right's (the upper
             // left's where there is none) kind and vector.
