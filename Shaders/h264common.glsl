@@ -19,7 +19,7 @@ precision highp int;
 #define MB_CHOSENMV 13   // and the choice's vector of each round but the last (13, 14), which the next reads around it
 #define MB_SEARCHSAD 15  // P pictures, until the choice pass: the SAD of the search's vector, bit 16 set where the search stopped by itself
 #define MB_PROBEMV 12    // P pictures, from the macroblock pass to the raster-order pass: the P_Skip vector the neighbours' choices give
-#define MB_PROBE 13      // and the P_Skip probe there: its luma SAD less the reconstruction's, or 0x7fffffff where coefficients would remain
+#define MB_PROBE 13      // and the P_Skip probe there (packProbe)
                          // (neither its diamond nor its diagonal round found better); after the refinement, the SAD of its vector
 #define MB_LUMA 16       // 16 blocks × 16 int16 in zig-zag order (I_16x16: AC at 1-15)
 #define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order; I_NxN: the 16 Intra_4x4 modes, 4 bits each, in 2 words
@@ -230,3 +230,13 @@ int infoCBP(uint info) { return int((info >> 8) & 63u); }
 
 uint packMV(ivec2 mv) { return (uint(mv.x) & 0xffffu) | (uint(mv.y) << 16); }
 ivec2 unpackMV(uint w) { return ivec2(bitfieldExtract(int(w), 0, 16), bitfieldExtract(int(w), 16, 16)); }
+
+// The P_Skip probe's word (MB_PROBE): whether the residual at the vector
+// quantises to nothing (PROBE_EMPTY), not (PROBE_FULL) or was not worked out
+// (PROBE_UNKNOWN), in bits 30-31; its luma SAD less the reconstruction's, offset by 2^29, below.
+#define PROBE_FULL 0u
+#define PROBE_EMPTY 1u
+#define PROBE_UNKNOWN 2u
+uint packProbe(uint state, int margin) { return (state << 30) | uint(margin + (1 << 29)); }
+uint probeState(uint w) { return w >> 30; }
+int probeMargin(uint w) { return int(w & 0x3fffffffu) - (1 << 29); }

@@ -286,8 +286,11 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
             int extraBits = 2 + mvdBits(mv, mvp);
             if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
                 // The macroblock pass's probe where it was at this vector, else one here.
-                if (unpackMV(sRec[26]) == skip) take = int(sRec[27]) <= u_pic.z * extraBits ? 2 : 0;
-                else take = 1;
+                uint probe = sRec[27];
+                bool cheap = probeMargin(probe) <= u_pic.z * extraBits;
+                if (unpackMV(sRec[26]) != skip) take = 1;
+                else if (probeState(probe) == PROBE_UNKNOWN) take = cheap ? 1 : 0;
+                else take = probeState(probe) == PROBE_EMPTY && cheap ? 2 : 0;
             }
             sSkipMV = skip;
             sExtraBits = extraBits;

@@ -1123,32 +1123,47 @@ void main() {
     // (h264deblock.comp): at the P_Skip vector the neighbours' choices give
     // (before that pass makes their vectors final; there, where the final
     // one is the same, the decision reads this instead of probing in the
-    // chain), whether the residual quantises to nothing after decimation (as
-    // above), and the luma SAD there less the reconstruction's. Where that
-    // vector is the macroblock's own, the pass above was the probe.
+    // chain), the luma SAD there less the reconstruction's, and whether the
+    // residual quantises to nothing after decimation (as above). That last
+    // only where the SAD leaves the skip a chance (within λ times the bits P
+    // takes beyond a skip, by the neighbours' choices): elsewhere it is left
+    // unknown, and the decision probes in the chain if the final bits give
+    // the skip a chance after all. Where the vector is the macroblock's own,
+    // the pass above was the probe.
     ivec2 mvpN, skipN, leftN;
     neighbourPredictors(mb, MB_MV, mv, mvpN, skipN, leftN);
     bool probe = skipN != mv;
     if (probe) {
         uint w = predWord(px + (t & 3) * 4, py + (t >> 2), skipN);
         for (int k = 0; k < 4; k++) sPred[t * 4 + k] = int(readByte(w, k));
+    }
+    barrier();
+    if (probe && t < 16) {
+        int bx = blkX(t) * 4, by = blkY(t) * 4;
+        uint sad = 0u;
+        for (int i = 0; i < 16; i++) {
+            int x = bx + (i & 3), y = by + (i >> 2);
+            sad += uint(abs(sCur[y * 16 + x] - sPred[y * 16 + x]));
+        }
+        atomicAdd(sSadSkip, sad);
+    }
+    barrier();
+    bool full = probe && sSadSkip <= sSadNow + uint(u_code.z * (2 + mvdBits(mv, mvpN)));
+    if (full) {
         int cx = mbX * 8 + (t & 7), cy = mbY * 8 + (t >> 3);
         for (int c = 0; c < 2; c++) sPredC[c * 64 + t] = predChroma(cx, cy, skipN, c);
     }
     barrier();
-    if (probe && t < 24) {
+    if (full && t < 24) {
         int r[16];
         bool luma = t < 16;
         int bx = luma ? blkX(t) * 4 : ((t - 16) & 1) * 4;
         int by = luma ? blkY(t) * 4 : (((t - 16) >> 1) & 1) * 4;
         int c = (t - 16) >> 2;
-        uint sad = 0u;
         for (int i = 0; i < 16; i++) {
             int x = bx + (i & 3), y = by + (i >> 2);
             r[i] = luma ? sCur[y * 16 + x] - sPred[y * 16 + x] : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
-            sad += uint(abs(r[i]));
         }
-        if (luma) atomicAdd(sSadSkip, sad);
         forward4x4(r);
         if (!luma) sDC[t] = r[0];
         Quantiser q = quantiser(luma ? qp : qpc, 1);
@@ -1157,9 +1172,9 @@ void main() {
     }
     barrier();
     if (t == 0) {
-        uint margin = 0x7fffffffu;
-        if (!probe && cbp == 0) margin = 0u;
-        if (probe) {
+        int margin = int(sSadSkip) - int(sSadNow);
+        uint state = probe ? (full ? PROBE_FULL : PROBE_UNKNOWN) : (cbp == 0 ? PROBE_EMPTY : PROBE_FULL);
+        if (full) {
             int total = 0;
             bool quadrants = true;
             for (int k = 0; k < 4; k++) {
@@ -1175,10 +1190,10 @@ void main() {
                 empty = dc[0] == 0 && dc[1] == 0 && dc[2] == 0 && dc[3] == 0
                      && sScore[16 + c * 4] + sScore[17 + c * 4] + sScore[18 + c * 4] + sScore[19 + c * 4] < 7;
             }
-            if (empty) margin = uint(int(sSadSkip) - int(sSadNow));
+            if (empty) state = PROBE_EMPTY;
         }
         mbs[rec + MB_PROBEMV] = packMV(skipN);
-        mbs[rec + MB_PROBE] = margin;
+        mbs[rec + MB_PROBE] = packProbe(state, margin);
     }
 #endif
 #endif
