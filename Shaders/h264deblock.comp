@@ -33,7 +33,7 @@
 // probes only where they differ. A step's chain is then: wait for the row
 // above, read its samples and records (one round of reads, side by side),
 // decide, filter in shared memory, write.
-layout(local_size_x = 16) in;
+layout(local_size_x = 32) in;
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
 layout(std430, binding = 3) coherent buffer MBs { uint mbs[]; };
@@ -179,30 +179,48 @@ void storeWord(uint w, bool chroma, int row, int wc) {
     }
 }
 
-// Loads words of the macroblock region into shared memory: with `rows` 16,
-// words t, t + 16, … of the macroblock's own 16 luma rows and 8 chroma rows
-// (four words each); with 6 (called for the row above, `mbY` that row's),
-// word t of the four luma rows and two chroma rows above: four words each
-// for t < 6 means luma rows 12..15 for t < 4, chroma rows 6..7 for t 4, 5.
-void loadWords(int t, int rows, int mbX, int mbY) {
+// The macroblock's own 16 luma rows and 8 chroma rows (four words each)
+// into shared memory, words t, t + 32, …
+void loadOwn(int t, int mbX, int mbY) {
     int rowWords = u_layout.z >> 2;
-    if (rows == 16) {
-        for (int i = t; i < 96; i += 16) {
-            bool chroma = i >= 64;
-            int row = chroma ? (i - 64) >> 2 : i >> 2, wc = i & 3;
-            int word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
-                              : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
-            storeWord(recon[word], chroma, row, wc);
-        }
-    } else {
-        bool chroma = t >= 4;
-        int row = chroma ? 6 + (t - 4) : 12 + t;   // rows of the macroblock above
-        for (int wc = 0; wc < 4; wc++) {
-            int word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
-                              : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
-            storeWord(recon[word], chroma, chroma ? row - 8 : row - 16, wc);
-        }
+    for (int i = t; i < 96; i += 32) {
+        bool chroma = i >= 64;
+        int row = chroma ? (i - 64) >> 2 : i >> 2, wc = i & 3;
+        int word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
+                          : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
+        storeWord(recon[word], chroma, row, wc);
     }
+}
+
+// Word t (0-23) of the four luma rows and two chroma rows above the
+// macroblock (luma rows 12-15 of the one above for t < 16, chroma rows 6-7 after).
+void loadAbove(int t, int mbX, int mbY) {
+    int rowWords = u_layout.z >> 2;
+    bool chroma = t >= 16;
+    int wc = t & 3;
+    int row = chroma ? 6 + ((t - 16) >> 2) : 12 + (t >> 2);   // of the macroblock above
+    int word = chroma ? (u_layout.w >> 2) + ((mbY - 1) * 8 + row) * rowWords + mbX * 4 + wc
+                      : ((mbY - 1) * 16 + row) * rowWords + mbX * 4 + wc;
+    storeWord(recon[word], chroma, chroma ? row - 8 : row - 16, wc);
+}
+
+// Writes word i of the macroblock region (wordUsed) from shared memory to the picture.
+void writeWord(int i, int mbX, int mbY) {
+    int word, row, wc;
+    bool chroma;
+    if (!wordUsed(i, mbX, mbY, word, chroma, row, wc)) return;
+    uint w = 0u;
+    for (int k = 0; k < 4; k++) {
+        int v;
+        if (chroma) {
+            int b = wc * 4 + k;
+            v = sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)];
+        } else {
+            v = sY[(row + 4) * 20 + (wc + 1) * 4 + k];
+        }
+        w |= uint(v) << uint(8 * k);
+    }
+    recon[word] = w;
 }
 
 // The P_Skip probe at sSkipMV, in the chain (where the macroblock pass
@@ -210,7 +228,7 @@ void loadWords(int t, int rows, int mbX, int mbY) {
 void probeSkip(int t, int mbX, int mbY) {
     ivec2 mv = sSkipMV;
     int qp = u_pic.y, qpc = chromaQP(qp);
-    {
+    if (t < 16) {
         // Luma block t: its residual at the P_Skip vector, and both SADs.
         int bx = blkX(t) * 4, by = blkY(t) * 4;
         int r[16];
@@ -231,19 +249,19 @@ void probeSkip(int t, int mbX, int mbY) {
         for (int i = 0; i < 16; i++) r[i] = quantWith(q, r[i], i);
         sScore[t] = decimationScore(r, true);
     }
-    if (t < 8) {
-        // Chroma block t & 3 of component t >> 2.
-        int c = t >> 2, bx = (t & 1) * 4, by = ((t >> 1) & 1) * 4;
+    if (t >= 16 && t < 24) {
+        // Chroma block u & 3 of component u >> 2.
+        int u = t - 16, c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
         int r[16];
         for (int i = 0; i < 16; i++) {
             int x = mbX * 8 + bx + (i & 3), y = mbY * 8 + by + (i >> 2);
             r[i] = srcC(x, y, c) - predChroma(x, y, mv, c);
         }
         forward4x4(r);
-        sChromaDC[t] = r[0];
+        sChromaDC[u] = r[0];
         Quantiser q = quantiser(qpc, 1);
         for (int i = 0; i < 16; i++) r[i] = i == 0 ? 0 : quantWith(q, r[i], i);
-        sScore[16 + t] = decimationScore(r, false);
+        sScore[t] = decimationScore(r, false);
     }
     barrier();
     if (t == 0) {
@@ -269,8 +287,8 @@ void probeSkip(int t, int mbX, int mbY) {
 }
 
 // The P_Skip decision for macroblock (mbX, mbY) (top of the file), its
-// own samples already in sY and sC; 16 invocations, a luma block each, the
-// first eight a chroma block each too.
+// own samples already in sY and sC; invocations 0-15 a luma block each,
+// 16-23 a chroma block each (16-31 a chroma row each for the reconstruction).
 void decideSkip(int t, int mb, int mbX, int mbY) {
     if (t == 0) {
         int take = 0;
@@ -313,22 +331,21 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         sRec[1] = packMV(mv);
         for (int k = 2; k < 8; k++) sRec[k] = 0u;
     }
-    // The reconstruction is the prediction.
-    int bx = blkX(t) * 4, by = blkY(t) * 4;
-    for (int y = 0; y < 4; y++) {
-        uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
-        for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
-    }
-    if (t < 8) {
-        int c = t >> 2, bx = (t & 1) * 4, by = ((t >> 1) & 1) * 4;
-        for (int i = 0; i < 16; i++) {
-            int x = bx + (i & 3), y = by + (i >> 2);
-            sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
+    // The reconstruction is the prediction: luma block t, or chroma row (t - 16) & 7 of component (t - 16) >> 3.
+    if (t < 16) {
+        int bx = blkX(t) * 4, by = blkY(t) * 4;
+        for (int y = 0; y < 4; y++) {
+            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
         }
+    } else {
+        int c = (t - 16) >> 3, y = (t - 16) & 7;
+        for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
     }
 }
 
 void main() {
+    // 32 invocations: luma lines on 0-15, chroma lines on 16-31, side by side.
     int t = int(gl_LocalInvocationIndex);
     int mbY = int(gl_WorkGroupID.x);
     int mbW = u_size.z;
@@ -337,6 +354,8 @@ void main() {
     if (first < 0 || first >= mbW) return;
     int end = walk ? mbW : first + 1;
     uint seen = 0u;   // the first invocation's last read of the row above's count
+    bool luma = t < 16;
+    int u = t - 16;   // chroma invocations: component u >> 3, line u & 7
     for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX;
         // What does not wait for the row above goes first.
@@ -344,24 +363,24 @@ void main() {
         // this work group left them (nobody else writes them before this
         // macroblock is done), on a wavefront step from the picture.
         if (mbX > 0 && walk) {
-            for (int k = 0; k < 4; k++) sY[(t + 4) * 20 + k] = sY[(t + 4) * 20 + 16 + k];
-            if (t < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (t + 2) * 10 + k] = sC[c * 100 + (t + 2) * 10 + 8 + k];
+            if (luma) for (int k = 0; k < 4; k++) sY[(t + 4) * 20 + k] = sY[(t + 4) * 20 + 16 + k];
+            else if (u < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (u + 2) * 10 + k] = sC[c * 100 + (u + 2) * 10 + 8 + k];
         } else if (mbX > 0) {
             int rowWords = u_layout.z >> 2;
-            storeWord(recon[(mbY * 16 + t) * rowWords + mbX * 4 - 1], false, t, -1);
-            if (t < 8) storeWord(recon[(u_layout.w >> 2) + (mbY * 8 + t) * rowWords + mbX * 4 - 1], true, t, -1);
+            if (luma) storeWord(recon[(mbY * 16 + t) * rowWords + mbX * 4 - 1], false, t, -1);
+            else if (u < 8) storeWord(recon[(u_layout.w >> 2) + (mbY * 8 + u) * rowWords + mbX * 4 - 1], true, u, -1);
         }
         barrier();
         // The macroblock's own samples: the row above never writes them, the row below only once this one is done.
-        loadWords(t, 16, mbX, mbY);
+        loadOwn(t, mbX, mbY);
         // The records the row above does not write: the macroblock's (its
         // decision comes below), its left neighbour's (final since the step
         // before), its right and lower neighbours' kinds.
         if (t < 8) sRec[t] = recordWord(mb, t);
-        else sRec[t] = mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
-        if (t < 2) sRec[26 + t] = mbs[mb * MB_WORDS + MB_PROBEMV + t];
-        if (t == 2) sRec[28] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
-        if (t == 3) sRec[29] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
+        else if (t < 16) sRec[t] = mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
+        else if (t < 18) sRec[26 + t - 16] = mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
+        else if (t == 18) sRec[28] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
+        else if (t == 19) sRec[29] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
         // The row above must have filtered the upper right neighbour. The
         // first invocation waits, reading the row's count (no atomic: sixteen
         // read-modify-writes a poll, queued with the one that moves it, cost
@@ -378,9 +397,9 @@ void main() {
             // Its four last rows (two of chroma) above this macroblock, the
             // upper neighbour's record, and the upper right's (the upper
             // left's where there is none) kind and vector.
-            if (t < 6) loadWords(t, 6, mbX, mbY - 1);
-            if (t < 8) sRec[16 + t] = recordWord(mb - mbW, t);
-            if ((t == 8 || t == 9) && (mbX + 1 < mbW || mbX > 0)) sRec[16 + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t - 8];
+            if (t < 24) loadAbove(t, mbX, mbY);
+            else sRec[16 + t - 24] = recordWord(mb - mbW, t - 24);
+            if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[24 + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
         } else if (t < 10) {
             sRec[16 + t] = 0u;
         }
@@ -388,79 +407,57 @@ void main() {
         // The P_Skip decision, now that the neighbours' vectors are final.
         if (u_pic.x == 1) decideSkip(t, mb, mbX, mbY);
         barrier();
-        // Edge strengths (from the final records): thread t gives segment
-        // t & 3 of vertical edge t >> 2 and of horizontal edge t >> 2.
-        int e = t >> 2, s = t & 3;
-        sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? 8 : 0, e == 0 ? 3 : e - 1, s, 0, e, s);
-        sBS[16 + t] = (e == 0 && mbY == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? 16 : 0, s, e == 0 ? 3 : e - 1, 0, s, e);
+        // Edge strengths (from the final records): invocation t < 16 gives
+        // segment t & 3 of vertical edge t >> 2, invocation 16 + k segment
+        // k & 3 of horizontal edge k >> 2.
+        {
+            int k = t & 15, e = k >> 2, s = k & 3;
+            if (luma) sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? 8 : 0, e == 0 ? 3 : e - 1, s, 0, e, s);
+            else sBS[t] = (e == 0 && mbY == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? 16 : 0, s, e == 0 ? 3 : e - 1, 0, s, e);
+        }
         barrier();
 
-        // Luma: vertical edges left to right (thread t: row t), then horizontal edges top to bottom (column t).
-        for (int edge = 0; edge < 4; edge++) {
-            int bS = sBS[edge * 4 + (t >> 2)];
-            if (bS > 0) {
-                int p[4], q[4];
-                int o = (t + 4) * 20 + 4 * edge + 4;
-                for (int i = 0; i < 4; i++) { p[i] = sY[o - 1 - i]; q[i] = sY[o + i]; }
-                filterLuma(p, q, bS);
-                for (int i = 0; i < 3; i++) { sY[o - 1 - i] = p[i]; sY[o + i] = q[i]; }
-            }
-            barrier();
-        }
-        for (int edge = 0; edge < 4; edge++) {
-            int bS = sBS[16 + edge * 4 + (t >> 2)];
-            if (bS > 0) {
-                int p[4], q[4];
-                int o = (4 * edge + 4) * 20 + t + 4;
-                for (int i = 0; i < 4; i++) { p[i] = sY[o - (1 + i) * 20]; q[i] = sY[o + i * 20]; }
-                filterLuma(p, q, bS);
-                for (int i = 0; i < 3; i++) { sY[o - (1 + i) * 20] = p[i]; sY[o + i * 20] = q[i]; }
-            }
-            barrier();
-        }
-        // Chroma (4:2:0): edges 0 and 4 of each component, with the bS of luma edges 0 and 8;
-        // thread t: component t >> 3, line t & 7.
-        int c = t >> 3, line = t & 7;
-        for (int edge = 0; edge < 2; edge++) {
-            int bS = sBS[edge * 8 + (line >> 1)];
-            if (bS > 0) {
-                int o = c * 100 + (line + 2) * 10 + 4 * edge + 2;
-                int p0 = sC[o - 1], q0 = sC[o];
-                filterChroma(p0, sC[o - 2], q0, sC[o + 1], bS);
-                sC[o - 1] = p0; sC[o] = q0;
-            }
-            barrier();
-        }
-        for (int edge = 0; edge < 2; edge++) {
-            int bS = sBS[16 + edge * 8 + (line >> 1)];
-            if (bS > 0) {
-                int o = c * 100 + (4 * edge + 2) * 10 + line + 2;
-                int p0 = sC[o - 10], q0 = sC[o];
-                filterChroma(p0, sC[o - 20], q0, sC[o + 10], bS);
-                sC[o - 10] = p0; sC[o] = q0;
+        // Eight stages. Luma (line t): vertical edges left to right, then
+        // horizontal edges top to bottom. Chroma (4:2:0; component u >> 3,
+        // line u & 7): its edges 0 and 4 with the bS of luma edges 0 and 8,
+        // vertical then horizontal, in the first four stages.
+        for (int stage = 0; stage < 8; stage++) {
+            if (luma) {
+                bool vertical = stage < 4;
+                int edge = stage & 3;
+                int bS = sBS[(vertical ? 0 : 16) + edge * 4 + (t >> 2)];
+                if (bS > 0) {
+                    int p[4], q[4];
+                    int o = vertical ? (t + 4) * 20 + 4 * edge + 4 : (4 * edge + 4) * 20 + t + 4;
+                    int stride = vertical ? 1 : 20;
+                    for (int i = 0; i < 4; i++) { p[i] = sY[o - (1 + i) * stride]; q[i] = sY[o + i * stride]; }
+                    filterLuma(p, q, bS);
+                    for (int i = 0; i < 3; i++) { sY[o - (1 + i) * stride] = p[i]; sY[o + i * stride] = q[i]; }
+                }
+            } else if (stage < 4) {
+                bool vertical = stage < 2;
+                int edge = stage & 1, c = u >> 3, line = u & 7;
+                int bS = sBS[(vertical ? 0 : 16) + edge * 8 + (line >> 1)];
+                if (bS > 0) {
+                    int o = vertical ? c * 100 + (line + 2) * 10 + 4 * edge + 2 : c * 100 + (4 * edge + 2) * 10 + line + 2;
+                    int stride = vertical ? 1 : 10;
+                    int p0 = sC[o - stride], q0 = sC[o];
+                    filterChroma(p0, sC[o - 2 * stride], q0, sC[o + stride], bS);
+                    sC[o - stride] = p0; sC[o] = q0;
+                }
             }
             barrier();
         }
 
-        for (int i = t; i < 150; i += 16) {
-            int word, row, wc;
-            bool chroma;
-            if (!wordUsed(i, mbX, mbY, word, chroma, row, wc)) continue;
-            uint w = 0u;
-            for (int k = 0; k < 4; k++) {
-                int v;
-                if (chroma) {
-                    int b = wc * 4 + k;
-                    v = sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)];
-                } else {
-                    v = sY[(row + 4) * 20 + (wc + 1) * 4 + k];
-                }
-                w |= uint(v) << uint(8 * k);
-            }
-            recon[word] = w;
-        }
+        // The rows the row below reads (luma 12-15, chroma 6-7: words 80-99
+        // and 140-149), then the count it waits for, then the rest (rows
+        // above this macroblock and its own rows 0-11, which nothing in this
+        // walk reads again).
+        if (t < 30) writeWord(t < 20 ? 80 + t : 120 + t, mbX, mbY);
         memoryBarrierBuffer();
         barrier();
         if (t == 0 && walk) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
+        for (int j = t; j < 120; j += 32) writeWord(j < 80 ? j : j + 20, mbX, mbY);
+        barrier();
     }
 }
