@@ -1,5 +1,5 @@
 import CGLES
-import Dispatch
+import DiptychCore
 
 /// One output frame's GL work in three phases, so the render thread runs a
 /// batch of frames (several compositors sharing the context) phase by phase:
@@ -8,7 +8,7 @@ import Dispatch
 /// after the last copy for all of them (`SharedFence`). The
 /// GPU then sees a run of transfers, a run of dispatches and a run of copies
 /// instead of alternating between them once per frame.
-final class FrameJob: @unchecked Sendable {   // the blocking hop: its caller waits on `done` while the render thread runs it
+final class FrameJob: @unchecked Sendable {   // the blocking hop: its caller waits on `done` while the render thread runs it and sets `error`
     /// Turns the pending uploads into textures, CUDA frames queued only;
     /// true when it queued CUDA frames.
     let prepare: () throws(GPUError) -> Bool
@@ -21,8 +21,10 @@ final class FrameJob: @unchecked Sendable {   // the blocking hop: its caller wa
     let dispatch: () throws(GPUError) -> Void
     /// The readback copy and the submission's fence.
     let finish: () throws(GPUError) -> Void
+    /// Set by the render thread before `done`; read by the caller after `waitUntilDone()`.
     fileprivate(set) var error: GPUError?
-    let done = DispatchSemaphore(value: 0)
+    /// Whether the frame is complete or has failed (set once, by the render thread).
+    private let done = Condition(false)
 
     init(prepare: @escaping () throws(GPUError) -> Bool = { false }, flushCUDA: @escaping () throws(GPUError) -> Void = {},
          begin: @escaping () throws(GPUError) -> Bool, dispatch: @escaping () throws(GPUError) -> Void,
@@ -57,7 +59,7 @@ final class FrameJob: @unchecked Sendable {   // the blocking hop: its caller wa
             mark(.cudaCopy)
         }
         for j in batch where ready.contains(where: { $0 === j }) {
-            do throws(GPUError) { if try j.begin() { open.append(j) } else { j.done.signal() } } catch { j.fail(error) }
+            do throws(GPUError) { if try j.begin() { open.append(j) } else { j.release() } } catch { j.fail(error) }
         }
         mark(.begin)
         for j in open {
@@ -73,12 +75,24 @@ final class FrameJob: @unchecked Sendable {   // the blocking hop: its caller wa
                 do throws(GPUError) { try j.finish() } catch { j.error = error }
             }
         }
-        for j in dispatched { j.done.signal() }
+        for j in dispatched { j.release() }
         mark(.finish)
     }
 
     private func fail(_ e: GPUError) {
         error = e
-        done.signal()
+        release()
+    }
+
+    /// Render thread: the frame is complete or has failed; its caller goes on.
+    private func release() {
+        done.update { $0 = true }
+    }
+
+    /// The caller: waits until the render thread has released the frame, or
+    /// `timeout` seconds (nil: no limit) pass; whether it was released.
+    @discardableResult
+    func waitUntilDone(timeout: Double? = nil) -> Bool {
+        done.wait(until: { $0 }, timeout: timeout)
     }
 }

@@ -223,18 +223,18 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         if isCurrent { return try work() }
         hopCounter.add()
         let slot = Slot<T>()
-        let done = DispatchSemaphore(value: 0)
+        let done = Condition(false)
         withoutActuallyEscaping(work) { work in
             let box = WorkBox(work)
             let accepted = queue.update { q in
                 guard !q.stopped else { return false }
                 q.items.append(.work {
                     do throws(GPUError) { slot.result = .success(try box.run()) } catch { slot.result = .failure(error) }
-                    done.signal()
+                    done.update { $0 = true }
                 })
                 return true
             }
-            if accepted { done.wait() } else { box.drop(); slot.result = .failure(.shutDown) }
+            if accepted { done.wait(until: { $0 }) } else { box.drop(); slot.result = .failure(.shutDown) }
         }
         return try slot.result!.get()
     }
@@ -252,7 +252,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                 return true
             }
             guard accepted else { throw .shutDown }
-            job.done.wait()
+            job.waitUntilDone()
         }
         if let e = job.error { throw e }
     }

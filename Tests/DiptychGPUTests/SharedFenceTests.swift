@@ -24,7 +24,7 @@ import Testing
         try c.withRenderer { _ in FrameJob.run(jobs) }
         #expect(issuedAtFinish == [0, 0, 0], "no fence before the batch's last readback")
         #expect(fakes.issued == 1, "one fence for the batch: \(fakes.issued)")
-        for j in jobs { #expect(j.done.wait(timeout: .now()) == .success) }
+        for j in jobs { #expect(j.waitUntilDone(timeout: 0)) }
         for t in timelines { t.poll() }
         #expect(log.all.isEmpty, "released before the fence signalled")
         fakes.signalAll()
@@ -49,8 +49,8 @@ import Testing
         var ops = fakes.ops
         let insert = ops.insert
         ops.insert = {
-            for (k, j) in seen.jobs.enumerated() where j.done.wait(timeout: .now()) == .success {
-                seen.releasedEarly.append(k); j.done.signal()
+            for (k, j) in seen.jobs.enumerated() where j.waitUntilDone(timeout: 0) {
+                seen.releasedEarly.append(k)
             }
             return insert()
         }
@@ -64,7 +64,7 @@ import Testing
         #expect(seen.releasedEarly.isEmpty, "released before their fence: \(seen.releasedEarly)")
         #expect(fakes.issued == 1 && other.issued == 1, "one fence of each kind: \(fakes.issued), \(other.issued)")
         #expect(jobs.map(\.error) == [nil, .badCanvas("b"), nil])
-        for j in jobs { #expect(j.done.wait(timeout: .now()) == .success, "every waiter released") }
+        for j in jobs { #expect(j.waitUntilDone(timeout: 0), "every waiter released") }
         fakes.signalAll()
         #expect(a.isComplete(1) && b.isComplete(1) && !x.isComplete(1))
     }
