@@ -61,7 +61,7 @@ extension FileSource {
             let r = read()
             guard r == averrorEAGAIN, let pause else { return r }
             if deadline.shouldStop() { return averrorExit }
-            usleep(useconds_t(pause * 1_000_000))
+            usleep(useconds_t(pause * 1_000_000))   // a non-blocking device signals nothing when a frame comes: ask again after the pause
         }
     }
 }

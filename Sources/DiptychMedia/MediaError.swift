@@ -112,7 +112,7 @@ final class InterruptDeadline: @unchecked Sendable {   // handed to FFmpeg as a 
     /// Whether the operation should stop now (interrupted, or past its
     /// deadline, which sets `fired`).
     func shouldStop() -> Bool {
-        if idlePause > 0 { usleep(useconds_t(idlePause * 1_000_000)) }
+        if idlePause > 0 { usleep(useconds_t(idlePause * 1_000_000)) }   // FFmpeg calls this between retries and offers nothing to wait on
         if interrupted { return true }
         if InterruptDeadline.now() > deadline { fired = true; return true }
         return false
