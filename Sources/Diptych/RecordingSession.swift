@@ -131,7 +131,8 @@ public final class RecordingSession: Sendable {
 
     /// Stops sources still opening (a FIFO with no writer, a silent server) when the take is stopped before it starts.
     let openCancel = OpenCancel()
-    /// Rung by `stop`: the take's input stage waits on it while its primary is lost.
+    /// Rung by `stop` (and by the primary's readers): the take's input stage
+    /// waits on it while its primary is silent or lost, the pacing of a live take between frames.
     let inputWake = WakeSignal()
     /// What the host asked of the take, and where the take is.
     private struct Control {

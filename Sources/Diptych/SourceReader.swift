@@ -33,16 +33,17 @@ final class SourceReader: Sendable {
     /// Stops an open in progress (`stop`).
     private let cancel = OpenCancel()
     /// Rung after each event the reading thread queues and when it closes
-    /// the queue (a lost primary's probes wake the input stage this way).
+    /// the queue (the primary's readers and probes wake the input stage this way).
     private let wake: WakeSignal?
 
-    /// Starts a reader over an already opened source.
-    init(spec: SourceSpec, source: any TakeInput, capacity: Int = 4) {
+    /// Starts a reader over an already opened source; `wake`, if given, is
+    /// rung after each event queued and when the queue closes.
+    init(spec: SourceSpec, source: any TakeInput, capacity: Int = 4, wake: WakeSignal? = nil) {
         self.spec = spec
         self.queue = BoundedQueue(capacity: capacity)
         self.opened = Mutex(Opened(source: source, info: source.info))
         self.opener = nil
-        self.wake = nil
+        self.wake = wake
         start(openFirst: nil)
     }
 

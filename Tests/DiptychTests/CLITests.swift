@@ -192,6 +192,33 @@ import DiptychGPU
         #expect(try decodeAll(dir.path("stall.mp4")).frames.count == 8)
     }
 
+    /// A stop while the primary is silent (a pipe left open, a minute's
+    /// timeout) ends the take at once: the wait is woken by the stop, and
+    /// every frame delivered is in the file.
+    @Test func stopWhileThePrimaryIsSilent() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let y4m = dir.path("in.y4m")
+        try makeFixture(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-t", "1", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: y4m))
+        let pipe = Pipe()
+        let frameBytes = 320 * 240 * 3 / 2 + 6
+        let header = bytes.firstIndex(of: 0x0A)! + 1
+        let head = bytes.prefix(header + 8 * frameBytes)
+        let writer = pipe.fileHandleForWriting
+        DispatchQueue.global().async { writer.write(head) }
+        let start = Date()
+        let r = try runCLI(["record", "--primary", "-", "--secondary", "none", "--out", "silent.mp4", "--primary-timeout", "60", "--json"],
+                           in: dir.url.path, stdin: pipe.fileHandleForReading, signal: SIGINT, after: 4, timeout: 30)
+        let took = Date().timeIntervalSince(start)
+        try? pipe.fileHandleForWriting.close()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(took < 10, "the take ended \(took - 4) s after SIGINT")
+        let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
+        #expect(summary.stopReason.contains("SIGINT"), "\(summary.stopReason)")
+        #expect(summary.frames == 8)
+        #expect(try decodeAll(dir.path("silent.mp4")).frames.count == 8)
+    }
+
     /// Recording over an input would destroy it while it is read: refused, exit 2, input intact.
     @Test func outputSameAsInputIsRefused() throws {
         let dir = Scratch(); defer { dir.remove() }

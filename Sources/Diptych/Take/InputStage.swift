@@ -46,8 +46,10 @@ final class InputStage {
     private let warn: (String) -> Void
     private let change: (StreamChange) -> Void
     private let isStopRequested: () -> Bool
-    /// Rung by a stop request and by the primary's probes as they deliver or
-    /// end: what the stage waits on while its primary is lost.
+    /// Rung by a stop request and by the primary's readers and probes as they
+    /// deliver or end: what the stage waits on while its primary is silent or lost.
+    /// (Every reader that can become the primary is made with it: the take's
+    /// first, a hot swap's, the supervisor's.)
     private let wake: WakeSignal
 
     private var primary: StreamCursor
@@ -222,12 +224,14 @@ final class InputStage {
         let queue = primary.reader.queue
         var event: ReaderEvent?
         if swapping {
+            // At most 20 ms, then back to the render loop, which serves the take's other requests while the swap is pending.
             event = queue.pop(timeout: 0.02)
             // The old primary has ended: wait on the new one instead (woken by
             // its first frame, which the next call takes, or by its end).
             if event == nil && queue.isClosed, let pending = pendingPrimary { pending.queue.waitForElement(timeout: 0.02) }
         } else {
-            // Waits in slices, so a stop request is seen while the primary is silent.
+            // Waits on `wake` while the primary is silent: its reader rings it
+            // for each frame and at its end, and a stop request rings it too.
             let deadline = lastArrival.addingTimeInterval(settings.primaryTimeout)
             while true {
                 // Read before anything waited for is looked at: what changes after rings again.
@@ -253,21 +257,22 @@ final class InputStage {
                     wake.wait(after: rung, timeout: due.compactMap { $0 }.min())
                     continue
                 }
-                var slice = primarySources.isActive ? 0.05 : 0.1
-                if let hold = holdDeadline {
-                    let now = LiveTiming.now()
-                    slice = hold > now ? min(slice, Double(hold - now) / 1e9) : 0
-                }
                 // Returns queued frames even after the reader closed the queue; nil once drained.
-                event = slice > 0 ? queue.pop(timeout: slice) : queue.tryPop()
+                event = queue.tryPop()
                 if event != nil || queue.isClosed { break }
                 if isStopRequested() { return nil }
-                if Date() >= deadline {
+                let silentFor = deadline.timeIntervalSinceNow
+                if silentFor <= 0 {
                     let why = "delivered nothing for \(settings.primaryTimeout) s"
                     if losePrimary(why, ended: false) { return nil }
                     return .stop(.primaryInterrupted("\(primary.reader.spec) \(why)"))
                 }
-                if let hold = holdDeadline, LiveTiming.now() >= hold { return .late }
+                let now = LiveTiming.now()
+                if let hold = holdDeadline, now >= hold { return .late }
+                // Until the primary delivers or ends, a probe delivers or ends, or a stop is requested (each
+                // rings `wake`), or the supervisor's next step on the clock, the hold deadline, the primary's timeout.
+                let due = [silentFor, primarySources.nextDue().map { $0 - SourceSupervisor.now() }, holdDeadline.map { Double($0 - now) / 1e9 }]
+                wake.wait(after: rung, timeout: due.compactMap { $0 }.min())
             }
         }
         switch event {
@@ -358,7 +363,7 @@ final class InputStage {
         switch role {
         case .primary:
             if let p = pendingPrimary { JoinableThread.detached { p.stop() } }
-            pendingPrimary = SourceReader(opening: spec, duration: nil, open: opener(.primary))
+            pendingPrimary = SourceReader(opening: spec, duration: nil, wake: wake, open: opener(.primary))
             pendingPrimarySince = Date()
             log("switching primary to \(spec)")
         case .secondary:

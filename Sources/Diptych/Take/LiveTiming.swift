@@ -58,19 +58,21 @@ final class LiveTiming {
 
     private func nanoseconds(_ t: MediaTime) -> UInt64 { UInt64(max(0, t.seconds) * 1e9) }
 
-    /// Paced: sleeps until `pts` is due (in slices, so `stopRequested` is
-    /// seen), the first frame setting the origin. Returns false when stopped.
-    func waitUntilDue(_ pts: MediaTime, stopRequested: () -> Bool) -> Bool {
+    /// Paced: waits until `pts` is due, the first frame setting the origin;
+    /// a stop request rings `wake`, which ends the wait at once. Returns
+    /// false when stopped.
+    func waitUntilDue(_ pts: MediaTime, stopRequested: () -> Bool, wake: WakeSignal) -> Bool {
         guard paced else { return true }
         if origin == nil { origin = Self.now() - nanoseconds(pts) }
         let due = origin! + nanoseconds(pts)
         while true {
+            // Read before the stop is looked at: a stop asked for after that rings again.
+            let rung = wake.rings
             let now = Self.now()
             if now >= due { return true }
             if stopRequested() { return false }
-            let slice = min(due - now, 50_000_000)
-            var ts = timespec(tv_sec: Int((now + slice) / 1_000_000_000), tv_nsec: Int((now + slice) % 1_000_000_000))
-            _ = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil)
+            // Other rings (the primary's reader) only start another turn.
+            wake.wait(after: rung, timeout: Double(due - now) / 1e9)
         }
     }
 

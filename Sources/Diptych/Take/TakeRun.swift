@@ -170,7 +170,7 @@ final class TakeRun {
                 warn("primary frame at \(t.seconds) s is not after the previous one; skipped")
                 continue
             }
-            guard timing.waitUntilDue(t, stopRequested: { session.isStopRequested }) else { continue }
+            guard timing.waitUntilDue(t, stopRequested: { session.isStopRequested }, wake: session.inputWake) else { continue }
             if timing.holding {
                 log("primary resumed at \(String(format: "%.3f", t.seconds)) s; live outputs held \(timing.held) frames in all")
             }

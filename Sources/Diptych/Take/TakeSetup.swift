@@ -344,7 +344,7 @@ enum TakeSetup {
         func depth(_ spec: SourceSpec) -> Int { TakeRun.isLive(spec) ? 4 : 2 }
         let primarySpec = config.sources(.primary)[primaryShown]
         let secondarySpec = config.sources(.secondary).indices.contains(secondaryShown) ? config.sources(.secondary)[secondaryShown] : config.secondary
-        let inputs = InputStage(primary: SourceReader(spec: primarySpec, source: primary, capacity: depth(primarySpec)),
+        let inputs = InputStage(primary: SourceReader(spec: primarySpec, source: primary, capacity: depth(primarySpec), wake: session.inputWake),
                                 secondary: secondary.map { SourceReader(spec: secondarySpec, source: $0, capacity: depth(secondarySpec)) },
                                 settings: inputSettings, clock: clock, log: hooks.log,
                                 warn: warnings.add, change: { hooks.streamChange?($0) }, isStopRequested: { session.isStopRequested },
