@@ -24,6 +24,20 @@ extension GPUCompositor {
         }
     }
 
+    /// Compiles the GPU encoder's programs in this compositor's context now,
+    /// where they are not yet, and returns the seconds it took. Cold,
+    /// NVIDIA's compiler takes about 15 s for them (measured on the H200; its
+    /// disk cache makes later starts take a fraction of a second), which the
+    /// first encoder of a context otherwise spends on the render thread,
+    /// holding every other frame of that context.
+    public func prepareGPUEncoder() throws(GPUError) -> Double {
+        try withRenderer { r throws(GPUError) -> Double in
+            let start = DispatchTime.now().uptimeNanoseconds
+            _ = try r.context.h264Programs()
+            return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        }
+    }
+
     /// The next encoded picture of any output, in each output's order; nil
     /// when none is ready (with `wait`, when none is outstanding either).
     /// Pictures the render thread collected as it recorded later frames come

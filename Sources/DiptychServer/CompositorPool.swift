@@ -1,3 +1,4 @@
+import DiptychCore
 import DiptychGPU
 import Foundation
 import Synchronization
@@ -59,6 +60,24 @@ final class CompositorPool: Sendable {
         }
         state = Mutex(State(roots: roots, generations: Array(repeating: 0, count: n)))
         log("GPU: \(n) shared context\(n == 1 ? "" : "s") for the takes")
+        // On a hardware GPU the GPU encoder's programs are compiled now, on
+        // each context's render thread before takes need them: cold, the
+        // first take encoding on the GPU spent about 15 s compiling them
+        // there, holding every take of its context (the H200, NVIDIA's
+        // compiler). A software renderer compiles them at its first GPU
+        // encoder, as before (nothing is waiting on its render thread yet).
+        if !first.info.isSoftware {
+            for case let (c, root?) in roots.enumerated() {
+                JoinableThread.detached(name: "diptych.h264prep") {
+                    do {
+                        let seconds = try root.prepareGPUEncoder()
+                        log("GPU: the GPU encoder's programs ready in context \(c) (\(String(format: "%.1f", seconds)) s)")
+                    } catch {
+                        log("GPU: the GPU encoder's programs did not compile in context \(c): \(error)")
+                    }
+                }
+            }
+        }
     }
 
     var contexts: Int { state.withLock { $0.roots.count } }
