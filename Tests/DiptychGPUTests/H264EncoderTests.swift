@@ -482,6 +482,19 @@ extension GPU {
             do { try GPUH264Settings(qp: 60).validate() } catch { #expect(error.description.contains("QP 60")) }
         }
 
+        @Test("The encoder's programs compiled ahead (as a server does at start) serve the context's first encoder, and are compiled once")
+        func preparedPrograms() throws {
+            let c = try makeCompositor(pass: .compute)
+            defer { c.shutdown() }
+            _ = try c.prepareGPUEncoder()
+            let programs = try c.withRenderer { r throws(GPUError) in ObjectIdentifier(try r.context.h264Programs()) }
+            _ = try c.prepareGPUEncoder()
+            #expect(try c.withRenderer { r throws(GPUError) in ObjectIdentifier(try r.context.h264Programs()) } == programs)
+            let out = try c.addOutput(canvas: PixelSize(width: 64, height: 48))
+            let stream = try c.attachEncoder(output: out, settings: GPUH264Settings(qp: 26), rate: FrameRate(30))
+            #expect(stream.parameterSets.starts(with: [0, 0, 0, 1, 0x67]))
+        }
+
         @Test("A compositor's output encoded on the GPU decodes to the frames its NV12 readback gives")
         func compositorOutput() throws {
             let c = try makeCompositor(pass: .compute)
