@@ -167,21 +167,27 @@ import DiptychGPU
         #expect(pipedFrames.count == 30 && pipedInfo.size == PixelSize(width: 160, height: 120))
     }
 
-    /// Failure path 1 for the primary: a primary that stops delivering (a
-    /// pipe that stays open but silent) finalizes the take with every frame
-    /// it delivered, exit 1 and a message naming it.
-    @Test func stalledPrimaryFinalizes() throws {
-        let dir = Scratch(); defer { dir.remove() }
+    /// A 320x240 y4m primary on a pipe: its header and 8 whole frames, then
+    /// silence with the pipe left open (the caller closes its write end).
+    private func silentPrimary(in dir: Scratch) throws -> Pipe {
         let y4m = dir.path("in.y4m")
         try makeFixture(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-t", "1", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m])
         let bytes = try Data(contentsOf: URL(fileURLWithPath: y4m))
         let pipe = Pipe()
-        // Header + 8 whole frames, then silence with the pipe left open.
         let frameBytes = 320 * 240 * 3 / 2 + 6
         let header = bytes.firstIndex(of: 0x0A)! + 1
         let head = bytes.prefix(header + 8 * frameBytes)
         let writer = pipe.fileHandleForWriting
         DispatchQueue.global().async { writer.write(head) }
+        return pipe
+    }
+
+    /// Failure path 1 for the primary: a primary that stops delivering (a
+    /// pipe that stays open but silent) finalizes the take with every frame
+    /// it delivered, exit 1 and a message naming it.
+    @Test func stalledPrimaryFinalizes() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let pipe = try silentPrimary(in: dir)
         let r = try runCLI(["record", "--primary", "-", "--secondary", "none", "--out", "stall.mp4", "--primary-timeout", "1"],
                            in: dir.url.path, stdin: pipe.fileHandleForReading)
         try? pipe.fileHandleForWriting.close()
@@ -197,15 +203,7 @@ import DiptychGPU
     /// every frame delivered is in the file.
     @Test func stopWhileThePrimaryIsSilent() throws {
         let dir = Scratch(); defer { dir.remove() }
-        let y4m = dir.path("in.y4m")
-        try makeFixture(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-t", "1", "-pix_fmt", "yuv420p", "-f", "yuv4mpegpipe", y4m])
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: y4m))
-        let pipe = Pipe()
-        let frameBytes = 320 * 240 * 3 / 2 + 6
-        let header = bytes.firstIndex(of: 0x0A)! + 1
-        let head = bytes.prefix(header + 8 * frameBytes)
-        let writer = pipe.fileHandleForWriting
-        DispatchQueue.global().async { writer.write(head) }
+        let pipe = try silentPrimary(in: dir)
         let start = Date()
         let r = try runCLI(["record", "--primary", "-", "--secondary", "none", "--out", "silent.mp4", "--primary-timeout", "60", "--json"],
                            in: dir.url.path, stdin: pipe.fileHandleForReading, signal: SIGINT, after: 4, timeout: 30)
