@@ -28,8 +28,8 @@
 // change before it is filtered. Not where its right or lower neighbour is
 // intra: those predicted from its reconstruction. The macroblock pass
 // already probed at the P_Skip vector the neighbours' choices gave
-// (MB_PROBEMV, MB_PROBE); where the final vector is that one (most
-// macroblocks), the decision reads the probe, and the chain of the walk
+// (MB_PROBEMV, MB_PROBE); where the final vector is that one, the
+// decision reads the probe, and the chain of the walk
 // probes only where they differ. A step's chain is then: wait for the row
 // above, read its samples and records (one round of reads, side by side),
 // decide, filter in shared memory, write.
