@@ -210,6 +210,30 @@ void quantChromaDC(inout int d[4], int qp, bool intra) {
     }
 }
 
+// Whether a P macroblock's residual quantises to nothing once decimated as
+// the macroblock pass decimates (an 8×8 quadrant scoring under 4, all luma
+// under 6, a chroma component's AC under 7): `score`, the decimation scores
+// of luma blocks 0-15 then chroma blocks (Cb 0-3, Cr 0-3); `chromaDC`, the
+// chroma blocks' DC coefficients before quantisation. (x264's P_Skip probe.)
+bool residualVanishes(int score[24], int chromaDC[8], int qpc) {
+    int total = 0;
+    bool quadrants = true;
+    for (int k = 0; k < 4; k++) {
+        int qs = score[4 * k] + score[4 * k + 1] + score[4 * k + 2] + score[4 * k + 3];
+        total += qs;
+        quadrants = quadrants && qs < 4;
+    }
+    if (!(total < 6 || quadrants)) return false;
+    for (int c = 0; c < 2; c++) {
+        int dc[4];
+        for (int i = 0; i < 4; i++) dc[i] = chromaDC[c * 4 + i];
+        quantChromaDC(dc, qpc, false);
+        if (dc[0] != 0 || dc[1] != 0 || dc[2] != 0 || dc[3] != 0
+            || score[16 + c * 4] + score[17 + c * 4] + score[18 + c * 4] + score[19 + c * 4] >= 7) return false;
+    }
+    return true;
+}
+
 // Chroma DC levels (c0 c1 / c2 c3) → the DC of each chroma 4×4 block (8.5.11.2).
 void dequantChromaDC(inout int d[4], int qp) {
     int a = d[0], b = d[1], c = d[2], e = d[3];

@@ -265,23 +265,8 @@ void probeSkip(int t, int mbX, int mbY) {
     }
     barrier();
     if (t == 0) {
-        // Nothing left after decimation (as the macroblock pass decimates), and no dearer by SAD.
-        int total = 0;
-        bool quadrants = true;
-        for (int k = 0; k < 4; k++) {
-            int qs = sScore[4 * k] + sScore[4 * k + 1] + sScore[4 * k + 2] + sScore[4 * k + 3];
-            total += qs;
-            quadrants = quadrants && qs < 4;
-        }
-        bool empty = total < 6 || quadrants;
-        for (int c = 0; c < 2 && empty; c++) {
-            int dc[4];
-            for (int i = 0; i < 4; i++) dc[i] = sChromaDC[c * 4 + i];
-            quantChromaDC(dc, qpc, false);
-            empty = dc[0] == 0 && dc[1] == 0 && dc[2] == 0 && dc[3] == 0
-                 && sScore[16 + c * 4] + sScore[17 + c * 4] + sScore[18 + c * 4] + sScore[19 + c * 4] < 7;
-        }
-        sTake = empty && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) ? 2 : 0;
+        // Nothing left after decimation, and no dearer by SAD.
+        sTake = residualVanishes(sScore, sChromaDC, qpc) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) ? 2 : 0;
     }
     barrier();
 }

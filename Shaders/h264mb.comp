@@ -1175,22 +1175,9 @@ void main() {
         int margin = int(sSadSkip) - int(sSadNow);
         uint state = probe ? (full ? PROBE_FULL : PROBE_UNKNOWN) : (cbp == 0 ? PROBE_EMPTY : PROBE_FULL);
         if (full) {
-            int total = 0;
-            bool quadrants = true;
-            for (int k = 0; k < 4; k++) {
-                int qs = sScore[4 * k] + sScore[4 * k + 1] + sScore[4 * k + 2] + sScore[4 * k + 3];
-                total += qs;
-                quadrants = quadrants && qs < 4;
-            }
-            bool empty = total < 6 || quadrants;
-            for (int c = 0; c < 2 && empty; c++) {
-                int dc[4];
-                for (int i = 0; i < 4; i++) dc[i] = sDC[16 + c * 4 + i];
-                quantChromaDC(dc, qpc, false);
-                empty = dc[0] == 0 && dc[1] == 0 && dc[2] == 0 && dc[3] == 0
-                     && sScore[16 + c * 4] + sScore[17 + c * 4] + sScore[18 + c * 4] + sScore[19 + c * 4] < 7;
-            }
-            if (empty) state = PROBE_EMPTY;
+            int chromaDC[8];
+            for (int i = 0; i < 8; i++) chromaDC[i] = sDC[16 + i];
+            if (residualVanishes(sScore, chromaDC, qpc)) state = PROBE_EMPTY;
         }
         mbs[rec + MB_PROBEMV] = packMV(skipN);
         mbs[rec + MB_PROBE] = packProbe(state, margin);
