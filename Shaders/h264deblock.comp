@@ -74,6 +74,13 @@ shared uint sSadSkip, sSadNow;
 // none), the macroblock's MB_PROBEMV and MB_PROBE, MB_INFO of its right and
 // lower neighbours.
 shared uint sRec[30];
+#define REC_OWN 0       // the macroblock's words 0-7 (recordWord)
+#define REC_LEFT 8      // its left neighbour's
+#define REC_UP 16       // its upper neighbour's
+#define REC_CORNER 24   // MB_INFO, MB_MV of the upper right neighbour (the upper left where there is none)
+#define REC_PROBE 26    // the macroblock's MB_PROBEMV, MB_PROBE
+#define REC_RIGHT 28    // MB_INFO of the right neighbour
+#define REC_BELOW 29    // MB_INFO of the lower neighbour
 
 // Word k (0-7) of the record in sRec: MB_INFO, MB_MV, then MB_NNZ 0-5.
 uint recordWord(int mb, int k) { return mbs[mb * MB_WORDS + (k < 2 ? k : MB_NNZ + k - 2)]; }
@@ -277,21 +284,21 @@ void probeSkip(int t, int mbX, int mbY) {
 void decideSkip(int t, int mb, int mbX, int mbY) {
     if (t == 0) {
         int take = 0;
-        uint info = sRec[0];
+        uint info = sRec[REC_OWN];
         if (infoKind(info) == KIND_P16) {
             ivec2 mvp, skip;
             bool hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbY > 0 && mbX > 0;
-            predictorsOf(neighbourOf(mbX > 0, sRec[8], sRec[9]), neighbourOf(mbY > 0, sRec[16], sRec[17]),
-                         neighbourOf(hasC, sRec[24], sRec[25]), neighbourOf(hasD, sRec[24], sRec[25]), mvp, skip);
-            ivec2 mv = unpackMV(sRec[1]);
-            bool rightIntra = mbX + 1 < u_size.z && infoKind(sRec[28]) != KIND_P16;
-            bool belowIntra = mbY + 1 < u_size.w && infoKind(sRec[29]) != KIND_P16;
+            predictorsOf(neighbourOf(mbX > 0, sRec[REC_LEFT], sRec[REC_LEFT + 1]), neighbourOf(mbY > 0, sRec[REC_UP], sRec[REC_UP + 1]),
+                         neighbourOf(hasC, sRec[REC_CORNER], sRec[REC_CORNER + 1]), neighbourOf(hasD, sRec[REC_CORNER], sRec[REC_CORNER + 1]), mvp, skip);
+            ivec2 mv = unpackMV(sRec[REC_OWN + 1]);
+            bool rightIntra = mbX + 1 < u_size.z && infoKind(sRec[REC_RIGHT]) != KIND_P16;
+            bool belowIntra = mbY + 1 < u_size.w && infoKind(sRec[REC_BELOW]) != KIND_P16;
             int extraBits = 2 + mvdBits(mv, mvp);
             if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
                 // The macroblock pass's probe where it was at this vector, else one here.
-                uint probe = sRec[27];
+                uint probe = sRec[REC_PROBE + 1];
                 bool cheap = probeMargin(probe) <= u_pic.z * extraBits;
-                if (unpackMV(sRec[26]) != skip) take = 1;
+                if (unpackMV(sRec[REC_PROBE]) != skip) take = 1;
                 else if (probeState(probe) == PROBE_UNKNOWN) take = cheap ? 1 : 0;
                 else take = probeState(probe) == PROBE_EMPTY && cheap ? 2 : 0;
             }
@@ -308,13 +315,13 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
     if (sTake != 2) return;
     ivec2 mv = sSkipMV;
     if (t == 0) {
-        mbs[mb * MB_WORDS + MB_INFO] = sRec[0] & ~(63u << 8);
+        mbs[mb * MB_WORDS + MB_INFO] = sRec[REC_OWN] & ~(63u << 8);
         mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
         for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
         memoryBarrierBuffer();
-        sRec[0] &= ~(63u << 8);
-        sRec[1] = packMV(mv);
-        for (int k = 2; k < 8; k++) sRec[k] = 0u;
+        sRec[REC_OWN] &= ~(63u << 8);
+        sRec[REC_OWN + 1] = packMV(mv);
+        for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
     }
     // The reconstruction is the prediction: luma block t, or chroma row (t - 16) & 7 of component (t - 16) >> 3.
     if (t < 16) {
@@ -361,11 +368,11 @@ void main() {
         // The records the row above does not write: the macroblock's (its
         // decision comes below), its left neighbour's (final since the step
         // before), its right and lower neighbours' kinds.
-        if (t < 8) sRec[t] = recordWord(mb, t);
-        else if (t < 16) sRec[t] = mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
-        else if (t < 18) sRec[26 + t - 16] = mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
-        else if (t == 18) sRec[28] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
-        else if (t == 19) sRec[29] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
+        if (t < 8) sRec[REC_OWN + t] = recordWord(mb, t);
+        else if (t < 16) sRec[REC_LEFT + t - 8] = mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
+        else if (t < 18) sRec[REC_PROBE + t - 16] = mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
+        else if (t == 18) sRec[REC_RIGHT] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
+        else if (t == 19) sRec[REC_BELOW] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
         // The row above must have filtered the upper right neighbour. The
         // first invocation waits, reading the row's count (no atomic: sixteen
         // read-modify-writes a poll, queued with the one that moves it, cost
@@ -383,10 +390,10 @@ void main() {
             // upper neighbour's record, and the upper right's (the upper
             // left's where there is none) kind and vector.
             if (t < 24) loadAbove(t, mbX, mbY);
-            else sRec[16 + t - 24] = recordWord(mb - mbW, t - 24);
-            if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[24 + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
+            else sRec[REC_UP + t - 24] = recordWord(mb - mbW, t - 24);
+            if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[REC_CORNER + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
         } else if (t < 10) {
-            sRec[16 + t] = 0u;
+            sRec[REC_UP + t] = 0u;   // and REC_CORNER
         }
         barrier();
         // The P_Skip decision, now that the neighbours' vectors are final.
@@ -397,8 +404,8 @@ void main() {
         // k & 3 of horizontal edge k >> 2.
         {
             int k = t & 15, e = k >> 2, s = k & 3;
-            if (luma) sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? 8 : 0, e == 0 ? 3 : e - 1, s, 0, e, s);
-            else sBS[t] = (e == 0 && mbY == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? 16 : 0, s, e == 0 ? 3 : e - 1, 0, s, e);
+            if (luma) sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_LEFT : REC_OWN, e == 0 ? 3 : e - 1, s, REC_OWN, e, s);
+            else sBS[t] = (e == 0 && mbY == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
         }
         barrier();
 
