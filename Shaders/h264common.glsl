@@ -18,9 +18,13 @@ precision highp int;
 #define MB_REFINEMV 12   // P pictures, until the choice pass: the refined search vector, then the sub-sample pass's
 #define MB_CHOSENMV 13   // and the choice's vector of each round but the last (13, 14), which the next reads around it
 #define MB_SEARCHSAD 15  // P pictures, until the choice pass: the SAD of the search's vector, bit 16 set where the search stopped by itself
+                         // (neither its diamond nor its diagonal round found better); after the refinement, the SAD of its vector
 #define MB_PROBEMV 12    // P pictures, from the macroblock pass to the raster-order pass: the P_Skip vector the neighbours' choices give
 #define MB_PROBE 13      // and the P_Skip probe there (packProbe)
-                         // (neither its diamond nor its diagonal round found better); after the refinement, the SAD of its vector
+#define MB_PROBEMV2 14   // P pictures, from the first probe round (h264deblock.comp, PROBE_ROUND) to the raster-order pass: its P_Skip vector
+#define MB_PROBE2 15     // and the probe there
+#define MB_PROBEMV3 10   // the same of the second round
+#define MB_PROBE3 11
 #define MB_LUMA 16       // 16 blocks × 16 int16 in zig-zag order (I_16x16: AC at 1-15)
 #define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order; I_NxN: the 16 Intra_4x4 modes, 4 bits each, in 2 words
 #define MB_CHROMADC 152  // Cb then Cr: 4 int16 each

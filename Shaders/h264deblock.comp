@@ -29,10 +29,16 @@
 // intra: those predicted from its reconstruction. The macroblock pass
 // already probed at the P_Skip vector the neighbours' choices gave
 // (MB_PROBEMV, MB_PROBE); where the final vector is that one, the
-// decision reads the probe, and the chain of the walk
-// probes only where they differ. A step's chain is then: wait for the row
-// above, read its samples and records (one round of reads, side by side),
-// decide, filter in shared memory, write.
+// decision reads the probe. Where they differ, it is often because a
+// neighbour became a P_Skip here: so before the walk, two parallel rounds
+// of this program (PROBE_ROUND) guess each macroblock's final vector (its
+// P_Skip vector where the probe before found the residual vanishing, else
+// its own), work out the P_Skip vector those guesses give each macroblock,
+// and probe there where no probe was (MB_PROBEMV2, MB_PROBEMV3). The chain
+// of the walk probes only where the final vector is none of the three. A
+// step's chain is then: wait for the row above, read its samples and
+// records (one round of reads, side by side), decide, filter in shared
+// memory, write.
 layout(local_size_x = 32) in;
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
@@ -48,7 +54,7 @@ uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row byte
 uniform ivec4 u_code;
 // P picture (1) or IDR (0), its QP, lambda, whether to filter (1) or only decide P_Skip (0).
 uniform ivec4 u_pic;
-// −1: one work group walks each row; d ≥ 0: wavefront step d.
+// −1: one work group walks each row; d ≥ 0: wavefront step d. A probe round: the round, 1 or 2.
 uniform int u_step;
 
 #include "h264source.glsl"
@@ -63,6 +69,7 @@ shared int sBS[32];      // bS of the vertical edges (edge × 4 + segment), then
 // component and block); chroma DC coefficients; SADs at the P_Skip vector
 // and of the reconstruction.
 shared int sTake;
+shared bool sVanish;   // the probe's residual quantises to nothing
 shared ivec2 sSkipMV;
 shared int sExtraBits;
 shared int sScore[24];
@@ -72,8 +79,8 @@ shared uint sSadSkip, sSadNow;
 // macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO and
 // MB_MV of the upper right neighbour (or the upper left where there is
 // none), the macroblock's MB_PROBEMV and MB_PROBE, MB_INFO of its right and
-// lower neighbours.
-shared uint sRec[30];
+// lower neighbours, its MB_PROBEMV2, MB_PROBE2, MB_PROBEMV3, MB_PROBE3.
+shared uint sRec[34];
 #define REC_OWN 0       // the macroblock's words 0-7 (recordWord)
 #define REC_LEFT 8      // its left neighbour's
 #define REC_UP 16       // its upper neighbour's
@@ -81,6 +88,8 @@ shared uint sRec[30];
 #define REC_PROBE 26    // the macroblock's MB_PROBEMV, MB_PROBE
 #define REC_RIGHT 28    // MB_INFO of the right neighbour
 #define REC_BELOW 29    // MB_INFO of the lower neighbour
+#define REC_PROBE2 30   // the macroblock's MB_PROBEMV2, MB_PROBE2
+#define REC_PROBE3 32   // and MB_PROBEMV3, MB_PROBE3
 
 // Word k (0-7) of the record in sRec: MB_INFO, MB_MV, then MB_NNZ 0-5.
 uint recordWord(int mb, int k) { return mbs[mb * MB_WORDS + (k < 2 ? k : MB_NNZ + k - 2)]; }
@@ -230,8 +239,10 @@ void writeWord(int i, int mbX, int mbY) {
     recon[word] = w;
 }
 
-// The P_Skip probe at sSkipMV, in the chain (where the macroblock pass
-// probed at another vector): sTake becomes 2 where the macroblock becomes a P_Skip, else 0.
+// The P_Skip probe at sSkipMV, the macroblock's own samples in sY: sVanish,
+// whether its residual there quantises to nothing, and both luma SADs
+// (sSadSkip, sSadNow, zero before); sTake becomes 2 where the macroblock
+// becomes a P_Skip (in the walk's chain, where no probe before was at the vector), else 0.
 void probeSkip(int t, int mbX, int mbY) {
     ivec2 mv = sSkipMV;
     int qp = u_pic.y, qpc = chromaQP(qp);
@@ -273,7 +284,8 @@ void probeSkip(int t, int mbX, int mbY) {
     barrier();
     if (t == 0) {
         // Nothing left after decimation, and no dearer by SAD.
-        sTake = residualVanishes(sScore, sChromaDC, qpc) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) ? 2 : 0;
+        sVanish = residualVanishes(sScore, sChromaDC, qpc);
+        sTake = sVanish && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) ? 2 : 0;
     }
     barrier();
 }
@@ -295,10 +307,11 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
             bool belowIntra = mbY + 1 < u_size.w && infoKind(sRec[REC_BELOW]) != KIND_P16;
             int extraBits = 2 + mvdBits(mv, mvp);
             if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
-                // The macroblock pass's probe where it was at this vector, else one here.
-                uint probe = sRec[REC_PROBE + 1];
+                // A probe before at this vector (the macroblock pass's or a round's), else one here.
+                int r = unpackMV(sRec[REC_PROBE]) == skip ? REC_PROBE : unpackMV(sRec[REC_PROBE2]) == skip ? REC_PROBE2 : REC_PROBE3;
+                uint probe = sRec[r + 1];
                 bool cheap = probeMargin(probe) <= u_pic.z * extraBits;
-                if (unpackMV(sRec[REC_PROBE]) != skip) take = 1;
+                if (unpackMV(sRec[r]) != skip) take = 1;
                 else if (probeState(probe) == PROBE_UNKNOWN) take = cheap ? 1 : 0;
                 else take = probeState(probe) == PROBE_EMPTY && cheap ? 2 : 0;
             }
@@ -336,6 +349,7 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
     }
 }
 
+#ifndef PROBE_ROUND
 void main() {
     // 32 invocations: luma lines on 0-15, chroma lines on 16-31, side by side.
     int t = int(gl_LocalInvocationIndex);
@@ -373,6 +387,8 @@ void main() {
         else if (t < 18) sRec[REC_PROBE + t - 16] = mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
         else if (t == 18) sRec[REC_RIGHT] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
         else if (t == 19) sRec[REC_BELOW] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
+        else if (t < 22) sRec[REC_PROBE2 + t - 20] = mbs[mb * MB_WORDS + MB_PROBEMV2 + t - 20];
+        else if (t < 24) sRec[REC_PROBE3 + t - 22] = mbs[mb * MB_WORDS + MB_PROBEMV3 + t - 22];
         // The row above must have filtered the upper right neighbour. The
         // first invocation waits, reading the row's count (no atomic: sixteen
         // read-modify-writes a poll, queued with the one that moves it, cost
@@ -453,3 +469,80 @@ void main() {
         barrier();
     }
 }
+#endif
+
+#ifdef PROBE_ROUND
+// A probe round (u_step 1 or 2; P pictures, every macroblock a work group,
+// after the macroblock passes and before the walk): the round before's
+// probe words of each macroblock (round 1: MB_PROBEMV, MB_PROBE; round 2:
+// MB_PROBEMV2, MB_PROBE2), and this round's (MB_PROBEMV2 and MB_PROBEMV3).
+int probeWordBefore() { return u_step == 1 ? MB_PROBEMV : MB_PROBEMV2; }
+int probeWordNow() { return u_step == 1 ? MB_PROBEMV2 : MB_PROBEMV3; }
+
+// The guess at the final vector of P macroblock (x, y) (record `info`,
+// vector `mv`): the P_Skip vector the round before probed where the residual
+// vanished there and its SAD does not rule the skip out (round 1: the
+// macroblock pass's probe, marked empty only then), and no intra right or
+// lower neighbour keeps it from changing; else its own.
+uint guessedVector(int x, int y, uint info, uint mv) {
+    if (infoKind(info) != KIND_P16) return mv;
+    int i = y * u_size.z + x, w = probeWordBefore();
+    uint probe = mbs[i * MB_WORDS + w + 1], skip = mbs[i * MB_WORDS + w];
+    if (probeState(probe) != PROBE_EMPTY) return mv;
+    if (u_step > 1 && probeMargin(probe) > u_pic.z * (2 + mvdBits(unpackMV(mv), unpackMV(skip)))) return mv;
+    bool rightIntra = x + 1 < u_size.z && infoKind(mbs[(i + 1) * MB_WORDS + MB_INFO]) != KIND_P16;
+    bool belowIntra = y + 1 < u_size.w && infoKind(mbs[(i + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16;
+    return rightIntra || belowIntra ? mv : skip;
+}
+
+Neighbour guessedNeighbour(int x, int y) {
+    if (x < 0 || y < 0 || x >= u_size.z) return neighbourOf(false, 0u, 0u);
+    int i = y * u_size.z + x;
+    uint info = mbs[i * MB_WORDS + MB_INFO];
+    return neighbourOf(true, info, guessedVector(x, y, info, mbs[i * MB_WORDS + MB_MV]));
+}
+
+shared Neighbour sGuess[4];   // the left, upper, upper right and upper left neighbours as guessed
+
+void main() {
+    int t = int(gl_LocalInvocationIndex);
+    int mbX = int(gl_WorkGroupID.x), mbY = int(gl_WorkGroupID.y), mbW = u_size.z;
+    int mb = mbY * mbW + mbX, rec = mb * MB_WORDS;
+    int before = probeWordBefore(), now = probeWordNow();
+    uint info = mbs[rec + MB_INFO];
+    if (infoKind(info) != KIND_P16) return;
+    // The neighbours' guesses side by side, one an invocation.
+    if (t < 4) sGuess[t] = guessedNeighbour(mbX - (t == 0 || t == 3 ? 1 : 0) + (t == 2 ? 1 : 0), mbY - (t == 0 ? 0 : 1));
+    barrier();
+    if (t == 0) {
+        // The P_Skip vector the guesses give; a probe there where the walk
+        // might take the skip and no probe so far was at it.
+        ivec2 mv = unpackMV(mbs[rec + MB_MV]);
+        ivec2 mvp, skip;
+        predictorsOf(sGuess[0], sGuess[1], sGuess[2], sGuess[3], mvp, skip);
+        bool rightIntra = mbX + 1 < mbW && infoKind(mbs[rec + MB_WORDS + MB_INFO]) != KIND_P16;
+        bool belowIntra = mbY + 1 < u_size.w && infoKind(mbs[rec + mbW * MB_WORDS + MB_INFO]) != KIND_P16;
+        bool probe = !(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra
+                  && skip != unpackMV(mbs[rec + MB_PROBEMV]) && skip != unpackMV(mbs[rec + before]);
+        if (!probe) {
+            // The round before's words again: the walk finds nothing new here.
+            mbs[rec + now] = mbs[rec + before];
+            mbs[rec + now + 1] = mbs[rec + before + 1];
+        }
+        sSkipMV = skip;
+        sExtraBits = 2 + mvdBits(mv, mvp);
+        sTake = probe ? 1 : 0;
+        sSadSkip = 0u;
+        sSadNow = 0u;
+    }
+    barrier();
+    if (sTake == 0) return;
+    loadOwn(t, mbX, mbY);
+    barrier();
+    probeSkip(t, mbX, mbY);
+    if (t == 0) {
+        mbs[rec + now] = packMV(sSkipMV);
+        mbs[rec + now + 1] = packProbe(sVanish ? PROBE_EMPTY : PROBE_FULL, int(sSadSkip) - int(sSadNow));
+    }
+}
+#endif

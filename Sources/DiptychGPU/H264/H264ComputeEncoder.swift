@@ -189,6 +189,11 @@ final class H264ComputeEncoder {
     /// two +64.4 %, three +54.3 %, four +51.2 % (`bench/results/gpu-h264-quality.md`).
     static let choiceRounds = 3
 
+    /// Rounds of the P_Skip probe before the raster walk (`PROBE_ROUND` in
+    /// `h264deblock.comp`; the record has room for two). The bits are the
+    /// same with none; each round takes probes out of the walk's chain.
+    static let probeRounds = 2
+
     /// x264's lambda for SAD-based motion costs, by QP.
     static let lambda: [Int32] = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 6, 6, 7, 8, 9,
                                   10, 11, 13, 14, 16, 18, 20, 23, 25, 29, 32, 36, 40, 45, 51, 57, 64, 72, 81, 91]
@@ -286,7 +291,7 @@ final class H264ComputeEncoder {
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
         case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
-        case .deblock:
+        case .deblock, .probe:
             let d = H264Deblocking(qp: p.pending.qp)
             glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.deblockTag)
             glUniform4i(l.picture, p.pending.idr ? 0 : 1, qp, p.lambda, deblocking ? 1 : 0)
@@ -366,6 +371,19 @@ final class H264ComputeEncoder {
             glMemoryBarrier(storage)
         }
         if diagonals > 0 { timed(.intra) }
+        // P pictures: the probe rounds guess which P_Skip vectors the walk
+        // below will find, and probe there (`h264deblock.comp`).
+        if !inter.isEmpty {
+            glUseProgram(programs.ids[.probe]!)
+            for round in 1...Self.probeRounds {
+                for p in inter {
+                    p.job.encoder.bind(p, .probe, diagonal: round)
+                    glDispatchCompute(GLuint(p.job.encoder.format.mbWidth), GLuint(p.job.encoder.format.mbHeight), 1)
+                }
+                glMemoryBarrier(storage)
+            }
+            timed(.probe)
+        }
         // Every macroblock is reconstructed: the raster-order pass makes the
         // P_Skip decision in the standard's order (P pictures) and filters the
         // picture in place (it becomes the next picture's reference); the
