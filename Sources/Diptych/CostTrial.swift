@@ -68,6 +68,22 @@ struct CostTrial {
         return Outcome(canvas: last, messages: messages)
     }
 
+    /// The settings the trial encodes with: the take's, except that where
+    /// `auto` will take NVENC (`nvenc`, its facts on the compositor's CUDA
+    /// device, say it opens and no VA-API device comes before it), NVENC on
+    /// that device, so the trial measures the encoder the take will run
+    /// rather than libx264. (Frames reach it from host memory here, uploaded;
+    /// the take hands it the composite device to device.)
+    static func encoderSettings(_ settings: VideoEncoderSettings, choice: EncoderChoice, nvenc: NVENCFacts?) -> VideoEncoderSettings {
+        guard choice == .auto, let nvenc,
+              let plan = try? EncoderProbe.plan(codec: settings.codec, choice: .auto, driDirectory: settings.driDirectory, target: nil, nvenc: nvenc),
+              plan.path == .nvenc else { return settings }
+        var s = settings
+        s.encoder = .nvenc
+        s.cudaDevice = plan.cudaDevice
+        return s
+    }
+
     /// The real measurement: `frames` composites of synthetic frames of the
     /// sources' sizes through `gpu` into a scratch output, each read back
     /// and encoded with the take's encoder settings into /dev/null.

@@ -4,6 +4,7 @@ import Testing
 import DiptychCore
 import DiptychMedia
 import DiptychGPU
+import DiptychCUDA
 
 /// The command line as users run it: exit status, one-line errors, signals,
 /// crash safety, the JSON summary and the demo.
@@ -374,6 +375,24 @@ import DiptychGPU
         let outcome = trial.choose(requested: PixelSize(width: 1280, height: 720), frameRate: FrameRate(30))
         #expect(outcome.canvas == PixelSize(width: 640, height: 360))
         #expect(outcome.messages.last?.contains("no canvas fits") == true)
+    }
+
+    /// Under auto the trial encodes with what auto will take: NVENC where
+    /// it opens (a recorded L4's facts), the take's settings elsewhere.
+    @Test func autoTrialEncodesWithNVENCWhereAutoTakesIt() {
+        let l4 = NVENCFacts.available(device: "NVIDIA L4 (CUDA device 1)", cudaDevice: 1, driverAPI: "12.1",
+                                      limits: [NVENCCodecLimits(codec: .h264, maxWidth: 4096, maxHeight: 4096, maxBFrames: 4, tenBit: false)])
+        let take = VideoEncoderSettings(size: PixelSize(width: 1280, height: 720), frameRate: FrameRate(30), codec: .h264, encoder: .auto,
+                                        bitrate: 4_000_000, preset: "veryfast", gop: 30)
+        let trial = CostTrial.encoderSettings(take, choice: .auto, nvenc: l4)
+        #expect(trial.encoder == .nvenc && trial.cudaDevice == 1)
+        #expect(trial.size == take.size && trial.bitrate == take.bitrate)
+        let absent = NVENCFacts.unavailable(.noEngine(gpu: "NVIDIA H200 (CUDA device 0)", detail: "unsupported device (2)"))
+        #expect(CostTrial.encoderSettings(take, choice: .auto, nvenc: absent).encoder == .auto)
+        #expect(CostTrial.encoderSettings(take, choice: .auto, nvenc: nil).encoder == .auto)
+        var x264 = take
+        x264.encoder = .x264
+        #expect(CostTrial.encoderSettings(x264, choice: .x264, nvenc: l4).encoder == .x264)
     }
 
     @Test func firstThatFitsWins() {

@@ -213,9 +213,12 @@ enum TakeSetup {
             let g = gpu.gpu
             let secondaryOrientation = InputStage.orientation(metadata: secondary?.info.orientation ?? .identity,
                                                               configured: config.secondaryOrientation)
+            // Under auto, NVENC where auto will take it (its facts are examined once per device and codec).
+            let trialSettings = CostTrial.encoderSettings(settings, choice: config.encoder, nvenc: config.encoder == .auto
+                ? hooks.zeroCopyOverride?.nvenc ?? NVENCProbe.facts(codec: config.codec, cudaDevice: g.cudaDevice()) : nil)
             let measure: (PixelSize) throws -> [Double] = hooks.costMeasurement.map { m in { m($0) } }
                 ?? CostTrial.real(gpu: g, primary: primary.info.size, secondary: secondary?.info.size, layout: config.layout,
-                                  orientations: (primaryOrientation, secondaryOrientation), settings: settings, frames: 12)
+                                  orientations: (primaryOrientation, secondaryOrientation), settings: trialSettings, frames: 12)
             let outcome = CostTrial(frames: 12, measure: measure).choose(requested: canvas, frameRate: frameRate)
             if outcome.canvas == canvas {
                 outcome.messages.forEach(hooks.log)
