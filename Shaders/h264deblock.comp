@@ -31,10 +31,11 @@
 // (MB_PROBEMV, MB_PROBE); where the final vector is that one, the
 // decision reads the probe. Where they differ, it is often because a
 // neighbour became a P_Skip here: so before the walk, two parallel rounds
-// of this program (PROBE_ROUND) guess each macroblock's final vector (its
-// P_Skip vector where the probe before found the residual vanishing, else
-// its own), work out the P_Skip vector those guesses give each macroblock,
-// and probe there where no probe was (MB_PROBEMV2, MB_PROBEMV3). The chain
+// of this program (PROBE_GUESS, then PROBE_ROUND) guess each macroblock's
+// final vector (its P_Skip vector where the probe before found the residual
+// vanishing, else its own), work out the P_Skip vector those guesses give
+// each macroblock, and probe there where no probe was (MB_PROBEMV2,
+// MB_PROBEMV3). The chain
 // of the walk probes only where the final vector is none of the three. A
 // step's chain is then: wait for the row above, read its samples and
 // records (one round of reads, side by side), decide, filter in shared
@@ -349,7 +350,7 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
     }
 }
 
-#ifndef PROBE_ROUND
+#if !defined(PROBE_ROUND) && !defined(PROBE_GUESS)
 void main() {
     // 32 invocations: luma lines on 0-15, chroma lines on 16-31, side by side.
     int t = int(gl_LocalInvocationIndex);
@@ -471,14 +472,23 @@ void main() {
 }
 #endif
 
-#ifdef PROBE_ROUND
-// A probe round (u_step 1 or 2; P pictures, every macroblock a work group,
-// after the macroblock passes and before the walk): the round before's
-// probe words of each macroblock (round 1: MB_PROBEMV, MB_PROBE; round 2:
-// MB_PROBEMV2, MB_PROBE2), and this round's (MB_PROBEMV2 and MB_PROBEMV3).
+#if defined(PROBE_ROUND) || defined(PROBE_GUESS)
+// A probe round (u_step 1 or 2; P pictures, after the macroblock passes and
+// before the walk), in two passes: the guess (PROBE_GUESS, an invocation a
+// macroblock) lists the macroblocks to probe, and the probe (PROBE_ROUND, a
+// work group each, dispatched indirectly by the list's count) probes them.
+// The round before's probe words of each macroblock (round 1: MB_PROBEMV,
+// MB_PROBE; round 2: MB_PROBEMV2, MB_PROBE2), and this round's (MB_PROBEMV2
+// and MB_PROBEMV3).
 int probeWordBefore() { return u_step == 1 ? MB_PROBEMV : MB_PROBEMV2; }
 int probeWordNow() { return u_step == 1 ? MB_PROBEMV2 : MB_PROBEMV3; }
 
+// The macroblocks to probe: an indirect dispatch's three words (their
+// count, 1, 1), then their indices.
+layout(std430, binding = 12) coherent buffer ProbeList { uint probeList[]; };
+#endif
+
+#ifdef PROBE_GUESS
 // The guess at the final vector of P macroblock (x, y) (record `info`,
 // vector `mv`): the P_Skip vector the round before probed where the residual
 // vanished there and its SAD does not rule the skip out (round 1: the
@@ -502,47 +512,49 @@ Neighbour guessedNeighbour(int x, int y) {
     return neighbourOf(true, info, guessedVector(x, y, info, mbs[i * MB_WORDS + MB_MV]));
 }
 
-shared Neighbour sGuess[4];   // the left, upper, upper right and upper left neighbours as guessed
-
 void main() {
-    int t = int(gl_LocalInvocationIndex);
-    int mbX = int(gl_WorkGroupID.x), mbY = int(gl_WorkGroupID.y), mbW = u_size.z;
-    int mb = mbY * mbW + mbX, rec = mb * MB_WORDS;
+    int mb = int(gl_GlobalInvocationID.x), mbW = u_size.z;
+    if (mb >= mbW * u_size.w) return;
+    int mbX = mb % mbW, mbY = mb / mbW, rec = mb * MB_WORDS;
     int before = probeWordBefore(), now = probeWordNow();
     uint info = mbs[rec + MB_INFO];
     if (infoKind(info) != KIND_P16) return;
-    // The neighbours' guesses side by side, one an invocation.
-    if (t < 4) sGuess[t] = guessedNeighbour(mbX - (t == 0 || t == 3 ? 1 : 0) + (t == 2 ? 1 : 0), mbY - (t == 0 ? 0 : 1));
-    barrier();
+    // The P_Skip vector the guesses give; a probe there where the walk
+    // might take the skip and no probe so far was at it.
+    ivec2 mv = unpackMV(mbs[rec + MB_MV]);
+    ivec2 mvp, skip;
+    predictorsOf(guessedNeighbour(mbX - 1, mbY), guessedNeighbour(mbX, mbY - 1),
+                 guessedNeighbour(mbX + 1, mbY - 1), guessedNeighbour(mbX - 1, mbY - 1), mvp, skip);
+    bool rightIntra = mbX + 1 < mbW && infoKind(mbs[rec + MB_WORDS + MB_INFO]) != KIND_P16;
+    bool belowIntra = mbY + 1 < u_size.w && infoKind(mbs[rec + mbW * MB_WORDS + MB_INFO]) != KIND_P16;
+    if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra
+        && skip != unpackMV(mbs[rec + MB_PROBEMV]) && skip != unpackMV(mbs[rec + before])) {
+        // The vector now; the probe pass writes the probe beside it.
+        mbs[rec + now] = packMV(skip);
+        probeList[3u + atomicAdd(probeList[0], 1u)] = uint(mb);
+    } else {
+        // The round before's words again: the walk finds nothing new here.
+        mbs[rec + now] = mbs[rec + before];
+        mbs[rec + now + 1] = mbs[rec + before + 1];
+    }
+}
+#endif
+
+#ifdef PROBE_ROUND
+// The probe of the listed macroblock at the vector the guess wrote.
+void main() {
+    int t = int(gl_LocalInvocationIndex);
+    int mb = int(probeList[3u + gl_WorkGroupID.x]), mbW = u_size.z;
+    int mbX = mb % mbW, mbY = mb / mbW, rec = mb * MB_WORDS, now = probeWordNow();
     if (t == 0) {
-        // The P_Skip vector the guesses give; a probe there where the walk
-        // might take the skip and no probe so far was at it.
-        ivec2 mv = unpackMV(mbs[rec + MB_MV]);
-        ivec2 mvp, skip;
-        predictorsOf(sGuess[0], sGuess[1], sGuess[2], sGuess[3], mvp, skip);
-        bool rightIntra = mbX + 1 < mbW && infoKind(mbs[rec + MB_WORDS + MB_INFO]) != KIND_P16;
-        bool belowIntra = mbY + 1 < u_size.w && infoKind(mbs[rec + mbW * MB_WORDS + MB_INFO]) != KIND_P16;
-        bool probe = !(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra
-                  && skip != unpackMV(mbs[rec + MB_PROBEMV]) && skip != unpackMV(mbs[rec + before]);
-        if (!probe) {
-            // The round before's words again: the walk finds nothing new here.
-            mbs[rec + now] = mbs[rec + before];
-            mbs[rec + now + 1] = mbs[rec + before + 1];
-        }
-        sSkipMV = skip;
-        sExtraBits = 2 + mvdBits(mv, mvp);
-        sTake = probe ? 1 : 0;
+        sSkipMV = unpackMV(mbs[rec + now]);
+        sExtraBits = 0;
         sSadSkip = 0u;
         sSadNow = 0u;
     }
-    barrier();
-    if (sTake == 0) return;
     loadOwn(t, mbX, mbY);
     barrier();
     probeSkip(t, mbX, mbY);
-    if (t == 0) {
-        mbs[rec + now] = packMV(sSkipMV);
-        mbs[rec + now + 1] = packProbe(sVanish ? PROBE_EMPTY : PROBE_FULL, int(sSadSkip) - int(sSadNow));
-    }
+    if (t == 0) mbs[rec + now + 1] = packProbe(sVanish ? PROBE_EMPTY : PROBE_FULL, int(sSadSkip) - int(sSadNow));
 }
 #endif

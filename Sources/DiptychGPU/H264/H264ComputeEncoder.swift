@@ -66,6 +66,8 @@ final class H264ComputeEncoder {
     private var planes: GLuint = 0
     /// The deblocking pass's progress: per macroblock row, the picture's tag and the macroblocks filtered.
     private var progress: GLuint = 0
+    /// A probe round's list of macroblocks to probe: an indirect dispatch's three words, then their indices (`h264deblock.comp`).
+    private var probeList: GLuint = 0
     /// The tag of the picture being recorded (1 to 65535, then 1 again: its rows' counts from an earlier picture differ).
     private var deblockTag = 0
     /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
@@ -144,6 +146,7 @@ final class H264ComputeEncoder {
         records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
         bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
         progress = buffer(format.mbHeight * 4)
+        probeList = buffer((3 + n) * 4)
         planes = buffer(planeBytes)
         let zeros = [UInt32](repeating: 0, count: format.mbHeight)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
@@ -175,10 +178,10 @@ final class H264ComputeEncoder {
 
     func release() {
         released = true
-        let all = pictures + records + [bits, lens, progress, planes] + slots.flatMap { [$0.result, $0.output] }
+        let all = pictures + records + [bits, lens, progress, probeList, planes] + slots.flatMap { [$0.result, $0.output] }
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; planes = 0; slots = []
+        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; probeList = 0; planes = 0; slots = []
     }
 
     deinit { precondition(released, "H264ComputeEncoder released without release()") }
@@ -282,7 +285,7 @@ final class H264ComputeEncoder {
     private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = -1) {
         let slot = slots[p.pending.slot]
         for (binding, buffer) in [(0, p.job.source), (1, pictures[current]), (2, pictures[p.reference]), (3, records[current]),
-                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output), (10, progress), (11, planes)] {
+                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output), (10, progress), (11, planes), (12, probeList)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
         let l = programs.locations[pass]!
@@ -291,7 +294,7 @@ final class H264ComputeEncoder {
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
         case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
-        case .deblock, .probe:
+        case .deblock, .probeGuess, .probe:
             let d = H264Deblocking(qp: p.pending.qp)
             glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.deblockTag)
             glUniform4i(l.picture, p.pending.idr ? 0 : 1, qp, p.lambda, deblocking ? 1 : 0)
@@ -372,14 +375,25 @@ final class H264ComputeEncoder {
         }
         if diagonals > 0 { timed(.intra) }
         // P pictures: the probe rounds guess which P_Skip vectors the walk
-        // below will find, and probe there (`h264deblock.comp`).
+        // below will find, list the macroblocks to probe there, and probe
+        // them (`h264deblock.comp`).
         if !inter.isEmpty {
-            glUseProgram(programs.ids[.probe]!)
+            let command = GLbitfield(GL_COMMAND_BARRIER_BIT)
             for round in 1...Self.probeRounds {
+                glUseProgram(programs.ids[.probeGuess]!)
+                for p in inter {
+                    p.job.encoder.emptyProbeList()
+                    p.job.encoder.bind(p, .probeGuess, diagonal: round)
+                    glDispatchCompute(GLuint((p.job.encoder.macroblocks + 31) / 32), 1, 1)
+                }
+                glMemoryBarrier(storage | command)
+                glUseProgram(programs.ids[.probe]!)
                 for p in inter {
                     p.job.encoder.bind(p, .probe, diagonal: round)
-                    glDispatchCompute(GLuint(p.job.encoder.format.mbWidth), GLuint(p.job.encoder.format.mbHeight), 1)
+                    glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), p.job.encoder.probeList)
+                    glDispatchComputeIndirect(0)
                 }
+                glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), 0)
                 glMemoryBarrier(storage)
             }
             timed(.probe)
@@ -437,6 +451,14 @@ final class H264ComputeEncoder {
             p.job.encoder.current = p.reference
         }
         return prepared.map(\.pending)
+    }
+
+    /// A probe round's list made empty: no macroblock, an indirect dispatch of none (in the command stream's order).
+    private func emptyProbeList() {
+        let words: [UInt32] = [0, 1, 1]
+        glBindBuffer(GL.shaderStorageBuffer, probeList)
+        glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(words.count * 4), words)
+        glBindBuffer(GL.shaderStorageBuffer, 0)
     }
 
     /// Whether the GPU finished `pending`'s passes (no wait).
