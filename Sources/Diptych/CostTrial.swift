@@ -70,13 +70,16 @@ struct CostTrial {
 
     /// The settings the trial encodes with: the take's, except that where
     /// `auto` will take NVENC (`nvenc`, its facts on the compositor's CUDA
-    /// device, say it opens and no VA-API device comes before it), NVENC on
-    /// that device, so the trial measures the encoder the take will run
-    /// rather than libx264. (Frames reach it from host memory here, uploaded;
-    /// the take hands it the composite device to device.)
+    /// device, say it opens: auto takes it before all but VA-API zero copy,
+    /// which is not known before the take's outputs exist), NVENC on that
+    /// device, so the trial measures the encoder the take will run rather
+    /// than libx264. (Frames reach it from host memory here, uploaded; the
+    /// take hands it the composite device to device.) VA-API is not
+    /// examined: without zero copy, NVENC comes before it.
     static func encoderSettings(_ settings: VideoEncoderSettings, choice: EncoderChoice, nvenc: NVENCFacts?) -> VideoEncoderSettings {
+        let noVAAPI = VAAPIReport(directory: settings.driDirectory, devices: [], problem: nil)
         guard choice == .auto, let nvenc,
-              let plan = try? EncoderProbe.plan(codec: settings.codec, choice: .auto, driDirectory: settings.driDirectory, target: nil, nvenc: nvenc),
+              let plan = try? EncoderProbe.plan(codec: settings.codec, choice: .auto, report: noVAAPI, target: nil, nvenc: nvenc),
               plan.path == .nvenc else { return settings }
         var s = settings
         s.encoder = .nvenc
