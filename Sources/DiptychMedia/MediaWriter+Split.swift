@@ -18,8 +18,10 @@ extension MediaWriter {
     }
 
     /// Completes the current file (its audio before `pts`, trailer, length)
-    /// and opens the next, whose first frame is the keyframe at `pts`.
-    func startNextSegment(at pts: Int64) throws(MediaError) {
+    /// and opens the next, whose first frame is the keyframe at `pts`; its
+    /// video described by `next` where another encoder begins there
+    /// (`encoderFallback`), else as the file before.
+    func startNextSegment(at pts: Int64, video next: VideoEncoder? = nil) throws(MediaError) {
         guard let old = output else { return }
         try writeHeldAudio(before: pts)
         deadline.arm()
@@ -31,17 +33,19 @@ extension MediaWriter {
         split!.close(path: path, end: pts, timeBase: videoTimeBase)
         split!.start = pts
 
-        let next = SegmentNaming.path(url, index: split!.done.count + 1)
-        do throws(MediaError) { try openSegment(next, like: old) } catch {
+        let file = SegmentNaming.path(url, index: split!.done.count + 1)
+        do throws(MediaError) { try openSegment(file, like: old, video: next) } catch {
             output = nil
             if firstError == nil { firstError = error }
             throw error
         }
     }
 
-    /// Opens `next` with the streams of `old` (parameters, time bases) and writes its header.
-    private func openSegment(_ next: String, like old: FFOutputContext) throws(MediaError) {
-        try MediaWriter.claim(next)
+    /// Opens `next` with the streams of `old` (parameters, time bases; the
+    /// video's from `video` where given) and writes its header. `claim`:
+    /// the file must not exist (`claim(_:)`); else it is one this writer made.
+    func openSegment(_ next: String, like old: FFOutputContext, video: VideoEncoder? = nil, claim: Bool = true) throws(MediaError) {
+        if claim { try MediaWriter.claim(next) }
         path = next
         let out: FFOutputContext
         do { out = try FFOutputContext(muxer: container.muxer, url: next) } catch {
@@ -55,6 +59,9 @@ extension MediaWriter {
             do { st = try out.newStream() } catch { throw .writeFailed(path: next, detail: "stream \(i): \(error)") }
             guard avcodec_parameters_copy(st.pointee.codecpar, from.pointee.codecpar) >= 0 else {
                 throw .writeFailed(path: next, detail: "stream \(i): avcodec_parameters_copy failed")
+            }
+            if let video, i == Int(videoStream.pointee.index) {
+                do { try video.copyParameters(to: st.pointee.codecpar) } catch { throw .writeFailed(path: next, detail: "video stream: \(error)") }
             }
             st.pointee.codecpar.pointee.codec_tag = 0
             st.pointee.time_base = requestedTimeBases[i]

@@ -1,4 +1,5 @@
 import CFFmpeg
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -86,9 +87,19 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
         return split.cutsBefore(muxedVideoEnd)
     }
 
-    /// Nil for pre-encoded video.
-    let encoder: VideoEncoder?
-    let selection: EncoderSelection
+    /// Nil for pre-encoded video. Replaced once where NVENC fails mid-take (`encoderFallback`).
+    var encoder: VideoEncoder?
+    var selection: EncoderSelection
+    /// The NVENC encoder whose CUDA frames `lendCUDAFrame` lends (any thread); nil once it has failed.
+    let lender: Mutex<CUDAFrameLender?>
+    /// NVENC failed mid-take and the software encoder took over (docs/ARCHITECTURE.md, "Encoder paths").
+    public internal(set) var encoderFallback: EncoderFallback?
+    /// FLV after a fallback: the new encoder's parameter sets, sent with its first packet (a new sequence header).
+    var pendingExtradata: [UInt8]?
+    /// Frames NVENC lent that could not be read back for the software encoder after it failed.
+    public internal(set) var framesLostInFallback = 0
+    /// Video packets muxed so far, all files together.
+    var muxedVideoPackets = 0
     /// The video's time base (the encoder's, or the same ticks for pre-encoded
     /// video: `VideoEncoder.ticks(for:)`) and one frame in it.
     let videoTimeBase: AVRational
@@ -140,6 +151,13 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
                       timestampOrigin: timestampOrigin, cancel: cancel, segmentTime: segmentTime, hlsListSize: hlsListSize)
     }
 
+    /// An output encoding on NVENC through `nvenc` (a stand-in in tests).
+    convenience init(url: String, container: ContainerFormat? = nil, video: VideoEncoderSettings, nvenc: any NVENCBackend,
+                     audio: AudioTrack? = nil, segmentTime: Double? = nil, hlsListSize: Int? = nil) throws(MediaError) {
+        try self.init(url: url, container: container, video: .frames(video), audio: audio, networkTimeout: 10,
+                      timestampOrigin: nil, cancel: nil, segmentTime: segmentTime, hlsListSize: hlsListSize, nvenc: nvenc)
+    }
+
     /// Opens an output whose video is encoded already (H.264 access units in
     /// Annex B, from the GPU encoder): the stream is described by
     /// `preEncoded` (size, rate, colour, and the SPS and PPS as extradata,
@@ -159,7 +177,8 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
 
     private init(url: String, container: ContainerFormat?, video source: VideoSource,
                  audio: AudioTrack?, networkTimeout: Double, timestampOrigin: MediaTime?,
-                 cancel: OpenCancel?, segmentTime segmentLength: Double?, hlsListSize: Int?) throws(MediaError) {
+                 cancel: OpenCancel?, segmentTime segmentLength: Double?, hlsListSize: Int?,
+                 nvenc: (any NVENCBackend)? = nil) throws(MediaError) {
         guard let container = container ?? ContainerFormat.infer(from: url) else {
             throw .writeFailed(path: url, detail: "cannot tell the container from the name (use .mp4, .mkv, .ts, .m3u8, rtmp:// or srt://)")
         }
@@ -219,7 +238,7 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
         var parameterSets: [UInt8]?
         switch source {
         case .frames:
-            let e = try VideoEncoder(settings: video, globalHeader: globalHeader)
+            let e = try VideoEncoder(settings: video, globalHeader: globalHeader, nvenc: nvenc)
             encoder = e
             selection = e.selection
             videoTimeBase = e.timeBase
@@ -230,6 +249,7 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
             (videoTimeBase, frameTicks) = VideoEncoder.ticks(for: video.frameRate)
             parameterSets = pre.parameterSets.flatMap(H264AnnexB.parameterSets(in:))
         }
+        lender = Mutex(encoder.flatMap { $0.nvenc == nil ? nil : CUDAFrameLender($0) })
         do {
             videoStream = try out.newStream()
             videoStream.pointee.time_base = videoTimeBase
@@ -357,18 +377,16 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
     public func write(_ frame: VideoFrame) throws(MediaError) {
         precondition(!finished, "MediaWriter.write after finish")
         if let e = firstError { throw e }
-        guard let encoder else { throw .invalidFrame(reason: "output \(url) takes encoded pictures (\(encoderName)), not frames") }
+        guard encoder != nil else { throw .invalidFrame(reason: "output \(url) takes encoded pictures (\(encoderName)), not frames") }
         let origin = timestampOrigin ?? frame.pts
         var frame = frame
         frame.pts = frame.pts - origin
-        let packets: [FFPacket]
         let key = keyframeDue(at: frame.pts.converted(to: videoTimeBase.den).value)
-        do { packets = try encoder.encode(frame, keyframe: key) } catch {
-            if case .invalidFrame = error {} else { firstError = error }
-            throw error
-        }
+        let packets = try encoding(at: frame.pts, { (e: VideoEncoder, fresh: Bool) throws(MediaError) in
+            try e.encode(frame, keyframe: key && !fresh)
+        })
         timestampOrigin = origin
-        try afterVideo(packets, frameEnd: frame.pts.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
+        try afterVideo(packets, frameEnd: frame.pts.converted(to: videoTimeBase.den).value + frameTicks)
     }
 
     /// Whether `write(_:pts:release:)` takes dma-bufs: the VA-API encoder reads them in place.
@@ -401,29 +419,32 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
 
     /// Whether `lendCUDAFrame` lends CUDA frames to fill: the NVENC encoder
     /// takes the compositor's frames device to device, no host copy.
-    public var takesCUDA: Bool { encoder?.nvenc != nil }
+    public var takesCUDA: Bool { lender.withLock { $0 != nil } }
 
     /// A CUDA frame of the NVENC encoder's pool for the compositor to fill
     /// (`GPUCompositor.setCUDAFrameProvider`); nil where the encoder is not
-    /// NVENC or no frame can be had. Any thread.
-    public func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? { encoder?.lendCUDAFrame(size) }
+    /// NVENC (or no longer: `encoderFallback`) or no frame can be had. Any thread.
+    public func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? { lender.withLock { $0 }?.encoder.lendCUDAFrame(size) }
 
     /// Encodes a CUDA frame this writer lent (`lendCUDAFrame`), now filled
     /// with the composite's NV12, at `pts`.
     public func write(_ frame: CUDAFrameTarget, pts: MediaTime) throws(MediaError) {
         precondition(!finished, "MediaWriter.write after finish")
         if let e = firstError { throw e }
-        guard let encoder else { throw .invalidFrame(reason: "output \(url) takes encoded pictures (\(encoderName)), not CUDA frames") }
+        guard encoder != nil else { throw .invalidFrame(reason: "output \(url) takes encoded pictures (\(encoderName)), not CUDA frames") }
         let origin = timestampOrigin ?? pts
         let t = pts - origin
-        let packets: [FFPacket]
         let key = keyframeDue(at: t.converted(to: videoTimeBase.den).value)
-        do { packets = try encoder.encode(lent: frame, pts: t, keyframe: key) } catch {
-            if case .invalidFrame = error {} else { firstError = error }
-            throw error
-        }
+        let packets = try encoding(at: t, { (e: VideoEncoder, fresh: Bool) throws(MediaError) in
+            // A frame the failed NVENC encoder lent comes to its successor in host memory, or not at all.
+            if e.nvenc == nil {
+                guard let host = try? MediaWriter.download(frame, size: e.settings.size, pts: t) else { framesLostInFallback += 1; return [] }
+                return try e.encode(host, keyframe: false)
+            }
+            return try e.encode(lent: frame, pts: t, keyframe: key && !fresh)
+        })
         timestampOrigin = origin
-        try afterVideo(packets, frameEnd: t.converted(to: encoder.timeBase.den).value + encoder.frameTicks)
+        try afterVideo(packets, frameEnd: t.converted(to: videoTimeBase.den).value + frameTicks)
     }
 
     /// Writes one pre-encoded access unit (H.264, Annex B) at its pts, then
@@ -475,6 +496,14 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
     }
 
     private func writeVideoPacket(_ p: FFPacket) throws(MediaError) {
+        if let extradata = pendingExtradata {
+            // FLV: the muxer writes a new sequence header before this packet (flvenc reads the side data).
+            guard let side = av_packet_new_side_data(p.raw, AV_PKT_DATA_NEW_EXTRADATA, extradata.count) else {
+                throw .writeFailed(path: url, detail: "av_packet_new_side_data: out of memory")
+            }
+            extradata.withUnsafeBufferPointer { side.update(from: $0.baseAddress!, count: extradata.count) }
+            pendingExtradata = nil
+        }
         let pts = p.raw.pointee.pts
         if split != nil, pts != avNoPTS {
             if p.raw.pointee.flags & AV_PKT_FLAG_KEY != 0, split!.cutsBefore(pts) { try startNextSegment(at: pts) }
@@ -487,6 +516,7 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
         if hls != nil, pts != avNoPTS, p.raw.pointee.flags & AV_PKT_FLAG_KEY != 0 { hls!.muxedKeyframe(at: pts) }
         av_packet_rescale_ts(p.raw, videoTimeBase, videoStream.pointee.time_base)
         try mux(p.raw, "video packet")
+        muxedVideoPackets += 1
         muxedVideoEnd = max(muxedVideoEnd, end)
         if split != nil {
             split!.frames += 1

@@ -36,6 +36,8 @@ protocol NVENCBackend: Sendable {
     func initialize(frames: FFBufferRef) throws(FFmpegError)
     /// The session that opens `context` and encodes with it.
     func session(for context: FFCodecContext) -> any EncoderSession
+    /// A frame of `frames` (the encoder's CUDA pool) holding `frame`, a frame in host memory.
+    func upload(_ frame: FFFrame, into frames: FFBufferRef) throws(FFmpegError) -> FFFrame
 }
 
 /// NVENC on one CUDA device: FFmpeg's CUDA device on the device's primary
@@ -89,6 +91,10 @@ final class NVENCHardware: NVENCBackend, @unchecked Sendable {   // FFmpeg's dev
     }
 
     func session(for context: FFCodecContext) -> any EncoderSession { FFmpegEncoderSession(context) }
+
+    func upload(_ frame: FFFrame, into frames: FFBufferRef) throws(FFmpegError) -> FFFrame {
+        try VideoEncoder.upload(frame, into: frames)
+    }
 
     func facts(codec: VideoCodec) -> NVENCFacts {
         known.withLock { all in

@@ -308,10 +308,9 @@ final class VideoEncoder {
         av.raw.pointee.pts = ticks(for: frame.pts)
         if keyframe { av.raw.pointee.pict_type = AV_PICTURE_TYPE_I }
         if let hwFrames {
-            let hw = FFFrame()
-            do {
-                try ffCheck(av_hwframe_get_buffer(hwFrames.raw, hw.raw, 0), "av_hwframe_get_buffer")
-                try ffCheck(av_hwframe_transfer_data(hw.raw, av.raw, 0), "av_hwframe_transfer_data")
+            let hw: FFFrame
+            do throws(FFmpegError) {
+                if let nvenc { hw = try nvenc.upload(av, into: hwFrames) } else { hw = try VideoEncoder.upload(av, into: hwFrames) }
             } catch {
                 throw .encoderFailed(encoder: name, detail: "upload to \(nvenc == nil ? "VA surface" : "CUDA frame"): \(error.message)")
             }
@@ -320,6 +319,14 @@ final class VideoEncoder {
             return try send(hw)
         }
         return try send(av)
+    }
+
+    /// A frame of `frames`' pool holding `frame`'s pictures (VA-API, NVENC).
+    static func upload(_ frame: FFFrame, into frames: FFBufferRef) throws(FFmpegError) -> FFFrame {
+        let hw = FFFrame()
+        try ffCheck(av_hwframe_get_buffer(frames.raw, hw.raw, 0), "av_hwframe_get_buffer")
+        try ffCheck(av_hwframe_transfer_data(hw.raw, frame.raw, 0), "av_hwframe_transfer_data")
+        return hw
     }
 
     /// Drains the encoder (end of stream). Further `encode` calls are a bug.

@@ -11,7 +11,10 @@ import Testing
 /// given and holds each frame, as NVENC does, until told the engine is done
 /// with it (`complete`). With `realDevice`, FFmpeg's CUDA device on the
 /// driver's device 0 and a frames context made for real (only the session is
-/// a stand-in).
+/// a stand-in). With `encodes`, the engine is libx264: host frames are
+/// "uploaded" as they are and the session encodes them (so a take through
+/// the stand-in writes real pictures); `failAfter` frames in, every send
+/// fails, as a session does whose engine is lost.
 final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record behind a Mutex
     struct Sent: Sendable {
         var format: Int32, width: Int32, height: Int32
@@ -39,8 +42,15 @@ final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record 
     private let heldLock = NSLock()
     private var held: [UnsafeMutablePointer<AVFrame>] = []
 
-    init(facts: NVENCFacts = EncoderPlanTests.l4, realDevice: Bool = false) {
-        factsGiven = facts; self.realDevice = realDevice
+    let encodes: Bool
+    let failAfter: Int?
+
+    init(facts: NVENCFacts = EncoderPlanTests.l4, realDevice: Bool = false, encodes: Bool = false, failAfter: Int? = nil) {
+        factsGiven = facts; self.realDevice = realDevice; self.encodes = encodes; self.failAfter = failAfter
+    }
+
+    func upload(_ frame: FFFrame, into frames: FFBufferRef) throws(FFmpegError) -> FFFrame {
+        encodes ? frame : try VideoEncoder.upload(frame, into: frames)
     }
 
     deinit { complete(Int.max) }
@@ -83,6 +93,9 @@ final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record 
     final class Session: EncoderSession {
         let backend: RecordingNVENC
         let context: FFCodecContext
+        /// The stand-in engine (`encodes`).
+        private var engine: FFCodecContext?
+        private var sends = 0
         init(_ b: RecordingNVENC, _ c: FFCodecContext) { backend = b; context = c }
         /// The encoder is freed: FFmpeg lets go of every frame it held.
         deinit { backend.complete(Int.max) }
@@ -95,6 +108,7 @@ final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record 
                 e = next
             }
             av_dict_free(&options.raw)   // every option taken, as the encoder takes its own
+            if backend.encodes { try openEngine() }
             let c = context.raw.pointee
             backend.record.withLock {
                 $0.opened = Opened(options: all, pixelFormat: c.pix_fmt.rawValue, maxBFrames: c.max_b_frames, gop: c.gop_size,
@@ -102,7 +116,31 @@ final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record 
             }
         }
 
+        /// libx264 at the context's size and time base, its parameter sets the context's (as NVENC's are).
+        private func openEngine() throws(FFmpegError) {
+            let c = context.raw
+            guard let codec = avcodec_find_encoder_by_name("libx264") else { throw FFmpegError("avcodec_find_encoder_by_name", code: diptych_averror(ENOENT)) }
+            let e = try FFCodecContext(codec)
+            e.raw.pointee.width = c.pointee.width
+            e.raw.pointee.height = c.pointee.height
+            e.raw.pointee.time_base = c.pointee.time_base
+            e.raw.pointee.pix_fmt = AV_PIX_FMT_NV12
+            e.raw.pointee.flags = c.pointee.flags & AV_CODEC_FLAG_GLOBAL_HEADER
+            try e.open(FFDictionary(["preset": "ultrafast", "tune": "zerolatency"]))
+            if let x = e.raw.pointee.extradata, e.raw.pointee.extradata_size > 0 {
+                let n = Int(e.raw.pointee.extradata_size)
+                let copy = av_mallocz(n + 64).assumingMemoryBound(to: UInt8.self)
+                copy.update(from: x, count: n)
+                c.pointee.extradata = copy
+                c.pointee.extradata_size = Int32(n)
+            }
+            engine = e
+        }
+
         func send(_ frame: UnsafeMutablePointer<AVFrame>?) -> Int32 {
+            if frame != nil, let limit = backend.failAfter, sends >= limit { return diptych_averror(EIO) }
+            if frame != nil { sends += 1 }
+            if let engine { return engine.send(frame) }
             guard let frame else { backend.record.withLock { $0.drained = true }; backend.complete(Int.max); return 0 }
             guard let clone = av_frame_clone(frame) else { return diptych_averror(ENOMEM) }
             let f = frame.pointee
@@ -119,7 +157,10 @@ final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record 
             return 0
         }
 
-        func receive(_ packet: FFPacket) -> Int32 { backend.record.withLock { $0.drained } ? averrorEOF : averrorEAGAIN }
+        func receive(_ packet: FFPacket) -> Int32 {
+            if let engine { return engine.receive(packet) }
+            return backend.record.withLock { $0.drained } ? averrorEOF : averrorEAGAIN
+        }
     }
 }
 

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+import DiptychCore
+@testable import DiptychMedia
+
+/// An NVENC session that fails mid-take (`RecordingNVENC` with libx264 as
+/// its engine, failing from its `failAfter`th frame): the output goes on
+/// with libx264 at the frame that failed, each container as it can carry
+/// the change, and every frame decodes in order (docs/ARCHITECTURE.md,
+/// "Encoder paths").
+@Suite struct NVENCFallbackTests {
+    init() { _ = quietFFmpeg }
+    static let size = PixelSize(width: 320, height: 240), rate = FrameRate(30)
+
+    func write(_ path: String, container: ContainerFormat? = nil, frames n: Int = 30, failAfter: Int,
+               segmentTime: Double? = nil) throws -> MediaWriter {
+        let src = try TestPatternSource(name: "counter", size: Self.size, rate: Self.rate)
+        let settings = VideoEncoderSettings(size: Self.size, frameRate: Self.rate, encoder: .nvenc, preset: "veryfast")
+        let w = try MediaWriter(url: path, container: container, video: settings,
+                                nvenc: RecordingNVENC(encodes: true, failAfter: failAfter), segmentTime: segmentTime)
+        #expect(w.encoderName == "h264_nvenc")
+        for _ in 0..<n { try w.write(try #require(try src.nextFrame())) }
+        try w.finish()
+        return w
+    }
+
+    /// FFmpeg decodes `path` with every error check on, and GStreamer plays it.
+    func decodesStrictly(_ path: String) throws -> Bool {
+        let gst = try runTool("/usr/bin/gst-launch-1.0", ["-q", "playbin", "uri=file://\(path)", "video-sink=fakesink", "audio-sink=fakesink"])
+        #expect(gst.status == 0, "gst-launch \(path): \(gst.output)")
+        return try FFmpegCLI.run(["-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", path, "-f", "null", "-"]) == 0
+    }
+
+    func expectFallback(_ w: MediaWriter, at frame: Int, continuedIn: String?) {
+        let f = w.encoderFallback
+        #expect(f?.from == "h264_nvenc" && f?.to == "libx264", "\(String(describing: f))")
+        #expect(f.map { abs($0.at - Double(frame) / 30) < 1e-9 } == true, "\(String(describing: f))")
+        #expect(f?.reason == "Input/output error")
+        #expect(f?.continuedIn == continuedIn)
+        #expect(w.encoderName == "libx264" && w.encoderReason == "h264_nvenc failed mid-take: Input/output error")
+        #expect(!w.takesCUDA, "no more CUDA frames are lent")
+        #expect(w.framesWritten == 30)
+    }
+
+    /// An MP4 file is completed at the failure and the take goes on in its next file.
+    @Test func mp4GoesOnInItsNextFile() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let w = try write(dir.path("x.mp4"), failAfter: 10)
+        expectFallback(w, at: 10, continuedIn: dir.path("x-0002.mp4"))
+        #expect(w.segments.map(\.path) == [dir.path("x.mp4"), dir.path("x-0002.mp4")])
+        #expect(w.segments.map(\.frames) == [10, 20])
+        #expect(w.segments.map(\.start) == [0, 10.0 / 30])
+        let first = ProbedFile(path: dir.path("x.mp4")), second = ProbedFile(path: dir.path("x-0002.mp4"))
+        #expect(first.error == nil && second.error == nil)
+        #expect(first.counters == (0..<10).map { Optional($0) })
+        #expect(second.counters == (10..<30).map { Optional($0) })
+        #expect(second.videoStart == 0 && second.keyframePackets.first == 0)
+        #expect(first.durationSeconds.map { abs($0 - 10.0 / 30) < 1e-3 } == true, "\(String(describing: first.durationSeconds))")
+        #expect(try decodesStrictly(dir.path("x.mp4")) && decodesStrictly(dir.path("x-0002.mp4")))
+    }
+
+    /// MPEG-TS goes on in the same stream: the new encoder's IDR carries its SPS and PPS.
+    @Test func mpegtsGoesOnInTheSameStream() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let w = try write(dir.path("x.ts"), failAfter: 12)
+        expectFallback(w, at: 12, continuedIn: nil)
+        #expect(w.segments.isEmpty)
+        let probe = ProbedFile(path: dir.path("x.ts"))
+        #expect(probe.error == nil)
+        #expect(probe.counters == (0..<30).map { Optional($0) })
+        #expect(try decodesStrictly(dir.path("x.ts")))
+    }
+
+    /// FLV (what RTMP carries) goes on in the same stream, with a new sequence header.
+    @Test func flvGoesOnWithANewSequenceHeader() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let w = try write(dir.path("x.flv"), container: .rtmp, failAfter: 7)
+        expectFallback(w, at: 7, continuedIn: nil)
+        let probe = ProbedFile(path: dir.path("x.flv"))
+        #expect(probe.error == nil)
+        #expect(probe.counters == (0..<30).map { Optional($0) })
+        #expect(try decodesStrictly(dir.path("x.flv")))
+    }
+
+    /// A split output cuts its file early at the failure and keeps its own cuts after.
+    @Test func aSplitOutputBeginsItsNextFileThere() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let w = try write(dir.path("x.mp4"), failAfter: 20, segmentTime: 0.5)
+        expectFallback(w, at: 20, continuedIn: dir.path("x-0003.mp4"))
+        #expect(w.segments.map(\.frames) == [15, 5, 10])
+        let counters = (1...3).map { ProbedFile(path: dir.path("x-000\($0).mp4")).counters }
+        #expect(counters == [(0..<15), (15..<20), (20..<30)].map { $0.map { Optional($0) } })
+        for i in 1...3 { #expect(try decodesStrictly(dir.path("x-000\(i).mp4"))) }
+    }
+
+    /// A failure before anything was written: the file begins again, whole.
+    @Test func aFileNothingWasWrittenToBeginsAgain() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let w = try write(dir.path("x.mp4"), failAfter: 0)
+        expectFallback(w, at: 0, continuedIn: nil)
+        #expect(w.segments.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: dir.path("x-0002.mp4")))
+        #expect(ProbedFile(path: dir.path("x.mp4")).counters == (0..<30).map { Optional($0) })
+        #expect(try decodesStrictly(dir.path("x.mp4")))
+    }
+
+    /// HLS cannot change encoder mid-playlist (its init segment holds the
+    /// old parameter sets): the output ends there, saying why.
+    @Test func hlsEndsSayingWhy() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let error = expectMediaError { _ = try write(dir.path("x.m3u8"), failAfter: 5) }
+        #expect(error?.description.contains("h264_nvenc") == true)
+        #expect(error?.description.contains("an HLS output cannot change its encoder mid-playlist, so it ends here") == true, "\(String(describing: error))")
+    }
+
+    /// The continuation never writes over a file: one there already ends the output as before.
+    @Test func theNextFileIsNeverWrittenOver() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: dir.path("x-0002.mp4")))
+        let error = expectMediaError { _ = try write(dir.path("x.mp4"), failAfter: 10) }
+        #expect(error?.description.contains("exists already") == true, "\(String(describing: error))")
+        #expect(try String(contentsOfFile: dir.path("x-0002.mp4"), encoding: .utf8) == "keep")
+        #expect(ProbedFile(path: dir.path("x.mp4")).counters == (0..<10).map { Optional($0) })
+    }
+}
