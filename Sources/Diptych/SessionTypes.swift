@@ -63,6 +63,9 @@ public enum StreamChange: Sendable, Equatable {
     case outputLost(output: Int, out: String, reason: String)
     /// A lost live output was reopened after `seconds` down.
     case outputBack(output: Int, out: String, seconds: Double)
+    /// The output's NVENC session failed mid-take and the software encoder
+    /// went on from there (docs/ARCHITECTURE.md, "Encoder paths").
+    case encoderFellBack(output: Int, out: String, EncoderFallback)
 }
 
 /// A point an output frame passes on its way to the file (`SessionHooks.frameEvent`).
@@ -156,6 +159,9 @@ public struct TakeSummary: Sendable, Codable {
     /// path, frames, and start and length in seconds on the take's timeline
     /// (each file's own timestamps start at 0). Nil for an output written whole.
     public var segments: [WrittenSegment]?
+    /// The main output's NVENC session failed mid-take and the software
+    /// encoder went on from there (`encoder` names the one the take began with).
+    public var encoderFallback: EncoderFallback?
     /// Frames live outputs repeated (the last frame or the slate) while the primary was interrupted.
     public var heldFrames = 0
     /// Every change of source of either role: a lost network source reopened
@@ -201,6 +207,8 @@ public struct OutputSummary: Sendable, Codable, Hashable {
     public var bitrate: Int?
     /// A split output's files (its `segmentTime` on an MP4 or Matroska file), as `TakeSummary.segments`.
     public var segments: [WrittenSegment]?
+    /// Its NVENC session failed mid-take and the software encoder went on from there.
+    public var encoderFallback: EncoderFallback?
 }
 
 /// A live output's disconnection: when (take time) and for how long.

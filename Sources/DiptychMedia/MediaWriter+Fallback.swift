@@ -18,6 +18,10 @@ public struct EncoderFallback: Sendable, Codable, Hashable, CustomStringConverti
     /// switch) or the file began again (nothing had been written to it).
     public var continuedIn: String?
 
+    public init(at: Double, from: String, to: String, reason: String, continuedIn: String?) {
+        self.at = at; self.from = from; self.to = to; self.reason = reason; self.continuedIn = continuedIn
+    }
+
     public var description: String {
         let where_ = continuedIn.map { ", going on in \($0)" } ?? ""
         return "\(from) failed at \(String(format: "%.3f", at)) s (\(reason)); \(to) from there\(where_)"

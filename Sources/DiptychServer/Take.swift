@@ -365,7 +365,7 @@ final class Take: Sendable {
     }
 
     /// A source or a live output went away or came back: an event
-    /// (`source-lost`, `source-back`, `source-changed`, `output-lost`, `output-back`).
+    /// (`source-lost`, `source-back`, `source-changed`, `output-lost`, `output-back`, `encoder-fallback`).
     private func takeStreamChanged(_ change: StreamChange) {
         switch change {
         case .sourceLost(let role, let reason): onEvent?("source-lost", id, ["role": role.rawValue, "reason": reason])
@@ -375,6 +375,9 @@ final class Take: Sendable {
         case .outputLost(let index, let out, let reason): onEvent?("output-lost", id, ["index": "\(index)", "out": out, "reason": reason])
         case .outputBack(let index, let out, let seconds):
             onEvent?("output-back", id, ["index": "\(index)", "out": out, "seconds": String(format: "%.1f", seconds)])
+        case .encoderFellBack(let index, let out, let f):
+            onEvent?("encoder-fallback", id, ["index": "\(index)", "out": out, "from": f.from, "to": f.to, "at": String(format: "%.3f", f.at),
+                                              "reason": f.reason, "continuedIn": f.continuedIn ?? ""])
         }
     }
 

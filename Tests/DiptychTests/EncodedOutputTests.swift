@@ -65,7 +65,7 @@ import DiptychGPU
         let receiver = try LiveReceiver(url: url, path: dir.path("got.ts"))
         let settings = VideoEncoderSettings(size: Self.size, frameRate: Self.rate, encoder: .gpu)
         let log = LogLines()
-        let sink = try ReconnectingOutput(name: url, window: 5, log: { log.add($0) }, open: { again, cancel throws(MediaError) in
+        let sink = try ReconnectingOutput(name: url, window: 5, log: { log.add($0) }, open: { again, cancel, _ throws(MediaError) in
             try TakeIO.media.openOutput(0, OutputSpec(out: url), settings, nil, again ? .zero : nil, cancel)
         })
         #expect(sink.takesEncoded)

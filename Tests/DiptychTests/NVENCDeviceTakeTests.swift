@@ -3,6 +3,7 @@ import DiptychCUDA
 import DiptychMedia
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import Diptych
 @testable import DiptychGPU
@@ -72,8 +73,22 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
     private(set) var lent = 0
     /// The next write fails (a receiver gone), once.
     var failNext = false
+    /// After this many frames the stand-in's NVENC "fails" and it goes on in
+    /// software (`MediaWriter.encoderFallback`): no more CUDA frames lent.
+    let fallBackAfter: Int?
+    private var fellBack: EncoderFallback?
 
-    init(lends: Bool) { self.lends = lends }
+    init(lends: Bool, fallBackAfter: Int? = nil) { self.lends = lends; self.fallBackAfter = fallBackAfter }
+
+    var encoderFallback: EncoderFallback? { lock.lock(); defer { lock.unlock() }; return fellBack }
+
+    private func took(_ frame: (pts: MediaTime, bytes: [UInt8], device: Bool)) {
+        lock.lock(); defer { lock.unlock() }
+        frames.append(frame)
+        if let n = fallBackAfter, frames.count == n, fellBack == nil {
+            fellBack = EncoderFallback(at: frame.pts.seconds, from: "h264_nvenc", to: "libx264", reason: "Input/output error", continuedIn: "x-0002.mp4")
+        }
+    }
 
     private func failing() -> Bool {
         lock.lock(); defer { lock.unlock() }
@@ -89,7 +104,7 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
     var takesCUDA: Bool { lends }
 
     func lendCUDAFrame(_ size: PixelSize) -> CUDAFrameTarget? {
-        guard lends else { return nil }
+        guard lends, encoderFallback == nil else { return nil }
         let f = Lent()
         lock.lock(); lent += 1; lock.unlock()
         let base = UInt64(UInt(bitPattern: f.base))
@@ -105,7 +120,7 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
             let b = UnsafeRawPointer(bitPattern: UInt(plane))!
             for y in 0..<rows { bytes += Array(UnsafeRawBufferPointer(start: b + y * p.pitch, count: p.width)) }
         }
-        lock.lock(); frames.append((pts, bytes, true)); lock.unlock()
+        took((pts, bytes, true))
     }
 
     func write(_ frame: VideoFrame) throws(MediaError) {
@@ -115,7 +130,7 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
             let pl = frame.planes[i]
             for y in 0..<rows { bytes += Array(UnsafeRawBufferPointer(start: pl.baseAddress + y * pl.stride, count: frame.width)) }
         }
-        lock.lock(); frames.append((frame.pts, bytes, false)); lock.unlock()
+        took((frame.pts, bytes, false))
     }
 
     func finish() throws(MediaError) {}
@@ -128,10 +143,12 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
     static let l4 = NVENCFacts.available(device: "NVIDIA L4 (CUDA device 0)", cudaDevice: 0, driverAPI: "12.1",
                                          limits: [NVENCCodecLimits(codec: .h264, maxWidth: 4096, maxHeight: 4096, maxBFrames: 4, tenBit: false)])
 
-    func take(lends: Bool, loss: Set<Int> = [], log: LogLines) throws -> (output: LendingOutput, copies: MappedReadbackMemory.Counter) {
+    func take(lends: Bool, loss: Set<Int> = [], fallBackAfter: Int? = nil, log: LogLines,
+              changes: (@Sendable (StreamChange) -> Void)? = nil) throws -> (output: LendingOutput, copies: MappedReadbackMemory.Counter, summary: TakeSummary) {
         let dir = Scratch(); defer { dir.remove() }
         let copies = MappedReadbackMemory.Counter()
         var h = SessionHooks(storage: plentyOfSpace, log: log.add, simulateContextLossAtFrames: loss)
+        h.streamChange = changes
         var asked = GPURequest()
         asked.uploads = .off
         let request = asked
@@ -146,13 +163,34 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
             report: VAAPIReport(directory: "/dev/dri", devices: [], problem: "no /dev/dri"),
             support: EncoderTargetFacts(platform: "device", renderNode: nil), nvenc: Self.l4,
             device: { _, _ in preconditionFailure("no VA-API device stands in") })
-        let output = LendingOutput(lends: lends)
+        let output = LendingOutput(lends: lends, fallBackAfter: fallBackAfter)
         let io = TakeIO(openInput: TakeIO.media.openInput, openOutput: { _, _, _, _, _, _ in output })
         let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: dir.path("x.mp4"), duration: 1,
                                     extra: ["--encoder", "nvenc", "--secondary-timeout", "120"])
         let summary = try RecordingSession(configuration: config, hooks: h, io: io).run()
         #expect(summary.frames == 30 && summary.encoderPath == "nvenc", "\(summary.frames) \(summary.encoderPath)")
-        return (output, copies)
+        return (output, copies, summary)
+    }
+
+    /// NVENC failing mid-take (the output's writer going on in software):
+    /// the take goes on, the output's frames come in host memory from there,
+    /// and the warning, the change and the output's summary say so.
+    @Test func aFallbackMidTakeIsToldAndTheFramesComeToTheHost() throws {
+        let log = LogLines()
+        let changes = Mutex<[StreamChange]>([])
+        let r = try take(lends: true, fallBackAfter: 12, log: log, changes: { c in changes.withLock { $0.append(c) } })
+        let frames = r.output.frames
+        #expect(frames.count == 30)
+        #expect(frames.prefix(12).allSatisfy { $0.device }, "lent CUDA frames before the failure")
+        // Frames lent before the failure was seen (in the queue, in flight) still come in them.
+        let firstHost = try #require(frames.firstIndex { !$0.device })
+        #expect((12...16).contains(firstHost) && frames[firstHost...].allSatisfy { !$0.device }, "host frames from \(firstHost) on")
+        let told = "output \(r.summary.output): h264_nvenc failed at 0.367 s (Input/output error); libx264 from there, going on in x-0002.mp4"
+        #expect(log.contains("warning: " + told), "\(log.all.filter { $0.contains("failed") })")
+        #expect(r.summary.warnings.contains(told))
+        #expect(r.summary.encoderFallback?.to == "libx264" && r.summary.encoder == "h264_nvenc")
+        let fellBack = changes.withLock { $0 }.filter { if case .encoderFellBack = $0 { true } else { false } }
+        #expect(fellBack.count == 1, "told once: \(fellBack)")
     }
 
     @Test(arguments: [Set<Int>(), [7, 19]])
@@ -177,7 +215,7 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
     /// dropped (counted lost), never an error that would end the output.
     @Test func aReconnectingOutputLendsFromItsOpenWriter() throws {
         let writers = Writers()
-        let out = try ReconnectingOutput(name: "srt://x", window: 30, log: { _ in }, open: { _, _ in writers.open() })
+        let out = try ReconnectingOutput(name: "srt://x", window: 30, log: { _ in }, open: { _, _, _ in writers.open() })
         #expect(out.takesCUDA)
         let size = PixelSize(width: 64, height: 48)
         let a = try #require(out.lendCUDAFrame(size))
@@ -195,10 +233,38 @@ final class LendingOutput: TakeOutput, @unchecked Sendable {
         try out.finish()
     }
 
+    /// A live output whose writer fell back to software mid-take asks for
+    /// software again when it reopens (NVENC's engine may be gone), and
+    /// keeps telling the fallback.
+    @Test func aReconnectingOutputReopensInSoftwareAfterAFallback() throws {
+        let writers = Writers(fallBackAfter: 1)
+        let out = try ReconnectingOutput(name: "srt://x", window: 30, log: { _ in }, open: { _, _, after in writers.open(after: after) })
+        let size = PixelSize(width: 64, height: 48)
+        try out.write(try #require(out.lendCUDAFrame(size)), pts: .zero)
+        #expect(out.encoderFallback?.from == "h264_nvenc" && out.lendCUDAFrame(size) == nil)
+        writers.all[0].failNext = true
+        try out.write(VideoFrame.allocate(width: 64, height: 48, format: .nv12, pts: MediaTime(value: 1, timescale: 30)))   // fails: down
+        Thread.sleep(forTimeInterval: 1.05)
+        try out.write(VideoFrame.allocate(width: 64, height: 48, format: .nv12, pts: MediaTime(value: 2, timescale: 30)))   // reopens
+        #expect(writers.asked.count == 2 && writers.asked[0] == nil && writers.asked[1]?.to == "libx264", "\(writers.asked)")
+        #expect(writers.all[1].frames.count == 1 && out.encoderFallback?.from == "h264_nvenc")
+        try out.finish()
+    }
+
     final class Writers: @unchecked Sendable {
         private let lock = NSLock()
         private var made: [LendingOutput] = []
-        func open() -> LendingOutput { let w = LendingOutput(lends: true); lock.lock(); made.append(w); lock.unlock(); return w }
+        private var afters: [EncoderFallback?] = []
+        let fallBackAfter: Int?
+        init(fallBackAfter: Int? = nil) { self.fallBackAfter = fallBackAfter }
+        func open(after: EncoderFallback? = nil) -> LendingOutput {
+            // A writer opened after a fallback is a software one: it lends nothing.
+            let w = LendingOutput(lends: after == nil, fallBackAfter: after == nil ? fallBackAfter : nil)
+            lock.lock(); made.append(w); afters.append(after); lock.unlock()
+            return w
+        }
         var all: [LendingOutput] { lock.lock(); defer { lock.unlock() }; return made }
+        /// What each open was told of a fallback before it.
+        var asked: [EncoderFallback?] { lock.lock(); defer { lock.unlock() }; return afters }
     }
 }

@@ -39,6 +39,9 @@ protocol TakeOutput: AnyObject, Sendable {
     /// has lasted its length and waits for a keyframe to begin the next.
     /// Asked on the encoder's thread, after a write.
     var awaitsCut: Bool { get }
+    /// The output's encoder failed mid-take and another went on from there
+    /// (NVENC to software: `MediaWriter.encoderFallback`). Asked on the encoder's thread, after a write.
+    var encoderFallback: EncoderFallback? { get }
 }
 
 extension TakeOutput {
@@ -50,6 +53,7 @@ extension TakeOutput {
     var takesEncoded: Bool { false }
     var segments: [WrittenSegment] { [] }
     var awaitsCut: Bool { false }
+    var encoderFallback: EncoderFallback? { nil }
     func write(_ packet: EncodedVideoPacket) throws(MediaError) {
         throw .invalidFrame(reason: "\(encoderName) encodes frames itself; it takes no encoded pictures")
     }
@@ -121,14 +125,17 @@ final class EncoderStage: Sendable {
         var awaitingCut = false
         /// A split output's files as of its last write (`TakeOutput.segments`), set on the encoder's thread.
         var segments: [WrittenSegment] = []
+        /// The output's encoder fell back (`TakeOutput.encoderFallback`), set on the encoder's thread.
+        var fallback: EncoderFallback?
     }
     private let state = Mutex(State())
     /// The encoder's thread, set once it is started (at the end of `init`).
     private let thread = Mutex<JoinableThread?>(nil)
 
-    /// `onWritten` is told each frame's pts once the output has it (frame latency).
+    /// `onWritten` is told each frame's pts once the output has it (frame
+    /// latency); `onFallback`, once, that the output's encoder fell back.
     init(key: Int, name: String, sink: any TakeOutput, live: Bool = false, depth: Int? = nil,
-         onWritten: (@Sendable (MediaTime) -> Void)? = nil) {
+         onWritten: (@Sendable (MediaTime) -> Void)? = nil, onFallback: (@Sendable (EncoderFallback) -> Void)? = nil) {
         self.key = key; self.name = name; self.sink = sink; self.live = live
         // A live output's queue holds half a second at 60 fps: room for jitter, not for a backlog.
         // A file's queue holds three frames (each 3 MB at 1080p): enough to keep
@@ -141,8 +148,13 @@ final class EncoderStage: Sendable {
                 if failure != nil { frame.drop(); continue }
                 do throws(MediaError) {
                     try frame.write(to: sink)
-                    let cut = sink.awaitsCut, segments = sink.segments
-                    state.withLock { $0.written += 1; $0.awaitingCut = cut; $0.segments = segments }
+                    let cut = sink.awaitsCut, segments = sink.segments, fallback = sink.encoderFallback
+                    let fellBack = state.withLock { s in
+                        s.written += 1; s.awaitingCut = cut; s.segments = segments
+                        defer { s.fallback = fallback }
+                        return s.fallback == nil ? fallback : nil
+                    }
+                    if let fellBack { onFallback?(fellBack) }
                     onWritten?(frame.pts)
                 } catch {
                     state.withLock { if $0.failure == nil { $0.failure = error } }
@@ -156,6 +168,8 @@ final class EncoderStage: Sendable {
     var written: Int { state.withLock { $0.written } }
     /// A split output's files so far (the last one still being written); empty for an output written whole.
     var segments: [WrittenSegment] { state.withLock { $0.segments } }
+    /// The output's encoder fell back mid-take, as of its last write.
+    var encoderFallback: EncoderFallback? { state.withLock { $0.fallback } }
 
     /// Frames a live output dropped because its queue was full.
     var dropped: Int { state.withLock { $0.dropped } }

@@ -15,14 +15,16 @@ import DiptychMedia
 /// (`stopReconnecting`, from any thread), an attempt in progress is stopped
 /// and no other is made. `lost` and `back` are told each loss (with the
 /// error) and each return (with the seconds it was down), on the encoder
-/// thread. Used by the output's encoder thread.
+/// thread. A writer whose NVENC session failed went on with the software
+/// encoder (`encoderFallback`); a reopen after that asks for it again
+/// (`open`'s `after`), not for NVENC. Used by the output's encoder thread.
 final class ReconnectingOutput: TakeOutput, Sendable {
     private let name: String
     private let window: Double
     private let log: @Sendable (String) -> Void
     private let lost: @Sendable (String) -> Void
     private let back: @Sendable (Double) -> Void
-    private let open: @Sendable (_ again: Bool, _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput
+    private let open: @Sendable (_ again: Bool, _ cancel: OpenCancel?, _ after: EncoderFallback?) throws(MediaError) -> any TakeOutput
     private let first: any TakeOutput
     /// The link: the writer open now, the outage under way and the backoff.
     /// The encoder thread's (then `finish`'s): each call works on a copy and puts it back.
@@ -42,6 +44,8 @@ final class ReconnectingOutput: TakeOutput, Sendable {
         var attempt: OpenCancel?
         /// The writer CUDA frames are lent from (`current`, read on the take's thread).
         var lender: (any TakeOutput)?
+        /// A writer's encoder fell back: the first time, kept for every writer after it.
+        var fallback: EncoderFallback?
     }
     private let shared = Mutex(Shared())
 
@@ -55,9 +59,9 @@ final class ReconnectingOutput: TakeOutput, Sendable {
 
     init(name: String, window: Double, log: @escaping @Sendable (String) -> Void,
          lost: @escaping @Sendable (String) -> Void = { _ in }, back: @escaping @Sendable (Double) -> Void = { _ in },
-         open: @escaping @Sendable (_ again: Bool, _ cancel: OpenCancel?) throws(MediaError) -> any TakeOutput) throws(MediaError) {
+         open: @escaping @Sendable (_ again: Bool, _ cancel: OpenCancel?, _ after: EncoderFallback?) throws(MediaError) -> any TakeOutput) throws(MediaError) {
         self.name = name; self.window = window; self.log = log; self.lost = lost; self.back = back; self.open = open
-        first = try open(false, nil)
+        first = try open(false, nil, nil)
         link.withLock { $0.current = first }
         shared.withLock { $0.lender = first }
     }
@@ -67,6 +71,7 @@ final class ReconnectingOutput: TakeOutput, Sendable {
     var encoderDescription: String { first.encoderDescription }
     var audioDescription: String { first.audioDescription }
     var outages: [OutputOutage] { shared.withLock { $0.outages } }
+    var encoderFallback: EncoderFallback? { shared.withLock { $0.fallback } }
     /// Frames that did not reach the receiver: the write that failed and every frame while it was down.
     var framesLost: Int { shared.withLock { $0.lost } }
 
@@ -114,7 +119,11 @@ final class ReconnectingOutput: TakeOutput, Sendable {
         var l = link.withLock { $0 }
         defer { link.withLock { [l] in $0 = l } }
         if let c = l.current {
-            do throws(MediaError) { try write(c); return } catch {
+            do throws(MediaError) {
+                try write(c)
+                if let f = c.encoderFallback { shared.withLock { s in if s.fallback == nil { s.fallback = f } } }
+                return
+            } catch {
                 guard window > 0, !error.isStorageFull else { throw error }
                 try? c.finish()
                 l.current = nil
@@ -144,7 +153,8 @@ final class ReconnectingOutput: TakeOutput, Sendable {
         defer { shared.withLock { $0.attempt = nil } }
         l.attempts += 1
         do throws(MediaError) {
-            let c = try open(true, cancel)
+            let after = shared.withLock { $0.fallback }
+            let c = try open(true, cancel, after)
             try write(c)
             l.current = c
             shared.withLock { $0.lender = c }

@@ -45,7 +45,7 @@ extension TakeRun {
         summary = TakeSummary(
             output: outputPath, frames: written, durationSeconds: duration,
             frameRate: frameRate.description, canvas: canvas.description,
-            encoder: sink.encoderName, encoderReason: mainPlan?.reason ?? sink.encoderReason,
+            encoder: mainResult.encoderFallback?.from ?? sink.encoderName, encoderReason: mainPlan?.reason ?? sink.encoderReason,
             encoderPath: mainPlan?.path.rawValue ?? (sink.encoderName == "none" ? "none" : EncoderPath.software.rawValue),
             audio: sink.audioDescription,
             gpu: gpuSummary, wallSeconds: wall, fps: wall > 0 ? Double(written) / wall : 0,
@@ -62,6 +62,7 @@ extension TakeRun {
             lostFrames: mainResult.lost,
             cpuStages: StageClock.times() - stageBaseline,
             decoders: decoders.entries, gpuPlan: gpu.plan)
+        summary?.encoderFallback = mainResult.encoderFallback
         if !reason.isNormal {
             throw .ended(.abnormal(reason, frames: written, seconds: duration, output: outputPath, live: main.live))
         }

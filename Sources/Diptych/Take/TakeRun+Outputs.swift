@@ -102,7 +102,8 @@ extension TakeRun {
         overlays[key] = spec.overlays
         do { try texts.set(spec.texts, output: key, gpu: gpu) } catch { warn("output \(spec.out): texts: \(error)") }
         let live = ContainerFormat.isLive(spec.out)
-        let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live)
+        let stage = EncoderStage(key: key, name: spec.out, sink: sink, live: live,
+                                 onFallback: TakeRun.reportFallback(output: key, out: spec.out, warn: warnings.add, change: hooks.streamChange))
         encoders.append(stage)
         renditions[key] = rendition
         _ = zeroCopy.attach(key, stage: stage, settings: rendition.video, log: hooks.log, warn: warnings.add)
@@ -150,12 +151,23 @@ extension TakeRun {
                               outages: reconnecting?.outages ?? [], lost: lost)
         let segments = e.sink.segments
         if !segments.isEmpty { s.segments = segments }
+        s.encoderFallback = e.encoderFallback
         if let r = rendition {
             s.canvas = r.canvas.description
             s.frameRate = r.video.frameRate.description
             s.bitrate = r.video.qp == nil ? r.video.bitrate : nil
         }
         return s
+    }
+
+    /// An output's encoder fell back mid-take (`EncoderStage`'s `onFallback`,
+    /// on its encoder thread): a warning, and the change told.
+    static func reportFallback(output: Int, out: String, warn: @escaping @Sendable (String) -> Void,
+                               change: (@Sendable (StreamChange) -> Void)?) -> @Sendable (EncoderFallback) -> Void {
+        { f in
+            warn("output \(out): \(f)")
+            change?(.encoderFellBack(output: output, out: out, f))
+        }
     }
 
     /// Once a second: how many frames each live output dropped since the last report.

@@ -293,7 +293,8 @@ enum TakeSetup {
                                           change: hooks.streamChange)
                 var onWritten: (@Sendable (MediaTime) -> Void)?
                 if i == 0, let event = hooks.frameEvent { onWritten = { event(.written, $0) } }
-                let stage = EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten)
+                let stage = EncoderStage(key: i, name: spec.out, sink: sink, live: live, onWritten: onWritten,
+                                         onFallback: TakeRun.reportFallback(output: i, out: spec.out, warn: warnings.add, change: hooks.streamChange))
                 encoders.append(stage)
                 if !spec.encoding.isEmpty { hooks.log("output \(spec.out): \(renditions[i].description)") }
                 plans.append(zeroCopy.attach(i, stage: stage, settings: renditions[i].video, log: hooks.log, warn: warnings.add))
@@ -465,8 +466,11 @@ enum TakeSetup {
         return try ReconnectingOutput(name: spec.out, window: config.reconnectWindow, log: log,
                                       lost: { change?(.outputLost(output: index, out: spec.out, reason: $0)) },
                                       back: { change?(.outputBack(output: index, out: spec.out, seconds: $0)) },
-                                      open: { (again: Bool, cancel: OpenCancel?) throws(MediaError) in
-                                          try io.openOutput(index, spec, live, audio, again ? .zero : nil, cancel)
+                                      open: { (again: Bool, cancel: OpenCancel?, after: EncoderFallback?) throws(MediaError) in
+                                          var settings = live
+                                          // NVENC failed on an earlier writer: the software encoder that took over goes on.
+                                          if after != nil { settings.encoder = .x264; settings.maxBFrames = 0 }
+                                          return try io.openOutput(index, spec, settings, audio, again ? .zero : nil, cancel)
                                       })
     }
 
