@@ -1,0 +1,47 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import DiptychGPU
+
+/// While the GPU is behind on encoded pictures, a batch waits for frames to
+/// join it (`RenderThread.gather`); while it keeps up, frames never wait.
+/// The frames here do no GL work (each says at once it is complete).
+@Suite struct RenderThreadGatherTests {
+    /// Frame `first` submitted at once, then `later` frames from their own threads 2 ms after; every frame's wait ends.
+    func submit(_ t: RenderThread, later: Int) throws -> RenderThreadLoad {
+        let noWork = FrameJob(begin: { false }, dispatch: {}, finish: {})
+        let others = (0..<later).map { _ in
+            Thread { Thread.sleep(forTimeInterval: 0.002); try? t.syncFrame(FrameJob(begin: { false }, dispatch: {}, finish: {})) }
+        }
+        for o in others { o.start() }
+        try t.syncFrame(noWork)
+        while t.load.snapshot.items < later + 1 { Thread.sleep(forTimeInterval: 0.001) }
+        return t.load.snapshot
+    }
+
+    @Test func framesJoinABatchWhileTheGPUIsBehind() throws {
+        let t = RenderThread(name: "gather-test", maxBatch: 4, behind: { true })
+        defer { t.stop() }
+        let load = try submit(t, later: 3)
+        #expect(load.items == 4 && load.wakeups == 1, "one batch of four: \(load.items) items, \(load.wakeups) wake-ups")
+        #expect((load.phaseSeconds["gather"] ?? 0) > 0.001)
+    }
+
+    @Test func framesDoNotWaitWhileTheGPUKeepsUp() throws {
+        let t = RenderThread(name: "gather-test", maxBatch: 4, behind: { false })
+        defer { t.stop() }
+        let load = try submit(t, later: 3)
+        #expect(load.items == 4 && load.wakeups >= 2, "the first frame ran alone: \(load.wakeups) wake-ups")
+        #expect(load.phaseSeconds["gather"] == nil)
+    }
+
+    /// With no frame to join it, a frame waits `gatherLimit` at most.
+    @Test func aFrameWaitsAtMostTheLimit() throws {
+        let t = RenderThread(name: "gather-test", maxBatch: 4, behind: { true })
+        defer { t.stop() }
+        let start = DispatchTime.now().uptimeNanoseconds
+        try t.syncFrame(FrameJob(begin: { false }, dispatch: {}, finish: {}))
+        let waited = DispatchTime.now().uptimeNanoseconds - start
+        #expect(waited >= RenderThread.gatherLimit && waited < 60 * RenderThread.gatherLimit, "\(Double(waited) / 1e6) ms")
+    }
+}
