@@ -59,6 +59,27 @@ import DiptychCore
         #expect(try decodesStrictly(dir.path("x.mp4")) && decodesStrictly(dir.path("x-0002.mp4")))
     }
 
+    /// The source's audio goes on too: each file's audio starts with its video, none lost at the cut.
+    @Test func audioGoesOnInTheNextFile() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let input = dir.path("av.mp4")
+        try #require(try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                                        "-t", "2", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-c:a", "aac", input]) == 0)
+        let src = try FileSource(url: input)
+        let settings = VideoEncoderSettings(size: src.info.size, frameRate: src.info.frameRate, encoder: .nvenc, preset: "veryfast")
+        let w = try MediaWriter(url: dir.path("x.mp4"), video: settings, nvenc: RecordingNVENC(encodes: true, failAfter: 24), audio: src.audioTrack)
+        while let f = try src.nextFrame() { try w.write(f) }
+        try w.finish()
+        #expect(w.encoderFallback?.continuedIn == dir.path("x-0002.mp4"))
+        let first = ProbedFile(path: dir.path("x.mp4")), second = ProbedFile(path: dir.path("x-0002.mp4"))
+        #expect(first.streams.map(\.type) == ["video", "audio"] && second.streams.map(\.type) == ["video", "audio"])
+        #expect(first.frames.count == 24 && second.frames.count == 36)
+        #expect(second.videoStart == 0 && second.audioStart.map { $0 >= 0 && $0 < 0.05 } == true, "\(String(describing: second.audioStart))")
+        let audio = [first, second].compactMap(\.durationSeconds).reduce(0, +)
+        #expect(abs(audio - 2.0) < 0.1, "the two files last \(audio) s")
+        #expect(try decodesStrictly(dir.path("x.mp4")) && decodesStrictly(dir.path("x-0002.mp4")))
+    }
+
     /// MPEG-TS goes on in the same stream: the new encoder's IDR carries its SPS and PPS.
     @Test func mpegtsGoesOnInTheSameStream() throws {
         let dir = TempDir(); defer { dir.remove() }
