@@ -44,8 +44,7 @@ import DiptychCore
     @Test func audioTrackStatesItsDuration() throws {
         let dir = TempDir(); defer { dir.remove() }
         let input = dir.path("av.mp4")
-        try #require(try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc=size=160x120:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-                                        "-t", "3", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-c:a", "aac", input]) == 0)
+        try makeAVFile(input, size: "160x120", seconds: 3)
         let src = try FileSource(url: input)
         let out = dir.path("out.mp4")
         let w = try MediaWriter(url: out, video: VideoEncoderSettings(size: src.info.size, frameRate: src.info.frameRate, preset: "ultrafast"),

@@ -63,8 +63,7 @@ import DiptychCore
     @Test func audioGoesOnInTheNextFile() throws {
         let dir = TempDir(); defer { dir.remove() }
         let input = dir.path("av.mp4")
-        try #require(try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-                                        "-t", "2", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-c:a", "aac", input]) == 0)
+        try makeAVFile(input)
         let src = try FileSource(url: input)
         let settings = VideoEncoderSettings(size: src.info.size, frameRate: src.info.frameRate, encoder: .nvenc, preset: "veryfast")
         let w = try MediaWriter(url: dir.path("x.mp4"), video: settings, nvenc: RecordingNVENC(encodes: true, failAfter: 24), audio: src.audioTrack)
@@ -80,27 +79,18 @@ import DiptychCore
         #expect(try decodesStrictly(dir.path("x.mp4")) && decodesStrictly(dir.path("x-0002.mp4")))
     }
 
-    /// MPEG-TS goes on in the same stream: the new encoder's IDR carries its SPS and PPS.
-    @Test func mpegtsGoesOnInTheSameStream() throws {
+    /// A stream goes on in itself: MPEG-TS (the new encoder's IDR carries
+    /// its SPS and PPS) and FLV, what RTMP carries (a new sequence header).
+    @Test(arguments: [("x.ts", nil, 12), ("x.flv", ContainerFormat.rtmp, 7)])
+    func aStreamGoesOnInItself(name: String, container: ContainerFormat?, failAfter: Int) throws {
         let dir = TempDir(); defer { dir.remove() }
-        let w = try write(dir.path("x.ts"), failAfter: 12)
-        expectFallback(w, at: 12, continuedIn: nil)
+        let w = try write(dir.path(name), container: container, failAfter: failAfter)
+        expectFallback(w, at: failAfter, continuedIn: nil)
         #expect(w.segments.isEmpty)
-        let probe = ProbedFile(path: dir.path("x.ts"))
+        let probe = ProbedFile(path: dir.path(name))
         #expect(probe.error == nil)
         #expect(probe.counters == (0..<30).map { Optional($0) })
-        #expect(try decodesStrictly(dir.path("x.ts")))
-    }
-
-    /// FLV (what RTMP carries) goes on in the same stream, with a new sequence header.
-    @Test func flvGoesOnWithANewSequenceHeader() throws {
-        let dir = TempDir(); defer { dir.remove() }
-        let w = try write(dir.path("x.flv"), container: .rtmp, failAfter: 7)
-        expectFallback(w, at: 7, continuedIn: nil)
-        let probe = ProbedFile(path: dir.path("x.flv"))
-        #expect(probe.error == nil)
-        #expect(probe.counters == (0..<30).map { Optional($0) })
-        #expect(try decodesStrictly(dir.path("x.flv")))
+        #expect(try decodesStrictly(dir.path(name)))
     }
 
     /// A split output cuts its file early at the failure and keeps its own cuts after.

@@ -36,6 +36,12 @@ enum FFmpegCLI {
     }
 }
 
+/// A file of `seconds` of FFmpeg's test pattern (`size`, 30 fps, H.264) and a 440 Hz tone (48 kHz, `audioCodec`), made by the `ffmpeg` tool.
+func makeAVFile(_ path: String, size: String = "320x240", seconds: Int = 2, audioCodec: String = "aac") throws {
+    try #require(try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc=size=\(size):rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+                                    "-t", "\(seconds)", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-c:a", audioCodec, path]) == 0)
+}
+
 /// What libavformat/libavcodec see in a written file.
 struct ProbedFile {
     var streams: [(type: String, codec: String)] = []

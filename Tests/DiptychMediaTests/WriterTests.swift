@@ -180,8 +180,7 @@ import DiptychCore
 
     func makeAV(_ dir: TempDir, audioCodec: String, ext: String) throws -> String {
         let p = dir.path("av.\(ext)")
-        try #require(try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-                                        "-t", "2", "-pix_fmt", "yuv420p", "-c:v", "libx264", "-c:a", audioCodec, p]) == 0)
+        try makeAVFile(p, audioCodec: audioCodec)
         return p
     }
 
