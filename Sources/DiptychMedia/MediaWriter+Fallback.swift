@@ -17,6 +17,10 @@ public struct EncoderFallback: Sendable, Codable, Hashable, CustomStringConverti
     /// stream itself went on (MPEG-TS and FLV carry the new ones at the
     /// switch) or the file began again (nothing had been written to it).
     public var continuedIn: String?
+    /// Frames NVENC had lent before it failed that could not be read back
+    /// from CUDA memory for the software encoder (the device gone with the
+    /// engine): not in the output.
+    public var framesLost = 0
 
     public init(at: Double, from: String, to: String, reason: String, continuedIn: String?) {
         self.at = at; self.from = from; self.to = to; self.reason = reason; self.continuedIn = continuedIn

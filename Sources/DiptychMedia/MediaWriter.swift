@@ -96,8 +96,6 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
     public internal(set) var encoderFallback: EncoderFallback?
     /// FLV after a fallback: the new encoder's parameter sets, sent with its first packet (a new sequence header).
     var pendingExtradata: [UInt8]?
-    /// Frames NVENC lent that could not be read back for the software encoder after it failed.
-    public internal(set) var framesLostInFallback = 0
     /// Video packets muxed so far, all files together.
     var muxedVideoPackets = 0
     /// The video's time base (the encoder's, or the same ticks for pre-encoded
@@ -438,7 +436,7 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
         let packets = try encoding(at: t, { (e: VideoEncoder, fresh: Bool) throws(MediaError) in
             // A frame the failed NVENC encoder lent comes to its successor in host memory, or not at all.
             if e.nvenc == nil {
-                guard let host = try? MediaWriter.download(frame, size: e.settings.size, pts: t) else { framesLostInFallback += 1; return [] }
+                guard let host = try? MediaWriter.download(frame, size: e.settings.size, pts: t) else { encoderFallback?.framesLost += 1; return [] }
                 return try e.encode(host, keyframe: false)
             }
             return try e.encode(lent: frame, pts: t, keyframe: key && !fresh)
