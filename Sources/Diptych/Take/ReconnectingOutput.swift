@@ -44,7 +44,7 @@ final class ReconnectingOutput: TakeOutput, Sendable {
         var attempt: OpenCancel?
         /// The writer CUDA frames are lent from (`current`, read on the take's thread).
         var lender: (any TakeOutput)?
-        /// A writer's encoder fell back: the first time, kept for every writer after it.
+        /// A writer's encoder fell back (as of its last write), kept for every writer after it.
         var fallback: EncoderFallback?
     }
     private let shared = Mutex(Shared())
@@ -121,7 +121,7 @@ final class ReconnectingOutput: TakeOutput, Sendable {
         if let c = l.current {
             do throws(MediaError) {
                 try write(c)
-                if let f = c.encoderFallback { shared.withLock { s in if s.fallback == nil { s.fallback = f } } }
+                if let f = c.encoderFallback { shared.withLock { $0.fallback = f } }
                 return
             } catch {
                 guard window > 0, !error.isStorageFull else { throw error }
