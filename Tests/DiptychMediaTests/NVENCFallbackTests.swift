@@ -12,13 +12,13 @@ import DiptychCore
     init() { _ = quietFFmpeg }
     static let size = PixelSize(width: 320, height: 240), rate = FrameRate(30)
 
-    func write(_ path: String, container: ContainerFormat? = nil, frames n: Int = 30, failAfter: Int,
+    func write(_ path: String, container: ContainerFormat? = nil, codec: VideoCodec = .h264, frames n: Int = 30, failAfter: Int,
                segmentTime: Double? = nil) throws -> MediaWriter {
         let src = try TestPatternSource(name: "counter", size: Self.size, rate: Self.rate)
-        let settings = VideoEncoderSettings(size: Self.size, frameRate: Self.rate, encoder: .nvenc, preset: "veryfast")
+        let settings = VideoEncoderSettings(size: Self.size, frameRate: Self.rate, codec: codec, encoder: .nvenc, preset: "veryfast")
         let w = try MediaWriter(url: path, container: container, video: settings,
                                 nvenc: RecordingNVENC(encodes: true, failAfter: failAfter), segmentTime: segmentTime)
-        #expect(w.encoderName == "h264_nvenc")
+        #expect(w.encoderName == NVENCFacts.encoderName(codec))
         for _ in 0..<n { try w.write(try #require(try src.nextFrame())) }
         try w.finish()
         return w
@@ -31,13 +31,13 @@ import DiptychCore
         return try FFmpegCLI.run(["-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", path, "-f", "null", "-"]) == 0
     }
 
-    func expectFallback(_ w: MediaWriter, at frame: Int, continuedIn: String?) {
+    func expectFallback(_ w: MediaWriter, at frame: Int, continuedIn: String?, from: String = "h264_nvenc", to: String = "libx264") {
         let f = w.encoderFallback
-        #expect(f?.from == "h264_nvenc" && f?.to == "libx264", "\(String(describing: f))")
+        #expect(f?.from == from && f?.to == to, "\(String(describing: f))")
         #expect(f.map { abs($0.at - Double(frame) / 30) < 1e-9 } == true, "\(String(describing: f))")
         #expect(f?.reason == "Input/output error")
         #expect(f?.continuedIn == continuedIn)
-        #expect(w.encoderName == "libx264" && w.encoderReason == "h264_nvenc failed mid-take: Input/output error")
+        #expect(w.encoderName == to && w.encoderReason == "\(from) failed mid-take: Input/output error")
         #expect(!w.takesCUDA, "no more CUDA frames are lent")
         #expect(w.framesWritten == 30)
     }
@@ -56,6 +56,18 @@ import DiptychCore
         #expect(second.counters == (10..<30).map { Optional($0) })
         #expect(second.videoStart == 0 && second.keyframePackets.first == 0)
         #expect(first.durationSeconds.map { abs($0 - 10.0 / 30) < 1e-3 } == true, "\(String(describing: first.durationSeconds))")
+        #expect(try decodesStrictly(dir.path("x.mp4")) && decodesStrictly(dir.path("x-0002.mp4")))
+    }
+
+    /// HEVC: libx265 takes over from hevc_nvenc.
+    @Test func hevcGoesOnWithLibx265() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let w = try write(dir.path("x.mp4"), codec: .hevc, failAfter: 10)
+        expectFallback(w, at: 10, continuedIn: dir.path("x-0002.mp4"), from: "hevc_nvenc", to: "libx265")
+        let first = ProbedFile(path: dir.path("x.mp4")), second = ProbedFile(path: dir.path("x-0002.mp4"))
+        #expect(first.streams.map(\.codec) == ["hevc"] && second.streams.map(\.codec) == ["hevc"])
+        #expect(first.counters == (0..<10).map { Optional($0) })
+        #expect(second.counters == (10..<30).map { Optional($0) })
         #expect(try decodesStrictly(dir.path("x.mp4")) && decodesStrictly(dir.path("x-0002.mp4")))
     }
 

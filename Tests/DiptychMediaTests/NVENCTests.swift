@@ -116,17 +116,22 @@ final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record 
             }
         }
 
-        /// libx264 at the context's size and time base, its parameter sets the context's (as NVENC's are).
+        /// libx264 (libx265 for HEVC) at the context's size and time base,
+        /// its parameter sets the context's (as NVENC's are).
         private func openEngine() throws(FFmpegError) {
             let c = context.raw
-            guard let codec = avcodec_find_encoder_by_name("libx264") else { throw FFmpegError("avcodec_find_encoder_by_name", code: diptych_averror(ENOENT)) }
+            let hevc = c.pointee.codec_id == AV_CODEC_ID_HEVC
+            guard let codec = avcodec_find_encoder_by_name(hevc ? "libx265" : "libx264") else {
+                throw FFmpegError("avcodec_find_encoder_by_name", code: diptych_averror(ENOENT))
+            }
             let e = try FFCodecContext(codec)
             e.raw.pointee.width = c.pointee.width
             e.raw.pointee.height = c.pointee.height
             e.raw.pointee.time_base = c.pointee.time_base
-            e.raw.pointee.pix_fmt = AV_PIX_FMT_NV12
+            e.raw.pointee.pix_fmt = hevc ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
             e.raw.pointee.flags = c.pointee.flags & AV_CODEC_FLAG_GLOBAL_HEADER
-            try e.open(FFDictionary(["preset": "ultrafast", "tune": "zerolatency"]))
+            try e.open(FFDictionary(hevc ? ["preset": "ultrafast", "tune": "zerolatency", "x265-params": "log-level=error"]
+                                         : ["preset": "ultrafast", "tune": "zerolatency"]))
             if let x = e.raw.pointee.extradata, e.raw.pointee.extradata_size > 0 {
                 let n = Int(e.raw.pointee.extradata_size)
                 let copy = av_mallocz(n + 64).assumingMemoryBound(to: UInt8.self)
@@ -140,7 +145,11 @@ final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record 
         func send(_ frame: UnsafeMutablePointer<AVFrame>?) -> Int32 {
             if frame != nil, let limit = backend.failAfter, sends >= limit { return diptych_averror(EIO) }
             if frame != nil { sends += 1 }
-            if let engine { return engine.send(frame) }
+            if let engine {
+                guard let frame, engine.raw.pointee.pix_fmt == AV_PIX_FMT_YUV420P else { return engine.send(frame) }
+                guard let planar = Self.planar(frame) else { return diptych_averror(ENOMEM) }
+                return engine.send(planar.raw)
+            }
             guard let frame else { backend.record.withLock { $0.drained = true }; backend.complete(Int.max); return 0 }
             guard let clone = av_frame_clone(frame) else { return diptych_averror(ENOMEM) }
             let f = frame.pointee
@@ -155,6 +164,29 @@ final class RecordingNVENC: NVENCBackend, @unchecked Sendable {   // its record 
                                     framesSize: PixelSize(width: Int(fc?.width ?? 0), height: Int(fc?.height ?? 0))))
             }
             return 0
+        }
+
+        /// An NV12 frame in host memory as I420 (libx265's input).
+        static func planar(_ nv12: UnsafeMutablePointer<AVFrame>) -> FFFrame? {
+            let f = FFFrame()
+            f.raw.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+            f.raw.pointee.width = nv12.pointee.width
+            f.raw.pointee.height = nv12.pointee.height
+            f.raw.pointee.pts = nv12.pointee.pts
+            f.raw.pointee.pict_type = nv12.pointee.pict_type
+            guard av_frame_get_buffer(f.raw, 0) >= 0 else { return nil }
+            let w = Int(nv12.pointee.width), h = Int(nv12.pointee.height)
+            for y in 0..<h {
+                (diptych_frame_data(f.raw, 0)! + y * Int(diptych_frame_linesize(f.raw, 0)))
+                    .update(from: diptych_frame_data(nv12, 0)! + y * Int(diptych_frame_linesize(nv12, 0)), count: w)
+            }
+            for y in 0..<h / 2 {
+                let uv = diptych_frame_data(nv12, 1)! + y * Int(diptych_frame_linesize(nv12, 1))
+                let u = diptych_frame_data(f.raw, 1)! + y * Int(diptych_frame_linesize(f.raw, 1))
+                let v = diptych_frame_data(f.raw, 2)! + y * Int(diptych_frame_linesize(f.raw, 2))
+                for x in 0..<w / 2 { u[x] = uv[2 * x]; v[x] = uv[2 * x + 1] }
+            }
+            return f
         }
 
         func receive(_ packet: FFPacket) -> Int32 {
