@@ -94,7 +94,9 @@ extension MediaWriter {
                     whole.frames = muxedVideoPackets
                     split = whole
                 }
-                try startNextSegment(at: t.converted(to: videoTimeBase.den).value, video: next)
+                let ticks = t.converted(to: videoTimeBase.den).value
+                try startNextSegment(at: ticks, video: next)
+                split!.restartSchedule(at: ticks)
                 continuedIn = path
             }
         case .rtmp:

@@ -119,6 +119,9 @@ struct SplitState {
         return true
     }
 
+    /// A file begun at `t` out of turn (an encoder taking over there): the next keyframe is made `ticks` after it.
+    mutating func restartSchedule(at t: Int64) { nextKeyframe = t + ticks }
+
     func current(path: String, end: Int64, timeBase: AVRational) -> WrittenSegment {
         let seconds = { (t: Int64) in Double(t) * Double(timeBase.num) / Double(timeBase.den) }
         return WrittenSegment(path: path, frames: frames, start: seconds(start), duration: seconds(max(end, start) - start))

@@ -31,7 +31,8 @@ import DiptychCore
         return try FFmpegCLI.run(["-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", path, "-f", "null", "-"]) == 0
     }
 
-    func expectFallback(_ w: MediaWriter, at frame: Int, continuedIn: String?, from: String = "h264_nvenc", to: String = "libx264") {
+    func expectFallback(_ w: MediaWriter, at frame: Int, continuedIn: String?, from: String = "h264_nvenc", to: String = "libx264",
+                        frames: Int = 30) {
         let f = w.encoderFallback
         #expect(f?.from == from && f?.to == to, "\(String(describing: f))")
         #expect(f.map { abs($0.at - Double(frame) / 30) < 1e-9 } == true, "\(String(describing: f))")
@@ -39,7 +40,7 @@ import DiptychCore
         #expect(f?.continuedIn == continuedIn)
         #expect(w.encoderName == to && w.encoderReason == "\(from) failed mid-take: Input/output error")
         #expect(!w.takesCUDA, "no more CUDA frames are lent")
-        #expect(w.framesWritten == 30)
+        #expect(w.framesWritten == frames)
     }
 
     /// An MP4 file is completed at the failure and the take goes on in its next file.
@@ -105,15 +106,15 @@ import DiptychCore
         #expect(try decodesStrictly(dir.path(name)))
     }
 
-    /// A split output cuts its file early at the failure and keeps its own cuts after.
+    /// A split output cuts its file early at the failure, and its files last their length again from there.
     @Test func aSplitOutputBeginsItsNextFileThere() throws {
         let dir = TempDir(); defer { dir.remove() }
-        let w = try write(dir.path("x.mp4"), failAfter: 20, segmentTime: 0.5)
-        expectFallback(w, at: 20, continuedIn: dir.path("x-0003.mp4"))
-        #expect(w.segments.map(\.frames) == [15, 5, 10])
-        let counters = (1...3).map { ProbedFile(path: dir.path("x-000\($0).mp4")).counters }
-        #expect(counters == [(0..<15), (15..<20), (20..<30)].map { $0.map { Optional($0) } })
-        for i in 1...3 { #expect(try decodesStrictly(dir.path("x-000\(i).mp4"))) }
+        let w = try write(dir.path("x.mp4"), frames: 60, failAfter: 20, segmentTime: 0.5)
+        expectFallback(w, at: 20, continuedIn: dir.path("x-0003.mp4"), frames: 60)
+        #expect(w.segments.map(\.frames) == [15, 5, 15, 15, 10])
+        let counters = (1...5).map { ProbedFile(path: dir.path("x-000\($0).mp4")).counters }
+        #expect(counters == [(0..<15), (15..<20), (20..<35), (35..<50), (50..<60)].map { $0.map { Optional($0) } })
+        for i in 1...5 { #expect(try decodesStrictly(dir.path("x-000\(i).mp4"))) }
     }
 
     /// A failure before anything was written: the file begins again, whole.
