@@ -71,9 +71,10 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         weak var fence: BatchFence?
         var isSignalled: Bool { fence?.isSignalled ?? true }
     }
-    /// The longest a batch waits for frames to join it, and how often it
-    /// looks at the GPU meanwhile (ns, seconds).
+    /// The longest a batch waits for frames to join it (ns; tests give
+    /// their own), and how often it looks at the GPU meanwhile (seconds).
     static let gatherLimit: UInt64 = 8_000_000
+    private let gatherLimit: UInt64
     static let gatherPoll = 100e-6
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
@@ -85,10 +86,12 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     /// Whether the GPU is behind for `gather` (tests; nil: the encode fences say).
     private let behindForTests: (@Sendable () -> Bool)?
 
-    init(name: String, maxBatch: Int = GPUTuning().frameBatch, behind: (@Sendable () -> Bool)? = nil) {
+    init(name: String, maxBatch: Int = GPUTuning().frameBatch, behind: (@Sendable () -> Bool)? = nil,
+         gatherLimit: UInt64 = RenderThread.gatherLimit) {
         precondition(maxBatch >= 1)
         self.maxBatch = maxBatch
         behindForTests = behind
+        self.gatherLimit = gatherLimit
         _ = RenderThread.keyOnce
         var attr = pthread_attr_t()
         pthread_attr_init(&attr)
@@ -178,7 +181,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         guard batch.count < maxBatch, behind() else { return }
         let start = DispatchTime.now().uptimeNanoseconds
         while batch.count < maxBatch, behind(),
-              DispatchTime.now().uptimeNanoseconds - start < Self.gatherLimit {
+              DispatchTime.now().uptimeNanoseconds - start < gatherLimit {
             let room = maxBatch - batch.count
             let (more, go): ([FrameJob], Bool) = queue.wait(until: { !$0.items.isEmpty || $0.stopped }, timeout: Self.gatherPoll) { q, _ in
                 var more: [FrameJob] = []

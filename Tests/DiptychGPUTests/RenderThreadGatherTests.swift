@@ -35,6 +35,17 @@ import Testing
         #expect(load.phaseSeconds["gather"] == nil)
     }
 
+    /// Work queued for the thread (a call waiting on it) ends the wait at once.
+    @Test func workEndsTheWait() throws {
+        let t = RenderThread(name: "gather-test", maxBatch: 4, behind: { true }, gatherLimit: 60_000_000_000)
+        defer { t.stop() }
+        let start = DispatchTime.now().uptimeNanoseconds
+        Thread { Thread.sleep(forTimeInterval: 0.01); try? t.sync { () throws(GPUError) in } }.start()
+        try t.syncFrame(FrameJob(begin: { false }, dispatch: {}, finish: {}))
+        let waited = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        #expect(waited < 30, "the frame waited \(waited) s of a 60 s limit")
+    }
+
     /// With no frame to join it, a frame waits `gatherLimit` at most.
     @Test func aFrameWaitsAtMostTheLimit() throws {
         let t = RenderThread(name: "gather-test", maxBatch: 4, behind: { true })
