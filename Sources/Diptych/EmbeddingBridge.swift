@@ -164,7 +164,7 @@ final class EmbeddedOutput: TakeOutput, Sendable {
     var takesEncoded: Bool { gpuEncoded }
     var segments: [WrittenSegment] { writer?.segments ?? [] }
     var awaitsCut: Bool { writer?.awaitsCut ?? false }
-    var encoderFallback: EncoderFallback? { writer?.encoderFallback }
+    var encoderFallback: EncoderFallback? { writer?.encoderFallback ?? packets?.encoderFallback }
 
     /// A picture the GPU encoded: to the packet callback (at its host
     /// timestamp) and into the file.

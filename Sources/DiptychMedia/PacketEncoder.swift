@@ -25,28 +25,49 @@ public struct EncodedVideoPacket: Sendable {
 /// The same encoder choice as `MediaWriter` (VA-API where it works, else
 /// libx264/libx265), opened without global headers so parameter sets travel
 /// in band. B-frames are off unless `settings.maxBFrames` asks for them, so
-/// packets come out in presentation order with `dts == pts`.
+/// packets come out in presentation order with `dts == pts`. Where NVENC
+/// fails mid-take, libx264 (libx265) takes over at the frame that failed, its
+/// first packet an IDR with its own parameter sets in band
+/// (`encoderFallback`; docs/ARCHITECTURE.md, "Encoder paths").
 ///
 /// Not thread-safe: call from one thread.
 public final class PacketEncoder: @unchecked Sendable {   // FFmpeg codec context and frames; used by one thread at a time
-    private let encoder: VideoEncoder
+    private var encoder: VideoEncoder
     private var finished = false
+    /// NVENC failed mid-take and the software encoder took over.
+    public private(set) var encoderFallback: EncoderFallback?
     public var encoderName: String { encoder.name }
     public var encoderReason: String { encoder.selection.reason }
     public var encoderDescription: String { encoder.selection.description }
     public private(set) var packetsOut = 0
 
-    public init(settings: VideoEncoderSettings) throws(MediaError) {
+    public convenience init(settings: VideoEncoderSettings) throws(MediaError) {
+        try self.init(settings: settings, nvenc: nil)
+    }
+
+    /// `nvenc`: NVENC's backend (a stand-in in tests; nil: FFmpeg's).
+    init(settings: VideoEncoderSettings, nvenc: (any NVENCBackend)?) throws(MediaError) {
         var s = settings
         if s.maxBFrames == nil { s.maxBFrames = 0 }
-        encoder = try VideoEncoder(settings: s, globalHeader: false)
+        encoder = try VideoEncoder(settings: s, globalHeader: false, nvenc: nvenc)
     }
 
     /// Encodes `frame` (its size must be `settings.size`) and returns the
     /// packets that are complete, in decode order.
     public func encode(_ frame: VideoFrame) throws(MediaError) -> [EncodedVideoPacket] {
         guard !finished else { throw .invalidFrame(reason: "PacketEncoder.encode after finish") }
-        return convert(try encoder.encode(frame))
+        do { return convert(try encoder.encode(frame)) } catch {
+            guard encoder.nvenc != nil, encoderFallback == nil, case .encoderFailed(_, let detail) = error else { throw error }
+            var s = encoder.settings
+            s.encoder = .x264
+            let next: VideoEncoder
+            do { next = try VideoEncoder(settings: s, globalHeader: false) } catch {
+                throw .encoderFailed(encoder: encoder.name, detail: "\(detail); the software encoder could not take over: \(error)")
+            }
+            encoderFallback = EncoderFallback(at: frame.pts.seconds, from: encoder.name, to: next.name, reason: detail, continuedIn: nil)
+            encoder = next
+            return convert(try encoder.encode(frame))
+        }
     }
 
     /// Drains the encoder: the packets still inside it. Idempotent.

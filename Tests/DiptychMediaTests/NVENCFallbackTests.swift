@@ -72,6 +72,27 @@ import DiptychCore
         #expect(try decodesStrictly(dir.path("x.mp4")) && decodesStrictly(dir.path("x-0002.mp4")))
     }
 
+    /// An embedding host's packets (Annex B, parameter sets in band) go on
+    /// from libx264's first IDR at the frame that failed: one stream that decodes whole.
+    @Test func packetsGoOnInBand() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let src = try TestPatternSource(name: "counter", size: Self.size, rate: Self.rate)
+        let settings = VideoEncoderSettings(size: Self.size, frameRate: Self.rate, encoder: .nvenc, preset: "veryfast")
+        let e = try PacketEncoder(settings: settings, nvenc: RecordingNVENC(encodes: true, failAfter: 10))
+        #expect(e.encoderName == "h264_nvenc")
+        var packets: [EncodedVideoPacket] = []
+        for _ in 0..<30 { packets += try e.encode(try #require(try src.nextFrame())) }
+        packets += try e.finish()
+        #expect(e.encoderFallback?.from == "h264_nvenc" && e.encoderFallback?.to == "libx264" && e.encoderName == "libx264")
+        #expect(e.encoderFallback.map { abs($0.at - 10.0 / 30) < 1e-9 } == true)
+        #expect(packets.count == 30 && packets[10].isKeyframe)
+        #expect(packets.map(\.pts) == (0..<30).map { Self.rate.time(ofFrame: Int64($0)) })
+        let path = dir.path("x.h264")
+        try Data(packets.flatMap(\.data)).write(to: URL(fileURLWithPath: path))
+        #expect(ProbedFile(path: path).counters == (0..<30).map { Optional($0) })
+        #expect(try FFmpegCLI.run(["-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", path, "-f", "null", "-"]) == 0)
+    }
+
     /// The source's audio goes on too: each file's audio starts with its video, none lost at the cut.
     @Test func audioGoesOnInTheNextFile() throws {
         let dir = TempDir(); defer { dir.remove() }
