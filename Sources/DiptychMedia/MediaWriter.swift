@@ -526,12 +526,16 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
     /// closes the output. If a write already failed, finish only closes the
     /// output (without throwing again); an MP4 file whose disk filled is then
     /// cut after its last complete fragment, with the length of what it holds
-    /// written in (`framesInFile`).
+    /// written in (`framesInFile`). If the encoder failed (the output did
+    /// not), the output is completed with what was muxed.
     public func finish() throws(MediaError) {
         guard !finished else { return }
         finished = true
         defer { output = nil }
-        if let e = firstError {
+        // The encoder failed, not the output: what was muxed is completed as
+        // any output is (trailer, playlist, length), the failed encoder not drained.
+        let encoderFailed = firstError.map { if case .encoderFailed = $0 { true } else { false } } ?? false
+        if let e = firstError, !encoderFailed {
             if e.isStorageFull, trackEnds != nil, let output {
                 try? output.closeIO()
                 let held = try? FragmentedMP4.cutToLastFragment(path: path).firstTrackSamples
@@ -541,7 +545,7 @@ public final class MediaWriter: @unchecked Sendable {   // FFmpeg format and cod
             if split != nil { split!.close(path: path, end: muxedVideoEnd, timeBase: videoTimeBase) }
             return
         }
-        if let encoder { for p in try encoder.flush() { try writeVideoPacket(p) } }
+        if !encoderFailed, let encoder { for p in try encoder.flush() { try writeVideoPacket(p) } }
         // Pre-encoded video that never had a keyframe: nothing was muxed, no header written.
         if pendingHeader != nil { try? output?.closeIO(); return }
         try finishAudio()

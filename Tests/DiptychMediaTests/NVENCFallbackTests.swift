@@ -150,12 +150,18 @@ import DiptychCore
     }
 
     /// HLS cannot change encoder mid-playlist (its init segment holds the
-    /// old parameter sets): the output ends there, saying why.
+    /// old parameter sets): the output ends there, saying why, its playlist
+    /// completed with what was encoded.
     @Test func hlsEndsSayingWhy() throws {
         let dir = TempDir(); defer { dir.remove() }
-        let error = expectMediaError { _ = try write(dir.path("x.m3u8"), failAfter: 5) }
+        let error = expectMediaError { _ = try write(dir.path("x.m3u8"), frames: 60, failAfter: 40) }
         #expect(error?.description.contains("h264_nvenc") == true)
         #expect(error?.description.contains("an HLS output cannot change its encoder mid-playlist, so it ends here") == true, "\(String(describing: error))")
+        let playlist = try String(contentsOfFile: dir.path("x.m3u8"), encoding: .utf8)
+        #expect(playlist.contains("#EXT-X-PLAYLIST-TYPE:VOD") && playlist.hasSuffix("#EXT-X-ENDLIST\n"), "\(playlist)")
+        let n = try runTool("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=nb_read_frames",
+                                                 "-of", "csv=p=0", dir.path("x.m3u8")])
+        #expect(n.output.split(separator: "\n").first == "40", "\(n.output)")   // the stream, then its program's copy of it
     }
 
     /// The continuation never writes over a file: one there already ends the output as before.
