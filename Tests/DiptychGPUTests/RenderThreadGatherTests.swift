@@ -7,14 +7,30 @@ import Testing
 /// join it (`RenderThread.gather`); while it keeps up, frames never wait.
 /// The frames here do no GL work (each says at once it is complete).
 @Suite struct RenderThreadGatherTests {
+    /// Calls made from threads of their own, waited for, their errors kept.
+    final class Background: Sendable {
+        private let group = DispatchGroup()
+        private let failures = Mutex<[String]>([])
+        /// Runs `body` on a thread of its own after `delay` seconds.
+        func after(_ delay: Double, _ body: @escaping @Sendable () throws -> Void) {
+            group.enter()
+            Thread { [self] in
+                Thread.sleep(forTimeInterval: delay)
+                do { try body() } catch { failures.withLock { $0.append("\(error)") } }
+                group.leave()
+            }.start()
+        }
+        /// Waits for every call; their errors.
+        func errors() -> [String] { group.wait(); return failures.withLock { $0 } }
+    }
+
     /// One frame submitted at once and `later` frames from their own threads 2 ms after; the load once all have run.
     func submit(_ t: RenderThread, later: Int) throws -> RenderThreadLoad {
-        let noWork = FrameJob(begin: { false }, dispatch: {}, finish: {})
-        let others = (0..<later).map { _ in
-            Thread { Thread.sleep(forTimeInterval: 0.002); try? t.syncFrame(FrameJob(begin: { false }, dispatch: {}, finish: {})) }
-        }
-        for o in others { o.start() }
-        try t.syncFrame(noWork)
+        let others = Background()
+        for _ in 0..<later { others.after(0.002) { try t.syncFrame(FrameJob(begin: { false }, dispatch: {}, finish: {})) } }
+        try t.syncFrame(FrameJob(begin: { false }, dispatch: {}, finish: {}))
+        #expect(others.errors() == [])
+        // The load is counted just after the frames are released.
         while t.load.snapshot.items < later + 1 { Thread.sleep(forTimeInterval: 0.001) }
         return t.load.snapshot
     }
@@ -44,10 +60,12 @@ import Testing
         let t = RenderThread(name: "gather-test", maxBatch: 4, behind: { true }, gatherLimit: Self.long)
         defer { t.stop() }
         let start = DispatchTime.now().uptimeNanoseconds
-        Thread { Thread.sleep(forTimeInterval: 0.01); try? t.sync { () throws(GPUError) in } }.start()
+        let call = Background()
+        call.after(0.01) { try t.sync { () throws(GPUError) in } }
         try t.syncFrame(FrameJob(begin: { false }, dispatch: {}, finish: {}))
         let waited = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         #expect(waited < 30, "the frame waited \(waited) s of a 60 s limit")
+        #expect(call.errors() == [], "the call ran")
     }
 
     /// With no frame to join it, a frame waits `gatherLimit` at most.
