@@ -72,15 +72,8 @@ extension MediaWriter {
         guard hls == nil else {
             throw .encoderFailed(encoder: failed.name, detail: "\(detail); an HLS output cannot change its encoder mid-playlist, so it ends here")
         }
-        var s = settings
-        s.encoder = .x264
-        // A stream that goes on: no reorder delay, whose decode times would step back past the last packet's.
-        if container != .mp4 && container != .matroska { s.maxBFrames = 0 }
-        let globalHeader = out.raw.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0
-        let next: VideoEncoder
-        do { next = try VideoEncoder(settings: s, globalHeader: globalHeader) } catch {
-            throw .encoderFailed(encoder: failed.name, detail: "\(detail); the software encoder could not take over: \(error)")
-        }
+        let next = try failed.softwareSuccessor(globalHeader: out.raw.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0,
+                                                streamGoesOn: container != .mp4 && container != .matroska, failure: detail)
         lender.withLock { $0 = nil }
         var continuedIn: String?
         switch container {

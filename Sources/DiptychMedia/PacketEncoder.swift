@@ -58,12 +58,7 @@ public final class PacketEncoder: @unchecked Sendable {   // FFmpeg codec contex
         guard !finished else { throw .invalidFrame(reason: "PacketEncoder.encode after finish") }
         do { return convert(try encoder.encode(frame)) } catch {
             guard encoder.nvenc != nil, encoderFallback == nil, case .encoderFailed(_, let detail) = error else { throw error }
-            var s = encoder.settings
-            s.encoder = .x264
-            let next: VideoEncoder
-            do { next = try VideoEncoder(settings: s, globalHeader: false) } catch {
-                throw .encoderFailed(encoder: encoder.name, detail: "\(detail); the software encoder could not take over: \(error)")
-            }
+            let next = try encoder.softwareSuccessor(globalHeader: false, streamGoesOn: true, failure: detail)
             encoderFallback = EncoderFallback(at: frame.pts.seconds, from: encoder.name, to: next.name, reason: detail, continuedIn: nil)
             encoder = next
             return convert(try encoder.encode(frame))

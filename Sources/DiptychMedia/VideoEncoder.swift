@@ -321,6 +321,16 @@ final class VideoEncoder {
         return try send(av)
     }
 
+    /// The software encoder that takes over from this one (NVENC) where it
+    /// failed mid-take with `failure` (`takenOverBySoftware`).
+    func softwareSuccessor(globalHeader: Bool, streamGoesOn: Bool, failure: String) throws(MediaError) -> VideoEncoder {
+        do {
+            return try VideoEncoder(settings: settings.takenOverBySoftware(streamGoesOn: streamGoesOn), globalHeader: globalHeader)
+        } catch {
+            throw .encoderFailed(encoder: name, detail: "\(failure); the software encoder could not take over: \(error)")
+        }
+    }
+
     /// A frame of `frames`' pool holding `frame`'s pictures (VA-API, NVENC).
     static func upload(_ frame: FFFrame, into frames: FFBufferRef) throws(FFmpegError) -> FFFrame {
         let hw = FFFrame()

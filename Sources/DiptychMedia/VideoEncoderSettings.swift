@@ -52,4 +52,15 @@ public struct VideoEncoderSettings: Hashable, Sendable {
 
     /// Keyframe interval in frames (one second unless `gop` is set).
     public var keyframeInterval: Int { gop ?? max(1, Int(frameRate.fps.rounded())) }
+
+    /// The settings of the software encoder (libx264, libx265) that takes
+    /// over from NVENC mid-take (docs/ARCHITECTURE.md, "Encoder paths"): the
+    /// same but the encoder, and without B-frames where the stream goes on
+    /// (its decode times must not step back past the last packet's).
+    public func takenOverBySoftware(streamGoesOn: Bool) -> VideoEncoderSettings {
+        var s = self
+        s.encoder = .x264
+        if streamGoesOn { s.maxBFrames = 0 }
+        return s
+    }
 }

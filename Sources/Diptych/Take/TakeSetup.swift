@@ -467,9 +467,8 @@ enum TakeSetup {
                                       lost: { change?(.outputLost(output: index, out: spec.out, reason: $0)) },
                                       back: { change?(.outputBack(output: index, out: spec.out, seconds: $0)) },
                                       open: { (again: Bool, cancel: OpenCancel?, after: EncoderFallback?) throws(MediaError) in
-                                          var settings = live
                                           // NVENC failed on an earlier writer: the software encoder that took over goes on.
-                                          if after != nil { settings.encoder = .x264; settings.maxBFrames = 0 }
+                                          let settings = after == nil ? live : live.takenOverBySoftware(streamGoesOn: true)
                                           return try io.openOutput(index, spec, settings, audio, again ? .zero : nil, cancel)
                                       })
     }
