@@ -10,7 +10,6 @@ layout(std430, binding = 3) readonly buffer MBs { uint mbs[]; };
 layout(std430, binding = 5) buffer Bits { uint bits[]; };
 layout(std430, binding = 6) buffer Lens { uint lens[]; };
 
-uniform ivec4 u_size;   // width, height, MBs across, MBs down
 uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), slot words, -
 
 // The code tables (H264CAVLCTables: Tables 9-4, 9-5, 9-7 to 9-10, each as
@@ -74,7 +73,7 @@ int predictedCount(int bx, int by, int comp) {
     int blkA, blkB, mbA = mbIndex, mbB = mbIndex;
     int ax = bx - 1, by2 = by - 1;
     if (ax < 0) { if (mbX == 0) hasA = false; else { mbA = mbIndex - 1; ax = size - 1; } }
-    if (by2 < 0) { if (mbY == 0) hasB = false; else { mbB = mbIndex - u_size.z; by2 = size - 1; } }
+    if (by2 < 0) { if (!rowAbove(mbY)) hasB = false; else { mbB = mbIndex - u_size.z; by2 = size - 1; } }
     if (comp < 0) {
         if (hasA) nA = nnzOf(mbA, (by >> 1) * 8 + (ax >> 1) * 4 + (by & 1) * 2 + (ax & 1));
         if (hasB) nB = nnzOf(mbB, (by2 >> 1) * 8 + (bx >> 1) * 4 + (by2 & 1) * 2 + (bx & 1));
@@ -195,10 +194,10 @@ void main() {
     mbX = mbIndex % u_size.z;
     mbY = mbIndex / u_size.z;
     bool pSlice = u_code.y == 1;
-    bwBase = (mbIndex + 1) * u_code.z;
+    bwBase = mbSlot(mbIndex) * u_code.z;
     bwLimit = u_code.z - 1;
     uint info = mbs[mbIndex * MB_WORDS + MB_INFO];
-    if (infoSkipped(info)) { lens[mbIndex + 1] = 0u; return; }
+    if (infoSkipped(info)) { lens[mbSlot(mbIndex)] = 0u; return; }
     int cbp = infoCBP(info);
     int cbpLuma = cbp & 15, cbpChroma = cbp >> 4;
     bool intra = infoKind(info) == KIND_I16;
@@ -210,7 +209,7 @@ void main() {
             int bx = blkX(b), by = blkY(b);
             int mode = modeOf(mbIndex, b);
             int predMode = 2;
-            if ((bx > 0 || mbX > 0) && (by > 0 || mbY > 0)) {
+            if ((bx > 0 || mbX > 0) && (by > 0 || rowAbove(mbY))) {
                 int ma = bx > 0 ? modeOf(mbIndex, blkIndex(bx - 1, by)) : modeOf(mbIndex - 1, blkIndex(3, by));
                 int mb_ = by > 0 ? modeOf(mbIndex, blkIndex(bx, by - 1)) : modeOf(mbIndex - u_size.z, blkIndex(bx, 3));
                 predMode = min(ma, mb_);
@@ -259,5 +258,5 @@ void main() {
     }
     int length = bwPos * 32 + bwN;
     if (bwN > 0 && bwPos < bwLimit) bits[bwBase + bwPos] = bwAcc << uint(32 - bwN);
-    lens[mbIndex + 1] = bwPos < bwLimit ? uint(length) : 0xffffffffu;
+    lens[mbSlot(mbIndex)] = bwPos < bwLimit ? uint(length) : 0xffffffffu;
 }

@@ -6,6 +6,22 @@
 precision highp float;
 precision highp int;
 
+uniform ivec4 u_size;    // width, height, MBs across, MBs down
+// Macroblock rows a slice. A picture's slices are whole rows, u_sliceRows
+// each (the last one what is left); nothing is predicted across a slice's
+// top edge, nor filtered there (disable_deblocking_filter_idc 2).
+uniform int u_sliceRows;
+
+// Whether macroblock row y has the row above it in its slice.
+bool rowAbove(int y) { return y % u_sliceRows != 0; }
+int sliceCount() { return (u_size.w + u_sliceRows - 1) / u_sliceRows; }
+// The bit buffer's slots, slice after slice: the slice's header, its
+// macroblocks, its tail (the last skip run and the stop bit).
+int mbSlot(int mb) { return mb + 1 + 2 * ((mb / u_size.z) / u_sliceRows); }
+int headerSlot(int slice) { return slice * (u_sliceRows * u_size.z + 2); }
+int tailSlot(int slice) { return min(u_size.z * u_size.w, (slice + 1) * u_sliceRows * u_size.z) + 2 * slice + 1; }
+int slotCount() { return u_size.z * u_size.w + 2 * sliceCount(); }
+
 // One macroblock's record in the MB buffer, in uints.
 #define MB_INFO 0        // bits 0-1 kind (0 P_L0_16x16, 1 I_16x16, 2 I_NxN), bit 2 skipped, 4-5 luma mode, 6-7 chroma mode, 8-13 cbp
 #define MB_MV 1          // motion vector in quarter samples, x low 16 bits, y high 16 bits (P pictures, from the refinement to the choice: a copy of MB_REFINEMV)

@@ -46,7 +46,6 @@ layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
 layout(std430, binding = 3) coherent buffer MBs { uint mbs[]; };
 layout(std430, binding = 10) coherent volatile buffer Progress { uint progress[]; };
 
-uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
 // The picture's one QP gives every edge the same thresholds (its macroblocks
 // carry no QP change): α | β << 8 of luma and α | β << 8 of chroma, then
@@ -175,7 +174,7 @@ bool wordUsed(int i, int mbX, int mbY, out int word, out bool chroma, out int ro
     int k = chroma ? i - 100 : i;
     row = k / 5 - (chroma ? 2 : 4);
     wc = k % 5 - 1;
-    if ((row < 0 && mbY == 0) || (wc < 0 && mbX == 0) || (row < 0 && wc < 0)) return false;
+    if ((row < 0 && !rowAbove(mbY)) || (wc < 0 && mbX == 0) || (row < 0 && wc < 0)) return false;
     int rowWords = u_layout.z >> 2;
     word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
                   : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
@@ -300,12 +299,12 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         uint info = sRec[REC_OWN];
         if (infoKind(info) == KIND_P16) {
             ivec2 mvp, skip;
-            bool hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbY > 0 && mbX > 0;
-            predictorsOf(neighbourOf(mbX > 0, sRec[REC_LEFT], sRec[REC_LEFT + 1]), neighbourOf(mbY > 0, sRec[REC_UP], sRec[REC_UP + 1]),
+            bool hasB = rowAbove(mbY), hasC = hasB && mbX + 1 < u_size.z, hasD = hasB && mbX > 0;
+            predictorsOf(neighbourOf(mbX > 0, sRec[REC_LEFT], sRec[REC_LEFT + 1]), neighbourOf(hasB, sRec[REC_UP], sRec[REC_UP + 1]),
                          neighbourOf(hasC, sRec[REC_CORNER], sRec[REC_CORNER + 1]), neighbourOf(hasD, sRec[REC_CORNER], sRec[REC_CORNER + 1]), mvp, skip);
             ivec2 mv = unpackMV(sRec[REC_OWN + 1]);
             bool rightIntra = mbX + 1 < u_size.z && infoKind(sRec[REC_RIGHT]) != KIND_P16;
-            bool belowIntra = mbY + 1 < u_size.w && infoKind(sRec[REC_BELOW]) != KIND_P16;
+            bool belowIntra = mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(sRec[REC_BELOW]) != KIND_P16;
             int extraBits = 2 + mvdBits(mv, mvp);
             if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
                 // A probe before at this vector (the macroblock pass's or a round's), else one here.
@@ -357,7 +356,7 @@ void main() {
     int mbY = int(gl_WorkGroupID.x);
     int mbW = u_size.z;
     bool walk = u_step < 0;
-    int first = walk ? 0 : u_step - 2 * mbY;
+    int first = walk ? 0 : u_step - 2 * (mbY % u_sliceRows);
     if (first < 0 || first >= mbW) return;
     int end = walk ? mbW : first + 1;
     uint seen = 0u;   // the first invocation's last read of the row above's count
@@ -396,13 +395,13 @@ void main() {
         // more than the filtering), and only while the count it last saw is
         // short; then the group passes the barrier together. (A wavefront
         // step's dispatch comes after the step before it ended.)
-        if (mbY > 0 && walk && t == 0) {
+        if (rowAbove(mbY) && walk && t == 0) {
             uint need = (uint(u_code.w) << 16) | uint(min(mbX + 2, mbW));
             while (!((seen >> 16) == uint(u_code.w) && seen >= need)) seen = progress[mbY - 1];
             memoryBarrierBuffer();
         }
         barrier();
-        if (mbY > 0) {
+        if (rowAbove(mbY)) {
             // Its four last rows (two of chroma) above this macroblock, the
             // upper neighbour's record, and the upper right's (the upper
             // left's where there is none) kind and vector.
@@ -422,7 +421,7 @@ void main() {
         {
             int k = t & 15, e = k >> 2, s = k & 3;
             if (luma) sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_LEFT : REC_OWN, e == 0 ? 3 : e - 1, s, REC_OWN, e, s);
-            else sBS[t] = (e == 0 && mbY == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
+            else sBS[t] = (e == 0 && !rowAbove(mbY)) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
         }
         barrier();
 
@@ -501,12 +500,13 @@ uint guessedVector(int x, int y, uint info, uint mv) {
     if (probeState(probe) != PROBE_EMPTY) return mv;
     if (u_step > 1 && probeMargin(probe) > u_pic.z * (2 + mvdBits(unpackMV(mv), unpackMV(skip)))) return mv;
     bool rightIntra = x + 1 < u_size.z && infoKind(mbs[(i + 1) * MB_WORDS + MB_INFO]) != KIND_P16;
-    bool belowIntra = y + 1 < u_size.w && infoKind(mbs[(i + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16;
+    bool belowIntra = y + 1 < u_size.w && rowAbove(y + 1) && infoKind(mbs[(i + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16;
     return rightIntra || belowIntra ? mv : skip;
 }
 
-Neighbour guessedNeighbour(int x, int y) {
-    if (x < 0 || y < 0 || x >= u_size.z) return neighbourOf(false, 0u, 0u);
+// The guessed neighbour at (x, y) of a macroblock in row `row`.
+Neighbour guessedNeighbour(int x, int y, int row) {
+    if (x < 0 || x >= u_size.z || (y != row && !rowAbove(row))) return neighbourOf(false, 0u, 0u);
     int i = y * u_size.z + x;
     uint info = mbs[i * MB_WORDS + MB_INFO];
     return neighbourOf(true, info, guessedVector(x, y, info, mbs[i * MB_WORDS + MB_MV]));
@@ -523,10 +523,10 @@ void main() {
     // might take the skip and no probe so far was at it.
     ivec2 mv = unpackMV(mbs[rec + MB_MV]);
     ivec2 mvp, skip;
-    predictorsOf(guessedNeighbour(mbX - 1, mbY), guessedNeighbour(mbX, mbY - 1),
-                 guessedNeighbour(mbX + 1, mbY - 1), guessedNeighbour(mbX - 1, mbY - 1), mvp, skip);
+    predictorsOf(guessedNeighbour(mbX - 1, mbY, mbY), guessedNeighbour(mbX, mbY - 1, mbY),
+                 guessedNeighbour(mbX + 1, mbY - 1, mbY), guessedNeighbour(mbX - 1, mbY - 1, mbY), mvp, skip);
     bool rightIntra = mbX + 1 < mbW && infoKind(mbs[rec + MB_WORDS + MB_INFO]) != KIND_P16;
-    bool belowIntra = mbY + 1 < u_size.w && infoKind(mbs[rec + mbW * MB_WORDS + MB_INFO]) != KIND_P16;
+    bool belowIntra = mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(mbs[rec + mbW * MB_WORDS + MB_INFO]) != KIND_P16;
     if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra
         && skip != unpackMV(mbs[rec + MB_PROBEMV]) && skip != unpackMV(mbs[rec + before])) {
         // The vector now; the probe pass writes the probe beside it.

@@ -3,15 +3,14 @@
 // work group per frame. In a P slice it derives each macroblock's motion
 // vector predictor and P_Skip vector from its neighbours' final vectors
 // (8.4.1.1, 8.4.1.3), marks the macroblocks coded as P_Skip, and counts the
-// skipped run before each coded one; then it writes the slice's tail (the
-// last skip run and the RBSP stop bit) into the last slot.
+// skipped run before each coded one (from its slice's start); then it writes
+// each slice's tail (the last skip run and the RBSP stop bit) into the slice's last slot.
 layout(local_size_x = 1024) in;
 
 layout(std430, binding = 3) buffer MBs { uint mbs[]; };
 layout(std430, binding = 5) buffer Bits { uint bits[]; };
 layout(std430, binding = 6) buffer Lens { uint lens[]; };
 
-uniform ivec4 u_size;   // width, height, MBs across, MBs down
 uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), slot words, -
 
 shared int sLast[1024];
@@ -30,15 +29,21 @@ void predict(int i) {
     if (skipped) mbs[i * MB_WORDS + MB_INFO] = info | 4u;
 }
 
+// The last macroblock of each slice that is not skipped (its first one
+// less one where there is none).
+shared int sSliceLast[MAX_SLICES];
+
 void main() {
     int n = u_size.z * u_size.w;
     int t = int(gl_LocalInvocationIndex);
     bool pSlice = u_code.y == 1;
+    int slices = sliceCount(), sliceMBs = u_sliceRows * u_size.z;
     int chunk = (n + 1023) / 1024;
     int first = t * chunk, end = min(n, first + chunk);
     if (pSlice) {
         for (int i = first; i < end; i++) predict(i);
     }
+    for (int s = t; s < slices; s += 1024) sSliceLast[s] = s * sliceMBs - 1;
     // Every vector is read before any skip flag is written: predict() reads
     // only MB_INFO's kind and MB_MV, which no invocation changes.
     memoryBarrierBuffer();
@@ -55,17 +60,21 @@ void main() {
         sLast[t] = v;
         barrier();
     }
+    // Runs count from the slice's first macroblock.
     int previous = t > 0 ? sLast[t - 1] : -1;
     for (int i = first; i < end; i++) {
         if (!infoSkipped(mbs[i * MB_WORDS + MB_INFO])) {
-            mbs[i * MB_WORDS + MB_SKIPRUN] = uint(i - previous - 1);
+            int slice = i / sliceMBs;
+            mbs[i * MB_WORDS + MB_SKIPRUN] = uint(i - max(previous, slice * sliceMBs - 1) - 1);
             previous = i;
+            atomicMax(sSliceLast[slice], i);
         }
     }
-    if (t == 0) {
-        // The tail: mb_skip_run of the skipped macroblocks ending the slice, then rbsp_stop_one_bit.
-        int run = n - 1 - sLast[1023];
-        int base = (n + 1) * u_code.z;
+    barrier();
+    for (int s = t; s < slices; s += 1024) {
+        // A slice's tail: mb_skip_run of the skipped macroblocks ending it, then rbsp_stop_one_bit.
+        int run = min(n, (s + 1) * sliceMBs) - 1 - sSliceLast[s];
+        int slot = tailSlot(s);
         uint word = 0u;
         int len = 0;
         if (pSlice && run > 0) {
@@ -79,7 +88,7 @@ void main() {
             len = 1;
             word = 0x80000000u;
         }
-        bits[base] = word;
-        lens[n + 1] = uint(len);
+        bits[slot * u_code.z] = word;
+        lens[slot] = uint(len);
     }
 }

@@ -20,7 +20,6 @@ layout(local_size_x = 64) in;
 
 layout(std430, binding = 11) writeonly buffer Planes { uint planes[]; };
 
-uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
 
 #define INTERPOLATE 1

@@ -2,8 +2,8 @@
 // H.264 encoder, macroblock analysis and reconstruction (docs/ARCHITECTURE.md,
 // "The GPU encoder"): one work group of 64 invocations per macroblock.
 // INTRA: Intra_16x16 or Intra_4x4 over a wavefront (u_code.w is the
-// diagonal x + y this dispatch runs, so left, top and top-left neighbours
-// are reconstructed).
+// diagonal x + y this dispatch runs, y counted from the slice's first row,
+// so left, top and top-left neighbours are reconstructed).
 // PINTRA: the same in P pictures, over a checkerboard (below), in two
 // passes a phase: the first codes Intra_16x16 where it beats P and marks the
 // macroblocks whose estimate says Intra_4x4 may beat both; the second
@@ -48,7 +48,6 @@ layout(std430, binding = 3) buffer MBs { uint mbs[]; };
 layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
 #endif
 
-uniform ivec4 u_size;    // width, height, MBs across, MBs down
 uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row bytes, picture UV offset
 uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 
@@ -206,7 +205,7 @@ int qRowSAD(uvec4 cur, int row, ivec2 q) {
 // derives them from the final ones: the median predictor, the P_Skip
 // vector (8.4.1.1) and the left neighbour's vector (the macroblock's own, `own`, where it has none).
 void neighbourPredictors(int mb, int word, ivec2 own, out ivec2 mvp, out ivec2 skip, out ivec2 leftMV) {
-    bool hasA = mbX > 0, hasB = mbY > 0, hasC = mbY > 0 && mbX + 1 < u_size.z, hasD = mbX > 0 && mbY > 0;
+    bool hasA = mbX > 0, hasB = rowAbove(mbY), hasC = hasB && mbX + 1 < u_size.z, hasD = mbX > 0 && hasB;
     ivec2 a = hasA ? unpackMV(mbs[(mb - 1) * MB_WORDS + word]) : ivec2(0);
     ivec2 b = hasB ? unpackMV(mbs[(mb - u_size.z) * MB_WORDS + word]) : ivec2(0);
     ivec2 c = hasC ? unpackMV(mbs[(mb - u_size.z + 1) * MB_WORDS + word])
@@ -310,7 +309,7 @@ struct Blk4 { int x0; int y0; bool hasT; bool hasL; bool hasTR; bool readTR; boo
 Blk4 blk4(int b) {
     Blk4 k;
     int bx = blkX(b), by = blkY(b);
-    bool hasTop = mbY > 0, hasLeft = mbX > 0;
+    bool hasTop = rowAbove(mbY), hasLeft = mbX > 0;
     k.x0 = bx * 4; k.y0 = by * 4;
     k.hasT = by > 0 || hasTop;
     k.hasL = bx > 0 || hasLeft;
@@ -416,8 +415,11 @@ void main() {
     mbY = int(gl_WorkGroupID.y);
     mbX = 2 * int(gl_WorkGroupID.x) + ((mbY + d) & 1);
 #else
-    mbY = max(0, d - (u_size.z - 1)) + int(gl_WorkGroupID.x);
-    mbX = d - mbY;
+    // Diagonal d of every slice at once (work group y the slice).
+    int row = max(0, d - (u_size.z - 1)) + int(gl_WorkGroupID.x);
+    mbY = int(gl_WorkGroupID.y) * u_sliceRows + row;
+    mbX = d - row;
+    if (mbY >= u_size.w) return;
 #endif
     bool intra = true;
     bool i4 = false;
@@ -454,7 +456,7 @@ void main() {
         int nw = MB_REFINEMV + u_code.w;
         bool same = true;
         if (mbX > 0) same = same && mbs[(mb - 1) * MB_WORDS + nw] == mbs[(mb - 1) * MB_WORDS + nw - 1];
-        if (mbY > 0) {
+        if (rowAbove(mbY)) {
             same = same && mbs[(mb - u_size.z) * MB_WORDS + nw] == mbs[(mb - u_size.z) * MB_WORDS + nw - 1];
             if (mbX + 1 < u_size.z) same = same && mbs[(mb - u_size.z + 1) * MB_WORDS + nw] == mbs[(mb - u_size.z + 1) * MB_WORDS + nw - 1];
             if (mbX > 0) same = same && mbs[(mb - u_size.z - 1) * MB_WORDS + nw] == mbs[(mb - u_size.z - 1) * MB_WORDS + nw - 1];
@@ -504,7 +506,7 @@ void main() {
     uint interCost = live ? mbs[mb * MB_WORDS + MB_MVP] : 0u;
     if (live && d == 1) {
         if (mbX + 1 < u_size.z && infoKind(mbs[(mb + 1) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
-        if (mbY + 1 < u_size.w && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
+        if (mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(mbs[(mb + u_size.z) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
     }
     uint bias = uint(INTRA_BIAS * u_code.z);
     if (interCost <= uint(INTRA_GATE * u_code.z)) live = false;
@@ -716,7 +718,7 @@ void main() {
     barrier();
     int lumaMode = 0, chromaMode = 0;
 #else
-    bool hasTop = mbY > 0, hasLeft = mbX > 0;
+    bool hasTop = rowAbove(mbY), hasLeft = mbX > 0;
     if (t < 16) {
         sTop[t] = hasTop ? picY(px + t, py - 1) : 0;
         sLeft[t] = hasLeft ? picY(px - 1, py + t) : 0;

@@ -1,8 +1,9 @@
 #version 310 es
 // H.264 encoder, packing (docs/ARCHITECTURE.md, "The GPU encoder"). SCAN:
-// one work group sums the slots' bit lengths (slice header, each
-// macroblock, the tail) into their starts and writes the frame's size and
-// the gather pass's indirect dispatch. GATHER: one invocation per output
+// one work group sums the slots' bit lengths (each slice's header, its
+// macroblocks, its tail) into their starts, each slice from a word of its
+// own, and writes the frame's size, each slice's bits and the gather
+// pass's indirect dispatch. GATHER: one invocation per output
 // word fetches its 32 bits from the slots that cover them, bytes in stream
 // order.
 #ifdef SCAN
@@ -12,21 +13,23 @@ layout(local_size_x = 64) in;
 #endif
 
 layout(std430, binding = 5) readonly buffer Bits { uint bits[]; };
-layout(std430, binding = 6) buffer Lens { uint lens[]; };      // [0, n+2) lengths, [n+2, 2n+4) starts
-layout(std430, binding = 7) buffer Result { uint result[]; };  // groups x, y, z, total bits, bytes, overflowed
+layout(std430, binding = 6) coherent buffer Lens { uint lens[]; };   // [0, slots) lengths, [slots, 2 slots) starts
+layout(std430, binding = 7) buffer Result { uint result[]; };  // groups x, y, z, total bits, bytes, overflowed, slices, -, each slice's bits
 #ifndef SCAN
 layout(std430, binding = 8) writeonly buffer Out { uint outWords[]; };
 #endif
 
-uniform ivec4 u_size;   // width, height, MBs across, MBs down
 uniform ivec4 u_code;   // qp, P slice, slot words, output words
 
 #ifdef SCAN
 shared uint sSum[1024];
 shared uint sOverflow;
+// Per slice: where its bits begin in the output less where its header slot
+// begins in the plain sum of the slots before it.
+shared int sShift[MAX_SLICES];
 
 void main() {
-    int slots = u_size.z * u_size.w + 2;
+    int slots = slotCount(), slices = sliceCount();
     int t = int(gl_LocalInvocationIndex);
     int chunk = (slots + 1023) / 1024;
     int first = t * chunk, end = min(slots, first + chunk);
@@ -55,9 +58,20 @@ void main() {
         uint l = lens[i];
         start += l == 0xffffffffu ? 0u : l;
     }
-    if (t == 1023) {
-        uint total = sSum[1023];
-        uint words = (total + 31u) / 32u;
+    memoryBarrierBuffer();
+    barrier();
+    // Each slice begins at a word of its own (its NAL unit's payload is
+    // whole bytes): the slices' bits, their starts rounded up.
+    if (t == 0) {
+        uint total = sSum[1023], at = 0u;
+        for (int s = 0; s < slices; s++) {
+            uint begin = lens[slots + headerSlot(s)];
+            uint after = s + 1 < slices ? lens[slots + headerSlot(s + 1)] : total;
+            sShift[s] = int(at) - int(begin);
+            result[8 + s] = after - begin;
+            at += (after - begin + 31u) & ~31u;
+        }
+        uint words = at / 32u;
         uint over = sOverflow;
         if (words > uint(u_code.w)) { over = 1u; words = uint(u_code.w); }
         result[5] = over;
@@ -65,8 +79,12 @@ void main() {
         result[1] = 1u;
         result[2] = 1u;
         result[3] = total;
-        result[4] = min((total + 7u) / 8u, words * 4u);
+        result[4] = words * 4u;
+        result[6] = uint(slices);
     }
+    barrier();
+    int perSlice = u_sliceRows * u_size.z + 2;
+    for (int i = first; i < end; i++) lens[slots + i] = uint(int(lens[slots + i]) + sShift[min(i / perSlice, slices - 1)]);
 }
 #else
 int slots;
@@ -81,10 +99,9 @@ uint slotBits(int s, uint offset, int count) {
 }
 
 void main() {
-    slots = u_size.z * u_size.w + 2;
+    slots = slotCount();
     uint w = gl_GlobalInvocationID.x;
-    uint total = result[3];
-    uint words = min((total + 31u) / 32u, uint(u_code.w));
+    uint words = min(result[4] / 4u, uint(u_code.w));
     if (w >= words) return;
     uint pos = w * 32u;
     // The last slot starting at or before pos.
@@ -99,6 +116,14 @@ void main() {
     while (need > 0 && s < slots) {
         uint start = lens[slots + s], len = lens[s];
         if (len == 0xffffffffu) len = 0u;
+        if (pos < start) {
+            // Between slices: zero bits up to the next one's first word.
+            int take = min(need, int(start - pos));
+            word = take == 32 ? 0u : word << uint(take);
+            need -= take;
+            pos += uint(take);
+            continue;
+        }
         if (pos >= start + len) { s++; continue; }
         int take = min(need, int(start + len - pos));
         uint v = slotBits(s, pos - start, take);

@@ -14,8 +14,9 @@ Neighbour neighbourOf(bool available, uint info, uint mv) {
     return n;
 }
 
-Neighbour neighbour(int x, int y) {
-    bool available = x >= 0 && y >= 0 && x < u_size.z;
+// The neighbour at (x, y) of a macroblock in row `row` (not available outside the picture or its slice).
+Neighbour neighbour(int x, int y, int row) {
+    bool available = x >= 0 && x < u_size.z && (y == row || rowAbove(row));
     int i = available ? y * u_size.z + x : 0;
     return neighbourOf(available, available ? mbs[i * MB_WORDS + MB_INFO] : 0u, available ? mbs[i * MB_WORDS + MB_MV] : 0u);
 }
@@ -38,5 +39,5 @@ void predictorsOf(Neighbour a, Neighbour b, Neighbour c, Neighbour d, out ivec2 
 
 // The same for the P macroblock at (x, y), its neighbours' records read here.
 void predictors(int x, int y, out ivec2 mvp, out ivec2 skipMV) {
-    predictorsOf(neighbour(x - 1, y), neighbour(x, y - 1), neighbour(x + 1, y - 1), neighbour(x - 1, y - 1), mvp, skipMV);
+    predictorsOf(neighbour(x - 1, y, y), neighbour(x, y - 1, y), neighbour(x + 1, y - 1, y), neighbour(x - 1, y - 1, y), mvp, skipMV);
 }

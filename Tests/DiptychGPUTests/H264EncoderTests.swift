@@ -130,17 +130,47 @@ func firstDifference(_ decoded: [[UInt8]], _ recon: [[UInt8]], width: Int) -> St
     return "pictures: decoded \(decoded.count), reconstructed \(recon.count)"
 }
 
-/// Bytes of each access unit of an Annex B stream (an access unit starts at an SPS or a slice NAL that follows a slice).
-func pictureSizes(_ stream: [UInt8]) -> [Int] {
+/// The NAL units of an Annex B stream: where each starts (its start code) and its type.
+func nalUnits(_ stream: [UInt8]) -> [(at: Int, type: UInt8)] {
     var starts: [(at: Int, type: UInt8)] = []
     var i = 0
     while i + 3 < stream.count {
         if stream[i] == 0 && stream[i + 1] == 0 && stream[i + 2] == 1 { starts.append((i, stream[i + 3] & 31)); i += 3 } else { i += 1 }
     }
+    return starts
+}
+
+/// first_mb_in_slice of the slice NAL unit whose header byte is at `at` (ue(v), read
+/// from its first bytes: no emulation prevention byte comes that early here).
+func firstMacroblock(_ stream: [UInt8], at: Int) -> Int {
+    var bit = (at + 1) * 8, zeros = 0
+    func next() -> Int { defer { bit += 1 }; return Int(stream[bit / 8] >> UInt8(7 - bit % 8)) & 1 }
+    while next() == 0 { zeros += 1 }
+    var v = 1
+    for _ in 0..<zeros { v = v << 1 | next() }
+    return v - 1
+}
+
+/// Each access unit's slices of an Annex B stream: their first_mb_in_slice
+/// (an access unit starts at an SPS, or at a slice whose first macroblock is 0 after a slice).
+func accessUnitSlices(_ stream: [UInt8]) -> [[Int]] {
+    var units: [[Int]] = [], sawSlice = false
+    for s in nalUnits(stream) {
+        guard s.type == 1 || s.type == 5 || s.type == 7 else { continue }
+        let first = s.type == 7 ? 0 : firstMacroblock(stream, at: s.at + 3)
+        if units.isEmpty || (sawSlice && first == 0) { units.append([]); sawSlice = false }
+        if s.type != 7 { units[units.count - 1].append(first); sawSlice = true }
+    }
+    return units
+}
+
+/// Bytes of each access unit of an Annex B stream (an access unit starts at an SPS or at a slice whose first macroblock is 0 after a slice).
+func pictureSizes(_ stream: [UInt8]) -> [Int] {
     var sizes: [Int] = [], begin = 0, sawSlice = false
-    for (k, s) in starts.enumerated() {
+    for s in nalUnits(stream) {
         let isSlice = s.type == 1 || s.type == 5
-        if k > 0 && sawSlice && (s.type == 7 || isSlice) { sizes.append(s.at - begin); begin = s.at; sawSlice = false }
+        let first = isSlice && firstMacroblock(stream, at: s.at + 3) == 0
+        if sawSlice && (s.type == 7 || first) { sizes.append(s.at - begin); begin = s.at; sawSlice = false }
         if isSlice { sawSlice = true }
     }
     if sawSlice { sizes.append(stream.count - begin) }
@@ -233,6 +263,45 @@ extension GPU {
             let run = try expectBitExact(pattern, frames: 4, settings: GPUH264Settings(qp: 24, keyframeInterval: 3))
             #expect(run.keyframes == [true, false, false, true])
             #expect(meanPSNR(run, pattern.frame, pattern) > 30)
+        }
+
+        @Test("Slices of whole rows: a NAL unit each, nothing predicted or filtered across their edges", arguments: [
+            (64, 80, 2), (64, 80, 5), (48, 112, 3), (46, 30, 2), (96, 64, 4),
+        ])
+        func slices(width: Int, height: Int, slices: Int) throws {
+            let pattern = EncoderPattern(width: width, height: height, pan: (dx: 3, dy: -2))
+            let run = try expectBitExact(pattern, frames: 6, settings: GPUH264Settings(qp: 28, keyframeInterval: 4, slices: slices))
+            #expect(run.keyframes == [true, false, false, false, true, false])
+            // ⌈rows / slices⌉ rows a slice: 5 rows in 2 slices are 3 + 2; in 3, 7 rows are 3 + 3 + 1.
+            let mbWidth = (width + 15) / 16, rows = (height + 15) / 16
+            let sliceRows = (rows + slices - 1) / slices
+            let firsts = Array(stride(from: 0, to: rows, by: sliceRows).map { $0 * mbWidth })
+            #expect(accessUnitSlices(run.stream) == Array(repeating: firsts, count: 6))
+            #expect(meanPSNR(run, pattern.frame, pattern) > 30)
+            // The raster-order pass is a wavefront here (llvmpipe), a slice's rows beside the others'.
+            #expect(firsts.count == slices || sliceRows * (firsts.count - 1) < rows)
+        }
+
+        @Test("A static picture in slices: every slice of a P picture is its header and one skip run")
+        func staticSlices() throws {
+            let pattern = EncoderPattern(width: 96, height: 96, noise: 0)
+            let run = try expectBitExact(pattern, frames: 5, settings: GPUH264Settings(qp: 26, slices: 3)) { _ in pattern.frame(0) }
+            let sizes = pictureSizes(run.stream)
+            #expect(accessUnitSlices(run.stream) == Array(repeating: [0, 12, 24], count: 5))
+            for s in sizes.suffix(3) { #expect(s < 3 * 16, "P picture of \(s) bytes (all: \(sizes))") }
+        }
+
+        @Test("No slices, more than 256, or more than the picture has rows is refused with the numbers")
+        func sliceLimits() throws {
+            for n in [0, 257] {
+                let error = #expect(throws: GPUError.self) { try GPUH264Settings(slices: n).validate() }
+                #expect(error.map(String.init(describing:)) == "GPU encoder: \(n) slices: a picture takes 1 to 256")
+            }
+            let format = H264StreamFormat(width: 64, height: 32, rate: FrameRate(30), matrix: .bt709, range: .limited)
+            let error = #expect(throws: GPUError.self) { try H264ComputeEncoder.sliceRows(3, of: format) }
+            #expect(error.map(String.init(describing:)) == "GPU encoder: 3 slices: a picture of 64x32 has 2 macroblock rows")
+            #expect(try H264ComputeEncoder.sliceRows(2, of: format) == 1)
+            #expect(try H264ComputeEncoder.sliceRows(3, of: H264StreamFormat(width: 64, height: 112, rate: FrameRate(30), matrix: .bt709, range: .limited)) == 3)
         }
 
         @Test("A static picture is almost all P_Skip: long skip runs, the slice ending in one")
@@ -415,8 +484,9 @@ extension GPU {
             let jobs = try String(contentsOfFile: ProcessInfo.processInfo.environment["DIPTYCH_H264_BENCH"]!, encoding: .utf8)
             for line in jobs.split(separator: "\n") where !line.hasPrefix("#") {
                 let f = line.split(separator: " ").map(String.init)
-                guard f.count == 6, let w = Int(f[1]), let h = Int(f[2]), let frames = Int(f[3]), let qp = Int(f[4]) else {
-                    Issue.record("job line '\(line)': expected input.nv12 width height frames qp output.h264")
+                guard f.count == 6 || (f.count == 7 && f[6].hasPrefix("slices=")), let w = Int(f[1]), let h = Int(f[2]),
+                      let frames = Int(f[3]), let qp = Int(f[4]), let slices = f.count == 7 ? Int(f[6].dropFirst(7)) : 1 else {
+                    Issue.record("job line '\(line)': expected input.nv12 width height frames qp output.h264 [slices=N]")
                     continue
                 }
                 let input = try Data(contentsOf: URL(fileURLWithPath: f[0]))
@@ -424,7 +494,7 @@ extension GPU {
                 let size = pattern.rowBytes * h * 3 / 2
                 try #require(w % 4 == 0 && input.count >= size * frames, "\(f[0]): \(input.count) bytes for \(frames) frames of \(w)x\(h)")
                 let started = Date()
-                let run = try encodeRun(pattern, frames: frames, settings: GPUH264Settings(qp: qp)) { i in [UInt8](input[(i * size)..<((i + 1) * size)]) }
+                let run = try encodeRun(pattern, frames: frames, settings: GPUH264Settings(qp: qp, slices: slices)) { i in [UInt8](input[(i * size)..<((i + 1) * size)]) }
                 try Data(run.stream).write(to: URL(fileURLWithPath: f[5]))
                 print("bench \(f[5]) \(run.stream.count) bytes, \(run.keyframes.filter { $0 }.count) IDR, \(Date().timeIntervalSince(started)) s")
             }

@@ -12,16 +12,26 @@ public struct GPUH264Settings: Hashable, Sendable, Codable {
     /// With `bitrate`: the VBV buffer's fill rate and size, bits (both or neither).
     public var maxrate: Int?
     public var bufsize: Int?
+    /// Slices a picture, each whole macroblock rows: ⌈rows / slices⌉ rows
+    /// each, the last one what is left (so a picture may have fewer). The
+    /// raster-order pass's chain runs through one slice, not the picture;
+    /// nothing is predicted or filtered across a slice's top edge.
+    public var slices: Int
 
-    public init(qp: Int = 23, keyframeInterval: Int = 250, bitrate: Int? = nil, maxrate: Int? = nil, bufsize: Int? = nil) {
+    public init(qp: Int = 23, keyframeInterval: Int = 250, bitrate: Int? = nil, maxrate: Int? = nil, bufsize: Int? = nil, slices: Int = 1) {
         self.qp = qp; self.keyframeInterval = keyframeInterval
         self.bitrate = bitrate; self.maxrate = maxrate; self.bufsize = bufsize
+        self.slices = slices
     }
+
+    /// The most slices a picture may have.
+    public static let maxSlices = 256
 
     /// Whether the values are in range; the message names the one that is not.
     public func validate() throws(GPUError) {
         guard (0...51).contains(qp) else { throw .encode("QP \(qp) is outside 0 to 51") }
         guard keyframeInterval >= 1 else { throw .encode("keyframe interval \(keyframeInterval) must be at least 1") }
+        guard (1...Self.maxSlices).contains(slices) else { throw .encode("\(slices) slices: a picture takes 1 to \(Self.maxSlices)") }
         if let bitrate, bitrate < 1000 { throw .encode("bit rate \(bitrate) is below 1000 bits/s") }
         if (maxrate == nil) != (bufsize == nil) { throw .encode("maxrate and bufsize go together (got \(maxrate.map(String.init) ?? "no maxrate"), \(bufsize.map(String.init) ?? "no bufsize"))") }
         if maxrate != nil && bitrate == nil { throw .encode("maxrate and bufsize need a bit rate") }
@@ -44,7 +54,7 @@ public struct H264Picture: Sendable {
 
 /// An H.264 encoder made of GLES 3.1 compute passes (docs/ARCHITECTURE.md,
 /// "The GPU encoder"): Constrained Baseline, I_16x16, I_NxN (Intra_4x4), P_L0_16x16 and
-/// P_Skip, quarter-sample motion, CAVLC, the in-loop deblocking filter, one slice a picture. It reads an NV12
+/// P_Skip, quarter-sample motion, CAVLC, the in-loop deblocking filter, slices of whole rows. It reads an NV12
 /// storage buffer (the compute composite's output) and returns the bitstream;
 /// the reconstructed reference and every macroblock's record stay on the GPU.
 /// Owns its programs and buffers. Render thread only (a GL context current).
@@ -90,6 +100,15 @@ final class H264ComputeEncoder {
     private var started = false
     private(set) var rateControl: H264RateControl
     let outputWords: Int
+    /// Macroblock rows a slice, and the picture's slices (`GPUH264Settings.slices`).
+    let sliceRows: Int
+    let sliceCount: Int
+    /// The bit buffer's slots: each slice's header, its macroblocks', its tail (`mbSlot` in `h264common.glsl`).
+    var slotCount: Int { macroblocks + 2 * sliceCount }
+    func headerSlot(_ slice: Int) -> Int { slice * (sliceRows * format.mbWidth + 2) }
+    /// 32-bit words of a picture's result: the gather pass's indirect
+    /// dispatch, the bits, the bytes, overflow, the slices, then each slice's bits (`h264pack.comp`).
+    var resultWords: Int { 8 + sliceCount }
 
     typealias Pass = H264Programs.Pass
 
@@ -127,6 +146,8 @@ final class H264ComputeEncoder {
         guard format.mbWidth * format.mbHeight < 32_767 else {
             throw .encode("picture \(format.width)x\(format.height) has more than 32,766 macroblocks")
         }
+        sliceRows = try Self.sliceRows(settings.slices, of: format)
+        sliceCount = (format.mbHeight + sliceRows - 1) / sliceRows
         self.format = format
         self.settings = settings
         rateControl = H264RateControl(mode: settings.rateMode, fps: format.rate.fps, pixels: format.width * format.height)
@@ -144,13 +165,13 @@ final class H264ComputeEncoder {
         }
         pictures = [buffer(pictureBytes), buffer(pictureBytes)]
         records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
-        bits = buffer(((n + 2) * Self.slotWords + 1) * 4)
+        bits = buffer((slotCount * Self.slotWords + 1) * 4)
         progress = buffer(format.mbHeight * 4)
         probeList = buffer((3 + n) * 4)
         planes = buffer(planeBytes)
         let zeros = [UInt32](repeating: 0, count: format.mbHeight)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
-        lens = buffer(2 * (n + 2) * 4)
+        lens = buffer(2 * slotCount * 4)
         func mappedBuffer(_ bytes: Int) -> (GLuint, UnsafeRawPointer?) {
             guard let bufferStorage else { return (buffer(bytes), nil) }
             var b: GLuint = 0
@@ -161,7 +182,7 @@ final class H264ComputeEncoder {
             return (b, glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(bytes), flags).map { UnsafeRawPointer($0) })
         }
         for _ in 0..<max(1, depth) {
-            let (r, rp) = mappedBuffer(8 * 4), (o, op) = mappedBuffer(outputWords * 4)
+            let (r, rp) = mappedBuffer(resultWords * 4), (o, op) = mappedBuffer(outputWords * 4)
             slots.append(Slot(result: r, output: o, fence: nil, resultWords: rp?.assumingMemoryBound(to: UInt32.self),
                               outputBytes: op?.assumingMemoryBound(to: UInt8.self)))
         }
@@ -172,6 +193,14 @@ final class H264ComputeEncoder {
         }
         let code = glGetError()
         guard code == GL_NO_ERROR else { release(); throw .gl(label: "GPU encoder buffers for \(format.width)x\(format.height)", code: code) }
+    }
+
+    /// Macroblock rows a slice of `format`'s pictures in `slices` slices (at most one a row).
+    static func sliceRows(_ slices: Int, of format: H264StreamFormat) throws(GPUError) -> Int {
+        guard slices <= format.mbHeight else {
+            throw .encode("\(slices) slices: a picture of \(format.width)x\(format.height) has \(format.mbHeight) macroblock rows")
+        }
+        return (format.mbHeight + slices - 1) / slices
     }
 
     private var released = false
@@ -256,26 +285,29 @@ final class H264ComputeEncoder {
         }
     }
 
-    /// Chooses the picture's type and QP, writes its slice header into the first slot and takes a result slot.
+    /// Chooses the picture's type and QP, writes its slices' headers into their slots and takes a result slot.
     private func prepare(_ job: Job) -> Prepared {
         let idr = idrDue(job)
         started = true
         if idr { frameNum = 0; sinceKeyframe = 0 }
         let (pictureQP, ticket) = rateControl.plan(keyframe: idr)
-        let header = format.sliceHeader(idr: idr, frameNum: frameNum, idrPicID: idrCount % 2, qp: pictureQP, deblocking: deblocking)
+        for slice in 0..<sliceCount {
+            let header = format.sliceHeader(firstMB: slice * sliceRows * format.mbWidth, alone: sliceCount == 1, idr: idr, frameNum: frameNum,
+                                            idrPicID: idrCount % 2, qp: pictureQP, deblocking: deblocking)
+            let w = header.words, slot = headerSlot(slice)
+            glBindBuffer(GL.shaderStorageBuffer, bits)
+            glBufferSubData(GL.shaderStorageBuffer, GLintptr(slot * Self.slotWords * 4), GLsizeiptr(w.count * 4), w)
+            var headerBits = UInt32(header.count)
+            glBindBuffer(GL.shaderStorageBuffer, lens)
+            glBufferSubData(GL.shaderStorageBuffer, GLintptr(slot * 4), 4, &headerBits)
+        }
+        glBindBuffer(GL.shaderStorageBuffer, 0)
         if idr { idrCount += 1 }
         frameNum += 1
         sinceKeyframe += 1
         let slotIndex = nextSlot
         nextSlot = (nextSlot + 1) % slots.count
         slots[slotIndex].fence = nil
-        let w = header.words
-        glBindBuffer(GL.shaderStorageBuffer, bits)
-        glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(w.count * 4), w)
-        var headerBits = UInt32(header.count)
-        glBindBuffer(GL.shaderStorageBuffer, lens)
-        glBufferSubData(GL.shaderStorageBuffer, 0, 4, &headerBits)
-        glBindBuffer(GL.shaderStorageBuffer, 0)
         let pending = Pending(idr: idr, pts: job.pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
         deblockTag = deblockTag % 65535 + 1
         return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP], deblockTag: Int32(deblockTag))
@@ -291,6 +323,7 @@ final class H264ComputeEncoder {
         let l = programs.locations[pass]!
         glUniform4i(l.size, Int32(format.width), Int32(format.height), Int32(format.mbWidth), Int32(format.mbHeight))
         glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
+        glUniform1i(l.sliceRows, Int32(sliceRows))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
         case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
@@ -357,16 +390,17 @@ final class H264ComputeEncoder {
                 }
             }
         }
-        let diagonals = prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.format.mbHeight - 1 }.max() ?? 0
+        // IDR pictures: diagonal d of each slice (x + the row in the slice).
+        let diagonals = prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.sliceRows - 1 }.max() ?? 0
         if diagonals > 0 {
             glUseProgram(programs.ids[.intra]!)
             for d in 0..<diagonals {
                 for p in prepared where p.pending.idr {
-                    let f = p.job.encoder.format
-                    guard d < f.mbWidth + f.mbHeight - 1 else { continue }
-                    let first = max(0, d - (f.mbWidth - 1)), last = min(d, f.mbHeight - 1)
-                    p.job.encoder.bind(p, .intra, diagonal: d)
-                    glDispatchCompute(GLuint(last - first + 1), 1, 1)
+                    let e = p.job.encoder, w = e.format.mbWidth
+                    guard d < w + e.sliceRows - 1 else { continue }
+                    let first = max(0, d - (w - 1)), last = min(d, e.sliceRows - 1)
+                    e.bind(p, .intra, diagonal: d)
+                    glDispatchCompute(GLuint(last - first + 1), GLuint(e.sliceCount), 1)
                 }
                 glMemoryBarrier(storage)
             }
@@ -412,7 +446,7 @@ final class H264ComputeEncoder {
             }
             glMemoryBarrier(storage)
         case .wavefront:
-            let steps = raster.map { $0.job.encoder.format.mbWidth + 2 * $0.job.encoder.format.mbHeight - 2 }.max() ?? 0
+            let steps = raster.map { $0.job.encoder.format.mbWidth + 2 * $0.job.encoder.sliceRows - 2 }.max() ?? 0
             for step in 0..<steps {
                 for p in raster {
                     p.job.encoder.bind(p, .deblock, diagonal: step)
@@ -475,10 +509,10 @@ final class H264ComputeEncoder {
         let slot = slots[pending.slot]
         glBindBuffer(GL.shaderStorageBuffer, slot.result)
         defer { glBindBuffer(GL.shaderStorageBuffer, 0) }
-        guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, 32, GL.mapReadBit) else {
+        guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(resultWords * 4), GL.mapReadBit) else {
             throw .gl(label: "mapping the GPU encoder's result", code: glGetError())
         }
-        let size = Size(r.assumingMemoryBound(to: UInt32.self))
+        let size = Size(r.assumingMemoryBound(to: UInt32.self), slices: sliceCount)
         glUnmapBuffer(GL.shaderStorageBuffer)
         try check(size, pending)
         glBindBuffer(GL.shaderStorageBuffer, slot.output)
@@ -497,15 +531,20 @@ final class H264ComputeEncoder {
         guard let words = slot.resultWords, let o = slot.outputBytes else {
             throw .encode("reading a picture without a GL call needs persistently mapped results")
         }
-        let size = Size(words)
+        let size = Size(words, slices: sliceCount)
         try check(size, pending)
         return frame(pending, size, UnsafeBufferPointer(start: o, count: size.bytes))
     }
 
-    /// A picture's size as the scan pass wrote it into its result words.
+    /// A picture's size as the scan pass wrote it into its result words:
+    /// its bytes (each slice from a word of its own), its bits and each slice's.
     private struct Size {
         var bytes: Int, bits: Int, overflowed: Bool
-        init(_ words: UnsafePointer<UInt32>) { bytes = Int(words[4]); bits = Int(words[3]); overflowed = words[5] != 0 }
+        var sliceBits: [Int]
+        init(_ words: UnsafePointer<UInt32>, slices: Int) {
+            bytes = Int(words[4]); bits = Int(words[3]); overflowed = words[5] != 0
+            sliceBits = (0..<slices).map { Int(words[8 + $0]) }
+        }
     }
 
     private func check(_ size: Size, _ pending: Pending) throws(GPUError) {
@@ -523,7 +562,14 @@ final class H264ComputeEncoder {
             NALUnit.annexB(type: NALUnit.spsType, rbsp: format.sps, into: &data)
             NALUnit.annexB(type: NALUnit.ppsType, rbsp: format.pps, into: &data)
         }
-        NALUnit.annexB(type: pending.idr ? NALUnit.idrType : NALUnit.sliceType, rbsp: payload, into: &data)
+        // Each slice a NAL unit of its own, from its word in the payload.
+        var at = 0
+        for bits in size.sliceBits {
+            let bytes = min((bits + 7) / 8, payload.count - at)
+            NALUnit.annexB(type: pending.idr ? NALUnit.idrType : NALUnit.sliceType,
+                           rbsp: UnsafeBufferPointer(rebasing: payload[at..<at + bytes]), into: &data)
+            at = min(payload.count, at + (bits + 31) / 32 * 4)
+        }
         return H264Picture(data: data, keyframe: pending.idr, pts: pending.pts)
     }
 

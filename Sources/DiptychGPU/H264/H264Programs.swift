@@ -9,7 +9,7 @@ final class H264Programs {
     private(set) var ids: [Pass: GLuint] = [:]
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
     let cavlcTables = H264CAVLCTables()
-    private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint, picture: GLint, step: GLint)] = [:]
+    private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint, picture: GLint, step: GLint, sliceRows: GLint)] = [:]
 
     /// How the raster-order pass (P_Skip decision and deblocking) keeps the
     /// standard's order: one work group walking each macroblock row, a row
@@ -30,7 +30,8 @@ final class H264Programs {
                 let p = try Self.build(pass)
                 ids[pass] = p
                 locations[pass] = (glGetUniformLocation(p, "u_size"), glGetUniformLocation(p, "u_layout"), glGetUniformLocation(p, "u_code"),
-                                   glGetUniformLocation(p, "u_pic"), glGetUniformLocation(p, "u_step"))
+                                   glGetUniformLocation(p, "u_pic"), glGetUniformLocation(p, "u_step"),
+                                   glGetUniformLocation(p, "u_sliceRows"))
             }
         } catch {
             release()
@@ -86,7 +87,7 @@ final class H264Programs {
         var lines = body.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
         let version = lines.first.map(String.init) ?? "#version 310 es"
         lines.removeFirst()
-        let source = version + "\n" + defines + common + "\n" + (try included(lines.first.map(String.init) ?? "", in: file))
+        let source = version + "\n" + defines + "#define MAX_SLICES \(GPUH264Settings.maxSlices)\n" + common + "\n" + (try included(lines.first.map(String.init) ?? "", in: file))
         let shader = try ShaderCache.compile(GL.computeShader, name: "\(file) (\(pass))", source: source)
         let program = glCreateProgram()
         glAttachShader(program, shader)

@@ -130,11 +130,13 @@ struct H264StreamFormat: Hashable, Sendable {
         return w.bytes
     }
 
-    /// slice_header() of a picture's one slice, without trailing bits (the
-    /// macroblocks follow it at the next bit).
-    func sliceHeader(idr: Bool, frameNum: Int, idrPicID: Int, qp: Int, deblocking: Bool = true) -> BitWriter {
+    /// slice_header() of one slice of a picture, without trailing bits (the
+    /// macroblocks follow it at the next bit). `firstMB`: its first
+    /// macroblock; `alone`: the picture's only slice (else the filter stops
+    /// at slice edges).
+    func sliceHeader(firstMB: Int = 0, alone: Bool = true, idr: Bool, frameNum: Int, idrPicID: Int, qp: Int, deblocking: Bool = true) -> BitWriter {
         var w = BitWriter()
-        w.ue(0)                      // first_mb_in_slice
+        w.ue(firstMB)                // first_mb_in_slice
         w.ue(idr ? 7 : 5)            // slice_type: every slice of the picture I or P
         w.ue(0)                      // pic_parameter_set_id
         w.put(UInt64(frameNum % (1 << Self.log2MaxFrameNum)), Self.log2MaxFrameNum)
@@ -147,7 +149,7 @@ struct H264StreamFormat: Hashable, Sendable {
         else { w.flag(false) }                     // adaptive_ref_pic_marking_mode_flag
         w.se(qp - 26)                // slice_qp_delta
         if deblocking {
-            w.ue(0)                  // disable_deblocking_filter_idc: every edge
+            w.ue(alone ? 0 : 2)      // disable_deblocking_filter_idc: every edge, or every edge but the slices' own
             w.se(0)                  // slice_alpha_c0_offset_div2
             w.se(0)                  // slice_beta_offset_div2
         } else {
