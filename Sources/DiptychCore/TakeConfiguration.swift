@@ -60,6 +60,10 @@ public struct TakeConfiguration: Hashable, Sendable {
     public var bufsize: Int?
     /// `--keyframe-interval SECONDS` (GOP length).
     public var keyframeInterval = 1.0
+    /// `--slices N` (1-256): slices a picture of each H.264 output, whole
+    /// macroblock rows each (at most one a row); nil: the encoder's default (one).
+    public var slices: Int?
+    public static let maxSlices = 256
     /// `--audio primary|secondary|mix|none`.
     public var audio = AudioMode.primary
     /// `--primary-gain DB`, `--secondary-gain DB`: each stream's audio gain
@@ -257,6 +261,14 @@ public struct TakeConfiguration: Hashable, Sendable {
         try TakeConfiguration.checkRateControl(qp: qp, maxrate: maxrate, bufsize: bufsize, encoder: encoder)
         if !(keyframeInterval > 0 && keyframeInterval <= 3600) {
             throw ConfigurationError(field: "--keyframe-interval", value: "\(keyframeInterval)", reason: "must be a positive number of seconds, at most 3600")
+        }
+        if let s = slices {
+            guard (1...Self.maxSlices).contains(s) else {
+                throw ConfigurationError(field: "--slices", value: "\(s)", reason: "must be 1 to \(Self.maxSlices)")
+            }
+            guard codec == .h264 else {
+                throw ConfigurationError(field: "--slices", value: "\(s)", reason: "applies to H.264 (--codec h264), not --codec \(codec.rawValue)")
+            }
         }
         if let d = duration, !(d > 0 && d <= 1e7) {
             throw ConfigurationError(field: "--duration", value: "\(d)", reason: "must be a positive number of seconds, at most 10000000")

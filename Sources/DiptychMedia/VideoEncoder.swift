@@ -177,7 +177,7 @@ final class VideoEncoder {
         return (AVRational(num: 1, den: Int32(ticks)), den * ticks / num)
     }
 
-    /// Size, timing, GOP, rate and colour signalling.
+    /// Size, timing, GOP, rate, slices and colour signalling.
     private func configure(globalHeader: Bool) {
         let c = encoder.raw
         c.pointee.width = Int32(settings.size.width)
@@ -192,6 +192,8 @@ final class VideoEncoder {
             c.pointee.rc_buffer_size = Int32(clamping: buffer)
         }
         if let b = settings.maxBFrames { c.pointee.max_b_frames = Int32(b) }
+        // libx264, h264_nvenc and h264_vaapi cut each picture into this many slices.
+        if let n = settings.slices, settings.codec == .h264 { c.pointee.slices = Int32(n) }
         c.pointee.thread_count = Int32(clamping: max(0, settings.threads))
         c.pointee.color_range = settings.range == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
         if settings.matrix == .bt709 {

@@ -25,6 +25,8 @@ public struct VideoEncoderSettings: Hashable, Sendable {
     /// Maximum consecutive B-frames; nil = none in MP4/FLV (see `MediaWriter`),
     /// the preset's default in MPEG-TS.
     public var maxBFrames: Int?
+    /// Slices a picture (H.264; whole macroblock rows each); nil: the encoder's default.
+    public var slices: Int?
     /// Colour signalled in the stream (the frames' YUV encoding).
     public var matrix: ColorMatrix
     public var range: ColorRange

@@ -326,6 +326,13 @@ extension Option {
         .text("--keyframe-interval", ["keyframeInterval"], "SECONDS", "GOP length (default 1; with --encoder gpu in a server an IDR may come up to a quarter early, with other takes')",
               set: { v, t, f throws(ConfigurationError) in v.take.keyframeInterval = try seconds(t, field: f) },
               get: { .number($0.take.keyframeInterval) }),
+        .text("--slices", ["slices"], "N",
+              "slices a picture of each H.264 output, whole macroblock rows each (default 1; at most one a row): shorter chains for --encoder gpu, a little more bits",
+              set: { v, t, f throws(ConfigurationError) in
+                  guard let n = Int(t) else { throw ConfigurationError(field: f, value: t, reason: "must be a whole number of slices, 1 to \(TakeConfiguration.maxSlices)") }
+                  v.take.slices = n
+              },
+              get: { $0.take.slices.map { .number(Double($0)) } }),
         .text("--audio", ["audio"], "primary|secondary|mix|none",
               "the take's audio (AAC): the primary's (default), the secondary's, both mixed, or no audio track; it follows swaps and failovers",
               scopes: .take,

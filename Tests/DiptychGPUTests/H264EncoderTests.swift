@@ -266,7 +266,7 @@ extension GPU {
         }
 
         @Test("Slices of whole rows: a NAL unit each, nothing predicted or filtered across their edges", arguments: [
-            (64, 80, 2), (64, 80, 5), (48, 112, 3), (46, 30, 2), (96, 64, 4),
+            (64, 80, 2), (64, 80, 5), (48, 112, 3), (46, 30, 2), (96, 64, 4), (32, 32, 5),
         ])
         func slices(width: Int, height: Int, slices: Int) throws {
             let pattern = EncoderPattern(width: width, height: height, pan: (dx: 3, dy: -2))
@@ -274,12 +274,10 @@ extension GPU {
             #expect(run.keyframes == [true, false, false, false, true, false])
             // ⌈rows / slices⌉ rows a slice: 5 rows in 2 slices are 3 + 2; in 3, 7 rows are 3 + 3 + 1.
             let mbWidth = (width + 15) / 16, rows = (height + 15) / 16
-            let sliceRows = (rows + slices - 1) / slices
+            let sliceRows = (rows + min(slices, rows) - 1) / min(slices, rows)
             let firsts = Array(stride(from: 0, to: rows, by: sliceRows).map { $0 * mbWidth })
             #expect(accessUnitSlices(run.stream) == Array(repeating: firsts, count: 6))
             #expect(meanPSNR(run, pattern.frame, pattern) > 30)
-            // The raster-order pass is a wavefront here (llvmpipe), a slice's rows beside the others'.
-            #expect(firsts.count == slices || sliceRows * (firsts.count - 1) < rows)
         }
 
         @Test("A static picture in slices: every slice of a P picture is its header and one skip run")
@@ -291,17 +289,19 @@ extension GPU {
             for s in sizes.suffix(3) { #expect(s < 3 * 16, "P picture of \(s) bytes (all: \(sizes))") }
         }
 
-        @Test("No slices, more than 256, or more than the picture has rows is refused with the numbers")
+        @Test("No slices or more than 256 is refused; more than the picture has rows is a slice a row")
         func sliceLimits() throws {
             for n in [0, 257] {
                 let error = #expect(throws: GPUError.self) { try GPUH264Settings(slices: n).validate() }
                 #expect(error.map(String.init(describing:)) == "GPU encoder: \(n) slices: a picture takes 1 to 256")
             }
             let format = H264StreamFormat(width: 64, height: 32, rate: FrameRate(30), matrix: .bt709, range: .limited)
-            let error = #expect(throws: GPUError.self) { try H264ComputeEncoder.sliceRows(3, of: format) }
-            #expect(error.map(String.init(describing:)) == "GPU encoder: 3 slices: a picture of 64x32 has 2 macroblock rows")
-            #expect(try H264ComputeEncoder.sliceRows(2, of: format) == 1)
-            #expect(try H264ComputeEncoder.sliceRows(3, of: H264StreamFormat(width: 64, height: 112, rate: FrameRate(30), matrix: .bt709, range: .limited)) == 3)
+            #expect(H264ComputeEncoder.sliceRows(3, of: format) == 1)
+            #expect(H264ComputeEncoder.sliceRows(2, of: format) == 1)
+            #expect(H264ComputeEncoder.sliceRows(1, of: format) == 2)
+            let tall = H264StreamFormat(width: 64, height: 112, rate: FrameRate(30), matrix: .bt709, range: .limited)
+            #expect(H264ComputeEncoder.sliceRows(3, of: tall) == 3)   // 7 rows: 3 + 3 + 1
+            #expect(H264ComputeEncoder.sliceRows(4, of: tall) == 2)   // 2 + 2 + 2 + 1
         }
 
         @Test("A static picture is almost all P_Skip: long skip runs, the slice ending in one")

@@ -210,6 +210,9 @@ private func tempPath(_ name: String) -> String {
         ("huge bufsize", "--bufsize", "must be at most"),
         ("bufsize without maxrate", "--bufsize", "needs --maxrate"),
         ("maxrate with qp", "--maxrate", "cannot cap --qp 20"),
+        ("zero slices", "--slices", "must be 1 to 256"),
+        ("too many slices", "--slices", "must be 1 to 256"),
+        ("slices for hevc", "--slices", "applies to H.264 (--codec h264), not --codec hevc"),
     ])
     func invalid(name: String, field: String, reason: String) {
         var c = Self.valid()
@@ -252,6 +255,9 @@ private func tempPath(_ name: String) -> String {
         case "huge bufsize": c.maxrate = 1000; c.bufsize = 2_000_000_000
         case "bufsize without maxrate": c.bufsize = 1_000_000
         case "maxrate with qp": c.qp = 20; c.maxrate = 1_000_000
+        case "zero slices": c.slices = 0
+        case "too many slices": c.slices = 257
+        case "slices for hevc": c.slices = 2; c.codec = .hevc
         default: Issue.record("unknown case \(name)")
         }
         do {
@@ -260,6 +266,16 @@ private func tempPath(_ name: String) -> String {
         } catch {
             #expect(error.field == field, "\(name): \(error)")
             #expect(error.reason.hasPrefix(reason), "\(name): \(error)")
+        }
+    }
+
+    @Test func slicesFromTheCommandLineAndTheConfigFile() throws {
+        let c = try parse("--primary a.mp4 --out a.mp4 --slices 4")
+        #expect(c.slices == 4)
+        try c.validate()
+        #expect(try parse("--primary a.mp4 --out a.mp4").slices == nil)
+        #expect(throws: ConfigurationError(field: "--slices", value: "four", reason: "must be a whole number of slices, 1 to 256")) {
+            try parse("--primary a.mp4 --out a.mp4 --slices four")
         }
     }
 

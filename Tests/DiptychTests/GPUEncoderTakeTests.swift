@@ -24,4 +24,24 @@ import Testing
         let gst = try run("/usr/bin/gst-launch-1.0", ["-q", "filesrc", "location=\(out)", "!", "decodebin", "!", "fakesink"])
         #expect(gst.status == 0, "\(gst.stderr)")
     }
+
+    @Test("--slices 3: every picture of the GPU encoder's file and libx264's is three slices of five rows, and decodes",
+          arguments: ["gpu", "x264"])
+    func slices(encoder: String) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-slices-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let out = "\(dir)/take.mp4"
+        let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:smpte:160x120@30",
+                            "--duration", "0.5", "--encoder", encoder, "--slices", "3", "--gpu", "software", "--audio", "none", "--out", out])
+        try #require(r.status == 0, "\(r.stderr)")
+        // 15 macroblock rows of 20: slices at macroblocks 0, 100 and 200 of each of the 15 pictures.
+        let trace = try run("/usr/bin/ffmpeg", ["-hide_banner", "-i", out, "-c:v", "copy", "-bsf:v", "trace_headers", "-f", "null", "-"])
+        let firsts = trace.stderr.split(separator: "\n").filter { $0.contains("first_mb_in_slice") }.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+        #expect(firsts == Array(repeating: [0, 100, 200], count: 15).flatMap { $0 }, "\(firsts)")
+        let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out, "\(dir)/check.nut"])
+        #expect(strict.status == 0 && strict.stderr.isEmpty, "\(strict.stderr)")
+        let gst = try run("/usr/bin/gst-launch-1.0", ["-q", "filesrc", "location=\(out)", "!", "decodebin", "!", "fakesink"])
+        #expect(gst.status == 0, "\(gst.stderr)")
+    }
 }

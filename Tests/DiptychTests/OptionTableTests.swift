@@ -35,6 +35,7 @@ import DiptychOptions
         case "--background": return "102030"
         case "--over-budget": return "keep"
         case "--qp": return "20"
+        case "--slices": return "4"
         case "--maxrate": return "4M"
         case "--bufsize": return "8M"
         case "--segment-time": return "10"
@@ -91,7 +92,7 @@ import DiptychOptions
             "--also-layout", "stacked", "--zoom-secondary", "1.5", "--pip-margin", "24", "--maxrate", "4M", "--bufsize", "8M",
             "--primary-fallback", "rtsp://b/live", "--secondary-fallback", "testsrc:smpte", "--source-reconnect-window", "12",
             "--transition", "250:linear", "--layout-at", "1=side-by-side", "--layout-at", "2.5=stacked",
-            "--audio", "mix", "--primary-gain", "-3", "--secondary-gain", "-6.5"])
+            "--audio", "mix", "--primary-gain", "-3", "--secondary-gain", "-6.5", "--slices", "3"])
         v.take.layoutSchedule[1].transition = LayoutTransition(milliseconds: 600, easing: .easeIn)
         v.take.overlays = [ImageOverlay(image: "logo.png", rect: NormalizedRect(x: 0.1, y: 0.1, width: 0.2, height: 0.2)),
                            ImageOverlay(image: "bug.png", rect: NormalizedRect(x: 0, y: 0, width: 1, height: 1), opacity: 0.5, layer: .bottom)]
@@ -116,13 +117,13 @@ import DiptychOptions
     @Test func encoderAndRateControlInEveryForm() throws {
         let flags = try TakeConfiguration.parse(arguments: ["--encoder", "gpu", "--qp", "20"])
         #expect(flags.encoder == .gpu && flags.qp == 20)
-        let json = try OptionParser.decode(Data(#"{"encoder": "gpu", "qp": 31, "maxrate": "4M", "bufsize": 8000000}"#.utf8), source: "t.json")
-        #expect(json.encoder == .gpu && json.qp == 31 && json.maxrate == 4_000_000 && json.bufsize == 8_000_000)
+        let json = try OptionParser.decode(Data(#"{"encoder": "gpu", "qp": 31, "maxrate": "4M", "bufsize": 8000000, "slices": 4}"#.utf8), source: "t.json")
+        #expect(json.encoder == .gpu && json.qp == 31 && json.maxrate == 4_000_000 && json.bufsize == 8_000_000 && json.slices == 4)
         var v = OptionValues()
         v.take = json
         #expect(try OptionParser.decode(OptionParser.encode(v).data(), source: "back.json") == json)
-        let embedded = try EmbeddedConfiguration.parse(arguments: ["--size", "320x240", "--fps", "30", "--encoder", "gpu", "--qp", "28"])
-        #expect(embedded.0.encoder == .gpu && embedded.0.qp == 28)
+        let embedded = try EmbeddedConfiguration.parse(arguments: ["--size", "320x240", "--fps", "30", "--encoder", "gpu", "--qp", "28", "--slices", "2"])
+        #expect(embedded.0.encoder == .gpu && embedded.0.qp == 28 && embedded.0.slices == 2)
         // H.264 only: one line naming both, when the session starts (DIPTYCH_ERR_INVALID_ARGUMENT).
         let hevc = try EmbeddedConfiguration.parse(arguments: ["--size", "320x240", "--fps", "30", "--encoder", "gpu", "--codec", "hevc"])
         do {

@@ -12,6 +12,7 @@ usage: diptych-gpu-bench --encode [options]
   --frames N      pictures each stream encodes, after 2 warm-up rounds (default 120)
   --qp N          quantisation parameter (default 26)
   --keyint N      pictures from one IDR to the next (default 250)
+  --slices N      slices a picture, whole macroblock rows each (default 1)
   --profile       wait for each pass and report its time (slower overall)
   --deblock on|off  the in-loop deblocking filter (default on, as every take has it; off times it)
   --subpel on|off   quarter-sample motion (default on, as every take has it; off times its two passes)
@@ -57,14 +58,14 @@ func encodeSources(_ size: PixelSize, count: Int) -> [[UInt8]] {
 }
 
 func runEncodeBench() -> Never {
-    var size = PixelSize.hd1080, streams = 16, frames = 120, qp = 26, keyint = 250, profile = false, deblock = true, subpel = true
+    var size = PixelSize.hd1080, streams = 16, frames = 120, qp = 26, keyint = 250, slices = 1, profile = false, deblock = true, subpel = true
     var gpu = GPUSelection.auto
     var json: String?
     var inputFile: String?
     var pace: Double?
     var dump: String?
     if CommandLine.arguments.contains("-h") || CommandLine.arguments.contains("--help") { print(encodeUsage); exit(0) }
-    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--gpu", "--json", "--input", "--pace", "--deblock", "--subpel", "--dump"]
+    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--slices", "--gpu", "--json", "--input", "--pace", "--deblock", "--subpel", "--dump"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--encode", "--profile"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(Array(CommandLine.arguments.dropFirst())) } catch { fail("\(error)") }
@@ -78,6 +79,7 @@ func runEncodeBench() -> Never {
         case "--frames": guard let n = Int(value), n >= 1 else { fail("--frames expects a positive number") }; frames = n
         case "--qp": guard let n = Int(value), (0...51).contains(n) else { fail("--qp expects 0 to 51") }; qp = n
         case "--keyint": guard let n = Int(value), n >= 1 else { fail("--keyint expects a positive number") }; keyint = n
+        case "--slices": guard let n = Int(value), (1...GPUH264Settings.maxSlices).contains(n) else { fail("--slices expects 1 to \(GPUH264Settings.maxSlices)") }; slices = n
         case "--gpu": guard let g = GPUSelection(parsing: value) else { fail("--gpu '\(value)': expected auto|software|N|PLATFORM[:DEVICE]") }; gpu = g
         case "--json": json = value
         case "--input": inputFile = value
@@ -101,12 +103,12 @@ func runEncodeBench() -> Never {
     if let dump {
         do {
             let d = try GPUEncodeBenchmark.dump(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
-                                                settings: GPUH264Settings(qp: qp, keyframeInterval: keyint),
+                                                settings: GPUH264Settings(qp: qp, keyframeInterval: keyint, slices: slices),
                                                 log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
             try FileManager.default.createDirectory(atPath: dump, withIntermediateDirectories: true)
             try Data(d.stream).write(to: URL(fileURLWithPath: dump + "/stream0.h264"))
             try Data(d.reconstructions).write(to: URL(fileURLWithPath: dump + "/recon0.nv12"))
-            print("dump \(size) \(streams) streams \(frames) pictures qp \(qp): \(d.stream.count) bytes of stream 0 and its reconstructions in \(dump) [\(d.renderer)]")
+            print("dump \(size) \(streams) streams \(frames) pictures qp \(qp)\(slices > 1 ? " \(slices) slices" : ""): \(d.stream.count) bytes of stream 0 and its reconstructions in \(dump) [\(d.renderer)]")
             exit(0)
         } catch {
             fail("encode --dump: \(error)")
@@ -114,10 +116,10 @@ func runEncodeBench() -> Never {
     }
     do {
         let r = try GPUEncodeBenchmark.run(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
-                                           settings: GPUH264Settings(qp: qp, keyframeInterval: keyint), profile: profile, pace: pace, deblocking: deblock, subpel: subpel,
+                                           settings: GPUH264Settings(qp: qp, keyframeInterval: keyint, slices: slices), profile: profile, pace: pace, deblocking: deblock, subpel: subpel,
                                            log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
         let name = inputFile.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "pattern"
-        let head = "encode \(r.size) \(name) \(r.streams) streams\(pace.map { " paced at \($0) fps" } ?? "") qp \(qp)\(deblock ? "" : " deblocking off")\(subpel ? "" : " whole-sample motion"): "
+        let head = "encode \(r.size) \(name) \(r.streams) streams\(pace.map { " paced at \($0) fps" } ?? "") qp \(qp)\(slices > 1 ? " \(slices) slices" : "")\(deblock ? "" : " deblocking off")\(subpel ? "" : " whole-sample motion"): "
         let rate = String(format: "%.0f pictures/s (%d pictures in %.2f s), %.0f bytes/picture, ", r.picturesPerSecond, r.pictures, r.seconds, r.bytesPerPicture)
         let latency = String(format: "latency p50 %.2f ms p99 %.2f ms", r.latencyP50Ms, r.latencyP99Ms)
         print(head + rate + latency + " [\(r.renderer)\(r.mapped ? ", mapped" : "")]")

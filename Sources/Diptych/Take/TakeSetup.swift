@@ -207,6 +207,7 @@ enum TakeSetup {
         settings.qp = config.qp
         settings.maxrate = config.maxrate
         settings.bufsize = config.bufsize
+        settings.slices = config.slices
         // NVENC encodes on the compositor's CUDA device (the cost trial's encoder too).
         if config.encoder == .nvenc, case .success(let device) = gpu.gpu.cudaDevice() { settings.cudaDevice = device }
         if hooks.costTrial.applies(live: TakeRun.isLive(config.primary) || TakeRun.isLive(config.secondary)) {

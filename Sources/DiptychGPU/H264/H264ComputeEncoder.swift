@@ -13,7 +13,7 @@ public struct GPUH264Settings: Hashable, Sendable, Codable {
     public var maxrate: Int?
     public var bufsize: Int?
     /// Slices a picture, each whole macroblock rows: ⌈rows / slices⌉ rows
-    /// each, the last one what is left (so a picture may have fewer). The
+    /// each, the last one what is left (so a picture may have fewer; at most one a row). The
     /// raster-order pass's chain runs through one slice, not the picture;
     /// nothing is predicted or filtered across a slice's top edge.
     public var slices: Int
@@ -146,7 +146,7 @@ final class H264ComputeEncoder {
         guard format.mbWidth * format.mbHeight < 32_767 else {
             throw .encode("picture \(format.width)x\(format.height) has more than 32,766 macroblocks")
         }
-        sliceRows = try Self.sliceRows(settings.slices, of: format)
+        sliceRows = Self.sliceRows(settings.slices, of: format)
         sliceCount = (format.mbHeight + sliceRows - 1) / sliceRows
         self.format = format
         self.settings = settings
@@ -195,12 +195,10 @@ final class H264ComputeEncoder {
         guard code == GL_NO_ERROR else { release(); throw .gl(label: "GPU encoder buffers for \(format.width)x\(format.height)", code: code) }
     }
 
-    /// Macroblock rows a slice of `format`'s pictures in `slices` slices (at most one a row).
-    static func sliceRows(_ slices: Int, of format: H264StreamFormat) throws(GPUError) -> Int {
-        guard slices <= format.mbHeight else {
-            throw .encode("\(slices) slices: a picture of \(format.width)x\(format.height) has \(format.mbHeight) macroblock rows")
-        }
-        return (format.mbHeight + slices - 1) / slices
+    /// Macroblock rows a slice of `format`'s pictures in `slices` slices (at most one a row, as x264).
+    static func sliceRows(_ slices: Int, of format: H264StreamFormat) -> Int {
+        let n = min(max(1, slices), format.mbHeight)
+        return (format.mbHeight + n - 1) / n
     }
 
     private var released = false

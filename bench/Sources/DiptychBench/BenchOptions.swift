@@ -69,6 +69,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var bitrate = 10_000_000
     /// `--encoder`: the encoder of our takes (`diptych record --encoder`, and the server's takes).
     public var encoder = EncoderChoice.auto
+    /// `--slices`: slices a picture of our takes (`diptych record --slices`, and the server's takes; nil: one).
+    public var slices: Int?
     /// End to end: each case runs this many times, ours and the peers alternating (medians and spreads reported).
     public var repeats = 1
     /// End to end: the secondary is mirrored (our `--mirror-secondary`, FFmpeg's `hflip`, GStreamer's `videoflip`).
@@ -121,6 +123,7 @@ public struct BenchOptions: Sendable, Equatable {
                            NVENC where the GPU has an engine; gpu: the GPU H.264 encoder, --bitrate its
                            rate; the peers keep libx264 at --preset;
                            nvdec stage: gpu encodes every composite on the GPU, QP 26, instead of reading it back)
+      --slices N           our end-to-end takes cut each picture into N slices (diptych record --slices; default 1)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -135,7 +138,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--frame-batch", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--encoder", "--serve-encoder-threads", "--serve-contexts", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--encoder", "--slices", "--serve-encoder-threads", "--serve-contexts", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -218,6 +221,8 @@ public struct BenchOptions: Sendable, Equatable {
                     throw BenchUsageError("--encoder '\(v)': expected \(EncoderChoice.allCases.map(\.rawValue).joined(separator: "|"))")
                 }
                 o.encoder = e
+            case "--slices":
+                o.slices = try count(a, 1...TakeConfiguration.maxSlices, "1 to \(TakeConfiguration.maxSlices)")
             case "--preset", "--presets":
                 let known = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
                 let v = try list(a)

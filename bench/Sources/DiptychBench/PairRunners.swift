@@ -15,6 +15,8 @@ struct PairCase: Sendable {
     var mirrored = true
     /// Our takes' encoder (`--encoder`).
     var encoder = EncoderChoice.auto
+    /// Our takes' slices a picture (`--slices`; nil: the encoder's default).
+    var slices: Int?
     /// Seconds of output each take writes (the primary's length).
     var contentSeconds: Double { Double(inputs.frames) / 60 }
 }
@@ -128,6 +130,7 @@ enum PairRunners {
         + (c.mirrored ? ["--mirror-secondary"] : [])
         + ["--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(Double(c.gop) / 60)",
          "--audio", "none", "--gpu", c.gpu, "--decoder", decoder.rawValue, "--encoder", c.encoder.rawValue, "--out", out]
+        + (c.slices.map { ["--slices", "\($0)"] } ?? [])
     }
 
     /// FFmpeg on the CPU: software decode, `overlay`/`hstack`/`vstack`, libx264.

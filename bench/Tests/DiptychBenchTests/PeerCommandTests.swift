@@ -50,6 +50,20 @@ import Testing
         }
     }
 
+    @Test func slicesReachOurTakesOnlyWhenAskedFor() throws {
+        var c = PairCase(layout: .pip, inputs: Self.inputs, preset: "ultrafast", bitrate: 8_000_000, gop: 60, gpu: "auto",
+                         workDir: "/tmp", encoder: .gpu)
+        #expect(!PairRunners.takeArguments(c, "o.mp4", decoder: .auto).contains("--slices"))
+        let o = try #require(try BenchOptions.parse(["--slices", "4"]))
+        c.slices = o.slices
+        let a = PairRunners.takeArguments(c, "o.mp4", decoder: .auto)
+        let i = try #require(a.firstIndex(of: "--slices"))
+        #expect(a[i + 1] == "4")
+        // The server is sent the same take.
+        #expect(try TakeConfiguration.parse(arguments: a).slices == 4)
+        #expect(throws: BenchUsageError("--slices '0': expected 1 to 256")) { _ = try BenchOptions.parse(["--slices", "0"]) }
+    }
+
     @Test func primaryOnlyReadsOneInput() {
         let a = Self.ffmpeg(.primaryOnly)
         #expect(a.filter { $0 == "-i" }.count == 1)
