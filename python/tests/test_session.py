@@ -212,11 +212,11 @@ def test_an_image_overlay_is_drawn_with_its_alpha(library: str, tmp_path: Any) -
 
 
 def test_encoder_and_rate_control_options(library: str, tmp_path: Any) -> None:
-    assert session_options(encoder="gpu", qp=24, maxrate="4M", bufsize="8M") == [
-        "--encoder", "gpu", "--qp", "24", "--maxrate", "4M", "--bufsize", "8M"]
+    assert session_options(encoder="gpu", qp=24, maxrate="4M", bufsize="8M", slices=4) == [
+        "--encoder", "gpu", "--qp", "24", "--maxrate", "4M", "--bufsize", "8M", "--slices", "4"]
     out = str(tmp_path / "qp.mp4")
     with diptych.Session("320x180", 30, out=out, encoder="x264", qp=20, preset="ultrafast", secondary="none",
-                         library=library) as s:
+                         slices=2, library=library) as s:
         for i in range(10):
             s.push("primary", rgba(GREEN), i * 33_333)
         assert s.finish()["frames"] == 10
@@ -228,6 +228,9 @@ def test_encoder_and_rate_control_options(library: str, tmp_path: Any) -> None:
     with pytest.raises(diptych.InvalidArgument) as qp:
         diptych.Session((W, H), 30, qp=52, library=library)
     assert "--qp '52'" in qp.value.message
+    with pytest.raises(diptych.InvalidArgument) as slices:
+        diptych.Session((W, H), 30, slices=0, library=library)
+    assert "--slices '0'" in slices.value.message
 
 
 def test_errors_carry_the_code_and_message(library: str) -> None:
