@@ -36,7 +36,7 @@ import Testing
                             "--duration", "0.5", "--encoder", encoder, "--slices", "3", "--gpu", "software", "--audio", "none", "--out", out])
         try #require(r.status == 0, "\(r.stderr)")
         // 15 macroblock rows of 20: slices at macroblocks 0, 100 and 200 of each of the 15 pictures.
-        let trace = try run("/usr/bin/ffmpeg", ["-hide_banner", "-i", out, "-c:v", "copy", "-bsf:v", "trace_headers", "-f", "null", "-"])
+        let trace = try run("/usr/bin/ffmpeg", ["-hide_banner", "-i", out, "-c", "copy", "-bsf:v", "trace_headers", "-f", "null", "-"])
         let firsts = trace.stderr.split(separator: "\n").filter { $0.contains("first_mb_in_slice") }.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
         #expect(firsts == Array(repeating: [0, 100, 200], count: 15).flatMap { $0 }, "\(firsts)")
         let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out, "\(dir)/check.nut"])
