@@ -10,9 +10,7 @@ import CEGL
 /// Work queued by several compositors sharing the context runs back to back
 /// in one wake-up, and fenced work is flushed to the GPU once the queue is
 /// empty (or every `flushInterval`), not once per call. Output frames queued
-/// back to back (`FrameJob`, up to `maxBatch`) run phase by phase; while
-/// the GPU is behind on GPU-encoded pictures, a batch waits for more frames
-/// to join it (`gather`).
+/// back to back (`FrameJob`, up to `maxBatch`) run phase by phase.
 final class RenderThread: @unchecked Sendable {   // pthread handle; the queue is a `Condition`, the rest render-thread only
     private enum Item {
         case work(@Sendable () -> Void)
@@ -63,19 +61,6 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     /// Render thread only: GPU-encoded pictures of the batch being recorded,
     /// encoded together after its last frame (`H264ComputeEncoder.encode`).
     private var encodes: [(OutputEncoder, H264ComputeEncoder.Job)] = []
-    /// Render thread only: the fences after the last two batches of
-    /// GPU-encoded pictures, oldest first (`gather`); not kept alive here
-    /// (the pictures' result slots hold them), and one gone is one passed.
-    private var encodeFences: [WeakFence] = []
-    private struct WeakFence {
-        weak var fence: BatchFence?
-        var isSignalled: Bool { fence?.isSignalled ?? true }
-    }
-    /// The longest a batch waits for frames to join it (ns; tests give
-    /// their own), and how often it looks at the GPU meanwhile (seconds).
-    static let gatherLimit: UInt64 = 8_000_000
-    private let gatherLimit: UInt64
-    static let gatherPoll = 100e-6
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
     private var lastFlush: UInt64 = 0
@@ -83,15 +68,9 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     nonisolated(unsafe) private static var currentKey = pthread_key_t()
     private static let keyOnce: Void = { pthread_key_create(&currentKey, nil) }()
 
-    /// Whether the GPU is behind for `gather` (tests; nil: the encode fences say).
-    private let behindForTests: (@Sendable () -> Bool)?
-
-    init(name: String, maxBatch: Int = GPUTuning().frameBatch, behind: (@Sendable () -> Bool)? = nil,
-         gatherLimit: UInt64 = RenderThread.gatherLimit) {
+    init(name: String, maxBatch: Int = GPUTuning().frameBatch) {
         precondition(maxBatch >= 1)
         self.maxBatch = maxBatch
-        behindForTests = behind
-        self.gatherLimit = gatherLimit
         _ = RenderThread.keyOnce
         var attr = pthread_attr_t()
         pthread_attr_init(&attr)
@@ -147,9 +126,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                 }
                 return (item, batch)
             }
-            guard let (item, first) = next else { break }
-            var batch = first
-            if !batch.isEmpty { gather(&batch) }
+            guard let (item, batch) = next else { break }
             let began = DispatchTime.now().uptimeNanoseconds
             if case .work(let work) = item { work(); RenderThread.add(.work, since: began) } else { FrameJob.run(batch) }
             if flushWanted {
@@ -166,36 +143,6 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         }
         // EGL's per-thread state goes with the thread, not with the process's exit handlers.
         _ = eglReleaseThread()
-    }
-
-    /// Render thread: while the GPU is still on the batch of GPU-encoded
-    /// pictures before the last one (so it has the last one queued and does
-    /// not idle meanwhile), the frames wait for more to join them, up to
-    /// `maxBatch` or `gatherLimit`; work queued for the thread, or a stop,
-    /// ends the wait. A batch of encoded pictures pays the raster walk's
-    /// chain once whatever its size (docs/ARCHITECTURE.md, "The GPU
-    /// encoder"): the further behind the GPU, the larger the batches. With
-    /// the GPU keeping up, frames never wait.
-    private func gather(_ batch: inout [FrameJob]) {
-        let behind = behindForTests ?? { [self] in encodeFences.count == 2 && !encodeFences[0].isSignalled }
-        guard batch.count < maxBatch, behind() else { return }
-        let start = DispatchTime.now().uptimeNanoseconds
-        while batch.count < maxBatch, behind(),
-              DispatchTime.now().uptimeNanoseconds - start < gatherLimit {
-            let room = maxBatch - batch.count
-            let (more, go): ([FrameJob], Bool) = queue.wait(until: { !$0.items.isEmpty || $0.stopped }, timeout: Self.gatherPoll) { q, _ in
-                var more: [FrameJob] = []
-                while more.count < room, case .frame(let f)? = q.items.first {
-                    q.items.removeFirst()
-                    more.append(f)
-                }
-                let work = q.items.first.map { if case .work = $0 { true } else { false } } ?? false
-                return (more, work || q.stopped)
-            }
-            batch += more
-            if go { break }
-        }
-        RenderThread.add(.gather, since: start)
     }
 
     /// On a render thread: flush the context once the queued work is done
@@ -224,10 +171,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         if !t.encodes.isEmpty {
             let batch = t.encodes
             t.encodes = []
-            if let fence = OutputEncoder.encode(batch) {
-                t.encodeFences.append(WeakFence(fence: fence))
-                if t.encodeFences.count > 2 { t.encodeFences.removeFirst() }
-            }
+            OutputEncoder.encode(batch)
         }
         let t0 = DispatchTime.now().uptimeNanoseconds
         t.shared?.seal()
@@ -350,8 +294,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public var cpuSeconds = 0.0
     public var items = 0
     public var wakeups = 0
-    /// Busy time by `RenderPhase` name (a phase's parts are also counted on
-    /// their own), and `gather`: time batches waited for frames to join them (not busy).
+    /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
     public init() {}
 
@@ -376,7 +319,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
 /// (`FrameJob`), the flushes, and other calls; `poll`, `fence` and `checks`
 /// are parts of `begin` and `finish`.
 public enum RenderPhase: Int, CaseIterable, Sendable {
-    case prepare, cudaCopy, begin, dispatch, barrier, finish, flush, work, poll, fence, checks, gather
+    case prepare, cudaCopy, begin, dispatch, barrier, finish, flush, work, poll, fence, checks
     public var name: String {
         switch self {
         case .prepare: "prepare"
@@ -390,7 +333,6 @@ public enum RenderPhase: Int, CaseIterable, Sendable {
         case .poll: "poll"
         case .fence: "fence"
         case .checks: "checks"
-        case .gather: "gather"
         }
     }
 }

@@ -493,9 +493,6 @@ final class H264ComputeEncoder {
         glBindBuffer(GL.shaderStorageBuffer, 0)
     }
 
-    /// The fence after `pending`'s batch (nil once collected).
-    func fence(of pending: Pending) -> BatchFence? { slots[pending.slot].fence }
-
     /// Whether the GPU finished `pending`'s passes (no wait).
     func isComplete(_ pending: Pending) -> Bool { slots[pending.slot].fence?.isSignalled ?? true }
 

@@ -79,18 +79,15 @@ final class OutputEncoder: @unchecked Sendable {   // `pending` and the encoder'
     /// Pictures kept for the batch's encode, not yet recorded.
     private var deferred = 0
 
-    /// Render thread, at the end of a batch: records the kept pictures
-    /// together; returns the fence after them.
-    static func encode(_ batch: [(OutputEncoder, H264ComputeEncoder.Job)]) -> BatchFence? {
-        guard let programs = batch.first?.1.encoder.programs else { return nil }
+    /// Render thread, at the end of a batch: records the kept pictures together.
+    static func encode(_ batch: [(OutputEncoder, H264ComputeEncoder.Job)]) {
+        guard let programs = batch.first?.1.encoder.programs else { return }
         glMemoryBarrier(GLbitfield(GL_SHADER_STORAGE_BARRIER_BIT))
         let recorded = H264ComputeEncoder.encode(batch.map(\.1), programs: programs)
         for ((e, _), p) in zip(batch, recorded) {
             e.deferred -= 1
             e.pending.append((p, e.deferredSerials.removeFirst()))
         }
-        guard let first = recorded.first else { return nil }
-        return batch[0].0.encoder.fence(of: first)
     }
 
     /// Render thread: moves completed pictures (all of them, with `wait`) to the ready queue.
