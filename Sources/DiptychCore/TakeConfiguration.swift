@@ -61,7 +61,8 @@ public struct TakeConfiguration: Hashable, Sendable {
     /// `--keyframe-interval SECONDS` (GOP length).
     public var keyframeInterval = 1.0
     /// `--slices N` (1-256): slices a picture of each H.264 output, whole
-    /// macroblock rows each (at most one a row); nil: the encoder's default (one).
+    /// macroblock rows each (at most one a row); nil: the encoder's default
+    /// (one; the GPU encoder's `GPUH264Settings.defaultSlices`).
     public var slices: Int?
     public static let maxSlices = 256
     /// `--audio primary|secondary|mix|none`.

@@ -327,7 +327,7 @@ extension Option {
               set: { v, t, f throws(ConfigurationError) in v.take.keyframeInterval = try seconds(t, field: f) },
               get: { .number($0.take.keyframeInterval) }),
         .text("--slices", ["slices"], "N",
-              "slices a picture of each H.264 output, whole macroblock rows each (default 1; at most one a row): shorter chains for --encoder gpu, a little more bits",
+              "slices a picture of each H.264 output, whole macroblock rows each (at most one a row; default 1, with --encoder gpu one per 34 rows: two at 1080p): shorter chains for --encoder gpu, a little more bits",
               set: { v, t, f throws(ConfigurationError) in
                   guard let n = Int(t) else { throw ConfigurationError(field: f, value: t, reason: "must be a whole number of slices, 1 to \(TakeConfiguration.maxSlices)") }
                   v.take.slices = n

@@ -151,18 +151,23 @@ final class BlockingSink: TakeOutput, @unchecked Sendable {
 
 extension EncodedOutputTests {
     /// An output's settings as the GPU encoder takes them: --bitrate (with --maxrate's
-    /// buffer, a second of it without --bufsize), or --qp; the keyframe interval.
+    /// buffer, a second of it without --bufsize), or --qp; the keyframe interval; --slices, else slices of at most 34 rows.
     @Test func gpuEncoderSettings() {
         var s = VideoEncoderSettings(size: Self.size, frameRate: FrameRate(60), encoder: .gpu, gop: 120)
-        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(keyframeInterval: 120, bitrate: 10_000_000))
+        let slices = GPUH264Settings.defaultSlices(height: Self.size.height)
+        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(keyframeInterval: 120, bitrate: 10_000_000, slices: slices))
         s.maxrate = 4_000_000
-        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(keyframeInterval: 120, bitrate: 4_000_000, maxrate: 4_000_000, bufsize: 4_000_000))
+        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(keyframeInterval: 120, bitrate: 4_000_000, maxrate: 4_000_000, bufsize: 4_000_000, slices: slices))
         s.bufsize = 2_000_000
         #expect(ZeroCopySetup.gpuH264Settings(s).bufsize == 2_000_000)
         s.maxrate = nil; s.bufsize = nil
         s.qp = 30
         s.gop = nil
-        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(qp: 30, keyframeInterval: 60))
+        #expect(ZeroCopySetup.gpuH264Settings(s) == GPUH264Settings(qp: 30, keyframeInterval: 60, slices: slices))
+        s.slices = 5
+        #expect(ZeroCopySetup.gpuH264Settings(s).slices == 5)
+        // 1080p and 720p in two, 480p in one, 2160p in four.
+        #expect([1080, 720, 480, 2160, 16].map { GPUH264Settings.defaultSlices(height: $0) } == [2, 2, 1, 4, 1])
     }
 }
 

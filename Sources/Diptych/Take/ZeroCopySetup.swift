@@ -111,12 +111,14 @@ final class ZeroCopySetup {
     /// The GPU encoder's settings for an output's: `--qp` (a constant
     /// quantizer), else `--bitrate` with the VBV buffer of `--maxrate` and
     /// `--bufsize` (a second at maxrate when only it is given; a bit rate
-    /// above maxrate is brought down to it); a keyframe every `keyframeInterval` frames; `--slices`.
+    /// above maxrate is brought down to it); a keyframe every `keyframeInterval` frames; `--slices`
+    /// (else `GPUH264Settings.defaultSlices`).
     static func gpuH264Settings(_ s: VideoEncoderSettings) -> GPUH264Settings {
-        if let qp = s.qp { return GPUH264Settings(qp: qp, keyframeInterval: s.keyframeInterval, slices: s.slices ?? 1) }
+        let slices = s.slices ?? GPUH264Settings.defaultSlices(height: s.size.height)
+        if let qp = s.qp { return GPUH264Settings(qp: qp, keyframeInterval: s.keyframeInterval, slices: slices) }
         let bitrate = min(s.bitrate, s.maxrate ?? s.bitrate)
         return GPUH264Settings(keyframeInterval: s.keyframeInterval, bitrate: bitrate, maxrate: s.maxrate,
-                               bufsize: s.maxrate.map { s.bufsize ?? $0 }, slices: s.slices ?? 1)
+                               bufsize: s.maxrate.map { s.bufsize ?? $0 }, slices: slices)
     }
 
     /// Output `key`'s frames are encoded on the GPU from now on, at its own

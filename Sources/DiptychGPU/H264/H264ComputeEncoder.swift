@@ -27,6 +27,16 @@ public struct GPUH264Settings: Hashable, Sendable, Codable {
     /// The most slices a picture may have.
     public static let maxSlices = 256
 
+    /// A take's slices where it does not say (`--slices`): slices of at
+    /// most 34 macroblock rows, so two at 1080p and 720p, one at 480p,
+    /// four at 2160p. Two slices at 1080p shorten the raster-order pass's
+    /// chain from 254 steps to 186 and kept the quality target on every
+    /// clip measured (`bench/results/gpu-h264-quality.md`, "Slices").
+    public static func defaultSlices(height: Int) -> Int {
+        let rows = (height + 15) / 16
+        return max(1, (rows + 33) / 34)
+    }
+
     /// Whether the values are in range; the message names the one that is not.
     public func validate() throws(GPUError) {
         guard (0...51).contains(qp) else { throw .encode("QP \(qp) is outside 0 to 51") }
