@@ -151,30 +151,26 @@ func firstMacroblock(_ stream: [UInt8], at: Int) -> Int {
     return v - 1
 }
 
-/// Each access unit's slices of an Annex B stream: their first_mb_in_slice
-/// (an access unit starts at an SPS, or at a slice whose first macroblock is 0 after a slice).
-func accessUnitSlices(_ stream: [UInt8]) -> [[Int]] {
-    var units: [[Int]] = [], sawSlice = false
-    for s in nalUnits(stream) {
-        guard s.type == 1 || s.type == 5 || s.type == 7 else { continue }
+/// The access units of an Annex B stream: where each begins and its slices'
+/// first_mb_in_slice (a unit begins at an SPS, or at a slice whose first
+/// macroblock is 0, after a slice).
+func accessUnits(_ stream: [UInt8]) -> [(start: Int, slices: [Int])] {
+    var units: [(start: Int, slices: [Int])] = []
+    for s in nalUnits(stream) where s.type == 1 || s.type == 5 || s.type == 7 {
         let first = s.type == 7 ? 0 : firstMacroblock(stream, at: s.at + 3)
-        if units.isEmpty || (sawSlice && first == 0) { units.append([]); sawSlice = false }
-        if s.type != 7 { units[units.count - 1].append(first); sawSlice = true }
+        if units.isEmpty { units.append((0, [])) } else if !units[units.count - 1].slices.isEmpty && first == 0 { units.append((s.at, [])) }
+        if s.type != 7 { units[units.count - 1].slices.append(first) }
     }
     return units
 }
 
-/// Bytes of each access unit of an Annex B stream (an access unit starts at an SPS or at a slice whose first macroblock is 0 after a slice).
+/// Each access unit's slices (`accessUnits`).
+func accessUnitSlices(_ stream: [UInt8]) -> [[Int]] { accessUnits(stream).map(\.slices) }
+
+/// Bytes of each access unit (`accessUnits`).
 func pictureSizes(_ stream: [UInt8]) -> [Int] {
-    var sizes: [Int] = [], begin = 0, sawSlice = false
-    for s in nalUnits(stream) {
-        let isSlice = s.type == 1 || s.type == 5
-        let first = isSlice && firstMacroblock(stream, at: s.at + 3) == 0
-        if sawSlice && (s.type == 7 || first) { sizes.append(s.at - begin); begin = s.at; sawSlice = false }
-        if isSlice { sawSlice = true }
-    }
-    if sawSlice { sizes.append(stream.count - begin) }
-    return sizes
+    let units = accessUnits(stream)
+    return units.indices.map { (($0 + 1 < units.count ? units[$0 + 1].start : stream.count)) - units[$0].start }
 }
 
 /// Encodes, decodes strictly and checks every decoded picture against the reconstruction; returns the run.

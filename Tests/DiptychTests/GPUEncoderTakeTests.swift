@@ -6,10 +6,8 @@ import Testing
 @Suite(.serialized) struct GPUEncoderTakeTests {
     @Test("A 720p take encoded on the GPU decodes with FFmpeg's strictest checks and plays in GStreamer")
     func take720p() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-gpu-take-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let out = "\(dir)/gpu.mp4"
+        let dir = Scratch(); defer { dir.remove() }
+        let out = dir.path("gpu.mp4")
         let r = try runCLI(["record", "--primary", "testsrc:counter:1280x720@30", "--secondary", "testsrc:smpte:640x360@30",
                             "--duration", "1", "--encoder", "gpu", "--gpu", "software", "--audio", "none", "--out", out, "--json"])
         try #require(r.status == 0, "\(r.stderr)")
@@ -19,7 +17,7 @@ import Testing
                                                  "stream=codec_name,profile,width,height,nb_read_frames", "-of", "csv=p=0", out])
         #expect(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "h264,Constrained Baseline,1280,720,30", "\(probe.stdout)")
         let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out,
-                                                 "\(dir)/check.nut"])
+                                                 dir.path("check.nut")])
         #expect(strict.status == 0 && strict.stderr.isEmpty, "\(strict.stderr)")
         let gst = try run("/usr/bin/gst-launch-1.0", ["-q", "filesrc", "location=\(out)", "!", "decodebin", "!", "fakesink"])
         #expect(gst.status == 0, "\(gst.stderr)")
@@ -31,17 +29,15 @@ import Testing
     @Test("--slices 3: every picture of the GPU encoder's file and libx264's is three slices of five rows, and decodes",
           arguments: ["gpu", "x264"])
     func slices(encoder: String) throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-slices-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let out = "\(dir)/take.mp4"
+        let dir = Scratch(); defer { dir.remove() }
+        let out = dir.path("take.mp4")
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:smpte:160x120@30",
                             "--duration", "0.5", "--encoder", encoder, "--slices", "3", "--gpu", "software", "--audio", "none", "--out", out])
         try #require(r.status == 0, "\(r.stderr)")
         // 15 macroblock rows of 20: slices at macroblocks 0, 100 and 200 of each of the 15 pictures.
         let firsts = try sliceFirstMacroblocks(out)
         #expect(firsts == Array(repeating: [0, 100, 200], count: 15).flatMap { $0 }, "\(firsts)")
-        let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out, "\(dir)/check.nut"])
+        let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out, dir.path("check.nut")])
         #expect(strict.status == 0 && strict.stderr.isEmpty, "\(strict.stderr)")
         let gst = try run("/usr/bin/gst-launch-1.0", ["-q", "filesrc", "location=\(out)", "!", "decodebin", "!", "fakesink"])
         #expect(gst.status == 0, "\(gst.stderr)")
