@@ -5,16 +5,22 @@
 // predicts from what a decoder shows. The standard filters macroblock by
 // macroblock in raster order, and each one reads samples its left and upper
 // neighbours (and the upper right one, through the upper's right columns)
-// have filtered: one work group per macroblock row walks the row left to
-// right, and a row waits until the row above is two macroblocks ahead
-// (`progress`: per row, the picture's 16-bit tag over the macroblocks done,
-// so a count left by an earlier picture is never taken for this one's).
-// Rows wait only for rows above them, which started first, so every wait ends.
-// Where work groups of one dispatch cannot wait on each other (llvmpipe runs
-// a dispatch's groups in fixed shares per thread, and ends every loop of a
-// shader after 65,535 iterations in all, so a long wait ends early), the
-// walk is a wavefront of dispatches instead: step d filters macroblock
-// (d − 2y, y) of every row y, the same order (u_step, −1 for the walk).
+// have filtered. So the rows of a slice walk left to right, each two
+// macroblocks behind the row above. A work group walks WALK_ROWS rows of a
+// slice side by side, 32 invocations a row, in lockstep: step s takes
+// macroblock s − 2r of its row r, and a row reads what the row above left
+// (its last samples and its records) from shared memory (sRing), so the
+// rows inside a group never wait on memory. Only a group's first row waits
+// for the last row of the group above it in the slice, until that row is
+// two macroblocks ahead (`progress`: per row, the picture's 16-bit tag over
+// the macroblocks done, so a count left by an earlier picture is never
+// taken for this one's); groups wait only for groups above them, which
+// started first, so every wait ends. Where work groups of one dispatch
+// cannot wait on each other (llvmpipe runs a dispatch's groups in fixed
+// shares per thread, and ends every loop of a shader after 65,535
+// iterations in all, so a long wait ends early) and a slice needs more than
+// one group, the walk is a wavefront of dispatches instead: step d filters
+// macroblock (d − 2y, y) of every row y, the same order (u_step, −1 for the walk).
 //
 // In P pictures the same walk first makes the P_Skip decision in the
 // standard's order. Until here every macroblock chose its vector knowing
@@ -37,12 +43,11 @@
 // each macroblock, and probe there where no probe was (MB_PROBEMV2,
 // MB_PROBEMV3). The chain
 // of the walk probes only where the final vector is none of the three. A
-// step's chain is then: wait for the row above, read its samples and
-// records (one round of reads, side by side), decide, filter in shared
-// memory, write.
-// The raster-order pass's work group walks WALK_ROWS macroblock rows of a
-// slice side by side, 32 invocations a row, each row two macroblocks behind
-// the one above it; the probe rounds' groups take one macroblock.
+// step is then: the row above's samples and records (from shared memory,
+// or for a group's first row after its wait from the picture), decide,
+// filter in shared memory, write; the next macroblock's own samples and
+// records are read a step ahead.
+// WALK_ROWS rows a work group (H264Programs.walkRows); the probe rounds' groups take one macroblock.
 #ifndef WALK_ROWS
 #define WALK_ROWS 1
 #define WALK_INVOCATIONS 32

@@ -35,7 +35,7 @@
 #            upload storage (--host-memory page-locked) and in ordinary memory, ordinary memory gathered with streaming
 #            stores and with memcpy (--streaming-copy off), and --bandwidth
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
-#            (ENCODER=E: the diptych-serve runs with --encoder E, e.g. gpu)
+#            (ENCODER=E: the diptych-serve runs with --encoder E, e.g. gpu; SLICES=N: with --slices N)
 #            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
 #            FFmpeg with NVDEC + overlay_cuda at NVDEC_<preset> (none: skipped);
 #            SERVET_<preset>: the server again with --serve-encoder-threads T for each T in THREADS (default 4),
@@ -186,11 +186,11 @@ for step in "$@"; do
   pairs)
     for p in ${PRESETS:-ultrafast veryfast}; do
       s=SERVE_$p; f=FFMPEG_$p; n=NVDEC_$p
-      [ "${!s:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!s}" --pair-runners diptych-serve ${ENCODER:+--encoder $ENCODER} \
+      [ "${!s:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!s}" --pair-runners diptych-serve ${ENCODER:+--encoder $ENCODER} ${SLICES:+--slices $SLICES} \
         ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-$p.json > $O/pairs-serve-$p.md 2>> $O/pairs.log
       st=SERVET_$p
       for th in ${THREADS:-4}; do
-        [ "${!st:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!st}" --pair-runners diptych-serve ${ENCODER:+--encoder $ENCODER} \
+        [ "${!st:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!st}" --pair-runners diptych-serve ${ENCODER:+--encoder $ENCODER} ${SLICES:+--slices $SLICES} \
           --serve-encoder-threads $th ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-t$th-$p.json > $O/pairs-serve-t$th-$p.md 2>> $O/pairs.log
       done
       [ "${!f:-none}" = none ] || t timeout -k 5 $(cap 80) "${R[@]}" --preset $p --stages e2e --pairs "${!f}" --pair-runners ffmpeg \
