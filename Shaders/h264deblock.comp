@@ -5,22 +5,16 @@
 // predicts from what a decoder shows. The standard filters macroblock by
 // macroblock in raster order, and each one reads samples its left and upper
 // neighbours (and the upper right one, through the upper's right columns)
-// have filtered. So the rows of a slice walk left to right, each two
-// macroblocks behind the row above. A work group walks WALK_ROWS rows of a
-// slice side by side, 32 invocations a row, in lockstep: step s takes
-// macroblock s − 2r of its row r, and a row reads what the row above left
-// (its last samples and its records) from shared memory (sRing), so the
-// rows inside a group never wait on memory. Only a group's first row waits
-// for the last row of the group above it in the slice, until that row is
-// two macroblocks ahead (`progress`: per row, the picture's 16-bit tag over
-// the macroblocks done, so a count left by an earlier picture is never
-// taken for this one's); groups wait only for groups above them, which
-// started first, so every wait ends. Where work groups of one dispatch
-// cannot wait on each other (llvmpipe runs a dispatch's groups in fixed
-// shares per thread, and ends every loop of a shader after 65,535
-// iterations in all, so a long wait ends early) and a slice needs more than
-// one group, the walk is a wavefront of dispatches instead: step d filters
-// macroblock (d − 2y, y) of every row y, the same order (u_step, −1 for the walk).
+// have filtered: one work group per macroblock row walks the row left to
+// right, and a row waits until the row above is two macroblocks ahead
+// (`progress`: per row, the picture's 16-bit tag over the macroblocks done,
+// so a count left by an earlier picture is never taken for this one's).
+// Rows wait only for rows above them, which started first, so every wait ends.
+// Where work groups of one dispatch cannot wait on each other (llvmpipe runs
+// a dispatch's groups in fixed shares per thread, and ends every loop of a
+// shader after 65,535 iterations in all, so a long wait ends early), the
+// walk is a wavefront of dispatches instead: step d filters macroblock
+// (d − 2y, y) of every row y, the same order (u_step, −1 for the walk).
 //
 // In P pictures the same walk first makes the P_Skip decision in the
 // standard's order. Until here every macroblock chose its vector knowing
@@ -43,16 +37,10 @@
 // each macroblock, and probe there where no probe was (MB_PROBEMV2,
 // MB_PROBEMV3). The chain
 // of the walk probes only where the final vector is none of the three. A
-// step is then: the row above's samples and records (from shared memory,
-// or for a group's first row after its wait from the picture), decide,
-// filter in shared memory, write; the next macroblock's own samples and
-// records are read a step ahead.
-// WALK_ROWS rows a work group (H264Programs.walkRows); the probe rounds' groups take one macroblock.
-#ifndef WALK_ROWS
-#define WALK_ROWS 1
-#define WALK_INVOCATIONS 32
-#endif
-layout(local_size_x = WALK_INVOCATIONS) in;
+// step's chain is then: wait for the row above, read its samples and
+// records (one round of reads, side by side), decide, filter in shared
+// memory, write.
+layout(local_size_x = 32) in;
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
 layout(std430, binding = 3) coherent buffer MBs { uint mbs[]; };
@@ -73,27 +61,26 @@ uniform int u_step;
 #include "h264motion.glsl"
 #include "h264predict.glsl"
 
-// Per row of the work group (gR, 0 for the probe rounds), in shared memory:
-shared int sY[WALK_ROWS * 400];      // luma rows -4..15, columns -4..15 of the macroblock
-shared int sC[WALK_ROWS * 200];      // Cb then Cr: rows -2..7, columns -2..7
-shared int sBS[WALK_ROWS * 32];      // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones
+shared int sY[400];      // luma rows -4..15, columns -4..15 of the macroblock
+shared int sC[200];      // Cb then Cr: rows -2..7, columns -2..7
+shared int sBS[32];      // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones
 // The P_Skip decision: 0 none, 1 tried, 2 taken; the vector; the bits P
 // takes beyond a skip; decimation scores (luma blocks, then chroma AC by
 // component and block); chroma DC coefficients; SADs at the P_Skip vector
 // and of the reconstruction.
-shared int sTake[WALK_ROWS];
-shared bool sVanish[WALK_ROWS];   // the probe's residual quantises to nothing
-shared ivec2 sSkipMV[WALK_ROWS];
-shared int sExtraBits[WALK_ROWS];
-shared int sScore[WALK_ROWS * 24];
-shared int sChromaDC[WALK_ROWS * 8];
-shared uint sSadSkip[WALK_ROWS], sSadNow[WALK_ROWS];
+shared int sTake;
+shared bool sVanish;   // the probe's residual quantises to nothing
+shared ivec2 sSkipMV;
+shared int sExtraBits;
+shared int sScore[24];
+shared int sChromaDC[8];
+shared uint sSadSkip, sSadNow;
 // The records a step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of the
 // macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO and
 // MB_MV of the upper right neighbour (or the upper left where there is
 // none), the macroblock's MB_PROBEMV and MB_PROBE, MB_INFO of its right and
 // lower neighbours, its MB_PROBEMV2, MB_PROBE2, MB_PROBEMV3, MB_PROBE3.
-shared uint sRec[WALK_ROWS * 34];
+shared uint sRec[34];
 #define REC_OWN 0       // the macroblock's words 0-7 (recordWord)
 #define REC_LEFT 8      // its left neighbour's
 #define REC_UP 16       // its upper neighbour's
@@ -103,38 +90,27 @@ shared uint sRec[WALK_ROWS * 34];
 #define REC_BELOW 29    // MB_INFO of the lower neighbour
 #define REC_PROBE2 30   // the macroblock's MB_PROBEMV2, MB_PROBE2
 #define REC_PROBE3 32   // and MB_PROBEMV3, MB_PROBE3
-// Whether a row of the group probes P_Skip in this step (the probe's barriers are passed by all or none).
-shared bool sAnyProbe;
-
-// This invocation's row of the work group, and its row's share of the arrays above.
-int gR = 0;
-#define SY(i) sY[gR * 400 + (i)]
-#define SC(i) sC[gR * 200 + (i)]
-#define SBS(i) sBS[gR * 32 + (i)]
-#define REC(i) sRec[gR * 34 + (i)]
-#define SCORE(i) sScore[gR * 24 + (i)]
-#define CHROMADC(i) sChromaDC[gR * 8 + (i)]
 
 // Word k (0-7) of the record in sRec: MB_INFO, MB_MV, then MB_NNZ 0-5.
 uint recordWord(int mb, int k) { return mbs[mb * MB_WORDS + (k < 2 ? k : MB_NNZ + k - 2)]; }
 
 bool intraKind(uint info) { return infoKind(info) != KIND_P16; }
 
-// Whether 4×4 luma block (bx, by) of the P macroblock whose record is at REC(r) has coefficients.
+// Whether 4×4 luma block (bx, by) of the P macroblock whose record is at sRec[r] has coefficients.
 bool coded(int r, int bx, int by) {
-    if (((infoCBP(REC(r)) >> ((by >> 1) * 2 + (bx >> 1))) & 1) == 0) return false;
+    if (((infoCBP(sRec[r]) >> ((by >> 1) * 2 + (bx >> 1))) & 1) == 0) return false;
     int blk = (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1);
-    return ((REC(r + 2 + (blk >> 2)) >> uint(8 * (blk & 3))) & 255u) != 0u;
+    return ((sRec[r + 2 + (blk >> 2)] >> uint(8 * (blk & 3))) & 255u) != 0u;
 }
 
 // bS of the edge between block (pbx, pby) of the macroblock whose record is
-// at REC(p) and (qbx, qby) of the one at REC(q) (8.7.2.1).
+// at sRec[p] and (qbx, qby) of the one at sRec[q] (8.7.2.1).
 int strength(int p, int pbx, int pby, int q, int qbx, int qby) {
     bool mbEdge = p != q;
-    if (intraKind(REC(p)) || intraKind(REC(q))) return mbEdge ? 4 : 3;
+    if (intraKind(sRec[p]) || intraKind(sRec[q])) return mbEdge ? 4 : 3;
     if (coded(p, pbx, pby) || coded(q, qbx, qby)) return 2;
     if (!mbEdge) return 0;
-    ivec2 d = abs(unpackMV(REC(p + 1)) - unpackMV(REC(q + 1)));
+    ivec2 d = abs(unpackMV(sRec[p + 1]) - unpackMV(sRec[q + 1]));
     return (d.x >= 4 || d.y >= 4) ? 1 : 0;
 }
 
@@ -212,36 +188,24 @@ void storeWord(uint w, bool chroma, int row, int wc) {
         int v = int((w >> uint(8 * k)) & 255u);
         if (chroma) {
             int b = wc * 4 + k;   // byte -4..15 of the interleaved row
-            SC((b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)) = v;
+            sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)] = v;
         } else {
-            SY((row + 4) * 20 + (wc + 1) * 4 + k) = v;
+            sY[(row + 4) * 20 + (wc + 1) * 4 + k] = v;
         }
     }
 }
 
-// Words t, t + 32, t + 64 of the macroblock's own 16 luma rows and 8
-// chroma rows (four words each): read into `w`, then into shared memory.
-void fetchOwn(int t, int mbX, int mbY, out uint w[3]) {
+// The macroblock's own 16 luma rows and 8 chroma rows (four words each)
+// into shared memory, words t, t + 32, …
+void loadOwn(int t, int mbX, int mbY) {
     int rowWords = u_layout.z >> 2;
-    for (int k = 0; k < 3; k++) {
-        int i = t + 32 * k;
+    for (int i = t; i < 96; i += 32) {
         bool chroma = i >= 64;
         int row = chroma ? (i - 64) >> 2 : i >> 2, wc = i & 3;
-        w[k] = recon[chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
-                            : (mbY * 16 + row) * rowWords + mbX * 4 + wc];
+        int word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
+                          : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
+        storeWord(recon[word], chroma, row, wc);
     }
-}
-void placeOwn(int t, uint w[3]) {
-    for (int k = 0; k < 3; k++) {
-        int i = t + 32 * k;
-        bool chroma = i >= 64;
-        storeWord(w[k], chroma, chroma ? (i - 64) >> 2 : i >> 2, i & 3);
-    }
-}
-void loadOwn(int t, int mbX, int mbY) {
-    uint w[3];
-    fetchOwn(t, mbX, mbY, w);
-    placeOwn(t, w);
 }
 
 // Word t (0-23) of the four luma rows and two chroma rows above the
@@ -256,46 +220,33 @@ void loadAbove(int t, int mbX, int mbY) {
     storeWord(recon[word], chroma, chroma ? row - 8 : row - 16, wc);
 }
 
-// Word `wc` (-1..3) of a row of the macroblock region in shared memory
-// (luma rows -4..15, chroma -2..7), four samples packed.
-uint packWord(bool chroma, int row, int wc) {
+// Writes word i of the macroblock region (wordUsed) from shared memory to the picture.
+void writeWord(int i, int mbX, int mbY) {
+    int word, row, wc;
+    bool chroma;
+    if (!wordUsed(i, mbX, mbY, word, chroma, row, wc)) return;
     uint w = 0u;
     for (int k = 0; k < 4; k++) {
         int v;
         if (chroma) {
             int b = wc * 4 + k;
-            v = SC((b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1));
+            v = sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)];
         } else {
-            v = SY((row + 4) * 20 + (wc + 1) * 4 + k);
+            v = sY[(row + 4) * 20 + (wc + 1) * 4 + k];
         }
         w |= uint(v) << uint(8 * k);
     }
-    return w;
+    recon[word] = w;
 }
 
-// Writes word i of the macroblock region (wordUsed) from shared memory to
-// the picture: every word on a wavefront step; on a walk only the words
-// this macroblock leaves final, so each is written once: not its rows the
-// row below filters again where that row is this work group's (`below`:
-// it writes them), nor its last column but at the picture's right edge
-// (the next macroblock's left edge filters it, and writes it as its word
-// -1), nor the rows above beyond what its upper edge changed.
-void writeWord(int i, int mbX, int mbY, bool walk, bool below) {
-    int word, row, wc;
-    bool chroma;
-    if (!wordUsed(i, mbX, mbY, word, chroma, row, wc)) return;
-    if (walk && (row < (chroma ? -1 : -3) || (below && row > (chroma ? 6 : 12)) || (row >= 0 && wc == 3 && mbX + 1 < u_size.z))) return;
-    recon[word] = packWord(chroma, row, wc);
-}
-
-// The P_Skip probe at sSkipMV[gR], the macroblock's own samples in sY: sVanish[gR],
+// The P_Skip probe at sSkipMV, the macroblock's own samples in sY: sVanish,
 // whether its residual there quantises to nothing, and both luma SADs
-// (sSadSkip[gR], sSadNow[gR], zero before); sTake[gR] becomes 2 where the macroblock
+// (sSadSkip, sSadNow, zero before); sTake becomes 2 where the macroblock
 // becomes a P_Skip (in the walk's chain, where no probe before was at the vector), else 0.
-void probeSkip(int t, int mbX, int mbY, bool probe) {
-    ivec2 mv = sSkipMV[gR];
+void probeSkip(int t, int mbX, int mbY) {
+    ivec2 mv = sSkipMV;
     int qp = u_pic.y, qpc = chromaQP(qp);
-    if (probe && t < 16) {
+    if (t < 16) {
         // Luma block t: its residual at the P_Skip vector, and both SADs.
         int bx = blkX(t) * 4, by = blkY(t) * 4;
         int r[16];
@@ -306,17 +257,17 @@ void probeSkip(int t, int mbX, int mbY, bool probe) {
                 int s = srcY(mbX * 16 + bx + x, mbY * 16 + by + y);
                 r[y * 4 + x] = s - int(readByte(w, x));
                 sadSkip += uint(abs(r[y * 4 + x]));
-                sadNow += uint(abs(s - SY((by + y + 4) * 20 + bx + x + 4)));
+                sadNow += uint(abs(s - sY[(by + y + 4) * 20 + bx + x + 4]));
             }
         }
-        atomicAdd(sSadSkip[gR], sadSkip);
-        atomicAdd(sSadNow[gR], sadNow);
+        atomicAdd(sSadSkip, sadSkip);
+        atomicAdd(sSadNow, sadNow);
         forward4x4(r);
         Quantiser q = quantiser(qp, 1);
         for (int i = 0; i < 16; i++) r[i] = quantWith(q, r[i], i);
-        SCORE(t) = decimationScore(r, true);
+        sScore[t] = decimationScore(r, true);
     }
-    if (probe && t >= 16 && t < 24) {
+    if (t >= 16 && t < 24) {
         // Chroma block u & 3 of component u >> 2.
         int u = t - 16, c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
         int r[16];
@@ -325,19 +276,16 @@ void probeSkip(int t, int mbX, int mbY, bool probe) {
             r[i] = srcC(x, y, c) - predChroma(x, y, mv, c);
         }
         forward4x4(r);
-        CHROMADC(u) = r[0];
+        sChromaDC[u] = r[0];
         Quantiser q = quantiser(qpc, 1);
         for (int i = 0; i < 16; i++) r[i] = i == 0 ? 0 : quantWith(q, r[i], i);
-        SCORE(t) = decimationScore(r, false);
+        sScore[t] = decimationScore(r, false);
     }
     barrier();
-    if (probe && t == 0) {
+    if (t == 0) {
         // Nothing left after decimation, and no dearer by SAD.
-        int score[24], dc[8];
-        for (int k = 0; k < 24; k++) score[k] = SCORE(k);
-        for (int k = 0; k < 8; k++) dc[k] = CHROMADC(k);
-        sVanish[gR] = residualVanishes(score, dc, qpc);
-        sTake[gR] = sVanish[gR] && sSadSkip[gR] <= sSadNow[gR] + uint(u_pic.z * sExtraBits[gR]) ? 2 : 0;
+        sVanish = residualVanishes(sScore, sChromaDC, qpc);
+        sTake = sVanish && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) ? 2 : 0;
     }
     barrier();
 }
@@ -345,201 +293,135 @@ void probeSkip(int t, int mbX, int mbY, bool probe) {
 // The P_Skip decision for macroblock (mbX, mbY) (top of the file), its
 // own samples already in sY and sC; invocations 0-15 a luma block each,
 // 16-23 a chroma block each (16-31 a chroma row each for the reconstruction).
-// Every row of the work group passes its barriers (`busy`: the row has a
-// macroblock this step); the probe's only where one of them probes.
-void decideSkip(int t, int mb, int mbX, int mbY, bool busy) {
+void decideSkip(int t, int mb, int mbX, int mbY) {
     if (t == 0) {
         int take = 0;
-        uint info = REC(REC_OWN);
-        if (busy && infoKind(info) == KIND_P16) {
+        uint info = sRec[REC_OWN];
+        if (infoKind(info) == KIND_P16) {
             ivec2 mvp, skip;
             bool hasB = rowAbove(mbY), hasC = hasB && mbX + 1 < u_size.z, hasD = hasB && mbX > 0;
-            predictorsOf(neighbourOf(mbX > 0, REC(REC_LEFT), REC(REC_LEFT + 1)), neighbourOf(hasB, REC(REC_UP), REC(REC_UP + 1)),
-                         neighbourOf(hasC, REC(REC_CORNER), REC(REC_CORNER + 1)), neighbourOf(hasD, REC(REC_CORNER), REC(REC_CORNER + 1)), mvp, skip);
-            ivec2 mv = unpackMV(REC(REC_OWN + 1));
-            bool rightIntra = mbX + 1 < u_size.z && infoKind(REC(REC_RIGHT)) != KIND_P16;
-            bool belowIntra = mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(REC(REC_BELOW)) != KIND_P16;
+            predictorsOf(neighbourOf(mbX > 0, sRec[REC_LEFT], sRec[REC_LEFT + 1]), neighbourOf(hasB, sRec[REC_UP], sRec[REC_UP + 1]),
+                         neighbourOf(hasC, sRec[REC_CORNER], sRec[REC_CORNER + 1]), neighbourOf(hasD, sRec[REC_CORNER], sRec[REC_CORNER + 1]), mvp, skip);
+            ivec2 mv = unpackMV(sRec[REC_OWN + 1]);
+            bool rightIntra = mbX + 1 < u_size.z && infoKind(sRec[REC_RIGHT]) != KIND_P16;
+            bool belowIntra = mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(sRec[REC_BELOW]) != KIND_P16;
             int extraBits = 2 + mvdBits(mv, mvp);
             if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
                 // A probe before at this vector (the macroblock pass's or a round's), else one here.
-                int r = unpackMV(REC(REC_PROBE)) == skip ? REC_PROBE : unpackMV(REC(REC_PROBE2)) == skip ? REC_PROBE2 : REC_PROBE3;
-                uint probe = REC(r + 1);
+                int r = unpackMV(sRec[REC_PROBE]) == skip ? REC_PROBE : unpackMV(sRec[REC_PROBE2]) == skip ? REC_PROBE2 : REC_PROBE3;
+                uint probe = sRec[r + 1];
                 bool cheap = probeMargin(probe) <= u_pic.z * extraBits;
-                if (unpackMV(REC(r)) != skip) take = 1;
+                if (unpackMV(sRec[r]) != skip) take = 1;
                 else if (probeState(probe) == PROBE_UNKNOWN) take = cheap ? 1 : 0;
                 else take = probeState(probe) == PROBE_EMPTY && cheap ? 2 : 0;
             }
-            sSkipMV[gR] = skip;
-            sExtraBits[gR] = extraBits;
+            sSkipMV = skip;
+            sExtraBits = extraBits;
         }
-        sTake[gR] = take;
-        if (take == 1) sAnyProbe = true;
-        sSadSkip[gR] = 0u;
-        sSadNow[gR] = 0u;
+        sTake = take;
+        sSadSkip = 0u;
+        sSadNow = 0u;
     }
     barrier();
-    if (sAnyProbe) probeSkip(t, mbX, mbY, sTake[gR] == 1);
-    if (sTake[gR] != 2) return;
-    ivec2 mv = sSkipMV[gR];
+    if (sTake == 0) return;
+    if (sTake == 1) probeSkip(t, mbX, mbY);
+    if (sTake != 2) return;
+    ivec2 mv = sSkipMV;
     if (t == 0) {
-        mbs[mb * MB_WORDS + MB_INFO] = REC(REC_OWN) & ~(63u << 8);
+        mbs[mb * MB_WORDS + MB_INFO] = sRec[REC_OWN] & ~(63u << 8);
         mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
         for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
         memoryBarrierBuffer();
-        REC(REC_OWN) &= ~(63u << 8);
-        REC(REC_OWN + 1) = packMV(mv);
-        for (int k = 2; k < 8; k++) REC(REC_OWN + k) = 0u;
+        sRec[REC_OWN] &= ~(63u << 8);
+        sRec[REC_OWN + 1] = packMV(mv);
+        for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
     }
     // The reconstruction is the prediction: luma block t, or chroma row (t - 16) & 7 of component (t - 16) >> 3.
     if (t < 16) {
         int bx = blkX(t) * 4, by = blkY(t) * 4;
         for (int y = 0; y < 4; y++) {
             uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
-            for (int x = 0; x < 4; x++) SY((by + y + 4) * 20 + bx + x + 4) = int(readByte(w, x));
+            for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
         }
     } else {
         int c = (t - 16) >> 3, y = (t - 16) & 7;
-        for (int x = 0; x < 8; x++) SC(c * 100 + (y + 2) * 10 + x + 2) = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
+        for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
     }
 }
 
 #if !defined(PROBE_ROUND) && !defined(PROBE_GUESS)
-// What a row of the walk hands to the row below it in the work group, a
-// slot a macroblock column (by column & 3: in one step the row below reads
-// column x's slot and the records of x ± 1 while this row writes x + 2's
-// and x + 1's last column): luma rows 12-15 (four words each: 0-15),
-// chroma rows 6-7 (16-23), the record's words 0-7 (24-31).
-shared uint sRing[WALK_ROWS * 128];
-int ringSlot(int row, int x) { return (row * 4 + (x & 3)) * 32; }
-
-// The record words of macroblock `mb` that nobody changes before its step,
-// a word an invocation: t < 8 record word t (recordWord), 16-17 MB_PROBEMV
-// and MB_PROBE, 18 the right neighbour's MB_INFO (its kind), 19 the lower
-// one's, 20-23 the probe rounds' vectors and probes.
-uint fetchRecord(int t, int mb, int mbX, int mbY) {
-    int mbW = u_size.z;
-    if (t < 8) return recordWord(mb, t);
-    if (t == 16 || t == 17) return mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
-    if (t == 18) return mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
-    if (t == 19) return mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
-    if (t == 20 || t == 21) return mbs[mb * MB_WORDS + MB_PROBEMV2 + t - 20];
-    if (t == 22 || t == 23) return mbs[mb * MB_WORDS + MB_PROBEMV3 + t - 22];
-    return 0u;
-}
-void placeRecord(int t, uint w) {
-    if (t < 8) REC(REC_OWN + t) = w;
-    else if (t == 16 || t == 17) REC(REC_PROBE + t - 16) = w;
-    else if (t == 18) REC(REC_RIGHT) = w;
-    else if (t == 19) REC(REC_BELOW) = w;
-    else if (t >= 20 && t < 24) REC(REC_PROBE2 + t - 20) = w;   // and REC_PROBE3
-}
-
 void main() {
-    // 32 invocations a row: luma lines on 0-15, chroma lines on 16-31, side by side.
-    int t = int(gl_LocalInvocationIndex) & 31;
-    gR = int(gl_LocalInvocationIndex) >> 5;
-    int mbW = u_size.z, mbH = u_size.w;
-    // The group's rows: WALK_ROWS rows of one slice (a slice's parts in order).
-    int parts = (u_sliceRows + WALK_ROWS - 1) / WALK_ROWS;
-    int slice = int(gl_WorkGroupID.x) / parts;
-    int top = slice * u_sliceRows + (int(gl_WorkGroupID.x) % parts) * WALK_ROWS;
-    int rows = clamp(min((slice + 1) * u_sliceRows, mbH) - top, 0, WALK_ROWS);
-    int mbY = top + gR;
+    // 32 invocations: luma lines on 0-15, chroma lines on 16-31, side by side.
+    int t = int(gl_LocalInvocationIndex);
+    int mbY = int(gl_WorkGroupID.x);
+    int mbW = u_size.z;
     bool walk = u_step < 0;
-    // On a walk a row hands what the row below reads to it through sRing
-    // where that row is this group's; the group's last row tells the next
-    // group's first row how far it is through `progress`.
-    bool aboveHere = walk && gR > 0, belowHere = walk && gR + 1 < rows;
-    bool tells = walk && gR == rows - 1 && mbY + 1 < mbH && rowAbove(mbY + 1);
+    int first = walk ? 0 : u_step - 2 * (mbY % u_sliceRows);
+    if (first < 0 || first >= mbW) return;
+    int end = walk ? mbW : first + 1;
+    uint seen = 0u;   // the first invocation's last read of the row above's count
     bool luma = t < 16;
     int u = t - 16;   // chroma invocations: component u >> 3, line u & 7
-    uint seen = 0u;   // the first row's first invocation's last read of the row above's count
-    // The macroblock's own words and records; on a walk, read a step ahead.
-    uint own[3];
-    uint record = 0u;
-    int steps = walk ? mbW + 2 * (rows - 1) : 1;
-    for (int s = 0; s < steps; s++) {
-        int mbX = walk ? s - 2 * gR : u_step - 2 * (mbY % u_sliceRows);
-        bool busy = gR < rows && mbX >= 0 && mbX < mbW;
+    for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX;
-        if (gl_LocalInvocationIndex == 0u) sAnyProbe = false;
         // What does not wait for the row above goes first.
-        // The left neighbour's last four columns (two of chroma) and its
-        // final record: on a walk as this row left them (nobody else writes
-        // them before this macroblock is done), on a wavefront step from the picture.
-        if (busy && mbX > 0 && walk) {
-            if (luma) for (int k = 0; k < 4; k++) SY((t + 4) * 20 + k) = SY((t + 4) * 20 + 16 + k);
-            else if (u < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) SC(c * 100 + (u + 2) * 10 + k) = SC(c * 100 + (u + 2) * 10 + 8 + k);
-            if (t < 8) REC(REC_LEFT + t) = REC(REC_OWN + t);
-        } else if (busy && mbX > 0) {
+        // The left neighbour's last four columns (two of chroma): on a walk as
+        // this work group left them (nobody else writes them before this
+        // macroblock is done), on a wavefront step from the picture.
+        if (mbX > 0 && walk) {
+            if (luma) for (int k = 0; k < 4; k++) sY[(t + 4) * 20 + k] = sY[(t + 4) * 20 + 16 + k];
+            else if (u < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (u + 2) * 10 + k] = sC[c * 100 + (u + 2) * 10 + 8 + k];
+        } else if (mbX > 0) {
             int rowWords = u_layout.z >> 2;
             if (luma) storeWord(recon[(mbY * 16 + t) * rowWords + mbX * 4 - 1], false, t, -1);
             else if (u < 8) storeWord(recon[(u_layout.w >> 2) + (mbY * 8 + u) * rowWords + mbX * 4 - 1], true, u, -1);
-            if (t < 8) REC(REC_LEFT + t) = recordWord(mb - 1, t);
-        } else if (busy && t < 8) {
-            REC(REC_LEFT + t) = 0u;
         }
         barrier();
-        // The macroblock's own samples (the row above never writes them, the
-        // row below only once this one is done) and the records the row
-        // above does not write: the macroblock's (its decision comes below),
-        // its right and lower neighbours' kinds, the probes. A walk then
-        // reads the next macroblock's, which arrive while this one is filtered.
-        if (busy) {
-            if (!walk || mbX == 0) {
-                fetchOwn(t, mbX, mbY, own);
-                record = fetchRecord(t, mb, mbX, mbY);
-            }
-            placeOwn(t, own);
-            placeRecord(t, record);
-            if (walk && mbX + 1 < mbW) {
-                fetchOwn(t, mbX + 1, mbY, own);
-                record = fetchRecord(t, mb + 1, mbX + 1, mbY);
-            }
-        }
-        // Where the row above is another group's, it must have filtered the
-        // upper right neighbour. The first invocation waits, reading the
-        // row's count (no atomic: sixteen read-modify-writes a poll, queued
-        // with the one that moves it, cost more than the filtering), and only
-        // while the count it last saw is short; then the group passes the
-        // barrier together. (A wavefront step's dispatch comes after the step
-        // before it ended; a row above in this group is a step ahead by the walk.)
-        if (busy && walk && !aboveHere && rowAbove(mbY) && t == 0) {
+        // The macroblock's own samples: the row above never writes them, the row below only once this one is done.
+        loadOwn(t, mbX, mbY);
+        // The records the row above does not write: the macroblock's (its
+        // decision comes below), its left neighbour's (final since the step
+        // before), its right and lower neighbours' kinds.
+        if (t < 8) sRec[REC_OWN + t] = recordWord(mb, t);
+        else if (t < 16) sRec[REC_LEFT + t - 8] = mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
+        else if (t < 18) sRec[REC_PROBE + t - 16] = mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
+        else if (t == 18) sRec[REC_RIGHT] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
+        else if (t == 19) sRec[REC_BELOW] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
+        else if (t < 22) sRec[REC_PROBE2 + t - 20] = mbs[mb * MB_WORDS + MB_PROBEMV2 + t - 20];
+        else if (t < 24) sRec[REC_PROBE3 + t - 22] = mbs[mb * MB_WORDS + MB_PROBEMV3 + t - 22];
+        // The row above must have filtered the upper right neighbour. The
+        // first invocation waits, reading the row's count (no atomic: sixteen
+        // read-modify-writes a poll, queued with the one that moves it, cost
+        // more than the filtering), and only while the count it last saw is
+        // short; then the group passes the barrier together. (A wavefront
+        // step's dispatch comes after the step before it ended.)
+        if (rowAbove(mbY) && walk && t == 0) {
             uint need = (uint(u_code.w) << 16) | uint(min(mbX + 2, mbW));
             while (!((seen >> 16) == uint(u_code.w) && seen >= need)) seen = progress[mbY - 1];
             memoryBarrierBuffer();
         }
         barrier();
-        if (busy && rowAbove(mbY)) {
+        if (rowAbove(mbY)) {
             // Its four last rows (two of chroma) above this macroblock, the
             // upper neighbour's record, and the upper right's (the upper
-            // left's where there is none) kind and vector: from the row
-            // above in this group, else from the picture.
-            int corner = mbX + 1 < mbW ? mbX + 1 : mbX - 1;
-            if (aboveHere) {
-                int slot = ringSlot(gR - 1, mbX);
-                if (t < 24) storeWord(sRing[slot + t], t >= 16, t < 16 ? (t >> 2) - 4 : ((t - 16) >> 2) - 2, t & 3);
-                else REC(REC_UP + t - 24) = sRing[slot + t];
-                if (t < 2 && corner >= 0) REC(REC_CORNER + t) = sRing[ringSlot(gR - 1, corner) + 24 + t];
-            } else {
-                if (t < 24) loadAbove(t, mbX, mbY);
-                else REC(REC_UP + t - 24) = recordWord(mb - mbW, t - 24);
-                if (t < 2 && corner >= 0) REC(REC_CORNER + t) = mbs[(mb - mbW + corner - mbX) * MB_WORDS + t];
-            }
-        } else if (busy && t < 10) {
-            REC(REC_UP + t) = 0u;   // and REC_CORNER
+            // left's where there is none) kind and vector.
+            if (t < 24) loadAbove(t, mbX, mbY);
+            else sRec[REC_UP + t - 24] = recordWord(mb - mbW, t - 24);
+            if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[REC_CORNER + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
+        } else if (t < 10) {
+            sRec[REC_UP + t] = 0u;   // and REC_CORNER
         }
         barrier();
         // The P_Skip decision, now that the neighbours' vectors are final.
-        if (u_pic.x == 1) decideSkip(t, mb, mbX, mbY, busy);
+        if (u_pic.x == 1) decideSkip(t, mb, mbX, mbY);
         barrier();
         // Edge strengths (from the final records): invocation t < 16 gives
         // segment t & 3 of vertical edge t >> 2, invocation 16 + k segment
         // k & 3 of horizontal edge k >> 2.
-        if (busy) {
-            int k = t & 15, e = k >> 2, seg = k & 3;
-            if (luma) SBS(t) = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_LEFT : REC_OWN, e == 0 ? 3 : e - 1, seg, REC_OWN, e, seg);
-            else SBS(t) = (e == 0 && !rowAbove(mbY)) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_UP : REC_OWN, seg, e == 0 ? 3 : e - 1, REC_OWN, seg, e);
+        {
+            int k = t & 15, e = k >> 2, s = k & 3;
+            if (luma) sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_LEFT : REC_OWN, e == 0 ? 3 : e - 1, s, REC_OWN, e, s);
+            else sBS[t] = (e == 0 && !rowAbove(mbY)) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
         }
         barrier();
 
@@ -548,50 +430,42 @@ void main() {
         // line u & 7): its edges 0 and 4 with the bS of luma edges 0 and 8,
         // vertical then horizontal, in the first four stages.
         for (int stage = 0; stage < 8; stage++) {
-            if (busy && luma) {
+            if (luma) {
                 bool vertical = stage < 4;
                 int edge = stage & 3;
-                int bS = SBS((vertical ? 0 : 16) + edge * 4 + (t >> 2));
+                int bS = sBS[(vertical ? 0 : 16) + edge * 4 + (t >> 2)];
                 if (bS > 0) {
                     int p[4], q[4];
                     int o = vertical ? (t + 4) * 20 + 4 * edge + 4 : (4 * edge + 4) * 20 + t + 4;
                     int stride = vertical ? 1 : 20;
-                    for (int i = 0; i < 4; i++) { p[i] = SY(o - (1 + i) * stride); q[i] = SY(o + i * stride); }
+                    for (int i = 0; i < 4; i++) { p[i] = sY[o - (1 + i) * stride]; q[i] = sY[o + i * stride]; }
                     filterLuma(p, q, bS);
-                    for (int i = 0; i < 3; i++) { SY(o - (1 + i) * stride) = p[i]; SY(o + i * stride) = q[i]; }
+                    for (int i = 0; i < 3; i++) { sY[o - (1 + i) * stride] = p[i]; sY[o + i * stride] = q[i]; }
                 }
-            } else if (busy && stage < 4) {
+            } else if (stage < 4) {
                 bool vertical = stage < 2;
                 int edge = stage & 1, c = u >> 3, line = u & 7;
-                int bS = SBS((vertical ? 0 : 16) + edge * 8 + (line >> 1));
+                int bS = sBS[(vertical ? 0 : 16) + edge * 8 + (line >> 1)];
                 if (bS > 0) {
                     int o = vertical ? c * 100 + (line + 2) * 10 + 4 * edge + 2 : c * 100 + (4 * edge + 2) * 10 + line + 2;
                     int stride = vertical ? 1 : 10;
-                    int p0 = SC(o - stride), q0 = SC(o);
-                    filterChroma(p0, SC(o - 2 * stride), q0, SC(o + stride), bS);
-                    SC(o - stride) = p0; SC(o) = q0;
+                    int p0 = sC[o - stride], q0 = sC[o];
+                    filterChroma(p0, sC[o - 2 * stride], q0, sC[o + stride], bS);
+                    sC[o - stride] = p0; sC[o] = q0;
                 }
             }
             barrier();
         }
 
         // The rows the row below reads (luma 12-15, chroma 6-7: words 80-99
-        // and 140-149): to the picture, and where the row below is this
-        // group's to sRing with the record (and the last column of the
-        // macroblock before, which this one's left edge filtered). Then, where
-        // the row below is another group's, the count it waits for; then the
-        // rest (rows above this macroblock and its own rows 0-11, which
-        // nothing in this walk reads again).
-        if (busy && t < 30) writeWord(t < 20 ? 80 + t : 120 + t, mbX, mbY, walk, belowHere);
-        if (busy && belowHere) {
-            int slot = ringSlot(gR, mbX);
-            sRing[slot + t] = t < 24 ? packWord(t >= 16, t < 16 ? 12 + (t >> 2) : 6 + ((t - 16) >> 2), t & 3) : REC(REC_OWN + t - 24);
-            if (mbX > 0 && t < 6) sRing[ringSlot(gR, mbX - 1) + t * 4 + 3] = packWord(t >= 4, t < 4 ? 12 + t : 2 + t, -1);
-        }
-        if (busy && tells) memoryBarrierBuffer();
+        // and 140-149), then the count it waits for, then the rest (rows
+        // above this macroblock and its own rows 0-11, which nothing in this
+        // walk reads again).
+        if (t < 30) writeWord(t < 20 ? 80 + t : 120 + t, mbX, mbY);
+        memoryBarrierBuffer();
         barrier();
-        if (busy && tells && t == 0) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
-        if (busy) for (int j = t; j < 120; j += 32) writeWord(j < 80 ? j : j + 20, mbX, mbY, walk, belowHere);
+        if (t == 0 && walk) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
+        for (int j = t; j < 120; j += 32) writeWord(j < 80 ? j : j + 20, mbX, mbY);
         barrier();
     }
 }
@@ -673,14 +547,14 @@ void main() {
     int mb = int(probeList[3u + gl_WorkGroupID.x]), mbW = u_size.z;
     int mbX = mb % mbW, mbY = mb / mbW, rec = mb * MB_WORDS, now = probeWordNow();
     if (t == 0) {
-        sSkipMV[gR] = unpackMV(mbs[rec + now]);
-        sExtraBits[gR] = 0;
-        sSadSkip[gR] = 0u;
-        sSadNow[gR] = 0u;
+        sSkipMV = unpackMV(mbs[rec + now]);
+        sExtraBits = 0;
+        sSadSkip = 0u;
+        sSadNow = 0u;
     }
     loadOwn(t, mbX, mbY);
     barrier();
-    probeSkip(t, mbX, mbY, true);
-    if (t == 0) mbs[rec + now + 1] = packProbe(sVanish[gR] ? PROBE_EMPTY : PROBE_FULL, int(sSadSkip[gR]) - int(sSadNow[gR]));
+    probeSkip(t, mbX, mbY);
+    if (t == 0) mbs[rec + now + 1] = packProbe(sVanish ? PROBE_EMPTY : PROBE_FULL, int(sSadSkip) - int(sSadNow));
 }
 #endif

@@ -392,26 +392,24 @@ final class H264ComputeEncoder {
         // finish pass then reads the final records.
         glUseProgram(programs.ids[.deblock]!)
         let raster = prepared.filter { $0.job.encoder.deblocking || !$0.pending.idr }
-        var steps = 0
-        for p in raster {
-            let e = p.job.encoder
-            switch programs.rasterOrder(sliceRows: e.sliceRows) {
-            case .walk:
-                e.bind(p, .deblock)
-                glDispatchCompute(GLuint(H264Programs.walkGroups(mbHeight: e.format.mbHeight, sliceRows: e.sliceRows)), 1, 1)
-            case .wavefront:
-                steps = max(steps, e.format.mbWidth + 2 * e.sliceRows - 2)
+        switch programs.rasterOrder {
+        case .walk:
+            for p in raster {
+                p.job.encoder.bind(p, .deblock)
+                glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
             }
-        }
-        for step in 0..<steps {
-            if step > 0 { glMemoryBarrier(storage) }
-            for p in raster where programs.rasterOrder(sliceRows: p.job.encoder.sliceRows) == .wavefront {
-                let e = p.job.encoder
-                e.bind(p, .deblock, diagonal: step)
-                glDispatchCompute(GLuint(H264Programs.walkGroups(mbHeight: e.format.mbHeight, sliceRows: e.sliceRows)), 1, 1)
+            glMemoryBarrier(storage)
+        case .wavefront:
+            let steps = raster.map { $0.job.encoder.format.mbWidth + 2 * $0.job.encoder.sliceRows - 2 }.max() ?? 0
+            for step in 0..<steps {
+                for p in raster {
+                    p.job.encoder.bind(p, .deblock, diagonal: step)
+                    glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+                }
+                glMemoryBarrier(storage)
             }
+            if steps == 0 { glMemoryBarrier(storage) }
         }
-        glMemoryBarrier(storage)
         timed(.deblock)
         for pass in [Pass.finish, .cavlc, .scan] {
             glUseProgram(programs.ids[pass]!)

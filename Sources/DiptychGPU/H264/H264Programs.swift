@@ -11,35 +11,20 @@ final class H264Programs {
     let cavlcTables = H264CAVLCTables()
     private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint, picture: GLint, step: GLint, sliceRows: GLint)] = [:]
 
-    /// Macroblock rows one work group of the raster-order pass (P_Skip
-    /// decision and deblocking) walks side by side, in lockstep, each row
-    /// two macroblocks behind the one above and handed what it reads of
-    /// that row through shared memory; a group's first row waits for the
-    /// last row of the group above it in the slice (`h264deblock.comp`).
-    static let walkRows = 8
-
-    /// How the raster-order pass keeps the standard's order for a picture
-    /// whose slices have `sliceRows` rows: walks (above), or a wavefront of
-    /// dispatches, one a step, where a work group would have to wait for
-    /// another on a software renderer (llvmpipe runs a dispatch's groups in
-    /// fixed shares per thread and ends a shader's loops after 65,535
-    /// iterations in all, so a wait for one another thread has not reached
-    /// ends early and the picture differs from the decoder's). A slice in
-    /// one group waits for none, so software walks those.
+    /// How the raster-order pass (P_Skip decision and deblocking) keeps the
+    /// standard's order: one work group walking each macroblock row, a row
+    /// waiting for the one above (a hardware GPU, where a dispatch's work
+    /// groups run beside each other), or a wavefront of dispatches, one a
+    /// step (a software renderer: llvmpipe runs a dispatch's groups in fixed
+    /// shares per thread and ends a shader's loops after 65,535 iterations in
+    /// all, so a row's wait for one another thread has not reached ends
+    /// early and the picture differs from the decoder's).
     enum RasterOrder: Sendable { case walk, wavefront }
-    func rasterOrder(sliceRows: Int) -> RasterOrder {
-        softwareRenderer && sliceRows > Self.walkRows ? .wavefront : .walk
-    }
-    /// The raster-order pass's work groups for a picture: its slices' parts of `walkRows` rows.
-    static func walkGroups(mbHeight: Int, sliceRows: Int) -> Int {
-        let slices = (mbHeight + sliceRows - 1) / sliceRows
-        return slices * ((sliceRows + walkRows - 1) / walkRows)
-    }
-    private let softwareRenderer: Bool
+    let rasterOrder: RasterOrder
 
     /// `softwareRenderer`: the context's renderer runs on the CPU (`GPUInfo.isSoftware`).
     init(softwareRenderer: Bool) throws(GPUError) {
-        self.softwareRenderer = softwareRenderer
+        rasterOrder = softwareRenderer ? .wavefront : .walk
         do {
             for pass in Pass.allCases {
                 let p = try Self.build(pass)
@@ -89,7 +74,7 @@ final class H264Programs {
         case .intraP4: ("h264mb.comp", "#define PINTRA 1\n#define PINTRA4 1\n")
         case .probeGuess: ("h264deblock.comp", "#define PROBE_GUESS 1\n")
         case .probe: ("h264deblock.comp", "#define PROBE_ROUND 1\n")
-        case .deblock: ("h264deblock.comp", "#define WALK_ROWS \(walkRows)\n#define WALK_INVOCATIONS \(32 * walkRows)\n")
+        case .deblock: ("h264deblock.comp", "")
         case .finish: ("h264finish.comp", "")
         case .cavlc: ("h264cavlc.comp", H264CAVLCTables.defines)
         case .scan: ("h264pack.comp", "#define SCAN 1\n")
