@@ -39,7 +39,8 @@
 // of the walk probes only where the final vector is none of the three. A
 // step's chain is then: wait for the row above, read its samples and
 // records (one round of reads, side by side), decide, filter in shared
-// memory, write.
+// memory, write; the macroblock's own samples and records were read the
+// step before.
 layout(local_size_x = 32) in;
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
@@ -195,17 +196,30 @@ void storeWord(uint w, bool chroma, int row, int wc) {
     }
 }
 
-// The macroblock's own 16 luma rows and 8 chroma rows (four words each)
-// into shared memory, words t, t + 32, …
-void loadOwn(int t, int mbX, int mbY) {
+// Words t, t + 32, t + 64 of the macroblock's own 16 luma rows and 8
+// chroma rows (four words each): read from the picture into `w`, then into
+// shared memory (a walk reads them a step ahead).
+void fetchOwn(int t, int mbX, int mbY, out uint w[3]) {
     int rowWords = u_layout.z >> 2;
-    for (int i = t; i < 96; i += 32) {
+    for (int k = 0; k < 3; k++) {
+        int i = t + 32 * k;
         bool chroma = i >= 64;
         int row = chroma ? (i - 64) >> 2 : i >> 2, wc = i & 3;
-        int word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
-                          : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
-        storeWord(recon[word], chroma, row, wc);
+        w[k] = recon[chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
+                            : (mbY * 16 + row) * rowWords + mbX * 4 + wc];
     }
+}
+void placeOwn(int t, uint w[3]) {
+    for (int k = 0; k < 3; k++) {
+        int i = t + 32 * k;
+        bool chroma = i >= 64;
+        storeWord(w[k], chroma, chroma ? (i - 64) >> 2 : i >> 2, i & 3);
+    }
+}
+void loadOwn(int t, int mbX, int mbY) {
+    uint w[3];
+    fetchOwn(t, mbX, mbY, w);
+    placeOwn(t, w);
 }
 
 // Word t (0-23) of the four luma rows and two chroma rows above the
@@ -350,6 +364,21 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
 }
 
 #if !defined(PROBE_ROUND) && !defined(PROBE_GUESS)
+// The record words of macroblock `mb` a step reads that the row above does
+// not write, a word an invocation: t < 8 its words 0-7 (recordWord), 8-15
+// its left neighbour's, 16-17 MB_PROBEMV and MB_PROBE, 18 the right
+// neighbour's MB_INFO, 19 the lower one's, 20-23 the probe rounds' vectors and probes.
+uint fetchRecord(int t, int mb, int mbX, int mbY) {
+    int mbW = u_size.z;
+    if (t < 8) return recordWord(mb, t);
+    if (t < 16) return mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
+    if (t < 18) return mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
+    if (t == 18) return mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
+    if (t == 19) return mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
+    if (t < 22) return mbs[mb * MB_WORDS + MB_PROBEMV2 + t - 20];
+    if (t < 24) return mbs[mb * MB_WORDS + MB_PROBEMV3 + t - 22];
+    return 0u;
+}
 void main() {
     // 32 invocations: luma lines on 0-15, chroma lines on 16-31, side by side.
     int t = int(gl_LocalInvocationIndex);
@@ -360,35 +389,42 @@ void main() {
     if (first < 0 || first >= mbW) return;
     int end = walk ? mbW : first + 1;
     uint seen = 0u;   // the first invocation's last read of the row above's count
+    uint own[3];
+    uint record = 0u;
     bool luma = t < 16;
     int u = t - 16;   // chroma invocations: component u >> 3, line u & 7
     for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX;
         // What does not wait for the row above goes first.
-        // The left neighbour's last four columns (two of chroma): on a walk as
-        // this work group left them (nobody else writes them before this
-        // macroblock is done), on a wavefront step from the picture.
+        // The left neighbour's last four columns (two of chroma), and on a
+        // walk its final record: on a walk as this work group left them
+        // (nobody else writes them before this macroblock is done), on a
+        // wavefront step from the picture.
         if (mbX > 0 && walk) {
             if (luma) for (int k = 0; k < 4; k++) sY[(t + 4) * 20 + k] = sY[(t + 4) * 20 + 16 + k];
             else if (u < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (u + 2) * 10 + k] = sC[c * 100 + (u + 2) * 10 + 8 + k];
+            if (t < 8) sRec[REC_LEFT + t] = sRec[REC_OWN + t];   // final since its decision
         } else if (mbX > 0) {
             int rowWords = u_layout.z >> 2;
             if (luma) storeWord(recon[(mbY * 16 + t) * rowWords + mbX * 4 - 1], false, t, -1);
             else if (u < 8) storeWord(recon[(u_layout.w >> 2) + (mbY * 8 + u) * rowWords + mbX * 4 - 1], true, u, -1);
         }
         barrier();
-        // The macroblock's own samples: the row above never writes them, the row below only once this one is done.
-        loadOwn(t, mbX, mbY);
+        // The macroblock's own samples: the row above never writes them, the
+        // row below only once this one is done. A walk read them (and the
+        // records below) the step before, and reads the next macroblock's
+        // now: they arrive while this one waits, decides and filters.
+        if (!walk || mbX == first) fetchOwn(t, mbX, mbY, own);
+        placeOwn(t, own);
+        if (walk && mbX + 1 < end) fetchOwn(t, mbX + 1, mbY, own);
         // The records the row above does not write: the macroblock's (its
         // decision comes below), its left neighbour's (final since the step
         // before), its right and lower neighbours' kinds.
-        if (t < 8) sRec[REC_OWN + t] = recordWord(mb, t);
-        else if (t < 16) sRec[REC_LEFT + t - 8] = mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
-        else if (t < 18) sRec[REC_PROBE + t - 16] = mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
-        else if (t == 18) sRec[REC_RIGHT] = mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
-        else if (t == 19) sRec[REC_BELOW] = mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
-        else if (t < 22) sRec[REC_PROBE2 + t - 20] = mbs[mb * MB_WORDS + MB_PROBEMV2 + t - 20];
-        else if (t < 24) sRec[REC_PROBE3 + t - 22] = mbs[mb * MB_WORDS + MB_PROBEMV3 + t - 22];
+        if (!walk || mbX == first) record = fetchRecord(t, mb, mbX, mbY);
+        if (t < 8) sRec[REC_OWN + t] = record;
+        else if (t < 16) { if (!walk || mbX == 0) sRec[REC_LEFT + t - 8] = record; }
+        else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
+        if (walk && mbX + 1 < end) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
         // The row above must have filtered the upper right neighbour. The
         // first invocation waits, reading the row's count (no atomic: sixteen
         // read-modify-writes a poll, queued with the one that moves it, cost
