@@ -424,7 +424,8 @@ void main() {
         if (t < 8) sRec[REC_OWN + t] = record;
         else if (t < 16) { if (!walk || mbX == 0) sRec[REC_LEFT + t - 8] = record; }
         else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
-        if (walk && mbX + 1 < end) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
+        // (Not the left neighbour's: on a walk that is this one, kept above.)
+        if (walk && mbX + 1 < end && (t < 8 || t >= 16)) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
         // The row above must have filtered the upper right neighbour. The
         // first invocation waits, reading the row's count (no atomic: sixteen
         // read-modify-writes a poll, queued with the one that moves it, cost

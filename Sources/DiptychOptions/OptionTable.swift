@@ -17,6 +17,12 @@ extension Option {
         return d
     }
 
+    /// A whole number, else the error `reason` names.
+    private static func wholeNumber(_ text: String, field: String, reason: String) throws(ConfigurationError) -> Int {
+        guard let n = Int(text) else { throw ConfigurationError(field: field, value: text, reason: reason) }
+        return n
+    }
+
     /// A gain in decibels: `-6`, `-6dB`, `+3 dB`.
     private static func decibels(_ text: String, field: String) throws(ConfigurationError) -> Double {
         var t = Substring(text)
@@ -126,8 +132,7 @@ extension Option {
         .text("--hls-list-size", ["hlsListSize"], "N",
               "an HLS --out's live playlist lists the last N segments (default 0: all); no segment is deleted, and the finished playlist lists them all",
               set: { v, t, f throws(ConfigurationError) in
-                  guard let n = Int(t) else { throw ConfigurationError(field: f, value: t, reason: "must be a whole number of segments, 0 to 1000000") }
-                  v.take.hlsListSize = n
+                  v.take.hlsListSize = try wholeNumber(t, field: f, reason: "must be a whole number of segments, 0 to 1000000")
               },
               get: { $0.take.hlsListSize.map { JSONValue.number(Double($0)) } }),
         .text("--format", ["format"], "mp4|mkv|mpegts|hls|rtmp|srt", "container (default: from --out)",
@@ -153,7 +158,7 @@ extension Option {
               }, get: { _ in nil }),
         .text("--also-hls-list-size", nil, "N", "the last --also-out's live playlist lists the last N segments, as --hls-list-size (JSON: \"hlsListSize\")",
               scopes: [.record], set: { v, t, f throws(ConfigurationError) in
-                  guard let n = Int(t) else { throw ConfigurationError(field: f, value: t, reason: "must be a whole number of segments, 0 to 1000000") }
+                  let n = try wholeNumber(t, field: f, reason: "must be a whole number of segments, 0 to 1000000")
                   try alsoOutput(&v, t, f) { o in o.hlsListSize = n }
               }, get: { _ in nil }),
         .text("--also-size", nil, "WxH",
@@ -184,9 +189,7 @@ extension Option {
         .text("--also-rate-divisor", nil, "N",
               "the last --also-out takes every Nth frame of the take, at the take's rate / N with the take's times (1-120, default 1; JSON: \"rateDivisor\")",
               scopes: [.record], set: { v, t, f throws(ConfigurationError) in
-                  guard let n = Int(t) else {
-                      throw ConfigurationError(field: f, value: t, reason: "must be a whole number 1 to 120 (the output takes every Nth frame)")
-                  }
+                  let n = try wholeNumber(t, field: f, reason: "must be a whole number 1 to 120 (the output takes every Nth frame)")
                   try alsoEncoding(&v, t, f) { e in e.rateDivisor = n }
               }, get: { _ in nil }),
         .text("--overlay", ["overlays"], "IMAGE@X,Y,W,H[,OPACITY][,top|bottom]",
@@ -329,8 +332,7 @@ extension Option {
         .text("--slices", ["slices"], "N",
               "slices a picture of each H.264 output, whole macroblock rows each (at most one a row; default 1, with --encoder gpu one per 34 rows: two at 1080p): shorter chains for --encoder gpu, a little more bits",
               set: { v, t, f throws(ConfigurationError) in
-                  guard let n = Int(t) else { throw ConfigurationError(field: f, value: t, reason: "must be a whole number of slices, 1 to \(TakeConfiguration.maxSlices)") }
-                  v.take.slices = n
+                  v.take.slices = try wholeNumber(t, field: f, reason: "must be a whole number of slices, 1 to \(TakeConfiguration.maxSlices)")
               },
               get: { $0.take.slices.map { .number(Double($0)) } }),
         .text("--audio", ["audio"], "primary|secondary|mix|none",
