@@ -235,7 +235,8 @@ void quantChromaDC(inout int d[4], int qp, bool intra) {
 // under 6, a chroma component's AC under 7): `score`, the decimation scores
 // of luma blocks 0-15 then chroma blocks (Cb 0-3, Cr 0-3); `chromaDC`, the
 // chroma blocks' DC coefficients before quantisation. (x264's P_Skip probe.)
-bool residualVanishes(int score[24], int chromaDC[8], int qpc) {
+// Luma's part and chroma's part apart: a probe that finds luma left needs no chroma.
+bool lumaVanishes(int score[24]) {
     int total = 0;
     bool quadrants = true;
     for (int k = 0; k < 4; k++) {
@@ -243,7 +244,9 @@ bool residualVanishes(int score[24], int chromaDC[8], int qpc) {
         total += qs;
         quadrants = quadrants && qs < 4;
     }
-    if (!(total < 6 || quadrants)) return false;
+    return total < 6 || quadrants;
+}
+bool chromaVanishes(int score[24], int chromaDC[8], int qpc) {
     for (int c = 0; c < 2; c++) {
         int dc[4];
         for (int i = 0; i < 4; i++) dc[i] = chromaDC[c * 4 + i];
@@ -253,6 +256,7 @@ bool residualVanishes(int score[24], int chromaDC[8], int qpc) {
     }
     return true;
 }
+bool residualVanishes(int score[24], int chromaDC[8], int qpc) { return lumaVanishes(score) && chromaVanishes(score, chromaDC, qpc); }
 
 // Chroma DC levels (c0 c1 / c2 c3) → the DC of each chroma 4×4 block (8.5.11.2).
 void dequantChromaDC(inout int d[4], int qp) {

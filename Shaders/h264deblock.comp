@@ -256,7 +256,9 @@ void writeWord(int i, int mbX, int mbY) {
 // The P_Skip probe at sSkipMV, the macroblock's own samples in sY: sVanish,
 // whether its residual there quantises to nothing, and both luma SADs
 // (sSadSkip, sSadNow, zero before); sTake becomes 2 where the macroblock
-// becomes a P_Skip (in the walk's chain, where no probe before was at the vector), else 0.
+// becomes a P_Skip (in the walk's chain, where no probe before was at the
+// vector), else 0. Chroma's part only where luma's leaves the skip a chance
+// (in the chain, by SAD too).
 void probeSkip(int t, int mbX, int mbY) {
     ivec2 mv = sSkipMV;
     int qp = u_pic.y, qpc = chromaQP(qp);
@@ -267,8 +269,9 @@ void probeSkip(int t, int mbX, int mbY) {
         uint sadSkip = 0u, sadNow = 0u;
         for (int y = 0; y < 4; y++) {
             uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
             for (int x = 0; x < 4; x++) {
-                int s = srcY(mbX * 16 + bx + x, mbY * 16 + by + y);
+                int s = int(readByte(s4, x));
                 r[y * 4 + x] = s - int(readByte(w, x));
                 sadSkip += uint(abs(r[y * 4 + x]));
                 sadNow += uint(abs(s - sY[(by + y + 4) * 20 + bx + x + 4]));
@@ -281,7 +284,16 @@ void probeSkip(int t, int mbX, int mbY) {
         for (int i = 0; i < 16; i++) r[i] = quantWith(q, r[i], i);
         sScore[t] = decimationScore(r, true);
     }
-    if (t >= 16 && t < 24) {
+    barrier();
+    if (t == 0) {
+#ifdef PROBE_ROUND
+        sVanish = lumaVanishes(sScore);
+#else
+        sVanish = lumaVanishes(sScore) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits);
+#endif
+    }
+    barrier();
+    if (sVanish && t >= 16 && t < 24) {
         // Chroma block u & 3 of component u >> 2.
         int u = t - 16, c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
         int r[16];
@@ -297,9 +309,9 @@ void probeSkip(int t, int mbX, int mbY) {
     }
     barrier();
     if (t == 0) {
-        // Nothing left after decimation, and no dearer by SAD.
-        sVanish = residualVanishes(sScore, sChromaDC, qpc);
-        sTake = sVanish && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) ? 2 : 0;
+        // Nothing left after decimation (and, in the chain, no dearer by SAD).
+        sVanish = sVanish && chromaVanishes(sScore, sChromaDC, qpc);
+        sTake = sVanish ? 2 : 0;
     }
     barrier();
 }
@@ -345,7 +357,7 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         mbs[mb * MB_WORDS + MB_INFO] = sRec[REC_OWN] & ~(63u << 8);
         mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
         for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
-        memoryBarrierBuffer();
+        // (Visible to the row below by the barrier before this row's count moves.)
         sRec[REC_OWN] &= ~(63u << 8);
         sRec[REC_OWN + 1] = packMV(mv);
         for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;

@@ -15,3 +15,9 @@ int srcC(int x, int y, int c) {
     int o = u_layout.y + y * u_layout.x + 2 * x + c;
     return int(readByte(src[o >> 2], o & 3));
 }
+// The four luma samples from (x, y) along the row (x a multiple of 4), packed in a word.
+uint srcYWord(int x, int y) {
+    y = min(y, u_size.y - 1);
+    if (x + 4 <= u_size.x && (u_layout.x & 3) == 0) return src[(y * u_layout.x + x) >> 2];
+    return uint(srcY(x, y)) | uint(srcY(x + 1, y)) << 8 | uint(srcY(x + 2, y)) << 16 | uint(srcY(x + 3, y)) << 24;
+}
