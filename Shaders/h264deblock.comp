@@ -41,7 +41,15 @@
 // records (one round of reads, side by side), decide, filter in shared
 // memory, write; the macroblock's own samples and records were read the
 // step before.
+// The walk's work group is two warps (luma's lines on the first, chroma's
+// on the second, side by side); a probe round's one.
+#if defined(PROBE_ROUND) || defined(PROBE_GUESS)
 layout(local_size_x = 32) in;
+#else
+layout(local_size_x = 64) in;
+#endif
+const int GROUP = int(gl_WorkGroupSize.x);
+#define OWN_WORDS ((96 + GROUP - 1) / GROUP)
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
 layout(std430, binding = 3) coherent buffer MBs { uint mbs[]; };
@@ -196,28 +204,29 @@ void storeWord(uint w, bool chroma, int row, int wc) {
     }
 }
 
-// Words t, t + 32, t + 64 of the macroblock's own 16 luma rows and 8
-// chroma rows (four words each): read from the picture into `w`, then into
-// shared memory (a walk reads them a step ahead).
-void fetchOwn(int t, int mbX, int mbY, out uint w[3]) {
+// Words t, t + GROUP, ... of the macroblock's own 16 luma rows and 8
+// chroma rows (four words each, 96): read from the picture into `w`, then
+// into shared memory (a walk reads them a step ahead).
+void fetchOwn(int t, int mbX, int mbY, out uint w[OWN_WORDS]) {
     int rowWords = u_layout.z >> 2;
-    for (int k = 0; k < 3; k++) {
-        int i = t + 32 * k;
+    for (int k = 0; k < OWN_WORDS; k++) {
+        int i = min(t + GROUP * k, 95);
         bool chroma = i >= 64;
         int row = chroma ? (i - 64) >> 2 : i >> 2, wc = i & 3;
         w[k] = recon[chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
                             : (mbY * 16 + row) * rowWords + mbX * 4 + wc];
     }
 }
-void placeOwn(int t, uint w[3]) {
-    for (int k = 0; k < 3; k++) {
-        int i = t + 32 * k;
+void placeOwn(int t, uint w[OWN_WORDS]) {
+    for (int k = 0; k < OWN_WORDS; k++) {
+        int i = t + GROUP * k;
+        if (i >= 96) break;
         bool chroma = i >= 64;
         storeWord(w[k], chroma, chroma ? (i - 64) >> 2 : i >> 2, i & 3);
     }
 }
 void loadOwn(int t, int mbX, int mbY) {
-    uint w[3];
+    uint w[OWN_WORDS];
     fetchOwn(t, mbX, mbY, w);
     placeOwn(t, w);
 }
@@ -362,15 +371,15 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         sRec[REC_OWN + 1] = packMV(mv);
         for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
     }
-    // The reconstruction is the prediction: luma block t, or chroma row (t - 16) & 7 of component (t - 16) >> 3.
+    // The reconstruction is the prediction: luma block t, or chroma row (t - 32) & 7 of component (t - 32) >> 3.
     if (t < 16) {
         int bx = blkX(t) * 4, by = blkY(t) * 4;
         for (int y = 0; y < 4; y++) {
             uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
             for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
         }
-    } else {
-        int c = (t - 16) >> 3, y = (t - 16) & 7;
+    } else if (t >= 32 && t < 48) {
+        int c = (t - 32) >> 3, y = (t - 32) & 7;
         for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
     }
 }
@@ -392,7 +401,7 @@ uint fetchRecord(int t, int mb, int mbX, int mbY) {
     return 0u;
 }
 void main() {
-    // 32 invocations: luma lines on 0-15, chroma lines on 16-31, side by side.
+    // 64 invocations: luma lines on 0-15 (the first warp), chroma lines on 32-47 (the second).
     int t = int(gl_LocalInvocationIndex);
     int mbY = int(gl_WorkGroupID.x);
     int mbW = u_size.z;
@@ -401,10 +410,11 @@ void main() {
     if (first < 0 || first >= mbW) return;
     int end = walk ? mbW : first + 1;
     uint seen = 0u;   // the first invocation's last read of the row above's count
-    uint own[3];
+    uint own[OWN_WORDS];
     uint record = 0u;
     bool luma = t < 16;
-    int u = t - 16;   // chroma invocations: component u >> 3, line u & 7
+    int u = t - 32;   // chroma invocations (0-15): component u >> 3, line u & 7
+    bool chroma = u >= 0 && u < 16;
     for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX;
         // What does not wait for the row above goes first.
@@ -414,12 +424,12 @@ void main() {
         // wavefront step from the picture.
         if (mbX > 0 && walk) {
             if (luma) for (int k = 0; k < 4; k++) sY[(t + 4) * 20 + k] = sY[(t + 4) * 20 + 16 + k];
-            else if (u < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (u + 2) * 10 + k] = sC[c * 100 + (u + 2) * 10 + 8 + k];
+            else if (u >= 0 && u < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (u + 2) * 10 + k] = sC[c * 100 + (u + 2) * 10 + 8 + k];
             if (t < 8) sRec[REC_LEFT + t] = sRec[REC_OWN + t];   // final since its decision
         } else if (mbX > 0) {
             int rowWords = u_layout.z >> 2;
             if (luma) storeWord(recon[(mbY * 16 + t) * rowWords + mbX * 4 - 1], false, t, -1);
-            else if (u < 8) storeWord(recon[(u_layout.w >> 2) + (mbY * 8 + u) * rowWords + mbX * 4 - 1], true, u, -1);
+            else if (u >= 0 && u < 8) storeWord(recon[(u_layout.w >> 2) + (mbY * 8 + u) * rowWords + mbX * 4 - 1], true, u, -1);
         }
         barrier();
         // The macroblock's own samples: the row above never writes them, the
@@ -437,7 +447,7 @@ void main() {
         else if (t < 16) { if (!walk || mbX == 0) sRec[REC_LEFT + t - 8] = record; }
         else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
         // (Not the left neighbour's: on a walk that is this one, kept above.)
-        if (walk && mbX + 1 < end && (t < 8 || t >= 16)) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
+        if (walk && mbX + 1 < end && (t < 8 || (t >= 16 && t < 24))) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
         // The row above must have filtered the upper right neighbour. The
         // first invocation waits, reading the row's count (no atomic: sixteen
         // read-modify-writes a poll, queued with the one that moves it, cost
@@ -455,7 +465,7 @@ void main() {
             // upper neighbour's record, and the upper right's (the upper
             // left's where there is none) kind and vector.
             if (t < 24) loadAbove(t, mbX, mbY);
-            else sRec[REC_UP + t - 24] = recordWord(mb - mbW, t - 24);
+            else if (t < 32) sRec[REC_UP + t - 24] = recordWord(mb - mbW, t - 24);
             if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[REC_CORNER + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
         } else if (t < 10) {
             sRec[REC_UP + t] = 0u;   // and REC_CORNER
@@ -465,12 +475,12 @@ void main() {
         if (u_pic.x == 1) decideSkip(t, mb, mbX, mbY);
         barrier();
         // Edge strengths (from the final records): invocation t < 16 gives
-        // segment t & 3 of vertical edge t >> 2, invocation 16 + k segment
-        // k & 3 of horizontal edge k >> 2.
+        // segment t & 3 of vertical edge t >> 2 (sBS[t]), invocation 32 + k
+        // segment k & 3 of horizontal edge k >> 2 (sBS[16 + k]).
         {
             int k = t & 15, e = k >> 2, s = k & 3;
             if (luma) sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_LEFT : REC_OWN, e == 0 ? 3 : e - 1, s, REC_OWN, e, s);
-            else sBS[t] = (e == 0 && !rowAbove(mbY)) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
+            else if (chroma) sBS[16 + k] = (e == 0 && !rowAbove(mbY)) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
         }
         barrier();
 
@@ -491,7 +501,7 @@ void main() {
                     filterLuma(p, q, bS);
                     for (int i = 0; i < 3; i++) { sY[o - (1 + i) * stride] = p[i]; sY[o + i * stride] = q[i]; }
                 }
-            } else if (stage < 4) {
+            } else if (chroma && stage < 4) {
                 bool vertical = stage < 2;
                 int edge = stage & 1, c = u >> 3, line = u & 7;
                 int bS = sBS[(vertical ? 0 : 16) + edge * 8 + (line >> 1)];
@@ -510,11 +520,12 @@ void main() {
         // and 140-149), then the count it waits for, then the rest (rows
         // above this macroblock and its own rows 0-11, which nothing in this
         // walk reads again).
-        if (t < 30) writeWord(t < 20 ? 80 + t : 120 + t, mbX, mbY);
+        if (t < 20) writeWord(80 + t, mbX, mbY);
+        else if (u >= 0 && u < 10) writeWord(140 + u, mbX, mbY);
         memoryBarrierBuffer();
         barrier();
         if (t == 0 && walk) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
-        for (int j = t; j < 120; j += 32) writeWord(j < 80 ? j : j + 20, mbX, mbY);
+        for (int j = t; j < 120; j += GROUP) writeWord(j < 80 ? j : j + 20, mbX, mbY);
         barrier();
     }
 }
