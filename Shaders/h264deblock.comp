@@ -327,7 +327,8 @@ void probeSkip(int t, int mbX, int mbY) {
 
 // The P_Skip decision for macroblock (mbX, mbY) (top of the file), its
 // own samples already in sY and sC; invocations 0-15 a luma block each,
-// 16-23 a chroma block each (16-31 a chroma row each for the reconstruction).
+// 16-23 a chroma block each (32-47 a chroma row each for the reconstruction);
+// every path through it ends at a barrier after its last change.
 void decideSkip(int t, int mb, int mbX, int mbY) {
     if (t == 0) {
         int take = 0;
@@ -382,6 +383,7 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         int c = (t - 32) >> 3, y = (t - 32) & 7;
         for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
     }
+    barrier();
 }
 
 #if !defined(PROBE_ROUND) && !defined(PROBE_GUESS)
@@ -472,8 +474,8 @@ void main() {
         }
         barrier();
         // The P_Skip decision, now that the neighbours' vectors are final.
+        // (Every path through it ends at a barrier after its last change.)
         if (u_pic.x == 1) decideSkip(t, mb, mbX, mbY);
-        barrier();
         // Edge strengths (from the final records): invocation t < 16 gives
         // segment t & 3 of vertical edge t >> 2 (sBS[t]), invocation 32 + k
         // segment k & 3 of horizontal edge k >> 2 (sBS[16 + k]).
@@ -484,33 +486,38 @@ void main() {
         }
         barrier();
 
-        // Eight stages. Luma (line t): vertical edges left to right, then
-        // horizontal edges top to bottom. Chroma (4:2:0; component u >> 3,
-        // line u & 7): its edges 0 and 4 with the bS of luma edges 0 and 8,
-        // vertical then horizontal, in the first four stages.
-        for (int stage = 0; stage < 8; stage++) {
+        // Eight stages in two phases. Luma (line t): vertical edges left to
+        // right, then horizontal edges top to bottom. Chroma (4:2:0;
+        // component u >> 3, line u & 7): its edges 0 and 4 with the bS of
+        // luma edges 0 and 8, vertical then horizontal. A vertical edge's
+        // line is a row and a horizontal edge's a column, so within a phase
+        // each invocation reads and writes only its own line: one barrier
+        // a phase, not a stage.
+        for (int phase = 0; phase < 2; phase++) {
+            bool vertical = phase == 0;
             if (luma) {
-                bool vertical = stage < 4;
-                int edge = stage & 3;
-                int bS = sBS[(vertical ? 0 : 16) + edge * 4 + (t >> 2)];
-                if (bS > 0) {
-                    int p[4], q[4];
-                    int o = vertical ? (t + 4) * 20 + 4 * edge + 4 : (4 * edge + 4) * 20 + t + 4;
-                    int stride = vertical ? 1 : 20;
-                    for (int i = 0; i < 4; i++) { p[i] = sY[o - (1 + i) * stride]; q[i] = sY[o + i * stride]; }
-                    filterLuma(p, q, bS);
-                    for (int i = 0; i < 3; i++) { sY[o - (1 + i) * stride] = p[i]; sY[o + i * stride] = q[i]; }
+                for (int edge = 0; edge < 4; edge++) {
+                    int bS = sBS[(vertical ? 0 : 16) + edge * 4 + (t >> 2)];
+                    if (bS > 0) {
+                        int p[4], q[4];
+                        int o = vertical ? (t + 4) * 20 + 4 * edge + 4 : (4 * edge + 4) * 20 + t + 4;
+                        int stride = vertical ? 1 : 20;
+                        for (int i = 0; i < 4; i++) { p[i] = sY[o - (1 + i) * stride]; q[i] = sY[o + i * stride]; }
+                        filterLuma(p, q, bS);
+                        for (int i = 0; i < 3; i++) { sY[o - (1 + i) * stride] = p[i]; sY[o + i * stride] = q[i]; }
+                    }
                 }
-            } else if (chroma && stage < 4) {
-                bool vertical = stage < 2;
-                int edge = stage & 1, c = u >> 3, line = u & 7;
-                int bS = sBS[(vertical ? 0 : 16) + edge * 8 + (line >> 1)];
-                if (bS > 0) {
-                    int o = vertical ? c * 100 + (line + 2) * 10 + 4 * edge + 2 : c * 100 + (4 * edge + 2) * 10 + line + 2;
-                    int stride = vertical ? 1 : 10;
-                    int p0 = sC[o - stride], q0 = sC[o];
-                    filterChroma(p0, sC[o - 2 * stride], q0, sC[o + stride], bS);
-                    sC[o - stride] = p0; sC[o] = q0;
+            } else if (chroma) {
+                for (int edge = 0; edge < 2; edge++) {
+                    int c = u >> 3, line = u & 7;
+                    int bS = sBS[(vertical ? 0 : 16) + edge * 8 + (line >> 1)];
+                    if (bS > 0) {
+                        int o = vertical ? c * 100 + (line + 2) * 10 + 4 * edge + 2 : c * 100 + (4 * edge + 2) * 10 + line + 2;
+                        int stride = vertical ? 1 : 10;
+                        int p0 = sC[o - stride], q0 = sC[o];
+                        filterChroma(p0, sC[o - 2 * stride], q0, sC[o + stride], bS);
+                        sC[o - stride] = p0; sC[o] = q0;
+                    }
                 }
             }
             barrier();
