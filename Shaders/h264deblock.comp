@@ -41,8 +41,9 @@
 // records (one round of reads, side by side), decide, filter in shared
 // memory, write; the macroblock's own samples and records were read the
 // step before.
-// The walk's work group is two warps (luma's lines on the first, chroma's
-// on the second, side by side); a probe round's one.
+// The walk's work group is two halves of 32 invocations, each an NVIDIA
+// warp (luma's lines on the first, chroma's on the second, side by side
+// where the hardware runs the halves apart); a probe round's is 32.
 #if defined(PROBE_ROUND) || defined(PROBE_GUESS)
 layout(local_size_x = 32) in;
 #else
@@ -403,7 +404,7 @@ uint fetchRecord(int t, int mb, int mbX, int mbY) {
     return 0u;
 }
 void main() {
-    // 64 invocations: luma lines on 0-15 (the first warp), chroma lines on 32-47 (the second).
+    // 64 invocations: luma lines on 0-15 (the first half), chroma lines on 32-47 (the second).
     int t = int(gl_LocalInvocationIndex);
     int mbY = int(gl_WorkGroupID.x);
     int mbW = u_size.z;
