@@ -515,11 +515,9 @@ void main() {
 #endif
 
     // The source macroblock.
-    if ((u_layout.x & 3) == 0 && px + 16 <= u_size.x && py + 16 <= u_size.y) {
-        uint w = src[((py + (t >> 2)) * u_layout.x + px + (t & 3) * 4) >> 2];
+    {
+        uint w = srcYWord(px + (t & 3) * 4, py + (t >> 2));
         for (int k = 0; k < 4; k++) sCur[t * 4 + k] = int(readByte(w, k));
-    } else {
-        for (int k = 0; k < 4; k++) sCur[t * 4 + k] = srcY(px + (t & 3) * 4 + k, py + (t >> 2));
     }
 #ifdef SEARCH
     if (t == 0) { sPhase = 0; sRound = 0; sStopped = true; }

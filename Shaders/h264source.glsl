@@ -15,7 +15,8 @@ int srcC(int x, int y, int c) {
     int o = u_layout.y + y * u_layout.x + 2 * x + c;
     return int(readByte(src[o >> 2], o & 3));
 }
-// The four luma samples from (x, y) along the row (x a multiple of 4), packed in a word.
+// The four luma samples from (x, y) along the row (x a multiple of 4),
+// packed in a word: the source's own word where it lies inside the picture.
 uint srcYWord(int x, int y) {
     y = min(y, u_size.y - 1);
     if (x + 4 <= u_size.x && (u_layout.x & 3) == 0) return src[(y * u_layout.x + x) >> 2];

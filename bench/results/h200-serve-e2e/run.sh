@@ -52,6 +52,7 @@ A=$here/diptych-server-linux-x86_64.tar.xz
 W=/tmp/dsv; B=$W/diptych-server-linux-x86_64/bin; D=/tmp/dsvb
 T0=$(date +%s); BUDGET=${BUDGET:-560}
 t() { local s=$(date +%s%N); "$@"; local r=$?; echo "[$(( ($(date +%s%N) - s) / 1000000 )) ms, exit $r] $*"; return $r; }
+last() { grep -v '^\[[0-9]* ms, exit' "$1" | tail -1; }   # a command's last line of its own (not t's)
 cap() { local l=$(( BUDGET - ($(date +%s) - T0) )); [ $l -lt 2 ] && l=2; [ $1 -lt $l ] && echo $1 || echo $l; }
 if [ ! -x "$B/diptych" ]; then
   rm -rf $W; mkdir -p $W
@@ -87,11 +88,11 @@ for step in "$@"; do
     for n in ${ENCODER_SLICES:-1 2 8}; do
       for streams in 16 4 1; do
         t timeout -k 2 $(cap 60) "${G[@]}" --streams $streams --frames 200 --slices $n > $D/encoder.out 2>&1
-        grep -v '^\[[0-9]* ms, exit' $D/encoder.out | tail -1 >> $O/encoder.txt   # its result line (not t's)
+        last $D/encoder.out >> $O/encoder.txt   # its result line
       done
       for streams in 16 1; do   # each pass's time (ms a picture)
         t timeout -k 2 $(cap 60) "${G[@]}" --streams $streams --frames 60 --slices $n --profile > $D/encoder.out 2>&1
-        echo "$streams streams, $n slices, $(grep -v '^\[[0-9]* ms, exit' $D/encoder.out | tail -1)" >> $O/encoder.txt
+        echo "$streams streams, $n slices, $(last $D/encoder.out)" >> $O/encoder.txt
       done
       rm -rf $D/dump; t timeout -k 2 $(cap 60) "${G[@]}" --streams 16 --frames 8 --slices $n --dump $D/dump > /dev/null 2>&1
       if [ -f $D/dump/stream0.h264 ] && ffmpeg -hide_banner -loglevel error -y -i $D/dump/stream0.h264 -f rawvideo -pix_fmt nv12 $D/dump/decoded.nv12; then
