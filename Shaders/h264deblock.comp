@@ -36,7 +36,9 @@
 // vanishing, else its own), work out the P_Skip vector those guesses give
 // each macroblock, and probe there where no probe was (MB_PROBEMV2,
 // MB_PROBEMV3). The chain
-// of the walk probes only where the final vector is none of the three. A
+// of the walk probes only where the final vector is none of the three
+// (chroma's blocks beside luma's, the prediction kept for the
+// reconstruction: every row below waits on such a step). A
 // step's chain is then: wait for the row above, read its samples and
 // records (one round of reads, side by side), decide, filter in shared
 // memory, write; the macroblock's own samples and records were read the
@@ -85,6 +87,12 @@ shared int sExtraBits;
 shared int sScore[24];
 shared int sChromaDC[8];
 shared uint sSadSkip, sSadNow;
+// The prediction an in-chain probe made (luma block t's rows at 4t..4t+3,
+// chroma component c's row y at c * 64 + y * 8), and whether it is there
+// (sProbed): a macroblock that becomes a P_Skip there takes it as its reconstruction.
+shared uint sPredY[64];
+shared int sPredC[128];
+shared bool sProbed;
 // The records a step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of the
 // macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO and
 // MB_MV of the upper right neighbour (or the upper left where there is
@@ -263,12 +271,35 @@ void writeWord(int i, int mbX, int mbY) {
     recon[word] = w;
 }
 
+// Chroma block u (0-7: block u & 3 of component u >> 2) of the P_Skip
+// probe at mv: its decimation score (sScore[16 + u]) and DC coefficient;
+// in the walk's chain also its prediction (sPredC).
+void probeChroma(int u, int mbX, int mbY, ivec2 mv, int qpc) {
+    int c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
+    int r[16];
+    for (int i = 0; i < 16; i++) {
+        int x = mbX * 8 + bx + (i & 3), y = mbY * 8 + by + (i >> 2);
+        int pred = predChroma(x, y, mv, c);
+        r[i] = srcC(x, y, c) - pred;
+#ifndef PROBE_ROUND
+        sPredC[c * 64 + (by + (i >> 2)) * 8 + bx + (i & 3)] = pred;
+#endif
+    }
+    forward4x4(r);
+    sChromaDC[u] = r[0];
+    Quantiser q = quantiser(qpc, 1);
+    for (int i = 0; i < 16; i++) r[i] = i == 0 ? 0 : quantWith(q, r[i], i);
+    sScore[16 + u] = decimationScore(r, false);
+}
+
 // The P_Skip probe at sSkipMV, the macroblock's own samples in sY: sVanish,
 // whether its residual there quantises to nothing, and both luma SADs
 // (sSadSkip, sSadNow, zero before); sTake becomes 2 where the macroblock
 // becomes a P_Skip (in the walk's chain, where no probe before was at the
-// vector), else 0. Chroma's part only where luma's leaves the skip a chance
-// (in the chain, by SAD too).
+// vector), else 0. In a probe round chroma's part only where luma's leaves
+// the skip a chance; in the chain, whose every step waits on it, chroma's
+// goes side by side with luma's (on the second half), and the prediction
+// stays for the reconstruction (sPredY, sPredC, sProbed).
 void probeSkip(int t, int mbX, int mbY) {
     ivec2 mv = sSkipMV;
     int qp = u_pic.y, qpc = chromaQP(qp);
@@ -279,6 +310,9 @@ void probeSkip(int t, int mbX, int mbY) {
         uint sadSkip = 0u, sadNow = 0u;
         for (int y = 0; y < 4; y++) {
             uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+#ifndef PROBE_ROUND
+            sPredY[t * 4 + y] = w;
+#endif
             uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
             for (int x = 0; x < 4; x++) {
                 int s = int(readByte(s4, x));
@@ -294,35 +328,27 @@ void probeSkip(int t, int mbX, int mbY) {
         for (int i = 0; i < 16; i++) r[i] = quantWith(q, r[i], i);
         sScore[t] = decimationScore(r, true);
     }
-    barrier();
-    if (t == 0) {
 #ifdef PROBE_ROUND
-        sVanish = lumaVanishes(sScore);
-#else
-        sVanish = lumaVanishes(sScore) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits);
-#endif
-    }
     barrier();
-    if (sVanish && t >= 16 && t < 24) {
-        // Chroma block u & 3 of component u >> 2.
-        int u = t - 16, c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
-        int r[16];
-        for (int i = 0; i < 16; i++) {
-            int x = mbX * 8 + bx + (i & 3), y = mbY * 8 + by + (i >> 2);
-            r[i] = srcC(x, y, c) - predChroma(x, y, mv, c);
-        }
-        forward4x4(r);
-        sChromaDC[u] = r[0];
-        Quantiser q = quantiser(qpc, 1);
-        for (int i = 0; i < 16; i++) r[i] = i == 0 ? 0 : quantWith(q, r[i], i);
-        sScore[t] = decimationScore(r, false);
-    }
+    if (t == 0) sVanish = lumaVanishes(sScore);
+    barrier();
+    if (sVanish && t >= 16 && t < 24) probeChroma(t - 16, mbX, mbY, mv, qpc);
     barrier();
     if (t == 0) {
-        // Nothing left after decimation (and, in the chain, no dearer by SAD).
+        // Nothing left after decimation.
         sVanish = sVanish && chromaVanishes(sScore, sChromaDC, qpc);
         sTake = sVanish ? 2 : 0;
     }
+#else
+    else if (t >= 32 && t < 40) probeChroma(t - 32, mbX, mbY, mv, qpc);
+    barrier();
+    if (t == 0) {
+        // Nothing left after decimation, and no dearer by SAD.
+        sVanish = lumaVanishes(sScore) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) && chromaVanishes(sScore, sChromaDC, qpc);
+        sTake = sVanish ? 2 : 0;
+        sProbed = true;
+    }
+#endif
     barrier();
 }
 
@@ -358,6 +384,7 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         sTake = take;
         sSadSkip = 0u;
         sSadNow = 0u;
+        sProbed = false;
     }
     barrier();
     if (sTake == 0) return;
@@ -373,16 +400,18 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         sRec[REC_OWN + 1] = packMV(mv);
         for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
     }
-    // The reconstruction is the prediction: luma block t, or chroma row (t - 32) & 7 of component (t - 32) >> 3.
+    // The reconstruction is the prediction (the probe's, where it was in
+    // the chain): luma block t, or chroma row (t - 32) & 7 of component (t - 32) >> 3.
+    bool probed = sProbed;
     if (t < 16) {
         int bx = blkX(t) * 4, by = blkY(t) * 4;
         for (int y = 0; y < 4; y++) {
-            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            uint w = probed ? sPredY[t * 4 + y] : predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
             for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
         }
     } else if (t >= 32 && t < 48) {
         int c = (t - 32) >> 3, y = (t - 32) & 7;
-        for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
+        for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = probed ? sPredC[c * 64 + y * 8 + x] : predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
     }
     barrier();
 }
