@@ -184,20 +184,6 @@ void filterChroma(inout int p0, int p1, inout int q0, int q1, int bS) {
     }
 }
 
-// The words a macroblock's filtering reads and writes: five a row (columns
-// -4..15, four samples a word), luma rows -4..15 then chroma rows -2..7;
-// those outside the picture, and the upper left corner nobody reads, are skipped.
-bool wordUsed(int i, int mbX, int mbY, out int word, out bool chroma, out int row, out int wc) {
-    chroma = i >= 100;
-    int k = chroma ? i - 100 : i;
-    row = k / 5 - (chroma ? 2 : 4);
-    wc = k % 5 - 1;
-    if ((row < 0 && !rowAbove(mbY)) || (wc < 0 && mbX == 0) || (row < 0 && wc < 0)) return false;
-    int rowWords = u_layout.z >> 2;
-    word = chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + mbX * 4 + wc
-                  : (mbY * 16 + row) * rowWords + mbX * 4 + wc;
-    return true;
-}
 
 // A word of samples into shared memory: `row` relative to this macroblock
 // (luma -4..15, chroma -2..7), `wc` its word of the row (-1..3).
@@ -252,23 +238,74 @@ void loadAbove(int t, int mbX, int mbY) {
     storeWord(recon[word], chroma, chroma ? row - 8 : row - 16, wc);
 }
 
-// Writes word i of the macroblock region (wordUsed) from shared memory to the picture.
-void writeWord(int i, int mbX, int mbY) {
-    int word, row, wc;
-    bool chroma;
-    if (!wordUsed(i, mbX, mbY, word, chroma, row, wc)) return;
-    uint w = 0u;
-    for (int k = 0; k < 4; k++) {
-        int v;
-        if (chroma) {
-            int b = wc * 4 + k;
-            v = sC[(b & 1) * 100 + (row + 2) * 10 + ((b + 4) >> 1)];
-        } else {
-            v = sY[(row + 4) * 20 + (wc + 1) * 4 + k];
+
+// The words a macroblock's filtering reads and writes: five a row (columns
+// -4..15, four samples a word), luma rows -4..15 then chroma rows -2..7;
+// those outside the picture, and the upper left corner nobody reads, are
+// skipped. Word i of a walk's row, worked out once for the whole row: the
+// index of its first sample in shared memory (at), its word in the picture at
+// the row's first macroblock, whether it is written (the left column but
+// at the first macroblock).
+struct RegionWord { bool chroma; int at; int word; bool used; bool left; };
+RegionWord regionWord(int i, int mbY) {
+    RegionWord a;
+    a.chroma = i >= 100;
+    int k = a.chroma ? i - 100 : i;
+    int row = k / 5 - (a.chroma ? 2 : 4), wc = k % 5 - 1;
+    a.used = !((row < 0 && !rowAbove(mbY)) || (row < 0 && wc < 0));
+    a.left = wc < 0;
+    int rowWords = u_layout.z >> 2;
+    a.word = a.chroma ? (u_layout.w >> 2) + (mbY * 8 + row) * rowWords + wc : (mbY * 16 + row) * rowWords + wc;
+    // Chroma: the interleaved row's bytes 4wc..4wc+3 are Cb, Cr of columns 2wc and 2wc + 1.
+    a.at = a.chroma ? (row + 2) * 10 + 2 * wc + 2 : (row + 4) * 20 + (wc + 1) * 4;
+    return a;
+}
+// Writes the word of macroblock mbX from shared memory to the picture.
+void writeWord(RegionWord a, int mbX) {
+    if (!a.used || (a.left && mbX == 0)) return;
+    int b = a.at;
+    uint w = a.chroma ? uint(sC[b]) | uint(sC[100 + b]) << 8 | uint(sC[b + 1]) << 16 | uint(sC[101 + b]) << 24
+                      : uint(sY[b]) | uint(sY[b + 1]) << 8 | uint(sY[b + 2]) << 16 | uint(sY[b + 3]) << 24;
+    recon[a.word + mbX * 4] = w;
+}
+
+// Five samples of reference chroma component c from (xi, y) along the row
+// (a row of predChroma's): the three words they lie in read whole where
+// inside the picture, else one by one, clamped.
+void refCRow5(int xi, int y, int c, out int s[5]) {
+    if (xi >= 0 && xi + 5 <= u_size.z * 8 && (u_layout.z & 3) == 0 && (u_layout.w & 3) == 0) {
+        y = clamp(y, 0, u_size.w * 8 - 1);
+        int o = u_layout.w + y * u_layout.z + 2 * xi + c;
+        int base = o >> 2, sh = o & 3;
+        uint w0 = ref[base], w1 = ref[base + 1], w2 = ref[base + 2];
+        for (int k = 0; k < 5; k++) {
+            int b = sh + 2 * k;
+            uint w = b < 4 ? w0 : (b < 8 ? w1 : w2);
+            s[k] = int((w >> uint(8 * (b & 3))) & 255u);
         }
-        w |= uint(v) << uint(8 * k);
+    } else {
+        for (int k = 0; k < 5; k++) s[k] = refC(xi + k, y, c);
     }
-    recon[word] = w;
+}
+// Four samples of chroma component c from (x, y) along the row predicted with vector mv (predChroma).
+ivec4 predChroma4(int x, int y, ivec2 mv, int c) {
+    int xi = x + (mv.x >> 3), yi = y + (mv.y >> 3), xf = mv.x & 7, yf = mv.y & 7;
+    int r0[5], r1[5];
+    refCRow5(xi, yi, c, r0);
+    refCRow5(xi, yi + 1, c, r1);
+    ivec4 o;
+    for (int k = 0; k < 4; k++) o[k] = ((8 - xf) * (8 - yf) * r0[k] + xf * (8 - yf) * r0[k + 1] + (8 - xf) * yf * r1[k] + xf * yf * r1[k + 1] + 32) >> 6;
+    return o;
+}
+// Four source samples of chroma component c from (x, y) along the row (x a multiple of 4): two words.
+ivec4 srcC4(int x, int y, int c) {
+    if (x + 4 <= u_size.x / 2 && (u_layout.x & 3) == 0 && (u_layout.y & 3) == 0) {
+        y = min(y, u_size.y / 2 - 1);
+        int o = (u_layout.y + y * u_layout.x + 2 * x) >> 2;
+        uint w0 = src[o], w1 = src[o + 1];
+        return ivec4(int(readByte(w0, c)), int(readByte(w0, 2 + c)), int(readByte(w1, c)), int(readByte(w1, 2 + c)));
+    }
+    return ivec4(srcC(x, y, c), srcC(x + 1, y, c), srcC(x + 2, y, c), srcC(x + 3, y, c));
 }
 
 // Chroma block u (0-7: block u & 3 of component u >> 2) of the P_Skip
@@ -277,14 +314,22 @@ void writeWord(int i, int mbX, int mbY) {
 void probeChroma(int u, int mbX, int mbY, ivec2 mv, int qpc) {
     int c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
     int r[16];
+#ifndef PROBE_ROUND
+    // (A row's samples from a few words: the chain waits on them.)
+    for (int y = 0; y < 4; y++) {
+        ivec4 pr = predChroma4(mbX * 8 + bx, mbY * 8 + by + y, mv, c);
+        ivec4 sr = srcC4(mbX * 8 + bx, mbY * 8 + by + y, c);
+        for (int x = 0; x < 4; x++) {
+            r[y * 4 + x] = sr[x] - pr[x];
+            sPredC[c * 64 + (by + y) * 8 + bx + x] = pr[x];
+        }
+    }
+#else
     for (int i = 0; i < 16; i++) {
         int x = mbX * 8 + bx + (i & 3), y = mbY * 8 + by + (i >> 2);
-        int pred = predChroma(x, y, mv, c);
-        r[i] = srcC(x, y, c) - pred;
-#ifndef PROBE_ROUND
-        sPredC[c * 64 + (by + (i >> 2)) * 8 + bx + (i & 3)] = pred;
-#endif
+        r[i] = srcC(x, y, c) - predChroma(x, y, mv, c);
     }
+#endif
     forward4x4(r);
     sChromaDC[u] = r[0];
     Quantiser q = quantiser(qpc, 1);
@@ -411,7 +456,11 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         }
     } else if (t >= 32 && t < 48) {
         int c = (t - 32) >> 3, y = (t - 32) & 7;
-        for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = probed ? sPredC[c * 64 + y * 8 + x] : predChroma(mbX * 8 + x, mbY * 8 + y, mv, c);
+        if (probed) { for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = sPredC[c * 64 + y * 8 + x]; }
+        else for (int h = 0; h < 2; h++) {
+            ivec4 pr = predChroma4(mbX * 8 + 4 * h, mbY * 8 + y, mv, c);
+            for (int x = 0; x < 4; x++) sC[c * 100 + (y + 2) * 10 + 4 * h + x + 2] = pr[x];
+        }
     }
     barrier();
 }
@@ -445,6 +494,13 @@ void main() {
     uint own[OWN_WORDS];
     uint record = 0u;
     bool luma = t < 16;
+    // The words of the region this invocation writes (regionWord): before
+    // the count moves, one of the rows the row below reads (luma 12-15,
+    // chroma 6-7: words 80-99 and 140-149) on invocations 0-19 and 32-41;
+    // after, words t and t + 64 of the rest (words 0-79 and 100-139).
+    bool writesEarly = t < 20 || (t >= 32 && t < 42);
+    RegionWord early = regionWord(t < 20 ? 80 + t : 140 + (t - 32), mbY);
+    RegionWord late0 = regionWord(t, mbY), late1 = regionWord(t + 64 < 80 ? t + 64 : t + 84, mbY);
     int u = t - 32;   // chroma invocations (0-15): component u >> 3, line u & 7
     bool chroma = u >= 0 && u < 16;
     for (int mbX = first; mbX < end; mbX++) {
@@ -557,12 +613,12 @@ void main() {
         // and 140-149), then the count it waits for, then the rest (rows
         // above this macroblock and its own rows 0-11, which nothing in this
         // walk reads again).
-        if (t < 20) writeWord(80 + t, mbX, mbY);
-        else if (u >= 0 && u < 10) writeWord(140 + u, mbX, mbY);
+        if (writesEarly) writeWord(early, mbX);
         memoryBarrierBuffer();
         barrier();
         if (t == 0 && walk) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
-        for (int j = t; j < 120; j += GROUP) writeWord(j < 80 ? j : j + 20, mbX, mbY);
+        writeWord(late0, mbX);
+        if (t + 64 < 120) writeWord(late1, mbX);
         barrier();
     }
 }
