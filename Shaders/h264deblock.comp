@@ -37,8 +37,8 @@
 // each macroblock, and probe there where no probe was (MB_PROBEMV2,
 // MB_PROBEMV3). The chain
 // of the walk probes only where the final vector is none of the three
-// (chroma's blocks beside luma's, the prediction kept for the
-// reconstruction: every row below waits on such a step). A
+// (over all 64 invocations, its prediction kept for the reconstruction:
+// every row below waits on such a step). A
 // step's chain is then: wait for the row above, read its samples and
 // records (one round of reads, side by side), decide, filter in shared
 // memory, write; the macroblock's own samples and records were read the
@@ -93,6 +93,7 @@ shared uint sSadSkip, sSadNow;
 shared uint sPredY[64];
 shared int sPredC[128];
 shared bool sProbed;
+shared int sRes[384];   // the in-chain probe's blocks (luma 0-15, chroma 8), 16 values each
 // The records a step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of the
 // macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO and
 // MB_MV of the upper right neighbour (or the upper left where there is
@@ -308,46 +309,39 @@ ivec4 srcC4(int x, int y, int c) {
     return ivec4(srcC(x, y, c), srcC(x + 1, y, c), srcC(x + 2, y, c), srcC(x + 3, y, c));
 }
 
-// Chroma block u (0-7: block u & 3 of component u >> 2) of the P_Skip
-// probe at mv: its decimation score (sScore[16 + u]) and DC coefficient;
-// in the walk's chain also its prediction (sPredC).
+#ifdef PROBE_ROUND
+// Chroma block u (0-7: block u & 3 of component u >> 2) of a probe round's
+// P_Skip probe at mv: its decimation score (sScore[16 + u]) and DC coefficient.
 void probeChroma(int u, int mbX, int mbY, ivec2 mv, int qpc) {
     int c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
     int r[16];
-#ifndef PROBE_ROUND
-    // (A row's samples from a few words: the chain waits on them.)
-    for (int y = 0; y < 4; y++) {
-        ivec4 pr = predChroma4(mbX * 8 + bx, mbY * 8 + by + y, mv, c);
-        ivec4 sr = srcC4(mbX * 8 + bx, mbY * 8 + by + y, c);
-        for (int x = 0; x < 4; x++) {
-            r[y * 4 + x] = sr[x] - pr[x];
-            sPredC[c * 64 + (by + y) * 8 + bx + x] = pr[x];
-        }
-    }
-#else
     for (int i = 0; i < 16; i++) {
         int x = mbX * 8 + bx + (i & 3), y = mbY * 8 + by + (i >> 2);
         r[i] = srcC(x, y, c) - predChroma(x, y, mv, c);
     }
-#endif
     forward4x4(r);
     sChromaDC[u] = r[0];
     Quantiser q = quantiser(qpc, 1);
     for (int i = 0; i < 16; i++) r[i] = i == 0 ? 0 : quantWith(q, r[i], i);
     sScore[16 + u] = decimationScore(r, false);
 }
+#endif
 
 // The P_Skip probe at sSkipMV, the macroblock's own samples in sY: sVanish,
 // whether its residual there quantises to nothing, and both luma SADs
 // (sSadSkip, sSadNow, zero before); sTake becomes 2 where the macroblock
 // becomes a P_Skip (in the walk's chain, where no probe before was at the
-// vector), else 0. In a probe round chroma's part only where luma's leaves
-// the skip a chance; in the chain, whose every step waits on it, chroma's
-// goes side by side with luma's (on the second half), and the prediction
-// stays for the reconstruction (sPredY, sPredC, sProbed).
+// vector), else 0. A probe round's (32 invocations) works out a block an
+// invocation, chroma's only where luma's leaves the skip a chance. The
+// chain's, which every row below waits on, is spread over the 64: a row's
+// residual and its horizontal transform (luma two rows an invocation on the
+// first half, chroma a row on the second), then the columns' and the
+// levels, then the blocks' scores; its prediction stays for the
+// reconstruction (sPredY, sPredC, sProbed).
 void probeSkip(int t, int mbX, int mbY) {
     ivec2 mv = sSkipMV;
     int qp = u_pic.y, qpc = chromaQP(qp);
+#ifdef PROBE_ROUND
     if (t < 16) {
         // Luma block t: its residual at the P_Skip vector, and both SADs.
         int bx = blkX(t) * 4, by = blkY(t) * 4;
@@ -355,9 +349,6 @@ void probeSkip(int t, int mbX, int mbY) {
         uint sadSkip = 0u, sadNow = 0u;
         for (int y = 0; y < 4; y++) {
             uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
-#ifndef PROBE_ROUND
-            sPredY[t * 4 + y] = w;
-#endif
             uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
             for (int x = 0; x < 4; x++) {
                 int s = int(readByte(s4, x));
@@ -373,7 +364,6 @@ void probeSkip(int t, int mbX, int mbY) {
         for (int i = 0; i < 16; i++) r[i] = quantWith(q, r[i], i);
         sScore[t] = decimationScore(r, true);
     }
-#ifdef PROBE_ROUND
     barrier();
     if (t == 0) sVanish = lumaVanishes(sScore);
     barrier();
@@ -385,10 +375,66 @@ void probeSkip(int t, int mbX, int mbY) {
         sTake = sVanish ? 2 : 0;
     }
 #else
-    else if (t >= 32 && t < 40) probeChroma(t - 32, mbX, mbY, mv, qpc);
+    // Rows (forward4x4's first loop): luma block t >> 1's rows 2(t & 1) and
+    // 2(t & 1) + 1; chroma block (t - 32) >> 2's row (t - 32) & 3.
+    if (t < 32) {
+        int b = t >> 1, bx = blkX(b) * 4, by = blkY(b) * 4;
+        uint sadSkip = 0u, sadNow = 0u;
+        for (int k = 0; k < 2; k++) {
+            int y = (t & 1) * 2 + k;
+            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            sPredY[b * 4 + y] = w;
+            uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
+            int d[4];
+            for (int x = 0; x < 4; x++) {
+                int sv = int(readByte(s4, x));
+                d[x] = sv - int(readByte(w, x));
+                sadSkip += uint(abs(d[x]));
+                sadNow += uint(abs(sv - sY[(by + y + 4) * 20 + bx + x + 4]));
+            }
+            int s03 = d[0] + d[3], d03 = d[0] - d[3], s12 = d[1] + d[2], d12 = d[1] - d[2];
+            sRes[b * 16 + y * 4] = s03 + s12; sRes[b * 16 + y * 4 + 1] = 2 * d03 + d12;
+            sRes[b * 16 + y * 4 + 2] = s03 - s12; sRes[b * 16 + y * 4 + 3] = d03 - 2 * d12;
+        }
+        atomicAdd(sSadSkip, sadSkip);
+        atomicAdd(sSadNow, sadNow);
+    } else {
+        int u = (t - 32) >> 2, y = (t - 32) & 3, c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
+        ivec4 pr = predChroma4(mbX * 8 + bx, mbY * 8 + by + y, mv, c);
+        ivec4 sr = srcC4(mbX * 8 + bx, mbY * 8 + by + y, c);
+        for (int x = 0; x < 4; x++) sPredC[c * 64 + (by + y) * 8 + bx + x] = pr[x];
+        ivec4 d = sr - pr;
+        int s03 = d[0] + d[3], d03 = d[0] - d[3], s12 = d[1] + d[2], d12 = d[1] - d[2];
+        int o = 256 + u * 16 + y * 4;
+        sRes[o] = s03 + s12; sRes[o + 1] = 2 * d03 + d12; sRes[o + 2] = s03 - s12; sRes[o + 3] = d03 - 2 * d12;
+    }
+    barrier();
+    // Columns (its second loop) and their levels: luma block t >> 1's
+    // columns 2(t & 1) and 2(t & 1) + 1; chroma block (t - 32) >> 2's column
+    // (t - 32) & 3, its DC kept unquantised (sChromaDC) and its level 0.
+    {
+        bool isLuma = t < 32;
+        Quantiser q = quantiser(isLuma ? qp : qpc, 1);
+        for (int k = 0; k < (isLuma ? 2 : 1); k++) {
+            int x = isLuma ? (t & 1) * 2 + k : (t - 32) & 3;
+            int o = isLuma ? (t >> 1) * 16 + x : 256 + ((t - 32) >> 2) * 16 + x;
+            int a0 = sRes[o], a1 = sRes[o + 4], a2 = sRes[o + 8], a3 = sRes[o + 12];
+            int s03 = a0 + a3, d03 = a0 - a3, s12 = a1 + a2, d12 = a1 - a2;
+            int cf[4] = int[4](s03 + s12, 2 * d03 + d12, s03 - s12, d03 - 2 * d12);
+            if (!isLuma && x == 0) sChromaDC[(t - 32) >> 2] = cf[0];
+            for (int r = 0; r < 4; r++) sRes[o + 4 * r] = (!isLuma && x == 0 && r == 0) ? 0 : quantWith(q, cf[r], r * 4 + x);
+        }
+    }
+    barrier();
+    // Each block's decimation score.
+    if (t < 16 || (t >= 32 && t < 40)) {
+        int o = t < 16 ? t * 16 : 256 + (t - 32) * 16;
+        int l[16];
+        for (int i = 0; i < 16; i++) l[i] = sRes[o + i];
+        sScore[t < 16 ? t : 16 + t - 32] = decimationScore(l, t < 16);
+    }
     barrier();
     if (t == 0) {
-        // Nothing left after decimation, and no dearer by SAD.
         sVanish = lumaVanishes(sScore) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) && chromaVanishes(sScore, sChromaDC, qpc);
         sTake = sVanish ? 2 : 0;
         sProbed = true;
