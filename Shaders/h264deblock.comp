@@ -185,7 +185,6 @@ void filterChroma(inout int p0, int p1, inout int q0, int q1, int bS) {
     }
 }
 
-
 // A word of samples into shared memory: `row` relative to this macroblock
 // (luma -4..15, chroma -2..7), `wc` its word of the row (-1..3).
 void storeWord(uint w, bool chroma, int row, int wc) {
@@ -238,7 +237,6 @@ void loadAbove(int t, int mbX, int mbY) {
                       : ((mbY - 1) * 16 + row) * rowWords + mbX * 4 + wc;
     storeWord(recon[word], chroma, chroma ? row - 8 : row - 16, wc);
 }
-
 
 // The words a macroblock's filtering reads and writes: five a row (columns
 // -4..15, four samples a word), luma rows -4..15 then chroma rows -2..7;
