@@ -118,24 +118,22 @@ int decimationScore(int l[16], bool luma) {
     return big ? 9 : score;
 }
 
-// Forward core transform of a 4×4 residual (raster order, in place).
+// The forward core transform of one row or column of four.
+ivec4 forward4(ivec4 d) {
+    int s03 = d.x + d.w, d03 = d.x - d.w, s12 = d.y + d.z, d12 = d.y - d.z;
+    return ivec4(s03 + s12, 2 * d03 + d12, s03 - s12, d03 - 2 * d12);
+}
+
+// Forward core transform of a 4×4 residual (raster order, in place): rows, then columns.
 void forward4x4(inout int d[16]) {
     int t[16];
     for (int i = 0; i < 4; i++) {
-        int s03 = d[i * 4] + d[i * 4 + 3], d03 = d[i * 4] - d[i * 4 + 3];
-        int s12 = d[i * 4 + 1] + d[i * 4 + 2], d12 = d[i * 4 + 1] - d[i * 4 + 2];
-        t[i * 4] = s03 + s12;
-        t[i * 4 + 1] = 2 * d03 + d12;
-        t[i * 4 + 2] = s03 - s12;
-        t[i * 4 + 3] = d03 - 2 * d12;
+        ivec4 r = forward4(ivec4(d[i * 4], d[i * 4 + 1], d[i * 4 + 2], d[i * 4 + 3]));
+        for (int k = 0; k < 4; k++) t[i * 4 + k] = r[k];
     }
     for (int i = 0; i < 4; i++) {
-        int s03 = t[i] + t[12 + i], d03 = t[i] - t[12 + i];
-        int s12 = t[4 + i] + t[8 + i], d12 = t[4 + i] - t[8 + i];
-        d[i] = s03 + s12;
-        d[4 + i] = 2 * d03 + d12;
-        d[8 + i] = s03 - s12;
-        d[12 + i] = d03 - 2 * d12;
+        ivec4 c = forward4(ivec4(t[i], t[4 + i], t[8 + i], t[12 + i]));
+        for (int k = 0; k < 4; k++) d[4 * k + i] = c[k];
     }
 }
 

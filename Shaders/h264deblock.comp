@@ -268,45 +268,6 @@ void writeWord(RegionWord a, int mbX) {
     recon[a.word + mbX * 4] = w;
 }
 
-// Five samples of reference chroma component c from (xi, y) along the row
-// (a row of predChroma's): the three words they lie in read whole where
-// inside the picture, else one by one, clamped.
-void refCRow5(int xi, int y, int c, out int s[5]) {
-    if (xi >= 0 && xi + 5 <= u_size.z * 8 && (u_layout.z & 3) == 0 && (u_layout.w & 3) == 0) {
-        y = clamp(y, 0, u_size.w * 8 - 1);
-        int o = u_layout.w + y * u_layout.z + 2 * xi + c;
-        int base = o >> 2, sh = o & 3;
-        uint w0 = ref[base], w1 = ref[base + 1], w2 = ref[base + 2];
-        for (int k = 0; k < 5; k++) {
-            int b = sh + 2 * k;
-            uint w = b < 4 ? w0 : (b < 8 ? w1 : w2);
-            s[k] = int((w >> uint(8 * (b & 3))) & 255u);
-        }
-    } else {
-        for (int k = 0; k < 5; k++) s[k] = refC(xi + k, y, c);
-    }
-}
-// Four samples of chroma component c from (x, y) along the row predicted with vector mv (predChroma).
-ivec4 predChroma4(int x, int y, ivec2 mv, int c) {
-    int xi = x + (mv.x >> 3), yi = y + (mv.y >> 3), xf = mv.x & 7, yf = mv.y & 7;
-    int r0[5], r1[5];
-    refCRow5(xi, yi, c, r0);
-    refCRow5(xi, yi + 1, c, r1);
-    ivec4 o;
-    for (int k = 0; k < 4; k++) o[k] = ((8 - xf) * (8 - yf) * r0[k] + xf * (8 - yf) * r0[k + 1] + (8 - xf) * yf * r1[k] + xf * yf * r1[k + 1] + 32) >> 6;
-    return o;
-}
-// Four source samples of chroma component c from (x, y) along the row (x a multiple of 4): two words.
-ivec4 srcC4(int x, int y, int c) {
-    if (x + 4 <= u_size.x / 2 && (u_layout.x & 3) == 0 && (u_layout.y & 3) == 0) {
-        y = min(y, u_size.y / 2 - 1);
-        int o = (u_layout.y + y * u_layout.x + 2 * x) >> 2;
-        uint w0 = src[o], w1 = src[o + 1];
-        return ivec4(int(readByte(w0, c)), int(readByte(w0, 2 + c)), int(readByte(w1, c)), int(readByte(w1, 2 + c)));
-    }
-    return ivec4(srcC(x, y, c), srcC(x + 1, y, c), srcC(x + 2, y, c), srcC(x + 3, y, c));
-}
-
 #ifdef PROBE_ROUND
 // Chroma block u (0-7: block u & 3 of component u >> 2) of a probe round's
 // P_Skip probe at mv: its decimation score (sScore[16 + u]) and DC coefficient.
@@ -383,16 +344,15 @@ void probeSkip(int t, int mbX, int mbY) {
             uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
             sPredY[b * 4 + y] = w;
             uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
-            int d[4];
+            ivec4 d;
             for (int x = 0; x < 4; x++) {
                 int sv = int(readByte(s4, x));
                 d[x] = sv - int(readByte(w, x));
                 sadSkip += uint(abs(d[x]));
                 sadNow += uint(abs(sv - sY[(by + y + 4) * 20 + bx + x + 4]));
             }
-            int s03 = d[0] + d[3], d03 = d[0] - d[3], s12 = d[1] + d[2], d12 = d[1] - d[2];
-            sRes[b * 16 + y * 4] = s03 + s12; sRes[b * 16 + y * 4 + 1] = 2 * d03 + d12;
-            sRes[b * 16 + y * 4 + 2] = s03 - s12; sRes[b * 16 + y * 4 + 3] = d03 - 2 * d12;
+            ivec4 f = forward4(d);
+            for (int x = 0; x < 4; x++) sRes[b * 16 + y * 4 + x] = f[x];
         }
         atomicAdd(sSadSkip, sadSkip);
         atomicAdd(sSadNow, sadNow);
@@ -401,10 +361,8 @@ void probeSkip(int t, int mbX, int mbY) {
         ivec4 pr = predChroma4(mbX * 8 + bx, mbY * 8 + by + y, mv, c);
         ivec4 sr = srcC4(mbX * 8 + bx, mbY * 8 + by + y, c);
         for (int x = 0; x < 4; x++) sPredC[c * 64 + (by + y) * 8 + bx + x] = pr[x];
-        ivec4 d = sr - pr;
-        int s03 = d[0] + d[3], d03 = d[0] - d[3], s12 = d[1] + d[2], d12 = d[1] - d[2];
-        int o = 256 + u * 16 + y * 4;
-        sRes[o] = s03 + s12; sRes[o + 1] = 2 * d03 + d12; sRes[o + 2] = s03 - s12; sRes[o + 3] = d03 - 2 * d12;
+        ivec4 f = forward4(sr - pr);
+        for (int x = 0; x < 4; x++) sRes[256 + u * 16 + y * 4 + x] = f[x];
     }
     barrier();
     // Columns (its second loop) and their levels: luma block t >> 1's
@@ -416,9 +374,7 @@ void probeSkip(int t, int mbX, int mbY) {
         for (int k = 0; k < (isLuma ? 2 : 1); k++) {
             int x = isLuma ? (t & 1) * 2 + k : (t - 32) & 3;
             int o = isLuma ? (t >> 1) * 16 + x : 256 + ((t - 32) >> 2) * 16 + x;
-            int a0 = sRes[o], a1 = sRes[o + 4], a2 = sRes[o + 8], a3 = sRes[o + 12];
-            int s03 = a0 + a3, d03 = a0 - a3, s12 = a1 + a2, d12 = a1 - a2;
-            int cf[4] = int[4](s03 + s12, 2 * d03 + d12, s03 - s12, d03 - 2 * d12);
+            ivec4 cf = forward4(ivec4(sRes[o], sRes[o + 4], sRes[o + 8], sRes[o + 12]));
             if (!isLuma && x == 0) sChromaDC[(t - 32) >> 2] = cf[0];
             for (int r = 0; r < 4; r++) sRes[o + 4 * r] = (!isLuma && x == 0 && r == 0) ? 0 : quantWith(q, cf[r], r * 4 + x);
         }

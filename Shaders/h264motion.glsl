@@ -56,6 +56,35 @@ int predChroma(int x, int y, ivec2 mv, int c) {
     return ((8 - xf) * (8 - yf) * a + xf * (8 - yf) * b + (8 - xf) * yf * e + xf * yf * f + 32) >> 6;
 }
 
+// Five samples of reference chroma component c from (xi, y) along the row
+// (a row of predChroma's): the three words they lie in read whole where
+// inside the picture, else one by one, clamped.
+void refCRow5(int xi, int y, int c, out int s[5]) {
+    if (xi >= 0 && xi + 5 <= u_size.z * 8 && (u_layout.z & 3) == 0 && (u_layout.w & 3) == 0) {
+        y = clamp(y, 0, u_size.w * 8 - 1);
+        int o = u_layout.w + y * u_layout.z + 2 * xi + c;
+        int base = o >> 2, sh = o & 3;
+        uint w0 = ref[base], w1 = ref[base + 1], w2 = ref[base + 2];
+        for (int k = 0; k < 5; k++) {
+            int b = sh + 2 * k;
+            uint w = b < 4 ? w0 : (b < 8 ? w1 : w2);
+            s[k] = int((w >> uint(8 * (b & 3))) & 255u);
+        }
+    } else {
+        for (int k = 0; k < 5; k++) s[k] = refC(xi + k, y, c);
+    }
+}
+// Four samples of chroma component c from (x, y) along the row predicted with vector mv (predChroma).
+ivec4 predChroma4(int x, int y, ivec2 mv, int c) {
+    int xi = x + (mv.x >> 3), yi = y + (mv.y >> 3), xf = mv.x & 7, yf = mv.y & 7;
+    int r0[5], r1[5];
+    refCRow5(xi, yi, c, r0);
+    refCRow5(xi, yi + 1, c, r1);
+    ivec4 o;
+    for (int k = 0; k < 4; k++) o[k] = ((8 - xf) * (8 - yf) * r0[k] + xf * (8 - yf) * r0[k + 1] + (8 - xf) * yf * r1[k] + xf * yf * r1[k + 1] + 32) >> 6;
+    return o;
+}
+
 #ifndef INTERPOLATE
 // The reference's sub-sample planes (h264interp.comp): sample (x, y) of
 // plane k (0 whole, 1 horizontal half, 2 vertical half, 3 centre), clamped
