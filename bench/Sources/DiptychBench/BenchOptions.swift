@@ -64,6 +64,10 @@ public struct BenchOptions: Sendable, Equatable {
     public var serveEncoderThreads: Int?
     /// `--serve-contexts`: the serve runners' `diptych serve --contexts` (nil: the server's default).
     public var serveContexts: Int?
+    /// `--serve-gpu-takes`: with the serve runners, the first N takes of each
+    /// trial encode on the GPU (`--encoder gpu`), the rest with `--encoder`'s
+    /// encoder: one server sharing its takes between the GPU and the CPU (nil: all with `--encoder`).
+    public var serveGPUTakes: Int?
     /// `--ffmpeg-encoder-threads`: FFmpeg's libx264 `-threads` in every FFmpeg command (nil: FFmpeg's default).
     public var ffmpegEncoderThreads: Int?
     public var bitrate = 10_000_000
@@ -118,6 +122,8 @@ public struct BenchOptions: Sendable, Equatable {
                            diptych-serve and FFmpeg's; diptych alone without the ffmpeg peer)
       --serve-encoder-threads N  with the serve runners: diptych serve --encoder-threads N
       --serve-contexts N   with the serve runners: diptych serve --contexts N (GL contexts the takes share)
+      --serve-gpu-takes N  with the serve runners: the first N takes of each trial encode on the GPU (--encoder gpu),
+                           the rest with --encoder's encoder (which must not be gpu then)
       --ffmpeg-encoder-threads N  FFmpeg's libx264 with -threads N in every FFmpeg command (default: FFmpeg's)
       --encoder auto|x264|vaapi|nvenc|gpu  the encoder of our end-to-end takes (default auto; nvenc:
                            NVENC where the GPU has an engine; gpu: the GPU H.264 encoder, --bitrate its
@@ -138,7 +144,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--frame-batch", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--encoder", "--slices", "--serve-encoder-threads", "--serve-contexts", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--encoder", "--slices", "--serve-encoder-threads", "--serve-contexts", "--serve-gpu-takes", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -248,6 +254,8 @@ public struct BenchOptions: Sendable, Equatable {
                 o.serveEncoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
             case "--serve-contexts":
                 o.serveContexts = try count(a, 1...64, "a whole number from 1 to 64")
+            case "--serve-gpu-takes":
+                o.serveGPUTakes = try count(a, 0...PairCounts.limit, "a whole number from 0 to \(PairCounts.limit)")
             case "--ffmpeg-encoder-threads":
                 o.ffmpegEncoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
             case "--min-speed":
@@ -266,6 +274,9 @@ public struct BenchOptions: Sendable, Equatable {
                 throw BenchUsageError("unknown option '\(a)' (see diptych bench --help)")
             }
             _ = v
+        }
+        if o.serveGPUTakes != nil && o.encoder == .gpu {
+            throw BenchUsageError("--serve-gpu-takes: the other takes encode with --encoder's encoder, which is gpu here too (give --encoder x264 or auto)")
         }
         if o.full {
             if !explicitLayouts { o.layouts = allLayouts }

@@ -19,13 +19,26 @@ struct ServePairRunner: PairRunner {
     var encoderThreads: Int?
     /// `diptych serve --contexts` (nil: the server's default).
     var contexts: Int?
+    /// The first this many takes of a trial encode on the GPU (`--encoder
+    /// gpu`), the rest with the case's encoder (nil: every take with the case's).
+    var gpuTakes: Int?
     var executable: String? = PairRunners.diptychExecutable()
     static let pollInterval = 0.1
 
     var name: String { decoder == .cpu ? "diptych-serve-cpu" : "diptych-serve" }
     var summary: String {
         "one diptych serve holding every take (one GL context, pairs batched per render-thread hop): "
-            + (decoder == .cpu ? "CPU decode" : "NVDEC decode where the GPU has it (else CPU)") + ", GPU composite, --encoder's encoder (libx264 by default), fragmented MP4"
+            + (decoder == .cpu ? "CPU decode" : "NVDEC decode where the GPU has it (else CPU)") + ", GPU composite, "
+            + (gpuTakes.map { "the first \($0) takes of a trial encoded on the GPU, the rest with --encoder's encoder" } ?? "--encoder's encoder (libx264 by default)")
+            + ", fragmented MP4"
+    }
+
+    /// Take `i`'s case: the GPU encoder for the first `gpuTakes`.
+    func takeCase(_ c: PairCase, _ i: Int) -> PairCase {
+        guard let gpuTakes, i < gpuTakes else { return c }
+        var g = c
+        g.encoder = .gpu
+        return g
     }
 
     func serveArguments(_ c: PairCase, pairs: Int) -> [String] {
@@ -39,6 +52,7 @@ struct ServePairRunner: PairRunner {
         let flat = body.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
         return ChildCommand(executable: executable ?? "diptych", arguments: serveArguments(c, pairs: 0).map { $0 == "0" ? "N" : $0 },
                             stdoutPath: "", stderrPath: "").shown + "; then N× POST /v1/takes at once: " + flat
+            + (gpuTakes.map { " (the first \($0) with \"encoder\": \"gpu\")" } ?? "")
     }
 
     func unavailable(for c: PairCase) -> String? {
@@ -51,7 +65,7 @@ struct ServePairRunner: PairRunner {
 
     func run(pairs: Int, case c: PairCase, outputs: [String], deadline: Double) throws -> [TakeOutcome] {
         guard let executable else { throw BenchRunError("the diptych executable was not found") }
-        let bodies = try outputs.map { try configuration(c, $0) }
+        let bodies = try outputs.enumerated().map { i, out in try configuration(takeCase(c, i), out) }
         let base = "\(c.workDir)/serve-\(getpid())-\(pairs)"
         let server = ChildCommand(executable: executable, arguments: serveArguments(c, pairs: pairs),
                                   stdoutPath: base + ".stdout", stderrPath: base + ".stderr")

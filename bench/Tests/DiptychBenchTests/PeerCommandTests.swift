@@ -64,6 +64,27 @@ import Testing
         #expect(throws: BenchUsageError("--slices '0': expected 1 to 256")) { _ = try BenchOptions.parse(["--slices", "0"]) }
     }
 
+    @Test func aServerSharesItsTakesBetweenTheGPUEncoderAndAnother() throws {
+        let o = try #require(try BenchOptions.parse(["--pairs", "24", "--serve-gpu-takes", "2", "--encoder", "x264"]))
+        #expect(o.serveGPUTakes == 2 && o.encoder == .x264)
+        #expect(try BenchOptions.parse([])?.serveGPUTakes == nil)
+        #expect(throws: BenchUsageError("--serve-gpu-takes: the other takes encode with --encoder's encoder, which is gpu here too (give --encoder x264 or auto)")) {
+            _ = try BenchOptions.parse(["--serve-gpu-takes", "2", "--encoder", "gpu"])
+        }
+        #expect(throws: BenchUsageError("--serve-gpu-takes '-1': expected a whole number from 0 to \(PairCounts.limit)")) {
+            _ = try BenchOptions.parse(["--serve-gpu-takes", "-1"])
+        }
+        let c = PairCase(layout: .pip, inputs: Self.inputs, preset: "ultrafast", bitrate: 8_000_000, gop: 60, gpu: "auto",
+                         workDir: "/tmp", encoder: .x264)
+        let runner = try #require(PairRunners.all(Peers(options: o), serveGPUTakes: o.serveGPUTakes).compactMap { $0 as? ServePairRunner }.first)
+        // What each of a trial's takes is sent: the first two the GPU encoder, the third the case's.
+        let sent = try (0..<3).map { i in
+            try TakeConfiguration(jsonData: runner.configuration(runner.takeCase(c, i), "o\(i).mp4")).encoder
+        }
+        #expect(sent == [.gpu, .gpu, .x264])
+        #expect(runner.summary.contains("the first 2 takes of a trial encoded on the GPU"))
+    }
+
     @Test func primaryOnlyReadsOneInput() {
         let a = Self.ffmpeg(.primaryOnly)
         #expect(a.filter { $0 == "-i" }.count == 1)

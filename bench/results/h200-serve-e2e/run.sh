@@ -39,7 +39,8 @@
 #            16, 4 and 1 streams, each pass's time at 16 and 1 (--profile), then whether stream 0 of a 16-stream dump decodes (ffmpeg) to the encoder's
 #            reconstruction byte for byte (MD5s of both)
 #   pairs    diptych bench --stages e2e --pairs, per preset in PRESETS (default ultrafast veryfast):
-#            (ENCODER=E: the diptych-serve runs with --encoder E, e.g. gpu; SLICES=N: with --slices N)
+#            (ENCODER=E: the diptych-serve runs with --encoder E, e.g. gpu; SLICES=N: with --slices N;
+#            GPUTAKES=K: the first K takes of each trial with --encoder gpu, the rest with ENCODER, e.g. x264)
 #            diptych-serve (one server, NVDEC) at SERVE_<preset>, FFmpeg on the CPU at FFMPEG_<preset>,
 #            FFmpeg with NVDEC + overlay_cuda at NVDEC_<preset> (none: skipped);
 #            SERVET_<preset>: the server again with --serve-encoder-threads T for each T in THREADS (default 4),
@@ -214,7 +215,7 @@ for step in "$@"; do
     for p in ${PRESETS:-ultrafast veryfast}; do
       s=SERVE_$p; f=FFMPEG_$p; n=NVDEC_$p
       [ "${!s:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!s}" --pair-runners diptych-serve ${ENCODER:+--encoder $ENCODER} ${SLICES:+--slices $SLICES} \
-        ${CONTEXTS:+--serve-contexts $CONTEXTS} --json $O/pairs-serve-$p.json > $O/pairs-serve-$p.md 2>> $O/pairs.log
+        ${CONTEXTS:+--serve-contexts $CONTEXTS} ${GPUTAKES:+--serve-gpu-takes $GPUTAKES} --json $O/pairs-serve-$p${GPUTAKES:+-gpu$GPUTAKES}.json > $O/pairs-serve-$p${GPUTAKES:+-gpu$GPUTAKES}.md 2>> $O/pairs.log
       st=SERVET_$p
       for th in ${THREADS:-4}; do
         [ "${!st:-none}" = none ] || t timeout -k 5 $(cap 150) "${R[@]}" --preset $p --stages e2e --pairs "${!st}" --pair-runners diptych-serve ${ENCODER:+--encoder $ENCODER} ${SLICES:+--slices $SLICES} \
