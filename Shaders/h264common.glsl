@@ -29,8 +29,6 @@ int slotCount() { return u_size.z * u_size.w + 2 * sliceCount(); }
 #define MB_SKIPRUN 3     // skipped macroblocks just before this one
 #define MB_SEARCHMV 3    // until the finish pass: the motion search's vector (quarter samples, as MB_MV)
 #define MB_NNZ 4         // 24 bytes: total_coeff of luma blocks 0-15 (luma4x4BlkIdx order), Cb 0-3, Cr 0-3
-#define MB_I4TODO 10     // P pictures, between the two intra passes: 0, or 1 | chroma mode << 1 | Intra_16x16's cost << 3
-#define MB_I4COST 11     // and P's cost
 #define MB_REFINEMV 12   // P pictures, until the choice pass: the refined search vector, then the sub-sample pass's
 #define MB_CHOSENMV 13   // and the choice's vector of each round but the last (13, 14), which the next reads around it
 #define MB_SEARCHSAD 15  // P pictures, until the choice pass: the SAD of the search's vector, bit 16 set where the search stopped by itself

@@ -4,11 +4,9 @@
 // INTRA: Intra_16x16 or Intra_4x4 over a wavefront (u_code.w is the
 // diagonal x + y this dispatch runs, y counted from the slice's first row,
 // so left, top and top-left neighbours are reconstructed).
-// PINTRA: the same in P pictures, over a checkerboard (below), in two
-// passes a phase: the first codes Intra_16x16 where it beats P and marks the
-// macroblocks whose estimate says Intra_4x4 may beat both; the second
-// (PINTRA4) tries Intra_4x4 on those alone and codes it where it wins. Apart,
-// the first runs with the few resources it needs, not Intra_4x4's.
+// PINTRA: Intra_16x16 in P pictures where it beats P, over a checkerboard
+// (below). Not Intra_4x4: in P pictures it bought at most 0.4 % BD-rate on
+// the quality clips for two passes of its own (docs/ARCHITECTURE.md).
 // SEARCH (with INTER): the full-sample motion search of P_L0_16x16
 // (predictors, a diamond walk, its diagonal neighbours, within ±255), all
 // macroblocks at once, reading the reference where it lies (no window in
@@ -488,21 +486,14 @@ void main() {
     }
 #endif
 #ifdef PINTRA
-    // Intra_16x16 or Intra_4x4 in a P picture, after the macroblock pass
-    // coded every macroblock as P: left and top neighbours are of the other
-    // phase, so their reconstruction is final when this one reads it (what
-    // reads the top-left or top-right macroblock, of this phase, is left
-    // out: the plane modes, block 0's modes 4-6, block 5's 3 and 7). A macroblock of the
+    // Intra_16x16 in a P picture, after the macroblock pass coded every
+    // macroblock as P: left and top neighbours are of the other phase, so
+    // their reconstruction is final when this one reads it (what reads the
+    // top-left or top-right macroblock, of this phase, is left out: the
+    // plane modes). A macroblock of the
     // second phase stays P where its right or lower neighbour became intra
     // (that one predicted from its reconstruction), and where P costs little.
     bool live = mbX < u_size.z;
-#ifdef PINTRA4
-    uint todo = live ? mbs[mb * MB_WORDS + MB_I4TODO] : 0u;
-    uint interCost = live ? mbs[mb * MB_WORDS + MB_I4COST] : 0u;
-    live = todo != 0u;
-    uint bias = uint(INTRA_BIAS * u_code.z);
-#else
-    if (live && t == 0) mbs[mb * MB_WORDS + MB_I4TODO] = 0u;
     uint interCost = live ? mbs[mb * MB_WORDS + MB_MVP] : 0u;
     if (live && d == 1) {
         if (mbX + 1 < u_size.z && infoKind(mbs[(mb + 1) * MB_WORDS + MB_INFO]) != KIND_P16) live = false;
@@ -510,7 +501,6 @@ void main() {
     }
     uint bias = uint(INTRA_BIAS * u_code.z);
     if (interCost <= uint(INTRA_GATE * u_code.z)) live = false;
-#endif
     if (live) {
 #endif
 
@@ -726,15 +716,6 @@ void main() {
     }
     if (t < 3) sCorner[t] = hasTop && hasLeft ? (t == 0 ? picY(px - 1, py - 1) : picC(mbX * 8 - 1, mbY * 8 - 1, t - 1)) : 0;
     barrier();
-#ifdef PINTRA4
-    // Intra_16x16's cost and the chroma mode, as the first pass found them.
-    if (t == 0) { sBest = (todo >> 3) << 2; sBestC = (todo >> 1) & 3u; sCost4 = uint(I4_EXTRA * u_code.z); }
-    if (t < 2) sPlaneC[t] = ivec3(0);
-    if (t < 16) sNNZ[t] = 0;
-    barrier();
-    uint cost16 = todo >> 3;
-    bool exact4 = true;
-#else
     // Mode decision by SAD: every invocation adds four luma and two chroma
     // samples' differences for every mode; the lowest SAD wins (the lower
     // mode on a tie).
@@ -781,6 +762,12 @@ void main() {
         }
         sBest = best; sBestC = bestC;
     }
+#ifdef PINTRA
+    if (t < 16) sNNZ[t] = 0;
+    barrier();
+    uint cost16 = sBest >> 2;
+    bool exact4 = false;
+#else
     if (t == 0) sCost4 = uint(I4_EXTRA * u_code.z);
     if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
     barrier();
@@ -788,7 +775,7 @@ void main() {
     // Intra_4x4 estimated first, every block at once in its vertical,
     // horizontal and DC modes (the blocks' neighbours inside the macroblock
     // taken from the source): the exact pass below, all nine modes, runs only
-    // where the estimate beats Intra_16x16 (and, in P pictures, P).
+    // where the estimate beats Intra_16x16.
     if (t < 48) {
         int b = t / 3, m = t - 3 * b;
         Blk4 k = blk4(b);
@@ -815,16 +802,7 @@ void main() {
     uint estimate4 = uint(I4_EXTRA * u_code.z);
     for (int b = 0; b < 16; b++) estimate4 += sBlk4[b];
     uint cost16 = sBest >> 2;
-#ifdef PINTRA
-    bool exact4 = estimate4 < cost16 && estimate4 + bias < interCost;
-    // The second pass tries Intra_4x4 here.
-    if (t == 0 && exact4) {
-        mbs[mb * MB_WORDS + MB_I4TODO] = 1u | ((sBestC & 3u) << 1) | (min(cost16, 0x1fffffffu) << 3);
-        mbs[mb * MB_WORDS + MB_I4COST] = interCost;
-    }
-#else
     bool exact4 = estimate4 < cost16;
-#endif
 #endif
 
     // Intra_4x4: the 16 blocks, each predicted from the reconstruction of the
@@ -835,7 +813,7 @@ void main() {
     // dispatch are not read: the top right macroblock's (block 5's modes 3
     // and 7 left out where it exists) and, in P pictures, the top left's
     // (block 0's modes 4-6).
-#if !defined(PINTRA) || defined(PINTRA4)
+#ifndef PINTRA
     if (exact4) {
         Quantiser q4 = quantiser(qp, 2);
         // The neighbour macroblocks' Intra_4x4 modes next to this one (left: its blocks (3, y), top: (x, 3)).
@@ -921,13 +899,9 @@ void main() {
     uint cost4 = 0xffffffffu;
 #endif
     i4 = exact4 && cost4 < cost16;
-#ifdef PINTRA4
-    // Intra_4x4 only where it beats Intra_16x16, and P by more than the bias
-    // (else the first pass's choice stands).
-    if (i4 && cost4 + bias < interCost) {
-#elif defined(PINTRA)
+#ifdef PINTRA
     // Intra only where it costs less than P by more than the bias.
-    if (min(cost16, cost4) + bias < interCost) {
+    if (cost16 + bias < interCost) {
 #endif
     int lumaMode = int(sBest & 3u), chromaMode = int(sBestC & 3u);
     {

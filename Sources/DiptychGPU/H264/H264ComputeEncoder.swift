@@ -280,7 +280,7 @@ final class H264ComputeEncoder {
         glUniform1i(l.sliceRows, Int32(sliceRows))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
-        case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP, .intraP4: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
+        case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
         case .deblock, .probeGuess, .probe:
             let d = H264Deblocking(qp: p.pending.qp)
             glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.deblockTag)
@@ -330,18 +330,16 @@ final class H264ComputeEncoder {
                 if pass != .inter { timed(pass) }
             }
             if profiling { glMemoryBarrier(storage); timed(.inter) }
-            // Each phase in two passes: Intra_16x16, then Intra_4x4 where its estimate marked.
+            // Intra_16x16 where it beats P, over a checkerboard in two phases.
+            glUseProgram(programs.ids[.intraP]!)
             for phase in 0..<2 {
-                for pass in [Pass.intraP, .intraP4] {
-                    glMemoryBarrier(storage)
-                    glUseProgram(programs.ids[pass]!)
-                    for p in inter {
-                        let f = p.job.encoder.format
-                        p.job.encoder.bind(p, pass, diagonal: phase)
-                        glDispatchCompute(GLuint((f.mbWidth + 1) / 2), GLuint(f.mbHeight), 1)
-                    }
-                    if profiling { glMemoryBarrier(storage); timed(pass) }
+                glMemoryBarrier(storage)
+                for p in inter {
+                    let f = p.job.encoder.format
+                    p.job.encoder.bind(p, .intraP, diagonal: phase)
+                    glDispatchCompute(GLuint((f.mbWidth + 1) / 2), GLuint(f.mbHeight), 1)
                 }
+                if profiling { glMemoryBarrier(storage); timed(.intraP) }
             }
         }
         // IDR pictures: diagonal d of each slice (x + the row in the slice).

@@ -4,7 +4,7 @@ import DiptychCore
 /// The GPU encoder's compute programs, compiled once per context and shared
 /// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
 final class H264Programs {
-    enum Pass: CaseIterable { case intra, interpolate, search, refine, subpel, choose, inter, intraP, intraP4, probeGuess, probe, deblock, finish, cavlc, scan, gather }
+    enum Pass: CaseIterable { case intra, interpolate, search, refine, subpel, choose, inter, intraP, probeGuess, probe, deblock, finish, cavlc, scan, gather }
 
     private(set) var ids: [Pass: GLuint] = [:]
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
@@ -71,7 +71,6 @@ final class H264Programs {
         case .choose: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define CHOOSE 1\n#define CHOICE_ROUNDS \(H264ComputeEncoder.choiceRounds)\n")
         case .inter: ("h264mb.comp", "#define INTER 1\n")
         case .intraP: ("h264mb.comp", "#define PINTRA 1\n")
-        case .intraP4: ("h264mb.comp", "#define PINTRA 1\n#define PINTRA4 1\n")
         case .probeGuess: ("h264deblock.comp", "#define PROBE_GUESS 1\n")
         case .probe: ("h264deblock.comp", "#define PROBE_ROUND 1\n")
         case .deblock: ("h264deblock.comp", "")
