@@ -58,7 +58,7 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 // lowest the parameter sets name: −256 to 255.75). A range of 16 cost 10-30 %
 // more bits on clips with fast local motion.
 #define RANGE 255
-// Intra in P pictures: its cost (Intra_16x16's SAD, or Intra_4x4's) plus this many lambdas must beat P's.
+// Intra in P pictures: its cost (Intra_16x16's SAD) plus this many lambdas must beat P's.
 #define INTRA_BIAS 12
 // Intra is not tried in P pictures where P costs at most this many lambdas
 // (on bikes scaled to 1920x816, BD-rate against x264 ultrafast +0.8 % with
@@ -300,8 +300,7 @@ int blkIndex(int bx, int by) { return (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) *
 // Which neighbours Intra_4x4 block b has (8.3.1.2): top, left, top right
 // (its own or substituted), and which of the top right and corner samples
 // may be read: not those of macroblocks written in the same dispatch (the
-// top right macroblock's, block 5's, where it exists; in P pictures the top
-// left macroblock's, block 0's corner).
+// top right macroblock's, block 5's, where it exists).
 struct Blk4 { int x0; int y0; bool hasT; bool hasL; bool hasTR; bool readTR; bool readZ; };
 
 Blk4 blk4(int b) {
@@ -314,7 +313,7 @@ Blk4 blk4(int b) {
     bool hasZ = (bx > 0 && by > 0) || (by > 0 && hasLeft) || (bx > 0 && hasTop) || (hasTop && hasLeft);
     k.hasTR = by == 0 ? (bx < 3 ? hasTop : hasTop && mbX + 1 < u_size.z) : (bx < 3 && blkIndex(bx + 1, by - 1) < b);
     k.readTR = k.hasTR && b != 5;
-    k.readZ = hasZ && !(P_INTRA && b == 0);
+    k.readZ = hasZ;
     return k;
 }
 
@@ -811,8 +810,7 @@ void main() {
     // or two blocks (32 invocations a block for the prediction line and the
     // modes' SADs, one for the rest: three barriers a wave). Samples of macroblocks written in the same
     // dispatch are not read: the top right macroblock's (block 5's modes 3
-    // and 7 left out where it exists) and, in P pictures, the top left's
-    // (block 0's modes 4-6).
+    // and 7 left out where it exists).
 #ifndef PINTRA
     if (exact4) {
         Quantiser q4 = quantiser(qp, 2);
