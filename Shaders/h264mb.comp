@@ -298,10 +298,10 @@ int predictChroma(int mode, int x, int y, int c, bool hasTop, bool hasLeft, ivec
 int blkIndex(int bx, int by) { return (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1); }
 
 // Which neighbours Intra_4x4 block b has (8.3.1.2): top, left, top right
-// (its own or substituted), and which of the top right and corner samples
-// may be read: not those of macroblocks written in the same dispatch (the
+// (its own or substituted), the corner, and whether the top right samples
+// may be read: not those of a macroblock written in the same dispatch (the
 // top right macroblock's, block 5's, where it exists).
-struct Blk4 { int x0; int y0; bool hasT; bool hasL; bool hasTR; bool readTR; bool readZ; };
+struct Blk4 { int x0; int y0; bool hasT; bool hasL; bool hasTR; bool readTR; bool hasZ; };
 
 Blk4 blk4(int b) {
     Blk4 k;
@@ -310,10 +310,9 @@ Blk4 blk4(int b) {
     k.x0 = bx * 4; k.y0 = by * 4;
     k.hasT = by > 0 || hasTop;
     k.hasL = bx > 0 || hasLeft;
-    bool hasZ = (bx > 0 && by > 0) || (by > 0 && hasLeft) || (bx > 0 && hasTop) || (hasTop && hasLeft);
+    k.hasZ = (bx > 0 && by > 0) || (by > 0 && hasLeft) || (bx > 0 && hasTop) || (hasTop && hasLeft);
     k.hasTR = by == 0 ? (bx < 3 ? hasTop : hasTop && mbX + 1 < u_size.z) : (bx < 3 && blkIndex(bx + 1, by - 1) < b);
     k.readTR = k.hasTR && b != 5;
-    k.readZ = hasZ;
     return k;
 }
 
@@ -321,7 +320,7 @@ Blk4 blk4(int b) {
 bool mode4OK(int m, int b, Blk4 k) {
     return m == 2 || (m == 0 && k.hasT) || (m == 1 && k.hasL) || (m == 8 && k.hasL)
         || ((m == 3 || m == 7) && k.hasT && !(b == 5 && k.hasTR))
-        || ((m == 4 || m == 5 || m == 6) && k.hasT && k.hasL && k.readZ);
+        || ((m == 4 || m == 5 || m == 6) && k.hasT && k.hasL && k.hasZ);
 }
 
 // Intra_4x4 prediction (8.3.1.2) through a line of each wave slot's block:
@@ -354,7 +353,7 @@ int edge4(int j, Blk4 k, int bx, int by) {
         if (!k.hasL) return 0;
         return bx > 0 ? sRec4[(k.y0 + i) * 16 + k.x0 - 1] : sLeft[k.y0 + i];
     }
-    if (!k.readZ) return 0;
+    if (!k.hasZ) return 0;
     if (bx > 0 && by > 0) return sRec4[(k.y0 - 1) * 16 + k.x0 - 1];
     if (by > 0) return sLeft[k.y0 - 1];
     if (bx > 0) return sTop[k.x0 - 1];
@@ -765,7 +764,6 @@ void main() {
     if (t < 16) sNNZ[t] = 0;
     barrier();
     uint cost16 = sBest >> 2;
-    bool exact4 = false;
 #else
     if (t == 0) sCost4 = uint(I4_EXTRA * u_code.z);
     if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
@@ -892,11 +890,8 @@ void main() {
             barrier();
         }
     }
-    uint cost4 = exact4 ? sCost4 : 0xffffffffu;
-#else
-    uint cost4 = 0xffffffffu;
+    i4 = exact4 && sCost4 < cost16;
 #endif
-    i4 = exact4 && cost4 < cost16;
 #ifdef PINTRA
     // Intra only where it costs less than P by more than the bias.
     if (cost16 + bias < interCost) {
