@@ -123,10 +123,11 @@ final class H264ComputeEncoder {
         records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
         bits = buffer((slotCount * Self.slotWords + 1) * 4)
         progress = buffer(format.mbHeight * 4)
-        probeList = buffer((3 + n) * 4)
-        planes = buffer(planeBytes)
+        // No count yet: a row's wait ends only on this picture's tag (the first is 1).
         let zeros = [UInt32](repeating: 0, count: format.mbHeight)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
+        probeList = buffer((3 + n) * 4)
+        planes = buffer(planeBytes)
         lens = buffer(2 * slotCount * 4)
         func mappedBuffer(_ bytes: Int) -> (GLuint, UnsafeRawPointer?) {
             guard let bufferStorage else { return (buffer(bytes), nil) }
