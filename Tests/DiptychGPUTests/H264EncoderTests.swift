@@ -251,6 +251,22 @@ extension GPU {
             #expect(low.thresholds == 0 && low.lumaTC0 == 0 && low.chromaTC0 == 0)
         }
 
+        @Test("diptych-gpu-bench --dump encodes as asked: without the filter, or without sub-sample motion, stream 0 is an encoder's without it",
+              arguments: [(false, true), (true, false)])
+        func benchmarkDump(deblocking: Bool, subpel: Bool) throws {
+            let pattern = EncoderPattern(width: 64, height: 48)
+            let settings = GPUH264Settings(qp: 30, keyframeInterval: 250)
+            let dump = try GPUEncodeBenchmark.dump(selection: .software, size: PixelSize(width: pattern.width, height: pattern.height),
+                                                   sources: (0..<3).map { pattern.frame($0) }, streams: 2, rounds: 3, settings: settings,
+                                                   deblocking: deblocking, subpel: subpel, log: { _ in })
+            // (The dump's streams run at 60 pictures a second.)
+            let run = try encodeRun(pattern, frames: 3, settings: settings, rate: FrameRate(60), deblocking: deblocking, subpel: subpel)
+            let full = try encodeRun(pattern, frames: 3, settings: settings, rate: FrameRate(60), reconstruct: false)
+            #expect(dump.stream.elementsEqual(run.stream), "stream 0 differs from the encoder's")
+            #expect(dump.reconstructions.elementsEqual(run.reconstructions.joined()), "reconstructions differ from the encoder's")
+            #expect(!run.stream.elementsEqual(full.stream), "the tool left out changes nothing here")
+        }
+
         @Test("Sizes that are not multiples of 16, odd macroblock counts, a single macroblock", arguments: [
             (16, 16), (18, 18), (50, 34), (80, 16), (16, 80), (46, 30),
         ])

@@ -104,11 +104,12 @@ func runEncodeBench() -> Never {
         do {
             let d = try GPUEncodeBenchmark.dump(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
                                                 settings: GPUH264Settings(qp: qp, keyframeInterval: keyint, slices: slices),
+                                                deblocking: deblock, subpel: subpel,
                                                 log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
             try FileManager.default.createDirectory(atPath: dump, withIntermediateDirectories: true)
             try Data(d.stream).write(to: URL(fileURLWithPath: dump + "/stream0.h264"))
             try Data(d.reconstructions).write(to: URL(fileURLWithPath: dump + "/recon0.nv12"))
-            print("dump \(size) \(streams) streams \(frames) pictures qp \(qp)\(slices > 1 ? " \(slices) slices" : ""): \(d.stream.count) bytes of stream 0 and its reconstructions in \(dump) [\(d.renderer)]")
+            print("dump \(size) \(streams) streams \(frames) pictures qp \(qp)\(slices > 1 ? " \(slices) slices" : "")\(deblock ? "" : " deblocking off")\(subpel ? "" : " whole-sample motion"): \(d.stream.count) bytes of stream 0 and its reconstructions in \(dump) [\(d.renderer)]")
             exit(0)
         } catch {
             fail("encode --dump: \(error)")

@@ -118,8 +118,10 @@ public enum GPUEncodeBenchmark {
     /// runs (the GPU machines), the two are carried back and compared with a
     /// decoder's pictures elsewhere (`diptych-gpu-bench --encode --dump`).
     public static func dump(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
-                            settings: GPUH264Settings, log: (String) -> Void) throws(GPUError) -> (stream: [UInt8], reconstructions: [UInt8], renderer: String) {
-        let rig = try Rig(selection: selection, size: size, sources: sources, streams: streams, settings: settings, log: log)
+                            settings: GPUH264Settings, deblocking: Bool = true, subpel: Bool = true,
+                            log: (String) -> Void) throws(GPUError) -> (stream: [UInt8], reconstructions: [UInt8], renderer: String) {
+        let rig = try Rig(selection: selection, size: size, sources: sources, streams: streams, settings: settings,
+                          deblocking: deblocking, subpel: subpel, log: log)
         defer { rig.release() }
         let (context, buffers, programs, encoders, rowBytes) = (rig.context, rig.buffers, rig.programs, rig.encoders, rig.rowBytes)
         var stream: [UInt8] = [], reconstructions: [UInt8] = []
