@@ -14,8 +14,8 @@ usage: diptych-gpu-bench --encode [options]
   --keyint N      pictures from one IDR to the next (default 250)
   --slices N      slices a picture, whole macroblock rows each (default 1)
   --profile       wait for each pass and report its time (slower overall)
-  --deblock on|off  the in-loop deblocking filter (default on, as every take has it; off times it)
-  --subpel on|off   quarter-sample motion (default on, as every take has it; off times its two passes)
+  --deblock on|off  the in-loop deblocking filter (default on, as every take has it; off times or dumps without it)
+  --subpel on|off   quarter-sample motion (default on, as every take has it; off times or dumps without its two passes)
   --pace FPS      each stream submits a picture every 1/FPS s, stream i at i/N of an interval,
                   and each picture is taken as soon as it is done (latency of one picture)
   --input FILE    raw NV12 pictures of --size, tightly packed (e.g. ffmpeg -i clip.mp4
