@@ -760,14 +760,14 @@ void main() {
         }
         sBest = best; sBestC = bestC;
     }
-#ifdef PINTRA
     if (t < 16) sNNZ[t] = 0;
+#ifndef PINTRA
+    if (t == 0) sCost4 = uint(I4_EXTRA * u_code.z);
+    if (t < 16) sBlk4[t] = 0xffffffffu;
+#endif
     barrier();
     uint cost16 = sBest >> 2;
-#else
-    if (t == 0) sCost4 = uint(I4_EXTRA * u_code.z);
-    if (t < 16) { sNNZ[t] = 0; sBlk4[t] = 0xffffffffu; }
-    barrier();
+#ifndef PINTRA
 
     // Intra_4x4 estimated first, every block at once in its vertical,
     // horizontal and DC modes (the blocks' neighbours inside the macroblock
@@ -798,7 +798,6 @@ void main() {
     barrier();
     uint estimate4 = uint(I4_EXTRA * u_code.z);
     for (int b = 0; b < 16; b++) estimate4 += sBlk4[b];
-    uint cost16 = sBest >> 2;
     bool exact4 = estimate4 < cost16;
 #endif
 

@@ -100,16 +100,18 @@ func runEncodeBench() -> Never {
         let bytes = [UInt8](data)
         sources = stride(from: 0, through: bytes.count - frame, by: frame).map { Array(bytes[$0..<$0 + frame]) }
     }
+    let settings = GPUH264Settings(qp: qp, keyframeInterval: keyint, slices: slices)
+    let log: (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+    // How the pictures are coded, as each line says it.
+    let coding = "qp \(qp)\(slices > 1 ? " \(slices) slices" : "")\(deblock ? "" : " deblocking off")\(subpel ? "" : " whole-sample motion")"
     if let dump {
         do {
             let d = try GPUEncodeBenchmark.dump(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
-                                                settings: GPUH264Settings(qp: qp, keyframeInterval: keyint, slices: slices),
-                                                deblocking: deblock, subpel: subpel,
-                                                log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
+                                                settings: settings, deblocking: deblock, subpel: subpel, log: log)
             try FileManager.default.createDirectory(atPath: dump, withIntermediateDirectories: true)
             try Data(d.stream).write(to: URL(fileURLWithPath: dump + "/stream0.h264"))
             try Data(d.reconstructions).write(to: URL(fileURLWithPath: dump + "/recon0.nv12"))
-            print("dump \(size) \(streams) streams \(frames) pictures qp \(qp)\(slices > 1 ? " \(slices) slices" : "")\(deblock ? "" : " deblocking off")\(subpel ? "" : " whole-sample motion"): \(d.stream.count) bytes of stream 0 and its reconstructions in \(dump) [\(d.renderer)]")
+            print("dump \(size) \(streams) streams \(frames) pictures \(coding): \(d.stream.count) bytes of stream 0 and its reconstructions in \(dump) [\(d.renderer)]")
             exit(0)
         } catch {
             fail("encode --dump: \(error)")
@@ -117,10 +119,9 @@ func runEncodeBench() -> Never {
     }
     do {
         let r = try GPUEncodeBenchmark.run(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
-                                           settings: GPUH264Settings(qp: qp, keyframeInterval: keyint, slices: slices), profile: profile, pace: pace, deblocking: deblock, subpel: subpel,
-                                           log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
+                                           settings: settings, profile: profile, pace: pace, deblocking: deblock, subpel: subpel, log: log)
         let name = inputFile.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "pattern"
-        let head = "encode \(r.size) \(name) \(r.streams) streams\(pace.map { " paced at \($0) fps" } ?? "") qp \(qp)\(slices > 1 ? " \(slices) slices" : "")\(deblock ? "" : " deblocking off")\(subpel ? "" : " whole-sample motion"): "
+        let head = "encode \(r.size) \(name) \(r.streams) streams\(pace.map { " paced at \($0) fps" } ?? "") \(coding): "
         let rate = String(format: "%.0f pictures/s (%d pictures in %.2f s), %.0f bytes/picture, ", r.picturesPerSecond, r.pictures, r.seconds, r.bytesPerPicture)
         let latency = String(format: "latency p50 %.2f ms p99 %.2f ms", r.latencyP50Ms, r.latencyP99Ms)
         print(head + rate + latency + " [\(r.renderer)\(r.mapped ? ", mapped" : "")]")
