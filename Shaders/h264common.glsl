@@ -39,6 +39,7 @@ int slotCount() { return u_size.z * u_size.w + 2 * sliceCount(); }
 #define MB_PROBE2 15     // and the probe there
 #define MB_PROBEMV3 10   // the same of the second round
 #define MB_PROBE3 11
+#define MB_BS 12         // P pictures, from the raster-order pass's decision to its filter: the edge strengths, 4 bits each, 8 a word (4 words)
 #define MB_LUMA 16       // 16 blocks × 16 int16 in zig-zag order (I_16x16: AC at 1-15)
 #define MB_LUMADC 144    // I_16x16 DC: 16 int16, zig-zag order; I_NxN: the 16 Intra_4x4 modes, 4 bits each, in 2 words
 #define MB_CHROMADC 152  // Cb then Cr: 4 int16 each

@@ -8,16 +8,24 @@
 // have filtered: one work group per macroblock row walks the row left to
 // right, and a row waits until the row above is two macroblocks ahead
 // (`progress`: per row, the picture's 16-bit tag over the macroblocks done,
-// so a count left by an earlier picture is never taken for this one's).
-// Rows wait only for rows above them, which started first, so every wait ends.
+// so a count left by an earlier picture is never taken for this one's;
+// the decisions' counts after the filter's, below).
+// A work group waits only for groups of lower index (the row above; a
+// filtering row for its decisions, below), which started first, so every wait ends.
 // Where work groups of one dispatch cannot wait on each other (llvmpipe runs
 // a dispatch's groups in fixed shares per thread, and ends every loop of a
 // shader after 65,535 iterations in all, so a long wait ends early), the
-// walk is a wavefront of dispatches instead: step d filters macroblock
-// (d − 2y, y) of every row y, the same order (u_step, −1 for the walk).
+// walk is a wavefront of dispatches instead, in the same order (u_step, −1
+// for the walk; its steps below).
 //
-// In P pictures the same walk first makes the P_Skip decision in the
-// standard's order. Until here every macroblock chose its vector knowing
+// In P pictures a second walk, beside the filter's, makes the P_Skip
+// decision in the standard's order: its own work groups (0 to mbHeight - 1,
+// the filter's after them), a row waiting until the row above has decided
+// two macroblocks ahead (its count at progress[mbHeight + row]), and the
+// filter of a macroblock waiting until its row has decided it. The two
+// chains run on different multiprocessors, so a step of each is shorter
+// than a step that decided and filtered; a wavefront step d decides
+// macroblock d − 2y of every row y and filters d − 1 − 2y. Until here every macroblock chose its vector knowing
 // only what its neighbours were about to choose; now the left, upper and
 // upper right neighbours are final, so the P_Skip vector is the one a
 // decoder derives. A P macroblock that is not already a P_Skip becomes one
@@ -36,13 +44,15 @@
 // vanishing, else its own), work out the P_Skip vector those guesses give
 // each macroblock, and probe there where no probe was (MB_PROBEMV2,
 // MB_PROBEMV3). The chain
-// of the walk probes only where the final vector is none of the three
-// (over all 64 invocations, its prediction kept for the reconstruction:
-// every row below waits on such a step). A
-// step's chain is then: wait for the row above, read its samples and
-// records (one round of reads, side by side), decide, filter in shared
-// memory, write; the macroblock's own samples and records were read the
-// step before.
+// of the decision's walk probes only where the final vector is none of the
+// three (over all 64 invocations, its prediction kept for the
+// reconstruction: every row below waits on such a step). A decision step
+// is: wait for the row above, read its records, decide, write the record
+// (and, where the macroblock became a P_Skip, its reconstruction). A filter
+// step: wait for the decision and the row above, read the samples and
+// records above (one round of reads, side by side), filter in shared
+// memory, write; the macroblock's own samples and record were read the
+// step before where it was decided by then.
 // The walk's work group is two halves of 32 invocations, each an NVIDIA
 // warp (luma's lines on the first, chroma's on the second, side by side
 // where the hardware runs the halves apart); a probe round's is 32.
@@ -76,6 +86,7 @@ uniform int u_step;
 shared int sY[400];      // luma rows -4..15, columns -4..15 of the macroblock
 shared int sC[200];      // Cb then Cr: rows -2..7, columns -2..7
 shared int sBS[32];      // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones
+shared uint sBSWord[4];  // the same four bits each, eight a word (the filter's)
 // The P_Skip decision: 0 none, 1 tried, 2 taken; the vector; the bits P
 // takes beyond a skip; decimation scores (luma blocks, then chroma AC by
 // component and block); chroma DC coefficients; SADs at the P_Skip vector
@@ -93,6 +104,7 @@ shared uint sSadSkip, sSadNow;
 shared uint sPredY[64];
 shared int sPredC[128];
 shared bool sProbed;
+shared bool sAhead;    // the filter's next macroblock is decided already
 shared int sRes[384];   // the in-chain probe's blocks (luma 0-15, chroma 8), 16 values each
 // The records a step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of the
 // macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO and
@@ -433,33 +445,44 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
     }
     barrier();
     if (sTake == 0) return;
-    if (sTake == 1) probeSkip(t, mbX, mbY);
+    if (sTake == 1) {
+        // The probe reads the macroblock's own samples (its reconstruction).
+        loadOwn(t, mbX, mbY);
+        barrier();
+        probeSkip(t, mbX, mbY);
+    }
     if (sTake != 2) return;
     ivec2 mv = sSkipMV;
     if (t == 0) {
         mbs[mb * MB_WORDS + MB_INFO] = sRec[REC_OWN] & ~(63u << 8);
         mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
         for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
-        // (Visible to the row below by the barrier before this row's count moves.)
+        // (The edge strengths below, and the next step's left neighbour.)
         sRec[REC_OWN] &= ~(63u << 8);
         sRec[REC_OWN + 1] = packMV(mv);
         for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
     }
     // The reconstruction is the prediction (the probe's, where it was in
-    // the chain): luma block t, or chroma row (t - 32) & 7 of component (t - 32) >> 3.
+    // the chain), into the picture for the filter: luma block t's rows, or
+    // chroma row t - 32 (both components, interleaved).
     bool probed = sProbed;
+    int rowWords = u_layout.z >> 2;
     if (t < 16) {
         int bx = blkX(t) * 4, by = blkY(t) * 4;
-        for (int y = 0; y < 4; y++) {
-            uint w = probed ? sPredY[t * 4 + y] : predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
-            for (int x = 0; x < 4; x++) sY[(by + y + 4) * 20 + bx + x + 4] = int(readByte(w, x));
+        for (int y = 0; y < 4; y++)
+            recon[(mbY * 16 + by + y) * rowWords + mbX * 4 + (bx >> 2)] = probed ? sPredY[t * 4 + y] : predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+    } else if (t >= 32 && t < 40) {
+        int y = t - 32;
+        ivec4 pr[4];   // Cb columns 0-3 and 4-7, then Cr's
+        for (int c = 0; c < 2; c++) for (int h = 0; h < 2; h++) {
+            if (probed) { for (int x = 0; x < 4; x++) pr[c * 2 + h][x] = sPredC[c * 64 + y * 8 + 4 * h + x]; }
+            else pr[c * 2 + h] = predChroma4(mbX * 8 + 4 * h, mbY * 8 + y, mv, c);
         }
-    } else if (t >= 32 && t < 48) {
-        int c = (t - 32) >> 3, y = (t - 32) & 7;
-        if (probed) { for (int x = 0; x < 8; x++) sC[c * 100 + (y + 2) * 10 + x + 2] = sPredC[c * 64 + y * 8 + x]; }
-        else for (int h = 0; h < 2; h++) {
-            ivec4 pr = predChroma4(mbX * 8 + 4 * h, mbY * 8 + y, mv, c);
-            for (int x = 0; x < 4; x++) sC[c * 100 + (y + 2) * 10 + 4 * h + x + 2] = pr[x];
+        // Bytes 4wc..4wc + 3 of the row: Cb, Cr of columns 2wc and 2wc + 1.
+        for (int wc = 0; wc < 4; wc++) {
+            int h = wc >> 1, x = (wc & 1) * 2;
+            recon[(u_layout.w >> 2) + (mbY * 8 + y) * rowWords + mbX * 4 + wc] =
+                uint(pr[h][x]) | uint(pr[2 + h][x]) << 8 | uint(pr[h][x + 1]) << 16 | uint(pr[2 + h][x + 1]) << 24;
         }
     }
     barrier();
@@ -481,18 +504,94 @@ uint fetchRecord(int t, int mb, int mbX, int mbY) {
     if (t < 24) return mbs[mb * MB_WORDS + MB_PROBEMV3 + t - 22];
     return 0u;
 }
-void main() {
-    // 64 invocations: luma lines on 0-15 (the first half), chroma lines on 32-47 (the second).
-    int t = int(gl_LocalInvocationIndex);
-    int mbY = int(gl_WorkGroupID.x);
+// Waits (the first invocation) until count `at` of `progress` shows the
+// picture's tag and at least `n` macroblocks; `seen` is the count it last read.
+void waitFor(int at, int n, inout uint seen) {
+    uint need = (uint(u_code.w) << 16) | uint(n);
+    while (!((seen >> 16) == uint(u_code.w) && seen >= need)) seen = progress[at];
+}
+
+// Edge strengths (from the records in sRec): invocation t < 16 gives
+// segment t & 3 of vertical edge t >> 2 (sBS[t]), invocation 32 + k
+// segment k & 3 of horizontal edge k >> 2 (sBS[16 + k]).
+void strengths(int t, int mbX, int mbY) {
+    int k = t & 15, e = k >> 2, s = k & 3;
+    if (t < 16) sBS[t] = e == 0 && mbX == 0 ? 0 : strength(e == 0 ? REC_LEFT : REC_OWN, e == 0 ? 3 : e - 1, s, REC_OWN, e, s);
+    else if (t >= 32 && t < 48) sBS[16 + k] = e == 0 && !rowAbove(mbY) ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
+}
+
+// Row mbY's P_Skip decisions, macroblocks first..end - 1. On a walk each
+// waits until the row above has decided two macroblocks ahead (its count at
+// progress[mbHeight + row]) and moves the row's own count once its record
+// (and, where it became a P_Skip, its reconstruction) is in memory.
+void decideRow(int t, int mbY, int first, int end, bool walk) {
     int mbW = u_size.z;
-    bool walk = u_step < 0;
-    int first = walk ? 0 : u_step - 2 * (mbY % u_sliceRows);
-    if (first < 0 || first >= mbW) return;
-    int end = walk ? mbW : first + 1;
-    uint seen = 0u;   // the first invocation's last read of the row above's count
+    uint seen = 0u, record = 0u;
+    for (int mbX = first; mbX < end; mbX++) {
+        int mb = mbY * mbW + mbX;
+        // On a walk the left neighbour's final record is this group's own of the step before.
+        if (walk && mbX > 0 && t < 8) sRec[REC_LEFT + t] = sRec[REC_OWN + t];
+        barrier();
+        // The records the row above does not write (read a step ahead on a walk).
+        if (!walk || mbX == first) record = fetchRecord(t, mb, mbX, mbY);
+        if (t < 8) sRec[REC_OWN + t] = record;
+        else if (t < 16) { if (!walk || mbX == 0) sRec[REC_LEFT + t - 8] = record; }
+        else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
+        if (walk && mbX + 1 < end && (t < 8 || (t >= 16 && t < 24))) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
+        if (rowAbove(mbY) && walk && t == 0) {
+            waitFor(u_size.w + mbY - 1, min(mbX + 2, mbW), seen);
+            memoryBarrierBuffer();
+        }
+        barrier();
+        // The upper neighbour's kind and vector, and the upper right's (the upper left's where there is none).
+        if (rowAbove(mbY)) {
+            if (t >= 24 && t < 32) sRec[REC_UP + t - 24] = recordWord(mb - mbW, t - 24);
+            if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[REC_CORNER + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
+        } else if (t < 10) {
+            sRec[REC_UP + t] = 0u;   // and REC_CORNER
+        }
+        barrier();
+        decideSkip(t, mb, mbX, mbY);
+        // The edge strengths, from the final records (its own, its left and
+        // upper neighbours'), for the filter: four bits each in MB_BS, the
+        // probe words' place (nothing reads those after the decision).
+        if (u_pic.w == 1) {
+            strengths(t, mbX, mbY);
+            barrier();
+            if (t < 4) {
+                uint w = 0u;
+                for (int k = 0; k < 8; k++) w |= uint(sBS[t * 8 + k]) << uint(4 * k);
+                mbs[mb * MB_WORDS + MB_BS + t] = w;
+            }
+        }
+        memoryBarrierBuffer();
+        barrier();
+        if (t == 0 && walk) atomicExchange(progress[u_size.w + mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
+    }
+}
+
+// Word k (0-3) of macroblock mb's edge strengths, eight of sBS's a word:
+// in P pictures as its decision left them in MB_BS; in an IDR every
+// macroblock is intra (4 on its edges inside the slice, 3 inside it).
+uint strengthWord(int k, int mb, int mbX, int mbY) {
+    if (u_pic.x == 1) return mbs[mb * MB_WORDS + MB_BS + k];
+    bool vertical = k < 2;
+    uint edge0 = (vertical ? mbX > 0 : rowAbove(mbY)) ? 4u : 0u;
+    // Entries 8(k & 1) to 8(k & 1) + 7: edge (k & 1) * 2 and the next, four segments each.
+    return (k & 1) == 0 ? (edge0 * 0x1111u) | 0x33330000u : 0x33333333u;
+}
+// Entry i of the macroblock's strengths (sBS's order) from sBSWord.
+int strengthOf(int i) { return int((sBSWord[i >> 3] >> uint(4 * (i & 7))) & 15u); }
+
+// Row mbY's filtering, macroblocks first..end - 1. On a walk each waits
+// until its own row has decided it (P pictures) and the row above has
+// filtered two macroblocks ahead (its count at progress[row]).
+void filterRow(int t, int mbY, int first, int end, bool walk) {
+    int mbW = u_size.z;
+    bool decided = u_pic.x == 1;
+    uint seen = 0u, seenDecided = 0u, bsWord = 0u;
     uint own[OWN_WORDS];
-    uint record = 0u;
+    bool ahead = false;   // own and bsWord were read the step before
     bool luma = t < 16;
     // The words of the region this invocation writes (regionWord): before
     // the count moves, one of the rows the row below reads (luma 12-15,
@@ -505,71 +604,43 @@ void main() {
     bool chroma = u >= 0 && u < 16;
     for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX;
-        // What does not wait for the row above goes first.
-        // The left neighbour's last four columns (two of chroma), and on a
-        // walk its final record: on a walk as this work group left them
-        // (nobody else writes them before this macroblock is done), on a
-        // wavefront step from the picture.
+        // The left neighbour's last four columns (two of chroma): on a walk
+        // as this work group left them (nobody else writes them before this
+        // macroblock is done), on a wavefront step from memory.
         if (mbX > 0 && walk) {
             if (luma) for (int k = 0; k < 4; k++) sY[(t + 4) * 20 + k] = sY[(t + 4) * 20 + 16 + k];
             else if (u >= 0 && u < 8) for (int c = 0; c < 2; c++) for (int k = 0; k < 2; k++) sC[c * 100 + (u + 2) * 10 + k] = sC[c * 100 + (u + 2) * 10 + 8 + k];
-            if (t < 8) sRec[REC_LEFT + t] = sRec[REC_OWN + t];   // final since its decision
         } else if (mbX > 0) {
             int rowWords = u_layout.z >> 2;
             if (luma) storeWord(recon[(mbY * 16 + t) * rowWords + mbX * 4 - 1], false, t, -1);
             else if (u >= 0 && u < 8) storeWord(recon[(u_layout.w >> 2) + (mbY * 8 + u) * rowWords + mbX * 4 - 1], true, u, -1);
         }
-        barrier();
-        // The macroblock's own samples: the row above never writes them, the
-        // row below only once this one is done. A walk read them (and the
-        // records below) the step before, and reads the next macroblock's
-        // now: they arrive while this one waits, decides and filters.
-        if (!walk || mbX == first) fetchOwn(t, mbX, mbY, own);
-        placeOwn(t, own);
-        if (walk && mbX + 1 < end) fetchOwn(t, mbX + 1, mbY, own);
-        // The records the row above does not write: the macroblock's (its
-        // decision comes below), its left neighbour's (final since the step
-        // before), its right and lower neighbours' kinds.
-        if (!walk || mbX == first) record = fetchRecord(t, mb, mbX, mbY);
-        if (t < 8) sRec[REC_OWN + t] = record;
-        else if (t < 16) { if (!walk || mbX == 0) sRec[REC_LEFT + t - 8] = record; }
-        else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
-        // (Not the left neighbour's: on a walk that is this one, kept above.)
-        if (walk && mbX + 1 < end && (t < 8 || (t >= 16 && t < 24))) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
-        // The row above must have filtered the upper right neighbour. The
-        // first invocation waits, reading the row's count (no atomic: sixteen
-        // read-modify-writes a poll, queued with the one that moves it, cost
-        // more than the filtering), and only while the count it last saw is
-        // short; then the group passes the barrier together. (A wavefront
-        // step's dispatch comes after the step before it ended.)
-        if (rowAbove(mbY) && walk && t == 0) {
-            uint need = (uint(u_code.w) << 16) | uint(min(mbX + 2, mbW));
-            while (!((seen >> 16) == uint(u_code.w) && seen >= need)) seen = progress[mbY - 1];
+        // The macroblock's decision and the row above's filtering of the
+        // upper right neighbour. (A wavefront step's dispatch comes after
+        // the step before it ended.)
+        if (walk && t == 0) {
+            if (decided) waitFor(u_size.w + mbY, mbX + 1, seenDecided);
+            if (rowAbove(mbY)) waitFor(mbY - 1, min(mbX + 2, mbW), seen);
             memoryBarrierBuffer();
+            sAhead = !decided || ((seenDecided >> 16) == uint(u_code.w) && seenDecided >= ((uint(u_code.w) << 16) | uint(mbX + 2)));
         }
         barrier();
-        if (rowAbove(mbY)) {
-            // Its four last rows (two of chroma) above this macroblock, the
-            // upper neighbour's record, and the upper right's (the upper
-            // left's where there is none) kind and vector.
-            if (t < 24) loadAbove(t, mbX, mbY);
-            else if (t < 32) sRec[REC_UP + t - 24] = recordWord(mb - mbW, t - 24);
-            if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[REC_CORNER + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
-        } else if (t < 10) {
-            sRec[REC_UP + t] = 0u;   // and REC_CORNER
+        // The macroblock's own samples and edge strengths, final since its
+        // decision; on a walk, the next macroblock's too where it is decided
+        // already: they arrive while this one filters.
+        if (!ahead) {
+            fetchOwn(t, mbX, mbY, own);
+            if (t < 4) bsWord = strengthWord(t, mb, mbX, mbY);
         }
-        barrier();
-        // The P_Skip decision, now that the neighbours' vectors are final.
-        // (Every path through it ends at a barrier after its last change.)
-        if (u_pic.x == 1) decideSkip(t, mb, mbX, mbY);
-        // Edge strengths (from the final records): invocation t < 16 gives
-        // segment t & 3 of vertical edge t >> 2 (sBS[t]), invocation 32 + k
-        // segment k & 3 of horizontal edge k >> 2 (sBS[16 + k]).
-        {
-            int k = t & 15, e = k >> 2, s = k & 3;
-            if (luma) sBS[t] = (e == 0 && mbX == 0) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_LEFT : REC_OWN, e == 0 ? 3 : e - 1, s, REC_OWN, e, s);
-            else if (chroma) sBS[16 + k] = (e == 0 && !rowAbove(mbY)) || u_pic.w == 0 ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
+        placeOwn(t, own);
+        if (t < 4) sBSWord[t] = bsWord;
+        ahead = walk && mbX + 1 < end && sAhead;
+        if (ahead) {
+            fetchOwn(t, mbX + 1, mbY, own);
+            if (t < 4) bsWord = strengthWord(t, mb + 1, mbX + 1, mbY);
         }
+        // The four last rows (two of chroma) above this macroblock.
+        if (rowAbove(mbY) && t < 24) loadAbove(t, mbX, mbY);
         barrier();
 
         // Eight stages in two phases. Luma (line t): vertical edges left to
@@ -583,7 +654,7 @@ void main() {
             bool vertical = phase == 0;
             if (luma) {
                 for (int edge = 0; edge < 4; edge++) {
-                    int bS = sBS[(vertical ? 0 : 16) + edge * 4 + (t >> 2)];
+                    int bS = strengthOf((vertical ? 0 : 16) + edge * 4 + (t >> 2));
                     if (bS > 0) {
                         int p[4], q[4];
                         int o = vertical ? (t + 4) * 20 + 4 * edge + 4 : (4 * edge + 4) * 20 + t + 4;
@@ -596,7 +667,7 @@ void main() {
             } else if (chroma) {
                 for (int edge = 0; edge < 2; edge++) {
                     int c = u >> 3, line = u & 7;
-                    int bS = sBS[(vertical ? 0 : 16) + edge * 8 + (line >> 1)];
+                    int bS = strengthOf((vertical ? 0 : 16) + edge * 8 + (line >> 1));
                     if (bS > 0) {
                         int o = vertical ? c * 100 + (line + 2) * 10 + 4 * edge + 2 : c * 100 + (4 * edge + 2) * 10 + line + 2;
                         int stride = vertical ? 1 : 10;
@@ -621,6 +692,23 @@ void main() {
         if (t + 64 < 120) writeWord(late1, mbX);
         barrier();
     }
+}
+
+void main() {
+    // 64 invocations: luma lines on 0-15 (the first half), chroma lines on 32-47 (the second).
+    // Work groups 0 to mbHeight - 1 decide, row by row (P pictures);
+    // mbHeight to 2 mbHeight - 1 filter (where the picture is filtered).
+    int t = int(gl_LocalInvocationIndex);
+    bool deciding = int(gl_WorkGroupID.x) < u_size.w;
+    int mbY = int(gl_WorkGroupID.x) - (deciding ? 0 : u_size.w);
+    if (deciding ? u_pic.x == 0 : u_pic.w == 0) return;
+    bool walk = u_step < 0;
+    // Wavefront step d decides macroblock d - 2y of every row y and filters d - 1 - 2y.
+    int first = walk ? 0 : u_step - (deciding ? 0 : 1) - 2 * (mbY % u_sliceRows);
+    if (first < 0 || first >= u_size.z) return;
+    int end = walk ? u_size.z : first + 1;
+    if (deciding) decideRow(t, mbY, first, end, walk);
+    else filterRow(t, mbY, first, end, walk);
 }
 #endif
 

@@ -30,7 +30,7 @@ final class H264ComputeEncoder {
     private var bits: GLuint = 0, lens: GLuint = 0
     /// The reference's sub-sample planes (`h264interp.comp`): four padded luma planes, remade for each P picture.
     private var planes: GLuint = 0
-    /// The deblocking pass's progress: per macroblock row, the picture's tag and the macroblocks filtered.
+    /// The raster-order pass's progress: per macroblock row, the picture's tag and the macroblocks filtered; then per row the macroblocks decided.
     private var progress: GLuint = 0
     /// A probe round's list of macroblocks to probe: an indirect dispatch's three words, then their indices (`h264deblock.comp`).
     private var probeList: GLuint = 0
@@ -122,9 +122,9 @@ final class H264ComputeEncoder {
         pictures = [buffer(pictureBytes), buffer(pictureBytes)]
         records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
         bits = buffer((slotCount * Self.slotWords + 1) * 4)
-        progress = buffer(format.mbHeight * 4)
+        progress = buffer(format.mbHeight * 8)
         // No count yet: a row's wait ends only on this picture's tag (the first is 1).
-        let zeros = [UInt32](repeating: 0, count: format.mbHeight)
+        let zeros = [UInt32](repeating: 0, count: 2 * format.mbHeight)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
         probeList = buffer((3 + n) * 4)
         planes = buffer(planeBytes)
@@ -395,15 +395,16 @@ final class H264ComputeEncoder {
         case .walk:
             for p in raster {
                 p.job.encoder.bind(p, .deblock)
-                glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+                glDispatchCompute(GLuint(2 * p.job.encoder.format.mbHeight), 1, 1)
             }
             glMemoryBarrier(storage)
         case .wavefront:
-            let steps = raster.map { $0.job.encoder.format.mbWidth + 2 * $0.job.encoder.sliceRows - 2 }.max() ?? 0
+            // One step more than the walk's diagonals: each step filters what the step before decided.
+            let steps = raster.map { $0.job.encoder.format.mbWidth + 2 * $0.job.encoder.sliceRows - 1 }.max() ?? 0
             for step in 0..<steps {
                 for p in raster {
                     p.job.encoder.bind(p, .deblock, diagonal: step)
-                    glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+                    glDispatchCompute(GLuint(2 * p.job.encoder.format.mbHeight), 1, 1)
                 }
                 glMemoryBarrier(storage)
             }
