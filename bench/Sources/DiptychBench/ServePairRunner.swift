@@ -170,7 +170,8 @@ struct ServePairRunner: PairRunner {
     /// What the server's render threads did over a trial of `seconds`, from
     /// its `/metrics` at the end less those at the start (`since`: the
     /// start-up calibration is not the trial's): busy share, frames and
-    /// calls a wake-up, and busy milliseconds an item by phase (nil without those families).
+    /// calls a wake-up, busy milliseconds an item by phase and, where the
+    /// server gives it, CPU milliseconds an item (nil without those families).
     static func renderThreadLine(_ metrics: String, since start: String? = nil, seconds: Double) -> String? {
         var total: [String: Double] = [:], phases: [String: Double] = [:]
         for (text, sign) in [(metrics, 1.0), (start ?? "", -1.0)] {
@@ -189,8 +190,10 @@ struct ServePairRunner: PairRunner {
               let wakeups = total["diptych_gpu_render_thread_wakeups_total"], items > 0, wakeups > 0, seconds > 0 else { return nil }
         let byPhase = phases.filter { $0.value > 0 }.sorted { $0.value > $1.value }
             .map { "\($0.key) \(String(format: "%.3f", $0.value * 1000 / items))" }.joined(separator: ", ")
+        // The threads' CPU time beside their busy time: a thread blocked in the driver may spin or sleep.
+        let cpu = total["diptych_gpu_render_thread_cpu_seconds_total"].map { String(format: ", %.3f CPU ms an item", $0 * 1000 / items) } ?? ""
         return String(format: "render threads %.0f %% busy, %.1f items a wake-up, %.3f busy ms an item (", busy / seconds * 100, items / wakeups,
-                      busy * 1000 / items) + byPhase + ")"
+                      busy * 1000 / items) + byPhase + ")" + cpu
     }
 
     /// Waits for the server's address on its standard output, then for its

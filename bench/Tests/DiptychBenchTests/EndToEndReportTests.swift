@@ -41,6 +41,10 @@ import Testing
             """
         #expect(ServePairRunner.renderThreadLine(metrics, since: before, seconds: 10)
                 == "render threads 40 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 0.500, dispatch 0.200)")
+        // With the threads' CPU time: per item too, less the time before.
+        let withCPU = metrics + "\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"0\"} 3\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"1\"} 1\n"
+        #expect(ServePairRunner.renderThreadLine(withCPU, since: before + "\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"0\"} 2\n", seconds: 10)
+                == "render threads 40 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 0.500, dispatch 0.200), 1.000 CPU ms an item")
     }
 
     @Test func mirroredSecondaryForEveryProgram() {
