@@ -15,6 +15,7 @@ struct EGLClientProcs {
     var extensions: Set<String>
 
     static func load() -> EGLClientProcs {
+        DriverEnvironment.apply()   // before the first EGL call loads the driver
         let ext = extensionTokens(eglQueryString(diptych_egl_no_display(), EGLc.extensions).map { String(cString: $0) })
         return EGLClientProcs(
             queryDevices: ext.contains("EGL_EXT_device_enumeration") || ext.contains("EGL_EXT_device_base")

@@ -36,6 +36,17 @@ extension GPU {
             try provesWorking(c)
         }
 
+        /// Once a context exists, the driver's waits are set to sleep
+        /// (`__GL_YIELD=USLEEP`), or the value the environment had is kept.
+        @Test func driverWaitsSleep() throws {
+            let had = ProcessInfo.processInfo.environment["__GL_YIELD"]
+            let c = try GPUCompositor(selection: GPUSelection(device: .software, platform: .device))
+            defer { c.shutdown() }
+            #expect(getenv("__GL_YIELD").map { String(cString: $0) } == (had ?? "USLEEP"))
+            DriverEnvironment.apply()   // a second call changes nothing
+            #expect(getenv("__GL_YIELD").map { String(cString: $0) } == (had ?? "USLEEP"))
+        }
+
         @Test func deviceByIndexWorks() throws {
             let c = try GPUCompositor(selection: GPUSelection(device: .index(0), platform: .device))
             defer { c.shutdown() }
