@@ -5,6 +5,9 @@ import DiptychOptions
 import DiptychServer
 import Foundation
 
+// The driver's settings before any thread starts (docs/ENVIRONMENT.md).
+DriverEnvironment.apply()
+
 let usage = """
 usage: diptych <command> [options]
 

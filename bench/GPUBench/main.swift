@@ -5,6 +5,9 @@ import DiptychGPU
 import DiptychOptions
 import Foundation
 
+// The driver's settings before any thread starts (docs/ENVIRONMENT.md).
+DriverEnvironment.apply()
+
 struct Options {
     var layout = "pip"
     var size = PixelSize.hd1080

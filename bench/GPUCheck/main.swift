@@ -12,6 +12,9 @@ import DiptychGPU
 import DiptychOptions
 import Foundation
 
+// The driver's settings before any thread starts (docs/ENVIRONMENT.md).
+DriverEnvironment.apply()
+
 struct Failure: Error, CustomStringConvertible { var description: String }
 
 var failures = 0
