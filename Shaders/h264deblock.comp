@@ -94,6 +94,7 @@ shared uint sBSWord[4];  // the same four bits each, eight a word (the filter's)
 shared int sTake;
 shared bool sVanish;   // the probe's residual quantises to nothing
 shared ivec2 sSkipMV;
+shared ivec2 sMVP;     // the vector predictor (8.4.1.3) from the final neighbours
 shared int sExtraBits;
 shared int sScore[24];
 shared int sChromaDC[8];
@@ -436,6 +437,7 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
                 else take = probeState(probe) == PROBE_EMPTY && cheap ? 2 : 0;
             }
             sSkipMV = skip;
+            sMVP = mvp;
             sExtraBits = extraBits;
         }
         sTake = take;
@@ -567,6 +569,15 @@ void decideRow(int t, int mbY, int first, int end, bool walk) {
         memoryBarrierBuffer();
         barrier();
         if (t == 0 && walk) atomicExchange(progress[u_size.w + mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
+        // After the count (off the chain): the final record's vector
+        // predictor, and whether it is coded as a P_Skip, for CAVLC and the
+        // finish pass's skip runs. Nothing in this pass reads MB_MVP, and
+        // the skip flag leaves the kind the row below reads as it was.
+        if (t == 0 && infoKind(sRec[REC_OWN]) == KIND_P16) {
+            uint info = sRec[REC_OWN];
+            mbs[mb * MB_WORDS + MB_MVP] = packMV(sMVP);
+            if (infoCBP(info) == 0 && unpackMV(sRec[REC_OWN + 1]) == sSkipMV) mbs[mb * MB_WORDS + MB_INFO] = info | 4u;
+        }
     }
 }
 

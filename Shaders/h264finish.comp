@@ -1,10 +1,10 @@
 #version 310 es
 // H.264 encoder, per frame (docs/ARCHITECTURE.md, "The GPU encoder"): one
-// work group per frame. In a P slice it derives each macroblock's motion
-// vector predictor and P_Skip vector from its neighbours' final vectors
-// (8.4.1.1, 8.4.1.3), marks the macroblocks coded as P_Skip, and counts the
-// skipped run before each coded one (from its slice's start); then it writes
-// each slice's tail (the last skip run and the RBSP stop bit) into the slice's last slot.
+// work group per frame. It counts the skipped run before each coded
+// macroblock (from its slice's start: the raster-order pass marked the
+// P_Skips and wrote each vector's predictor, from its neighbours' final
+// vectors), then writes each slice's tail (the last skip run and the RBSP
+// stop bit) into the slice's last slot.
 layout(local_size_x = 1024) in;
 
 layout(std430, binding = 3) buffer MBs { uint mbs[]; };
@@ -14,20 +14,6 @@ layout(std430, binding = 6) buffer Lens { uint lens[]; };
 uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), slot words, -
 
 shared int sLast[1024];
-
-#include "h264predict.glsl"
-
-void predict(int i) {
-    int x = i % u_size.z, y = i / u_size.z;
-    uint info = mbs[i * MB_WORDS + MB_INFO];
-    if (infoKind(info) != KIND_P16) return;
-    ivec2 mvp, skipMV;
-    predictors(x, y, mvp, skipMV);
-    ivec2 mv = unpackMV(mbs[i * MB_WORDS + MB_MV]);
-    bool skipped = infoCBP(info) == 0 && mv == skipMV;
-    mbs[i * MB_WORDS + MB_MVP] = packMV(mvp);
-    if (skipped) mbs[i * MB_WORDS + MB_INFO] = info | 4u;
-}
 
 // The last macroblock of each slice that is not skipped (its first one
 // less one where there is none).
@@ -40,13 +26,7 @@ void main() {
     int slices = sliceCount(), sliceMBs = u_sliceRows * u_size.z;
     int chunk = (n + 1023) / 1024;
     int first = t * chunk, end = min(n, first + chunk);
-    if (pSlice) {
-        for (int i = first; i < end; i++) predict(i);
-    }
     for (int s = t; s < slices; s += 1024) sSliceLast[s] = s * sliceMBs - 1;
-    // Every vector is read before any skip flag is written: predict() reads
-    // only MB_INFO's kind and MB_MV, which no invocation changes.
-    memoryBarrierBuffer();
     barrier();
     int last = -1;
     for (int i = first; i < end; i++)

@@ -522,7 +522,7 @@ void main() {
 #ifdef CHOOSE
     // The vector: the refinement's, the left neighbour's, or the predictor
     // or the P_Skip vector worked out from the neighbours' vectors (their final vectors are not
-    // known yet; the finish pass derives the exact ones), whichever costs
+    // known yet; the raster-order pass derives the exact ones), whichever costs
     // least by SAD plus lambda times the bits of its difference from that
     // predictor. Ties go to the P_Skip vector, then the predictor. A pass of
     // its own (few registers, many work groups resident), in CHOICE_ROUNDS
@@ -1075,7 +1075,7 @@ void main() {
     } else if (t == 42) {
         mbs[rec + MB_INFO] = packInfo(intra ? (i4 ? KIND_I4 : KIND_I16) : KIND_P16, false, lumaMode, chromaMode, cbp);
         mbs[rec + MB_MV] = packMV(mv);
-        // P macroblocks leave their cost here for the intra pass (the finish pass writes the predictor over it).
+        // P macroblocks leave their cost here for the intra pass (the raster-order pass writes the predictor over it).
 #ifdef INTER
         mbs[rec + MB_MVP] = interCost;
 #else

@@ -1,7 +1,8 @@
-// Shared by the H.264 encoder's passes that work out a macroblock's motion
-// vector predictor and P_Skip vector from its neighbours' final vectors
-// (8.4.1.1, 8.4.1.3): h264finish.comp, and h264deblock.comp's P_Skip
-// decision. Included after the pass's record buffer (`mbs`).
+// The H.264 encoder's motion vector predictor and P_Skip vector of a
+// macroblock from its neighbours' vectors (8.4.1.1, 8.4.1.3): the
+// raster-order pass's P_Skip decision (from the final ones; it also writes
+// each macroblock's predictor for CAVLC) and its probe rounds' guesses.
+// Included after the pass's record buffer (`mbs`).
 
 struct Neighbour { bool available; int ref; ivec2 mv; };
 
@@ -12,13 +13,6 @@ Neighbour neighbourOf(bool available, uint info, uint mv) {
     n.ref = available && infoKind(info) == KIND_P16 ? 0 : -1;
     n.mv = n.ref == 0 ? unpackMV(mv) : ivec2(0);
     return n;
-}
-
-// The neighbour at (x, y) of a macroblock in row `row` (not available outside the picture or its slice).
-Neighbour neighbour(int x, int y, int row) {
-    bool available = x >= 0 && x < u_size.z && (y == row || rowAbove(row));
-    int i = available ? y * u_size.z + x : 0;
-    return neighbourOf(available, available ? mbs[i * MB_WORDS + MB_INFO] : 0u, available ? mbs[i * MB_WORDS + MB_MV] : 0u);
 }
 
 int median3(int a, int b, int c) { return max(min(a, b), min(max(a, b), c)); }
@@ -35,9 +29,4 @@ void predictorsOf(Neighbour a, Neighbour b, Neighbour c, Neighbour d, out ivec2 
     skipMV = mvp;
     if (!a.available || !b.available || (a.ref == 0 && a.mv == ivec2(0)) || (b.ref == 0 && b.mv == ivec2(0)))
         skipMV = ivec2(0);
-}
-
-// The same for the P macroblock at (x, y), its neighbours' records read here.
-void predictors(int x, int y, out ivec2 mvp, out ivec2 skipMV) {
-    predictorsOf(neighbour(x - 1, y, y), neighbour(x, y - 1, y), neighbour(x + 1, y - 1, y), neighbour(x - 1, y - 1, y), mvp, skipMV);
 }
