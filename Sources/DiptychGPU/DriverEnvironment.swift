@@ -20,12 +20,8 @@ import Glibc
 /// reads it on other threads sets `__GL_YIELD` itself first (any value
 /// leaves it alone).
 public enum DriverEnvironment {
-    /// The variables and the values set where the environment has none.
-    static let defaults: [(name: String, value: String)] = [("__GL_YIELD", "USLEEP")]
-
-    /// Sets the defaults once a process (the first call; later calls do nothing).
+    /// Sets `__GL_YIELD=USLEEP` where the environment has no value (once a
+    /// process: the first call; later calls do nothing).
     public static func apply() { _ = applied }
-    private static let applied: Void = {
-        for d in defaults { setenv(d.name, d.value, 0) }
-    }()
+    private static let applied: Void = { setenv("__GL_YIELD", "USLEEP", 0) }()
 }
