@@ -21,8 +21,14 @@
 // In P pictures a second walk, beside the filter's, makes the P_Skip
 // decision in the standard's order: its own work groups (0 to mbHeight - 1,
 // the filter's after them), a row waiting until the row above has decided
-// two macroblocks ahead (its count at progress[mbHeight + row]), and the
-// filter of a macroblock waiting until its row has decided it. The two
+// two macroblocks ahead, and the filter of a macroblock waiting until its
+// row has decided it (the decisions' count at progress[mbHeight + row]). A
+// deciding row learns what it needs of the row above from one word a
+// macroblock that the row above writes as soon as it has decided it
+// (`finalWord`: the vector, intra or not, whether it became a P_Skip, and
+// the P picture's tag, at progress[2 mbHeight + macroblock]): it waits on
+// those words themselves, so its wait and its reads are one round trip and
+// the row above's count, fence and record writes are off its chain. The two
 // chains run on different multiprocessors, so a step of each is shorter
 // than a step that decided and filtered; a wavefront step d decides
 // macroblock d − 2y of every row y and filters d − 1 − 2y. Until here every macroblock chose its vector knowing
@@ -73,6 +79,8 @@ uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row byte
 // carry no QP change): α | β << 8 of luma and α | β << 8 of chroma, then
 // tC0 for bS 1, 2, 3 a byte each, of luma and of chroma (Tables 8-16, 8-17);
 // then the picture's tag (1 to 65535).
+// The tag's low 16 bits the picture's (the counts'), its high bits a tag of 1
+// to 63 counting P pictures only (the final words').
 uniform ivec4 u_code;
 // P picture (1) or IDR (0), its QP, lambda, whether to filter (1) or only decide P_Skip (0).
 uniform ivec4 u_pic;
@@ -506,12 +514,35 @@ uint fetchRecord(int t, int mb, int mbX, int mbY) {
     if (t < 24) return mbs[mb * MB_WORDS + MB_PROBEMV3 + t - 22];
     return 0u;
 }
+// The picture's tag in the progress counts (1 to 65535).
+uint pictureTag() { return uint(u_code.w) & 0xffffu; }
+
 // Waits (the first invocation) until count `at` of `progress` shows the
 // picture's tag and at least `n` macroblocks; `seen` is the count it last read.
 void waitFor(int at, int n, inout uint seen) {
-    uint need = (uint(u_code.w) << 16) | uint(n);
-    while (!((seen >> 16) == uint(u_code.w) && seen >= need)) seen = progress[at];
+    uint need = (pictureTag() << 16) | uint(n);
+    while (!((seen >> 16) == pictureTag() && seen >= need)) seen = progress[at];
 }
+
+// A decided macroblock's final word for the row below: its vector (12 bits
+// a component: vectors stay within ±1023 quarter samples), whether it is
+// intra, whether it became a P_Skip here, and the P picture's tag (6 bits,
+// 1 to 63: consecutive P pictures differ, and a word never written is 0).
+#define FINAL_INTRA (1u << 24)
+#define FINAL_SKIPPED (1u << 25)
+uint finalWord(ivec2 mv, bool intra, bool skipped) {
+    return (uint(mv.x) & 0xfffu) | ((uint(mv.y) & 0xfffu) << 12) | (intra ? FINAL_INTRA : 0u) | (skipped ? FINAL_SKIPPED : 0u)
+         | ((uint(u_code.w) >> 16) << 26);
+}
+// Its vector as MB_MV holds one.
+uint finalMV(uint w) { return packMV(ivec2(bitfieldExtract(int(w), 0, 12), bitfieldExtract(int(w), 12, 12))); }
+// Waits (the first invocation) for macroblock mb's final word of this picture.
+uint finalOf(int mb) {
+    uint w;
+    do { w = progress[2 * u_size.w + mb]; } while ((w >> 26) != (uint(u_code.w) >> 16));
+    return w;
+}
+shared uint sFinal[2];   // the final words of the upper and upper right (upper left where there is none) neighbours
 
 // Edge strengths (from the records in sRec): invocation t < 16 gives
 // segment t & 3 of vertical edge t >> 2 (sBS[t]), invocation 32 + k
@@ -523,12 +554,13 @@ void strengths(int t, int mbX, int mbY) {
 }
 
 // Row mbY's P_Skip decisions, macroblocks first..end - 1. On a walk each
-// waits until the row above has decided two macroblocks ahead (its count at
-// progress[mbHeight + row]) and moves the row's own count once its record
-// (and, where it became a P_Skip, its reconstruction) is in memory.
+// waits for the final words of its upper and upper right neighbours, writes
+// its own once decided, and moves the row's count (the filter's) once its
+// record (and, where it became a P_Skip, its reconstruction) is in memory.
 void decideRow(int t, int mbY, int first, int end, bool walk) {
     int mbW = u_size.z;
-    uint seen = 0u, record = 0u;
+    uint record = 0u;
+    uint upperRight = 0u;   // the first invocation's: the final word it waited for the step before
     for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX;
         // On a walk the left neighbour's final record is this group's own of the step before.
@@ -540,13 +572,29 @@ void decideRow(int t, int mbY, int first, int end, bool walk) {
         else if (t < 16) { if (!walk || mbX == 0) sRec[REC_LEFT + t - 8] = record; }
         else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
         if (walk && mbX + 1 < end && (t < 8 || (t >= 16 && t < 24))) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
-        if (rowAbove(mbY) && walk && t == 0) {
-            waitFor(u_size.w + mbY - 1, min(mbX + 2, mbW), seen);
-            memoryBarrierBuffer();
-        }
-        barrier();
-        // The upper neighbour's kind and vector, and the upper right's (the upper left's where there is none).
-        if (rowAbove(mbY)) {
+        // The upper neighbour's record (its vector and, where it became a
+        // P_Skip, its type and coefficients as the final word says), and the
+        // upper right's kind and vector (the upper left's where there is none).
+        if (rowAbove(mbY) && walk) {
+            // Its record as the macroblock passes left it, or as its decision
+            // rewrote it: the final word decides which words count.
+            uint upper = t >= 24 && t < 32 ? recordWord(mb - mbW, t - 24) : 0u;
+            if (t == 0) {
+                // The upper neighbour was the upper right one the step before.
+                sFinal[0] = mbX == first ? finalOf(mb - mbW) : upperRight;
+                upperRight = mbX + 1 < mbW ? finalOf(mb - mbW + 1) : mbX > 0 ? finalOf(mb - mbW - 1) : 0u;
+                sFinal[1] = upperRight;
+            }
+            barrier();
+            if (t >= 24 && t < 32) {
+                int k = t - 24;
+                bool skipped = (sFinal[0] & FINAL_SKIPPED) != 0u;
+                sRec[REC_UP + k] = k == 0 ? (skipped ? upper & ~(63u << 8) : upper) : k == 1 ? finalMV(sFinal[0]) : skipped ? 0u : upper;
+            }
+            if (t < 2 && (mbX + 1 < mbW || mbX > 0))
+                sRec[REC_CORNER + t] = t == 0 ? ((sFinal[1] & FINAL_INTRA) != 0u ? KIND_I16 : KIND_P16) : finalMV(sFinal[1]);
+        } else if (rowAbove(mbY)) {
+            // A wavefront step: the row above decided these a dispatch before.
             if (t >= 24 && t < 32) sRec[REC_UP + t - 24] = recordWord(mb - mbW, t - 24);
             if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[REC_CORNER + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
         } else if (t < 10) {
@@ -554,6 +602,8 @@ void decideRow(int t, int mbY, int first, int end, bool walk) {
         }
         barrier();
         decideSkip(t, mb, mbX, mbY);
+        if (walk && t == 0)
+            progress[2 * u_size.w + mb] = finalWord(unpackMV(sRec[REC_OWN + 1]), infoKind(sRec[REC_OWN]) != KIND_P16, sTake == 2);
         // The edge strengths, from the final records (its own, its left and
         // upper neighbours'), for the filter: four bits each in MB_BS, the
         // probe words' place (nothing reads those after the decision).
@@ -568,7 +618,7 @@ void decideRow(int t, int mbY, int first, int end, bool walk) {
         }
         memoryBarrierBuffer();
         barrier();
-        if (t == 0 && walk) atomicExchange(progress[u_size.w + mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
+        if (t == 0 && walk) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX + 1));
         // After the count (off the chain): the final record's vector
         // predictor, and whether it is coded as a P_Skip, for CAVLC and the
         // finish pass's skip runs. Nothing in this pass reads MB_MVP, and
@@ -633,7 +683,7 @@ void filterRow(int t, int mbY, int first, int end, bool walk) {
             if (decided) waitFor(u_size.w + mbY, mbX + 1, seenDecided);
             if (rowAbove(mbY)) waitFor(mbY - 1, min(mbX + 2, mbW), seen);
             memoryBarrierBuffer();
-            sAhead = !decided || ((seenDecided >> 16) == uint(u_code.w) && seenDecided >= ((uint(u_code.w) << 16) | uint(mbX + 2)));
+            sAhead = !decided || ((seenDecided >> 16) == pictureTag() && seenDecided >= ((pictureTag() << 16) | uint(mbX + 2)));
         }
         barrier();
         // The macroblock's own samples and edge strengths, final since its
@@ -698,7 +748,7 @@ void filterRow(int t, int mbY, int first, int end, bool walk) {
         if (writesEarly) writeWord(early, mbX);
         memoryBarrierBuffer();
         barrier();
-        if (t == 0 && walk) atomicExchange(progress[mbY], (uint(u_code.w) << 16) | uint(mbX + 1));
+        if (t == 0 && walk) atomicExchange(progress[mbY], (pictureTag() << 16) | uint(mbX + 1));
         writeWord(late0, mbX);
         if (t + 64 < 120) writeWord(late1, mbX);
         barrier();

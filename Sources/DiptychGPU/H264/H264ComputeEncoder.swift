@@ -30,12 +30,15 @@ final class H264ComputeEncoder {
     private var bits: GLuint = 0, lens: GLuint = 0
     /// The reference's sub-sample planes (`h264interp.comp`): four padded luma planes, remade for each P picture.
     private var planes: GLuint = 0
-    /// The raster-order pass's progress: per macroblock row, the picture's tag and the macroblocks filtered; then per row the macroblocks decided.
+    /// The raster-order pass's progress: per macroblock row, the picture's tag and the macroblocks filtered; then per row the
+    /// macroblocks decided; then each macroblock's final word for the deciding row below (`h264deblock.comp`).
     private var progress: GLuint = 0
     /// A probe round's list of macroblocks to probe: an indirect dispatch's three words, then their indices (`h264deblock.comp`).
     private var probeList: GLuint = 0
     /// The tag of the picture being recorded (1 to 65535, then 1 again: its rows' counts from an earlier picture differ).
     private var deblockTag = 0
+    /// The tag of the last P picture's final words (1 to 63, then 1 again): only P pictures write them, so consecutive ones differ.
+    private var finalTag = 0
     /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
     private var slots: [Slot] = []
     private var nextSlot = 0
@@ -122,9 +125,9 @@ final class H264ComputeEncoder {
         pictures = [buffer(pictureBytes), buffer(pictureBytes)]
         records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
         bits = buffer((slotCount * Self.slotWords + 1) * 4)
-        progress = buffer(format.mbHeight * 8)
-        // No count yet: a row's wait ends only on this picture's tag (the first is 1).
-        let zeros = [UInt32](repeating: 0, count: 2 * format.mbHeight)
+        progress = buffer((2 * format.mbHeight + n) * 4)
+        // No count and no final word yet: a wait ends only on this picture's tag (never 0).
+        let zeros = [UInt32](repeating: 0, count: 2 * format.mbHeight + n)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
         probeList = buffer((3 + n) * 4)
         planes = buffer(planeBytes)
@@ -211,7 +214,7 @@ final class H264ComputeEncoder {
         var pending: Pending
         var reference: Int
         var lambda: Int32
-        /// The deblocking pass's tag for this picture's progress counts.
+        /// The raster-order pass's tags: this picture's for its progress counts (low 16 bits), and its final words' (above).
         var deblockTag: Int32
     }
 
@@ -265,7 +268,9 @@ final class H264ComputeEncoder {
         slots[slotIndex].fence = nil
         let pending = Pending(idr: idr, pts: job.pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
         deblockTag = deblockTag % 65535 + 1
-        return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP], deblockTag: Int32(deblockTag))
+        if !idr { finalTag = finalTag % 63 + 1 }
+        return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP],
+                        deblockTag: Int32(deblockTag | finalTag << 16))
     }
 
     /// Binds the picture's buffers and sets `pass`'s uniforms (its program in use).
