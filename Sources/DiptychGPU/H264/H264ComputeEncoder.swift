@@ -214,7 +214,7 @@ final class H264ComputeEncoder {
         var pending: Pending
         var reference: Int
         var lambda: Int32
-        /// The raster-order pass's tags: this picture's for its progress counts (low 16 bits), and its final words' (above).
+        /// The raster-order pass's tags: this picture's for its progress counts (bits 0-15), its final words' (`finalTag`, bits 16 up).
         var deblockTag: Int32
     }
 
