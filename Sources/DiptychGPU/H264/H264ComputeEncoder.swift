@@ -215,7 +215,7 @@ final class H264ComputeEncoder {
         var reference: Int
         var lambda: Int32
         /// The raster-order pass's tags: this picture's for its progress counts (bits 0-15), its final words' (`finalTag`, bits 16 up).
-        var deblockTag: Int32
+        var tags: Int32
     }
 
     /// Whether `job`'s picture is an IDR by the stream's own clock (its first, one asked for, or the interval up).
@@ -270,7 +270,7 @@ final class H264ComputeEncoder {
         deblockTag = deblockTag % 65535 + 1
         if !idr { finalTag = finalTag % 63 + 1 }
         return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP],
-                        deblockTag: Int32(deblockTag | finalTag << 16))
+                        tags: Int32(deblockTag | finalTag << 16))
     }
 
     /// Binds the picture's buffers and sets `pass`'s uniforms (its program in use).
@@ -289,7 +289,7 @@ final class H264ComputeEncoder {
         case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
         case .deblock, .probeGuess, .probe:
             let d = H264Deblocking(qp: p.pending.qp)
-            glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.deblockTag)
+            glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.tags)
             glUniform4i(l.picture, p.pending.idr ? 0 : 1, qp, p.lambda, deblocking ? 1 : 0)
             glUniform1i(l.step, Int32(diagonal))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
