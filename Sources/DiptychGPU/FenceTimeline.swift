@@ -38,6 +38,30 @@ struct FenceOps: Sendable {
         },
         delete: { f in glDeleteSync(f) }) }
 
+    /// GL sync objects the render thread polls between its items
+    /// (`FenceWatch`), queried and waited for on any thread through the flag
+    /// it sets: creating one never waits in the driver (an EGL fence's
+    /// creation did, for most of the batch it closed), and callers wait
+    /// without a hop. Inserted on a render thread only.
+    static var watched: FenceOps { FenceOps(
+        insert: {
+            RenderThread.requestFlush()
+            guard let f = RenderThread.currentWatch.insert() else { glFinish(); return nil }
+            return f.handle
+        },
+        isSignalled: { h in
+            let f = WatchedFence.from(h)
+            if !f.isDone, RenderThread.onRenderThread { RenderThread.currentWatch.poll() }
+            return f.isDone
+        },
+        wait: { h in
+            let f = WatchedFence.from(h)
+            if RenderThread.onRenderThread { RenderThread.currentWatch.wait(for: f) } else { f.waitDone() }
+        },
+        delete: { h in WatchedFence.releaseHandle(h) },
+        anyThread: true,
+        kind: "watched") }
+
     /// EGL fence syncs on `display`, inserted into the context current on the render thread.
     static func egl(display: EGLDisplay, procs: GLProcs) -> FenceOps? {
         guard let create = procs.createSync, let destroy = procs.destroySync, let clientWait = procs.clientWaitSync else { return nil }

@@ -91,7 +91,12 @@ final class GPURenderer {
         self.plan = plan
         self.cuda = cuda
         let bufferStorage = context.procs.bufferStorage
-        let fences = hooks.fenceOps ?? (plan.fences == .egl ? FenceOps.egl(display: context.display, procs: context.procs) : nil) ?? .gl
+        let planned: FenceOps = switch plan.fences {
+        case .egl: FenceOps.egl(display: context.display, procs: context.procs) ?? .gl
+        case .gl: .gl
+        case .watched: .watched
+        }
+        let fences = hooks.fenceOps ?? planned
         self.log = log
         timeline = FenceTimeline(ops: fences)
         releaser = GLReleaser(timeline: timeline, hooks: hooks, context: context)

@@ -15,6 +15,13 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     private enum Item {
         case work(@Sendable () -> Void)
         case frame(FrameJob)
+        var isWork: Bool { if case .work = self { true } else { false } }
+    }
+    /// What a wake-up found: something to run, nothing (a poll interval passed), or the end.
+    private enum Next {
+        case run(Item, [FrameJob])
+        case idle
+        case stopped
     }
     /// The work queued, and whether `stop()` was asked for and has joined the thread.
     private struct Queue {
@@ -61,6 +68,8 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     /// Render thread only: GPU-encoded pictures of the batch being recorded,
     /// encoded together after its last frame (`H264ComputeEncoder.encode`).
     private var encodes: [(OutputEncoder, H264ComputeEncoder.Job)] = []
+    /// Render thread only: the watched fences inserted here (`FenceOps.watched`).
+    private let watch = FenceWatch()
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
     private var lastFlush: UInt64 = 0
@@ -113,8 +122,15 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         pthread_setspecific(RenderThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
         while true {
             // The next item (and the frames queued right after a frame), or nil once stopped with nothing left.
-            let next: (item: Item, batch: [FrameJob])? = queue.wait(until: { !$0.items.isEmpty || $0.stopped }) { q, _ in
-                guard !q.items.isEmpty else { return nil }
+            // While watched fences are pending, the wait ends every poll interval to poll them; while
+            // `FenceWatch.aheadLimit` are, frames wait for the GPU (calls do not) and gather into one batch.
+            let interval = watch.isEmpty ? nil : FenceWatch.pollInterval
+            let holding = watch.inFlight >= FenceWatch.aheadLimit
+            let runnable = { (q: inout Queue) -> Bool in
+                q.stopped || (!q.items.isEmpty && (!holding || q.items.count >= self.maxBatch || q.items.contains { $0.isWork }))
+            }
+            let next: Next = queue.wait(until: runnable, timeout: interval) { q, ready in
+                guard ready, !q.items.isEmpty else { return q.stopped && q.items.isEmpty ? .stopped : .idle }
                 let item = q.items.removeFirst()
                 var batch: [FrameJob] = []
                 if case .frame(let first) = item {
@@ -124,9 +140,13 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                         batch.append(following)
                     }
                 }
-                return (item, batch)
+                return .run(item, batch)
             }
-            guard let (item, batch) = next else { break }
+            guard case .run(let item, let batch) = next else {
+                if case .stopped = next { break }
+                watch.poll()
+                continue
+            }
             let began = DispatchTime.now().uptimeNanoseconds
             if case .work(let work) = item { work(); RenderThread.add(.work, since: began) } else { FrameJob.run(batch) }
             if flushWanted {
@@ -139,8 +159,10 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                     RenderThread.add(.flush, since: now)
                 }
             }
+            if !watch.isEmpty { watch.poll() }
             load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count), phases: &phaseNs)
         }
+        watch.abandonAll()
         // EGL's per-thread state goes with the thread, not with the process's exit handlers.
         _ = eglReleaseThread()
     }
@@ -149,6 +171,12 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     /// (fences must reach the GPU before anyone can see them signal).
     static func requestFlush() {
         current?.flushWanted = true
+    }
+
+    /// The watched fences of the render thread running this code (traps elsewhere).
+    static var currentWatch: FenceWatch {
+        guard let t = current else { preconditionFailure("a watched fence off the render thread") }
+        return t.watch
     }
 
     /// On a render thread: counts the time since `t0` (`PassTimer.now()`) toward `phase`.

@@ -108,8 +108,9 @@ extension GPU {
             for (i, f) in got.enumerated() { #expect(abs(Int(f.byte(plane: 0, 1, 1)) - i * 20) <= 1, "frame \(i)") }
         }
 
-        /// Host-memory staging with mapped readbacks (no GL_EXT_buffer_storage)
-        /// and GL fences waited for on the render thread (no EGL_KHR_fence_sync)
+        /// Host-memory staging with mapped readbacks (no GL_EXT_buffer_storage),
+        /// GL fences waited for on the render thread (no EGL_KHR_fence_sync)
+        /// and GL fences the render thread polls for the callers' threads
         /// give exactly the frames of the default path.
         @Test func fallbacksGiveTheSameFrames() throws {
             let primary = ComputePath.picture(32, 16, .nv12, seed: 3), secondary = ComputePath.picture(24, 16, .i420, seed: 4)
@@ -117,16 +118,17 @@ extension GPU {
             let probe = try makeCompositor(readbackDepth: 2)
             let planned = probe.plan
             probe.shutdown()
-            for (persistent, egl) in [(true, true), (false, true), (true, false), (false, false)] {
+            let kinds: [(Bool, GPUTuning.Fences)] = [(true, .egl), (false, .egl), (true, .gl), (false, .gl), (true, .watched), (false, .watched)]
+            for (persistent, fences) in kinds {
                 var p = planned
                 p.staging = persistent ? .mappedBuffers : .clientMemory
                 p.readback = persistent ? .mappedBuffers : .mapOnRenderThread
-                p.fences = egl ? .egl : .gl
+                p.fences = fences
                 let c = try makeCompositor(plan: p, readbackDepth: 2)
                 defer { c.shutdown() }
                 #expect(c.plan == p)
                 let lanes = try c.withRenderer { r in (r.staging.persistent, r.readbacks.persistent, r.timeline.canWaitOffThread) }
-                #expect(lanes == (persistent, persistent, egl), "\(lanes)")
+                #expect(lanes == (persistent, persistent, fences != .gl), "\(lanes)")
                 let out = try c.addOutput(canvas: Self.canvas)
                 var frames: [VideoFrame] = []
                 for i in 0..<5 {
@@ -170,9 +172,15 @@ extension GPU {
 
         /// Compositors sharing one context, driven from their own threads at
         /// once: every frame comes back to its own compositor, in order, with
-        /// its own pixels.
-        @Test func sharedCompositorsOnManyThreads() throws {
-            let root = try makeCompositor(readbackDepth: 3)
+        /// its own pixels, whichever fences the context's render thread keeps.
+        @Test(arguments: GPUTuning.Fences.allCases)
+        func sharedCompositorsOnManyThreads(fences: GPUTuning.Fences) throws {
+            let probe = try makeCompositor(readbackDepth: 3)
+            var p = probe.plan
+            probe.shutdown()
+            p.fences = fences
+            p.tuning.fences = fences
+            let root = try makeCompositor(plan: p, readbackDepth: 3)
             let others = try (0..<3).map { _ in try GPUCompositor(sharingContextOf: root, readbackDepth: 3, pass: .compute) }
             let all = [root] + others
             defer { for c in others { c.shutdown() }; root.shutdown() }

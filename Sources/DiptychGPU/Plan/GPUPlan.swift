@@ -105,6 +105,8 @@ public struct GPUTuning: Hashable, Sendable, Codable, CustomStringConvertible {
         case egl
         /// GL sync objects, waited for on the render thread.
         case gl
+        /// GL sync objects the render thread polls, waited for on the callers' threads (`FenceWatch`).
+        case watched
     }
 
     /// Frames of compositors sharing a render thread run phase by phase together (1 to 256).

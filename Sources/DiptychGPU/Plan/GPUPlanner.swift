@@ -50,6 +50,7 @@ public enum GPUPlanner {
         case (.egl, true): fences = .egl
         case (.egl, false): fences = .gl; notTaken.append("egl fences: no EGL_KHR_fence_sync")
         case (.gl, _): fences = .gl; notTaken.append("egl fences: gl fences asked for")
+        case (.watched, _): fences = .watched; notTaken.append("egl fences: watched fences asked for")
         }
 
         // Imported CUDA memory: asked for (by default, for the readback), and
