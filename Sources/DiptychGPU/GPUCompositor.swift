@@ -128,7 +128,7 @@ public final class GPUCompositor: Sendable {
         let tuning = other.plan.tuning
         let cell = Mutex<GPURenderer?>(nil)
         (info, plan, cuda) = try thread.sync { () throws(GPUError) -> (GPUInfo, GPUPlan, CUDAFacts) in
-            let context = try other.renderer.withLock { (o) throws(GPUError) -> GLContext in
+            let context = try other.lockedOnRenderThread { (o) throws(GPUError) -> GLContext in
                 guard let o else { throw .shutDown }
                 return o.context
             }
@@ -160,9 +160,20 @@ public final class GPUCompositor: Sendable {
         return try thread.sync { () throws(GPUError) -> T in try onRenderThread(body) }
     }
 
+    /// On the render thread: `body` with the renderer under its lock. A
+    /// caller's thread may hold the lock while it waits for a watched fence,
+    /// which only this thread's polls end (`FenceWatch`), so the lock is
+    /// tried, the fences polled between tries.
+    func lockedOnRenderThread<T: Sendable>(_ body: (inout sending GPURenderer?) throws(GPUError) -> T) throws(GPUError) -> T {
+        while true {
+            if let v = try renderer.withLockIfAvailable({ (r) throws(GPUError) -> T in try body(&r) }) { return v }
+            RenderThread.pollWatchedFences()
+        }
+    }
+
     /// On the render thread: `body` with the renderer under its lock, after the pending uploads.
     private func onRenderThread<T: Sendable>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
-        try renderer.withLock { (r) throws(GPUError) -> T in
+        try lockedOnRenderThread { (r) throws(GPUError) -> T in
             guard let r else { throw .shutDown }
             if r.hasPendingUploads { try r.beginHop() }
             return try body(r)
@@ -309,7 +320,7 @@ public final class GPUCompositor: Sendable {
 
     /// On the render thread, in a frame job: `body` with the renderer under its lock.
     private func inFrame<T: Sendable>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
-        try renderer.withLock { (r) throws(GPUError) -> T in
+        try lockedOnRenderThread { (r) throws(GPUError) -> T in
             guard let r else { throw .shutDown }
             return try body(r)
         }
@@ -423,7 +434,7 @@ public final class GPUCompositor: Sendable {
         // The rasterizer's threads may end with the context: their time is read first.
         StageClock.sample()
         _ = try? thread.sync { () throws(GPUError) in
-            renderer.withLock { r in
+            try lockedOnRenderThread { r in
                 r?.shutdown()
                 r = nil   // GLContext teardown happens here, on the render thread, with its last renderer
             }

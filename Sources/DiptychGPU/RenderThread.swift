@@ -179,6 +179,13 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         return t.watch
     }
 
+    /// On a render thread waiting for a lock a caller may hold while it waits
+    /// for a watched fence: polls the fences, then yields a moment.
+    static func pollWatchedFences() {
+        if let t = current, !t.watch.isEmpty { t.watch.poll() }
+        usleep(20)
+    }
+
     /// On a render thread: counts the time since `t0` (`PassTimer.now()`) toward `phase`.
     static func add(_ phase: RenderPhase, since t0: UInt64) {
         guard let t = current else { return }
