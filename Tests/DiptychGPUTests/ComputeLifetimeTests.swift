@@ -82,7 +82,7 @@ extension GPU {
         @Test func oneHopPerFrameOnTheCallersPath() throws {
             let c = try makeCompositor(readbackDepth: 3)
             defer { c.shutdown() }
-            #expect(c.plan.staging == .mappedBuffers && c.plan.readback == .mappedBuffers && c.plan.fences == .egl, "\(c.plan)")
+            #expect(c.plan.staging == .mappedBuffers && c.plan.readback == .mappedBuffers && c.plan.fences == .watched, "\(c.plan)")
             let out = try c.addOutput(canvas: Self.canvas, range: .full)
             var got: [VideoFrame] = []
             func frame(_ i: Int) throws {

@@ -38,62 +38,66 @@ import Testing
 
     static let rows: [Row] = [
         Row("llvmpipe", expected: "plan: pass=fragment shortcut=direct-copy staging=mapped pictures=textures cuda-frames=none readback=mapped"
-            + " fences=egl \(tuning) (not taken: compute: a software renderer rasterizes faster; cuda-imported memory: no CUDA"
+            + " fences=watched \(tuning) (not taken: compute: a software renderer rasterizes faster; cuda-imported memory: no CUDA"
             + " (libcuda.so.1: cannot open shared object file))") { $0.context = llvmpipe; $0.cuda = noCUDA },
         Row("llvmpipe, compute asked for", expected: "plan: pass=compute shortcut=direct-copy staging=mapped pictures=textures cuda-frames=none"
-            + " readback=mapped fences=egl \(tuning) (not taken: cuda-imported memory: no CUDA (libcuda.so.1: cannot open shared object file))") {
+            + " readback=mapped fences=watched \(tuning) (not taken: cuda-imported memory: no CUDA (libcuda.so.1: cannot open shared object file))") {
             $0.context = llvmpipe; $0.cuda = noCUDA; $0.options.pass = .compute
         },
         Row("OpenGL ES 3.0 only", expected: "plan: pass=fragment shortcut=off staging=client-memory pictures=textures cuda-frames=none readback=map"
-            + " fences=egl \(tuning) (not taken: compute: OpenGL ES 3.0 lacks compute shaders; cuda-imported memory: no GL_EXT_memory_object_fd;"
+            + " fences=watched \(tuning) (not taken: compute: OpenGL ES 3.0 lacks compute shaders; cuda-imported memory: no GL_EXT_memory_object_fd;"
             + " mapped buffers: no GL_EXT_buffer_storage)") { $0.context = es30; $0.cuda = noCUDA },
         Row("OpenGL ES 3.0, compute asked for", expected: "unsupported: needs compute shaders (OpenGL ES 3.1; this context is OpenGL ES 3.0)") {
             $0.context = es30; $0.cuda = noCUDA; $0.options.pass = .compute
         },
         Row("NVIDIA with a working CUDA round trip", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=in-place"
-            + " cuda-frames=staged readback=cuda-imported fences=egl \(tuning)"),
+            + " cuda-frames=staged readback=cuda-imported fences=watched \(tuning)"),
         Row("NVIDIA, a shallow staging ring", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=textures"
-            + " cuda-frames=staged readback=cuda-imported fences=egl \(tuning) (not taken: pictures in place: 3 staging slots (four needed))") {
+            + " cuda-frames=staged readback=cuda-imported fences=watched \(tuning) (not taken: pictures in place: 3 staging slots (four needed))") {
             $0.options.uploadDepth = 3
         },
         Row("NVIDIA, fragment asked for", expected: "plan: pass=fragment shortcut=off staging=cuda-imported pictures=textures"
-            + " cuda-frames=staged readback=cuda-imported fences=egl \(tuning) (not taken: compute: fragment asked for;"
+            + " cuda-frames=staged readback=cuda-imported fences=watched \(tuning) (not taken: compute: fragment asked for;"
             + " pictures in place: the fragment pass reads textures)") { $0.options.pass = .fragment },
         Row("NVIDIA, direct copy on", expected: "plan: pass=compute shortcut=direct-copy staging=mapped pictures=textures"
-            + " cuda-frames=interop readback=cuda-imported fences=egl \(tuning) (not taken: cuda-imported staging: the direct copy writes"
+            + " cuda-frames=interop readback=cuda-imported fences=watched \(tuning) (not taken: cuda-imported staging: the direct copy writes"
             + " staging on the CPU)") { $0.options.directCopy = .on },
         Row("NVIDIA without a working CUDA round trip", expected: "plan: pass=compute shortcut=off staging=mapped pictures=textures"
-            + " cuda-frames=interop readback=mapped fences=egl \(tuning) (not taken: cuda-imported memory: the round trip failed"
+            + " cuda-frames=interop readback=mapped fences=watched \(tuning) (not taken: cuda-imported memory: the round trip failed"
             + " (bytes GL wrote into imported memory did not come back))") { $0.cuda = noRoundTrip },
         Row("GL on another GPU than CUDA's", expected: "plan: pass=compute shortcut=off staging=mapped pictures=textures cuda-frames=via-host"
-            + " readback=mapped fences=egl \(tuning) (not taken: cuda-imported memory: no CUDA device runs this GL context (Mesa Intel);"
+            + " readback=mapped fences=watched \(tuning) (not taken: cuda-imported memory: no CUDA device runs this GL context (Mesa Intel);"
             + " cuda frames on the GPU: no CUDA device runs this GL context (Mesa Intel))") {
             $0.cuda = CUDAFacts(device: .other("no CUDA device runs this GL context (Mesa Intel)"))
         },
         Row("P010 pictures without 16-bit textures", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=in-place"
-            + " cuda-frames=staged readback=cuda-imported fences=egl \(tuning) (not taken: 10-bit cuda frames on the GPU: no GL_EXT_texture_norm16)") {
+            + " cuda-frames=staged readback=cuda-imported fences=watched \(tuning) (not taken: 10-bit cuda frames on the GPU: no GL_EXT_texture_norm16)") {
             $0.context.textureNorm16 = false
         },
-        Row("no EGL fences", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=in-place cuda-frames=staged"
-            + " readback=cuda-imported fences=gl \(tuning) (not taken: egl fences: no EGL_KHR_fence_sync)") { $0.context.eglFences = false },
+        Row("EGL fences asked for", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=in-place cuda-frames=staged"
+            + " readback=cuda-imported fences=egl \(tuning) (not taken: watched fences: egl fences asked for)") { $0.options.tuning.fences = .egl },
+        Row("EGL fences asked for, none there", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=in-place cuda-frames=staged"
+            + " readback=cuda-imported fences=watched \(tuning) (not taken: egl fences: no EGL_KHR_fence_sync)") {
+            $0.context.eglFences = false; $0.options.tuning.fences = .egl
+        },
         Row("GL fences asked for", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=in-place cuda-frames=staged"
-            + " readback=cuda-imported fences=gl batch=4 copiers=2 timers=off streaming-copy=off (not taken: egl fences: gl fences asked for)") {
+            + " readback=cuda-imported fences=gl batch=4 copiers=2 timers=off streaming-copy=off (not taken: watched fences: gl fences asked for)") {
             $0.options.tuning = GPUTuning(frameBatch: 4, copiers: 2, timerQueries: false, streamingCopy: false, fences: .gl)
         },
         Row("DIPTYCH_GPU_READBACK=gl", expected: "plan: pass=compute shortcut=off staging=mapped pictures=textures cuda-frames=interop"
-            + " readback=mapped fences=egl \(tuning) (not taken: cuda-imported memory: gl readback and no imported uploads asked for)") {
+            + " readback=mapped fences=watched \(tuning) (not taken: cuda-imported memory: gl readback and no imported uploads asked for)") {
             $0.request.readback = .gl
         },
         Row("DIPTYCH_GPU_READBACK=gl, DIPTYCH_CUDA_UPLOADS=import", expected: "plan: pass=compute shortcut=off staging=cuda-imported"
-            + " pictures=in-place cuda-frames=staged readback=mapped fences=egl \(tuning)") { $0.request.readback = .gl; $0.request.uploads = .import },
+            + " pictures=in-place cuda-frames=staged readback=mapped fences=watched \(tuning)") { $0.request.readback = .gl; $0.request.uploads = .import },
         Row("DIPTYCH_CUDA_UPLOADS=off", expected: "plan: pass=compute shortcut=off staging=mapped pictures=textures cuda-frames=interop"
-            + " readback=cuda-imported fences=egl \(tuning)") { $0.request.uploads = .off },
+            + " readback=cuda-imported fences=watched \(tuning)") { $0.request.uploads = .off },
         Row("DIPTYCH_GPU_PICTURES=textures", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=textures"
-            + " cuda-frames=staged readback=cuda-imported fences=egl \(tuning) (not taken: pictures in place: textures asked for)") {
+            + " cuda-frames=staged readback=cuda-imported fences=watched \(tuning) (not taken: pictures in place: textures asked for)") {
             $0.request.pictures = .textures
         },
         Row("DIPTYCH_GPU_READBACK=cuda without CUDA", expected: "plan: pass=compute shortcut=off staging=mapped pictures=textures cuda-frames=none"
-            + " readback=mapped fences=egl \(tuning) (not taken: cuda-imported memory: no CUDA (no driver))") {
+            + " readback=mapped fences=watched \(tuning) (not taken: cuda-imported memory: no CUDA (no driver))") {
             $0.request.readback = .cuda; $0.cuda = CUDAFacts(device: .absent("no driver"))
         },
     ]
@@ -139,7 +143,10 @@ import Testing
         }
         var noFences = Self.nvidia
         noFences.eglFences = false
-        #expect(throws: GPUError.self) { try GPUPlanner.check(p, noFences, Self.roundTrip) }
+        var egl = p
+        egl.fences = .egl
+        #expect(throws: GPUError.self) { try GPUPlanner.check(egl, noFences, Self.roundTrip) }
+        #expect(throws: Never.self) { try GPUPlanner.check(p, noFences, Self.roundTrip) }
         #expect(throws: GPUError.self) { try GPUPlanner.check(p, Self.nvidia, Self.roundTrip, uploadDepth: 3) }
         var inPlaceOverGL = p
         inPlaceOverGL.staging = .mappedBuffers
@@ -169,7 +176,7 @@ extension GPU {
             #expect(c.plan.pass == .compute && c.plan.cudaFrames == .none && c.plan.pictures == .textures, "\(c.plan)")
             #expect(c.plan.staging == expected.staging && c.plan.readback == expected.readback && c.plan.fences == expected.fences)
             let lanes = try c.withRenderer { r in (r.staging.imported == nil, r.readbacks.exported == nil, r.timeline.canWaitOffThread) }
-            #expect(lanes == (true, true, c.plan.fences == .egl))
+            #expect(lanes == (true, true, c.plan.fences != .gl))
         }
 
         @Test func aGivenPlanTheContextCannotDoIsRefused() throws {

@@ -74,8 +74,9 @@ public struct GPUPlan: Hashable, Sendable, Codable, CustomStringConvertible {
     public internal(set) var pictures: Pictures
     public internal(set) var cudaFrames: CUDAFrames
     public internal(set) var readback: Readback
-    /// Which fences mark when work is complete: EGL's, waited for on the
-    /// callers' threads, or GL's, waited for on the render thread.
+    /// Which fences mark when work is complete: GL's the render thread polls
+    /// (waited for on the callers' threads), EGL's (likewise, but their
+    /// creation waits in NVIDIA's driver), or GL's waited for on the render thread.
     public internal(set) var fences: GPUTuning.Fences
     public internal(set) var tuning: GPUTuning
     /// Why each better choice was not taken, one line each.
@@ -118,9 +119,9 @@ public struct GPUTuning: Hashable, Sendable, Codable, CustomStringConvertible {
     /// Host frames gathered into the page-locked bounce buffers with streaming stores (x86-64).
     public var streamingCopy = true
     /// The fences asked for (EGL's are taken only where the context has them).
-    public var fences = Fences.egl
+    public var fences = Fences.watched
 
-    public init(frameBatch: Int = 16, copiers: Int = 16, timerQueries: Bool = true, streamingCopy: Bool = true, fences: Fences = .egl) {
+    public init(frameBatch: Int = 16, copiers: Int = 16, timerQueries: Bool = true, streamingCopy: Bool = true, fences: Fences = .watched) {
         precondition((1...256).contains(frameBatch) && (1...64).contains(copiers))
         self.frameBatch = frameBatch; self.copiers = copiers; self.timerQueries = timerQueries
         self.streamingCopy = streamingCopy; self.fences = fences

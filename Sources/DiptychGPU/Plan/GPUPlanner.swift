@@ -47,10 +47,10 @@ public enum GPUPlanner {
 
         let fences: GPUTuning.Fences
         switch (options.tuning.fences, context.eglFences) {
-        case (.egl, true): fences = .egl
-        case (.egl, false): fences = .gl; notTaken.append("egl fences: no EGL_KHR_fence_sync")
-        case (.gl, _): fences = .gl; notTaken.append("egl fences: gl fences asked for")
-        case (.watched, _): fences = .watched; notTaken.append("egl fences: watched fences asked for")
+        case (.watched, _): fences = .watched
+        case (.egl, true): fences = .egl; notTaken.append("watched fences: egl fences asked for")
+        case (.egl, false): fences = .watched; notTaken.append("egl fences: no EGL_KHR_fence_sync")
+        case (.gl, _): fences = .gl; notTaken.append("watched fences: gl fences asked for")
         }
 
         // Imported CUDA memory: asked for (by default, for the readback), and
