@@ -600,12 +600,7 @@ void decideRow(int t, int mbY, int first, int end, bool walk) {
         } else if (t < 10) {
             sRec[REC_UP + t] = 0u;   // and REC_CORNER
         }
-        // On a walk the step before's record (and reconstruction) writes are
-        // made visible here, where they have long arrived, and its count
-        // moves after the barrier: off this row's own chain.
-        if (walk) memoryBarrierBuffer();
         barrier();
-        if (walk && t == 0 && mbX > first) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX));
         decideSkip(t, mb, mbX, mbY);
         if (walk && t == 0)
             progress[2 * u_size.w + mb] = finalWord(unpackMV(sRec[REC_OWN + 1]), infoKind(sRec[REC_OWN]) != KIND_P16, sTake == 2);
@@ -621,25 +616,18 @@ void decideRow(int t, int mbY, int first, int end, bool walk) {
                 mbs[mb * MB_WORDS + MB_BS + t] = w;
             }
         }
-        // The final record's vector predictor, and whether it is coded as a
-        // P_Skip, for CAVLC and the finish pass's skip runs. Nothing in this
-        // pass reads MB_MVP, and the skip flag leaves the kind the row below
-        // reads as it was.
+        memoryBarrierBuffer();
+        barrier();
+        if (t == 0 && walk) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX + 1));
+        // After the count (off the chain): the final record's vector
+        // predictor, and whether it is coded as a P_Skip, for CAVLC and the
+        // finish pass's skip runs. Nothing in this pass reads MB_MVP, and
+        // the skip flag leaves the kind the row below reads as it was.
         if (t == 0 && infoKind(sRec[REC_OWN]) == KIND_P16) {
             uint info = sRec[REC_OWN];
             mbs[mb * MB_WORDS + MB_MVP] = packMV(sMVP);
             if (infoCBP(info) == 0 && unpackMV(sRec[REC_OWN + 1]) == sSkipMV) mbs[mb * MB_WORDS + MB_INFO] = info | 4u;
         }
-        if (!walk) {
-            memoryBarrierBuffer();
-            barrier();
-        }
-    }
-    // The row's last count (a walk's others move a step late, above).
-    if (walk) {
-        memoryBarrierBuffer();
-        barrier();
-        if (t == 0) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(end));
     }
 }
 
