@@ -51,12 +51,12 @@ struct FenceOps: Sendable {
         },
         isSignalled: { h in
             let f = WatchedFence.from(h)
-            if !f.isDone, RenderThread.onRenderThread { RenderThread.currentWatch.poll() }
+            if !f.isDone, let w = RenderThread.watchOf(f) { w.poll() }
             return f.isDone
         },
         wait: { h in
             let f = WatchedFence.from(h)
-            if RenderThread.onRenderThread { RenderThread.currentWatch.wait(for: f) } else { f.waitDone() }
+            if let w = RenderThread.watchOf(f) { w.wait(for: f) } else { f.waitDone() }
         },
         delete: { h in WatchedFence.releaseHandle(h) },
         anyThread: true,

@@ -7,8 +7,10 @@ import DiptychCore
 final class WatchedFence: Sendable {
     private let done = Condition(false)
     nonisolated(unsafe) let sync: GLsync   // render thread only (`FenceWatch`)
+    /// The watch that polls it (its render thread's).
+    let watch: ObjectIdentifier
 
-    init(_ sync: GLsync) { self.sync = sync }
+    init(_ sync: GLsync, watch: FenceWatch) { self.sync = sync; self.watch = ObjectIdentifier(watch) }
 
     /// Any thread, non-blocking.
     var isDone: Bool { done.withLock { $0 } }
@@ -49,8 +51,9 @@ final class FenceWatch {
 
     /// Inserts a fence after every command so far and watches it.
     func insert() -> WatchedFence? {
+        RenderThread.assertCurrent()
         guard let s = glFenceSync(GL.syncGPUCommandsComplete, 0) else { return nil }
-        let f = WatchedFence(s)
+        let f = WatchedFence(s, watch: self)
         pending.append(f)
         return f
     }
@@ -71,22 +74,24 @@ final class FenceWatch {
 
     /// Blocks until `fence` (one of this watch's) has signalled, then retires it and every older one.
     func wait(for fence: WatchedFence) {
+        RenderThread.assertCurrent()
         while !fence.isDone {
             while glClientWaitSync(fence.sync, GL.syncFlushCommandsBit, 1_000_000_000) == GL.timeoutExpired {}
             poll()
         }
     }
 
-    /// The thread is ending: every fence left counts as done (its context's work is finished or lost).
+    /// The thread is ending, its contexts gone with their syncs: every fence
+    /// left counts as done (its work finished or lost). No GL call.
     func abandonAll() {
-        while first < pending.count { retire() }
+        while first < pending.count { retire(deleting: false) }
         pending.removeAll()
         first = 0
     }
 
-    private func retire() {
+    private func retire(deleting: Bool = true) {
         let f = pending[first]
-        glDeleteSync(f.sync)
+        if deleting { glDeleteSync(f.sync) }
         f.markDone()
         first += 1
     }

@@ -121,8 +121,8 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         StageClock.name(.render)
         pthread_setspecific(RenderThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
         while true {
-            // The next item (and the frames queued right after a frame), or nil once stopped with nothing left.
-            // While watched fences are pending, the wait ends every poll interval to poll them; while
+            // The next item (and the frames queued right after a frame), nothing (a poll interval
+            // passed), or the end (stopped with nothing left). While watched fences are pending, the wait ends every poll interval to poll them; while
             // `FenceWatch.aheadLimit` are, frames wait for the GPU (calls do not) and gather into one batch.
             let interval = watch.isEmpty ? nil : FenceWatch.pollInterval
             let holding = watch.inFlight >= FenceWatch.aheadLimit
@@ -176,6 +176,13 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     /// The watched fences of the render thread running this code (traps elsewhere).
     static var currentWatch: FenceWatch {
         guard let t = current else { preconditionFailure("a watched fence off the render thread") }
+        return t.watch
+    }
+
+    /// The watch polling `fence` where this is its render thread; nil on any
+    /// other thread (which waits for the flag that render thread sets).
+    static func watchOf(_ fence: WatchedFence) -> FenceWatch? {
+        guard let t = current, ObjectIdentifier(t.watch) == fence.watch else { return nil }
         return t.watch
     }
 
