@@ -68,9 +68,9 @@ usage: diptych-gpu-bench [options]
   --timer-queries on|off  GPU timer queries around passes (default on)
   --streaming-copy on|off host frames gathered into page-locked bounce buffers with
                       streaming stores (default on)
-  --fences egl|gl|watched  EGL fences waited for on the callers' threads (default, where the
-                      context has them), GL's on the render thread, or GL's the render
-                      thread polls, waited for on the callers' threads
+  --fences watched|egl|gl  GL fences the render thread polls, waited for on the callers'
+                      threads (default); EGL fences waited for there (where the context
+                      has them); or GL fences waited for on the render thread
   --bandwidth         measure host copy bandwidth, memcpy and streaming stores (1..16 threads), and exit
   --api batched|calls one composite() call per frame (default) or upload/render/nextNV12 calls
   --gpu SEL           auto|software|N|/dev/dri/renderDN|device|surfaceless|gbm|PLATFORM:DEVICE
@@ -128,7 +128,7 @@ func parse() -> Options {
             o.tuning.copiers = n
         case "--timer-queries": o.tuning.timerQueries = onOff(a, value(a))
         case "--streaming-copy": o.tuning.streamingCopy = onOff(a, value(a))
-        case "--fences": guard let f = GPUTuning.Fences(rawValue: value(a)) else { fail("--fences expects egl|gl|watched") }; o.tuning.fences = f
+        case "--fences": guard let f = GPUTuning.Fences(rawValue: value(a)) else { fail("--fences expects watched|egl|gl") }; o.tuning.fences = f
         case "--quiet": o.quiet = true
         case "--probe": o.probe = true
         default: fail("unknown option \(a)\n\(usage)")
