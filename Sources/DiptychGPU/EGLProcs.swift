@@ -36,6 +36,7 @@ struct GLProcs {
     var exportDmaBuf: PFNEGLEXPORTDMABUFIMAGEMESAPROC?
     var imageTargetTexture2D: PFNGLEGLIMAGETARGETTEXTURE2DOESPROC?
     var getQueryObjectui64v: PFNGLGETQUERYOBJECTUI64VEXTPROC?
+    var queryCounter: PFNGLQUERYCOUNTEREXTPROC?
     var getGraphicsResetStatus: PFNGLGETGRAPHICSRESETSTATUSKHRPROC?
     var bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?
     var createSync: PFNEGLCREATESYNCKHRPROC?
@@ -57,6 +58,7 @@ struct GLProcs {
         }
         if caps.timerQuery {
             p.getQueryObjectui64v = loadProc("glGetQueryObjectui64vEXT", as: PFNGLGETQUERYOBJECTUI64VEXTPROC.self)
+            p.queryCounter = loadProc("glQueryCounterEXT", as: PFNGLQUERYCOUNTEREXTPROC.self)
         }
         if caps.glRobustness {
             p.getGraphicsResetStatus = loadProc("glGetGraphicsResetStatusKHR", as: PFNGLGETGRAPHICSRESETSTATUSKHRPROC.self)

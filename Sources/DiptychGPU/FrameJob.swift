@@ -43,6 +43,7 @@ final class FrameJob: @unchecked Sendable {   // the blocking hop: its caller wa
         var withCUDA: [FrameJob] = []
         var t = PassTimer.now()
         func mark(_ phase: RenderPhase) { RenderThread.add(phase, since: t); t = PassTimer.now() }
+        RenderThread.batchStarts()
         for j in batch {
             do throws(GPUError) {
                 if try j.prepare() { withCUDA.append(j) } else { ready.append(j) }

@@ -69,6 +69,7 @@ enum GL {
     static let numExtensions = GLenum(GL_NUM_EXTENSIONS)
     static let timeElapsedEXT = GLenum(GL_TIME_ELAPSED_EXT)
     static let gpuDisjointEXT = GLenum(GL_GPU_DISJOINT_EXT)
+    static let timestampEXT = GLenum(GL_TIMESTAMP_EXT)
     static let queryResult = GLenum(GL_QUERY_RESULT)
     static let queryResultAvailable = GLenum(GL_QUERY_RESULT_AVAILABLE)
     static let scissorTest = GLenum(GL_SCISSOR_TEST)

@@ -101,6 +101,10 @@ final class GPURenderer {
         timeline = FenceTimeline(ops: fences)
         releaser = GLReleaser(timeline: timeline, hooks: hooks, context: context)
         timer = PassTimer(timerQuery: context.caps.timerQuery && plan.tuning.timerQueries, getResult: context.procs.getQueryObjectui64v)
+        if context.caps.timerQuery && plan.tuning.timerQueries, let counter = context.procs.queryCounter,
+           let getResult = context.procs.getQueryObjectui64v {
+            RenderThread.installBatchClock(counter: counter, getResult: getResult)
+        }
         maxTextureSize = context.info.maxTextureSize
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, memory: try StagingRing.Memory(plan.staging, bufferStorage: bufferStorage, imported: exported))

@@ -49,6 +49,10 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     let load = LoadCounter()
     final class LoadCounter: Sendable {
         private let value = Mutex(RenderThreadLoad())
+        /// Batches whose GPU timestamps arrived: the GPU's time running them and idle before them.
+        func addGPU(_ c: (batches: Int, busy: Double, idle: Double)) {
+            value.withLock { v in v.gpuBatches += c.batches; v.gpuBatchSeconds += c.busy; v.gpuIdleSeconds += c.idle }
+        }
         func add(busy ns: UInt64, items: Int, phases: inout [UInt64]) {
             let seconds = phases.map { Double($0) / 1e9 }
             value.withLock { v in
@@ -70,6 +74,9 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     private var encodes: [(OutputEncoder, H264ComputeEncoder.Job)] = []
     /// Render thread only: the watched fences inserted here (`FenceOps.watched`).
     private let watch = FenceWatch()
+    /// Render thread only: GPU timestamps around each frame batch, where the
+    /// context has timer queries and the first renderer's tuning asks for them.
+    private var clock: BatchClock?
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
     private var lastFlush: UInt64 = 0
@@ -160,6 +167,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                 }
             }
             if !watch.isEmpty { watch.poll() }
+            if let c = clock?.collect(), c.batches > 0 { load.addGPU(c) }
             load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count), phases: &phaseNs)
         }
         watch.abandonAll()
@@ -172,6 +180,16 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     static func requestFlush() {
         current?.flushWanted = true
     }
+
+    /// On a render thread: GPU timestamps around its frame batches from now
+    /// on (the first caller's procs; later calls change nothing).
+    static func installBatchClock(counter: PFNGLQUERYCOUNTEREXTPROC, getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC) {
+        guard let t = current, t.clock == nil else { return }
+        t.clock = BatchClock(counter: counter, getResult: getResult)
+    }
+
+    /// On a render thread: a frame batch's first command comes next.
+    static func batchStarts() { current?.clock?.start() }
 
     /// The watched fences of the render thread running this code (traps elsewhere).
     static var currentWatch: FenceWatch {
@@ -215,6 +233,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             t.encodes = []
             OutputEncoder.encode(batch)
         }
+        t.clock?.end()
         let t0 = DispatchTime.now().uptimeNanoseconds
         t.shared?.seal()
         add(.fence, since: t0)
@@ -336,6 +355,12 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public var cpuSeconds = 0.0
     public var items = 0
     public var wakeups = 0
+    /// Frame batches timed on the GPU (timer queries), the GPU's time
+    /// running them, and its time idle between one's end and the next's
+    /// start (`BatchClock`).
+    public var gpuBatches = 0
+    public var gpuBatchSeconds = 0.0
+    public var gpuIdleSeconds = 0.0
     /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
     public init() {}
@@ -343,6 +368,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public static func - (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
         var n = b
         n.busySeconds.negate(); n.cpuSeconds.negate(); n.items.negate(); n.wakeups.negate()
+        n.gpuBatches.negate(); n.gpuBatchSeconds.negate(); n.gpuIdleSeconds.negate()
         n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
         return a + n
     }
@@ -352,6 +378,8 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         var d = RenderThreadLoad()
         d.busySeconds = a.busySeconds + b.busySeconds; d.cpuSeconds = a.cpuSeconds + b.cpuSeconds
         d.items = a.items + b.items; d.wakeups = a.wakeups + b.wakeups
+        d.gpuBatches = a.gpuBatches + b.gpuBatches
+        d.gpuBatchSeconds = a.gpuBatchSeconds + b.gpuBatchSeconds; d.gpuIdleSeconds = a.gpuIdleSeconds + b.gpuIdleSeconds
         d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
         return d
     }

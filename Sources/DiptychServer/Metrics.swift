@@ -106,6 +106,13 @@ struct Metrics {
             m.sample("diptych_gpu_render_thread_items_total", "counter", "Frames and other calls the render thread ran.", c, Double(load.items))
             m.sample("diptych_gpu_render_thread_wakeups_total", "counter",
                      "Times the render thread woke to run what was queued (items over wake-ups: frames recorded together).", c, Double(load.wakeups))
+            m.sample("diptych_gpu_render_thread_gpu_batches_total", "counter",
+                     "Frame batches of the render thread timed on the GPU (timer queries).", c, Double(load.gpuBatches))
+            m.sample("diptych_gpu_render_thread_gpu_batch_seconds_total", "counter",
+                     "GPU time from a timed batch's first command to its last.", c, load.gpuBatchSeconds)
+            m.sample("diptych_gpu_render_thread_gpu_idle_seconds_total", "counter",
+                     "GPU time between one timed batch's last command and the next one's first (idle as far as this context goes).", c,
+                     load.gpuIdleSeconds)
             for phase in RenderPhase.allCases {
                 m.sample("diptych_gpu_render_thread_phase_seconds_total", "counter",
                          "Render thread busy time by phase (poll is part of begin; fence and checks of finish).",

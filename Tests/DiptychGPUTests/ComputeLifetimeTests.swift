@@ -101,6 +101,9 @@ extension GPU {
             let load = c.renderThreadLoad - load0
             #expect(load.items >= 6 && load.wakeups >= 1 && load.wakeups <= load.items, "\(load)")
             #expect(load.busySeconds > 0 && load.cpuSeconds > 0 && load0.cpuSeconds > 0, "\(load)")
+            // llvmpipe has timer queries: the frames' batches are timed on the GPU as their timestamps arrive
+            // (the six here, and those before them whose timestamps came late).
+            #expect(load.gpuBatches >= 1 && load.gpuBatchSeconds > 0 && load.gpuIdleSeconds >= 0, "\(load)")
             let before = c.renderThreadHops
             while let f = try c.nextNV12(wait: true) { got.append(f) }
             #expect(c.renderThreadHops == before, "waiting for and delivering readbacks made a hop")

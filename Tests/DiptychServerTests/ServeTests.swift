@@ -51,6 +51,11 @@ import Testing
         #expect(total("diptych_gpu_render_thread_wakeups_total") > 0)
         #expect(total("diptych_gpu_render_thread_busy_seconds_total") > 0)
         #expect(total("diptych_gpu_render_thread_phase_seconds_total") > 0)
+        // The batches' GPU time (none here: llvmpipe's takes copy their frames directly, outside frame batches).
+        for name in ["diptych_gpu_render_thread_gpu_batches_total", "diptych_gpu_render_thread_gpu_batch_seconds_total",
+                     "diptych_gpu_render_thread_gpu_idle_seconds_total"] {
+            #expect(metrics.split(separator: "\n").contains { $0.hasPrefix(name + "{context=\"0\"} ") }, "\(name) missing")
+        }
         // Prometheus text format: comments, or `name{label="value",…} number`.
         let sample = try Regex(#"^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [-+0-9.eInfNa]+$"#)
         for line in metrics.split(separator: "\n") where !line.hasPrefix("# HELP ") && !line.hasPrefix("# TYPE ") {

@@ -45,6 +45,19 @@ import Testing
         let withCPU = metrics + "\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"0\"} 3\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"1\"} 1\n"
         #expect(ServePairRunner.renderThreadLine(withCPU, since: before + "\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"0\"} 2\n", seconds: 10)
                 == "render threads 40 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 0.500, dispatch 0.200), 1.000 CPU ms an item")
+        // With the batches timed on the GPU: its time a batch and idle before one.
+        let withGPU = metrics + """
+
+            diptych_gpu_render_thread_gpu_batches_total{context="0"} 60
+            diptych_gpu_render_thread_gpu_batches_total{context="1"} 40
+            diptych_gpu_render_thread_gpu_batch_seconds_total{context="0"} 0.3
+            diptych_gpu_render_thread_gpu_batch_seconds_total{context="1"} 0.1
+            diptych_gpu_render_thread_gpu_idle_seconds_total{context="0"} 0.1
+            diptych_gpu_render_thread_gpu_idle_seconds_total{context="1"} 0
+            """
+        #expect(ServePairRunner.renderThreadLine(withGPU, seconds: 10)
+                == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
+                + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
     }
 
     @Test func mirroredSecondaryForEveryProgram() {

@@ -1,0 +1,76 @@
+import CGLES
+
+/// GPU timestamps (GL_EXT_disjoint_timer_query's counters) at each
+/// render-thread batch's first and last command: how long the GPU ran the
+/// batches, and how long it stood idle between one batch's end and the
+/// next one's start, as far as this context goes (other contexts' work and
+/// calls between batches count as idle). A timestamp is taken once every
+/// command before it has completed, so the next batch's start marks when
+/// its commands reached an idle GPU, or the previous batch's end where they
+/// were queued behind it. Owns its query objects; render thread only (they
+/// go with the context, so the clock deletes none).
+final class BatchClock {
+    private let counter: PFNGLQUERYCOUNTEREXTPROC
+    private let getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC
+    private var free: [GLuint] = []
+    private var pending: [(start: GLuint, end: GLuint)] = []
+    private var open: GLuint?
+    /// The previous batch's end, GPU nanoseconds (nil after a disjoint period).
+    private var lastEnd: UInt64?
+
+    init(counter: PFNGLQUERYCOUNTEREXTPROC, getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC) {
+        self.counter = counter
+        self.getResult = getResult
+    }
+
+    /// Before a batch's first command.
+    func start() {
+        guard open == nil else { return }
+        let q = query()
+        counter(q, GL.timestampEXT)
+        open = q
+    }
+
+    /// After a batch's last command (before its fence).
+    func end() {
+        guard let s = open else { return }
+        let q = query()
+        counter(q, GL.timestampEXT)
+        pending.append((s, q))
+        open = nil
+    }
+
+    /// The batches whose timestamps have arrived, oldest first, without
+    /// blocking: seconds the GPU ran them and stood idle before them.
+    func collect() -> (batches: Int, busy: Double, idle: Double) {
+        var out = (batches: 0, busy: 0.0, idle: 0.0)
+        guard !pending.isEmpty else { return out }
+        var disjoint: GLint = 0
+        glGetIntegerv(GL.gpuDisjointEXT, &disjoint)
+        if disjoint != 0 { lastEnd = nil }
+        while let (s, e) = pending.first {
+            var available: GLuint = 0
+            glGetQueryObjectuiv(e, GL.queryResultAvailable, &available)
+            guard available != 0 else { break }
+            var t0: GLuint64 = 0, t1: GLuint64 = 0
+            getResult(s, GL.queryResult, &t0)
+            getResult(e, GL.queryResult, &t1)
+            pending.removeFirst()
+            free += [s, e]
+            // A disjoint period's (and a driver's nonsense) values are dropped.
+            guard disjoint == 0, t1 >= t0, t1 - t0 < 60_000_000_000 else { lastEnd = nil; continue }
+            out.batches += 1
+            out.busy += Double(t1 - t0) / 1e9
+            if let l = lastEnd, t0 > l, t0 - l < 60_000_000_000 { out.idle += Double(t0 - l) / 1e9 }
+            lastEnd = t1
+        }
+        return out
+    }
+
+    private func query() -> GLuint {
+        if let q = free.popLast() { return q }
+        var n: GLuint = 0
+        glGenQueries(1, &n)
+        return n
+    }
+}
