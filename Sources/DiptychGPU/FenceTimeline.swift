@@ -47,7 +47,7 @@ struct FenceOps: Sendable {
         insert: {
             RenderThread.requestFlush()
             guard let f = RenderThread.currentWatch.insert() else { glFinish(); return nil }
-            return f.handle
+            return f.retainedHandle()
         },
         isSignalled: { h in
             let f = WatchedFence.from(h)

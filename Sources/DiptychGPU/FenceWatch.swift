@@ -19,8 +19,9 @@ final class WatchedFence: Sendable {
     /// Off the render thread: blocks until the render thread has seen the fence signal.
     func waitDone() { done.wait(until: { $0 }) }
 
-    /// The handle `FenceOps` passes around (retained once for its holder).
-    var handle: OpaquePointer { OpaquePointer(Unmanaged.passRetained(self).toOpaque()) }
+    /// The handle `FenceOps` passes around, retained once for its holder
+    /// (`releaseHandle` lets go of it).
+    func retainedHandle() -> OpaquePointer { OpaquePointer(Unmanaged.passRetained(self).toOpaque()) }
     static func from(_ handle: OpaquePointer) -> WatchedFence {
         Unmanaged<WatchedFence>.fromOpaque(UnsafeRawPointer(handle)).takeUnretainedValue()
     }

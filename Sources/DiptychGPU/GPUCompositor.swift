@@ -162,12 +162,13 @@ public final class GPUCompositor: Sendable {
 
     /// On the render thread: `body` with the renderer under its lock. A
     /// caller's thread may hold the lock while it waits for a watched fence,
-    /// which only this thread's polls end (`FenceWatch`), so the lock is
-    /// tried, the fences polled between tries.
+    /// which only this thread's polls end (`FenceWatch`), so while any is
+    /// pending the lock is tried, the fences flushed and polled between
+    /// tries; once none is, the lock is waited for.
     func lockedOnRenderThread<T: Sendable>(_ body: (inout sending GPURenderer?) throws(GPUError) -> T) throws(GPUError) -> T {
         while true {
             if let v = try renderer.withLockIfAvailable({ (r) throws(GPUError) -> T in try body(&r) }) { return v }
-            RenderThread.pollWatchedFences()
+            if !RenderThread.pollWatchedFences() { return try renderer.withLock { (r) throws(GPUError) -> T in try body(&r) } }
         }
     }
 

@@ -133,6 +133,8 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             // `FenceWatch.aheadLimit` are, frames wait for the GPU (calls do not) and gather into one batch.
             let interval = watch.isEmpty ? nil : FenceWatch.pollInterval
             let holding = watch.inFlight >= FenceWatch.aheadLimit
+            // Fences must reach the GPU before the thread waits on them (GL's are not flushed when made).
+            if holding { flushNow() }
             let runnable = { (q: inout Queue) -> Bool in
                 q.stopped || (!q.items.isEmpty && (!holding || q.items.count >= self.maxBatch || q.items.contains { $0.isWork }))
             }
@@ -151,29 +153,40 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             }
             guard case .run(let item, let batch) = next else {
                 if case .stopped = next { break }
-                watch.poll()
+                flushNow()
+                if hasContext { watch.poll() }
                 continue
             }
             let began = DispatchTime.now().uptimeNanoseconds
             if case .work(let work) = item { work(); RenderThread.add(.work, since: began) } else { FrameJob.run(batch) }
             if flushWanted {
                 let idle = queue.withLock { $0.items.isEmpty }
-                let now = DispatchTime.now().uptimeNanoseconds
-                if idle || now - lastFlush >= RenderThread.flushInterval {
-                    glFlush()
-                    flushWanted = false
-                    lastFlush = now
-                    RenderThread.add(.flush, since: now)
-                }
+                if idle || DispatchTime.now().uptimeNanoseconds - lastFlush >= RenderThread.flushInterval { flushNow() }
             }
-            if !watch.isEmpty { watch.poll() }
-            if let c = clock?.collect(), c.batches > 0 { load.addGPU(c) }
+            // The item may have ended the context (its last renderer shut down): no GL call then.
+            if hasContext {
+                if !watch.isEmpty { watch.poll() }
+                if let c = clock?.collect(), c.batches > 0 { load.addGPU(c) }
+            }
             load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count), phases: &phaseNs)
         }
         watch.abandonAll()
         // EGL's per-thread state goes with the thread, not with the process's exit handlers.
         _ = eglReleaseThread()
     }
+
+    /// Render thread: flushes now if a fence was inserted since the last flush.
+    private func flushNow() {
+        guard flushWanted, hasContext else { return }
+        let now = DispatchTime.now().uptimeNanoseconds
+        glFlush()
+        flushWanted = false
+        lastFlush = now
+        RenderThread.add(.flush, since: now)
+    }
+
+    /// Render thread: whether a GL context is current (none once its last renderer ended it).
+    private var hasContext: Bool { eglGetCurrentContext() != diptych_egl_no_context() }
 
     /// On a render thread: flush the context once the queued work is done
     /// (fences must reach the GPU before anyone can see them signal).
@@ -205,10 +218,16 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     }
 
     /// On a render thread waiting for a lock a caller may hold while it waits
-    /// for a watched fence: polls the fences, then yields a moment.
-    static func pollWatchedFences() {
-        if let t = current, !t.watch.isEmpty { t.watch.poll() }
+    /// for a watched fence: flushes and polls the fences; where some are still
+    /// pending, yields a moment and returns true (else nobody can be waiting
+    /// on one, and the lock may be waited for).
+    static func pollWatchedFences() -> Bool {
+        guard let t = current, !t.watch.isEmpty else { return false }
+        t.flushNow()
+        t.watch.poll()
+        guard !t.watch.isEmpty else { return false }
         usleep(20)
+        return true
     }
 
     /// On a render thread: counts the time since `t0` (`PassTimer.now()`) toward `phase`.
