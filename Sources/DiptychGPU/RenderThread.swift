@@ -128,9 +128,11 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         StageClock.name(.render)
         pthread_setspecific(RenderThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
         while true {
-            // The next item (and the frames queued right after a frame), nothing (a poll interval
-            // passed), or the end (stopped with nothing left). While watched fences are pending, the wait ends every poll interval to poll them; while
-            // `FenceWatch.aheadLimit` are, frames wait for the GPU (calls do not) and gather into one batch.
+            // The next item (and the frames queued right after a frame), nothing (a poll
+            // interval passed), or the end (stopped with nothing left). While watched fences
+            // are pending, the wait ends every poll interval to poll them; while
+            // `FenceWatch.aheadLimit` are, frames wait for the GPU (calls do not) and gather
+            // into one batch.
             let interval = watch.isEmpty ? nil : FenceWatch.pollInterval
             let holding = watch.inFlight >= FenceWatch.aheadLimit
             // Fences must reach the GPU before the thread waits on them (GL's are not flushed when made).
@@ -164,7 +166,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                 if idle || DispatchTime.now().uptimeNanoseconds - lastFlush >= RenderThread.flushInterval { flushNow() }
             }
             // The item may have ended the context (its last renderer shut down): no GL call then.
-            if hasContext {
+            if !watch.isEmpty || clock != nil, hasContext {
                 if !watch.isEmpty { watch.poll() }
                 if let c = clock?.collect(), c.batches > 0 { load.addGPU(c) }
             }
