@@ -267,6 +267,50 @@ extension GPU {
             #expect(!run.stream.elementsEqual(full.stream), "the tool left out changes nothing here")
         }
 
+        /// `diptych-gpu-bench`, built beside the tests.
+        static var gpuBench: URL? {
+            let dirs = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+                        Bundle.main.bundleURL.deletingLastPathComponent(), Bundle.main.bundleURL,
+                        URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")]
+            return dirs.map { $0.appendingPathComponent("diptych-gpu-bench") }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+        }
+
+        /// Stream 0 and its reconstructions from `diptych-gpu-bench --encode --gpu software --dump` with `arguments`.
+        static func benchDump(_ arguments: [String], environment: [String: String] = [:]) throws -> (stream: Data, reconstructions: Data) {
+            let bench = try #require(gpuBench, "diptych-gpu-bench is not built")
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-walk-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let p = Process()
+            p.executableURL = bench
+            p.arguments = ["--encode", "--gpu", "software", "--dump", dir.path] + arguments
+            p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            p.standardOutput = FileHandle.nullDevice
+            let errors = Pipe()
+            p.standardError = errors
+            try p.run()
+            let said = errors.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            try #require(p.terminationStatus == 0, "diptych-gpu-bench \(arguments.joined(separator: " ")): \(String(decoding: said, as: UTF8.self))")
+            return (try Data(contentsOf: dir.appendingPathComponent("stream0.h264")), try Data(contentsOf: dir.appendingPathComponent("recon0.nv12")))
+        }
+
+        /// The walk (a work group a macroblock row, each waiting on the row
+        /// above) is what a hardware GPU runs; llvmpipe runs it in order only
+        /// on one thread, where no row ever waits: so this checks the walk's
+        /// decisions, strengths and filtering, not its waits (which only a GPU
+        /// exercises).
+        @Test("The raster-order pass as a walk gives the wavefront's bits (llvmpipe on one thread)", .timeLimit(.minutes(5)), arguments: [
+            (200, 120, ["--slices", "2"]), (160, 96, ["--slices", "1", "--qp", "40"]), (96, 144, ["--slices", "3", "--keyint", "3"]),
+        ])
+        func walkGivesTheWavefrontsBits(width: Int, height: Int, coding: [String]) throws {
+            let common = ["--size", "\(width)x\(height)", "--streams", "2", "--frames", "6"] + coding
+            let wavefront = try Self.benchDump(common + ["--raster-order", "wavefront"])
+            let walk = try Self.benchDump(common + ["--raster-order", "walk"], environment: ["LP_NUM_THREADS": "0"])
+            #expect(!wavefront.stream.isEmpty && wavefront.reconstructions.count == 6 * width * height * 3 / 2)
+            #expect(walk.stream == wavefront.stream, "the walk's bitstream differs from the wavefront's")
+            #expect(walk.reconstructions == wavefront.reconstructions, "the walk's reconstructions differ from the wavefront's")
+        }
+
         @Test("Sizes that are not multiples of 16, odd macroblock counts, a single macroblock", arguments: [
             (16, 16), (18, 18), (50, 34), (80, 16), (16, 80), (46, 30),
         ])

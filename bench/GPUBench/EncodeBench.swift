@@ -16,6 +16,10 @@ usage: diptych-gpu-bench --encode [options]
   --profile       wait for each pass and report its time (slower overall)
   --deblock on|off  the in-loop deblocking filter (default on, as every take has it; off times or dumps without it)
   --subpel on|off   quarter-sample motion (default on, as every take has it; off times or dumps without its two passes)
+  --raster-order walk|wavefront  how the raster-order pass (P_Skip decisions, filter) keeps
+                  the standard's order (default: walk on a hardware GPU, wavefront on a software
+                  renderer; the walk there needs LP_NUM_THREADS=0, llvmpipe running work groups
+                  one after another, and checks the walk's bits, not its waits)
   --pace FPS      each stream submits a picture every 1/FPS s, stream i at i/N of an interval,
                   and each picture is taken as soon as it is done (latency of one picture)
   --input FILE    raw NV12 pictures of --size, tightly packed (e.g. ffmpeg -i clip.mp4
@@ -64,8 +68,9 @@ func runEncodeBench() -> Never {
     var inputFile: String?
     var pace: Double?
     var dump: String?
+    var rasterOrder: H264RasterOrder?
     if CommandLine.arguments.contains("-h") || CommandLine.arguments.contains("--help") { print(encodeUsage); exit(0) }
-    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--slices", "--gpu", "--json", "--input", "--pace", "--deblock", "--subpel", "--dump"]
+    let valued = ["--size", "--streams", "--frames", "--qp", "--keyint", "--slices", "--gpu", "--json", "--input", "--pace", "--deblock", "--subpel", "--dump", "--raster-order"]
     let reader = ArgumentReader(valued.map { ($0, true) } + ["--encode", "--profile"].map { ($0, false) })
     let given: [(flag: String, value: String?)]
     do { given = try reader.read(Array(CommandLine.arguments.dropFirst())) } catch { fail("\(error)") }
@@ -86,6 +91,9 @@ func runEncodeBench() -> Never {
         case "--pace": guard let v = Double(value), v > 0 else { fail("--pace expects pictures per second") }; pace = v
         case "--deblock": guard value == "on" || value == "off" else { fail("--deblock '\(value)': expected on or off") }; deblock = value == "on"
         case "--dump": dump = value
+        case "--raster-order":
+            guard let o = H264RasterOrder(rawValue: value) else { fail("--raster-order '\(value)': expected walk or wavefront") }
+            rasterOrder = o
         case "--subpel": guard value == "on" || value == "off" else { fail("--subpel '\(value)': expected on or off") }; subpel = value == "on"
         default: fail("unknown option \(a)\n\(encodeUsage)")
         }
@@ -104,10 +112,11 @@ func runEncodeBench() -> Never {
     let log: (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
     // How the pictures are coded, as each line says it.
     let coding = "qp \(qp)\(slices > 1 ? " \(slices) slices" : "")\(deblock ? "" : " deblocking off")\(subpel ? "" : " whole-sample motion")"
+        + (rasterOrder.map { " \($0.rawValue)" } ?? "")
     if let dump {
         do {
             let d = try GPUEncodeBenchmark.dump(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
-                                                settings: settings, deblocking: deblock, subpel: subpel, log: log)
+                                                settings: settings, deblocking: deblock, subpel: subpel, rasterOrder: rasterOrder, log: log)
             try FileManager.default.createDirectory(atPath: dump, withIntermediateDirectories: true)
             try Data(d.stream).write(to: URL(fileURLWithPath: dump + "/stream0.h264"))
             try Data(d.reconstructions).write(to: URL(fileURLWithPath: dump + "/recon0.nv12"))
@@ -119,7 +128,8 @@ func runEncodeBench() -> Never {
     }
     do {
         let r = try GPUEncodeBenchmark.run(selection: gpu, size: size, sources: sources, streams: streams, rounds: frames,
-                                           settings: settings, profile: profile, pace: pace, deblocking: deblock, subpel: subpel, log: log)
+                                           settings: settings, profile: profile, pace: pace, deblocking: deblock, subpel: subpel,
+                                           rasterOrder: rasterOrder, log: log)
         let name = inputFile.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "pattern"
         let head = "encode \(r.size) \(name) \(r.streams) streams\(pace.map { " paced at \($0) fps" } ?? "") \(coding): "
         let rate = String(format: "%.0f pictures/s (%d pictures in %.2f s), %.0f bytes/picture, ", r.picturesPerSecond, r.pictures, r.seconds, r.bytesPerPicture)

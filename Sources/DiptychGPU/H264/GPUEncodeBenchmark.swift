@@ -48,9 +48,9 @@ public enum GPUEncodeBenchmark {
     /// then one picture's, from its submission to its bitstream on the host.
     public static func run(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
                            settings: GPUH264Settings, profile: Bool, pace: Double? = nil, deblocking: Bool = true, subpel: Bool = true,
-                           log: (String) -> Void) throws(GPUError) -> Result {
+                           rasterOrder: H264RasterOrder? = nil, log: (String) -> Void) throws(GPUError) -> Result {
         let rig = try Rig(selection: selection, size: size, sources: sources, streams: streams, settings: settings,
-                          deblocking: deblocking, subpel: subpel, log: log)
+                          deblocking: deblocking, subpel: subpel, rasterOrder: rasterOrder, log: log)
         defer { rig.release() }
         let (context, buffers, programs, encoders) = (rig.context, rig.buffers, rig.programs, rig.encoders)
         let rowBytes = rig.rowBytes
@@ -118,10 +118,10 @@ public enum GPUEncodeBenchmark {
     /// runs (the GPU machines), the two are carried back and compared with a
     /// decoder's pictures elsewhere (`diptych-gpu-bench --encode --dump`).
     public static func dump(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, rounds: Int,
-                            settings: GPUH264Settings, deblocking: Bool = true, subpel: Bool = true,
+                            settings: GPUH264Settings, deblocking: Bool = true, subpel: Bool = true, rasterOrder: H264RasterOrder? = nil,
                             log: (String) -> Void) throws(GPUError) -> (stream: [UInt8], reconstructions: [UInt8], renderer: String) {
         let rig = try Rig(selection: selection, size: size, sources: sources, streams: streams, settings: settings,
-                          deblocking: deblocking, subpel: subpel, log: log)
+                          deblocking: deblocking, subpel: subpel, rasterOrder: rasterOrder, log: log)
         defer { rig.release() }
         let (context, buffers, programs, encoders, rowBytes) = (rig.context, rig.buffers, rig.programs, rig.encoders, rig.rowBytes)
         var stream: [UInt8] = [], reconstructions: [UInt8] = []
@@ -152,7 +152,7 @@ public enum GPUEncodeBenchmark {
         let rowBytes: Int
 
         init(selection: GPUSelection, size: PixelSize, sources: [[UInt8]], streams: Int, settings: GPUH264Settings,
-             deblocking: Bool = true, subpel: Bool = true, log: (String) -> Void) throws(GPUError) {
+             deblocking: Bool = true, subpel: Bool = true, rasterOrder: H264RasterOrder? = nil, log: (String) -> Void) throws(GPUError) {
             context = try DisplayLadder.open(selection, log: log)
             rowBytes = (size.width + 3) / 4 * 4
             var buffers = [GLuint](repeating: 0, count: sources.count)
@@ -164,7 +164,7 @@ public enum GPUEncodeBenchmark {
             glBindBuffer(GL.shaderStorageBuffer, 0)
             let format = H264StreamFormat(width: size.width, height: size.height, rate: FrameRate(60), matrix: .bt709, range: .limited)
             let programs: H264Programs
-            do { programs = try H264Programs(softwareRenderer: context.info.isSoftware) } catch {
+            do { programs = try H264Programs(softwareRenderer: context.info.isSoftware, rasterOrder: rasterOrder) } catch {
                 glDeleteBuffers(GLsizei(buffers.count), buffers)
                 throw error
             }

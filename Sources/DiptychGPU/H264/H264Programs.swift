@@ -1,6 +1,18 @@
 import CGLES
 import DiptychCore
 
+/// How the GPU encoder's raster-order pass keeps the standard's order
+/// (`H264Programs.rasterOrder`). A benchmark may ask for either: the walk on
+/// a software renderer keeps the order only where llvmpipe runs a dispatch's
+/// work groups one after another on one thread (`LP_NUM_THREADS=0`), so no
+/// row waits, which checks the walk's bits, not its waits.
+public enum H264RasterOrder: String, Sendable, CaseIterable {
+    /// One work group walks each macroblock row, a row waiting for the one above.
+    case walk
+    /// A dispatch a step, each step a diagonal of macroblocks.
+    case wavefront
+}
+
 /// The GPU encoder's compute programs, compiled once per context and shared
 /// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
 final class H264Programs {
@@ -19,12 +31,14 @@ final class H264Programs {
     /// shares per thread and ends a shader's loops after 65,535 iterations in
     /// all, so a row's wait for one another thread has not reached ends
     /// early and the picture differs from the decoder's).
-    enum RasterOrder: Sendable { case walk, wavefront }
+    typealias RasterOrder = H264RasterOrder
     let rasterOrder: RasterOrder
 
-    /// `softwareRenderer`: the context's renderer runs on the CPU (`GPUInfo.isSoftware`).
-    init(softwareRenderer: Bool) throws(GPUError) {
-        rasterOrder = softwareRenderer ? .wavefront : .walk
+    /// `softwareRenderer`: the context's renderer runs on the CPU
+    /// (`GPUInfo.isSoftware`); `rasterOrder`, where given, is taken instead
+    /// of the renderer's own (`H264RasterOrder`).
+    init(softwareRenderer: Bool, rasterOrder: RasterOrder? = nil) throws(GPUError) {
+        self.rasterOrder = rasterOrder ?? (softwareRenderer ? .wavefront : .walk)
         do {
             for pass in Pass.allCases {
                 let p = try Self.build(pass)
