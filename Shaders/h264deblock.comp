@@ -52,13 +52,15 @@
 // MB_PROBEMV3). The chain
 // of the decision's walk probes only where the final vector is none of the
 // three (over all 64 invocations, its prediction kept for the
-// reconstruction: every row below waits on such a step). A decision step
-// is: wait for the row above, read its records, decide, write the record
-// (and, where the macroblock became a P_Skip, its reconstruction). A filter
-// step: wait for the decision and the row above, read the samples and
-// records above (one round of reads, side by side), filter in shared
-// memory, write; the macroblock's own samples and record were read the
-// step before where it was decided by then.
+// reconstruction: every row below waits on such a step). A decision step,
+// between two barriers: the first invocation waits for the upper
+// neighbours' final words while the others place the records and the
+// second half works out the step before's edge strengths; then it decides,
+// and writes the final word and record (and, where the macroblock became a
+// P_Skip, its reconstruction). A filter step: wait for the decision and
+// the row above, read the samples above, filter in shared memory, write;
+// the macroblock's own samples and strengths were read the step before
+// where it was decided by then.
 // The walk's work group is two halves of 32 invocations, each an NVIDIA
 // warp (luma's lines on the first, chroma's on the second, side by side
 // where the hardware runs the halves apart); a probe round's is 32.
@@ -93,8 +95,8 @@ uniform int u_step;
 
 shared int sY[400];      // luma rows -4..15, columns -4..15 of the macroblock
 shared int sC[200];      // Cb then Cr: rows -2..7, columns -2..7
-shared int sBS[32];      // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones
-shared uint sBSWord[4];  // the same four bits each, eight a word (the filter's)
+shared uint sBSWord[4];  // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones, four bits each, eight a word (the filter's)
+shared uint sBSAcc[4];   // the same, as a decision step works them out
 // The P_Skip decision: 0 none, 1 tried, 2 taken; the vector; the bits P
 // takes beyond a skip; decimation scores (luma blocks, then chroma AC by
 // component and block); chroma DC coefficients; SADs at the P_Skip vector
@@ -115,21 +117,25 @@ shared int sPredC[128];
 shared bool sProbed;
 shared bool sAhead;    // the filter's next macroblock is decided already
 shared int sRes[384];   // the in-chain probe's blocks (luma 0-15, chroma 8), 16 values each
-// The records a step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of the
-// macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO and
-// MB_MV of the upper right neighbour (or the upper left where there is
+// The records a decision step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of
+// the macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO
+// and MB_MV of the upper right neighbour (or the upper left where there is
 // none), the macroblock's MB_PROBEMV and MB_PROBE, MB_INFO of its right and
-// lower neighbours, its MB_PROBEMV2, MB_PROBE2, MB_PROBEMV3, MB_PROBE3.
-shared uint sRec[34];
-#define REC_OWN 0       // the macroblock's words 0-7 (recordWord)
-#define REC_LEFT 8      // its left neighbour's
-#define REC_UP 16       // its upper neighbour's
-#define REC_CORNER 24   // MB_INFO, MB_MV of the upper right neighbour (the upper left where there is none)
-#define REC_PROBE 26    // the macroblock's MB_PROBEMV, MB_PROBE
-#define REC_RIGHT 28    // MB_INFO of the right neighbour
-#define REC_BELOW 29    // MB_INFO of the lower neighbour
-#define REC_PROBE2 30   // the macroblock's MB_PROBEMV2, MB_PROBE2
-#define REC_PROBE3 32   // and MB_PROBEMV3, MB_PROBE3
+// lower neighbours, its MB_PROBEMV2, MB_PROBE2, MB_PROBEMV3, MB_PROBE3: a
+// set of REC_SET words, two sets (a walk's step fills one while the step
+// before's is read), the step's at R.
+#define REC_SET 34
+shared uint sRec[2 * REC_SET];
+int R = 0;
+#define REC_OWN R             // the macroblock's words 0-7 (recordWord)
+#define REC_LEFT (R + 8)      // its left neighbour's
+#define REC_UP (R + 16)       // its upper neighbour's
+#define REC_CORNER (R + 24)   // MB_INFO, MB_MV of the upper right neighbour (the upper left where there is none)
+#define REC_PROBE (R + 26)    // the macroblock's MB_PROBEMV, MB_PROBE
+#define REC_RIGHT (R + 28)    // MB_INFO of the right neighbour
+#define REC_BELOW (R + 29)    // MB_INFO of the lower neighbour
+#define REC_PROBE2 (R + 30)   // the macroblock's MB_PROBEMV2, MB_PROBE2
+#define REC_PROBE3 (R + 32)   // and MB_PROBEMV3, MB_PROBE3
 
 // Word k (0-7) of the record in sRec: MB_INFO, MB_MV, then MB_NNZ 0-5.
 uint recordWord(int mb, int k) { return mbs[mb * MB_WORDS + (k < 2 ? k : MB_NNZ + k - 2)]; }
@@ -542,93 +548,108 @@ uint finalOf(int mb) {
     do { w = progress[2 * u_size.w + mb]; } while ((w >> 26) != (uint(u_code.w) >> 16));
     return w;
 }
-shared uint sFinal[2];   // the final words of the upper and upper right (upper left where there is none) neighbours
-
-// Edge strengths (from the records in sRec): invocation t < 16 gives
-// segment t & 3 of vertical edge t >> 2 (sBS[t]), invocation 32 + k
-// segment k & 3 of horizontal edge k >> 2 (sBS[16 + k]).
-void strengths(int t, int mbX, int mbY) {
-    int k = t & 15, e = k >> 2, s = k & 3;
-    if (t < 16) sBS[t] = e == 0 && mbX == 0 ? 0 : strength(e == 0 ? REC_LEFT : REC_OWN, e == 0 ? 3 : e - 1, s, REC_OWN, e, s);
-    else if (t >= 32 && t < 48) sBS[16 + k] = e == 0 && !rowAbove(mbY) ? 0 : strength(e == 0 ? REC_UP : REC_OWN, s, e == 0 ? 3 : e - 1, REC_OWN, s, e);
+// Entry k (0-31: vertical edge k >> 2's segment k & 3, then horizontal edge
+// (k - 16) >> 2's segment (k - 16) & 3) of the edge strengths of the
+// macroblock whose records are at sRec[b] (its own), b + 8 (its left
+// neighbour's) and b + 16 (its upper neighbour's).
+int strengthAt(int k, int b, int mbX, int mbY) {
+    int e = (k & 15) >> 2, s = k & 3;
+    if (k < 16) return e == 0 && mbX == 0 ? 0 : strength(e == 0 ? b + 8 : b, e == 0 ? 3 : e - 1, s, b, e, s);
+    return e == 0 && !rowAbove(mbY) ? 0 : strength(e == 0 ? b + 16 : b, s, e == 0 ? 3 : e - 1, b, s, e);
+}
+// The strengths of the macroblock (mbX, mbY) whose records are at sRec[b],
+// an entry an invocation of the second half, into sBSAcc (zero before):
+// four bits each, eight a word.
+void addStrengths(int t, int b, int mbX, int mbY) {
+    if (t < 32) return;
+    int k = t - 32;
+    atomicOr(sBSAcc[k >> 3], uint(strengthAt(k, b, mbX, mbY)) << uint(4 * (k & 7)));
 }
 
-// Row mbY's P_Skip decisions, macroblocks first..end - 1. On a walk each
-// waits for the final words of its upper and upper right neighbours, writes
-// its own once decided, and moves the row's count (the filter's) once its
-// record (and, where it became a P_Skip, its reconstruction) is in memory.
-void decideRow(int t, int mbY, int first, int end, bool walk) {
+// Row mbY's P_Skip decisions, macroblocks first..end - 1 (a walk's whole
+// row, or a wavefront step's one macroblock). Each waits for the final words
+// of its upper and upper right neighbours and writes its own once decided.
+// Two barriers a step: the records sit in two sets of sRec, the step's and
+// the one before's, so a step fills its own while the second half works out
+// the edge strengths of the macroblock before (from its final records,
+// into MB_BS); the first invocation reads the upper neighbours' final words
+// and places what they say itself, then decides. The row's count (the
+// filter's) moves two steps late, once the strengths and reconstruction of
+// the macroblocks it covers are in memory, made visible by the memory
+// barrier each invocation passes at a step's start.
+void decideRow(int t, int mbY, int first, int end) {
     int mbW = u_size.z;
-    uint record = 0u;
-    uint upperRight = 0u;   // the first invocation's: the final word it waited for the step before
+    bool above = rowAbove(mbY), filtered = u_pic.w == 1;
+    uint record = fetchRecord(t, mbY * mbW + first, first, mbY);
+    uint upper = 0u, upperRight = 0u;   // the first invocation's: the final words it waited for
+    if (t < 4) sBSAcc[t] = 0u;
+    barrier();
     for (int mbX = first; mbX < end; mbX++) {
-        int mb = mbY * mbW + mbX;
-        // On a walk the left neighbour's final record is this group's own of the step before.
-        if (walk && mbX > 0 && t < 8) sRec[REC_LEFT + t] = sRec[REC_OWN + t];
-        barrier();
-        // The records the row above does not write (read a step ahead on a walk).
-        if (!walk || mbX == first) record = fetchRecord(t, mb, mbX, mbY);
-        if (t < 8) sRec[REC_OWN + t] = record;
-        else if (t < 16) { if (!walk || mbX == 0) sRec[REC_LEFT + t - 8] = record; }
+        int mb = mbY * mbW + mbX, before = R;
+        R = (mbX & 1) * REC_SET;
+        // The step before's writes made visible; the first invocation's
+        // after its wait, which they then leave.
+        if (t > 0) memoryBarrierBuffer();
+        if (filtered && mbX > first) addStrengths(t, before, mbX - 1, mbY);
+        // The records the row above does not write (read a step ahead), the
+        // left neighbour's as the step before left them, and the upper
+        // neighbour's as the macroblock passes left them or its decision
+        // rewrote them (its final word says which words count).
+        if (t < 8) sRec[R + t] = record;
+        else if (t < 16) sRec[R + t] = mbX > first ? sRec[before + t - 8] : record;
         else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
-        if (walk && mbX + 1 < end && (t < 8 || (t >= 16 && t < 24))) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
-        // The upper neighbour's record (its vector and, where it became a
-        // P_Skip, its type and coefficients as the final word says), and the
-        // upper right's kind and vector (the upper left's where there is none).
-        if (rowAbove(mbY) && walk) {
-            // Its record as the macroblock passes left it, or as its decision
-            // rewrote it: the final word decides which words count.
-            uint upper = t >= 24 && t < 32 ? recordWord(mb - mbW, t - 24) : 0u;
-            if (t == 0) {
+        else if (t < 32) sRec[REC_UP + t - 24] = above ? recordWord(mb - mbW, t - 24) : 0u;
+        if (mbX + 1 < end && (t < 8 || (t >= 16 && t < 24))) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
+        if (t == 0) {
+            if (above) {
                 // The upper neighbour was the upper right one the step before.
-                sFinal[0] = mbX == first ? finalOf(mb - mbW) : upperRight;
+                upper = mbX == first ? finalOf(mb - mbW) : upperRight;
                 upperRight = mbX + 1 < mbW ? finalOf(mb - mbW + 1) : mbX > 0 ? finalOf(mb - mbW - 1) : 0u;
-                sFinal[1] = upperRight;
             }
-            barrier();
-            if (t >= 24 && t < 32) {
-                int k = t - 24;
-                bool skipped = (sFinal[0] & FINAL_SKIPPED) != 0u;
-                sRec[REC_UP + k] = k == 0 ? (skipped ? upper & ~(63u << 8) : upper) : k == 1 ? finalMV(sFinal[0]) : skipped ? 0u : upper;
-            }
-            if (t < 2 && (mbX + 1 < mbW || mbX > 0))
-                sRec[REC_CORNER + t] = t == 0 ? ((sFinal[1] & FINAL_INTRA) != 0u ? KIND_I16 : KIND_P16) : finalMV(sFinal[1]);
-        } else if (rowAbove(mbY)) {
-            // A wavefront step: the row above decided these a dispatch before.
-            if (t >= 24 && t < 32) sRec[REC_UP + t - 24] = recordWord(mb - mbW, t - 24);
-            if (t < 2 && (mbX + 1 < mbW || mbX > 0)) sRec[REC_CORNER + t] = mbs[(mbX + 1 < mbW ? mb - mbW + 1 : mb - mbW - 1) * MB_WORDS + t];
-        } else if (t < 10) {
-            sRec[REC_UP + t] = 0u;   // and REC_CORNER
+            memoryBarrierBuffer();
         }
         barrier();
+        if (t == 32 && mbX > first + 1) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX - 1));
+        if (filtered && mbX > first && t >= 32 && t < 36) {
+            mbs[(mb - 1) * MB_WORDS + MB_BS + t - 32] = sBSAcc[t - 32];
+            sBSAcc[t - 32] = 0u;
+        }
+        if (t == 0) {
+            // The upper neighbour's vector (and, where it became a P_Skip,
+            // no coded blocks), the upper right's kind and vector (the upper
+            // left's where there is none).
+            if (above) {
+                if ((upper & FINAL_SKIPPED) != 0u) {
+                    sRec[REC_UP] &= ~(63u << 8);
+                    for (int k = 2; k < 8; k++) sRec[REC_UP + k] = 0u;
+                }
+                sRec[REC_UP + 1] = finalMV(upper);
+            }
+            sRec[REC_CORNER] = above && (upperRight & FINAL_INTRA) != 0u ? KIND_I16 : KIND_P16;
+            sRec[REC_CORNER + 1] = above ? finalMV(upperRight) : 0u;
+        }
         decideSkip(t, mb, mbX, mbY);
-        if (walk && t == 0)
-            progress[2 * u_size.w + mb] = finalWord(unpackMV(sRec[REC_OWN + 1]), infoKind(sRec[REC_OWN]) != KIND_P16, sTake == 2);
-        // The edge strengths, from the final records (its own, its left and
-        // upper neighbours'), for the filter: four bits each in MB_BS, the
-        // probe words' place (nothing reads those after the decision).
-        if (u_pic.w == 1) {
-            strengths(t, mbX, mbY);
-            barrier();
-            if (t < 4) {
-                uint w = 0u;
-                for (int k = 0; k < 8; k++) w |= uint(sBS[t * 8 + k]) << uint(4 * k);
-                mbs[mb * MB_WORDS + MB_BS + t] = w;
-            }
-        }
-        memoryBarrierBuffer();
-        barrier();
-        if (t == 0 && walk) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX + 1));
-        // After the count (off the chain): the final record's vector
-        // predictor, and whether it is coded as a P_Skip, for CAVLC and the
-        // finish pass's skip runs. Nothing in this pass reads MB_MVP, and
-        // the skip flag leaves the kind the row below reads as it was.
-        if (t == 0 && infoKind(sRec[REC_OWN]) == KIND_P16) {
+        // The final word for the row below; then, for CAVLC and the finish
+        // pass, the final record's vector predictor and whether it is coded
+        // as a P_Skip (nothing in this pass reads MB_MVP, and the skip flag
+        // leaves the kind the row below reads as it was).
+        if (t == 0) {
             uint info = sRec[REC_OWN];
-            mbs[mb * MB_WORDS + MB_MVP] = packMV(sMVP);
-            if (infoCBP(info) == 0 && unpackMV(sRec[REC_OWN + 1]) == sSkipMV) mbs[mb * MB_WORDS + MB_INFO] = info | 4u;
+            ivec2 mv = unpackMV(sRec[REC_OWN + 1]);
+            progress[2 * u_size.w + mb] = finalWord(mv, infoKind(info) != KIND_P16, sTake == 2);
+            if (infoKind(info) == KIND_P16) {
+                mbs[mb * MB_WORDS + MB_MVP] = packMV(sMVP);
+                if (infoCBP(info) == 0 && mv == sSkipMV) mbs[mb * MB_WORDS + MB_INFO] = info | 4u;
+            }
         }
     }
+    // The last macroblock's strengths, then the row's last count.
+    if (filtered) addStrengths(t, R, end - 1, mbY);
+    barrier();
+    if (filtered && t >= 32 && t < 36) mbs[(mbY * mbW + end - 1) * MB_WORDS + MB_BS + t - 32] = sBSAcc[t - 32];
+    memoryBarrierBuffer();
+    barrier();
+    if (t == 0) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(end));
 }
 
 // Word k (0-3) of macroblock mb's edge strengths, eight of sBS's a word:
@@ -768,7 +789,7 @@ void main() {
     int first = walk ? 0 : u_step - (deciding ? 0 : 1) - 2 * (mbY % u_sliceRows);
     if (first < 0 || first >= u_size.z) return;
     int end = walk ? u_size.z : first + 1;
-    if (deciding) decideRow(t, mbY, first, end, walk);
+    if (deciding) decideRow(t, mbY, first, end);
     else filterRow(t, mbY, first, end, walk);
 }
 #endif
