@@ -473,7 +473,7 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         mbs[mb * MB_WORDS + MB_INFO] = sRec[REC_OWN] & ~(63u << 8);
         mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
         for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
-        // (The edge strengths below, and the next step's left neighbour.)
+        // (The next step's left neighbour, and the edge strengths the next step works out.)
         sRec[REC_OWN] &= ~(63u << 8);
         sRec[REC_OWN + 1] = packMV(mv);
         for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
@@ -652,7 +652,7 @@ void decideRow(int t, int mbY, int first, int end) {
     if (t == 0) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(end));
 }
 
-// Word k (0-3) of macroblock mb's edge strengths, eight of sBS's a word:
+// Word k (0-3) of macroblock mb's edge strengths, eight entries a word (strengthAt's order):
 // in P pictures as its decision left them in MB_BS; in an IDR every
 // macroblock is intra (4 on its edges inside the slice, 3 inside it).
 uint strengthWord(int k, int mb, int mbX, int mbY) {
@@ -662,7 +662,7 @@ uint strengthWord(int k, int mb, int mbX, int mbY) {
     // Entries 8(k & 1) to 8(k & 1) + 7: edge (k & 1) * 2 and the next, four segments each.
     return (k & 1) == 0 ? (edge0 * 0x1111u) | 0x33330000u : 0x33333333u;
 }
-// Entry i of the macroblock's strengths (sBS's order) from sBSWord.
+// Entry i of the macroblock's strengths (strengthAt's order) from sBSWord.
 int strengthOf(int i) { return int((sBSWord[i >> 3] >> uint(4 * (i & 7))) & 15u); }
 
 // Row mbY's filtering, macroblocks first..end - 1. On a walk each waits
