@@ -595,8 +595,8 @@ void decideRow(int t, int mbY, int first, int end) {
         // left neighbour's as the step before left them, and the upper
         // neighbour's as the macroblock passes left them or its decision
         // rewrote them (its final word says which words count).
-        if (t < 8) sRec[R + t] = record;
-        else if (t < 16) sRec[R + t] = mbX > first ? sRec[before + t - 8] : record;
+        if (t < 8) sRec[REC_OWN + t] = record;
+        else if (t < 16) sRec[REC_LEFT + t - 8] = mbX > first ? sRec[before + t - 8] : record;
         else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
         else if (t < 32) sRec[REC_UP + t - 24] = above ? recordWord(mb - mbW, t - 24) : 0u;
         if (mbX + 1 < end && (t < 8 || (t >= 16 && t < 24))) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
