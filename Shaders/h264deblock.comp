@@ -55,9 +55,11 @@
 // reconstruction: every row below waits on such a step). A decision step,
 // between two barriers: the first invocation waits for the upper
 // neighbours' final words while the others place the records and the
-// second half works out the step before's edge strengths; then it decides,
-// and writes the final word and record (and, where the macroblock became a
-// P_Skip, its reconstruction). A filter step: wait for the decision and
+// second half works out the step before's edge strengths; then it decides
+// and writes the record and the final word before the step's second
+// barrier (where the chain probes, after the probe); a macroblock that
+// became a P_Skip there gets its reconstruction (the prediction) the step
+// after, beside the wait, off the rows' chain. A filter step: wait for the decision and
 // the row above, read the samples above, filter in shared memory, write;
 // the macroblock's own samples and strengths were read the step before
 // where it was decided by then.
@@ -424,11 +426,45 @@ void probeSkip(int t, int mbX, int mbY) {
     barrier();
 }
 
-// The P_Skip decision for macroblock (mbX, mbY) (top of the file), its
-// own samples already in sY and sC; invocations 0-15 a luma block each,
-// 16-23 a chroma block each (32-47 a chroma row each for the reconstruction);
-// every path through it ends at a barrier after its last change.
-void decideSkip(int t, int mb, int mbX, int mbY) {
+#if !defined(PROBE_ROUND) && !defined(PROBE_GUESS)
+void skipRecon(int t, int mbX, int mbY, ivec2 mv, bool probed);
+uint finalWord(ivec2 mv, bool intra, bool skipped);
+
+// The decided macroblock's records where it became a P_Skip (the first
+// invocation): in the picture's records, and in sRec for the next step's
+// left neighbour and the edge strengths the next step works out.
+void applySkip(int mb, ivec2 mv) {
+    mbs[mb * MB_WORDS + MB_INFO] = sRec[REC_OWN] & ~(63u << 8);
+    mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
+    for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
+    sRec[REC_OWN] &= ~(63u << 8);
+    sRec[REC_OWN + 1] = packMV(mv);
+    for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
+}
+
+// The decided macroblock's final word for the row below; then, for CAVLC and
+// the finish pass, the final record's vector predictor and whether it is
+// coded as a P_Skip (nothing in this pass reads MB_MVP, and the skip flag
+// leaves the kind the row below reads as it was). The first invocation.
+void writeFinal(int mb, bool skipped) {
+    uint info = sRec[REC_OWN];
+    ivec2 mv = unpackMV(sRec[REC_OWN + 1]);
+    progress[2 * u_size.w + mb] = finalWord(mv, infoKind(info) != KIND_P16, skipped);
+    if (infoKind(info) == KIND_P16) {
+        mbs[mb * MB_WORDS + MB_MVP] = packMV(sMVP);
+        if (infoCBP(info) == 0 && mv == sSkipMV) mbs[mb * MB_WORDS + MB_INFO] = info | 4u;
+    }
+}
+
+// The P_Skip decision for macroblock (mbX, mbY) (top of the file);
+// invocations 0-15 a luma block each, 16-23 a chroma block each (32-47 a
+// chroma row each for the reconstruction); every path through it ends at a
+// barrier after its last change to shared memory. Where no probe is needed
+// here the first invocation decides, updates the records and writes the
+// final word before the first barrier, so the row below goes on while this
+// one finishes; true where the macroblock then became a P_Skip, whose
+// reconstruction (skipRecon at sSkipMV) the caller writes the next step.
+bool decideSkip(int t, int mb, int mbX, int mbY) {
     if (t == 0) {
         int take = 0;
         uint info = sRec[REC_OWN];
@@ -458,30 +494,33 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
         sSadSkip = 0u;
         sSadNow = 0u;
         sProbed = false;
+        if (take == 2) applySkip(mb, sSkipMV);
+        if (take != 1) writeFinal(mb, take == 2);
     }
     barrier();
-    if (sTake == 0) return;
-    if (sTake == 1) {
-        // The probe reads the macroblock's own samples (its reconstruction).
-        loadOwn(t, mbX, mbY);
-        barrier();
-        probeSkip(t, mbX, mbY);
+    if (sTake != 1) return sTake == 2;
+    // The probe reads the macroblock's own samples (its reconstruction); decided after it.
+    loadOwn(t, mbX, mbY);
+    barrier();
+    probeSkip(t, mbX, mbY);
+    if (sTake != 2) {
+        if (t == 0) writeFinal(mb, false);
+        return false;
     }
-    if (sTake != 2) return;
-    ivec2 mv = sSkipMV;
     if (t == 0) {
-        mbs[mb * MB_WORDS + MB_INFO] = sRec[REC_OWN] & ~(63u << 8);
-        mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
-        for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
-        // (The next step's left neighbour, and the edge strengths the next step works out.)
-        sRec[REC_OWN] &= ~(63u << 8);
-        sRec[REC_OWN + 1] = packMV(mv);
-        for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
+        applySkip(mb, sSkipMV);
+        writeFinal(mb, true);
     }
-    // The reconstruction is the prediction (the probe's, where it was in
-    // the chain), into the picture for the filter: luma block t's rows, or
-    // chroma row t - 32 (both components, interleaved).
-    bool probed = sProbed;
+    skipRecon(t, mbX, mbY, sSkipMV, true);
+    barrier();
+    return false;
+}
+
+// The reconstruction of a macroblock that became a P_Skip is its
+// prediction at the P_Skip vector (the probe's, where it was probed in the
+// chain), into the picture for the filter: luma block t's rows, or chroma
+// row t - 32 (both components, interleaved).
+void skipRecon(int t, int mbX, int mbY, ivec2 mv, bool probed) {
     int rowWords = u_layout.z >> 2;
     if (t < 16) {
         int bx = blkX(t) * 4, by = blkY(t) * 4;
@@ -501,8 +540,8 @@ void decideSkip(int t, int mb, int mbX, int mbY) {
                 uint(pr[h][x]) | uint(pr[2 + h][x]) << 8 | uint(pr[h][x + 1]) << 16 | uint(pr[2 + h][x + 1]) << 24;
         }
     }
-    barrier();
 }
+#endif
 
 #if !defined(PROBE_ROUND) && !defined(PROBE_GUESS)
 // The record words of macroblock `mb` a step reads that the row above does
@@ -568,7 +607,9 @@ void addStrengths(int t, int b, int mbX, int mbY) {
 
 // Row mbY's P_Skip decisions, macroblocks first..end - 1 (a walk's whole
 // row, or a wavefront step's one macroblock). Each waits for the final words
-// of its upper and upper right neighbours and writes its own once decided.
+// of its upper and upper right neighbours and writes its own once decided;
+// a new P_Skip's reconstruction follows the step after (the last one's
+// after the loop), before the count that covers it.
 // Two barriers a step: the records sit in two sets of sRec, the step's and
 // the one before's, so a step fills its own while the second half works out
 // the edge strengths of the macroblock before (from its final records,
@@ -582,6 +623,8 @@ void decideRow(int t, int mbY, int first, int end) {
     bool above = rowAbove(mbY), filtered = u_pic.w == 1;
     uint record = fetchRecord(t, mbY * mbW + first, first, mbY);
     uint upper = 0u, upperRight = 0u;   // the first invocation's: the final words it waited for
+    bool owed = false;   // a new P_Skip's reconstruction, the step before's, still to write
+    ivec2 owedMV = ivec2(0);
     if (t < 4) sBSAcc[t] = 0u;
     barrier();
     for (int mbX = first; mbX < end; mbX++) {
@@ -590,6 +633,7 @@ void decideRow(int t, int mbY, int first, int end) {
         // The step before's writes made visible; the first invocation's
         // after its wait, which they then leave.
         if (t > 0) memoryBarrierBuffer();
+        if (owed) { skipRecon(t, mbX - 1, mbY, owedMV, false); owed = false; }
         if (filtered && mbX > first) addStrengths(t, before, mbX - 1, mbY);
         // The records the row above does not write (read a step ahead), the
         // left neighbour's as the step before left them, and the upper
@@ -628,22 +672,10 @@ void decideRow(int t, int mbY, int first, int end) {
             sRec[REC_CORNER] = above && (upperRight & FINAL_INTRA) != 0u ? KIND_I16 : KIND_P16;
             sRec[REC_CORNER + 1] = above ? finalMV(upperRight) : 0u;
         }
-        decideSkip(t, mb, mbX, mbY);
-        // The final word for the row below; then, for CAVLC and the finish
-        // pass, the final record's vector predictor and whether it is coded
-        // as a P_Skip (nothing in this pass reads MB_MVP, and the skip flag
-        // leaves the kind the row below reads as it was).
-        if (t == 0) {
-            uint info = sRec[REC_OWN];
-            ivec2 mv = unpackMV(sRec[REC_OWN + 1]);
-            progress[2 * u_size.w + mb] = finalWord(mv, infoKind(info) != KIND_P16, sTake == 2);
-            if (infoKind(info) == KIND_P16) {
-                mbs[mb * MB_WORDS + MB_MVP] = packMV(sMVP);
-                if (infoCBP(info) == 0 && mv == sSkipMV) mbs[mb * MB_WORDS + MB_INFO] = info | 4u;
-            }
-        }
+        if (decideSkip(t, mb, mbX, mbY)) { owed = true; owedMV = sSkipMV; }
     }
-    // The last macroblock's strengths, then the row's last count.
+    // The last macroblock's reconstruction and strengths, then the row's last count.
+    if (owed) skipRecon(t, end - 1, mbY, owedMV, false);
     if (filtered) addStrengths(t, R, end - 1, mbY);
     barrier();
     if (filtered && t >= 32 && t < 36) mbs[(mbY * mbW + end - 1) * MB_WORDS + MB_BS + t - 32] = sBSAcc[t - 32];
