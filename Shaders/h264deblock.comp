@@ -457,8 +457,9 @@ void writeFinal(int mb, bool skipped) {
 }
 
 // The P_Skip decision for macroblock (mbX, mbY) (top of the file);
-// invocations 0-15 a luma block each, 16-23 a chroma block each (32-47 a
-// chroma row each for the reconstruction); every path through it ends at a
+// invocations 0-15 a luma block each, 16-23 a chroma block each (for the
+// reconstruction 16-31 a luma block each, 32-39 a chroma row each: the
+// first invocation writes none of it); every path through it ends at a
 // barrier after its last change to shared memory. Where no probe is needed
 // here the first invocation decides, updates the records and writes the
 // final word before the first barrier, so the row below goes on while this
@@ -518,14 +519,15 @@ bool decideSkip(int t, int mb, int mbX, int mbY) {
 
 // The reconstruction of a macroblock that became a P_Skip is its
 // prediction at the P_Skip vector (the probe's, where it was probed in the
-// chain), into the picture for the filter: luma block t's rows, or chroma
-// row t - 32 (both components, interleaved).
+// chain), into the picture for the filter: luma block t - 16's rows, or
+// chroma row t - 32 (both components, interleaved).
 void skipRecon(int t, int mbX, int mbY, ivec2 mv, bool probed) {
     int rowWords = u_layout.z >> 2;
-    if (t < 16) {
-        int bx = blkX(t) * 4, by = blkY(t) * 4;
+    int b = t - 16;   // luma block b on invocations 16-31
+    if (b >= 0 && b < 16) {
+        int bx = blkX(b) * 4, by = blkY(b) * 4;
         for (int y = 0; y < 4; y++)
-            recon[(mbY * 16 + by + y) * rowWords + mbX * 4 + (bx >> 2)] = probed ? sPredY[t * 4 + y] : predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            recon[(mbY * 16 + by + y) * rowWords + mbX * 4 + (bx >> 2)] = probed ? sPredY[b * 4 + y] : predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
     } else if (t >= 32 && t < 40) {
         int y = t - 32;
         ivec4 pr[4];   // Cb columns 0-3 and 4-7, then Cr's
@@ -617,7 +619,8 @@ void addStrengths(int t, int b, int mbX, int mbY) {
 // and places what they say itself, then decides. The row's count (the
 // filter's) moves two steps late, once the strengths and reconstruction of
 // the macroblocks it covers are in memory, made visible by the memory
-// barrier each invocation passes at a step's start.
+// barrier each invocation but the first passes at a step's start (the
+// first, which waits, writes nothing a count covers).
 void decideRow(int t, int mbY, int first, int end) {
     int mbW = u_size.z;
     bool above = rowAbove(mbY), filtered = u_pic.w == 1;
@@ -630,8 +633,9 @@ void decideRow(int t, int mbY, int first, int end) {
     for (int mbX = first; mbX < end; mbX++) {
         int mb = mbY * mbW + mbX, before = R;
         R = (mbX & 1) * REC_SET;
-        // The step before's writes made visible; the first invocation's
-        // after its wait, which they then leave.
+        // The step before's writes made visible (the first invocation
+        // writes nothing a count covers: only final words, which are their
+        // own signal, and records for the passes after this one).
         if (t > 0) memoryBarrierBuffer();
         if (owed) { skipRecon(t, mbX - 1, mbY, owedMV, false); owed = false; }
         if (filtered && mbX > first) addStrengths(t, before, mbX - 1, mbY);
@@ -650,7 +654,6 @@ void decideRow(int t, int mbY, int first, int end) {
                 upper = mbX == first ? finalOf(mb - mbW) : upperRight;
                 upperRight = mbX + 1 < mbW ? finalOf(mb - mbW + 1) : mbX > 0 ? finalOf(mb - mbW - 1) : 0u;
             }
-            memoryBarrierBuffer();
         }
         barrier();
         if (t == 32 && mbX > first + 1) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX - 1));
