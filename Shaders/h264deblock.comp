@@ -59,10 +59,10 @@
 // and writes the record and the final word before the step's second
 // barrier (where the chain probes, after the probe); a macroblock that
 // became a P_Skip there gets its reconstruction (the prediction) the step
-// after, beside the wait, off the rows' chain. A filter step: wait for the decision and
-// the row above, read the samples above, filter in shared memory, write;
-// the macroblock's own samples and strengths were read the step before
-// where it was decided by then.
+// after, beside the wait, off the rows' chain. A filter step: wait for the
+// decision and the row above, read the samples above, filter in shared
+// memory, write; the macroblock's own samples and strengths were read the
+// step before where it was decided by then.
 // The walk's work group is two halves of 32 invocations, each an NVIDIA
 // warp (luma's lines on the first, chroma's on the second, side by side
 // where the hardware runs the halves apart); a probe round's is 32.
