@@ -58,8 +58,8 @@
 // second half works out the step before's edge strengths; then it decides
 // and writes the record and the final word before the step's second
 // barrier (where the chain probes, after the probe); a macroblock that
-// became a P_Skip there gets its reconstruction (the prediction) the step
-// after, beside the wait, off the rows' chain. A filter step: wait for the
+// became a P_Skip without a probe there gets its reconstruction (the
+// prediction) the step after, beside the wait, off the rows' chain. A filter step: wait for the
 // decision and the row above, read the samples above, filter in shared
 // memory, write; the macroblock's own samples and strengths were read the
 // step before where it was decided by then.
@@ -112,11 +112,10 @@ shared int sScore[24];
 shared int sChromaDC[8];
 shared uint sSadSkip, sSadNow;
 // The prediction an in-chain probe made (luma block t's rows at 4t..4t+3,
-// chroma component c's row y at c * 64 + y * 8), and whether it is there
-// (sProbed): a macroblock that becomes a P_Skip there takes it as its reconstruction.
+// chroma component c's row y at c * 64 + y * 8): a macroblock that becomes
+// a P_Skip there takes it as its reconstruction.
 shared uint sPredY[64];
 shared int sPredC[128];
-shared bool sProbed;
 shared bool sAhead;    // the filter's next macroblock is decided already
 shared int sRes[384];   // the in-chain probe's blocks (luma 0-15, chroma 8), 16 values each
 // The records a decision step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of
@@ -325,7 +324,7 @@ void probeChroma(int u, int mbX, int mbY, ivec2 mv, int qpc) {
 // residual and its horizontal transform (luma two rows an invocation on the
 // first half, chroma a row on the second), then the columns' and the
 // levels, then the blocks' scores; its prediction stays for the
-// reconstruction (sPredY, sPredC, sProbed).
+// reconstruction (sPredY, sPredC).
 void probeSkip(int t, int mbX, int mbY) {
     ivec2 mv = sSkipMV;
     int qp = u_pic.y, qpc = chromaQP(qp);
@@ -420,7 +419,6 @@ void probeSkip(int t, int mbX, int mbY) {
     if (t == 0) {
         sVanish = lumaVanishes(sScore) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) && chromaVanishes(sScore, sChromaDC, qpc);
         sTake = sVanish ? 2 : 0;
-        sProbed = true;
     }
 #endif
     barrier();
@@ -456,15 +454,16 @@ void writeFinal(int mb, bool skipped) {
     }
 }
 
-// The P_Skip decision for macroblock (mbX, mbY) (top of the file);
-// invocations 0-15 a luma block each, 16-23 a chroma block each (for the
-// reconstruction 16-31 a luma block each, 32-39 a chroma row each: the
-// first invocation writes none of it); every path through it ends at a
-// barrier after its last change to shared memory. Where no probe is needed
-// here the first invocation decides, updates the records and writes the
-// final word before the first barrier, so the row below goes on while this
-// one finishes; true where the macroblock then became a P_Skip, whose
-// reconstruction (skipRecon at sSkipMV) the caller writes the next step.
+// The P_Skip decision for macroblock (mbX, mbY) (top of the file): the
+// first invocation decides; the chain's probe, where it asks for one, runs
+// on all 64 (probeSkip); a new P_Skip's reconstruction on 16-39
+// (skipRecon: the first invocation writes none of it). Every path through
+// it ends at a barrier after its last change to shared memory. Where no
+// probe is needed here the first invocation decides, updates the records
+// and writes the final word before the first barrier, so the row below
+// goes on while this one finishes; true where the macroblock then became a
+// P_Skip, whose reconstruction (skipRecon at sSkipMV) the caller writes
+// the next step. After a probe here, all of it happens in this step.
 bool decideSkip(int t, int mb, int mbX, int mbY) {
     if (t == 0) {
         int take = 0;
@@ -494,7 +493,6 @@ bool decideSkip(int t, int mb, int mbX, int mbY) {
         sTake = take;
         sSadSkip = 0u;
         sSadNow = 0u;
-        sProbed = false;
         if (take == 2) applySkip(mb, sSkipMV);
         if (take != 1) writeFinal(mb, take == 2);
     }
@@ -635,7 +633,9 @@ void decideRow(int t, int mbY, int first, int end) {
         R = (mbX & 1) * REC_SET;
         // The step before's writes made visible (the first invocation
         // writes nothing a count covers: only final words, which are their
-        // own signal, and records for the passes after this one).
+        // own signal, and records, which the filter does not read: the
+        // passes after this one read them, and the row below, whose
+        // decision corrects what it read by the final word).
         if (t > 0) memoryBarrierBuffer();
         if (owed) { skipRecon(t, mbX - 1, mbY, owedMV, false); owed = false; }
         if (filtered && mbX > first) addStrengths(t, before, mbX - 1, mbY);
