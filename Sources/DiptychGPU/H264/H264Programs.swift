@@ -31,13 +31,12 @@ final class H264Programs {
     /// shares per thread and ends a shader's loops after 65,535 iterations in
     /// all, so a row's wait for one another thread has not reached ends
     /// early and the picture differs from the decoder's).
-    typealias RasterOrder = H264RasterOrder
-    let rasterOrder: RasterOrder
+    let rasterOrder: H264RasterOrder
 
     /// `softwareRenderer`: the context's renderer runs on the CPU
     /// (`GPUInfo.isSoftware`); `rasterOrder`, where given, is taken instead
     /// of the renderer's own (`H264RasterOrder`).
-    init(softwareRenderer: Bool, rasterOrder: RasterOrder? = nil) throws(GPUError) {
+    init(softwareRenderer: Bool, rasterOrder: H264RasterOrder? = nil) throws(GPUError) {
         self.rasterOrder = rasterOrder ?? (softwareRenderer ? .wavefront : .walk)
         do {
             for pass in Pass.allCases {
