@@ -80,16 +80,25 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 #define P_INTRA false
 #endif
 
-shared int sCur[256];
+// The source macroblock, four samples a word (row y's columns 4k..4k + 3 in
+// word 4y + k): less shared memory a work group, so more of them fit a
+// multiprocessor; the prediction likewise.
+shared uint sCurW[64];
+int curAt(int i) { return int(bitfieldExtract(sCurW[i >> 2], 8 * (i & 3), 8)); }
 #ifndef SEARCH
 shared int sCurC[128];       // U then V, 8×8 each
-shared int sPred[256];
+shared uint sPredW[64];
+int predAt(int i) { return int(bitfieldExtract(sPredW[i >> 2], 8 * (i & 3), 8)); }
 shared int sPredC[128];
-shared int sLevels[384];     // 24 blocks × 16, raster order: luma by luma4x4BlkIdx, Cb 0-3, Cr 0-3
+// The levels of 24 blocks, 16 each in raster order (luma by luma4x4BlkIdx,
+// Cb 0-3, Cr 0-3), two a word (16 bits each, as the record keeps them):
+// less shared memory a work group, so more of them fit a multiprocessor.
+shared uint sLevels[192];
+void putLevels(int b, int i, int lo, int hi) { sLevels[b * 8 + (i >> 1)] = (uint(lo) & 0xffffu) | (uint(hi) << 16); }
+int levelAt(int b, int i) { return bitfieldExtract(int(sLevels[b * 8 + (i >> 1)]), 16 * (i & 1), 16); }
 shared int sNNZ[24];
 shared int sDC[24];          // luma DC by block position (raster), then Cb, Cr DC
 shared int sDCLevels[24];
-shared int sReconC[128];
 shared uint sBest;
 shared uint sBestC;
 #ifdef INTER
@@ -159,10 +168,7 @@ int picC(int x, int y, int c) {
 
 #ifdef INTER
 // Four samples of row `row` of this macroblock's source from column x, packed in a word.
-uint curWord(int row, int x) {
-    int o = row * 16 + x;
-    return uint(sCur[o]) | (uint(sCur[o + 1]) << 8) | (uint(sCur[o + 2]) << 16) | (uint(sCur[o + 3]) << 24);
-}
+uint curWord(int row, int x) { return sCurW[row * 4 + (x >> 2)]; }
 
 // The SAD of row `row` of the macroblock (`cur`, its 16 samples packed in
 // four words) against the reference displaced by `d`: whole words realigned
@@ -505,7 +511,7 @@ void main() {
     // The source macroblock.
     {
         uint w = srcYWord(px + (t & 3) * 4, py + (t >> 2));
-        for (int k = 0; k < 4; k++) sCur[t * 4 + k] = int(readByte(w, k));
+        sCurW[t] = w;
     }
 #ifdef SEARCH
     if (t == 0) { sPhase = 0; sRound = 0; sStopped = true; }
@@ -695,7 +701,7 @@ void main() {
     uint interCost = mbs[mb * MB_WORDS + MB_MVP];
     {
         uint w = predWord(px + (t & 3) * 4, py + (t >> 2), mv);
-        for (int k = 0; k < 4; k++) sPred[t * 4 + k] = int(readByte(w, k));
+        sPredW[t] = w;
     }
     {
         int cx = mbX * 8 + (t & 7), cy = mbY * 8 + (t >> 3);
@@ -728,7 +734,7 @@ void main() {
         int y = t >> 2, dc = sDC16;
         ivec3 plane = sPlane;
         for (int k = 0; k < 4; k++) {
-            int x = (t & 3) * 4 + k, c = sCur[y * 16 + x];
+            int x = (t & 3) * 4 + k, c = curAt(y * 16 + x);
             s0 += uint(abs(c - sTop[x]));
             s1 += uint(abs(c - sLeft[y]));
             s2 += uint(abs(c - dc));
@@ -781,8 +787,8 @@ void main() {
             // inside the macroblock, the neighbours' reconstruction outside.
             int e[8];
             for (int i = 0; i < 4; i++) {
-                e[i] = k.y0 > 0 ? sCur[(k.y0 - 1) * 16 + k.x0 + i] : sTop[k.x0 + i];
-                e[4 + i] = k.x0 > 0 ? sCur[(k.y0 + i) * 16 + k.x0 - 1] : sLeft[k.y0 + i];
+                e[i] = k.y0 > 0 ? curAt((k.y0 - 1) * 16 + k.x0 + i) : sTop[k.x0 + i];
+                e[4 + i] = k.x0 > 0 ? curAt((k.y0 + i) * 16 + k.x0 - 1) : sLeft[k.y0 + i];
             }
             int st = e[0] + e[1] + e[2] + e[3], sl = e[4] + e[5] + e[6] + e[7];
             int dc = dc4(st, sl, k);
@@ -790,7 +796,7 @@ void main() {
             for (int i = 0; i < 16; i++) {
                 int x = i & 3, y = i >> 2;
                 int p = m == 0 ? e[x] : (m == 1 ? e[4 + y] : dc);
-                sad += uint(abs(sCur[(k.y0 + y) * 16 + k.x0 + x] - p));
+                sad += uint(abs(curAt((k.y0 + y) * 16 + k.x0 + x) - p));
             }
             atomicMin(sBlk4[b], sad + (m == 2 ? 1u : 4u) * uint(u_code.z));
         }
@@ -848,7 +854,7 @@ void main() {
                 for (int p = lt; p < 144; p += 32) {
                     int m = p >> 4, i = p & 15;
                     if (mode4OK(m, b, k))
-                        atomicAdd(sSad4[slot * 9 + m], uint(abs(sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - sLine[line + predIndex(m, i & 3, i >> 2)])));
+                        atomicAdd(sSad4[slot * 9 + m], uint(abs(curAt((y0 + (i >> 2)) * 16 + x0 + (i & 3)) - sLine[line + predIndex(m, i & 3, i >> 2)])));
                 }
             }
             barrier();
@@ -872,13 +878,13 @@ void main() {
                 int r[16], p[16];
                 for (int i = 0; i < 16; i++) {
                     p[i] = sLine[line + predIndex(mode, i & 3, i >> 2)];
-                    r[i] = sCur[(y0 + (i >> 2)) * 16 + x0 + (i & 3)] - p[i];
+                    r[i] = curAt((y0 + (i >> 2)) * 16 + x0 + (i & 3)) - p[i];
                 }
                 forward4x4(r);
-                int count = 0;
+                int count = 0, lo = 0;
                 for (int i = 0; i < 16; i++) {
                     int l = quantWith(q4, r[i], i);
-                    sLevels[b * 16 + i] = l;
+                    if ((i & 1) == 0) lo = l; else putLevels(b, i - 1, lo, l);
                     if (l != 0) count++;
                     r[i] = dequantWith(q4, l, i);
                 }
@@ -899,10 +905,12 @@ void main() {
     {
         int dc = sDC16;
         ivec3 plane = sPlane;
+        uint w = 0u;
         for (int k = 0; k < 4; k++) {
             int i = t * 4 + k;
-            sPred[i] = predictLuma(lumaMode, i & 15, i >> 4, dc, plane);
+            w |= uint(predictLuma(lumaMode, i & 15, i >> 4, dc, plane)) << uint(8 * k);
         }
+        sPredW[t] = w;
         for (int c = 0; c < 2; c++)
             sPredC[c * 64 + t] = predictChroma(chromaMode, t & 7, t >> 3, c, hasTop, hasLeft, sPlaneC[c]);
     }
@@ -922,7 +930,7 @@ void main() {
         int c = (t - 16) >> 2;
         for (int i = 0; i < 16; i++) {
             int x = bx + (i & 3), y = by + (i >> 2);
-            r[i] = luma ? sCur[y * 16 + x] - sPred[y * 16 + x] : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
+            r[i] = luma ? curAt(y * 16 + x) - predAt(y * 16 + x) : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
         }
         forward4x4(r);
         bool dcApart = !luma || intra;
@@ -932,7 +940,7 @@ void main() {
         Quantiser q = quantiser(luma ? qp : qpc, deadzone);
         for (int i = 0; i < 16; i++) {
             int l = (i == 0 && dcApart) ? 0 : quantWith(q, r[i], i);
-            sLevels[t * 16 + i] = l;
+            if ((i & 1) == 1) putLevels(t, i - 1, r[i - 1], l);
             r[i] = l;
             if (l != 0) count++;
         }
@@ -959,7 +967,7 @@ void main() {
             drop = sScore[c] + sScore[c + 1] + sScore[c + 2] + sScore[c + 3] < 7;
         }
         if (drop) {
-            for (int i = 0; i < 16; i++) sLevels[t * 16 + i] = 0;
+            for (int i = 0; i < 8; i++) sLevels[t * 8 + i] = 0u;
             sNNZ[t] = 0;
         }
     }
@@ -1000,7 +1008,7 @@ void main() {
         bool luma = t < 16;
         int d[16];
         Quantiser q = quantiser(luma ? qp : qpc, 1);
-        for (int i = 0; i < 16; i++) d[i] = dequantWith(q, sLevels[t * 16 + i], i);
+        for (int i = 0; i < 16; i++) d[i] = dequantWith(q, levelAt(t, i), i);
         if (luma && intra) d[0] = sDC[blkY(t) * 4 + blkX(t)];
         if (!luma) d[0] = sDC[t];
         inverse4x4(d);
@@ -1010,11 +1018,11 @@ void main() {
             for (int y = 0; y < 4; y++) {
                 uint word = 0u;
                 for (int x = 0; x < 4; x++) {
-                    int v = clamp(sPred[(by + y) * 16 + bx + x] + d[y * 4 + x], 0, 255);
+                    int v = clamp(predAt((by + y) * 16 + bx + x) + d[y * 4 + x], 0, 255);
 #ifndef INTER
                     if (i4) v = sRec4[(by + y) * 16 + bx + x];
 #endif
-                    sad += uint(abs(v - sCur[(by + y) * 16 + bx + x]));
+                    sad += uint(abs(v - curAt((by + y) * 16 + bx + x)));
                     word |= uint(v) << uint(8 * x);
                 }
                 recon[((py + by + y) * u_layout.z + px + bx) >> 2] = word;
@@ -1027,7 +1035,7 @@ void main() {
             int bx = (b & 1) * 4, by = (b >> 1) * 4;
             for (int i = 0; i < 16; i++) {
                 int o = c * 64 + (by + (i >> 2)) * 8 + bx + (i & 3);
-                sReconC[o] = clamp(sPredC[o] + d[i], 0, 255);
+                sPredC[o] = clamp(sPredC[o] + d[i], 0, 255);   // the reconstruction over the prediction
             }
         }
     }
@@ -1038,7 +1046,7 @@ void main() {
         uint word = 0u;
         for (int k = 0; k < 2; k++) {
             int o = row * 8 + quarter * 2 + k;
-            word |= (uint(sReconC[o]) | (uint(sReconC[64 + o]) << 8)) << uint(16 * k);
+            word |= (uint(sPredC[o]) | (uint(sPredC[64 + o]) << 8)) << uint(16 * k);
         }
         recon[(u_layout.w + (mbY * 8 + row) * u_layout.z + mbX * 16 + quarter * 4) >> 2] = word;
     }
@@ -1048,7 +1056,7 @@ void main() {
     if (t < 24) {
         int word = t < 16 ? MB_LUMA + t * 8 : MB_CHROMAAC + (t - 16) * 8;
         for (int k = 0; k < 8; k++) {
-            int lo = sLevels[t * 16 + zigzag(2 * k)], hi = sLevels[t * 16 + zigzag(2 * k + 1)];
+            int lo = levelAt(t, zigzag(2 * k)), hi = levelAt(t, zigzag(2 * k + 1));
             mbs[rec + word + k] = (uint(lo) & 0xffffu) | (uint(hi) << 16);
         }
     } else if (t < 32) {
@@ -1101,7 +1109,7 @@ void main() {
     bool probe = skipN != mv;
     if (probe) {
         uint w = predWord(px + (t & 3) * 4, py + (t >> 2), skipN);
-        for (int k = 0; k < 4; k++) sPred[t * 4 + k] = int(readByte(w, k));
+        sPredW[t] = w;
     }
     barrier();
     if (probe && t < 16) {
@@ -1109,7 +1117,7 @@ void main() {
         uint sad = 0u;
         for (int i = 0; i < 16; i++) {
             int x = bx + (i & 3), y = by + (i >> 2);
-            sad += uint(abs(sCur[y * 16 + x] - sPred[y * 16 + x]));
+            sad += uint(abs(curAt(y * 16 + x) - predAt(y * 16 + x)));
         }
         atomicAdd(sSadSkip, sad);
     }
@@ -1128,7 +1136,7 @@ void main() {
         int c = (t - 16) >> 2;
         for (int i = 0; i < 16; i++) {
             int x = bx + (i & 3), y = by + (i >> 2);
-            r[i] = luma ? sCur[y * 16 + x] - sPred[y * 16 + x] : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
+            r[i] = luma ? curAt(y * 16 + x) - predAt(y * 16 + x) : sCurC[c * 64 + y * 8 + x] - sPredC[c * 64 + y * 8 + x];
         }
         forward4x4(r);
         if (!luma) sDC[t] = r[0];
