@@ -840,9 +840,13 @@ void main() {
 int probeWordBefore() { return u_step == 1 ? MB_PROBEMV : MB_PROBEMV2; }
 int probeWordNow() { return u_step == 1 ? MB_PROBEMV2 : MB_PROBEMV3; }
 
-// The macroblocks to probe: an indirect dispatch's three words (their
-// count, 1, 1), then their indices.
+// The macroblocks to probe, a list a round: an indirect dispatch's three
+// words (their count, 1, 1), then their indices. Round r's list at
+// probeListAt(r); each round's guess empties the other round's (used by
+// then: the other list's probe pass ran before it, in this picture or the
+// last), so no list is emptied between passes by the host.
 layout(std430, binding = 12) coherent buffer ProbeList { uint probeList[]; };
+uint probeListAt(int round) { return uint((round - 1) * (3 + u_size.z * u_size.w)); }
 #endif
 
 #ifdef PROBE_GUESS
@@ -872,6 +876,8 @@ Neighbour guessedNeighbour(int x, int y, int row) {
 
 void main() {
     int mb = int(gl_GlobalInvocationID.x), mbW = u_size.z;
+    uint list = probeListAt(u_step);
+    if (mb == 0) probeList[probeListAt(3 - u_step)] = 0u;
     if (mb >= mbW * u_size.w) return;
     int mbX = mb % mbW, mbY = mb / mbW, rec = mb * MB_WORDS;
     int before = probeWordBefore(), now = probeWordNow();
@@ -889,7 +895,7 @@ void main() {
         && skip != unpackMV(mbs[rec + MB_PROBEMV]) && skip != unpackMV(mbs[rec + before])) {
         // The vector now; the probe pass writes the probe beside it.
         mbs[rec + now] = packMV(skip);
-        probeList[3u + atomicAdd(probeList[0], 1u)] = uint(mb);
+        probeList[list + 3u + atomicAdd(probeList[list], 1u)] = uint(mb);
     } else {
         // The round before's words again: the walk finds nothing new here.
         mbs[rec + now] = mbs[rec + before];
@@ -902,7 +908,7 @@ void main() {
 // The probe of the listed macroblock at the vector the guess wrote.
 void main() {
     int t = int(gl_LocalInvocationIndex);
-    int mb = int(probeList[3u + gl_WorkGroupID.x]), mbW = u_size.z;
+    int mb = int(probeList[probeListAt(u_step) + 3u + gl_WorkGroupID.x]), mbW = u_size.z;
     int mbX = mb % mbW, mbY = mb / mbW, rec = mb * MB_WORDS, now = probeWordNow();
     if (t == 0) {
         sSkipMV = unpackMV(mbs[rec + now]);

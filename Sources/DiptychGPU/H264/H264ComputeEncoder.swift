@@ -33,8 +33,10 @@ final class H264ComputeEncoder {
     /// The raster-order pass's progress: per macroblock row, the picture's tag and the macroblocks filtered; then per row the
     /// macroblocks decided; then each macroblock's final word for the deciding row below (`h264deblock.comp`).
     private var progress: GLuint = 0
-    /// A probe round's list of macroblocks to probe: an indirect dispatch's three words, then their indices (`h264deblock.comp`).
+    /// The probe rounds' lists of macroblocks to probe, one a round (`probeListWords` each): an indirect dispatch's three
+    /// words, then their indices. Each round's guess pass empties the other round's list (`h264deblock.comp`).
     private var probeList: GLuint = 0
+    private var probeListWords: Int { 3 + macroblocks }
     /// The tag of the picture being recorded (1 to 65535, then 1 again: its rows' counts from an earlier picture differ).
     private var deblockTag = 0
     /// The tag of the last P picture's final words (1 to 63, then 1 again): only P pictures write them, so consecutive ones differ.
@@ -129,7 +131,12 @@ final class H264ComputeEncoder {
         // No count and no final word yet: a wait ends only on this picture's tag (never 0).
         let zeros = [UInt32](repeating: 0, count: 2 * format.mbHeight + n)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
-        probeList = buffer((3 + n) * 4)
+        probeList = buffer(Self.probeRounds * (3 + n) * 4)
+        // Every list empty: its dispatch's words 0, 1, 1.
+        for round in 0..<Self.probeRounds {
+            let words: [UInt32] = [0, 1, 1]
+            glBufferSubData(GL.shaderStorageBuffer, GLintptr(round * (3 + n) * 4), GLsizeiptr(words.count * 4), words)
+        }
         planes = buffer(planeBytes)
         lens = buffer(2 * slotCount * 4)
         func mappedBuffer(_ bytes: Int) -> (GLuint, UnsafeRawPointer?) {
@@ -374,7 +381,6 @@ final class H264ComputeEncoder {
             for round in 1...Self.probeRounds {
                 glUseProgram(programs.ids[.probeGuess]!)
                 for p in inter {
-                    p.job.encoder.emptyProbeList()
                     p.job.encoder.bind(p, .probeGuess, diagonal: round)
                     glDispatchCompute(GLuint((p.job.encoder.macroblocks + 31) / 32), 1, 1)
                 }
@@ -383,7 +389,7 @@ final class H264ComputeEncoder {
                 for p in inter {
                     p.job.encoder.bind(p, .probe, diagonal: round)
                     glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), p.job.encoder.probeList)
-                    glDispatchComputeIndirect(0)
+                    glDispatchComputeIndirect(GLintptr((round - 1) * p.job.encoder.probeListWords * 4))
                 }
                 glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), 0)
                 glMemoryBarrier(storage)
@@ -447,13 +453,6 @@ final class H264ComputeEncoder {
     }
 
     /// A probe round's list made empty: no macroblock, an indirect dispatch of none (in the command stream's order).
-    private func emptyProbeList() {
-        let words: [UInt32] = [0, 1, 1]
-        glBindBuffer(GL.shaderStorageBuffer, probeList)
-        glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(words.count * 4), words)
-        glBindBuffer(GL.shaderStorageBuffer, 0)
-    }
-
     /// Whether the GPU finished `pending`'s passes (no wait).
     func isComplete(_ pending: Pending) -> Bool { slots[pending.slot].fence?.isSignalled ?? true }
 
