@@ -80,9 +80,11 @@ uniform ivec4 u_code;    // qp, P slice, lambda, wavefront diagonal
 #define P_INTRA false
 #endif
 
-// The source macroblock, four samples a word (row y's columns 4k..4k + 3 in
-// word 4y + k): less shared memory a work group, so more of them fit a
-// multiprocessor; the prediction likewise.
+// Shared memory a work group bounds how many of a pass's groups a
+// multiprocessor runs at once (docs/ARCHITECTURE.md, "The GPU encoder"), so
+// what these passes keep there is packed. The source macroblock, four
+// samples a word (row y's columns 4k..4k + 3 in word 4y + k); the
+// prediction likewise.
 shared uint sCurW[64];
 int curAt(int i) { return int(bitfieldExtract(sCurW[i >> 2], 8 * (i & 3), 8)); }
 #ifndef SEARCH
@@ -91,8 +93,7 @@ shared uint sPredW[64];
 int predAt(int i) { return int(bitfieldExtract(sPredW[i >> 2], 8 * (i & 3), 8)); }
 shared int sPredC[128];
 // The levels of 24 blocks, 16 each in raster order (luma by luma4x4BlkIdx,
-// Cb 0-3, Cr 0-3), two a word (16 bits each, as the record keeps them):
-// less shared memory a work group, so more of them fit a multiprocessor.
+// Cb 0-3, Cr 0-3), two a word (16 bits each, as the record keeps them).
 shared uint sLevels[192];
 void putLevels(int b, int i, int lo, int hi) { sLevels[b * 8 + (i >> 1)] = (uint(lo) & 0xffffu) | (uint(hi) << 16); }
 int levelAt(int b, int i) { return bitfieldExtract(int(sLevels[b * 8 + (i >> 1)]), 16 * (i & 1), 16); }

@@ -131,11 +131,11 @@ final class H264ComputeEncoder {
         // No count and no final word yet: a wait ends only on this picture's tag (never 0).
         let zeros = [UInt32](repeating: 0, count: 2 * format.mbHeight + n)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
-        probeList = buffer(Self.probeRounds * (3 + n) * 4)
+        probeList = buffer(Self.probeRounds * probeListWords * 4)
         // Every list empty: its dispatch's words 0, 1, 1.
         for round in 0..<Self.probeRounds {
             let words: [UInt32] = [0, 1, 1]
-            glBufferSubData(GL.shaderStorageBuffer, GLintptr(round * (3 + n) * 4), GLsizeiptr(words.count * 4), words)
+            glBufferSubData(GL.shaderStorageBuffer, GLintptr(round * probeListWords * 4), GLsizeiptr(words.count * 4), words)
         }
         planes = buffer(planeBytes)
         lens = buffer(2 * slotCount * 4)
@@ -187,8 +187,9 @@ final class H264ComputeEncoder {
     static let choiceRounds = 3
 
     /// Rounds of the P_Skip probe before the raster walk (`PROBE_ROUND` in
-    /// `h264deblock.comp`; the record has room for two). The bits are the
-    /// same with none; each round takes probes out of the walk's chain.
+    /// `h264deblock.comp`): two, as the record has room for and as each
+    /// round's guess empties the other round's list. The bits are the same
+    /// without them; each round takes probes out of the walk's chain.
     static let probeRounds = 2
 
     /// x264's lambda for SAD-based motion costs, by QP.
@@ -452,7 +453,6 @@ final class H264ComputeEncoder {
         return prepared.map(\.pending)
     }
 
-    /// A probe round's list made empty: no macroblock, an indirect dispatch of none (in the command stream's order).
     /// Whether the GPU finished `pending`'s passes (no wait).
     func isComplete(_ pending: Pending) -> Bool { slots[pending.slot].fence?.isSignalled ?? true }
 
