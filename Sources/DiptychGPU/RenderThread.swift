@@ -49,9 +49,11 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     let load = LoadCounter()
     final class LoadCounter: Sendable {
         private let value = Mutex(RenderThreadLoad())
-        /// Batches whose GPU timestamps arrived: the GPU's time running them and idle before them.
-        func addGPU(_ c: (batches: Int, busy: Double, idle: Double)) {
-            value.withLock { v in v.gpuBatches += c.batches; v.gpuBatchSeconds += c.busy; v.gpuIdleSeconds += c.idle }
+        /// Batches whose GPU timestamps arrived: the GPU's time running them, idle before them, and running their GPU encoder.
+        func addGPU(_ c: BatchClock.GPUBatchTimes) {
+            value.withLock { v in
+                v.gpuBatches += c.batches; v.gpuBatchSeconds += c.busy; v.gpuIdleSeconds += c.idle; v.gpuEncoderSeconds += c.encoder
+            }
         }
         func add(busy ns: UInt64, items: Int, phases: inout [UInt64]) {
             let seconds = phases.map { Double($0) / 1e9 }
@@ -252,6 +254,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         if !t.encodes.isEmpty {
             let batch = t.encodes
             t.encodes = []
+            t.clock?.encoderStarts()
             OutputEncoder.encode(batch)
         }
         t.clock?.end()
@@ -382,6 +385,8 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public var gpuBatches = 0
     public var gpuBatchSeconds = 0.0
     public var gpuIdleSeconds = 0.0
+    /// Of `gpuBatchSeconds`, the GPU encoder's passes (batches that end with GPU-encoded pictures).
+    public var gpuEncoderSeconds = 0.0
     /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
     public init() {}
@@ -389,7 +394,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public static func - (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
         var n = b
         n.busySeconds.negate(); n.cpuSeconds.negate(); n.items.negate(); n.wakeups.negate()
-        n.gpuBatches.negate(); n.gpuBatchSeconds.negate(); n.gpuIdleSeconds.negate()
+        n.gpuBatches.negate(); n.gpuBatchSeconds.negate(); n.gpuIdleSeconds.negate(); n.gpuEncoderSeconds.negate()
         n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
         return a + n
     }
@@ -401,6 +406,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         d.items = a.items + b.items; d.wakeups = a.wakeups + b.wakeups
         d.gpuBatches = a.gpuBatches + b.gpuBatches
         d.gpuBatchSeconds = a.gpuBatchSeconds + b.gpuBatchSeconds; d.gpuIdleSeconds = a.gpuIdleSeconds + b.gpuIdleSeconds
+        d.gpuEncoderSeconds = a.gpuEncoderSeconds + b.gpuEncoderSeconds
         d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
         return d
     }

@@ -647,6 +647,11 @@ extension GPU {
                 readbacks += try c.flush()
             }
             while let p = try c.nextEncoded(wait: true) { pictures.append(p) }
+            // llvmpipe has timer queries: the render thread timed its batches on the GPU, and the encoder's passes
+            // at the end of each (their timestamps collected as later items run).
+            _ = c.stats
+            let load = c.renderThreadLoad
+            #expect(load.gpuBatches >= 1 && load.gpuEncoderSeconds > 0 && load.gpuEncoderSeconds <= load.gpuBatchSeconds, "\(load)")
             #expect(pictures.map(\.picture.pts.value) == (0..<Int64(frames)).map { $0 })
             #expect(pictures.map(\.picture.keyframe) == [true, false, false, false, false, true, false, false])
             // IDR pictures three below the constant QP (x264's ipratio), P pictures at it.

@@ -58,6 +58,18 @@ import Testing
         #expect(ServePairRunner.renderThreadLine(withGPU, seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
+        // And the GPU encoder's part of the batches where it ran; a count of 0 leaves the line as above.
+        let withEncoder = withGPU + """
+
+            diptych_gpu_render_thread_gpu_encoder_seconds_total{context="0"} 0.25
+            diptych_gpu_render_thread_gpu_encoder_seconds_total{context="1"} 0.05
+            """
+        #expect(ServePairRunner.renderThreadLine(withEncoder, seconds: 10)
+                == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
+                + " GPU 4.000 ms a batch (the GPU encoder 3.000 ms of it), idle 1.000 ms before one (20 % of the GPU's time)")
+        #expect(ServePairRunner.renderThreadLine(withGPU + "\ndiptych_gpu_render_thread_gpu_encoder_seconds_total{context=\"0\"} 0\n", seconds: 10)
+                == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
+                + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
     }
 
     @Test func mirroredSecondaryForEveryProgram() {
