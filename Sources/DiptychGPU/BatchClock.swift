@@ -7,17 +7,19 @@ import CGLES
 /// calls between batches count as idle). A timestamp is taken once every
 /// command before it has completed, so the next batch's start marks when
 /// its commands reached an idle GPU, or the previous batch's end where they
-/// were queued behind it. A batch that ends with GPU-encoded pictures takes
-/// one more timestamp before the encoder's first command: the encoder's
-/// share of the batch (from there to the batch's end). Owns its query
+/// were queued behind it. A frame batch takes one more timestamp before its
+/// first dispatch (its uploads and copies before it), and one that ends
+/// with GPU-encoded pictures one before the encoder's first command (the
+/// encoder's share of the batch, from there to its end). Owns its query
 /// objects; render thread only (they go with the context, so the clock
 /// deletes none).
 final class BatchClock {
     private let counter: PFNGLQUERYCOUNTEREXTPROC
     private let getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC
     private var free: [GLuint] = []
-    private var pending: [(start: GLuint, end: GLuint, encoder: GLuint?)] = []
+    private var pending: [(start: GLuint, end: GLuint, dispatches: GLuint?, encoder: GLuint?)] = []
     private var open: GLuint?
+    private var openDispatches: GLuint?
     private var openEncoder: GLuint?
     /// The previous batch's end, GPU nanoseconds (nil after a disjoint period).
     private var lastEnd: UInt64?
@@ -35,6 +37,14 @@ final class BatchClock {
         open = q
     }
 
+    /// Before the batch's first dispatch, after its uploads and copies.
+    func dispatchesStart() {
+        guard open != nil, openDispatches == nil else { return }
+        let q = query()
+        counter(q, GL.timestampEXT)
+        openDispatches = q
+    }
+
     /// Before the GPU encoder's first command, which runs to the batch's end.
     func encoderStarts() {
         guard open != nil, openEncoder == nil else { return }
@@ -48,34 +58,37 @@ final class BatchClock {
         guard let s = open else { return }
         let q = query()
         counter(q, GL.timestampEXT)
-        pending.append((s, q, openEncoder))
+        pending.append((s, q, openDispatches, openEncoder))
         open = nil
+        openDispatches = nil
         openEncoder = nil
     }
 
     /// The batches whose timestamps have arrived, oldest first, without
-    /// blocking: seconds the GPU ran them, stood idle before them, and ran
-    /// their GPU encoder's passes.
+    /// blocking: seconds the GPU ran them, stood idle before them, ran their
+    /// uploads and copies, and ran their GPU encoder's passes.
     func collect() -> GPUBatchTimes {
         var out = GPUBatchTimes()
         guard !pending.isEmpty else { return out }
         var disjoint: GLint = 0
         glGetIntegerv(GL.gpuDisjointEXT, &disjoint)
         if disjoint != 0 { lastEnd = nil }
-        while let (s, e, enc) = pending.first {
+        while let (s, e, dis, enc) = pending.first {
             var available: GLuint = 0
             glGetQueryObjectuiv(e, GL.queryResultAvailable, &available)
             guard available != 0 else { break }
-            var t0: GLuint64 = 0, t1: GLuint64 = 0, te: GLuint64 = 0
+            var t0: GLuint64 = 0, t1: GLuint64 = 0, td: GLuint64 = 0, te: GLuint64 = 0
             getResult(s, GL.queryResult, &t0)
             getResult(e, GL.queryResult, &t1)
+            if let dis { getResult(dis, GL.queryResult, &td) }
             if let enc { getResult(enc, GL.queryResult, &te) }
             pending.removeFirst()
-            free += [s, e] + (enc.map { [$0] } ?? [])
+            free += [s, e] + [dis, enc].compactMap { $0 }
             // A disjoint period's (and a driver's nonsense) values are dropped.
             guard disjoint == 0, t1 >= t0, t1 - t0 < 60_000_000_000 else { lastEnd = nil; continue }
             out.batches += 1
             out.busy += Double(t1 - t0) / 1e9
+            if dis != nil, td >= t0, td <= t1 { out.uploads += Double(td - t0) / 1e9 }
             if enc != nil, te >= t0, te <= t1 { out.encoder += Double(t1 - te) / 1e9 }
             if let l = lastEnd, t0 > l, t0 - l < 60_000_000_000 { out.idle += Double(t0 - l) / 1e9 }
             lastEnd = t1
@@ -87,8 +100,8 @@ final class BatchClock {
     struct GPUBatchTimes {
         var batches = 0
         var busy = 0.0, idle = 0.0
-        /// Of `busy`, the GPU encoder's passes.
-        var encoder = 0.0
+        /// Of `busy`, the uploads and copies before the first dispatch, and the GPU encoder's passes.
+        var uploads = 0.0, encoder = 0.0
     }
 
     private func query() -> GLuint {

@@ -63,6 +63,7 @@ final class FrameJob: @unchecked Sendable {   // the blocking hop: its caller wa
             do throws(GPUError) { if try j.begin() { open.append(j) } else { j.release() } } catch { j.fail(error) }
         }
         mark(.begin)
+        if !open.isEmpty { RenderThread.batchDispatchesStart() }
         for j in open {
             do throws(GPUError) { try j.dispatch(); dispatched.append(j) } catch { j.fail(error) }
         }

@@ -49,10 +49,12 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     let load = LoadCounter()
     final class LoadCounter: Sendable {
         private let value = Mutex(RenderThreadLoad())
-        /// Batches whose GPU timestamps arrived: the GPU's time running them, idle before them, and running their GPU encoder.
+        /// Batches whose GPU timestamps arrived: the GPU's time running them, idle before them, running their uploads and
+        /// copies, and running their GPU encoder.
         func addGPU(_ c: BatchClock.GPUBatchTimes) {
             value.withLock { v in
-                v.gpuBatches += c.batches; v.gpuBatchSeconds += c.busy; v.gpuIdleSeconds += c.idle; v.gpuEncoderSeconds += c.encoder
+                v.gpuBatches += c.batches; v.gpuBatchSeconds += c.busy; v.gpuIdleSeconds += c.idle
+                v.gpuUploadSeconds += c.uploads; v.gpuEncoderSeconds += c.encoder
             }
         }
         func add(busy ns: UInt64, items: Int, phases: inout [UInt64]) {
@@ -207,6 +209,9 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
 
     /// On a render thread: a frame batch's first command comes next.
     static func batchStarts() { current?.clock?.start() }
+
+    /// On a render thread: the frame batch's first dispatch comes next (its uploads and copies are recorded).
+    static func batchDispatchesStart() { current?.clock?.dispatchesStart() }
 
     /// The watched fences of the render thread running this code (traps elsewhere).
     static var currentWatch: FenceWatch {
@@ -385,7 +390,9 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public var gpuBatches = 0
     public var gpuBatchSeconds = 0.0
     public var gpuIdleSeconds = 0.0
-    /// Of `gpuBatchSeconds`, the GPU encoder's passes (batches that end with GPU-encoded pictures).
+    /// Of `gpuBatchSeconds`, the uploads and copies before a batch's first
+    /// dispatch, and the GPU encoder's passes (batches that end with GPU-encoded pictures).
+    public var gpuUploadSeconds = 0.0
     public var gpuEncoderSeconds = 0.0
     /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
@@ -394,7 +401,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public static func - (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
         var n = b
         n.busySeconds.negate(); n.cpuSeconds.negate(); n.items.negate(); n.wakeups.negate()
-        n.gpuBatches.negate(); n.gpuBatchSeconds.negate(); n.gpuIdleSeconds.negate(); n.gpuEncoderSeconds.negate()
+        n.gpuBatches.negate(); n.gpuBatchSeconds.negate(); n.gpuIdleSeconds.negate(); n.gpuUploadSeconds.negate(); n.gpuEncoderSeconds.negate()
         n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
         return a + n
     }
@@ -406,7 +413,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         d.items = a.items + b.items; d.wakeups = a.wakeups + b.wakeups
         d.gpuBatches = a.gpuBatches + b.gpuBatches
         d.gpuBatchSeconds = a.gpuBatchSeconds + b.gpuBatchSeconds; d.gpuIdleSeconds = a.gpuIdleSeconds + b.gpuIdleSeconds
-        d.gpuEncoderSeconds = a.gpuEncoderSeconds + b.gpuEncoderSeconds
+        d.gpuUploadSeconds = a.gpuUploadSeconds + b.gpuUploadSeconds; d.gpuEncoderSeconds = a.gpuEncoderSeconds + b.gpuEncoderSeconds
         d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
         return d
     }

@@ -113,6 +113,9 @@ struct Metrics {
             m.sample("diptych_gpu_render_thread_gpu_idle_seconds_total", "counter",
                      "GPU time between one timed batch's last command and the next one's first (idle as far as this context goes).", c,
                      load.gpuIdleSeconds)
+            m.sample("diptych_gpu_render_thread_gpu_upload_seconds_total", "counter",
+                     "Of the timed batches' GPU time, their uploads' and copies' (from a batch's first command to its first dispatch).", c,
+                     load.gpuUploadSeconds)
             m.sample("diptych_gpu_render_thread_gpu_encoder_seconds_total", "counter",
                      "Of the timed batches' GPU time, the GPU encoder's (from its first command to the batch's last).", c,
                      load.gpuEncoderSeconds)

@@ -105,6 +105,7 @@ extension GPU {
             // (the six here, and those before them whose timestamps came late).
             #expect(load.gpuBatches >= 1 && load.gpuBatchSeconds > 0 && load.gpuIdleSeconds >= 0, "\(load)")
             #expect(load.gpuEncoderSeconds == 0, "no GPU encoder here: \(load)")
+            #expect(load.gpuUploadSeconds >= 0 && load.gpuUploadSeconds <= load.gpuBatchSeconds, "\(load)")
             let before = c.renderThreadHops
             while let f = try c.nextNV12(wait: true) { got.append(f) }
             #expect(c.renderThreadHops == before, "waiting for and delivering readbacks made a hop")

@@ -192,14 +192,20 @@ struct ServePairRunner: PairRunner {
             .map { "\($0.key) \(String(format: "%.3f", $0.value * 1000 / items))" }.joined(separator: ", ")
         // The threads' CPU time beside their busy time: a thread blocked in the driver may spin or sleep.
         let cpu = total["diptych_gpu_render_thread_cpu_seconds_total"].map { String(format: ", %.3f CPU ms an item", $0 * 1000 / items) } ?? ""
-        // Where the server times its batches on the GPU: the GPU's time a batch (the GPU encoder's part of it, where
-        // it ran), and idle before one.
+        // Where the server times its batches on the GPU: the GPU's time a batch (its uploads and copies, the
+        // dispatches and readbacks after them, and the GPU encoder's part, where the counts are there), and idle before one.
         var gpu = ""
         if let n = total["diptych_gpu_render_thread_gpu_batches_total"], n > 0, let run = total["diptych_gpu_render_thread_gpu_batch_seconds_total"],
            let idle = total["diptych_gpu_render_thread_gpu_idle_seconds_total"] {
+            let uploads = total["diptych_gpu_render_thread_gpu_upload_seconds_total"].flatMap { $0 > 0 ? $0 : nil }
             let encoder = total["diptych_gpu_render_thread_gpu_encoder_seconds_total"].flatMap { $0 > 0 ? $0 : nil }
-            gpu = String(format: "; GPU %.3f ms a batch", run * 1000 / n)
-                + (encoder.map { String(format: " (the GPU encoder %.3f ms of it)", $0 * 1000 / n) } ?? "")
+            var parts: [String] = []
+            if let uploads { parts.append(String(format: "uploads %.3f", uploads * 1000 / n)) }
+            if uploads != nil || encoder != nil {
+                parts.append(String(format: "dispatches %.3f", (run - (uploads ?? 0) - (encoder ?? 0)) * 1000 / n))
+            }
+            if let encoder { parts.append(String(format: "the GPU encoder %.3f", encoder * 1000 / n)) }
+            gpu = String(format: "; GPU %.3f ms a batch", run * 1000 / n) + (parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")")
                 + String(format: ", idle %.3f ms before one (%.0f %% of the GPU's time)", idle * 1000 / n, run + idle > 0 ? idle / (run + idle) * 100 : 0)
         }
         return String(format: "render threads %.0f %% busy, %.1f items a wake-up, %.3f busy ms an item (", busy / seconds * 100, items / wakeups,

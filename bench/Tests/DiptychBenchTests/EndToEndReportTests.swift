@@ -58,16 +58,19 @@ import Testing
         #expect(ServePairRunner.renderThreadLine(withGPU, seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
-        // And the GPU encoder's part of the batches where it ran; a count of 0 leaves the line as above.
-        let withEncoder = withGPU + """
+        // And the batches' parts: uploads, the GPU encoder, the dispatches between them; counts of 0 leave the line as above.
+        let withParts = withGPU + """
 
+            diptych_gpu_render_thread_gpu_upload_seconds_total{context="0"} 0.03
+            diptych_gpu_render_thread_gpu_upload_seconds_total{context="1"} 0.02
             diptych_gpu_render_thread_gpu_encoder_seconds_total{context="0"} 0.25
             diptych_gpu_render_thread_gpu_encoder_seconds_total{context="1"} 0.05
             """
-        #expect(ServePairRunner.renderThreadLine(withEncoder, seconds: 10)
+        #expect(ServePairRunner.renderThreadLine(withParts, seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
-                + " GPU 4.000 ms a batch (the GPU encoder 3.000 ms of it), idle 1.000 ms before one (20 % of the GPU's time)")
-        #expect(ServePairRunner.renderThreadLine(withGPU + "\ndiptych_gpu_render_thread_gpu_encoder_seconds_total{context=\"0\"} 0\n", seconds: 10)
+                + " GPU 4.000 ms a batch (uploads 0.500, dispatches 0.500, the GPU encoder 3.000), idle 1.000 ms before one (20 % of the GPU's time)")
+        let zeros = "\ndiptych_gpu_render_thread_gpu_upload_seconds_total{context=\"0\"} 0\ndiptych_gpu_render_thread_gpu_encoder_seconds_total{context=\"0\"} 0\n"
+        #expect(ServePairRunner.renderThreadLine(withGPU + zeros, seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
     }
