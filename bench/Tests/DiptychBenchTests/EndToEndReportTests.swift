@@ -45,32 +45,21 @@ import Testing
         let withCPU = metrics + "\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"0\"} 3\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"1\"} 1\n"
         #expect(ServePairRunner.renderThreadLine(withCPU, since: before + "\ndiptych_gpu_render_thread_cpu_seconds_total{context=\"0\"} 2\n", seconds: 10)
                 == "render threads 40 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 0.500, dispatch 0.200), 1.000 CPU ms an item")
+        // A counter of both contexts, as /metrics gives it.
+        func counter(_ name: String, _ first: Double, _ second: Double) -> String {
+            "\ndiptych_gpu_render_thread_\(name)_total{context=\"0\"} \(first)\ndiptych_gpu_render_thread_\(name)_total{context=\"1\"} \(second)\n"
+        }
         // With the batches timed on the GPU: its time a batch and idle before one.
-        let withGPU = metrics + """
-
-            diptych_gpu_render_thread_gpu_batches_total{context="0"} 60
-            diptych_gpu_render_thread_gpu_batches_total{context="1"} 40
-            diptych_gpu_render_thread_gpu_batch_seconds_total{context="0"} 0.3
-            diptych_gpu_render_thread_gpu_batch_seconds_total{context="1"} 0.1
-            diptych_gpu_render_thread_gpu_idle_seconds_total{context="0"} 0.1
-            diptych_gpu_render_thread_gpu_idle_seconds_total{context="1"} 0
-            """
+        let withGPU = metrics + counter("gpu_batches", 60, 40) + counter("gpu_batch_seconds", 0.3, 0.1) + counter("gpu_idle_seconds", 0.1, 0)
         #expect(ServePairRunner.renderThreadLine(withGPU, seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
         // And the batches' parts: uploads, the GPU encoder, the dispatches between them; counts of 0 leave the line as above.
-        let withParts = withGPU + """
-
-            diptych_gpu_render_thread_gpu_upload_seconds_total{context="0"} 0.03
-            diptych_gpu_render_thread_gpu_upload_seconds_total{context="1"} 0.02
-            diptych_gpu_render_thread_gpu_encoder_seconds_total{context="0"} 0.25
-            diptych_gpu_render_thread_gpu_encoder_seconds_total{context="1"} 0.05
-            """
+        let withParts = withGPU + counter("gpu_upload_seconds", 0.03, 0.02) + counter("gpu_encoder_seconds", 0.25, 0.05)
         #expect(ServePairRunner.renderThreadLine(withParts, seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch (uploads 0.500, dispatches 0.500, the GPU encoder 3.000), idle 1.000 ms before one (20 % of the GPU's time)")
-        let zeros = "\ndiptych_gpu_render_thread_gpu_upload_seconds_total{context=\"0\"} 0\ndiptych_gpu_render_thread_gpu_encoder_seconds_total{context=\"0\"} 0\n"
-        #expect(ServePairRunner.renderThreadLine(withGPU + zeros, seconds: 10)
+        #expect(ServePairRunner.renderThreadLine(withGPU + counter("gpu_upload_seconds", 0, 0) + counter("gpu_encoder_seconds", 0, 0), seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
     }
