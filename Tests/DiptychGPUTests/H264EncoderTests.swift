@@ -648,7 +648,9 @@ extension GPU {
             }
             while let p = try c.nextEncoded(wait: true) { pictures.append(p) }
             // llvmpipe has timer queries: the render thread timed its batches on the GPU, and the encoder's passes
-            // at the end of each (their timestamps collected as later items run).
+            // at the end of each. Every batch is done (the pictures were waited for); the render thread collects
+            // their timestamps after the item it runs next, which the second hop waits for.
+            _ = c.stats
             _ = c.stats
             let load = c.renderThreadLoad
             #expect(load.gpuBatches >= 1 && load.gpuEncoderSeconds > 0 && load.gpuEncoderSeconds + load.gpuUploadSeconds <= load.gpuBatchSeconds,
