@@ -31,34 +31,24 @@ final class BatchClock {
 
     /// Before a batch's first command.
     func start() {
-        guard open == nil else { return }
-        let q = query()
-        counter(q, GL.timestampEXT)
-        open = q
+        if open == nil { open = stamp() }
     }
 
     /// Before the batch's first dispatch, after its uploads and copies.
-    func dispatchesStart() {
-        guard open != nil, openDispatches == nil else { return }
-        let q = query()
-        counter(q, GL.timestampEXT)
-        openDispatches = q
-    }
+    func dispatchesStart() { mark(&openDispatches) }
 
     /// Before the GPU encoder's first command, which runs to the batch's end.
-    func encoderStarts() {
-        guard open != nil, openEncoder == nil else { return }
-        let q = query()
-        counter(q, GL.timestampEXT)
-        openEncoder = q
+    func encoderStarts() { mark(&openEncoder) }
+
+    /// A timestamp inside the open batch, the first of its kind there.
+    private func mark(_ at: inout GLuint?) {
+        if open != nil && at == nil { at = stamp() }
     }
 
     /// After a batch's last command (before its fence).
     func end() {
         guard let s = open else { return }
-        let q = query()
-        counter(q, GL.timestampEXT)
-        pending.append((s, q, openDispatches, openEncoder))
+        pending.append((s, stamp(), openDispatches, openEncoder))
         open = nil
         openDispatches = nil
         openEncoder = nil
@@ -77,11 +67,12 @@ final class BatchClock {
             var available: GLuint = 0
             glGetQueryObjectuiv(e, GL.queryResultAvailable, &available)
             guard available != 0 else { break }
-            var t0: GLuint64 = 0, t1: GLuint64 = 0, td: GLuint64 = 0, te: GLuint64 = 0
-            getResult(s, GL.queryResult, &t0)
-            getResult(e, GL.queryResult, &t1)
-            if let dis { getResult(dis, GL.queryResult, &td) }
-            if let enc { getResult(enc, GL.queryResult, &te) }
+            func time(_ q: GLuint) -> GLuint64 {
+                var t: GLuint64 = 0
+                getResult(q, GL.queryResult, &t)
+                return t
+            }
+            let t0 = time(s), t1 = time(e), td = dis.map(time) ?? 0, te = enc.map(time) ?? 0
             pending.removeFirst()
             free += [s, e] + [dis, enc].compactMap { $0 }
             // A disjoint period's (and a driver's nonsense) values are dropped.
@@ -102,6 +93,13 @@ final class BatchClock {
         var busy = 0.0, idle = 0.0
         /// Of `busy`, the uploads and copies before the first dispatch, and the GPU encoder's passes.
         var uploads = 0.0, encoder = 0.0
+    }
+
+    /// A query (a free one, else a new one) with a GPU timestamp taken now.
+    private func stamp() -> GLuint {
+        let q = query()
+        counter(q, GL.timestampEXT)
+        return q
     }
 
     private func query() -> GLuint {

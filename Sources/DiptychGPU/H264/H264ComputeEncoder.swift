@@ -134,8 +134,7 @@ final class H264ComputeEncoder {
         probeList = buffer(Self.probeRounds * probeListWords * 4)
         // Every list empty: its dispatch's words 0, 1, 1.
         for round in 0..<Self.probeRounds {
-            let words: [UInt32] = [0, 1, 1]
-            glBufferSubData(GL.shaderStorageBuffer, GLintptr(round * probeListWords * 4), GLsizeiptr(words.count * 4), words)
+            glBufferSubData(GL.shaderStorageBuffer, GLintptr(round * probeListWords * 4), 12, [UInt32(0), 1, 1])
         }
         planes = buffer(planeBytes)
         lens = buffer(2 * slotCount * 4)
