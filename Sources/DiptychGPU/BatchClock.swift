@@ -10,17 +10,19 @@ import CGLES
 /// were queued behind it. A frame batch takes one more timestamp before its
 /// first dispatch (its uploads and copies before it), and one that ends
 /// with GPU-encoded pictures one before the encoder's first command (the
-/// encoder's share of the batch, from there to its end). Owns its query
+/// encoder's share of the batch, from there to its end, and its pictures).
+/// Owns its query
 /// objects; render thread only (they go with the context, so the clock
 /// deletes none).
 final class BatchClock {
     private let counter: PFNGLQUERYCOUNTEREXTPROC
     private let getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC
     private var free: [GLuint] = []
-    private var pending: [(start: GLuint, end: GLuint, dispatches: GLuint?, encoder: GLuint?)] = []
+    private var pending: [(start: GLuint, end: GLuint, dispatches: GLuint?, encoder: GLuint?, pictures: Int)] = []
     private var open: GLuint?
     private var openDispatches: GLuint?
     private var openEncoder: GLuint?
+    private var openPictures = 0
     /// The previous batch's end, GPU nanoseconds (nil after a disjoint period).
     private var lastEnd: UInt64?
 
@@ -37,8 +39,11 @@ final class BatchClock {
     /// Before the batch's first dispatch, after its uploads and copies.
     func dispatchesStart() { mark(&openDispatches) }
 
-    /// Before the GPU encoder's first command, which runs to the batch's end.
-    func encoderStarts() { mark(&openEncoder) }
+    /// Before the GPU encoder's first command, which runs to the batch's end and encodes `pictures`.
+    func encoderStarts(pictures: Int) {
+        mark(&openEncoder)
+        if openEncoder != nil { openPictures += pictures }
+    }
 
     /// A timestamp inside the open batch, the first of its kind there.
     private func mark(_ at: inout GLuint?) {
@@ -48,22 +53,23 @@ final class BatchClock {
     /// After a batch's last command (before its fence).
     func end() {
         guard let s = open else { return }
-        pending.append((s, stamp(), openDispatches, openEncoder))
+        pending.append((s, stamp(), openDispatches, openEncoder, openPictures))
         open = nil
         openDispatches = nil
         openEncoder = nil
+        openPictures = 0
     }
 
     /// The batches whose timestamps have arrived, oldest first, without
     /// blocking: seconds the GPU ran them, stood idle before them, ran their
-    /// uploads and copies, and ran their GPU encoder's passes.
+    /// uploads and copies, and ran their GPU encoder's passes (and its pictures).
     func collect() -> GPUBatchTimes {
         var out = GPUBatchTimes()
         guard !pending.isEmpty else { return out }
         var disjoint: GLint = 0
         glGetIntegerv(GL.gpuDisjointEXT, &disjoint)
         if disjoint != 0 { lastEnd = nil }
-        while let (s, e, dis, enc) = pending.first {
+        while let (s, e, dis, enc, pictures) = pending.first {
             var available: GLuint = 0
             glGetQueryObjectuiv(e, GL.queryResultAvailable, &available)
             guard available != 0 else { break }
@@ -80,7 +86,7 @@ final class BatchClock {
             out.batches += 1
             out.busy += Double(t1 - t0) / 1e9
             if dis != nil, td >= t0, td <= t1 { out.uploads += Double(td - t0) / 1e9 }
-            if enc != nil, te >= t0, te <= t1 { out.encoder += Double(t1 - te) / 1e9 }
+            if enc != nil, te >= t0, te <= t1 { out.encoder += Double(t1 - te) / 1e9; out.encodedPictures += pictures }
             if let l = lastEnd, t0 > l, t0 - l < 60_000_000_000 { out.idle += Double(t0 - l) / 1e9 }
             lastEnd = t1
         }
@@ -93,6 +99,8 @@ final class BatchClock {
         var busy = 0.0, idle = 0.0
         /// Of `busy`, the uploads and copies before the first dispatch, and the GPU encoder's passes.
         var uploads = 0.0, encoder = 0.0
+        /// The pictures the GPU encoder's passes of `encoder` encoded.
+        var encodedPictures = 0
     }
 
     /// A query (a free one, else a new one) with a GPU timestamp taken now.

@@ -54,7 +54,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         func addGPU(_ c: BatchClock.GPUBatchTimes) {
             value.withLock { v in
                 v.gpuBatches += c.batches; v.gpuBatchSeconds += c.busy; v.gpuIdleSeconds += c.idle
-                v.gpuUploadSeconds += c.uploads; v.gpuEncoderSeconds += c.encoder
+                v.gpuUploadSeconds += c.uploads; v.gpuEncoderSeconds += c.encoder; v.gpuEncodedPictures += c.encodedPictures
             }
         }
         func add(busy ns: UInt64, items: Int, phases: inout [UInt64]) {
@@ -259,7 +259,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
         if !t.encodes.isEmpty {
             let batch = t.encodes
             t.encodes = []
-            t.clock?.encoderStarts()
+            t.clock?.encoderStarts(pictures: batch.count)
             OutputEncoder.encode(batch)
         }
         t.clock?.end()
@@ -394,6 +394,8 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     /// dispatch, and the GPU encoder's passes (batches that end with GPU-encoded pictures).
     public var gpuUploadSeconds = 0.0
     public var gpuEncoderSeconds = 0.0
+    /// The pictures those passes of the GPU encoder encoded.
+    public var gpuEncodedPictures = 0
     /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
     public init() {}
@@ -402,6 +404,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         var n = b
         n.busySeconds.negate(); n.cpuSeconds.negate(); n.items.negate(); n.wakeups.negate()
         n.gpuBatches.negate(); n.gpuBatchSeconds.negate(); n.gpuIdleSeconds.negate(); n.gpuUploadSeconds.negate(); n.gpuEncoderSeconds.negate()
+        n.gpuEncodedPictures.negate()
         n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
         return a + n
     }
@@ -414,6 +417,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         d.gpuBatches = a.gpuBatches + b.gpuBatches
         d.gpuBatchSeconds = a.gpuBatchSeconds + b.gpuBatchSeconds; d.gpuIdleSeconds = a.gpuIdleSeconds + b.gpuIdleSeconds
         d.gpuUploadSeconds = a.gpuUploadSeconds + b.gpuUploadSeconds; d.gpuEncoderSeconds = a.gpuEncoderSeconds + b.gpuEncoderSeconds
+        d.gpuEncodedPictures = a.gpuEncodedPictures + b.gpuEncodedPictures
         d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
         return d
     }

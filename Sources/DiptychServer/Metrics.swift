@@ -119,6 +119,9 @@ struct Metrics {
             m.sample("diptych_gpu_render_thread_gpu_encoder_seconds_total", "counter",
                      "Of the timed batches' GPU time, the GPU encoder's (from its first command to the batch's last).", c,
                      load.gpuEncoderSeconds)
+            m.sample("diptych_gpu_render_thread_gpu_encoded_pictures_total", "counter",
+                     "Pictures the GPU encoder encoded in the timed batches (its seconds over these: GPU time a picture).", c,
+                     Double(load.gpuEncodedPictures))
             for phase in RenderPhase.allCases {
                 m.sample("diptych_gpu_render_thread_phase_seconds_total", "counter",
                          "Render thread busy time by phase (poll is part of begin; fence and checks of finish).",

@@ -655,6 +655,8 @@ extension GPU {
             let load = c.renderThreadLoad
             #expect(load.gpuBatches >= 1 && load.gpuEncoderSeconds > 0 && load.gpuEncoderSeconds + load.gpuUploadSeconds <= load.gpuBatchSeconds,
                     "\(load)")
+            // Each timed batch's pictures: at least one a batch whose encoder was timed, at most every picture.
+            #expect(load.gpuEncodedPictures >= 1 && load.gpuEncodedPictures <= frames, "\(load)")
             #expect(pictures.map(\.picture.pts.value) == (0..<Int64(frames)).map { $0 })
             #expect(pictures.map(\.picture.keyframe) == [true, false, false, false, false, true, false, false])
             // IDR pictures three below the constant QP (x264's ipratio), P pictures at it.

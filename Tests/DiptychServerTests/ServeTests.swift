@@ -54,7 +54,7 @@ import Testing
         // The batches' GPU time (none here: llvmpipe's takes copy their frames directly, outside frame batches).
         for name in ["diptych_gpu_render_thread_gpu_batches_total", "diptych_gpu_render_thread_gpu_batch_seconds_total",
                      "diptych_gpu_render_thread_gpu_idle_seconds_total", "diptych_gpu_render_thread_gpu_upload_seconds_total",
-                     "diptych_gpu_render_thread_gpu_encoder_seconds_total"] {
+                     "diptych_gpu_render_thread_gpu_encoder_seconds_total", "diptych_gpu_render_thread_gpu_encoded_pictures_total"] {
             #expect(metrics.split(separator: "\n").contains { $0.hasPrefix(name + "{context=\"0\"} ") }, "\(name) missing")
         }
         // Prometheus text format: comments, or `name{label="value",…} number`.

@@ -193,7 +193,8 @@ struct ServePairRunner: PairRunner {
         // The threads' CPU time beside their busy time: a thread blocked in the driver may spin or sleep.
         let cpu = total["diptych_gpu_render_thread_cpu_seconds_total"].map { String(format: ", %.3f CPU ms an item", $0 * 1000 / items) } ?? ""
         // Where the server times its batches on the GPU: the GPU's time a batch (its uploads and copies, the
-        // dispatches and readbacks after them, and the GPU encoder's part, where the counts are there), and idle before one.
+        // dispatches and readbacks after them, and the GPU encoder's part, where the counts are there, with its pictures a
+        // batch and its time a picture), and idle before one.
         var gpu = ""
         if let n = total["diptych_gpu_render_thread_gpu_batches_total"], n > 0, let run = total["diptych_gpu_render_thread_gpu_batch_seconds_total"],
            let idle = total["diptych_gpu_render_thread_gpu_idle_seconds_total"] {
@@ -204,7 +205,11 @@ struct ServePairRunner: PairRunner {
             if uploads != nil || encoder != nil {
                 parts.append(String(format: "dispatches %.3f", (run - (uploads ?? 0) - (encoder ?? 0)) * 1000 / n))
             }
-            if let encoder { parts.append(String(format: "the GPU encoder %.3f", encoder * 1000 / n)) }
+            if let encoder {
+                let pictures = total["diptych_gpu_render_thread_gpu_encoded_pictures_total"].flatMap { $0 > 0 ? $0 : nil }
+                parts.append(String(format: "the GPU encoder %.3f", encoder * 1000 / n)
+                             + (pictures.map { String(format: " (%.1f pictures, %.3f ms a picture)", $0 / n, encoder * 1000 / $0) } ?? ""))
+            }
             gpu = String(format: "; GPU %.3f ms a batch", run * 1000 / n) + (parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")")
                 + String(format: ", idle %.3f ms before one (%.0f %% of the GPU's time)", idle * 1000 / n, run + idle > 0 ? idle / (run + idle) * 100 : 0)
         }
