@@ -11,9 +11,8 @@ import CGLES
 /// first dispatch (its uploads and copies before it), and one that ends
 /// with GPU-encoded pictures one before the encoder's first command (the
 /// encoder's share of the batch, from there to its end, and its pictures).
-/// Owns its query
-/// objects; render thread only (they go with the context, so the clock
-/// deletes none).
+/// Owns its query objects; render thread only (they go with the context, so
+/// the clock deletes none).
 final class BatchClock {
     private let counter: PFNGLQUERYCOUNTEREXTPROC
     private let getResult: PFNGLGETQUERYOBJECTUI64VEXTPROC
