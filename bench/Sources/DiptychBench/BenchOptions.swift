@@ -71,6 +71,10 @@ public struct BenchOptions: Sendable, Equatable {
     /// `--ffmpeg-encoder-threads`: FFmpeg's libx264 `-threads` in every FFmpeg command (nil: FFmpeg's default).
     public var ffmpegEncoderThreads: Int?
     public var bitrate = 10_000_000
+    /// `--keyframe-interval`: seconds from one keyframe to the next, ours and the peers' (`-g`, `key-int-max`).
+    public var keyframeInterval = 1.0
+    /// The keyframe interval in frames of the 60 fps primary.
+    public var gop: Int { max(1, Int((keyframeInterval * 60).rounded())) }
     /// `--encoder`: the encoder of our takes (`diptych record --encoder`, and the server's takes).
     public var encoder = EncoderChoice.auto
     /// `--slices`: slices a picture of our takes (`diptych record --slices`, and the server's takes; nil: one).
@@ -130,6 +134,8 @@ public struct BenchOptions: Sendable, Equatable {
                            rate; the peers keep libx264 at --preset;
                            nvdec stage: gpu encodes every composite on the GPU, QP 26, instead of reading it back)
       --slices N           our end-to-end takes cut each picture into N slices (diptych record --slices; default 1)
+      --keyframe-interval S  end to end: seconds from one keyframe to the next, ours and the peers'
+                           (default 1; at least one frame of the 60 fps primary, at most 3600)
       --gpu SEL            auto|software|N|/dev/dri/renderDN|device|surfaceless
       --json FILE          the results as JSON
       --chart FILE.svg     fps per layout as an SVG bar chart (default bench-fps.svg; --chart none)
@@ -144,7 +150,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--frame-batch", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--encoder", "--slices", "--serve-encoder-threads", "--serve-contexts", "--serve-gpu-takes", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--encoder", "--slices", "--keyframe-interval", "--serve-encoder-threads", "--serve-contexts", "--serve-gpu-takes", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -229,6 +235,12 @@ public struct BenchOptions: Sendable, Equatable {
                 o.encoder = e
             case "--slices":
                 o.slices = try count(a, 1...TakeConfiguration.maxSlices, "1 to \(TakeConfiguration.maxSlices)")
+            case "--keyframe-interval":
+                let v = try value(a)
+                guard let s = Double(v), s >= 1.0 / 60, s <= 3600 else {
+                    throw BenchUsageError("--keyframe-interval '\(v)': expected seconds, one frame (1/60) to 3600")
+                }
+                o.keyframeInterval = s
             case "--preset", "--presets":
                 let known = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
                 let v = try list(a)

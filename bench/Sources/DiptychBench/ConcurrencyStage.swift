@@ -40,6 +40,8 @@ public struct ConcurrencyResult: Sendable, Codable {
     public var canvas: String
     public var secondary: String
     public var contentSeconds: Double
+    /// Seconds from one keyframe to the next (`--keyframe-interval`).
+    public var keyframeSeconds: Double
     /// The speed every take had to keep (1.0: real time).
     public var minSpeed: Double
     public var command: String
@@ -62,7 +64,7 @@ struct ConcurrencyStage {
     func measure(_ runner: PairRunner, _ c: PairCase, progress: (String) -> Void) -> ConcurrencyResult {
         var result = ConcurrencyResult(runner: runner.name, summary: runner.summary, preset: c.preset, layout: c.layout.rawValue,
                                        canvas: "\(c.inputs.primarySize)", secondary: "\(c.inputs.secondarySize)",
-                                       contentSeconds: c.contentSeconds, minSpeed: options.minSpeed,
+                                       contentSeconds: c.contentSeconds, keyframeSeconds: Double(c.gop) / 60, minSpeed: options.minSpeed,
                                        command: runner.command(for: c, output: "OUT.mp4"))
         if let why = runner.unavailable(for: c) { result.note = "skipped: \(why)"; return result }
         var done: [Int: PairTrial] = [:]

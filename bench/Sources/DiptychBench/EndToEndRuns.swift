@@ -90,7 +90,7 @@ extension EndToEndStage {
     func ourArguments(layout: LayoutKind, inputs: Inputs, out: String) -> [String] {
         ["record", "--primary", inputs.primary, "--secondary", inputs.secondary, "--layout", layout.rawValue]
             + (options.mirror ? ["--mirror-secondary"] : [])
-            + ["--preset", options.preset, "--bitrate", "\(options.bitrate)", "--keyframe-interval", "1", "--audio", "none",
+            + ["--preset", options.preset, "--bitrate", "\(options.bitrate)", "--keyframe-interval", "\(Double(options.gop) / 60)", "--audio", "none",
                "--gpu", options.gpu, "--out", out, "--json"]
     }
 

@@ -87,7 +87,7 @@ struct Peers {
         var args = ["-hide_banner", "-loglevel", "error", "-y", "-i", inputs.primary]
         if usesSecondary { args += ["-i", inputs.secondary] }
         args += ["-filter_complex", graph.joined(separator: ";"), "-map", "[v]", "-an",
-                 "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "60", "-bf", "0"] + encoderThreads
+                 "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "\(options.gop)", "-bf", "0"] + encoderThreads
         if layout == .sideBySide || layout == .stacked { args += ["-r", "60"] }
         args += ["-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", out]
         return args
@@ -122,7 +122,7 @@ struct Peers {
         return ["-hide_banner", "-loglevel", "error", "-y", "-init_hw_device", "cuda=cu:0", "-filter_hw_device", "cu"]
             + hw + ["-i", inputs.primary] + hw + ["-i", inputs.secondary]
             + ["-filter_complex", graph, "-map", "[v]", "-an",
-               "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "60", "-bf", "0"] + encoderThreads
+               "-c:v", "libx264", "-preset", options.preset, "-b:v", "\(options.bitrate)", "-g", "\(options.gop)", "-bf", "0"] + encoderThreads
             + ["-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", out]
     }
 
@@ -167,7 +167,7 @@ struct Peers {
             branches.append(b)
         }
         a += ["!", "video/x-raw,format=I420,width=\(W),height=\(H),framerate=60/1", "!",
-              "x264enc", "speed-preset=\(options.preset)", "bitrate=\(options.bitrate / 1000)", "key-int-max=60", "bframes=0", "!",
+              "x264enc", "speed-preset=\(options.preset)", "bitrate=\(options.bitrate / 1000)", "key-int-max=\(options.gop)", "bframes=0", "!",
               "h264parse", "!", "mp4mux", "fragment-duration=1000", "!", "filesink", "location=\(out)"]
         for b in branches { a += b }
         return a

@@ -107,7 +107,7 @@ enum Report {
             for t in r.trials { for n in t.notes { notes.append("\(r.runner) \(r.preset) \(t.pairs) at once: \(n)") } }
         }
         s += "\nEach take: \(results.first.map { "\($0.layout), \($0.canvas) 60 fps primary + \($0.secondary) 30 fps secondary, \(f($0.contentSeconds, 1)) s" } ?? ""), "
-        s += "same preset, bitrate, keyframe interval (1 s) and geometry for every runner. Real time: every take of the trial "
+        s += "same preset, bitrate, keyframe interval (\(results.first.map { String(format: "%g", $0.keyframeSeconds) } ?? "–") s) and geometry for every runner. Real time: every take of the trial "
         s += "finished at ≥ \(f(results.first?.minSpeed, 2))× (its content seconds ÷ its wall seconds from start to exit) and wrote exactly the primary's "
         s += "frames and duration (read back with libavformat); a take still running after its content length is stopped (✗). "
         s += "CPU s/frame: user + system time of all takes ÷ output frames. GPU: nvidia-smi's utilization over the trial "

@@ -86,6 +86,24 @@ import Testing
         #expect(!Peers(options: options).command(.ffmpeg, layout: .pip, inputs: inputs).arguments.joined().contains("hflip"))
     }
 
+    /// `--keyframe-interval`: ours and every peer's keyframe interval, a second by default.
+    @Test func keyframeIntervalForEveryProgram() throws {
+        let d = try #require(try BenchOptions.parse([]))
+        #expect(d.keyframeInterval == 1 && d.gop == 60)
+        var options = try #require(try BenchOptions.parse(["--stages", "e2e", "--keyframe-interval", "20"]))
+        #expect(options.gop == 1200)
+        options.workDir = "/w"
+        let inputs = PeerCommandTests.inputs
+        let ours = EndToEndStage(options: options, log: { _ in }).ourArguments(layout: .pip, inputs: inputs, out: "o.mp4")
+        #expect(ours[ours.firstIndex(of: "--keyframe-interval")! + 1] == "20.0", "\(ours)")
+        let ff = Peers(options: options).command(.ffmpeg, layout: .pip, inputs: inputs).arguments
+        #expect(ff[ff.firstIndex(of: "-g")! + 1] == "1200", "\(ff)")
+        #expect(Peers(options: options).command(.gstreamer, layout: .pip, inputs: inputs).arguments.contains("key-int-max=1200"))
+        for bad in [["--keyframe-interval", "0"], ["--keyframe-interval", "x"], ["--keyframe-interval", "3601"], ["--keyframe-interval", "0.01"]] {
+            #expect(throws: BenchUsageError.self) { try BenchOptions.parse(bad) }
+        }
+    }
+
     static func run(_ fps: Double, rss: Double, stages: StageTimes? = nil) -> RunFigures {
         RunFigures(frames: 600, seconds: 600 / fps, fps: fps, cpuMsPerFrame: 12, peakRSSMiB: rss, minorFaults: 1000,
                    rssGrowthMiB: 0.5, loadAverage: 1.5, stageMsPerFrame: stages)
