@@ -64,7 +64,7 @@ struct ConcurrencyStage {
     func measure(_ runner: PairRunner, _ c: PairCase, progress: (String) -> Void) -> ConcurrencyResult {
         var result = ConcurrencyResult(runner: runner.name, summary: runner.summary, preset: c.preset, layout: c.layout.rawValue,
                                        canvas: "\(c.inputs.primarySize)", secondary: "\(c.inputs.secondarySize)",
-                                       contentSeconds: c.contentSeconds, keyframeSeconds: Double(c.gop) / 60, minSpeed: options.minSpeed,
+                                       contentSeconds: c.contentSeconds, keyframeSeconds: c.keyframeSeconds, minSpeed: options.minSpeed,
                                        command: runner.command(for: c, output: "OUT.mp4"))
         if let why = runner.unavailable(for: c) { result.note = "skipped: \(why)"; return result }
         var done: [Int: PairTrial] = [:]

@@ -7,8 +7,10 @@ struct PairCase: Sendable {
     var inputs: EndToEndStage.Inputs
     var preset: String
     var bitrate: Int
-    /// Keyframe interval in frames (one a second at 60 fps).
+    /// Keyframe interval in frames of the 60 fps primary (`--keyframe-interval`).
     var gop: Int
+    /// The same in seconds, as the takes are given it.
+    var keyframeSeconds: Double { Double(gop) / 60 }
     var gpu: String
     var workDir: String
     /// The secondary is mirrored (`--mirror`).
@@ -128,7 +130,7 @@ enum PairRunners {
     static func takeArguments(_ c: PairCase, _ out: String, decoder: DecoderChoice) -> [String] {
         ["--primary", c.inputs.primary, "--secondary", c.inputs.secondary, "--layout", c.layout.rawValue]
         + (c.mirrored ? ["--mirror-secondary"] : [])
-        + ["--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(Double(c.gop) / 60)",
+        + ["--preset", c.preset, "--bitrate", "\(c.bitrate)", "--keyframe-interval", "\(c.keyframeSeconds)",
          "--audio", "none", "--gpu", c.gpu, "--decoder", decoder.rawValue, "--encoder", c.encoder.rawValue, "--out", out]
         + (c.slices.map { ["--slices", "\($0)"] } ?? [])
     }

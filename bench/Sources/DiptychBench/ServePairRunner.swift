@@ -198,15 +198,16 @@ struct ServePairRunner: PairRunner {
         var gpu = ""
         if let n = total["diptych_gpu_render_thread_gpu_batches_total"], n > 0, let run = total["diptych_gpu_render_thread_gpu_batch_seconds_total"],
            let idle = total["diptych_gpu_render_thread_gpu_idle_seconds_total"] {
-            let uploads = total["diptych_gpu_render_thread_gpu_upload_seconds_total"].flatMap { $0 > 0 ? $0 : nil }
-            let encoder = total["diptych_gpu_render_thread_gpu_encoder_seconds_total"].flatMap { $0 > 0 ? $0 : nil }
+            // A part's counter where it counted anything.
+            func part(_ name: String) -> Double? { total["diptych_gpu_render_thread_gpu_\(name)_total"].flatMap { $0 > 0 ? $0 : nil } }
+            let uploads = part("upload_seconds"), encoder = part("encoder_seconds")
             var parts: [String] = []
             if let uploads { parts.append(String(format: "uploads %.3f", uploads * 1000 / n)) }
             if uploads != nil || encoder != nil {
                 parts.append(String(format: "dispatches %.3f", (run - (uploads ?? 0) - (encoder ?? 0)) * 1000 / n))
             }
             if let encoder {
-                let pictures = total["diptych_gpu_render_thread_gpu_encoded_pictures_total"].flatMap { $0 > 0 ? $0 : nil }
+                let pictures = part("encoded_pictures")
                 parts.append(String(format: "the GPU encoder %.3f", encoder * 1000 / n)
                              + (pictures.map { String(format: " (%.1f pictures, %.3f ms a picture)", $0 / n, encoder * 1000 / $0) } ?? ""))
             }
