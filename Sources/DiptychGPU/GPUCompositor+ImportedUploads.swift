@@ -83,6 +83,23 @@ extension GPUCompositor {
         try withExtendedLifetime(frame) { () throws(GPUError) in try memory.copyIn(layout.transfers(frame)) }
     }
 
+    /// An NV12 frame in a picture of its decoder's pool, on the staging
+    /// memory's device, made the role's pending picture as it is: read in
+    /// place at the next render (`PooledUpload`), nothing copied, its holder
+    /// kept until the last frame that read it has completed. False where the
+    /// plan does not read pictures in place from imported memory, or for
+    /// frames that are no such picture (staged or interop then). `calls` is held.
+    func readPooled(_ f: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) -> Bool {
+        try callerSide { r in
+            guard r.plan.cudaFrames == .staged, r.plan.pictures == .inPlace, r.pictureImports != nil, let imported = r.staging.imported,
+                  f.width <= r.maxTextureSize, f.height <= r.maxTextureSize,
+                  let u = PooledUpload.readable(f, holder, device: imported.source.device, role: role) else { return false }
+            r.setPending(role, .pooled(u))
+            r.timer.stats.cudaFrames += 1
+            return true
+        }
+    }
+
     /// An NV12 CUDA frame of the staging memory's device, copied into a
     /// staging slot device to device and made the role's pending upload, as a
     /// host frame would be (its holder can go at once). False where the plan

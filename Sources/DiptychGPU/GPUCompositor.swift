@@ -257,6 +257,7 @@ public final class GPUCompositor: Sendable {
     public func upload(_ frame: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) {
         calls.lock(); defer { calls.unlock() }
         guard plan.takesCUDAFrames else { throw .cudaInterop("the plan takes no CUDA frames on the GPU (cuda-frames=\(plan.cudaFrames.name))") }
+        if try readPooled(frame, holder: holder, role: role) { return }
         if try stageImported(frame, role: role) { return }
         try callerSide { r throws(GPUError) in try r.setPending(frame, holder: holder, role: role) }
     }

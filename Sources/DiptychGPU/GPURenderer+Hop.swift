@@ -29,6 +29,9 @@ extension GPURenderer {
                 case .staged(let st)?:
                     directFrames?.forget(role)
                     textures.commit(st, from: staging, timer: timer)
+                case .pooled(let u)?:
+                    directFrames?.forget(role)
+                    try textures.commitInPlace(u, imports: pictureImports!)
                 case .keep(let f)?:
                     directFrames?.keep(f, role: role)
                 case .cuda(let u)?:

@@ -32,6 +32,8 @@ final class GPURenderer {
     let cuda: CUDAFacts
     let textures: TexturePool
     let staging: StagingRing
+    /// Decoders' pictures imported to be read in place (where staging is imported memory).
+    let pictureImports: PictureImports?
     let readbacks: ReadbackQueue
     let fragment = FragmentPass()
     private let compute: ComputePass?
@@ -58,6 +60,8 @@ final class GPURenderer {
         case keep(VideoFrame)
         /// A frame in CUDA memory, copied into textures on the GPU.
         case cuda(CUDAUpload)
+        /// A decoder's picture, read in place from its pool's imported memory.
+        case pooled(PooledUpload)
     }
 
     var info: GPUInfo { context.info }
@@ -108,6 +112,8 @@ final class GPURenderer {
         maxTextureSize = context.info.maxTextureSize
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, memory: try StagingRing.Memory(plan.staging, bufferStorage: bufferStorage, imported: exported))
+        let releaser = releaser
+        pictureImports = staging.imported.map { PictureImports(procs: $0.procs, releaser: releaser) }
         readbacks = ReadbackQueue(depth: readbackDepth, transport: try ReadbackQueue.Transport(plan.readback, bufferStorage: bufferStorage, imported: exported))
         compute = plan.pass == .compute ? ComputePass(slots: readbackDepth + 4) : nil
         directFrames = plan.softwareShortcut ? DirectCopyFrames() : nil
@@ -425,6 +431,7 @@ final class GPURenderer {
         readbacks.dropAll()
         textures.clearAll()
         for id in Array(outputs.keys) { removeOutput(id) }
+        pictureImports?.release()
         timeline.drain()
         staging.release(releaser)
         readbacks.release(releaser)

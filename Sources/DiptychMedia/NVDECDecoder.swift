@@ -11,6 +11,9 @@ import Synchronization
 /// is copied device to device into a picture of the decoder's
 /// `CUDAPicturePool` and the surface goes back to the decoder once that copy
 /// has completed (FFmpeg 6 does the same by default); the take holds the copy.
+/// The pool's pictures are shareable: a compositor on the same device reads
+/// the copy where it lies instead of copying it again (docs/ARCHITECTURE.md,
+/// "Pictures read in place").
 /// When the stream changes beyond what NVDEC decodes (a new size or format
 /// its setup refuses), FFmpeg's format negotiation fails and `lost` says why.
 final class NVDECDecoder: FrameDecoder {
@@ -41,7 +44,7 @@ final class NVDECDecoder: FrameDecoder {
     init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, hardwareDevice: UnsafeMutablePointer<AVBufferRef>,
          cuda: CUDAPrimaryContext, path: String) throws(MediaError) {
         ordinal = cuda.ordinal
-        do throws(CUDAError) { pictures = try CUDAPicturePool(context: cuda) } catch {
+        do throws(CUDAError) { pictures = try CUDAPicturePool(context: cuda, shareable: true) } catch {
             throw .unsupportedFormat(path: path, detail: "NVDEC: \(error)")
         }
         do {
@@ -159,7 +162,7 @@ private func framesContext(_ ctx: UnsafeMutablePointer<AVCodecContext>) -> Strin
 /// Holds one NVDEC frame's picture (device memory of the decoder's pool)
 /// for as long as any copy of the `InputFrame` that carries it exists; the
 /// compositor keeps it until the GPU work that read it has completed.
-final class NVDECFrameHolder: CUDAFrameHolder, Sendable {
+final class NVDECFrameHolder: CUDAPictureHolder, Sendable {
     private let picture: CUDAPicture
     private let pool: CUDAPicturePool
     private let frame: CUDAFrame
@@ -168,6 +171,8 @@ final class NVDECFrameHolder: CUDAFrameHolder, Sendable {
     init(_ picture: CUDAPicture, pool: CUDAPicturePool, frame: CUDAFrame, pts: MediaTime) {
         self.picture = picture; self.pool = pool; self.frame = frame; self.pts = pts
     }
+
+    var sharedMemory: (any ShareableDeviceMemory)? { picture.memory }
 
     /// The planes copied into host memory (NV12, or I420 from P010).
     func download() -> VideoFrame? {

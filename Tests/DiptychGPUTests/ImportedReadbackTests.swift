@@ -80,6 +80,9 @@ final class MemfdMemory: ExportedMemory, @unchecked Sendable {
 
     deinit { munmap(base, size); close(fd); ledger.note { $0.live -= 1 } }
 
+    /// Where its bytes are mapped here (the tests' stand-in for a device address).
+    var address: UInt64 { UInt64(UInt(bitPattern: base)) }
+
     /// What llvmpipe's exports carry after the sizes: the first 16 bytes of
     /// the SHA-1 of its driver id, "llvmpipe" (Mesa's os_memory_fd).
     static let llvmpipeID: [UInt8] = [0x6c, 0xb9, 0xee, 0x07, 0x4a, 0x0b, 0xad, 0x7b, 0x01, 0x2e, 0x1b, 0xe9, 0x69, 0x7e, 0x53, 0x0f]

@@ -1,7 +1,47 @@
 import DiptychCore
+import DiptychCUDA
 import Foundation
 import Testing
 @testable import DiptychGPU
+
+/// A decoder's picture in a shareable allocation of its own, as NVDEC's pool
+/// leaves it (luma at byte 0, chroma after it, rows wider than the picture);
+/// here a mapped file llvmpipe imports, its mapping standing for the device address.
+final class MemfdPicture: CUDAPictureHolder, @unchecked Sendable {
+    final class Memory: ShareableDeviceMemory, @unchecked Sendable {
+        let file: MemfdMemory
+        init(_ file: MemfdMemory) { self.file = file }
+        var address: UInt64 { file.address }
+        var size: Int { file.size }
+        var device: Int { 0 }
+        func exportDescriptor() throws(CUDAError) -> Int32 {
+            do throws(GPUError) { return try file.exportDescriptor() } catch { throw CUDAError(call: "dup", code: -1, name: "\(error)") }
+        }
+    }
+    let memory: Memory
+    let frame: CUDAFrame
+    var sharedMemory: (any ShareableDeviceMemory)? { memory }
+
+    init(_ nv12: VideoFrame, ledger: MemfdMemory.Ledger) throws {
+        let pitch = nv12.width + 20, uvOffset = pitch * nv12.height + 64
+        let file = try MemfdMemory(bytes: uvOffset + pitch * nv12.height / 2, ledger: ledger)
+        var rows: [UInt8] = []
+        for (plane, count) in [(0, nv12.height), (1, nv12.height / 2)] {
+            rows = []
+            for y in 0..<count { for x in 0..<pitch { rows.append(x < nv12.width ? nv12.byte(plane: plane, x, y) : 0xee) } }
+            let source = UnsafeMutableRawPointer.allocate(byteCount: rows.count, alignment: 16)
+            defer { source.deallocate() }
+            source.copyMemory(from: rows, byteCount: rows.count)
+            try file.copyIn([PlaneTransfer(source: .host(source), pitch: pitch, rowBytes: pitch, rows: count,
+                                           offset: plane == 0 ? 0 : uvOffset, dstPitch: pitch)])
+        }
+        memory = Memory(file)
+        frame = CUDAFrame(width: nv12.width, height: nv12.height, format: .nv12,
+                          planes: [.init(address: file.address, pitch: pitch), .init(address: file.address + UInt64(uvOffset), pitch: pitch)],
+                          device: 0, matrix: nv12.matrix, range: nv12.range)
+    }
+    func download() -> VideoFrame? { nil }
+}
 
 /// Pictures read in place (NV12, RGBA, BGRA staged in imported memory: CUDA's
 /// on NVIDIA, here llvmpipe importing mapped files): the compute pass reads
@@ -188,6 +228,55 @@ extension GPU {
             got += try k.flush()
             expectClose(got, expected, "NV12 CUDA frames read in place")
             #expect(interop.maps.isEmpty && released.count == 8, "no map; every holder let go: \(interop.maps.count), \(released.count)")
+        }
+
+        /// A decoder's picture in a shareable allocation (NVDEC's pool) is
+        /// read where it lies: the frames of the same pictures staged, nothing
+        /// copied in and no interop map; each holder kept until the frames that
+        /// read it have completed, and each allocation's import let go once it
+        /// has gone.
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd"))
+        func decodersPicturesAreReadWhereTheyLie() throws {
+            let p = plan(Orientation(rotation: .r90, mirrored: false))
+            let ledger = MemfdMemory.Ledger(), pictures = MemfdMemory.Ledger()
+            let interop = HostInterop()
+            var hooks = GPUTestHooks(exportedMemory: MemfdMemory.source(ledger))
+            hooks.cudaCalls = { _ in interop }
+            let staged = try compositor(inPlace: true, hooks: hooks)
+            let expected = try run(staged, plan: p, count: 6)
+            staged.shutdown()
+            let copied = ledger.copiesIn
+            let k = try compositor(inPlace: true, hooks: hooks)
+            defer { k.shutdown() }
+            #expect(k.plan.cudaFrames == .staged && k.plan.pictures == .inPlace, "\(k.plan)")
+            let out = try k.addOutput(canvas: Self.canvas)
+            var got: [VideoFrame] = []
+            weak var first: MemfdPicture.Memory?
+            for i in 0..<6 {
+                let f = try MemfdPicture(ComputePath.picture(160, 90, .nv12, seed: i), ledger: pictures)
+                if i == 0 { first = f.memory }
+                try k.upload(f.frame, holder: f, role: .primary)
+                if i % 2 == 0 {
+                    let g = try MemfdPicture(ComputePath.picture(96, 54, .nv12, seed: 50 + i), ledger: pictures)
+                    try k.upload(g.frame, holder: g, role: .secondary)
+                }
+                try k.render(output: out, plan: p, pts: MediaTime(value: Int64(i), timescale: 30))
+                if i == 0 { #expect(first != nil, "the current picture's holder is kept") }
+                got += try k.nextNV12(wait: false).map { [$0] } ?? []
+            }
+            got += try k.flush()
+            #expect(got.count == expected.count && zip(got, expected).allSatisfy { GPU.CUDAUploads.nv12Bytes($0) == GPU.CUDAUploads.nv12Bytes($1) },
+                    "the frames of the same pictures staged, byte for byte")
+            #expect(ledger.copiesIn == copied && interop.maps.isEmpty, "nothing copied in, no map: \(ledger.copiesIn - copied), \(interop.maps.count)")
+            try k.withRenderer { r in r.timeline.poll() }
+            #expect(first == nil && pictures.live == 2, "replaced pictures let go once their frames completed: \(pictures.live) live")
+            // The next import lets go of the imports of allocations that have gone.
+            let last = try MemfdPicture(ComputePath.picture(160, 90, .nv12, seed: 9), ledger: pictures)
+            try k.upload(last.frame, holder: last, role: .primary)
+            try k.render(output: out, plan: p, pts: MediaTime(value: 6, timescale: 30))
+            _ = try k.flush()
+            let imports = try k.withRenderer { r in r.pictureImports?.count ?? -1 }
+            #expect(imports >= 2 && imports <= 3, "imports held: \(imports)")
         }
     }
 }
