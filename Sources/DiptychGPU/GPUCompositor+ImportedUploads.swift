@@ -86,18 +86,25 @@ extension GPUCompositor {
     /// An NV12 frame in a picture of its decoder's pool, on the staging
     /// memory's device, made the role's pending picture as it is: read in
     /// place at the next render (`PooledUpload`), nothing copied, its holder
-    /// kept until the last frame that read it has completed. False where the
-    /// plan does not read pictures in place from imported memory, or for
-    /// frames that are no such picture (staged or interop then). `calls` is held.
+    /// kept until the last frame that read it has completed. The picture's
+    /// allocation is imported at its first frame (one hop to the render
+    /// thread). False where the plan does not read pictures in place from
+    /// imported memory, for frames that are no such picture, and where the
+    /// import failed (logged once; those are staged). `calls` is held.
     func readPooled(_ f: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) -> Bool {
-        try callerSide { r in
-            guard r.plan.cudaFrames == .staged, r.plan.pictures == .inPlace, r.pictureImports != nil, let imported = r.staging.imported,
+        let found = try callerSide { r -> (PooledUpload, Bool?)? in
+            guard r.plan.cudaFrames == .staged, r.plan.pictures == .inPlace, let imports = r.pictureImports, let imported = r.staging.imported,
                   f.width <= r.maxTextureSize, f.height <= r.maxTextureSize,
-                  let u = PooledUpload.readable(f, holder, device: imported.source.device, role: role) else { return false }
+                  let u = PooledUpload.readable(f, holder, device: imported.source.device, role: role) else { return nil }
+            return (u, imports.imported(u.memory))
+        }
+        guard let (u, imported) = found, imported != false else { return false }
+        if imported == nil, !(try withRenderer { r in r.importPicture(u.memory) }) { return false }
+        try callerSide { r in
             r.setPending(role, .pooled(u))
             r.timer.stats.cudaFrames += 1
-            return true
         }
+        return true
     }
 
     /// An NV12 CUDA frame of the staging memory's device, copied into a

@@ -125,12 +125,15 @@ struct PooledUpload {
 /// allocation, made at its first use and kept while the allocation lives (a
 /// pool reuses its pictures for as long as its decoder runs); once the
 /// allocation has gone, its import (memory object and buffer,
-/// `ImportedBuffer`) is deleted after the last frame that read it. Render
-/// thread only.
+/// `ImportedBuffer`) is deleted after the last frame that read it. An
+/// allocation whose import failed is remembered as such (its frames are
+/// staged instead). Read under the renderer's lock; imports made and
+/// deleted on the render thread.
 final class PictureImports {
     private struct Entry {
         weak var memory: (any ShareableDeviceMemory)?
-        let imported: ImportedBuffer
+        /// Nil where the import failed.
+        let imported: ImportedBuffer?
         var lastUse: UInt64 = 0
     }
     private var entries: [ObjectIdentifier: Entry] = [:]
@@ -140,18 +143,37 @@ final class PictureImports {
     init(procs: MemoryObjectProcs, releaser: GLReleaser) { self.procs = procs; self.releaser = releaser }
 
     /// Imports made and still held.
-    var count: Int { entries.count }
+    var count: Int { entries.values.filter { $0.imported != nil }.count }
 
-    /// The buffer over `memory` (imported now where it was not yet); imports
-    /// of allocations that have gone are let go first.
-    func buffer(for memory: any ShareableDeviceMemory) throws(GPUError) -> GLuint {
+    /// Whether `memory` was imported (true), could not be (false), or was not tried yet (nil).
+    func imported(_ memory: any ShareableDeviceMemory) -> Bool? {
+        guard let e = entries[ObjectIdentifier(memory)], e.memory === memory else { return nil }
+        return e.imported != nil
+    }
+
+    /// Render thread: imports `memory` where it was not tried yet (letting
+    /// go of the imports of allocations that have gone first); the error
+    /// where it fails now (it is not tried again).
+    func importing(_ memory: any ShareableDeviceMemory) -> GPUError? {
         RenderThread.assertCurrent()
+        guard imported(memory) == nil else { return nil }
         purge()
-        let key = ObjectIdentifier(memory)
-        if let e = entries[key], e.memory === memory { return e.imported.buffer }
-        let b = try ImportedBuffer(PooledMemory(memory), target: GL.shaderStorageBuffer, procs: procs)
-        glBindBuffer(GL.shaderStorageBuffer, 0)
-        entries[key] = Entry(memory: memory, imported: b)
+        do throws(GPUError) {
+            let b = try ImportedBuffer(PooledMemory(memory), target: GL.shaderStorageBuffer, procs: procs)
+            glBindBuffer(GL.shaderStorageBuffer, 0)
+            entries[ObjectIdentifier(memory)] = Entry(memory: memory, imported: b)
+            return nil
+        } catch {
+            entries[ObjectIdentifier(memory)] = Entry(memory: memory, imported: nil)
+            return error
+        }
+    }
+
+    /// The buffer over `memory`, imported before (`importing`).
+    func buffer(for memory: any ShareableDeviceMemory) throws(GPUError) -> GLuint {
+        guard let e = entries[ObjectIdentifier(memory)], e.memory === memory, let b = e.imported else {
+            throw .cudaInterop("a decoder's picture read in place was never imported")
+        }
         return b.buffer
     }
 
@@ -162,7 +184,7 @@ final class PictureImports {
         entries[key]!.lastUse = max(entries[key]!.lastUse, lastUse)
     }
 
-    /// Lets go of the imports whose allocation has gone (after their last use).
+    /// Render thread: lets go of the imports whose allocation has gone (after their last use).
     func purge() {
         for (key, e) in entries where e.memory == nil {
             entries.removeValue(forKey: key)
@@ -177,7 +199,8 @@ final class PictureImports {
     }
 
     private func retire(_ e: Entry) {
-        let imported = e.imported, procs = procs, releaser = releaser
+        guard let imported = e.imported else { return }
+        let procs = procs, releaser = releaser
         releaser.timeline.retire(lastUse: e.lastUse) { imported.release(releaser, procs: procs) }
     }
 }

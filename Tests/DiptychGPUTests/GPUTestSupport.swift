@@ -20,9 +20,10 @@ struct RGBA8: Equatable, CustomStringConvertible {
 /// A compositor on llvmpipe: the planner's plan for `request` (the defaults,
 /// whatever the environment says), or `plan` where given.
 func makeCompositor(_ selection: GPUSelection = .software, hooks: GPUTestHooks = GPUTestHooks(), request: GPURequest = GPURequest(),
-                    plan: GPUPlan? = nil, readbackDepth: Int = 4, uploadDepth: Int? = nil, pass: GPUPass = .compute) throws -> GPUCompositor {
+                    plan: GPUPlan? = nil, readbackDepth: Int = 4, uploadDepth: Int? = nil, pass: GPUPass = .compute,
+                    log: @escaping @Sendable (String) -> Void = { _ in }) throws -> GPUCompositor {
     try GPUCompositor(selection: selection, readbackDepth: readbackDepth, uploadDepth: uploadDepth, pass: pass, request: request,
-                      plan: plan, hooks: hooks)
+                      plan: plan, hooks: hooks, log: log)
 }
 
 extension GPURequest {

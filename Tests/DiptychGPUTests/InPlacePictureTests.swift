@@ -1,6 +1,7 @@
 import DiptychCore
 import DiptychCUDA
 import Foundation
+import Synchronization
 import Testing
 @testable import DiptychGPU
 
@@ -10,11 +11,14 @@ import Testing
 final class MemfdPicture: CUDAPictureHolder, @unchecked Sendable {
     final class Memory: ShareableDeviceMemory, @unchecked Sendable {
         let file: MemfdMemory
-        init(_ file: MemfdMemory) { self.file = file }
+        /// Its export fails (a driver that will not share it).
+        let unshareable: Bool
+        init(_ file: MemfdMemory, unshareable: Bool) { self.file = file; self.unshareable = unshareable }
         var address: UInt64 { file.address }
         var size: Int { file.size }
         var device: Int { 0 }
         func exportDescriptor() throws(CUDAError) -> Int32 {
+            if unshareable { throw CUDAError(call: "cuMemExportToShareableHandle", code: 1, name: "refused (test)") }
             do throws(GPUError) { return try file.exportDescriptor() } catch { throw CUDAError(call: "dup", code: -1, name: "\(error)") }
         }
     }
@@ -22,7 +26,7 @@ final class MemfdPicture: CUDAPictureHolder, @unchecked Sendable {
     let frame: CUDAFrame
     var sharedMemory: (any ShareableDeviceMemory)? { memory }
 
-    init(_ nv12: VideoFrame, ledger: MemfdMemory.Ledger) throws {
+    init(_ nv12: VideoFrame, ledger: MemfdMemory.Ledger, unshareable: Bool = false) throws {
         let pitch = nv12.width + 20, uvOffset = pitch * nv12.height + 64
         let file = try MemfdMemory(bytes: uvOffset + pitch * nv12.height / 2, ledger: ledger)
         var rows: [UInt8] = []
@@ -35,7 +39,7 @@ final class MemfdPicture: CUDAPictureHolder, @unchecked Sendable {
             try file.copyIn([PlaneTransfer(source: .host(source), pitch: pitch, rowBytes: pitch, rows: count,
                                            offset: plane == 0 ? 0 : uvOffset, dstPitch: pitch)])
         }
-        memory = Memory(file)
+        memory = Memory(file, unshareable: unshareable)
         frame = CUDAFrame(width: nv12.width, height: nv12.height, format: .nv12,
                           planes: [.init(address: file.address, pitch: pitch), .init(address: file.address + UInt64(uvOffset), pitch: pitch)],
                           device: 0, matrix: nv12.matrix, range: nv12.range)
@@ -277,6 +281,41 @@ extension GPU {
             _ = try k.flush()
             let imports = try k.withRenderer { r in r.pictureImports?.count ?? -1 }
             #expect(imports >= 2 && imports <= 3, "imports held: \(imports)")
+        }
+
+        /// A decoder's picture whose allocation cannot be imported is copied
+        /// into staging instead (said once), with the same frames.
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd"))
+        func aPictureThatCannotBeImportedIsStaged() throws {
+            let p = plan(Orientation(rotation: .r0, mirrored: true))
+            let ledger = MemfdMemory.Ledger(), pictures = MemfdMemory.Ledger()
+            var hooks = GPUTestHooks(exportedMemory: MemfdMemory.source(ledger))
+            hooks.cudaCalls = { _ in HostInterop() }
+            let staged = try compositor(inPlace: true, hooks: hooks)
+            let expected = try run(staged, plan: p, count: 4)
+            staged.shutdown()
+            let copied = ledger.copiesIn
+            let lines = Mutex<[String]>([])
+            let k = try makeCompositor(hooks: hooks, request: .stagingOnly, readbackDepth: 3, log: { l in lines.withLock { $0.append(l) } })
+            defer { k.shutdown() }
+            let out = try k.addOutput(canvas: Self.canvas)
+            var got: [VideoFrame] = []
+            for i in 0..<4 {
+                let f = try MemfdPicture(ComputePath.picture(160, 90, .nv12, seed: i), ledger: pictures, unshareable: true)
+                try k.upload(f.frame, holder: f, role: .primary)
+                if i % 2 == 0 {
+                    let g = try MemfdPicture(ComputePath.picture(96, 54, .nv12, seed: 50 + i), ledger: pictures, unshareable: true)
+                    try k.upload(g.frame, holder: g, role: .secondary)
+                }
+                try k.render(output: out, plan: p, pts: MediaTime(value: Int64(i), timescale: 30))
+                got += try k.nextNV12(wait: false).map { [$0] } ?? []
+            }
+            got += try k.flush()
+            #expect(got.count == expected.count && zip(got, expected).allSatisfy { GPU.CUDAUploads.nv12Bytes($0) == GPU.CUDAUploads.nv12Bytes($1) },
+                    "the frames of the same pictures staged")
+            #expect(ledger.copiesIn - copied == 6, "every picture copied into staging: \(ledger.copiesIn - copied)")
+            let said = lines.withLock { $0.filter { $0.contains("could not be imported") } }
+            #expect(said.count == 1 && said[0].contains("refused (test)"), "\(said)")
         }
     }
 }
