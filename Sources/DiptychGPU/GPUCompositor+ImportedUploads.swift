@@ -92,19 +92,27 @@ extension GPUCompositor {
     /// imported memory, for frames that are no such picture, and where the
     /// import failed (logged once; those are staged). `calls` is held.
     func readPooled(_ f: CUDAFrame, holder: any CUDAFrameHolder, role: StreamRole) throws(GPUError) -> Bool {
-        let found = try callerSide { r -> (PooledUpload, Bool?)? in
-            guard r.plan.cudaFrames == .staged, r.plan.pictures == .inPlace, let imports = r.pictureImports, let imported = r.staging.imported,
-                  f.width <= r.maxTextureSize, f.height <= r.maxTextureSize,
-                  let u = PooledUpload.readable(f, holder, device: imported.source.device, role: role) else { return nil }
-            return (u, imports.imported(u.memory))
-        }
-        guard let (u, imported) = found, imported != false else { return false }
-        if imported == nil, !(try withRenderer { r in r.importPicture(u.memory) }) { return false }
-        try callerSide { r in
+        // Pending at once where the allocation is imported; else imported first.
+        enum Found: Sendable { case done(Bool), toImport(PooledUpload) }
+        func pend(_ r: GPURenderer, _ u: PooledUpload) -> Bool {
             r.setPending(role, .pooled(u))
             r.timer.stats.cudaFrames += 1
+            return true
         }
-        return true
+        let found = try callerSide { r -> Found in
+            guard r.plan.cudaFrames == .staged, r.plan.pictures == .inPlace, let imports = r.pictureImports, let imported = r.staging.imported,
+                  f.width <= r.maxTextureSize, f.height <= r.maxTextureSize,
+                  let u = PooledUpload.readable(f, holder, device: imported.source.device, role: role) else { return .done(false) }
+            switch imports.imported(u.memory) {
+            case true?: return .done(pend(r, u))
+            case false?: return .done(false)
+            case nil: return .toImport(u)
+            }
+        }
+        switch found {
+        case .done(let taken): return taken
+        case .toImport(let u): return try withRenderer { r in r.pictureImports?.importing(u.memory) == true && pend(r, u) }
+        }
     }
 
     /// An NV12 CUDA frame of the staging memory's device, copied into a

@@ -1,7 +1,6 @@
 import Synchronization
 import CGLES
 import DiptychCore
-import DiptychCUDA
 import Foundation
 
 /// The GL side of one compositor: owns its parts and sequences them. Not
@@ -35,8 +34,6 @@ final class GPURenderer {
     let staging: StagingRing
     /// Decoders' pictures imported to be read in place (where staging is imported memory).
     let pictureImports: PictureImports?
-    /// Whether an import of a decoder's picture has failed (said once).
-    private var pictureImportFailed = false
     let readbacks: ReadbackQueue
     let fragment = FragmentPass()
     private let compute: ComputePass?
@@ -116,7 +113,7 @@ final class GPURenderer {
         textures = TexturePool(maxSetsPerRole: readbackDepth + 2, releaser: releaser)
         staging = StagingRing(count: uploadDepth, memory: try StagingRing.Memory(plan.staging, bufferStorage: bufferStorage, imported: exported))
         let releaser = releaser
-        pictureImports = staging.imported.map { PictureImports(procs: $0.procs, releaser: releaser) }
+        pictureImports = staging.imported.map { PictureImports(procs: $0.procs, releaser: releaser, log: log) }
         readbacks = ReadbackQueue(depth: readbackDepth, transport: try ReadbackQueue.Transport(plan.readback, bufferStorage: bufferStorage, imported: exported))
         compute = plan.pass == .compute ? ComputePass(slots: readbackDepth + 4) : nil
         directFrames = plan.softwareShortcut ? DirectCopyFrames() : nil
@@ -192,16 +189,6 @@ final class GPURenderer {
     }
 
     var hasPendingUploads: Bool { !pendingUploads.isEmpty }
-
-    /// Render thread: imports a decoder's picture to be read in place; false
-    /// where it cannot be (said once a renderer: such frames are staged).
-    func importPicture(_ memory: any ShareableDeviceMemory) -> Bool {
-        guard let imports = pictureImports else { return false }
-        guard let error = imports.importing(memory) else { return true }
-        if !pictureImportFailed { log("diptych-gpu: a decoder's picture could not be imported (\(error)); its frames are copied into staging") }
-        pictureImportFailed = true
-        return false
-    }
 
     func clearStream(_ role: StreamRole) throws(GPUError) {
         RenderThread.assertCurrent()

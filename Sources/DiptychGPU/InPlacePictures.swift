@@ -127,8 +127,8 @@ struct PooledUpload {
 /// allocation has gone, its import (memory object and buffer,
 /// `ImportedBuffer`) is deleted after the last frame that read it. An
 /// allocation whose import failed is remembered as such (its frames are
-/// staged instead). Read under the renderer's lock; imports made and
-/// deleted on the render thread.
+/// staged instead; the first failure is logged). Read under the renderer's
+/// lock; imports made and deleted on the render thread.
 final class PictureImports {
     private struct Entry {
         weak var memory: (any ShareableDeviceMemory)?
@@ -139,8 +139,12 @@ final class PictureImports {
     private var entries: [ObjectIdentifier: Entry] = [:]
     private let procs: MemoryObjectProcs
     private let releaser: GLReleaser
+    private let log: @Sendable (String) -> Void
+    private var failedBefore = false
 
-    init(procs: MemoryObjectProcs, releaser: GLReleaser) { self.procs = procs; self.releaser = releaser }
+    init(procs: MemoryObjectProcs, releaser: GLReleaser, log: @escaping @Sendable (String) -> Void) {
+        self.procs = procs; self.releaser = releaser; self.log = log
+    }
 
     /// Imports made and still held.
     var count: Int { entries.values.filter { $0.imported != nil }.count }
@@ -152,20 +156,22 @@ final class PictureImports {
     }
 
     /// Render thread: imports `memory` where it was not tried yet (letting
-    /// go of the imports of allocations that have gone first); the error
-    /// where it fails now (it is not tried again).
-    func importing(_ memory: any ShareableDeviceMemory) -> GPUError? {
+    /// go of the imports of allocations that have gone first); whether it
+    /// is imported (a failure is not tried again, and the first is logged).
+    func importing(_ memory: any ShareableDeviceMemory) -> Bool {
         RenderThread.assertCurrent()
-        guard imported(memory) == nil else { return nil }
+        if let done = imported(memory) { return done }
         purge()
         do throws(GPUError) {
             let b = try ImportedBuffer(PooledMemory(memory), target: GL.shaderStorageBuffer, procs: procs)
             glBindBuffer(GL.shaderStorageBuffer, 0)
             entries[ObjectIdentifier(memory)] = Entry(memory: memory, imported: b)
-            return nil
+            return true
         } catch {
             entries[ObjectIdentifier(memory)] = Entry(memory: memory, imported: nil)
-            return error
+            if !failedBefore { log("diptych-gpu: a decoder's picture could not be imported (\(error)); its frames are copied into staging") }
+            failedBefore = true
+            return false
         }
     }
 
