@@ -538,43 +538,45 @@ void main() {
 shared uint sFinal[128 * 8];
 shared uint sRowInfo[128], sRowMV[128], sRowCoded[128], sRowSkip[128], sRowMVP[128];
 shared int sRowExtra[128];
-// The step's rows to probe, and those whose new P_Skip's reconstruction is
-// still to write; a pair of counts by the step's parity, each emptied the
-// step before it is used.
-shared int sProbeRows[128], sReconRows[128];
-shared int sProbeCount[2], sReconCount[2];
+// Step s's rows to probe (probed at the step), and its new P_Skips to
+// reconstruct (at the next step: each its row and vector): three lists of
+// each, list s % 3, emptied at the step before and two steps after it is
+// written (its readers passed a barrier since, its next writers will pass
+// one before).
+shared int sProbeRows[3 * 128], sProbeCount[3];
+shared uint sReconRow[3 * 128], sReconMV[3 * 128];
+shared int sReconCount[3];
 #define FINAL_INTRA (1u << 16)
+// Steps between the moves of the rows' counts, each after a memory barrier
+// that makes the steps' writes visible (the filter runs behind).
+#define COUNT_STEPS 4
 
-// What a decision reads of its own macroblock's record, read a step ahead.
-struct Own { uint info; uint mv; uint coded; uint probe[6]; uint right; uint below; };
+// What a decision reads of its own macroblock's record, read a step ahead
+// and used only at its step, so the reads arrive while the step before
+// runs: MB_INFO, MB_MV, the right and lower neighbours' MB_INFO; luma's
+// total_coeff (MB_NNZ 0-3); the probe words (MB_PROBEMV to MB_PROBE2, then
+// MB_PROBEMV3, MB_PROBE3).
+struct Own { uvec4 a; uvec4 nnz; uvec4 p; uvec2 p3; };
 
 // The coded 4×4 luma blocks (bit 4by + bx) of a P macroblock: its coded
 // block pattern's 8×8 quadrant and the block's total_coeff.
-uint codedBlocks(uint info, int mb) {
+uint codedBlocks(uint info, uvec4 nnz) {
     uint m = 0u;
     int cbp = infoCBP(info);
-    for (int k = 0; k < 6; k++) {
-        uint w = mbs[mb * MB_WORDS + MB_NNZ + k];
-        for (int b = 0; b < 4; b++) {
-            int blk = 4 * k + b;
-            if (blk >= 16) break;
-            int bx = blkX(blk), by = blkY(blk);
-            if (((cbp >> ((by >> 1) * 2 + (bx >> 1))) & 1) != 0 && readByte(w, b) != 0u) m |= 1u << uint(4 * by + bx);
-        }
+    for (int blk = 0; blk < 16; blk++) {
+        int bx = blkX(blk), by = blkY(blk);
+        if (((cbp >> ((by >> 1) * 2 + (bx >> 1))) & 1) != 0 && readByte(nnz[blk >> 2], blk & 3) != 0u) m |= 1u << uint(4 * by + bx);
     }
     return m;
 }
 Own fetchOwnRecord(int mb, int mbX, int mbY) {
     Own o;
     int r = mb * MB_WORDS;
-    o.info = mbs[r + MB_INFO];
-    o.mv = mbs[r + MB_MV];
-    o.coded = infoKind(o.info) == KIND_P16 ? codedBlocks(o.info, mb) : 0u;
-    o.probe[0] = mbs[r + MB_PROBEMV]; o.probe[1] = mbs[r + MB_PROBE];
-    o.probe[2] = mbs[r + MB_PROBEMV2]; o.probe[3] = mbs[r + MB_PROBE2];
-    o.probe[4] = mbs[r + MB_PROBEMV3]; o.probe[5] = mbs[r + MB_PROBE3];
-    o.right = mbX + 1 < u_size.z ? mbs[r + MB_WORDS + MB_INFO] : 0u;
-    o.below = mbY + 1 < u_size.w ? mbs[r + u_size.z * MB_WORDS + MB_INFO] : 0u;
+    o.a = uvec4(mbs[r + MB_INFO], mbs[r + MB_MV], mbX + 1 < u_size.z ? mbs[r + MB_WORDS + MB_INFO] : 0u,
+                mbY + 1 < u_size.w ? mbs[r + u_size.z * MB_WORDS + MB_INFO] : 0u);
+    o.nnz = uvec4(mbs[r + MB_NNZ], mbs[r + MB_NNZ + 1], mbs[r + MB_NNZ + 2], mbs[r + MB_NNZ + 3]);
+    o.p = uvec4(mbs[r + MB_PROBEMV], mbs[r + MB_PROBE], mbs[r + MB_PROBEMV2], mbs[r + MB_PROBE2]);
+    o.p3 = uvec2(mbs[r + MB_PROBEMV3], mbs[r + MB_PROBE3]);
     return o;
 }
 
@@ -612,35 +614,40 @@ void finish(int r, int mbX, int mbY, bool skipped) {
 // row's invocation: decided here, or listed for the step's probes.
 void decide(int r, int s, int mbX, int mbY, Own o) {
     int take = 0;
-    sRowInfo[r] = o.info;
-    sRowMV[r] = o.mv;
-    sRowCoded[r] = o.coded;
-    if (infoKind(o.info) == KIND_P16) {
+    uint info = o.a.x;
+    sRowInfo[r] = info;
+    sRowMV[r] = o.a.y;
+    sRowCoded[r] = infoKind(info) == KIND_P16 ? codedBlocks(info, o.nnz) : 0u;
+    if (infoKind(info) == KIND_P16) {
         bool hasB = rowAbove(mbY), hasC = hasB && mbX + 1 < u_size.z, hasD = hasB && mbX > 0;
         ivec2 mvp, skip;
         predictorsOf(finalNeighbour(mbX > 0, r, mbX - 1), finalNeighbour(hasB, r - 1, mbX),
                      finalNeighbour(hasC, r - 1, mbX + 1), finalNeighbour(hasD, r - 1, mbX - 1), mvp, skip);
-        ivec2 mv = unpackMV(o.mv);
-        bool rightIntra = mbX + 1 < u_size.z && infoKind(o.right) != KIND_P16;
-        bool belowIntra = mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(o.below) != KIND_P16;
+        ivec2 mv = unpackMV(o.a.y);
+        bool rightIntra = mbX + 1 < u_size.z && infoKind(o.a.z) != KIND_P16;
+        bool belowIntra = mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(o.a.w) != KIND_P16;
         int extraBits = 2 + mvdBits(mv, mvp);
-        if (!(infoCBP(o.info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
+        if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
             // A probe before at this vector (the macroblock pass's or a round's), else one here.
-            int k = unpackMV(o.probe[0]) == skip ? 0 : unpackMV(o.probe[2]) == skip ? 2 : 4;
-            bool cheap = probeMargin(o.probe[k + 1]) <= u_pic.z * extraBits;
-            if (unpackMV(o.probe[k]) != skip) take = 1;
-            else if (probeState(o.probe[k + 1]) == PROBE_UNKNOWN) take = cheap ? 1 : 0;
-            else take = probeState(o.probe[k + 1]) == PROBE_EMPTY && cheap ? 2 : 0;
+            uvec2 probe = unpackMV(o.p.x) == skip ? o.p.xy : unpackMV(o.p.z) == skip ? o.p.zw : o.p3;
+            bool cheap = probeMargin(probe.y) <= u_pic.z * extraBits;
+            if (unpackMV(probe.x) != skip) take = 1;
+            else if (probeState(probe.y) == PROBE_UNKNOWN) take = cheap ? 1 : 0;
+            else take = probeState(probe.y) == PROBE_EMPTY && cheap ? 2 : 0;
         }
         sRowSkip[r] = packMV(skip);
         sRowMVP[r] = packMV(mvp);
         sRowExtra[r] = extraBits;
     }
     if (take == 1) {
-        sProbeRows[atomicAdd(sProbeCount[s & 1], 1)] = r;
+        sProbeRows[(s % 3) * 128 + atomicAdd(sProbeCount[s % 3], 1)] = r;
     } else {
         finish(r, mbX, mbY, take == 2);
-        if (take == 2) sReconRows[atomicAdd(sReconCount[s & 1], 1)] = r;
+        if (take == 2) {
+            int i = (s % 3) * 128 + atomicAdd(sReconCount[s % 3], 1);
+            sReconRow[i] = uint(r);
+            sReconMV[i] = sRowSkip[r];
+        }
     }
 }
 
@@ -695,6 +702,12 @@ uint strengthWord(int k, int r, int mbX, int mbY) {
     return w;
 }
 
+// A step (one barrier): the rows decide (invocations 0 to rows - 1) while
+// invocations 64-127 write what the step before decided: its new P_Skips'
+// reconstructions (24 parts each) and its macroblocks' edge strengths; then
+// the step's rows to probe, one after another over the work group. Every
+// COUNT_STEPS steps the rows' counts move, after a memory barrier that made
+// the steps' writes visible (the filter runs behind).
 void main() {
     int t = int(gl_LocalInvocationIndex);
     if (u_pic.x == 0) return;   // an IDR: nothing to decide
@@ -704,25 +717,40 @@ void main() {
     int mbY = first + t;
     Own next;
     if (t < rows) next = fetchOwnRecord(mbY * mbW, 0, mbY);
-    if (t < 2) { sProbeCount[t] = 0; sReconCount[t] = 0; }
+    if (t < 3) { sProbeCount[t] = 0; sReconCount[t] = 0; }
     barrier();
-    for (int s = 0; s < steps; s++) {
+    // One step more than the decisions: the last one's writes.
+    for (int s = 0; s <= steps; s++) {
         int mbX = s - 2 * t;
-        // The count of the macroblock the step before decided, whose writes
-        // that step's end made visible.
-        if (t < rows && mbX >= 1 && mbX <= mbW) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX));
-        if (t < rows && mbX >= 0 && mbX < mbW) {
+        if (t < rows && s < steps && mbX >= 0 && mbX < mbW) {
             Own o = next;
             if (mbX + 1 < mbW) next = fetchOwnRecord(mbY * mbW + mbX + 1, mbX + 1, mbY);
             decide(t, s, mbX, mbY, o);
         }
-        // The next step's counts emptied (their last readers passed the barrier that ended the step before).
-        if (t == 0) { sProbeCount[(s + 1) & 1] = 0; sReconCount[(s + 1) & 1] = 0; }
+        if (t == 0) { sProbeCount[(s + 1) % 3] = 0; sReconCount[(s + 1) % 3] = 0; }
+        if (t >= 64 && s > 0) {
+            int u = t - 64, b = ((s - 1) % 3) * 128;
+            for (int k = u; k < 24 * sReconCount[(s - 1) % 3]; k += 64) {
+                int r = int(sReconRow[b + k / 24]);
+                skipRecon(k % 24, s - 1 - 2 * r, first + r, unpackMV(sReconMV[b + k / 24]), false);
+            }
+            if (filtered) {
+                for (int k = u; k < 4 * rows; k += 64) {
+                    int r = k >> 2, x = s - 1 - 2 * r;
+                    if (x >= 0 && x < mbW) mbs[((first + r) * mbW + x) * MB_WORDS + MB_BS + (k & 3)] = strengthWord(k & 3, r, x, first + r);
+                }
+            }
+        }
+        bool counted = s % COUNT_STEPS == COUNT_STEPS - 1 || s == steps;
+        if (counted) memoryBarrierBuffer();
         barrier();
+        // The count of the row's macroblocks decided before this step (their writes done).
+        if (counted && t < rows && s - 2 * t >= 1 && (s == steps || s - 2 * t - COUNT_STEPS < mbW))
+            progress[u_size.w + mbY] = (pictureTag() << 16) | uint(min(s - 2 * t, mbW));
         // Probes, one macroblock after another over the work group.
-        int probes = sProbeCount[s & 1];
+        int probes = s < steps ? sProbeCount[s % 3] : 0;
         for (int i = 0; i < probes; i++) {
-            int r = sProbeRows[i], px = s - 2 * r, py = first + r;
+            int r = sProbeRows[(s % 3) * 128 + i], px = s - 2 * r, py = first + r;
             if (t == 0) {
                 sSkipMV = unpackMV(sRowSkip[r]);
                 sExtraBits = sRowExtra[r];
@@ -736,23 +764,7 @@ void main() {
             if (sTake == 2 && t < 24) skipRecon(t, px, py, sSkipMV, true);
             barrier();
         }
-        // New P_Skips' reconstructions (24 parts each), the decided macroblocks' edge strengths.
-        int recons = sReconCount[s & 1];
-        for (int k = t; k < 24 * recons; k += GROUP) {
-            int r = sReconRows[k / 24];
-            skipRecon(k % 24, s - 2 * r, first + r, unpackMV(sRowSkip[r]), false);
-        }
-        if (filtered) {
-            for (int k = t; k < 4 * rows; k += GROUP) {
-                int r = k >> 2, x = s - 2 * r;
-                if (x >= 0 && x < mbW) mbs[((first + r) * mbW + x) * MB_WORDS + MB_BS + (k & 3)] = strengthWord(k & 3, r, x, first + r);
-            }
-        }
-        memoryBarrierBuffer();
-        barrier();
     }
-    // The last macroblock's count.
-    if (t < rows) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbW));
 }
 #endif
 
