@@ -1,66 +1,78 @@
 #version 310 es
-// H.264 encoder, the raster-order pass (docs/ARCHITECTURE.md, "The GPU
-// encoder"): in P pictures the P_Skip decision in the standard's order
-// (DECIDE), then the in-loop deblocking filter (ITU-T H.264 8.7), run on the
-// picture's reconstruction once every macroblock is in it, so the next
-// picture predicts from what a decoder shows; and the probe rounds before
-// them (PROBE_GUESS, PROBE_ROUND).
+// H.264 encoder, the in-loop deblocking filter (ITU-T H.264 8.7;
+// docs/ARCHITECTURE.md, "The GPU encoder"), run on the picture's
+// reconstruction once every macroblock is in it, so the next picture
+// predicts from what a decoder shows. The standard filters macroblock by
+// macroblock in raster order, and each one reads samples its left and upper
+// neighbours (and the upper right one, through the upper's right columns)
+// have filtered: one work group per macroblock row walks the row left to
+// right, and a row waits until the row above is two macroblocks ahead
+// (`progress`: per row, the picture's 16-bit tag over the macroblocks done,
+// so a count left by an earlier picture is never taken for this one's;
+// the decisions' counts after the filter's, below).
+// A work group waits only for groups of lower index (the row above; a
+// filtering row for its decisions, below), which started first, so every wait ends.
+// Where work groups of one dispatch cannot wait on each other (llvmpipe runs
+// a dispatch's groups in fixed shares per thread, and ends every loop of a
+// shader after 65,535 iterations in all, so a long wait ends early), the
+// walk is a wavefront of dispatches instead, in the same order (u_step, −1
+// for the walk; its steps below).
 //
-// The decision (DECIDE, a work group a slice). Until here every macroblock
-// chose its vector knowing only what its neighbours were about to choose;
-// decided in raster order, its left, upper and upper right neighbours are
-// final, so its P_Skip vector is the one a decoder derives. A P macroblock
-// that is not already a P_Skip becomes one where its residual at that
-// vector quantises to nothing (after decimation) and its SAD there, against
-// the bits P_L0_16x16 takes beyond a skip (mb_type, the vector's
-// difference, coded_block_pattern), costs no more than its own: its record
-// and its reconstruction (the prediction) change before it is filtered.
-// Not where its right or lower neighbour is intra: those predicted from its
-// reconstruction. A decision reads only its left, upper, upper left and
-// upper right neighbours' decisions, so the slice's rows decide in
-// lockstep, one invocation a row: step s decides macroblock s - 2r of row
-// r, the row above's at s - 1 and before (a wavefront inside one work
-// group, each step's decisions handed on in shared memory, two barriers a
-// step). The macroblock pass probed at the P_Skip vector the neighbours'
-// choices gave (MB_PROBEMV, MB_PROBE), and two parallel probe rounds before
-// this pass (below) at the vectors where a neighbour is likely to become a
-// P_Skip (MB_PROBEMV2, MB_PROBEMV3); where the final vector is none of
-// them, the step probes there over the work group, one macroblock after
-// another. Each step also works out its macroblocks' edge strengths
-// (MB_BS: record words 12-15, the probe words, which nothing reads after
-// the decision), writes the reconstruction of those that became P_Skips,
-// and moves each row's count of decided macroblocks (progress[mbHeight +
-// row]) once they are in memory.
-//
-// The filter (a work group a macroblock row). The standard filters
-// macroblock by macroblock in raster order, and each one reads samples its
-// left and upper neighbours (and the upper right one, through the upper's
-// right columns) have filtered: each row's work group walks the row left to
-// right, waiting until the row above is two macroblocks ahead
-// (`progress[row]`: the picture's 16-bit tag over the macroblocks done, so
-// a count left by an earlier picture is never taken for this one's) and, in
-// P pictures, until its macroblock is decided (the decision's count). The
-// decision is its own dispatch just before the filter's, so its work groups
-// started first and every wait ends; it waits on nothing. Where work groups
-// of one dispatch cannot wait on each other (llvmpipe runs a dispatch's
-// groups in fixed shares per thread, and ends every loop of a shader after
-// 65,535 iterations in all, so a long wait ends early), the filter is a
-// wavefront of dispatches instead, after the decision (u_step: −1 for the
-// walk, else the step: macroblock u_step − 2y of every row y of a slice).
-// A filter step: wait for the decision and the row above, read the samples
-// above, filter in shared memory, write; the macroblock's own samples and
-// strengths were read the step before where it was decided by then. Its
-// work group is two halves of 32 invocations, each an NVIDIA warp (luma's
-// lines on the first, chroma's on the second, side by side where the
-// hardware runs the halves apart); a probe round's is 32.
+// In P pictures a second walk, beside the filter's, makes the P_Skip
+// decision in the standard's order: its own work groups (0 to mbHeight - 1,
+// the filter's after them), a row waiting until the row above has decided
+// two macroblocks ahead, and the filter of a macroblock waiting until its
+// row has decided it (the decisions' count at progress[mbHeight + row]). A
+// deciding row learns what it needs of the row above from one word a
+// macroblock that the row above writes as soon as it has decided it
+// (`finalWord`: the vector, intra or not, whether it became a P_Skip, and
+// the P picture's tag, at progress[2 mbHeight + macroblock]): it waits on
+// those words themselves, so its wait and its reads are one round trip and
+// the row above's count, fence and record writes are off its chain. The two
+// chains run on different multiprocessors, so a step of each is shorter
+// than a step that decided and filtered; a wavefront step d decides
+// macroblock d − 2y of every row y and filters d − 1 − 2y. Until here every macroblock chose its vector knowing
+// only what its neighbours were about to choose; now the left, upper and
+// upper right neighbours are final, so the P_Skip vector is the one a
+// decoder derives. A P macroblock that is not already a P_Skip becomes one
+// where its residual at that vector quantises to nothing (after
+// decimation) and its SAD there, against the bits P_L0_16x16 takes beyond
+// a skip (mb_type, the vector's difference, coded_block_pattern), costs no
+// more than its own: its record and its reconstruction (the prediction)
+// change before it is filtered. Not where its right or lower neighbour is
+// intra: those predicted from its reconstruction. The macroblock pass
+// already probed at the P_Skip vector the neighbours' choices gave
+// (MB_PROBEMV, MB_PROBE); where the final vector is that one, the
+// decision reads the probe. Where they differ, it is often because a
+// neighbour became a P_Skip here: so before the walk, two parallel rounds
+// of this program (PROBE_GUESS, then PROBE_ROUND) guess each macroblock's
+// final vector (its P_Skip vector where the probe before found the residual
+// vanishing, else its own), work out the P_Skip vector those guesses give
+// each macroblock, and probe there where no probe was (MB_PROBEMV2,
+// MB_PROBEMV3). The chain
+// of the decision's walk probes only where the final vector is none of the
+// three (over all 64 invocations, its prediction kept for the
+// reconstruction: every row below waits on such a step). A decision step,
+// between two barriers: the first invocation waits for the upper
+// neighbours' final words while the others place the records and the
+// second half works out the step before's edge strengths; then it decides
+// and writes the record and the final word before the step's second
+// barrier (where the chain probes, after the probe); a macroblock that
+// became a P_Skip without a probe there gets its reconstruction (the
+// prediction) the step after, beside the wait, off the rows' chain. A filter step: wait for the
+// decision and the row above, read the samples above, filter in shared
+// memory, write; the macroblock's own samples and strengths were read the
+// step before where it was decided by then.
+// The walk's work group is two halves of 32 invocations, each an NVIDIA
+// warp (luma's lines on the first, chroma's on the second, side by side
+// where the hardware runs the halves apart); a probe round's is 32.
 #if defined(PROBE_ROUND) || defined(PROBE_GUESS)
 layout(local_size_x = 32) in;
-#elif defined(DECIDE)
-layout(local_size_x = 128) in;
 #else
 layout(local_size_x = 64) in;
 #endif
 const int GROUP = int(gl_WorkGroupSize.x);
+#define OWN_WORDS ((96 + GROUP - 1) / GROUP)
 
 layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
 layout(std430, binding = 3) coherent buffer MBs { uint mbs[]; };
@@ -71,189 +83,83 @@ uniform ivec4 u_layout;  // source row bytes, source UV offset, picture row byte
 // carry no QP change): α | β << 8 of luma and α | β << 8 of chroma, then
 // tC0 for bS 1, 2, 3 a byte each, of luma and of chroma (Tables 8-16, 8-17);
 // then the picture's tag (1 to 65535).
+// The tag's low 16 bits the picture's (the counts'), its high bits a tag of 1
+// to 63 counting P pictures only (the final words').
 uniform ivec4 u_code;
 // P picture (1) or IDR (0), its QP, lambda, whether to filter (1) or only decide P_Skip (0).
 uniform ivec4 u_pic;
-// The filter: −1 where one work group walks each row; d ≥ 0: wavefront step d. A probe round: the round, 1 or 2.
+// −1: one work group walks each row; d ≥ 0: wavefront step d. A probe round: the round, 1 or 2.
 uniform int u_step;
 
 #include "h264source.glsl"
 #include "h264motion.glsl"
 #include "h264predict.glsl"
 
-// The picture's tag in the progress counts (1 to 65535).
-uint pictureTag() { return uint(u_code.w) & 0xffffu; }
-
-#if defined(PROBE_ROUND) || defined(DECIDE)
-// A P_Skip probe's: the macroblock's own luma reconstruction (row y's word
-// w at 4y + w); whether its residual at the vector quantises to nothing,
-// and the step's outcome (0 none, 2 a P_Skip); the vector; the bits P
+shared int sY[400];      // luma rows -4..15, columns -4..15 of the macroblock
+shared int sC[200];      // Cb then Cr: rows -2..7, columns -2..7
+shared uint sBSWord[4];  // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones, four bits each, eight a word (the filter's)
+shared uint sBSAcc[4];   // the same, as a decision step works them out
+// The P_Skip decision: 0 none, 1 tried, 2 taken; the vector; the bits P
 // takes beyond a skip; decimation scores (luma blocks, then chroma AC by
 // component and block); chroma DC coefficients; SADs at the P_Skip vector
 // and of the reconstruction.
-shared uint sOwnY[64];
-shared bool sVanish;
 shared int sTake;
+shared bool sVanish;   // the probe's residual quantises to nothing
 shared ivec2 sSkipMV;
+shared ivec2 sMVP;     // the vector predictor (8.4.1.3) from the final neighbours
 shared int sExtraBits;
 shared int sScore[24];
 shared int sChromaDC[8];
 shared uint sSadSkip, sSadNow;
-
-// The macroblock's own luma reconstruction into sOwnY.
-void loadOwnY(int t, int mbX, int mbY) {
-    int rowWords = u_layout.z >> 2;
-    for (int i = t; i < 64; i += GROUP) sOwnY[i] = recon[(mbY * 16 + (i >> 2)) * rowWords + mbX * 4 + (i & 3)];
-}
-#endif
-#ifdef DECIDE
-// The decision's probe (over 64 invocations): its blocks (luma 0-15,
-// chroma 8), 16 values each, and its prediction (luma block t's rows at
-// 4t..4t+3, chroma component c's row y at c * 64 + y * 8), which a
-// macroblock that becomes a P_Skip there takes as its reconstruction.
-shared int sRes[384];
+// The prediction an in-chain probe made (luma block t's rows at 4t..4t+3,
+// chroma component c's row y at c * 64 + y * 8): a macroblock that becomes
+// a P_Skip there takes it as its reconstruction.
 shared uint sPredY[64];
 shared int sPredC[128];
-#endif
+shared bool sAhead;    // the filter's next macroblock is decided already
+shared int sRes[384];   // the in-chain probe's blocks (luma 0-15, chroma 8), 16 values each
+// The records a decision step reads, words MB_INFO, MB_MV, MB_NNZ 0-5 of
+// the macroblock (0), its left (8) and upper (16) neighbours; then MB_INFO
+// and MB_MV of the upper right neighbour (or the upper left where there is
+// none), the macroblock's MB_PROBEMV and MB_PROBE, MB_INFO of its right and
+// lower neighbours, its MB_PROBEMV2, MB_PROBE2, MB_PROBEMV3, MB_PROBE3: a
+// set of REC_SET words, two sets (a walk's step fills one while the step
+// before's is read), the step's at R.
+#define REC_SET 34
+shared uint sRec[2 * REC_SET];
+int R = 0;
+#define REC_OWN R             // the macroblock's words 0-7 (recordWord)
+#define REC_LEFT (R + 8)      // its left neighbour's
+#define REC_UP (R + 16)       // its upper neighbour's
+#define REC_CORNER (R + 24)   // MB_INFO, MB_MV of the upper right neighbour (the upper left where there is none)
+#define REC_PROBE (R + 26)    // the macroblock's MB_PROBEMV, MB_PROBE
+#define REC_RIGHT (R + 28)    // MB_INFO of the right neighbour
+#define REC_BELOW (R + 29)    // MB_INFO of the lower neighbour
+#define REC_PROBE2 (R + 30)   // the macroblock's MB_PROBEMV2, MB_PROBE2
+#define REC_PROBE3 (R + 32)   // and MB_PROBEMV3, MB_PROBE3
 
-#ifdef PROBE_ROUND
-// Chroma block u (0-7: block u & 3 of component u >> 2) of a probe round's
-// P_Skip probe at mv: its decimation score (sScore[16 + u]) and DC coefficient.
-void probeChroma(int u, int mbX, int mbY, ivec2 mv, int qpc) {
-    int c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
-    int r[16];
-    for (int i = 0; i < 16; i++) {
-        int x = mbX * 8 + bx + (i & 3), y = mbY * 8 + by + (i >> 2);
-        r[i] = srcC(x, y, c) - predChroma(x, y, mv, c);
-    }
-    forward4x4(r);
-    sChromaDC[u] = r[0];
-    Quantiser q = quantiser(qpc, 1);
-    for (int i = 0; i < 16; i++) r[i] = i == 0 ? 0 : quantWith(q, r[i], i);
-    sScore[16 + u] = decimationScore(r, false);
-}
-#endif
+// Word k (0-7) of the record in sRec: MB_INFO, MB_MV, then MB_NNZ 0-5.
+uint recordWord(int mb, int k) { return mbs[mb * MB_WORDS + (k < 2 ? k : MB_NNZ + k - 2)]; }
 
+bool intraKind(uint info) { return infoKind(info) != KIND_P16; }
 
-#if defined(PROBE_ROUND) || defined(DECIDE)
-// The P_Skip probe at sSkipMV, the macroblock's own luma in sOwnY: sVanish,
-// whether its residual there quantises to nothing, and both luma SADs
-// (sSadSkip, sSadNow, zero before); sTake becomes 2 where the macroblock
-// becomes a P_Skip (in the decision, where no probe before was at the
-// vector), else 0. A probe round's (32 invocations) works out a block an
-// invocation, chroma's only where luma's leaves the skip a chance. The
-// decision's, which every later step waits on, is spread over 64: a row's
-// residual and its horizontal transform (luma two rows an invocation on
-// invocations 0-31, chroma a row on 32-63), then the columns' and the
-// levels, then the blocks' scores; its prediction stays for the
-// reconstruction (sPredY, sPredC).
-void probeSkip(int t, int mbX, int mbY) {
-    ivec2 mv = sSkipMV;
-    int qp = u_pic.y, qpc = chromaQP(qp);
-#ifdef PROBE_ROUND
-    if (t < 16) {
-        // Luma block t: its residual at the P_Skip vector, and both SADs.
-        int bx = blkX(t) * 4, by = blkY(t) * 4;
-        int r[16];
-        uint sadSkip = 0u, sadNow = 0u;
-        for (int y = 0; y < 4; y++) {
-            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
-            uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
-            for (int x = 0; x < 4; x++) {
-                int s = int(readByte(s4, x));
-                r[y * 4 + x] = s - int(readByte(w, x));
-                sadSkip += uint(abs(r[y * 4 + x]));
-                sadNow += uint(abs(s - int(readByte(sOwnY[(by + y) * 4 + (bx >> 2)], x))));
-            }
-        }
-        atomicAdd(sSadSkip, sadSkip);
-        atomicAdd(sSadNow, sadNow);
-        forward4x4(r);
-        Quantiser q = quantiser(qp, 1);
-        for (int i = 0; i < 16; i++) r[i] = quantWith(q, r[i], i);
-        sScore[t] = decimationScore(r, true);
-    }
-    barrier();
-    if (t == 0) sVanish = lumaVanishes(sScore);
-    barrier();
-    if (sVanish && t >= 16 && t < 24) probeChroma(t - 16, mbX, mbY, mv, qpc);
-    barrier();
-    if (t == 0) {
-        // Nothing left after decimation.
-        sVanish = sVanish && chromaVanishes(sScore, sChromaDC, qpc);
-        sTake = sVanish ? 2 : 0;
-    }
-#else
-    // Rows (forward4x4's first loop): luma block t >> 1's rows 2(t & 1) and
-    // 2(t & 1) + 1; chroma block (t - 32) >> 2's row (t - 32) & 3.
-    if (t < 32) {
-        int b = t >> 1, bx = blkX(b) * 4, by = blkY(b) * 4;
-        uint sadSkip = 0u, sadNow = 0u;
-        for (int k = 0; k < 2; k++) {
-            int y = (t & 1) * 2 + k;
-            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
-            sPredY[b * 4 + y] = w;
-            uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
-            ivec4 d;
-            for (int x = 0; x < 4; x++) {
-                int sv = int(readByte(s4, x));
-                d[x] = sv - int(readByte(w, x));
-                sadSkip += uint(abs(d[x]));
-                sadNow += uint(abs(sv - int(readByte(sOwnY[(by + y) * 4 + (bx >> 2)], x))));
-            }
-            ivec4 f = forward4(d);
-            for (int x = 0; x < 4; x++) sRes[b * 16 + y * 4 + x] = f[x];
-        }
-        atomicAdd(sSadSkip, sadSkip);
-        atomicAdd(sSadNow, sadNow);
-    } else if (t < 64) {
-        int u = (t - 32) >> 2, y = (t - 32) & 3, c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
-        ivec4 pr = predChroma4(mbX * 8 + bx, mbY * 8 + by + y, mv, c);
-        ivec4 sr = srcC4(mbX * 8 + bx, mbY * 8 + by + y, c);
-        for (int x = 0; x < 4; x++) sPredC[c * 64 + (by + y) * 8 + bx + x] = pr[x];
-        ivec4 f = forward4(sr - pr);
-        for (int x = 0; x < 4; x++) sRes[256 + u * 16 + y * 4 + x] = f[x];
-    }
-    barrier();
-    // Columns (its second loop) and their levels: luma block t >> 1's
-    // columns 2(t & 1) and 2(t & 1) + 1; chroma block (t - 32) >> 2's column
-    // (t - 32) & 3, its DC kept unquantised (sChromaDC) and its level 0.
-    if (t < 64) {
-        bool isLuma = t < 32;
-        Quantiser q = quantiser(isLuma ? qp : qpc, 1);
-        for (int k = 0; k < (isLuma ? 2 : 1); k++) {
-            int x = isLuma ? (t & 1) * 2 + k : (t - 32) & 3;
-            int o = isLuma ? (t >> 1) * 16 + x : 256 + ((t - 32) >> 2) * 16 + x;
-            ivec4 cf = forward4(ivec4(sRes[o], sRes[o + 4], sRes[o + 8], sRes[o + 12]));
-            if (!isLuma && x == 0) sChromaDC[(t - 32) >> 2] = cf[0];
-            for (int r = 0; r < 4; r++) sRes[o + 4 * r] = (!isLuma && x == 0 && r == 0) ? 0 : quantWith(q, cf[r], r * 4 + x);
-        }
-    }
-    barrier();
-    // Each block's decimation score.
-    if (t < 16 || (t >= 32 && t < 40)) {
-        int o = t < 16 ? t * 16 : 256 + (t - 32) * 16;
-        int l[16];
-        for (int i = 0; i < 16; i++) l[i] = sRes[o + i];
-        sScore[t < 16 ? t : 16 + t - 32] = decimationScore(l, t < 16);
-    }
-    barrier();
-    if (t == 0) {
-        sVanish = lumaVanishes(sScore) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) && chromaVanishes(sScore, sChromaDC, qpc);
-        sTake = sVanish ? 2 : 0;
-    }
-#endif
-    barrier();
+// Whether 4×4 luma block (bx, by) of the P macroblock whose record is at sRec[r] has coefficients.
+bool coded(int r, int bx, int by) {
+    if (((infoCBP(sRec[r]) >> ((by >> 1) * 2 + (bx >> 1))) & 1) == 0) return false;
+    int blk = (by >> 1) * 8 + (bx >> 1) * 4 + (by & 1) * 2 + (bx & 1);
+    return ((sRec[r + 2 + (blk >> 2)] >> uint(8 * (blk & 3))) & 255u) != 0u;
 }
 
-
-#endif
-#if !defined(PROBE_ROUND) && !defined(PROBE_GUESS) && !defined(DECIDE)
-#define OWN_WORDS ((96 + GROUP - 1) / GROUP)
-shared int sY[400];      // luma rows -4..15, columns -4..15 of the macroblock
-shared int sC[200];      // Cb then Cr: rows -2..7, columns -2..7
-shared uint sBSWord[4];  // bS of the vertical edges (edge × 4 + segment), then of the horizontal ones, four bits each, eight a word
-shared bool sAhead;      // the next macroblock is decided already
+// bS of the edge between block (pbx, pby) of the macroblock whose record is
+// at sRec[p] and (qbx, qby) of the one at sRec[q] (8.7.2.1).
+int strength(int p, int pbx, int pby, int q, int qbx, int qby) {
+    bool mbEdge = p != q;
+    if (intraKind(sRec[p]) || intraKind(sRec[q])) return mbEdge ? 4 : 3;
+    if (coded(p, pbx, pby) || coded(q, qbx, qby)) return 2;
+    if (!mbEdge) return 0;
+    ivec2 d = abs(unpackMV(sRec[p + 1]) - unpackMV(sRec[q + 1]));
+    return (d.x >= 4 || d.y >= 4) ? 1 : 0;
+}
 
 int clip1(int v) { return clamp(v, 0, 255); }
 int tc0Of(int word, int bS) { return (word >> (8 * (bS - 1))) & 255; }
@@ -342,6 +248,11 @@ void placeOwn(int t, uint w[OWN_WORDS]) {
         storeWord(w[k], chroma, chroma ? (i - 64) >> 2 : i >> 2, i & 3);
     }
 }
+void loadOwn(int t, int mbX, int mbY) {
+    uint w[OWN_WORDS];
+    fetchOwn(t, mbX, mbY, w);
+    placeOwn(t, w);
+}
 
 // Word t (0-23) of the four luma rows and two chroma rows above the
 // macroblock (luma rows 12-15 of the one above for t < 16, chroma rows 6-7 after).
@@ -385,11 +296,395 @@ void writeWord(RegionWord a, int mbX) {
     recon[a.word + mbX * 4] = w;
 }
 
+#ifdef PROBE_ROUND
+// Chroma block u (0-7: block u & 3 of component u >> 2) of a probe round's
+// P_Skip probe at mv: its decimation score (sScore[16 + u]) and DC coefficient.
+void probeChroma(int u, int mbX, int mbY, ivec2 mv, int qpc) {
+    int c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
+    int r[16];
+    for (int i = 0; i < 16; i++) {
+        int x = mbX * 8 + bx + (i & 3), y = mbY * 8 + by + (i >> 2);
+        r[i] = srcC(x, y, c) - predChroma(x, y, mv, c);
+    }
+    forward4x4(r);
+    sChromaDC[u] = r[0];
+    Quantiser q = quantiser(qpc, 1);
+    for (int i = 0; i < 16; i++) r[i] = i == 0 ? 0 : quantWith(q, r[i], i);
+    sScore[16 + u] = decimationScore(r, false);
+}
+#endif
+
+// The P_Skip probe at sSkipMV, the macroblock's own samples in sY: sVanish,
+// whether its residual there quantises to nothing, and both luma SADs
+// (sSadSkip, sSadNow, zero before); sTake becomes 2 where the macroblock
+// becomes a P_Skip (in the walk's chain, where no probe before was at the
+// vector), else 0. A probe round's (32 invocations) works out a block an
+// invocation, chroma's only where luma's leaves the skip a chance. The
+// chain's, which every row below waits on, is spread over the 64: a row's
+// residual and its horizontal transform (luma two rows an invocation on the
+// first half, chroma a row on the second), then the columns' and the
+// levels, then the blocks' scores; its prediction stays for the
+// reconstruction (sPredY, sPredC).
+void probeSkip(int t, int mbX, int mbY) {
+    ivec2 mv = sSkipMV;
+    int qp = u_pic.y, qpc = chromaQP(qp);
+#ifdef PROBE_ROUND
+    if (t < 16) {
+        // Luma block t: its residual at the P_Skip vector, and both SADs.
+        int bx = blkX(t) * 4, by = blkY(t) * 4;
+        int r[16];
+        uint sadSkip = 0u, sadNow = 0u;
+        for (int y = 0; y < 4; y++) {
+            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
+            for (int x = 0; x < 4; x++) {
+                int s = int(readByte(s4, x));
+                r[y * 4 + x] = s - int(readByte(w, x));
+                sadSkip += uint(abs(r[y * 4 + x]));
+                sadNow += uint(abs(s - sY[(by + y + 4) * 20 + bx + x + 4]));
+            }
+        }
+        atomicAdd(sSadSkip, sadSkip);
+        atomicAdd(sSadNow, sadNow);
+        forward4x4(r);
+        Quantiser q = quantiser(qp, 1);
+        for (int i = 0; i < 16; i++) r[i] = quantWith(q, r[i], i);
+        sScore[t] = decimationScore(r, true);
+    }
+    barrier();
+    if (t == 0) sVanish = lumaVanishes(sScore);
+    barrier();
+    if (sVanish && t >= 16 && t < 24) probeChroma(t - 16, mbX, mbY, mv, qpc);
+    barrier();
+    if (t == 0) {
+        // Nothing left after decimation.
+        sVanish = sVanish && chromaVanishes(sScore, sChromaDC, qpc);
+        sTake = sVanish ? 2 : 0;
+    }
+#else
+    // Rows (forward4x4's first loop): luma block t >> 1's rows 2(t & 1) and
+    // 2(t & 1) + 1; chroma block (t - 32) >> 2's row (t - 32) & 3.
+    if (t < 32) {
+        int b = t >> 1, bx = blkX(b) * 4, by = blkY(b) * 4;
+        uint sadSkip = 0u, sadNow = 0u;
+        for (int k = 0; k < 2; k++) {
+            int y = (t & 1) * 2 + k;
+            uint w = predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+            sPredY[b * 4 + y] = w;
+            uint s4 = srcYWord(mbX * 16 + bx, mbY * 16 + by + y);
+            ivec4 d;
+            for (int x = 0; x < 4; x++) {
+                int sv = int(readByte(s4, x));
+                d[x] = sv - int(readByte(w, x));
+                sadSkip += uint(abs(d[x]));
+                sadNow += uint(abs(sv - sY[(by + y + 4) * 20 + bx + x + 4]));
+            }
+            ivec4 f = forward4(d);
+            for (int x = 0; x < 4; x++) sRes[b * 16 + y * 4 + x] = f[x];
+        }
+        atomicAdd(sSadSkip, sadSkip);
+        atomicAdd(sSadNow, sadNow);
+    } else {
+        int u = (t - 32) >> 2, y = (t - 32) & 3, c = u >> 2, bx = (u & 1) * 4, by = ((u >> 1) & 1) * 4;
+        ivec4 pr = predChroma4(mbX * 8 + bx, mbY * 8 + by + y, mv, c);
+        ivec4 sr = srcC4(mbX * 8 + bx, mbY * 8 + by + y, c);
+        for (int x = 0; x < 4; x++) sPredC[c * 64 + (by + y) * 8 + bx + x] = pr[x];
+        ivec4 f = forward4(sr - pr);
+        for (int x = 0; x < 4; x++) sRes[256 + u * 16 + y * 4 + x] = f[x];
+    }
+    barrier();
+    // Columns (its second loop) and their levels: luma block t >> 1's
+    // columns 2(t & 1) and 2(t & 1) + 1; chroma block (t - 32) >> 2's column
+    // (t - 32) & 3, its DC kept unquantised (sChromaDC) and its level 0.
+    {
+        bool isLuma = t < 32;
+        Quantiser q = quantiser(isLuma ? qp : qpc, 1);
+        for (int k = 0; k < (isLuma ? 2 : 1); k++) {
+            int x = isLuma ? (t & 1) * 2 + k : (t - 32) & 3;
+            int o = isLuma ? (t >> 1) * 16 + x : 256 + ((t - 32) >> 2) * 16 + x;
+            ivec4 cf = forward4(ivec4(sRes[o], sRes[o + 4], sRes[o + 8], sRes[o + 12]));
+            if (!isLuma && x == 0) sChromaDC[(t - 32) >> 2] = cf[0];
+            for (int r = 0; r < 4; r++) sRes[o + 4 * r] = (!isLuma && x == 0 && r == 0) ? 0 : quantWith(q, cf[r], r * 4 + x);
+        }
+    }
+    barrier();
+    // Each block's decimation score.
+    if (t < 16 || (t >= 32 && t < 40)) {
+        int o = t < 16 ? t * 16 : 256 + (t - 32) * 16;
+        int l[16];
+        for (int i = 0; i < 16; i++) l[i] = sRes[o + i];
+        sScore[t < 16 ? t : 16 + t - 32] = decimationScore(l, t < 16);
+    }
+    barrier();
+    if (t == 0) {
+        sVanish = lumaVanishes(sScore) && sSadSkip <= sSadNow + uint(u_pic.z * sExtraBits) && chromaVanishes(sScore, sChromaDC, qpc);
+        sTake = sVanish ? 2 : 0;
+    }
+#endif
+    barrier();
+}
+
+#if !defined(PROBE_ROUND) && !defined(PROBE_GUESS)
+void skipRecon(int t, int mbX, int mbY, ivec2 mv, bool probed);
+uint finalWord(ivec2 mv, bool intra, bool skipped);
+
+// The decided macroblock's records where it became a P_Skip (the first
+// invocation): in the picture's records, and in sRec for the next step's
+// left neighbour and the edge strengths the next step works out.
+void applySkip(int mb, ivec2 mv) {
+    mbs[mb * MB_WORDS + MB_INFO] = sRec[REC_OWN] & ~(63u << 8);
+    mbs[mb * MB_WORDS + MB_MV] = packMV(mv);
+    for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
+    sRec[REC_OWN] &= ~(63u << 8);
+    sRec[REC_OWN + 1] = packMV(mv);
+    for (int k = 2; k < 8; k++) sRec[REC_OWN + k] = 0u;
+}
+
+// The decided macroblock's final word for the row below; then, for CAVLC and
+// the finish pass, the final record's vector predictor and whether it is
+// coded as a P_Skip (nothing in this pass reads MB_MVP, and the skip flag
+// leaves the kind the row below reads as it was). The first invocation.
+void writeFinal(int mb, bool skipped) {
+    uint info = sRec[REC_OWN];
+    ivec2 mv = unpackMV(sRec[REC_OWN + 1]);
+    progress[2 * u_size.w + mb] = finalWord(mv, infoKind(info) != KIND_P16, skipped);
+    if (infoKind(info) == KIND_P16) {
+        mbs[mb * MB_WORDS + MB_MVP] = packMV(sMVP);
+        if (infoCBP(info) == 0 && mv == sSkipMV) mbs[mb * MB_WORDS + MB_INFO] = info | 4u;
+    }
+}
+
+// The P_Skip decision for macroblock (mbX, mbY) (top of the file): the
+// first invocation decides; the chain's probe, where it asks for one, runs
+// on all 64 (probeSkip); a new P_Skip's reconstruction on 16-39
+// (skipRecon: the first invocation writes none of it). Every path through
+// it ends at a barrier after its last change to shared memory. Where no
+// probe is needed here the first invocation decides, updates the records
+// and writes the final word before the first barrier, so the row below
+// goes on while this one finishes; true where the macroblock then became a
+// P_Skip, whose reconstruction (skipRecon at sSkipMV) the caller writes
+// the next step. After a probe here, all of it happens in this step.
+bool decideSkip(int t, int mb, int mbX, int mbY) {
+    if (t == 0) {
+        int take = 0;
+        uint info = sRec[REC_OWN];
+        if (infoKind(info) == KIND_P16) {
+            ivec2 mvp, skip;
+            bool hasB = rowAbove(mbY), hasC = hasB && mbX + 1 < u_size.z, hasD = hasB && mbX > 0;
+            predictorsOf(neighbourOf(mbX > 0, sRec[REC_LEFT], sRec[REC_LEFT + 1]), neighbourOf(hasB, sRec[REC_UP], sRec[REC_UP + 1]),
+                         neighbourOf(hasC, sRec[REC_CORNER], sRec[REC_CORNER + 1]), neighbourOf(hasD, sRec[REC_CORNER], sRec[REC_CORNER + 1]), mvp, skip);
+            ivec2 mv = unpackMV(sRec[REC_OWN + 1]);
+            bool rightIntra = mbX + 1 < u_size.z && infoKind(sRec[REC_RIGHT]) != KIND_P16;
+            bool belowIntra = mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(sRec[REC_BELOW]) != KIND_P16;
+            int extraBits = 2 + mvdBits(mv, mvp);
+            if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
+                // A probe before at this vector (the macroblock pass's or a round's), else one here.
+                int r = unpackMV(sRec[REC_PROBE]) == skip ? REC_PROBE : unpackMV(sRec[REC_PROBE2]) == skip ? REC_PROBE2 : REC_PROBE3;
+                uint probe = sRec[r + 1];
+                bool cheap = probeMargin(probe) <= u_pic.z * extraBits;
+                if (unpackMV(sRec[r]) != skip) take = 1;
+                else if (probeState(probe) == PROBE_UNKNOWN) take = cheap ? 1 : 0;
+                else take = probeState(probe) == PROBE_EMPTY && cheap ? 2 : 0;
+            }
+            sSkipMV = skip;
+            sMVP = mvp;
+            sExtraBits = extraBits;
+        }
+        sTake = take;
+        sSadSkip = 0u;
+        sSadNow = 0u;
+        if (take == 2) applySkip(mb, sSkipMV);
+        if (take != 1) writeFinal(mb, take == 2);
+    }
+    barrier();
+    if (sTake != 1) return sTake == 2;
+    // The probe reads the macroblock's own samples (its reconstruction); decided after it.
+    loadOwn(t, mbX, mbY);
+    barrier();
+    probeSkip(t, mbX, mbY);
+    if (sTake != 2) {
+        if (t == 0) writeFinal(mb, false);
+        return false;
+    }
+    if (t == 0) {
+        applySkip(mb, sSkipMV);
+        writeFinal(mb, true);
+    }
+    skipRecon(t, mbX, mbY, sSkipMV, true);
+    barrier();
+    return false;
+}
+
+// The reconstruction of a macroblock that became a P_Skip is its
+// prediction at the P_Skip vector (the probe's, where it was probed in the
+// chain), into the picture for the filter: luma block t - 16's rows, or
+// chroma row t - 32 (both components, interleaved).
+void skipRecon(int t, int mbX, int mbY, ivec2 mv, bool probed) {
+    int rowWords = u_layout.z >> 2;
+    int b = t - 16;   // luma block b on invocations 16-31
+    if (b >= 0 && b < 16) {
+        int bx = blkX(b) * 4, by = blkY(b) * 4;
+        for (int y = 0; y < 4; y++)
+            recon[(mbY * 16 + by + y) * rowWords + mbX * 4 + (bx >> 2)] = probed ? sPredY[b * 4 + y] : predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
+    } else if (t >= 32 && t < 40) {
+        int y = t - 32;
+        ivec4 pr[4];   // Cb columns 0-3 and 4-7, then Cr's
+        for (int c = 0; c < 2; c++) for (int h = 0; h < 2; h++) {
+            if (probed) { for (int x = 0; x < 4; x++) pr[c * 2 + h][x] = sPredC[c * 64 + y * 8 + 4 * h + x]; }
+            else pr[c * 2 + h] = predChroma4(mbX * 8 + 4 * h, mbY * 8 + y, mv, c);
+        }
+        // Bytes 4wc..4wc + 3 of the row: Cb, Cr of columns 2wc and 2wc + 1.
+        for (int wc = 0; wc < 4; wc++) {
+            int h = wc >> 1, x = (wc & 1) * 2;
+            recon[(u_layout.w >> 2) + (mbY * 8 + y) * rowWords + mbX * 4 + wc] =
+                uint(pr[h][x]) | uint(pr[2 + h][x]) << 8 | uint(pr[h][x + 1]) << 16 | uint(pr[2 + h][x + 1]) << 24;
+        }
+    }
+}
+#endif
+
+#if !defined(PROBE_ROUND) && !defined(PROBE_GUESS)
+// The record words of macroblock `mb` a step reads that the row above does
+// not write, a word an invocation: t < 8 its words 0-7 (recordWord), 8-15
+// its left neighbour's, 16-17 MB_PROBEMV and MB_PROBE, 18 the right
+// neighbour's MB_INFO, 19 the lower one's, 20-23 the probe rounds' vectors and probes.
+uint fetchRecord(int t, int mb, int mbX, int mbY) {
+    int mbW = u_size.z;
+    if (t < 8) return recordWord(mb, t);
+    if (t < 16) return mbX > 0 ? recordWord(mb - 1, t - 8) : 0u;
+    if (t < 18) return mbs[mb * MB_WORDS + MB_PROBEMV + t - 16];
+    if (t == 18) return mbX + 1 < mbW ? mbs[(mb + 1) * MB_WORDS + MB_INFO] : 0u;
+    if (t == 19) return mbY + 1 < u_size.w ? mbs[(mb + mbW) * MB_WORDS + MB_INFO] : 0u;
+    if (t < 22) return mbs[mb * MB_WORDS + MB_PROBEMV2 + t - 20];
+    if (t < 24) return mbs[mb * MB_WORDS + MB_PROBEMV3 + t - 22];
+    return 0u;
+}
+// The picture's tag in the progress counts (1 to 65535).
+uint pictureTag() { return uint(u_code.w) & 0xffffu; }
+
 // Waits (the first invocation) until count `at` of `progress` shows the
 // picture's tag and at least `n` macroblocks; `seen` is the count it last read.
 void waitFor(int at, int n, inout uint seen) {
     uint need = (pictureTag() << 16) | uint(n);
     while (!((seen >> 16) == pictureTag() && seen >= need)) seen = progress[at];
+}
+
+// A decided macroblock's final word for the row below: its vector (12 bits
+// a component: vectors stay within ±1023 quarter samples), whether it is
+// intra, whether it became a P_Skip here, and the P picture's tag (6 bits,
+// 1 to 63: consecutive P pictures differ, and a word never written is 0).
+#define FINAL_INTRA (1u << 24)
+#define FINAL_SKIPPED (1u << 25)
+uint finalWord(ivec2 mv, bool intra, bool skipped) {
+    return (uint(mv.x) & 0xfffu) | ((uint(mv.y) & 0xfffu) << 12) | (intra ? FINAL_INTRA : 0u) | (skipped ? FINAL_SKIPPED : 0u)
+         | ((uint(u_code.w) >> 16) << 26);
+}
+// Its vector as MB_MV holds one.
+uint finalMV(uint w) { return packMV(ivec2(bitfieldExtract(int(w), 0, 12), bitfieldExtract(int(w), 12, 12))); }
+// Waits (the first invocation) for macroblock mb's final word of this picture.
+uint finalOf(int mb) {
+    uint w;
+    do { w = progress[2 * u_size.w + mb]; } while ((w >> 26) != (uint(u_code.w) >> 16));
+    return w;
+}
+// Entry k (0-31: vertical edge k >> 2's segment k & 3, then horizontal edge
+// (k - 16) >> 2's segment (k - 16) & 3) of the edge strengths of the
+// macroblock whose records are at sRec[b] (its own), b + 8 (its left
+// neighbour's) and b + 16 (its upper neighbour's).
+int strengthAt(int k, int b, int mbX, int mbY) {
+    int e = (k & 15) >> 2, s = k & 3;
+    if (k < 16) return e == 0 && mbX == 0 ? 0 : strength(e == 0 ? b + 8 : b, e == 0 ? 3 : e - 1, s, b, e, s);
+    return e == 0 && !rowAbove(mbY) ? 0 : strength(e == 0 ? b + 16 : b, s, e == 0 ? 3 : e - 1, b, s, e);
+}
+// The strengths of the macroblock (mbX, mbY) whose records are at sRec[b],
+// an entry an invocation of the second half, into sBSAcc (zero before):
+// four bits each, eight a word.
+void addStrengths(int t, int b, int mbX, int mbY) {
+    if (t < 32) return;
+    int k = t - 32;
+    atomicOr(sBSAcc[k >> 3], uint(strengthAt(k, b, mbX, mbY)) << uint(4 * (k & 7)));
+}
+
+// Row mbY's P_Skip decisions, macroblocks first..end - 1 (a walk's whole
+// row, or a wavefront step's one macroblock). Each waits for the final words
+// of its upper and upper right neighbours and writes its own once decided;
+// a new P_Skip's reconstruction follows the step after (the last one's
+// after the loop), before the count that covers it.
+// Two barriers a step: the records sit in two sets of sRec, the step's and
+// the one before's, so a step fills its own while the second half works out
+// the edge strengths of the macroblock before (from its final records,
+// into MB_BS); the first invocation reads the upper neighbours' final words
+// and places what they say itself, then decides. The row's count (the
+// filter's) moves two steps late, once the strengths and reconstruction of
+// the macroblocks it covers are in memory, made visible by the memory
+// barrier each invocation but the first passes at a step's start (the
+// first, which waits, writes nothing a count covers).
+void decideRow(int t, int mbY, int first, int end) {
+    int mbW = u_size.z;
+    bool above = rowAbove(mbY), filtered = u_pic.w == 1;
+    uint record = fetchRecord(t, mbY * mbW + first, first, mbY);
+    uint upper = 0u, upperRight = 0u;   // the first invocation's: the final words it waited for
+    bool owed = false;   // a new P_Skip's reconstruction, the step before's, still to write
+    ivec2 owedMV = ivec2(0);
+    if (t < 4) sBSAcc[t] = 0u;
+    barrier();
+    for (int mbX = first; mbX < end; mbX++) {
+        int mb = mbY * mbW + mbX, before = R;
+        R = (mbX & 1) * REC_SET;
+        // The step before's writes made visible (the first invocation
+        // writes nothing a count covers: only final words, which are their
+        // own signal, and records, which the filter does not read: the
+        // passes after this one read them, and the row below, whose
+        // decision corrects what it read by the final word).
+        if (t > 0) memoryBarrierBuffer();
+        if (owed) { skipRecon(t, mbX - 1, mbY, owedMV, false); owed = false; }
+        if (filtered && mbX > first) addStrengths(t, before, mbX - 1, mbY);
+        // The records the row above does not write (read a step ahead), the
+        // left neighbour's as the step before left them, and the upper
+        // neighbour's as the macroblock passes left them or its decision
+        // rewrote them (its final word says which words count).
+        if (t < 8) sRec[REC_OWN + t] = record;
+        else if (t < 16) sRec[REC_LEFT + t - 8] = mbX > first ? sRec[before + t - 8] : record;
+        else if (t < 24) sRec[REC_PROBE + t - 16] = record;   // REC_PROBE, REC_RIGHT, REC_BELOW, REC_PROBE2, REC_PROBE3 in turn
+        else if (t < 32) sRec[REC_UP + t - 24] = above ? recordWord(mb - mbW, t - 24) : 0u;
+        if (mbX + 1 < end && (t < 8 || (t >= 16 && t < 24))) record = fetchRecord(t, mb + 1, mbX + 1, mbY);
+        if (t == 0) {
+            if (above) {
+                // The upper neighbour was the upper right one the step before.
+                upper = mbX == first ? finalOf(mb - mbW) : upperRight;
+                upperRight = mbX + 1 < mbW ? finalOf(mb - mbW + 1) : mbX > 0 ? finalOf(mb - mbW - 1) : 0u;
+            }
+        }
+        barrier();
+        if (t == 32 && mbX > first + 1) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX - 1));
+        if (filtered && mbX > first && t >= 32 && t < 36) {
+            mbs[(mb - 1) * MB_WORDS + MB_BS + t - 32] = sBSAcc[t - 32];
+            sBSAcc[t - 32] = 0u;
+        }
+        if (t == 0) {
+            // The upper neighbour's vector (and, where it became a P_Skip,
+            // no coded blocks), the upper right's kind and vector (the upper
+            // left's where there is none).
+            if (above) {
+                if ((upper & FINAL_SKIPPED) != 0u) {
+                    sRec[REC_UP] &= ~(63u << 8);
+                    for (int k = 2; k < 8; k++) sRec[REC_UP + k] = 0u;
+                }
+                sRec[REC_UP + 1] = finalMV(upper);
+            }
+            sRec[REC_CORNER] = above && (upperRight & FINAL_INTRA) != 0u ? KIND_I16 : KIND_P16;
+            sRec[REC_CORNER + 1] = above ? finalMV(upperRight) : 0u;
+        }
+        if (decideSkip(t, mb, mbX, mbY)) { owed = true; owedMV = sSkipMV; }
+    }
+    // The last macroblock's reconstruction and strengths, then the row's last count.
+    if (owed) skipRecon(t, end - 1, mbY, owedMV, false);
+    if (filtered) addStrengths(t, R, end - 1, mbY);
+    barrier();
+    if (filtered && t >= 32 && t < 36) mbs[(mbY * mbW + end - 1) * MB_WORDS + MB_BS + t - 32] = sBSAcc[t - 32];
+    memoryBarrierBuffer();
+    barrier();
+    if (t == 0) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(end));
 }
 
 // Word k (0-3) of macroblock mb's edge strengths, eight entries a word (strengthAt's order):
@@ -518,259 +813,25 @@ void filterRow(int t, int mbY, int first, int end, bool walk) {
 
 void main() {
     // 64 invocations: luma lines on 0-15 (the first half), chroma lines on 32-47 (the second).
+    // Work groups 0 to mbHeight - 1 decide, row by row (P pictures);
+    // mbHeight to 2 mbHeight - 1 filter (where the picture is filtered).
     int t = int(gl_LocalInvocationIndex);
-    int mbY = int(gl_WorkGroupID.x);
-    if (u_pic.w == 0) return;
+    bool deciding = int(gl_WorkGroupID.x) < u_size.w;
+    int mbY = int(gl_WorkGroupID.x) - (deciding ? 0 : u_size.w);
+    if (deciding ? u_pic.x == 0 : u_pic.w == 0) return;
     bool walk = u_step < 0;
-    // Wavefront step d filters macroblock d - 2y of every row y of a slice.
-    int first = walk ? 0 : u_step - 2 * (mbY % u_sliceRows);
+    // Wavefront step d decides macroblock d - 2y of every row y and filters d - 1 - 2y.
+    int first = walk ? 0 : u_step - (deciding ? 0 : 1) - 2 * (mbY % u_sliceRows);
     if (first < 0 || first >= u_size.z) return;
-    filterRow(t, mbY, first, walk ? u_size.z : first + 1, walk);
-}
-#endif
-
-#ifdef DECIDE
-// Per row of the slice (at most 128, `H264ComputeEncoder.maxSliceRows`):
-// its last four decided macroblocks (macroblock x at 8r + 2(x & 3)): its
-// coded 4×4 luma blocks (bit 4by + bx) and intra (bit 16), then its
-// vector; the macroblock it decides this step (its MB_INFO, vector, coded
-// blocks, P_Skip vector, predictor, and the bits P takes beyond a skip).
-shared uint sFinal[128 * 8];
-shared uint sRowInfo[128], sRowMV[128], sRowCoded[128], sRowSkip[128], sRowMVP[128];
-shared int sRowExtra[128];
-// Step s's rows to probe (probed at the step), and its new P_Skips to
-// reconstruct (at the next step: each its row and vector): three lists of
-// each, list s % 3, emptied at the step before and two steps after it is
-// written (its readers passed a barrier since, its next writers will pass
-// one before).
-shared int sProbeRows[3 * 128], sProbeCount[3];
-shared uint sReconRow[3 * 128], sReconMV[3 * 128];
-shared int sReconCount[3];
-#define FINAL_INTRA (1u << 16)
-// Steps between the moves of the rows' counts, each after a memory barrier
-// that makes the steps' writes visible (the filter runs behind).
-#define COUNT_STEPS 4
-
-// What a decision reads of its own macroblock's record, read a step ahead
-// and used only at its step, so the reads arrive while the step before
-// runs: MB_INFO, MB_MV, the right and lower neighbours' MB_INFO; luma's
-// total_coeff (MB_NNZ 0-3); the probe words (MB_PROBEMV to MB_PROBE2, then
-// MB_PROBEMV3, MB_PROBE3).
-struct Own { uvec4 a; uvec4 nnz; uvec4 p; uvec2 p3; };
-
-// The coded 4×4 luma blocks (bit 4by + bx) of a P macroblock: its coded
-// block pattern's 8×8 quadrant and the block's total_coeff.
-uint codedBlocks(uint info, uvec4 nnz) {
-    uint m = 0u;
-    int cbp = infoCBP(info);
-    for (int blk = 0; blk < 16; blk++) {
-        int bx = blkX(blk), by = blkY(blk);
-        if (((cbp >> ((by >> 1) * 2 + (bx >> 1))) & 1) != 0 && readByte(nnz[blk >> 2], blk & 3) != 0u) m |= 1u << uint(4 * by + bx);
-    }
-    return m;
-}
-Own fetchOwnRecord(int mb, int mbX, int mbY) {
-    Own o;
-    int r = mb * MB_WORDS;
-    o.a = uvec4(mbs[r + MB_INFO], mbs[r + MB_MV], mbX + 1 < u_size.z ? mbs[r + MB_WORDS + MB_INFO] : 0u,
-                mbY + 1 < u_size.w ? mbs[r + u_size.z * MB_WORDS + MB_INFO] : 0u);
-    o.nnz = uvec4(mbs[r + MB_NNZ], mbs[r + MB_NNZ + 1], mbs[r + MB_NNZ + 2], mbs[r + MB_NNZ + 3]);
-    o.p = uvec4(mbs[r + MB_PROBEMV], mbs[r + MB_PROBE], mbs[r + MB_PROBEMV2], mbs[r + MB_PROBE2]);
-    o.p3 = uvec2(mbs[r + MB_PROBEMV3], mbs[r + MB_PROBE3]);
-    return o;
-}
-
-// A decided neighbour in sFinal (row r of the slice, macroblock x).
-Neighbour finalNeighbour(bool available, int r, int x) {
-    int at = r * 8 + (x & 3) * 2;
-    return neighbourOf(available, (sFinal[at] & FINAL_INTRA) != 0u ? KIND_I16 : KIND_P16, sFinal[at + 1]);
-}
-
-// Row r's macroblock (mbX, mbY) decided (the invocation that decided it):
-// its record where it became a P_Skip; for CAVLC and the finish pass, the
-// final record's vector predictor and whether it is coded as a P_Skip; its
-// decision into sFinal for the next steps.
-void finish(int r, int mbX, int mbY, bool skipped) {
-    int mb = mbY * u_size.z + mbX;
-    uint info = sRowInfo[r], mv = sRowMV[r], coded = sRowCoded[r];
-    bool p16 = infoKind(info) == KIND_P16;
-    if (skipped) {
-        info &= ~(63u << 8);
-        mv = sRowSkip[r];
-        coded = 0u;
-        mbs[mb * MB_WORDS + MB_MV] = mv;
-        for (int k = 0; k < 6; k++) mbs[mb * MB_WORDS + MB_NNZ + k] = 0u;
-    }
-    if (p16) {
-        mbs[mb * MB_WORDS + MB_MVP] = sRowMVP[r];
-        if (infoCBP(info) == 0 && unpackMV(mv) == unpackMV(sRowSkip[r])) info |= 4u;
-        if (info != sRowInfo[r]) mbs[mb * MB_WORDS + MB_INFO] = info;
-    }
-    sFinal[r * 8 + (mbX & 3) * 2] = coded | (p16 ? 0u : FINAL_INTRA);
-    sFinal[r * 8 + (mbX & 3) * 2 + 1] = mv;
-}
-
-// Row r's decision at step s (its macroblock (mbX, mbY), record o), the
-// row's invocation: decided here, or listed for the step's probes.
-void decide(int r, int s, int mbX, int mbY, Own o) {
-    int take = 0;
-    uint info = o.a.x;
-    sRowInfo[r] = info;
-    sRowMV[r] = o.a.y;
-    sRowCoded[r] = infoKind(info) == KIND_P16 ? codedBlocks(info, o.nnz) : 0u;
-    if (infoKind(info) == KIND_P16) {
-        bool hasB = rowAbove(mbY), hasC = hasB && mbX + 1 < u_size.z, hasD = hasB && mbX > 0;
-        ivec2 mvp, skip;
-        predictorsOf(finalNeighbour(mbX > 0, r, mbX - 1), finalNeighbour(hasB, r - 1, mbX),
-                     finalNeighbour(hasC, r - 1, mbX + 1), finalNeighbour(hasD, r - 1, mbX - 1), mvp, skip);
-        ivec2 mv = unpackMV(o.a.y);
-        bool rightIntra = mbX + 1 < u_size.z && infoKind(o.a.z) != KIND_P16;
-        bool belowIntra = mbY + 1 < u_size.w && rowAbove(mbY + 1) && infoKind(o.a.w) != KIND_P16;
-        int extraBits = 2 + mvdBits(mv, mvp);
-        if (!(infoCBP(info) == 0 && mv == skip) && !rightIntra && !belowIntra) {
-            // A probe before at this vector (the macroblock pass's or a round's), else one here.
-            uvec2 probe = unpackMV(o.p.x) == skip ? o.p.xy : unpackMV(o.p.z) == skip ? o.p.zw : o.p3;
-            bool cheap = probeMargin(probe.y) <= u_pic.z * extraBits;
-            if (unpackMV(probe.x) != skip) take = 1;
-            else if (probeState(probe.y) == PROBE_UNKNOWN) take = cheap ? 1 : 0;
-            else take = probeState(probe.y) == PROBE_EMPTY && cheap ? 2 : 0;
-        }
-        sRowSkip[r] = packMV(skip);
-        sRowMVP[r] = packMV(mvp);
-        sRowExtra[r] = extraBits;
-    }
-    if (take == 1) {
-        sProbeRows[(s % 3) * 128 + atomicAdd(sProbeCount[s % 3], 1)] = r;
-    } else {
-        finish(r, mbX, mbY, take == 2);
-        if (take == 2) {
-            int i = (s % 3) * 128 + atomicAdd(sReconCount[s % 3], 1);
-            sReconRow[i] = uint(r);
-            sReconMV[i] = sRowSkip[r];
-        }
-    }
-}
-
-// Part p (0-23) of the reconstruction of a macroblock that became a P_Skip,
-// its prediction at mv (the probe's, where it was probed here): luma block
-// p's rows, or chroma row p - 16 (both components, interleaved).
-void skipRecon(int p, int mbX, int mbY, ivec2 mv, bool probed) {
-    int rowWords = u_layout.z >> 2;
-    if (p < 16) {
-        int bx = blkX(p) * 4, by = blkY(p) * 4;
-        for (int y = 0; y < 4; y++)
-            recon[(mbY * 16 + by + y) * rowWords + mbX * 4 + (bx >> 2)] = probed ? sPredY[p * 4 + y] : predWord(mbX * 16 + bx, mbY * 16 + by + y, mv);
-    } else {
-        int y = p - 16;
-        ivec4 pr[4];   // Cb columns 0-3 and 4-7, then Cr's
-        for (int c = 0; c < 2; c++) for (int h = 0; h < 2; h++) {
-            if (probed) { for (int x = 0; x < 4; x++) pr[c * 2 + h][x] = sPredC[c * 64 + y * 8 + 4 * h + x]; }
-            else pr[c * 2 + h] = predChroma4(mbX * 8 + 4 * h, mbY * 8 + y, mv, c);
-        }
-        // Bytes 4wc..4wc + 3 of the row: Cb, Cr of columns 2wc and 2wc + 1.
-        for (int wc = 0; wc < 4; wc++) {
-            int h = wc >> 1, x = (wc & 1) * 2;
-            recon[(u_layout.w >> 2) + (mbY * 8 + y) * rowWords + mbX * 4 + wc] =
-                uint(pr[h][x]) | uint(pr[2 + h][x]) << 8 | uint(pr[h][x + 1]) << 16 | uint(pr[2 + h][x + 1]) << 24;
-        }
-    }
-}
-
-// bS of the edge between block (pbx, pby) of the macroblock p and (qbx,
-// qby) of q, decided (sFinal words; 8.7.2.1).
-int strength(uvec2 p, int pbx, int pby, uvec2 q, int qbx, int qby, bool mbEdge) {
-    if (((p.x | q.x) & FINAL_INTRA) != 0u) return mbEdge ? 4 : 3;
-    if (((p.x >> uint(4 * pby + pbx)) & 1u) != 0u || ((q.x >> uint(4 * qby + qbx)) & 1u) != 0u) return 2;
-    if (!mbEdge) return 0;
-    ivec2 d = abs(unpackMV(p.y) - unpackMV(q.y));
-    return (d.x >= 4 || d.y >= 4) ? 1 : 0;
-}
-uvec2 finalAt(int r, int x) { int at = r * 8 + (x & 3) * 2; return uvec2(sFinal[at], sFinal[at + 1]); }
-// Word k (0-3) of the edge strengths of row r's macroblock (mbX, mbY):
-// entries 8k to 8k + 7 (entry i: vertical edge i >> 2's segment i & 3, then
-// horizontal edge (i - 16) >> 2's segment (i - 16) & 3), four bits each.
-uint strengthWord(int k, int r, int mbX, int mbY) {
-    uvec2 own = finalAt(r, mbX);
-    uvec2 left = mbX > 0 ? finalAt(r, mbX - 1) : own, up = rowAbove(mbY) ? finalAt(r - 1, mbX) : own;
-    uint w = 0u;
-    for (int j = 0; j < 8; j++) {
-        int i = 8 * k + j, e = (i & 15) >> 2, s = i & 3, bS;
-        if (i < 16) bS = e == 0 && mbX == 0 ? 0 : strength(e == 0 ? left : own, e == 0 ? 3 : e - 1, s, own, e, s, e == 0);
-        else bS = e == 0 && !rowAbove(mbY) ? 0 : strength(e == 0 ? up : own, s, e == 0 ? 3 : e - 1, own, s, e, e == 0);
-        w |= uint(bS) << uint(4 * j);
-    }
-    return w;
-}
-
-// A step (one barrier): the rows decide (invocations 0 to rows - 1) while
-// invocations 64-127 write what the step before decided: its new P_Skips'
-// reconstructions (24 parts each) and its macroblocks' edge strengths; then
-// the step's rows to probe, one after another over the work group. Every
-// COUNT_STEPS steps the rows' counts move, after a memory barrier that made
-// the steps' writes visible (the filter runs behind).
-void main() {
-    int t = int(gl_LocalInvocationIndex);
-    if (u_pic.x == 0) return;   // an IDR: nothing to decide
-    int mbW = u_size.z, first = int(gl_WorkGroupID.x) * u_sliceRows;
-    int rows = min(u_sliceRows, u_size.w - first), steps = mbW + 2 * (rows - 1);
-    bool filtered = u_pic.w == 1;
-    int mbY = first + t;
-    Own next;
-    if (t < rows) next = fetchOwnRecord(mbY * mbW, 0, mbY);
-    if (t < 3) { sProbeCount[t] = 0; sReconCount[t] = 0; }
-    barrier();
-    // One step more than the decisions: the last one's writes.
-    for (int s = 0; s <= steps; s++) {
-        int mbX = s - 2 * t;
-        if (t < rows && s < steps && mbX >= 0 && mbX < mbW) {
-            Own o = next;
-            if (mbX + 1 < mbW) next = fetchOwnRecord(mbY * mbW + mbX + 1, mbX + 1, mbY);
-            decide(t, s, mbX, mbY, o);
-        }
-        if (t == 0) { sProbeCount[(s + 1) % 3] = 0; sReconCount[(s + 1) % 3] = 0; }
-        if (t >= 64 && s > 0) {
-            int u = t - 64, b = ((s - 1) % 3) * 128;
-            for (int k = u; k < 24 * sReconCount[(s - 1) % 3]; k += 64) {
-                int r = int(sReconRow[b + k / 24]);
-                skipRecon(k % 24, s - 1 - 2 * r, first + r, unpackMV(sReconMV[b + k / 24]), false);
-            }
-            if (filtered) {
-                for (int k = u; k < 4 * rows; k += 64) {
-                    int r = k >> 2, x = s - 1 - 2 * r;
-                    if (x >= 0 && x < mbW) mbs[((first + r) * mbW + x) * MB_WORDS + MB_BS + (k & 3)] = strengthWord(k & 3, r, x, first + r);
-                }
-            }
-        }
-        bool counted = s % COUNT_STEPS == COUNT_STEPS - 1 || s == steps;
-        if (counted) memoryBarrierBuffer();
-        barrier();
-        // The count of the row's macroblocks decided before this step (their writes done).
-        if (counted && t < rows && s - 2 * t >= 1 && (s == steps || s - 2 * t - COUNT_STEPS < mbW))
-            progress[u_size.w + mbY] = (pictureTag() << 16) | uint(min(s - 2 * t, mbW));
-        // Probes, one macroblock after another over the work group.
-        int probes = s < steps ? sProbeCount[s % 3] : 0;
-        for (int i = 0; i < probes; i++) {
-            int r = sProbeRows[(s % 3) * 128 + i], px = s - 2 * r, py = first + r;
-            if (t == 0) {
-                sSkipMV = unpackMV(sRowSkip[r]);
-                sExtraBits = sRowExtra[r];
-                sSadSkip = 0u;
-                sSadNow = 0u;
-            }
-            loadOwnY(t, px, py);
-            barrier();
-            probeSkip(t, px, py);
-            if (t == 0) finish(r, px, py, sTake == 2);
-            if (sTake == 2 && t < 24) skipRecon(t, px, py, sSkipMV, true);
-            barrier();
-        }
-    }
+    int end = walk ? u_size.z : first + 1;
+    if (deciding) decideRow(t, mbY, first, end);
+    else filterRow(t, mbY, first, end, walk);
 }
 #endif
 
 #if defined(PROBE_ROUND) || defined(PROBE_GUESS)
 // A probe round (u_step 1 or 2; P pictures, after the macroblock passes and
-// before the decision), in two passes: the guess (PROBE_GUESS, an invocation a
+// before the walk), in two passes: the guess (PROBE_GUESS, an invocation a
 // macroblock) lists the macroblocks to probe, and the probe (PROBE_ROUND, a
 // work group each, dispatched indirectly by the list's count) probes them.
 // The round before's probe words of each macroblock (round 1: MB_PROBEMV,
@@ -822,7 +883,7 @@ void main() {
     int before = probeWordBefore(), now = probeWordNow();
     uint info = mbs[rec + MB_INFO];
     if (infoKind(info) != KIND_P16) return;
-    // The P_Skip vector the guesses give; a probe there where the decision
+    // The P_Skip vector the guesses give; a probe there where the walk
     // might take the skip and no probe so far was at it.
     ivec2 mv = unpackMV(mbs[rec + MB_MV]);
     ivec2 mvp, skip;
@@ -836,7 +897,7 @@ void main() {
         mbs[rec + now] = packMV(skip);
         probeList[list + 3u + atomicAdd(probeList[list], 1u)] = uint(mb);
     } else {
-        // The round before's words again: the decision finds nothing new here.
+        // The round before's words again: the walk finds nothing new here.
         mbs[rec + now] = mbs[rec + before];
         mbs[rec + now + 1] = mbs[rec + before + 1];
     }
@@ -855,7 +916,7 @@ void main() {
         sSadSkip = 0u;
         sSadNow = 0u;
     }
-    loadOwnY(t, mbX, mbY);
+    loadOwn(t, mbX, mbY);
     barrier();
     probeSkip(t, mbX, mbY);
     if (t == 0) mbs[rec + now + 1] = packProbe(sVanish ? PROBE_EMPTY : PROBE_FULL, int(sSadSkip) - int(sSadNow));

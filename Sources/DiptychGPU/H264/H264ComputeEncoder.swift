@@ -31,7 +31,7 @@ final class H264ComputeEncoder {
     /// The reference's sub-sample planes (`h264interp.comp`): four padded luma planes, remade for each P picture.
     private var planes: GLuint = 0
     /// The raster-order pass's progress: per macroblock row, the picture's tag and the macroblocks filtered; then per row the
-    /// macroblocks decided (`h264deblock.comp`).
+    /// macroblocks decided; then each macroblock's final word for the deciding row below (`h264deblock.comp`).
     private var progress: GLuint = 0
     /// The probe rounds' lists of macroblocks to probe, one a round (`probeListWords` each): an indirect dispatch's three
     /// words, then their indices. Each round's guess pass empties the other round's list (`h264deblock.comp`).
@@ -39,6 +39,8 @@ final class H264ComputeEncoder {
     private var probeListWords: Int { 3 + macroblocks }
     /// The tag of the picture being recorded (1 to 65535, then 1 again: its rows' counts from an earlier picture differ).
     private var deblockTag = 0
+    /// The tag of the last P picture's final words (1 to 63, then 1 again): only P pictures write them, so consecutive ones differ.
+    private var finalTag = 0
     /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
     private var slots: [Slot] = []
     private var nextSlot = 0
@@ -125,9 +127,9 @@ final class H264ComputeEncoder {
         pictures = [buffer(pictureBytes), buffer(pictureBytes)]
         records = [buffer(n * Self.recordWords * 4), buffer(n * Self.recordWords * 4)]
         bits = buffer((slotCount * Self.slotWords + 1) * 4)
-        progress = buffer(2 * format.mbHeight * 4)
-        // No count yet: a wait ends only on this picture's tag (never 0).
-        let zeros = [UInt32](repeating: 0, count: 2 * format.mbHeight)
+        progress = buffer((2 * format.mbHeight + n) * 4)
+        // No count and no final word yet: a wait ends only on this picture's tag (never 0).
+        let zeros = [UInt32](repeating: 0, count: 2 * format.mbHeight + n)
         glBufferSubData(GL.shaderStorageBuffer, 0, GLsizeiptr(zeros.count * 4), zeros)
         probeList = buffer(Self.probeRounds * probeListWords * 4)
         // Every list empty: its dispatch's words 0, 1, 1.
@@ -160,17 +162,10 @@ final class H264ComputeEncoder {
     }
 
     /// Macroblock rows a slice of `format`'s pictures in `slices` slices (at most one a row, as x264).
-    /// At most `maxSliceRows` rows a slice, so taller pictures take more slices than asked for.
     static func sliceRows(_ slices: Int, of format: H264StreamFormat) -> Int {
         let n = min(max(1, slices), format.mbHeight)
-        return min((format.mbHeight + n - 1) / n, maxSliceRows)
+        return (format.mbHeight + n - 1) / n
     }
-
-    /// The most macroblock rows a slice (2,048 lines): the P_Skip decision
-    /// runs a slice's rows on one work group, an invocation a row
-    /// (`DECIDE` in `h264deblock.comp`). A picture of 32,766 macroblocks in
-    /// one column needs 256 such slices, `GPUH264Settings.maxSlices`.
-    static let maxSliceRows = 128
 
     private var released = false
 
@@ -190,10 +185,10 @@ final class H264ComputeEncoder {
     /// two +64.4 %, three +54.3 %, four +51.2 % (`bench/results/gpu-h264-quality.md`).
     static let choiceRounds = 3
 
-    /// Rounds of the P_Skip probe before the decision (`PROBE_ROUND` in
+    /// Rounds of the P_Skip probe before the raster walk (`PROBE_ROUND` in
     /// `h264deblock.comp`): two, as the record has room for and as each
     /// round's guess empties the other round's list. The bits are the same
-    /// without them; each round takes probes out of the decision's steps.
+    /// without them; each round takes probes out of the walk's chain.
     static let probeRounds = 2
 
     /// x264's lambda for SAD-based motion costs, by QP.
@@ -226,8 +221,8 @@ final class H264ComputeEncoder {
         var pending: Pending
         var reference: Int
         var lambda: Int32
-        /// The raster-order pass's tag: this picture's for its progress counts (1 to 65535).
-        var tag: Int32
+        /// The raster-order pass's tags: this picture's for its progress counts (bits 0-15), its final words' (`finalTag`, bits 16 up).
+        var tags: Int32
     }
 
     /// Whether `job`'s picture is an IDR by the stream's own clock (its first, one asked for, or the interval up).
@@ -280,7 +275,9 @@ final class H264ComputeEncoder {
         slots[slotIndex].fence = nil
         let pending = Pending(idr: idr, pts: job.pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
         deblockTag = deblockTag % 65535 + 1
-        return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP], tag: Int32(deblockTag))
+        if !idr { finalTag = finalTag % 63 + 1 }
+        return Prepared(job: job, pending: pending, reference: current ^ 1, lambda: Self.lambda[pictureQP],
+                        tags: Int32(deblockTag | finalTag << 16))
     }
 
     /// Binds the picture's buffers and sets `pass`'s uniforms (its program in use).
@@ -297,9 +294,9 @@ final class H264ComputeEncoder {
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
         case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
-        case .decide, .deblock, .probeGuess, .probe:
+        case .deblock, .probeGuess, .probe:
             let d = H264Deblocking(qp: p.pending.qp)
-            glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.tag)
+            glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.tags)
             glUniform4i(l.picture, p.pending.idr ? 0 : 1, qp, p.lambda, deblocking ? 1 : 0)
             glUniform1i(l.step, Int32(diagonal))
         case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
@@ -376,7 +373,7 @@ final class H264ComputeEncoder {
             glMemoryBarrier(storage)
         }
         if diagonals > 0 { timed(.intra) }
-        // P pictures: the probe rounds guess which P_Skip vectors the decision
+        // P pictures: the probe rounds guess which P_Skip vectors the walk
         // below will find, list the macroblocks to probe there, and probe
         // them (`h264deblock.comp`).
         if !inter.isEmpty {
@@ -400,40 +397,30 @@ final class H264ComputeEncoder {
             timed(.probe)
         }
         // Every macroblock is reconstructed: the raster-order pass makes the
-        // P_Skip decision in the standard's order (P pictures, a work group a
-        // slice) and filters the picture in place (it becomes the next
-        // picture's reference); the finish pass then reads the final records.
-        // On a walk the filter's rows wait for the decisions, dispatched just
-        // before them, so no barrier between the two.
-        if !inter.isEmpty {
-            glUseProgram(programs.ids[.decide]!)
-            for p in inter {
-                p.job.encoder.bind(p, .decide)
-                glDispatchCompute(GLuint(p.job.encoder.sliceCount), 1, 1)
-            }
-            if profiling || programs.rasterOrder == .wavefront { glMemoryBarrier(storage) }
-            timed(.decide)
-        }
+        // P_Skip decision in the standard's order (P pictures) and filters the
+        // picture in place (it becomes the next picture's reference); the
+        // finish pass then reads the final records.
         glUseProgram(programs.ids[.deblock]!)
-        let filtered = prepared.filter { $0.job.encoder.deblocking }
+        let raster = prepared.filter { $0.job.encoder.deblocking || !$0.pending.idr }
         switch programs.rasterOrder {
         case .walk:
-            for p in filtered {
+            for p in raster {
                 p.job.encoder.bind(p, .deblock)
-                glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+                glDispatchCompute(GLuint(2 * p.job.encoder.format.mbHeight), 1, 1)
             }
+            glMemoryBarrier(storage)
         case .wavefront:
-            // Step d filters macroblock d - 2y of each slice's row y.
-            let steps = filtered.map { $0.job.encoder.format.mbWidth + 2 * $0.job.encoder.sliceRows - 2 }.max() ?? 0
+            // One step more than the walk's diagonals: each step filters what the step before decided.
+            let steps = raster.map { $0.job.encoder.format.mbWidth + 2 * $0.job.encoder.sliceRows - 1 }.max() ?? 0
             for step in 0..<steps {
-                for p in filtered {
+                for p in raster {
                     p.job.encoder.bind(p, .deblock, diagonal: step)
-                    glDispatchCompute(GLuint(p.job.encoder.format.mbHeight), 1, 1)
+                    glDispatchCompute(GLuint(2 * p.job.encoder.format.mbHeight), 1, 1)
                 }
                 glMemoryBarrier(storage)
             }
+            if steps == 0 { glMemoryBarrier(storage) }
         }
-        glMemoryBarrier(storage)
         timed(.deblock)
         for pass in [Pass.finish, .cavlc, .scan] {
             glUseProgram(programs.ids[pass]!)

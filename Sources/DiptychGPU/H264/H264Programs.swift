@@ -1,35 +1,32 @@
 import CGLES
 import DiptychCore
 
-/// How the GPU encoder's deblocking filter keeps the standard's order
-/// (`H264Programs.rasterOrder`; the P_Skip decision before it keeps it
-/// inside one work group a slice either way). A benchmark may ask for
-/// either: the walk on a software renderer keeps the order only where
-/// llvmpipe runs a dispatch's work groups one after another on one thread
-/// (`LP_NUM_THREADS=0`), so no row waits, which checks the walk's bits, not
-/// its waits.
+/// How the GPU encoder's raster-order pass keeps the standard's order
+/// (`H264Programs.rasterOrder`). A benchmark may ask for either: the walk on
+/// a software renderer keeps the order only where llvmpipe runs a dispatch's
+/// work groups one after another on one thread (`LP_NUM_THREADS=0`), so no
+/// row waits, which checks the walk's bits, not its waits.
 public enum H264RasterOrder: String, Sendable, CaseIterable {
-    /// One work group walks each macroblock row, a row waiting for the one above
-    /// and for the decision.
+    /// One work group walks each macroblock row, a row waiting for the one above.
     case walk
-    /// A dispatch a step, each step a diagonal of macroblocks, after the decision's dispatch.
+    /// A dispatch a step, each step a diagonal of macroblocks.
     case wavefront
 }
 
 /// The GPU encoder's compute programs, compiled once per context and shared
 /// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
 final class H264Programs {
-    enum Pass: CaseIterable { case intra, interpolate, search, refine, subpel, choose, inter, intraP, probeGuess, probe, decide, deblock, finish, cavlc, scan, gather }
+    enum Pass: CaseIterable { case intra, interpolate, search, refine, subpel, choose, inter, intraP, probeGuess, probe, deblock, finish, cavlc, scan, gather }
 
     private(set) var ids: [Pass: GLuint] = [:]
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
     let cavlcTables = H264CAVLCTables()
     private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint, picture: GLint, step: GLint, sliceRows: GLint)] = [:]
 
-    /// How the deblocking filter keeps the standard's order: one work group
-    /// walking each macroblock row, a row waiting for the one above (a
-    /// hardware GPU, where a dispatch's work groups run beside each other),
-    /// or a wavefront of dispatches, one a
+    /// How the raster-order pass (P_Skip decision and deblocking) keeps the
+    /// standard's order: one work group walking each macroblock row, a row
+    /// waiting for the one above (a hardware GPU, where a dispatch's work
+    /// groups run beside each other), or a wavefront of dispatches, one a
     /// step (a software renderer: llvmpipe runs a dispatch's groups in fixed
     /// shares per thread and ends a shader's loops after 65,535 iterations in
     /// all, so a row's wait for one another thread has not reached ends
@@ -89,7 +86,6 @@ final class H264Programs {
         case .intraP: ("h264mb.comp", "#define PINTRA 1\n")
         case .probeGuess: ("h264deblock.comp", "#define PROBE_GUESS 1\n")
         case .probe: ("h264deblock.comp", "#define PROBE_ROUND 1\n")
-        case .decide: ("h264deblock.comp", "#define DECIDE 1\n")
         case .deblock: ("h264deblock.comp", "")
         case .finish: ("h264finish.comp", "")
         case .cavlc: ("h264cavlc.comp", H264CAVLCTables.defines)
