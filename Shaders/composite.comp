@@ -9,7 +9,7 @@
 // format, so four bytes go into each uint. Variants (#define prelude):
 // WRITE_NV12 (the storage buffer), WRITE_RGBA (the RGBA render target, for
 // preview and export), either or both; DRAW_LIST, the kind of each draw;
-// PICTURES_IN_PLACE where a draw's NV12, RGBA or BGRA picture is read from a buffer.
+// PICTURES_IN_PLACE where a draw's NV12, I420, RGBA or BGRA picture is read from a buffer.
 precision highp float;
 precision highp int;
 precision highp sampler2D;
@@ -30,8 +30,8 @@ struct Draw {
     vec4 yuvToRgb2;
     vec4 yuvOffset;
     ivec4 mode;        // source, input, nearest, masked (as the program's DRAW_LIST has them)
-    ivec4 picture;     // a picture read in place (input 3, 4): width, height, first plane's row bytes, UV plane's byte offset
-    ivec4 picture2;    // UV row bytes, filtered (1: linear, 0: nearest), BGRA (1: red and blue swapped)
+    ivec4 picture;     // a picture read in place (input 3, 4): width, height, first plane's row bytes, UV (I420: U) plane's byte offset
+    ivec4 picture2;    // UV (I420: U and V) row bytes, filtered (1: linear, 0: nearest), BGRA (1: red and blue swapped), I420's V plane's byte offset (0: NV12)
 };
 
 // One block per frame, an array indexed by draw: every draw keeps its own parameters.
@@ -85,9 +85,9 @@ vec3 toRGB(int i, vec3 yuv) {
 }
 
 #ifdef PICTURES_IN_PLACE
-// NV12 pictures read where they were staged (a storage buffer per source, Y
-// plane at byte 0), sampled here as the textures would be: clamp to edge,
-// nearest or bilinear at texel centres.
+// NV12 and I420 pictures read where they were staged (a storage buffer per
+// source, Y plane at byte 0), sampled here as the textures would be: clamp
+// to edge, nearest or bilinear at texel centres.
 layout(std430, binding = 1) readonly buffer Picture0 { uint bytes0[]; };
 layout(std430, binding = 2) readonly buffer Picture1 { uint bytes1[]; };
 float byte0(int o) { return float((bytes0[o >> 2] >> uint(8 * (o & 3))) & 255u); }
@@ -113,7 +113,8 @@ vec3 inPlace(int i, int src, bool nearest, vec2 tc) {
     bool linear = h.y != 0 && !nearest;
     ivec2 size = g.xy, half_size = (g.xy + ivec2(1)) / 2;
     float y = planeTap(src, 0, g.z, false, size, tc, linear).x;
-    vec2 uv = planeTap(src, g.w, h.x, true, half_size, tc, linear);
+    vec2 uv = h.w != 0 ? vec2(planeTap(src, g.w, h.x, false, half_size, tc, linear).x, planeTap(src, h.w, h.x, false, half_size, tc, linear).x)
+                       : planeTap(src, g.w, h.x, true, half_size, tc, linear);
     return toRGB(i, vec3(y, uv));
 }
 // RGBA or BGRA texels (one uint each, rows word aligned), sampled the same way.
@@ -141,7 +142,7 @@ vec3 inPlaceRGBA(int i, int src, bool nearest, vec2 tc) {
 }
 #endif
 
-// The picture of source 0 (primary) or 1 (secondary); input 0 RGB, 1 NV12, 2 I420, 3 NV12 read in place,
+// The picture of source 0 (primary) or 1 (secondary); input 0 RGB, 1 NV12, 2 I420, 3 NV12 or I420 read in place,
 // 4 RGBA or BGRA read in place; input 5 is an overlay (sources 2...9, overlayPicture).
 #define PICTURE_BODY(p0, p1, p2) { \
     vec4 a = tap(p0, tc, nearest); \

@@ -14,7 +14,7 @@ public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
     public var readback = Readback.auto
     /// `DIPTYCH_CUDA_UPLOADS`: uploads staged in imported CUDA memory, or GL's buffers.
     public var uploads = Uploads.auto
-    /// `DIPTYCH_GPU_PICTURES`: NV12, RGBA and BGRA pictures staged in imported
+    /// `DIPTYCH_GPU_PICTURES`: NV12, I420, RGBA and BGRA pictures staged in imported
     /// memory read in place by the compute pass (`auto`), or uploaded into textures.
     public var pictures = Pictures.auto
     /// The variables that were set, as `NAME=value`, for the log.

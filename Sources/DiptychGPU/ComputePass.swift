@@ -165,7 +165,7 @@ final class ComputePass {
             let p = set.inPlace
             n(set.width); n(set.height); n(p?.yRowBytes ?? 0); n(p?.uvOffset ?? 0)
             let unit = DrawSampling.isUnitScale(d, textureWidth: set.width, textureHeight: set.height)
-            n(p?.uvRowBytes ?? 0); n(unit ? 0 : 1); n(p?.format == .bgra ? 1 : 0); n(0)
+            n(p?.uvRowBytes ?? 0); n(unit ? 0 : 1); n(p?.format == .bgra ? 1 : 0); n(p?.vOffset ?? 0)
         }
     }
 

@@ -4,35 +4,47 @@ import DiptychCUDA
 
 /// Where a picture read in place lies: the buffer that holds it (a staging
 /// slot's, or a decoder picture's import, held while current), its format,
-/// its planes' rows and, for NV12, the UV plane's offset (the first plane
-/// starts at byte 0), and how to let what it holds go once the picture is
-/// replaced.
+/// its planes' rows and, for NV12, the UV plane's offset (for I420 the U
+/// plane's, and the V plane's after it; the first plane starts at byte 0),
+/// and how to let what it holds go once the picture is replaced.
 final class InPlacePicture {
     let buffer: GLuint
-    /// NV12, RGBA or BGRA (8 bits a sample).
+    /// NV12, I420, RGBA or BGRA (8 bits a sample).
     let format: PixelFormat
     /// Bytes a row of the first plane (Y, or the RGBA texels).
     let yRowBytes: Int
+    /// The UV plane (NV12) or the U plane (I420): its offset, and bytes a row (of V's too).
     let uvOffset: Int
     let uvRowBytes: Int
+    /// I420's V plane (0 for the other formats).
+    let vOffset: Int
     private let onRelease: (UInt64) -> Void
     private var released = false
 
-    init(buffer: GLuint, format: PixelFormat, yRowBytes: Int, uvOffset: Int, uvRowBytes: Int, onRelease: @escaping (UInt64) -> Void) {
+    init(buffer: GLuint, format: PixelFormat, yRowBytes: Int, uvOffset: Int, uvRowBytes: Int, vOffset: Int = 0,
+         onRelease: @escaping (UInt64) -> Void) {
         self.buffer = buffer; self.format = format
-        self.yRowBytes = yRowBytes; self.uvOffset = uvOffset; self.uvRowBytes = uvRowBytes
+        self.yRowBytes = yRowBytes; self.uvOffset = uvOffset; self.uvRowBytes = uvRowBytes; self.vOffset = vOffset
         self.onRelease = onRelease
     }
 
     /// A staged frame's planes as `layout` places them in its slot's buffer.
     convenience init(buffer: GLuint, format: PixelFormat, layout: UploadLayout, onRelease: @escaping (UInt64) -> Void) {
-        let (y, uvOffset, uv) = format == .nv12 ? (layout.planes[0].rowLength, layout.planes[1].offset, 2 * layout.planes[1].rowLength)
-            : (4 * layout.planes[0].rowLength, 0, 0)
-        self.init(buffer: buffer, format: format, yRowBytes: y, uvOffset: uvOffset, uvRowBytes: uv, onRelease: onRelease)
+        let l = layout.planes
+        switch format {
+        case .nv12:
+            self.init(buffer: buffer, format: format, yRowBytes: l[0].rowLength, uvOffset: l[1].offset, uvRowBytes: 2 * l[1].rowLength,
+                      onRelease: onRelease)
+        case .i420:
+            self.init(buffer: buffer, format: format, yRowBytes: l[0].rowLength, uvOffset: l[1].offset, uvRowBytes: l[1].rowLength,
+                      vOffset: l[2].offset, onRelease: onRelease)
+        default:
+            self.init(buffer: buffer, format: format, yRowBytes: 4 * l[0].rowLength, uvOffset: 0, uvRowBytes: 0, onRelease: onRelease)
+        }
     }
 
-    /// The compute pass's input kind (composite.comp): 3 NV12 read in place, 4 RGBA or BGRA.
-    var kind: Int { format == .nv12 ? 3 : 4 }
+    /// The compute pass's input kind (composite.comp): 3 NV12 or I420 read in place, 4 RGBA or BGRA.
+    var kind: Int { format == .nv12 || format == .i420 ? 3 : 4 }
 
     /// What it holds is free after the submission `lastUse` (once).
     func release(_ lastUse: UInt64) {
@@ -43,7 +55,7 @@ final class InPlacePicture {
 }
 
 /// Pictures read in place (compute path, staging in imported CUDA memory):
-/// an NV12, RGBA or BGRA frame staged in an imported slot is not uploaded
+/// an NV12, I420, RGBA or BGRA frame staged in an imported slot is not uploaded
 /// into textures; the compute pass reads its bytes on the device and filters
 /// them itself, as the textures would be filtered. NVDEC frames are read
 /// where the decoder copied them, in its pool's picture imported into the
@@ -54,11 +66,17 @@ final class InPlacePicture {
 /// the H200) and CUDA–GL interop's maps (the bound of NVDEC frames) off the
 /// path (docs/ARCHITECTURE.md, "Pictures read in place").
 extension TexturePool {
-    /// Whether `st` can be read in place: 8-bit NV12, RGBA or BGRA, its first
-    /// plane at byte 0, in a slot whose buffer the compute pass can bind.
+    /// Whether `st` can be read in place: 8-bit NV12, I420 (its U and V
+    /// rows as long as each other), RGBA or BGRA, its first plane at byte 0,
+    /// in a slot whose buffer the compute pass can bind.
     static func canReadInPlace(_ st: StagedUpload, staging: StagingRing) -> Bool {
-        let planes = st.layout.planes.count
-        let shaped = st.frame.format == .nv12 ? planes == 2 : [.rgba, .bgra].contains(st.frame.format) && planes == 1
+        let l = st.layout.planes
+        let shaped = switch st.frame.format {
+        case .nv12: l.count == 2
+        case .i420: l.count == 3 && l[1].rowLength == l[2].rowLength
+        case .rgba, .bgra: l.count == 1
+        default: false
+        }
         return shaped && st.layout.planes[0].offset == 0 && staging.readableInPlace(st.slot)
     }
 
@@ -89,7 +107,8 @@ extension TexturePool {
     }
 
     private func commitInPlace(_ picture: InPlacePicture, width: Int, height: Int, matrix: ColorMatrix, range: ColorRange, role: StreamRole) {
-        let set = StreamPicture(format: nil, input: picture.format == .nv12 ? .nv12 : .rgb, width: width, height: height, source: .inPlace(picture))
+        let input: ShaderKey.Input = picture.format == .nv12 ? .nv12 : picture.format == .i420 ? .i420 : .rgb
+        let set = StreamPicture(format: nil, input: input, width: width, height: height, source: .inPlace(picture))
         set.lastUse = timeline.pendingSerial
         set.matrix = matrix
         set.range = range

@@ -10,10 +10,13 @@ struct UploadLayout {
     /// Planes 64-byte aligned; a plane whose stride is a whole number of pixels
     /// and not much wider than its rows is copied as one block (rows and
     /// padding, GL_UNPACK_ROW_LENGTH skips the padding), else row by row.
+    /// I420's U and V planes keep rows as long as each other (a picture read
+    /// in place has one chroma row length): row by row where their strides differ.
     init(_ frame: VideoFrame) {
+        let chromaApart = frame.format == .i420 && frame.planes.count == 3 && frame.planes[1].stride != frame.planes[2].stride
         for (i, s) in frame.format.planeShapes(width: frame.width, height: frame.height).enumerated() {
             let p = frame.planes[i]
-            let bulk = p.stride % s.bytesPerPixel == 0 && p.stride <= 2 * s.rowBytes + 256
+            let bulk = p.stride % s.bytesPerPixel == 0 && p.stride <= 2 * s.rowBytes + 256 && !(chromaApart && i > 0)
             let bytes = bulk ? p.stride * (s.height - 1) + s.rowBytes : s.rowBytes * s.height
             total = (total + 63) & ~63
             planes.append(Plane(offset: total, bytes: bytes, rowLength: bulk ? p.stride / s.bytesPerPixel : s.width, bulk: bulk))

@@ -47,11 +47,11 @@ final class MemfdPicture: CUDAPictureHolder, @unchecked Sendable {
     func download() -> VideoFrame? { nil }
 }
 
-/// Pictures read in place (NV12, RGBA, BGRA staged in imported memory: CUDA's
+/// Pictures read in place (NV12, I420, RGBA, BGRA staged in imported memory: CUDA's
 /// on NVIDIA, here llvmpipe importing mapped files): the compute pass reads
 /// the staged bytes from the staging slot and filters them itself. Frames equal those from textures within ±1 but for a few
 /// samples at ±2 (GL's filtering rounds its weights its own way), for every
-/// rotation and mirror, scaled and 1:1; I420 frames still go through textures; a slot is held
+/// rotation and mirror, scaled and 1:1; a slot is held
 /// while its picture is current and reused only after the frames that read it.
 extension GPU {
     @Suite struct InPlacePictures {
@@ -151,17 +151,21 @@ extension GPU {
             }
         }
 
-        /// I420 keeps its textures, beside a picture read in place.
-        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd")) func i420StillUsesTextures() throws {
-            let p = plan(Orientation(rotation: .r180, mirrored: false))
+        /// I420 pictures are read in place too (their three planes), in every
+        /// rotation and mirror, as primary and as secondary, with no upload.
+        @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd")) func i420IsReadInPlace() throws {
             let gl = try compositor(inPlace: false)
-            let expected = try run(gl, plan: p, count: 4, secondary: .i420)
-            gl.shutdown()
+            defer { gl.shutdown() }
             let c = try compositor(inPlace: true)
-            let got = try run(c, plan: p, count: 4, secondary: .i420)
-            #expect(c.stats.upload.count > 0, "the I420 secondary's textures were uploaded")
-            c.shutdown()
-            expectClose(got, expected, "NV12 primary in place, I420 secondary through textures")
+            defer { c.shutdown() }
+            for o in ComputePath.orientations {
+                expectClose(try run(c, plan: plan(o), count: 3, primary: .i420, secondary: .i420),
+                            try run(gl, plan: plan(o), count: 3, primary: .i420, secondary: .i420), "I420, inset \(o)")
+            }
+            let oneToOne = plan(Orientation(rotation: .r0, mirrored: true))
+            expectClose(try run(c, plan: oneToOne, count: 2, primary: .i420, secondary: .nv12),
+                        try run(gl, plan: oneToOne, count: 2, primary: .i420, secondary: .nv12), "I420 1:1 primary beside NV12")
+            #expect(gl.stats.upload.count > 0 && c.stats.upload.count == 0, "uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
         }
 
         /// The held slots never exhaust the ring (a shallow one included), and

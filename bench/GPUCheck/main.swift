@@ -238,7 +238,7 @@ for text in selections {
                     try c.render(output: out, plan: plan, pts: .zero)
                     guard let f = try c.flush().first else { throw Failure(description: "no frame (\(pass))") }
                     guard c.stats.framesCompute == (pass == .compute ? 1 : 0) else { throw Failure(description: "\(pass) pass not taken") }
-                    // Pictures read in place (NV12, RGBA, BGRA) are filtered by the pass itself: one step more at the masked edge.
+                    // Pictures read in place (NV12, I420, RGBA, BGRA) are filtered by the pass itself: one step more at the masked edge.
                     if c.plan.pictures == .inPlace && [.nv12, .rgba, .bgra].contains(format) { tolerance = opacity < 1 ? 3 : 2 }
                     frames.append(f)
                 }

@@ -26,7 +26,7 @@ public struct GPUPlan: Hashable, Sendable, Codable, CustomStringConvertible {
         case cudaImported = "cuda-imported"
     }
 
-    /// How the pass reads NV12, RGBA and BGRA pictures.
+    /// How the pass reads NV12, I420, RGBA and BGRA pictures.
     public enum Pictures: String, Hashable, Sendable, Codable {
         /// Uploaded into textures.
         case textures
