@@ -11,18 +11,19 @@ public final class CUDAPicture: @unchecked Sendable {   // CUDA device pointers,
         public var rowBytes: Int
         public var rows: Int
     }
-    public let planes: [Plane]
+    let storage: CUDAPicturePool.Storage
+    public var planes: [Plane] { storage.planes }
     /// The one allocation every plane lies in, back to back from its byte 0,
     /// where the pool's pictures are shareable (a GL context imports it and
     /// reads the planes where they are); nil for `cuMemAllocPitch` planes.
-    public let memory: CUDAExportableMemory?
+    public var memory: CUDAExportableMemory? { storage.memory }
     let key: CUDAPicturePool.Key
     let pool: CUDAPicturePool
 
     init(_ storage: CUDAPicturePool.Storage, key: CUDAPicturePool.Key, pool: CUDAPicturePool) {
-        planes = storage.planes; memory = storage.memory; self.key = key; self.pool = pool
+        self.storage = storage; self.key = key; self.pool = pool
     }
-    deinit { pool.giveBack(CUDAPicturePool.Storage(planes: planes, memory: memory), key: key) }
+    deinit { pool.giveBack(storage, key: key) }
 }
 
 /// Device memory a GL context can import (GL_EXT_memory_object_fd): where a

@@ -29,15 +29,13 @@ final class MemfdPicture: CUDAPictureHolder, @unchecked Sendable {
     init(_ nv12: VideoFrame, ledger: MemfdMemory.Ledger, unshareable: Bool = false) throws {
         let pitch = nv12.width + 20, uvOffset = pitch * nv12.height + 64
         let file = try MemfdMemory(bytes: uvOffset + pitch * nv12.height / 2, ledger: ledger)
-        var rows: [UInt8] = []
         for (plane, count) in [(0, nv12.height), (1, nv12.height / 2)] {
-            rows = []
+            var rows: [UInt8] = []
             for y in 0..<count { for x in 0..<pitch { rows.append(x < nv12.width ? nv12.byte(plane: plane, x, y) : 0xee) } }
-            let source = UnsafeMutableRawPointer.allocate(byteCount: rows.count, alignment: 16)
-            defer { source.deallocate() }
-            source.copyMemory(from: rows, byteCount: rows.count)
-            try file.copyIn([PlaneTransfer(source: .host(source), pitch: pitch, rowBytes: pitch, rows: count,
-                                           offset: plane == 0 ? 0 : uvOffset, dstPitch: pitch)])
+            try rows.withUnsafeBytes { source in
+                try file.copyIn([PlaneTransfer(source: .host(source.baseAddress!), pitch: pitch, rowBytes: pitch, rows: count,
+                                               offset: plane == 0 ? 0 : uvOffset, dstPitch: pitch)])
+            }
         }
         memory = Memory(file, unshareable: unshareable)
         frame = CUDAFrame(width: nv12.width, height: nv12.height, format: .nv12,
