@@ -55,6 +55,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             value.withLock { v in
                 v.gpuBatches += c.batches; v.gpuBatchSeconds += c.busy; v.gpuIdleSeconds += c.idle
                 v.gpuUploadSeconds += c.uploads; v.gpuEncoderSeconds += c.encoder; v.gpuEncodedPictures += c.encodedPictures
+                v.gpuEncoderPassSeconds.merge(c.encoderPasses, uniquingKeysWith: +)
             }
         }
         func add(busy ns: UInt64, items: Int, phases: inout [UInt64]) {
@@ -212,6 +213,10 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
 
     /// On a render thread: the frame batch's first dispatch comes next (its uploads and copies are recorded).
     static func batchDispatchesStart() { current?.clock?.dispatchesStart() }
+
+    /// On a render thread recording a frame batch's GPU encoder: its pass
+    /// `name` was recorded, a barrier after it (`RenderThreadLoad.encoderPasses`).
+    static func encoderPassEnds(_ name: String) { current?.clock?.encoderPassEnds(name) }
 
     /// The watched fences of the render thread running this code (traps elsewhere).
     static var currentWatch: FenceWatch {
@@ -396,6 +401,12 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public var gpuEncoderSeconds = 0.0
     /// The pictures those passes of the GPU encoder encoded.
     public var gpuEncodedPictures = 0
+    /// Of `gpuEncoderSeconds`, each pass's share (`encoderPasses`; a pass's
+    /// time from the end of the one before, the interpolation's with the search's).
+    public var gpuEncoderPassSeconds: [String: Double] = [:]
+    /// The GPU encoder's passes as the timed batches split them, in their order.
+    public static let encoderPasses = ["search", "refine", "subpel", "choose", "inter", "intraP", "intra", "probe", "deblock", "finish",
+                                       "cavlc", "scan", "gather"]
     /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
     public init() {}
@@ -405,6 +416,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         n.busySeconds.negate(); n.cpuSeconds.negate(); n.items.negate(); n.wakeups.negate()
         n.gpuBatches.negate(); n.gpuBatchSeconds.negate(); n.gpuIdleSeconds.negate(); n.gpuUploadSeconds.negate(); n.gpuEncoderSeconds.negate()
         n.gpuEncodedPictures.negate()
+        n.gpuEncoderPassSeconds = n.gpuEncoderPassSeconds.mapValues { -$0 }
         n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
         return a + n
     }
@@ -418,6 +430,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         d.gpuBatchSeconds = a.gpuBatchSeconds + b.gpuBatchSeconds; d.gpuIdleSeconds = a.gpuIdleSeconds + b.gpuIdleSeconds
         d.gpuUploadSeconds = a.gpuUploadSeconds + b.gpuUploadSeconds; d.gpuEncoderSeconds = a.gpuEncoderSeconds + b.gpuEncoderSeconds
         d.gpuEncodedPictures = a.gpuEncodedPictures + b.gpuEncodedPictures
+        d.gpuEncoderPassSeconds = a.gpuEncoderPassSeconds.merging(b.gpuEncoderPassSeconds, uniquingKeysWith: +)
         d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
         return d
     }

@@ -122,6 +122,11 @@ struct Metrics {
             m.sample("diptych_gpu_render_thread_gpu_encoded_pictures_total", "counter",
                      "Pictures the GPU encoder encoded in the timed batches (its seconds over these: GPU time a picture).", c,
                      Double(load.gpuEncodedPictures))
+            for pass in RenderThreadLoad.encoderPasses {
+                m.sample("diptych_gpu_render_thread_gpu_encoder_pass_seconds_total", "counter",
+                         "Of the GPU encoder's time in the timed batches, each pass's (from the end of the pass before; the interpolation counts with the search).",
+                         c + [("pass", pass)], load.gpuEncoderPassSeconds[pass] ?? 0)
+            }
             for phase in RenderPhase.allCases {
                 m.sample("diptych_gpu_render_thread_phase_seconds_total", "counter",
                          "Render thread busy time by phase (poll is part of begin; fence and checks of finish).",

@@ -189,11 +189,13 @@ final class FakeFences: @unchecked Sendable {
         var a = RenderThreadLoad(), b = RenderThreadLoad()
         a.busySeconds = 1.5; a.cpuSeconds = 1; a.items = 10; a.wakeups = 2; a.phaseSeconds = ["fence": 0.5, "begin": 0.25]
         b.busySeconds = 0.5; b.cpuSeconds = 0.25; b.items = 4; b.wakeups = 1; b.phaseSeconds = ["fence": 0.25, "flush": 0.125]
+        a.gpuEncoderPassSeconds = ["deblock": 0.5, "search": 0.25]; b.gpuEncoderPassSeconds = ["deblock": 0.25]
         let s = a + b
         #expect(s.busySeconds == 2 && s.cpuSeconds == 1.25 && s.items == 14 && s.wakeups == 3)
         #expect(s.phaseSeconds == ["fence": 0.75, "begin": 0.25, "flush": 0.125])
         let d = s - b
         #expect(d.busySeconds == a.busySeconds && d.cpuSeconds == a.cpuSeconds && d.items == a.items && d.wakeups == a.wakeups)
         #expect(d.phaseSeconds == ["fence": 0.5, "begin": 0.25, "flush": 0])
+        #expect(s.gpuEncoderPassSeconds == ["deblock": 0.75, "search": 0.25] && d.gpuEncoderPassSeconds == a.gpuEncoderPassSeconds)
     }
 }

@@ -57,6 +57,10 @@ import Testing
                      "diptych_gpu_render_thread_gpu_encoder_seconds_total", "diptych_gpu_render_thread_gpu_encoded_pictures_total"] {
             #expect(metrics.split(separator: "\n").contains { $0.hasPrefix(name + "{context=\"0\"} ") }, "\(name) missing")
         }
+        for pass in ["search", "refine", "subpel", "choose", "inter", "intraP", "intra", "probe", "deblock", "finish", "cavlc", "scan", "gather"] {
+            #expect(metrics.split(separator: "\n").contains { $0.hasPrefix("diptych_gpu_render_thread_gpu_encoder_pass_seconds_total{context=\"0\",pass=\"\(pass)\"} ") },
+                    "\(pass) missing")
+        }
         // Prometheus text format: comments, or `name{label="value",…} number`.
         let sample = try Regex(#"^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [-+0-9.eInfNa]+$"#)
         for line in metrics.split(separator: "\n") where !line.hasPrefix("# HELP ") && !line.hasPrefix("# TYPE ") {
@@ -350,6 +354,21 @@ import Testing
         let out = Pipe(); probe.standardOutput = out
         try probe.run(); probe.waitUntilExit()
         #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "h264,30")
+        // The GPU encoder's time in the context that ran it, split by its passes: the IDR's intra pass, the P pictures'
+        // inter pass, the raster-order pass of both; the parts add up to the whole.
+        let m = try server.request("GET", "/metrics").text
+        func value(_ series: String) -> Double? {
+            m.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last!) }
+        }
+        let context = try #require(["0", "1"].first { (value("diptych_gpu_render_thread_gpu_encoded_pictures_total{context=\"\($0)\"}") ?? 0) > 0 },
+                                   "no context counted GPU-encoded pictures: \(m)")
+        let encoder = try #require(value("diptych_gpu_render_thread_gpu_encoder_seconds_total{context=\"\(context)\"}"))
+        var passes: [String: Double] = [:]
+        for pass in ["search", "refine", "subpel", "choose", "inter", "intraP", "intra", "probe", "deblock", "finish", "cavlc", "scan", "gather"] {
+            passes[pass] = value("diptych_gpu_render_thread_gpu_encoder_pass_seconds_total{context=\"\(context)\",pass=\"\(pass)\"}")
+        }
+        #expect(encoder > 0 && abs(passes.values.reduce(0, +) - encoder) <= encoder * 1e-6, "\(passes) against \(encoder)")
+        #expect(passes["intra"]! > 0 && passes["inter"]! > 0 && passes["deblock"]! > 0, "\(passes)")
     }
 
     /// With --token-file every route but /healthz needs the bearer token.

@@ -311,7 +311,10 @@ final class H264ComputeEncoder {
         let prepared = groupingIDRs(jobs).map { $0.encoder.prepare($0) }
         let profiling = jobs.contains { $0.encoder.profiling }
         var t0 = profiling ? PassTimer.now() : 0
+        // After a pass and before a barrier (one follows every call): a render
+        // thread's batch clock stamps it; `--profile` waits for it.
         func timed(_ pass: Pass) {
+            RenderThread.encoderPassEnds("\(pass)")
             guard profiling else { return }
             glFinish()
             let t = PassTimer.now()
@@ -342,7 +345,8 @@ final class H264ComputeEncoder {
                 }
                 if pass != .inter { timed(pass) }
             }
-            if profiling { glMemoryBarrier(storage); timed(.inter) }
+            if profiling { glMemoryBarrier(storage) }
+            timed(.inter)
             // Intra_16x16 where it beats P, over a checkerboard in two phases.
             glUseProgram(programs.ids[.intraP]!)
             for phase in 0..<2 {
@@ -352,7 +356,8 @@ final class H264ComputeEncoder {
                     p.job.encoder.bind(p, .intraP, diagonal: phase)
                     glDispatchCompute(GLuint((f.mbWidth + 1) / 2), GLuint(f.mbHeight), 1)
                 }
-                if profiling { glMemoryBarrier(storage); timed(.intraP) }
+                if profiling { glMemoryBarrier(storage) }
+                timed(.intraP)
             }
         }
         // IDR pictures: diagonal d of each slice (x + the row in the slice).

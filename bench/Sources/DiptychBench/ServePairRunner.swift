@@ -173,7 +173,7 @@ struct ServePairRunner: PairRunner {
     /// calls a wake-up, busy milliseconds an item by phase and, where the
     /// server gives it, CPU milliseconds an item (nil without those families).
     static func renderThreadLine(_ metrics: String, since start: String? = nil, seconds: Double) -> String? {
-        var total: [String: Double] = [:], phases: [String: Double] = [:]
+        var total: [String: Double] = [:], phases: [String: Double] = [:], passes: [String: Double] = [:]
         for (text, sign) in [(metrics, 1.0), (start ?? "", -1.0)] {
             for line in text.split(separator: "\n") where line.hasPrefix("diptych_gpu_render_thread_") {
                 guard let space = line.lastIndex(of: " "), let v = Double(line[line.index(after: space)...]) else { continue }
@@ -181,6 +181,8 @@ struct ServePairRunner: PairRunner {
                 let name = String(key.prefix { $0 != "{" })
                 if name == "diptych_gpu_render_thread_phase_seconds_total", let r = key.range(of: "phase=\"") {
                     phases[String(key[r.upperBound...].prefix { $0 != "\"" }), default: 0] += sign * v
+                } else if name == "diptych_gpu_render_thread_gpu_encoder_pass_seconds_total", let r = key.range(of: "pass=\"") {
+                    passes[String(key[r.upperBound...].prefix { $0 != "\"" }), default: 0] += sign * v
                 } else {
                     total[name, default: 0] += sign * v
                 }
@@ -208,8 +210,14 @@ struct ServePairRunner: PairRunner {
             }
             if let encoder {
                 let pictures = part("encoded_pictures")
+                // Its passes' GPU time a picture, longest first, where the server splits it.
+                let split = pictures.map { p in
+                    passes.filter { $0.value > 0 }.sorted { $0.value > $1.value }
+                        .map { "\($0.key) \(String(format: "%.3f", $0.value * 1000 / p))" }.joined(separator: ", ")
+                } ?? ""
                 parts.append(String(format: "the GPU encoder %.3f", encoder * 1000 / n)
-                             + (pictures.map { String(format: " (%.1f pictures, %.3f ms a picture)", $0 / n, encoder * 1000 / $0) } ?? ""))
+                             + (pictures.map { String(format: " (%.1f pictures, %.3f ms a picture", $0 / n, encoder * 1000 / $0) } ?? "")
+                             + (pictures == nil ? "" : split.isEmpty ? ")" : "; passes, ms a picture: " + split + ")"))
             }
             gpu = String(format: "; GPU %.3f ms a batch", run * 1000 / n) + (parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")")
                 + String(format: ", idle %.3f ms before one (%.0f %% of the GPU's time)", idle * 1000 / n, run + idle > 0 ? idle / (run + idle) * 100 : 0)

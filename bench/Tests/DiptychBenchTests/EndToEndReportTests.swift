@@ -64,6 +64,18 @@ import Testing
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch (uploads 0.500, dispatches 0.500, the GPU encoder 3.000 (7.5 pictures, 0.400 ms a picture)),"
                 + " idle 1.000 ms before one (20 % of the GPU's time)")
+        // With its passes' split: each pass's time a picture, longest first, passes that took none left out.
+        let passes = """
+
+            diptych_gpu_render_thread_gpu_encoder_pass_seconds_total{context="0",pass="deblock"} 0.1
+            diptych_gpu_render_thread_gpu_encoder_pass_seconds_total{context="1",pass="deblock"} 0.05
+            diptych_gpu_render_thread_gpu_encoder_pass_seconds_total{context="0",pass="search"} 0.075
+            diptych_gpu_render_thread_gpu_encoder_pass_seconds_total{context="0",pass="intra"} 0
+            """
+        #expect(ServePairRunner.renderThreadLine(withParts + counter("gpu_encoded_pictures", 500, 250) + passes, seconds: 10)
+                == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
+                + " GPU 4.000 ms a batch (uploads 0.500, dispatches 0.500, the GPU encoder 3.000 (7.5 pictures, 0.400 ms a picture;"
+                + " passes, ms a picture: deblock 0.200, search 0.100)), idle 1.000 ms before one (20 % of the GPU's time)")
         #expect(ServePairRunner.renderThreadLine(withGPU + counter("gpu_upload_seconds", 0, 0) + counter("gpu_encoder_seconds", 0, 0), seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
