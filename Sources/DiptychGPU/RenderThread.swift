@@ -404,9 +404,10 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     /// Of `gpuEncoderSeconds`, each pass's share (`encoderPasses`; a pass's
     /// time from the end of the one before, the interpolation's with the search's).
     public var gpuEncoderPassSeconds: [String: Double] = [:]
-    /// The GPU encoder's passes as the timed batches split them, in their order.
-    public static let encoderPasses = ["search", "refine", "subpel", "choose", "inter", "intraP", "intra", "probe", "deblock", "finish",
-                                       "cavlc", "scan", "gather"]
+    /// The GPU encoder's passes as the timed batches split them: each but the
+    /// interpolation (with the search, no barrier between) and the probe
+    /// rounds' guesses (with their probes).
+    public static let encoderPasses = H264Programs.Pass.allCases.filter { $0 != .interpolate && $0 != .probeGuess }.map { "\($0)" }
     /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
     public init() {}
