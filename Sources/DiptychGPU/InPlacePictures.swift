@@ -75,9 +75,8 @@ extension TexturePool {
         case .nv12: l.count == 2
         case .i420: l.count == 3 && l[1].rowLength == l[2].rowLength
         case .rgba, .bgra: l.count == 1
-        default: false
         }
-        return shaped && st.layout.planes[0].offset == 0 && staging.readableInPlace(st.slot)
+        return shaped && l[0].offset == 0 && staging.readableInPlace(st.slot)
     }
 
     /// Makes the staged frame its role's picture, read from its slot (held until replaced).

@@ -3,6 +3,9 @@ import DiptychMedia
 import Foundation
 import Testing
 
+/// The GPU encoder's passes as /metrics splits its time (`RenderThreadLoad.encoderPasses`).
+private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter", "intraP", "intra", "probe", "deblock", "finish", "cavlc", "scan", "gather"]
+
 /// `diptych serve` as users run it: a real process on a free loopback port,
 /// driven over HTTP, its files checked by decoding them.
 @Suite(.serialized) struct ServeTests {
@@ -57,7 +60,7 @@ import Testing
                      "diptych_gpu_render_thread_gpu_encoder_seconds_total", "diptych_gpu_render_thread_gpu_encoded_pictures_total"] {
             #expect(metrics.split(separator: "\n").contains { $0.hasPrefix(name + "{context=\"0\"} ") }, "\(name) missing")
         }
-        for pass in ["search", "refine", "subpel", "choose", "inter", "intraP", "intra", "probe", "deblock", "finish", "cavlc", "scan", "gather"] {
+        for pass in gpuEncoderPasses {
             #expect(metrics.split(separator: "\n").contains { $0.hasPrefix("diptych_gpu_render_thread_gpu_encoder_pass_seconds_total{context=\"0\",pass=\"\(pass)\"} ") },
                     "\(pass) missing")
         }
@@ -364,7 +367,7 @@ import Testing
                                    "no context counted GPU-encoded pictures: \(m)")
         let encoder = try #require(value("diptych_gpu_render_thread_gpu_encoder_seconds_total{context=\"\(context)\"}"))
         var passes: [String: Double] = [:]
-        for pass in ["search", "refine", "subpel", "choose", "inter", "intraP", "intra", "probe", "deblock", "finish", "cavlc", "scan", "gather"] {
+        for pass in gpuEncoderPasses {
             passes[pass] = value("diptych_gpu_render_thread_gpu_encoder_pass_seconds_total{context=\"\(context)\",pass=\"\(pass)\"}")
         }
         #expect(encoder > 0 && abs(passes.values.reduce(0, +) - encoder) <= encoder * 1e-6, "\(passes) against \(encoder)")

@@ -239,7 +239,7 @@ for text in selections {
                     guard let f = try c.flush().first else { throw Failure(description: "no frame (\(pass))") }
                     guard c.stats.framesCompute == (pass == .compute ? 1 : 0) else { throw Failure(description: "\(pass) pass not taken") }
                     // Pictures read in place (NV12, I420, RGBA, BGRA) are filtered by the pass itself: one step more at the masked edge.
-                    if c.plan.pictures == .inPlace && [.nv12, .rgba, .bgra].contains(format) { tolerance = opacity < 1 ? 3 : 2 }
+                    if c.plan.pictures == .inPlace && [.nv12, .i420, .rgba, .bgra].contains(format) { tolerance = opacity < 1 ? 3 : 2 }
                     frames.append(f)
                 }
                 let (d, at) = maxDifference(frames[0], frames[1])
