@@ -98,6 +98,24 @@ uint slotBits(int s, uint offset, int count) {
     return count == 32 ? v : v >> uint(32 - count);
 }
 
+// The slot after `s` whose bits `pos` reaches: the last one starting at or
+// before it (a P_Skip macroblock's slot is empty and starts where the next
+// one does, so a run of them is stepped over at once, not slot by slot),
+// or s + 1 where none does (`pos` lies in the zero bits before a slice).
+int slotAt(int s, uint pos) {
+    int lo = s + 1;
+    if (lo >= slots || lens[slots + lo] > pos) return lo;
+    // Steps doubling until one passes `pos`, then halving back.
+    int step = 1, hi = lo + 1;
+    while (hi < slots && lens[slots + hi] <= pos) { lo = hi; step <<= 1; hi = lo + step; }
+    hi = min(hi - 1, slots - 1);
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (lens[slots + mid] <= pos) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
 void main() {
     slots = slotCount();
     uint w = gl_GlobalInvocationID.x;
@@ -124,7 +142,7 @@ void main() {
             pos += uint(take);
             continue;
         }
-        if (pos >= start + len) { s++; continue; }
+        if (pos >= start + len) { s = slotAt(s, pos); continue; }
         int take = min(need, int(start + len - pos));
         uint v = slotBits(s, pos - start, take);
         word = take == 32 ? v : ((word << uint(take)) | v);
