@@ -1,10 +1,18 @@
 #version 310 es
 // H.264 encoder, entropy coding (docs/ARCHITECTURE.md, "The GPU encoder"):
-// one invocation per macroblock writes its slice_data() part with CAVLC
+// a work group per macroblock writes its slice_data() part with CAVLC
 // (ITU-T H.264 7.3.5, 9.2) into its own slot of the bit buffer, MSB first:
 // mb_skip_run before it (P slices), mb_type, prediction, coded_block_pattern,
 // mb_qp_delta and the residual blocks. The pack pass joins the slots.
-layout(local_size_x = 64) in;
+// The macroblock's syntax in SEGMENTS parts, one an invocation: the header
+// (everything before the residual), Intra_16x16's luma DC, the 16 luma
+// blocks, the two chroma DC blocks, the eight chroma AC blocks; a part the
+// macroblock does not code is empty. Each invocation counts its part's bits,
+// their starts are summed, and each writes its part at its start into the
+// slot's words in shared memory: a macroblock's time is its longest part,
+// not all of them one after another.
+layout(local_size_x = 32) in;
+#define SEGMENTS 28
 
 layout(std430, binding = 3) readonly buffer MBs { uint mbs[]; };
 layout(std430, binding = 5) buffer Bits { uint bits[]; };
@@ -25,23 +33,33 @@ layout(std430, binding = 9) readonly buffer Tables { uint tables[]; };
 #define INTER_CBP_CODE(i) tables[INTER_CBP_CODE_AT + (i)]
 #define INTRA4_CBP_CODE(i) tables[INTRA4_CBP_CODE_AT + (i)]
 
-uint bwAcc = 0u;
-int bwN = 0;
-int bwPos = 0;
-int bwBase = 0;
-int bwLimit = 0;
+// The slot's words as they are written (SLOT_WORDS, defined with the
+// source), each part's bits and start, the macroblock's bits.
+shared uint sOut[SLOT_WORDS];
+shared uint sLen[SEGMENTS];
+shared uint sStart[SEGMENTS];
+shared uint sTotal;
 
+// The bit writer: counting (the first round) or writing into sOut at the
+// part's start (the second).
+bool writing = false;
+uint bwBit = 0u;
+
+// `v`'s low `n` bits (0-32), MSB first.
 void put(uint v, int n) {
     if (n == 0) return;
-    int room = 32 - bwN;
-    if (n < room) { bwAcc = (bwAcc << uint(n)) | v; bwN += n; return; }
-    int rest = n - room;
-    uint hi = rest == 0 ? v : (v >> uint(rest));
-    uint word = room == 32 ? hi : ((bwAcc << uint(room)) | hi);
-    if (bwPos < bwLimit) bits[bwBase + bwPos] = word;
-    bwPos++;
-    bwAcc = rest == 0 ? 0u : (v & ((1u << uint(rest)) - 1u));
-    bwN = rest;
+    if (writing) {
+        if (n < 32) v &= (1u << uint(n)) - 1u;
+        uint w = bwBit >> 5u;
+        int room = 32 - int(bwBit & 31u);
+        if (n <= room) atomicOr(sOut[w], v << uint(room - n));
+        else {
+            int rest = n - room;
+            atomicOr(sOut[w], v >> uint(rest));
+            atomicOr(sOut[w + 1u], v << uint(32 - rest));
+        }
+    }
+    bwBit += uint(n);
 }
 
 void putCode(uint code) { put(code >> 8, int(code & 255u)); }
@@ -187,76 +205,96 @@ void residualBlock(int word, int start, int count, int nC, bool empty) {
     }
 }
 
-void main() {
-    int n = u_size.z * u_size.w;
-    mbIndex = int(gl_GlobalInvocationID.x);
-    if (mbIndex >= n) return;
-    mbX = mbIndex % u_size.z;
-    mbY = mbIndex / u_size.z;
-    bool pSlice = u_code.y == 1;
-    bwBase = mbSlot(mbIndex) * u_code.z;
-    bwLimit = u_code.z - 1;
-    uint info = mbs[mbIndex * MB_WORDS + MB_INFO];
-    if (infoSkipped(info)) { lens[mbSlot(mbIndex)] = 0u; return; }
+// Part `part` of the macroblock (record word `info`).
+void segment(int part, uint info, bool pSlice) {
     int cbp = infoCBP(info);
     int cbpLuma = cbp & 15, cbpChroma = cbp >> 4;
     bool intra = infoKind(info) == KIND_I16;
     bool intra4 = infoKind(info) == KIND_I4;
-    if (pSlice) ue(mbs[mbIndex * MB_WORDS + MB_SKIPRUN]);
-    if (intra4) {
-        ue(pSlice ? 5u : 0u);   // I_NxN
-        for (int b = 0; b < 16; b++) {
-            int bx = blkX(b), by = blkY(b);
-            int mode = modeOf(mbIndex, b);
-            int predMode = 2;
-            if ((bx > 0 || mbX > 0) && (by > 0 || rowAbove(mbY))) {
-                int ma = bx > 0 ? modeOf(mbIndex, blkIndex(bx - 1, by)) : modeOf(mbIndex - 1, blkIndex(3, by));
-                int mb_ = by > 0 ? modeOf(mbIndex, blkIndex(bx, by - 1)) : modeOf(mbIndex - u_size.z, blkIndex(bx, 3));
-                predMode = min(ma, mb_);
+    if (part == 0) {
+        if (pSlice) ue(mbs[mbIndex * MB_WORDS + MB_SKIPRUN]);
+        if (intra4) {
+            ue(pSlice ? 5u : 0u);   // I_NxN
+            for (int b = 0; b < 16; b++) {
+                int bx = blkX(b), by = blkY(b);
+                int mode = modeOf(mbIndex, b);
+                int predMode = 2;
+                if ((bx > 0 || mbX > 0) && (by > 0 || rowAbove(mbY))) {
+                    int ma = bx > 0 ? modeOf(mbIndex, blkIndex(bx - 1, by)) : modeOf(mbIndex - 1, blkIndex(3, by));
+                    int mb_ = by > 0 ? modeOf(mbIndex, blkIndex(bx, by - 1)) : modeOf(mbIndex - u_size.z, blkIndex(bx, 3));
+                    predMode = min(ma, mb_);
+                }
+                if (mode == predMode) put(1u, 1);
+                else { put(0u, 1); put(uint(mode < predMode ? mode : mode - 1), 3); }
             }
-            if (mode == predMode) put(1u, 1);
-            else { put(0u, 1); put(uint(mode < predMode ? mode : mode - 1), 3); }
+            ue(uint(infoChromaMode(info)));
+            ue(INTRA4_CBP_CODE(cbp));
+            if (cbp != 0) se(0);   // mb_qp_delta
+        } else if (intra) {
+            ue(uint((pSlice ? 5 : 0) + 1 + infoLumaMode(info) + 4 * cbpChroma + (cbpLuma != 0 ? 12 : 0)));
+            ue(uint(infoChromaMode(info)));
+            se(0);   // mb_qp_delta
+        } else {
+            ue(0u);   // P_L0_16x16
+            ivec2 mv = unpackMV(mbs[mbIndex * MB_WORDS + MB_MV]);
+            ivec2 mvp = unpackMV(mbs[mbIndex * MB_WORDS + MB_MVP]);
+            se(mv.x - mvp.x);
+            se(mv.y - mvp.y);
+            ue(INTER_CBP_CODE(cbp));
+            if (cbp != 0) se(0);
         }
-        ue(uint(infoChromaMode(info)));
-        ue(INTRA4_CBP_CODE(cbp));
-        if (cbp != 0) se(0);   // mb_qp_delta
-        for (int b = 0; b < 16; b++) {
-            if ((cbpLuma & (1 << (b >> 2))) != 0)
-                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(blkX(b), blkY(b), -1), nnzOf(mbIndex, b) == 0);
-        }
-    } else if (intra) {
-        ue(uint((pSlice ? 5 : 0) + 1 + infoLumaMode(info) + 4 * cbpChroma + (cbpLuma != 0 ? 12 : 0)));
-        ue(uint(infoChromaMode(info)));
-        se(0);   // mb_qp_delta
-        residualBlock(MB_LUMADC, 0, 16, predictedCount(0, 0, -1), false);
-        if (cbpLuma != 0) {
-            for (int b = 0; b < 16; b++)
-                residualBlock(MB_LUMA + b * 8, 1, 15, predictedCount(blkX(b), blkY(b), -1), nnzOf(mbIndex, b) == 0);
-        }
-    } else {
-        ue(0u);   // P_L0_16x16
-        ivec2 mv = unpackMV(mbs[mbIndex * MB_WORDS + MB_MV]);
-        ivec2 mvp = unpackMV(mbs[mbIndex * MB_WORDS + MB_MVP]);
-        se(mv.x - mvp.x);
-        se(mv.y - mvp.y);
-        ue(INTER_CBP_CODE(cbp));
-        if (cbp != 0) se(0);
-        for (int b = 0; b < 16; b++) {
-            if ((cbpLuma & (1 << (b >> 2))) != 0)
-                residualBlock(MB_LUMA + b * 8, 0, 16, predictedCount(blkX(b), blkY(b), -1), nnzOf(mbIndex, b) == 0);
-        }
+    } else if (part == 1) {
+        if (intra) residualBlock(MB_LUMADC, 0, 16, predictedCount(0, 0, -1), false);
+    } else if (part < 18) {
+        int b = part - 2;
+        if ((cbpLuma & (1 << (b >> 2))) != 0)
+            residualBlock(MB_LUMA + b * 8, intra ? 1 : 0, intra ? 15 : 16, predictedCount(blkX(b), blkY(b), -1), nnzOf(mbIndex, b) == 0);
+    } else if (part < 20) {
+        if (cbpChroma != 0) residualBlock(MB_CHROMADC + 2 * (part - 18), 0, 4, -1, false);
+    } else if (cbpChroma == 2) {
+        int c = (part - 20) >> 2, b = (part - 20) & 3;
+        residualBlock(MB_CHROMAAC + (c * 4 + b) * 8, 1, 15, predictedCount(b & 1, b >> 1, c), nnzOf(mbIndex, 16 + c * 4 + b) == 0);
     }
-    if (cbpChroma != 0) {
-        residualBlock(MB_CHROMADC, 0, 4, -1, false);
-        residualBlock(MB_CHROMADC + 2, 0, 4, -1, false);
+}
+
+void main() {
+    int t = int(gl_LocalInvocationIndex);
+    mbIndex = int(gl_WorkGroupID.x);
+    mbX = mbIndex % u_size.z;
+    mbY = mbIndex / u_size.z;
+    bool pSlice = u_code.y == 1;
+    int slot = mbSlot(mbIndex);
+    uint info = mbs[mbIndex * MB_WORDS + MB_INFO];
+    if (infoSkipped(info)) {
+        if (t == 0) lens[slot] = 0u;
+        return;
     }
-    if (cbpChroma == 2) {
-        for (int c = 0; c < 2; c++) {
-            for (int b = 0; b < 4; b++)
-                residualBlock(MB_CHROMAAC + (c * 4 + b) * 8, 1, 15, predictedCount(b & 1, b >> 1, c), nnzOf(mbIndex, 16 + c * 4 + b) == 0);
-        }
+    // Each part's bits, then their starts.
+    if (t < SEGMENTS) segment(t, info, pSlice);
+    if (t < SEGMENTS) sLen[t] = bwBit;
+    barrier();
+    if (t == 0) {
+        uint at = 0u;
+        for (int k = 0; k < SEGMENTS; k++) { sStart[k] = at; at += sLen[k]; }
+        sTotal = at;
     }
-    int length = bwPos * 32 + bwN;
-    if (bwN > 0 && bwPos < bwLimit) bits[bwBase + bwPos] = bwAcc << uint(32 - bwN);
-    lens[mbSlot(mbIndex)] = bwPos < bwLimit ? uint(length) : 0xffffffffu;
+    barrier();
+    // A slot holds SLOT_WORDS - 1 whole words of a macroblock (a longer one is marked).
+    uint total = sTotal;
+    if (total >= uint((SLOT_WORDS - 1) * 32)) {
+        if (t == 0) lens[slot] = 0xffffffffu;
+        return;
+    }
+    uint words = (total + 31u) >> 5u;
+    for (uint i = uint(t); i < words; i += 32u) sOut[i] = 0u;
+    barrier();
+    writing = true;
+    if (t < SEGMENTS) {
+        bwBit = sStart[t];
+        segment(t, info, pSlice);
+    }
+    barrier();
+    int base = slot * SLOT_WORDS;
+    for (uint i = uint(t); i < words; i += 32u) bits[base + int(i)] = sOut[i];
+    if (t == 0) lens[slot] = total;
 }

@@ -433,7 +433,7 @@ final class H264ComputeEncoder {
             if pass == .cavlc { glBindBufferBase(GL.shaderStorageBuffer, H264CAVLCTables.binding, programs.cavlcTables.buffer) }
             for p in prepared {
                 p.job.encoder.bind(p, pass)
-                glDispatchCompute(pass == .cavlc ? GLuint((p.job.encoder.macroblocks + 63) / 64) : 1, 1, 1)
+                glDispatchCompute(pass == .cavlc ? GLuint(p.job.encoder.macroblocks) : 1, 1, 1)
             }
             glMemoryBarrier(pass == .scan ? storage | GLbitfield(GL_COMMAND_BARRIER_BIT) : storage)
             timed(pass)

@@ -88,7 +88,7 @@ final class H264Programs {
         case .probe: ("h264deblock.comp", "#define PROBE_ROUND 1\n")
         case .deblock: ("h264deblock.comp", "")
         case .finish: ("h264finish.comp", "")
-        case .cavlc: ("h264cavlc.comp", H264CAVLCTables.defines)
+        case .cavlc: ("h264cavlc.comp", H264CAVLCTables.defines + "#define SLOT_WORDS \(H264ComputeEncoder.slotWords)\n")
         case .scan: ("h264pack.comp", "#define SCAN 1\n")
         case .gather: ("h264pack.comp", "")
         }
