@@ -298,14 +298,17 @@ public enum EncoderPlanner {
 
     struct Refusal: Error { var reason: String }
 
-    /// Why `auto` does not take the GPU encoder, where it could run: it takes
-    /// it where it is at least as good as the libx264 preset it replaces at
-    /// the same bit rate, and it is not yet (measured: up to 2.3 times
-    /// libx264 ultrafast's bits at the same QP and PSNR on a real clip, and
-    /// one `diptych serve` holding fewer real-time 1080p60 pairs with it than
-    /// with libx264; bench/results/h200-gpu-encoder.md).
-    static let autoRefusal = "auto takes it once it is at least as good as libx264 at the same bit rate, "
-        + "which it is not yet (bench/results/h200-gpu-encoder.md); --encoder gpu asks for it"
+    /// Why `auto` does not take the GPU encoder, where it could run: it is to
+    /// take it where it is at least as good as the libx264 preset it
+    /// replaces at the same bit rate. Against `ultrafast` it is (−1.6 % to
+    /// −64 % BD-rate on four clips, and one `diptych serve` with it holds 22
+    /// real-time 1080p60 pairs where FFmpeg's libx264 ultrafast holds 14), against the
+    /// default `veryfast` not (+24 % to +92 %): bench/results/gpu-h264-quality.md
+    /// and h200-gpu-encoder.md. Choosing it by the take's preset needs the
+    /// compositor opened for it before the plan is made, which it is only
+    /// when asked for; until then `auto` keeps libx264.
+    static let autoRefusal = "auto keeps libx264: the GPU encoder is as good as libx264 ultrafast at the same bit rate, "
+        + "not as veryfast (bench/results/gpu-h264-quality.md); --encoder gpu asks for it"
 
 
     /// The VA-API device that encodes `codec` (the GPU's own node first), or why none does.
