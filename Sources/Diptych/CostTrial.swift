@@ -74,16 +74,25 @@ struct CostTrial {
     /// which is not known before the take's outputs exist), NVENC on that
     /// device, so the trial measures the encoder the take will run rather
     /// than libx264. (Frames reach it from host memory here, uploaded; the
-    /// take hands it the composite device to device.) VA-API is not
-    /// examined: without zero copy, NVENC comes before it.
-    static func encoderSettings(_ settings: VideoEncoderSettings, choice: EncoderChoice, nvenc: NVENCFacts?) -> VideoEncoderSettings {
-        let noVAAPI = VAAPIReport(directory: settings.driDirectory, devices: [], problem: nil)
-        guard choice == .auto, let nvenc,
-              let plan = try? EncoderProbe.plan(codec: settings.codec, choice: .auto, report: noVAAPI, target: nil, nvenc: nvenc),
-              plan.path == .nvenc else { return settings }
+    /// take hands it the composite device to device.) Likewise the GPU
+    /// encoder where `auto` will take it (`gpu`, the compositor's facts;
+    /// the trial then measures the composite alone). `vaapi`: this machine's
+    /// VA-API devices (nil: none examined); without zero copy NVENC comes
+    /// before them, and VA-API from uploaded frames before the GPU encoder.
+    static func encoderSettings(_ settings: VideoEncoderSettings, choice: EncoderChoice, nvenc: NVENCFacts?,
+                                gpu: GPUEncoderFacts? = nil, vaapi: VAAPIReport? = nil) -> VideoEncoderSettings {
+        let report = vaapi ?? VAAPIReport(directory: settings.driDirectory, devices: [], problem: nil)
+        guard choice == .auto, nvenc != nil || gpu != nil,
+              let plan = try? EncoderProbe.plan(codec: settings.codec, choice: .auto, report: report, target: nil, gpu: gpu, nvenc: nvenc,
+                                                baseline: SoftwareBaseline(settings)) else { return settings }
         var s = settings
-        s.encoder = .nvenc
-        s.cudaDevice = plan.cudaDevice
+        switch plan.path {
+        case .nvenc:
+            s.encoder = .nvenc
+            s.cudaDevice = plan.cudaDevice
+        case .gpu: s.encoder = .gpu
+        case .vaapiZeroCopy, .vaapiUpload, .software: break
+        }
         return s
     }
 

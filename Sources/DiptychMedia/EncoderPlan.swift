@@ -41,6 +41,33 @@ public enum GPUEncoderFacts: Hashable, Sendable {
     public static let encoderName = "gpu-h264"
 }
 
+/// What libx264 would be asked for, against which `auto` weighs the GPU
+/// encoder: `auto` takes it in place of libx264 only where it is at least as
+/// good at the same bit rate, which is against `ultrafast` (−1.6 % to −64 %
+/// BD-rate on four clips) and not against `veryfast`, the default (+24 % to
+/// +92 %; bench/results/gpu-h264-quality.md), and never where B-frames are
+/// asked for (it codes none).
+public struct SoftwareBaseline: Hashable, Sendable {
+    public var preset: String
+    public var maxBFrames: Int?
+
+    public init(preset: String, maxBFrames: Int? = nil) { self.preset = preset; self.maxBFrames = maxBFrames }
+    public init(_ settings: VideoEncoderSettings) { self.init(preset: settings.preset, maxBFrames: settings.maxBFrames) }
+
+    /// The libx264 presets the GPU encoder is measured at least as good as, at the same bit rate.
+    public static let matchedPresets: Set<String> = ["ultrafast"]
+
+    /// Why `auto` keeps libx264 against this baseline; nil where it takes the GPU encoder.
+    public var gpuEncoderRefusal: String? {
+        guard Self.matchedPresets.contains(preset) else {
+            return "auto takes it in place of libx264 ultrafast only, as good at the same bit rate there and not against slower presets "
+                + "(bench/results/gpu-h264-quality.md), and the preset is \(preset); --encoder gpu asks for it"
+        }
+        if let b = maxBFrames, b > 0 { return "it codes no B-frames, and up to \(b) are asked for; --encoder gpu asks for it" }
+        return nil
+    }
+}
+
 /// One DRM format modifier tried for the zero-copy target, and where it failed.
 public struct ModifierTrial: Hashable, Sendable, CustomStringConvertible {
     public enum Stage: String, Hashable, Sendable {
@@ -184,7 +211,7 @@ public enum EncoderPlanner {
     /// compositor's CUDA device, examined once the GPU is open).
     public static func plan(codec: VideoCodec, requested: EncoderChoice, built: BuiltEncoders, vaapi: VAAPIReport,
                             target: EncoderTargetFacts?, gpu: GPUEncoderFacts? = nil,
-                            nvenc: NVENCFacts? = nil) throws(MediaError) -> EncoderPlan {
+                            nvenc: NVENCFacts? = nil, baseline: SoftwareBaseline? = nil) throws(MediaError) -> EncoderPlan {
         let names = EncoderProbe.encoderNames(codec: codec)
         var software = EncoderPlan(path: .software, encoder: names.software, devicePath: nil, modifier: nil,
                                    detail: "software", passedOver: [], requested: requested == .x264)
@@ -203,7 +230,7 @@ public enum EncoderPlanner {
             }
         }
         let nvencPassed = nvencEncoder.failureReason.map { [PassedOverPath(path: .nvenc, reason: $0)] } ?? []
-        let gpuEncoder = gpuEncoder(codec: codec, facts: gpu, requested: requested == .gpu, softwareBuilt: built.software)
+        let gpuEncoder = gpuEncoder(codec: codec, facts: gpu, requested: requested == .gpu, softwareBuilt: built.software, baseline: baseline)
         if requested == .gpu {
             switch gpuEncoder {
             case .success(let detail):
@@ -279,8 +306,11 @@ public enum EncoderPlanner {
 
     /// What runs the GPU encoder (`GL renderer, compute`), or why it cannot.
     /// A software renderer runs it only when it was asked for.
-    /// `auto` keeps the software encoder where FFmpeg has it (`autoRefusal`).
-    static func gpuEncoder(codec: VideoCodec, facts: GPUEncoderFacts?, requested: Bool, softwareBuilt: Bool = true) -> Result<String, Refusal> {
+    /// `auto` keeps the software encoder where FFmpeg has it, but where the
+    /// GPU encoder is as good as what it would be asked for (`baseline`;
+    /// `autoRefusal` where that is not known).
+    static func gpuEncoder(codec: VideoCodec, facts: GPUEncoderFacts?, requested: Bool, softwareBuilt: Bool = true,
+                           baseline: SoftwareBaseline? = nil) -> Result<String, Refusal> {
         guard codec == .h264 else { return .failure(Refusal(reason: "it encodes H.264 only, not \(codecName(codec))")) }
         switch facts {
         case nil:
@@ -291,24 +321,20 @@ public enum EncoderPlanner {
             if software && !requested {
                 return .failure(Refusal(reason: "\(renderer) is a software renderer (--encoder gpu runs it there)"))
             }
-            if !requested && softwareBuilt { return .failure(Refusal(reason: autoRefusal)) }
+            if !requested && softwareBuilt {
+                guard let baseline else { return .failure(Refusal(reason: autoRefusal)) }
+                if let why = baseline.gpuEncoderRefusal { return .failure(Refusal(reason: why)) }
+                return .success("GLES compute on \(renderer), as good as libx264 \(baseline.preset) at the same bit rate")
+            }
             return .success("GLES compute on \(renderer)" + (software ? " (software renderer)" : ""))
         }
     }
 
     struct Refusal: Error { var reason: String }
 
-    /// Why `auto` does not take the GPU encoder, where it could run: it is to
-    /// take it where it is at least as good as the libx264 preset it
-    /// replaces at the same bit rate. Against `ultrafast` it is (−1.6 % to
-    /// −64 % BD-rate on four clips, and one `diptych serve` with it holds 22
-    /// real-time 1080p60 pairs where FFmpeg's libx264 ultrafast holds 14), against the
-    /// default `veryfast` not (+24 % to +92 %): bench/results/gpu-h264-quality.md
-    /// and h200-gpu-encoder.md. Choosing it by the take's preset needs the
-    /// compositor opened for it before the plan is made, which it is only
-    /// when asked for; until then `auto` keeps libx264.
-    static let autoRefusal = "auto keeps libx264: the GPU encoder is as good as libx264 ultrafast at the same bit rate, "
-        + "not as veryfast (bench/results/gpu-h264-quality.md); --encoder gpu asks for it"
+    /// Why `auto` does not take the GPU encoder where what libx264 would be
+    /// asked for is not known (`SoftwareBaseline`).
+    static let autoRefusal = "auto weighs it against the libx264 settings it replaces, which are not known here; --encoder gpu asks for it"
 
 
     /// The VA-API device that encodes `codec` (the GPU's own node first), or why none does.

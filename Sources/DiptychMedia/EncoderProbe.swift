@@ -222,12 +222,14 @@ public enum EncoderProbe {
     /// `report`: this machine's VA-API devices when already examined (`vaapi(directory:)`).
     /// `gpu`: whether the compositor's GPU runs the GPU encoder (nil before the GPU is open).
     /// `nvenc`: NVENC on the compositor's CUDA device (`NVENCProbe.facts`; nil before the GPU is open).
+    /// `baseline`: what libx264 would be asked for, against which `auto` weighs the GPU encoder.
     public static func plan(codec: VideoCodec, choice: EncoderChoice, driDirectory: String = defaultDRIDirectory,
                             report: VAAPIReport? = nil, target: EncoderTargetFacts?, gpu: GPUEncoderFacts? = nil,
-                            nvenc: NVENCFacts? = nil) throws(MediaError) -> EncoderPlan {
+                            nvenc: NVENCFacts? = nil, baseline: SoftwareBaseline? = nil) throws(MediaError) -> EncoderPlan {
         let have = built(codec: codec)
         let examine = have.hardware && (choice == .auto || choice == .vaapi)
         let r = report ?? (examine ? vaapi(directory: driDirectory) : VAAPIReport(directory: driDirectory, devices: [], problem: nil))
-        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: r, target: target, gpu: gpu, nvenc: nvenc)
+        return try EncoderPlanner.plan(codec: codec, requested: choice, built: have, vaapi: r, target: target, gpu: gpu, nvenc: nvenc,
+                                       baseline: baseline)
     }
 }

@@ -33,6 +33,8 @@ import DiptychCUDA
         var gpu: GPUEncoderFacts?
         /// NVENC on the compositor's CUDA device; nil: not examined.
         var nvenc: NVENCFacts?
+        /// What libx264 would be asked for; nil: not known.
+        var baseline: SoftwareBaseline? = SoftwareBaseline(preset: "veryfast")
         /// The path and encoder taken, and the reason as logged; or the error's text.
         var expected: Expect
         var testDescription: String { name }
@@ -72,6 +74,8 @@ import DiptychCUDA
     static let noCUDA = NVENCFacts.unavailable(.noCUDA("the GL context runs on a software renderer (llvmpipe (LLVM 15.0.6, 256 bits))"))
     static let nvencNotBuilt = NVENCFacts.unavailable(.notBuilt(encoder: "h264_nvenc"))
     static let l4Detail = "NVENC on NVIDIA L4 (CUDA device 0), API 12.1; h264 up to 4096x4096, 4 B-frames"
+    static let veryfastRefusal = "auto takes it in place of libx264 ultrafast only, as good at the same bit rate there and not against slower presets "
+        + "(bench/results/gpu-h264-quality.md), and the preset is veryfast; --encoder gpu asks for it"
 
     static let upload = "VA-API from uploaded frames, VA-API on /dev/dri/renderD128 (Intel iHD driver; VAProfileH264High VAEntrypointEncSliceLP); zero copy not possible: "
 
@@ -170,9 +174,33 @@ import DiptychCUDA
             upload + "no render node: the GPU runs on the EGL device platform (zero copy needs GBM on a DRM render node)")) {
             $0.gpu = h200; $0.target = deviceGPU
         },
-        Row("auto: hardware GPU without VA-API keeps libx264 (the GPU encoder is not yet as good)", expected: .plan(.software, "libx264",
-            "VA-API unavailable: no /dev/dri; GPU encoder not taken: " + EncoderPlanner.autoRefusal)) {
+        Row("auto: hardware GPU without VA-API keeps libx264 at veryfast (the GPU encoder is not as good)", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; GPU encoder not taken: " + veryfastRefusal)) {
             $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU
+        },
+        Row("auto: hardware GPU without VA-API takes the GPU encoder in place of ultrafast", expected: .plan(.gpu, "gpu-h264",
+            "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2, as good as libx264 ultrafast at the same bit rate; VA-API unavailable: no /dev/dri")) {
+            $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU; $0.baseline = SoftwareBaseline(preset: "ultrafast")
+        },
+        Row("auto: ultrafast with B-frames asked for keeps libx264", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; GPU encoder not taken: it codes no B-frames, and up to 2 are asked for; --encoder gpu asks for it")) {
+            $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU; $0.baseline = SoftwareBaseline(preset: "ultrafast", maxBFrames: 2)
+        },
+        Row("auto: ultrafast with B-frames off takes the GPU encoder", expected: .plan(.gpu, "gpu-h264",
+            "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2, as good as libx264 ultrafast at the same bit rate; VA-API unavailable: no /dev/dri")) {
+            $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU; $0.baseline = SoftwareBaseline(preset: "ultrafast", maxBFrames: 0)
+        },
+        Row("auto: ultrafast, VA-API uploads still before the GPU encoder", expected: .plan(.vaapiUpload, "h264_vaapi",
+            upload + "no render node: the GPU runs on the EGL device platform (zero copy needs GBM on a DRM render node)")) {
+            $0.gpu = h200; $0.target = deviceGPU; $0.baseline = SoftwareBaseline(preset: "ultrafast")
+        },
+        Row("auto: ultrafast on a software renderer keeps libx264", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; GPU encoder not taken: llvmpipe (LLVM 15.0.6, 256 bits) is a software renderer (--encoder gpu runs it there)")) {
+            $0.gpu = llvmpipe; $0.va = noVA; $0.target = deviceGPU; $0.baseline = SoftwareBaseline(preset: "ultrafast")
+        },
+        Row("auto: where libx264's settings are not known, libx264", expected: .plan(.software, "libx264",
+            "VA-API unavailable: no /dev/dri; GPU encoder not taken: " + EncoderPlanner.autoRefusal)) {
+            $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU; $0.baseline = nil
         },
         Row("auto: hardware GPU, FFmpeg without VA-API or libx264: the GPU encoder, the only one", expected: .plan(.gpu, "gpu-h264",
             "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2; VA-API unavailable: FFmpeg lacks the h264_vaapi encoder")) {
@@ -251,8 +279,16 @@ import DiptychCUDA
             $0.nvenc = l4; $0.codec = .hevc
         },
         Row("auto: H200, no engine: libx264, saying why at each step", expected: .plan(.software, "libx264",
-            "VA-API unavailable: no /dev/dri; NVENC not taken: " + h200Absent + "; GPU encoder not taken: " + EncoderPlanner.autoRefusal)) {
+            "VA-API unavailable: no /dev/dri; NVENC not taken: " + h200Absent + "; GPU encoder not taken: " + veryfastRefusal)) {
             $0.nvenc = h200NVENC; $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU
+        },
+        Row("auto: H200, no engine, ultrafast: the GPU encoder, saying why NVENC was not taken", expected: .plan(.gpu, "gpu-h264",
+            "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2, as good as libx264 ultrafast at the same bit rate; VA-API unavailable: no /dev/dri; NVENC not taken: " + h200Absent)) {
+            $0.nvenc = h200NVENC; $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU; $0.baseline = SoftwareBaseline(preset: "ultrafast")
+        },
+        Row("auto: NVENC before the GPU encoder at ultrafast", expected: .plan(.nvenc, "h264_nvenc",
+            "NVENC, " + l4Detail + "; VA-API zero copy not possible: no /dev/dri")) {
+            $0.nvenc = l4; $0.gpu = h200; $0.va = noVA; $0.target = deviceGPU; $0.baseline = SoftwareBaseline(preset: "ultrafast")
         },
         Row("auto: llvmpipe: libx264, saying why at each step", expected: .plan(.software, "libx264",
             "VA-API unavailable: no /dev/dri; NVENC not taken: no CUDA device for NVENC: the GL context runs on a software renderer (llvmpipe (LLVM 15.0.6, 256 bits)); GPU encoder not taken: llvmpipe (LLVM 15.0.6, 256 bits) is a software renderer (--encoder gpu runs it there)")) {
@@ -281,7 +317,7 @@ import DiptychCUDA
     func table(_ row: Row) {
         do {
             let p = try EncoderPlanner.plan(codec: row.codec, requested: row.requested, built: row.built, vaapi: row.va, target: row.target,
-                                            gpu: row.gpu, nvenc: row.nvenc)
+                                            gpu: row.gpu, nvenc: row.nvenc, baseline: row.baseline)
             guard case .plan(let path, let encoder, let reason) = row.expected else {
                 Issue.record("\(row.name): expected an error, got \(p)"); return
             }

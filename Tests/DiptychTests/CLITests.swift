@@ -395,6 +395,26 @@ import DiptychCUDA
         #expect(CostTrial.encoderSettings(x264, choice: .x264, nvenc: l4).encoder == .x264)
     }
 
+    /// And the GPU encoder where auto takes it: a hardware GPU without
+    /// NVENC, in place of libx264 ultrafast (not veryfast), where no VA-API
+    /// device comes before it; the trial then times the composite alone.
+    @Test func autoTrialTakesTheGPUEncoderWhereAutoTakesIt() {
+        let h200 = GPUEncoderFacts.available(renderer: "NVIDIA H200/PCIe/SSE2", software: false)
+        let absent = NVENCFacts.unavailable(.noEngine(gpu: "NVIDIA H200 (CUDA device 0)", detail: "unsupported device (2)"))
+        var take = VideoEncoderSettings(size: PixelSize(width: 1280, height: 720), frameRate: FrameRate(30), codec: .h264, encoder: .auto,
+                                        bitrate: 4_000_000, preset: "ultrafast", gop: 30)
+        #expect(CostTrial.encoderSettings(take, choice: .auto, nvenc: absent, gpu: h200).encoder == .gpu)
+        #expect(CostTrial.encoderSettings(take, choice: .auto, nvenc: nil, gpu: h200).encoder == .gpu)
+        let llvmpipe = GPUEncoderFacts.available(renderer: "llvmpipe (LLVM 15.0.6, 256 bits)", software: true)
+        #expect(CostTrial.encoderSettings(take, choice: .auto, nvenc: absent, gpu: llvmpipe).encoder == .auto)
+        let intel = VADeviceReport(path: "/dev/dri/renderD128", vendor: "Intel iHD driver", vaVersion: "1.17", profiles: [
+            VAProfileSupport(profile: "VAProfileH264High", entrypoints: ["VAEntrypointEncSliceLP"])], error: nil)
+        #expect(CostTrial.encoderSettings(take, choice: .auto, nvenc: absent, gpu: h200,
+                                          vaapi: VAAPIReport(directory: "/dev/dri", devices: [intel], problem: nil)).encoder == .auto)
+        take.preset = "veryfast"
+        #expect(CostTrial.encoderSettings(take, choice: .auto, nvenc: absent, gpu: h200).encoder == .auto)
+    }
+
     @Test func firstThatFitsWins() {
         let trial = CostTrial(frames: 4, measure: { c in Array(repeating: c.height >= 720 ? 0.03 : 0.01, count: 4) })
         let outcome = trial.choose(requested: PixelSize(width: 1920, height: 1080), frameRate: FrameRate(60))

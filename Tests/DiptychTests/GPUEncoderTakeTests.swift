@@ -1,5 +1,10 @@
+import DiptychCore
+import DiptychGPU
+import DiptychMedia
+import DiptychOptions
 import Foundation
 import Testing
+@testable import Diptych
 
 /// `diptych record --encoder gpu` on the software renderer: the GPU encoder
 /// runs there when asked for (docs/ARCHITECTURE.md, "The GPU encoder").
@@ -41,6 +46,46 @@ import Testing
         #expect(strict.status == 0 && strict.stderr.isEmpty, "\(strict.stderr)")
         let gst = try run("/usr/bin/gst-launch-1.0", ["-q", "filesrc", "location=\(out)", "!", "decodebin", "!", "fakesink"])
         #expect(gst.status == 0, "\(gst.stderr)")
+    }
+}
+
+/// `--encoder auto` on a hardware GPU without VA-API or NVENC: facts
+/// standing in for an H200's (`ZeroCopyOverride`), the compositor
+/// llvmpipe's compute pass (what `auto` finds on a hardware GPU).
+@Suite(.serialized) struct GPUEncoderAutoTests {
+    @Test("auto takes the GPU encoder in place of libx264 ultrafast, not veryfast, and the summary says why",
+          arguments: ["ultrafast", "veryfast"])
+    func byPreset(preset: String) throws {
+        let dir = Scratch(); defer { dir.remove() }
+        var h = SessionHooks(storage: plentyOfSpace, log: LogLines().add)
+        h.makeCompositor = { sel throws(GPUError) in try GPUCompositor(selection: sel, directCopy: .off, pass: .compute) }
+        h.zeroCopyOverride = ZeroCopyOverride(
+            report: VAAPIReport(directory: "/dev/dri", devices: [], problem: "no /dev/dri"),
+            support: EncoderTargetFacts(platform: "device", renderNode: nil),
+            gpuEncoder: .available(renderer: "NVIDIA H200/PCIe/SSE2", software: false), nvenc: NVENCTakeTests.h200,
+            device: { _, _ in preconditionFailure("no VA-API device stands in: zero copy is never tried") })
+        let out = dir.path("x.mp4")
+        let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: out, duration: 0.5, extra: ["--preset", preset])
+        let summary = try RecordingSession(configuration: config, hooks: h).run()
+        #expect(summary.frames == 15)
+        let probe = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
+                                                 "stream=codec_name,profile,nb_read_frames", "-of", "csv=p=0", out])
+        if preset == "ultrafast" {
+            #expect(summary.encoder == "gpu-h264" && summary.encoderPath == "gpu", "\(summary.encoder) \(summary.encoderPath)")
+            #expect(summary.encoderReason.hasPrefix(
+                "the GPU's H.264 encoder, GLES compute on NVIDIA H200/PCIe/SSE2, as good as libx264 ultrafast at the same bit rate; "),
+                "\(summary.encoderReason)")
+            #expect(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "h264,Constrained Baseline,15", "\(probe.stdout)")
+            let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out,
+                                                     dir.path("check.nut")])
+            #expect(strict.status == 0 && strict.stderr.isEmpty, "\(strict.stderr)")
+        } else {
+            #expect(summary.encoder == "libx264" && summary.encoderPath == "software", "\(summary.encoder) \(summary.encoderPath)")
+            let why = try #require(SoftwareBaseline(preset: "veryfast").gpuEncoderRefusal)
+            #expect(why.contains("the preset is veryfast"))
+            #expect(summary.encoderReason.hasSuffix("GPU encoder not taken: " + why), "\(summary.encoderReason)")
+            #expect(probe.stdout.hasPrefix("h264,"), "\(probe.stdout)")
+        }
     }
 }
 

@@ -214,9 +214,13 @@ enum TakeSetup {
             let g = gpu.gpu
             let secondaryOrientation = InputStage.orientation(metadata: secondary?.info.orientation ?? .identity,
                                                               configured: config.secondaryOrientation)
-            // Under auto, NVENC where auto will take it (its facts are examined once per device and codec).
-            let trialSettings = CostTrial.encoderSettings(settings, choice: config.encoder, nvenc: config.encoder == .auto
-                ? hooks.zeroCopyOverride?.nvenc ?? NVENCProbe.facts(codec: config.codec, cudaDevice: g.cudaDevice()) : nil)
+            // Under auto, NVENC or the GPU encoder where auto will take it (NVENC's facts are examined once per device and codec).
+            let auto = config.encoder == .auto
+            let trialSettings = CostTrial.encoderSettings(
+                settings, choice: config.encoder,
+                nvenc: auto ? hooks.zeroCopyOverride?.nvenc ?? NVENCProbe.facts(codec: config.codec, cudaDevice: g.cudaDevice()) : nil,
+                gpu: auto ? hooks.zeroCopyOverride?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(g) : nil,
+                vaapi: auto ? hooks.zeroCopyOverride?.report ?? EncoderProbe.vaapi() : nil)
             let measure: (PixelSize) throws -> [Double] = hooks.costMeasurement.map { m in { m($0) } }
                 ?? CostTrial.real(gpu: g, primary: primary.info.size, secondary: secondary?.info.size, layout: config.layout,
                                   orientations: (primaryOrientation, secondaryOrientation), settings: trialSettings, frames: 12)

@@ -30,6 +30,8 @@ final class ZeroCopySetup {
     let gpuEncoder: GPUEncoderFacts
     /// NVENC on the compositor's CUDA device; nil where it was not asked for (`--encoder vaapi`, `x264`, `gpu`).
     let nvenc: NVENCFacts?
+    /// What libx264 would be asked for (the take's output 0), against which `auto` weighs the GPU encoder.
+    let baseline: SoftwareBaseline
     /// The GPU's side; nil when no VA-API path can run (nothing was asked of the GPU).
     let facts: EncoderTargetFacts?
     /// The plan of an output whose encoder takes dma-bufs.
@@ -56,11 +58,13 @@ final class ZeroCopySetup {
     init(codec: VideoCodec, choice: EncoderChoice, gpu stage: GPUStage, trialOutput: Int, settings: VideoEncoderSettings,
          override: ZeroCopyOverride?) throws(MediaError) {
         self.codec = codec; self.choice = choice; self.override = override
+        let baseline = SoftwareBaseline(settings)
+        self.baseline = baseline
         gpu = StageBox(stage)
         let built = EncoderProbe.built(codec: codec)
         let report: VAAPIReport? = override?.report ?? (built.hardware && (choice == .auto || choice == .vaapi) ? EncoderProbe.vaapi() : nil)
         self.report = report
-        let gpuEncoder = override?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(stage.gpu.info)
+        let gpuEncoder = override?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(stage.gpu)
         self.gpuEncoder = gpuEncoder
         let nvenc: NVENCFacts? = choice == .auto || choice == .nvenc
             ? override?.nvenc ?? NVENCProbe.facts(codec: codec, cudaDevice: stage.gpu.cudaDevice()) : nil
@@ -69,12 +73,12 @@ final class ZeroCopySetup {
         // NVENC joins the final plan only (before the trial, zero copy cannot be told from NVENC's turn).
         var facts = override?.support ?? ZeroCopySetup.facts(stage.gpu.encoderTargetSupport())
         let base = try EncoderProbe.plan(codec: codec, choice: choice, report: report ?? VAAPIReport(directory: "", devices: [], problem: nil),
-                                         target: facts, gpu: gpuEncoder, nvenc: choice == .nvenc ? nvenc : nil)
+                                         target: facts, gpu: gpuEncoder, nvenc: choice == .nvenc ? nvenc : nil, baseline: baseline)
         guard base.path != .software, let node = base.devicePath else {
             self.facts = nil; chosen = nil; allocator = nil
             plan = choice == .auto && nvenc != nil
                 ? try EncoderProbe.plan(codec: codec, choice: choice, report: report ?? VAAPIReport(directory: "", devices: [], problem: nil),
-                                        target: facts, gpu: gpuEncoder, nvenc: nvenc)
+                                        target: facts, gpu: gpuEncoder, nvenc: nvenc, baseline: baseline)
                 : base
             return
         }
@@ -105,7 +109,8 @@ final class ZeroCopySetup {
         self.facts = facts
         self.allocator = allocator
         self.chosen = chosen
-        plan = try EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts, gpu: gpuEncoder, nvenc: nvenc)
+        plan = try EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts, gpu: gpuEncoder, nvenc: nvenc,
+                                     baseline: baseline)
     }
 
     /// The GPU encoder's settings for an output's: `--qp` (a constant
@@ -150,12 +155,25 @@ final class ZeroCopySetup {
         return .available(renderer: info.renderer, software: info.isSoftware)
     }
 
+    /// Whether this compositor runs it as opened: the encoder reads the
+    /// compute pass's NV12 buffer of every frame, which `--encoder gpu` asks
+    /// the compositor for and `auto` finds on a hardware GPU with compute.
+    static func gpuEncoderFacts(_ gpu: GPUCompositor) -> GPUEncoderFacts {
+        let facts = gpuEncoderFacts(gpu.info)
+        guard case .available = facts else { return facts }
+        if gpu.plan.pass != .compute { return .unavailable(reason: "the compositor draws with the fragment pass") }
+        if gpu.plan.softwareShortcut { return .unavailable(reason: "the compositor copies some frames without drawing them") }
+        return facts
+    }
+
     static func facts(_ s: EncoderTargetSupport) -> EncoderTargetFacts {
         EncoderTargetFacts(platform: s.platform.rawValue, renderNode: s.renderNode, missing: s.missing, renderableModifiers: s.renderableModifiers)
     }
 
     /// The settings outputs open with: VA-API on the plan's device when a
-    /// VA-API path runs; the GPU encoder (outputs that take its pictures) when it runs.
+    /// VA-API path runs; the GPU encoder (outputs that take its pictures) when
+    /// it runs, under `auto` only for outputs whose libx264 settings it is as
+    /// good as (`SoftwareBaseline`).
     /// An output of another codec than the take's (`alsoOut`'s `codec`) keeps
     /// its settings: its encoder is chosen as `--encoder` says, and its frames are read back.
     func settings(_ s: VideoEncoderSettings) -> VideoEncoderSettings {
@@ -164,7 +182,9 @@ final class ZeroCopySetup {
         switch plan.path {
         case .vaapiZeroCopy, .vaapiUpload: s.preferredRenderNode = plan.devicePath
         case .nvenc: s.encoder = .nvenc; s.cudaDevice = plan.cudaDevice
-        case .gpu: s.encoder = .gpu
+        case .gpu:
+            // Under auto, an output whose own libx264 settings the GPU encoder is not as good as keeps libx264.
+            if choice == .gpu || SoftwareBaseline(s).gpuEncoderRefusal == nil { s.encoder = .gpu }
         case .software: break
         }
         return s
@@ -176,6 +196,11 @@ final class ZeroCopySetup {
     func attach(_ key: Int, stage: EncoderStage, settings: VideoEncoderSettings, log: (String) -> Void,
                 warn: (String) -> Void) -> EncoderPlan {
         guard settings.codec == codec else { return plan }
+        if plan.path == .gpu, settings.encoder != .gpu {
+            // An output `settings(_:)` kept on libx264: its own plan says why.
+            return (try? EncoderProbe.plan(codec: codec, choice: choice, report: report, target: facts, gpu: gpuEncoder, nvenc: nvenc,
+                                           baseline: SoftwareBaseline(settings))) ?? plan
+        }
         if plan.path == .nvenc, let g = gpu.stage {
             let sink = stage.sink, line: String
             if !sink.takesCUDA {
@@ -219,6 +244,7 @@ final class ZeroCopySetup {
     private func replan(_ facts: EncoderTargetFacts, refusal: String) -> EncoderPlan {
         var f = facts
         f.sinkRefusal = refusal
-        return (try? EncoderProbe.plan(codec: codec, choice: choice, report: report, target: f, gpu: gpuEncoder, nvenc: nvenc)) ?? plan
+        return (try? EncoderProbe.plan(codec: codec, choice: choice, report: report, target: f, gpu: gpuEncoder, nvenc: nvenc,
+                                       baseline: baseline)) ?? plan
     }
 }
