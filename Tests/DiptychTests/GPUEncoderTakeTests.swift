@@ -53,10 +53,8 @@ import Testing
 /// standing in for an H200's (`ZeroCopyOverride`), the compositor
 /// llvmpipe's compute pass (what `auto` finds on a hardware GPU).
 @Suite(.serialized) struct GPUEncoderAutoTests {
-    @Test("auto takes the GPU encoder in place of libx264 ultrafast, not veryfast, and the summary says why",
-          arguments: ["ultrafast", "veryfast"])
-    func byPreset(preset: String) throws {
-        let dir = Scratch(); defer { dir.remove() }
+    /// Hooks presenting llvmpipe's compute pass as an H200 without VA-API or NVENC.
+    static func hardwareHooks() -> SessionHooks {
         var h = SessionHooks(storage: plentyOfSpace, log: LogLines().add)
         h.makeCompositor = { sel throws(GPUError) in try GPUCompositor(selection: sel, directCopy: .off, pass: .compute) }
         h.zeroCopyOverride = ZeroCopyOverride(
@@ -64,9 +62,16 @@ import Testing
             support: EncoderTargetFacts(platform: "device", renderNode: nil),
             gpuEncoder: .available(renderer: "NVIDIA H200/PCIe/SSE2", software: false), nvenc: NVENCTakeTests.h200,
             device: { _, _ in preconditionFailure("no VA-API device stands in: zero copy is never tried") })
+        return h
+    }
+
+    @Test("auto takes the GPU encoder in place of libx264 ultrafast, not veryfast, and the summary says why",
+          arguments: ["ultrafast", "veryfast"])
+    func byPreset(preset: String) throws {
+        let dir = Scratch(); defer { dir.remove() }
         let out = dir.path("x.mp4")
         let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: out, duration: 0.5, extra: ["--preset", preset])
-        let summary = try RecordingSession(configuration: config, hooks: h).run()
+        let summary = try RecordingSession(configuration: config, hooks: Self.hardwareHooks()).run()
         #expect(summary.frames == 15)
         let probe = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
                                                  "stream=codec_name,profile,nb_read_frames", "-of", "csv=p=0", out])
@@ -85,6 +90,26 @@ import Testing
             #expect(why.contains("the preset is veryfast"))
             #expect(summary.encoderReason.hasSuffix("GPU encoder not taken: " + why), "\(summary.encoderReason)")
             #expect(probe.stdout.hasPrefix("h264,"), "\(probe.stdout)")
+        }
+    }
+}
+
+extension GPUEncoderAutoTests {
+    /// Under auto, each output of the take's codec is weighed by its own
+    /// preset: the main one at ultrafast on the GPU encoder, a second at
+    /// veryfast (`--also-preset`) on libx264, both from the one composite.
+    @Test("An output of its own slower preset keeps libx264 beside the GPU-encoded one")
+    func outputsByTheirOwnPreset() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let (main, also) = (dir.path("main.mp4"), dir.path("also.mp4"))
+        let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: main, duration: 0.5,
+                                    extra: ["--preset", "ultrafast", "--also-out", also, "--also-preset", "veryfast"])
+        let summary = try RecordingSession(configuration: config, hooks: Self.hardwareHooks()).run()
+        #expect(summary.encoder == "gpu-h264", "\(summary.encoder)")
+        for (file, profile) in [(main, "Constrained Baseline"), (also, "High")] {
+            let probe = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
+                                                     "stream=profile,nb_read_frames", "-of", "csv=p=0", file])
+            #expect(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(profile),15", "\(file): \(probe.stdout)")
         }
     }
 }
