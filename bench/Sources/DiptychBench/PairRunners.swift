@@ -119,8 +119,8 @@ enum PairRunners {
     /// `--decoder cpu` (`diptych-cpu`).
     static func diptych(decoder: DecoderChoice = .auto) -> ProcessPairRunner {
         ProcessPairRunner(name: decoder == .cpu ? "diptych-cpu" : "diptych",
-                          summary: decoder == .cpu ? "diptych record --decoder cpu: CPU decode, GPU composite, --encoder's encoder (libx264 by default), fragmented MP4"
-                                                   : "diptych record: NVDEC decode where the GPU has it (else CPU), GPU composite, --encoder's encoder (libx264 by default), fragmented MP4",
+                          summary: decoder == .cpu ? "diptych record --decoder cpu: CPU decode, GPU composite, --encoder's encoder (by default auto's), fragmented MP4"
+                                                   : "diptych record: NVDEC decode where the GPU has it (else CPU), GPU composite, --encoder's encoder (by default auto's), fragmented MP4",
                           executable: diptychExecutable(), missing: "the diptych executable was not found") { c, out in
             ["record"] + takeArguments(c, out, decoder: decoder) + ["--json"]
         }

@@ -29,7 +29,7 @@ struct ServePairRunner: PairRunner {
     var summary: String {
         "one diptych serve holding every take (one GL context, pairs batched per render-thread hop): "
             + (decoder == .cpu ? "CPU decode" : "NVDEC decode where the GPU has it (else CPU)") + ", GPU composite, "
-            + (gpuTakes.map { "the first \($0) takes of a trial encoded on the GPU, the rest with --encoder's encoder" } ?? "--encoder's encoder (libx264 by default)")
+            + (gpuTakes.map { "the first \($0) takes of a trial encoded on the GPU, the rest with --encoder's encoder" } ?? "--encoder's encoder (by default auto's: libx264, or the GPU encoder at ultrafast on a GPU without VA-API or NVENC)")
             + ", fragmented MP4"
     }
 
@@ -53,6 +53,15 @@ struct ServePairRunner: PairRunner {
         return ChildCommand(executable: executable ?? "diptych", arguments: serveArguments(c, pairs: 0).map { $0 == "0" ? "N" : $0 },
                             stdoutPath: "", stderrPath: "").shown + "; then N× POST /v1/takes at once: " + flat
             + (gpuTakes.map { " (the first \($0) with \"encoder\": \"gpu\")" } ?? "")
+    }
+
+    /// The encoders the takes ran, as the server last listed them (`encoder`
+    /// of each take): what `--encoder auto` took, named beside the figures.
+    static func encodersLine(_ takes: [[String: Any]]) -> String? {
+        let names = takes.compactMap { $0["encoder"] as? String }
+        guard !names.isEmpty else { return nil }
+        let counts = Dictionary(names.map { ($0, 1) }, uniquingKeysWith: +)
+        return "encoders " + counts.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", ")
     }
 
     func unavailable(for c: PairCase) -> String? {
@@ -140,6 +149,7 @@ struct ServePairRunner: PairRunner {
                 FileHandle.standardError.write(Data("\(name) \(pairs) pairs: \(line)\n".utf8))
             }
         }
+        if let line = Self.encodersLine(lastList) { FileHandle.standardError.write(Data("\(name) \(pairs) pairs: \(line)\n".utf8)) }
         // Each take's summary counts the whole process while it ran: the longest-lived one's, shared out.
         let stages = lastList.compactMap { v -> StageTimes? in
             guard let sum = v["summary"] as? [String: Any], let st = sum["cpuStages"],

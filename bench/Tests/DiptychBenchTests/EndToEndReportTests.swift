@@ -16,6 +16,13 @@ import Testing
     }
 
     /// The server runner's line about its render threads, summed over contexts from `/metrics`.
+    @Test func encodersLineNamesWhatTheTakesRan() {
+        let takes: [[String: Any]] = [["id": "a", "encoder": "gpu-h264"], ["id": "b", "encoder": "libx264"], ["id": "c", "encoder": "gpu-h264"],
+                                      ["id": "d"]]
+        #expect(ServePairRunner.encodersLine(takes) == "encoders gpu-h264 × 2, libx264 × 1")
+        #expect(ServePairRunner.encodersLine([["id": "a"]]) == nil)
+    }
+
     @Test func renderThreadLineFromMetrics() throws {
         let metrics = """
             # TYPE diptych_gpu_render_thread_busy_seconds_total counter
