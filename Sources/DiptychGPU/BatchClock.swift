@@ -100,6 +100,7 @@ final class BatchClock {
             if enc != nil, te >= t0, te <= t1 {
                 out.encoder += Double(t1 - te) / 1e9
                 out.encodedPictures += pictures
+                if passes.contains(where: { $0.0 == Self.idrPass }) { out.idrBatches += 1 }
                 // Each pass from the stamp before it; the batch's last commands after the last pass count toward that pass.
                 var before = te
                 for (i, (name, q)) in passes.enumerated() {
@@ -115,6 +116,9 @@ final class BatchClock {
         return out
     }
 
+    /// The GPU encoder's pass that only a batch with IDR pictures runs.
+    static let idrPass = "\(H264Programs.Pass.intra)"
+
     /// What `collect` found.
     struct GPUBatchTimes {
         var batches = 0
@@ -123,6 +127,8 @@ final class BatchClock {
         var uploads = 0.0, encoder = 0.0
         /// The pictures the GPU encoder's passes of `encoder` encoded.
         var encodedPictures = 0
+        /// Of those batches, the ones whose GPU encoder ran an IDR's wavefront (its `intra` pass).
+        var idrBatches = 0
         /// Of `encoder`, each pass's share by its name (`H264ComputeEncoder`'s passes).
         var encoderPasses: [String: Double] = [:]
     }

@@ -55,6 +55,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             value.withLock { v in
                 v.gpuBatches += c.batches; v.gpuBatchSeconds += c.busy; v.gpuIdleSeconds += c.idle
                 v.gpuUploadSeconds += c.uploads; v.gpuEncoderSeconds += c.encoder; v.gpuEncodedPictures += c.encodedPictures
+                v.gpuEncoderIDRBatches += c.idrBatches
                 v.gpuEncoderPassSeconds.merge(c.encoderPasses, uniquingKeysWith: +)
             }
         }

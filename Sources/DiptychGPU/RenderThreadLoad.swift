@@ -17,6 +17,8 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public var gpuEncoderSeconds = 0.0
     /// The pictures those passes of the GPU encoder encoded.
     public var gpuEncodedPictures = 0
+    /// Of the batches with GPU-encoded pictures, those with IDR pictures (each runs one intra wavefront for its IDRs).
+    public var gpuEncoderIDRBatches = 0
     /// Of `gpuEncoderSeconds`, each pass's share (`encoderPasses`; a pass's
     /// time from the end of the one before, the interpolation's with the search's).
     public var gpuEncoderPassSeconds: [String: Double] = [:]
@@ -32,7 +34,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         var n = b
         n.busySeconds.negate(); n.cpuSeconds.negate(); n.items.negate(); n.wakeups.negate()
         n.gpuBatches.negate(); n.gpuBatchSeconds.negate(); n.gpuIdleSeconds.negate(); n.gpuUploadSeconds.negate(); n.gpuEncoderSeconds.negate()
-        n.gpuEncodedPictures.negate()
+        n.gpuEncodedPictures.negate(); n.gpuEncoderIDRBatches.negate()
         n.gpuEncoderPassSeconds = n.gpuEncoderPassSeconds.mapValues { -$0 }
         n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
         return a + n
@@ -47,6 +49,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         d.gpuBatchSeconds = a.gpuBatchSeconds + b.gpuBatchSeconds; d.gpuIdleSeconds = a.gpuIdleSeconds + b.gpuIdleSeconds
         d.gpuUploadSeconds = a.gpuUploadSeconds + b.gpuUploadSeconds; d.gpuEncoderSeconds = a.gpuEncoderSeconds + b.gpuEncoderSeconds
         d.gpuEncodedPictures = a.gpuEncodedPictures + b.gpuEncodedPictures
+        d.gpuEncoderIDRBatches = a.gpuEncoderIDRBatches + b.gpuEncoderIDRBatches
         d.gpuEncoderPassSeconds = a.gpuEncoderPassSeconds.merging(b.gpuEncoderPassSeconds, uniquingKeysWith: +)
         d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
         return d

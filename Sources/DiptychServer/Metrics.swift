@@ -122,6 +122,9 @@ struct Metrics {
             m.sample("diptych_gpu_render_thread_gpu_encoded_pictures_total", "counter",
                      "Pictures the GPU encoder encoded in the timed batches (its seconds over these: GPU time a picture).", c,
                      Double(load.gpuEncodedPictures))
+            m.sample("diptych_gpu_render_thread_gpu_encoder_idr_batches_total", "counter",
+                     "Of the timed batches with GPU-encoded pictures, those with IDR pictures (each runs one intra wavefront).", c,
+                     Double(load.gpuEncoderIDRBatches))
             for pass in RenderThreadLoad.encoderPasses {
                 m.sample("diptych_gpu_render_thread_gpu_encoder_pass_seconds_total", "counter",
                          "Of the GPU encoder's time in the timed batches, each pass's (from the end of the pass before; the interpolation counts with the search).",

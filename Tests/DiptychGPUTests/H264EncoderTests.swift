@@ -657,6 +657,8 @@ extension GPU {
                     "\(load)")
             // Each timed batch's pictures: at least one a batch whose encoder was timed, at most every picture.
             #expect(load.gpuEncodedPictures >= 1 && load.gpuEncodedPictures <= frames, "\(load)")
+            // Two pictures are IDRs (0 and 5): at most two timed batches ran an intra wavefront, and at least one did.
+            #expect(load.gpuEncoderIDRBatches >= 1 && load.gpuEncoderIDRBatches <= 2, "\(load)")
             #expect(pictures.map(\.picture.pts.value) == (0..<Int64(frames)).map { $0 })
             #expect(pictures.map(\.picture.keyframe) == [true, false, false, false, false, true, false, false])
             // IDR pictures three below the constant QP (x264's ipratio), P pictures at it.

@@ -57,7 +57,8 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
         // The batches' GPU time (none here: llvmpipe's takes copy their frames directly, outside frame batches).
         for name in ["diptych_gpu_render_thread_gpu_batches_total", "diptych_gpu_render_thread_gpu_batch_seconds_total",
                      "diptych_gpu_render_thread_gpu_idle_seconds_total", "diptych_gpu_render_thread_gpu_upload_seconds_total",
-                     "diptych_gpu_render_thread_gpu_encoder_seconds_total", "diptych_gpu_render_thread_gpu_encoded_pictures_total"] {
+                     "diptych_gpu_render_thread_gpu_encoder_seconds_total", "diptych_gpu_render_thread_gpu_encoded_pictures_total",
+                     "diptych_gpu_render_thread_gpu_encoder_idr_batches_total"] {
             #expect(metrics.split(separator: "\n").contains { $0.hasPrefix(name + "{context=\"0\"} ") }, "\(name) missing")
         }
         for pass in gpuEncoderPasses {
@@ -372,6 +373,9 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
         }
         #expect(encoder > 0 && abs(passes.values.reduce(0, +) - encoder) <= encoder * 1e-6, "\(passes) against \(encoder)")
         #expect(passes["intra"]! > 0 && passes["inter"]! > 0 && passes["deblock"]! > 0, "\(passes)")
+        // The batches with the IDR (the take's first picture): as many as ran the intra pass, at least one.
+        let idrBatches = try #require(value("diptych_gpu_render_thread_gpu_encoder_idr_batches_total{context=\"\(context)\"}"))
+        #expect(idrBatches >= 1, "\(m)")
     }
 
     /// With --token-file every route but /healthz needs the bearer token.

@@ -225,9 +225,11 @@ struct ServePairRunner: PairRunner {
                     passes.filter { $0.value > 0 }.sorted { $0.value > $1.value }
                         .map { "\($0.key) \(String(format: "%.3f", $0.value * 1000 / p))" }.joined(separator: ", ")
                 } ?? ""
+                // Batches with IDRs a second (each runs an intra wavefront), where the server counts them.
+                let idr = total["diptych_gpu_render_thread_gpu_encoder_idr_batches_total"].map { String(format: "; %.1f batches a second with IDRs", $0 / seconds) } ?? ""
                 parts.append(String(format: "the GPU encoder %.3f", encoder * 1000 / n)
                              + (pictures.map { String(format: " (%.1f pictures, %.3f ms a picture", $0 / n, encoder * 1000 / $0) } ?? "")
-                             + (pictures == nil ? "" : split.isEmpty ? ")" : "; passes, ms a picture: " + split + ")"))
+                             + (pictures == nil ? "" : (split.isEmpty ? "" : "; passes, ms a picture: " + split) + idr + ")"))
             }
             gpu = String(format: "; GPU %.3f ms a batch", run * 1000 / n) + (parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")")
                 + String(format: ", idle %.3f ms before one (%.0f %% of the GPU's time)", idle * 1000 / n, run + idle > 0 ? idle / (run + idle) * 100 : 0)

@@ -83,6 +83,12 @@ import Testing
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch (uploads 0.500, dispatches 0.500, the GPU encoder 3.000 (7.5 pictures, 0.400 ms a picture;"
                 + " passes, ms a picture: deblock 0.200, search 0.100)), idle 1.000 ms before one (20 % of the GPU's time)")
+        // With its batches that had IDRs: how many a second.
+        #expect(ServePairRunner.renderThreadLine(withParts + counter("gpu_encoded_pictures", 500, 250) + passes + counter("gpu_encoder_idr_batches", 12, 3),
+                                                 seconds: 10)
+                == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
+                + " GPU 4.000 ms a batch (uploads 0.500, dispatches 0.500, the GPU encoder 3.000 (7.5 pictures, 0.400 ms a picture;"
+                + " passes, ms a picture: deblock 0.200, search 0.100; 1.5 batches a second with IDRs)), idle 1.000 ms before one (20 % of the GPU's time)")
         #expect(ServePairRunner.renderThreadLine(withGPU + counter("gpu_upload_seconds", 0, 0) + counter("gpu_encoder_seconds", 0, 0), seconds: 10)
                 == "render threads 80 % busy, 4.0 items a wake-up, 2.000 busy ms an item (fence 1.000, dispatch 0.100);"
                 + " GPU 4.000 ms a batch, idle 1.000 ms before one (20 % of the GPU's time)")
