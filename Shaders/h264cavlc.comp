@@ -18,7 +18,7 @@ layout(std430, binding = 3) readonly buffer MBs { uint mbs[]; };
 layout(std430, binding = 5) buffer Bits { uint bits[]; };
 layout(std430, binding = 6) buffer Lens { uint lens[]; };
 
-uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), slot words, -
+uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), -, -
 
 // The code tables (H264CAVLCTables: Tables 9-4, 9-5, 9-7 to 9-10, each as
 // (code << 8) | length or codeNum), in a storage buffer, each at NAME_AT
@@ -33,8 +33,8 @@ layout(std430, binding = 9) readonly buffer Tables { uint tables[]; };
 #define INTER_CBP_CODE(i) tables[INTER_CBP_CODE_AT + (i)]
 #define INTRA4_CBP_CODE(i) tables[INTRA4_CBP_CODE_AT + (i)]
 
-// The slot's words as they are written (SLOT_WORDS, defined with the
-// source), each part's bits and start, the macroblock's bits.
+// The slot's words as they are written (SLOT_WORDS, defined with every
+// pass's source), each part's bits and start, the macroblock's bits.
 shared uint sOut[SLOT_WORDS];
 shared uint sLen[SEGMENTS];
 shared uint sStart[SEGMENTS];

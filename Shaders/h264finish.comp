@@ -11,7 +11,7 @@ layout(std430, binding = 3) buffer MBs { uint mbs[]; };
 layout(std430, binding = 5) buffer Bits { uint bits[]; };
 layout(std430, binding = 6) buffer Lens { uint lens[]; };
 
-uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), slot words, -
+uniform ivec4 u_code;   // qp, P slice (1) or I slice (0), -, - (a slot's words: SLOT_WORDS, defined with the source)
 
 shared int sLast[1024];
 
@@ -68,7 +68,7 @@ void main() {
             len = 1;
             word = 0x80000000u;
         }
-        bits[slot * u_code.z] = word;
+        bits[slot * SLOT_WORDS] = word;
         lens[slot] = uint(len);
     }
 }

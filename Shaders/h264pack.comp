@@ -19,7 +19,7 @@ layout(std430, binding = 7) buffer Result { uint result[]; };  // groups x, y, z
 layout(std430, binding = 8) writeonly buffer Out { uint outWords[]; };
 #endif
 
-uniform ivec4 u_code;   // qp, P slice, slot words, output words
+uniform ivec4 u_code;   // qp, P slice, -, output words (a slot's words: SLOT_WORDS, defined with the source)
 
 #ifdef SCAN
 shared uint sSum[1024];
@@ -91,7 +91,7 @@ int slots;
 
 // `count` (1-32) bits of slot `s` from its bit `offset`, right-aligned.
 uint slotBits(int s, uint offset, int count) {
-    int base = s * u_code.z + int(offset >> 5u);
+    int base = s * SLOT_WORDS + int(offset >> 5u);
     uint shift = offset & 31u;
     uint v = bits[base] << shift;
     if (shift != 0u) v |= bits[base + 1] >> (32u - shift);

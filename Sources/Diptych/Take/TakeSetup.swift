@@ -210,6 +210,7 @@ enum TakeSetup {
         settings.slices = config.slices
         // NVENC encodes on the compositor's CUDA device (the cost trial's encoder too).
         if config.encoder == .nvenc, case .success(let device) = gpu.gpu.cudaDevice() { settings.cudaDevice = device }
+        let vaapi = ZeroCopySetup.vaapiReport(codec: config.codec, choice: config.encoder, override: hooks.zeroCopyOverride)
         if hooks.costTrial.applies(live: TakeRun.isLive(config.primary) || TakeRun.isLive(config.secondary)) {
             let g = gpu.gpu
             let secondaryOrientation = InputStage.orientation(metadata: secondary?.info.orientation ?? .identity,
@@ -220,7 +221,7 @@ enum TakeSetup {
                 settings, choice: config.encoder,
                 nvenc: auto ? hooks.zeroCopyOverride?.nvenc ?? NVENCProbe.facts(codec: config.codec, cudaDevice: g.cudaDevice()) : nil,
                 gpu: auto ? hooks.zeroCopyOverride?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(g) : nil,
-                vaapi: auto ? hooks.zeroCopyOverride?.report ?? EncoderProbe.vaapi() : nil)
+                vaapi: vaapi)
             let measure: (PixelSize) throws -> [Double] = hooks.costMeasurement.map { m in { m($0) } }
                 ?? CostTrial.real(gpu: g, primary: primary.info.size, secondary: secondary?.info.size, layout: config.layout,
                                   orientations: (primaryOrientation, secondaryOrientation), settings: trialSettings, frames: 12)
@@ -283,7 +284,7 @@ enum TakeSetup {
         let zeroCopy: ZeroCopySetup
         do {
             zeroCopy = try ZeroCopySetup(codec: config.codec, choice: config.encoder, gpu: gpu, trialOutput: 0, settings: video,
-                                         override: hooks.zeroCopyOverride)
+                                         report: vaapi, override: hooks.zeroCopyOverride)
         } catch { throw .encoder(error) }
         let outputVideo = zeroCopy.settings(video)
         for i in renditions.indices { renditions[i].video = zeroCopy.settings(renditions[i].video) }

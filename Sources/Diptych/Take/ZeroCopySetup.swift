@@ -55,14 +55,19 @@ final class ZeroCopySetup {
     /// VA-API path can run) the GPU, and tries the zero-copy target on output
     /// `trialOutput`. Throws when `--encoder vaapi` or `nvenc` cannot run at
     /// all (bad input: exit 2).
+    /// This machine's VA-API devices where `choice` can take VA-API and FFmpeg
+    /// has its encoder (examined once a take: its cost trial and its encoder path read them), else nil.
+    static func vaapiReport(codec: VideoCodec, choice: EncoderChoice, override: ZeroCopyOverride?) -> VAAPIReport? {
+        override?.report ?? (EncoderProbe.built(codec: codec).hardware && (choice == .auto || choice == .vaapi) ? EncoderProbe.vaapi() : nil)
+    }
+
+    /// `report`: `vaapiReport(codec:choice:override:)`.
     init(codec: VideoCodec, choice: EncoderChoice, gpu stage: GPUStage, trialOutput: Int, settings: VideoEncoderSettings,
-         override: ZeroCopyOverride?) throws(MediaError) {
+         report: VAAPIReport?, override: ZeroCopyOverride?) throws(MediaError) {
         self.codec = codec; self.choice = choice; self.override = override
         let baseline = SoftwareBaseline(settings)
         self.baseline = baseline
         gpu = StageBox(stage)
-        let built = EncoderProbe.built(codec: codec)
-        let report: VAAPIReport? = override?.report ?? (built.hardware && (choice == .auto || choice == .vaapi) ? EncoderProbe.vaapi() : nil)
         self.report = report
         let gpuEncoder = override?.gpuEncoder ?? ZeroCopySetup.gpuEncoderFacts(stage.gpu)
         self.gpuEncoder = gpuEncoder

@@ -41,19 +41,10 @@ final class H264ComputeEncoder {
     private var deblockTag = 0
     /// The tag of the last P picture's final words (1 to 63, then 1 again): only P pictures write them, so consecutive ones differ.
     private var finalTag = 0
-    /// Per picture in flight: its size word block, its bitstream and the fence after its passes.
-    private var slots: [Slot] = []
-    private var nextSlot = 0
-    struct Slot {
-        var result: GLuint
-        var output: GLuint
-        var fence: BatchFence?
-        /// Persistently mapped (GL_EXT_buffer_storage): the GPU writes them in host memory, read without a map call.
-        var resultWords: UnsafePointer<UInt32>? = nil
-        var outputBytes: UnsafePointer<UInt8>? = nil
-    }
-    /// Whether the slots are persistently mapped.
-    let mapped: Bool
+    /// Per picture in flight: its result words, its bitstream and the fence after its passes.
+    private let results: H264ResultSlots
+    /// Whether the result slots are persistently mapped.
+    var mapped: Bool { results.mapped }
     private(set) var current = 0
     private var frameNum = 0
     private var idrCount = 0
@@ -67,9 +58,6 @@ final class H264ComputeEncoder {
     /// The bit buffer's slots: each slice's header, its macroblocks', its tail (`mbSlot` in `h264common.glsl`).
     var slotCount: Int { macroblocks + 2 * sliceCount }
     func headerSlot(_ slice: Int) -> Int { slice * (sliceRows * format.mbWidth + 2) }
-    /// 32-bit words of a picture's result: the gather pass's indirect
-    /// dispatch, the bits, the bytes, overflow, the slices, then each slice's bits (`h264pack.comp`).
-    var resultWords: Int { 8 + sliceCount }
 
     typealias Pass = H264Programs.Pass
 
@@ -115,7 +103,9 @@ final class H264ComputeEncoder {
         // Room for any picture this encoder can write: 2 bytes a pixel is more than an I_PCM picture takes.
         outputWords = max(1024, format.mbWidth * format.mbHeight * 256 * 2 / 4)
         self.programs = programs
-        mapped = bufferStorage != nil
+        // A picture's result words: the gather pass's indirect dispatch, the bits, the bytes, overflow, the slices, then
+        // each slice's bits (`h264pack.comp`).
+        results = try H264ResultSlots(depth: depth, resultWords: 8 + sliceCount, outputWords: outputWords, bufferStorage: bufferStorage)
         let n = macroblocks
         func buffer(_ bytes: Int) -> GLuint {
             var b: GLuint = 0
@@ -138,25 +128,7 @@ final class H264ComputeEncoder {
         }
         planes = buffer(planeBytes)
         lens = buffer(2 * slotCount * 4)
-        func mappedBuffer(_ bytes: Int) -> (GLuint, UnsafeRawPointer?) {
-            guard let bufferStorage else { return (buffer(bytes), nil) }
-            var b: GLuint = 0
-            glGenBuffers(1, &b)
-            glBindBuffer(GL.shaderStorageBuffer, b)
-            let flags = GL.mapReadBit | GL.mapPersistentBit | GL.mapCoherentBit
-            bufferStorage(GL.shaderStorageBuffer, GLsizeiptr(bytes), nil, flags)
-            return (b, glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(bytes), flags).map { UnsafeRawPointer($0) })
-        }
-        for _ in 0..<max(1, depth) {
-            let (r, rp) = mappedBuffer(resultWords * 4), (o, op) = mappedBuffer(outputWords * 4)
-            slots.append(Slot(result: r, output: o, fence: nil, resultWords: rp?.assumingMemoryBound(to: UInt32.self),
-                              outputBytes: op?.assumingMemoryBound(to: UInt8.self)))
-        }
         glBindBuffer(GL.shaderStorageBuffer, 0)
-        if mapped && slots.contains(where: { $0.resultWords == nil || $0.outputBytes == nil }) {
-            release()
-            throw .gl(label: "GPU encoder: persistent map of its result buffers failed", code: glGetError())
-        }
         let code = glGetError()
         guard code == GL_NO_ERROR else { release(); throw .gl(label: "GPU encoder buffers for \(format.width)x\(format.height)", code: code) }
     }
@@ -171,10 +143,11 @@ final class H264ComputeEncoder {
 
     func release() {
         released = true
-        let all = pictures + records + [bits, lens, progress, probeList, planes] + slots.flatMap { [$0.result, $0.output] }
+        let all = pictures + records + [bits, lens, progress, probeList, planes]
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; probeList = 0; planes = 0; slots = []
+        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; probeList = 0; planes = 0
+        results.release()
     }
 
     deinit { precondition(released, "H264ComputeEncoder released without release()") }
@@ -270,9 +243,7 @@ final class H264ComputeEncoder {
         if idr { idrCount += 1 }
         frameNum += 1
         sinceKeyframe += 1
-        let slotIndex = nextSlot
-        nextSlot = (nextSlot + 1) % slots.count
-        slots[slotIndex].fence = nil
+        let slotIndex = results.claim()
         let pending = Pending(idr: idr, pts: job.pts, slot: slotIndex, qp: pictureQP, ticket: ticket)
         deblockTag = deblockTag % 65535 + 1
         if !idr { finalTag = finalTag % 63 + 1 }
@@ -282,9 +253,9 @@ final class H264ComputeEncoder {
 
     /// Binds the picture's buffers and sets `pass`'s uniforms (its program in use).
     private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = -1) {
-        let slot = slots[p.pending.slot]
+        let slot = p.pending.slot
         for (binding, buffer) in [(0, p.job.source), (1, pictures[current]), (2, pictures[p.reference]), (3, records[current]),
-                                  (4, records[p.reference]), (5, bits), (6, lens), (7, slot.result), (8, slot.output), (10, progress), (11, planes), (12, probeList)] {
+                                  (4, records[p.reference]), (5, bits), (6, lens), (7, results.result(slot)), (8, results.output(slot)), (10, progress), (11, planes), (12, probeList)] {
             glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
         }
         let l = programs.locations[pass]!
@@ -299,8 +270,8 @@ final class H264ComputeEncoder {
             glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.tags)
             glUniform4i(l.picture, p.pending.idr ? 0 : 1, qp, p.lambda, deblocking ? 1 : 0)
             glUniform1i(l.step, Int32(diagonal))
-        case .finish, .cavlc: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), 0)
-        case .scan, .gather: glUniform4i(l.code, qp, kind, Int32(Self.slotWords), Int32(outputWords))
+        case .finish, .cavlc: glUniform4i(l.code, qp, kind, 0, 0)
+        case .scan, .gather: glUniform4i(l.code, qp, kind, 0, Int32(outputWords))
         }
     }
 
@@ -441,7 +412,7 @@ final class H264ComputeEncoder {
         glUseProgram(programs.ids[.gather]!)
         for p in prepared {
             p.job.encoder.bind(p, .gather)
-            glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), p.job.encoder.slots[p.pending.slot].result)
+            glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), p.job.encoder.results.result(p.pending.slot))
             glDispatchComputeIndirect(0)
         }
         glBindBuffer(GLenum(GL_DISPATCH_INDIRECT_BUFFER), 0)
@@ -451,60 +422,32 @@ final class H264ComputeEncoder {
         let fence = BatchFence()
         glFlush()
         for p in prepared {
-            p.job.encoder.slots[p.pending.slot].fence = fence
+            p.job.encoder.results.setFence(p.pending.slot, fence)
             p.job.encoder.current = p.reference
         }
         return prepared.map(\.pending)
     }
 
     /// Whether the GPU finished `pending`'s passes (no wait).
-    func isComplete(_ pending: Pending) -> Bool { slots[pending.slot].fence?.isSignalled ?? true }
+    func isComplete(_ pending: Pending) -> Bool { results.isComplete(pending.slot) }
 
     /// Maps the bitstream of `pending` (blocks until the GPU wrote it) and frames it as Annex B.
     func collect(_ pending: Pending) throws(GPUError) -> H264Picture {
-        slots[pending.slot].fence?.wait()
-        slots[pending.slot].fence = nil
-        if mapped { return try read(pending) }
-        let slot = slots[pending.slot]
-        glBindBuffer(GL.shaderStorageBuffer, slot.result)
-        defer { glBindBuffer(GL.shaderStorageBuffer, 0) }
-        guard let r = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(resultWords * 4), GL.mapReadBit) else {
-            throw .gl(label: "mapping the GPU encoder's result", code: glGetError())
-        }
-        let size = Size(r.assumingMemoryBound(to: UInt32.self), slices: sliceCount)
-        glUnmapBuffer(GL.shaderStorageBuffer)
+        let size = try results.collect(pending.slot, slices: sliceCount)
         try check(size, pending)
-        glBindBuffer(GL.shaderStorageBuffer, slot.output)
-        guard let o = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(size.bytes), GL.mapReadBit) else {
-            throw .gl(label: "mapping the GPU encoder's bitstream (\(size.bytes) bytes)", code: glGetError())
-        }
-        defer { glUnmapBuffer(GL.shaderStorageBuffer) }
-        return frame(pending, size, UnsafeBufferPointer(start: o.assumingMemoryBound(to: UInt8.self), count: size.bytes))
+        return try results.withBitstream(pending.slot, bytes: size.bytes) { frame(pending, size, $0) }
     }
 
     /// A completed picture's bitstream read where the GPU wrote it (mapped
     /// slots only; no GL call, so a caller's thread may read it once the
     /// picture's fence has signalled). The slot's fence is left to the render thread.
     func read(_ pending: Pending) throws(GPUError) -> H264Picture {
-        let slot = slots[pending.slot]
-        guard let words = slot.resultWords, let o = slot.outputBytes else {
-            throw .encode("reading a picture without a GL call needs persistently mapped results")
-        }
-        let size = Size(words, slices: sliceCount)
+        let size = try results.read(pending.slot, slices: sliceCount)
         try check(size, pending)
-        return frame(pending, size, UnsafeBufferPointer(start: o, count: size.bytes))
+        return try results.withBitstream(pending.slot, bytes: size.bytes) { frame(pending, size, $0) }
     }
 
-    /// A picture's size as the scan pass wrote it into its result words:
-    /// its bytes (each slice from a word of its own), its bits and each slice's.
-    private struct Size {
-        var bytes: Int, bits: Int, overflowed: Bool
-        var sliceBits: [Int]
-        init(_ words: UnsafePointer<UInt32>, slices: Int) {
-            bytes = Int(words[4]); bits = Int(words[3]); overflowed = words[5] != 0
-            sliceBits = (0..<slices).map { Int(words[8 + $0]) }
-        }
-    }
+    private typealias Size = H264ResultSlots.Size
 
     private func check(_ size: Size, _ pending: Pending) throws(GPUError) {
         guard !size.overflowed else {

@@ -88,7 +88,7 @@ final class H264Programs {
         case .probe: ("h264deblock.comp", "#define PROBE_ROUND 1\n")
         case .deblock: ("h264deblock.comp", "")
         case .finish: ("h264finish.comp", "")
-        case .cavlc: ("h264cavlc.comp", H264CAVLCTables.defines + "#define SLOT_WORDS \(H264ComputeEncoder.slotWords)\n")
+        case .cavlc: ("h264cavlc.comp", H264CAVLCTables.defines)
         case .scan: ("h264pack.comp", "#define SCAN 1\n")
         case .gather: ("h264pack.comp", "")
         }
@@ -99,7 +99,8 @@ final class H264Programs {
         var lines = body.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
         let version = lines.first.map(String.init) ?? "#version 310 es"
         lines.removeFirst()
-        let source = version + "\n" + defines + "#define MAX_SLICES \(GPUH264Settings.maxSlices)\n" + common + "\n" + (try included(lines.first.map(String.init) ?? "", in: file))
+        let source = version + "\n" + defines + "#define MAX_SLICES \(GPUH264Settings.maxSlices)\n"
+            + "#define SLOT_WORDS \(H264ComputeEncoder.slotWords)\n" + common + "\n" + (try included(lines.first.map(String.init) ?? "", in: file))
         let shader = try ShaderCache.compile(GL.computeShader, name: "\(file) (\(pass))", source: source)
         let program = glCreateProgram()
         glAttachShader(program, shader)
