@@ -266,7 +266,7 @@ func killAfter(_ child: Process, reading pipe: Pipe, count: Int) -> Int {
         buffer = String(lines.last ?? "")
         if let n = lines.dropLast().last.flatMap({ Int($0) }) { written = n }
     }
-    kill(child.processIdentifier, SIGKILL)
+    if child.isRunning { kill(child.processIdentifier, SIGKILL) }
     child.waitUntilExit()
     return written
 }

@@ -162,7 +162,7 @@ import Testing
             }
             Issue.record("ffmpeg did not listen on \(url)")
         }
-        func kill() { Glibc.kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        func kill() { if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }; process.waitUntilExit() }
         deinit { if process.isRunning { kill() } }
     }
 

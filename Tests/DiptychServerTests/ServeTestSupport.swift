@@ -106,7 +106,9 @@ final class ServeProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+    /// Signals the server while it runs. An exited process's pid is never
+    /// signalled: it may be another process's by now.
+    func signal(_ sig: Int32) { if process.isRunning { kill(process.processIdentifier, sig) } }
 
     /// Stops the server (SIGTERM) unless it has already exited.
     func stop() { if process.isRunning { signal(SIGTERM); waitForExit() } }
@@ -130,7 +132,17 @@ final class ServeProcess: @unchecked Sendable {
         }.resume()
         done.wait()
         if let a = box.answer { return a }
-        throw box.error ?? URLError(.badServerResponse)
+        throw RequestFailed(request: "\(method) \(path)", error: box.error ?? URLError(.badServerResponse),
+                            server: process.isRunning ? "running" : "exited (\(process.terminationReason == .uncaughtSignal ? "signal" : "status") \(process.terminationStatus))",
+                            stderr: stderr.text)
+    }
+
+    /// A request that got no answer: what the server was doing then, and the end of what it said.
+    struct RequestFailed: Error, CustomStringConvertible {
+        let request: String, error: any Error, server: String, stderr: String
+        var description: String {
+            "\(request): \(error.localizedDescription); the server \(server); its stderr ends: \(stderr.suffix(2000))"
+        }
     }
 
     /// The take's JSON.

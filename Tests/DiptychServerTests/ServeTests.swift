@@ -553,7 +553,7 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
             received = (try? FileManager.default.attributesOfItem(atPath: dir.path("rtmp.ts"))[.size] as? Int) ?? 0
         }
         let mid = try server.take(id)
-        kill(receiver.processIdentifier, SIGKILL)
+        if receiver.isRunning { kill(receiver.processIdentifier, SIGKILL) }
         receiver.waitUntilExit()
         let later = try server.waitForTake(id) { frames($0) >= frames(mid) + 45 }
         #expect(state(later) == "recording")

@@ -63,7 +63,7 @@ import Testing
             port = try #require(found, "the receiver did not start")
         }
         // SIGKILL: the test process's children start with SIGTERM blocked.
-        deinit { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) }; process.waitUntilExit() }
 
         static func lines(_ text: String) -> [[String: Any]] {
             text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }

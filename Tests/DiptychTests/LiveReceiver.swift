@@ -114,7 +114,7 @@ final class LiveReceiver: @unchecked Sendable {
 
     /// Kills the receiver at once (a crashed or vanished server).
     func kill() {
-        Foundation.kill(process.processIdentifier, SIGKILL)
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
         waitForEnd(timeout: 5)
     }
 
@@ -122,7 +122,7 @@ final class LiveReceiver: @unchecked Sendable {
     @discardableResult
     func waitForEnd(timeout: Double) -> Bool {
         let ok = done.wait(timeout: .now() + timeout) == .success
-        if !ok { Foundation.kill(process.processIdentifier, SIGKILL); _ = done.wait(timeout: .now() + 5) }
+        if !ok && process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL); _ = done.wait(timeout: .now() + 5) }
         process.waitUntilExit()
         return ok
     }

@@ -157,7 +157,7 @@ func run(_ program: String, _ args: [String], in directory: String? = nil, stdin
     DispatchQueue.global().async(group: g) { e.data = err.fileHandleForReading.readDataToEndOfFile() }
     if let signal {
         Thread.sleep(forTimeInterval: delay)
-        kill(p.processIdentifier, signal)
+        if p.isRunning { kill(p.processIdentifier, signal) }
     }
     let deadline = Date(timeIntervalSinceNow: timeout)
     while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
