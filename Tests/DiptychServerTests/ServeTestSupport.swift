@@ -123,15 +123,24 @@ final class ServeProcess: @unchecked Sendable {
         if let body { r.httpBody = Data(body.utf8); r.setValue("application/json", forHTTPHeaderField: "Content-Type") }
         if let t = token ?? self.token { r.setValue("Bearer \(t)", forHTTPHeaderField: "Authorization") }
         final class Box: @unchecked Sendable { var answer: Answer?; var error: (any Error)? }
-        let box = Box()
-        let done = DispatchSemaphore(value: 0)
-        URLSession.shared.dataTask(with: r) { data, response, error in
-            if let http = response as? HTTPURLResponse { box.answer = Answer(status: http.statusCode, body: data ?? Data()) }
-            box.error = error
-            done.signal()
-        }.resume()
-        done.wait()
-        if let a = box.answer { return a }
+        var box = Box()
+        // A connection refused while the server runs never reached it (a
+        // loaded machine's loopback, or no local port free for a moment): it is
+        // tried again, twice. Once the server has exited, the failure is said.
+        for attempt in 0..<3 {
+            if attempt > 0 { Thread.sleep(forTimeInterval: 0.25) }
+            box = Box()
+            let done = DispatchSemaphore(value: 0)
+            URLSession.shared.dataTask(with: r) { [box] data, response, error in
+                if let http = response as? HTTPURLResponse { box.answer = Answer(status: http.statusCode, body: data ?? Data()) }
+                box.error = error
+                done.signal()
+            }.resume()
+            done.wait()
+            if let a = box.answer { return a }
+            let refused = (box.error as NSError?).map { $0.domain == NSURLErrorDomain && $0.code == NSURLErrorCannotConnectToHost } ?? false
+            guard refused, process.isRunning else { break }
+        }
         throw RequestFailed(request: "\(method) \(path)", error: box.error ?? URLError(.badServerResponse),
                             server: process.isRunning ? "running" : "exited (\(process.terminationReason == .uncaughtSignal ? "signal" : "status") \(process.terminationStatus))",
                             stderr: stderr.text)
