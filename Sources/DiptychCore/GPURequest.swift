@@ -17,6 +17,10 @@ public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
     /// `DIPTYCH_GPU_PICTURES`: NV12, I420, RGBA and BGRA pictures staged in imported
     /// memory read in place by the compute pass (`auto`), or uploaded into textures.
     public var pictures = Pictures.auto
+    /// `DIPTYCH_GPU_ENCODER_RECONSTRUCTION`: a folder where each GPU-encoded
+    /// output writes its reconstructed pictures (a check that a decoder's
+    /// pictures equal them); nil: none is kept.
+    public var encoderReconstruction: String?
     /// The variables that were set, as `NAME=value`, for the log.
     public private(set) var given: [String] = []
 
@@ -25,7 +29,7 @@ public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
     /// The variables every value is read from, and what each takes.
     public static let variables: [(name: String, values: String)] = [
         ("DIPTYCH_GPU_READBACK", "auto|gl|cuda"), ("DIPTYCH_CUDA_UPLOADS", "auto|import|off"),
-        ("DIPTYCH_GPU_PICTURES", "auto|textures"),
+        ("DIPTYCH_GPU_PICTURES", "auto|textures"), ("DIPTYCH_GPU_ENCODER_RECONSTRUCTION", "a folder"),
     ]
 
     /// Reads `environment` (the process's, or a test's). Throws naming the
@@ -46,6 +50,9 @@ public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
             case "DIPTYCH_GPU_READBACK": readback = try pick(Readback.self)
             case "DIPTYCH_CUDA_UPLOADS": uploads = try pick(Uploads.self)
             case "DIPTYCH_GPU_PICTURES": pictures = try pick(Pictures.self)
+            case "DIPTYCH_GPU_ENCODER_RECONSTRUCTION":
+                guard !value.isEmpty else { throw bad() }
+                encoderReconstruction = value
             default: break
             }
             given.append("\(name)=\(value)")

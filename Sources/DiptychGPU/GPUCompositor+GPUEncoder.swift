@@ -17,7 +17,7 @@ extension GPUCompositor {
             if let old = out.encoder { try old.collect(wait: true); r.encoders.remove(old); old.release(); out.encoder = nil }
             let format = H264StreamFormat(width: out.canvas.width, height: out.canvas.height, rate: rate, matrix: out.matrix, range: out.range)
             let encoder = try OutputEncoder(output: output, format: format, settings: settings, programs: try r.context.h264Programs(),
-                                             bufferStorage: r.context.procs.bufferStorage)
+                                             bufferStorage: r.context.procs.bufferStorage, reconstructions: r.encoderReconstruction)
             out.encoder = encoder
             r.encoders.add(encoder)
             return encoder.stream

@@ -41,6 +41,8 @@ final class GPURenderer {
     private(set) var outputs: [OutputID: Output] = [:]
     /// The outputs' GPU encoders, for callers' threads.
     let encoders = OutputEncoders()
+    /// Where GPU-encoded outputs write their reconstructions (`GPURequest.encoderReconstruction`).
+    let encoderReconstruction: String?
     var hasComputePass: Bool { compute != nil }
     private var nextOutput = 1
     /// Caller side: uploads copied into staging, turned into textures at the next render-thread hop.
@@ -94,6 +96,7 @@ final class GPURenderer {
         }
         self.plan = plan
         self.cuda = cuda
+        encoderReconstruction = request.encoderReconstruction
         let bufferStorage = context.procs.bufferStorage
         let planned: FenceOps = switch plan.fences {
         case .egl: FenceOps.egl(display: context.display, procs: context.procs) ?? .gl

@@ -14,9 +14,11 @@ import Testing
 
     @Test func everyVariableTakesItsValues() throws {
         let r = try GPURequest(environment: [
-            "DIPTYCH_GPU_READBACK": "gl", "DIPTYCH_CUDA_UPLOADS": "off", "DIPTYCH_GPU_PICTURES": "textures"])
-        #expect(r.readback == .gl && r.uploads == .off && r.pictures == .textures)
-        #expect(r.given.count == 3 && r.description.contains("DIPTYCH_GPU_READBACK=gl"))
+            "DIPTYCH_GPU_READBACK": "gl", "DIPTYCH_CUDA_UPLOADS": "off", "DIPTYCH_GPU_PICTURES": "textures",
+            "DIPTYCH_GPU_ENCODER_RECONSTRUCTION": "/tmp/r"])
+        #expect(r.readback == .gl && r.uploads == .off && r.pictures == .textures && r.encoderReconstruction == "/tmp/r")
+        #expect(r.given.count == 4 && r.description.contains("DIPTYCH_GPU_READBACK=gl"))
+        #expect(GPURequest().encoderReconstruction == nil)
     }
 
     @Test(arguments: [
@@ -27,6 +29,7 @@ import Testing
         ("DIPTYCH_GPU_TIMER_QUERIES", "off", "is not a setting"), ("DIPTYCH_CUDA_COPIERS", "4", "is not a setting"),
         ("DIPTYCH_CUDA_STREAMING_COPY", "off", "is not a setting"), ("DIPTYCH_CUDA_PREMAP", "on", "is not a setting"),
         ("DIPTYCH_GPU_READBACK_HANDOVER", "semaphore", "is not a setting"),
+        ("DIPTYCH_GPU_ENCODER_RECONSTRUCTION", "", "expected a folder"),
     ])
     func badValuesAreErrors(name: String, value: String, reason: String) {
         do throws(ConfigurationError) {

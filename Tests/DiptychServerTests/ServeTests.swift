@@ -344,7 +344,11 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
     /// with a 500 before.
     @Test func gpuEncodedTakeRunsInTheSharedContext() throws {
         let dir = Scratch(); defer { dir.remove() }
-        let server = try ServeProcess([], in: dir.path); defer { server.stop() }
+        // The GPU encoder's reconstructed pictures, for the decoded ones to be checked against.
+        let reconstructions = dir.path("reconstructions")
+        try FileManager.default.createDirectory(atPath: reconstructions, withIntermediateDirectories: true)
+        let server = try ServeProcess([], in: dir.path, environment: ["DIPTYCH_GPU_ENCODER_RECONSTRUCTION": reconstructions])
+        defer { server.stop() }
         let a = try server.request("POST", "/v1/takes", json(["primary": "testsrc:counter:320x180@30", "out": "g.mp4",
                                                               "duration": 1, "encoder": "gpu"]))
         #expect(a.status == 201, "\(a.text)")
@@ -358,6 +362,19 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
         let out = Pipe(); probe.standardOutput = out
         try probe.run(); probe.waitUntilExit()
         #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "h264,30")
+        // Every picture decodes to the encoder's own reconstruction, byte for byte.
+        let dumps = try FileManager.default.contentsOfDirectory(atPath: reconstructions).filter { $0.hasSuffix("-320x180.nv12") }
+        try #require(dumps.count == 1, "\(dumps)")
+        let decode = Process()
+        decode.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        decode.arguments = ["-v", "error", "-i", dir.path + "/g.mp4", "-f", "rawvideo", "-pix_fmt", "nv12", "-"]
+        let pictures = Pipe(); decode.standardOutput = pictures
+        try decode.run()
+        let decoded = pictures.fileHandleForReading.readDataToEndOfFile()
+        decode.waitUntilExit()
+        let reconstructed = try Data(contentsOf: URL(fileURLWithPath: reconstructions + "/" + dumps[0]))
+        #expect(decoded.count == 30 * 320 * 180 * 3 / 2 && decoded == reconstructed,
+                "decoded \(decoded.count) bytes, reconstructed \(reconstructed.count)")
         // The GPU encoder's time in the context that ran it, split by its passes: the IDR's intra pass, the P pictures'
         // inter pass, the raster-order pass of both; the parts add up to the whole.
         let m = try server.request("GET", "/metrics").text

@@ -13,9 +13,13 @@ import Testing
     func take720p() throws {
         let dir = Scratch(); defer { dir.remove() }
         let out = dir.path("gpu.mp4")
+        let reconstructions = ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:1280x720@30", "--secondary", "testsrc:smpte:640x360@30",
-                            "--duration", "1", "--encoder", "gpu", "--gpu", "software", "--audio", "none", "--out", out, "--json"])
+                            "--duration", "1", "--encoder", "gpu", "--gpu", "software", "--audio", "none", "--out", out, "--json"],
+                           environment: reconstructions.environment)
         try #require(r.status == 0, "\(r.stderr)")
+        // Every picture decodes to the encoder's own reconstruction.
+        try reconstructions.expectDecoded([out], width: 1280, height: 720)
         #expect(r.stderr.contains("encoder: gpu-h264"), "\(r.stderr)")
         #expect(r.stdout.contains("\"encoderPath\" : \"gpu\""), "\(r.stdout)")
         let probe = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
@@ -31,14 +35,34 @@ import Testing
         #expect(firsts == Array(repeating: [0, 1840], count: 30).flatMap { $0 }, "\(firsts)")
     }
 
+    @Test("DIPTYCH_GPU_ENCODER_RECONSTRUCTION: a folder that is not there, or a file there already, stops the take before it starts")
+    func reconstructionFolderIsChecked() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let take = ["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "0.2",
+                    "--encoder", "gpu", "--gpu", "software", "--audio", "none"]
+        let missing = try runCLI(take + ["--out", dir.path("a.mp4")], environment: ["DIPTYCH_GPU_ENCODER_RECONSTRUCTION": dir.path("none")])
+        #expect(missing.status == 2 && missing.stderr.contains("DIPTYCH_GPU_ENCODER_RECONSTRUCTION '\(dir.path("none"))': no such folder"),
+                "\(missing.status) \(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path("a.mp4")))
+        let reconstructions = ReconstructionFolder(in: dir)
+        let kept = reconstructions.path + "/1-320x240.nv12"
+        try Data("kept".utf8).write(to: URL(fileURLWithPath: kept))
+        let there = try runCLI(take + ["--out", dir.path("b.mp4")], environment: reconstructions.environment)
+        #expect(there.status == 2 && there.stderr.contains("1-320x240.nv12: File exists"), "\(there.status) \(there.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: kept)) == Data("kept".utf8))
+    }
+
     @Test("--slices 3: every picture of the GPU encoder's file and libx264's is three slices of five rows, and decodes",
           arguments: ["gpu", "x264"])
     func slices(encoder: String) throws {
         let dir = Scratch(); defer { dir.remove() }
         let out = dir.path("take.mp4")
+        let reconstructions = ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:smpte:160x120@30",
-                            "--duration", "0.5", "--encoder", encoder, "--slices", "3", "--gpu", "software", "--audio", "none", "--out", out])
+                            "--duration", "0.5", "--encoder", encoder, "--slices", "3", "--gpu", "software", "--audio", "none", "--out", out],
+                           environment: reconstructions.environment)
         try #require(r.status == 0, "\(r.stderr)")
+        if encoder == "gpu" { try reconstructions.expectDecoded([out], width: 320, height: 240) }
         // 15 macroblock rows of 20: slices at macroblocks 0, 100 and 200 of each of the 15 pictures.
         let firsts = try sliceFirstMacroblocks(out)
         #expect(firsts == Array(repeating: [0, 100, 200], count: 15).flatMap { $0 }, "\(firsts)")

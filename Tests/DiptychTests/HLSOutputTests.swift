@@ -211,10 +211,12 @@ import DiptychCore
     @Test(.timeLimit(.minutes(2)))
     func gpuEncodedTakeIsCutNearTheSegmentTime() throws {
         let dir = Scratch(); defer { dir.remove() }
+        let reconstructions = ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "4",
                             "--encoder", "gpu", "--gpu", "software", "--keyframe-interval", "10", "--audio", "none",
-                            "--out", "index.m3u8", "--segment-time", "1"], in: dir.url.path)
+                            "--out", "index.m3u8", "--segment-time", "1"], in: dir.url.path, environment: reconstructions.environment)
         try #require(r.status == 0, "\(r.stderr)")
+        try reconstructions.expectDecoded([dir.path("index.m3u8")], width: 320, height: 240)
         let playlist = try Playlist(dir.path("index.m3u8"))
         #expect(playlist.entries.count == 4, "\(playlist.lines)")
         var total = 0

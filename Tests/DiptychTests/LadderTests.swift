@@ -136,10 +136,15 @@ import DiptychOptions
     @Test(.timeLimit(.minutes(2)))
     func gpuEncoderEncodesEachRungAtItsSize() throws {
         let dir = Scratch(); defer { dir.remove() }
+        let reconstructions = ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "2",
                             "--encoder", "gpu", "--gpu", "software", "--audio", "none", "--out", "main.mp4",
-                            "--also-out", "small.mp4", "--also-size", "160x96", "--also-rate-divisor", "2", "--json"], in: dir.url.path)
+                            "--also-out", "small.mp4", "--also-size", "160x96", "--also-rate-divisor", "2", "--json"], in: dir.url.path,
+                           environment: reconstructions.environment)
         try #require(r.status == 0, "\(r.stderr)")
+        // Each rung decodes to its own encoder's reconstruction.
+        try reconstructions.expectDecoded([dir.path("main.mp4")], width: 320, height: 240)
+        try reconstructions.expectDecoded([dir.path("small.mp4")], width: 160, height: 96)
         let main = try Self.probe(dir.path("main.mp4")), small = try Self.probe(dir.path("small.mp4"))
         #expect(main.width == 320 && main.height == 240 && main.frames == 60 && main.rate == "30/1", "\(main)")
         #expect(small.width == 160 && small.height == 96 && small.frames == 30 && small.rate == "15/1", "\(small)")

@@ -125,24 +125,57 @@ struct CLIResult {
     var stdout: String
     var stderr: String
     var signalled: Bool
+    /// Standard output's bytes as they came.
+    var stdoutData = Data()
 }
 
 /// Runs `diptych args…` in `directory`, optionally feeding `stdinFile`, and
 /// optionally sending `signal` after `signalAfter` seconds.
 func runCLI(_ args: [String], in directory: String? = nil, stdin: FileHandle? = nil,
-            signal: Int32? = nil, after delay: Double = 0, timeout: Double = 120) throws -> CLIResult {
+            signal: Int32? = nil, after delay: Double = 0, timeout: Double = 120, environment: [String: String] = [:]) throws -> CLIResult {
     let exe = try #require(diptychExecutable(), "the diptych executable is not built")
-    return try run(exe.path, args, in: directory, stdin: stdin, signal: signal, after: delay, timeout: timeout)
+    return try run(exe.path, args, in: directory, stdin: stdin, signal: signal, after: delay, timeout: timeout, environment: environment)
+}
+
+/// `diptych` run with `DIPTYCH_GPU_ENCODER_RECONSTRUCTION` set to a folder of
+/// its own: where its GPU encoders write their reconstructed pictures.
+struct ReconstructionFolder {
+    let path: String
+    init(in dir: Scratch) {
+        path = dir.path("reconstructions")
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    var environment: [String: String] { ["DIPTYCH_GPU_ENCODER_RECONSTRUCTION": path] }
+
+    /// Every picture FFmpeg decodes from `files`, one after another, equals
+    /// the GPU encoder's reconstruction of the output of `width`x`height`, byte for byte.
+    func expectDecoded(_ files: [String], width: Int, height: Int, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: path).filter { $0.hasSuffix("-\(width)x\(height).nv12") }
+        let name = try #require(names.count == 1 ? names[0] : nil, "reconstructions of \(width)x\(height): \(names)", sourceLocation: sourceLocation)
+        let reconstruction = try Data(contentsOf: URL(fileURLWithPath: path + "/" + name))
+        var decoded = Data()
+        for f in files {
+            let r = try run("/usr/bin/ffmpeg", ["-v", "error", "-i", f, "-f", "rawvideo", "-pix_fmt", "nv12", "-"])
+            #expect(r.status == 0, "ffmpeg \(f): \(r.stderr)", sourceLocation: sourceLocation)
+            decoded += r.stdoutData
+        }
+        let picture = width * height * 3 / 2
+        let first = zip(decoded, reconstruction).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(decoded.count == reconstruction.count && first == nil,
+                "decoded \(decoded.count / picture) pictures, reconstructed \(reconstruction.count / picture); first difference in picture \(first.map { $0 / picture } ?? -1)",
+                sourceLocation: sourceLocation)
+    }
 }
 
 /// Runs a program to its end (killed after `timeout`, with an issue
 /// recorded) and returns its status and output. `signal` is sent after `delay`.
 @discardableResult
 func run(_ program: String, _ args: [String], in directory: String? = nil, stdin: FileHandle? = nil,
-         signal: Int32? = nil, after delay: Double = 0, timeout: Double = 300) throws -> CLIResult {
+         signal: Int32? = nil, after delay: Double = 0, timeout: Double = 300, environment: [String: String] = [:]) throws -> CLIResult {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: program)
     p.arguments = args
+    if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
     let out = Pipe(), err = Pipe()
     p.standardOutput = out
@@ -166,7 +199,7 @@ func run(_ program: String, _ args: [String], in directory: String? = nil, stdin
     g.wait()
     return CLIResult(status: p.terminationStatus, stdout: String(decoding: o.data, as: UTF8.self),
                      stderr: String(decoding: e.data, as: UTF8.self),
-                     signalled: p.terminationReason == .uncaughtSignal)
+                     signalled: p.terminationReason == .uncaughtSignal, stdoutData: o.data)
 }
 
 /// `diptych record` of a second of test pattern with `args` exits 2 with one

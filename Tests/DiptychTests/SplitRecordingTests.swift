@@ -115,12 +115,15 @@ import DiptychCore
     @Test(.timeLimit(.minutes(2)))
     func gpuEncodedTakeIsCutNearTheSegmentTime() throws {
         let dir = Scratch(); defer { dir.remove() }
+        let reconstructions = ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "4",
                             "--encoder", "gpu", "--gpu", "software", "--keyframe-interval", "10", "--audio", "none",
-                            "--out", "take.mp4", "--segment-time", "1", "--json"], in: dir.url.path)
+                            "--out", "take.mp4", "--segment-time", "1", "--json"], in: dir.url.path, environment: reconstructions.environment)
         try #require(r.status == 0, "\(r.stderr)")
         let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
         let segments = try #require(summary.segments)
+        // The files one after another decode to the encoder's reconstruction (the IDRs the cuts asked for included).
+        try reconstructions.expectDecoded(segments.map { dir.path($0.path) }, width: 320, height: 240)
         #expect(segments.count == 4, "\(segments.map { ($0.path, $0.frames) })")
         #expect(segments.map(\.frames).reduce(0, +) == 120)
         for s in segments.dropLast() {

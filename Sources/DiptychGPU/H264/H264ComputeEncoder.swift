@@ -83,8 +83,16 @@ final class H264ComputeEncoder {
     /// it takes: the planes and the sub-sample search).
     let subpel: Bool
 
+    /// Each picture's reconstruction copied, after its passes, into a
+    /// buffer of its result slot (`reconstruction(of:)`): one a slot,
+    /// where `keepsReconstructions` (a check of the decoder's pictures).
+    private var reconstructionCopies: [GLuint] = []
+
+    /// `keepsReconstructions`: each picture's reconstruction is kept for
+    /// `reconstruction(of:)` until its slot is taken again.
     init(format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs, depth: Int = 2,
-         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC? = nil, deblocking: Bool = true, subpel: Bool = true) throws(GPUError) {
+         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC? = nil, deblocking: Bool = true, subpel: Bool = true,
+         keepsReconstructions: Bool = false) throws(GPUError) {
         self.deblocking = deblocking
         self.subpel = subpel
         try settings.validate()
@@ -128,6 +136,7 @@ final class H264ComputeEncoder {
         }
         planes = buffer(planeBytes)
         lens = buffer(2 * slotCount * 4)
+        if keepsReconstructions { reconstructionCopies = (0..<results.count).map { _ in buffer(pictureBytes) } }
         glBindBuffer(GL.shaderStorageBuffer, 0)
         let code = glGetError()
         guard code == GL_NO_ERROR else { release(); throw .gl(label: "GPU encoder buffers for \(format.width)x\(format.height)", code: code) }
@@ -143,10 +152,10 @@ final class H264ComputeEncoder {
 
     func release() {
         released = true
-        let all = pictures + records + [bits, lens, progress, probeList, planes]
+        let all = pictures + records + [bits, lens, progress, probeList, planes] + reconstructionCopies
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; probeList = 0; planes = 0
+        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; probeList = 0; planes = 0; reconstructionCopies = []
         results.release()
     }
 
@@ -419,6 +428,15 @@ final class H264ComputeEncoder {
         glMemoryBarrier(GLbitfield(GL_BUFFER_UPDATE_BARRIER_BIT | GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT_EXT) | storage)
         glUseProgram(0)
         timed(.gather)
+        // Reconstructions kept (the barrier above made the filter's writes visible to copies).
+        for p in prepared where !p.job.encoder.reconstructionCopies.isEmpty {
+            let e = p.job.encoder
+            glBindBuffer(GLenum(GL_COPY_READ_BUFFER), e.pictures[e.current])
+            glBindBuffer(GLenum(GL_COPY_WRITE_BUFFER), e.reconstructionCopies[p.pending.slot])
+            glCopyBufferSubData(GLenum(GL_COPY_READ_BUFFER), GLenum(GL_COPY_WRITE_BUFFER), 0, 0, GLsizeiptr(e.pictureBytes))
+        }
+        glBindBuffer(GLenum(GL_COPY_READ_BUFFER), 0)
+        glBindBuffer(GLenum(GL_COPY_WRITE_BUFFER), 0)
         let fence = BatchFence()
         glFlush()
         for p in prepared {
@@ -502,7 +520,20 @@ final class H264ComputeEncoder {
 
     /// The last reconstructed picture, cropped, as NV12 bytes (Y rows then UV rows, `width` bytes each).
     func reconstruction() throws(GPUError) -> [UInt8] {
-        glBindBuffer(GL.shaderStorageBuffer, pictures[current ^ 1])
+        try cropped(pictures[current ^ 1])
+    }
+
+    /// `pending`'s reconstruction, cropped, as NV12 bytes (an encoder that
+    /// keeps them; blocks until the GPU finished the picture). Render thread,
+    /// before the slot is taken again.
+    func reconstruction(of pending: Pending) throws(GPUError) -> [UInt8] {
+        precondition(!reconstructionCopies.isEmpty, "reconstruction(of:) of an encoder that keeps none")
+        return try cropped(reconstructionCopies[pending.slot])
+    }
+
+    /// The picture in `buffer` (the encoder's layout), cropped, as NV12 bytes.
+    private func cropped(_ buffer: GLuint) throws(GPUError) -> [UInt8] {
+        glBindBuffer(GL.shaderStorageBuffer, buffer)
         guard let p = glMapBufferRange(GL.shaderStorageBuffer, 0, GLsizeiptr(pictureBytes), GL.mapReadBit) else {
             glBindBuffer(GL.shaderStorageBuffer, 0)
             throw .gl(label: "mapping the GPU encoder's reconstruction", code: glGetError())

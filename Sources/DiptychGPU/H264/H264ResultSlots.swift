@@ -65,6 +65,9 @@ final class H264ResultSlots {
         return i
     }
 
+    /// How many slots there are (pictures that may be in flight).
+    var count: Int { slots.count }
+
     func result(_ i: Int) -> GLuint { slots[i].result }
     func output(_ i: Int) -> GLuint { slots[i].output }
     func setFence(_ i: Int, _ fence: BatchFence) { slots[i].fence = fence }

@@ -37,12 +37,16 @@ final class OutputEncoder: @unchecked Sendable {   // `pending` and the encoder'
     /// Pictures collected and not yet taken, and whether the next picture is an IDR.
     private let ready = Mutex<(pictures: [GPUEncodedPicture], keyframeAsked: Bool)>(([], false))
     static let depth = 4
+    /// Where each picture's reconstruction goes (`DIPTYCH_GPU_ENCODER_RECONSTRUCTION`), if anywhere.
+    private let reconstructions: ReconstructionDump?
 
+    /// `reconstructions`: a folder where the encoder's reconstructed pictures are written (`ReconstructionDump`).
     init(output: OutputID, format: H264StreamFormat, settings: GPUH264Settings, programs: H264Programs,
-         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) throws(GPUError) {
+         bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?, reconstructions folder: String? = nil) throws(GPUError) {
         self.output = output
+        reconstructions = try folder.map { (f) throws(GPUError) in try ReconstructionDump(folder: f, width: format.width, height: format.height) }
         encoder = try H264ComputeEncoder(format: format, settings: settings, programs: programs, depth: Self.depth,
-                                         bufferStorage: bufferStorage)
+                                         bufferStorage: bufferStorage, keepsReconstructions: folder != nil)
     }
 
     var stream: GPUEncodedStream {
@@ -103,13 +107,17 @@ final class OutputEncoder: @unchecked Sendable {   // `pending` and the encoder'
         if !wait && !encoder.isComplete(p) { return false }
         pending.removeFirst()
         let picture = GPUEncodedPicture(output: output, picture: try encoder.collect(p), qp: p.qp)
+        if let reconstructions { try reconstructions.append(try encoder.reconstruction(of: p)) }
         ready.withLock { $0.pictures.append(picture) }
         return true
     }
 
     /// Whether a caller's thread can collect this encoder's pictures: its
-    /// results are persistently mapped and `timeline`'s fences can be waited for anywhere.
-    func collectsOffThread(_ timeline: FenceTimeline) -> Bool { encoder.mapped && timeline.canWaitOffThread }
+    /// results are persistently mapped, `timeline`'s fences can be waited
+    /// for anywhere, and no reconstruction is read (a GL call).
+    func collectsOffThread(_ timeline: FenceTimeline) -> Bool {
+        encoder.mapped && timeline.canWaitOffThread && reconstructions == nil
+    }
 
     /// A caller's thread (under the renderer's lock, so the render thread
     /// is not working for it): moves the pictures whose frames completed
