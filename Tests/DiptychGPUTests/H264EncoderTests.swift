@@ -621,9 +621,15 @@ extension GPU {
             #expect(stream.parameterSets.starts(with: [0, 0, 0, 1, 0x67]))
         }
 
-        @Test("A compositor's output encoded on the GPU decodes to the frames its NV12 readback gives")
+        @Test("A compositor's output encoded on the GPU decodes to its reconstruction, near the frames its NV12 readback gives")
         func compositorOutput() throws {
-            let c = try makeCompositor(pass: .compute)
+            // Each picture's reconstruction written as the render thread collects it (DIPTYCH_GPU_ENCODER_RECONSTRUCTION).
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("diptych-recon-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            var request = GPURequest()
+            request.encoderReconstruction = folder.path
+            let c = try makeCompositor(request: request, pass: .compute)
             defer { c.shutdown() }
             let canvas = PixelSize(width: 128, height: 72)
             let plan = CompositionPlan(canvas: canvas, background: RGBAColor(r: 0, g: 0, b: 0.4, a: 1), draws: [
@@ -665,6 +671,10 @@ extension GPU {
             #expect(pictures.allSatisfy { $0.output == encoded && $0.qp == ($0.picture.keyframe ? 15 : 18) })
             let (decoded, log) = try decodeStrictly(pictures.flatMap(\.picture.data), width: 128, height: 72)
             try #require(decoded.count == frames, "\(log)")
+            let files = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+            try #require(files.count == 1 && files[0].hasSuffix("-128x72.nv12"), "\(files)")
+            let reconstruction = [UInt8](try Data(contentsOf: folder.appendingPathComponent(files[0])))
+            #expect(decoded.flatMap { $0 } == reconstruction, "\(firstDifference(decoded, stride(from: 0, to: reconstruction.count, by: 128 * 108).map { Array(reconstruction[$0..<$0 + 128 * 108]) }, width: 128))")
             for i in 0..<frames {
                 var y = [UInt8]()
                 for row in 0..<72 { for x in 0..<128 { y.append(readbacks[i].byte(plane: 0, x, row)) } }

@@ -1,5 +1,5 @@
 import DiptychCore
-import DiptychGPU
+@testable import DiptychGPU
 import DiptychMedia
 import DiptychOptions
 import Foundation
@@ -77,10 +77,15 @@ import Testing
 /// standing in for an H200's (`ZeroCopyOverride`), the compositor
 /// llvmpipe's compute pass (what `auto` finds on a hardware GPU).
 @Suite(.serialized) struct GPUEncoderAutoTests {
-    /// Hooks presenting llvmpipe's compute pass as an H200 without VA-API or NVENC.
-    static func hardwareHooks() -> SessionHooks {
+    /// Hooks presenting llvmpipe's compute pass as an H200 without VA-API or
+    /// NVENC; its GPU-encoded outputs write their reconstructions into `reconstructions`.
+    static func hardwareHooks(reconstructions: ReconstructionFolder) -> SessionHooks {
         var h = SessionHooks(storage: plentyOfSpace, log: LogLines().add)
-        h.makeCompositor = { sel throws(GPUError) in try GPUCompositor(selection: sel, directCopy: .off, pass: .compute) }
+        var request = GPURequest.settings
+        request.encoderReconstruction = reconstructions.path
+        h.makeCompositor = { [request] sel throws(GPUError) in
+            try GPUCompositor(selection: sel, directCopy: .off, pass: .compute, request: request, hooks: GPUTestHooks())
+        }
         h.zeroCopyOverride = ZeroCopyOverride(
             report: VAAPIReport(directory: "/dev/dri", devices: [], problem: "no /dev/dri"),
             support: EncoderTargetFacts(platform: "device", renderNode: nil),
@@ -95,7 +100,8 @@ import Testing
         let dir = Scratch(); defer { dir.remove() }
         let out = dir.path("x.mp4")
         let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: out, duration: 0.5, extra: ["--preset", preset])
-        let summary = try RecordingSession(configuration: config, hooks: Self.hardwareHooks()).run()
+        let reconstructions = ReconstructionFolder(in: dir)
+        let summary = try RecordingSession(configuration: config, hooks: Self.hardwareHooks(reconstructions: reconstructions)).run()
         #expect(summary.frames == 15)
         let probe = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
                                                  "stream=codec_name,profile,nb_read_frames", "-of", "csv=p=0", out])
@@ -108,6 +114,7 @@ import Testing
             let strict = try run("/usr/bin/ffmpeg", ["-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode", "-i", out,
                                                      dir.path("check.nut")])
             #expect(strict.status == 0 && strict.stderr.isEmpty, "\(strict.stderr)")
+            try reconstructions.expectDecoded([out], width: 320, height: 240)
         } else {
             #expect(summary.encoder == "libx264" && summary.encoderPath == "software", "\(summary.encoder) \(summary.encoderPath)")
             let why = try #require(SoftwareBaseline(preset: "veryfast").gpuEncoderRefusal)
@@ -128,8 +135,12 @@ extension GPUEncoderAutoTests {
         let (main, also) = (dir.path("main.mp4"), dir.path("also.mp4"))
         let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: main, duration: 0.5,
                                     extra: ["--preset", "ultrafast", "--also-out", also, "--also-preset", "veryfast"])
-        let summary = try RecordingSession(configuration: config, hooks: Self.hardwareHooks()).run()
+        let reconstructions = ReconstructionFolder(in: dir)
+        let summary = try RecordingSession(configuration: config, hooks: Self.hardwareHooks(reconstructions: reconstructions)).run()
         #expect(summary.encoder == "gpu-h264", "\(summary.encoder)")
+        // The GPU-encoded output decodes to its reconstruction; libx264's output keeps none.
+        try reconstructions.expectDecoded([main], width: 320, height: 240)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: reconstructions.path).count == 1)
         for (file, profile) in [(main, "Constrained Baseline"), (also, "High")] {
             let probe = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
                                                      "stream=profile,nb_read_frames", "-of", "csv=p=0", file])
