@@ -210,8 +210,62 @@ func saturatedFrame(_ pattern: EncoderPattern, inverted: Bool) -> [UInt8] {
     return out
 }
 
+/// A picture of regions for the intra modes (320x160: five rows of twenty
+/// macroblocks above, five below). Luma: columns alike, rows alike, a slope
+/// (above: what Intra_16x16's vertical, horizontal and plane predict inside
+/// each region), flat tiles, and a grating at one of eight angles a 4x4
+/// block (below: DC, and Intra_4x4's directions). Chroma a texture a
+/// macroblock: flat, rows alike, columns alike, a slope.
+func intraModeFrame(_ pattern: EncoderPattern) -> [UInt8] {
+    var out = [UInt8](repeating: 128, count: pattern.rowBytes * (pattern.height + pattern.height / 2))
+    let mbWidth = (pattern.width + 15) / 16
+    for y in 0..<pattern.height {
+        for x in 0..<pattern.width {
+            let mbX = x / 16, below = y >= 80
+            let l: Double
+            switch (below, mbX * 3 / mbWidth) {
+            case (false, 0): l = Double(40 + (x * 11) % 180)                       // columns alike
+            case (false, 1): l = Double(40 + (y * 11) % 180)                       // rows alike
+            case (false, _): l = 30 + Double(x) * 0.6 + Double(y) * 0.9            // a slope
+            case (true, 0): l = Double(60 + ((x / 16 + y / 16) * 37) % 120)        // flat tiles
+            default:                                                               // a grating a 4x4 block
+                let angle = Double((x / 4 * 3 + y / 4 * 5) % 8) * .pi / 8
+                l = 128 + 90 * sin((Double(x) * cos(angle) + Double(y) * sin(angle)) * 2 * .pi / 5)
+            }
+            out[y * pattern.rowBytes + x] = UInt8(clamping: Int(l.rounded()))
+        }
+    }
+    for y in 0..<pattern.height / 2 {
+        for x in 0..<pattern.width / 2 {
+            let k = (y / 8) * mbWidth + x / 8, lx = Double(x % 8), ly = Double(y % 8)
+            for c in 0..<2 {
+                let v: Double
+                switch (k + c) % 4 {
+                case 0: v = 90 + Double((k * 29) % 80)                     // flat
+                case 1: v = 70 + ly * 14                                   // rows alike
+                case 2: v = 70 + lx * 14                                   // columns alike
+                default: v = 60 + lx * 9 + ly * 7                          // a slope
+                }
+                out[pattern.rowBytes * pattern.height + y * pattern.rowBytes + 2 * x + c] = UInt8(clamping: Int(v.rounded()))
+            }
+        }
+    }
+    return out
+}
+
 extension GPU {
     @Suite struct H264Encoder {
+        @Test("Every intra mode: Intra_16x16's four, Intra_4x4's nine and chroma's four, each in an IDR made to want it, decoded exactly")
+        func everyIntraMode() throws {
+            let pattern = EncoderPattern(width: 320, height: 160)
+            let run = try expectBitExact(pattern, frames: 1, settings: GPUH264Settings(qp: 22)) { _ in intraModeFrame(pattern) }
+            let mbs = try #require(run.macroblocks.first)
+            let i16 = mbs.filter { !$0.inter && !$0.intra4x4 }, i4 = mbs.filter(\.intra4x4)
+            #expect(Set(i16.map(\.lumaMode)) == [0, 1, 2, 3], "Intra_16x16 modes: \(i16.map(\.lumaMode))")
+            #expect(Set(i4.flatMap(\.intra4x4Modes)) == Set(0...8), "Intra_4x4 modes: \(Set(i4.flatMap(\.intra4x4Modes)).sorted())")
+            #expect(Set(mbs.map(\.chromaMode)) == [0, 1, 2, 3], "chroma modes: \(Set(mbs.map(\.chromaMode)).sorted())")
+        }
+
         @Test("QP 0 and 51, with the largest residuals there are", arguments: [0, 51])
         func extremeQP(qp: Int) throws {
             let pattern = EncoderPattern(width: 48, height: 32)

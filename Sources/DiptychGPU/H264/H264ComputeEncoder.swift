@@ -500,6 +500,13 @@ final class H264ComputeEncoder {
         var skipped: Bool
         /// Quarter samples.
         var mv: SIMD2<Int>
+        /// Intra_4x4 (else Intra_16x16 where intra).
+        var intra4x4 = false
+        /// Intra_16x16's prediction mode (8.3.3: 0 vertical, 1 horizontal, 2 DC, 3 plane) and the chroma's
+        /// (8.3.4: 0 DC, 1 horizontal, 2 vertical, 3 plane), where intra.
+        var lumaMode = 0, chromaMode = 0
+        /// Intra_4x4's modes of the 16 blocks (8.3.1.1, 0-8; luma4x4BlkIdx order), where Intra_4x4.
+        var intra4x4Modes: [Int] = []
     }
 
     /// The last picture's macroblocks, in raster order (tests).
@@ -513,8 +520,14 @@ final class H264ComputeEncoder {
         let words = p.assumingMemoryBound(to: UInt32.self)
         return (0..<macroblocks).map { mb in
             let info = words[mb * Self.recordWords], w = words[mb * Self.recordWords + 1]   // MB_INFO, MB_MV
-            return MacroblockRecord(inter: info & 3 == 0, skipped: info & 4 != 0,
-                                    mv: SIMD2(Int(Int16(truncatingIfNeeded: w)), Int(Int16(truncatingIfNeeded: w >> 16))))
+            var r = MacroblockRecord(inter: info & 3 == 0, skipped: info & 4 != 0,
+                                     mv: SIMD2(Int(Int16(truncatingIfNeeded: w)), Int(Int16(truncatingIfNeeded: w >> 16))))
+            r.intra4x4 = info & 3 == 2
+            r.lumaMode = Int((info >> 4) & 3); r.chromaMode = Int((info >> 6) & 3)
+            if r.intra4x4 {   // MB_LUMADC: four bits a block, eight blocks a word
+                r.intra4x4Modes = (0..<16).map { Int((words[mb * Self.recordWords + 144 + $0 / 8] >> UInt32(4 * ($0 % 8))) & 15) }
+            }
+            return r
         }
     }
 
