@@ -224,10 +224,9 @@ final class H264ComputeEncoder {
     /// share batches keep their keyframes together from then on.
     static func groupingIDRs(_ jobs: [Job]) -> [Job] {
         guard jobs.count > 1, jobs.contains(where: { $0.encoder.idrDue($0) }) else { return jobs }
-        var seen = Set<ObjectIdentifier>()
         return jobs.map { job in
             var job = job
-            if seen.insert(ObjectIdentifier(job.encoder)).inserted && job.encoder.nearIDR { job.keyframe = true }
+            if job.encoder.nearIDR { job.keyframe = true }
             return job
         }
     }
@@ -288,6 +287,9 @@ final class H264ComputeEncoder {
     /// different pictures runs together (they share no buffer), one barrier
     /// between passes. One fence covers the batch.
     static func encode(_ jobs: [Job], programs: H264Programs) -> [Pending] {
+        // A picture an encoder: two of one stream would write the same reconstruction and records
+        // (a caller's render waits for its frame, so a batch never holds two of one output).
+        precondition(Set(jobs.map { ObjectIdentifier($0.encoder) }).count == jobs.count, "two pictures of one GPU encoder in a batch")
         let prepared = groupingIDRs(jobs).map { $0.encoder.prepare($0) }
         let profiling = jobs.contains { $0.encoder.profiling }
         var t0 = profiling ? PassTimer.now() : 0
