@@ -148,7 +148,7 @@ import DiptychOptions
         }
         let tone = sender(["-f", "lavfi", "-i", "color=blue:size=320x240:rate=30", "-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000"],
                           seconds: 3)
-        let flash = sender(Self.flashAndBeep(at: 2), seconds: 9)
+        let flash = sender(Self.flashAndBeep(at: 4), seconds: 11)
         let group = DispatchGroup()
         group.enter()
         DispatchQueue.global().async {
@@ -160,10 +160,11 @@ import DiptychOptions
         }
         let live = "srt://127.0.0.1:\(LiveReceiver.freePort())"
         let receiver = try LiveReceiver(url: live, path: dir.path("live.ts"))
-        // The flash comes about 8 s after the first sender starts, later where the senders start slowly on a
-        // loaded machine: the take lasts 11 s, so it still records it when it starts at once.
+        // The flash comes 4 s into the second sender, so a reconnect slowed by a loaded machine (the
+        // stream found again, its first keyframe) does not miss it; about 10 s after the first sender
+        // starts, later where the senders start slowly: the take lasts 14 s, so it still records it.
         let r = try runCLI(["record", "--primary", source, "--secondary", "none", "--out", live + "?latency=1000000",
-                            "--also-out", dir.path("file.mp4"), "--duration", "11", "--json", "--preset", "ultrafast"])
+                            "--also-out", dir.path("file.mp4"), "--duration", "14", "--json", "--preset", "ultrafast"])
         _ = group.wait(timeout: .now() + 30)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(receiver.waitForEnd(timeout: 20))
