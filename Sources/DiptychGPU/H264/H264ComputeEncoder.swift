@@ -431,14 +431,17 @@ final class H264ComputeEncoder {
         glUseProgram(0)
         timed(.gather)
         // Reconstructions kept (the barrier above made the filter's writes visible to copies).
-        for p in prepared where !p.job.encoder.reconstructionCopies.isEmpty {
+        let kept = prepared.filter { !$0.job.encoder.reconstructionCopies.isEmpty }
+        for p in kept {
             let e = p.job.encoder
             glBindBuffer(GLenum(GL_COPY_READ_BUFFER), e.pictures[e.current])
             glBindBuffer(GLenum(GL_COPY_WRITE_BUFFER), e.reconstructionCopies[p.pending.slot])
             glCopyBufferSubData(GLenum(GL_COPY_READ_BUFFER), GLenum(GL_COPY_WRITE_BUFFER), 0, 0, GLsizeiptr(e.pictureBytes))
         }
-        glBindBuffer(GLenum(GL_COPY_READ_BUFFER), 0)
-        glBindBuffer(GLenum(GL_COPY_WRITE_BUFFER), 0)
+        if !kept.isEmpty {
+            glBindBuffer(GLenum(GL_COPY_READ_BUFFER), 0)
+            glBindBuffer(GLenum(GL_COPY_WRITE_BUFFER), 0)
+        }
         let fence = BatchFence()
         glFlush()
         for p in prepared {
