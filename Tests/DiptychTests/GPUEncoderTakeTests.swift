@@ -13,7 +13,7 @@ import Testing
     func take720p() throws {
         let dir = Scratch(); defer { dir.remove() }
         let out = dir.path("gpu.mp4")
-        let reconstructions = ReconstructionFolder(in: dir)
+        let reconstructions = try ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:1280x720@30", "--secondary", "testsrc:smpte:640x360@30",
                             "--duration", "1", "--encoder", "gpu", "--gpu", "software", "--audio", "none", "--out", out, "--json"],
                            environment: reconstructions.environment)
@@ -44,7 +44,7 @@ import Testing
         #expect(missing.status == 2 && missing.stderr.contains("DIPTYCH_GPU_ENCODER_RECONSTRUCTION '\(dir.path("none"))': no such folder"),
                 "\(missing.status) \(missing.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.path("a.mp4")))
-        let reconstructions = ReconstructionFolder(in: dir)
+        let reconstructions = try ReconstructionFolder(in: dir)
         let kept = reconstructions.path + "/1-320x240.nv12"
         try Data("kept".utf8).write(to: URL(fileURLWithPath: kept))
         let there = try runCLI(take + ["--out", dir.path("b.mp4")], environment: reconstructions.environment)
@@ -57,7 +57,7 @@ import Testing
     func slices(encoder: String) throws {
         let dir = Scratch(); defer { dir.remove() }
         let out = dir.path("take.mp4")
-        let reconstructions = ReconstructionFolder(in: dir)
+        let reconstructions = try ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:smpte:160x120@30",
                             "--duration", "0.5", "--encoder", encoder, "--slices", "3", "--gpu", "software", "--audio", "none", "--out", out],
                            environment: reconstructions.environment)
@@ -100,7 +100,7 @@ import Testing
         let dir = Scratch(); defer { dir.remove() }
         let out = dir.path("x.mp4")
         let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: out, duration: 0.5, extra: ["--preset", preset])
-        let reconstructions = ReconstructionFolder(in: dir)
+        let reconstructions = try ReconstructionFolder(in: dir)
         let summary = try RecordingSession(configuration: config, hooks: Self.hardwareHooks(reconstructions: reconstructions)).run()
         #expect(summary.frames == 15)
         let probe = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
@@ -135,7 +135,7 @@ extension GPUEncoderAutoTests {
         let (main, also) = (dir.path("main.mp4"), dir.path("also.mp4"))
         let config = try takeConfig(primary: "testsrc:counter:320x240@30", out: main, duration: 0.5,
                                     extra: ["--preset", "ultrafast", "--also-out", also, "--also-preset", "veryfast"])
-        let reconstructions = ReconstructionFolder(in: dir)
+        let reconstructions = try ReconstructionFolder(in: dir)
         let summary = try RecordingSession(configuration: config, hooks: Self.hardwareHooks(reconstructions: reconstructions)).run()
         #expect(summary.encoder == "gpu-h264", "\(summary.encoder)")
         // The GPU-encoded output decodes to its reconstruction; libx264's output keeps none.

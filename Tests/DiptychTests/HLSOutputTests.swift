@@ -208,10 +208,10 @@ import DiptychCore
     /// keyframe interval of 10 s each segment still begins a few pictures
     /// at most after its time (n seconds: the muxer cuts at the first
     /// keyframe at or after n × the segment time from the start).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func gpuEncodedTakeIsCutNearTheSegmentTime() throws {
         let dir = Scratch(); defer { dir.remove() }
-        let reconstructions = ReconstructionFolder(in: dir)
+        let reconstructions = try ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "4",
                             "--encoder", "gpu", "--gpu", "software", "--keyframe-interval", "10", "--audio", "none",
                             "--out", "index.m3u8", "--segment-time", "1"], in: dir.url.path, environment: reconstructions.environment)

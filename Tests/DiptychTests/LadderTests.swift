@@ -133,10 +133,10 @@ import DiptychOptions
 
     /// The GPU's own H.264 encoder gives each rung its own stream (size,
     /// rate, a keyframe a second at its rate) from the same render targets.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func gpuEncoderEncodesEachRungAtItsSize() throws {
         let dir = Scratch(); defer { dir.remove() }
-        let reconstructions = ReconstructionFolder(in: dir)
+        let reconstructions = try ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "2",
                             "--encoder", "gpu", "--gpu", "software", "--audio", "none", "--out", "main.mp4",
                             "--also-out", "small.mp4", "--also-size", "160x96", "--also-rate-divisor", "2", "--json"], in: dir.url.path,

@@ -141,9 +141,9 @@ func runCLI(_ args: [String], in directory: String? = nil, stdin: FileHandle? = 
 /// its own: where its GPU encoders write their reconstructed pictures.
 struct ReconstructionFolder {
     let path: String
-    init(in dir: Scratch) {
+    init(in dir: Scratch) throws {
         path = dir.path("reconstructions")
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
     var environment: [String: String] { ["DIPTYCH_GPU_ENCODER_RECONSTRUCTION": path] }
 

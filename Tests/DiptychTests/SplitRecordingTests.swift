@@ -112,10 +112,10 @@ import DiptychCore
     /// With the GPU encoder the cut asks it for an IDR: a keyframe interval
     /// of 10 s still gives files of about a second (a few pictures over,
     /// those the encoder had in flight), each starting with a keyframe.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func gpuEncodedTakeIsCutNearTheSegmentTime() throws {
         let dir = Scratch(); defer { dir.remove() }
-        let reconstructions = ReconstructionFolder(in: dir)
+        let reconstructions = try ReconstructionFolder(in: dir)
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--duration", "4",
                             "--encoder", "gpu", "--gpu", "software", "--keyframe-interval", "10", "--audio", "none",
                             "--out", "take.mp4", "--segment-time", "1", "--json"], in: dir.url.path, environment: reconstructions.environment)

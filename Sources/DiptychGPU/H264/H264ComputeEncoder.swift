@@ -63,7 +63,9 @@ final class H264ComputeEncoder {
 
     var pictureRowBytes: Int { format.mbWidth * 16 }
     var pictureUVOffset: Int { pictureRowBytes * format.mbHeight * 16 }
-    var pictureBytes: Int { pictureUVOffset + pictureRowBytes * format.mbHeight * 8 }
+    var pictureBytes: Int { Self.pictureBytes(format) }
+    /// A picture's bytes in the encoder's layout: whole macroblocks, luma rows then interleaved chroma rows.
+    static func pictureBytes(_ f: H264StreamFormat) -> Int { f.mbWidth * 16 * f.mbHeight * 24 }
     var macroblocks: Int { format.mbWidth * format.mbHeight }
     /// The padding of each sub-sample plane (`PLANE_PAD`), and the planes' bytes.
     static let planePad = 4
@@ -82,11 +84,6 @@ final class H264ComputeEncoder {
     /// `diptych-gpu-bench --encode --subpel off`, which times the two passes
     /// it takes: the planes and the sub-sample search).
     let subpel: Bool
-
-    /// Each picture's reconstruction copied, after its passes, into a
-    /// buffer of its result slot (`reconstruction(of:)`): one a slot,
-    /// where `keepsReconstructions` (a check of the decoder's pictures).
-    private var reconstructionCopies: [GLuint] = []
 
     /// `keepsReconstructions`: each picture's reconstruction is kept for
     /// `reconstruction(of:)` until its slot is taken again.
@@ -113,7 +110,8 @@ final class H264ComputeEncoder {
         self.programs = programs
         // A picture's result words: the gather pass's indirect dispatch, the bits, the bytes, overflow, the slices, then
         // each slice's bits (`h264pack.comp`).
-        results = try H264ResultSlots(depth: depth, resultWords: 8 + sliceCount, outputWords: outputWords, bufferStorage: bufferStorage)
+        results = try H264ResultSlots(depth: depth, resultWords: 8 + sliceCount, outputWords: outputWords, bufferStorage: bufferStorage,
+                                      reconstructionBytes: keepsReconstructions ? Self.pictureBytes(format) : nil)
         let n = macroblocks
         func buffer(_ bytes: Int) -> GLuint {
             var b: GLuint = 0
@@ -136,7 +134,6 @@ final class H264ComputeEncoder {
         }
         planes = buffer(planeBytes)
         lens = buffer(2 * slotCount * 4)
-        if keepsReconstructions { reconstructionCopies = (0..<results.count).map { _ in buffer(pictureBytes) } }
         glBindBuffer(GL.shaderStorageBuffer, 0)
         let code = glGetError()
         guard code == GL_NO_ERROR else { release(); throw .gl(label: "GPU encoder buffers for \(format.width)x\(format.height)", code: code) }
@@ -152,10 +149,10 @@ final class H264ComputeEncoder {
 
     func release() {
         released = true
-        let all = pictures + records + [bits, lens, progress, probeList, planes] + reconstructionCopies
+        let all = pictures + records + [bits, lens, progress, probeList, planes]
         let live = all.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(live.count), live)
-        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; probeList = 0; planes = 0; reconstructionCopies = []
+        pictures = [0, 0]; records = [0, 0]; bits = 0; lens = 0; progress = 0; probeList = 0; planes = 0
         results.release()
     }
 
@@ -431,14 +428,16 @@ final class H264ComputeEncoder {
         glUseProgram(0)
         timed(.gather)
         // Reconstructions kept (the barrier above made the filter's writes visible to copies).
-        let kept = prepared.filter { !$0.job.encoder.reconstructionCopies.isEmpty }
-        for p in kept {
+        var copied = false
+        for p in prepared {
             let e = p.job.encoder
+            guard let copy = e.results.reconstruction(p.pending.slot) else { continue }
             glBindBuffer(GLenum(GL_COPY_READ_BUFFER), e.pictures[e.current])
-            glBindBuffer(GLenum(GL_COPY_WRITE_BUFFER), e.reconstructionCopies[p.pending.slot])
+            glBindBuffer(GLenum(GL_COPY_WRITE_BUFFER), copy)
             glCopyBufferSubData(GLenum(GL_COPY_READ_BUFFER), GLenum(GL_COPY_WRITE_BUFFER), 0, 0, GLsizeiptr(e.pictureBytes))
+            copied = true
         }
-        if !kept.isEmpty {
+        if copied {
             glBindBuffer(GLenum(GL_COPY_READ_BUFFER), 0)
             glBindBuffer(GLenum(GL_COPY_WRITE_BUFFER), 0)
         }
@@ -545,8 +544,8 @@ final class H264ComputeEncoder {
     /// keeps them; blocks until the GPU finished the picture). Render thread,
     /// before the slot is taken again.
     func reconstruction(of pending: Pending) throws(GPUError) -> [UInt8] {
-        precondition(!reconstructionCopies.isEmpty, "reconstruction(of:) of an encoder that keeps none")
-        return try cropped(reconstructionCopies[pending.slot])
+        guard let copy = results.reconstruction(pending.slot) else { preconditionFailure("reconstruction(of:) of an encoder that keeps none") }
+        return try cropped(copy)
     }
 
     /// The picture in `buffer` (the encoder's layout), cropped, as NV12 bytes.

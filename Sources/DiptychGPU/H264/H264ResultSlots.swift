@@ -3,7 +3,8 @@ import CGLES
 /// The GPU encoder's result slots, one for each picture that may be in
 /// flight: the scan pass's result words (the gather's indirect dispatch, the
 /// picture's bits and bytes, overflow, each slice's bits: `h264pack.comp`),
-/// the gather's bitstream, and the fence after the picture's passes.
+/// the gather's bitstream, the fence after the picture's passes, and, where
+/// reconstructions are kept, a copy of the picture's reconstruction.
 /// Persistently mapped where the context has GL_EXT_buffer_storage: the GPU
 /// writes them in host memory, read without a map call. Owns the buffers;
 /// render thread only, but `read`.
@@ -12,6 +13,8 @@ final class H264ResultSlots {
         var result: GLuint
         var output: GLuint
         var fence: BatchFence?
+        /// The picture's reconstruction, copied after its passes (0: none kept).
+        var reconstruction: GLuint = 0
         var resultWords: UnsafePointer<UInt32>? = nil
         var outputBytes: UnsafePointer<UInt8>? = nil
     }
@@ -22,8 +25,10 @@ final class H264ResultSlots {
     /// 32-bit words of a slot's result and of its bitstream.
     let resultWords: Int, outputWords: Int
 
-    /// `depth` slots (at least one); `bufferStorage` maps them persistently.
-    init(depth: Int, resultWords: Int, outputWords: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?) throws(GPUError) {
+    /// `depth` slots (at least one); `bufferStorage` maps them persistently;
+    /// `reconstructionBytes`: each slot keeps a copy of its picture's reconstruction that size.
+    init(depth: Int, resultWords: Int, outputWords: Int, bufferStorage: PFNGLBUFFERSTORAGEEXTPROC?,
+         reconstructionBytes: Int? = nil) throws(GPUError) {
         self.resultWords = resultWords
         self.outputWords = outputWords
         mapped = bufferStorage != nil
@@ -41,7 +46,13 @@ final class H264ResultSlots {
         }
         for _ in 0..<max(1, depth) {
             let (r, rp) = buffer(resultWords * 4), (o, op) = buffer(outputWords * 4)
-            slots.append(Slot(result: r, output: o, fence: nil, resultWords: rp?.assumingMemoryBound(to: UInt32.self),
+            var copy: GLuint = 0
+            if let reconstructionBytes {
+                glGenBuffers(1, &copy)
+                glBindBuffer(GL.shaderStorageBuffer, copy)
+                glBufferData(GL.shaderStorageBuffer, GLsizeiptr(reconstructionBytes), nil, GL.dynamicCopy)
+            }
+            slots.append(Slot(result: r, output: o, fence: nil, reconstruction: copy, resultWords: rp?.assumingMemoryBound(to: UInt32.self),
                               outputBytes: op?.assumingMemoryBound(to: UInt8.self)))
         }
         glBindBuffer(GL.shaderStorageBuffer, 0)
@@ -52,7 +63,7 @@ final class H264ResultSlots {
     }
 
     func release() {
-        let all = slots.flatMap { [$0.result, $0.output] }
+        let all = slots.flatMap { [$0.result, $0.output, $0.reconstruction] }.filter { $0 != 0 }
         glDeleteBuffers(GLsizei(all.count), all)
         slots = []
     }
@@ -69,6 +80,8 @@ final class H264ResultSlots {
     var count: Int { slots.count }
 
     func result(_ i: Int) -> GLuint { slots[i].result }
+    /// Slot `i`'s reconstruction copy, where reconstructions are kept.
+    func reconstruction(_ i: Int) -> GLuint? { slots[i].reconstruction == 0 ? nil : slots[i].reconstruction }
     func output(_ i: Int) -> GLuint { slots[i].output }
     func setFence(_ i: Int, _ fence: BatchFence) { slots[i].fence = fence }
 

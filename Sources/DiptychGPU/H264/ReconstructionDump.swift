@@ -18,16 +18,19 @@ final class ReconstructionDump {
     init(folder: String, width: Int, height: Int) throws(GPUError) {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
-            throw .badSetting(ConfigurationError(field: "DIPTYCH_GPU_ENCODER_RECONSTRUCTION", value: folder, reason: "no such folder"))
+            throw Self.refused(folder, "no such folder")
         }
         let n = Self.opened.add(1, ordering: .relaxed).newValue
         path = URL(fileURLWithPath: folder).appendingPathComponent("\(n)-\(width)x\(height).nv12").path
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            throw .badSetting(ConfigurationError(field: "DIPTYCH_GPU_ENCODER_RECONSTRUCTION", value: folder,
-                                                 reason: "\(path): \(String(cString: strerror(errno)))"))
+            throw Self.refused(folder, "\(path): \(String(cString: strerror(errno)))")
         }
         handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+    }
+
+    private static func refused(_ folder: String, _ reason: String) -> GPUError {
+        .badSetting(ConfigurationError(field: "DIPTYCH_GPU_ENCODER_RECONSTRUCTION", value: folder, reason: reason))
     }
 
     /// Appends one picture.
