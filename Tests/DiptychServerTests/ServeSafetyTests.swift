@@ -201,7 +201,9 @@ import Testing
         let before = frames(try server.take(id))
         Thread.sleep(forTimeInterval: 3)
         let after = frames(try server.take(id))
-        #expect(after - before >= 45, "\(after - before) frames in 3 s at 30 fps while an output was being removed")
+        // A take held up by the removal would show none; a 720p take of keyframes encoded twice on a loaded
+        // machine may fall behind its 90, so a second's worth is asked.
+        #expect(after - before >= 30, "\(after - before) frames in 3 s at 30 fps while an output was being removed")
         removing.wait()
         #expect(box.answer?.status == 200, "\(box.answer?.text ?? "no answer")")
         _ = try server.request("DELETE", "/v1/takes/\(id)")

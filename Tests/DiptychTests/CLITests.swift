@@ -108,7 +108,8 @@ import DiptychCUDA
     func signalsFinalize(sig: Int32) throws {
         let dir = Scratch(); defer { dir.remove() }
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:solid-ff0000:160x120@30",
-                            "--out", "take.mp4", "--json"], in: dir.url.path, signal: sig, after: 2.5)
+                            "--out", "take.mp4", "--json"], in: dir.url.path, signal: sig, after: 0.5,
+                           once: { occurrences(of: "moof", in: dir.path("take.mp4")) >= 1 })
         #expect(r.status == 0, "\(r.stderr)")
         let summary = try JSONDecoder().decode(TakeSummary.self, from: Data(r.stdout.utf8))
         #expect(summary.stopReason.contains(sig == SIGINT ? "SIGINT" : "SIGTERM"))
@@ -126,7 +127,8 @@ import DiptychCUDA
     @Test func sigkillLeavesAPlayableFile() throws {
         let dir = Scratch(); defer { dir.remove() }
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:solid-ff0000:160x120@30",
-                            "--out", "take.mp4"], in: dir.url.path, signal: SIGKILL, after: 3.5)
+                            "--out", "take.mp4"], in: dir.url.path, signal: SIGKILL, after: 0.5,
+                           once: { occurrences(of: "moof", in: dir.path("take.mp4")) >= 2 })
         #expect(r.signalled)
         let frames = try decodeAll(dir.path("take.mp4")).frames
         #expect(frames.count >= 30, "at least one whole fragment")

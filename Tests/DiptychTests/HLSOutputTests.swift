@@ -177,7 +177,8 @@ import DiptychCore
         let dir = Scratch(); defer { dir.remove() }
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--realtime", "on",
                             "--preset", "ultrafast", "--out", "index.m3u8", "--segment-time", "1"],
-                           in: dir.url.path, signal: SIGKILL, after: 3.7)
+                           in: dir.url.path, signal: SIGKILL, after: 0.7,
+                           once: { occurrences(of: ".m4s", in: dir.path("index.m3u8")) >= 2 })
         #expect(r.signalled)
         let path = dir.path("index.m3u8")
         let playlist = try Playlist(path)

@@ -21,8 +21,9 @@ import DiptychOptions
          "-c:a", "aac", "-f", format, url]
     }
 
-    /// Runs the steps on another thread: a push to its end, or a pause.
-    enum Step { case push(String, Double), pause(Double) }
+    /// Runs the steps on another thread: a push to its end, a pause, or a
+    /// wait (up to 30 s) until the take listens on a port (UDP for SRT).
+    enum Step { case push(String, Double), pause(Double), listening(Int, udp: Bool) }
     static func publisher(_ steps: [Step], format: String, to url: String) -> DispatchGroup {
         let group = DispatchGroup()
         group.enter()
@@ -31,6 +32,7 @@ import DiptychOptions
             for step in steps {
                 switch step {
                 case .pause(let s): Thread.sleep(forTimeInterval: s)
+                case .listening(let port, let udp): _ = LiveReceiver.waitBound(port: port, udp: udp, timeout: 30)
                 case .push(let colour, let s): _ = try? run("/usr/bin/ffmpeg", push(colour, seconds: s, format: format, to: url), timeout: 30)
                 }
             }
@@ -38,14 +40,14 @@ import DiptychOptions
         return group
     }
 
-    /// The take listens for SRT; FFmpeg connects a second after it starts,
+    /// The take listens for SRT; FFmpeg connects once it listens,
     /// leaves after 3 s and connects again 1.5 s later (another colour): the
     /// take starts with the first publisher, reconnects to the second, and
     /// the file has every frame, first blue, last red, with the audio.
     @Test(.timeLimit(.minutes(2))) func anSRTListenerStartsWithItsPublisherAndTakesItBack() throws {
         let dir = Scratch(); defer { dir.remove() }
         let port = LiveReceiver.freePort()
-        let group = Self.publisher([.pause(1), .push("blue", 3), .pause(1.5), .push("red", 5)], format: "mpegts",
+        let group = Self.publisher([.listening(port, udp: true), .push("blue", 3), .pause(1.5), .push("red", 5)], format: "mpegts",
                                    to: "srt://127.0.0.1:\(port)?mode=caller")
         let r = try runCLI(["record", "--primary", "srt://127.0.0.1:\(port)?mode=listener", "--secondary", "none",
                             "--out", dir.path("take.mp4"), "--duration", "6", "--json", "--preset", "ultrafast"])
@@ -62,11 +64,11 @@ import DiptychOptions
         #expect(summary.audio.contains("aac"), "\(summary.audio)")
     }
 
-    /// The take listens for RTMP on the unspecified address; FFmpeg publishes a second later.
+    /// The take listens for RTMP on the unspecified address; FFmpeg publishes once it listens.
     @Test(.timeLimit(.minutes(2))) func anRTMPListenURLStartsWithItsPublisher() throws {
         let dir = Scratch(); defer { dir.remove() }
         let port = LiveReceiver.freePort()
-        let group = Self.publisher([.pause(1), .push("blue", 5)], format: "flv", to: "rtmp://127.0.0.1:\(port)/live/cam")
+        let group = Self.publisher([.listening(port, udp: false), .push("blue", 5)], format: "flv", to: "rtmp://127.0.0.1:\(port)/live/cam")
         let r = try runCLI(["record", "--primary", "rtmp://0.0.0.0:\(port)/live/cam", "--secondary", "testsrc:smpte:160x120@30",
                             "--out", dir.path("take.mp4"), "--duration", "2", "--json", "--preset", "ultrafast"])
         _ = group.wait(timeout: .now() + 30)

@@ -40,7 +40,8 @@ import DiptychMedia
     /// rebased at the take's time, not dropped as old.
     @Test(.timeLimit(.minutes(2))) func aUDPSecondaryThatRestartsGoesOn() throws {
         let dir = Scratch(); defer { dir.remove() }
-        let url = "udp://127.0.0.1:\(LiveReceiver.freePort())"
+        let port = LiveReceiver.freePort()
+        let url = "udp://127.0.0.1:\(port)"
         @Sendable func sender() throws -> Process {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
@@ -52,8 +53,10 @@ import DiptychMedia
         }
         let senders = DispatchGroup()
         senders.enter()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) {
+        DispatchQueue.global().async {
             defer { senders.leave() }
+            // Sent once the take has bound the port: what comes before is lost.
+            _ = LiveReceiver.waitBound(port: port, udp: true, timeout: 30)
             for _ in 0..<2 { (try? sender())?.waitUntilExit() }
         }
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", url, "--realtime", "on",

@@ -84,7 +84,8 @@ import DiptychMedia
     @Test func hangupFinalizesTheTake() throws {
         let dir = Scratch(); defer { dir.remove() }
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "testsrc:smpte:160x120@30",
-                            "--out", "hup.mp4", "--duration", "60"], in: dir.url.path, signal: SIGHUP, after: 1.5)
+                            "--out", "hup.mp4", "--duration", "60"], in: dir.url.path, signal: SIGHUP, after: 0.5,
+                           once: { occurrences(of: "moof", in: dir.path("hup.mp4")) >= 1 })
         #expect(r.status == 0, "\(r.stderr)")
         #expect(!r.signalled)
         let decoded = try decodeAll(dir.path("hup.mp4"))

@@ -130,11 +130,25 @@ struct CLIResult {
 }
 
 /// Runs `diptych args…` in `directory`, optionally feeding `stdinFile`, and
-/// optionally sending `signal` after `signalAfter` seconds.
+/// optionally sending `signal` `delay` seconds after the start, or after
+/// `ready` first holds.
 func runCLI(_ args: [String], in directory: String? = nil, stdin: FileHandle? = nil,
-            signal: Int32? = nil, after delay: Double = 0, timeout: Double = 120, environment: [String: String] = [:]) throws -> CLIResult {
+            signal: Int32? = nil, after delay: Double = 0, once ready: (() -> Bool)? = nil,
+            timeout: Double = 120, environment: [String: String] = [:]) throws -> CLIResult {
     let exe = try #require(diptychExecutable(), "the diptych executable is not built")
-    return try run(exe.path, args, in: directory, stdin: stdin, signal: signal, after: delay, timeout: timeout, environment: environment)
+    return try run(exe.path, args, in: directory, stdin: stdin, signal: signal, after: delay, once: ready, timeout: timeout,
+                   environment: environment)
+}
+
+/// How many times `marker` occurs in the file at `path` as it is now (0
+/// where there is no file): `moof` in a fragmented MP4 counts its fragments
+/// begun, `.m4s` in a playlist its segments listed.
+func occurrences(of marker: String, in path: String) -> Int {
+    guard let data = FileManager.default.contents(atPath: path) else { return 0 }
+    let m = Data(marker.utf8)
+    var (count, from) = (0, data.startIndex)
+    while let r = data.range(of: m, in: from..<data.endIndex) { count += 1; from = r.upperBound }
+    return count
 }
 
 /// `diptych` run with `DIPTYCH_GPU_ENCODER_RECONSTRUCTION` set to a folder of
@@ -168,10 +182,14 @@ struct ReconstructionFolder {
 }
 
 /// Runs a program to its end (killed after `timeout`, with an issue
-/// recorded) and returns its status and output. `signal` is sent after `delay`.
+/// recorded) and returns its status and output. `signal` is sent `delay`
+/// seconds after the start or, with `ready`, after it first holds (polled
+/// every 50 ms; a program that ends or times out first records an issue):
+/// a signal meant for a program at work, not one still starting on a loaded machine.
 @discardableResult
 func run(_ program: String, _ args: [String], in directory: String? = nil, stdin: FileHandle? = nil,
-         signal: Int32? = nil, after delay: Double = 0, timeout: Double = 300, environment: [String: String] = [:]) throws -> CLIResult {
+         signal: Int32? = nil, after delay: Double = 0, once ready: (() -> Bool)? = nil,
+         timeout: Double = 300, environment: [String: String] = [:]) throws -> CLIResult {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: program)
     p.arguments = args
@@ -188,11 +206,15 @@ func run(_ program: String, _ args: [String], in directory: String? = nil, stdin
     let g = DispatchGroup()
     DispatchQueue.global().async(group: g) { o.data = out.fileHandleForReading.readDataToEndOfFile() }
     DispatchQueue.global().async(group: g) { e.data = err.fileHandleForReading.readDataToEndOfFile() }
+    let deadline = Date(timeIntervalSinceNow: timeout)
     if let signal {
+        if let ready {
+            while p.isRunning && Date() < deadline && !ready() { Thread.sleep(forTimeInterval: 0.05) }
+            if !ready() { Issue.record("\(program) \(args): what the signal waits for never came (\(p.isRunning ? "timed out" : "it ended"))") }
+        }
         Thread.sleep(forTimeInterval: delay)
         if p.isRunning { kill(p.processIdentifier, signal) }
     }
-    let deadline = Date(timeIntervalSinceNow: timeout)
     while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
     if p.isRunning { kill(p.processIdentifier, SIGKILL); Issue.record("\(program) \(args) timed out") }
     p.waitUntilExit()

@@ -142,7 +142,9 @@ import DiptychCore
     func killedSplitTakeKeepsFinishedSegments() throws {
         let dir = Scratch(); defer { dir.remove() }
         let r = try runCLI(["record", "--primary", "testsrc:counter:320x240@30", "--secondary", "none", "--realtime", "on",
-                            "--out", "take.mp4", "--segment-time", "1"], in: dir.url.path, signal: SIGKILL, after: 3.7)
+                            "--out", "take.mp4", "--segment-time", "1"], in: dir.url.path, signal: SIGKILL, after: 0.7, once: {
+                               ((try? FileManager.default.contentsOfDirectory(atPath: dir.url.path)) ?? []).filter { $0.hasPrefix("take-") }.count >= 3
+                           })
         #expect(r.signalled)
         let files = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.hasPrefix("take-") }.sorted()
         #expect(files.count >= 3, "\(files)")

@@ -83,10 +83,11 @@ import DiptychOptions
         let sender = Process()
         sender.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         sender.arguments = ["-v", "error", "-nostdin", "-re", "-f", "lavfi", "-i", "smptebars=size=160x120:rate=30",
-                            "-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*1000*t):s=48000:c=stereo", "-t", "8",
+                            "-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*1000*t):s=48000:c=stereo", "-t", "30",
                             "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-g", "15", "-pix_fmt", "yuv420p",
                             "-c:a", "aac", "-f", "mpegts", udp]
         sender.standardError = FileHandle.nullDevice
+        // It outlasts a take slow to start; ended when the test is.
         try sender.run()
         defer { sender.terminate(); sender.waitUntilExit() }
         let live = "srt://127.0.0.1:\(LiveReceiver.freePort())"
@@ -153,7 +154,8 @@ import DiptychOptions
         group.enter()
         DispatchQueue.global().async {
             defer { group.leave() }
-            Thread.sleep(forTimeInterval: 0.3)
+            // Sent once the take has bound the port: what comes before is lost.
+            _ = LiveReceiver.waitBound(port: port, udp: true, timeout: 30)
             _ = try? run("/usr/bin/ffmpeg", tone, timeout: 30)
             Thread.sleep(forTimeInterval: 2)
             _ = try? run("/usr/bin/ffmpeg", flash, timeout: 30)
@@ -174,7 +176,7 @@ import DiptychOptions
             let (samples, start) = try Self.audio(path)
             let early = Int((start + 0.5) * Self.rate)..<Int((start + 2.0) * Self.rate)
             #expect(samples.count > early.upperBound && Self.level(samples, 440, early) > 0.3, "\(path): the first sender's tone")
-            // After the outage: the second sender's flash and beep, 2 s into it.
+            // After the outage: the second sender's flash and beep, 4 s into it.
             let (flashAt, beepAt) = try Self.flashAndBeepTimes(path, after: 3)
             let f = try #require(flashAt, "\(path): no flash"), b = try #require(beepAt, "\(path): no beep")
             // Within a frame, plus the one AAC frame (1024 samples) by which
