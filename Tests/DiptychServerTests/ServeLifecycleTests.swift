@@ -147,11 +147,18 @@ import Testing
         let dir = Scratch(); defer { dir.remove() }
         let fifo = dir.path("primary.nut")
         #expect(mkfifo(fifo, 0o600) == 0)
-        // One second of video into the pipe, then the writer holds it open and says nothing.
+        // One second of video into the pipe, then the writer holds it open and says nothing. The video is
+        // made first, so what the take reads comes as soon as it opens the pipe (its timeout is a second).
+        let second = dir.path("second.nut")
+        let maker = Process()
+        maker.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        maker.arguments = ["-v", "error", "-f", "lavfi", "-i", "testsrc=size=320x180:rate=30", "-t", "1", "-c:v", "rawvideo", "-f", "nut", second]
+        try maker.run()
+        maker.waitUntilExit()
+        #expect(maker.terminationStatus == 0)
         let feeder = Process()
         feeder.executableURL = URL(fileURLWithPath: "/bin/sh")
-        feeder.arguments = ["-c", "exec 3>\"$0\"; ffmpeg -v error -f lavfi -i testsrc=size=320x180:rate=30 -t 1 "
-                            + "-c:v rawvideo -f nut - >&3; exec sleep 30", fifo]
+        feeder.arguments = ["-c", "exec 3>\"$0\"; cat \"$1\" >&3; exec sleep 30", fifo, second]
         try feeder.run()
         defer { if feeder.isRunning { kill(feeder.processIdentifier, SIGKILL) }; feeder.waitUntilExit() }
 

@@ -165,10 +165,14 @@ import DiptychMedia
         DispatchQueue.global().async {
             let h = pipe.fileHandleForWriting
             h.write(data.prefix(header))
+            // Frame i at its time from the first (which waits for the take to read), 2 s later from frame 60:
+            // a sleep a frame would fall behind on a loaded machine, and the live stream would hold frames for it.
+            var start = Date()
             for i in 0..<120 {
-                if i == 60 { Thread.sleep(forTimeInterval: 2) }
+                let due = start.addingTimeInterval(Double(i) / 30 + (i >= 60 ? 2 : 0))
+                if due > Date() { Thread.sleep(until: due) }
                 h.write(data.subdata(in: (header + i * frameBytes)..<(header + (i + 1) * frameBytes)))
-                Thread.sleep(forTimeInterval: 1.0 / 30)
+                if i == 0 { start = Date() }
             }
             try? h.close()
         }

@@ -28,8 +28,10 @@ import DiptychOptions
         return p
     }
 
-    /// Runs `steps` one after the other on another thread: a sender to its end, or a pause.
-    enum Step { case send(String, Double), pause(Double) }
+    /// Runs `steps` one after the other on another thread: a sender to its
+    /// end, a pause, or a wait (up to 30 s) until the take has bound the
+    /// UDP port the senders send to (what is sent before is lost).
+    enum Step { case send(String, Double), pause(Double), takeListening }
     static func senders(_ steps: [Step], size: String = "320x240", to url: String, waitBound port: Int? = nil,
                         udp: Bool = true) -> DispatchGroup {
         let group = DispatchGroup()
@@ -39,6 +41,8 @@ import DiptychOptions
             for step in steps {
                 switch step {
                 case .pause(let s): Thread.sleep(forTimeInterval: s)
+                case .takeListening:
+                    if let port = URLComponents(string: url)?.port { _ = LiveReceiver.waitBound(port: port, udp: true, timeout: 30) }
                 case .send(let colour, let s): (try? sender(colour, seconds: s, size: size, to: url))?.waitUntilExit()
                 }
             }
@@ -110,7 +114,7 @@ import DiptychOptions
     /// with the held frame, the file pauses, both without a gap in their
     /// timestamps, and the frames after the outage are the new sender's.
     @Test(.timeLimit(.minutes(2))) func aUDPPrimaryWhoseSenderRestartsKeepsTheCadence() throws {
-        let take = try Self.takeAcrossOutage("udp", steps: [.pause(0.3), .send("blue", 3), .pause(2), .send("red", 8)], seconds: 8)
+        let take = try Self.takeAcrossOutage("udp", steps: [.takeListening, .send("blue", 3), .pause(2), .send("red", 8)], seconds: 8)
         #expect(take.stderr.contains("primary timestamps jumped"), "\(take.stderr)")
         let summary = take.summary
         #expect(summary.frames == 240, "\(summary.frames) frames")
@@ -180,7 +184,7 @@ import DiptychOptions
         let pattern = "testsrc:solid-00ff00:320x240@30"
         let out = "srt://127.0.0.1:\(LiveReceiver.freePort())"
         let receiver = try LiveReceiver(url: out, path: dir.path("live.ts"))
-        let senders = Self.senders([.pause(0.3), .send("blue", 3), .pause(3), .send("red", 10)], to: source)
+        let senders = Self.senders([.takeListening, .send("blue", 3), .pause(3), .send("red", 10)], to: source)
         let r = try runCLI(["record", "--primary", source, "--primary-fallback", pattern, "--source-failback", "2", "--secondary", "none",
                             "--out", out + "?latency=1000000", "--also-out", dir.path("file.mp4"), "--duration", "11",
                             "--json", "--preset", "ultrafast"])
@@ -216,7 +220,7 @@ import DiptychOptions
     @Test(.timeLimit(.minutes(2))) func aLostSecondaryIsHiddenThenShownAgain() throws {
         let dir = Scratch(); defer { dir.remove() }
         let source = "udp://127.0.0.1:\(LiveReceiver.freePort())"
-        let senders = Self.senders([.pause(0.3), .send("blue", 3), .pause(4), .send("red", 6)], size: "160x120", to: source)
+        let senders = Self.senders([.takeListening, .send("blue", 3), .pause(4), .send("red", 6)], size: "160x120", to: source)
         let r = try runCLI(["record", "--primary", "testsrc:solid-00ff00:320x240@30", "--secondary", source, "--realtime", "on",
                             "--secondary-timeout", "1", "--duration", "11", "--out", dir.path("file.mp4"), "--json", "--preset", "ultrafast"])
         _ = senders.wait(timeout: .now() + 20)
