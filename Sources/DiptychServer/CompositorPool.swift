@@ -35,22 +35,30 @@ final class CompositorPool: Sendable {
     /// What every frame of the first context's compositor does (`/healthz`).
     let plan: GPUPlan
 
-    /// Contexts to share out when `--contexts` is not given: one on a GPU
-    /// (contexts time-slice it); on a software rasterizer, where part of each
-    /// draw runs on the submitting thread, one per core up to eight (on two
-    /// cores, two contexts held five 720p30 takes in real time where one held
-    /// four: bench/results/serve-llvmpipe.md).
-    static func defaultContexts(info: GPUInfo, cores: Int) -> Int {
-        info.isSoftware ? min(8, max(1, cores)) : 1
-    }
+    /// Contexts to share out when `--contexts` is not given: one (on a GPU
+    /// contexts time-slice it; a software rasterizer takes no more, below).
+    static let defaultContexts = 1
 
-    init(selection: GPUSelection, contexts: Int?, cores: Int, log: @escaping @Sendable (String) -> Void) throws(GPUError) {
+    /// Why a software rasterizer takes one context: Mesa's llvmpipe, mapping
+    /// a buffer or texture in one context, reads the pending scenes of every
+    /// context of the process while their own threads change them (a server
+    /// with two contexts crashed inside that read about once in forty runs of
+    /// three takes). Two contexts held five 720p30 takes in real time where one
+    /// held four on two cores (bench/results/serve-llvmpipe.md), not worth a crash.
+    static let softwareContextsReason = "a software renderer (llvmpipe) takes one context: mapping a buffer in one context reads "
+        + "every other context's pending work while their threads change it, which can crash the server"
+
+    init(selection: GPUSelection, contexts: Int?, log: @escaping @Sendable (String) -> Void) throws(GPUError) {
         self.selection = selection
         self.log = log
         let first = try GPUCompositor(selection: selection, log: log)
         info = first.info
         plan = first.plan
-        let n = max(1, contexts ?? Self.defaultContexts(info: first.info, cores: cores))
+        if let contexts, contexts > 1, first.info.isSoftware {
+            first.shutdown()
+            throw .badSetting(ConfigurationError(field: "--contexts", value: "\(contexts)", reason: Self.softwareContextsReason))
+        }
+        let n = max(1, contexts ?? Self.defaultContexts)
         var roots: [GPUCompositor?] = [first]
         for _ in 1..<n {
             do { roots.append(try GPUCompositor(selection: selection)) } catch {

@@ -70,7 +70,7 @@ public struct ServeOptions: Sendable {
                                without it a camera source is refused (400)
           --cores N            CPU cores admission may fill (default: all of this machine's)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
-          --contexts N         GL contexts the takes share (default 1 on a GPU, one per core in software)
+          --contexts N         GL contexts the takes share (default 1; a software renderer takes one)
           --encoder-threads N  encoder threads of each take (default: the cores shared out between the takes
                                running when it starts, at least 1)
           --max-body BYTES     largest request body (default 1048576)

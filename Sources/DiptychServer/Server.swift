@@ -81,11 +81,12 @@ public final class Server: Sendable {
 
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let pool: CompositorPool
-        do { pool = try CompositorPool(selection: selection, contexts: options.contexts, cores: cores, log: log) } catch {
+        do { pool = try CompositorPool(selection: selection, contexts: options.contexts, log: log) } catch {
             http.stop()
             if case .noSuchDevice(let named, let reason) = error {
                 throw .badUsage(ConfigurationError(field: "--gpu", value: named, reason: reason).description)
             }
+            if case .badSetting(let e) = error { throw .badUsage(e.description) }
             throw .runtime("GPU: \(error)")
         }
         // A software rasterizer's "GPU" is the CPU: its work is in the process CPU time

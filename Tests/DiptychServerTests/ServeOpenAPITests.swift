@@ -72,7 +72,7 @@ import Testing
         #expect((doc["openapi"] as? String)?.hasPrefix("3.1") == true)
 
         // The routes: the router's, built as the server builds it.
-        let pool = try CompositorPool(selection: GPUSelection(parsing: "software")!, contexts: 1, cores: 1, log: { _ in })
+        let pool = try CompositorPool(selection: GPUSelection(parsing: "software")!, contexts: 1, log: { _ in })
         defer { pool.shutdown() }
         let settings = TakeRegistry.Settings(maxTakes: 1, capacity: Capacity(cpuCores: 1, gpuMsPerSecond: .infinity), serverGPU: "software",
                                              outputRoot: nil, encoderCores: 1, encoderThreads: nil)

@@ -314,6 +314,18 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
         #expect(lines.count == 1 && lines[0].contains("--token-file"), "\(server.stderr.text)")
     }
 
+    /// A software renderer takes one context: more is refused (exit 2, the
+    /// last line naming the option), since llvmpipe's contexts race.
+    @Test func softwareRendererTakesOneContext() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let server = try ServeProcess(["--contexts", "2"], in: dir.path, waitForListening: false)
+        #expect(server.waitForExit() == 2)
+        let last = server.stderr.text.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last.contains("--contexts '2': a software renderer (llvmpipe) takes one context"), "\(server.stderr.text)")
+        let one = try ServeProcess(["--contexts", "1"], in: dir.path); defer { one.stop() }
+        #expect(try one.request("GET", "/livez").status == 200)
+    }
+
     /// --encoder-threads gives every take the same encoder threads (not a
     /// share of the cores that shrinks as takes join); a bad count exits 2.
     @Test func encoderThreadsForEveryTake() throws {

@@ -26,7 +26,7 @@ import Testing
     /// take beside it, in the old context, is untouched.
     @Test func contextLossRebuildsThroughThePool() throws {
         let dir = Scratch(); defer { dir.remove() }
-        guard let pool = try? CompositorPool(selection: GPUSelection(parsing: "software")!, contexts: 1, cores: 2, log: { _ in }) else {
+        guard let pool = try? CompositorPool(selection: GPUSelection(parsing: "software")!, contexts: 1, log: { _ in }) else {
             Issue.record("no EGL context on this machine")
             return
         }
