@@ -115,7 +115,7 @@ import Testing
         let stream = try EventClient(port: server.port)
         #expect(stream.status(timeout: 10) == 200)
         let created = try server.request("POST", "/v1/takes", json([
-            "primary": "testsrc:counter:320x180@30", "out": "e.mp4", "duration": 2, "realtime": "on", "preset": "ultrafast"]))
+            "primary": "testsrc:counter:320x180@30", "out": "e.mp4", "duration": 4, "realtime": "on", "preset": "ultrafast"]))
         let id = try #require(created.json["id"] as? String, "\(created.text)")
         _ = try server.waitForTake(id) { frames($0) > 3 }
         #expect(try server.request("PATCH", "/v1/takes/\(id)", json(["layout": ["kind": "side-by-side"]])).status == 200)
@@ -127,7 +127,7 @@ import Testing
         #expect(seen.map(\.type) == ["created", "started", "layout-changed", "finished"], "\(seen.map { "\($0.id) \($0.type)" })")
         #expect(seen.allSatisfy { $0.data["take"] == id && $0.data["time"] != nil })
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.id + 1 == $1.id })
-        #expect(seen.last?.data["frames"] == "60", "\(seen.last?.data ?? [:])")
+        #expect(seen.last?.data["frames"] == "120", "\(seen.last?.data ?? [:])")
 
         // A client that saw up to `started` reconnects and is given what it missed.
         let started = try #require(seen.first { $0.type == "started" })

@@ -96,7 +96,7 @@ import Testing
                                        "--webhook", "http://127.0.0.1:\(flaky.port)/flaky?token=kept-out-of-the-log",
                                        "--webhook-secret-file", "hook-secret"], in: dir.path)
         let created = try server.request("POST", "/v1/takes", json([
-            "primary": "testsrc:counter:320x180@30", "out": "w.mp4", "duration": 2, "realtime": "on", "preset": "ultrafast"]))
+            "primary": "testsrc:counter:320x180@30", "out": "w.mp4", "duration": 4, "realtime": "on", "preset": "ultrafast"]))
         let id = try #require(created.json["id"] as? String, "\(created.text)")
         _ = try server.waitForTake(id) { frames($0) > 3 }
         #expect(try server.request("PATCH", "/v1/takes/\(id)", json(["layout": ["kind": "side-by-side"]])).status == 200)
@@ -113,7 +113,7 @@ import Testing
         let ids = bodies.compactMap { $0["id"] as? Int }
         #expect(ids.count == 4 && zip(ids, ids.dropFirst()).allSatisfy { $0 + 1 == $1 }, "\(ids)")
         #expect(got.map { $0["eventId"] as? String } == ids.map { String($0) })
-        #expect(bodies.last?["frames"] as? String == "60", "\(bodies.last ?? [:])")
+        #expect(bodies.last?["frames"] as? String == "120", "\(bodies.last ?? [:])")
         #expect(bodies.first { $0["event"] as? String == "layout-changed" }?["kind"] as? String == "side-by-side")
 
         // The flaky receiver answered 500 to the first POST; the same delivery came again and every event arrived.
