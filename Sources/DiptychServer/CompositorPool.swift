@@ -42,7 +42,7 @@ final class CompositorPool: Sendable {
     /// Why a software rasterizer takes one context: Mesa's llvmpipe, mapping
     /// a buffer or texture in one context, reads the pending scenes of every
     /// context of the process while their own threads change them (a server
-    /// with two contexts crashed inside that read about once in forty runs of
+    /// with two contexts crashed inside that read about once in a hundred runs of
     /// three takes). Two contexts held five 720p30 takes in real time where one
     /// held four on two cores (bench/results/serve-llvmpipe.md), not worth a crash.
     static let softwareContextsReason = "a software renderer (llvmpipe) takes one context: mapping a buffer in one context reads "
