@@ -59,6 +59,13 @@ import DiptychOptions
          "-f", "lavfi", "-i", "aevalsrc=if(between(t\\,\(t)\\,\(t + 0.1))\\,0.95*sin(2*PI*1000*t)\\,0):s=44100"]
     }
 
+    /// A flash and a beep together `at` seconds in and every `every` seconds after: whichever
+    /// a reconnect slowed by a loaded machine reaches first is there to be found.
+    static func flashesAndBeeps(at t: Double, every: Double) -> [String] {
+        ["-f", "lavfi", "-i", "color=black:size=320x240:rate=30,drawbox=c=white:t=fill:enable='gte(t,\(t))*lt(mod(t-\(t),\(every)),0.1)'",
+         "-f", "lavfi", "-i", "aevalsrc=if(gte(t\\,\(t))*lt(mod(t-\(t)\\,\(every))\\,0.1)\\,0.95*sin(2*PI*1000*t)\\,0):s=44100"]
+    }
+
     /// Where the flash and the beep (its first sample above 0.5, louder than any other sound
     /// of these tests) are in `path` (seconds from its start), after `after` seconds.
     static func flashAndBeepTimes(_ path: String, after: Double = 0) throws -> (flash: Double?, beep: Double?) {
@@ -149,7 +156,7 @@ import DiptychOptions
         }
         let tone = sender(["-f", "lavfi", "-i", "color=blue:size=320x240:rate=30", "-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000"],
                           seconds: 3)
-        let flash = sender(Self.flashAndBeep(at: 4), seconds: 11)
+        let flash = sender(Self.flashesAndBeeps(at: 4, every: 2.5), seconds: 11)
         let group = DispatchGroup()
         group.enter()
         DispatchQueue.global().async {
@@ -162,9 +169,9 @@ import DiptychOptions
         }
         let live = "srt://127.0.0.1:\(LiveReceiver.freePort())"
         let receiver = try LiveReceiver(url: live, path: dir.path("live.ts"))
-        // The flash comes 4 s into the second sender, so a reconnect slowed by a loaded machine (the
-        // stream found again, its first keyframe) does not miss it; about 10 s after the first sender
-        // starts, later where the senders start slowly: the take lasts 14 s, so it still records it.
+        // The first flash comes 4 s into the second sender, about 10 s after the first sender starts,
+        // and another every 2.5 s, so a reconnect slowed by a loaded machine (the stream found again,
+        // its first keyframe) still meets one in the take's 14 s.
         let r = try runCLI(["record", "--primary", source, "--secondary", "none", "--out", live + "?latency=1000000",
                             "--also-out", dir.path("file.mp4"), "--duration", "14", "--json", "--preset", "ultrafast"])
         _ = group.wait(timeout: .now() + 30)
@@ -176,7 +183,7 @@ import DiptychOptions
             let (samples, start) = try Self.audio(path)
             let early = Int((start + 0.5) * Self.rate)..<Int((start + 2.0) * Self.rate)
             #expect(samples.count > early.upperBound && Self.level(samples, 440, early) > 0.3, "\(path): the first sender's tone")
-            // After the outage: the second sender's flash and beep, 4 s into it.
+            // After the outage: the second sender's first flash and beep the take received.
             let (flashAt, beepAt) = try Self.flashAndBeepTimes(path, after: 3)
             let f = try #require(flashAt, "\(path): no flash"), b = try #require(beepAt, "\(path): no beep")
             // Within a frame, plus the one AAC frame (1024 samples) by which
