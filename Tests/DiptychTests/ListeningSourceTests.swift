@@ -40,14 +40,14 @@ import DiptychOptions
         return group
     }
 
-    /// The take listens for SRT; FFmpeg connects once it listens,
+    /// The take listens for SRT; FFmpeg connects a second after it starts,
     /// leaves after 3 s and connects again 1.5 s later (another colour): the
     /// take starts with the first publisher, reconnects to the second, and
     /// the file has every frame, first blue, last red, with the audio.
     @Test(.timeLimit(.minutes(2))) func anSRTListenerStartsWithItsPublisherAndTakesItBack() throws {
         let dir = Scratch(); defer { dir.remove() }
         let port = LiveReceiver.freePort()
-        let group = Self.publisher([.listening(port, udp: true), .push("blue", 3), .pause(1.5), .push("red", 5)], format: "mpegts",
+        let group = Self.publisher([.pause(1), .push("blue", 3), .pause(1.5), .push("red", 5)], format: "mpegts",
                                    to: "srt://127.0.0.1:\(port)?mode=caller")
         let r = try runCLI(["record", "--primary", "srt://127.0.0.1:\(port)?mode=listener", "--secondary", "none",
                             "--out", dir.path("take.mp4"), "--duration", "6", "--json", "--preset", "ultrafast"])
