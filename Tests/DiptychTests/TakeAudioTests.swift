@@ -53,17 +53,17 @@ import DiptychOptions
     }
 
     /// The lavfi inputs of a black picture with a white flash at `at` seconds
-    /// for a tenth of a second, and silence with a 1 kHz beep at the same time.
-    static func flashAndBeep(at t: Double) -> [String] {
-        ["-f", "lavfi", "-i", "color=black:size=320x240:rate=30,drawbox=c=white:t=fill:enable='between(t,\(t),\(t + 0.1))'",
-         "-f", "lavfi", "-i", "aevalsrc=if(between(t\\,\(t)\\,\(t + 0.1))\\,0.95*sin(2*PI*1000*t)\\,0):s=44100"]
-    }
-
-    /// A flash and a beep together `at` seconds in and every `every` seconds after: whichever
-    /// a reconnect slowed by a loaded machine reaches first is there to be found.
-    static func flashesAndBeeps(at t: Double, every: Double) -> [String] {
-        ["-f", "lavfi", "-i", "color=black:size=320x240:rate=30,drawbox=c=white:t=fill:enable='gte(t,\(t))*lt(mod(t-\(t),\(every)),0.1)'",
-         "-f", "lavfi", "-i", "aevalsrc=if(gte(t\\,\(t))*lt(mod(t-\(t)\\,\(every))\\,0.1)\\,0.95*sin(2*PI*1000*t)\\,0):s=44100"]
+    /// for a tenth of a second, and silence with a 1 kHz beep at the same time;
+    /// with `every`, again every `every` seconds after (whichever a reconnect
+    /// slowed by a loaded machine reaches first is there to be found).
+    static func flashAndBeep(at t: Double, every: Double? = nil) -> [String] {
+        // When the flash is on, its arguments separated by `comma` (the audio filter's are escaped).
+        func on(_ comma: String) -> String {
+            guard let every else { return "between(t\(comma)\(t)\(comma)\(t + 0.1))" }
+            return "gte(t\(comma)\(t))*lt(mod(t-\(t)\(comma)\(every))\(comma)0.1)"
+        }
+        return ["-f", "lavfi", "-i", "color=black:size=320x240:rate=30,drawbox=c=white:t=fill:enable='\(on(","))'",
+                "-f", "lavfi", "-i", "aevalsrc=if(\(on("\\,"))\\,0.95*sin(2*PI*1000*t)\\,0):s=44100"]
     }
 
     /// Where the flash and the beep (its first sample above 0.5, louder than any other sound
@@ -156,7 +156,7 @@ import DiptychOptions
         }
         let tone = sender(["-f", "lavfi", "-i", "color=blue:size=320x240:rate=30", "-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t):s=48000"],
                           seconds: 3)
-        let flash = sender(Self.flashesAndBeeps(at: 4, every: 2.5), seconds: 11)
+        let flash = sender(Self.flashAndBeep(at: 4, every: 2.5), seconds: 11)
         let group = DispatchGroup()
         group.enter()
         DispatchQueue.global().async {
