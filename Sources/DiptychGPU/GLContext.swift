@@ -159,6 +159,7 @@ final class GLContext: @unchecked Sendable {   // EGL handles; GL calls on the r
         var maxTexture: GLint = 0
         glGetIntegerv(GL.maxTextureSize, &maxTexture)
         let isSoftware = rung.isSoftware || renderer.contains("llvmpipe") || renderer.contains("softpipe")
+        RenderThread.contextMadeCurrent(software: isSoftware)
         self.info = GPUInfo(platform: rung.platform, device: rung.label, isSoftware: isSoftware,
                             vendor: glString(GL.vendor), renderer: renderer, version: glString(GL.version),
                             eglVersion: eglVersion, maxTextureSize: Int(maxTexture), capabilities: caps)

@@ -83,6 +83,11 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
     /// Render thread only: GPU timestamps around each frame batch, where the
     /// context has timer queries and the first renderer's tuning asks for them.
     private var clock: BatchClock?
+    /// Render thread only: whether its GL work takes turns with the other
+    /// software render threads of the process (`SoftwareTurn`): until its
+    /// context is known to be a GPU's, and for good once it made a software one.
+    private var takesTurns = true
+    private var madeSoftwareContext = false
     /// Render thread only: a fence was inserted since the last glFlush.
     private var flushWanted = false
     private var lastFlush: UInt64 = 0
@@ -161,26 +166,43 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             }
             guard case .run(let item, let batch) = next else {
                 if case .stopped = next { break }
-                flushNow()
-                if hasContext { watch.poll() }
+                SoftwareTurn.during(takesTurns) {
+                    flushNow()
+                    if hasContext { watch.poll() }
+                }
                 continue
             }
             let began = DispatchTime.now().uptimeNanoseconds
-            if case .work(let work) = item { work(); RenderThread.add(.work, since: began) } else { FrameJob.run(batch) }
-            if flushWanted {
-                let idle = queue.withLock { $0.items.isEmpty }
-                if idle || DispatchTime.now().uptimeNanoseconds - lastFlush >= RenderThread.flushInterval { flushNow() }
-            }
-            // The item may have ended the context (its last renderer shut down): no GL call then.
-            if !watch.isEmpty || clock != nil, hasContext {
-                if !watch.isEmpty { watch.poll() }
-                if let c = clock?.collect(), c.batches > 0 { load.addGPU(c) }
+            SoftwareTurn.during(takesTurns) {
+                if case .work(let work) = item { work(); RenderThread.add(.work, since: began) } else { FrameJob.run(batch) }
+                if flushWanted {
+                    let idle = queue.withLock { $0.items.isEmpty }
+                    if idle || DispatchTime.now().uptimeNanoseconds - lastFlush >= RenderThread.flushInterval { flushNow() }
+                }
+                // The item may have ended the context (its last renderer shut down): no GL call then.
+                if !watch.isEmpty || clock != nil, hasContext {
+                    if !watch.isEmpty { watch.poll() }
+                    if let c = clock?.collect(), c.batches > 0 { load.addGPU(c) }
+                }
             }
             load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count), phases: &phaseNs)
         }
-        watch.abandonAll()
-        // EGL's per-thread state goes with the thread, not with the process's exit handlers.
-        _ = eglReleaseThread()
+        SoftwareTurn.during(takesTurns) {
+            watch.abandonAll()
+            // EGL's per-thread state goes with the thread, not with the process's exit handlers.
+            _ = eglReleaseThread()
+        }
+    }
+
+    /// On a render thread, as its context is made current: where it is a
+    /// software renderer the thread's GL work goes on taking turns with the
+    /// process's other software render threads; where it is a GPU's (and the
+    /// thread made no software context) it stops taking them after this item.
+    /// Off a render thread (a context made on a caller's own thread) nothing.
+    static func contextMadeCurrent(software: Bool) {
+        guard let t = current else { return }
+        if software { t.madeSoftwareContext = true }
+        t.takesTurns = t.madeSoftwareContext
     }
 
     /// Render thread: flushes now if a fence was inserted since the last flush.
@@ -380,5 +402,21 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             return try w()
         }
         func drop() { work = nil }
+    }
+}
+
+/// Mesa's llvmpipe reads the pending work of every context of the process
+/// when a buffer or texture is mapped in one of them, while each context's
+/// own thread changes its own (docs/ARCHITECTURE.md, "Threads"). So the
+/// render threads of software contexts take turns, process-wide: each runs
+/// an item, and its flushes and fence polls between items, inside its turn.
+/// No render thread's item waits for another render thread, so a turn
+/// always ends. On a GPU no turn is taken.
+enum SoftwareTurn {
+    private static let turn = Mutex(())
+
+    static func during(_ taking: Bool, _ body: () -> Void) {
+        guard taking else { body(); return }
+        turn.withLock { _ in body() }
     }
 }

@@ -1,3 +1,4 @@
+import Synchronization
 import DiptychCore
 import Foundation
 import Testing
@@ -132,6 +133,35 @@ extension GPU {
             a.shutdown()
             try provesWorking(b)
             b.shutdown()
+        }
+
+        /// The render threads of two software contexts take turns
+        /// (`SoftwareTurn`): while an item of one runs, an item of the other
+        /// waits, so llvmpipe never maps in one context while the other's
+        /// thread changes its pending work.
+        @Test func softwareRenderThreadsTakeTurns() throws {
+            let a = try makeCompositor()
+            defer { a.shutdown() }
+            let b = try makeCompositor()
+            defer { b.shutdown() }
+            try #require(a.info.isSoftware && b.info.isSoftware)
+            let inside = DispatchSemaphore(value: 0)
+            let aEnded = Mutex<UInt64>(0)
+            let done = DispatchGroup()
+            DispatchQueue.global().async(group: done) {
+                _ = try? a.withRenderer { _ in
+                    inside.signal()
+                    Thread.sleep(forTimeInterval: 0.3)
+                    aEnded.withLock { $0 = DispatchTime.now().uptimeNanoseconds }
+                }
+            }
+            inside.wait()
+            let bStarted = try b.withRenderer { _ in DispatchTime.now().uptimeNanoseconds }
+            #expect(done.wait(timeout: .now() + 30) == .success)
+            let ended = aEnded.withLock { $0 }
+            #expect(ended > 0 && bStarted >= ended, "the second context's item ran \(Double(Int64(ended) - Int64(bStarted)) / 1e6) ms before the first's ended")
+            try provesWorking(a)
+            try provesWorking(b)
         }
     }
 }
