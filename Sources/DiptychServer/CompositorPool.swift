@@ -36,17 +36,9 @@ final class CompositorPool: Sendable {
     let plan: GPUPlan
 
     /// Contexts to share out when `--contexts` is not given: one (on a GPU
-    /// contexts time-slice it; a software rasterizer takes no more, below).
+    /// contexts time-slice it; on a software rasterizer the contexts' render
+    /// threads take turns, `SoftwareTurn`).
     static let defaultContexts = 1
-
-    /// Why a software rasterizer takes one context: Mesa's llvmpipe, mapping
-    /// a buffer or texture in one context, reads the pending scenes of every
-    /// context of the process while their own threads change them (a server
-    /// with two contexts crashed inside that read about once in a hundred runs of
-    /// three takes). Two contexts held five 720p30 takes in real time where one
-    /// held four on two cores (bench/results/serve-llvmpipe.md), not worth a crash.
-    static let softwareContextsReason = "a software renderer (llvmpipe) takes one context: mapping a buffer in one context reads "
-        + "every other context's pending work while their threads change it, which can crash the server"
 
     init(selection: GPUSelection, contexts: Int?, log: @escaping @Sendable (String) -> Void) throws(GPUError) {
         self.selection = selection
@@ -54,10 +46,6 @@ final class CompositorPool: Sendable {
         let first = try GPUCompositor(selection: selection, log: log)
         info = first.info
         plan = first.plan
-        if let contexts, contexts > 1, first.info.isSoftware {
-            first.shutdown()
-            throw .badSetting(ConfigurationError(field: "--contexts", value: "\(contexts)", reason: Self.softwareContextsReason))
-        }
         let n = max(1, contexts ?? Self.defaultContexts)
         var roots: [GPUCompositor?] = [first]
         for _ in 1..<n {
