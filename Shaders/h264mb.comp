@@ -40,8 +40,15 @@
 // picture and write the macroblock's record for the entropy pass.
 layout(local_size_x = 64) in;
 
+#ifdef INTRA_WALK
+// The walk reads what other work groups of its dispatch wrote (the row above).
+layout(std430, binding = 1) coherent buffer Recon { uint recon[]; };
+layout(std430, binding = 3) coherent buffer MBs { uint mbs[]; };
+layout(std430, binding = 10) coherent volatile buffer Progress { uint progress[]; };
+#else
 layout(std430, binding = 1) buffer Recon { uint recon[]; };
 layout(std430, binding = 3) buffer MBs { uint mbs[]; };
+#endif
 #ifdef INTER
 layout(std430, binding = 4) readonly buffer Prev { uint prevMBs[]; };
 #endif
@@ -418,11 +425,29 @@ void main() {
     mbY = int(gl_WorkGroupID.y);
     mbX = 2 * int(gl_WorkGroupID.x) + ((mbY + d) & 1);
 #else
+#ifdef INTRA_WALK
+    // The walk: work group y walks row y left to right, each macroblock once
+    // the row above (in the slice) has done it; u_code.w is the picture's
+    // tag, its count at progress[mbHeight + row] (the P_Skip decision's
+    // counts, which IDR pictures leave unused).
+    mbY = int(gl_WorkGroupID.y);
+    uint tag = uint(d) & 0xffffu;
+    uint seen = 0u;
+    for (int walkX = 0; walkX < u_size.z; walkX++) {
+    mbX = walkX;
+    if (t == 0 && rowAbove(mbY)) {
+        uint need = (tag << 16) | uint(mbX + 1);
+        while (!((seen >> 16) == tag && seen >= need)) seen = progress[u_size.w + mbY - 1];
+    }
+    memoryBarrierBuffer();
+    barrier();
+#else
     // Diagonal d of every slice at once (work group y the slice).
     int row = max(0, d - (u_size.z - 1)) + int(gl_WorkGroupID.x);
     mbY = int(gl_WorkGroupID.y) * u_sliceRows + row;
     mbX = d - row;
     if (mbY >= u_size.w) return;
+#endif
 #endif
     bool intra = true;
     bool i4 = false;
@@ -1161,6 +1186,13 @@ void main() {
 #endif
 #ifdef PINTRA
     }
+    }
+#endif
+#ifdef INTRA_WALK
+    // The macroblock is done: its writes visible, then its count.
+    memoryBarrierBuffer();
+    barrier();
+    if (t == 0) atomicExchange(progress[u_size.w + mbY], (tag << 16) | uint(mbX + 1));
     }
 #endif
 }

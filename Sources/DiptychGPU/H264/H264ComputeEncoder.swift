@@ -269,7 +269,7 @@ final class H264ComputeEncoder {
         glUniform1i(l.sliceRows, Int32(sliceRows))
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
-        case .intra, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
+        case .intra, .intraWalk, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))
         case .deblock, .probeGuess, .probe:
             let d = H264Deblocking(qp: p.pending.qp)
             glUniform4i(l.code, d.thresholds, d.lumaTC0, d.chromaTC0, p.tags)
@@ -339,9 +339,22 @@ final class H264ComputeEncoder {
                 timed(.intraP)
             }
         }
-        // IDR pictures: diagonal d of each slice (x + the row in the slice).
-        let diagonals = prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.sliceRows - 1 }.max() ?? 0
-        if diagonals > 0 {
+        // IDR pictures: on a walk, a work group a row, each macroblock once
+        // the row above has done it (the picture's tag in u_code.w); else
+        // diagonal d of each slice (x + the row in the slice).
+        let walkingIDRs = programs.rasterOrder == .walk ? prepared.filter(\.pending.idr) : []
+        if !walkingIDRs.isEmpty {
+            glUseProgram(programs.ids[.intraWalk]!)
+            for p in walkingIDRs {
+                p.job.encoder.bind(p, .intraWalk, diagonal: Int(p.tags & 0xffff))
+                glDispatchCompute(1, GLuint(p.job.encoder.format.mbHeight), 1)
+            }
+            glMemoryBarrier(storage)
+        }
+        let diagonals = walkingIDRs.isEmpty ? prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.sliceRows - 1 }.max() ?? 0 : 0
+        if !walkingIDRs.isEmpty {
+            timed(.intra)
+        } else if diagonals > 0 {
             glUseProgram(programs.ids[.intra]!)
             for d in 0..<diagonals {
                 for p in prepared where p.pending.idr {

@@ -16,7 +16,7 @@ public enum H264RasterOrder: String, Sendable, CaseIterable {
 /// The GPU encoder's compute programs, compiled once per context and shared
 /// by every encoder in it (docs/ARCHITECTURE.md, "The GPU encoder"). Render thread only.
 final class H264Programs {
-    enum Pass: CaseIterable { case intra, interpolate, search, refine, subpel, choose, inter, intraP, probeGuess, probe, deblock, finish, cavlc, scan, gather }
+    enum Pass: CaseIterable { case intra, intraWalk, interpolate, search, refine, subpel, choose, inter, intraP, probeGuess, probe, deblock, finish, cavlc, scan, gather }
 
     private(set) var ids: [Pass: GLuint] = [:]
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
@@ -77,6 +77,7 @@ final class H264Programs {
     private static func build(_ pass: Pass) throws(GPUError) -> GLuint {
         let (file, defines): (String, String) = switch pass {
         case .intra: ("h264mb.comp", "#define INTRA 1\n")
+        case .intraWalk: ("h264mb.comp", "#define INTRA 1\n#define INTRA_WALK 1\n")
         case .search: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n")
         case .interpolate: ("h264interp.comp", "")
         case .refine: ("h264mb.comp", "#define INTER 1\n#define SEARCH 1\n#define REFINE 1\n")
