@@ -349,10 +349,11 @@ extension GPU {
         }
 
         /// The walk (a work group a macroblock row, each waiting on the row
-        /// above) is what a hardware GPU runs; llvmpipe runs it in order only
-        /// on one thread, where no row ever waits: so this checks the walk's
-        /// decisions, strengths and filtering, not its waits (which only a GPU
-        /// exercises).
+        /// above) is what a hardware GPU runs, for the raster-order pass and
+        /// for an IDR's intra pass; llvmpipe runs it in order only on one
+        /// thread, where no row ever waits: so this checks the walks'
+        /// decisions, intra modes, strengths and filtering, not their waits
+        /// (which only a GPU exercises).
         @Test("The raster-order pass as a walk gives the wavefront's bits (llvmpipe on one thread)", .timeLimit(.minutes(5)), arguments: [
             (200, 120, ["--slices", "2"]), (160, 96, ["--slices", "1", "--qp", "40"]), (96, 144, ["--slices", "3", "--keyint", "3"]),
         ])
