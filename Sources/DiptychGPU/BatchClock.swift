@@ -127,7 +127,7 @@ final class BatchClock {
         var uploads = 0.0, encoder = 0.0
         /// The pictures the GPU encoder's passes of `encoder` encoded.
         var encodedPictures = 0
-        /// Of those batches, the ones whose GPU encoder ran an IDR's wavefront (its `intra` pass).
+        /// Of those batches, the ones whose GPU encoder ran an IDR's intra pass (`intra`: a walk or a wavefront).
         var idrBatches = 0
         /// Of `encoder`, each pass's share by its name (`H264ComputeEncoder`'s passes).
         var encoderPasses: [String: Double] = [:]

@@ -17,7 +17,7 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public var gpuEncoderSeconds = 0.0
     /// The pictures those passes of the GPU encoder encoded.
     public var gpuEncodedPictures = 0
-    /// Of the batches with GPU-encoded pictures, those with IDR pictures (each runs one intra wavefront for its IDRs).
+    /// Of the batches with GPU-encoded pictures, those with IDR pictures (each runs one intra pass, a walk or a wavefront, for all its IDRs).
     public var gpuEncoderIDRBatches = 0
     /// Of `gpuEncoderSeconds`, each pass's share (`encoderPasses`; a pass's
     /// time from the end of the one before, the interpolation's with the search's).

@@ -123,7 +123,7 @@ struct Metrics {
                      "Pictures the GPU encoder encoded in the timed batches (its seconds over these: GPU time a picture).", c,
                      Double(load.gpuEncodedPictures))
             m.sample("diptych_gpu_render_thread_gpu_encoder_idr_batches_total", "counter",
-                     "Of the timed batches with GPU-encoded pictures, those with IDR pictures (each runs one intra wavefront).", c,
+                     "Of the timed batches with GPU-encoded pictures, those with IDR pictures (each runs one intra pass for all its IDRs).", c,
                      Double(load.gpuEncoderIDRBatches))
             for pass in RenderThreadLoad.encoderPasses {
                 m.sample("diptych_gpu_render_thread_gpu_encoder_pass_seconds_total", "counter",
