@@ -147,17 +147,24 @@ extension GPU {
             try #require(a.info.isSoftware && b.info.isSoftware)
             let inside = DispatchSemaphore(value: 0)
             let aEnded = Mutex<UInt64>(0)
+            let aFailed = Mutex<String?>(nil)
             let done = DispatchGroup()
             DispatchQueue.global().async(group: done) {
-                _ = try? a.withRenderer { _ in
+                do {
+                    try a.withRenderer { _ in
+                        inside.signal()
+                        Thread.sleep(forTimeInterval: 0.3)
+                        aEnded.withLock { $0 = DispatchTime.now().uptimeNanoseconds }
+                    }
+                } catch {
+                    aFailed.withLock { $0 = "\(error)" }
                     inside.signal()
-                    Thread.sleep(forTimeInterval: 0.3)
-                    aEnded.withLock { $0 = DispatchTime.now().uptimeNanoseconds }
                 }
             }
-            inside.wait()
+            #expect(inside.wait(timeout: .now() + 30) == .success)
             let bStarted = try b.withRenderer { _ in DispatchTime.now().uptimeNanoseconds }
             #expect(done.wait(timeout: .now() + 30) == .success)
+            #expect(aFailed.withLock { $0 } == nil)
             let ended = aEnded.withLock { $0 }
             #expect(ended > 0 && bStarted >= ended, "the second context's item ran \(Double(Int64(ended) - Int64(bStarted)) / 1e6) ms before the first's ended")
             try provesWorking(a)

@@ -343,22 +343,22 @@ final class H264ComputeEncoder {
         // IDR pictures: on a walk, a work group a row, each macroblock once
         // the row above has done it (the picture's tag in u_code.w); else
         // diagonal d of each slice (x + the row in the slice).
-        let walkingIDRs = programs.rasterOrder == .walk ? prepared.filter(\.pending.idr) : []
-        if !walkingIDRs.isEmpty {
+        let idrs = prepared.filter(\.pending.idr)
+        if idrs.isEmpty {
+            glMemoryBarrier(storage)
+        } else if programs.rasterOrder == .walk {
             glUseProgram(programs.ids[.intraWalk]!)
-            for p in walkingIDRs {
+            for p in idrs {
                 p.job.encoder.bind(p, .intraWalk, diagonal: Int(p.tags & 0xffff))
                 glDispatchCompute(1, GLuint(p.job.encoder.format.mbHeight), 1)
             }
             glMemoryBarrier(storage)
-        }
-        let diagonals = walkingIDRs.isEmpty ? prepared.filter(\.pending.idr).map { $0.job.encoder.format.mbWidth + $0.job.encoder.sliceRows - 1 }.max() ?? 0 : 0
-        if !walkingIDRs.isEmpty {
             timed(.intra)
-        } else if diagonals > 0 {
+        } else {
             glUseProgram(programs.ids[.intra]!)
+            let diagonals = idrs.map { $0.job.encoder.format.mbWidth + $0.job.encoder.sliceRows - 1 }.max()!
             for d in 0..<diagonals {
-                for p in prepared where p.pending.idr {
+                for p in idrs {
                     let e = p.job.encoder, w = e.format.mbWidth
                     guard d < w + e.sliceRows - 1 else { continue }
                     let first = max(0, d - (w - 1)), last = min(d, e.sliceRows - 1)
@@ -367,10 +367,8 @@ final class H264ComputeEncoder {
                 }
                 glMemoryBarrier(storage)
             }
-        } else {
-            glMemoryBarrier(storage)
+            timed(.intra)
         }
-        if diagonals > 0 { timed(.intra) }
         // P pictures: the probe rounds guess which P_Skip vectors the walk
         // below will find, list the macroblocks to probe there, and probe
         // them (`h264deblock.comp`).
