@@ -4,13 +4,20 @@
 // context (the GPU switches between the two): the same copies issued one a
 // submission or ten a submission, small or picture-sized.
 //
-//   cuda_load RATE PER BYTES SECONDS
+//   cuda_load RATE PER BYTES SECONDS [THREADS [burst]]
 //     every 1/RATE s: PER copies of BYTES (cuMemcpyDtoDAsync) on one stream,
 //     then cuStreamSynchronize: one submission; prints what it issued.
+//     With THREADS, as many threads of one context share the RATE, each on
+//     its own stream, their submissions spread evenly in time; with
+//     `burst`, all of them submit at the same instants (RATE / THREADS
+//     times a second): the same submissions, gathered in time.
 //
 // libcuda.so.1 is loaded at run time (no CUDA toolkit needed).
-// Build: gcc -O2 cuda_load.c -ldl -o cuda_load   Run: ./cuda_load 1700 1 4096 9
+// Build: gcc -O2 cuda_load.c -ldl -lpthread -o cuda_load   Run: ./cuda_load 1700 1 4096 9
+//        ./cuda_load 1700 1 4096 9 8 burst
 #include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -26,12 +33,48 @@ static double now(void) {
     return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+static CUresult (*cuCtxSetCurrent)(CUcontext);
+static CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+static CUresult (*cuStreamCreate)(CUstream *, unsigned);
+static CUresult (*cuStreamSynchronize)(CUstream);
+
+struct worker {
+    CUcontext context;
+    CUdeviceptr from, to;
+    long long bytes, copies;
+    int per, index, threads, burst, failed;
+    double rate, seconds, t0;
+    pthread_barrier_t *barrier;
+    pthread_t thread;
+};
+
+static void *work(void *arg) {
+    struct worker *w = arg;
+    CUstream stream;
+    if (cuCtxSetCurrent(w->context) || cuStreamCreate(&stream, 1)) { w->failed = 1; return NULL; }
+    double period = w->threads / w->rate;
+    // Spread: thread i starts i/RATE s in; burst: all at once, each period.
+    double next = w->t0 + (w->burst ? 0 : w->index / w->rate);
+    long long rounds = (long long)(w->seconds / period);
+    for (long long r = 0; r < rounds; r++) {
+        double wait = next - now();
+        if (wait > 0) usleep((useconds_t)(wait * 1e6));
+        if (w->burst) pthread_barrier_wait(w->barrier);
+        for (int i = 0; i < w->per; i++) cuMemcpyDtoDAsync(w->to, w->from, w->bytes, stream);
+        if (cuStreamSynchronize(stream)) { w->failed = 1; return NULL; }
+        w->copies += w->per;
+        next += period;
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
-    double rate = argc == 5 ? atof(argv[1]) : 0, seconds = argc == 5 ? atof(argv[4]) : 0;
-    int per = argc == 5 ? atoi(argv[2]) : 0;
-    long long bytes = argc == 5 ? atoll(argv[3]) : 0;
-    if (rate <= 0 || per < 1 || bytes < 1 || seconds <= 0) {
-        fprintf(stderr, "usage: cuda_load RATE PER BYTES SECONDS (submissions a second, copies a submission, bytes a copy, seconds)\n");
+    double rate = argc >= 5 ? atof(argv[1]) : 0, seconds = argc >= 5 ? atof(argv[4]) : 0;
+    int per = argc >= 5 ? atoi(argv[2]) : 0, threads = argc >= 6 ? atoi(argv[5]) : 1;
+    int burst = argc == 7 && strcmp(argv[6], "burst") == 0;
+    long long bytes = argc >= 5 ? atoll(argv[3]) : 0;
+    if (argc < 5 || argc > 7 || (argc == 7 && !burst) || rate <= 0 || per < 1 || bytes < 1 || seconds <= 0 || threads < 1 || threads > 256) {
+        fprintf(stderr, "usage: cuda_load RATE PER BYTES SECONDS [THREADS [burst]] (submissions a second, copies a submission, bytes a copy, seconds, threads of one context)\n");
         return 2;
     }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -40,29 +83,32 @@ int main(int argc, char **argv) {
     CUresult (*cuDeviceGet)(int *, int) = dlsym(lib, "cuDeviceGet");
     CUresult (*cuCtxCreate)(CUcontext *, unsigned, int) = dlsym(lib, "cuCtxCreate_v2");
     CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = dlsym(lib, "cuMemAlloc_v2");
-    CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = dlsym(lib, "cuMemcpyDtoDAsync_v2");
-    CUresult (*cuStreamCreate)(CUstream *, unsigned) = dlsym(lib, "cuStreamCreate");
-    CUresult (*cuStreamSynchronize)(CUstream) = dlsym(lib, "cuStreamSynchronize");
+    cuCtxSetCurrent = dlsym(lib, "cuCtxSetCurrent");
+    cuMemcpyDtoDAsync = dlsym(lib, "cuMemcpyDtoDAsync_v2");
+    cuStreamCreate = dlsym(lib, "cuStreamCreate");
+    cuStreamSynchronize = dlsym(lib, "cuStreamSynchronize");
     int device;
     CUcontext context;
-    CUstream stream;
     CUdeviceptr from, to;
-    if (cuInit(0) || cuDeviceGet(&device, 0) || cuCtxCreate(&context, 0, device) || cuMemAlloc(&from, bytes) ||
-        cuMemAlloc(&to, bytes) || cuStreamCreate(&stream, 1)) {
-        fprintf(stderr, "cuda_load: CUDA set-up failed (device 0, two allocations of %lld bytes, a stream)\n", bytes);
+    if (cuInit(0) || cuDeviceGet(&device, 0) || cuCtxCreate(&context, 0, device) || cuMemAlloc(&from, bytes) || cuMemAlloc(&to, bytes)) {
+        fprintf(stderr, "cuda_load: CUDA set-up failed (device 0, two allocations of %lld bytes)\n", bytes);
         return 1;
     }
-    double t0 = now(), next = t0;
-    long long copies = 0;
-    while (now() - t0 < seconds) {
-        for (int i = 0; i < per; i++) cuMemcpyDtoDAsync(to, from, bytes, stream);
-        if (cuStreamSynchronize(stream)) { fprintf(stderr, "cuda_load: a copy failed\n"); return 1; }
-        copies += per;
-        next += 1 / rate;
-        double wait = next - now();
-        if (wait > 0) usleep((useconds_t)(wait * 1e6));
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, (unsigned)threads);
+    struct worker *w = calloc((size_t)threads, sizeof *w);
+    double t0 = now() + 0.01;
+    for (int i = 0; i < threads; i++) {
+        w[i] = (struct worker){ .context = context, .from = from, .to = to, .bytes = bytes, .per = per, .index = i, .threads = threads,
+                                .burst = burst, .rate = rate, .seconds = seconds, .t0 = t0, .barrier = &barrier };
+        pthread_create(&w[i].thread, NULL, work, &w[i]);
     }
+    long long copies = 0;
+    int failed = 0;
+    for (int i = 0; i < threads; i++) { pthread_join(w[i].thread, NULL); copies += w[i].copies; failed |= w[i].failed; }
+    if (failed) { fprintf(stderr, "cuda_load: a stream or a copy failed\n"); return 1; }
     double took = now() - t0;
-    printf("cuda_load: %lld copies of %lld bytes in %.1f s (%.0f a second, %d a submission)\n", copies, bytes, took, copies / took, per);
+    printf("cuda_load: %lld copies of %lld bytes in %.1f s (%.0f a second, %d a submission, %d thread%s%s)\n", copies, bytes, took,
+           copies / took, per, threads, threads == 1 ? "" : "s", burst ? ", in bursts" : "");
     return 0;
 }
