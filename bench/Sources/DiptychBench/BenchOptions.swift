@@ -287,6 +287,11 @@ public struct BenchOptions: Sendable, Equatable {
             }
             _ = v
         }
+        // The nvdec stage's own flags do nothing elsewhere: where it does not run, they are a mistake, not a no-op.
+        if !o.stages.contains(.nvdec), let flag = given.map(\.flag).first(where: { ["--streams", "--contexts", "--frame-batch"].contains($0) }) {
+            throw BenchUsageError("\(flag) sets the nvdec stage, which --stages does not run here "
+                + "(\(o.stages.map(\.rawValue).joined(separator: ", "))); add nvdec to --stages")
+        }
         if o.serveGPUTakes != nil && o.encoder == .gpu {
             throw BenchUsageError("--serve-gpu-takes: the other takes encode with --encoder's encoder, which is gpu here too (give --encoder x264 or auto)")
         }

@@ -36,6 +36,17 @@ import Testing
         #expect(throws: BenchUsageError("--contexts '17': expected 1 to 16")) { _ = try BenchOptions.parse(["--contexts", "17"]) }
         #expect(throws: BenchUsageError("--stages 'gpu': expected composite, e2e or nvdec")) { _ = try BenchOptions.parse(["--stages", "gpu"]) }
         #expect(try BenchOptions.parse(["--pair-runners", "diptych,diptych-cpu"])?.pairRunners == ["diptych", "diptych-cpu"])
+        #expect(try BenchOptions.parse(["--stages", "e2e,nvdec", "--frame-batch", "8"])?.frameBatch == 8)
+    }
+
+    /// The nvdec stage's flags where that stage does not run are refused, not ignored.
+    @Test(arguments: [(["--stages", "e2e", "--frame-batch", "8"], "--frame-batch", "e2e"),
+                      (["--contexts", "2"], "--contexts", "composite, e2e"),
+                      (["--stages", "composite", "--streams", "8"], "--streams", "composite")])
+    func nvdecFlagsNeedTheNvdecStage(_ args: [String], _ flag: String, _ stages: String) {
+        #expect(throws: BenchUsageError("\(flag) sets the nvdec stage, which --stages does not run here (\(stages)); add nvdec to --stages")) {
+            _ = try BenchOptions.parse(args)
+        }
     }
 
     /// The decode check's PSNR: identical planes read 99 dB, one code off everywhere 48.13 dB.
