@@ -21,6 +21,11 @@ int mbSlot(int mb) { return mb + 1 + 2 * ((mb / u_size.z) / u_sliceRows); }
 int headerSlot(int slice) { return slice * (u_sliceRows * u_size.z + 2); }
 int tailSlot(int slice) { return min(u_size.z * u_size.w, (slice + 1) * u_sliceRows * u_size.z) + 2 * slice + 1; }
 int slotCount() { return u_size.z * u_size.w + 2 * sliceCount(); }
+// A row's progress count: a picture's 16-bit tag over the macroblocks done
+// (`n`), so an earlier picture's count is never taken for this one's; and
+// whether count `seen` shows picture `tag` and at least `n` macroblocks.
+uint countWord(uint tag, int n) { return (tag << 16) | uint(n); }
+bool countReached(uint seen, uint tag, int n) { return (seen >> 16) == tag && seen >= countWord(tag, n); }
 
 // One macroblock's record in the MB buffer, in uints.
 #define MB_INFO 0        // bits 0-1 kind (0 P_L0_16x16, 1 I_16x16, 2 I_NxN), bit 2 skipped, 4-5 luma mode, 6-7 chroma mode, 8-13 cbp

@@ -565,8 +565,7 @@ uint pictureTag() { return uint(u_code.w) & 0xffffu; }
 // Waits (the first invocation) until count `at` of `progress` shows the
 // picture's tag and at least `n` macroblocks; `seen` is the count it last read.
 void waitFor(int at, int n, inout uint seen) {
-    uint need = (pictureTag() << 16) | uint(n);
-    while (!((seen >> 16) == pictureTag() && seen >= need)) seen = progress[at];
+    while (!countReached(seen, pictureTag(), n)) seen = progress[at];
 }
 
 // A decided macroblock's final word for the row below: its vector (12 bits
@@ -656,7 +655,7 @@ void decideRow(int t, int mbY, int first, int end) {
             }
         }
         barrier();
-        if (t == 32 && mbX > first + 1) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(mbX - 1));
+        if (t == 32 && mbX > first + 1) atomicExchange(progress[u_size.w + mbY], countWord(pictureTag(), mbX - 1));
         if (filtered && mbX > first && t >= 32 && t < 36) {
             mbs[(mb - 1) * MB_WORDS + MB_BS + t - 32] = sBSAcc[t - 32];
             sBSAcc[t - 32] = 0u;
@@ -684,7 +683,7 @@ void decideRow(int t, int mbY, int first, int end) {
     if (filtered && t >= 32 && t < 36) mbs[(mbY * mbW + end - 1) * MB_WORDS + MB_BS + t - 32] = sBSAcc[t - 32];
     memoryBarrierBuffer();
     barrier();
-    if (t == 0) atomicExchange(progress[u_size.w + mbY], (pictureTag() << 16) | uint(end));
+    if (t == 0) atomicExchange(progress[u_size.w + mbY], countWord(pictureTag(), end));
 }
 
 // Word k (0-3) of macroblock mb's edge strengths, eight entries a word (strengthAt's order):
@@ -739,7 +738,7 @@ void filterRow(int t, int mbY, int first, int end, bool walk) {
             if (decided) waitFor(u_size.w + mbY, mbX + 1, seenDecided);
             if (rowAbove(mbY)) waitFor(mbY - 1, min(mbX + 2, mbW), seen);
             memoryBarrierBuffer();
-            sAhead = !decided || ((seenDecided >> 16) == pictureTag() && seenDecided >= ((pictureTag() << 16) | uint(mbX + 2)));
+            sAhead = !decided || countReached(seenDecided, pictureTag(), mbX + 2);
         }
         barrier();
         // The macroblock's own samples and edge strengths, final since its
@@ -804,7 +803,7 @@ void filterRow(int t, int mbY, int first, int end, bool walk) {
         if (writesEarly) writeWord(early, mbX);
         memoryBarrierBuffer();
         barrier();
-        if (t == 0 && walk) atomicExchange(progress[mbY], (pictureTag() << 16) | uint(mbX + 1));
+        if (t == 0 && walk) atomicExchange(progress[mbY], countWord(pictureTag(), mbX + 1));
         writeWord(late0, mbX);
         if (t + 64 < 120) writeWord(late1, mbX);
         barrier();

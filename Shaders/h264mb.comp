@@ -436,8 +436,7 @@ void main() {
     for (int walkX = 0; walkX < u_size.z; walkX++) {
     mbX = walkX;
     if (t == 0 && rowAbove(mbY)) {
-        uint need = (tag << 16) | uint(mbX + 1);
-        while (!((seen >> 16) == tag && seen >= need)) seen = progress[u_size.w + mbY - 1];
+        while (!countReached(seen, tag, mbX + 1)) seen = progress[u_size.w + mbY - 1];
     }
     memoryBarrierBuffer();
     barrier();
@@ -1192,7 +1191,7 @@ void main() {
     // The macroblock is done: its writes visible, then its count.
     memoryBarrierBuffer();
     barrier();
-    if (t == 0) atomicExchange(progress[u_size.w + mbY], (tag << 16) | uint(mbX + 1));
+    if (t == 0) atomicExchange(progress[u_size.w + mbY], countWord(tag, mbX + 1));
     }
 #endif
 }
