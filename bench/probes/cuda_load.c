@@ -41,14 +41,17 @@ static CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream)
 static CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
 static CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
 static CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
+static CUresult (*cuStreamCreate)(CUstream *, unsigned);
+static CUresult (*cuStreamSynchronize)(CUstream);
 
+// What a submission issues: --kind's word for it, and what the summary calls it.
 enum kind { DTOD, HTOD, DTOH, KERNEL };
-static const char *kindNames[] = { "copies device to device", "copies host to device", "copies device to host", "empty kernel launches" };
+enum { KINDS = KERNEL + 1 };
+static const char *kindFlags[KINDS] = { "dtod", "htod", "dtoh", "kernel" };
+static const char *kindNames[KINDS] = { "copies device to device", "copies host to device", "copies device to host", "empty kernel launches" };
 
 // The empty kernel, as PTX the driver compiles for the device.
 static const char noopPTX[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry noop()\n{\n\tret;\n}\n";
-static CUresult (*cuStreamCreate)(CUstream *, unsigned);
-static CUresult (*cuStreamSynchronize)(CUstream);
 
 struct worker {
     CUcontext context;
@@ -93,12 +96,10 @@ static void *work(void *arg) {
 int main(int argc, char **argv) {
     enum kind kind = DTOD;
     if (argc >= 3 && strcmp(argv[1], "--kind") == 0) {
-        const char *k = argv[2];
-        if (strcmp(k, "dtod") == 0) kind = DTOD;
-        else if (strcmp(k, "htod") == 0) kind = HTOD;
-        else if (strcmp(k, "dtoh") == 0) kind = DTOH;
-        else if (strcmp(k, "kernel") == 0) kind = KERNEL;
-        else { fprintf(stderr, "cuda_load: --kind '%s': expected dtod, htod, dtoh or kernel\n", k); return 2; }
+        int k = 0;
+        while (k < KINDS && strcmp(argv[2], kindFlags[k]) != 0) k++;
+        if (k == KINDS) { fprintf(stderr, "cuda_load: --kind '%s': expected dtod, htod, dtoh or kernel\n", argv[2]); return 2; }
+        kind = (enum kind)k;
         argv += 2;
         argc -= 2;
     }
