@@ -98,49 +98,57 @@ def run(cmd, **kw):
     return r
 
 
-def encode_args(a, picture_file):
-    cmd = ["--encode", "--input", picture_file, "--size", a.size, "--qp", str(a.qp), "--slices", str(a.slices)]
-    return cmd + (["--gpu", a.gpu] if a.gpu else [])
+def encode_cmd(a, bench, pictures, streams, frames, *extra):
+    """diptych-gpu-bench --encode on `pictures` with the run's settings."""
+    cmd = [bench, "--encode", "--input", pictures, "--size", a.size, "--qp", str(a.qp), "--slices", str(a.slices)]
+    return cmd + (["--gpu", a.gpu] if a.gpu else []) + ["--streams", str(streams), "--frames", str(frames), *extra]
 
 
-def alone(a, bench, pictures, work, lines, paced=False):
-    lines += [f"## {'Streams paced at 60 fps' if paced else 'The encoder alone'}", ""]
+def encode_runs(a, bench, pictures, work, counts, runs, *extra):
+    """Each stream count's JSON results, `runs` rounds alternating over the counts."""
+    out = os.path.join(work, "encode.json")
     rows = {}
-    template = [bench] + encode_args(a, os.path.basename(pictures)) + ["--streams", "S", "--frames", str(a.frames)]
-    lines += ["    " + shown(template + (["--pace", "60"] if paced else [])), ""]
-    for r in range(1 if paced else a.runs):
-        for s in (a.paced if paced else a.streams):
-            out = os.path.join(work, "encode.json")
-            cmd = [bench] + encode_args(a, pictures) + ["--streams", str(s), "--frames", str(a.frames), "--json", out]
-            run(cmd + (["--pace", "60"] if paced else []))
+    for _ in range(runs):
+        for s in counts:
+            run(encode_cmd(a, bench, pictures, s, a.frames, *extra, "--json", out))
             with open(out) as f:
                 rows.setdefault(s, []).append(json.load(f))
-    if paced:
-        lines += ["| streams | pictures/s asked | pictures/s | p50 ms | p99 ms |", "|---|---|---|---|---|"]
-        for s, (j,) in rows.items():
-            lines.append(f"| {s} | {60 * s:,} | {j['picturesPerSecond']:,.0f} | {j['latencyP50Ms']:.1f} | {j['latencyP99Ms']:.1f} |")
-    else:
-        lines += ["| streams | pictures/s (each run) | bytes a picture |", "|---|---|---|"]
-        for s, js in rows.items():
-            rates = " · ".join(f"{j['picturesPerSecond']:,.0f}" for j in js)
-            lines.append(f"| {s} | {rates} | {js[0]['bytesPerPicture']:,.0f} |")
+    return rows
+
+
+def alone(a, bench, pictures, work, lines):
+    rows = encode_runs(a, bench, pictures, work, a.streams, a.runs)
+    lines += ["## The encoder alone", "", "    " + shown(encode_cmd(a, bench, os.path.basename(pictures), "S", a.frames)), "",
+              "| streams | pictures/s (each run) | bytes a picture |", "|---|---|---|"]
+    for s, js in rows.items():
+        rates = " · ".join(f"{j['picturesPerSecond']:,.0f}" for j in js)
+        lines.append(f"| {s} | {rates} | {js[0]['bytesPerPicture']:,.0f} |")
+    lines += ["", f"Renderer: {next(iter(rows.values()))[0]['renderer']}.", ""]
+
+
+def paced(a, bench, pictures, work, lines):
+    rows = encode_runs(a, bench, pictures, work, a.paced, 1, "--pace", "60")
+    lines += ["## Streams paced at 60 fps", "",
+              "    " + shown(encode_cmd(a, bench, os.path.basename(pictures), "S", a.frames, "--pace", "60")), "",
+              "| streams | pictures/s asked | pictures/s | p50 ms | p99 ms |", "|---|---|---|---|---|"]
+    for s, (j,) in rows.items():
+        lines.append(f"| {s} | {60 * s:,} | {j['picturesPerSecond']:,.0f} | {j['latencyP50Ms']:.1f} | {j['latencyP99Ms']:.1f} |")
     lines += ["", f"Renderer: {next(iter(rows.values()))[0]['renderer']}.", ""]
 
 
 def exact(a, bench, ffmpeg, pictures, work, lines):
     dump = os.path.join(work, "dump")
     streams = min(16, max(a.streams))
-    cmd = [bench] + encode_args(a, pictures) + ["--streams", str(streams), "--frames", "16", "--dump", dump]
-    run(cmd)
+    run(encode_cmd(a, bench, pictures, streams, 16, "--dump", dump))
     decode = [ffmpeg, "-v", "error", "-xerror", "-err_detect", "+bitstream+buffer+explode",
-              "-i", os.path.join(dump, "stream0.h264"), "-f", "rawvideo", "-pix_fmt", "nv12", "-"]
-    decoded = subprocess.run(decode, capture_output=True)
+              "-i", "DIR/stream0.h264", "-f", "rawvideo", "-pix_fmt", "nv12", "-"]
+    decoded = subprocess.run([c.replace("DIR", dump) if c.startswith("DIR/") else c for c in decode], capture_output=True)
     with open(os.path.join(dump, "recon0.nv12"), "rb") as f:
         recon = f.read()
     same = decoded.returncode == 0 and not decoded.stderr and decoded.stdout == recon
     digest = hashlib.md5(recon).hexdigest()[:8]
-    lines += ["## Exact", "", "    " + shown([bench] + encode_args(a, os.path.basename(pictures)) + cmd[-6:-1] + ["DIR"]),
-              "    " + shown(decode).replace(os.path.join(dump, ""), "DIR/") + " | cmp - DIR/recon0.nv12", "",
+    lines += ["## Exact", "", "    " + shown(encode_cmd(a, bench, os.path.basename(pictures), streams, 16, "--dump", "DIR")),
+              "    " + shown(decode) + " | cmp - DIR/recon0.nv12", "",
               f"Stream 0 of {streams}, 16 pictures: " + (f"decoded strictly to the reconstruction, byte for byte ({len(recon):,} bytes, MD5 {digest})."
               if same else f"**differs** from the reconstruction (decoder exit {decoded.returncode}, {len(decoded.stdout):,} bytes against {len(recon):,}; "
               f"{decoded.stderr.decode(errors='replace').strip()[:200]})"), ""]
@@ -155,29 +163,24 @@ def end_to_end(a, diptych, work, lines):
     for runner, pairs in a.pairs_by_runner:
         out = os.path.join(work, f"e2e-{runner}.json")
         cmd = [diptych, "bench", "--duration", str(a.duration), "--preset", "ultrafast", "--stages", "e2e",
-               "--pairs", ",".join(map(str, pairs)), "--pair-runners", runner, "--chart", "none", "--sheet", "none",
-               "--work-dir", os.path.join(work, "e2e"), "--json", out]
-        if runner.startswith("diptych"):
-            cmd[-4:-4] = ["--slices", str(a.slices)]
-        run(cmd, cwd=work, env=env)
+               "--pairs", ",".join(map(str, pairs)), "--pair-runners", runner, "--chart", "none", "--sheet", "none"]
+        cmd += ["--slices", str(a.slices)] if runner.startswith("diptych") else []
+        run(cmd + ["--work-dir", os.path.join(work, "e2e"), "--json", out], cwd=work, env=env)
         with open(out) as f:
-            found = [c for c in json.load(f)["concurrency"] if c["runner"] == runner]
-        c = found[0] if found else {}
+            c = next((c for c in json.load(f)["concurrency"] if c["runner"] == runner), {})
         if "maxRealtimePairs" not in c:
             note = c.get("note", "not run").replace("|", "/")[:160]
-            lines.append(f"| {runner} | {note} | | | `{shown(cmd[:-4])}` |")
+            lines.append(f"| {runner} | {note} | | | `{shown(cmd)}` |")
             continue
         trials = ", ".join(f"{t['pairs']}: {t['slowest']:.2f}" + ("" if t["realtime"] else " ✗") for t in c["trials"])
         there = [t for t in c["trials"] if t["pairs"] == c["maxRealtimePairs"]]
         cpu = f"{there[0]['cpuSecondsPerFrame']:.4f}" if there else "–"
         best[runner] = c["maxRealtimePairs"]
-        lines.append(f"| {runner} | **{c['maxRealtimePairs']}** | {trials} | {cpu} | `{shown(cmd[:-4])}` |")
-    peers = [v for k, v in best.items() if k.startswith("ffmpeg")]
+        lines.append(f"| {runner} | **{c['maxRealtimePairs']}** | {trials} | {cpu} | `{shown(cmd)}` |")
+    peer = max((v for k, v in best.items() if k.startswith("ffmpeg")), default=0)
     lines.append("")
-    if peers and max(peers) > 0:
-        for k, v in best.items():
-            if not k.startswith("ffmpeg"):
-                lines.append(f"- {k}: {v / max(peers):.2f}× FFmpeg's best ({max(peers)}).")
+    if peer > 0:
+        lines += [f"- {k}: {v / peer:.2f}× FFmpeg's best ({peer})." for k, v in best.items() if not k.startswith("ffmpeg")]
         lines.append("")
 
 
@@ -206,7 +209,7 @@ def main(argv):
         if "alone" in a.stages:
             alone(a, bench, pictures, work, lines)
         if "paced" in a.stages:
-            alone(a, bench, pictures, work, lines, paced=True)
+            paced(a, bench, pictures, work, lines)
         if "exact" in a.stages:
             ok = exact(a, bench, ffmpeg, pictures, work, lines)
         if "e2e" in a.stages:
