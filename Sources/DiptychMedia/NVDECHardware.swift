@@ -87,6 +87,12 @@ public struct DecoderSettings: Sendable {
         return DecoderSettings(choice: choice, nvdec: nvdec, onFallback: onFallback)
     }
 
+    /// Why this source has no NVDEC, or nil when it has.
+    public var nvdecUnavailable: String? {
+        if case .failure(let e) = nvdec { return e.reason }
+        return nil
+    }
+
     /// What the policy is told about NVDEC for `stream`.
     func status(for stream: StreamDecodeTraits) -> NVDECStatus {
         switch nvdec {

@@ -23,6 +23,9 @@ public struct TakeLoad: Hashable, Sendable, Codable, CustomStringConvertible {
     public var fps: Double
     /// The other outputs (`alsoOut`, then those added while it runs), each its own size and rate.
     public var outputs: [OutputLoad]
+    /// Input megapixels a second the server placed on the CPU's decoders
+    /// (`DecodePlacement`); 0 where the take's own decoder choice stands.
+    public var cpuDecodeMegapixelsPerSecond: Double = 0
     /// Outputs encoded, the main one included.
     public var encodes: Int { 1 + outputs.count }
 
@@ -60,7 +63,7 @@ public struct TakeLoad: Hashable, Sendable, Codable, CustomStringConvertible {
         return main + ", \(encodes) outputs" + own
     }
 
-    private enum CodingKeys: String, CodingKey { case width, height, fps, encodes, outputs }
+    private enum CodingKeys: String, CodingKey { case width, height, fps, encodes, outputs, cpuDecodeMegapixelsPerSecond }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
@@ -69,6 +72,7 @@ public struct TakeLoad: Hashable, Sendable, Codable, CustomStringConvertible {
         try c.encode(fps, forKey: .fps)
         try c.encode(encodes, forKey: .encodes)
         try c.encode(outputs, forKey: .outputs)
+        if cpuDecodeMegapixelsPerSecond > 0 { try c.encode(cpuDecodeMegapixelsPerSecond, forKey: .cpuDecodeMegapixelsPerSecond) }
     }
 
     /// Loads saved before `outputs` existed read as `encodes` outputs of the
@@ -81,19 +85,33 @@ public struct TakeLoad: Hashable, Sendable, Codable, CustomStringConvertible {
         } else {
             self.init(width: w, height: h, fps: fps, encodes: try c.decodeIfPresent(Int.self, forKey: .encodes) ?? 1)
         }
+        cpuDecodeMegapixelsPerSecond = try c.decodeIfPresent(Double.self, forKey: .cpuDecodeMegapixelsPerSecond) ?? 0
     }
 }
 
 /// Measured cost per output megapixel: process CPU seconds (everything the
 /// takes run: decode, upload copies, llvmpipe, the encoder) and GPU
-/// milliseconds (the take compositors' passes on the shared render thread).
+/// milliseconds (the take compositors' passes on the shared render thread);
+/// and, apart, CPU seconds per input megapixel the server placed on the
+/// CPU's decoders (`TakeLoad.cpuDecodeMegapixelsPerSecond`).
 public struct CostModel: Hashable, Sendable, Codable {
     public var cpuSecondsPerMegapixel: Double
     public var gpuMsPerMegapixel: Double
+    /// libavcodec's CPU seconds per decoded H.264 megapixel (the calibration's decode; 0: not measured).
+    public var decodeCPUSecondsPerMegapixel: Double
     /// Where the figures come from (the start-up calibration take, or a window of running takes).
     public var source: String
 
-    public func cpuCores(_ load: TakeLoad) -> Double { cpuSecondsPerMegapixel * load.megapixelsPerSecond }
+    public init(cpuSecondsPerMegapixel: Double, gpuMsPerMegapixel: Double, decodeCPUSecondsPerMegapixel: Double = 0, source: String) {
+        self.cpuSecondsPerMegapixel = cpuSecondsPerMegapixel; self.gpuMsPerMegapixel = gpuMsPerMegapixel
+        self.decodeCPUSecondsPerMegapixel = decodeCPUSecondsPerMegapixel; self.source = source
+    }
+
+    public func cpuCores(_ load: TakeLoad) -> Double {
+        cpuSecondsPerMegapixel * load.megapixelsPerSecond + decodeCores(load)
+    }
+    /// The cores the take's CPU-placed decoding needs at real time.
+    public func decodeCores(_ load: TakeLoad) -> Double { decodeCPUSecondsPerMegapixel * load.cpuDecodeMegapixelsPerSecond }
     public func gpuMsPerSecond(_ load: TakeLoad) -> Double { gpuMsPerMegapixel * load.megapixelsPerSecond }
 }
 

@@ -1,3 +1,4 @@
+import Diptych
 import DiptychCore
 import DiptychGPU
 import Foundation
@@ -74,6 +75,15 @@ final class CompositorPool: Sendable {
                 }
             }
         }
+    }
+
+    /// What decode placement needs of this GPU: NVDEC on the first
+    /// context's CUDA device, and `--encoder auto`'s plan here.
+    func placementFacts(decodeCores: Double) -> DecodePlacement.Facts {
+        let root = state.withLock { $0.roots.first ?? nil }
+        let nvdec = root.map { EncoderForecast.nvdecUnavailable(gpu: $0) } ?? "the GPU is shut down"
+        return DecodePlacement.Facts(nvdecUnavailable: nvdec, autoEncodesOnGPU: EncoderForecast.autoEncodesOnGPU(gpu: info),
+                                     decodeCores: decodeCores)
     }
 
     var contexts: Int { state.withLock { $0.roots.count } }

@@ -13,7 +13,10 @@ enum ProcessCPU {
 /// Turns what the server runs into a `CostModel`: every second the server
 /// samples the process CPU time and each take's output megapixels and GPU
 /// milliseconds; over the last `window` seconds, cost per megapixel is CPU
-/// (or GPU) time divided by the megapixels produced. Until the window holds
+/// (or GPU) time divided by the megapixels produced; the CPU time of the
+/// decoding the server placed on the CPU (`DecodePlacement`) is taken out
+/// first, at the calibration's decode figure, since admission charges it
+/// apart (`CostModel.decodeCores`). Until the window holds
 /// `minMegapixels` of output the model is the start-up calibration's, and
 /// before that has run there is none (admission waits for it).
 final class CostMeter: Sendable {
@@ -21,8 +24,10 @@ final class CostMeter: Sendable {
         var id: String
         var megapixels: Double
         var gpuMs: Double
+        /// Input megapixels decoded on the CPU by the server's placement.
+        var cpuDecodedMegapixels = 0.0
     }
-    private struct Sample { var time: Double; var cpu: Double; var megapixels: Double; var gpuMs: Double }
+    private struct Sample { var time: Double; var cpu: Double; var megapixels: Double; var gpuMs: Double; var decoded: Double }
 
     private struct State {
         var calibration: CostModel?
@@ -32,6 +37,7 @@ final class CostMeter: Sendable {
         var lastSeen: [String: TakeCounters] = [:]
         var totalMegapixels = 0.0
         var totalGpuMs = 0.0
+        var totalDecoded = 0.0
     }
     private let state = Condition(State())
     private let window: Double
@@ -82,17 +88,22 @@ final class CostMeter: Sendable {
                 let last = s.lastSeen[t.id] ?? TakeCounters(id: t.id, megapixels: 0, gpuMs: 0)
                 s.totalMegapixels += max(0, t.megapixels - last.megapixels)
                 s.totalGpuMs += max(0, t.gpuMs - last.gpuMs)
+                s.totalDecoded += max(0, t.cpuDecodedMegapixels - last.cpuDecodedMegapixels)
                 seen[t.id] = t
             }
             s.lastSeen = seen
-            s.samples.append(Sample(time: time, cpu: cpu, megapixels: s.totalMegapixels, gpuMs: s.totalGpuMs))
+            s.samples.append(Sample(time: time, cpu: cpu, megapixels: s.totalMegapixels, gpuMs: s.totalGpuMs,
+                                    decoded: s.totalDecoded))
             while let first = s.samples.first, time - first.time > window { s.samples.removeFirst() }
             guard let a = s.samples.first, let b = s.samples.last else { return }
             let mp = b.megapixels - a.megapixels
             guard mp >= minMegapixels, let calibration = s.calibration else { return }
             let gpu = b.gpuMs - a.gpuMs
-            s.current = CostModel(cpuSecondsPerMegapixel: (b.cpu - a.cpu) / mp,
+            let decode = calibration.decodeCPUSecondsPerMegapixel
+            let cpu = max(0, (b.cpu - a.cpu) - decode * (b.decoded - a.decoded))
+            s.current = CostModel(cpuSecondsPerMegapixel: cpu / mp,
                                   gpuMsPerMegapixel: gpu > 0 ? gpu / mp : calibration.gpuMsPerMegapixel,
+                                  decodeCPUSecondsPerMegapixel: decode,
                                   source: String(format: "measured over the last %.0f s (%.0f megapixels)", b.time - a.time, mp))
         }
     }

@@ -19,6 +19,10 @@ public struct ServeOptions: Sendable {
     public var allowCameras = false
     /// CPU cores admission may fill (default: every core of this machine).
     public var cores: Double?
+    /// `--decode-cores`: cores the takes the server decodes on the CPU instead
+    /// of NVDEC may fill (default: half of `cores`, at most half of this
+    /// machine's; 0: none), `DecodePlacement`.
+    public var decodeCores: Double?
     /// GPU milliseconds per second admission may fill (default 1000: all of
     /// one GPU; no limit on a software rasterizer, whose work is CPU time).
     public var gpuMsPerSecond: Double?
@@ -46,7 +50,7 @@ public struct ServeOptions: Sendable {
     public static let usage = """
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
-                             [--allow-source-listen PORTS] [--allow-cameras] [--cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
+                             [--allow-source-listen PORTS] [--allow-cameras] [--cores N] [--decode-cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
                              [--request-timeout SECONDS] [--keep-finished N] [--log-format text|json]
                              [--log-level debug|info|warning|error] [--webhook URL --webhook-secret-file FILE]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
@@ -69,6 +73,10 @@ public struct ServeOptions: Sendable {
           --allow-cameras      takes may name this host's V4L2 cameras (v4l2:/dev/videoN, camera:N);
                                without it a camera source is refused (400)
           --cores N            CPU cores admission may fill (default: all of this machine's)
+          --decode-cores N     a take encoding on the GPU whose inputs NVDEC would decode is decoded on the CPU
+                               instead (NVDEC slows the GPU encoder) while such takes need at most N cores
+                               together, at the calibration's decode cost (default: half of --cores, at most
+                               half of this machine's cores; 0: never)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
           --contexts N         GL contexts the takes share (default 1; a software renderer takes one)
           --encoder-threads N  encoder threads of each take (default: the cores shared out between the takes
@@ -109,7 +117,7 @@ public struct ServeOptions: Sendable {
                 o.allowCameras = true
                 continue
             }
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--allow-source-listen", "--cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--allow-source-listen", "--cores", "--decode-cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -147,6 +155,9 @@ public struct ServeOptions: Sendable {
             case "--cores":
                 guard let n = Double(v), n > 0, n <= 4096 else { throw bad("must be a positive number of cores, at most 4096") }
                 o.cores = n
+            case "--decode-cores":
+                guard let n = Double(v), n >= 0, n <= 4096 else { throw bad("must be a number of cores from 0 to 4096") }
+                o.decodeCores = n
             case "--gpu-ms":
                 guard let n = Double(v), n > 0, n <= 1e6 else { throw bad("must be a positive number of milliseconds per second") }
                 o.gpuMsPerSecond = n

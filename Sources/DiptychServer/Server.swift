@@ -94,9 +94,15 @@ public final class Server: Sendable {
         let gpuMs = options.gpuMsPerSecond ?? (pool.info.isSoftware ? .infinity : 1000)
         let capacity = Capacity(cpuCores: options.cores ?? Double(cores), gpuMsPerSecond: gpuMs)
         let encoderCores = max(1, min(cores, Int(capacity.cpuCores.rounded(.up))))
+        let placement = pool.placementFacts(decodeCores: options.decodeCores ?? min(capacity.cpuCores, Double(cores)) / 2)
+        log(placement.nvdecUnavailable.map { "decoding: no NVDEC (\($0)); every take decodes where it asks" }
+            ?? String(format: "decoding: takes encoding on the GPU decode on the CPU while they need at most %.1f cores (--decode-cores), "
+                      + "with NVDEC beyond%@", placement.decodeCores,
+                      placement.autoEncodesOnGPU ? "" : "; --encoder auto does not encode on the GPU here, so only takes asking for --encoder gpu"))
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
                                              outputRoot: outputRoot, sourcePolicy: sources, encoderCores: encoderCores,
-                                             encoderThreads: options.encoderThreads, keepFinished: options.keepFinished)
+                                             encoderThreads: options.encoderThreads, keepFinished: options.keepFinished,
+                                             placement: placement)
         let meter = CostMeter()
         var forward: (@Sendable (EventLog.Event) -> Void)?
         if let webhooks { forward = { webhooks.post($0) } }

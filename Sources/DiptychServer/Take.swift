@@ -40,6 +40,8 @@ final class Take: Sendable {
     let configuration: TakeConfiguration
     let load: TakeLoad
     let encoderThreads: Int
+    /// Where the server placed the take's decoding, when it decided (`DecodePlacement`).
+    let decodePlacement: DecodePlacement.Decision?
 
     private struct State {
         /// The recording `run` started (nil before, and for a take read back from disk).
@@ -108,8 +110,9 @@ final class Take: Sendable {
     }
 
     init(id: String, configuration: TakeConfiguration, load: TakeLoad, encoderThreads: Int,
-         state: TakeState = .starting, created: Date = Date()) {
+         decodePlacement: DecodePlacement.Decision? = nil, state: TakeState = .starting, created: Date = Date()) {
         self.id = id; self.configuration = configuration; self.load = load; self.encoderThreads = encoderThreads
+        self.decodePlacement = decodePlacement
         self.created = created
         m = Condition(State(state: state, layout: configuration.layout, overlays: configuration.overlays, texts: configuration.texts))
     }
@@ -422,7 +425,8 @@ final class Take: Sendable {
         let frames = m.withLock { $0.written }
         // Every encoded output renders and encodes its canvas at its rate: the same count as `TakeLoad.megapixelsPerSecond`.
         return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * load.megapixelsPerFrame,
-                                      gpuMs: gpu.milliseconds)
+                                      gpuMs: gpu.milliseconds,
+                                      cpuDecodedMegapixels: load.fps > 0 ? Double(frames) * load.cpuDecodeMegapixelsPerSecond / load.fps : 0)
     }
 
     /// GPU time of the take's passes so far (over every compositor it had).
@@ -440,12 +444,12 @@ final class Take: Sendable {
     /// run, with the main output's overlays and texts as they are now.
     func snapshot() -> TakeSnapshot {
         var configuration = configuration
-        let (id, created, load, encoderThreads) = (self.id, self.created, self.load, self.encoderThreads)
+        let (id, created, load, encoderThreads, placement) = (self.id, self.created, self.load, self.encoderThreads, decodePlacement)
         return m.withLock { s in
             configuration.overlays = s.overlays
             configuration.texts = s.texts
             return TakeSnapshot(id: id, state: s.state, created: created, configuration: configuration, layout: s.layout,
-                                load: load, encoderThreads: encoderThreads, figures: s.figures, written: s.written, latency: s.latency,
+                                load: load, encoderThreads: encoderThreads, decodePlacement: placement, figures: s.figures, written: s.written, latency: s.latency,
                                 encoder: s.summary?.encoder ?? s.encoder, error: s.error, summary: s.summary, recovered: s.recovered,
                                 added: s.added.sorted { $0.key < $1.key }, everAdded: s.everAdded)
         }
@@ -461,6 +465,7 @@ struct TakeSnapshot: Sendable {
     var layout: Layout
     var load: TakeLoad
     var encoderThreads: Int
+    var decodePlacement: DecodePlacement.Decision?
     var figures: TakeFigures
     var written: Int
     var latency: FrameLatency

@@ -1,6 +1,7 @@
 import Diptych
 import DiptychCore
 import DiptychGPU
+import DiptychMedia
 import DiptychOptions
 import Foundation
 import Synchronization
@@ -24,6 +25,8 @@ final class TakeRegistry: Sendable {
         /// Ended takes kept in memory (`--keep-finished`); older ones leave it
         /// (the state folder keeps them), their recordings still claimed.
         var keepFinished = 1000
+        /// Where takes that leave `decoder` at auto are decoded (`--decode-cores`).
+        var placement = DecodePlacement.Facts.none
     }
 
     /// An ended take no longer kept in memory: what its outputs hold, so no later take writes over them.
@@ -219,18 +222,18 @@ final class TakeRegistry: Sendable {
         for (i, s) in config.secondarySwitches.enumerated() {
             try MediaProbe.checkAllowed(s.source, field: "secondarySwitches[\(i)].source", policy: policy)
         }
-        if let info = try MediaProbe.checked(config.secondary, field: "secondary", policy: policy) {
-            try MediaProbe.checkSize(info, field: "secondary")
-        }
+        let secondaryInfo = try MediaProbe.checked(config.secondary, field: "secondary", policy: policy)
+        if let secondaryInfo { try MediaProbe.checkSize(secondaryInfo, field: "secondary") }
         // The take's load at real time: its canvas at the primary's rate.
         let info = try MediaProbe.checked(config.primary, field: "primary", policy: policy)
         if let info { try MediaProbe.checkSize(info, field: "primary") }
         let upright = info.map { $0.size.rotated(config.primaryOrientation.rotation) }
         let canvas = config.resolvedCanvas(primaryUprightSize: upright)
         let load = TakeLoad(config, canvas: canvas, fps: info?.frameRate.fps ?? 30)
+        let decode = Self.nvdecInputs(config, primary: info, secondary: secondaryInfo)
 
         let model = try meter.waitForModel().get()
-        let (take, existing) = try admit(config: config, load: load, model: model, idempotencyKey: idempotencyKey)
+        let (take, existing) = try admit(config: config, load: load, decode: decode, model: model, idempotencyKey: idempotencyKey)
         if existing { return (take, true) }
         store?.saveConfiguration(take)
         store?.save(take)
@@ -251,10 +254,28 @@ final class TakeRegistry: Sendable {
         return (take, false)
     }
 
-    /// The admission decision and the registration, under one hold of the lock.
-    private func admit(config: TakeConfiguration, load: TakeLoad, model: CostModel,
+    /// Megapixels a second the take's inputs decode at real time, where every
+    /// input is a file the server probed in a codec NVDEC decodes
+    /// (`DecoderPolicy.nvdecCodecs`, progressive); nil otherwise (a network
+    /// source or camera, a pattern, switches): the take's own choice stands.
+    static func nvdecInputs(_ config: TakeConfiguration, primary: SourceInfo?, secondary: SourceInfo?) -> Double? {
+        guard config.secondarySwitches.isEmpty, let primary else { return nil }
+        var infos = [primary]
+        if config.secondary != .none {
+            guard let secondary else { return nil }
+            infos.append(secondary)
+        }
+        guard infos.allSatisfy({ DecoderPolicy.nvdecCodecs.contains($0.codec) && $0.interlaced == nil }) else { return nil }
+        return infos.reduce(0) { $0 + Double($1.size.width * $1.size.height) * $1.frameRate.fps / 1e6 }
+    }
+
+    /// The decode placement, the admission decision and the registration,
+    /// under one hold of the lock. `decode`: `nvdecInputs`.
+    private func admit(config: TakeConfiguration, load: TakeLoad, decode: Double?, model: CostModel,
                        idempotencyKey: String?) throws(RequestError) -> (Take, Bool) {
-        try state.withLock { (s) throws(RequestError) -> (Take, Bool) in
+        var config = config, load = load
+        let placement = settings.placement
+        return try state.withLock { (s) throws(RequestError) -> (Take, Bool) in
             // A request with the same key that got here first made the take.
             if let key = idempotencyKey, let t = s.idempotency[key].flatMap({ s.takes[$0] }) { return (t, true) }
             if s.draining { throw .unavailable("the server is shutting down") }
@@ -264,6 +285,18 @@ final class TakeRegistry: Sendable {
             for (field, path) in OutputClaims.files(config) {
                 if let e = OutputClaims.conflict(field, path, takes: Array(s.takes.values), retired: s.retired, reserved: s.reserved,
                                                  split: splitting.contains(field)) { throw e }
+            }
+            // Decoded on the CPU while the takes placed there fit the budget (docs/ARCHITECTURE.md, "Where a server decodes").
+            var placed: DecodePlacement.Decision?
+            if let decode {
+                let gpu = DecodePlacement.encodesOnGPU(codec: config.codec, encoder: config.encoder, preset: config.preset, facts: placement)
+                placed = DecodePlacement.decide(choice: config.decoder, encodesOnGPU: gpu,
+                                                decodeCores: model.decodeCPUSecondsPerMegapixel * decode,
+                                                placed: running.reduce(0) { $0 + model.decodeCores($1) }, facts: placement)
+                if placed?.cpu == true {
+                    config.decoder = .cpu
+                    load.cpuDecodeMegapixelsPerSecond = decode
+                }
             }
             let lagging = Self.slowest(active)
             let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,
@@ -279,8 +312,9 @@ final class TakeRegistry: Sendable {
             var id: String
             repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while s.takes[id] != nil
             let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
-            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads)
+            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads, decodePlacement: placed)
             register(t, in: &s)
+            if let placed { takeLog(id, "decoding: \(placed)") }
             if let key = idempotencyKey { s.idempotency[key] = id }
             return (t, false)
         }

@@ -62,6 +62,9 @@ struct TakeView: Encodable {
         var gpuMsPerFrame: Double?
         var encoderThreads: Int
         var load: TakeLoad
+        /// Where the server placed the take's decoding and why (`diptych serve
+        /// --decode-cores`); absent where it left the take's own choice alone.
+        var decodePlacement: String?
     }
 
     var id: String
@@ -122,7 +125,8 @@ struct TakeView: Encodable {
                 Output(index: $0.key, url: $0.value.out, layout: $0.value.layout.map(LayoutJSON.value) ?? main, preview: nil,
                        encoding: $0.value.encoding, takeRate: s.load.fps, segmentTime: $0.value.segmentTime, hlsListSize: $0.value.hlsListSize)
             }
-        cost = Cost(cpuCores: model?.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load)
+        cost = Cost(cpuCores: model?.cpuCores(s.load), gpuMsPerFrame: gpu.msPerFrame, encoderThreads: s.encoderThreads, load: s.load,
+                    decodePlacement: s.decodePlacement?.description)
         error = s.error
         summary = s.summary
         recovered = s.recovered

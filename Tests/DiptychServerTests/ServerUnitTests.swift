@@ -196,6 +196,72 @@ struct ServerUnitTests {
         #expect(e.status == 503 && e.description.contains("no GPU"))
     }
 
+    /// The meter takes the CPU-placed decoding out at the calibration's
+    /// figure before dividing by output megapixels (admission charges it apart).
+    @Test func costMeterTakesPlacedDecodingOut() throws {
+        let calibration = CostModel(cpuSecondsPerMegapixel: 0.02, gpuMsPerMegapixel: 5, decodeCPUSecondsPerMegapixel: 0.001, source: "test")
+        let meter = CostMeter(calibration: calibration, window: 10, minMegapixels: 20)
+        meter.sample(time: 0, cpu: 10, takes: [.init(id: "a", megapixels: 0, gpuMs: 0, cpuDecodedMegapixels: 0)])
+        // 20 output megapixels, 100 decoded on the CPU: 0.5 s of CPU, 0.1 of it decoding.
+        meter.sample(time: 1, cpu: 10.5, takes: [.init(id: "a", megapixels: 20, gpuMs: 100, cpuDecodedMegapixels: 100)])
+        #expect(abs((meter.model?.cpuSecondsPerMegapixel ?? 0) - 0.02) < 1e-9)
+        #expect(meter.model?.decodeCPUSecondsPerMegapixel == 0.001)
+        // A load with placed decoding costs both parts.
+        var load = TakeLoad(width: 1000, height: 1000, fps: 10)
+        load.cpuDecodeMegapixelsPerSecond = 50
+        #expect(abs(calibration.cpuCores(load) - (0.2 + 0.05)) < 1e-9)
+        #expect(try JSONDecoder().decode(TakeLoad.self, from: JSONEncoder().encode(load)) == load)
+    }
+
+    /// Decode placement: only a take left at `auto` that encodes on the GPU,
+    /// on a server with NVDEC, and only while the budget holds it.
+    @Test func decodePlacementFillsTheBudgetThenLeavesNVDEC() throws {
+        let facts = DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 8)
+        let placed = try #require(DecodePlacement.decide(choice: .auto, encodesOnGPU: true, decodeCores: 0.5, placed: 7.5, facts: facts))
+        #expect(placed.cpu && placed.description.hasPrefix("cpu (encoded on the GPU, decoded on the CPU while the cores have room"))
+        let full = try #require(DecodePlacement.decide(choice: .auto, encodesOnGPU: true, decodeCores: 0.5, placed: 7.6, facts: facts))
+        #expect(!full.cpu && full.reason.hasPrefix("NVDEC: about 0.50 more cores would exceed"))
+        // Nothing to decide: a decoder asked for, an encoder on the CPU, no NVDEC, no budget.
+        #expect(DecodePlacement.decide(choice: .nvdec, encodesOnGPU: true, decodeCores: 0.5, placed: 0, facts: facts) == nil)
+        #expect(DecodePlacement.decide(choice: .cpu, encodesOnGPU: true, decodeCores: 0.5, placed: 0, facts: facts) == nil)
+        #expect(DecodePlacement.decide(choice: .auto, encodesOnGPU: false, decodeCores: 0.5, placed: 0, facts: facts) == nil)
+        #expect(DecodePlacement.decide(choice: .auto, encodesOnGPU: true, decodeCores: 0.5, placed: 0, facts: .none) == nil)
+        let none = DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 0)
+        #expect(DecodePlacement.decide(choice: .auto, encodesOnGPU: true, decodeCores: 0.5, placed: 0, facts: none)?.cpu == false)
+        // Which takes encode on the GPU: asked for, or auto where it is as good (ultrafast) on a GPU that takes it.
+        #expect(DecodePlacement.encodesOnGPU(codec: .h264, encoder: .gpu, preset: "veryfast", facts: .none))
+        #expect(DecodePlacement.encodesOnGPU(codec: .h264, encoder: .auto, preset: "ultrafast", facts: facts))
+        #expect(!DecodePlacement.encodesOnGPU(codec: .h264, encoder: .auto, preset: "veryfast", facts: facts))
+        #expect(!DecodePlacement.encodesOnGPU(codec: .h264, encoder: .auto, preset: "ultrafast", facts: .none))
+        #expect(!DecodePlacement.encodesOnGPU(codec: .hevc, encoder: .auto, preset: "ultrafast", facts: facts))
+        #expect(!DecodePlacement.encodesOnGPU(codec: .h264, encoder: .x264, preset: "ultrafast", facts: facts))
+    }
+
+    @Test func decodeCoresOptionIsChecked() throws {
+        #expect(try ServeOptions.parse(["--decode-cores", "6"]).decodeCores == 6)
+        #expect(try ServeOptions.parse(["--decode-cores=0"]).decodeCores == 0)
+        #expect(try ServeOptions.parse([]).decodeCores == nil)
+        #expect(throws: ServerError.badUsage("--decode-cores '-1': must be a number of cores from 0 to 4096")) {
+            _ = try ServeOptions.parse(["--decode-cores", "-1"])
+        }
+    }
+
+    /// The inputs placement counts: files in codecs NVDEC decodes, every one probed.
+    @Test func placementCountsProbedNVDECInputs() {
+        var config = TakeConfiguration()
+        config.secondary = .url("b.mp4")
+        let hd = SourceInfo(name: "a.mp4", size: PixelSize(width: 1920, height: 1080), frameRate: FrameRate(60), codec: "h264")
+        let small = SourceInfo(name: "b.mp4", size: PixelSize(width: 1280, height: 720), frameRate: FrameRate(30), codec: "hevc")
+        let both = TakeRegistry.nvdecInputs(config, primary: hd, secondary: small) ?? 0
+        #expect(abs(both - (124.416 + 27.648)) < 1e-9)
+        #expect(TakeRegistry.nvdecInputs(config, primary: hd, secondary: nil) == nil)
+        var prores = small
+        prores.codec = "prores"
+        #expect(TakeRegistry.nvdecInputs(config, primary: hd, secondary: prores) == nil)
+        config.secondary = .none
+        #expect(TakeRegistry.nvdecInputs(config, primary: hd, secondary: nil).map { abs($0 - 124.416) < 1e-9 } == true)
+    }
+
     @Test func bearerTokensCompareWholly() {
         let t = BearerToken("abc123")
         #expect(t.accepts(authorization: "Bearer abc123"))

@@ -1,0 +1,68 @@
+import DiptychCore
+import DiptychMedia
+
+/// Where a server decodes a take whose request leaves `decoder` at `auto`
+/// (docs/ARCHITECTURE.md, "Where a server decodes"). Beside the GPU encoder,
+/// NVDEC's CUDA work slows every pass of the GL context, and a server holds
+/// more takes decoding on the CPU while its cores have room; with libx264 the
+/// cores are the encoder's, and NVDEC frees them. So a take that encodes on
+/// the GPU, and whose inputs NVDEC would decode, is decoded on the CPU while
+/// the takes placed there so far and this one fit the decode budget
+/// (`diptych serve --decode-cores`); beyond it NVDEC decodes as before.
+/// Pure: the same inputs give the same decision.
+public enum DecodePlacement {
+    /// What the server knows of its machine before any take opens.
+    public struct Facts: Hashable, Sendable {
+        /// Why NVDEC cannot decode on the server's GPU, or nil when it can.
+        public var nvdecUnavailable: String?
+        /// Whether `--encoder auto` encodes H.264 on the GPU here (no VA-API or NVENC first).
+        public var autoEncodesOnGPU: Bool
+        /// Cores the CPU-placed decoding may fill (0: none is placed).
+        public var decodeCores: Double
+
+        public init(nvdecUnavailable: String?, autoEncodesOnGPU: Bool, decodeCores: Double) {
+            self.nvdecUnavailable = nvdecUnavailable; self.autoEncodesOnGPU = autoEncodesOnGPU; self.decodeCores = decodeCores
+        }
+
+        /// No NVDEC: every take decodes where its own choice says.
+        public static let none = Facts(nvdecUnavailable: "no NVDEC", autoEncodesOnGPU: false, decodeCores: 0)
+    }
+
+    /// The outcome for one take: decoded on the CPU by the server's choice
+    /// (`cpu` true), or left to the take's own choice, and why.
+    public struct Decision: Hashable, Sendable, CustomStringConvertible {
+        public var cpu: Bool
+        public var reason: String
+        public var description: String { (cpu ? "cpu" : "as asked") + " (\(reason))" }
+    }
+
+    /// Whether the take's main output encodes on the GPU: `--encoder gpu`,
+    /// or `auto` where this server's GPU takes the GPU encoder and the take's
+    /// libx264 settings are ones it is as good as (`SoftwareBaseline`).
+    public static func encodesOnGPU(codec: VideoCodec, encoder: EncoderChoice, preset: String, facts: Facts) -> Bool {
+        guard codec == .h264 else { return false }
+        switch encoder {
+        case .gpu: return true
+        case .auto: return facts.autoEncodesOnGPU && SoftwareBaseline(preset: preset).gpuEncoderRefusal == nil
+        default: return false
+        }
+    }
+
+    /// The decision for a take asking for `choice`: `decodeCores` is what
+    /// its inputs cost decoded on the CPU (the cost model's decode figure
+    /// times their megapixels a second), `placed` what the running takes
+    /// placed on the CPU cost. Nil where the server has nothing to decide
+    /// (a decoder asked for, no NVDEC, an encoder on the CPU).
+    public static func decide(choice: DecoderChoice, encodesOnGPU: Bool, decodeCores: Double, placed: Double,
+                              facts: Facts) -> Decision? {
+        guard choice == .auto, facts.nvdecUnavailable == nil, encodesOnGPU, decodeCores > 0 else { return nil }
+        let budget = String(format: "%.2f of %.2f decode cores (--decode-cores)", placed, facts.decodeCores)
+        if placed + decodeCores <= facts.decodeCores {
+            return Decision(cpu: true, reason: String(
+                format: "encoded on the GPU, decoded on the CPU while the cores have room: about %.2f cores, %@ in use",
+                decodeCores, budget))
+        }
+        return Decision(cpu: false, reason: String(format: "NVDEC: about %.2f more cores would exceed the CPU's decode budget, %@ in use",
+                                                   decodeCores, budget))
+    }
+}
