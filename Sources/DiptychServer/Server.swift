@@ -123,7 +123,8 @@ public final class Server: Sendable {
         JoinableThread.detached(name: "diptych.cost-meter", stackSize: nil) { [weak registry, calibrating] in
             let calibrated: Bool
             do throws(ServerError) {
-                let model = try Calibration.run(pool: pool, gpu: gpu, cores: encoderCores, log: say)
+                let model = try Calibration.run(pool: pool, gpu: gpu, cores: encoderCores,
+                                                measureDecode: placement.nvdecUnavailable == nil && placement.decodeCores > 0, log: say)
                 meter.calibrated(model)
                 systemd?.ready(status: "listening on port \(port), calibrated")
                 calibrated = true

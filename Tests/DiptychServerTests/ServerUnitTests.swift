@@ -213,6 +213,13 @@ struct ServerUnitTests {
         #expect(try JSONDecoder().decode(TakeLoad.self, from: JSONEncoder().encode(load)) == load)
     }
 
+    /// The calibration's decode figure: a real clip encoded by libx264 and
+    /// decoded by libavcodec, in CPU seconds per megapixel (a few thousandths on a server core).
+    @Test func calibrationMeasuresTheDecodeCost() throws {
+        let cost = try Calibration.decodeCost()
+        #expect(cost > 0 && cost < 0.1, "\(cost) CPU s per megapixel")
+    }
+
     /// Decode placement: only a take left at `auto` that encodes on the GPU,
     /// on a server with NVDEC, and only while the budget holds it.
     @Test func decodePlacementFillsTheBudgetThenLeavesNVDEC() throws {

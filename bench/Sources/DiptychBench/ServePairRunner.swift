@@ -28,7 +28,7 @@ struct ServePairRunner: PairRunner {
     var name: String { decoder == .cpu ? "diptych-serve-cpu" : "diptych-serve" }
     var summary: String {
         "one diptych serve holding every take (one GL context, pairs batched per render-thread hop): "
-            + (decoder == .cpu ? "CPU decode" : "NVDEC decode where the GPU has it (else CPU)") + ", GPU composite, "
+            + (decoder == .cpu ? "CPU decode" : "the server's decode placement (takes encoding on the GPU decoded on the CPU while --decode-cores holds them, NVDEC beyond; NVDEC where the GPU has it for the rest, else CPU)") + ", GPU composite, "
             + (gpuTakes.map { "the first \($0) takes of a trial encoded on the GPU, the rest with --encoder's encoder" } ?? "--encoder's encoder (by default auto's: libx264, or the GPU encoder at ultrafast on a GPU without VA-API or NVENC)")
             + ", fragmented MP4"
     }
