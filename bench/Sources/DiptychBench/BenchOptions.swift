@@ -64,6 +64,8 @@ public struct BenchOptions: Sendable, Equatable {
     public var serveEncoderThreads: Int?
     /// `--serve-contexts`: the serve runners' `diptych serve --contexts` (nil: the server's default).
     public var serveContexts: Int?
+    /// `--serve-decode-cores`: the serve runners' `diptych serve --decode-cores` (nil: the server's default).
+    public var serveDecodeCores: Int?
     /// `--serve-gpu-takes`: with the serve runners, the first N takes of each
     /// trial encode on the GPU (`--encoder gpu`), the rest with `--encoder`'s
     /// encoder: one server sharing its takes between the GPU and the CPU (nil: all with `--encoder`).
@@ -126,6 +128,8 @@ public struct BenchOptions: Sendable, Equatable {
                            diptych-serve and FFmpeg's; diptych alone without the ffmpeg peer)
       --serve-encoder-threads N  with the serve runners: diptych serve --encoder-threads N
       --serve-contexts N   with the serve runners: diptych serve --contexts N (GL contexts the takes share)
+      --serve-decode-cores N  with the serve runners: diptych serve --decode-cores N (cores the takes it decodes
+                           on the CPU instead of NVDEC may fill; 0: none)
       --serve-gpu-takes N  with the serve runners: the first N takes of each trial encode on the GPU (--encoder gpu),
                            the rest with --encoder's encoder (which must not be gpu then)
       --ffmpeg-encoder-threads N  FFmpeg's libx264 with -threads N in every FFmpeg command (default: FFmpeg's)
@@ -150,7 +154,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--frame-batch", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--encoder", "--slices", "--keyframe-interval", "--serve-encoder-threads", "--serve-contexts", "--serve-gpu-takes", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--encoder", "--slices", "--keyframe-interval", "--serve-encoder-threads", "--serve-contexts", "--serve-decode-cores", "--serve-gpu-takes", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -266,6 +270,8 @@ public struct BenchOptions: Sendable, Equatable {
                 o.serveEncoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
             case "--serve-contexts":
                 o.serveContexts = try count(a, 1...64, "a whole number from 1 to 64")
+            case "--serve-decode-cores":
+                o.serveDecodeCores = try count(a, 0...4096, "a whole number from 0 to 4096")
             case "--serve-gpu-takes":
                 o.serveGPUTakes = try count(a, 0...PairCounts.limit, "a whole number from 0 to \(PairCounts.limit)")
             case "--ffmpeg-encoder-threads":

@@ -19,6 +19,8 @@ struct ServePairRunner: PairRunner {
     var encoderThreads: Int?
     /// `diptych serve --contexts` (nil: the server's default).
     var contexts: Int?
+    /// `diptych serve --decode-cores` (nil: the server's default).
+    var decodeCores: Int?
     /// The first this many takes of a trial encode on the GPU (`--encoder
     /// gpu`), the rest with the case's encoder (nil: every take with the case's).
     var gpuTakes: Int?
@@ -45,6 +47,7 @@ struct ServePairRunner: PairRunner {
         // Admission is set wide open: the benchmark measures what the takes get, not what the server would admit.
         ["serve", "--listen", "127.0.0.1:0", "--gpu", c.gpu, "--cores", "4096", "--gpu-ms", "1000000", "--max-takes", "\(pairs)"]
             + (encoderThreads.map { ["--encoder-threads", "\($0)"] } ?? []) + (contexts.map { ["--contexts", "\($0)"] } ?? [])
+            + (decodeCores.map { ["--decode-cores", "\($0)"] } ?? [])
     }
 
     func command(for c: PairCase, output: String) -> String {
