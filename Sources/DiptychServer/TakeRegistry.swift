@@ -142,6 +142,11 @@ final class TakeRegistry: Sendable {
         let keep = settings.keepFinished
         return state.withLock { s in s.retireEnded(keepFinished: keep); return s.kept }
     }
+    /// The decode cores the running takes placed on the CPU are charged under `model` (`/healthz`).
+    func placedDecodeCores(_ model: CostModel) -> Double {
+        state.withLock { s in s.takes.values.filter { $0.state.isActive }.reduce(0) { $0 + model.decodeCores($1.load) } }
+    }
+
     /// Whether the server is finalizing its takes to stop.
     var isDraining: Bool { state.withLock { $0.draining } }
 

@@ -152,4 +152,15 @@ struct Health: Encodable {
     var capacity: Capacity
     /// Nil while the start-up calibration runs.
     var cost: CostModel?
+    var decoding: Decoding
+
+    /// Decode placement (`diptych serve --decode-cores`): the budget, what
+    /// the running takes placed on the CPU are charged, and why no take is
+    /// placed where NVDEC is missing.
+    struct Decoding: Encodable {
+        var decodeCores: Double
+        var placedCores: Double
+        var nvdecUnavailable: String?
+        var autoEncodesOnGPU: Bool
+    }
 }

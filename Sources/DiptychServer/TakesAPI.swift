@@ -139,11 +139,15 @@ struct TakesAPI {
     private func health() -> HTTPResponse {
         var counts: [String: Int] = [:]
         for t in registry.all { counts[t.state.rawValue, default: 0] += 1 }
-        let model = registry.meter.model
+        let model = registry.meter.model, placement = registry.settings.placement
         let status = model != nil ? "ok" : registry.meter.failure.map { "calibration failed: \($0)" } ?? "calibrating"
         return JSONOut.response(200, Health(status: status, gpu: gpuDescription, plan: gpuPlan,
                                             planLine: gpuPlan.description, takes: counts,
-                                            capacity: registry.settings.capacity, cost: model))
+                                            capacity: registry.settings.capacity, cost: model,
+                                            decoding: Health.Decoding(decodeCores: placement.decodeCores,
+                                                                      placedCores: model.map(registry.placedDecodeCores) ?? 0,
+                                                                      nvdecUnavailable: placement.nvdecUnavailable,
+                                                                      autoEncodesOnGPU: placement.autoEncodesOnGPU)))
     }
 
     private func metrics() -> HTTPResponse {

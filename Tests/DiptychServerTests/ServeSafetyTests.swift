@@ -346,6 +346,9 @@ import Testing
         #expect(!health.text.contains("\"inf\""), "\(health.text)")
         let capacity = try #require(health.json["capacity"] as? [String: Any])
         #expect(capacity["gpuMsPerSecond"] is NSNull, "\(health.text)")
+        // No NVDEC on a software renderer: no take is placed, and the health says why.
+        let decoding = try #require(health.json["decoding"] as? [String: Any])
+        #expect((decoding["nvdecUnavailable"] as? String)?.isEmpty == false && decoding["placedCores"] as? Double == 0, "\(health.text)")
         let dup = try server.request("POST", "/v1/takes", #"{"primary": "testsrc:smpte", "out": "a.mp4", "out": "b.mp4"}"#)
         #expect(dup.status == 400 && dup.error.contains("twice"), "\(dup.text)")
         // 80 idle connections from one address: 64 held at most, and a request from another address is answered.
