@@ -87,6 +87,12 @@ public struct DecoderSettings: Sendable {
         return DecoderSettings(choice: choice, nvdec: nvdec, onFallback: onFallback)
     }
 
+    /// These settings decoding on the CPU under `auto` for `reason` (a
+    /// server's decode placement): the stream's decision says why.
+    public func onCPU(because reason: String) -> DecoderSettings {
+        DecoderSettings(choice: .auto, nvdec: .failure(DecoderUnavailable(reason)), onFallback: onFallback)
+    }
+
     /// Why this source has no NVDEC, or nil when it has.
     public var nvdecUnavailable: String? {
         if case .failure(let e) = nvdec { return e.reason }

@@ -181,6 +181,11 @@ final class Take: Sendable {
         hooks.encoderThreads = encoderThreads
         hooks.sourcePolicy = sourcePolicy
         hooks.takeName = id
+        // Placed on the CPU by the server: every stream decodes there, and its decision says why.
+        if let placed = decodePlacement, placed.cpu {
+            let why = "the server decodes this take on the CPU (--decode-cores)"
+            hooks.decoderSettings = { _, settings in settings.onCPU(because: why) }
+        }
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         hooks.snapshots = snapshots
         let recording = RecordingSession(configuration: configuration, hooks: hooks)

@@ -278,7 +278,7 @@ final class TakeRegistry: Sendable {
     /// under one hold of the lock. `decode`: `nvdecInputs`.
     private func admit(config: TakeConfiguration, load: TakeLoad, decode: Double?, model: CostModel,
                        idempotencyKey: String?) throws(RequestError) -> (Take, Bool) {
-        var config = config, load = load
+        var load = load
         let placement = settings.placement
         return try state.withLock { (s) throws(RequestError) -> (Take, Bool) in
             // A request with the same key that got here first made the take.
@@ -298,10 +298,8 @@ final class TakeRegistry: Sendable {
                 placed = DecodePlacement.decide(choice: config.decoder, encodesOnGPU: gpu,
                                                 decodeCores: model.decodeCPUSecondsPerMegapixel * decode,
                                                 placed: running.reduce(0) { $0 + model.decodeCores($1) }, facts: placement)
-                if placed?.cpu == true {
-                    config.decoder = .cpu
-                    load.cpuDecodeMegapixelsPerSecond = decode
-                }
+                // The configuration keeps `auto` (as asked); the take's streams are opened on the CPU (`Take.run`).
+                if placed?.cpu == true { load.cpuDecodeMegapixelsPerSecond = decode }
             }
             let lagging = Self.slowest(active)
             let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,

@@ -62,7 +62,7 @@ private final class Lines: Sendable {
         let slower = try post("slower.mp4", preset: "veryfast")
         for t in [first, second, slower] { t.waitUntilEnded() }
 
-        #expect(first.configuration.decoder == .cpu)
+        #expect(first.configuration.decoder == .auto)
         #expect(first.decodePlacement?.cpu == true)
         #expect(abs(first.load.cpuDecodeMegapixelsPerSecond - (320 * 180 + 160 * 96) * 30 / 1e6) < 1e-9)
         #expect(abs(model.cpuCores(first.load) - (0.001 * 1.728 + 0.01 * 2.1888)) < 1e-9)
@@ -77,7 +77,8 @@ private final class Lines: Sendable {
             #expect(s.state == .finished, "\(t.id): \(s.error ?? "")")
             #expect(s.summary?.decoders.map(\.decoder) == ["cpu", "cpu"], "\(t.id)")
         }
-        #expect(first.snapshot().summary?.decoders.first?.reason == "--decoder cpu")
+        #expect(first.snapshot().summary?.decoders.map(\.reason) == Array(repeating: "the server decodes this take on the CPU (--decode-cores)", count: 2))
+        #expect(second.snapshot().summary?.decoders.first?.reason.contains("--decode-cores") == false)
         let view = try JSONSerialization.jsonObject(with: JSONEncoder().encode(TakeView(first.snapshot(), gpu: first.gpuTotals, model: model)))
         let cost = (view as? [String: Any])?["cost"] as? [String: Any]
         #expect((cost?["decodePlacement"] as? String)?.hasPrefix("cpu (encoded on the GPU") == true)
