@@ -76,7 +76,7 @@ struct Metrics {
     static func render(takes: [(TakeSnapshot, GPUTotals)], admitted: Int, refusals: [String: Int],
                        model: CostModel?, capacity: Capacity, megapixels: Double, responses: [Int: Int],
                        version: String = "", draining: Bool = false, process: Process? = nil, retiredFrames: Int = 0,
-                       webhooks: Webhooks.Counts? = nil, renderThreads: [RenderThreadLoad] = []) -> String {
+                       webhooks: Webhooks.Counts? = nil, renderThreads: [RenderThreadLoad] = [], decodeBudget: Double = 0) -> String {
         var m = Metrics()
         m.sample("diptych_build_info", "gauge", "The running build (always 1).", [("version", version)], 1)
         m.sample("diptych_draining", "gauge", "1 while the server finalizes its takes to stop (SIGTERM), else 0.", [], draining ? 1 : 0)
@@ -159,7 +159,15 @@ struct Metrics {
             m.sample("diptych_load_cpu_cores", "gauge", "CPU cores the active takes need at real time (estimate).", [], load)
             m.sample("diptych_capacity_free_cpu_cores", "gauge", "CPU cores admission may still fill.", [],
                      max(0, capacity.cpuCores * capacity.headroom - load))
+            m.sample("diptych_cost_decode_cpu_seconds_per_megapixel", "gauge",
+                     "The calibration's CPU seconds per decoded megapixel, charged to takes the server decodes on the CPU (0: not measured).", [],
+                     model.decodeCPUSecondsPerMegapixel)
+            m.sample("diptych_decode_placed_cpu_cores", "gauge",
+                     "CPU cores the active takes the server decodes on the CPU instead of NVDEC are charged for decoding (estimate).", [],
+                     active.reduce(0) { $0 + model.decodeCores($1.0.load) })
         }
+        m.sample("diptych_decode_budget_cpu_cores", "gauge",
+                 "CPU cores the takes the server decodes on the CPU instead of NVDEC may fill (--decode-cores; 0 without NVDEC).", [], decodeBudget)
         for (s, gpu) in active {
             let t = [("take", s.id)]
             m.sample("diptych_take_frames_total", "counter", "Output frames written.", t, Double(s.written))

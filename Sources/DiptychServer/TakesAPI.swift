@@ -157,7 +157,8 @@ struct TakesAPI {
                                   capacity: registry.settings.capacity, megapixels: registry.meter.megapixels,
                                   responses: responses(), version: DiptychVersion.string, draining: registry.isDraining,
                                   process: .current(cpuSeconds: ProcessCPU.seconds()), retiredFrames: c.retiredFrames,
-                                  webhooks: webhooks(), renderThreads: registry.renderThreadLoads)
+                                  webhooks: webhooks(), renderThreads: registry.renderThreadLoads,
+                                  decodeBudget: registry.settings.placement.nvdecUnavailable == nil ? registry.settings.placement.decodeCores : 0)
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
     }
 }

@@ -42,8 +42,10 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
         #expect(metrics.contains("diptych_frames_total 480"))
         #expect(metrics.contains("diptych_http_responses_total{code=\"201\"} 8"))
         #expect(metrics.contains("diptych_build_info{version=\"") && metrics.contains("diptych_draining 0"), "\(metrics)")
+        // No NVDEC on a software renderer: no decode budget.
+        #expect(metrics.contains("diptych_decode_budget_cpu_cores 0\n"), "\(metrics)")
         for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds", "process_start_time_seconds",
-                     "diptych_capacity_free_cpu_cores"] {
+                     "diptych_capacity_free_cpu_cores", "diptych_decode_placed_cpu_cores"] {
             #expect(metrics.split(separator: "\n").contains { $0.hasPrefix(name + " ") }, "\(name) missing: \(metrics)")
         }
         // The shared contexts' render threads ran the takes' frames: busy, woken, by phase.
