@@ -143,7 +143,8 @@ import DiptychMedia
         let clip = try Self.clip(dir, seconds: 8)
         let url = "rtmp://127.0.0.1:\(LiveReceiver.freePort())/live/gone"
         let receiver = try LiveReceiver(url: url, path: dir.path("gone.ts"))
-        DispatchQueue.global().asyncAfter(deadline: .now() + 2) { receiver.kill() }
+        // On a thread of its own: a dispatch queue's work can wait behind a loaded suite's until the take is over.
+        Thread { Thread.sleep(forTimeInterval: 2); receiver.kill() }.start()
         let r = try runCLI(["record", "--primary", clip, "--secondary", "none", "--out", url, "--also-out", dir.path("file.mp4"),
                             "--reconnect-window", "2", "--preset", "ultrafast"])
         #expect(r.status == 1, "\(r.stderr)")
