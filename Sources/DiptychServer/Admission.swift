@@ -112,6 +112,8 @@ public struct CostModel: Hashable, Sendable, Codable {
     }
     /// The cores the take's CPU-placed decoding needs at real time.
     public func decodeCores(_ load: TakeLoad) -> Double { decodeCPUSecondsPerMegapixel * load.cpuDecodeMegapixelsPerSecond }
+    /// The cores the CPU-placed decoding of all `loads` needs at real time.
+    public func decodeCores(of loads: some Sequence<TakeLoad>) -> Double { loads.reduce(0) { $0 + decodeCores($1) } }
     public func gpuMsPerSecond(_ load: TakeLoad) -> Double { gpuMsPerMegapixel * load.megapixelsPerSecond }
 }
 

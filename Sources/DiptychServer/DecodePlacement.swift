@@ -24,6 +24,9 @@ public enum DecodePlacement {
             self.nvdecUnavailable = nvdecUnavailable; self.autoEncodesOnGPU = autoEncodesOnGPU; self.decodeCores = decodeCores
         }
 
+        /// The cores placement may fill: the budget where NVDEC decodes, else 0.
+        public var budget: Double { nvdecUnavailable == nil ? decodeCores : 0 }
+
         /// No NVDEC: every take decodes where its own choice says.
         public static let none = Facts(nvdecUnavailable: "no NVDEC", autoEncodesOnGPU: false, decodeCores: 0)
     }
@@ -34,6 +37,24 @@ public enum DecodePlacement {
         public var cpu: Bool
         public var reason: String
         public var description: String { (cpu ? "cpu" : "as asked") + " (\(reason))" }
+    }
+
+    /// Why a placed take's streams decode on the CPU (their decoder decisions).
+    public static let streamReason = "the server decodes this take on the CPU (--decode-cores)"
+
+    /// Megapixels a second the take's inputs decode at real time, where every
+    /// input is a file the server probed in a codec NVDEC decodes
+    /// (`DecoderPolicy.nvdecCodecs`, progressive); nil otherwise (a network
+    /// source or camera, a pattern, switches): the take's own choice stands.
+    public static func inputMegapixelsPerSecond(_ config: TakeConfiguration, primary: SourceInfo?, secondary: SourceInfo?) -> Double? {
+        guard config.secondarySwitches.isEmpty, let primary else { return nil }
+        var infos = [primary]
+        if config.secondary != .none {
+            guard let secondary else { return nil }
+            infos.append(secondary)
+        }
+        guard infos.allSatisfy({ DecoderPolicy.nvdecCodecs.contains($0.codec) && $0.interlaced == nil }) else { return nil }
+        return infos.reduce(0) { $0 + Double($1.size.width * $1.size.height) * $1.frameRate.fps / 1e6 }
     }
 
     /// Whether the take's main output encodes on the GPU: `--encoder gpu`,

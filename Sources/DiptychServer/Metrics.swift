@@ -164,7 +164,7 @@ struct Metrics {
                      model.decodeCPUSecondsPerMegapixel)
             m.sample("diptych_decode_placed_cpu_cores", "gauge",
                      "CPU cores the active takes the server decodes on the CPU instead of NVDEC are charged for decoding (estimate).", [],
-                     active.reduce(0) { $0 + model.decodeCores($1.0.load) })
+                     model.decodeCores(of: active.map(\.0.load)))
         }
         m.sample("diptych_decode_budget_cpu_cores", "gauge",
                  "CPU cores the takes the server decodes on the CPU instead of NVDEC may fill (--decode-cores; 0 without NVDEC).", [], decodeBudget)

@@ -124,7 +124,7 @@ public final class Server: Sendable {
             let calibrated: Bool
             do throws(ServerError) {
                 let model = try Calibration.run(pool: pool, gpu: gpu, cores: encoderCores,
-                                                measureDecode: placement.nvdecUnavailable == nil && placement.decodeCores > 0, log: say)
+                                                measureDecode: placement.budget > 0, log: say)
                 meter.calibrated(model)
                 systemd?.ready(status: "listening on port \(port), calibrated")
                 calibrated = true

@@ -183,8 +183,7 @@ final class Take: Sendable {
         hooks.takeName = id
         // Placed on the CPU by the server: every stream decodes there, and its decision says why.
         if let placed = decodePlacement, placed.cpu {
-            let why = "the server decodes this take on the CPU (--decode-cores)"
-            hooks.decoderSettings = { _, settings in settings.onCPU(because: why) }
+            hooks.decoderSettings = { _, settings in settings.onCPU(because: DecodePlacement.streamReason) }
         }
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         hooks.snapshots = snapshots

@@ -1,7 +1,6 @@
 import Diptych
 import DiptychCore
 import DiptychGPU
-import DiptychMedia
 import DiptychOptions
 import Foundation
 import Synchronization
@@ -144,7 +143,7 @@ final class TakeRegistry: Sendable {
     }
     /// The decode cores the running takes placed on the CPU are charged under `model` (`/healthz`).
     func placedDecodeCores(_ model: CostModel) -> Double {
-        state.withLock { s in s.takes.values.filter { $0.state.isActive }.reduce(0) { $0 + model.decodeCores($1.load) } }
+        state.withLock { s in model.decodeCores(of: s.takes.values.filter { $0.state.isActive }.map(\.load)) }
     }
 
     /// Whether the server is finalizing its takes to stop.
@@ -235,7 +234,7 @@ final class TakeRegistry: Sendable {
         let upright = info.map { $0.size.rotated(config.primaryOrientation.rotation) }
         let canvas = config.resolvedCanvas(primaryUprightSize: upright)
         let load = TakeLoad(config, canvas: canvas, fps: info?.frameRate.fps ?? 30)
-        let decode = Self.nvdecInputs(config, primary: info, secondary: secondaryInfo)
+        let decode = DecodePlacement.inputMegapixelsPerSecond(config, primary: info, secondary: secondaryInfo)
 
         let model = try meter.waitForModel().get()
         let (take, existing) = try admit(config: config, load: load, decode: decode, model: model, idempotencyKey: idempotencyKey)
@@ -259,23 +258,8 @@ final class TakeRegistry: Sendable {
         return (take, false)
     }
 
-    /// Megapixels a second the take's inputs decode at real time, where every
-    /// input is a file the server probed in a codec NVDEC decodes
-    /// (`DecoderPolicy.nvdecCodecs`, progressive); nil otherwise (a network
-    /// source or camera, a pattern, switches): the take's own choice stands.
-    static func nvdecInputs(_ config: TakeConfiguration, primary: SourceInfo?, secondary: SourceInfo?) -> Double? {
-        guard config.secondarySwitches.isEmpty, let primary else { return nil }
-        var infos = [primary]
-        if config.secondary != .none {
-            guard let secondary else { return nil }
-            infos.append(secondary)
-        }
-        guard infos.allSatisfy({ DecoderPolicy.nvdecCodecs.contains($0.codec) && $0.interlaced == nil }) else { return nil }
-        return infos.reduce(0) { $0 + Double($1.size.width * $1.size.height) * $1.frameRate.fps / 1e6 }
-    }
-
     /// The decode placement, the admission decision and the registration,
-    /// under one hold of the lock. `decode`: `nvdecInputs`.
+    /// under one hold of the lock. `decode`: `DecodePlacement.inputMegapixelsPerSecond`.
     private func admit(config: TakeConfiguration, load: TakeLoad, decode: Double?, model: CostModel,
                        idempotencyKey: String?) throws(RequestError) -> (Take, Bool) {
         var load = load
@@ -297,7 +281,7 @@ final class TakeRegistry: Sendable {
                 let gpu = DecodePlacement.encodesOnGPU(codec: config.codec, encoder: config.encoder, preset: config.preset, facts: placement)
                 placed = DecodePlacement.decide(choice: config.decoder, encodesOnGPU: gpu,
                                                 decodeCores: model.decodeCPUSecondsPerMegapixel * decode,
-                                                placed: running.reduce(0) { $0 + model.decodeCores($1) }, facts: placement)
+                                                placed: model.decodeCores(of: running), facts: placement)
                 // The configuration keeps `auto` (as asked); the take's streams are opened on the CPU (`Take.run`).
                 if placed?.cpu == true { load.cpuDecodeMegapixelsPerSecond = decode }
             }

@@ -144,7 +144,7 @@ struct TakesAPI {
         return JSONOut.response(200, Health(status: status, gpu: gpuDescription, plan: gpuPlan,
                                             planLine: gpuPlan.description, takes: counts,
                                             capacity: registry.settings.capacity, cost: model,
-                                            decoding: Health.Decoding(decodeCores: placement.decodeCores,
+                                            decoding: Health.Decoding(decodeCores: placement.budget,
                                                                       placedCores: model.map(registry.placedDecodeCores) ?? 0,
                                                                       nvdecUnavailable: placement.nvdecUnavailable,
                                                                       autoEncodesOnGPU: placement.autoEncodesOnGPU)))
@@ -158,7 +158,7 @@ struct TakesAPI {
                                   responses: responses(), version: DiptychVersion.string, draining: registry.isDraining,
                                   process: .current(cpuSeconds: ProcessCPU.seconds()), retiredFrames: c.retiredFrames,
                                   webhooks: webhooks(), renderThreads: registry.renderThreadLoads,
-                                  decodeBudget: registry.settings.placement.nvdecUnavailable == nil ? registry.settings.placement.decodeCores : 0)
+                                  decodeBudget: registry.settings.placement.budget)
         return HTTPResponse(status: 200, contentType: Metrics.contentType, body: Data(text.utf8))
     }
 }

@@ -259,14 +259,14 @@ struct ServerUnitTests {
         config.secondary = .url("b.mp4")
         let hd = SourceInfo(name: "a.mp4", size: PixelSize(width: 1920, height: 1080), frameRate: FrameRate(60), codec: "h264")
         let small = SourceInfo(name: "b.mp4", size: PixelSize(width: 1280, height: 720), frameRate: FrameRate(30), codec: "hevc")
-        let both = TakeRegistry.nvdecInputs(config, primary: hd, secondary: small) ?? 0
+        let both = DecodePlacement.inputMegapixelsPerSecond(config, primary: hd, secondary: small) ?? 0
         #expect(abs(both - (124.416 + 27.648)) < 1e-9)
-        #expect(TakeRegistry.nvdecInputs(config, primary: hd, secondary: nil) == nil)
+        #expect(DecodePlacement.inputMegapixelsPerSecond(config, primary: hd, secondary: nil) == nil)
         var prores = small
         prores.codec = "prores"
-        #expect(TakeRegistry.nvdecInputs(config, primary: hd, secondary: prores) == nil)
+        #expect(DecodePlacement.inputMegapixelsPerSecond(config, primary: hd, secondary: prores) == nil)
         config.secondary = .none
-        #expect(TakeRegistry.nvdecInputs(config, primary: hd, secondary: nil).map { abs($0 - 124.416) < 1e-9 } == true)
+        #expect(DecodePlacement.inputMegapixelsPerSecond(config, primary: hd, secondary: nil).map { abs($0 - 124.416) < 1e-9 } == true)
     }
 
     @Test func bearerTokensCompareWholly() {
