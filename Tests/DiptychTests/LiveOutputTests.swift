@@ -80,10 +80,12 @@ import DiptychMedia
         final class Box: @unchecked Sendable { var silent: Int32 = -1; var signalled: Date? }
         let box = Box()
         defer { if box.silent >= 0 { close(box.silent) } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 3) {
+        // Timed kills run on threads of their own: a dispatch queue's work can wait behind a loaded suite's.
+        Thread {
+            Thread.sleep(forTimeInterval: 3)
             receiver.kill()
             box.silent = LiveReceiver.silentListener(port: port)
-        }
+        }.start()
         // The first attempt comes a second after the loss and waits up to 10 s for an answer: SIGINT lands in
         // it, 6 s after the receiver went (so a loss a loaded machine notices up to 5 s late is still in time).
         let started = Date()
@@ -107,14 +109,16 @@ import DiptychMedia
         let first = try LiveReceiver(url: url, path: dir.path("first.ts"))
         final class Box: @unchecked Sendable { var second: LiveReceiver? }
         let box = Box()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 3) { first.kill() }
         // The second receiver's start is waited for (on a loaded machine ffmpeg may take seconds to listen).
         let restarted = DispatchGroup()
         restarted.enter()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 6) {
+        Thread {
+            Thread.sleep(forTimeInterval: 3)
+            first.kill()
+            Thread.sleep(forTimeInterval: 3)
             box.second = try? LiveReceiver(url: url, path: dir.path("second.ts"))
             restarted.leave()
-        }
+        }.start()
         let r = try runCLI(["record", "--primary", clip, "--secondary", "none", "--out", url, "--also-out", dir.path("file.mp4"),
                             "--json", "--preset", "ultrafast"])
         #expect(r.status == 0, "\(r.stderr)")
