@@ -160,7 +160,7 @@ def end_to_end(a, diptych, work, lines):
     lines += ["## End to end (1080p60 + 720p30 PiP, NVDEC in where the GPU has it)", "",
               "| runner | real-time pairs | trials (pairs: slowest ×) | CPU s a frame there | command |", "|---|---|---|---|---|"]
     env = dict(os.environ, PATH=os.path.dirname(diptych) + os.pathsep + os.environ.get("PATH", ""))
-    best = {}
+    best, failed = {}, []
     for runner, pairs in a.pairs_by_runner:
         out = os.path.join(work, f"e2e-{runner}.json")
         cmd = [diptych, "bench", "--duration", str(a.duration), "--preset", "ultrafast", "--stages", "e2e",
@@ -175,13 +175,18 @@ def end_to_end(a, diptych, work, lines):
             note = c.get("note", "not run").replace("|", "/")[:160]
             lines.append(f"| {runner} | {note} | | | `{shown(cmd)}` |")
             continue
-        trials = ", ".join(f"{t['pairs']}: {t['slowest']:.2f}" + ("" if t["realtime"] else " ✗") for t in c["trials"])
+        trials = ", ".join(f"{t['pairs']}: " + (f"{t['slowest']:.2f}" if t.get("slowest") is not None else "failed")
+                           + ("" if t["realtime"] else " ✗") for t in c["trials"])
         there = [t for t in c["trials"] if t["pairs"] == c["maxRealtimePairs"]]
         cpu = f"{there[0]['cpuSecondsPerFrame']:.4f}" if there else "–"
         best[runner] = c["maxRealtimePairs"]
         lines.append(f"| {runner} | **{c['maxRealtimePairs']}** | {trials} | {cpu} | `{shown(cmd)}` |")
+        failed += [f"- {runner}, {t['pairs']} pairs: " + "; ".join(t.get("notes") or ["no note"]).replace("\n", " ")[:300]
+                   for t in c["trials"] if t.get("slowest") is None]
     peer = max((v for k, v in best.items() if k.startswith("ffmpeg")), default=0)
     lines.append("")
+    if failed:
+        lines += ["Trials that did not finish:", ""] + failed + [""]
     if peer > 0:
         lines += [f"- {k}: {v / peer:.2f}× FFmpeg's best ({peer})." for k, v in best.items() if not k.startswith("ffmpeg")]
         lines.append("")
