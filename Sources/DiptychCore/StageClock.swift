@@ -26,9 +26,12 @@ public enum PipelineStage: String, CaseIterable, Sendable, Codable {
     /// own threads started while it opens count too).
     public var threadName: String { "dp-\(rawValue)" }
 
-    /// The stage a thread named `name` counts toward.
+    /// The stage a thread named `name` counts toward (`dp-STAGE`, or
+    /// `dp-STAGE-TAG` for threads someone counts apart as well: `DecodeCPUClock`).
     static func of(threadName name: String) -> PipelineStage {
-        if name.hasPrefix("dp-") { return PipelineStage(rawValue: String(name.dropFirst(3))) ?? .other }
+        if name.hasPrefix("dp-") {
+            return PipelineStage(rawValue: String(name.dropFirst(3).prefix { $0 != "-" })) ?? .other
+        }
         // Mesa's llvmpipe rasterizer threads and its shader cache thread.
         if name.hasPrefix("llvmpipe-") || name.contains(":disk$") || name.hasPrefix("gallium") { return .render }
         return .other
@@ -107,8 +110,13 @@ public enum StageClock {
     /// Runs `body` with the calling thread named for `stage` (so threads it
     /// starts count toward that stage), then gives the thread its name back.
     public static func naming<T, E: Error>(_ stage: PipelineStage, _ body: () throws(E) -> T) throws(E) -> T {
+        try naming(threadName: stage.threadName, body)
+    }
+
+    /// Runs `body` with the calling thread named `name` (see `PipelineStage.of(threadName:)`).
+    package static func naming<T, E: Error>(threadName name: String, _ body: () throws(E) -> T) throws(E) -> T {
         let old = currentName()
-        setName(stage.threadName)
+        setName(name)
         defer { setName(old) }
         return try body()
     }
@@ -145,11 +153,8 @@ public enum StageClock {
             // Field 22 (starttime) is the 20th after the name: tells a reused thread id apart.
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             let start = fields.count > 19 ? UInt64(fields[19]) ?? 0 : 0
-            var ts = timespec()
-            let clock = tid == me ? CLOCK_THREAD_CPUTIME_ID : clockid_t(truncatingIfNeeded: (~tid) << 3 | 6)
-            guard clock_gettime(clock, &ts) == 0 else { continue }
-            seen.append((ThreadKey(tid: tid, start: start), PipelineStage.of(threadName: comm),
-                         Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9))
+            guard let seconds = tid == me ? threadSeconds() : cpuSeconds(ofThread: tid) else { continue }
+            seen.append((ThreadKey(tid: tid, start: start), PipelineStage.of(threadName: comm), seconds))
         }
         state.withLock { for (k, stage, s) in seen { $0.threads[k] = (stage, s) } }
     }
@@ -163,6 +168,14 @@ public enum StageClock {
             for (_, v) in $0.threads { t[v.stage] += v.seconds }
             return t
         }
+    }
+
+    /// Thread `tid`'s CPU seconds (a thread of this process), nil once it has ended.
+    package static func cpuSeconds(ofThread tid: Int32) -> Double? {
+        var ts = timespec()
+        // The kernel's per-thread CPU clock: CPUCLOCK_SCHED (2) with the per-thread bit (4), as glibc builds it.
+        guard clock_gettime(clockid_t(truncatingIfNeeded: (~tid) << 3 | 6), &ts) == 0 else { return nil }
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// This thread's CPU time, seconds.

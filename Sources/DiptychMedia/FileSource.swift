@@ -216,6 +216,10 @@ public final class FileSource: VideoSource, @unchecked Sendable {   // FFmpeg fo
 
     public func nextInput() throws(MediaError) -> InputFrame? {
         if let p = primed { primed = nil; return p }
+        // The reading thread's part of decoding (and demuxing) counts where the decoders' threads do.
+        guard let clock = decoding.cpuClock else { return try nextDecoded() }
+        let t0 = StageClock.threadSeconds()
+        defer { clock.add(StageClock.threadSeconds() - t0) }
         return try nextDecoded()
     }
 

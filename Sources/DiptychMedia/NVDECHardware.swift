@@ -69,6 +69,9 @@ public struct DecoderSettings: Sendable {
     var nvdec: Result<any NVDECBackend, DecoderUnavailable>
     /// Told (on the source's reading thread) when a stream leaves NVDEC mid-take.
     public var onFallback: @Sendable (DecoderFallback) -> Void
+    /// Where CPU decoding's time is counted (its decoders' threads and the
+    /// reading thread while it decodes), when someone counts it.
+    public var cpuClock: DecodeCPUClock?
 
     init(choice: DecoderChoice, nvdec: Result<any NVDECBackend, DecoderUnavailable>,
          onFallback: @escaping @Sendable (DecoderFallback) -> Void = { _ in }) {
@@ -90,7 +93,9 @@ public struct DecoderSettings: Sendable {
     /// These settings decoding on the CPU under `auto` for `reason` (a
     /// server's decode placement): the stream's decision says why.
     public func onCPU(because reason: String) -> DecoderSettings {
-        DecoderSettings(choice: .auto, nvdec: .failure(DecoderUnavailable(reason)), onFallback: onFallback)
+        var settings = DecoderSettings(choice: .auto, nvdec: .failure(DecoderUnavailable(reason)), onFallback: onFallback)
+        settings.cpuClock = cpuClock
+        return settings
     }
 
     /// Why this source has no NVDEC, or nil when it has.

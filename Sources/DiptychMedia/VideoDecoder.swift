@@ -33,15 +33,27 @@ final class VideoDecoder: FrameDecoder {
     var kind: DecoderKind { .cpu }
     var lost: String? { nil }
 
-    /// Opens the decoder for `stream`. `path` names the input in errors.
-    init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String) throws(MediaError) {
+    /// The clock this decoder's threads count toward, and those threads.
+    private let clock: DecodeCPUClock?
+    private let threads: [Int32]
+
+    /// Opens the decoder for `stream`. `path` names the input in errors;
+    /// the threads it starts count toward `clock` when one is given.
+    init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String,
+         clock: DecodeCPUClock? = nil) throws(MediaError) {
         do {
             let c = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
             // One frame thread per core (FFmpeg's automatic count is one more, and each holds a frame).
             c.raw.pointee.thread_count = Int32(min(16, ProcessInfo.processInfo.activeProcessorCount))
             c.raw.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
             c.raw.pointee.pkt_timebase = stream.pointee.time_base
-            try StageClock.naming(.decode) { () throws(FFmpegError) in try c.open() }
+            if let clock {
+                threads = try clock.opening { () throws(FFmpegError) in try c.open() }.1
+            } else {
+                try StageClock.naming(.decode) { () throws(FFmpegError) in try c.open() }
+                threads = []
+            }
+            self.clock = clock
             context = c
         } catch {
             throw .unsupportedFormat(path: path, detail: "cannot open \(String(cString: codec.pointee.name)) decoder: \(error.message)")
@@ -54,7 +66,10 @@ final class VideoDecoder: FrameDecoder {
     }
 
     /// The decoder's threads end with the context: their time is read first.
-    deinit { StageClock.sample() }
+    deinit {
+        StageClock.sample()
+        clock?.retire(threads)
+    }
 
     func send(_ packet: FFPacket?) -> Int32 { context.send(packet) }
     func receive() -> Int32 { context.receive(decoded) }

@@ -56,67 +56,44 @@ enum Calibration {
         return model
     }
 
-    /// The decode figure: clips of `canvas` at 30 fps whose textured picture
-    /// pans and carries fresh grain every frame (motion and residual as a
-    /// camera's, not a static pattern's), encoded by libx264 at the take
-    /// default (veryfast) at `decodeBitrate`, then decoded by libavcodec on
-    /// the CPU as a take's file source decodes them (its frame threads
-    /// included): the decode stage's CPU seconds per megapixel of the long
-    /// clip's frames past the short one's, so what a decoder costs to open,
-    /// start and close is left out, as a long take spreads it thin. Encoding
-    /// is not counted, nor the process's other threads.
-    static let decodeFrames = 90
+    /// The decode figure: a clip of `canvas` at 30 fps whose textured
+    /// picture pans and carries fresh grain every frame (motion and residual
+    /// as a camera's, not a static pattern's), encoded by libx264 at the
+    /// take default (veryfast) at `decodeBitrate`, then decoded by libavcodec
+    /// on the CPU as a take's file source decodes it (its frame threads
+    /// included): process CPU seconds per decoded megapixel. Encoding is not counted.
+    static let decodeFrames = 60
     static let decodeBitrate = 4_000_000
 
     static func decodeCost() throws(ServerError) -> Double {
-        let base = FileManager.default.temporaryDirectory
-            .appendingPathComponent("diptych-serve-decode-\(getpid())-\(UUID().uuidString.prefix(8))").path
-        let (short, long) = (base + "-short.mp4", base + "-long.mp4")
-        defer { for clip in [short, long] { try? FileManager.default.removeItem(atPath: clip) } }
-        let start: (seconds: Double, frames: Int), whole: (seconds: Double, frames: Int)
+        let clip = FileManager.default.temporaryDirectory
+            .appendingPathComponent("diptych-serve-decode-\(getpid())-\(UUID().uuidString.prefix(8)).mp4").path
+        defer { try? FileManager.default.removeItem(atPath: clip) }
+        let rate = FrameRate(30)
+        let cpu: Double, frames: Int
         do throws(MediaError) {
+            let writer = try MediaWriter(url: clip, video: VideoEncoderSettings(size: canvas, frameRate: rate, encoder: .x264,
+                                                                                bitrate: decodeBitrate))
             let texture = Texture(frames: decodeFrames)
             var seed: UInt32 = 0x9e37_79b9
             let grain = (0..<(canvas.width * canvas.height + 1 << 16)).map { _ -> UInt8 in
                 seed ^= seed << 13; seed ^= seed >> 17; seed ^= seed << 5
                 return UInt8(seed & 7)
             }
-            for (clip, frames) in [(short, decodeFrames / 3), (long, decodeFrames)] {
-                let writer = try MediaWriter(url: clip, video: VideoEncoderSettings(size: canvas, frameRate: FrameRate(30), encoder: .x264,
-                                                                                    bitrate: decodeBitrate))
-                for i in 0..<frames {
-                    try writer.write(panning(i, texture: texture, grain: grain, pts: MediaTime(value: Int64(i), timescale: 30)))
-                }
-                try writer.finish()
+            for i in 0..<decodeFrames {
+                try writer.write(panning(i, texture: texture, grain: grain, pts: MediaTime(value: Int64(i), timescale: 30)))
             }
-            start = try decodeSeconds(short)
-            whole = try decodeSeconds(long)
-        } catch {
-            throw .runtime("calibration: the decode clip: \(error)")
-        }
-        guard whole.frames > start.frames, start.frames > 0 else {
-            throw .runtime("calibration: the decode clips gave \(start.frames) and \(whole.frames) frames")
-        }
-        let megapixel = Double(canvas.width * canvas.height) / 1e6
-        // What the long clip's frames past the short one's cost: opening a decoder, starting its
-        // threads and filling their pipeline cost both alike, and a running take pays them once.
-        let steady = (whole.seconds - start.seconds) / (Double(whole.frames - start.frames) * megapixel)
-        return steady > 0 ? steady : whole.seconds / (Double(whole.frames) * megapixel)
-    }
-
-    /// The decode stage's CPU seconds (`StageClock`: this thread while it
-    /// reads, and the decoder's own threads) to open `clip`, decode every
-    /// frame and close it; and how many it decoded. Other threads of the
-    /// process (a GL context's, an idle take's) are not counted.
-    private static func decodeSeconds(_ clip: String) throws(MediaError) -> (seconds: Double, frames: Int) {
-        let before = StageClock.times().decode
-        let n = try StageClock.measure(.decode) { () throws(MediaError) -> Int in
+            try writer.finish()
+            let cpu0 = ProcessCPU.seconds()
             let source = try FileSource(url: clip)
             var n = 0
             while try source.nextFrame() != nil { n += 1 }
-            return n
+            (cpu, frames) = (ProcessCPU.seconds() - cpu0, n)
+        } catch {
+            throw .runtime("calibration: the decode clip: \(error)")
         }
-        return (StageClock.times().decode - before, n)
+        guard frames > 0 else { throw .runtime("calibration: the decode clip gave no frames") }
+        return cpu / (Double(frames) * Double(canvas.width * canvas.height) / 1e6)
     }
 
     /// Frame `i` of the decode clip: `texture` moved by (3i, 2i) pixels,

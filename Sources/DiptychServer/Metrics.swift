@@ -160,7 +160,7 @@ struct Metrics {
             m.sample("diptych_capacity_free_cpu_cores", "gauge", "CPU cores admission may still fill.", [],
                      max(0, capacity.cpuCores * capacity.headroom - load))
             m.sample("diptych_cost_decode_cpu_seconds_per_megapixel", "gauge",
-                     "The calibration's CPU seconds per decoded megapixel, charged to takes the server decodes on the CPU (0: not measured).", [],
+                     "CPU seconds per decoded megapixel charged to takes the server decodes on the CPU: what they measured, or before that the calibration's (0: not measured).", [],
                      model.decodeCPUSecondsPerMegapixel)
             m.sample("diptych_decode_placed_cpu_cores", "gauge",
                      "CPU cores the active takes the server decodes on the CPU instead of NVDEC are charged for decoding (estimate).", [],

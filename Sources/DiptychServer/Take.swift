@@ -42,6 +42,8 @@ final class Take: Sendable {
     let encoderThreads: Int
     /// Where the server placed the take's decoding, when it decided (`DecodePlacement`).
     let decodePlacement: DecodePlacement.Decision?
+    /// What the take's decoding has cost, where the server placed it on the CPU.
+    let decodeClock = DecodeCPUClock()
 
     private struct State {
         /// The recording `run` started (nil before, and for a take read back from disk).
@@ -183,7 +185,12 @@ final class Take: Sendable {
         hooks.takeName = id
         // Placed on the CPU by the server: every stream decodes there, and its decision says why.
         if let placed = decodePlacement, placed.cpu {
-            hooks.decoderSettings = { _, settings in settings.onCPU(because: DecodePlacement.streamReason) }
+            let clock = decodeClock
+            hooks.decoderSettings = { _, settings in
+                var onCPU = settings.onCPU(because: DecodePlacement.streamReason)
+                onCPU.cpuClock = clock
+                return onCPU
+            }
         }
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         hooks.snapshots = snapshots
@@ -427,10 +434,12 @@ final class Take: Sendable {
     var counters: CostMeter.TakeCounters {
         let gpu = gpuTotals
         let frames = m.withLock { $0.written }
+        let placed = load.cpuDecodeMegapixelsPerSecond > 0
         // Every encoded output renders and encodes its canvas at its rate: the same count as `TakeLoad.megapixelsPerSecond`.
         return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * load.megapixelsPerFrame,
                                       gpuMs: gpu.milliseconds,
-                                      cpuDecodedMegapixels: load.fps > 0 ? Double(frames) * load.cpuDecodeMegapixelsPerSecond / load.fps : 0)
+                                      cpuDecodedMegapixels: load.fps > 0 ? Double(frames) * load.cpuDecodeMegapixelsPerSecond / load.fps : 0,
+                                      cpuDecodeSeconds: placed ? decodeClock.seconds : 0)
     }
 
     /// GPU time of the take's passes so far (over every compositor it had).

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import DiptychCore
+@testable import DiptychCore
 @testable import DiptychMedia
 
 @Suite struct TestPatternTests {
@@ -317,5 +317,38 @@ extension Rotation {
         case .r180: return (width - 1 - x, height - 1 - y)
         case .r270: return (width - 1 - y, x)
         }
+    }
+}
+
+/// A CPU decoder's clock (`DecoderSettings.cpuClock`): the threads the
+/// decoder started and the reading thread's time while it decoded.
+@Suite struct DecodeCPUClockTests {
+    @Test func countsTheDecodersThreadsAndTheReadingThread() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let clip = dir.path("clip.mp4")
+        try makeAVFile(clip, size: "640x360", seconds: 2)
+        let clock = DecodeCPUClock()
+        var settings = DecoderSettings.cpu
+        settings.cpuClock = clock
+        let before = StageClock.times().decode
+        let reading = StageClock.threadSeconds()
+        var frames = 0
+        do {
+            let source = try FileSource(url: clip, decoding: settings)
+            while try source.nextFrame() != nil { frames += 1 }
+        }
+        let readingSpent = StageClock.threadSeconds() - reading
+        let stage = StageClock.times().decode - before
+        #expect(frames > 0)
+        // One frame thread a core, so a machine of more than one core has several; none left running.
+        if ProcessInfo.processInfo.activeProcessorCount > 1 { #expect(clock.threads >= 2, "\(clock.threads) threads") }
+        let counted = clock.seconds
+        #expect(counted > 0)
+        // No more than the decode stage's threads and this thread spent (other tests' decoders may add to the stage).
+        #expect(counted <= stage + readingSpent + 0.01, "\(counted) s counted, \(stage) s in the stage and \(readingSpent) s reading")
+        // The threads ended with the source: what they did stays counted, and nothing more comes.
+        #expect(clock.seconds == counted)
+        // Their time counts toward the decode stage as before (tagged names are the stage's).
+        #expect(PipelineStage.of(threadName: "dp-decode-3f") == .decode && PipelineStage.of(threadName: "dp-decode") == .decode)
     }
 }

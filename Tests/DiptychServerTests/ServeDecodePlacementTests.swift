@@ -79,6 +79,9 @@ private final class Lines: Sendable {
         }
         #expect(first.snapshot().summary?.decoders.map(\.reason) == Array(repeating: "the server decodes this take on the CPU (--decode-cores)", count: 2))
         #expect(second.snapshot().summary?.decoders.first?.reason.contains("--decode-cores") == false)
+        // The placed take's clock counted its decoding; the others are not the server's to count.
+        #expect(first.counters.cpuDecodeSeconds > 0 && first.counters.cpuDecodedMegapixels > 0)
+        #expect(second.counters.cpuDecodeSeconds == 0 && slower.counters.cpuDecodeSeconds == 0)
         let view = try JSONSerialization.jsonObject(with: JSONEncoder().encode(TakeView(first.snapshot(), gpu: first.gpuTotals, model: model)))
         let cost = (view as? [String: Any])?["cost"] as? [String: Any]
         #expect((cost?["decodePlacement"] as? String)?.hasPrefix("cpu (encoded on the GPU") == true)

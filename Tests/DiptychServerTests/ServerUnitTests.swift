@@ -196,16 +196,27 @@ struct ServerUnitTests {
         #expect(e.status == 503 && e.description.contains("no GPU"))
     }
 
-    /// The meter takes the CPU-placed decoding out at the calibration's
-    /// figure before dividing by output megapixels (admission charges it apart).
+    /// The meter takes the CPU-placed decoding out, as the takes' clocks
+    /// counted it, before dividing by output megapixels (admission charges it
+    /// apart), and once enough was decoded that is the decode figure.
     @Test func costMeterTakesPlacedDecodingOut() throws {
         let calibration = CostModel(cpuSecondsPerMegapixel: 0.02, gpuMsPerMegapixel: 5, decodeCPUSecondsPerMegapixel: 0.001, source: "test")
-        let meter = CostMeter(calibration: calibration, window: 10, minMegapixels: 20)
-        meter.sample(time: 0, cpu: 10, takes: [.init(id: "a", megapixels: 0, gpuMs: 0, cpuDecodedMegapixels: 0)])
+        let meter = CostMeter(calibration: calibration, window: 10, minMegapixels: 20, minDecodedMegapixels: 200)
+        meter.sample(time: 0, cpu: 10, takes: [.init(id: "a", megapixels: 0, gpuMs: 0)])
         // 20 output megapixels, 100 decoded on the CPU: 0.5 s of CPU, 0.1 of it decoding.
-        meter.sample(time: 1, cpu: 10.5, takes: [.init(id: "a", megapixels: 20, gpuMs: 100, cpuDecodedMegapixels: 100)])
+        meter.sample(time: 1, cpu: 10.5, takes: [.init(id: "a", megapixels: 20, gpuMs: 100, cpuDecodedMegapixels: 100, cpuDecodeSeconds: 0.1)])
         #expect(abs((meter.model?.cpuSecondsPerMegapixel ?? 0) - 0.02) < 1e-9)
+        // Too little decoded to learn from: the calibration's figure stays.
         #expect(meter.model?.decodeCPUSecondsPerMegapixel == 0.001)
+        // 300 decoded in the window, 0.9 s of it: 0.003 s a megapixel, and the rest of the CPU is the output's.
+        meter.sample(time: 2, cpu: 11.4, takes: [.init(id: "a", megapixels: 40, gpuMs: 200, cpuDecodedMegapixels: 300, cpuDecodeSeconds: 0.9)])
+        #expect(abs((meter.model?.decodeCPUSecondsPerMegapixel ?? 0) - 0.003) < 1e-9)
+        #expect(abs((meter.model?.cpuSecondsPerMegapixel ?? 0) - 0.0125) < 1e-9)
+        #expect(meter.model?.source.contains("decoding measured over 300 megapixels") == true)
+        // A window with nothing placed keeps what was learned.
+        meter.sample(time: 12, cpu: 11.9, takes: [.init(id: "b", megapixels: 20, gpuMs: 100)])
+        #expect(abs((meter.model?.cpuSecondsPerMegapixel ?? 0) - 0.025) < 1e-9)
+        #expect(abs((meter.model?.decodeCPUSecondsPerMegapixel ?? 0) - 0.003) < 1e-9)
         // A load with placed decoding costs both parts.
         var load = TakeLoad(width: 1000, height: 1000, fps: 10)
         load.cpuDecodeMegapixelsPerSecond = 50
