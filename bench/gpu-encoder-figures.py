@@ -156,11 +156,29 @@ def exact(a, bench, ffmpeg, pictures, work, lines):
     return same
 
 
+def decode_placement(work, runner, pairs):
+    """How a serve trial placed its takes' decoding, from the files the benchmark keeps."""
+    base = os.path.join(work, "e2e", f"{runner}-ultrafast-{pairs}")
+    try:
+        with open(base + "-takes.json") as f:
+            takes = json.load(f)["takes"]
+        with open(base + "-metrics.txt") as f:
+            metrics = dict(l.split()[:2] for l in f if l.startswith("diptych_") and len(l.split()) >= 2)
+    except (OSError, ValueError, KeyError) as e:
+        return f"not kept ({e})"
+    where = [str((t.get("cost") or {}).get("decodePlacement", "")) for t in takes]
+    placed, nvdec = sum(w.startswith("cpu (") for w in where), sum(w.startswith("as asked (") for w in where)
+    figure = float(metrics.get("diptych_cost_decode_cpu_seconds_per_megapixel", "nan"))
+    budget = float(metrics.get("diptych_decode_budget_cpu_cores", "nan"))
+    return (f"{placed} of {len(takes)} takes decoded on the CPU by placement, {nvdec} left to NVDEC; "
+            f"decode figure {figure:.4f} CPU s a megapixel, budget {budget:.0f} cores")
+
+
 def end_to_end(a, diptych, work, lines):
     lines += ["## End to end (1080p60 + 720p30 PiP, NVDEC in where the GPU has it)", "",
               "| runner | real-time pairs | trials (pairs: slowest ×) | CPU s a frame there | command |", "|---|---|---|---|---|"]
     env = dict(os.environ, PATH=os.path.dirname(diptych) + os.pathsep + os.environ.get("PATH", ""))
-    best, failed = {}, []
+    best, failed, placement = {}, [], []
     for runner, pairs in a.pairs_by_runner:
         out = os.path.join(work, f"e2e-{runner}.json")
         cmd = [diptych, "bench", "--duration", str(a.duration), "--preset", "ultrafast", "--stages", "e2e",
@@ -177,6 +195,8 @@ def end_to_end(a, diptych, work, lines):
             continue
         trials = ", ".join(f"{t['pairs']}: " + (f"{t['slowest']:.2f}" if t.get("slowest") is not None else "failed")
                            + ("" if t["realtime"] else " ✗") for t in c["trials"])
+        if runner == "diptych-serve":
+            placement += [f"- {t['pairs']} pairs: {decode_placement(work, runner, t['pairs'])}" for t in c["trials"]]
         there = [t for t in c["trials"] if t["pairs"] == c["maxRealtimePairs"]]
         cpu = f"{there[0]['cpuSecondsPerFrame']:.4f}" if there else "–"
         best[runner] = c["maxRealtimePairs"]
@@ -187,6 +207,8 @@ def end_to_end(a, diptych, work, lines):
     lines.append("")
     if failed:
         lines += ["Trials that did not finish:", ""] + failed + [""]
+    if placement:
+        lines += ["Where diptych-serve decoded (`cost.decodePlacement` of its takes, and its `/metrics` at the end):", ""] + placement + [""]
     if peer > 0:
         lines += [f"- {k}: {v / peer:.2f}× FFmpeg's best ({peer})." for k, v in best.items() if not k.startswith("ffmpeg")]
         lines.append("")
