@@ -166,12 +166,18 @@ def decode_placement(work, runner, pairs):
             metrics = dict(l.split()[:2] for l in f if l.startswith("diptych_") and len(l.split()) >= 2)
     except (OSError, ValueError, KeyError) as e:
         return f"not kept ({e})"
+    try:
+        with open(base + ".log", errors="replace") as f:
+            refused = [l.strip() for l in f if "refused a take" in l]
+    except OSError:
+        refused = []
     where = [str((t.get("cost") or {}).get("decodePlacement", "")) for t in takes]
     placed, nvdec = sum(w.startswith("cpu (") for w in where), sum(w.startswith("as asked (") for w in where)
     figure = float(metrics.get("diptych_cost_decode_cpu_seconds_per_megapixel", "nan"))
     budget = float(metrics.get("diptych_decode_budget_cpu_cores", "nan"))
     return (f"{placed} of {len(takes)} takes decoded on the CPU by placement, {nvdec} left to NVDEC; "
-            f"decode figure {figure:.4f} CPU s a megapixel, budget {budget:.0f} cores")
+            f"decode figure {figure:.4f} CPU s a megapixel, budget {budget:.0f} cores"
+            + (f"; {len(refused)} POSTs refused, the first: {refused[0][:160]}" if refused else ""))
 
 
 def end_to_end(a, diptych, work, lines):
