@@ -26,6 +26,9 @@ public struct ServeOptions: Sendable {
     /// GPU milliseconds per second admission may fill (default 1000: all of
     /// one GPU; no limit on a software rasterizer, whose work is CPU time).
     public var gpuMsPerSecond: Double?
+    /// `--refuse-below`: admission refuses while a running take's speed
+    /// over its last seconds is under this (× real time; 0: never).
+    public var refuseBelow = 0.9
     /// GL contexts the takes are shared out to (default: `CompositorPool.defaultContexts`).
     public var contexts: Int?
     /// Encoder threads of every take (default: a fair share of the cores when it starts).
@@ -50,7 +53,7 @@ public struct ServeOptions: Sendable {
     public static let usage = """
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
-                             [--allow-source-listen PORTS] [--allow-cameras] [--cores N] [--decode-cores N] [--gpu-ms N] [--contexts N] [--encoder-threads N] [--max-body BYTES]
+                             [--allow-source-listen PORTS] [--allow-cameras] [--cores N] [--decode-cores N] [--gpu-ms N] [--refuse-below SPEED] [--contexts N] [--encoder-threads N] [--max-body BYTES]
                              [--request-timeout SECONDS] [--keep-finished N] [--log-format text|json]
                              [--log-level debug|info|warning|error] [--webhook URL --webhook-secret-file FILE]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
@@ -75,9 +78,11 @@ public struct ServeOptions: Sendable {
           --cores N            CPU cores admission may fill (default: all of this machine's)
           --decode-cores N     a take encoding on the GPU whose inputs NVDEC would decode is decoded on the CPU
                                instead (NVDEC slows the GPU encoder) while such takes need at most N cores
-                               together, at the calibration's decode cost (default: half of --cores, at most
-                               half of this machine's cores; 0: never)
+                               together, at the decode cost the placed takes measure (the calibration's until
+                               they have; default: half of --cores, at most half of this machine's cores; 0: never)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
+          --refuse-below SPEED refuse new takes while a running take has been slower than SPEED× real time over
+                               its last seconds (default 0.9; 0: never, admission by cost alone)
           --contexts N         GL contexts the takes share (default 1; a software renderer takes one)
           --encoder-threads N  encoder threads of each take (default: the cores shared out between the takes
                                running when it starts, at least 1)
@@ -117,7 +122,7 @@ public struct ServeOptions: Sendable {
                 o.allowCameras = true
                 continue
             }
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--allow-source-listen", "--cores", "--decode-cores", "--gpu-ms", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--allow-source-listen", "--cores", "--decode-cores", "--gpu-ms", "--refuse-below", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -158,6 +163,9 @@ public struct ServeOptions: Sendable {
             case "--decode-cores":
                 guard let n = Double(v), n >= 0, n <= 4096 else { throw bad("must be a number of cores from 0 to 4096") }
                 o.decodeCores = n
+            case "--refuse-below":
+                guard let n = Double(v), n >= 0, n <= 1 else { throw bad("must be a speed from 0 to 1 (× real time)") }
+                o.refuseBelow = n
             case "--gpu-ms":
                 guard let n = Double(v), n > 0, n <= 1e6 else { throw bad("must be a positive number of milliseconds per second") }
                 o.gpuMsPerSecond = n

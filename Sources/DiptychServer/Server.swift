@@ -102,7 +102,7 @@ public final class Server: Sendable {
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
                                              outputRoot: outputRoot, sourcePolicy: sources, encoderCores: encoderCores,
                                              encoderThreads: options.encoderThreads, keepFinished: options.keepFinished,
-                                             placement: placement)
+                                             placement: placement, refuseBelow: options.refuseBelow)
         let meter = CostMeter()
         var forward: (@Sendable (EventLog.Event) -> Void)?
         if let webhooks { forward = { webhooks.post($0) } }

@@ -26,6 +26,8 @@ final class TakeRegistry: Sendable {
         var keepFinished = 1000
         /// Where takes that leave `decoder` at auto are decoded (`--decode-cores`).
         var placement = DecodePlacement.Facts.none
+        /// `--refuse-below`: a running take slower than this (× real time) refuses new ones; 0 never.
+        var refuseBelow = 0.9
     }
 
     /// An ended take no longer kept in memory: what its outputs hold, so no later take writes over them.
@@ -104,9 +106,9 @@ final class TakeRegistry: Sendable {
         s.retireEnded(keepFinished: settings.keepFinished)
     }
 
-    /// The running take furthest behind real time, if one is under 0.9×.
-    private static func slowest(_ active: [Take]) -> Lagging? {
-        active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < 0.9 ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
+    /// The running take furthest behind real time, if one is under `below` (`--refuse-below`).
+    private static func slowest(_ active: [Take], below: Double) -> Lagging? {
+        active.compactMap { t in t.recentRealtimeFactor.flatMap { $0 < below ? Lagging(id: t.id, realtimeFactor: $0) : nil } }
             .min { $0.realtimeFactor < $1.realtimeFactor }
     }
 
@@ -159,7 +161,7 @@ final class TakeRegistry: Sendable {
             Admission.unready(calibrated: model != nil, calibrationFailure: meter.failure, draining: s.draining) {
                 guard let model else { return nil }
                 let active = s.takes.values.filter { $0.state.isActive }
-                let lagging = Self.slowest(active)
+                let lagging = Self.slowest(active, below: settings.refuseBelow)
                 let probe = TakeLoad(width: Calibration.canvas.width, height: Calibration.canvas.height, fps: 30)
                 if case .failure(let r) = Admission.decide(new: probe, running: active.map(\.admissionLoad) + s.reservedEncodes,
                                                            lagging: lagging, active: active.count, maxTakes: settings.maxTakes,
@@ -285,7 +287,7 @@ final class TakeRegistry: Sendable {
                 // The configuration keeps `auto` (as asked); the take's streams are opened on the CPU (`Take.run`).
                 if placed?.cpu == true { load.cpuDecodeMegapixelsPerSecond = decode }
             }
-            let lagging = Self.slowest(active)
+            let lagging = Self.slowest(active, below: settings.refuseBelow)
             let decision = Admission.decide(new: load, running: running, lagging: lagging, active: active.count,
                                             maxTakes: settings.maxTakes, model: model, capacity: settings.capacity)
             switch decision {
@@ -323,7 +325,7 @@ final class TakeRegistry: Sendable {
             if file, let e = OutputClaims.conflict("out", spec.out, takes: Array(s.takes.values), retired: s.retired, reserved: s.reserved,
                                                    split: spec.splits) { return e }
             let active = s.takes.values.filter { $0.state.isActive }
-            let lagging = Self.slowest(active)
+            let lagging = Self.slowest(active, below: settings.refuseBelow)
             let decision = Admission.decide(new: encode, running: active.map(\.admissionLoad) + s.reservedEncodes, lagging: lagging,
                                             active: 0, maxTakes: Int.max, model: model, capacity: capacity)
             if case .failure(let e) = decision {

@@ -264,6 +264,18 @@ struct ServerUnitTests {
         }
     }
 
+    @Test func refuseBelowOptionIsChecked() throws {
+        #expect(try ServeOptions.parse([]).refuseBelow == 0.9)
+        #expect(try ServeOptions.parse(["--refuse-below", "0"]).refuseBelow == 0)
+        #expect(try ServeOptions.parse(["--refuse-below=0.5"]).refuseBelow == 0.5)
+        #expect(throws: ServerError.badUsage("--refuse-below '1.5': must be a speed from 0 to 1 (× real time)")) {
+            _ = try ServeOptions.parse(["--refuse-below", "1.5"])
+        }
+        #expect(throws: ServerError.badUsage("--refuse-below 'fast': must be a speed from 0 to 1 (× real time)")) {
+            _ = try ServeOptions.parse(["--refuse-below", "fast"])
+        }
+    }
+
     /// The inputs placement counts: files in codecs NVDEC decodes, every one probed.
     @Test func placementCountsProbedNVDECInputs() {
         var config = TakeConfiguration()
