@@ -61,13 +61,13 @@ public final class DecodeCPUClock: Sendable {
     /// the decode stage and a tag of its own (`dp-decode-TAG`: the stage
     /// still counts it, `StageClock`), and counts from now on the threads
     /// it started: those of this process that carry that name (threads
-    /// inherit their creator's name). Returns what `open` returned and those threads.
-    public func opening<T, E: Error>(_ open: () throws(E) -> T) throws(E) -> (T, [Int32]) {
+    /// inherit their creator's name). Returns those threads.
+    public func opening<E: Error>(_ open: () throws(E) -> Void) throws(E) -> [Int32] {
         let name = PipelineStage.decode.threadName + "-" + String(Self.tags.add(1, ordering: .relaxed).newValue % 0x10_0000, radix: 16)
-        let value = try StageClock.naming(threadName: name, open)
+        try StageClock.naming(threadName: name, open)
         let started = Self.threads().filter { $0.name == name }.map(\.tid)
         adopt(started)
-        return (value, started)
+        return started
     }
     private static let tags = Atomic<Int>(0)
 

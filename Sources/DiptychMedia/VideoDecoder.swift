@@ -48,7 +48,7 @@ final class VideoDecoder: FrameDecoder {
             c.raw.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
             c.raw.pointee.pkt_timebase = stream.pointee.time_base
             if let clock {
-                threads = try clock.opening { () throws(FFmpegError) in try c.open() }.1
+                threads = try clock.opening { () throws(FFmpegError) in try c.open() }
             } else {
                 try StageClock.naming(.decode) { () throws(FFmpegError) in try c.open() }
                 threads = []

@@ -42,7 +42,7 @@ final class Take: Sendable {
     let encoderThreads: Int
     /// Where the server placed the take's decoding, when it decided (`DecodePlacement`).
     let decodePlacement: DecodePlacement.Decision?
-    /// What the take's decoding has cost, where the server placed it on the CPU.
+    /// What the take's decoding has cost, where the server placed it on the CPU (else nothing is counted).
     let decodeClock = DecodeCPUClock()
 
     private struct State {
@@ -434,12 +434,11 @@ final class Take: Sendable {
     var counters: CostMeter.TakeCounters {
         let gpu = gpuTotals
         let frames = m.withLock { $0.written }
-        let placed = load.cpuDecodeMegapixelsPerSecond > 0
         // Every encoded output renders and encodes its canvas at its rate: the same count as `TakeLoad.megapixelsPerSecond`.
         return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * load.megapixelsPerFrame,
                                       gpuMs: gpu.milliseconds,
                                       cpuDecodedMegapixels: load.fps > 0 ? Double(frames) * load.cpuDecodeMegapixelsPerSecond / load.fps : 0,
-                                      cpuDecodeSeconds: placed ? decodeClock.seconds : 0)
+                                      cpuDecodeSeconds: decodeClock.seconds)
     }
 
     /// GPU time of the take's passes so far (over every compositor it had).
