@@ -8,7 +8,12 @@ public struct DecoderFallback: Hashable, Sendable, Codable, CustomStringConverti
     /// The stream time of the last frame NVDEC delivered.
     public var seconds: Double
     public var reason: String
-    public var description: String { "after frame \(frame) (\(String(format: "%.3f", seconds)) s): \(reason)" }
+    /// True where the stream was asked to move (`DecoderMove`) and NVDEC
+    /// had not failed; nil for a fall back from a failure.
+    public var requested: Bool?
+    public var description: String {
+        "after frame \(frame) (\(String(format: "%.3f", seconds)) s)" + (requested == true ? ", as asked" : "") + ": \(reason)"
+    }
 }
 
 /// The decoder of a `FileSource`: which one opens, how packets reach it, and
@@ -49,6 +54,42 @@ extension FileSource {
         if decoder.kind == .nvdec { try fallBack(decoder.lost ?? "NVDEC: \(avErrorString(s))") } else { try noteDecodeError(s) }
     }
 
+    /// Why NVDEC should hand the stream to the CPU at `packet`, or nil: it
+    /// is a keyframe of a stream NVDEC decodes, a move is asked for
+    /// (`DecoderMove`) and none is under way. Not before the first frame,
+    /// whose decoder `prime` settles.
+    func moveStarting(at packet: FFPacket) -> String? {
+        guard moving == nil, framesDelivered > 0, let decoder, decoder.kind == .nvdec,
+              packet.raw.pointee.flags & AV_PKT_FLAG_KEY != 0 else { return nil }
+        return decoding.move?.requested
+    }
+
+    /// Starts the move at keyframe `packet`: NVDEC is flushed, and the
+    /// keyframe is held back until it has given every frame it holds (`finishMove`).
+    func beginMove(at packet: FFPacket, because reason: String) throws(MediaError) {
+        guard let decoder, let kept = try? FFPacket(referencing: packet) else { return try sendVideo(packet) }
+        moving = (kept, reason)
+        _ = decoder.send(nil)
+    }
+
+    /// NVDEC has given its last frame: a CPU decoder goes on from the held keyframe.
+    func finishMove() throws(MediaError) {
+        guard let (keyframe, reason) = moving else { return }
+        moving = nil
+        let cpu: VideoDecoder
+        do { cpu = try VideoDecoder(stream: stream, codec: cpuCodec, path: path, clock: decoding.cpuClock) } catch {
+            finish()
+            throw error
+        }
+        _ = replay.take()
+        decoder = cpu
+        let seconds = lastPTS.map { timeBase.mediaTime($0 - startPTS).seconds } ?? 0
+        let moved = DecoderFallback(frame: framesDelivered, seconds: seconds, reason: reason, requested: true)
+        fallback = moved
+        decoding.onFallback(moved)
+        try sendVideo(keyframe)
+    }
+
     /// After a fall back, sends the next kept packet to the CPU decoder;
     /// false when none is left (read from the input again).
     func sendReplayed() throws(MediaError) -> Bool {
@@ -85,6 +126,12 @@ extension FileSource {
         let kept = replay.take()
         replaying = kept ?? []
         awaitKeyframe = kept == nil
+        // NVDEC failed while draining for a move: the keyframe held back follows what it had.
+        if let (keyframe, _) = moving {
+            moving = nil
+            replaying.append(keyframe)
+            awaitKeyframe = false
+        }
         skipThrough = lastPTS
         draining = false
         decoder = cpu

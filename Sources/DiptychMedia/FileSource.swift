@@ -59,6 +59,8 @@ public final class FileSource: VideoSource, @unchecked Sendable {   // FFmpeg fo
     var replaying: [FFPacket] = []
     var skipThrough: Int64?
     var awaitKeyframe = false
+    /// A move to the CPU under way (`DecoderMove`): the keyframe it starts at, and why.
+    var moving: (keyframe: FFPacket, reason: String)?
     /// The first frame, decoded at open to check NVDEC really decodes the stream.
     private var primed: InputFrame?
 
@@ -217,7 +219,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {   // FFmpeg fo
     public func nextInput() throws(MediaError) -> InputFrame? {
         if let p = primed { primed = nil; return p }
         // The reading thread's part of decoding (and demuxing) counts where the decoders' threads do.
-        guard let clock = decoding.cpuClock else { return try nextDecoded() }
+        guard let clock = decoding.cpuClock, decoderKind == .cpu else { return try nextDecoded() }
         let t0 = StageClock.threadSeconds()
         defer { clock.add(StageClock.threadSeconds() - t0) }
         return try nextDecoded()
@@ -265,6 +267,10 @@ public final class FileSource: VideoSource, @unchecked Sendable {   // FFmpeg fo
                 try fallBack(decoder.lost ?? "NVDEC: \(avErrorString(r))")
                 continue
             }
+            if moving != nil {
+                try finishMove()
+                continue
+            }
             if r == averrorEOF || (r == averrorEAGAIN && draining) {
                 // The deinterlacer holds a frame or two: flush it, then end.
                 if let d = deinterlacer, !deinterlacerFlushed {
@@ -290,7 +296,7 @@ public final class FileSource: VideoSource, @unchecked Sendable {   // FFmpeg fo
                 continue
             }
             if packet.raw.pointee.stream_index == videoIndex {
-                try sendVideo(packet)
+                if let reason = moveStarting(at: packet) { try beginMove(at: packet, because: reason) } else { try sendVideo(packet) }
                 packet.unref()
             } else if packet.raw.pointee.stream_index == audioIndex, let audio = audioTrack {
                 audio.enqueue(moving: packet.raw)

@@ -72,6 +72,8 @@ public struct DecoderSettings: Sendable {
     /// Where CPU decoding's time is counted (its decoders' threads and the
     /// reading thread while it decodes), when someone counts it.
     public var cpuClock: DecodeCPUClock?
+    /// Asks the streams NVDEC decodes to go on on the CPU, when someone may ask.
+    public var move: DecoderMove?
 
     init(choice: DecoderChoice, nvdec: Result<any NVDECBackend, DecoderUnavailable>,
          onFallback: @escaping @Sendable (DecoderFallback) -> Void = { _ in }) {

@@ -74,6 +74,9 @@ final class CostMeter: Sendable {
     /// The model now; nil while the calibration runs (or after it failed).
     var model: CostModel? { state.withLock { $0.current } }
 
+    /// The decode figure the placed takes measured (CPU s per megapixel), once they have.
+    var learnedDecodeFigure: Double? { state.withLock { $0.learnedDecode?.figure } }
+
     /// Why the calibration failed, once it has.
     var failure: String? { state.withLock { $0.calibrationFailure } }
 

@@ -41,6 +41,8 @@ public enum DecodePlacement {
 
     /// Why a placed take's streams decode on the CPU (their decoder decisions).
     public static let streamReason = "the server decodes this take on the CPU (--decode-cores)"
+    /// Why a moved take's streams left NVDEC (their fall backs, `requested`).
+    public static let movedReason = "the server moved this take's decoding to the CPU (--decode-cores)"
 
     /// Megapixels a second the take's inputs decode at real time, where every
     /// input is a file the server probed in a codec NVDEC decodes
@@ -85,5 +87,25 @@ public enum DecodePlacement {
         }
         return Decision(cpu: false, reason: String(format: "NVDEC: about %.2f more cores would exceed the CPU's decode budget, %@ in use",
                                                    decodeCores, budget))
+    }
+
+    /// Which of the running takes NVDEC decodes by placement move to the
+    /// CPU, once the takes placed there have measured what decoding costs
+    /// (a burst of takes is placed by the calibration's figure, which may
+    /// be far from the inputs'): `candidates`, oldest first, each with the
+    /// cores its decoding would cost on the CPU at the measured figure,
+    /// move while they and `placed` (the cores of the takes on the CPU now,
+    /// at that figure) fit the budget; one that does not fit is passed over.
+    public static func moves<T>(_ candidates: [(take: T, cores: Double)], placed: Double, facts: Facts) -> [(take: T, decision: Decision)] {
+        guard facts.budget > 0 else { return [] }
+        var placed = placed
+        var out: [(take: T, decision: Decision)] = []
+        for c in candidates where c.cores > 0 && placed + c.cores <= facts.decodeCores {
+            out.append((c.take, Decision(cpu: true, reason: String(
+                format: "encoded on the GPU, moved from NVDEC to the CPU once the placed takes measured their decoding: about %.2f cores, %.2f of %.2f decode cores (--decode-cores) in use",
+                c.cores, placed, facts.decodeCores))))
+            placed += c.cores
+        }
+        return out
     }
 }

@@ -301,7 +301,8 @@ final class TakeRegistry: Sendable {
             var id: String
             repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while s.takes[id] != nil
             let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
-            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads, decodePlacement: placed)
+            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads, decodePlacement: placed,
+                         inputDecodeMegapixelsPerSecond: decode ?? 0)
             register(t, in: &s)
             if let placed { takeLog(id, "decoding: \(placed)") }
             if let key = idempotencyKey { s.idempotency[key] = id }
@@ -411,6 +412,28 @@ final class TakeRegistry: Sendable {
         meter.sample(time: ProcessInfo.processInfo.systemUptime, cpu: ProcessCPU.seconds(), takes: current.map(\.counters))
         let keep = settings.keepFinished
         state.withLock { s in s.sampledLast = ids; s.retireEnded(keepFinished: keep) }
+        moveDecodingWhereCoresHaveRoom()
+    }
+
+    /// Once the placed takes have measured what decoding costs, moves
+    /// running takes left to NVDEC to the CPU while the decode budget holds
+    /// them at that figure (`DecodePlacement.moves`; docs/ARCHITECTURE.md,
+    /// "Where a server decodes"). Under the lock, as admission places.
+    func moveDecodingWhereCoresHaveRoom() {
+        let facts = settings.placement
+        guard facts.budget > 0, let figure = meter.learnedDecodeFigure else { return }
+        let moved: [(take: Take, decision: DecodePlacement.Decision)] = state.withLock { s in
+            let active = s.takes.values.filter { $0.state.isActive }
+            let candidates = active.filter(\.decodingMovable).sorted { $0.created < $1.created }
+            guard !candidates.isEmpty else { return [] }
+            let placed = active.reduce(0.0) { $0 + figure * $1.admissionLoad.cpuDecodeMegapixelsPerSecond }
+            return DecodePlacement.moves(candidates.map { (take: $0, cores: figure * $0.inputDecodeMegapixelsPerSecond) },
+                                         placed: placed, facts: facts).filter { $0.take.moveDecodingToCPU($0.decision) }
+        }
+        for (t, decision) in moved {
+            takeLog(t.id, "decoding: \(decision)")
+            t.changed()
+        }
     }
 
     /// Stops accepting takes, asks every active one to finalize and waits for all.

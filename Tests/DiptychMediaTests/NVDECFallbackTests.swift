@@ -113,6 +113,58 @@ func prints(_ source: FileSource) throws -> [FramePrint] {
         #expect(abs((source.fallback?.seconds ?? 0) - 39.0 / 30) < 1e-6)
     }
 
+    /// A move asked for mid-stream (`DecoderMove`) waits for the next
+    /// keyframe, drains NVDEC of the frames it holds there and goes on on
+    /// the CPU from it: every frame once, in order, none decoded twice.
+    @Test func aMoveAskedForGoesOnOnTheCPUFromTheNextKeyframe() throws {
+        _ = quietFFmpeg
+        let dir = TempDir(); defer { dir.remove() }
+        let path = try Self.gop(dir)
+        let reference = try prints(FileSource(url: path))
+        let (told, move, clock) = (Fallbacks(), DecoderMove(), DecodeCPUClock())
+        var settings = Self.settings(.never, told: told)
+        settings.move = move
+        settings.cpuClock = clock
+        let source = try FileSource(url: path, decoding: settings)
+        var got: [FramePrint] = []
+        for _ in 0..<35 { let f = try source.nextFrame(); got.append(FramePrint(try #require(f))) }
+        #expect(source.decoderKind == .nvdec && source.fallback == nil)
+        // While NVDEC decodes, the clock counts nothing (the reading thread is counted only on the CPU).
+        #expect(clock.seconds == 0)
+        move.request("asked")
+        move.request("asked again")
+        while let f = try source.nextFrame() { got.append(FramePrint(f)) }
+        #expect(got == reference, "every frame once, in order")
+        #expect(source.decoderKind == .cpu)
+        #expect(told.all == [source.fallback!])
+        // The keyframe after the request is frame 60: NVDEC gave the 60 before it.
+        #expect(source.fallback?.frame == 60 && source.fallback?.reason == "asked" && source.fallback?.requested == true)
+        #expect(abs((source.fallback?.seconds ?? 0) - 59.0 / 30) < 1e-6)
+        #expect(source.fallback?.description == "after frame 60 (1.967 s), as asked: asked")
+        #expect(clock.seconds > 0)
+    }
+
+    /// NVDEC failing while it drains for a move: the fall back's replay and
+    /// the held keyframe give every frame still, once.
+    @Test func aFailureWhileMovingLosesNoFrame() throws {
+        _ = quietFFmpeg
+        let dir = TempDir(); defer { dir.remove() }
+        let path = try Self.gop(dir)
+        let reference = try prints(FileSource(url: path))
+        for failAt in 56...60 {
+            let (told, move) = (Fallbacks(), DecoderMove())
+            var settings = Self.settings(.afterFrames(failAt), told: told)
+            settings.move = move
+            let source = try FileSource(url: path, decoding: settings)
+            let first = try source.nextFrame()
+            var got = [FramePrint(try #require(first))]
+            move.request("asked")
+            while let f = try source.nextFrame() { got.append(FramePrint(f)) }
+            #expect(got == reference, "NVDEC failing after \(failAt) frames")
+            #expect(told.all.count == 1 && source.decoderKind == .cpu)
+        }
+    }
+
     @Test func aSizeNVDECCannotFollowGoesOnOnTheCPU() throws {
         _ = quietFFmpeg
         let dir = TempDir(); defer { dir.remove() }

@@ -20,10 +20,10 @@ private final class Lines: Sendable {
 @Suite(.serialized) struct ServeDecodePlacementTests {
     init() { MediaLibraries.setLogLevel(.error) }
 
-    /// An H.264 file of `size` at 30 fps, one second.
-    private func clip(_ path: String, _ size: PixelSize) throws {
+    /// An H.264 file of `size` at 30 fps, `frames` long (one second by default).
+    private func clip(_ path: String, _ size: PixelSize, frames: Int = 30) throws {
         let w = try MediaWriter(url: path, video: VideoEncoderSettings(size: size, frameRate: FrameRate(30), encoder: .x264, preset: "ultrafast"))
-        for i in 0..<30 {
+        for i in 0..<frames {
             var f = VideoFrame.allocate(width: size.width, height: size.height, format: .nv12, pts: MediaTime(value: Int64(i), timescale: 30))
             let y = UnsafeMutableRawPointer(mutating: f.planes[0].baseAddress).assumingMemoryBound(to: UInt8.self)
             for p in 0..<(f.planes[0].stride * size.height) { y[p] = UInt8(truncatingIfNeeded: p &+ 7 &* i) }
@@ -86,5 +86,57 @@ private final class Lines: Sendable {
         let cost = (view as? [String: Any])?["cost"] as? [String: Any]
         #expect((cost?["decodePlacement"] as? String)?.hasPrefix("cpu (encoded on the GPU") == true)
         #expect(lines.all.contains { $0.contains("take \(first.id): decoding: cpu (") })
+    }
+
+    /// A burst of takes placed by the calibration's figure: once the placed
+    /// take has measured a lower one, the server moves the running take it
+    /// left to NVDEC to the CPU while the budget holds it, says so in its
+    /// log and view, and charges its decoding from then.
+    @Test func aMeasuredFigureMovesRunningTakesToTheCPU() throws {
+        let dir = Scratch(); defer { dir.remove() }
+        let (a, b) = (dir.path("a.mp4"), dir.path("b.mp4"))
+        try clip(a, PixelSize(width: 320, height: 180), frames: 150)
+        try clip(b, PixelSize(width: 160, height: 96), frames: 150)
+        let pool = try CompositorPool(selection: GPUSelection(parsing: "software")!, contexts: 1, log: { _ in })
+        defer { pool.shutdown() }
+        // 2.19 Mpx/s a take: 0.022 decode cores at the calibration's 0.01 s/Mpx, and the budget of 0.03 holds one.
+        let model = CostModel(cpuSecondsPerMegapixel: 0.001, gpuMsPerMegapixel: 0, decodeCPUSecondsPerMegapixel: 0.01, source: "test")
+        var settings = TakeRegistry.Settings(maxTakes: 8, capacity: Capacity(cpuCores: 64, gpuMsPerSecond: .infinity), serverGPU: "software",
+                                             outputRoot: nil, encoderCores: 1, encoderThreads: 1)
+        settings.placement = DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 0.03)
+        let lines = Lines()
+        let meter = CostMeter(calibration: model, window: 10, minMegapixels: 1, minDecodedMegapixels: 1)
+        let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: nil, log: { lines.add($0) })
+        defer { registry.shutdown(reason: "test over") }
+        func post(_ name: String) throws -> Take {
+            let body = json(["primary": a, "secondary": b, "out": dir.path(name), "duration": 5, "preset": "ultrafast", "audio": "none"])
+            return try registry.create(Data(body.utf8)).take
+        }
+        let first = try post("first.mp4"), second = try post("second.mp4")
+        #expect(first.decodePlacement?.cpu == true && second.decodePlacement?.cpu == false)
+        #expect(second.inputDecodeMegapixelsPerSecond > 2.1 && second.admissionLoad.cpuDecodeMegapixelsPerSecond == 0)
+        // Nothing measured yet: nothing moves.
+        registry.moveDecodingWhereCoresHaveRoom()
+        #expect(second.placement?.cpu == false)
+        // The placed take measures 0.004 s a megapixel: both fit 0.03 cores now (0.0088 each).
+        meter.sample(time: 0, cpu: 1, takes: [.init(id: first.id, megapixels: 0, gpuMs: 0)])
+        meter.sample(time: 1, cpu: 2, takes: [.init(id: first.id, megapixels: 10, gpuMs: 0, cpuDecodedMegapixels: 100, cpuDecodeSeconds: 0.4)])
+        #expect(meter.learnedDecodeFigure == 0.004)
+        let deadline = Date().addingTimeInterval(20)
+        while second.state != .recording && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        registry.moveDecodingWhereCoresHaveRoom()
+        #expect(second.placement?.cpu == true)
+        #expect(second.placement?.reason.contains("moved from NVDEC to the CPU once the placed takes measured their decoding: about 0.01 cores, 0.01 of 0.03") == true)
+        #expect(second.decodePlacement?.cpu == false, "what admission decided stays the take's record")
+        #expect(second.admissionLoad.cpuDecodeMegapixelsPerSecond == second.inputDecodeMegapixelsPerSecond)
+        #expect(!second.decodingMovable)
+        #expect(lines.all.contains { $0.contains("take \(second.id): decoding: cpu (encoded on the GPU, moved from NVDEC") })
+        let view = try JSONSerialization.jsonObject(with: JSONEncoder().encode(TakeView(second.snapshot(), gpu: second.gpuTotals, model: model)))
+        #expect(((view as? [String: Any])?["cost"] as? [String: Any])?["decodePlacement"] as? String == second.placement?.description)
+        // Moved once only; the next sample moves nothing more.
+        registry.moveDecodingWhereCoresHaveRoom()
+        #expect(lines.all.filter { $0.contains("moved from NVDEC") }.count == 1)
+        for t in [first, second] { t.waitUntilEnded() }
+        #expect(second.snapshot().state == .finished, "\(second.snapshot().error ?? "")")
     }
 }

@@ -224,6 +224,20 @@ struct ServerUnitTests {
         #expect(try JSONDecoder().decode(TakeLoad.self, from: JSONEncoder().encode(load)) == load)
     }
 
+    /// Running takes left to NVDEC move to the CPU, oldest first, while
+    /// they fit the budget at the measured figure; one too large is passed over.
+    @Test func decodeMovesFillTheBudgetInOrder() {
+        let facts = DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 8)
+        let moved = DecodePlacement.moves([("a", 2), ("b", 3.5), ("c", 1.5), ("d", 0.5)], placed: 3, facts: facts)
+        #expect(moved.map(\.take) == ["a", "c", "d"])
+        #expect(moved.allSatisfy { $0.decision.cpu })
+        #expect(moved[1].decision.description == "cpu (encoded on the GPU, moved from NVDEC to the CPU once the placed takes measured their decoding: about 1.50 cores, 5.00 of 8.00 decode cores (--decode-cores) in use)")
+        #expect(DecodePlacement.moves([("a", 1)], placed: 7.5, facts: facts).isEmpty)
+        // No NVDEC, or no budget: nothing is the server's to move.
+        #expect(DecodePlacement.moves([("a", 1)], placed: 0, facts: .none).isEmpty)
+        #expect(DecodePlacement.moves([("a", 1)], placed: 0, facts: DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 0)).isEmpty)
+    }
+
     /// The calibration's decode figure: a real clip encoded by libx264 and
     /// decoded by libavcodec, in CPU seconds per megapixel (a few thousandths on a server core).
     @Test func calibrationMeasuresTheDecodeCost() throws {

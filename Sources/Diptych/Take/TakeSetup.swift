@@ -438,7 +438,8 @@ enum TakeSetup {
 
     /// The decoder settings of each role: `--decoder`, NVDEC on the CUDA
     /// device of the compositor's GL context (asked only when NVDEC may be
-    /// used), and a fall back mid-take logged as a warning and kept for the summary.
+    /// used), and a fall back mid-take logged as a warning (a move the server
+    /// asked for is not one) and kept for the summary.
     static func decoderSettings(_ config: TakeConfiguration, gpu: GPUCompositor, hooks: SessionHooks,
                                 log: DecoderLog, warn: @escaping @Sendable (String) -> Void) -> @Sendable (StreamRole) -> DecoderSettings {
         let device: Result<Int, DecoderUnavailable> = config.decoder == .cpu
@@ -447,7 +448,8 @@ enum TakeSetup {
         let choice = config.decoder, override = hooks.decoderSettings
         return { role in
             let settings = DecoderSettings.with(choice, cudaDevice: device, onFallback: { f in
-                warn("\(role.rawValue): NVDEC stopped \(f); decoding on the CPU from there")
+                // A move asked for (`DecoderMove`) is the server's choice, not a failure.
+                if f.requested != true { warn("\(role.rawValue): NVDEC stopped \(f); decoding on the CPU from there") }
                 log.fellBack(role, f)
             })
             return override?(role, settings) ?? settings
