@@ -173,9 +173,11 @@ def decode_placement(work, runner, pairs):
         refused = []
     where = [str((t.get("cost") or {}).get("decodePlacement", "")) for t in takes]
     placed, nvdec = sum(w.startswith("cpu (") for w in where), sum(w.startswith("as asked (") for w in where)
+    moved = sum("moved from NVDEC" in w for w in where)
     figure = float(metrics.get("diptych_cost_decode_cpu_seconds_per_megapixel", "nan"))
     budget = float(metrics.get("diptych_decode_budget_cpu_cores", "nan"))
-    return (f"{placed} of {len(takes)} takes decoded on the CPU by placement, {nvdec} left to NVDEC; "
+    return (f"{placed} of {len(takes)} takes decoded on the CPU by placement ({moved} of them moved there from NVDEC while they ran), "
+            f"{nvdec} left to NVDEC; "
             f"decode figure {figure:.4f} CPU s a megapixel, budget {budget:.0f} cores"
             + (f"; {len(refused)} POSTs refused, the first: {refused[0][:160]}" if refused else ""))
 

@@ -33,6 +33,18 @@ private final class Lines: Sendable {
         try w.finish()
     }
 
+    /// 320x180 + 160x96 at 30 fps: 2.19 Mpx/s a take, 0.022 decode cores at 0.01 s/Mpx.
+    static let model = CostModel(cpuSecondsPerMegapixel: 0.001, gpuMsPerMegapixel: 0, decodeCPUSecondsPerMegapixel: 0.01, source: "test")
+
+    /// A registry on `pool` placing decoding as a GPU server with NVDEC
+    /// would, with a decode budget of 0.03 cores: one take at `model`'s figure.
+    private func placingRegistry(pool: CompositorPool, meter: CostMeter, lines: Lines) -> TakeRegistry {
+        var settings = TakeRegistry.Settings(maxTakes: 8, capacity: Capacity(cpuCores: 64, gpuMsPerSecond: .infinity), serverGPU: "software",
+                                             outputRoot: nil, encoderCores: 1, encoderThreads: 1)
+        settings.placement = DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 0.03)
+        return TakeRegistry(settings: settings, pool: pool, meter: meter, store: nil, log: { lines.add($0) })
+    }
+
     /// The first take encoding on the GPU fits the decode budget and is
     /// decoded on the CPU (charged its decode cores); the second would
     /// exceed it and keeps its own choice; a take at a preset the GPU
@@ -44,14 +56,8 @@ private final class Lines: Sendable {
         try clip(b, PixelSize(width: 160, height: 96))
         let pool = try CompositorPool(selection: GPUSelection(parsing: "software")!, contexts: 1, log: { _ in })
         defer { pool.shutdown() }
-        // 320x180 + 160x96 at 30 fps: 2.2 Mpx/s, 0.022 decode cores at 0.01 s/Mpx; the budget holds one such take.
-        let model = CostModel(cpuSecondsPerMegapixel: 0.001, gpuMsPerMegapixel: 0, decodeCPUSecondsPerMegapixel: 0.01, source: "test")
-        var settings = TakeRegistry.Settings(maxTakes: 8, capacity: Capacity(cpuCores: 64, gpuMsPerSecond: .infinity), serverGPU: "software",
-                                             outputRoot: nil, encoderCores: 1, encoderThreads: 1)
-        settings.placement = DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 0.03)
-        let lines = Lines()
-        let registry = TakeRegistry(settings: settings, pool: pool, meter: CostMeter(calibration: model), store: nil,
-                                    log: { lines.add($0) })
+        let (model, lines) = (Self.model, Lines())
+        let registry = placingRegistry(pool: pool, meter: CostMeter(calibration: model), lines: lines)
         defer { registry.shutdown(reason: "test over") }
         func post(_ name: String, preset: String) throws -> Take {
             let body = json(["primary": a, "secondary": b, "out": dir.path(name), "duration": 1, "preset": preset, "audio": "none"])
@@ -99,14 +105,10 @@ private final class Lines: Sendable {
         try clip(b, PixelSize(width: 160, height: 96), frames: 150)
         let pool = try CompositorPool(selection: GPUSelection(parsing: "software")!, contexts: 1, log: { _ in })
         defer { pool.shutdown() }
-        // 2.19 Mpx/s a take: 0.022 decode cores at the calibration's 0.01 s/Mpx, and the budget of 0.03 holds one.
-        let model = CostModel(cpuSecondsPerMegapixel: 0.001, gpuMsPerMegapixel: 0, decodeCPUSecondsPerMegapixel: 0.01, source: "test")
-        var settings = TakeRegistry.Settings(maxTakes: 8, capacity: Capacity(cpuCores: 64, gpuMsPerSecond: .infinity), serverGPU: "software",
-                                             outputRoot: nil, encoderCores: 1, encoderThreads: 1)
-        settings.placement = DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 0.03)
-        let lines = Lines()
+        // The budget holds one take at the calibration's figure.
+        let (model, lines) = (Self.model, Lines())
         let meter = CostMeter(calibration: model, window: 10, minMegapixels: 1, minDecodedMegapixels: 1)
-        let registry = TakeRegistry(settings: settings, pool: pool, meter: meter, store: nil, log: { lines.add($0) })
+        let registry = placingRegistry(pool: pool, meter: meter, lines: lines)
         defer { registry.shutdown(reason: "test over") }
         func post(_ name: String) throws -> Take {
             let body = json(["primary": a, "secondary": b, "out": dir.path(name), "duration": 5, "preset": "ultrafast", "audio": "none"])
