@@ -23,7 +23,7 @@ extension FileSource {
     static func openDecoder(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, decoding: DecoderSettings,
                             name: String) throws(MediaError) -> (any FrameDecoder, DecoderDecision) {
         guard decoding.choice != .cpu else {
-            return (try VideoDecoder(stream: stream, codec: codec, path: name, clock: decoding.cpuClock), DecoderDecision(.cpu, reason: "--decoder cpu"))
+            return (try decoding.cpuDecoder(stream: stream, codec: codec, path: name), DecoderDecision(.cpu, reason: "--decoder cpu"))
         }
         let traits = StreamDecodeTraits(stream: stream)
         var decision: DecoderDecision
@@ -37,7 +37,7 @@ extension FileSource {
                 decision = DecoderDecision(.cpu, reason: "NVDEC did not open: \(error)")
             }
         }
-        return (try VideoDecoder(stream: stream, codec: codec, path: name, clock: decoding.cpuClock), decision)
+        return (try decoding.cpuDecoder(stream: stream, codec: codec, path: name), decision)
     }
 
     /// Sends a video packet read from the input (kept for a replay while NVDEC decodes).
@@ -77,7 +77,7 @@ extension FileSource {
         guard let (keyframe, reason) = moving else { return }
         moving = nil
         let cpu: VideoDecoder
-        do { cpu = try VideoDecoder(stream: stream, codec: cpuCodec, path: path, clock: decoding.cpuClock) } catch {
+        do { cpu = try decoding.cpuDecoder(stream: stream, codec: cpuCodec, path: path) } catch {
             finish()
             throw error
         }
@@ -119,7 +119,7 @@ extension FileSource {
     /// next keyframe (the frames between are missing, the stream goes on).
     func fallBack(_ reason: String) throws(MediaError) {
         let cpu: VideoDecoder
-        do { cpu = try VideoDecoder(stream: stream, codec: cpuCodec, path: path, clock: decoding.cpuClock) } catch {
+        do { cpu = try decoding.cpuDecoder(stream: stream, codec: cpuCodec, path: path) } catch {
             finish()
             throw error
         }

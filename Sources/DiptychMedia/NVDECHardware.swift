@@ -74,6 +74,9 @@ public struct DecoderSettings: Sendable {
     public var cpuClock: DecodeCPUClock?
     /// Asks the streams NVDEC decodes to go on on the CPU, when someone may ask.
     public var move: DecoderMove?
+    /// Frame threads of each CPU decoder; nil for one a core, at most 16
+    /// (a server decoding many streams gives each a share, `Admission.decoderThreads`).
+    public var cpuThreads: Int?
 
     init(choice: DecoderChoice, nvdec: Result<any NVDECBackend, DecoderUnavailable>,
          onFallback: @escaping @Sendable (DecoderFallback) -> Void = { _ in }) {
@@ -97,7 +100,13 @@ public struct DecoderSettings: Sendable {
     public func onCPU(because reason: String) -> DecoderSettings {
         var settings = DecoderSettings(choice: .auto, nvdec: .failure(DecoderUnavailable(reason)), onFallback: onFallback)
         settings.cpuClock = cpuClock
+        settings.cpuThreads = cpuThreads
         return settings
+    }
+
+    /// A CPU decoder for `stream` under these settings (its clock and threads).
+    func cpuDecoder(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String) throws(MediaError) -> VideoDecoder {
+        try VideoDecoder(stream: stream, codec: codec, path: path, clock: cpuClock, threads: cpuThreads)
     }
 
     /// Why this source has no NVDEC, or nil when it has.

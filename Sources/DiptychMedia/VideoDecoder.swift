@@ -39,12 +39,13 @@ final class VideoDecoder: FrameDecoder {
 
     /// Opens the decoder for `stream`. `path` names the input in errors;
     /// the threads it starts count toward `clock` when one is given.
+    /// `threads`: its frame threads, or nil for one a core (at most 16).
     init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String,
-         clock: DecodeCPUClock? = nil) throws(MediaError) {
+         clock: DecodeCPUClock? = nil, threads frameThreads: Int? = nil) throws(MediaError) {
         do {
             let c = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
-            // One frame thread per core (FFmpeg's automatic count is one more, and each holds a frame).
-            c.raw.pointee.thread_count = Int32(min(16, ProcessInfo.processInfo.activeProcessorCount))
+            // One frame thread per core by default (FFmpeg's automatic count is one more, and each holds a frame).
+            c.raw.pointee.thread_count = Int32(max(1, frameThreads ?? min(16, ProcessInfo.processInfo.activeProcessorCount)))
             c.raw.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
             c.raw.pointee.pkt_timebase = stream.pointee.time_base
             if let clock {

@@ -40,6 +40,8 @@ final class Take: Sendable {
     let configuration: TakeConfiguration
     let load: TakeLoad
     let encoderThreads: Int
+    /// Frame threads of each of its CPU decoders (`Admission.decoderThreads`); nil for one a core.
+    let decoderThreads: Int?
     /// Where the server placed the take's decoding when it admitted it, when it decided (`DecodePlacement`).
     let decodePlacement: DecodePlacement.Decision?
     /// Megapixels a second the take's inputs decode at, where the server
@@ -126,9 +128,10 @@ final class Take: Sendable {
     }
 
     init(id: String, configuration: TakeConfiguration, load: TakeLoad, encoderThreads: Int,
-         decodePlacement: DecodePlacement.Decision? = nil, inputDecodeMegapixelsPerSecond: Double = 0,
+         decoderThreads: Int? = nil, decodePlacement: DecodePlacement.Decision? = nil, inputDecodeMegapixelsPerSecond: Double = 0,
          state: TakeState = .starting, created: Date = Date()) {
         self.id = id; self.configuration = configuration; self.load = load; self.encoderThreads = encoderThreads
+        self.decoderThreads = decoderThreads
         self.decodePlacement = decodePlacement
         self.inputDecodeMegapixelsPerSecond = decodePlacement == nil ? 0 : inputDecodeMegapixelsPerSecond
         self.created = created
@@ -200,27 +203,22 @@ final class Take: Sendable {
         hooks.sourcePolicy = sourcePolicy
         hooks.takeName = id
         // Placed on the CPU by the server: every stream decodes there, and its decision says why.
-        if let placed = decodePlacement, placed.cpu {
-            let clock = decodeClock
-            hooks.decoderSettings = { _, settings in
-                var onCPU = settings.onCPU(because: DecodePlacement.streamReason)
-                onCPU.cpuClock = clock
-                return onCPU
-            }
-        } else if decodePlacement != nil {
-            // Left to NVDEC: the server may move it to the CPU later (`moveDecodingToCPU`); counted from the first stream that moves.
-            let (clock, move) = (decodeClock, decodeMove)
-            hooks.decoderSettings = { [weak self] _, settings in
-                var s = settings
-                s.cpuClock = clock
+        // Left to NVDEC by placement: the server may move it to the CPU later (`moveDecodingToCPU`), counted from the first stream that moves.
+        let (clock, move, threads, placement) = (decodeClock, decodeMove, decoderThreads, decodePlacement)
+        hooks.decoderSettings = { [weak self] _, settings in
+            var s = placement?.cpu == true ? settings.onCPU(because: DecodePlacement.streamReason) : settings
+            s.cpuThreads = threads
+            guard let placement else { return s }
+            s.cpuClock = clock
+            if !placement.cpu {
                 s.move = move
                 let (told, take) = (settings.onFallback, self)
                 s.onFallback = { f in
                     told(f)
                     if f.requested == true { take?.decodingMoved() }
                 }
-                return s
             }
+            return s
         }
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         hooks.snapshots = snapshots

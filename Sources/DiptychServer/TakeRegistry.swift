@@ -301,8 +301,9 @@ final class TakeRegistry: Sendable {
             var id: String
             repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while s.takes[id] != nil
             let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
-            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads, decodePlacement: placed,
-                         inputDecodeMegapixelsPerSecond: decode ?? 0)
+            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads,
+                         decoderThreads: Admission.decoderThreads(cores: settings.encoderCores, active: active.count),
+                         decodePlacement: placed, inputDecodeMegapixelsPerSecond: decode ?? 0)
             register(t, in: &s)
             if let placed { takeLog(id, "decoding: \(placed)") }
             if let key = idempotencyKey { s.idempotency[key] = id }

@@ -351,4 +351,25 @@ extension Rotation {
         // Their time counts toward the decode stage as before (tagged names are the stage's).
         #expect(PipelineStage.of(threadName: "dp-decode-3f") == .decode && PipelineStage.of(threadName: "dp-decode") == .decode)
     }
+
+    /// `DecoderSettings.cpuThreads` is each CPU decoder's frame threads:
+    /// one starts none of its own, three start three; every frame either way.
+    @Test func frameThreadsAreTheSettings() throws {
+        let dir = TempDir(); defer { dir.remove() }
+        let clip = dir.path("clip.mp4")
+        try makeAVFile(clip, size: "640x360", seconds: 1)
+        var counts: [Int] = []
+        for threads in [1, 3] {
+            let clock = DecodeCPUClock()
+            var settings = DecoderSettings.cpu
+            settings.cpuClock = clock
+            settings.cpuThreads = threads
+            let source = try FileSource(url: clip, decoding: settings)
+            var frames = 0
+            while try source.nextFrame() != nil { frames += 1 }
+            counts.append(frames)
+            #expect(clock.threads == (threads == 1 ? 0 : threads), "\(threads) frame threads: \(clock.threads) started")
+        }
+        #expect(counts[0] > 0 && counts[0] == counts[1])
+    }
 }

@@ -36,11 +36,11 @@ private final class Lines: Sendable {
     /// 320x180 + 160x96 at 30 fps: 2.19 Mpx/s a take, 0.022 decode cores at 0.01 s/Mpx.
     static let model = CostModel(cpuSecondsPerMegapixel: 0.001, gpuMsPerMegapixel: 0, decodeCPUSecondsPerMegapixel: 0.01, source: "test")
 
-    /// A registry on `pool` placing decoding as a GPU server with NVDEC
-    /// would, with a decode budget of 0.03 cores: one take at `model`'s figure.
+    /// A registry on `pool` placing decoding as a 16-core GPU server with
+    /// NVDEC would, with a decode budget of 0.03 cores: one take at `model`'s figure.
     private func placingRegistry(pool: CompositorPool, meter: CostMeter, lines: Lines) -> TakeRegistry {
         var settings = TakeRegistry.Settings(maxTakes: 8, capacity: Capacity(cpuCores: 64, gpuMsPerSecond: .infinity), serverGPU: "software",
-                                             outputRoot: nil, encoderCores: 1, encoderThreads: 1)
+                                             outputRoot: nil, encoderCores: 16, encoderThreads: 1)
         settings.placement = DecodePlacement.Facts(nvdecUnavailable: nil, autoEncodesOnGPU: true, decodeCores: 0.03)
         return TakeRegistry(settings: settings, pool: pool, meter: meter, store: nil, log: { lines.add($0) })
     }
@@ -77,6 +77,9 @@ private final class Lines: Sendable {
         #expect(second.decodePlacement?.reason.contains("exceed the CPU's decode budget, 0.02 of 0.03 decode cores") == true)
         #expect(second.load.cpuDecodeMegapixelsPerSecond == 0)
         #expect(slower.decodePlacement == nil && slower.configuration.decoder == .auto)
+        // Each take's decoders got a share of the 16 cores when it joined, and opened with it (two streams of 8 frame threads).
+        #expect([first, second, slower].map(\.decoderThreads) == [8, 4, 2])
+        #expect(first.decodeClock.threads == 16)
         // Each take ran, its streams decoded where it was placed; the view and the log say so.
         for t in [first, second, slower] {
             let s = t.snapshot()

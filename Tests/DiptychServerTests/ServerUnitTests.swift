@@ -224,6 +224,15 @@ struct ServerUnitTests {
         #expect(try JSONDecoder().decode(TakeLoad.self, from: JSONEncoder().encode(load)) == load)
     }
 
+    /// A server's decoders share the cores by stream: 2 to 16 frame threads each.
+    @Test func decoderThreadsAreAShareOfTheCores() {
+        #expect(Admission.decoderThreads(cores: 16, active: 0) == 8)
+        #expect(Admission.decoderThreads(cores: 16, active: 1) == 4)
+        #expect(Admission.decoderThreads(cores: 16, active: 20) == 2)
+        #expect(Admission.decoderThreads(cores: 64, active: 0) == 16)
+        #expect(Admission.decoderThreads(cores: 2, active: 0) == 2)
+    }
+
     /// Running takes left to NVDEC move to the CPU, oldest first, while
     /// they fit the budget at the measured figure; one too large is passed over.
     @Test func decodeMovesFillTheBudgetInOrder() {
