@@ -6,7 +6,9 @@ import Synchronization
 /// have room (docs/ARCHITECTURE.md, "Where a server decodes"). Each stream
 /// moves at its next keyframe: NVDEC is drained of the frames it holds and
 /// a CPU decoder starts at that keyframe, so no frame is lost or decoded
-/// twice. The stream's `DecoderFallback` says when (`requested`). Thread-safe.
+/// twice (in a closed GOP; an open GOP's pictures that refer back past the
+/// keyframe are decoded without those references). The stream's
+/// `DecoderFallback` says when (`requested`). Thread-safe.
 public final class DecoderMove: Sendable {
     private let reason = Mutex<String?>(nil)
 
