@@ -241,6 +241,8 @@ public enum Admission {
     /// more CPU time with 16 frame threads each than with 2, libavcodec
     /// 5.1), and 2 still decode a 4K60 stream on a server core.
     public static func decoderThreads(cores: Int, active: Int) -> Int {
-        min(16, max(2, cores / (2 * max(1, active + 1))))
+        min(16, max(fewestDecoderThreads, cores / (2 * max(1, active + 1))))
     }
+    /// The fewest frame threads a server's CPU decoder has (a busy server's).
+    public static let fewestDecoderThreads = 2
 }

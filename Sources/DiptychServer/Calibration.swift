@@ -60,8 +60,8 @@ enum Calibration {
     /// picture pans and carries fresh grain every frame (motion and residual
     /// as a camera's, not a static pattern's), encoded by libx264 at the
     /// take default (veryfast) at `decodeBitrate`, then decoded by libavcodec
-    /// on the CPU as a busy server's take decodes it (its frame threads, the
-    /// fewest `Admission.decoderThreads` gives, included): process CPU
+    /// on the CPU as a busy server's take decodes it (its frame threads,
+    /// `Admission.fewestDecoderThreads`, included): process CPU
     /// seconds per decoded megapixel. Encoding is not counted.
     static let decodeFrames = 60
     static let decodeBitrate = 4_000_000
@@ -86,9 +86,8 @@ enum Calibration {
             }
             try writer.finish()
             let cpu0 = ProcessCPU.seconds()
-            // With the frame threads a busy server's decoders have (`Admission.decoderThreads`).
             var decoding = DecoderSettings.cpu
-            decoding.cpuThreads = Admission.decoderThreads(cores: 0, active: 0)
+            decoding.cpuThreads = Admission.fewestDecoderThreads
             let source = try FileSource(url: clip, decoding: decoding)
             var n = 0
             while try source.nextFrame() != nil { n += 1 }

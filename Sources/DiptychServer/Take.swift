@@ -40,17 +40,8 @@ final class Take: Sendable {
     let configuration: TakeConfiguration
     let load: TakeLoad
     let encoderThreads: Int
-    /// Frame threads of each of its CPU decoders (`Admission.decoderThreads`); nil for one a core.
-    let decoderThreads: Int?
-    /// Where the server placed the take's decoding when it admitted it, when it decided (`DecodePlacement`).
-    let decodePlacement: DecodePlacement.Decision?
-    /// Megapixels a second the take's inputs decode at, where the server
-    /// decides where they decode (`DecodePlacement.inputMegapixelsPerSecond`); else 0.
-    let inputDecodeMegapixelsPerSecond: Double
-    /// What the take's decoding has cost since the server placed it on the CPU (else nothing is counted).
-    let decodeClock = DecodeCPUClock()
-    /// Asks the take's NVDEC streams to go on on the CPU (`moveDecodingToCPU`).
-    let decodeMove = DecoderMove()
+    /// Where the server decodes the take's inputs, and what that has cost.
+    let decoding: TakeDecoding
 
     private struct State {
         /// The recording `run` started (nil before, and for a take read back from disk).
@@ -78,15 +69,6 @@ final class Take: Sendable {
         /// Set once the take has ended and its final state has been reported.
         var ended = false
         var recent: [(time: Double, media: Double)] = []
-        /// The server moved the take's decoding from NVDEC to the CPU while it ran.
-        var moved: MovedDecoding?
-    }
-    /// A take's decoding moved to the CPU mid-take: why, and, once its
-    /// first stream has moved, the frames written and the decode clock then
-    /// (what the cost meter counts starts there).
-    private struct MovedDecoding {
-        var decision: DecodePlacement.Decision
-        var since: (written: Int, clockSeconds: Double)?
     }
     /// Everything that changes; waiters are woken when the state changes or the take has ended.
     private let m: Condition<State>
@@ -128,12 +110,9 @@ final class Take: Sendable {
     }
 
     init(id: String, configuration: TakeConfiguration, load: TakeLoad, encoderThreads: Int,
-         decoderThreads: Int? = nil, decodePlacement: DecodePlacement.Decision? = nil, inputDecodeMegapixelsPerSecond: Double = 0,
-         state: TakeState = .starting, created: Date = Date()) {
+         decoding: TakeDecoding = TakeDecoding(), state: TakeState = .starting, created: Date = Date()) {
         self.id = id; self.configuration = configuration; self.load = load; self.encoderThreads = encoderThreads
-        self.decoderThreads = decoderThreads
-        self.decodePlacement = decodePlacement
-        self.inputDecodeMegapixelsPerSecond = decodePlacement == nil ? 0 : inputDecodeMegapixelsPerSecond
+        self.decoding = decoding
         self.created = created
         m = Condition(State(state: state, layout: configuration.layout, overlays: configuration.overlays, texts: configuration.texts))
     }
@@ -202,23 +181,10 @@ final class Take: Sendable {
         hooks.encoderThreads = encoderThreads
         hooks.sourcePolicy = sourcePolicy
         hooks.takeName = id
-        // Placed on the CPU by the server: every stream decodes there, and its decision says why.
-        // Left to NVDEC by placement: the server may move it to the CPU later (`moveDecodingToCPU`), counted from the first stream that moves.
-        let (clock, move, threads, placement) = (decodeClock, decodeMove, decoderThreads, decodePlacement)
+        let decoding = self.decoding
         hooks.decoderSettings = { [weak self] _, settings in
-            var s = placement?.cpu == true ? settings.onCPU(because: DecodePlacement.streamReason) : settings
-            s.cpuThreads = threads
-            guard let placement else { return s }
-            s.cpuClock = clock
-            if !placement.cpu {
-                s.move = move
-                let (told, take) = (settings.onFallback, self)
-                s.onFallback = { f in
-                    told(f)
-                    if f.requested == true { take?.decodingMoved() }
-                }
-            }
-            return s
+            let take = self
+            return decoding.settings(settings, written: { take?.m.withLock { $0.written } ?? 0 })
         }
         hooks.simulateContextLossAtFrames = simulateContextLossAtFrames
         hooks.snapshots = snapshots
@@ -308,43 +274,15 @@ final class Take: Sendable {
     /// added and still open, and its decoding where the server moved it to the CPU.
     var admissionLoad: TakeLoad {
         var l = load
-        let (added, moved) = m.withLock { ($0.added.sorted { $0.key < $1.key }.map(\.value), $0.moved != nil) }
+        let added = m.withLock { $0.added.sorted { $0.key < $1.key }.map(\.value) }
         l.outputs += added.map { load.output(for: $0) }
-        if moved { l.cpuDecodeMegapixelsPerSecond = inputDecodeMegapixelsPerSecond }
+        l.cpuDecodeMegapixelsPerSecond = decoding.cpuMegapixelsPerSecond
         return l
     }
 
-    /// Where the take decodes by the server's choice: where it was placed, or moved since.
-    var placement: DecodePlacement.Decision? { m.withLock { $0.moved?.decision } ?? decodePlacement }
-
     /// Whether the server may move the take's decoding to the CPU now: it
-    /// records, NVDEC decodes it by the server's placement, and it has not moved.
-    var decodingMovable: Bool {
-        guard decodePlacement?.cpu == false, inputDecodeMegapixelsPerSecond > 0 else { return false }
-        return m.withLock { $0.state == .recording && $0.moved == nil }
-    }
-
-    /// Moves the take's decoding to the CPU (`DecodePlacement.moves`): each
-    /// stream NVDEC decodes goes on on the CPU from its next keyframe. False
-    /// when it is not movable (any more).
-    func moveDecodingToCPU(_ decision: DecodePlacement.Decision) -> Bool {
-        guard decodePlacement?.cpu == false, inputDecodeMegapixelsPerSecond > 0 else { return false }
-        let moved = m.withLock { s -> Bool in
-            guard s.moved == nil, s.state.isActive else { return false }
-            s.moved = MovedDecoding(decision: decision)
-            return true
-        }
-        if moved { decodeMove.request(DecodePlacement.movedReason) }
-        return moved
-    }
-
-    /// A stream of the take has moved to the CPU: the first starts what the cost meter counts.
-    private func decodingMoved() {
-        let clock = decodeClock.seconds
-        m.withLock { s in
-            if s.moved != nil, s.moved?.since == nil { s.moved?.since = (s.written, clock) }
-        }
-    }
+    /// records, and its decoding is movable (`TakeDecoding.movable`).
+    var decodingMovable: Bool { state == .recording && decoding.movable }
 
     /// Adds an output to the running take: 400 when it cannot be opened, 409 once the take is over.
     func addOutput(_ spec: OutputSpec) throws(RequestError) -> Int {
@@ -495,18 +433,13 @@ final class Take: Sendable {
     /// Cumulative counters for the cost meter.
     var counters: CostMeter.TakeCounters {
         let gpu = gpuTotals
-        let (frames, since) = m.withLock { ($0.written, $0.moved?.since) }
+        let frames = m.withLock { $0.written }
         // Decoding is counted where the server placed it on the CPU, or since it moved there.
-        var decoded = (frames: 0, seconds: 0.0, rate: load.cpuDecodeMegapixelsPerSecond)
-        if decodePlacement?.cpu == true {
-            decoded = (frames, decodeClock.seconds, load.cpuDecodeMegapixelsPerSecond)
-        } else if let since {
-            decoded = (frames - since.written, decodeClock.seconds - since.clockSeconds, inputDecodeMegapixelsPerSecond)
-        }
+        let decoded = decoding.counted(written: frames)
         // Every encoded output renders and encodes its canvas at its rate: the same count as `TakeLoad.megapixelsPerSecond`.
         return CostMeter.TakeCounters(id: id, megapixels: Double(frames) * load.megapixelsPerFrame,
                                       gpuMs: gpu.milliseconds,
-                                      cpuDecodedMegapixels: load.fps > 0 ? Double(decoded.frames) * decoded.rate / load.fps : 0,
+                                      cpuDecodedMegapixels: load.fps > 0 ? Double(decoded.frames) * decoding.inputMegapixelsPerSecond / load.fps : 0,
                                       cpuDecodeSeconds: decoded.seconds)
     }
 
@@ -525,12 +458,12 @@ final class Take: Sendable {
     /// run, with the main output's overlays and texts as they are now.
     func snapshot() -> TakeSnapshot {
         var configuration = configuration
-        let (id, created, load, encoderThreads, admitted) = (self.id, self.created, self.load, self.encoderThreads, decodePlacement)
+        let (id, created, load, encoderThreads, placement) = (self.id, self.created, self.load, self.encoderThreads, decoding.current)
         return m.withLock { s in
             configuration.overlays = s.overlays
             configuration.texts = s.texts
             return TakeSnapshot(id: id, state: s.state, created: created, configuration: configuration, layout: s.layout,
-                                load: load, encoderThreads: encoderThreads, decodePlacement: s.moved?.decision ?? admitted, figures: s.figures, written: s.written, latency: s.latency,
+                                load: load, encoderThreads: encoderThreads, decodePlacement: placement, figures: s.figures, written: s.written, latency: s.latency,
                                 encoder: s.summary?.encoder ?? s.encoder, error: s.error, summary: s.summary, recovered: s.recovered,
                                 added: s.added.sorted { $0.key < $1.key }, everAdded: s.everAdded)
         }

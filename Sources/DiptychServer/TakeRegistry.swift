@@ -301,9 +301,9 @@ final class TakeRegistry: Sendable {
             var id: String
             repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while s.takes[id] != nil
             let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
-            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads,
-                         decoderThreads: Admission.decoderThreads(cores: settings.encoderCores, active: active.count),
-                         decodePlacement: placed, inputDecodeMegapixelsPerSecond: decode ?? 0)
+            let decoding = TakeDecoding(admitted: placed, inputMegapixelsPerSecond: decode ?? 0,
+                                        threads: Admission.decoderThreads(cores: settings.encoderCores, active: active.count))
+            let t = Take(id: id, configuration: config, load: load, encoderThreads: threads, decoding: decoding)
             register(t, in: &s)
             if let placed { takeLog(id, "decoding: \(placed)") }
             if let key = idempotencyKey { s.idempotency[key] = id }
@@ -422,14 +422,15 @@ final class TakeRegistry: Sendable {
     /// "Where a server decodes"). Under the lock, as admission places.
     func moveDecodingWhereCoresHaveRoom() {
         let facts = settings.placement
-        guard facts.budget > 0, let figure = meter.learnedDecodeFigure else { return }
+        // The model's decode figure is the measured one once there is one.
+        guard facts.budget > 0, meter.learnedDecodeFigure != nil, let model = meter.model else { return }
         let moved: [(take: Take, decision: DecodePlacement.Decision)] = state.withLock { s in
             let active = s.takes.values.filter { $0.state.isActive }
             let candidates = active.filter(\.decodingMovable).sorted { $0.created < $1.created }
             guard !candidates.isEmpty else { return [] }
-            let placed = active.reduce(0.0) { $0 + figure * $1.admissionLoad.cpuDecodeMegapixelsPerSecond }
-            return DecodePlacement.moves(candidates.map { (take: $0, cores: figure * $0.inputDecodeMegapixelsPerSecond) },
-                                         placed: placed, facts: facts).filter { $0.take.moveDecodingToCPU($0.decision) }
+            let cores = candidates.map { (take: $0, cores: model.decodeCPUSecondsPerMegapixel * $0.decoding.inputMegapixelsPerSecond) }
+            return DecodePlacement.moves(cores, placed: model.decodeCores(of: active.map(\.admissionLoad)), facts: facts)
+                .filter { $0.take.decoding.moveToCPU($0.decision) }
         }
         for (t, decision) in moved {
             takeLog(t.id, "decoding: \(decision)")

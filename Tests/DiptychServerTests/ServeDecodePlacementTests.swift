@@ -69,17 +69,17 @@ private final class Lines: Sendable {
         for t in [first, second, slower] { t.waitUntilEnded() }
 
         #expect(first.configuration.decoder == .auto)
-        #expect(first.decodePlacement?.cpu == true)
+        #expect(first.decoding.admitted?.cpu == true)
         #expect(abs(first.load.cpuDecodeMegapixelsPerSecond - (320 * 180 + 160 * 96) * 30 / 1e6) < 1e-9)
         #expect(abs(model.cpuCores(first.load) - (0.001 * 1.728 + 0.01 * 2.1888)) < 1e-9)
         #expect(second.configuration.decoder == .auto)
-        #expect(second.decodePlacement?.cpu == false)
-        #expect(second.decodePlacement?.reason.contains("exceed the CPU's decode budget, 0.02 of 0.03 decode cores") == true)
+        #expect(second.decoding.admitted?.cpu == false)
+        #expect(second.decoding.admitted?.reason.contains("exceed the CPU's decode budget, 0.02 of 0.03 decode cores") == true)
         #expect(second.load.cpuDecodeMegapixelsPerSecond == 0)
-        #expect(slower.decodePlacement == nil && slower.configuration.decoder == .auto)
+        #expect(slower.decoding.admitted == nil && slower.configuration.decoder == .auto)
         // Each take's decoders got a share of the 16 cores when it joined, and opened with it (two streams of 8 frame threads).
-        #expect([first, second, slower].map(\.decoderThreads) == [8, 4, 2])
-        #expect(first.decodeClock.threads == 16)
+        #expect([first, second, slower].map(\.decoding.threads) == [8, 4, 2])
+        #expect(first.decoding.clock.threads == 16)
         // Each take ran, its streams decoded where it was placed; the view and the log say so.
         for t in [first, second, slower] {
             let s = t.snapshot()
@@ -118,11 +118,11 @@ private final class Lines: Sendable {
             return try registry.create(Data(body.utf8)).take
         }
         let first = try post("first.mp4"), second = try post("second.mp4")
-        #expect(first.decodePlacement?.cpu == true && second.decodePlacement?.cpu == false)
-        #expect(second.inputDecodeMegapixelsPerSecond > 2.1 && second.admissionLoad.cpuDecodeMegapixelsPerSecond == 0)
+        #expect(first.decoding.admitted?.cpu == true && second.decoding.admitted?.cpu == false)
+        #expect(second.decoding.inputMegapixelsPerSecond > 2.1 && second.admissionLoad.cpuDecodeMegapixelsPerSecond == 0)
         // Nothing measured yet: nothing moves.
         registry.moveDecodingWhereCoresHaveRoom()
-        #expect(second.placement?.cpu == false)
+        #expect(second.decoding.current?.cpu == false)
         // The placed take measures 0.004 s a megapixel: both fit 0.03 cores now (0.0088 each).
         meter.sample(time: 0, cpu: 1, takes: [.init(id: first.id, megapixels: 0, gpuMs: 0)])
         meter.sample(time: 1, cpu: 2, takes: [.init(id: first.id, megapixels: 10, gpuMs: 0, cpuDecodedMegapixels: 100, cpuDecodeSeconds: 0.4)])
@@ -130,14 +130,14 @@ private final class Lines: Sendable {
         let deadline = Date().addingTimeInterval(20)
         while second.state != .recording && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         registry.moveDecodingWhereCoresHaveRoom()
-        #expect(second.placement?.cpu == true)
-        #expect(second.placement?.reason.contains("moved from NVDEC to the CPU once the placed takes measured their decoding: about 0.01 cores, 0.01 of 0.03") == true)
-        #expect(second.decodePlacement?.cpu == false, "what admission decided stays the take's record")
-        #expect(second.admissionLoad.cpuDecodeMegapixelsPerSecond == second.inputDecodeMegapixelsPerSecond)
+        #expect(second.decoding.current?.cpu == true)
+        #expect(second.decoding.current?.reason.contains("moved from NVDEC to the CPU once the placed takes measured their decoding: about 0.01 cores, 0.01 of 0.03") == true)
+        #expect(second.decoding.admitted?.cpu == false, "what admission decided stays the take's record")
+        #expect(second.admissionLoad.cpuDecodeMegapixelsPerSecond == second.decoding.inputMegapixelsPerSecond)
         #expect(!second.decodingMovable)
         #expect(lines.all.contains { $0.contains("take \(second.id): decoding: cpu (encoded on the GPU, moved from NVDEC") })
         let view = try JSONSerialization.jsonObject(with: JSONEncoder().encode(TakeView(second.snapshot(), gpu: second.gpuTotals, model: model)))
-        #expect(((view as? [String: Any])?["cost"] as? [String: Any])?["decodePlacement"] as? String == second.placement?.description)
+        #expect(((view as? [String: Any])?["cost"] as? [String: Any])?["decodePlacement"] as? String == second.decoding.current?.description)
         // Moved once only; the next sample moves nothing more.
         registry.moveDecodingWhereCoresHaveRoom()
         #expect(lines.all.filter { $0.contains("moved from NVDEC") }.count == 1)
