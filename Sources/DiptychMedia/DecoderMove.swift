@@ -5,10 +5,10 @@ import Synchronization
 /// decode placement moves a running take there once its cores prove to
 /// have room (docs/ARCHITECTURE.md, "Where a server decodes"). Each stream
 /// moves at its next keyframe: NVDEC is drained of the frames it holds and
-/// a CPU decoder starts at that keyframe, so no frame is lost or decoded
-/// twice (in a closed GOP; an open GOP's pictures that refer back past the
-/// keyframe are decoded without those references). The stream's
-/// `DecoderFallback` says when (`requested`). Thread-safe.
+/// a CPU decoder starts at that keyframe where it closes its GOP, or decodes
+/// again from the keyframe before where it opens one (`GOPStart`), so no
+/// frame is lost or decoded twice. The stream's `DecoderFallback` says when
+/// (`requested`). Thread-safe.
 public final class DecoderMove: Sendable {
     private let reason = Mutex<String?>(nil)
 

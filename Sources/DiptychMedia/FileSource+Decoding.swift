@@ -64,10 +64,20 @@ extension FileSource {
         return decoding.move?.requested
     }
 
-    /// Starts the move at keyframe `packet`: NVDEC is flushed, and the
-    /// keyframe is held back until it has given every frame it holds (`finishMove`).
+    /// Starts the move at keyframe `packet`. Where it closes a GOP (`GOPStart`),
+    /// NVDEC is flushed, and the keyframe is held back until it has given
+    /// every frame it holds (`finishMove`). Where it opens one, its leading
+    /// pictures refer to pictures before it, which a decoder starting there
+    /// lacks (libavcodec drops them), so the CPU decoder decodes again from
+    /// the keyframe before, as a fall back does, then goes on from this one.
     func beginMove(at packet: FFPacket, because reason: String) throws(MediaError) {
         guard let decoder, let kept = try? FFPacket(referencing: packet) else { return try sendVideo(packet) }
+        let p = stream.pointee.codecpar.pointee
+        let closes = GOPStart.closes(UnsafeBufferPointer(start: packet.raw.pointee.data, count: Int(packet.raw.pointee.size)), codec: p.codec_id,
+                                     extradata: UnsafeBufferPointer(start: p.extradata, count: Int(p.extradata_size)))
+        if !closes, let last = lastPTS, replay.coversGOP(deliveredThrough: last) {
+            return try fallBack(reason, requested: true, then: kept)
+        }
         moving = (kept, reason)
         _ = decoder.send(nil)
     }
@@ -117,7 +127,10 @@ extension FileSource {
     /// already delivered are dropped, and reading goes on. When the packets
     /// since the keyframe were too many to keep, decoding resumes at the
     /// next keyframe (the frames between are missing, the stream goes on).
-    func fallBack(_ reason: String) throws(MediaError) {
+    ///
+    /// A move asked for (`requested`) comes here at an open GOP's keyframe
+    /// `next`, which follows the packets kept.
+    func fallBack(_ reason: String, requested: Bool = false, then next: FFPacket? = nil) throws(MediaError) {
         let cpu: VideoDecoder
         do { cpu = try decoding.cpuDecoder(stream: stream, codec: cpuCodec, path: path) } catch {
             finish()
@@ -132,11 +145,12 @@ extension FileSource {
             replaying.append(keyframe)
             awaitKeyframe = false
         }
+        if let next { replaying.append(next) }
         skipThrough = lastPTS
         draining = false
         decoder = cpu
         let seconds = lastPTS.map { timeBase.mediaTime($0 - startPTS).seconds } ?? 0
-        fallback = DecoderFallback(frame: framesDelivered, seconds: seconds, reason: reason)
+        fallback = DecoderFallback(frame: framesDelivered, seconds: seconds, reason: reason, requested: requested ? true : nil)
         if framesDelivered > 0 { decoding.onFallback(fallback!) }
     }
 }
@@ -158,6 +172,15 @@ struct PacketReplay {
         packets.append(copy)
         bytes += Int(packet.raw.pointee.size)
         if bytes > maximumBytes || packets.count > maximumPackets { overflow() }
+    }
+
+    /// Whether the packets kept start at a keyframe and hold every packet
+    /// since, and the pictures before that keyframe in output order were
+    /// delivered (`delivered`, the last delivered timestamp, is past it), so
+    /// a decoder starting there gives every picture after `delivered`.
+    func coversGOP(deliveredThrough delivered: Int64) -> Bool {
+        guard !overflowed, let first = packets.first?.raw.pointee, first.flags & AV_PKT_FLAG_KEY != 0, first.pts != avNoPTS else { return false }
+        return first.pts <= delivered
     }
 
     /// The packets kept, or nil when they did not fit; empties the replay.

@@ -144,6 +144,44 @@ func prints(_ source: FileSource) throws -> [FramePrint] {
         #expect(clock.seconds > 0)
     }
 
+    /// 90 frames as `gop`, in open GOPs: each keyframe after the first is
+    /// an I picture (not an IDR) whose two leading B pictures, after it in
+    /// decoding order, refer to the P picture before it.
+    static func openGOP(_ dir: TempDir) throws -> String {
+        let path = dir.path("open.mp4")
+        try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-frames:v", "90", "-c:v", "libx264",
+                           "-preset", "ultrafast", "-g", "30", "-keyint_min", "30", "-sc_threshold", "0", "-bf", "2",
+                           "-x264-params", "b-adapt=0:open-gop=1", "-pix_fmt", "yuv420p", path])
+        return path
+    }
+
+    /// A move at an open GOP's keyframe: the CPU decoder decodes again from
+    /// the keyframe before it (the packets kept since), so the leading
+    /// pictures have their references; every frame once, in order.
+    @Test func aMoveAtAnOpenGOPsKeyframeLosesNoFrame() throws {
+        _ = quietFFmpeg
+        let dir = TempDir(); defer { dir.remove() }
+        let path = try Self.openGOP(dir)
+        let reference = try prints(FileSource(url: path))
+        #expect(reference.count == 90)
+        // Asked within the first GOP, the second, and near the second's end.
+        for askAt in [20, 35, 50] {
+            let (told, move) = (Fallbacks(), DecoderMove())
+            var settings = Self.settings(.never, told: told)
+            settings.move = move
+            let source = try FileSource(url: path, decoding: settings)
+            var got: [FramePrint] = []
+            for _ in 0..<askAt { let f = try source.nextFrame(); got.append(FramePrint(try #require(f))) }
+            move.request("asked")
+            while let f = try source.nextFrame() { got.append(FramePrint(f)) }
+            let differ = zip(got, reference).enumerated().filter { $0.element.0 != $0.element.1 }.map(\.offset)
+            #expect(got.count == reference.count && differ.isEmpty,
+                    "asked at frame \(askAt): \(got.count) frames, these differ from a CPU decode: \(differ.prefix(8))")
+            #expect(source.decoderKind == .cpu && told.all == [source.fallback!])
+            #expect(source.fallback?.requested == true && source.fallback?.reason == "asked")
+        }
+    }
+
     /// NVDEC failing while it drains for a move: the fall back's replay and
     /// the held keyframe give every frame still, once.
     @Test func aFailureWhileMovingLosesNoFrame() throws {
