@@ -81,12 +81,15 @@ func prints(_ source: FileSource) throws -> [FramePrint] {
 }
 
 @Suite(.serialized) struct NVDECFallbackTests {
-    /// 90 frames of 640x360 H.264 at 30 fps, a keyframe every 30, with B-frames (decode order differs).
-    static func gop(_ dir: TempDir) throws -> String {
-        let path = dir.path("gop.mp4")
+    /// 90 frames of 640x360 H.264 at 30 fps, a keyframe every 30, with
+    /// B-frames (decode order differs). `open`: in open GOPs, each keyframe
+    /// after the first an I picture (not an IDR) whose two leading B
+    /// pictures, after it in decoding order, refer to the P picture before it.
+    static func gop(_ dir: TempDir, open: Bool = false) throws -> String {
+        let path = dir.path(open ? "open.mp4" : "gop.mp4")
         try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-frames:v", "90", "-c:v", "libx264",
                            "-preset", "ultrafast", "-g", "30", "-keyint_min", "30", "-sc_threshold", "0", "-bf", "2",
-                           "-x264-params", "b-adapt=0", "-pix_fmt", "yuv420p", path])
+                           "-x264-params", "b-adapt=0" + (open ? ":open-gop=1" : ""), "-pix_fmt", "yuv420p", path])
         return path
     }
 
@@ -144,24 +147,13 @@ func prints(_ source: FileSource) throws -> [FramePrint] {
         #expect(clock.seconds > 0)
     }
 
-    /// 90 frames as `gop`, in open GOPs: each keyframe after the first is
-    /// an I picture (not an IDR) whose two leading B pictures, after it in
-    /// decoding order, refer to the P picture before it.
-    static func openGOP(_ dir: TempDir) throws -> String {
-        let path = dir.path("open.mp4")
-        try FFmpegCLI.run(["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-frames:v", "90", "-c:v", "libx264",
-                           "-preset", "ultrafast", "-g", "30", "-keyint_min", "30", "-sc_threshold", "0", "-bf", "2",
-                           "-x264-params", "b-adapt=0:open-gop=1", "-pix_fmt", "yuv420p", path])
-        return path
-    }
-
     /// A move at an open GOP's keyframe: the CPU decoder decodes again from
     /// the keyframe before it (the packets kept since), so the leading
     /// pictures have their references; every frame once, in order.
     @Test func aMoveAtAnOpenGOPsKeyframeLosesNoFrame() throws {
         _ = quietFFmpeg
         let dir = TempDir(); defer { dir.remove() }
-        let path = try Self.openGOP(dir)
+        let path = try Self.gop(dir, open: true)
         let reference = try prints(FileSource(url: path))
         #expect(reference.count == 90)
         // Asked within the first GOP, the second, and near the second's end.
