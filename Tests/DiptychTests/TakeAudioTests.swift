@@ -96,7 +96,9 @@ import DiptychOptions
         sender.standardError = FileHandle.nullDevice
         // It outlasts a take slow to start; ended when the test is.
         try sender.run()
-        defer { sender.terminate(); sender.waitUntilExit() }
+        // Only while it runs: Foundation's terminate() signals the pid even after the process has ended, when it
+        // may be another process's (the suite starts many; pids wrap at 32,768 here).
+        defer { if sender.isRunning { sender.terminate() }; sender.waitUntilExit() }
         let live = "srt://127.0.0.1:\(LiveReceiver.freePort())"
         let receiver = try LiveReceiver(url: live, path: dir.path("live.ts"))
         let r = try runCLI(["record", "--primary", primary, "--secondary", udp, "--audio", "mix", "--secondary-gain", "-6",
