@@ -72,10 +72,7 @@ extension FileSource {
     /// the keyframe before, as a fall back does, then goes on from this one.
     func beginMove(at packet: FFPacket, because reason: String) throws(MediaError) {
         guard let decoder, let kept = try? FFPacket(referencing: packet) else { return try sendVideo(packet) }
-        let p = stream.pointee.codecpar.pointee
-        let closes = GOPStart.closes(UnsafeBufferPointer(start: packet.raw.pointee.data, count: Int(packet.raw.pointee.size)), codec: p.codec_id,
-                                     extradata: UnsafeBufferPointer(start: p.extradata, count: Int(p.extradata_size)))
-        if !closes, let last = lastPTS, replay.coversGOP(deliveredThrough: last) {
+        if !GOPStart.closes(packet.raw, of: stream.pointee.codecpar), let last = lastPTS, replay.coversGOP(deliveredThrough: last) {
             return try fallBack(reason, requested: true, then: kept)
         }
         moving = (kept, reason)

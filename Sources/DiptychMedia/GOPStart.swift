@@ -29,6 +29,12 @@ enum GOPStart {
         }
     }
 
+    /// Whether keyframe `packet` of a stream with parameters `par` closes its GOP (the function above).
+    static func closes(_ packet: UnsafePointer<AVPacket>, of par: UnsafePointer<AVCodecParameters>) -> Bool {
+        closes(UnsafeBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size)), codec: par.pointee.codec_id,
+               extradata: UnsafeBufferPointer(start: par.pointee.extradata, count: Int(par.pointee.extradata_size)))
+    }
+
     /// The NAL length prefix's size where `extradata` is a configuration
     /// record (its first byte 1; the size's low two bits at `at`), else nil (Annex B).
     private static func lengthSize(_ extradata: UnsafeBufferPointer<UInt8>, recordBytes: Int, at: Int) -> Int? {

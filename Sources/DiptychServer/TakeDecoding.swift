@@ -32,7 +32,10 @@ final class TakeDecoding: Sendable {
     var current: DecodePlacement.Decision? { moved.withLock { $0?.decision } ?? admitted }
 
     /// Whether the server may move the decoding to the CPU: NVDEC decodes it by placement, and it has not moved.
-    var movable: Bool { admitted?.cpu == false && inputMegapixelsPerSecond > 0 && moved.withLock { $0 == nil } }
+    var movable: Bool { leftToNVDEC && moved.withLock { $0 == nil } }
+
+    /// Admission left the decoding to NVDEC, where the server decides where inputs decode.
+    private var leftToNVDEC: Bool { admitted?.cpu == false && inputMegapixelsPerSecond > 0 }
 
     /// Input megapixels a second decoded on the CPU by the server's choice (admission charges them).
     var cpuMegapixelsPerSecond: Double { current?.cpu == true ? inputMegapixelsPerSecond : 0 }
@@ -40,7 +43,7 @@ final class TakeDecoding: Sendable {
     /// Moves the decoding to the CPU: each stream NVDEC decodes goes on on
     /// the CPU from its next keyframe. False when it is not movable (any more).
     func moveToCPU(_ decision: DecodePlacement.Decision) -> Bool {
-        guard admitted?.cpu == false, inputMegapixelsPerSecond > 0 else { return false }
+        guard leftToNVDEC else { return false }
         let made = moved.withLock { m -> Bool in
             guard m == nil else { return false }
             m = (decision, nil)

@@ -17,10 +17,9 @@ import CFFmpeg
         var out: [Bool] = []
         while av_read_frame(f, packet.raw) >= 0 {
             defer { packet.unref() }
-            let par = f.pointee.streams[Int(packet.raw.pointee.stream_index)]!.pointee.codecpar.pointee
-            guard par.codec_type == AVMEDIA_TYPE_VIDEO, packet.raw.pointee.flags & AV_PKT_FLAG_KEY != 0 else { continue }
-            out.append(GOPStart.closes(UnsafeBufferPointer(start: packet.raw.pointee.data, count: Int(packet.raw.pointee.size)), codec: par.codec_id,
-                                       extradata: UnsafeBufferPointer(start: par.extradata, count: Int(par.extradata_size))))
+            let par = f.pointee.streams[Int(packet.raw.pointee.stream_index)]!.pointee.codecpar!
+            guard par.pointee.codec_type == AVMEDIA_TYPE_VIDEO, packet.raw.pointee.flags & AV_PKT_FLAG_KEY != 0 else { continue }
+            out.append(GOPStart.closes(packet.raw, of: par))
         }
         return out
     }
