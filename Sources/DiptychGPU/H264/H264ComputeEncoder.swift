@@ -260,14 +260,29 @@ final class H264ComputeEncoder {
     /// Binds the picture's buffers and sets `pass`'s uniforms (its program in use).
     private func bind(_ p: Prepared, _ pass: Pass, diagonal: Int = -1) {
         let slot = p.pending.slot
-        for (binding, buffer) in [(0, p.job.source), (1, pictures[current]), (2, pictures[p.reference]), (3, records[current]),
-                                  (4, records[p.reference]), (5, bits), (6, lens), (7, results.result(slot)), (8, results.output(slot)), (10, progress), (11, planes), (12, probeList)] {
-            glBindBufferBase(GL.shaderStorageBuffer, GLuint(binding), buffer)
+        // Only the buffers the pass's program reads or writes (CAVLC's tables, binding 9, are the context's).
+        for binding in programs.bindings[pass]! where binding != H264CAVLCTables.binding {
+            let buffer: GLuint = switch binding {
+            case 0: p.job.source
+            case 1: pictures[current]
+            case 2: pictures[p.reference]
+            case 3: records[current]
+            case 4: records[p.reference]
+            case 5: bits
+            case 6: lens
+            case 7: results.result(slot)
+            case 8: results.output(slot)
+            case 10: progress
+            case 11: planes
+            case 12: probeList
+            default: preconditionFailure("the GPU encoder's \(pass) pass reads storage binding \(binding), which none of its buffers has")
+            }
+            glBindBufferBase(GL.shaderStorageBuffer, binding, buffer)
         }
         let l = programs.locations[pass]!
-        glUniform4i(l.size, Int32(format.width), Int32(format.height), Int32(format.mbWidth), Int32(format.mbHeight))
-        glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset))
-        glUniform1i(l.sliceRows, Int32(sliceRows))
+        if l.size >= 0 { glUniform4i(l.size, Int32(format.width), Int32(format.height), Int32(format.mbWidth), Int32(format.mbHeight)) }
+        if l.layout >= 0 { glUniform4i(l.layout, Int32(p.job.rowBytes), Int32(p.job.uvOffset), Int32(pictureRowBytes), Int32(pictureUVOffset)) }
+        if l.sliceRows >= 0 { glUniform1i(l.sliceRows, Int32(sliceRows)) }
         let qp = Int32(p.pending.qp), kind: Int32 = p.pending.idr ? 0 : 1
         switch pass {
         case .intra, .intraWalk, .interpolate, .search, .refine, .subpel, .choose, .inter, .intraP: glUniform4i(l.code, qp, kind, p.lambda, Int32(max(0, diagonal)))

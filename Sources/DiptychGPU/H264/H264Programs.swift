@@ -22,6 +22,10 @@ final class H264Programs {
     /// The CAVLC pass's code tables, bound at `H264CAVLCTables.binding`.
     let cavlcTables = H264CAVLCTables()
     private(set) var locations: [Pass: (size: GLint, layout: GLint, code: GLint, picture: GLint, step: GLint, sliceRows: GLint)] = [:]
+    /// The storage buffer bindings each pass's program reads or writes (its
+    /// active blocks): a picture's dispatch binds only these, as a batch
+    /// records about twenty dispatches a picture on the render thread.
+    private(set) var bindings: [Pass: [GLuint]] = [:]
 
     /// How the raster-order pass (P_Skip decision and deblocking) keeps the
     /// standard's order: one work group walking each macroblock row, a row
@@ -42,6 +46,7 @@ final class H264Programs {
             for pass in Pass.allCases {
                 let p = try Self.build(pass)
                 ids[pass] = p
+                bindings[pass] = Self.storageBindings(p)
                 locations[pass] = (glGetUniformLocation(p, "u_size"), glGetUniformLocation(p, "u_layout"), glGetUniformLocation(p, "u_code"),
                                    glGetUniformLocation(p, "u_pic"), glGetUniformLocation(p, "u_step"),
                                    glGetUniformLocation(p, "u_sliceRows"))
@@ -72,6 +77,18 @@ final class H264Programs {
             out.append(Substring(text))
         }
         return out.joined(separator: "\n")
+    }
+
+    /// The binding points of `program`'s active shader storage blocks (those the linker kept).
+    static func storageBindings(_ program: GLuint) -> [GLuint] {
+        var count: GLint = 0
+        glGetProgramInterfaceiv(program, GLenum(GL_SHADER_STORAGE_BLOCK), GLenum(GL_ACTIVE_RESOURCES), &count)
+        var property = GLenum(GL_BUFFER_BINDING)
+        return (0..<GLuint(max(0, count))).map { i in
+            var binding: GLint = 0
+            glGetProgramResourceiv(program, GLenum(GL_SHADER_STORAGE_BLOCK), i, 1, &property, 1, nil, &binding)
+            return GLuint(binding)
+        }.sorted()
     }
 
     private static func build(_ pass: Pass) throws(GPUError) -> GLuint {
