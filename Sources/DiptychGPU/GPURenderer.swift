@@ -366,7 +366,7 @@ final class GPURenderer {
         }
         if s.encode, let encoder = out.encoder {
             try encoder.encode(nv12: out.nv12Storage(), rowBytes: out.nv12Stride, height: out.canvas.height, pts: s.pts,
-                               serial: timeline.pendingSerial)
+                               serial: timeline.pendingSerial, callersCollect: encoder.collectsOffThread(timeline))
         }
         timer.stats.framesCompute += 1
         try finishSubmission(out, pts: s.pts, slot: slot, bytes: out.nv12Bytes)

@@ -62,8 +62,11 @@ final class OutputEncoder: @unchecked Sendable {   // `pending` and the encoder'
     /// collects what completed, then records this picture's passes.
     /// Inside a render-thread batch the picture is recorded with the batch's
     /// other GPU-encoded pictures, pass by pass, before the batch's fence.
-    func encode(nv12: NV12Buffer, rowBytes: Int, height: Int, pts: MediaTime, serial: UInt64) throws(GPUError) {
-        try collect(wait: false)
+    /// `callersCollect` (`collectsOffThread`): the take's thread collects the
+    /// completed pictures, so the render thread, which every take of the
+    /// context waits on, leaves them to it (framing a picture is CPU work).
+    func encode(nv12: NV12Buffer, rowBytes: Int, height: Int, pts: MediaTime, serial: UInt64, callersCollect: Bool) throws(GPUError) {
+        if !callersCollect { try collect(wait: false) }
         while pending.count + deferred >= Self.depth && !pending.isEmpty { try collectOne(wait: true) }
         let key = ready.withLock { r in
             defer { r.keyframeAsked = false }
