@@ -288,7 +288,9 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             let batch = t.encodes
             t.encodes = []
             t.clock?.encoderStarts(pictures: batch.count)
+            let started = DispatchTime.now().uptimeNanoseconds
             OutputEncoder.encode(batch)
+            add(.encoderRecord, since: started)
         }
         t.clock?.end()
         let t0 = DispatchTime.now().uptimeNanoseconds

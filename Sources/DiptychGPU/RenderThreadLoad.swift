@@ -58,9 +58,12 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
 
 /// What a render thread spends its time on: a frame batch's phases
 /// (`FrameJob`), the flushes, and other calls; `poll`, `fence` and `checks`
-/// are parts of `begin` and `finish`.
+/// are parts of `begin` and `finish`, and so are the GPU encoder's:
+/// `encoderWait` (waiting for an output's oldest picture to free a result
+/// slot), `encoderHeaders` (its slices' headers written into its buffers)
+/// and `encoderRecord` (recording the batch's passes, the headers included).
 public enum RenderPhase: Int, CaseIterable, Sendable {
-    case prepare, cudaCopy, begin, dispatch, barrier, finish, flush, work, poll, fence, checks
+    case prepare, cudaCopy, begin, dispatch, barrier, finish, flush, work, poll, fence, checks, encoderWait, encoderHeaders, encoderRecord
     public var name: String {
         switch self {
         case .prepare: "prepare"
@@ -74,6 +77,9 @@ public enum RenderPhase: Int, CaseIterable, Sendable {
         case .poll: "poll"
         case .fence: "fence"
         case .checks: "checks"
+        case .encoderWait: "encoder wait"
+        case .encoderHeaders: "encoder headers"
+        case .encoderRecord: "encoder record"
         }
     }
 }

@@ -132,7 +132,7 @@ struct Metrics {
             }
             for phase in RenderPhase.allCases {
                 m.sample("diptych_gpu_render_thread_phase_seconds_total", "counter",
-                         "Render thread busy time by phase (poll is part of begin; fence and checks of finish).",
+                         "Render thread busy time by phase (poll is part of begin; fence, checks and the encoder_ phases of finish).",
                          c + [("phase", phase.name.replacingOccurrences(of: " ", with: "_"))], load.phaseSeconds[phase.name] ?? 0)
             }
         }

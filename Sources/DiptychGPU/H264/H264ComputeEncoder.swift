@@ -303,7 +303,9 @@ final class H264ComputeEncoder {
         // A picture an encoder: two of one stream would write the same reconstruction and records
         // (a caller's render waits for its frame, so a batch never holds two of one output).
         precondition(Set(jobs.map { ObjectIdentifier($0.encoder) }).count == jobs.count, "two pictures of one GPU encoder in a batch")
+        let started = PassTimer.now()
         let prepared = groupingIDRs(jobs).map { $0.encoder.prepare($0) }
+        RenderThread.add(.encoderHeaders, since: started)
         let profiling = jobs.contains { $0.encoder.profiling }
         var t0 = profiling ? PassTimer.now() : 0
         // After a pass and before a barrier (one follows every call): a render

@@ -67,7 +67,11 @@ final class OutputEncoder: @unchecked Sendable {   // `pending` and the encoder'
     /// context waits on, leaves them to it (framing a picture is CPU work).
     func encode(nv12: NV12Buffer, rowBytes: Int, height: Int, pts: MediaTime, serial: UInt64, callersCollect: Bool) throws(GPUError) {
         if !callersCollect { try collect(wait: false) }
-        while pending.count + deferred >= Self.depth && !pending.isEmpty { try collectOne(wait: true) }
+        if pending.count + deferred >= Self.depth && !pending.isEmpty {
+            let started = PassTimer.now()
+            while pending.count + deferred >= Self.depth && !pending.isEmpty { try collectOne(wait: true) }
+            RenderThread.add(.encoderWait, since: started)
+        }
         let key = ready.withLock { r in
             defer { r.keyframeAsked = false }
             return r.keyframeAsked
