@@ -8,14 +8,18 @@ import Foundation
 public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
     public enum Readback: String, Sendable, CaseIterable { case auto, gl, cuda }
     public enum Uploads: String, Sendable, CaseIterable { case auto, `import`, off }
-    public enum Pictures: String, Sendable, CaseIterable { case auto, textures }
+    public enum Pictures: String, Sendable, CaseIterable {
+        case auto, textures
+        case inPlace = "in-place"
+    }
 
     /// `DIPTYCH_GPU_READBACK`: NV12 read back through GL's buffers or CUDA memory imported into GL.
     public var readback = Readback.auto
     /// `DIPTYCH_CUDA_UPLOADS`: uploads staged in imported CUDA memory, or GL's buffers.
     public var uploads = Uploads.auto
     /// `DIPTYCH_GPU_PICTURES`: NV12, I420, RGBA and BGRA pictures staged in imported
-    /// memory read in place by the compute pass (`auto`), or uploaded into textures.
+    /// memory read in place by the compute pass (`auto`), in GL's mapped
+    /// staging buffers too (`in-place`), or uploaded into textures.
     public var pictures = Pictures.auto
     /// `DIPTYCH_GPU_ENCODER_RECONSTRUCTION`: a folder where each GPU-encoded
     /// output writes its reconstructed pictures (a check that a decoder's
@@ -29,7 +33,7 @@ public struct GPURequest: Hashable, Sendable, CustomStringConvertible {
     /// The variables every value is read from, and what each takes.
     public static let variables: [(name: String, values: String)] = [
         ("DIPTYCH_GPU_READBACK", "auto|gl|cuda"), ("DIPTYCH_CUDA_UPLOADS", "auto|import|off"),
-        ("DIPTYCH_GPU_PICTURES", "auto|textures"), ("DIPTYCH_GPU_ENCODER_RECONSTRUCTION", "a folder"),
+        ("DIPTYCH_GPU_PICTURES", "auto|in-place|textures"), ("DIPTYCH_GPU_ENCODER_RECONSTRUCTION", "a folder"),
     ]
 
     /// Reads `environment` (the process's, or a test's). Throws naming the

@@ -57,7 +57,7 @@ struct UploadLayout {
 /// `Memory` for the whole ring:
 /// - `mapped`: pixel-unpack buffers persistently mapped for writing
 ///   (GL_EXT_buffer_storage, coherent), so no render-thread hop maps or
-///   unmaps them and glTexSubImage2D reads them at bus speed;
+///   unmaps them and glTexSubImage2D (or the compute pass) reads them at bus speed;
 /// - `imported`: CUDA device memory imported into GL; the callers copy in
 ///   through CUDA's copy engines, and glTexSubImage2D or the compute pass
 ///   reads it on the device;
@@ -204,8 +204,8 @@ final class StagingRing {
         slots[i].lastUse = max(slots[i].lastUse, serial)
     }
 
-    /// Whether slot `i`'s buffer can be read in place: imported device memory.
-    func readableInPlace(_ i: Int) -> Bool { slots[i].buffer != 0 && imported != nil }
+    /// Whether slot `i`'s buffer can be read in place: imported device memory, or a mapped buffer.
+    func readableInPlace(_ i: Int) -> Bool { slots[i].buffer != 0 && (imported != nil || persistent) }
 
     /// Render thread: slot `i` has been read by the submission `serial` and is free again.
     func committed(_ i: Int, serial: UInt64) {

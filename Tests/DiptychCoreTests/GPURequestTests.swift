@@ -19,12 +19,13 @@ import Testing
         #expect(r.readback == .gl && r.uploads == .off && r.pictures == .textures && r.encoderReconstruction == "/tmp/r")
         #expect(r.given.count == 4 && r.description.contains("DIPTYCH_GPU_READBACK=gl"))
         #expect(GPURequest().encoderReconstruction == nil)
+        #expect(try GPURequest(environment: ["DIPTYCH_GPU_PICTURES": "in-place"]).pictures == .inPlace)
     }
 
     @Test(arguments: [
         ("DIPTYCH_GPU_READBACK", "CUDA", "expected auto|gl|cuda"), ("DIPTYCH_CUDA_UPLOADS", "on", "expected auto|import|off"),
-        ("DIPTYCH_GPU_PICTURES", "default", "expected auto|textures"), ("DIPTYCH_GPU_PICTURES", "device", "expected auto|textures"),
-        ("DIPTYCH_GPU_PICTURES", "in-place", "expected auto|textures"),
+        ("DIPTYCH_GPU_PICTURES", "default", "expected auto|in-place|textures"), ("DIPTYCH_GPU_PICTURES", "device", "expected auto|in-place|textures"),
+        ("DIPTYCH_GPU_PICTURES", "inplace", "expected auto|in-place|textures"),
         ("DIPTYCH_GPU_FENCES", "gl", "is not a setting"), ("DIPTYCH_GPU_FRAME_BATCH", "1", "is not a setting"),
         ("DIPTYCH_GPU_TIMER_QUERIES", "off", "is not a setting"), ("DIPTYCH_CUDA_COPIERS", "4", "is not a setting"),
         ("DIPTYCH_CUDA_STREAMING_COPY", "off", "is not a setting"), ("DIPTYCH_CUDA_PREMAP", "on", "is not a setting"),

@@ -92,6 +92,15 @@ import Testing
             + " pictures=in-place cuda-frames=staged readback=mapped fences=watched \(tuning)") { $0.request.readback = .gl; $0.request.uploads = .import },
         Row("DIPTYCH_CUDA_UPLOADS=off", expected: "plan: pass=compute shortcut=off staging=mapped pictures=textures cuda-frames=interop"
             + " readback=cuda-imported fences=watched \(tuning)") { $0.request.uploads = .off },
+        Row("DIPTYCH_CUDA_UPLOADS=off, DIPTYCH_GPU_PICTURES=in-place", expected: "plan: pass=compute shortcut=off staging=mapped"
+            + " pictures=in-place cuda-frames=interop readback=cuda-imported fences=watched \(tuning)") {
+            $0.request.uploads = .off; $0.request.pictures = .inPlace
+        },
+        Row("llvmpipe, compute and DIPTYCH_GPU_PICTURES=in-place asked for", expected: "plan: pass=compute shortcut=direct-copy staging=mapped"
+            + " pictures=textures cuda-frames=none readback=mapped fences=watched \(tuning) (not taken: cuda-imported memory: no CUDA"
+            + " (libcuda.so.1: cannot open shared object file))") {
+            $0.context = llvmpipe; $0.cuda = noCUDA; $0.options.pass = .compute; $0.request.pictures = .inPlace
+        },
         Row("DIPTYCH_GPU_PICTURES=textures", expected: "plan: pass=compute shortcut=off staging=cuda-imported pictures=textures"
             + " cuda-frames=staged readback=cuda-imported fences=watched \(tuning) (not taken: pictures in place: textures asked for)") {
             $0.request.pictures = .textures
@@ -148,9 +157,12 @@ import Testing
         #expect(throws: GPUError.self) { try GPUPlanner.check(egl, noFences, Self.roundTrip) }
         #expect(throws: Never.self) { try GPUPlanner.check(p, noFences, Self.roundTrip) }
         #expect(throws: GPUError.self) { try GPUPlanner.check(p, Self.nvidia, Self.roundTrip, uploadDepth: 3) }
-        var inPlaceOverGL = p
-        inPlaceOverGL.staging = .mappedBuffers
-        #expect(throws: GPUError.self) { try GPUPlanner.check(inPlaceOverGL, Self.nvidia, Self.roundTrip) }
+        var inPlaceOverMapped = p
+        inPlaceOverMapped.staging = .mappedBuffers
+        #expect(throws: Never.self) { try GPUPlanner.check(inPlaceOverMapped, Self.nvidia, Self.roundTrip) }
+        var inPlaceOverClient = p
+        inPlaceOverClient.staging = .clientMemory
+        #expect(throws: GPUError.self) { try GPUPlanner.check(inPlaceOverClient, Self.nvidia, Self.roundTrip) }
     }
 
     /// The plan travels as JSON (the take summary, `/healthz`, the bench's results) and comes back equal.

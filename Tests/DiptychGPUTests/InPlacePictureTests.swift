@@ -129,6 +129,28 @@ extension GPU {
             #expect(c.stats.upload.count < gl.stats.upload.count, "uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
         }
 
+        /// `DIPTYCH_GPU_PICTURES=in-place` with GL's mapped staging: the
+        /// pass reads each picture where the CPU wrote it, with no upload, and
+        /// the frames match textures as above, NV12, I420 and RGBA.
+        @Test func readFromMappedStagingMatchesTextures() throws {
+            let gl = try compositor(inPlace: false)
+            defer { gl.shutdown() }
+            var request = GPURequest.readbackOnly
+            request.pictures = .inPlace
+            let c = try makeCompositor(request: request, readbackDepth: 3)
+            defer { c.shutdown() }
+            #expect(c.plan.pictures == .inPlace && c.plan.staging == .mappedBuffers, "\(c.plan)")
+            for o in ComputePath.orientations {
+                expectClose(try run(c, plan: plan(o), count: 3), try run(gl, plan: plan(o), count: 3), "mapped, inset \(o)")
+            }
+            for format in [PixelFormat.i420, .rgba] {
+                let p = plan(Orientation(rotation: .r90, mirrored: false))
+                expectClose(try run(c, plan: p, count: 3, primary: format, secondary: format),
+                            try run(gl, plan: p, count: 3, primary: format, secondary: format), "mapped, \(format)")
+            }
+            #expect(c.stats.upload.count < gl.stats.upload.count, "uploads: \(c.stats.upload.count) against \(gl.stats.upload.count)")
+        }
+
         /// RGBA and BGRA pictures are read in place too, in every rotation
         /// and mirror, with no upload.
         @Test(.enabled(if: GPU.InPlacePictures.imports, "needs GL_EXT_memory_object_fd"))

@@ -30,7 +30,7 @@ public struct GPUPlan: Hashable, Sendable, Codable, CustomStringConvertible {
     public enum Pictures: String, Hashable, Sendable, Codable {
         /// Uploaded into textures.
         case textures
-        /// Read by the compute pass where they were staged (CUDA-imported staging only).
+        /// Read by the compute pass where they were staged (CUDA-imported or mapped staging).
         case inPlace = "in-place"
     }
 

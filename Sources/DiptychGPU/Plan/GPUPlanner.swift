@@ -91,10 +91,12 @@ public enum GPUPlanner {
         }
         if !context.bufferStorage { notTaken.append("mapped buffers: no GL_EXT_buffer_storage") }
 
-        // Pictures in place: read by the compute pass from imported staging;
-        // a picture holds its slot while current, so the ring needs four.
+        // Pictures in place: read by the compute pass where they were staged
+        // (imported device memory; GL's mapped buffers where asked for, which
+        // no texture upload then copies); a picture holds its slot while
+        // current, so the ring needs four.
         var pictures = GPUPlan.Pictures.textures
-        if staging == .cudaImported {
+        if staging == .cudaImported || (staging == .mappedBuffers && !shortcut && request.pictures == .inPlace) {
             if request.pictures == .textures {
                 notTaken.append("pictures in place: textures asked for")
             } else if pass != .compute {
@@ -141,8 +143,8 @@ public enum GPUPlanner {
         if (plan.staging == .cudaImported || plan.readback == .cudaImported) && cuda.roundTrip != .works {
             throw .unsupported("CUDA-imported memory (\(cuda.roundTrip))")
         }
-        if plan.pictures == .inPlace && (plan.staging != .cudaImported || plan.pass != .compute) {
-            throw .unsupported("pictures in place without CUDA-imported staging and the compute pass")
+        if plan.pictures == .inPlace && (plan.staging == .clientMemory || plan.pass != .compute || plan.softwareShortcut) {
+            throw .unsupported("pictures in place without CUDA-imported or mapped staging and the compute pass")
         }
         if plan.pictures == .inPlace && uploadDepth < 4 {
             throw .unsupported("pictures in place with \(uploadDepth) staging slots (four needed)")
