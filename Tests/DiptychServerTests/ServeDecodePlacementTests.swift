@@ -52,15 +52,17 @@ private final class Lines: Sendable {
     @Test func takesFillTheDecodeBudgetThenKeepTheirChoice() throws {
         let dir = Scratch(); defer { dir.remove() }
         let (a, b) = (dir.path("a.mp4"), dir.path("b.mp4"))
-        try clip(a, PixelSize(width: 320, height: 180))
-        try clip(b, PixelSize(width: 160, height: 96))
+        // Two seconds a take at the primary's pace, so all three run at once when the last joins (the shares below).
+        try clip(a, PixelSize(width: 320, height: 180), frames: 60)
+        try clip(b, PixelSize(width: 160, height: 96), frames: 60)
         let pool = try CompositorPool(selection: GPUSelection(parsing: "software")!, contexts: 1, log: { _ in })
         defer { pool.shutdown() }
         let (model, lines) = (Self.model, Lines())
         let registry = placingRegistry(pool: pool, meter: CostMeter(calibration: model), lines: lines)
         defer { registry.shutdown(reason: "test over") }
         func post(_ name: String, preset: String) throws -> Take {
-            let body = json(["primary": a, "secondary": b, "out": dir.path(name), "duration": 1, "preset": preset, "audio": "none"])
+            let body = json(["primary": a, "secondary": b, "out": dir.path(name), "duration": 2, "realtime": "on", "preset": preset,
+                             "audio": "none"])
             return try registry.create(Data(body.utf8)).take
         }
         let first = try post("first.mp4", preset: "ultrafast")
