@@ -155,9 +155,10 @@ public final class GPUCompositor: Sendable {
     /// Runs `body` with the renderer on the render thread, after turning the
     /// pending uploads into textures (every hop does, so uploads take effect
     /// in call order).
-    func withRenderer<T: Sendable>(_ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
+    /// `call`: the method that hops (the render thread's time by caller).
+    func withRenderer<T: Sendable>(call: String = #function, _ body: (GPURenderer) throws(GPUError) -> T) throws(GPUError) -> T {
         calls.lock(); defer { calls.unlock() }
-        return try thread.sync { () throws(GPUError) -> T in try onRenderThread(body) }
+        return try thread.sync(call: call) { () throws(GPUError) -> T in try onRenderThread(body) }
     }
 
     /// On the render thread: `body` with the renderer under its lock. A

@@ -13,7 +13,8 @@ import CEGL
 /// back to back (`FrameJob`, up to `maxBatch`) run phase by phase.
 final class RenderThread: @unchecked Sendable {   // pthread handle; the queue is a `Condition`, the rest render-thread only
     private enum Item {
-        case work(@Sendable () -> Void)
+        /// A call from another thread, and where it was made (`sync`'s `call`).
+        case work(String, @Sendable () -> Void)
         case frame(FrameJob)
         var isWork: Bool { if case .work = self { true } else { false } }
     }
@@ -66,6 +67,13 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                 for (i, p) in seconds.enumerated() where p > 0 { v.phaseSeconds[RenderPhase.allCases[i].name, default: 0] += p }
             }
             for i in phases.indices { phases[i] = 0 }
+        }
+        /// A call from another thread that the render thread ran (`sync`): its time, by where it was made.
+        func addCall(_ call: String, ns: UInt64) {
+            value.withLock { v in
+                v.callSeconds[call, default: 0] += Double(ns) / 1e9
+                v.calls[call, default: 0] += 1
+            }
         }
         var snapshot: RenderThreadLoad { value.withLock { $0 } }
     }
@@ -174,7 +182,13 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             }
             let began = DispatchTime.now().uptimeNanoseconds
             SoftwareTurn.during(takesTurns) {
-                if case .work(let work) = item { work(); RenderThread.add(.work, since: began) } else { FrameJob.run(batch) }
+                if case .work(let call, let work) = item {
+                    work()
+                    RenderThread.add(.work, since: began)
+                    load.addCall(call, ns: DispatchTime.now().uptimeNanoseconds - began)
+                } else {
+                    FrameJob.run(batch)
+                }
                 if flushWanted {
                     let idle = queue.withLock { $0.items.isEmpty }
                     if idle || DispatchTime.now().uptimeNanoseconds - lastFlush >= RenderThread.flushInterval { flushNow() }
@@ -339,7 +353,8 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
 
     /// Runs `work` on the render thread and returns its result. Blocks.
     /// Reentrant: on the render thread itself it runs inline.
-    func sync<T>(_ work: () throws(GPUError) -> T) throws(GPUError) -> T {
+    /// `call`: where the call was made, for the thread's time by caller (`RenderThreadLoad.callSeconds`).
+    func sync<T>(call: String = #function, _ work: () throws(GPUError) -> T) throws(GPUError) -> T {
         if isCurrent { return try work() }
         hopCounter.add()
         let slot = Slot<T>()
@@ -348,7 +363,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
             let box = WorkBox(work)
             let accepted = queue.update { q in
                 guard !q.stopped else { return false }
-                q.items.append(.work {
+                q.items.append(.work(call) {
                     do throws(GPUError) { slot.result = .success(try box.run()) } catch { slot.result = .failure(error) }
                     done.update { $0 = true }
                 })

@@ -28,6 +28,10 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     public static let encoderPasses = H264Programs.Pass.allCases.filter { $0 != .interpolate && $0 != .probeGuess }.map { "\($0)" }
     /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
+    /// The `other calls` phase by where each call was made (a compositor's
+    /// method that hopped to the render thread): busy time and calls.
+    public var callSeconds: [String: Double] = [:]
+    public var calls: [String: Int] = [:]
     public init() {}
 
     public static func - (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
@@ -37,6 +41,8 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         n.gpuEncodedPictures.negate(); n.gpuEncoderIDRBatches.negate()
         n.gpuEncoderPassSeconds = n.gpuEncoderPassSeconds.mapValues { -$0 }
         n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
+        n.callSeconds = n.callSeconds.mapValues { -$0 }
+        n.calls = n.calls.mapValues { -$0 }
         return a + n
     }
 
@@ -52,6 +58,8 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         d.gpuEncoderIDRBatches = a.gpuEncoderIDRBatches + b.gpuEncoderIDRBatches
         d.gpuEncoderPassSeconds = a.gpuEncoderPassSeconds.merging(b.gpuEncoderPassSeconds, uniquingKeysWith: +)
         d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
+        d.callSeconds = a.callSeconds.merging(b.callSeconds, uniquingKeysWith: +)
+        d.calls = a.calls.merging(b.calls, uniquingKeysWith: +)
         return d
     }
 }

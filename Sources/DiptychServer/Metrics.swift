@@ -135,6 +135,16 @@ struct Metrics {
                          "Render thread busy time by phase (poll is part of begin; fence, checks and the encoder_ phases of finish).",
                          c + [("phase", phase.name.replacingOccurrences(of: " ", with: "_"))], load.phaseSeconds[phase.name] ?? 0)
             }
+            for call in load.callSeconds.keys.sorted() {
+                m.sample("diptych_gpu_render_thread_call_seconds_total", "counter",
+                         "Of the other_calls phase, each compositor method's calls that hopped to the render thread: their busy time.",
+                         c + [("call", call)], load.callSeconds[call] ?? 0)
+            }
+            for call in load.calls.keys.sorted() {
+                m.sample("diptych_gpu_render_thread_calls_total", "counter",
+                         "Of the other_calls phase, each compositor method's calls that hopped to the render thread: how many.",
+                         c + [("call", call)], Double(load.calls[call] ?? 0))
+            }
         }
         let byState = Dictionary(grouping: takes, by: { $0.0.state })
         for s in TakeState.allCases {

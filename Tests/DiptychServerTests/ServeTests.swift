@@ -108,6 +108,10 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
         try check("three takes running", running: true)
         for id in ids { _ = try server.waitForTake(id) { state($0) == "finished" } }
         try check("after the takes", running: false)
+        // The render thread's calls from other threads, by the method that made them (addOutput at least, once a take).
+        let metrics = try server.request("GET", "/metrics").text
+        #expect(metrics.contains("diptych_gpu_render_thread_calls_total{context=\"0\",call=\"addOutput(canvas:matrix:range:)\"}"),
+                "\(metrics.split(separator: "\n").filter { $0.contains("render_thread_call") })")
     }
 
     /// `GET /v1/takes/{id}/snapshot`: the main output's current composite as
