@@ -60,20 +60,15 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                 v.gpuEncoderPassSeconds.merge(c.encoderPasses, uniquingKeysWith: +)
             }
         }
-        func add(busy ns: UInt64, items: Int, phases: inout [UInt64]) {
+        /// `call`: where the item was a call from another thread (`sync`), where it was made and its time.
+        func add(busy ns: UInt64, items: Int, phases: inout [UInt64], call: (String, UInt64)? = nil) {
             let seconds = phases.map { Double($0) / 1e9 }
             value.withLock { v in
                 v.busySeconds += Double(ns) / 1e9; v.items += items; v.wakeups += 1
                 for (i, p) in seconds.enumerated() where p > 0 { v.phaseSeconds[RenderPhase.allCases[i].name, default: 0] += p }
+                if let (name, ns) = call { v.calls[name, default: .init()].count += 1; v.calls[name, default: .init()].seconds += Double(ns) / 1e9 }
             }
             for i in phases.indices { phases[i] = 0 }
-        }
-        /// A call from another thread that the render thread ran (`sync`): its time, by where it was made.
-        func addCall(_ call: String, ns: UInt64) {
-            value.withLock { v in
-                v.callSeconds[call, default: 0] += Double(ns) / 1e9
-                v.calls[call, default: 0] += 1
-            }
         }
         var snapshot: RenderThreadLoad { value.withLock { $0 } }
     }
@@ -181,11 +176,13 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                 continue
             }
             let began = DispatchTime.now().uptimeNanoseconds
+            var call: (String, UInt64)?
             SoftwareTurn.during(takesTurns) {
-                if case .work(let call, let work) = item {
+                if case .work(let name, let work) = item {
                     work()
-                    RenderThread.add(.work, since: began)
-                    load.addCall(call, ns: DispatchTime.now().uptimeNanoseconds - began)
+                    let ns = DispatchTime.now().uptimeNanoseconds - began
+                    phaseNs[RenderPhase.work.rawValue] &+= ns
+                    call = (name, ns)
                 } else {
                     FrameJob.run(batch)
                 }
@@ -199,7 +196,7 @@ final class RenderThread: @unchecked Sendable {   // pthread handle; the queue i
                     if let c = clock?.collect(), c.batches > 0 { load.addGPU(c) }
                 }
             }
-            load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count), phases: &phaseNs)
+            load.add(busy: DispatchTime.now().uptimeNanoseconds - began, items: max(1, batch.count), phases: &phaseNs, call: call)
         }
         SoftwareTurn.during(takesTurns) {
             watch.abandonAll()

@@ -29,10 +29,17 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
     /// Busy time by `RenderPhase` name (a phase's parts are also counted on their own).
     public var phaseSeconds: [String: Double] = [:]
     /// The `other calls` phase by where each call was made (a compositor's
-    /// method that hopped to the render thread): busy time and calls.
-    public var callSeconds: [String: Double] = [:]
-    public var calls: [String: Int] = [:]
+    /// method that hopped to the render thread).
+    public var calls: [String: Calls] = [:]
     public init() {}
+
+    /// Calls from one place: how many, and the render thread's time running them.
+    public struct Calls: Hashable, Sendable, Codable {
+        public var count = 0
+        public var seconds = 0.0
+        static func + (a: Calls, b: Calls) -> Calls { Calls(count: a.count + b.count, seconds: a.seconds + b.seconds) }
+        static prefix func - (a: Calls) -> Calls { Calls(count: -a.count, seconds: -a.seconds) }
+    }
 
     public static func - (a: RenderThreadLoad, b: RenderThreadLoad) -> RenderThreadLoad {
         var n = b
@@ -41,7 +48,6 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         n.gpuEncodedPictures.negate(); n.gpuEncoderIDRBatches.negate()
         n.gpuEncoderPassSeconds = n.gpuEncoderPassSeconds.mapValues { -$0 }
         n.phaseSeconds = n.phaseSeconds.mapValues { -$0 }
-        n.callSeconds = n.callSeconds.mapValues { -$0 }
         n.calls = n.calls.mapValues { -$0 }
         return a + n
     }
@@ -58,7 +64,6 @@ public struct RenderThreadLoad: Hashable, Sendable, Codable {
         d.gpuEncoderIDRBatches = a.gpuEncoderIDRBatches + b.gpuEncoderIDRBatches
         d.gpuEncoderPassSeconds = a.gpuEncoderPassSeconds.merging(b.gpuEncoderPassSeconds, uniquingKeysWith: +)
         d.phaseSeconds = a.phaseSeconds.merging(b.phaseSeconds, uniquingKeysWith: +)
-        d.callSeconds = a.callSeconds.merging(b.callSeconds, uniquingKeysWith: +)
         d.calls = a.calls.merging(b.calls, uniquingKeysWith: +)
         return d
     }

@@ -135,15 +135,13 @@ struct Metrics {
                          "Render thread busy time by phase (poll is part of begin; fence, checks and the encoder_ phases of finish).",
                          c + [("phase", phase.name.replacingOccurrences(of: " ", with: "_"))], load.phaseSeconds[phase.name] ?? 0)
             }
-            for call in load.callSeconds.keys.sorted() {
+            for (call, n) in load.calls.sorted(by: { $0.key < $1.key }) {
                 m.sample("diptych_gpu_render_thread_call_seconds_total", "counter",
                          "Of the other_calls phase, each compositor method's calls that hopped to the render thread: their busy time.",
-                         c + [("call", call)], load.callSeconds[call] ?? 0)
-            }
-            for call in load.calls.keys.sorted() {
+                         c + [("call", call)], n.seconds)
                 m.sample("diptych_gpu_render_thread_calls_total", "counter",
                          "Of the other_calls phase, each compositor method's calls that hopped to the render thread: how many.",
-                         c + [("call", call)], Double(load.calls[call] ?? 0))
+                         c + [("call", call)], Double(n.count))
             }
         }
         let byState = Dictionary(grouping: takes, by: { $0.0.state })
