@@ -16,7 +16,7 @@ func fixtureExecutable(_ name: String) -> URL? {
 
     /// A recording killed with SIGKILL mid-take leaves a playable MP4 holding
     /// every fragment (one second each) completed before the kill.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func killedRecordingKeepsCompletedFragments() throws {
         let dir = TempDir(); defer { dir.remove() }
         let out = dir.path("killed.mp4")
@@ -48,7 +48,7 @@ func fixtureExecutable(_ name: String) -> URL? {
     /// A Matroska recording killed with SIGKILL mid-take keeps every cluster
     /// (a second, begun at a keyframe) finished before the kill, which FFmpeg
     /// and GStreamer read without the index a clean finish writes.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func killedMatroskaKeepsCompletedClusters() throws {
         let dir = TempDir(); defer { dir.remove() }
         let out = dir.path("killed.mkv")

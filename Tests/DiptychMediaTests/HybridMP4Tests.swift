@@ -10,7 +10,7 @@ import DiptychCore
 
     /// A 10 s take: the movie box states 10 s in mvhd, tkhd, mdhd and mehd;
     /// ffprobe and GStreamer read 10 s; the file is still fragmented.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func cleanFinishStatesTheDuration() throws {
         let dir = TempDir(); defer { dir.remove() }
         let path = dir.path("take.mp4")

@@ -169,7 +169,7 @@ import DiptychCore
 
     /// A pre-encoded take killed with SIGKILL mid-way keeps every fragment
     /// (MP4) or segment (HLS: each listed once complete) completed before.
-    @Test(.timeLimit(.minutes(2)), arguments: [".mp4", ".m3u8"])
+    @Test(.timeLimit(.minutes(5)), arguments: [".mp4", ".m3u8"])
     func killedPreEncodedTakeKeepsCompletedFragments(ext: String) throws {
         let dir = TempDir(); defer { dir.remove() }
         let out = dir.path("killed" + ext)

@@ -67,7 +67,7 @@ import DiptychCore
 
     /// A 10 s take of noise asked for 3 Mbit/s but capped at 500 kbit/s
     /// (one second's buffer) comes out within 10 % of the cap; uncapped it is far above.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(5)))
     func maxrateCapsTheRate() throws {
         let capped = try Self.encode({ $0.maxrate = 500_000; $0.bufsize = 500_000 })
         let options = Self.x264Options(capped)
