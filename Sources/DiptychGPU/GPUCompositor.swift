@@ -202,15 +202,6 @@ public final class GPUCompositor: Sendable {
         return l
     }
 
-    /// Blocks until submission `serial` has completed: on this thread where
-    /// the fences allow it, else on the render thread.
-    func wait(for serial: UInt64) throws(GPUError) {
-        let done = try callerSide { r in
-            serial <= r.timeline.completed || (r.timeline.canWaitOffThread && r.timeline.waitOffThread(for: serial))
-        }
-        if !done { try withRenderer { r in r.timeline.wait(for: serial) } }
-    }
-
     /// Adds an output with its own render target. The canvas needs even width
     /// and height (NV12). Frames come out in `matrix`/`range` (BT.709 limited by default).
     public func addOutput(canvas: PixelSize, matrix: ColorMatrix = .bt709, range: ColorRange = .limited) throws(GPUError) -> OutputID {
@@ -422,8 +413,17 @@ public final class GPUCompositor: Sendable {
         try withRenderer { r throws(GPUError) in try r.exportDmaBuf(output: output) }
     }
 
-    /// Per-pass timings (GPU timer queries where available, CPU otherwise).
+    /// Per-pass timings (GPU timer queries where available, CPU otherwise),
+    /// the timer queries polled now: a hop to the render thread.
     public var stats: GPUStats { (try? withRenderer { r in r.stats }) ?? GPUStats() }
+
+    /// `stats` as of the render thread's last frame, which polled the timer
+    /// queries then: read under the renderer's lock on this thread, no hop.
+    /// For readers that poll (a server's take views and cost samples): a hop
+    /// waits behind the frames queued on the render thread every take of the
+    /// context shares, and commits this compositor's pending uploads there,
+    /// out of a frame batch.
+    public var lastPolledStats: GPUStats { (try? callerSide { r in r.lastPolledStats }) ?? GPUStats() }
 
     public func resetStats() { _ = try? withRenderer { r in r.resetStats() } }
 

@@ -410,6 +410,11 @@ final class GPURenderer {
 
     var stats: GPUStats {
         timer.poll()
+        return lastPolledStats
+    }
+
+    /// The statistics without polling the timer queries (no GL call: any thread, under the renderer's lock).
+    var lastPolledStats: GPUStats {
         var s = timer.stats
         s.inFlight = timeline.inFlight
         return s

@@ -446,7 +446,8 @@ final class Take: Sendable {
     /// GPU time of the take's passes so far (over every compositor it had).
     var gpuTotals: GPUTotals {
         let c = gpu.state.withLock { $0.ended ? nil : $0.current }
-        let now = c.map { GPUTotals($0.stats) } ?? GPUTotals()
+        // Without a hop: views and cost samples read it while the take runs (`lastPolledStats`).
+        let now = c.map { GPUTotals($0.lastPolledStats) } ?? GPUTotals()
         return gpu.state.withLock { g in
             // A compositor already shut down reports nothing: keep what it last said.
             if now.frames >= g.last.frames { g.last = now }

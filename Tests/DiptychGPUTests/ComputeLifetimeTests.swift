@@ -95,6 +95,9 @@ extension GPU {
             let hops = c.renderThreadHops, load0 = c.renderThreadLoad
             for i in 4..<10 { try frame(i) }
             #expect(c.renderThreadHops - hops == 6, "\(c.renderThreadHops - hops) hops for 6 frames")
+            // The statistics as the last frame left them come without a hop (a server's take views read them so).
+            let polled = c.lastPolledStats
+            #expect(c.renderThreadHops - hops == 6 && polled.framesRendered == 10, "\(c.renderThreadHops - hops) hops; \(polled.framesRendered) frames")
             // The render thread's load counts those six frames, the time it ran them and its CPU time
             // (an item is counted once it has run: the next hop makes sure the last frame's has).
             _ = c.stats
