@@ -50,6 +50,7 @@ def options(argv):
                    help="end to end: the pair counts a runner tries (default: " + " ".join(DEFAULT_PAIRS) + ")")
     p.add_argument("--duration", type=int, default=15, help="seconds a take, end to end (default 15)")
     p.add_argument("--serve-decode-cores", type=int, help="end to end: the servers' --decode-cores (default: theirs)")
+    p.add_argument("--serve-decode-nice", type=int, help="end to end: the servers' --decode-nice (default: theirs)")
     p.add_argument("--gpu", help="the GPU selection of diptych-gpu-bench (e.g. software)")
     p.add_argument("--work", help="folder for inputs and outputs (default: a new temporary one)")
     p.add_argument("--out", help="also write the summary here")
@@ -194,6 +195,8 @@ def end_to_end(a, diptych, work, lines):
         cmd += ["--slices", str(a.slices)] if runner.startswith("diptych") else []
         if a.serve_decode_cores is not None and runner.startswith("diptych-serve"):
             cmd += ["--serve-decode-cores", str(a.serve_decode_cores)]
+        if a.serve_decode_nice is not None and runner.startswith("diptych-serve"):
+            cmd += ["--serve-decode-nice", str(a.serve_decode_nice)]
         run(cmd + ["--work-dir", os.path.join(work, "e2e"), "--json", out], cwd=work, env=env)
         with open(out) as f:
             c = next((c for c in json.load(f)["concurrency"] if c["runner"] == runner), {})

@@ -33,6 +33,9 @@ public final class DecodeCPUClock: Sendable {
     /// How many decoder threads it has counted (those that ended included).
     public var threads: Int { state.withLock { $0.adopted } }
 
+    /// The threads it counts that have not ended.
+    package var liveThreads: [Int32] { state.withLock { Array($0.live.keys) } }
+
     /// Adds `seconds` of a reading thread's time spent decoding.
     public func add(_ seconds: Double) {
         guard seconds > 0 else { return }
@@ -58,30 +61,11 @@ public final class DecodeCPUClock: Sendable {
     }
 
     /// Runs `open` (a decoder opening) with the calling thread named for
-    /// the decode stage and a tag of its own (`dp-decode-TAG`: the stage
-    /// still counts it, `StageClock`), and counts from now on the threads
-    /// it started: those of this process that carry that name (threads
-    /// inherit their creator's name). Returns those threads.
+    /// the decode stage and a tag of its own (`CodecThreads.opening`), and
+    /// counts from now on the threads it started. Returns those threads.
     public func opening<E: Error>(_ open: () throws(E) -> Void) throws(E) -> [Int32] {
-        let name = PipelineStage.decode.threadName + "-" + String(Self.tags.add(1, ordering: .relaxed).newValue % 0x10_0000, radix: 16)
-        try StageClock.naming(threadName: name, open)
-        let started = Self.threads().filter { $0.name == name }.map(\.tid)
+        let started = try CodecThreads.opening(.decode, open)
         adopt(started)
         return started
-    }
-    private static let tags = Atomic<Int>(0)
-
-    /// This process's threads: id and name.
-    private static func threads() -> [(tid: Int32, name: String)] {
-        guard let dir = opendir("/proc/self/task") else { return [] }
-        defer { closedir(dir) }
-        var out: [(Int32, String)] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard let tid = Int32(name) else { continue }
-            let comm = (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8)) ?? ""
-            out.append((tid, comm.trimmingCharacters(in: .newlines)))
-        }
-        return out
     }
 }

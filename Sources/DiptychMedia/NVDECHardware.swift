@@ -77,6 +77,9 @@ public struct DecoderSettings: Sendable {
     /// Frame threads of each CPU decoder; nil for one a core, at most 16
     /// (a server decoding many streams gives each a share, `Admission.decoderThreads`).
     public var cpuThreads: Int?
+    /// The nice value of each CPU decoder's threads (`CodecThreads.yield`);
+    /// nil for the process's (a server lowers them, `diptych serve --decode-nice`).
+    public var cpuNice: Int?
 
     init(choice: DecoderChoice, nvdec: Result<any NVDECBackend, DecoderUnavailable>,
          onFallback: @escaping @Sendable (DecoderFallback) -> Void = { _ in }) {
@@ -101,12 +104,13 @@ public struct DecoderSettings: Sendable {
         var settings = DecoderSettings(choice: .auto, nvdec: .failure(DecoderUnavailable(reason)), onFallback: onFallback)
         settings.cpuClock = cpuClock
         settings.cpuThreads = cpuThreads
+        settings.cpuNice = cpuNice
         return settings
     }
 
-    /// A CPU decoder for `stream` under these settings (its clock and threads).
+    /// A CPU decoder for `stream` under these settings (its clock, threads and nice value).
     func cpuDecoder(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String) throws(MediaError) -> VideoDecoder {
-        try VideoDecoder(stream: stream, codec: codec, path: path, clock: cpuClock, threads: cpuThreads)
+        try VideoDecoder(stream: stream, codec: codec, path: path, clock: cpuClock, threads: cpuThreads, nice: cpuNice)
     }
 
     /// Why this source has no NVDEC, or nil when it has.

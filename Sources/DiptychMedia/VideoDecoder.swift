@@ -33,15 +33,17 @@ final class VideoDecoder: FrameDecoder {
     var kind: DecoderKind { .cpu }
     var lost: String? { nil }
 
-    /// The clock this decoder's threads count toward, and those threads.
+    /// The clock this decoder's threads count toward, and those threads
+    /// (found where a clock counts them or a nice value is given; else none).
     private let clock: DecodeCPUClock?
-    private let threads: [Int32]
+    let threads: [Int32]
 
     /// Opens the decoder for `stream`. `path` names the input in errors;
     /// the threads it starts count toward `clock` when one is given.
     /// `threads`: its frame threads, or nil for one a core (at most 16).
+    /// `nice`: the nice value its threads get (`CodecThreads.yield`), or nil for the process's.
     init(stream: UnsafeMutablePointer<AVStream>, codec: UnsafePointer<AVCodec>, path: String,
-         clock: DecodeCPUClock? = nil, threads frameThreads: Int? = nil) throws(MediaError) {
+         clock: DecodeCPUClock? = nil, threads frameThreads: Int? = nil, nice: Int? = nil) throws(MediaError) {
         do {
             let c = try FFCodecContext(decoding: stream.pointee.codecpar, codec: codec)
             // One frame thread per core by default (FFmpeg's automatic count is one more, and each holds a frame).
@@ -50,10 +52,13 @@ final class VideoDecoder: FrameDecoder {
             c.raw.pointee.pkt_timebase = stream.pointee.time_base
             if let clock {
                 threads = try clock.opening { () throws(FFmpegError) in try c.open() }
+            } else if nice != nil {
+                threads = try CodecThreads.opening(.decode) { () throws(FFmpegError) in try c.open() }
             } else {
                 try StageClock.naming(.decode) { () throws(FFmpegError) in try c.open() }
                 threads = []
             }
+            if let nice { CodecThreads.yield(threads, nice: nice) }
             self.clock = clock
             context = c
         } catch {

@@ -23,6 +23,11 @@ public struct ServeOptions: Sendable {
     /// of NVDEC may fill (default: half of `cores`, at most half of this
     /// machine's; 0: none), `DecodePlacement`.
     public var decodeCores: Double?
+    /// `--decode-nice`: the nice value of the threads of every CPU decoder
+    /// of the server's takes (0 to 19; 0: the process's own), so the render
+    /// threads and the takes' own threads go first (`CodecThreads.yield`).
+    public var decodeNice = ServeOptions.defaultDecodeNice
+    public static let defaultDecodeNice = 10
     /// GPU milliseconds per second admission may fill (default 1000: all of
     /// one GPU; no limit on a software rasterizer, whose work is CPU time).
     public var gpuMsPerSecond: Double?
@@ -53,7 +58,7 @@ public struct ServeOptions: Sendable {
     public static let usage = """
         usage: diptych serve [--listen HOST:PORT] [--token-file FILE] [--max-takes N] [--gpu SEL]
                              [--state-dir DIR] [--output-root DIR] [--input-root DIR] [--allow-source-net CIDR,...]
-                             [--allow-source-listen PORTS] [--allow-cameras] [--cores N] [--decode-cores N] [--gpu-ms N] [--refuse-below SPEED] [--contexts N] [--encoder-threads N] [--max-body BYTES]
+                             [--allow-source-listen PORTS] [--allow-cameras] [--cores N] [--decode-cores N] [--decode-nice N] [--gpu-ms N] [--refuse-below SPEED] [--contexts N] [--encoder-threads N] [--max-body BYTES]
                              [--request-timeout SECONDS] [--keep-finished N] [--log-format text|json]
                              [--log-level debug|info|warning|error] [--webhook URL --webhook-secret-file FILE]
         Many takes in one process on one GPU, controlled over HTTP (JSON under /v1).
@@ -80,6 +85,9 @@ public struct ServeOptions: Sendable {
                                instead (NVDEC slows the GPU encoder) while such takes need at most N cores
                                together, at the decode cost the placed takes measure (the calibration's until
                                they have; default: half of --cores, at most half of this machine's cores; 0: never)
+          --decode-nice N      the nice value (0 to 19) of the threads of every take's CPU decoders, so the GPU's
+                               render threads and the takes' own threads go before bulk decoding when the cores
+                               are busy (default \(ServeOptions.defaultDecodeNice); 0: the server's own)
           --gpu-ms N           GPU milliseconds per second admission may fill (default 1000; none in software)
           --refuse-below SPEED refuse new takes while a running take has been slower than SPEED× real time over
                                its last seconds (default 0.9; 0: never, admission by cost alone)
@@ -122,7 +130,7 @@ public struct ServeOptions: Sendable {
                 o.allowCameras = true
                 continue
             }
-            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--allow-source-listen", "--cores", "--decode-cores", "--gpu-ms", "--refuse-below", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
+            let known = ["--listen", "--token-file", "--max-takes", "--gpu", "--state-dir", "--output-root", "--input-root", "--allow-source-net", "--allow-source-listen", "--cores", "--decode-cores", "--decode-nice", "--gpu-ms", "--refuse-below", "--contexts", "--encoder-threads", "--max-body", "--request-timeout", "--keep-finished", "--log-format", "--log-level", "--webhook", "--webhook-secret-file"]
             guard known.contains(flag) else {
                 throw .badUsage("\(flag.hasPrefix("--") ? "option" : "argument") '\(flag)': unknown (see diptych serve --help)")
             }
@@ -163,6 +171,9 @@ public struct ServeOptions: Sendable {
             case "--decode-cores":
                 guard let n = Double(v), n >= 0, n <= 4096 else { throw bad("must be a number of cores from 0 to 4096") }
                 o.decodeCores = n
+            case "--decode-nice":
+                guard let n = Int(v), CodecThreads.niceRange.contains(n) else { throw bad("must be a whole number from 0 to 19") }
+                o.decodeNice = n
             case "--refuse-below":
                 guard let n = Double(v), n >= 0, n <= 1 else { throw bad("must be a speed from 0 to 1 (× real time)") }
                 o.refuseBelow = n

@@ -101,7 +101,8 @@ public final class Server: Sendable {
                       placement.autoEncodesOnGPU ? "" : "; --encoder auto does not encode on the GPU here, so only takes asking for --encoder gpu"))
         let settings = TakeRegistry.Settings(maxTakes: options.maxTakes, capacity: capacity, serverGPU: options.gpu,
                                              outputRoot: outputRoot, sourcePolicy: sources, encoderCores: encoderCores,
-                                             encoderThreads: options.encoderThreads, keepFinished: options.keepFinished,
+                                             encoderThreads: options.encoderThreads, decodeNice: options.decodeNice > 0 ? options.decodeNice : nil,
+                                             keepFinished: options.keepFinished,
                                              placement: placement, refuseBelow: options.refuseBelow)
         let meter = CostMeter()
         var forward: (@Sendable (EventLog.Event) -> Void)?

@@ -15,6 +15,8 @@ final class TakeDecoding: Sendable {
     let inputMegapixelsPerSecond: Double
     /// Frame threads of each CPU decoder (`Admission.decoderThreads`); nil for one a core.
     let threads: Int?
+    /// The nice value of each CPU decoder's threads (`--decode-nice`); nil for the process's.
+    let nice: Int?
     /// The CPU seconds of the decoding the server placed or moved on the CPU.
     let clock = DecodeCPUClock()
     private let move = DecoderMove()
@@ -22,10 +24,11 @@ final class TakeDecoding: Sendable {
     /// take's frames written and the clock then (what is counted starts there).
     private let moved = Mutex<(decision: DecodePlacement.Decision, since: (written: Int, clockSeconds: Double)?)?>(nil)
 
-    init(admitted: DecodePlacement.Decision? = nil, inputMegapixelsPerSecond: Double = 0, threads: Int? = nil) {
+    init(admitted: DecodePlacement.Decision? = nil, inputMegapixelsPerSecond: Double = 0, threads: Int? = nil, nice: Int? = nil) {
         self.admitted = admitted
         self.inputMegapixelsPerSecond = admitted == nil ? 0 : inputMegapixelsPerSecond
         self.threads = threads
+        self.nice = nice
     }
 
     /// Where the take decodes now by the server's choice: where it was placed, or moved since.
@@ -54,12 +57,13 @@ final class TakeDecoding: Sendable {
     }
 
     /// A stream's decoder settings as the server decides them: frame
-    /// threads; a placed take on the CPU, counted by the clock; one left to
+    /// threads and their nice value; a placed take on the CPU, counted by the clock; one left to
     /// NVDEC movable later, counted from its first stream that moves
     /// (`written`: the take's frames written then).
     func settings(_ settings: DecoderSettings, written: @escaping @Sendable () -> Int) -> DecoderSettings {
         var s = admitted?.cpu == true ? settings.onCPU(because: DecodePlacement.streamReason) : settings
         s.cpuThreads = threads
+        s.cpuNice = nice
         guard let admitted else { return s }
         s.cpuClock = clock
         if !admitted.cpu {

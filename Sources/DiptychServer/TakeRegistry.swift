@@ -19,6 +19,8 @@ final class TakeRegistry: Sendable {
         var encoderCores: Int
         /// `--encoder-threads`: every take's, instead of a share of `encoderCores`.
         var encoderThreads: Int?
+        /// `--decode-nice`: the nice value of every take's CPU decoders' threads (nil: the process's).
+        var decodeNice: Int?
         /// How long `POST` waits for a take to start before answering `starting`.
         var startWait = 15.0
         /// Ended takes kept in memory (`--keep-finished`); older ones leave it
@@ -302,7 +304,8 @@ final class TakeRegistry: Sendable {
             repeat { id = String(format: "%08x", UInt32.random(in: 0...UInt32.max)) } while s.takes[id] != nil
             let threads = settings.encoderThreads ?? Admission.encoderThreads(cores: settings.encoderCores, active: active.count)
             let decoding = TakeDecoding(admitted: placed, inputMegapixelsPerSecond: decode ?? 0,
-                                        threads: Admission.decoderThreads(cores: settings.encoderCores, active: active.count))
+                                        threads: Admission.decoderThreads(cores: settings.encoderCores, active: active.count),
+                                        nice: settings.decodeNice)
             let t = Take(id: id, configuration: config, load: load, encoderThreads: threads, decoding: decoding)
             register(t, in: &s)
             if let placed { takeLog(id, "decoding: \(placed)") }

@@ -287,6 +287,22 @@ struct ServerUnitTests {
         }
     }
 
+    @Test func decodeNiceOptionIsCheckedAndReachesEveryCPUDecoder() throws {
+        #expect(try ServeOptions.parse([]).decodeNice == 10)
+        #expect(try ServeOptions.parse(["--decode-nice", "0"]).decodeNice == 0)
+        #expect(try ServeOptions.parse(["--decode-nice=19"]).decodeNice == 19)
+        for bad in ["20", "-1", "low"] {
+            #expect(throws: ServerError.badUsage("--decode-nice '\(bad)': must be a whole number from 0 to 19")) {
+                _ = try ServeOptions.parse(["--decode-nice", bad])
+            }
+        }
+        // A take's decoders get it whether or not the server placed its decoding, on the CPU from the start or after a move.
+        let s = TakeDecoding(threads: 2, nice: 10).settings(.cpu, written: { 0 })
+        #expect(s.cpuNice == 10 && s.cpuThreads == 2)
+        #expect(s.onCPU(because: "a move").cpuNice == 10)
+        #expect(TakeDecoding().settings(.cpu, written: { 0 }).cpuNice == nil)
+    }
+
     @Test func refuseBelowOptionIsChecked() throws {
         #expect(try ServeOptions.parse([]).refuseBelow == 0.9)
         #expect(try ServeOptions.parse(["--refuse-below", "0"]).refuseBelow == 0)

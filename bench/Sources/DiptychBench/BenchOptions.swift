@@ -60,16 +60,9 @@ public struct BenchOptions: Sendable, Equatable {
     public var minSpeed = 1.0
     /// Which of `--pairs`' runners run (nil: ours, and FFmpeg's configurations when `--peers` has ffmpeg).
     public var pairRunners: [String]?
-    /// `--serve-encoder-threads`: the serve runners' `diptych serve --encoder-threads` (nil: the server's share).
-    public var serveEncoderThreads: Int?
-    /// `--serve-contexts`: the serve runners' `diptych serve --contexts` (nil: the server's default).
-    public var serveContexts: Int?
-    /// `--serve-decode-cores`: the serve runners' `diptych serve --decode-cores` (nil: the server's default).
-    public var serveDecodeCores: Int?
-    /// `--serve-gpu-takes`: with the serve runners, the first N takes of each
-    /// trial encode on the GPU (`--encoder gpu`), the rest with `--encoder`'s
-    /// encoder: one server sharing its takes between the GPU and the CPU (nil: all with `--encoder`).
-    public var serveGPUTakes: Int?
+    /// `--serve-encoder-threads`, `--serve-contexts`, `--serve-decode-cores`,
+    /// `--serve-decode-nice`, `--serve-gpu-takes`: how the serve runners run the server.
+    public var serve = ServeRunnerSettings()
     /// `--ffmpeg-encoder-threads`: FFmpeg's libx264 `-threads` in every FFmpeg command (nil: FFmpeg's default).
     public var ffmpegEncoderThreads: Int?
     public var bitrate = 10_000_000
@@ -130,6 +123,8 @@ public struct BenchOptions: Sendable, Equatable {
       --serve-contexts N   with the serve runners: diptych serve --contexts N (GL contexts the takes share)
       --serve-decode-cores N  with the serve runners: diptych serve --decode-cores N (cores the takes it decodes
                            on the CPU instead of NVDEC may fill; 0: none)
+      --serve-decode-nice N  with the serve runners: diptych serve --decode-nice N (the nice value of its takes'
+                           CPU decoders' threads; 0: the server's own)
       --serve-gpu-takes N  with the serve runners: the first N takes of each trial encode on the GPU (--encoder gpu),
                            the rest with --encoder's encoder (which must not be gpu then)
       --ffmpeg-encoder-threads N  FFmpeg's libx264 with -threads N in every FFmpeg command (default: FFmpeg's)
@@ -154,7 +149,7 @@ public struct BenchOptions: Sendable, Equatable {
         if arguments.contains("-h") || arguments.contains("--help") { return nil }
         let valued = ["--layouts", "--sizes", "--formats", "--stages", "--frames", "--streams", "--contexts", "--frame-batch", "--duration", "--peers", "--preset", "--presets",
                       "--repeat", "--mirror",
-                      "--pairs", "--pair-runners", "--encoder", "--slices", "--keyframe-interval", "--serve-encoder-threads", "--serve-contexts", "--serve-decode-cores", "--serve-gpu-takes", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
+                      "--pairs", "--pair-runners", "--encoder", "--slices", "--keyframe-interval", "--serve-encoder-threads", "--serve-contexts", "--serve-decode-cores", "--serve-decode-nice", "--serve-gpu-takes", "--ffmpeg-encoder-threads", "--min-speed", "--gpu", "--json", "--chart", "--sheet", "--work-dir"]
         let reader = ArgumentReader(valued.map { ($0, true) } + [("--quick", false), ("--full", false)])
         let given: [(flag: String, value: String?)]
         do { given = try reader.read(arguments) } catch { throw BenchUsageError("\(error) (see diptych bench --help)") }
@@ -267,13 +262,15 @@ public struct BenchOptions: Sendable, Equatable {
                 }
                 o.pairRunners = v
             case "--serve-encoder-threads":
-                o.serveEncoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
+                o.serve.encoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
             case "--serve-contexts":
-                o.serveContexts = try count(a, 1...64, "a whole number from 1 to 64")
+                o.serve.contexts = try count(a, 1...64, "a whole number from 1 to 64")
             case "--serve-decode-cores":
-                o.serveDecodeCores = try count(a, 0...4096, "a whole number from 0 to 4096")
+                o.serve.decodeCores = try count(a, 0...4096, "a whole number from 0 to 4096")
+            case "--serve-decode-nice":
+                o.serve.decodeNice = try count(a, 0...19, "a whole number from 0 to 19")
             case "--serve-gpu-takes":
-                o.serveGPUTakes = try count(a, 0...PairCounts.limit, "a whole number from 0 to \(PairCounts.limit)")
+                o.serve.gpuTakes = try count(a, 0...PairCounts.limit, "a whole number from 0 to \(PairCounts.limit)")
             case "--ffmpeg-encoder-threads":
                 o.ffmpegEncoderThreads = try count(a, 1...256, "a whole number from 1 to 256")
             case "--min-speed":
@@ -298,7 +295,7 @@ public struct BenchOptions: Sendable, Equatable {
             throw BenchUsageError("\(flag) sets the nvdec stage, which --stages does not run here "
                 + "(\(o.stages.map(\.rawValue).joined(separator: ", "))); add nvdec to --stages")
         }
-        if o.serveGPUTakes != nil && o.encoder == .gpu {
+        if o.serve.gpuTakes != nil && o.encoder == .gpu {
             throw BenchUsageError("--serve-gpu-takes: the other takes encode with --encoder's encoder, which is gpu here too (give --encoder x264 or auto)")
         }
         if o.full {

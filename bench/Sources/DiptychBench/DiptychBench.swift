@@ -183,7 +183,7 @@ final class Runner {
                     let peers = Peers(options: o)
                     let c = PairCase(layout: layout, inputs: inputs, preset: preset, bitrate: options.bitrate, gop: options.gop,
                                      gpu: options.gpu, workDir: options.workDir, mirrored: options.mirror, encoder: options.encoder, slices: options.slices)
-                    for r in PairRunners.all(peers, serveEncoderThreads: options.serveEncoderThreads, serveContexts: options.serveContexts, serveDecodeCores: options.serveDecodeCores, serveGPUTakes: options.serveGPUTakes) where pairRunnerNames.contains(r.name) {
+                    for r in PairRunners.all(peers, serve: options.serve) where pairRunnerNames.contains(r.name) {
                         out.append(stage.measure(r, c, progress: { [unowned self] in self.progress($0) }))
                         done += 1
                     }

@@ -169,11 +169,9 @@ enum PairRunners {
     /// Those `--pairs` runs without `--pair-runners` (with the ffmpeg peer).
     static let defaultNames = ["diptych", "diptych-serve", "ffmpeg", "ffmpeg-nvdec", "ffmpeg-nvdec-cpu-overlay"]
 
-    static func all(_ peers: Peers, serveEncoderThreads: Int? = nil, serveContexts: Int? = nil, serveDecodeCores: Int? = nil,
-                    serveGPUTakes: Int? = nil) -> [PairRunner] {
+    static func all(_ peers: Peers, serve: ServeRunnerSettings = ServeRunnerSettings()) -> [PairRunner] {
         [diptych(), diptych(decoder: .cpu),
-         ServePairRunner(decoder: .auto, encoderThreads: serveEncoderThreads, contexts: serveContexts, decodeCores: serveDecodeCores, gpuTakes: serveGPUTakes),
-         ServePairRunner(decoder: .cpu, encoderThreads: serveEncoderThreads, contexts: serveContexts, decodeCores: serveDecodeCores, gpuTakes: serveGPUTakes),
+         ServePairRunner(decoder: .auto, settings: serve), ServePairRunner(decoder: .cpu, settings: serve),
          ffmpeg(peers), ffmpegNVDEC(peers, gpuOverlay: true), ffmpegNVDEC(peers, gpuOverlay: false)]
     }
 }

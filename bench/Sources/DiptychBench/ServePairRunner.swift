@@ -15,15 +15,7 @@ import Glibc
 /// the work directory (`diptych-serve-PRESET-N.log`, `…-takes.json`).
 struct ServePairRunner: PairRunner {
     let decoder: DecoderChoice
-    /// `diptych serve --encoder-threads` (nil: the server's share of the cores).
-    var encoderThreads: Int?
-    /// `diptych serve --contexts` (nil: the server's default).
-    var contexts: Int?
-    /// `diptych serve --decode-cores` (nil: the server's default).
-    var decodeCores: Int?
-    /// The first this many takes of a trial encode on the GPU (`--encoder
-    /// gpu`), the rest with the case's encoder (nil: every take with the case's).
-    var gpuTakes: Int?
+    var settings = ServeRunnerSettings()
     var executable: String? = PairRunners.diptychExecutable()
     static let pollInterval = 0.1
 
@@ -31,13 +23,13 @@ struct ServePairRunner: PairRunner {
     var summary: String {
         "one diptych serve holding every take (one GL context, pairs batched per render-thread hop): "
             + (decoder == .cpu ? "CPU decode" : "the server's decode placement (takes encoding on the GPU decoded on the CPU while --decode-cores holds them, NVDEC beyond; NVDEC where the GPU has it for the rest, else CPU)") + ", GPU composite, "
-            + (gpuTakes.map { "the first \($0) takes of a trial encoded on the GPU, the rest with --encoder's encoder" } ?? "--encoder's encoder (by default auto's: libx264, or the GPU encoder at ultrafast on a GPU without VA-API or NVENC)")
+            + (settings.gpuTakes.map { "the first \($0) takes of a trial encoded on the GPU, the rest with --encoder's encoder" } ?? "--encoder's encoder (by default auto's: libx264, or the GPU encoder at ultrafast on a GPU without VA-API or NVENC)")
             + ", fragmented MP4"
     }
 
     /// Take `i`'s case: the GPU encoder for the first `gpuTakes`.
     func takeCase(_ c: PairCase, _ i: Int) -> PairCase {
-        guard let gpuTakes, i < gpuTakes else { return c }
+        guard let gpuTakes = settings.gpuTakes, i < gpuTakes else { return c }
         var g = c
         g.encoder = .gpu
         return g
@@ -48,8 +40,7 @@ struct ServePairRunner: PairRunner {
         // (takes posted at once run slower while they start, and a take under 0.9× would refuse the later ones).
         ["serve", "--listen", "127.0.0.1:0", "--gpu", c.gpu, "--cores", "4096", "--gpu-ms", "1000000", "--max-takes", "\(pairs)",
          "--refuse-below", "0"]
-            + (encoderThreads.map { ["--encoder-threads", "\($0)"] } ?? []) + (contexts.map { ["--contexts", "\($0)"] } ?? [])
-            + (decodeCores.map { ["--decode-cores", "\($0)"] } ?? [])
+            + settings.serveFlags
     }
 
     func command(for c: PairCase, output: String) -> String {
@@ -57,7 +48,7 @@ struct ServePairRunner: PairRunner {
         let flat = body.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
         return ChildCommand(executable: executable ?? "diptych", arguments: serveArguments(c, pairs: 0).map { $0 == "0" ? "N" : $0 },
                             stdoutPath: "", stderrPath: "").shown + "; then N× POST /v1/takes at once: " + flat
-            + (gpuTakes.map { " (the first \($0) with \"encoder\": \"gpu\")" } ?? "")
+            + (settings.gpuTakes.map { " (the first \($0) with \"encoder\": \"gpu\")" } ?? "")
     }
 
     /// The encoders the takes ran, as the server last listed them (`encoder`
@@ -278,4 +269,27 @@ final class Locked<T>: @unchecked Sendable {
     private let lock = NSLock()
     init(_ value: T) { self.value = value }
     func with<R>(_ body: (inout T) -> R) -> R { lock.lock(); defer { lock.unlock() }; return body(&value) }
+}
+
+/// How the serve runners run `diptych serve` (`diptych bench --serve-…`); nil: the server's default.
+public struct ServeRunnerSettings: Sendable, Equatable {
+    /// `diptych serve --encoder-threads` (nil: the server's share of the cores).
+    public var encoderThreads: Int?
+    /// `diptych serve --contexts`.
+    public var contexts: Int?
+    /// `diptych serve --decode-cores`.
+    public var decodeCores: Int?
+    /// `diptych serve --decode-nice`.
+    public var decodeNice: Int?
+    /// The first this many takes of a trial encode on the GPU (`--encoder
+    /// gpu`), the rest with the case's encoder (nil: every take with the case's).
+    public var gpuTakes: Int?
+
+    public init() {}
+
+    /// The server's flags these settings give.
+    var serveFlags: [String] {
+        [("--encoder-threads", encoderThreads), ("--contexts", contexts), ("--decode-cores", decodeCores), ("--decode-nice", decodeNice)]
+            .flatMap { flag, value in value.map { [flag, "\($0)"] } ?? [] }
+    }
 }

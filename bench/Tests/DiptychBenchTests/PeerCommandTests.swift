@@ -66,8 +66,8 @@ import Testing
 
     @Test func aServerSharesItsTakesBetweenTheGPUEncoderAndAnother() throws {
         let o = try #require(try BenchOptions.parse(["--pairs", "24", "--serve-gpu-takes", "2", "--encoder", "x264"]))
-        #expect(o.serveGPUTakes == 2 && o.encoder == .x264)
-        #expect(try BenchOptions.parse([])?.serveGPUTakes == nil)
+        #expect(o.serve.gpuTakes == 2 && o.encoder == .x264)
+        #expect(try BenchOptions.parse([])?.serve.gpuTakes == nil)
         #expect(throws: BenchUsageError("--serve-gpu-takes: the other takes encode with --encoder's encoder, which is gpu here too (give --encoder x264 or auto)")) {
             _ = try BenchOptions.parse(["--serve-gpu-takes", "2", "--encoder", "gpu"])
         }
@@ -76,13 +76,28 @@ import Testing
         }
         let c = PairCase(layout: .pip, inputs: Self.inputs, preset: "ultrafast", bitrate: 8_000_000, gop: 60, gpu: "auto",
                          workDir: "/tmp", encoder: .x264)
-        let runner = try #require(PairRunners.all(Peers(options: o), serveGPUTakes: o.serveGPUTakes).compactMap { $0 as? ServePairRunner }.first)
+        let runner = try #require(PairRunners.all(Peers(options: o), serve: o.serve).compactMap { $0 as? ServePairRunner }.first)
         // What each of a trial's takes is sent: the first two the GPU encoder, the third the case's.
         let sent = try (0..<3).map { i in
             try TakeConfiguration(jsonData: runner.configuration(runner.takeCase(c, i), "o\(i).mp4")).encoder
         }
         #expect(sent == [.gpu, .gpu, .x264])
         #expect(runner.summary.contains("the first 2 takes of a trial encoded on the GPU"))
+    }
+
+    @Test func theServeRunnersPassTheServersSettingsOn() throws {
+        let o = try #require(try BenchOptions.parse(["--pairs", "4", "--serve-decode-nice", "0", "--serve-decode-cores", "6", "--serve-contexts", "2"]))
+        let runner = try #require(PairRunners.all(Peers(options: o), serve: o.serve).compactMap { $0 as? ServePairRunner }.first)
+        let c = PairCase(layout: .pip, inputs: Self.inputs, preset: "ultrafast", bitrate: 8_000_000, gop: 60, gpu: "auto", workDir: "/tmp")
+        let a = runner.serveArguments(c, pairs: 4)
+        for (flag, value) in [("--decode-nice", "0"), ("--decode-cores", "6"), ("--contexts", "2")] {
+            let i = try #require(a.firstIndex(of: flag), "\(flag) in \(a)")
+            #expect(a[i + 1] == value)
+        }
+        #expect(!a.contains("--encoder-threads"))
+        #expect(throws: BenchUsageError("--serve-decode-nice '20': expected a whole number from 0 to 19")) {
+            _ = try BenchOptions.parse(["--serve-decode-nice", "20"])
+        }
     }
 
     @Test func primaryOnlyReadsOneInput() {
