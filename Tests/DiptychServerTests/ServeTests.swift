@@ -106,12 +106,18 @@ private let gpuEncoderPasses = ["search", "refine", "subpel", "choose", "inter",
             if running { #expect(metrics.contains("diptych_take_"), "\(when): no per-take series in \(metrics)") }
         }
         try check("three takes running", running: true)
+        // Take views read each take's GPU time without a hop to the render thread.
+        for _ in 0..<20 { #expect(try server.request("GET", "/v1/takes").status == 200) }
         for id in ids { _ = try server.waitForTake(id) { state($0) == "finished" } }
         try check("after the takes", running: false)
         // The render thread's calls from other threads, by the method that made them (addOutput at least, once a take).
         let metrics = try server.request("GET", "/metrics").text
         #expect(metrics.contains("diptych_gpu_render_thread_calls_total{context=\"0\",call=\"addOutput(canvas:matrix:range:)\"}"),
                 "\(metrics.split(separator: "\n").filter { $0.contains("render_thread_call") })")
+        // The views and cost samples made none; the compositor of each take (and of the calibration's) read its figures once as it ended (`stats`).
+        let statsCalls = metrics.split(separator: "\n").first { $0.hasPrefix("diptych_gpu_render_thread_calls_total{context=\"0\",call=\"stats\"} ") }
+            .flatMap { Double($0.split(separator: " ").last!) } ?? 0
+        #expect(statsCalls <= Double(ids.count + 1), "\(statsCalls) statistics hops for \(ids.count) takes and the calibration")
     }
 
     /// `GET /v1/takes/{id}/snapshot`: the main output's current composite as
