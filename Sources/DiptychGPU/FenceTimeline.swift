@@ -146,9 +146,14 @@ final class FenceTimeline {
 
     /// Blocks until `serial` has completed, fencing it first if it was not yet submitted.
     func wait(for serial: UInt64) {
-        if serial > submitted { submit() }
+        fence(upTo: serial)
         waitFences(upTo: serial)
         runDue()
+    }
+
+    /// Fences the work recorded so far where `serial` is not fenced yet (no wait).
+    func fence(upTo serial: UInt64) {
+        if serial > submitted { submit() }
     }
 
     /// Off the render thread: whether `serial` has completed (retires signalled fences, runs nothing).

@@ -61,7 +61,12 @@ extension GPUCompositor {
                 } catch { _ = try? callerSide { r in r.staging.abandon(i) }; throw error }
                 return i
             case .wait(let serial):
-                try withRenderer { r in r.timeline.wait(for: serial) }
+                // The slot's last read is recorded but not fenced yet: where fences can be waited for
+                // here, the hop only fences it and this thread waits; the render thread, which every
+                // take of the context waits on, does not wait for the GPU for it.
+                try withRenderer { r in
+                    if r.timeline.canWaitOffThread { r.timeline.fence(upTo: serial) } else { r.timeline.wait(for: serial) }
+                }
             case .full:
                 guard !committed else {
                     let n = try callerSide { r in r.staging.slots.count }

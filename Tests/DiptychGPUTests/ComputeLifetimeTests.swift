@@ -76,6 +76,28 @@ extension GPU {
             #expect(img.rgba(20, 8) == RGBA8(r: 2, g: 2, b: 2))
         }
 
+        /// A staging slot whose last read a hop recorded and nothing fenced
+        /// yet: the next upload's hop fences it, and the caller waits for it on
+        /// its own thread (watched fences), not the render thread.
+        @Test func aSlotReadOutsideAFrameIsFencedThenWaitedForByTheCaller() throws {
+            let c = try makeCompositor(readbackDepth: 2, uploadDepth: 2)
+            defer { c.shutdown() }
+            #expect(c.plan.staging == .mappedBuffers && c.plan.fences == .watched, "\(c.plan)")
+            let out = try c.addOutput(canvas: Self.canvas)
+            try c.upload(solidFrame(32, 16, RGBA8(r: 1, g: 1, b: 1)), role: .primary)
+            try c.upload(solidFrame(32, 16, RGBA8(r: 2, g: 2, b: 2)), role: .secondary)
+            _ = c.stats   // a hop: both staged pictures become textures there, read by work not yet fenced
+            let (read, submitted) = try c.withRenderer { r in (r.staging.slots.map(\.lastUse), r.timeline.submitted) }
+            #expect(read.allSatisfy { $0 > submitted }, "read by \(read), fenced up to \(submitted)")
+            let hops = c.renderThreadHops
+            try c.upload(solidFrame(32, 16, RGBA8(r: 3, g: 3, b: 3)), role: .primary)
+            #expect(c.renderThreadHops - hops == 1, "\(c.renderThreadHops - hops) hops: one to fence the slot's read")
+            #expect(try c.withRenderer { r in r.timeline.submitted } >= read[0])
+            let img = try renderPreview(c, out, Self.plan)
+            #expect(img.rgba(2, 2) == RGBA8(r: 3, g: 3, b: 3))
+            #expect(img.rgba(20, 8) == RGBA8(r: 2, g: 2, b: 2))
+        }
+
         /// With EGL fences and persistently mapped buffers, a steady stream of
         /// `composite` calls makes one render-thread hop a frame (the render);
         /// uploads, fence waits and deliveries happen on the caller's thread.
