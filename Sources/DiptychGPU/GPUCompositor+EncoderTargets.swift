@@ -45,9 +45,13 @@ extension GPUCompositor {
         try withRenderer { r throws(GPUError) in try r.renderEncoderTarget(id) }
     }
 
-    /// Whether the work up to `serial` has completed; `wait` blocks until it has.
+    /// Whether the work up to `serial` has completed; `wait` blocks until it
+    /// has: on this thread where the fences allow it (the serial fenced, as
+    /// `renderEncoderTarget` returns it), else on the render thread.
     public func encoderTargetDone(_ serial: UInt64, wait: Bool) throws(GPUError) -> Bool {
-        try withRenderer { r throws(GPUError) in
+        calls.lock(); defer { calls.unlock() }
+        if wait { _ = try callerSide { r in r.timeline.canWaitOffThread && r.timeline.waitOffThread(for: serial) } }
+        return try withRenderer { r throws(GPUError) in
             try r.checkUsable()
             if wait { r.timeline.wait(for: serial) }
             let done = r.timeline.isComplete(serial)
