@@ -268,7 +268,7 @@ public struct BenchOptions: Sendable, Equatable {
             case "--serve-decode-cores":
                 o.serve.decodeCores = try count(a, 0...4096, "a whole number from 0 to 4096")
             case "--serve-decode-nice":
-                o.serve.decodeNice = try count(a, 0...19, "a whole number from 0 to 19")
+                o.serve.decodeNice = try count(a, CodecThreads.niceRange, "a whole number from 0 to 19")
             case "--serve-gpu-takes":
                 o.serve.gpuTakes = try count(a, 0...PairCounts.limit, "a whole number from 0 to \(PairCounts.limit)")
             case "--ffmpeg-encoder-threads":
